@@ -1,0 +1,268 @@
+/**
+ * The command queue's decisions, pure: what a claim, a lease expiry, an ACK, a cancel or a create
+ * does to one stored command, and the checks on its images. The store (command-queue.ts) reads a
+ * record, asks here, and writes the patch conditionally on the guard still matching, so a decision
+ * made on a stale read is never applied.
+ */
+import { createHash } from "node:crypto";
+import {
+  LIMITS,
+  type ClaimedCommand,
+  type CommandImage,
+  type CommandOrigin,
+  type CommandState,
+  type CommandSummary,
+  type ErrorCode,
+  type ImageMime,
+} from "../protocol.ts";
+
+/** One row of `anon_notify_command`. */
+export interface CommandRecord {
+  seq: number;
+  command_id: string;
+  session_id: string;
+  event_id: string;
+  origin: CommandOrigin;
+  instruction: string;
+  /** The image bytes; emptied when the command reaches a final state. */
+  images: CommandImage[];
+  image_count: number;
+  image_bytes: number;
+  image_digest: string | null;
+  request_key: string | null;
+  request_digest: string;
+  state: CommandState;
+  /** The newest lease; kept after expiry and after ACK so a late or repeated ACK can be recognised. */
+  lease_token: string | null;
+  lease_runtime_id: string | null;
+  lease_expires_at: Date | null;
+  /** Set by the first claim and never cleared: the cut-off for cancelling. */
+  first_claimed_at: Date | null;
+  deliveries: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type CommandPatch = Partial<Omit<CommandRecord, "seq" | "command_id">>;
+
+/** What a conditional write must still find, so that a concurrent change voids the decision. */
+export interface CommandGuard {
+  seq: number;
+  state: CommandState;
+  lease_token: string | null;
+}
+
+export interface Refusal {
+  kind: "refuse";
+  status: number;
+  error: ErrorCode;
+}
+
+const FINAL_STATES: readonly CommandState[] = ["accepted", "cancelled"];
+export const ACTIVE_STATES: CommandState[] = ["pending", "leased"];
+
+export function guardOf(record: CommandRecord): CommandGuard {
+  return { seq: record.seq, state: record.state, lease_token: record.lease_token };
+}
+
+/** Cancellable only while no claim has ever started delivering it. */
+export function isCancellable(record: CommandRecord): boolean {
+  return record.state === "pending" && record.first_claimed_at === null;
+}
+
+function leaseExpired(record: CommandRecord, now: Date): boolean {
+  return record.state === "leased" && record.lease_expires_at !== null && record.lease_expires_at <= now;
+}
+
+/** A client without the image capability never gets an image command: no silent downgrade to text. */
+export function isClaimable(record: CommandRecord, now: Date, supportsImages: boolean): boolean {
+  if (record.image_count > 0 && !supportsImages) return false;
+  return record.state === "pending" || leaseExpired(record, now);
+}
+
+export interface LeaseGrant {
+  token: string;
+  runtimeId: string;
+  now: Date;
+  leaseMs: number;
+}
+
+export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPatch {
+  return {
+    state: "leased",
+    lease_token: grant.token,
+    lease_runtime_id: grant.runtimeId,
+    lease_expires_at: new Date(grant.now.getTime() + grant.leaseMs),
+    first_claimed_at: record.first_claimed_at ?? grant.now,
+    deliveries: record.deliveries + 1,
+    updated_at: grant.now,
+  };
+}
+
+/**
+ * An expired lease goes back to pending for redelivery. `first_claimed_at` stays: the content may
+ * already be inside Pi, so the command never becomes cancellable again. The lease token stays so
+ * that an ACK arriving late, before any new claim, is still accepted.
+ */
+export function expiryPatch(record: CommandRecord, now: Date): CommandPatch | null {
+  if (!leaseExpired(record, now)) return null;
+  return { state: "pending", lease_expires_at: null, updated_at: now };
+}
+
+function finalPatch(state: "accepted" | "cancelled", now: Date): CommandPatch {
+  // Final commands keep count, bytes and digest of their images, never the bytes themselves.
+  return { state, images: [], lease_expires_at: null, updated_at: now };
+}
+
+export interface AckInput {
+  session_id: string;
+  runtime_id: string;
+  lease_token: string;
+}
+
+export type AckDecision = { kind: "accept"; patch: CommandPatch } | { kind: "already_accepted" } | Refusal;
+
+export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): AckDecision {
+  if (!record || record.session_id !== ack.session_id) return { kind: "refuse", status: 404, error: "not_found" };
+  if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
+    return { kind: "refuse", status: 409, error: "lease_mismatch" };
+  }
+  if (record.state === "accepted") return { kind: "already_accepted" };
+  // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.
+  if (record.state === "leased" || record.state === "pending") return { kind: "accept", patch: finalPatch("accepted", now) };
+  return { kind: "refuse", status: 409, error: "lease_mismatch" };
+}
+
+export type CancelDecision = { kind: "cancel"; patch: CommandPatch } | { kind: "already_cancelled" } | Refusal;
+
+export function decideCancel(record: CommandRecord | undefined, sessionId: string, now: Date): CancelDecision {
+  if (!record || record.session_id !== sessionId) return { kind: "refuse", status: 404, error: "not_found" };
+  if (record.state === "cancelled") return { kind: "already_cancelled" };
+  if (record.state === "accepted") return { kind: "refuse", status: 409, error: "already_accepted" };
+  if (!isCancellable(record)) return { kind: "refuse", status: 409, error: "delivery_started" };
+  return { kind: "cancel", patch: finalPatch("cancelled", now) };
+}
+
+export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
+
+/**
+ * A repeated request key returns the stored command (final ones included: a cancelled command
+ * never comes back to life); the same key over different content, images included, is refused.
+ */
+export function decideCreate(
+  sameKey: CommandRecord | undefined,
+  requestDigest: string,
+  activeImageBytes: number,
+  newImageBytes: number,
+  imageBudgetBytes: number,
+): CreateDecision {
+  if (sameKey) {
+    return sameKey.request_digest === requestDigest
+      ? { kind: "reuse", record: sameKey }
+      : { kind: "refuse", status: 422, error: "idempotency_key_reused" };
+  }
+  if (newImageBytes > 0 && activeImageBytes + newImageBytes > imageBudgetBytes) {
+    return { kind: "refuse", status: 507, error: "image_budget_exceeded" };
+  }
+  return { kind: "insert" };
+}
+
+export interface RequestContent {
+  session_id: string;
+  event_id: string | null;
+  instruction: string;
+  image_digest: string | null;
+}
+
+export function requestDigest(content: RequestContent): string {
+  const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest]);
+  return createHash("sha256").update(canonical).digest("hex");
+}
+
+export function isFinal(state: CommandState): boolean {
+  return FINAL_STATES.includes(state);
+}
+
+function preview(text: string): string {
+  const chars = Array.from(text);
+  return chars.length <= LIMITS.previewChars ? text : chars.slice(0, LIMITS.previewChars - 1).join("") + "…";
+}
+
+/** The listing shape: no image bytes, no lease token, nothing of other sessions. */
+export function summarize(record: CommandRecord): CommandSummary {
+  return {
+    command_id: record.command_id,
+    event_id: record.event_id,
+    session_id: record.session_id,
+    origin: record.origin,
+    state: record.state,
+    cancellable: isCancellable(record),
+    preview: preview(record.instruction),
+    image_count: record.image_count,
+    created_at: record.created_at.toISOString(),
+    updated_at: record.updated_at.toISOString(),
+  };
+}
+
+export function claimedCommand(record: CommandRecord): ClaimedCommand {
+  return {
+    command_id: record.command_id,
+    event_id: record.event_id,
+    origin: record.origin,
+    instruction: record.instruction,
+    images: record.images,
+    created_at: record.created_at.toISOString(),
+  };
+}
+
+const SIGNATURES: { mime: ImageMime; matches: (b: Buffer) => boolean }[] = [
+  { mime: "image/png", matches: (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },
+  { mime: "image/jpeg", matches: (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
+  { mime: "image/gif", matches: (b) => ["GIF87a", "GIF89a"].includes(b.subarray(0, 6).toString("latin1")) },
+  {
+    mime: "image/webp",
+    matches: (b) => b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP",
+  },
+];
+
+export function sniffImageMime(bytes: Buffer): ImageMime | null {
+  return SIGNATURES.find((s) => s.matches(bytes))?.mime ?? null;
+}
+
+export interface ImageFacts {
+  count: number;
+  bytes: number;
+  digest: string | null;
+}
+
+export type ImageCheck = { ok: true; facts: ImageFacts } | { ok: false; issues: { path: string; message: string }[] };
+
+/**
+ * Decoded sizes and magic bytes; the schema has already checked the count, the base64 alphabet and
+ * the declared type names. The digest covers types and bytes, in order.
+ */
+export function checkImages(images: readonly CommandImage[]): ImageCheck {
+  const issues: { path: string; message: string }[] = [];
+  const hash = createHash("sha256");
+  let total = 0;
+  images.forEach((image, index) => {
+    const bytes = Buffer.from(image.data, "base64");
+    total += bytes.length;
+    hash.update(`${image.mime_type}\0${bytes.length}\0`).update(bytes);
+    if (bytes.length > LIMITS.imageBytes) {
+      issues.push({ path: `images.${index}.data`, message: `decodes to ${bytes.length} bytes; at most ${LIMITS.imageBytes}` });
+    }
+    const sniffed = sniffImageMime(bytes);
+    if (sniffed !== image.mime_type) {
+      issues.push({
+        path: `images.${index}.data`,
+        message: sniffed ? `content is ${sniffed}, declared ${image.mime_type}` : "content is not a PNG, JPEG, GIF or WebP image",
+      });
+    }
+  });
+  if (total > LIMITS.commandImageBytes) {
+    issues.push({ path: "images", message: `images decode to ${total} bytes together; at most ${LIMITS.commandImageBytes}` });
+  }
+  if (issues.length > 0) return { ok: false, issues };
+  return { ok: true, facts: { count: images.length, bytes: total, digest: images.length > 0 ? hash.digest("hex") : null } };
+}

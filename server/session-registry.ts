@@ -1,0 +1,90 @@
+/**
+ * Online sessions, as reported by each active runtime's own heartbeat. Memory only, as the
+ * specification says: after a server restart the live runtimes register again within one
+ * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
+ */
+import type { Heartbeat, SessionProjection } from "../protocol.ts";
+
+export interface SessionEntry {
+  heartbeat: Heartbeat;
+  lastSeenMs: number;
+}
+
+export class SessionRegistry {
+  readonly ttlMs: number;
+  private readonly now: () => number;
+  private readonly entries = new Map<string, SessionEntry>();
+
+  constructor(ttlMs: number, now: () => number = Date.now) {
+    this.ttlMs = ttlMs;
+    this.now = now;
+  }
+
+  /** The newest heartbeat wins, whichever runtime sent it: that runtime is the one polling now. */
+  record(heartbeat: Heartbeat): void {
+    this.entries.set(heartbeat.session_id, { heartbeat, lastSeenMs: this.now() });
+  }
+
+  /** Only the registered runtime can take its session offline; an old runtime's goodbye is ignored. */
+  remove(sessionId: string, runtimeId: string): boolean {
+    const entry = this.entries.get(sessionId);
+    if (!entry || entry.heartbeat.runtime_id !== runtimeId) return false;
+    this.entries.delete(sessionId);
+    return true;
+  }
+
+  find(sessionId: string): SessionEntry | undefined {
+    const entry = this.entries.get(sessionId);
+    return entry && this.isLive(entry) ? entry : undefined;
+  }
+
+  isLiveRuntime(sessionId: string, runtimeId: string): boolean {
+    return this.find(sessionId)?.heartbeat.runtime_id === runtimeId;
+  }
+
+  /** Live sessions, most recently seen first. */
+  list(): SessionProjection[] {
+    return [...this.entries.values()]
+      .filter((entry) => this.isLive(entry))
+      .sort((a, b) => b.lastSeenMs - a.lastSeenMs)
+      .map(projectSession);
+  }
+
+  /** Drops expired entries and returns them; lookups never depend on this having run. */
+  sweep(): SessionEntry[] {
+    const expired: SessionEntry[] = [];
+    for (const [sessionId, entry] of this.entries) {
+      if (this.isLive(entry)) continue;
+      this.entries.delete(sessionId);
+      expired.push(entry);
+    }
+    return expired;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private isLive(entry: SessionEntry): boolean {
+    return this.now() - entry.lastSeenMs < this.ttlMs;
+  }
+}
+
+/** Images need both the client's own support and the command protocol that carries them. */
+export function supportsImages(heartbeat: Heartbeat): boolean {
+  return heartbeat.supports_images && heartbeat.command_protocol >= 2;
+}
+
+/** The only view of a session that leaves the server: no runtime id, no paths, no content. */
+export function projectSession(entry: SessionEntry): SessionProjection {
+  const { heartbeat } = entry;
+  return {
+    session_id: heartbeat.session_id,
+    project: heartbeat.project,
+    model: heartbeat.model,
+    state: heartbeat.state,
+    supports_images: supportsImages(heartbeat),
+    last_activity_at: heartbeat.last_activity_at,
+    last_seen_at: new Date(entry.lastSeenMs).toISOString(),
+  };
+}

@@ -1,0 +1,242 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { LIMITS, type CommandImage } from "../../protocol.ts";
+import {
+  checkImages,
+  claimPatch,
+  decideAck,
+  decideCancel,
+  decideCreate,
+  expiryPatch,
+  isCancellable,
+  isClaimable,
+  requestDigest,
+  sniffImageMime,
+  summarize,
+  type CommandRecord,
+} from "../../server/command-state.ts";
+import { imageOf } from "./images.ts";
+
+const T0 = new Date("2026-11-30T03:00:00.000Z");
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+function record(overrides: Partial<CommandRecord> = {}): CommandRecord {
+  return {
+    seq: 1,
+    command_id: "c-1",
+    session_id: "s-1",
+    event_id: "e-1",
+    origin: "anon",
+    instruction: "run the tests",
+    images: [],
+    image_count: 0,
+    image_bytes: 0,
+    image_digest: null,
+    request_key: null,
+    request_digest: "d",
+    state: "pending",
+    lease_token: null,
+    lease_runtime_id: null,
+    lease_expires_at: null,
+    first_claimed_at: null,
+    deliveries: 0,
+    created_at: T0,
+    updated_at: T0,
+    ...overrides,
+  };
+}
+
+const leased = (expiresInMs: number) =>
+  record({ state: "leased", lease_token: "L1", lease_runtime_id: "r-1", lease_expires_at: at(expiresInMs), first_claimed_at: T0, deliveries: 1 });
+
+test("claimability by state, lease expiry and image capability", () => {
+  const withImage = { image_count: 1, image_bytes: 10 };
+  const cases: [string, CommandRecord, boolean, boolean][] = [
+    ["pending", record(), false, true],
+    ["pending after an expired lease", record({ first_claimed_at: T0, lease_token: "L1" }), false, true],
+    ["leased, lease running", leased(1000), false, false],
+    ["leased, lease expired", leased(-1), false, true],
+    ["leased, lease ends exactly now", leased(0), false, true],
+    ["accepted", record({ state: "accepted" }), false, false],
+    ["cancelled", record({ state: "cancelled" }), false, false],
+    ["image command, client without images", record(withImage), false, false],
+    ["image command, client with images", record(withImage), true, true],
+    ["text command, client with images", record(), true, true],
+  ];
+  for (const [name, r, images, expected] of cases) assert.equal(isClaimable(r, T0, images), expected, name);
+});
+
+test("a claim leases the command and records the first claim only once", () => {
+  const first = claimPatch(record(), { token: "L1", runtimeId: "r-1", now: T0, leaseMs: 60_000 });
+  assert.deepEqual(first, {
+    state: "leased",
+    lease_token: "L1",
+    lease_runtime_id: "r-1",
+    lease_expires_at: at(60_000),
+    first_claimed_at: T0,
+    deliveries: 1,
+    updated_at: T0,
+  });
+  const again = claimPatch(leased(-1), { token: "L2", runtimeId: "r-2", now: at(90_000), leaseMs: 60_000 });
+  assert.equal(again.first_claimed_at, T0);
+  assert.equal(again.deliveries, 2);
+  assert.equal(again.lease_token, "L2");
+});
+
+test("lease expiry returns the command to pending, never to cancellable", () => {
+  assert.equal(expiryPatch(leased(1000), T0), null);
+  assert.equal(expiryPatch(record(), T0), null);
+  const patch = expiryPatch(leased(-1), T0);
+  assert.deepEqual(patch, { state: "pending", lease_expires_at: null, updated_at: T0 });
+  const expired = { ...leased(-1), ...patch };
+  assert.equal(isCancellable(expired), false);
+  assert.deepEqual(decideCancel(expired, "s-1", T0), { kind: "refuse", status: 409, error: "delivery_started" });
+});
+
+test("cancel decisions follow the cut-off at the first claim", () => {
+  const cases: [string, CommandRecord, string, unknown][] = [
+    ["pending, never claimed", record(), "s-1", "cancel"],
+    ["other session", record(), "s-2", { kind: "refuse", status: 404, error: "not_found" }],
+    ["leased", leased(1000), "s-1", { kind: "refuse", status: 409, error: "delivery_started" }],
+    ["pending after a lease", record({ first_claimed_at: T0 }), "s-1", { kind: "refuse", status: 409, error: "delivery_started" }],
+    ["accepted", record({ state: "accepted", first_claimed_at: T0 }), "s-1", { kind: "refuse", status: 409, error: "already_accepted" }],
+    ["cancelled again", record({ state: "cancelled" }), "s-1", { kind: "already_cancelled" }],
+  ];
+  for (const [name, r, session, expected] of cases) {
+    const decision = decideCancel(r, session, T0);
+    if (expected === "cancel") {
+      assert.equal(decision.kind, "cancel", name);
+      assert.equal(decision.kind === "cancel" && decision.patch.state, "cancelled", name);
+    } else {
+      assert.deepEqual(decision, expected, name);
+    }
+  }
+  assert.deepEqual(decideCancel(undefined, "s-1", T0), { kind: "refuse", status: 404, error: "not_found" });
+});
+
+test("ack decisions: same lease is idempotent, anything else is refused", () => {
+  const ack = { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" };
+  const cases: [string, CommandRecord | undefined, typeof ack, unknown][] = [
+    ["leased by this lease", leased(1000), ack, "accept"],
+    ["lease expired, not reclaimed", { ...leased(-1), state: "pending", lease_expires_at: null }, ack, "accept"],
+    ["accepted by this lease", { ...leased(1000), state: "accepted" }, ack, { kind: "already_accepted" }],
+    ["reclaimed by a newer lease", { ...leased(1000), lease_token: "L2" }, ack, { kind: "refuse", status: 409, error: "lease_mismatch" }],
+    ["another runtime", leased(1000), { ...ack, runtime_id: "r-9" }, { kind: "refuse", status: 409, error: "lease_mismatch" }],
+    ["never claimed", record(), ack, { kind: "refuse", status: 409, error: "lease_mismatch" }],
+    ["other session", leased(1000), { ...ack, session_id: "s-2" }, { kind: "refuse", status: 404, error: "not_found" }],
+    ["unknown command", undefined, ack, { kind: "refuse", status: 404, error: "not_found" }],
+  ];
+  for (const [name, r, input, expected] of cases) {
+    const decision = decideAck(r, input, T0);
+    if (expected === "accept") {
+      assert.equal(decision.kind, "accept", name);
+      assert.equal(decision.kind === "accept" && decision.patch.state, "accepted", name);
+    } else {
+      assert.deepEqual(decision, expected, name);
+    }
+  }
+});
+
+test("final states drop image bytes and keep their metadata", () => {
+  const image = imageOf("image/png", 100);
+  const withImage = { ...leased(1000), images: [image], image_count: 1, image_bytes: 100, image_digest: "abc" };
+  for (const decision of [decideAck(withImage, { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" }, T0), decideCancel({ ...withImage, state: "pending", first_claimed_at: null }, "s-1", T0)]) {
+    assert.ok(decision.kind === "accept" || decision.kind === "cancel");
+    const after = { ...withImage, ...decision.patch };
+    assert.deepEqual(after.images, []);
+    assert.equal(after.image_count, 1);
+    assert.equal(after.image_bytes, 100);
+    assert.equal(after.image_digest, "abc");
+  }
+});
+
+test("create decisions: request key reuse, conflict and the image budget", () => {
+  const stored = record({ request_key: "k", request_digest: "same", state: "cancelled" });
+  const budget = LIMITS.imageBudgetBytes;
+  const cases: [string, CommandRecord | undefined, string, number, number, unknown][] = [
+    ["same key, same content (even cancelled)", stored, "same", 0, 0, { kind: "reuse", record: stored }],
+    ["same key, same content, budget full", stored, "same", budget, 10, { kind: "reuse", record: stored }],
+    ["same key, other content", stored, "other", 0, 0, { kind: "refuse", status: 422, error: "idempotency_key_reused" }],
+    ["new, fits exactly", undefined, "x", budget - 10, 10, { kind: "insert" }],
+    ["new, one byte over", undefined, "x", budget - 10, 11, { kind: "refuse", status: 507, error: "image_budget_exceeded" }],
+    ["new text command while the budget is full", undefined, "x", budget, 0, { kind: "insert" }],
+  ];
+  for (const [name, sameKey, digest, active, bytes, expected] of cases) {
+    assert.deepEqual(decideCreate(sameKey, digest, active, bytes, budget), expected, name);
+  }
+});
+
+test("the request digest covers session, event, instruction and images", () => {
+  const base = { session_id: "s-1", event_id: "e-1", instruction: "go", image_digest: null };
+  const variants = [
+    { ...base, session_id: "s-2" },
+    { ...base, event_id: null },
+    { ...base, instruction: "go!" },
+    { ...base, image_digest: "abc" },
+  ];
+  for (const variant of variants) assert.notEqual(requestDigest(variant), requestDigest(base), JSON.stringify(variant));
+  assert.equal(requestDigest({ ...base }), requestDigest(base));
+});
+
+test("magic bytes decide the image type", () => {
+  for (const mime of ["image/png", "image/jpeg", "image/gif", "image/webp"] as const) {
+    assert.equal(sniffImageMime(Buffer.from(imageOf(mime, 64).data, "base64")), mime);
+  }
+  assert.equal(sniffImageMime(Buffer.from("hello world, not an image")), null);
+  assert.equal(sniffImageMime(Buffer.alloc(0)), null);
+});
+
+test("image checks: per-image size, per-command size, declared type", () => {
+  const cases: [string, CommandImage[], string[] | null][] = [
+    ["one small PNG", [imageOf("image/png", 100)], null],
+    ["an image of exactly 4 MiB", [imageOf("image/jpeg", LIMITS.imageBytes)], null],
+    ["an image one byte over 4 MiB", [imageOf("image/png", LIMITS.imageBytes + 1)], ["images.0.data"]],
+    ["two images of exactly 8 MiB together", [imageOf("image/png", LIMITS.imageBytes), imageOf("image/gif", LIMITS.imageBytes)], null],
+    [
+      "three images over 8 MiB together",
+      [imageOf("image/png", LIMITS.imageBytes), imageOf("image/png", LIMITS.imageBytes), imageOf("image/webp", 1)],
+      ["images"],
+    ],
+    ["PNG bytes declared as JPEG", [{ ...imageOf("image/png", 100), mime_type: "image/jpeg" }], ["images.0.data"]],
+    ["text declared as PNG", [{ mime_type: "image/png", data: Buffer.from("plain text").toString("base64") }], ["images.0.data"]],
+  ];
+  for (const [name, images, issuePaths] of cases) {
+    const check = checkImages(images);
+    if (issuePaths === null) {
+      assert.ok(check.ok, name);
+      assert.equal(check.facts.count, images.length, name);
+      assert.equal(check.facts.bytes, images.reduce((sum, i) => sum + Buffer.from(i.data, "base64").length, 0), name);
+    } else {
+      assert.ok(!check.ok, name);
+      assert.deepEqual(check.issues.map((i) => i.path), issuePaths, name);
+    }
+  }
+});
+
+test("the image digest changes with type, bytes and order", () => {
+  const a = imageOf("image/png", 50, 1);
+  const b = imageOf("image/png", 50, 2);
+  const digest = (images: CommandImage[]) => {
+    const check = checkImages(images);
+    assert.ok(check.ok);
+    return check.facts.digest;
+  };
+  assert.equal(digest([]), null);
+  assert.notEqual(digest([a]), digest([b]));
+  assert.notEqual(digest([a, b]), digest([b, a]));
+  assert.equal(digest([a, b]), digest([{ ...a }, { ...b }]));
+});
+
+test("summaries carry a bounded preview and never lease tokens or image bytes", () => {
+  const long = "长".repeat(500);
+  const summary = summarize({ ...leased(1000), instruction: long, images: [imageOf("image/png", 10)], image_count: 1 });
+  assert.equal(Array.from(summary.preview).length, LIMITS.previewChars);
+  assert.ok(summary.preview.endsWith("…"));
+  assert.equal(summary.cancellable, false);
+  assert.equal(summary.image_count, 1);
+  const text = JSON.stringify(summary);
+  assert.ok(!text.includes("L1"));
+  assert.ok(!text.includes("data"));
+  assert.equal(summarize(record({ instruction: "short" })).preview, "short");
+  assert.equal(summarize(record()).cancellable, true);
+});
