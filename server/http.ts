@@ -1,0 +1,225 @@
+/**
+ * The HTTP edge shared by every route of the plugin: bearer check first (constant time), a 503
+ * until the plugin's state is loaded, our own body reading with a byte limit, and JSON errors in
+ * the protocol's shapes. No stack trace, token or request body ever reaches a client or a log line.
+ *
+ * plugin-server's own body parser would answer malformed JSON with a text/plain 400 and print a
+ * stack trace, and its limit is a fixed 10 MB; marking the first middleware with
+ * `Symbol.for('noParseBody')` makes it skip that parser for our routes.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Context } from "koishi";
+import type {} from "@koishijs/plugin-server";
+import type { Context as KoaContext } from "koa";
+import type { z } from "zod";
+import { API_BASE_PATH, LIMITS, wireIssues, type ErrorCode } from "../protocol.ts";
+
+export type RouteAuth = "agent" | "operator";
+export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
+
+export interface RouteSpec {
+  method: RouteMethod;
+  /** Relative to the API base path, in @koa/router syntax: `/events/:event_id`. */
+  path: string;
+  auth: RouteAuth;
+  /** Largest accepted body in bytes; bodies are read for every method but GET. */
+  maxBytes?: number;
+}
+
+export interface RouteRequest {
+  params: Readonly<Record<string, string>>;
+  query: URLSearchParams;
+  header(name: string): string | undefined;
+  /** The parsed JSON body; `undefined` for GET. */
+  body: unknown;
+  /** Aborted when the client goes away (for long polls). */
+  signal: AbortSignal;
+}
+
+export interface JsonAnswer {
+  status: number;
+  body: unknown;
+  headers?: Readonly<Record<string, string>>;
+}
+
+export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | JsonAnswer;
+
+export interface WireIssue {
+  path: string;
+  message: string;
+}
+
+/** A deliberate error answer: `{"error": code, "issues"?}` with `status`, and `Retry-After` when given. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly issues: WireIssue[] | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(status: number, code: ErrorCode, options: { issues?: WireIssue[]; retryAfterSeconds?: number } = {}) {
+    super(code);
+    this.name = "HttpError";
+    this.status = status;
+    this.code = code;
+    this.issues = options.issues;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+/** Validates `value` with `schema`, or throws a 400 with the wire's issue list under `code`. */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, code: ErrorCode = "invalid_request"): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new HttpError(400, code, { issues: wireIssues(result.error) });
+  return result.data;
+}
+
+export function json(status: number, body: unknown, headers?: Record<string, string>): JsonAnswer {
+  return headers ? { status, body, headers } : { status, body };
+}
+
+export interface HttpAccess {
+  agentToken: string;
+  /** Empty: the operator API is off. */
+  operatorToken: string;
+}
+
+const NOT_READY_RETRY_SECONDS = 1;
+
+/**
+ * One per plugin instance. Parts register their routes through `route` and may hold the whole
+ * API at 503 until their durable state is loaded (`holdUntilReady`), so no request is answered
+ * from a half-loaded store.
+ */
+export class HttpApi {
+  readonly #agentDigest: Buffer;
+  readonly #operatorDigest: Buffer | null;
+  readonly #holds = new Set<symbol>();
+  readonly #capabilities = new Map<symbol, string>();
+
+  constructor(access: HttpAccess) {
+    this.#agentDigest = digest(access.agentToken);
+    this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
+  }
+
+  get ready(): boolean {
+    return this.#holds.size === 0;
+  }
+
+  /** Answers 503 until the returned function is called or `ctx` is disposed. */
+  holdUntilReady(ctx: Context): () => void {
+    const hold = Symbol();
+    this.#holds.add(hold);
+    const release = () => {
+      this.#holds.delete(hold);
+    };
+    ctx.on("dispose", release);
+    return release;
+  }
+
+  /** What the loaded parts offer, for /health; withdrawn when `ctx` is disposed. */
+  offer(ctx: Context, capability: string): void {
+    const key = Symbol();
+    this.#capabilities.set(key, capability);
+    ctx.on("dispose", () => {
+      this.#capabilities.delete(key);
+    });
+  }
+
+  get capabilities(): string[] {
+    return [...new Set(this.#capabilities.values())].sort();
+  }
+
+  /** Registers a JSON route under the API base path on `ctx`; it disappears when `ctx` is disposed. */
+  route(ctx: Context, spec: RouteSpec, handler: RouteHandler): void {
+    const logger = ctx.logger("notify-webhook");
+    const maxBytes = spec.maxBytes ?? LIMITS.eventBodyBytes;
+    const middleware = async (c: KoaContext) => {
+      let answer: JsonAnswer;
+      try {
+        answer = await this.#answer(c, spec, maxBytes, handler);
+      } catch (error) {
+        if (error instanceof HttpError) {
+          answer = errorAnswer(error);
+          if (error.status === 413) c.set("Connection", "close");
+        } else {
+          logger.error("%s %s failed: %s", spec.method, spec.path, error instanceof Error ? error.message : String(error));
+          answer = json(500, { error: "internal_error" });
+        }
+      }
+      c.status = answer.status;
+      for (const [name, value] of Object.entries(answer.headers ?? {})) c.set(name, value);
+      c.type = "application/json";
+      c.body = JSON.stringify(answer.body);
+      logger.debug("%s %s → %d", spec.method, spec.path, answer.status);
+    };
+    Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
+    const path = API_BASE_PATH + spec.path;
+    const router = ctx.server;
+    if (spec.method === "GET") router.get(path, middleware);
+    else if (spec.method === "POST") router.post(path, middleware);
+    else if (spec.method === "PUT") router.put(path, middleware);
+    else router.delete(path, middleware);
+  }
+
+  async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
+    this.#authorize(c.get("authorization"), spec.auth);
+    if (!this.ready) throw new HttpError(503, "not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
+    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes));
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!c.res.writableEnded) abort.abort();
+    };
+    c.res.once("close", onClose);
+    try {
+      return await handler({
+        params: (c as KoaContext & { params?: Record<string, string> }).params ?? {},
+        query: new URLSearchParams(c.querystring),
+        header: (name) => c.get(name) || undefined,
+        body,
+        signal: abort.signal,
+      });
+    } finally {
+      c.res.off("close", onClose);
+    }
+  }
+
+  #authorize(header: string, auth: RouteAuth): void {
+    const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
+    if (!expected) throw new HttpError(403, "operator_disabled");
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    // Compare digests so that neither the content nor the length of the token leaks through timing.
+    const presented = digest(match?.[1] ?? "");
+    if (!match || !timingSafeEqual(presented, expected)) throw new HttpError(401, "unauthorized");
+  }
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+function errorAnswer(error: HttpError): JsonAnswer {
+  const body = error.issues ? { error: error.code, issues: error.issues } : { error: error.code };
+  const headers = error.retryAfterSeconds === undefined ? undefined : { "Retry-After": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) };
+  return json(error.status, body, headers);
+}
+
+async function readBody(c: KoaContext, maxBytes: number): Promise<Buffer> {
+  const declared = Number(c.get("content-length") || 0);
+  if (declared > maxBytes) throw new HttpError(413, "payload_too_large");
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of c.req as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > maxBytes) throw new HttpError(413, "payload_too_large");
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total);
+}
+
+function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new HttpError(400, "invalid_json");
+  }
+}

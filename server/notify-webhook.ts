@@ -1,0 +1,70 @@
+/**
+ * The notify-webhook Koishi plugin: receives Pi agent events, keeps durable receipts in Koishi's
+ * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
+ * straight to the configured chat). This file only declares the configuration and composes the
+ * parts as sub-plugins, so disposing the plugin disposes every route, timer and adapter with it.
+ */
+import type { Context, Schema as SchemaType } from "koishi";
+import type {} from "@koishijs/plugin-server";
+import { koishi } from "./koishi.ts";
+import { HttpApi } from "./http.ts";
+import { StatusRoutes } from "./status.ts";
+
+const { Schema } = koishi;
+
+export const name = "notify-webhook";
+export const inject = { server: { required: true }, database: { required: true } };
+
+export const usage = `
+接收 Pi Agent（anon-notify 扩展）的生命周期事件，写入数据库回执，并注入人格（YesImBot v3）的主对话流；
+\`delivery: "direct"\` 的事件不经过人格，按固定格式由配置的机器人直接发给目标。
+
+- 接口前缀：\`/api/agent-notify/v1\`（events、health、recipient）。
+- 请求必须带 \`Authorization: Bearer <token>\`；token 与 Pi 端配置一致。
+- 目标只由本配置决定，请求方不能指定收件人。
+`;
+
+export interface Config {
+  token: string;
+  operatorToken: string;
+  botId: string;
+  recipientId: string;
+  eventsPerMinute: number;
+  eventBurst: number;
+  injectMaxAttempts: number;
+  injectRetryDelayMs: number;
+  personaWaitMs: number;
+  stimulusPriority: number;
+  logPersona: boolean;
+  sessionHeartbeatTimeoutMs: number;
+}
+
+export const Config: SchemaType<Config> = Schema.intersect([
+  Schema.object({
+    token: Schema.string().role("secret").required().description("Pi 扩展使用的 Bearer Token（与 Pi 端 token 文件内容一致）。"),
+    operatorToken: Schema.string().role("secret").default("").description("运维接口 `/operator/*` 的 Token；留空则关闭运维接口。必须与上面的 Token 不同。"),
+  }).description("鉴权"),
+  Schema.object({
+    botId: Schema.string().default("").description("发送和注入所用的机器人，格式 `platform:selfId`，例如 `onebot:123456789`。"),
+    recipientId: Schema.string().default("").description("通知目标的用户 ID（QQ 号）。只由此处决定，请求方不能指定。"),
+  }).description("目标"),
+  Schema.object({
+    eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
+    eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
+  }).description("限流"),
+  Schema.object({
+    injectMaxAttempts: Schema.natural().min(1).default(20).description("人格忙碌或暂不可用时，单个事件最多尝试注入的次数。"),
+    injectRetryDelayMs: Schema.natural().role("ms").default(15_000).description("两次注入尝试之间的等待时间。"),
+    personaWaitMs: Schema.natural().role("ms").default(10_000).description("没有人格时等待其加载的时间；超时后事件记为失败。"),
+    stimulusPriority: Schema.natural().default(5).description("YesImBot v3 刺激（agent/stimulus）的优先级。"),
+    logPersona: Schema.boolean().default(false).description("在日志中打印将要注入的事件块（没有 YesImBot 时用于试运行）。"),
+  }).description("人格注入"),
+  Schema.object({
+    sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000).description("在线会话的心跳过期时间（服务端权威 TTL）。"),
+  }).description("在线会话"),
+]);
+
+export function apply(ctx: Context, config: Config) {
+  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
+  ctx.plugin(StatusRoutes, { config, api });
+}

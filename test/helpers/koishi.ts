@@ -1,0 +1,116 @@
+/**
+ * Starts a real Koishi app for server tests: plugin-server on a free 127.0.0.1 port, SQLite in a
+ * temp folder, and the notify-webhook plugin. `restart()` stops everything and starts a new app on
+ * the same port and database, as a process restart would; `stop()` also removes the temp folder.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Context, ForkScope, Plugin } from "koishi";
+import { koishi } from "../../server/koishi.ts";
+import * as notifyWebhook from "../../server/notify-webhook.ts";
+import { API_BASE_PATH } from "../../protocol.ts";
+
+const require = createRequire(import.meta.url);
+// CommonJS builds, so they share koishi's copy of cordis (see server/koishi.ts).
+const serverPlugin = require("@koishijs/plugin-server").default as Plugin<Context>;
+const sqlitePlugin = require("@minatojs/driver-sqlite").default as Plugin<Context>;
+
+export type Use = (plugin: Plugin<Context>, config?: unknown) => ForkScope;
+
+export interface KoishiOptions {
+  /** Plugin config beyond the token; merged over the defaults of the Config schema. */
+  config?: Partial<notifyWebhook.Config>;
+  /** Loads extra plugins (mock bots, persona stand-ins) before notify-webhook; runs again on restart. */
+  plugins?: (use: Use, app: Context) => void | Promise<void>;
+  /** Keep notify-webhook out (to load it differently). */
+  withoutPlugin?: boolean;
+  /** Reuse a folder (its database survives); default: a fresh temp folder removed by stop(). */
+  dataDir?: string;
+}
+
+export interface KoishiHarness {
+  baseUrl: string;
+  token: string;
+  dataDir: string;
+  app: Context;
+  /** Stops the app and starts a new one on the same port and database. */
+  restart(overrides?: Partial<notifyWebhook.Config>): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const address = probe.address();
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  if (!address || typeof address === "string") throw new Error("no port");
+  return address.port;
+}
+
+export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHarness> {
+  const ownsDir = !options.dataDir;
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "anon-notify-koishi-")));
+  const port = await freePort();
+  const token = randomBytes(24).toString("hex");
+  let pluginConfig: Partial<notifyWebhook.Config> = { ...options.config };
+  let running = await boot();
+
+  async function boot() {
+    const app = new koishi.Context();
+    app.baseDir = dataDir;
+    const forks: ForkScope[] = [];
+    const plugin = app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope;
+    const use: Use = (target, config) => {
+      const fork = plugin(target, config);
+      forks.push(fork);
+      return fork;
+    };
+    use(serverPlugin, { host: "127.0.0.1", port });
+    use(sqlitePlugin, { path: join(dataDir, "koishi.db") });
+    await options.plugins?.(use, app);
+    if (!options.withoutPlugin) use(notifyWebhook, { ...pluginConfig, token });
+    await app.start();
+    await new Promise<void>((resolve) => app.on("server/ready", () => resolve()));
+    if (!options.withoutPlugin) await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
+    return { app, forks };
+  }
+
+  async function shutdown() {
+    // plugin-server's own dispose throws once the logger is gone, so dispose forks before app.stop().
+    for (const fork of running.forks.reverse()) fork.dispose();
+    await running.app.stop();
+  }
+
+  const harness: KoishiHarness = {
+    baseUrl: `http://127.0.0.1:${port}${API_BASE_PATH}`,
+    token,
+    dataDir,
+    app: running.app,
+    async restart(overrides) {
+      await shutdown();
+      pluginConfig = { ...pluginConfig, ...overrides };
+      running = await boot();
+      harness.app = running.app;
+    },
+    async stop() {
+      await shutdown();
+      if (ownsDir) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return harness;
+}
+
+/** Waits while the plugin answers 503 (its state is still loading). */
+async function untilReady(baseUrl: string, token: string): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const response = await fetch(`${baseUrl}/health`, { headers: { authorization: `Bearer ${token}` } });
+    await response.arrayBuffer();
+    if (response.status !== 503) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error("notify-webhook never became ready");
+}
