@@ -1,0 +1,430 @@
+/**
+ * The extension's configuration: one strict zod schema, the defaults in one constant, and the
+ * layered load of the specification's 配置 section. Reads files, never writes them: legacy keys are
+ * normalised in memory only, so a user's file is never rewritten behind their back.
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { DEFAULT_ENDPOINT, LIMITS } from "./protocol.ts";
+
+const SECOND_MS = 1000;
+const MINUTE_MS = 60 * SECOND_MS;
+const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
+
+/** Where a file-system path in the config may point: absolute, `~/…`, or under a placeholder folder. */
+const PATH_PLACEHOLDERS = ["{dataDir}", "{socketDir}"] as const;
+
+function looksAbsolute(path: string): boolean {
+  const withoutPlaceholder = PATH_PLACEHOLDERS.reduce((p, token) => (p.startsWith(token) ? "/x" + p.slice(token.length) : p), path);
+  return withoutPlaceholder === "~" || withoutPlaceholder.startsWith("~/") || isAbsolute(withoutPlaceholder) || /^[A-Za-z]:[\\/]/.test(withoutPlaceholder);
+}
+
+const filePath = z
+  .string()
+  .min(1)
+  .refine(looksAbsolute, "must be an absolute path, start with ~/, or start with {dataDir}");
+
+const WINDOWS_PIPE = /^\\\\[.?]\\pipe\\/i;
+/** Explains why a sink socket value is not a local socket path, or undefined when it is one. */
+export function sinkSocketProblem(socket: string): string | undefined {
+  if (/^[A-Za-z][A-Za-z0-9+.-]+:/.test(socket)) return "must be a local socket path, not a URL (the desktop channel never leaves this machine)";
+  if (/^[^/\\~]+:\d+$/.test(socket)) return "must be a local socket path, not host:port (the desktop channel never leaves this machine)";
+  if (WINDOWS_PIPE.test(socket)) return undefined;
+  return looksAbsolute(socket) ? undefined : "must be an absolute socket path or start with ~/";
+}
+const socketPath = z.string().min(1).superRefine((socket, ctx) => {
+  const problem = sinkSocketProblem(socket);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const SOURCE_VARIABLES = ["project", "cwd", "sessionId", "model", "mode"] as const;
+export type SourceVariables = Partial<Record<(typeof SOURCE_VARIABLES)[number], string | null>>;
+const sourceTemplate = z
+  .string()
+  .min(1)
+  .max(LIMITS.sourceChars)
+  .refine(
+    (template) => [...template.matchAll(/\{([^{}]*)\}/g)].every((m) => (SOURCE_VARIABLES as readonly string[]).includes(m[1] ?? "")),
+    `may only use the variables ${SOURCE_VARIABLES.map((v) => `{${v}}`).join(" ")}`,
+  );
+
+const ms = (min: number, max: number) => z.number().int().min(min).max(max);
+// QQ numbers are checked when a session is enabled (recipientProblem), not here: a typo in the
+// recipient must refuse activation with its reason, not switch the whole extension off.
+const qq = z.string().trim();
+
+const SINK_EVENTS = ["run.started", "run.completed", "run.failed", "run.cancelled", "tool.started", "tool.completed"] as const;
+export type SinkEventType = (typeof SINK_EVENTS)[number];
+
+export const Config = z.strictObject({
+  /** Global master switch; a session still has to be enabled with /anon-notify. */
+  enabled: z.boolean(),
+  endpoint: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+  token: z.string().trim().min(1).optional(),
+  tokenFile: filePath,
+  source: sourceTemplate,
+  /** Lets `<project>/.pi/anon-notify.json` override settings; see loadConfig for the trust rule. */
+  projectConfig: z.boolean(),
+  mainAgentOnly: z.boolean(),
+  recipient: z.strictObject({ qq, anonQq: qq }),
+  notify: z.strictObject({
+    started: z.boolean(),
+    progress: z.boolean(),
+    completed: z.boolean(),
+    failed: z.boolean(),
+    toolError: z.boolean(),
+    /** Legacy: read so old files stay valid; interrupts are always silent. */
+    cancelled: z.boolean().optional(),
+  }),
+  progress: z.strictObject({
+    firstAfterMs: ms(SECOND_MS, DAY_MS),
+    intervalMs: ms(SECOND_MS, DAY_MS),
+    toolCountThreshold: z.number().int().min(1).max(100_000),
+    errorCooldownMs: ms(0, DAY_MS),
+  }),
+  delivery: z.strictObject({
+    timeoutMs: ms(100, 2 * MINUTE_MS),
+    maxAttempts: z.number().int().min(1).max(10),
+    backoffMs: ms(0, LIMITS.retryAfterMaxMs),
+    minIntervalMs: ms(0, DAY_MS),
+    outboxMaxAgeMs: ms(MINUTE_MS, 90 * DAY_MS),
+  }),
+  command: z.strictObject({
+    enabled: z.boolean(),
+    journal: filePath,
+    idlePollIntervalMs: ms(100, HOUR_MS),
+    deliveryWhenBusy: z.enum(["steer", "followUp"]),
+    /** Compatibility only: the extension claims one command at a time. */
+    maxBatchSize: z.number().int().min(1).max(100).optional(),
+    longPollMs: ms(0, LIMITS.longPollMaxMs),
+  }),
+  presence: z.strictObject({
+    heartbeatIntervalMs: ms(SECOND_MS, 5 * MINUTE_MS),
+    heartbeatTimeoutMs: ms(SECOND_MS, HOUR_MS),
+  }),
+  content: z.strictObject({
+    maxTaskChars: z.number().int().min(1).max(LIMITS.taskChars),
+    maxSummaryChars: z.number().int().min(1).max(LIMITS.summaryChars),
+    includeProject: z.boolean(),
+    includeFinalReply: z.boolean(),
+    // Legacy: type-checked so a typo is still reported, then forced off by normaliseLegacy.
+    includeModel: z.boolean().optional(),
+    includeDuration: z.boolean().optional(),
+    includeToolCounts: z.boolean().optional(),
+  }),
+  sink: z.strictObject({
+    enabled: z.boolean(),
+    socket: socketPath,
+    tokenFile: filePath,
+    events: z.strictObject(Object.fromEntries(SINK_EVENTS.map((e) => [e, z.boolean()])) as Record<SinkEventType, z.ZodBoolean>),
+  }),
+  progressTool: z.strictObject({ enabled: z.boolean() }),
+});
+export type Config = z.infer<typeof Config>;
+
+// The desktop app owns its socket; these are where it creates one on each platform. Windows has
+// no Unix socket paths for Node clients, only named pipes, so its token cannot sit "beside" it.
+const SINK_PATHS: { socket: string; tokenFile: string } =
+  process.platform === "darwin"
+    ? { socket: "~/Library/Application Support/VPet/notify.sock", tokenFile: "{socketDir}/notify.token" }
+    : process.platform === "win32"
+      ? { socket: "\\\\.\\pipe\\vpet-notify", tokenFile: "~/AppData/Roaming/VPet/notify.token" }
+      : { socket: "~/.local/state/vpet/notify.sock", tokenFile: "{socketDir}/notify.token" };
+
+export const DEFAULT_CONFIG: Config = {
+  enabled: true,
+  endpoint: DEFAULT_ENDPOINT,
+  tokenFile: "{dataDir}/token",
+  source: "Pi Agent · {project}",
+  projectConfig: false,
+  mainAgentOnly: true,
+  recipient: { qq: "", anonQq: "" },
+  notify: { started: false, progress: false, completed: true, failed: true, toolError: false },
+  progress: { firstAfterMs: 10 * MINUTE_MS, intervalMs: 10 * MINUTE_MS, toolCountThreshold: 50, errorCooldownMs: 5 * MINUTE_MS },
+  delivery: { timeoutMs: 12 * SECOND_MS, maxAttempts: 3, backoffMs: SECOND_MS, minIntervalMs: 5 * MINUTE_MS, outboxMaxAgeMs: 7 * DAY_MS },
+  command: {
+    enabled: true,
+    journal: "{dataDir}/command-journal.jsonl",
+    idlePollIntervalMs: SECOND_MS,
+    deliveryWhenBusy: "steer",
+    longPollMs: LIMITS.longPollMaxMs,
+  },
+  presence: { heartbeatIntervalMs: 10 * SECOND_MS, heartbeatTimeoutMs: 30 * SECOND_MS },
+  content: { maxTaskChars: LIMITS.taskChars, maxSummaryChars: LIMITS.summaryChars, includeProject: true, includeFinalReply: true },
+  sink: {
+    enabled: false,
+    socket: SINK_PATHS.socket,
+    tokenFile: SINK_PATHS.tokenFile,
+    events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
+  },
+  progressTool: { enabled: false },
+};
+
+/** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
+export function agentDirFrom(env: NodeJS.ProcessEnv, home: string = homedir()): string {
+  const fromEnv = env.PI_CODING_AGENT_DIR;
+  return fromEnv ? expandHome(fromEnv, home) : join(home, ".pi", "agent");
+}
+
+/** This extension's own folder under Pi's agent folder: user config, token, outbox, journal. */
+export function dataDirFor(agentDir: string): string {
+  return join(agentDir, "extension-data", "anon-notify");
+}
+
+function expandHome(path: string, home: string): string {
+  if (path === "~") return home;
+  return path.startsWith("~/") ? join(home, path.slice(2)) : path;
+}
+
+/**
+ * Legacy values, normalised in one place and only in memory:
+ * `command.deliveryWhenBusy: "followUp"` becomes `"steer"` (waiting for the whole task to go idle
+ * is gone), and `content.includeModel/includeDuration/includeToolCounts` become false (the model
+ * name, duration and tool counts are no longer appended). `notify.cancelled` and
+ * `command.maxBatchSize` are kept as read and have no effect.
+ */
+export function normaliseLegacy(config: Config): { config: Config; warnings: string[] } {
+  const warnings: string[] = [];
+  const command = { ...config.command };
+  if (command.deliveryWhenBusy === "followUp") {
+    command.deliveryWhenBusy = "steer";
+    warnings.push('command.deliveryWhenBusy 的旧值 "followUp" 已按 "steer" 处理 (legacy value normalised to "steer")');
+  }
+  const content = { ...config.content };
+  for (const key of ["includeModel", "includeDuration", "includeToolCounts"] as const) {
+    if (content[key] === true) warnings.push(`content.${key} 已停用，按 false 处理 (legacy key, always false)`);
+    if (content[key] !== undefined) content[key] = false;
+  }
+  if (config.notify.cancelled !== undefined) warnings.push("notify.cancelled 仅为兼容保留，不再生效 (legacy key, no effect)");
+  if (command.maxBatchSize !== undefined) warnings.push("command.maxBatchSize 仅为兼容保留，每次只领取一条指令 (legacy key, ignored)");
+  return { config: { ...config, command, content }, warnings };
+}
+
+export type ConfigLayer = "legacy" | "user" | "project";
+export interface ConfigFileInfo {
+  layer: ConfigLayer;
+  path: string;
+  /** `skipped`: present but not read because the project is not trusted. */
+  status: "loaded" | "missing" | "skipped" | "invalid";
+}
+export type LoadConfigResult =
+  | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[] }
+  | { ok: false; errors: string[]; files: ConfigFileInfo[] };
+
+export interface LoadConfigOptions {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** Defaults to agentDirFrom(env). */
+  agentDir?: string;
+  /** The extension's source folder holding the legacy `config.json`; defaults to this file's folder. */
+  legacyDir?: string;
+  /** Pi's own verdict on the project folder (`ctx.isProjectTrusted()`); defaults to false. */
+  projectTrusted?: boolean;
+}
+
+const ENV_KEYS: Record<string, { path: string[]; kind: "boolean" | "string" }> = {
+  ANON_NOTIFY_ENABLED: { path: ["enabled"], kind: "boolean" },
+  ANON_NOTIFY_ENDPOINT: { path: ["endpoint"], kind: "string" },
+  ANON_NOTIFY_TOKEN: { path: ["token"], kind: "string" },
+  ANON_NOTIFY_SOURCE: { path: ["source"], kind: "string" },
+  ANON_NOTIFY_RECIPIENT_QQ: { path: ["recipient", "qq"], kind: "string" },
+  ANON_NOTIFY_ANON_QQ: { path: ["recipient", "anonQq"], kind: "string" },
+  ANON_NOTIFY_SINK_ENABLED: { path: ["sink", "enabled"], kind: "boolean" },
+  ANON_NOTIFY_SINK_SOCKET: { path: ["sink", "socket"], kind: "string" },
+  ANON_NOTIFY_SINK_TOKEN_FILE: { path: ["sink", "tokenFile"], kind: "string" },
+};
+const ENV_TRUE = new Set(["1", "true", "yes", "on"]);
+const ENV_FALSE = new Set(["0", "false", "no", "off"]);
+
+type Json = Record<string, unknown>;
+const isPlainObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Later layers win key by key; sections merge, anything else (arrays included) is replaced. */
+function deepMerge(base: Json, over: Json): Json {
+  const out: Json = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    if (value === undefined) continue;
+    out[key] = isPlainObject(value) && isPlainObject(out[key]) ? deepMerge(out[key] as Json, value) : value;
+  }
+  return out;
+}
+
+function setPath(target: Json, path: string[], value: unknown): Json {
+  const [head, ...rest] = path;
+  if (head === undefined) return target;
+  return { ...target, [head]: rest.length === 0 ? value : setPath(isPlainObject(target[head]) ? (target[head] as Json) : {}, rest, value) };
+}
+
+/**
+ * Checks one layer on its own, merged over the defaults, so every problem is reported against the
+ * file (or variable) that caused it. Returns messages naming `where` and the key path.
+ */
+function layerProblems(layer: Json, where: string): string[] {
+  const result = Config.safeParse(deepMerge(DEFAULT_CONFIG as unknown as Json, layer));
+  if (result.success) return [];
+  return result.error.issues.flatMap((issue) => {
+    const at = issue.path.map(String).join(".");
+    if (issue.code === "unrecognized_keys") return issue.keys.map((key) => `${where}: 未知配置项 (unknown key) ${at ? `${at}.` : ""}${key}`);
+    return [`${where}: ${at || "(根)"} 无效 (invalid): ${issue.message}`];
+  });
+}
+
+type ReadOutcome = { status: "missing" } | { status: "loaded"; value: Json } | { status: "invalid"; error: string };
+function readLayerFile(path: string): ReadOutcome {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { status: "missing" };
+    return { status: "invalid", error: `配置文件 ${path} 无法读取 (unreadable): ${(error as Error).message}` };
+  }
+  try {
+    const value: unknown = JSON.parse(text);
+    if (!isPlainObject(value)) return { status: "invalid", error: `配置文件 ${path}: 顶层必须是 JSON 对象 (top level must be an object)` };
+    return { status: "loaded", value };
+  } catch (error) {
+    return { status: "invalid", error: `配置文件 ${path} 不是有效的 JSON (invalid JSON): ${(error as Error).message}` };
+  }
+}
+
+function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[] } {
+  let layer: Json = {};
+  const errors: string[] = [];
+  for (const [name, { path, kind }] of Object.entries(ENV_KEYS)) {
+    const raw = env[name];
+    // An empty variable counts as unset, as Pi treats an empty PI_CODING_AGENT_DIR.
+    if (raw === undefined || raw === "") continue;
+    let value: unknown = raw;
+    if (kind === "boolean") {
+      const lower = raw.trim().toLowerCase();
+      if (!ENV_TRUE.has(lower) && !ENV_FALSE.has(lower)) {
+        errors.push(`环境变量 ${name}: 应为 true/false/1/0/yes/no/on/off (expected a boolean), 实际为 ${JSON.stringify(raw)}`);
+        continue;
+      }
+      value = ENV_TRUE.has(lower);
+    }
+    const single = setPath({}, path, value);
+    const problems = layerProblems(single, `环境变量 ${name}`);
+    if (problems.length > 0) errors.push(...problems);
+    else layer = deepMerge(layer, single);
+  }
+  return { layer, errors };
+}
+
+function resolvePaths(config: Config, dataDir: string, home: string): Config {
+  const socket = expandHome(config.sink.socket, home);
+  const resolve = (path: string) => expandHome(path.replace("{dataDir}", dataDir).replace("{socketDir}", dirname(socket)), home);
+  return {
+    ...config,
+    tokenFile: resolve(config.tokenFile),
+    command: { ...config.command, journal: resolve(config.command.journal) },
+    sink: { ...config.sink, socket, tokenFile: resolve(config.sink.tokenFile) },
+  };
+}
+
+/**
+ * Layers, lowest first: built-in defaults < legacy `config.json` in the extension's source folder <
+ * the stable user config `<agentDir>/extension-data/anon-notify/config.json` < the trusted project
+ * config `<cwd>/.pi/anon-notify.json` < ANON_NOTIFY_* environment variables.
+ *
+ * Trust rule: the project file is read only when the layers the project cannot write (defaults,
+ * legacy, user) set `projectConfig: true` AND Pi trusts the folder. A project can never trust
+ * itself, so a `projectConfig` key inside the project file is an error, and no environment
+ * variable sets it. This matters because a project's file could otherwise redirect `endpoint` and
+ * with it the bearer token.
+ *
+ * Any bad layer makes the whole result `ok: false` with every problem listed: the extension then
+ * stays inactive rather than half-working.
+ */
+export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
+  const home = homedir();
+  const agentDir = options.agentDir ?? agentDirFrom(options.env, home);
+  const legacyDir = options.legacyDir ?? dirname(fileURLToPath(import.meta.url));
+  const files: ConfigFileInfo[] = [];
+  const errors: string[] = [];
+  const warnings: string[] = [];
+  let merged = DEFAULT_CONFIG as unknown as Json;
+
+  const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => string[]) => {
+    const read = readLayerFile(path);
+    if (read.status === "missing") return files.push({ layer, path, status: "missing" });
+    if (read.status === "invalid") {
+      errors.push(read.error);
+      return files.push({ layer, path, status: "invalid" });
+    }
+    const problems = [...(check?.(read.value) ?? []), ...layerProblems(read.value, `配置文件 ${path}`)];
+    errors.push(...problems);
+    files.push({ layer, path, status: problems.length > 0 ? "invalid" : "loaded" });
+    if (problems.length === 0) merged = deepMerge(merged, read.value);
+  };
+
+  const legacyPath = join(legacyDir, "config.json");
+  applyFile("legacy", legacyPath);
+  if (files.at(-1)?.status === "loaded") {
+    warnings.push(`正在使用旧源码目录配置 ${legacyPath}，请迁移到 ${join(dataDirFor(agentDir), "config.json")} (legacy config location)`);
+  }
+  applyFile("user", join(dataDirFor(agentDir), "config.json"));
+
+  const projectPath = join(options.cwd, ".pi", "anon-notify.json");
+  const allowedByUser = merged.projectConfig === true;
+  if (allowedByUser && options.projectTrusted === true) {
+    applyFile("project", projectPath, (value) =>
+      "projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : [],
+    );
+  } else if (readLayerFile(projectPath).status !== "missing") {
+    files.push({ layer: "project", path: projectPath, status: "skipped" });
+    warnings.push(
+      allowedByUser
+        ? `项目配置 ${projectPath} 未读取：Pi 未信任此项目 (project not trusted by Pi)`
+        : `项目配置 ${projectPath} 未读取：用户配置未开启 projectConfig (projectConfig is off)`,
+    );
+  }
+
+  const env = envLayer(options.env);
+  errors.push(...env.errors);
+  merged = deepMerge(merged, env.layer);
+
+  if (errors.length > 0) return { ok: false, errors, files };
+  // Every layer passed on its own, so the merge of valid sections is valid too; parse to type it.
+  const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged));
+  return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings] };
+}
+
+const QQ_NUMBER = /^[1-9]\d{4,11}$/;
+/** Why `/anon-notify` must refuse to enable with this recipient, in Chinese; undefined when fine. */
+export function recipientProblem(config: Pick<Config, "recipient">): string | undefined {
+  const { qq: target, anonQq } = config.recipient;
+  if (!target) return "未配置目标 QQ（recipient.qq）";
+  if (!QQ_NUMBER.test(target)) return `目标 QQ（recipient.qq）无效：应为 5–12 位数字，实际为 "${target}"`;
+  if (!anonQq) return "未配置 Anon 的 QQ（recipient.anonQq）";
+  if (!QQ_NUMBER.test(anonQq)) return `Anon 的 QQ（recipient.anonQq）无效：应为 5–12 位数字，实际为 "${anonQq}"`;
+  if (target === anonQq) return "目标 QQ 与 Anon 的 QQ 相同，Anon 不能通知自己";
+  return undefined;
+}
+
+/**
+ * The bearer token: ANON_NOTIFY_TOKEN > inline `token` > `tokenFile`, trimmed; undefined when none
+ * is set or the file is missing or empty. Throws (naming the file, never its content) when the
+ * file exists but cannot be read, so a permissions mistake is not mistaken for "no token".
+ */
+export function readToken(config: Pick<Config, "token" | "tokenFile">, env: NodeJS.ProcessEnv): string | undefined {
+  const fromEnv = env.ANON_NOTIFY_TOKEN?.trim();
+  if (fromEnv) return fromEnv;
+  if (config.token) return config.token;
+  try {
+    return readFileSync(config.tokenFile, "utf8").trim() || undefined;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`Token 文件 ${config.tokenFile} 无法读取 (token file unreadable): ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+}
+
+/** Fills `{project}` `{cwd}` `{sessionId}` `{model}` `{mode}`; an unknown value renders empty. */
+export function renderSource(template: string, vars: SourceVariables): string {
+  return template.replace(/\{(project|cwd|sessionId|model|mode)\}/g, (_, name: keyof SourceVariables) => vars[name] ?? "");
+}
+
