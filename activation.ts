@@ -1,0 +1,168 @@
+/**
+ * Per-session activation (seed: 会话级启用与持久化). The truth is the newest
+ * `anon-notify:activation` custom entry anywhere in the session file; it is read again on every
+ * `session_start`, written before memory changes, and fails closed when unreadable. Also: who is a
+ * subagent, the pre-enable recipient verdict, and the dormant read-only projection for Pi Web.
+ */
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import type { RecipientStatus } from "./protocol.ts";
+
+export const ACTIVATION_CUSTOM_TYPE = "anon-notify:activation";
+export const ACTIVATION_VERSION = 1;
+
+/** `via` says why the record was written: the bare command, or a fork/clone's inheritance snapshot. */
+export const ActivationRecord = z.strictObject({
+  version: z.literal(ACTIVATION_VERSION),
+  active: z.boolean(),
+  via: z.enum(["command", "inherit"]),
+});
+export type ActivationRecord = z.infer<typeof ActivationRecord>;
+
+export type ActivationReading =
+  | { record: "none"; active: false }
+  | { record: "valid"; active: boolean; via: ActivationRecord["via"] }
+  | { record: "invalid"; active: false; problem: string };
+
+function isActivationEntry(entry: unknown): entry is { data?: unknown } {
+  return (
+    typeof entry === "object" &&
+    entry !== null &&
+    (entry as { type?: unknown }).type === "custom" &&
+    (entry as { customType?: unknown }).customType === ACTIVATION_CUSTOM_TYPE
+  );
+}
+
+/**
+ * The newest activation record across all entries (all branches: activation is session-wide, so
+ * `/tree` navigation does not change it). A malformed or unknown-version newest record means
+ * inactive; an older valid record is never fallen back to.
+ */
+export function readActivation(entries: readonly unknown[]): ActivationReading {
+  const newest = entries.findLast(isActivationEntry);
+  if (!newest) return { record: "none", active: false };
+  const parsed = ActivationRecord.safeParse(newest.data);
+  if (!parsed.success) {
+    return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
+  }
+  return { record: "valid", active: parsed.data.active, via: parsed.data.via };
+}
+
+/**
+ * Session JSONL lines as entries. Lines that are not JSON are skipped, as Pi's own loader does, so
+ * the dormant view agrees with what a live runtime would restore.
+ */
+export function parseSessionLines(text: string): unknown[] {
+  const entries: unknown[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      entries.push(JSON.parse(line));
+    } catch {
+      // A torn last line after a crash is not an entry.
+    }
+  }
+  return entries;
+}
+
+/** The session-wide activation of another session file (a fork's source); undefined when unreadable. */
+export function readActivationFromFile(path: string): ActivationReading | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  return readActivation(parseSessionLines(text));
+}
+
+/** What Pi Web shows for a session whose runtime is not running: the stored switch, nothing guessed. */
+export interface DormantActivation {
+  source: "dormant";
+  sessionId: string | null;
+  sessionActive: boolean;
+  /** Dormant active sessions may be switched off; switching on needs a live runtime's checks. */
+  canDisable: boolean;
+  record: ActivationReading["record"];
+}
+
+/**
+ * Read-only projection for a Pi Web server from a session JSONL path. Never writes, never reads
+ * configuration, tokens or server readiness. Throws only when the file itself cannot be read.
+ */
+export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
+  const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
+  const header = entries.find(
+    (entry): entry is { id: string } =>
+      typeof entry === "object" && entry !== null && (entry as { type?: unknown }).type === "session",
+  );
+  const reading = readActivation(entries);
+  return {
+    source: "dormant",
+    sessionId: typeof header?.id === "string" ? header.id : null,
+    sessionActive: reading.active,
+    canDisable: reading.active,
+    record: reading.record,
+  };
+}
+
+/** How this Pi process was started, as far as subagent recognition needs it. */
+export interface ProcessFacts {
+  mode: string;
+  sessionFile: string | undefined;
+  optOutFlag: boolean;
+  env: NodeJS.ProcessEnv;
+}
+
+export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
+export const SUBAGENT_FLAG = "anon-notify-off";
+
+/**
+ * A subagent is what Pi's subagent example spawns: JSON or print mode without a session file
+ * (notes §6). Parents that spawn Pi otherwise can say so with `--anon-notify-off` or
+ * `ANON_NOTIFY_SUBAGENT=1`; those two hold even when `mainAgentOnly` is off.
+ */
+export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean {
+  if (facts.optOutFlag) return true;
+  const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();
+  if (envValue && envValue !== "0" && envValue !== "false") return true;
+  return mainAgentOnly && (facts.mode === "json" || facts.mode === "print") && facts.sessionFile === undefined;
+}
+
+export const USAGE_TEXT = "用法：/anon-notify（不带参数）。当前会话未开启则开启，已开启则关闭；带参数的输入不会改变状态。";
+
+/** The server's answer to `GET /recipient`, or why there is none. */
+export type RecipientCheck =
+  | { kind: "answer"; status: RecipientStatus; reason: string | null }
+  | { kind: "network_error"; message: string };
+
+export type EnableVerdict = { allow: true; warning: string | null; statusNote: string } | { allow: false; message: string };
+
+/**
+ * Whether `/anon-notify` may switch a session on, given the server's recipient status. A network
+ * error is not evidence that the friend is missing: allow, and say the status is unverified.
+ */
+export function enableVerdict(check: RecipientCheck, qq: string, anonQq: string): EnableVerdict {
+  if (check.kind === "network_error") {
+    return { allow: true, warning: `无法连接通知服务（${check.message}），目标状态未核验。`, statusNote: "状态未核验" };
+  }
+  switch (check.status) {
+    case "ok":
+      return { allow: true, warning: null, statusNote: "目标可达" };
+    case "unknown":
+      return {
+        allow: true,
+        warning: `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${check.reason ?? "not_checked"}），已开启，但请确认私聊可达。`,
+        statusNote: "状态未知",
+      };
+    case "not_added":
+    case "unreachable":
+      return {
+        allow: false,
+        message:
+          `未开启：服务端报告 Anon（QQ ${anonQq}）${check.status === "not_added" ? "尚未添加" : "无法私聊"}目标 QQ ${qq}。` +
+          `请先用 QQ ${qq} 添加 Anon（QQ ${anonQq}）为好友，或确认私聊可达后再执行 /anon-notify。`,
+      };
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * Run facts and the pure decisions made from them: how a settled run ended (completed, failed,
+ * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
+ * Pi handlers in index.ts record facts through these reducers; nothing here does I/O.
+ */
+
+/** What the last assistant message of a run said, as far as a notice needs it. */
+export interface AssistantFacts {
+  stopReason: string;
+  errorMessage: string | null;
+  text: string;
+  /** The session entry that holds it: a stable, per-session id for the run's final notice. */
+  entryId: string | null;
+  toolCalls: number;
+}
+
+/** The tool batch answering the last assistant message; `terminate` is only visible live (notes §2). */
+export interface ToolBatchFacts {
+  finished: number;
+  terminating: number;
+  errors: number;
+}
+
+/** Everything recorded for one top-level run, from its first `agent_start` to `agent_settled`. */
+export interface RunFacts {
+  startedAt: number;
+  task: string;
+  /** Low-level runs (`agent_start`s): more than one means retries, compaction or continuations. */
+  lowLevelRuns: number;
+  abortSeen: boolean;
+  /** Pi 0.87.1 skips `agent_before_settle` exactly when the run was aborted; reset per low-level run. */
+  beforeSettleSeen: boolean;
+  lastAssistant: AssistantFacts | null;
+  finalBatch: ToolBatchFacts | null;
+  toolCalls: number;
+  toolErrors: number;
+}
+
+export function startRun(now: number): RunFacts {
+  return {
+    startedAt: now,
+    task: "",
+    lowLevelRuns: 0,
+    abortSeen: false,
+    beforeSettleSeen: false,
+    lastAssistant: null,
+    finalBatch: null,
+    toolCalls: 0,
+    toolErrors: 0,
+  };
+}
+
+export function withLowLevelStart(facts: RunFacts): RunFacts {
+  return { ...facts, lowLevelRuns: facts.lowLevelRuns + 1, beforeSettleSeen: false };
+}
+
+/** The first user-visible request of the run names its task; later ones (steers, follow-ups) do not. */
+export function withTask(facts: RunFacts, text: string): RunFacts {
+  return facts.task === "" ? { ...facts, task: text.trim() } : facts;
+}
+
+export function withAssistant(facts: RunFacts, assistant: AssistantFacts): RunFacts {
+  return {
+    ...facts,
+    lastAssistant: assistant,
+    finalBatch: assistant.toolCalls > 0 ? { finished: 0, terminating: 0, errors: 0 } : null,
+  };
+}
+
+/** `turn_end` persists the assistant message; its entry id becomes known only there. */
+export function withAssistantEntry(facts: RunFacts, entryId: string): RunFacts {
+  return facts.lastAssistant ? { ...facts, lastAssistant: { ...facts.lastAssistant, entryId } } : facts;
+}
+
+export function withToolEnd(facts: RunFacts, result: { terminate: boolean; isError: boolean }): RunFacts {
+  const batch = facts.finalBatch ?? { finished: 0, terminating: 0, errors: 0 };
+  return {
+    ...facts,
+    toolCalls: facts.toolCalls + 1,
+    toolErrors: facts.toolErrors + (result.isError ? 1 : 0),
+    finalBatch: {
+      finished: batch.finished + 1,
+      terminating: batch.terminating + (result.terminate ? 1 : 0),
+      errors: batch.errors + (result.isError ? 1 : 0),
+    },
+  };
+}
+
+export function withAbort(facts: RunFacts): RunFacts {
+  return facts.abortSeen ? facts : { ...facts, abortSeen: true };
+}
+
+export function withBeforeSettle(facts: RunFacts): RunFacts {
+  return { ...facts, beforeSettleSeen: true };
+}
+
+export type FailureReason =
+  | "length"
+  | "error"
+  | "incomplete_tool_batch"
+  | "tool_error_in_final_batch"
+  | "non_terminating_tool_batch"
+  | "unexpected_stop_reason";
+
+export type RunOutcome =
+  | { kind: "completed"; stopReason: string }
+  | { kind: "failed"; stopReason: string; reason: FailureReason; errorMessage: string | null }
+  | { kind: "interrupted" }
+  | { kind: "silent" };
+
+/**
+ * Decides once per settled run how it ended (seed: 生命周期判定). `settledAborted` is Pi ≥ 1.1's
+ * `agent_settled.aborted`; on 0.87.1 it is undefined and the recorded facts decide.
+ */
+export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined): RunOutcome {
+  if (facts.lowLevelRuns === 0) return { kind: "silent" };
+  if (settledAborted === true || facts.abortSeen) return { kind: "interrupted" };
+  // An abort between low-level runs (retry back-off, compaction) leaves no aborted signal behind.
+  if (settledAborted === undefined && !facts.beforeSettleSeen) return { kind: "interrupted" };
+  const last = facts.lastAssistant;
+  if (!last) return { kind: "silent" };
+  const failed = (reason: FailureReason): RunOutcome => ({
+    kind: "failed",
+    stopReason: last.stopReason,
+    reason,
+    errorMessage: last.errorMessage,
+  });
+  switch (last.stopReason) {
+    case "aborted":
+      return { kind: "interrupted" };
+    case "stop":
+      return { kind: "completed", stopReason: "stop" };
+    case "length":
+      return failed("length");
+    case "error":
+      return failed("error");
+    case "toolUse": {
+      const batch = facts.finalBatch;
+      if (!batch || batch.finished < last.toolCalls) return failed("incomplete_tool_batch");
+      if (batch.errors > 0) return failed("tool_error_in_final_batch");
+      if (batch.terminating < last.toolCalls) return failed("non_terminating_tool_batch");
+      return { kind: "completed", stopReason: "toolUse" };
+    }
+    default:
+      return failed("unexpected_stop_reason");
+  }
+}
+
+/** The optional, non-final notices' switches and thresholds (config `notify.*`, `progress.*`). */
+export interface ProgressPolicy {
+  progress: boolean;
+  firstAfterMs: number;
+  intervalMs: number;
+  toolCountThreshold: number;
+}
+
+/** What was last reported as progress for the current run. */
+export interface ProgressMark {
+  at: number;
+  toolCalls: number;
+}
+
+/**
+ * A progress notice is due after `firstAfterMs` of running and then every `intervalMs`, or sooner
+ * once `toolCountThreshold` more tools have finished since the last one.
+ */
+export function progressDue(facts: RunFacts, last: ProgressMark | null, now: number, policy: ProgressPolicy): boolean {
+  if (!policy.progress) return false;
+  const toolsSince = facts.toolCalls - (last?.toolCalls ?? 0);
+  if (toolsSince >= policy.toolCountThreshold) return true;
+  if (!last) return now - facts.startedAt >= policy.firstAfterMs;
+  return now - last.at >= policy.intervalMs;
+}
+
+/** A single-tool error notice is due for an error outside the cooldown after the previous one. */
+export function toolErrorDue(enabled: boolean, lastNoticeAt: number | null, now: number, cooldownMs: number): boolean {
+  return enabled && (lastNoticeAt === null || now - lastNoticeAt >= cooldownMs);
+}
+
+/**
+ * Non-final notices keep at least `minIntervalMs` between them; completion and failure bypass it
+ * so a final state is never swallowed by a progress window.
+ */
+export function nonFinalAllowed(lastNonFinalAt: number | null, now: number, minIntervalMs: number): boolean {
+  return lastNonFinalAt === null || now - lastNonFinalAt >= minIntervalMs;
+}

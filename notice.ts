@@ -1,0 +1,127 @@
+/**
+ * Builds the event body sent to the webhook (docs/protocol.md, Events): ids, truncation to the
+ * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
+ * it read from Pi.
+ */
+import { ContextUsage, EventBody, LIMITS, type DeliveryRoute, type EventStatus } from "./protocol.ts";
+import type { RunFacts, RunOutcome } from "./lifecycle.ts";
+
+/** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
+export interface PiContextUsage {
+  tokens: number | null;
+  contextWindow: number;
+  percent: number | null;
+}
+
+/**
+ * Samples Pi's context estimate once, for one payload (seed: 上下文占用). After a compaction the
+ * window is known but the usage is not: both unknowns stay null. No model, a throwing reader or
+ * any impossible number makes the whole field null, so unknown never poses as 0 %.
+ */
+export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {
+  let usage: PiContextUsage | undefined;
+  try {
+    usage = read();
+  } catch {
+    return null;
+  }
+  if (!usage) return null;
+  const parsed = ContextUsage.safeParse({
+    used_tokens: usage.tokens,
+    context_window: usage.contextWindow,
+    percent: usage.percent,
+  });
+  return parsed.success ? parsed.data : null;
+}
+
+/** Cuts to `max` characters (code points, never half a surrogate pair), marking the cut with "…". */
+export function truncate(text: string, max: number): string {
+  const chars = Array.from(text);
+  if (chars.length <= max) return text;
+  return chars.slice(0, Math.max(0, max - 1)).join("") + "…";
+}
+
+/**
+ * A final notice's id is derived from the session entry of the run's last assistant message, so a
+ * resend after a crash or reload carries the same id and the server deduplicates it.
+ */
+export function finalEventId(sessionId: string, assistantEntryId: string, status: "completed" | "failed"): string {
+  return `pi:${sessionId}:${assistantEntryId}:${status}`;
+}
+
+/** Non-final notices are never resent; the runtime id keeps them apart across reloads. */
+export function transientEventId(sessionId: string, runtimeId: string, sequence: number, status: EventStatus): string {
+  return `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
+}
+
+/** Another extension's `eventId`, scoped to the session so two sessions cannot collide. */
+export function externalEventId(sessionId: string, eventId: string): string {
+  return `ext:${sessionId}:${eventId}`;
+}
+
+export interface ContentOptions {
+  maxTaskChars: number;
+  maxSummaryChars: number;
+  includeProject: boolean;
+  includeFinalReply: boolean;
+}
+
+const FAILURE_TEXT: Record<Extract<RunOutcome, { kind: "failed" }>["reason"], string> = {
+  length: "回复达到长度上限而被截断",
+  error: "模型请求出错",
+  incomplete_tool_batch: "最终工具批次没有全部执行完",
+  tool_error_in_final_batch: "最终工具批次中有工具出错",
+  non_terminating_tool_batch: "最终工具批次没有声明结束",
+  unexpected_stop_reason: "以未知的停止原因结束",
+};
+
+/** The human summary of a settled run: the final reply, or why it failed (Chinese, for Anon). */
+export function runSummary(
+  outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
+  facts: RunFacts,
+  content: ContentOptions,
+  project: string,
+): string {
+  const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
+  let body: string;
+  if (outcome.kind === "completed") {
+    body = reply || "任务已完成。";
+  } else {
+    const why = FAILURE_TEXT[outcome.reason] + (outcome.errorMessage ? `：${outcome.errorMessage}` : "。");
+    body = reply ? `${why}\n${reply}` : why;
+  }
+  return content.includeProject ? `项目 ${project}：${body}` : body;
+}
+
+export interface NoticeParts {
+  eventId: string;
+  sessionId: string;
+  runtimeId: string;
+  source: string;
+  task: string;
+  status: EventStatus;
+  summary: string;
+  details: Record<string, unknown> | null;
+  url?: string | null;
+  contextUsage: ContextUsage | null;
+  createdAt: Date;
+  delivery?: DeliveryRoute;
+}
+
+/** The wire body, cut to the configured and wire limits and checked against the shared schema. */
+export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "maxTaskChars" | "maxSummaryChars">): EventBody {
+  return EventBody.parse({
+    event_id: parts.eventId,
+    session_id: parts.sessionId,
+    runtime_id: parts.runtimeId,
+    source: truncate(parts.source, LIMITS.sourceChars),
+    task: truncate(parts.task, Math.min(content.maxTaskChars, LIMITS.taskChars)),
+    status: parts.status,
+    summary: truncate(parts.summary, Math.min(content.maxSummaryChars, LIMITS.summaryChars)),
+    details: parts.details,
+    url: parts.url ?? null,
+    context_usage: parts.contextUsage,
+    created_at: parts.createdAt.toISOString(),
+    delivery: parts.delivery ?? "anon",
+  });
+}

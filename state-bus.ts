@@ -1,0 +1,76 @@
+/**
+ * The extension's two EventBus contracts with other extensions (seed: Pi Web 结构化状态协议,
+ * 扩展间调用): the `anon-notify:state` v1 payload it publishes, and the `anon-notify:send` requests
+ * it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
+ */
+import { z } from "zod";
+import { DeliveryRoute, Id } from "./protocol.ts";
+
+export const STATE_CHANNEL = "anon-notify:state";
+export const SEND_CHANNEL = "anon-notify:send";
+export const STATUS_KEY = "anon-notify";
+
+/**
+ * `misconfigured`: the configuration is invalid or switched off, so nothing is sent.
+ * `suppressed`: a subagent, which never notifies whatever its record says.
+ */
+export const SessionStatus = z.enum(["inactive", "active", "suppressed", "misconfigured"]);
+export type SessionStatus = z.infer<typeof SessionStatus>;
+
+/** Stable enums and booleans only: never a token, a QQ number, an endpoint or display text. */
+export const StatePayload = z.strictObject({
+  version: z.literal(1),
+  sessionId: z.string().min(1),
+  status: SessionStatus,
+  sessionActive: z.boolean(),
+  servicesEnabled: z.boolean(),
+  tokenConfigured: z.boolean(),
+});
+export type StatePayload = z.infer<typeof StatePayload>;
+
+export interface SessionFacts {
+  sessionActive: boolean;
+  subagent: boolean;
+  configUsable: boolean;
+}
+
+export function sessionStatus(facts: SessionFacts): SessionStatus {
+  if (facts.subagent) return "suppressed";
+  if (!facts.configUsable) return "misconfigured";
+  return facts.sessionActive ? "active" : "inactive";
+}
+
+/** Notices flow, and later heartbeats and command polling run, only in this state. */
+export function servicesEnabled(facts: SessionFacts): boolean {
+  return sessionStatus(facts) === "active";
+}
+
+const STATUS_TEXT: Record<SessionStatus, string> = {
+  inactive: "Anon 通知：未开启",
+  active: "Anon 通知：已开启",
+  suppressed: "Anon 通知：子 Agent，已抑制",
+  misconfigured: "Anon 通知：配置无效，未生效",
+};
+
+/** The footer text; an active session also names its target and what the server said about it. */
+export function statusText(status: SessionStatus, target: { qq: string; note: string | null } | null): string {
+  if (status !== "active" || !target) return STATUS_TEXT[status];
+  return `${STATUS_TEXT.active} → QQ ${target.qq}${target.note ? `（${target.note}）` : ""}`;
+}
+
+/**
+ * What another extension may send. Text longer than the wire limits is cut like the extension's
+ * own notices; wrong types and unknown keys are rejected.
+ */
+export const SendRequest = z.strictObject({
+  status: z.enum(["completed", "failed", "warning", "info"]),
+  summary: z.string().min(1),
+  source: z.string().min(1).optional(),
+  task: z.string().optional(),
+  // Scoped to the session on the wire, so it must leave room inside the 128-character id.
+  eventId: Id.max(80).optional(),
+  details: z.record(z.string(), z.unknown()).optional(),
+  url: z.url({ protocol: /^https?$/ }).optional(),
+  delivery: DeliveryRoute.optional(),
+});
+export type SendRequest = z.infer<typeof SendRequest>;

@@ -1,0 +1,98 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../notice.ts";
+import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
+import { EventBody, LIMITS } from "../../protocol.ts";
+
+const usageCases: { name: string; read: () => PiContextUsage | undefined; expected: unknown }[] = [
+  {
+    name: "a known estimate is copied field by field",
+    read: () => ({ tokens: 48_000, contextWindow: 200_000, percent: 24 }),
+    expected: { used_tokens: 48_000, context_window: 200_000, percent: 24 },
+  },
+  {
+    name: "after compaction the window is known and the usage is null",
+    read: () => ({ tokens: null, contextWindow: 200_000, percent: null }),
+    expected: { used_tokens: null, context_window: 200_000, percent: null },
+  },
+  {
+    name: "a finite percent above 100 is kept",
+    read: () => ({ tokens: 250_000, contextWindow: 200_000, percent: 125 }),
+    expected: { used_tokens: 250_000, context_window: 200_000, percent: 125 },
+  },
+  { name: "no model means null", read: () => undefined, expected: null },
+  {
+    name: "a throwing reader means null",
+    read: () => {
+      throw new Error("stale ctx");
+    },
+    expected: null,
+  },
+  { name: "negative tokens mean null", read: () => ({ tokens: -1, contextWindow: 200_000, percent: 0 }), expected: null },
+  { name: "a zero window means null", read: () => ({ tokens: 0, contextWindow: 0, percent: 0 }), expected: null },
+  { name: "NaN percent means null", read: () => ({ tokens: 1, contextWindow: 200_000, percent: Number.NaN }), expected: null },
+  { name: "tokens known without percent means null", read: () => ({ tokens: 1, contextWindow: 200_000, percent: null }), expected: null },
+  { name: "fractional tokens mean null", read: () => ({ tokens: 1.5, contextWindow: 200_000, percent: 1 }), expected: null },
+];
+for (const c of usageCases) {
+  test(`sampleContextUsage: ${c.name}`, () => {
+    assert.deepEqual(sampleContextUsage(c.read), c.expected);
+  });
+}
+
+test("truncate cuts by characters, marks the cut and never splits a surrogate pair", () => {
+  assert.equal(truncate("abc", 3), "abc");
+  assert.equal(truncate("abcd", 3), "ab…");
+  assert.equal(truncate("😀😀😀😀", 3), "😀😀…");
+  assert.equal(Array.from(truncate("x".repeat(5000), 1200)).length, 1200);
+});
+
+const facts = withAssistant(withLowLevelStart(startRun(0)), {
+  stopReason: "stop",
+  errorMessage: null,
+  text: "全部测试通过。",
+  entryId: "a1",
+  toolCalls: 0,
+});
+const content = { maxTaskChars: 200, maxSummaryChars: 1200, includeProject: false, includeFinalReply: true };
+
+test("runSummary: completion carries the final reply, or a plain sentence without it", () => {
+  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, content, "p"), "全部测试通过。");
+  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, { ...content, includeFinalReply: false }, "p"), "任务已完成。");
+  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, { ...content, includeProject: true }, "demo"), "项目 demo：全部测试通过。");
+});
+
+test("runSummary: failure says why, with the error message", () => {
+  const summary = runSummary(
+    { kind: "failed", stopReason: "error", reason: "error", errorMessage: "401 unauthorized" },
+    facts,
+    { ...content, includeFinalReply: false },
+    "p",
+  );
+  assert.equal(summary, "模型请求出错：401 unauthorized");
+});
+
+test("buildEvent applies the configured and wire limits and yields a valid wire body", () => {
+  const body = buildEvent(
+    {
+      eventId: finalEventId("019a-session", "a1", "completed"),
+      sessionId: "019a-session",
+      runtimeId: "r-1",
+      source: "s".repeat(500),
+      task: "t".repeat(500),
+      status: "completed",
+      summary: "m".repeat(5000),
+      details: { stop_reason: "stop" },
+      contextUsage: null,
+      createdAt: new Date("2026-11-30T03:00:00.000Z"),
+    },
+    { maxTaskChars: 50, maxSummaryChars: 5000 },
+  );
+  assert.equal(body.event_id, "pi:019a-session:a1:completed");
+  assert.equal(body.source.length, LIMITS.sourceChars);
+  assert.equal(body.task.length, 50);
+  assert.equal(body.summary.length, LIMITS.summaryChars);
+  assert.equal(body.context_usage, null);
+  assert.equal(body.delivery, "anon");
+  assert.deepEqual(EventBody.parse(body), body);
+});
