@@ -1,0 +1,68 @@
+/**
+ * The sink's bounded in-memory queue and its one worker. `push` only stores and returns, so a Pi
+ * handler never waits on the app; when the app is slower than the run, the oldest events go first
+ * (the newest state is what the app must show).
+ */
+
+export const SINK_QUEUE_CAPACITY = 256;
+
+export interface SinkQueue<T> {
+  push(item: T): void;
+  /** Events thrown away because the queue was full (or left over at close). */
+  readonly dropped: number;
+  readonly size: number;
+  /** Stops taking events, lets the worker drain for at most `drainMs`, then discards the rest. */
+  close(drainMs: number): Promise<void>;
+}
+
+/** `send` must settle for every item; whatever it throws is swallowed, the event is then lost. */
+export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = SINK_QUEUE_CAPACITY): SinkQueue<T> {
+  const items: T[] = [];
+  let dropped = 0;
+  let working = false;
+  let closed = false;
+  let onIdle: (() => void) | undefined;
+
+  async function drain(): Promise<void> {
+    for (let item = items.shift(); item !== undefined; item = items.shift()) {
+      await send(item).catch(() => undefined);
+    }
+    working = false;
+    onIdle?.();
+  }
+
+  return {
+    push(item) {
+      if (closed) return;
+      if (items.length >= capacity) {
+        items.shift();
+        dropped++;
+      }
+      items.push(item);
+      if (!working) {
+        working = true;
+        // Start on the next turn of the event loop, outside the Pi handler that pushed.
+        setImmediate(() => void drain());
+      }
+    },
+    get dropped() {
+      return dropped;
+    },
+    get size() {
+      return items.length;
+    },
+    async close(drainMs) {
+      closed = true;
+      if (working) {
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          onIdle = resolve;
+          timer = setTimeout(resolve, drainMs);
+        });
+        clearTimeout(timer);
+      }
+      dropped += items.length;
+      items.length = 0;
+    },
+  };
+}
