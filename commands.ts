@@ -1,0 +1,453 @@
+/**
+ * The command channel: instructions queued on the server for this session reach it as visible
+ * steer messages (seed: Anon 显式指挥 Pi Agent). Idle, the runtime holds one claim request open
+ * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
+ * per `longPollMs`. Busy, it claims one command at a turn boundary and hands it to Pi only at a safe
+ * point (a turn end, or once settled). Each command reaches the session once: its id is journaled
+ * and flushed before the ACK, and a command whose id is already journaled, or already in the
+ * session, is ACKed without being delivered again.
+ *
+ * An instruction the session took in but never answered because the user interrupted the run is
+ * reported: a TUI warning for the user and a `warning` notice for the persona. One still queued
+ * when the interrupt dropped Pi's queue (TUI Esc) is written into the session without starting a
+ * run, then reported the same way, so it is neither lost nor run against the user's interrupt.
+ */
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { AckAnswer, ClaimAnswer, type ClaimedCommand, LIMITS } from "./protocol.ts";
+import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
+import type { CommandJournal } from "./journal.ts";
+import { describe, type ApiClient, type Presence } from "./presence.ts";
+import { SEND_CHANNEL, type SendRequest } from "./state-bus.ts";
+
+/** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
+export const CLAIM_MARGIN_MS = 5_000;
+export const BOUNDARY_CLAIM_TIMEOUT_MS = 10_000;
+export const ACK_TIMEOUT_MS = 10_000;
+export const ACK_ATTEMPTS = 3;
+export const RETRY_BASE_MS = 500;
+export const RETRY_MAX_MS = 30_000;
+
+// ── Pure decisions ──────────────────────────────────────────────────────────
+
+export interface ClaimFacts {
+  running: boolean;
+  idle: boolean;
+  /** Called from a turn end: the one moment a busy session may claim. */
+  atBoundary: boolean;
+  claimInFlight: boolean;
+  /** A claimed command not yet taken in by the session (held for a boundary, or queued in Pi). */
+  outstanding: boolean;
+  backingOff: boolean;
+}
+
+export type ClaimPlan = { claim: false } | { claim: true; waitMs: number };
+
+export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
+  if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
+  if (facts.idle) return { claim: true, waitMs: longPollMs };
+  if (facts.atBoundary) return { claim: true, waitMs: 0 };
+  return { claim: false };
+}
+
+export interface DeliveryFacts {
+  /** Journaled, or already present in the session (the branch marker). */
+  alreadyDelivered: boolean;
+  idle: boolean;
+  atBoundary: boolean;
+}
+
+/**
+ * `deliver` only where Pi takes the steer without a gap: idle (it starts a run, or is deferred past
+ * the settled handlers), or inside a turn-end handler (Pi reads its steer queue right after). Any
+ * other moment of a busy session can be the tail of a run whose queue was already read.
+ */
+export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
+  if (facts.alreadyDelivered) return "ack-only";
+  return facts.idle || facts.atBoundary ? "deliver" : "hold";
+}
+
+/**
+ * After an empty claim while idle: a server that held the request is asked again at once; one that
+ * answered early (no long poll, or a short cap) is asked no more often than `minIntervalMs`.
+ */
+export function repollDelay(elapsedMs: number, minIntervalMs: number): number {
+  return Math.max(0, minIntervalMs - elapsedMs);
+}
+
+/** Exponential backoff after consecutive failures, raised to the server's Retry-After when it gave one. */
+export function retryDelay(failures: number, retryAfterMs?: number): number {
+  const exponential = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.max(0, failures - 1));
+  return Math.min(LIMITS.retryAfterMaxMs, Math.max(exponential, retryAfterMs ?? 0));
+}
+
+/** What one top-level run did with commands, in order. */
+export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
+
+const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
+
+/**
+ * Commands the session took in that no assistant message answered afterwards, in an interrupted
+ * run. A failed run is reported by its failure notice, so only interrupts count here.
+ */
+export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boolean): string[] {
+  if (!aborted) return [];
+  const waiting: string[] = [];
+  for (const fact of facts) {
+    if (fact.kind === "command") waiting.push(fact.commandId);
+    else if (ANSWERING_STOPS.has(fact.stopReason)) waiting.length = 0;
+  }
+  return waiting;
+}
+
+/** The persona-facing warning for an instruction that reached the session but got no answer. */
+export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }): SendRequest {
+  const preview = command.instruction.length > 120 ? `${command.instruction.slice(0, 120)}…` : command.instruction;
+  const eventId = `cmd-interrupted:${command.commandId}`;
+  return {
+    status: "warning",
+    task: "Anon 指令未得到回复",
+    summary: `指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：${preview}`,
+    ...(eventId.length <= 80 ? { eventId } : {}),
+    details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
+  };
+}
+
+// ── Edge ────────────────────────────────────────────────────────────────────
+
+interface Lease {
+  command: ClaimedCommand;
+  token: string;
+}
+
+export interface CommandChannelDeps {
+  client: ApiClient;
+  presence: Presence;
+  journal: CommandJournal;
+  runtimeId: string;
+  longPollMs: number;
+  idlePollIntervalMs: number;
+  /** Tells the user once per distinct failure; the channel never throws into Pi. */
+  report: (message: string) => void;
+  now?: () => number;
+}
+
+export interface CommandChannel {
+  /** Starts claiming for the session of `ctx` once presence has been accepted. Idempotent. */
+  start(ctx: ExtensionContext): void;
+  /** Stops claiming and waits for ACKs in flight. Commands already handed to Pi are still confirmed. */
+  stop(): Promise<void>;
+}
+
+/** Registers the renderer and the Pi handlers; call once from the extension factory. */
+export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps): CommandChannel {
+  const now = deps.now ?? Date.now;
+  let ctx: ExtensionContext | undefined;
+  let running = false;
+  let generation = 0;
+  let claim: AbortController | undefined;
+  let held: Lease | undefined;
+  const sent = new Map<string, Lease>();
+  const confirming = new Set<Promise<void>>();
+  let failures = 0;
+  let wakeTimer: ReturnType<typeof setTimeout> | undefined;
+  let lastFailure: string | undefined;
+  let run: { facts: RunFact[]; aborted: boolean; instructions: Map<string, Lease> } = newRun();
+
+  function newRun() {
+    return { facts: [] as RunFact[], aborted: false, instructions: new Map<string, Lease>() };
+  }
+
+  const isIdle = () => {
+    try {
+      return ctx?.isIdle() ?? false;
+    } catch {
+      return false;
+    }
+  };
+  const sessionId = () => ctx?.sessionManager.getSessionId();
+
+  const reportOnce = (message: string) => {
+    if (message !== lastFailure) deps.report(message);
+    lastFailure = message;
+  };
+
+  /** The branch marker: the session itself holds the delivered message with this command id. */
+  const inSession = (commandId: string) => {
+    try {
+      return (ctx?.sessionManager.getEntries() ?? []).some(
+        (entry) =>
+          entry.type === "custom_message" &&
+          entry.customType === COMMAND_MESSAGE_TYPE &&
+          CommandDetails.safeParse(entry.details).data?.command_id === commandId,
+      );
+    } catch {
+      return false;
+    }
+  };
+
+  const wakeAfter = (delayMs: number) => {
+    clearTimeout(wakeTimer);
+    wakeTimer = setTimeout(() => {
+      wakeTimer = undefined;
+      evaluate(false);
+    }, delayMs);
+    wakeTimer.unref();
+  };
+
+  function evaluate(atBoundary: boolean) {
+    if (held) {
+      const lease = held;
+      const plan = planDelivery({ alreadyDelivered: false, idle: isIdle(), atBoundary });
+      if (plan === "deliver") {
+        held = undefined;
+        deliver(lease);
+      }
+    }
+    const plan = planClaim(
+      {
+        running,
+        idle: isIdle(),
+        atBoundary,
+        claimInFlight: claim !== undefined,
+        outstanding: held !== undefined || sent.size > 0,
+        backingOff: wakeTimer !== undefined,
+      },
+      deps.longPollMs,
+    );
+    if (plan.claim) void claimOnce(plan.waitMs);
+  }
+
+  async function claimOnce(waitMs: number) {
+    const id = sessionId();
+    if (!id) return;
+    const controller = new AbortController();
+    claim = controller;
+    const startedAt = now();
+    const mine = generation;
+    try {
+      const answer = await deps.client.request("GET", "commands", {
+        query: {
+          session_id: id,
+          runtime_id: deps.runtimeId,
+          capabilities: deps.presence.supportsImages() ? "images" : undefined,
+          wait_ms: waitMs,
+        },
+        timeoutMs: waitMs > 0 ? waitMs + CLAIM_MARGIN_MS : BOUNDARY_CLAIM_TIMEOUT_MS,
+        schema: ClaimAnswer,
+        signal: controller.signal,
+      });
+      claim = undefined;
+      failures = 0;
+      lastFailure = undefined;
+      if (answer.command) {
+        claimed({ command: answer.command, token: answer.lease.token });
+      } else if (running && mine === generation && isIdle()) {
+        const delay = repollDelay(now() - startedAt, deps.idlePollIntervalMs);
+        if (delay > 0) return wakeAfter(delay);
+      }
+    } catch (error) {
+      claim = undefined;
+      if (controller.signal.aborted || mine !== generation) return;
+      failures++;
+      if (errorCode(error) === "session_offline") deps.presence.beat();
+      reportOnce(`领取 Anon 指令失败：${describe(error)}`);
+      return wakeAfter(retryDelay(failures, retryAfterOf(error)));
+    }
+    evaluate(false);
+  }
+
+  function claimed(lease: Lease) {
+    const { command_id } = lease.command;
+    const plan = planDelivery({
+      alreadyDelivered: deps.journal.has(command_id) || inSession(command_id) || sent.has(command_id),
+      idle: isIdle(),
+      atBoundary: false,
+    });
+    if (plan === "ack-only") {
+      // Pi already took this one in (a lease retry, a reload, a restart): confirm, never deliver twice.
+      if (!sent.has(command_id)) confirm(lease);
+    } else if (plan === "deliver") deliver(lease);
+    else held = lease;
+  }
+
+  function deliver(lease: Lease) {
+    const id = sessionId();
+    if (!id) return;
+    sent.set(lease.command.command_id, lease);
+    try {
+      pi.sendMessage(commandMessage(lease.command, id), { deliverAs: "steer", triggerTurn: true });
+    } catch (error) {
+      sent.delete(lease.command.command_id);
+      reportOnce(`Anon 指令未能交给 Pi：${describe(error)}`);
+    }
+  }
+
+  /** Journal (flushed) first, then ACK: a lost ACK is redelivered and then only ACKed. */
+  function confirm(lease: Lease) {
+    const id = sessionId() ?? "unknown";
+    const task = (async () => {
+      const { command_id, event_id } = lease.command;
+      try {
+        if (!deps.journal.has(command_id)) {
+          await deps.journal.record({ command_id, event_id, session_id: id, delivered_at: new Date(now()).toISOString() });
+        }
+      } catch (error) {
+        // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
+        // command in the session and tries again.
+        deps.report(`写入指令日志失败（${deps.journal.file}）：${describe(error)}`);
+        return;
+      }
+      for (let attempt = 1; attempt <= ACK_ATTEMPTS; attempt++) {
+        try {
+          await deps.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
+            body: { session_id: id, runtime_id: deps.runtimeId, lease_token: lease.token },
+            timeoutMs: ACK_TIMEOUT_MS,
+            schema: AckAnswer,
+          });
+          return;
+        } catch (error) {
+          if (attempt === ACK_ATTEMPTS || isFinalAckError(error)) {
+            reportOnce(`确认 Anon 指令失败（租约到期后会重发并按日志去重）：${describe(error)}`);
+            return;
+          }
+          await sleep(retryDelay(attempt, retryAfterOf(error)));
+        }
+      }
+    })();
+    confirming.add(task);
+    void task.finally(() => confirming.delete(task));
+  }
+
+  pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, renderCommandMessage);
+
+  pi.on("agent_start", (_event, c) => {
+    ctx = c;
+  });
+  pi.on("message_end", (event, c) => {
+    ctx = c;
+    const message = event.message;
+    if (message.role === "assistant") {
+      run.facts.push({ kind: "assistant", stopReason: message.stopReason });
+      if (message.stopReason === "aborted") run.aborted = true;
+      return;
+    }
+    if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
+    const details = CommandDetails.safeParse(message.details);
+    if (!details.success) return;
+    const lease = sent.get(details.data.command_id);
+    if (!lease) return;
+    sent.delete(details.data.command_id);
+    run.facts.push({ kind: "command", commandId: details.data.command_id });
+    run.instructions.set(details.data.command_id, lease);
+    confirm(lease);
+  });
+  pi.on("turn_end", (_event, c) => {
+    ctx = c;
+    // An interrupted run is no place for a new instruction; it waits for the settle.
+    if (c.signal?.aborted) {
+      run.aborted = true;
+      return;
+    }
+    evaluate(true);
+  });
+  pi.on("agent_end", (_event, c) => {
+    if (c.signal?.aborted) run.aborted = true;
+  });
+  pi.on("agent_settled", (_event, c) => {
+    ctx = c;
+    settleRun(c);
+    evaluate(false);
+  });
+  pi.on("session_compact", (_event, c) => {
+    ctx = c;
+    evaluate(false);
+  });
+  pi.on("session_shutdown", () => {
+    void stop();
+  });
+
+  function settleRun(c: ExtensionContext) {
+    const finished = run;
+    run = newRun();
+    // Still queued when the run ended: only an interrupt that cleared Pi's queue leaves one behind.
+    for (const [commandId, lease] of [...sent]) {
+      if (!finished.aborted) continue;
+      sent.delete(commandId);
+      const id = sessionId();
+      if (!id) continue;
+      try {
+        pi.sendMessage(commandMessage(lease.command, id), { triggerTurn: false });
+      } catch (error) {
+        reportOnce(`Anon 指令未能写入会话：${describe(error)}`);
+        continue;
+      }
+      if (inSession(commandId)) {
+        finished.facts.push({ kind: "command", commandId });
+        finished.instructions.set(commandId, lease);
+        confirm(lease);
+      }
+    }
+    for (const commandId of unansweredAfterInterrupt(finished.facts, finished.aborted)) {
+      const lease = finished.instructions.get(commandId);
+      if (!lease) continue;
+      const notice = { commandId, eventId: lease.command.event_id, instruction: lease.command.instruction };
+      if (c.hasUI) {
+        c.ui.notify(`Anon 的指令已进入会话，但这次运行被中断，尚未得到回复：${notice.instruction.slice(0, 80)}。发送任意消息即可让 Agent 继续处理。`, "warning");
+      }
+      pi.events.emit(SEND_CHANNEL, interruptedNotice(notice));
+    }
+  }
+
+  async function stop() {
+    if (!running) {
+      await Promise.allSettled([...confirming]);
+      return;
+    }
+    running = false;
+    generation++;
+    clearTimeout(wakeTimer);
+    wakeTimer = undefined;
+    claim?.abort();
+    claim = undefined;
+    // A held lease simply expires on the server and comes back to the next runtime of this session.
+    held = undefined;
+    await Promise.allSettled([...confirming]);
+  }
+
+  return {
+    start(c) {
+      ctx = c;
+      if (running) return;
+      running = true;
+      failures = 0;
+      lastFailure = undefined;
+      const mine = ++generation;
+      // The server lets a runtime claim only after it has seen that runtime's heartbeat.
+      void deps.presence.nextAccepted().then((accepted) => {
+        if (accepted && running && mine === generation) evaluate(false);
+      });
+    },
+    stop,
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** The wire error code of a failed request, when the server sent one. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function retryAfterOf(error: unknown): number | undefined {
+  const value = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+  return typeof value === "number" ? value : undefined;
+}
+
+/** The lease is gone (expired and re-leased, or the command is final): retrying this ACK cannot help. */
+function isFinalAckError(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === "lease_mismatch" || code === "not_found" || code === "already_accepted";
+}

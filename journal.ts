@@ -1,0 +1,114 @@
+/**
+ * The command journal (`command.journal`, one JSON line per command that reached a session).
+ * A command id is written and flushed to disk before the server hears the ACK, so a lease that is
+ * retried, a reload or a restart finds the id here and ACKs again instead of steering the session a
+ * second time.
+ */
+import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { z } from "zod";
+import { Id, Timestamp } from "./protocol.ts";
+
+const JournalRecord = z.object({
+  version: z.literal(1),
+  command_id: Id,
+  session_id: Id,
+  event_id: Id,
+  delivered_at: Timestamp,
+});
+export type JournalRecord = z.infer<typeof JournalRecord>;
+
+// A journaled id matters only while its lease can still come back (minutes, a restart): the file
+// is cut back to the newest records when it grows past the cap, at open, never while appending.
+export const JOURNAL_KEEP_RECORDS = 2_000;
+export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
+
+export interface CommandJournal {
+  readonly file: string;
+  has(commandId: string): boolean;
+  /** Appends and fsyncs one record; resolves only once it is on disk. */
+  record(entry: Omit<JournalRecord, "version">): Promise<void>;
+}
+
+export interface OpenedJournal {
+  journal: CommandJournal;
+  /** Lines that were not valid records; they are kept in the file and reported, never guessed at. */
+  skippedLines: number;
+}
+
+/** Reads what is there (a missing file is an empty journal) and returns the appender. */
+export async function openCommandJournal(file: string): Promise<OpenedJournal> {
+  const lines = await readLines(file);
+  const records: JournalRecord[] = [];
+  let skippedLines = 0;
+  for (const line of lines) {
+    const parsed = parseLine(line);
+    if (parsed) records.push(parsed);
+    else skippedLines++;
+  }
+  if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
+    await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
+  }
+  const known = new Set(records.map((r) => r.command_id));
+  let tail: Promise<void> = Promise.resolve();
+
+  return {
+    skippedLines,
+    journal: {
+      file,
+      has: (commandId) => known.has(commandId),
+      record(entry) {
+        const parsed = JournalRecord.safeParse({ version: 1, ...entry });
+        if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
+        const line = JSON.stringify(parsed.data) + "\n";
+        // Appends are chained so two records never interleave and each resolves after its own fsync.
+        const written = tail.then(() => appendDurably(file, line));
+        tail = written.catch(() => undefined);
+        return written.then(() => {
+          known.add(entry.command_id);
+        });
+      },
+    },
+  };
+}
+
+function parseLine(line: string): JournalRecord | undefined {
+  try {
+    const result = JournalRecord.safeParse(JSON.parse(line));
+    return result.success ? result.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function readLines(file: string): Promise<string[]> {
+  try {
+    return (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw error;
+  }
+}
+
+async function appendDurably(file: string, line: string): Promise<void> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  const handle = await open(file, "a", 0o600);
+  try {
+    await handle.writeFile(line, "utf8");
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function compact(file: string, keep: JournalRecord[]): Promise<void> {
+  const temporary = `${file}.${process.pid}.tmp`;
+  await writeFile(temporary, keep.map((r) => JSON.stringify(r) + "\n").join(""), { mode: 0o600 });
+  const handle = await open(temporary, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, file);
+}

@@ -1,0 +1,316 @@
+/**
+ * Presence: while a session is active, the runtime tells the server it is alive and whether it is
+ * idle or running (seed: 在线会话发现与主动投递). Heartbeats go to the server only, never into the
+ * session file. One request is in flight at a time; a heartbeat asked for meanwhile is sent once,
+ * right after, with the newest state. Stopping sends one best-effort offline.
+ *
+ * The decisions (when to send, what to send, what counts as activity) are pure functions below;
+ * `installPresence` is the thin edge holding the timer, the Pi handlers and the HTTP calls.
+ */
+import { randomUUID } from "node:crypto";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import {
+  Heartbeat,
+  HeartbeatAnswer,
+  LIMITS,
+  OfflineAnswer,
+  PROTOCOL_VERSIONS,
+  type SessionRunState,
+} from "./protocol.ts";
+import type { z } from "zod";
+
+/** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
+export const OFFLINE_TIMEOUT_MS = 2_000;
+const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
+
+/**
+ * The slice of the extension's HTTP client (delivery.ts) that presence and commands use: a path
+ * under the API base, a zod schema for the answer, a timeout and an abort signal.
+ */
+export interface ApiClient {
+  request<T>(
+    method: "GET" | "POST",
+    path: string,
+    options: {
+      body?: unknown;
+      query?: Record<string, string | number | undefined>;
+      timeoutMs?: number;
+      schema: z.ZodType<T>;
+      signal?: AbortSignal;
+    },
+  ): Promise<T>;
+}
+
+// ── Pure decisions ──────────────────────────────────────────────────────────
+
+/** The send loop: `resend` means a newer state was asked for while a request was in flight. */
+export interface SendLoop {
+  inFlight: boolean;
+  resend: boolean;
+}
+export const IDLE_LOOP: SendLoop = { inFlight: false, resend: false };
+
+/** `due`: a timer tick or an urgent change wants a heartbeat; `finished`: the request in flight ended. */
+export type SendTrigger = "due" | "finished";
+
+export function nextSend(loop: SendLoop, trigger: SendTrigger): { loop: SendLoop; send: boolean } {
+  if (trigger === "due") {
+    return loop.inFlight ? { loop: { inFlight: true, resend: true }, send: false } : { loop: { inFlight: true, resend: false }, send: true };
+  }
+  return loop.resend ? { loop: { inFlight: true, resend: false }, send: true } : { loop: IDLE_LOOP, send: false };
+}
+
+/** What the session was last seen doing. Only real work moves `lastActivityAt`, never the timer. */
+export interface Activity {
+  lastActivityAt: number;
+  /** Tools running now, by call id, in start order: the newest names the activity. */
+  runningTools: ReadonlyMap<string, string>;
+}
+
+export type ActivitySignal =
+  | { kind: "model_output" }
+  | { kind: "tool_start"; toolCallId: string; toolName: string }
+  | { kind: "tool_end"; toolCallId: string };
+
+export function noteActivity(activity: Activity, signal: ActivitySignal, now: number): Activity {
+  if (signal.kind === "model_output") return { ...activity, lastActivityAt: now };
+  const runningTools = new Map(activity.runningTools);
+  if (signal.kind === "tool_start") runningTools.set(signal.toolCallId, signal.toolName);
+  else runningTools.delete(signal.toolCallId);
+  return { lastActivityAt: now, runningTools };
+}
+
+export function currentTool(activity: Activity): string | null {
+  let newest: string | null = null;
+  for (const name of activity.runningTools.values()) newest = name;
+  return newest === null ? null : newest.slice(0, LIMITS.modelChars);
+}
+
+export interface PresenceSnapshot {
+  sessionId: string;
+  runtimeId: string;
+  cwd: string;
+  model: { provider: string; id: string; input: readonly string[] } | undefined;
+  state: SessionRunState;
+  activity: Activity;
+}
+
+/** A directory basename only: the server and the persona never learn the full path. */
+export function projectName(cwd: string): string {
+  // Split on both separators: a Windows cwd reported to a Linux server is still cut to its last part.
+  const name = cwd.split(/[\\/]+/).filter(Boolean).at(-1) ?? "";
+  return (name || "root").slice(0, LIMITS.projectChars);
+}
+
+/** Images are claimed only when the model can see them: Pi would otherwise swap them for a placeholder. */
+export function modelSupportsImages(model: PresenceSnapshot["model"]): boolean {
+  return model?.input.includes("image") ?? false;
+}
+
+export function buildHeartbeat(snapshot: PresenceSnapshot): Heartbeat {
+  const model = snapshot.model ? `${snapshot.model.provider}/${snapshot.model.id}`.slice(0, LIMITS.modelChars) : null;
+  return Heartbeat.parse({
+    session_id: snapshot.sessionId,
+    runtime_id: snapshot.runtimeId,
+    project: projectName(snapshot.cwd),
+    model,
+    state: snapshot.state,
+    supports_images: modelSupportsImages(snapshot.model),
+    command_protocol: PROTOCOL_VERSIONS.commands,
+    last_activity_at: new Date(snapshot.activity.lastActivityAt).toISOString(),
+    activity: currentTool(snapshot.activity),
+  });
+}
+
+/** One id per extension runtime, so the server can tell an old runtime of a session from a newer one. */
+export function createRuntimeId(): string {
+  return `r-${randomUUID()}`;
+}
+
+// ── Edge ────────────────────────────────────────────────────────────────────
+
+export interface PresenceDeps {
+  client: ApiClient;
+  runtimeId: string;
+  heartbeatIntervalMs: number;
+  /** Tells the user once per distinct failure; presence never throws into Pi. */
+  report: (message: string) => void;
+  now?: () => number;
+}
+
+export interface Presence {
+  /** Starts heartbeating for the session of `ctx`; sends one at once. Idempotent. */
+  start(ctx: ExtensionContext): void;
+  /** Stops the timer and sends one best-effort offline. Idempotent. */
+  stop(): Promise<void>;
+  /** Asks for a heartbeat now (coalesced with one in flight). */
+  beat(): void;
+  /** Resolves true at the next accepted heartbeat, false if presence stops first. */
+  nextAccepted(): Promise<boolean>;
+  /** Whether the model of the running session can see images (also what claims declare). */
+  supportsImages(): boolean;
+}
+
+/**
+ * Registers the Pi handlers that feed presence (run state, activity) and returns the controller.
+ * Call once from the extension factory; `start`/`stop` follow the session's activation.
+ */
+export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence {
+  const now = deps.now ?? Date.now;
+  const requestTimeoutMs = Math.min(deps.heartbeatIntervalMs, HEARTBEAT_TIMEOUT_CAP_MS);
+  let ctx: ExtensionContext | undefined;
+  let running = false;
+  let loop = IDLE_LOOP;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let inFlight: { controller: AbortController; done: Promise<void> } | undefined;
+  let activity: Activity = { lastActivityAt: now(), runningTools: new Map() };
+  let lastFailure: string | undefined;
+  let waiters: ((accepted: boolean) => void)[] = [];
+
+  const settleWaiters = (accepted: boolean) => {
+    const pending = waiters;
+    waiters = [];
+    for (const resolve of pending) resolve(accepted);
+  };
+
+  const snapshot = (): PresenceSnapshot | undefined => {
+    if (!ctx) return undefined;
+    try {
+      return {
+        sessionId: ctx.sessionManager.getSessionId(),
+        runtimeId: deps.runtimeId,
+        cwd: ctx.cwd,
+        model: ctx.model,
+        state: ctx.isIdle() ? "idle" : "running",
+        activity,
+      };
+    } catch {
+      // A stale ctx (the runtime was replaced): session_shutdown stops us right after.
+      return undefined;
+    }
+  };
+
+  const send = () => {
+    const body = snapshot();
+    if (!body) {
+      loop = IDLE_LOOP;
+      return;
+    }
+    const controller = new AbortController();
+    const done = deps.client
+      .request("POST", "sessions/heartbeat", {
+        body: buildHeartbeat(body),
+        timeoutMs: requestTimeoutMs,
+        schema: HeartbeatAnswer,
+        signal: controller.signal,
+      })
+      .then(
+        () => {
+          lastFailure = undefined;
+          settleWaiters(true);
+        },
+        (error: unknown) => {
+          if (controller.signal.aborted) return;
+          const message = `在线心跳发送失败：${describe(error)}`;
+          if (message !== lastFailure) deps.report(message);
+          lastFailure = message;
+        },
+      )
+      .finally(() => {
+        inFlight = undefined;
+        step("finished");
+      });
+    inFlight = { controller, done };
+  };
+
+  const step = (trigger: SendTrigger) => {
+    if (!running && trigger === "due") return;
+    const next = nextSend(loop, trigger);
+    loop = next.loop;
+    if (next.send && running) send();
+    else if (next.send) loop = IDLE_LOOP;
+  };
+
+  const beat = () => step("due");
+  const track = (signal: ActivitySignal) => {
+    activity = noteActivity(activity, signal, now());
+  };
+
+  pi.on("agent_start", (_event, c) => {
+    ctx = c;
+    beat();
+  });
+  pi.on("agent_settled", (_event, c) => {
+    ctx = c;
+    activity = { ...activity, runningTools: new Map() };
+    beat();
+  });
+  pi.on("model_select", (_event, c) => {
+    ctx = c;
+    beat();
+  });
+  pi.on("message_update", (event) => {
+    if (event.message.role === "assistant") track({ kind: "model_output" });
+  });
+  pi.on("message_end", (event) => {
+    if (event.message.role === "assistant") track({ kind: "model_output" });
+  });
+  pi.on("tool_execution_start", (event) => track({ kind: "tool_start", toolCallId: event.toolCallId, toolName: event.toolName }));
+  pi.on("tool_execution_end", (event) => track({ kind: "tool_end", toolCallId: event.toolCallId }));
+
+  const stop = async () => {
+    if (!running) return;
+    running = false;
+    clearInterval(timer);
+    timer = undefined;
+    settleWaiters(false);
+    const body = snapshot();
+    // An answer to a heartbeat still in flight must not land after the offline and revive the entry.
+    if (inFlight) {
+      inFlight.controller.abort();
+      await inFlight.done;
+    }
+    loop = IDLE_LOOP;
+    if (!body) return;
+    try {
+      await deps.client.request("POST", "sessions/offline", {
+        body: { session_id: body.sessionId, runtime_id: body.runtimeId },
+        timeoutMs: OFFLINE_TIMEOUT_MS,
+        schema: OfflineAnswer,
+      });
+    } catch {
+      // Best effort by specification: the server forgets the runtime after its TTL anyway.
+    }
+  };
+  pi.on("session_shutdown", () => {
+    void stop();
+  });
+
+  return {
+    start(c) {
+      ctx = c;
+      if (running) return;
+      running = true;
+      lastFailure = undefined;
+      activity = { lastActivityAt: now(), runningTools: new Map() };
+      timer = setInterval(beat, deps.heartbeatIntervalMs);
+      timer.unref();
+      beat();
+    },
+    stop,
+    beat,
+    nextAccepted: () => (running ? new Promise((resolve) => waiters.push(resolve)) : Promise.resolve(false)),
+    supportsImages: () => {
+      try {
+        return modelSupportsImages(ctx?.model);
+      } catch {
+        return false;
+      }
+    },
+  };
+}
+
+/** A short reason without secrets: the client's errors never carry the token. */
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

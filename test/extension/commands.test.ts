@@ -1,0 +1,146 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  interruptedNotice,
+  planClaim,
+  planDelivery,
+  repollDelay,
+  retryDelay,
+  unansweredAfterInterrupt,
+  type ClaimFacts,
+  type RunFact,
+} from "../../commands.ts";
+import { commandMessage, instructionText } from "../../command-message.ts";
+import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../journal.ts";
+import { SendRequest } from "../../state-bus.ts";
+
+const ready: ClaimFacts = { running: true, idle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
+
+test("claims: long poll when idle, a quick claim only at a busy turn boundary, never two at once", () => {
+  const rows: { facts: Partial<ClaimFacts>; plan: ReturnType<typeof planClaim> }[] = [
+    { facts: {}, plan: { claim: true, waitMs: 25_000 } },
+    { facts: { idle: false }, plan: { claim: false } },
+    { facts: { idle: false, atBoundary: true }, plan: { claim: true, waitMs: 0 } },
+    { facts: { claimInFlight: true }, plan: { claim: false } },
+    { facts: { idle: false, atBoundary: true, claimInFlight: true }, plan: { claim: false } },
+    { facts: { outstanding: true }, plan: { claim: false } },
+    { facts: { idle: false, atBoundary: true, outstanding: true }, plan: { claim: false } },
+    { facts: { backingOff: true }, plan: { claim: false } },
+    { facts: { running: false }, plan: { claim: false } },
+  ];
+  for (const row of rows) assert.deepEqual(planClaim({ ...ready, ...row.facts }, 25_000), row.plan, JSON.stringify(row.facts));
+});
+
+test("delivery: a known id is only ACKed; otherwise deliver idle or at a turn end, hold in between", () => {
+  const rows: { alreadyDelivered: boolean; idle: boolean; atBoundary: boolean; plan: string }[] = [
+    { alreadyDelivered: true, idle: true, atBoundary: false, plan: "ack-only" },
+    { alreadyDelivered: true, idle: false, atBoundary: true, plan: "ack-only" },
+    { alreadyDelivered: false, idle: true, atBoundary: false, plan: "deliver" },
+    { alreadyDelivered: false, idle: false, atBoundary: true, plan: "deliver" },
+    { alreadyDelivered: false, idle: false, atBoundary: false, plan: "hold" },
+  ];
+  for (const { plan, ...facts } of rows) assert.equal(planDelivery(facts), plan, JSON.stringify(facts));
+});
+
+test("an empty answer is re-polled at once after a held request, and no faster than the interval otherwise", () => {
+  assert.equal(repollDelay(25_000, 1_000), 0);
+  assert.equal(repollDelay(1_000, 1_000), 0);
+  assert.equal(repollDelay(3, 1_000), 997);
+});
+
+test("retry delays grow, are capped, and honour Retry-After up to 60 s", () => {
+  assert.deepEqual([1, 2, 3, 4].map((n) => retryDelay(n)), [500, 1_000, 2_000, 4_000]);
+  assert.equal(retryDelay(30), 30_000);
+  assert.equal(retryDelay(1, 7_000), 7_000);
+  assert.equal(retryDelay(1, 600_000), 60_000);
+});
+
+test("only an interrupt leaves commands unanswered, and any later reply answers them", () => {
+  const cmd = (id: string): RunFact => ({ kind: "command", commandId: id });
+  const reply = (stopReason: string): RunFact => ({ kind: "assistant", stopReason });
+  const rows: { facts: RunFact[]; aborted: boolean; expected: string[] }[] = [
+    { facts: [cmd("a"), reply("aborted")], aborted: true, expected: ["a"] },
+    { facts: [cmd("a"), reply("error")], aborted: true, expected: ["a"] },
+    { facts: [cmd("a"), reply("toolUse"), reply("aborted")], aborted: true, expected: [] },
+    { facts: [reply("toolUse"), cmd("a"), cmd("b")], aborted: true, expected: ["a", "b"] },
+    { facts: [cmd("a"), reply("stop"), cmd("b"), reply("aborted")], aborted: true, expected: ["b"] },
+    { facts: [cmd("a"), reply("error")], aborted: false, expected: [] },
+    { facts: [], aborted: true, expected: [] },
+  ];
+  for (const row of rows) assert.deepEqual(unansweredAfterInterrupt(row.facts, row.aborted), row.expected, JSON.stringify(row));
+});
+
+test("the interrupted-instruction notice is a valid anon-notify:send request that names the command", () => {
+  const notice = interruptedNotice({ commandId: "c-1", eventId: "pi:s:run:1", instruction: "x".repeat(300) });
+  assert.deepEqual(SendRequest.parse(notice), notice);
+  assert.equal(notice.status, "warning");
+  assert.equal(notice.eventId, "cmd-interrupted:c-1");
+  assert.deepEqual(notice.details, { command_id: "c-1", event_id: "pi:s:run:1", reason: "interrupted" });
+  assert.ok(notice.summary.includes("x".repeat(120) + "…"));
+  const long = interruptedNotice({ commandId: "c".repeat(100), eventId: "e", instruction: "hi" });
+  assert.equal(long.eventId, undefined);
+});
+
+test("the session message is the plain instruction, or text then image blocks; ids only in details", () => {
+  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
+  const plain = commandMessage({ ...base, images: [] }, "s-1");
+  assert.equal(plain.content, "请再跑一次测试");
+  assert.equal(plain.customType, "anon-notify:command");
+  assert.equal(plain.display, true);
+  assert.deepEqual(plain.details, { command_id: "c-9", event_id: "ev-1", session_id: "s-1", origin: "anon" });
+
+  const withImages = commandMessage({ ...base, images: [{ mime_type: "image/png", data: "iVBORw0KGgo=" }, { mime_type: "image/gif", data: "R0lGODlh" }] }, "s-1");
+  assert.deepEqual(withImages.content, [
+    { type: "text", text: "请再跑一次测试" },
+    { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+    { type: "image", data: "R0lGODlh", mimeType: "image/gif" },
+  ]);
+  assert.equal(instructionText(withImages.content), "请再跑一次测试");
+  assert.ok(!JSON.stringify(withImages.content).includes("c-9"));
+});
+
+test("the journal flushes each id before resolving, survives a reopen, and skips bad lines loudly", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "anon-journal-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, "nested", "commands.jsonl");
+
+  const first = await openCommandJournal(file);
+  assert.equal(first.skippedLines, 0);
+  assert.equal(first.journal.has("c-1"), false);
+  await Promise.all([
+    first.journal.record({ command_id: "c-1", event_id: "e-1", session_id: "s", delivered_at: "2026-11-30T03:00:00.000Z" }),
+    first.journal.record({ command_id: "c-2", event_id: "e-2", session_id: "s", delivered_at: "2026-11-30T03:00:01.000Z" }),
+  ]);
+  assert.equal(first.journal.has("c-1"), true);
+  assert.equal((await stat(file)).mode & 0o777, 0o600);
+  const lines = (await readFile(file, "utf8")).trim().split("\n");
+  assert.equal(lines.length, 2);
+  assert.deepEqual(JSON.parse(lines[0]!), { version: 1, command_id: "c-1", session_id: "s", event_id: "e-1", delivered_at: "2026-11-30T03:00:00.000Z" });
+
+  await writeFile(file, "not json\n{\"version\":9}\n", { flag: "a" });
+  const reopened = await openCommandJournal(file);
+  assert.equal(reopened.skippedLines, 2);
+  assert.equal(reopened.journal.has("c-2"), true);
+  await assert.rejects(reopened.journal.record({ command_id: "bad id", event_id: "e", session_id: "s", delivered_at: "2026-11-30T03:00:00.000Z" }));
+});
+
+test("a journal past its cap is cut back to the newest records at open", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "anon-journal-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, "commands.jsonl");
+  const count = JOURNAL_COMPACT_AT_RECORDS + 1;
+  const body = Array.from({ length: count }, (_, i) =>
+    JSON.stringify({ version: 1, command_id: `c-${i}`, session_id: "s", event_id: "e", delivered_at: "2026-11-30T03:00:00.000Z" }),
+  ).join("\n");
+  await writeFile(file, body + "\n");
+  const { journal } = await openCommandJournal(file);
+  assert.equal(journal.has(`c-${count - 1}`), true);
+  assert.equal(journal.has("c-0"), true, "the open that compacts still knows every id it read");
+  const again = await openCommandJournal(file);
+  assert.equal(again.journal.has("c-0"), false);
+  assert.equal(again.journal.has(`c-${count - JOURNAL_KEEP_RECORDS}`), true);
+  assert.equal((await readFile(file, "utf8")).trim().split("\n").length, JOURNAL_KEEP_RECORDS);
+});
