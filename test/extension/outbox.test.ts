@@ -1,0 +1,236 @@
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../outbox.ts";
+import type { EventBody } from "../../protocol.ts";
+
+const roots: string[] = [];
+const opened: Outbox[] = [];
+after(() => {
+  for (const outbox of opened) outbox.close();
+  for (const root of roots) rmSync(root, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const root = mkdtempSync(join(tmpdir(), "anon-notify-outbox-"));
+  roots.push(root);
+  return join(root, "outbox");
+}
+
+function open(dir: string, warnings: string[] = []): Outbox {
+  const outbox = openOutbox(dir, { warn: (message) => warnings.push(message) });
+  opened.push(outbox);
+  return outbox;
+}
+
+function finalEvent(id: string, summary = "done"): EventBody {
+  return {
+    event_id: id,
+    session_id: "019a-session",
+    source: "Pi Agent · demo",
+    task: "fix the tests",
+    status: "completed",
+    summary,
+    details: null,
+    url: null,
+    context_usage: null,
+    created_at: "2026-11-30T03:00:00.000Z",
+    delivery: "anon",
+  };
+}
+
+/** The pid of a process that has exited, so no live owner can hold it. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ["-e", ""]);
+  assert.ok(child.pid);
+  return child.pid;
+}
+
+const ids = (outbox: Outbox) => outbox.list().map((entry) => entry.event.event_id);
+
+test("put writes a versioned record with mode 0600 that list returns", () => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  const event = finalEvent("pi:s1:run:1");
+  outbox.put(event, Date.UTC(2026, 10, 30, 3, 0, 0));
+  const files = readdirSync(dir);
+  assert.equal(files.length, 1);
+  assert.equal(statSync(join(dir, files[0]!)).mode & 0o777, 0o600);
+  assert.deepEqual(JSON.parse(readFileSync(join(dir, files[0]!), "utf8")), {
+    version: 1,
+    event,
+    queued_at: "2026-11-30T03:00:00.000Z",
+  });
+  assert.deepEqual(outbox.list(), [{ event, queuedAt: Date.UTC(2026, 10, 30, 3, 0, 0) }]);
+  assert.ok(!files[0]!.includes(":"), "event ids with ':' still make portable file names");
+});
+
+test("list is oldest first whatever the order of writing", () => {
+  const outbox = open(tempDir());
+  const times: [string, number][] = [
+    ["pi:b", 2_000],
+    ["pi:c", 3_000],
+    ["pi:a", 1_000],
+    ["pi:d", 10_000_000_000_000],
+  ];
+  for (const [id, at] of times) outbox.put(finalEvent(id), at);
+  assert.deepEqual(ids(outbox), ["pi:a", "pi:b", "pi:c", "pi:d"]);
+});
+
+test("a second put of the same event_id keeps one entry; remove deletes it", () => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  outbox.put(finalEvent("pi:dup"), 1_000);
+  outbox.put(finalEvent("pi:dup"), 2_000);
+  assert.equal(readdirSync(dir).length, 1);
+  outbox.remove("pi:dup");
+  assert.deepEqual(readdirSync(dir), []);
+  outbox.remove("pi:dup");
+});
+
+test("put refuses an event that is not a valid wire body", () => {
+  const outbox = open(tempDir());
+  assert.throws(() => outbox.put({ ...finalEvent("pi:x"), summary: "x".repeat(1201) }));
+  assert.throws(() => outbox.put({ ...finalEvent("bad id with spaces") }));
+  assert.deepEqual(outbox.list(), []);
+});
+
+test("corrupt entries are moved aside as .bad with a warning, never dropped, and the rest still list", () => {
+  const dir = tempDir();
+  const warnings: string[] = [];
+  const outbox = open(dir, warnings);
+  outbox.put(finalEvent("pi:good"), 5_000);
+  outbox.put(finalEvent("pi:truncated"), 1_000);
+  outbox.put(finalEvent("pi:wrong-version"), 2_000);
+  outbox.put(finalEvent("pi:renamed"), 3_000);
+  const fileOf = (id: string) => readdirSync(dir).find((f) => f.includes(Buffer.from(id).toString("base64url")))!;
+
+  const truncated = fileOf("pi:truncated");
+  writeFileSync(join(dir, truncated), '{"version":1,"ev');
+  const wrongVersion = fileOf("pi:wrong-version");
+  const record = JSON.parse(readFileSync(join(dir, wrongVersion), "utf8"));
+  writeFileSync(join(dir, wrongVersion), JSON.stringify({ ...record, version: 2 }));
+  const renamed = fileOf("pi:renamed");
+  const other = JSON.parse(readFileSync(join(dir, renamed), "utf8"));
+  writeFileSync(join(dir, renamed), JSON.stringify({ ...other, event: finalEvent("pi:someone-else") }));
+
+  assert.deepEqual(ids(outbox), ["pi:good"]);
+  for (const file of [truncated, wrongVersion, renamed]) {
+    assert.ok(readdirSync(dir).includes(`${file}.bad`), `${file} kept as .bad`);
+    assert.ok(warnings.some((w) => w.includes(file)), `${file} warned`);
+  }
+  assert.equal(readFileSync(join(dir, `${truncated}.bad`), "utf8"), '{"version":1,"ev', "the bytes are kept for a person to inspect");
+  assert.deepEqual(ids(outbox), ["pi:good"], "a .bad file is not read again");
+});
+
+test("opening moves unexpected files aside and removes temp files of dead writers only", () => {
+  const dir = tempDir();
+  open(dir).put(finalEvent("pi:keep"), 1_000);
+  writeFileSync(join(dir, "notes.txt"), "hand-written");
+  writeFileSync(join(dir, `.tmp-${deadPid()}-abcd`), "half a record");
+  writeFileSync(join(dir, `.tmp-${process.pid}-beef`), "a write in progress");
+  const warnings: string[] = [];
+  const outbox = open(dir, warnings);
+  const files = readdirSync(dir);
+  assert.ok(files.includes("notes.txt.bad"));
+  assert.ok(warnings.some((w) => w.includes("notes.txt")));
+  assert.ok(files.includes(`.tmp-${process.pid}-beef`), "a live writer's temp file is left alone");
+  assert.equal(files.filter((f) => f.startsWith(".tmp-")).length, 1);
+  assert.deepEqual(ids(outbox), ["pi:keep"]);
+});
+
+test("a claim is exclusive between two outboxes until released", () => {
+  const dir = tempDir();
+  const first = open(dir);
+  const second = open(dir);
+  first.put(finalEvent("pi:one"), 1_000);
+  first.put(finalEvent("pi:two"), 2_000);
+
+  assert.equal(first.claim("pi:one"), true);
+  assert.equal(first.claim("pi:one"), true, "claiming again what it already holds is fine");
+  assert.equal(second.claim("pi:one"), false);
+  assert.deepEqual(ids(second), ["pi:two"], "another owner's live claim is not offered");
+  assert.deepEqual(ids(first), ["pi:one", "pi:two"]);
+  second.remove("pi:one");
+  assert.deepEqual(ids(first), ["pi:one", "pi:two"], "remove does not touch another live owner's claim");
+
+  first.release("pi:one");
+  assert.equal(second.claim("pi:one"), true);
+  second.remove("pi:one");
+  assert.deepEqual(ids(first), ["pi:two"]);
+  assert.equal(first.claim("pi:gone"), false);
+});
+
+test("close gives back what the outbox still holds", () => {
+  const dir = tempDir();
+  const first = open(dir);
+  const second = open(dir);
+  first.put(finalEvent("pi:held"), 1_000);
+  assert.ok(first.claim("pi:held"));
+  first.close();
+  assert.equal(second.claim("pi:held"), true);
+});
+
+test("claims of a dead process or older than the stale limit can be taken over", () => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  outbox.put(finalEvent("pi:dead-owner"), 1_000);
+  outbox.put(finalEvent("pi:old-claim"), 2_000);
+  const now = Date.now();
+  const claimAs = (id: string, pid: number, at: number) => {
+    const file = readdirSync(dir).find((f) => f.includes(Buffer.from(id).toString("base64url")))!;
+    renameSync(join(dir, file), join(dir, file.replace(/\.json$/, `.${pid}-0badc0de-${at}.sending`)));
+  };
+  claimAs("pi:dead-owner", deadPid(), now);
+  // The parent process is alive, but a claim this old means its pid was reused or it hung.
+  claimAs("pi:old-claim", process.ppid, now - CLAIM_STALE_MS - 1);
+  assert.deepEqual(ids(outbox), ["pi:dead-owner", "pi:old-claim"]);
+  assert.ok(outbox.claim("pi:dead-owner", now));
+  assert.ok(outbox.claim("pi:old-claim", now));
+});
+
+test("an entry claimed by another live process is left alone, and taken over once that process is killed", async (t) => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  outbox.put(finalEvent("pi:cross"), 1_000);
+  const outboxModule = fileURLToPath(new URL("../../outbox.ts", import.meta.url));
+  const child = spawn(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `import { openOutbox } from ${JSON.stringify(outboxModule)};
+       const outbox = openOutbox(${JSON.stringify(dir)}, console);
+       process.stdout.write(String(outbox.claim("pi:cross")) + "\\n");
+       setInterval(() => {}, 1000);`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  t.after(() => child.kill("SIGKILL"));
+  const [line] = (await once(child.stdout!, "data")) as [Buffer];
+  assert.equal(line.toString().trim(), "true");
+  assert.equal(outbox.claim("pi:cross"), false);
+  assert.deepEqual(ids(outbox), []);
+  assert.deepEqual(outbox.prune(0, Date.now() + 1), [], "prune leaves a live owner's claim alone");
+
+  child.kill("SIGKILL");
+  await once(child, "exit");
+  assert.deepEqual(ids(outbox), ["pi:cross"]);
+  assert.equal(outbox.claim("pi:cross"), true);
+});
+
+test("prune deletes entries older than the limit and reports their ids", () => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  outbox.put(finalEvent("pi:old"), 1_000);
+  outbox.put(finalEvent("pi:edge"), 5_000);
+  outbox.put(finalEvent("pi:new"), 9_000);
+  assert.deepEqual(outbox.prune(5_000, 10_000), ["pi:old"]);
+  assert.deepEqual(ids(outbox), ["pi:edge", "pi:new"]);
+  assert.deepEqual(outbox.prune(5_000, 10_000), []);
+});
