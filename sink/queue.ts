@@ -11,6 +11,8 @@ export interface SinkQueue<T> {
   /** Events thrown away because the queue was full (or left over at close). */
   readonly dropped: number;
   readonly size: number;
+  /** Resolves once everything pushed so far has been sent (or dropped). */
+  idle(): Promise<void>;
   /** Stops taking events, lets the worker drain for at most `drainMs`, then discards the rest. */
   close(drainMs: number): Promise<void>;
 }
@@ -21,15 +23,17 @@ export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = 
   let dropped = 0;
   let working = false;
   let closed = false;
-  let onIdle: (() => void) | undefined;
+  const idleWaiters = new Set<() => void>();
 
   async function drain(): Promise<void> {
     for (let item = items.shift(); item !== undefined; item = items.shift()) {
       await send(item).catch(() => undefined);
     }
     working = false;
-    onIdle?.();
+    for (const wake of idleWaiters) wake();
+    idleWaiters.clear();
   }
+  const whenIdle = () => new Promise<void>((resolve) => (working ? idleWaiters.add(resolve) : resolve()));
 
   return {
     push(item) {
@@ -51,16 +55,12 @@ export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = 
     get size() {
       return items.length;
     },
+    idle: whenIdle,
     async close(drainMs) {
       closed = true;
-      if (working) {
-        let timer: NodeJS.Timeout | undefined;
-        await new Promise<void>((resolve) => {
-          onIdle = resolve;
-          timer = setTimeout(resolve, drainMs);
-        });
-        clearTimeout(timer);
-      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([whenIdle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs)))]);
+      clearTimeout(timer);
       dropped += items.length;
       items.length = 0;
     },

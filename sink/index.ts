@@ -1,0 +1,309 @@
+/**
+ * The local desktop sink (seed 000, docs/local-sink.md): a second, one-way channel that tells a
+ * desktop app on this machine what state a run is in. It subscribes its own Pi listeners, only when
+ * `sink.enabled`; it does not depend on `/anon-notify` activation (the app shows every main-agent
+ * session). Handlers only record facts and push onto the queue; one worker posts to the socket.
+ */
+import { randomUUID } from "node:crypto";
+import { basename } from "node:path";
+import { debuglog } from "node:util";
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { Config } from "../config.ts";
+import {
+  classifyRun,
+  startRun,
+  withAbort,
+  withAssistant,
+  withBeforeSettle,
+  withLowLevelStart,
+  withToolEnd,
+  type RunFacts,
+  type RunOutcome,
+} from "../lifecycle.ts";
+import type { SinkEnvelope, SinkEventType } from "../protocol.ts";
+import { createSinkClient } from "./client.ts";
+import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type RoundEnd } from "./hold.ts";
+import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";
+import { createSinkQueue, type SinkQueue } from "./queue.ts";
+import { ensureSinkToken, readSinkToken } from "./token.ts";
+
+export type SinkConfig = Config["sink"];
+
+/** How long quitting may wait for the queue to reach a responsive app; a hung one is cut off. */
+export const SINK_SHUTDOWN_DRAIN_MS = 250;
+
+export interface SinkOptions {
+  /** The chat channel's subagent test, so both channels suppress the same sessions. */
+  isSubagent?: (ctx: ExtensionContext) => boolean;
+  /** Where the one debug line goes; by default Node's `NODE_DEBUG=anon-notify-sink`. */
+  debug?: (line: string) => void;
+}
+
+export interface InstalledSink {
+  readonly queue: SinkQueue<SinkEnvelope>;
+  /** Resolves once a just-settled run's completion has been decided and everything queued was sent. */
+  flush(): Promise<void>;
+  /** Releases a held completion, drains briefly, and frees the socket (also done at session_shutdown). */
+  close(): Promise<void>;
+}
+
+/** Pi's subagents run headless without a session file (notes §6); the app shows main agents only. */
+export function looksLikeSubagent(ctx: ExtensionContext): boolean {
+  return (ctx.mode === "json" || ctx.mode === "print") && ctx.sessionManager.getSessionFile() === undefined;
+}
+
+/**
+ * The sink's own reading of a settled run: the chat channel's classifier decides, but a user
+ * interrupt is reported here (the app must stop showing "working"), and so is a run that ended
+ * without any reply.
+ */
+export function roundEndOf(outcome: RunOutcome, answer: { text: string; at: number | undefined } | undefined): RoundEnd {
+  switch (outcome.kind) {
+    case "completed":
+      return answer
+        ? { kind: "completed", had_response: true, answer: answer.text, answered_at: isoTime(answer.at) }
+        : { kind: "completed", had_response: false };
+    case "silent":
+      return { kind: "failed", error: formatSinkError("RunError", "the run ended without a reply") };
+    case "interrupted":
+      return { kind: "cancelled" };
+    case "failed":
+      return { kind: "failed", error: failureText(outcome) };
+  }
+}
+
+function failureText(outcome: Extract<RunOutcome, { kind: "failed" }>): string {
+  switch (outcome.reason) {
+    case "error":
+      return formatSinkError("ModelError", outcome.errorMessage ?? undefined);
+    case "length":
+      return formatSinkError("LengthError", "the reply was cut off at the output token limit");
+    case "incomplete_tool_batch":
+    case "tool_error_in_final_batch":
+    case "non_terminating_tool_batch":
+      return formatSinkError("ToolError", `the run ended after its tool calls without a reply (${outcome.reason})`);
+    case "unexpected_stop_reason":
+      return formatSinkError("RunError", `unexpected stop reason ${outcome.stopReason}`);
+  }
+}
+
+interface Unit {
+  runId: string;
+  project: string;
+  model: string | undefined;
+}
+
+interface ActiveRound {
+  facts: RunFacts;
+  /** The newest assistant text of the round and when it was produced (its `answered_at`). */
+  answer: { text: string; at: number | undefined } | undefined;
+  tools: Map<string, { tool: string; startedAt: number }>;
+}
+
+/**
+ * Subscribes the sink to Pi when `config.enabled`; otherwise installs nothing at all and returns
+ * undefined. Token file problems are the user's to fix: they are reported once through the UI and
+ * the sink stays off; an absent, slow or refusing app is not reported at all (one debug line).
+ */
+export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkOptions = {}): InstalledSink | undefined {
+  if (!config.enabled) return undefined;
+  let token: string;
+  try {
+    token = ensureSinkToken(config.tokenFile);
+  } catch (error) {
+    const problem = `anon-notify 桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${(error as Error).message}）`;
+    const off = pi.on("session_start", (_event, ctx) => {
+      off();
+      ctx.ui.notify(problem, "warning");
+    });
+    return undefined;
+  }
+
+  const isSubagent = options.isSubagent ?? looksLikeSubagent;
+  const debug = options.debug ?? debuglog("anon-notify-sink");
+  const client = createSinkClient(config.socket);
+  let failureLogged = false;
+  const queue = createSinkQueue<SinkEnvelope>(async (envelope) => {
+    let result = await client.post(envelope, token);
+    if (result.status === 401) {
+      // The app may have created the shared file after we read it; read it again, never rewrite it.
+      const fresh = readTokenQuietly(config.tokenFile);
+      if (fresh && fresh !== token) {
+        token = fresh;
+        result = await client.post(envelope, token);
+      }
+    }
+    if (!result.ok && !failureLogged) {
+      failureLogged = true;
+      debug(`desktop sink ${config.socket}: ${result.reason}; events are dropped while it fails (logged once)`);
+    }
+  });
+
+  let sessionId = "";
+  let unit: Unit | null = null;
+  let round: ActiveRound | null = null;
+  let held: CompletedRound | null = null;
+  let pendingPrompt: string | undefined;
+  let suppressed: boolean | undefined;
+  let closed = false;
+
+  const emit = <T extends SinkEventType>(type: T, facts: Record<string, unknown>): void => {
+    if (!config.events[type] || !sessionId) return;
+    queue.push(buildSinkEnvelope(type, sessionId, buildSinkPayload(type, facts), new Date()));
+  };
+  const unitFacts = (u: Unit) => ({ run_id: u.runId, project: u.project, model: u.model });
+  const emitTerminal = (ended: Round): void => {
+    const u = unit;
+    unit = null;
+    if (!u) return;
+    const common = {
+      ...unitFacts(u),
+      agent_name: ended.agent_name,
+      duration_seconds: ended.duration_ms === undefined ? undefined : ended.duration_ms / 1000,
+    };
+    if (ended.kind === "completed") {
+      emit("run.completed", { ...common, had_response: ended.had_response, answer: ended.answer, answered_at: ended.answered_at });
+    }
+    else if (ended.kind === "failed") emit("run.failed", { ...common, error: ended.error });
+    else emit("run.cancelled", common);
+  };
+  const finishTools = (r: ActiveRound, now: number): void => {
+    // A call that never reported its end (aborted before finishing) still closes on the app.
+    for (const [id, call] of r.tools) {
+      emit("tool.completed", { run_id: unit?.runId, tool_call_id: id, tool: call.tool, ok: false, duration_seconds: (now - call.startedAt) / 1000 });
+    }
+    r.tools.clear();
+  };
+  const live = (ctx: ExtensionContext): boolean => {
+    if (closed) return false;
+    suppressed ??= isSubagent(ctx);
+    if (suppressed) return false;
+    sessionId ||= ctx.sessionManager.getSessionId();
+    return true;
+  };
+  const noteAbort = (ctx: ExtensionContext): void => {
+    if (round && ctx.signal?.aborted) round.facts = withAbort(round.facts);
+  };
+
+  const offs = [
+    pi.on("before_agent_start", (event) => {
+      pendingPrompt = event.prompt;
+    }),
+    pi.on("agent_start", (_event, ctx) => {
+      if (!live(ctx)) return;
+      const now = Date.now();
+      if (!round) round = { facts: startRun(now), answer: undefined, tools: new Map() };
+      round.facts = withLowLevelStart(round.facts);
+      if (unit) return;
+      unit = { runId: randomUUID(), project: basename(ctx.cwd), model: ctx.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined };
+      emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: pendingPrompt });
+      pendingPrompt = undefined;
+    }),
+    pi.on("message_end", (event) => {
+      const message = event.message;
+      if (!round || message.role !== "assistant") return;
+      const text = message.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("").trim();
+      const toolCalls = message.content.filter((block) => block.type === "toolCall").length;
+      round.facts = withAssistant(round.facts, { stopReason: message.stopReason, errorMessage: message.errorMessage ?? null, text, entryId: null, toolCalls });
+      if (text) round.answer = { text, at: message.timestamp };
+    }),
+    pi.on("tool_execution_start", (event) => {
+      if (!round || !unit) return;
+      round.tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
+      emit("tool.started", { run_id: unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
+    }),
+    pi.on("tool_execution_end", (event, ctx) => {
+      if (!round || !unit) return;
+      noteAbort(ctx);
+      const result = event.result as { terminate?: unknown } | undefined;
+      round.facts = withToolEnd(round.facts, { terminate: result?.terminate === true, isError: event.isError });
+      const call = round.tools.get(event.toolCallId);
+      round.tools.delete(event.toolCallId);
+      emit("tool.completed", {
+        run_id: unit.runId,
+        tool_call_id: event.toolCallId,
+        tool: event.toolName,
+        ok: !event.isError && !ctx.signal?.aborted,
+        duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
+      });
+    }),
+    pi.on("turn_end", (_event, ctx) => noteAbort(ctx)),
+    pi.on("agent_end", (_event, ctx) => noteAbort(ctx)),
+    pi.on("agent_before_settle", () => {
+      if (round) round.facts = withBeforeSettle(round.facts);
+    }),
+    pi.on("agent_settled", (event, ctx) => {
+      if (closed || suppressed) return;
+      const r = round;
+      round = null;
+      if (r) {
+        const now = Date.now();
+        finishTools(r, now);
+        const settled: Round = {
+          ...roundEndOf(classifyRun(r.facts, (event as { aborted?: boolean }).aborted), r.answer),
+          duration_ms: now - r.facts.startedAt,
+          agent_name: ctx.sessionManager.getSessionName(),
+        };
+        const decision = onRoundSettled(held, settled);
+        held = decision.held;
+        if (decision.emit) emitTerminal(decision.emit);
+      }
+      if (!held) return;
+      // Work requested from a settled handler (a goal-like loop, queued input) starts right after
+      // all settled handlers return; only then is it known whether this settle was the last one.
+      setImmediate(() => {
+        if (closed) return;
+        const decision = onSettleQuiet(held, round !== null || !idle(ctx));
+        held = decision.held;
+        if (decision.emit) emitTerminal(decision.emit);
+      });
+    }),
+    pi.on("session_shutdown", async () => {
+      await close();
+    }),
+  ];
+
+  async function close(): Promise<void> {
+    if (closed) return;
+    const now = Date.now();
+    // Quitting mid-run cancels it; a held completion is released: neither may stay on "working".
+    const ended = round ? onRoundSettled(held, { kind: "cancelled", duration_ms: now - round.facts.startedAt }).emit : held;
+    if (round) finishTools(round, now);
+    if (ended) emitTerminal(ended);
+    round = null;
+    held = null;
+    closed = true;
+    for (const off of offs) off();
+    await queue.close(SINK_SHUTDOWN_DRAIN_MS);
+    await client.destroy();
+  }
+
+  async function flush(): Promise<void> {
+    // The release check runs on the turn after agent_settled; wait for it, then for the worker.
+    await new Promise((resolve) => setImmediate(resolve));
+    await queue.idle();
+  }
+
+  return { queue, flush, close };
+}
+
+function isoTime(ms: number | undefined): string | undefined {
+  return ms === undefined ? undefined : new Date(ms).toISOString();
+}
+
+/** A stale context (the session was replaced) counts as idle: nothing more can start on it. */
+function idle(ctx: ExtensionContext): boolean {
+  try {
+    return ctx.isIdle();
+  } catch {
+    return true;
+  }
+}
+
+function readTokenQuietly(tokenFile: string): string | undefined {
+  try {
+    return readSinkToken(tokenFile);
+  } catch {
+    return undefined;
+  }
+}
