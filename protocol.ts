@@ -220,6 +220,10 @@ export const OperatorCreateCommand = z.strictObject({
 export type OperatorCreateCommand = z.infer<typeof OperatorCreateCommand>;
 
 export const OperatorCancelBody = z.strictObject({ session_id: Id });
+export const OperatorListQuery = z.strictObject({
+  session_id: Id,
+  limit: z.coerce.number().int().min(1).max(LIMITS.commandListMax).default(20),
+});
 
 /** The safe projection of an online session: nothing but these keys ever leaves the registry. */
 export const SessionProjection = z.object({
@@ -247,6 +251,13 @@ export const CommandSummary = z.object({
 });
 export type CommandSummary = z.infer<typeof CommandSummary>;
 
+/** `POST /operator/commands`: 201 for a new command, 200 with `duplicate: true` for a repeated request key. */
+export const OperatorCommandCreated = z.object({ command: CommandSummary, duplicate: z.boolean() });
+export type OperatorCommandCreated = z.infer<typeof OperatorCommandCreated>;
+export const OperatorCommandList = z.object({ commands: z.array(CommandSummary).max(LIMITS.commandListMax) });
+export const OperatorSessionList = z.object({ sessions: z.array(SessionProjection) });
+export const CancelAnswer = z.object({ state: z.literal("cancelled") });
+
 export const ErrorCode = z.enum([
   "unauthorized",
   "payload_too_large",
@@ -264,6 +275,7 @@ export const ErrorCode = z.enum([
   "lease_mismatch",
   "image_budget_exceeded",
   "invalid_image",
+  "images_not_supported",
   "operator_disabled",
   "internal_error",
 ]);

@@ -58,7 +58,6 @@ export interface Refusal {
   error: ErrorCode;
 }
 
-const FINAL_STATES: readonly CommandState[] = ["accepted", "cancelled"];
 export const ACTIVE_STATES: CommandState[] = ["pending", "leased"];
 
 export function guardOf(record: CommandRecord): CommandGuard {
@@ -74,10 +73,27 @@ function leaseExpired(record: CommandRecord, now: Date): boolean {
   return record.state === "leased" && record.lease_expires_at !== null && record.lease_expires_at <= now;
 }
 
-/** A client without the image capability never gets an image command: no silent downgrade to text. */
-export function isClaimable(record: CommandRecord, now: Date, supportsImages: boolean): boolean {
-  if (record.image_count > 0 && !supportsImages) return false;
-  return record.state === "pending" || leaseExpired(record, now);
+export interface Claimer {
+  runtimeId: string;
+  supportsImages: boolean;
+}
+
+/**
+ * The command a claim should lease, from the session's active commands in queue order. A client
+ * without the image capability never gets an image command (no silent downgrade to text), but one
+ * it cannot take does not hold up the others. An unexpired lease of this same runtime holds the
+ * queue until its ACK, so commands arrive in order; a lease of any other runtime is taken over at
+ * once, because the claimer is the session's registered runtime and the holder has been replaced.
+ */
+export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: Claimer): CommandRecord | null {
+  for (const record of active) {
+    if (record.image_count > 0 && !claimer.supportsImages) continue;
+    if (record.state === "pending") return record;
+    if (record.state !== "leased") continue;
+    if (leaseExpired(record, now) || record.lease_runtime_id !== claimer.runtimeId) return record;
+    return null;
+  }
+  return null;
 }
 
 export interface LeaseGrant {
@@ -120,27 +136,26 @@ export interface AckInput {
   lease_token: string;
 }
 
-export type AckDecision = { kind: "accept"; patch: CommandPatch } | { kind: "already_accepted" } | Refusal;
+/** A state change to write under the record's guard, nothing to do (a repeat), or a refusal. */
+export type Transition = { kind: "write"; patch: CommandPatch } | { kind: "unchanged" } | Refusal;
 
-export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): AckDecision {
+export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): Transition {
   if (!record || record.session_id !== ack.session_id) return { kind: "refuse", status: 404, error: "not_found" };
   if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
     return { kind: "refuse", status: 409, error: "lease_mismatch" };
   }
-  if (record.state === "accepted") return { kind: "already_accepted" };
+  if (record.state === "accepted") return { kind: "unchanged" };
   // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.
-  if (record.state === "leased" || record.state === "pending") return { kind: "accept", patch: finalPatch("accepted", now) };
+  if (record.state === "leased" || record.state === "pending") return { kind: "write", patch: finalPatch("accepted", now) };
   return { kind: "refuse", status: 409, error: "lease_mismatch" };
 }
 
-export type CancelDecision = { kind: "cancel"; patch: CommandPatch } | { kind: "already_cancelled" } | Refusal;
-
-export function decideCancel(record: CommandRecord | undefined, sessionId: string, now: Date): CancelDecision {
+export function decideCancel(record: CommandRecord | undefined, sessionId: string, now: Date): Transition {
   if (!record || record.session_id !== sessionId) return { kind: "refuse", status: 404, error: "not_found" };
-  if (record.state === "cancelled") return { kind: "already_cancelled" };
+  if (record.state === "cancelled") return { kind: "unchanged" };
   if (record.state === "accepted") return { kind: "refuse", status: 409, error: "already_accepted" };
   if (!isCancellable(record)) return { kind: "refuse", status: 409, error: "delivery_started" };
-  return { kind: "cancel", patch: finalPatch("cancelled", now) };
+  return { kind: "write", patch: finalPatch("cancelled", now) };
 }
 
 export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
@@ -177,10 +192,6 @@ export interface RequestContent {
 export function requestDigest(content: RequestContent): string {
   const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest]);
   return createHash("sha256").update(canonical).digest("hex");
-}
-
-export function isFinal(state: CommandState): boolean {
-  return FINAL_STATES.includes(state);
 }
 
 function preview(text: string): string {
