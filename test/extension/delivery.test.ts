@@ -1,0 +1,538 @@
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import {
+  classifyHttpFailure,
+  createNotifier,
+  createWebhookClient,
+  DeliveryError,
+  nonFinalAllowed,
+  retryAfterDelayMs,
+  runWithRetry,
+  type Sleep,
+  type WebhookClient,
+} from "../../delivery.ts";
+import { openOutbox } from "../../outbox.ts";
+import { EventBody, API_BASE_PATH } from "../../protocol.ts";
+import { DEFAULT_CONFIG } from "../../config.ts";
+
+const TOKEN = "t0ken-that-must-never-leak";
+const cleanups: (() => unknown)[] = [];
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+// ── fixtures ────────────────────────────────────────────────────────────────
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+const accept: Handler = (_req, res, body) => {
+  const { event_id } = JSON.parse(body) as { event_id: string };
+  res.writeHead(202, { "content-type": "application/json" }).end(JSON.stringify({ event_id, state: "queued", duplicate: false }));
+};
+const status =
+  (code: number, headers: Record<string, string> = {}, body: unknown = { error: code === 429 ? "rate_limited" : "internal_error" }): Handler =>
+  (_req, res) =>
+    res.writeHead(code, { "content-type": "application/json", ...headers }).end(JSON.stringify(body));
+const reset: Handler = (req) => req.socket.destroy();
+const blackHole: Handler = () => {};
+
+/** A real HTTP server on 127.0.0.1:0 answering each request with the next handler (the last one repeats). */
+async function scriptedServer(...script: Handler[]) {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (body += chunk));
+    req.on("end", () => {
+      received.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      const handler = script[Math.min(received.length - 1, script.length - 1)]!;
+      handler(req, res, body);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  const close = async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, "close").catch(() => undefined);
+  };
+  cleanups.push(close);
+  return { endpoint: `http://127.0.0.1:${port}${API_BASE_PATH}/events`, received, close, port };
+}
+
+function client(endpoint: string, timeoutMs = 5_000, now?: () => number): WebhookClient {
+  const c = createWebhookClient({ endpoint, token: TOKEN, timeoutMs, ...(now ? { now } : {}) });
+  cleanups.push(() => c.close());
+  return c;
+}
+
+let counter = 0;
+function event(status: "completed" | "failed" | "progress" | "started" = "completed", id = `pi:s1:run:${++counter}`): EventBody {
+  return EventBody.parse({
+    event_id: id,
+    session_id: "s1",
+    source: "Pi Agent · demo",
+    task: "task",
+    status,
+    summary: "summary",
+    created_at: "2026-11-30T03:00:00.000Z",
+  });
+}
+
+/** Records the waits instead of waiting. */
+function fakeSleep(): Sleep & { waits: number[] } {
+  const waits: number[] = [];
+  const sleep = (async (ms: number, signal?: AbortSignal) => {
+    waits.push(ms);
+    if (signal?.aborted) throw new Error("aborted");
+  }) as Sleep & { waits: number[] };
+  sleep.waits = waits;
+  return sleep;
+}
+const noSleepAllowed: Sleep = async () => assert.fail("a permanent failure must not wait for a retry");
+
+function tempOutboxDir(): string {
+  const root = mkdtempSync(join(tmpdir(), "anon-notify-delivery-"));
+  cleanups.push(() => rmSync(root, { recursive: true, force: true }));
+  return join(root, "outbox");
+}
+
+function logger() {
+  const lines = { info: [] as string[], warn: [] as string[], debug: [] as string[] };
+  return {
+    lines,
+    log: {
+      info: (m: string) => lines.info.push(m),
+      warn: (m: string) => lines.warn.push(m),
+      debug: (m: string) => lines.debug.push(m),
+    },
+  };
+}
+
+const delivery = { ...DEFAULT_CONFIG.delivery, maxAttempts: 3, backoffMs: 100 };
+
+function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number } = {}) {
+  const dir = options.dir ?? tempOutboxDir();
+  const { lines, log } = logger();
+  const outbox = openOutbox(dir, log);
+  const notifier = createNotifier({
+    client: client(endpoint, options.timeoutMs),
+    outbox,
+    delivery,
+    log,
+    sleep: options.sleep ?? fakeSleep(),
+    random: () => 0.5,
+    ...(options.now ? { now: options.now } : {}),
+  });
+  cleanups.push(async () => {
+    await notifier.close();
+    outbox.close();
+  });
+  return { notifier, outbox, dir, lines };
+}
+
+const outboxIds = (dir: string) => openOutbox(dir, { warn: () => {} }).list().map((e) => e.event.event_id);
+
+// ── the policy ──────────────────────────────────────────────────────────────
+
+test("HTTP failures: 408, 425, 429 and 5xx are retryable, other 4xx are not", () => {
+  const now = Date.UTC(2026, 10, 30, 3, 0, 0);
+  const cases: [number, boolean][] = [
+    [408, true], [425, true], [429, true], [500, true], [502, true], [503, true], [504, true], [599, true],
+    [400, false], [401, false], [403, false], [404, false], [409, false], [413, false], [422, false],
+  ];
+  for (const [code, retryable] of cases) {
+    const error = classifyHttpFailure(code, {}, now);
+    assert.ok(error instanceof DeliveryError);
+    assert.equal(error.retryable, retryable, String(code));
+    assert.equal(error.status, code);
+  }
+  assert.equal(classifyHttpFailure(429, { "retry-after": "7" }, now, "rate_limited").retryAfterMs, 7_000);
+  assert.equal(classifyHttpFailure(429, {}, now, "rate_limited").code, "rate_limited");
+  assert.equal(classifyHttpFailure(400, { "retry-after": "7" }, now).retryAfterMs, undefined, "a permanent failure has no wait");
+});
+
+test("Retry-After is read as seconds or an HTTP date and capped at 60 s", () => {
+  const now = Date.UTC(2026, 10, 30, 3, 0, 0);
+  const cases: [string | string[] | undefined, number | undefined][] = [
+    ["0", 0],
+    ["2", 2_000],
+    [" 30 ", 30_000],
+    ["61", 60_000],
+    ["86400", 60_000],
+    [new Date(now + 5_000).toUTCString(), 5_000],
+    [new Date(now - 5_000).toUTCString(), 0],
+    [new Date(now + 3_600_000).toUTCString(), 60_000],
+    [["3", "9"], 3_000],
+    ["soon", undefined],
+    ["-1", undefined],
+    ["", undefined],
+    [undefined, undefined],
+  ];
+  for (const [header, expected] of cases) assert.equal(retryAfterDelayMs(header, now), expected, JSON.stringify(header));
+});
+
+test("runWithRetry retries retryable failures with backoff, honours Retry-After, and returns a value", async () => {
+  const sleep = fakeSleep();
+  const failures = [new DeliveryError("busy", { retryable: true }), new DeliveryError("slow down", { retryable: true, retryAfterMs: 4_000 })];
+  const result = await runWithRetry(
+    async (n) => {
+      const failure = failures[n - 1];
+      if (failure) throw failure;
+      return "sent";
+    },
+    { maxAttempts: 3, backoffMs: 1_000, sleep, random: () => 0 },
+  );
+  assert.deepEqual(result, { ok: true, value: "sent", attempts: 3 });
+  assert.deepEqual(sleep.waits, [500, 4_000], "jittered backoff, then the server's wait");
+});
+
+test("runWithRetry stops at once on a permanent failure or a bug, and after maxAttempts otherwise", async () => {
+  const permanent = new DeliveryError("bad request", { retryable: false, status: 400 });
+  const cases: [unknown, number, number, boolean][] = [
+    [permanent, 3, 1, false],
+    [new TypeError("x is undefined"), 3, 1, false],
+    [new DeliveryError("down", { retryable: true }), 3, 3, true],
+    [new DeliveryError("down", { retryable: true }), 1, 1, true],
+  ];
+  for (const [thrown, maxAttempts, expectedAttempts, retryable] of cases) {
+    let calls = 0;
+    const result = await runWithRetry(
+      async () => {
+        calls += 1;
+        throw thrown;
+      },
+      { maxAttempts, backoffMs: 10, sleep: retryable ? fakeSleep() : noSleepAllowed, random: Math.random },
+    );
+    assert.equal(result.ok, false);
+    assert.equal(calls, expectedAttempts);
+    assert.equal(result.attempts, expectedAttempts);
+    if (!result.ok) {
+      assert.ok(result.error instanceof DeliveryError);
+      assert.equal(result.error.retryable, retryable);
+      if (thrown instanceof DeliveryError) assert.equal(result.error, thrown);
+    }
+  }
+});
+
+test("runWithRetry ends with an aborted result when its signal fires during a wait", async () => {
+  const controller = new AbortController();
+  const result = await runWithRetry(
+    async () => {
+      throw new DeliveryError("down", { retryable: true });
+    },
+    {
+      maxAttempts: 5,
+      backoffMs: 10,
+      random: Math.random,
+      signal: controller.signal,
+      sleep: async (_ms, signal) => {
+        controller.abort();
+        if (signal?.aborted) throw new Error("aborted");
+      },
+    },
+  );
+  assert.equal(result.ok, false);
+  assert.equal(result.attempts, 1);
+  if (!result.ok) assert.equal(result.error.code, "aborted");
+});
+
+test("nonFinalAllowed keeps the minimum interval between progress-type notices", () => {
+  const cases: [number | undefined, number, number, boolean][] = [
+    [undefined, 0, 300_000, true],
+    [1_000, 1_000, 300_000, false],
+    [1_000, 300_999, 300_000, false],
+    [1_000, 301_000, 300_000, true],
+    [1_000, 1_000, 0, true],
+  ];
+  for (const [last, now, min, allowed] of cases) assert.equal(nonFinalAllowed(last, now, min), allowed, `${last} ${now} ${min}`);
+});
+
+// ── the client against a real server ───────────────────────────────────────
+
+test("postEvent sends the bearer token, the Idempotency-Key and the body, and returns the receipt", async () => {
+  const server = await scriptedServer(accept);
+  const e = event();
+  const accepted = await client(server.endpoint).postEvent(e);
+  assert.deepEqual(accepted, { event_id: e.event_id, state: "queued", duplicate: false });
+  const [request] = server.received;
+  assert.equal(request?.method, "POST");
+  assert.equal(request?.url, `${API_BASE_PATH}/events`);
+  assert.equal(request?.headers.authorization, `Bearer ${TOKEN}`);
+  assert.equal(request?.headers["idempotency-key"], e.event_id);
+  assert.equal(request?.headers["content-type"], "application/json");
+  assert.deepEqual(JSON.parse(request!.body), e);
+});
+
+test("postEvent failures are classified: status, retryability and server code; the token never appears", async () => {
+  const now = Date.UTC(2026, 10, 30, 3, 0, 0);
+  const otherId: Handler = (_req, res) => res.writeHead(202).end(JSON.stringify({ event_id: "pi:other", state: "queued", duplicate: false }));
+  const cases: [string, Handler, Partial<DeliveryError>][] = [
+    ["429 with seconds", status(429, { "retry-after": "3" }), { retryable: true, status: 429, retryAfterMs: 3_000, code: "rate_limited" }],
+    ["429 with a date", status(429, { "retry-after": new Date(now + 8_000).toUTCString() }), { retryable: true, retryAfterMs: 8_000 }],
+    ["503", status(503, {}, { error: "not_ready" }), { retryable: true, status: 503, code: "not_ready" }],
+    ["500 without a body", (_req, res) => res.writeHead(500).end(), { retryable: true, code: "http_500" }],
+    ["400", status(400, {}, { error: "invalid_request", issues: [] }), { retryable: false, status: 400, code: "invalid_request" }],
+    ["401", status(401, {}, { error: "unauthorized" }), { retryable: false, status: 401, code: "unauthorized" }],
+    ["422", status(422, {}, { error: "idempotency_key_reused" }), { retryable: false, code: "idempotency_key_reused" }],
+    ["connection reset", reset, { retryable: true }],
+    ["failed receipt", (_req, res, body) => res.writeHead(202).end(JSON.stringify({ event_id: JSON.parse(body).event_id, state: "failed", duplicate: true })), { retryable: false, code: "receipt_failed" }],
+    ["invalid JSON answer", (_req, res) => res.writeHead(202, { "content-type": "application/json" }).end("<html>proxy</html>"), { retryable: false, status: 202, code: "invalid_answer" }],
+    ["answer of the wrong shape", (_req, res) => res.writeHead(200).end(JSON.stringify({ ok: true })), { retryable: false, code: "invalid_answer" }],
+    ["answer for another event", otherId, { retryable: false, code: "invalid_answer" }],
+  ];
+  for (const [name, handler, expected] of cases) {
+    const server = await scriptedServer(handler);
+    const error = await client(server.endpoint, 5_000, () => now)
+      .postEvent(event())
+      .then(() => assert.fail(`${name}: expected a failure`), (e: unknown) => e);
+    assert.ok(error instanceof DeliveryError, name);
+    for (const [key, value] of Object.entries(expected)) assert.equal((error as unknown as Record<string, unknown>)[key], value, `${name}: ${key}`);
+    assert.ok(!error.message.includes(TOKEN) && !String(error.stack).includes(TOKEN), `${name}: no token`);
+    await server.close();
+  }
+});
+
+test("a black-holed server times out as a retryable error; a closed port is a retryable network error", async () => {
+  const hole = await scriptedServer(blackHole);
+  const timedOut = await client(hole.endpoint, 150).postEvent(event()).catch((e: unknown) => e);
+  assert.ok(timedOut instanceof DeliveryError);
+  assert.equal(timedOut.code, "timeout");
+  assert.equal(timedOut.retryable, true);
+
+  const gone = await scriptedServer(accept);
+  await gone.close();
+  const refused = await client(gone.endpoint).postEvent(event()).catch((e: unknown) => e);
+  assert.ok(refused instanceof DeliveryError);
+  assert.equal(refused.code, "ECONNREFUSED");
+  assert.equal(refused.retryable, true);
+  assert.ok(!refused.message.includes(TOKEN));
+});
+
+test("request derives the URL from the endpoint, adds the query and validates the answer", async () => {
+  const server = await scriptedServer((_req, res) => res.writeHead(200).end(JSON.stringify({ command: null })));
+  const answer = await client(server.endpoint).request("GET", "commands", {
+    query: { session_id: "s1", wait_ms: 0, capabilities: undefined },
+    schema: z.object({ command: z.null() }),
+  });
+  assert.deepEqual(answer, { command: null });
+  assert.equal(server.received[0]?.url, `${API_BASE_PATH}/commands?session_id=s1&wait_ms=0`);
+  assert.equal(server.received[0]?.headers.authorization, `Bearer ${TOKEN}`);
+  assert.equal(server.received[0]?.headers["idempotency-key"], undefined);
+
+  const controller = new AbortController();
+  controller.abort();
+  const error = await client(server.endpoint)
+    .request("GET", "health", { schema: z.unknown(), signal: controller.signal })
+    .catch((e: unknown) => e);
+  assert.ok(error instanceof DeliveryError);
+  assert.equal(error.code, "aborted");
+  assert.equal(error.retryable, false);
+});
+
+// ── the notifier ────────────────────────────────────────────────────────────
+
+test("a final notice is in the outbox when send returns, and removed once the server accepts it", async () => {
+  const server = await scriptedServer(accept);
+  const { notifier, dir } = notifierFor(server.endpoint);
+  const e = event("completed");
+  assert.equal(notifier.send(e, { final: true }), undefined);
+  assert.deepEqual(outboxIds(dir), [e.event_id], "durable before any network round trip");
+  await notifier.flush(5_000);
+  assert.equal(server.received.length, 1);
+  assert.deepEqual(outboxIds(dir), []);
+});
+
+test("429 with Retry-After, then 500, then success: one notice, three attempts, the server's wait honoured", async () => {
+  const server = await scriptedServer(status(429, { "retry-after": "2" }), status(500), accept);
+  const sleep = fakeSleep();
+  const { notifier, dir, lines } = notifierFor(server.endpoint, { sleep });
+  notifier.send(event("failed"), { final: true });
+  await notifier.flush(5_000);
+  assert.equal(server.received.length, 3);
+  assert.equal(sleep.waits[0], 2_000);
+  assert.equal(sleep.waits.length, 2);
+  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(lines.warn, []);
+});
+
+test("a 400 is not retried; the final stays in the outbox and the failure is logged without the token", async () => {
+  const server = await scriptedServer(status(400, {}, { error: "invalid_request" }));
+  const { notifier, dir, lines } = notifierFor(server.endpoint, { sleep: noSleepAllowed });
+  const e = event("completed");
+  notifier.send(e, { final: true });
+  await notifier.flush(5_000);
+  assert.equal(server.received.length, 1);
+  assert.deepEqual(outboxIds(dir), [e.event_id]);
+  assert.equal(lines.warn.length, 1);
+  assert.match(lines.warn[0]!, /invalid_request/);
+  assert.ok(!lines.warn[0]!.includes(TOKEN));
+});
+
+test("with the server down the final is kept, and a later resend delivers it once the server is back", async () => {
+  const down = await scriptedServer(status(503, {}, { error: "not_ready" }));
+  const dir = tempOutboxDir();
+  const first = notifierFor(down.endpoint, { dir });
+  const e = event("completed");
+  first.notifier.send(e, { final: true });
+  await first.notifier.flush(5_000);
+  assert.equal(down.received.length, delivery.maxAttempts);
+  assert.deepEqual(outboxIds(dir), [e.event_id]);
+
+  const up = await scriptedServer(accept);
+  const second = notifierFor(up.endpoint, { dir });
+  await second.notifier.resendOutbox();
+  assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
+  assert.deepEqual(outboxIds(dir), []);
+});
+
+test("a final survives a crash of the Pi process mid-send and the next start resends it", async (t) => {
+  const hole = await scriptedServer(blackHole);
+  const dir = tempOutboxDir();
+  const here = (file: string) => JSON.stringify(fileURLToPath(new URL(`../../${file}`, import.meta.url)));
+  const e = event("completed");
+  const child = spawn(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `import { createNotifier, createWebhookClient } from ${here("delivery.ts")};
+       import { openOutbox } from ${here("outbox.ts")};
+       const notifier = createNotifier({
+         client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
+         outbox: openOutbox(${JSON.stringify(dir)}, console),
+         delivery: ${JSON.stringify(delivery)},
+         log: console,
+       });
+       notifier.send(${JSON.stringify(e)}, { final: true });
+       process.stdout.write("sent\\n");`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  t.after(() => child.kill("SIGKILL"));
+  await once(child.stdout!, "data");
+  // Wait until the request is really in flight (the server holds it), then kill without any cleanup.
+  while (hole.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  child.kill("SIGKILL");
+  await once(child, "exit");
+  assert.ok(readdirSync(dir).some((f) => f.endsWith(".sending")), "the dead process still holds its claim");
+
+  const up = await scriptedServer(accept);
+  const next = notifierFor(up.endpoint, { dir });
+  await next.notifier.resendOutbox();
+  assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
+  assert.equal(up.received[0]?.headers["idempotency-key"], e.event_id);
+  assert.deepEqual(outboxIds(dir), []);
+});
+
+test("one notifier never sends the same event twice: repeated send, send after acceptance, resend during flight", async () => {
+  const server = await scriptedServer(accept);
+  const { notifier, dir } = notifierFor(server.endpoint);
+  const e = event("completed");
+  notifier.send(e, { final: true });
+  notifier.send(e, { final: true });
+  void notifier.resendOutbox();
+  await notifier.flush(5_000);
+  notifier.send(e, { final: true });
+  await notifier.resendOutbox();
+  await notifier.flush(5_000);
+  assert.equal(server.received.length, 1);
+  assert.deepEqual(outboxIds(dir), []);
+});
+
+test("progress-type notices respect the minimum interval; finals bypass it; order is kept", async () => {
+  const server = await scriptedServer(accept);
+  let clock = 1_000_000;
+  const { notifier, lines } = notifierFor(server.endpoint, { now: () => clock });
+  const started = event("started");
+  const progress1 = event("progress");
+  const completed = event("completed");
+  const progress2 = event("progress");
+  notifier.send(started, { final: false });
+  notifier.send(progress1, { final: false }); // same instant: dropped
+  notifier.send(completed, { final: true }); // final: never rate limited
+  clock += delivery.minIntervalMs;
+  notifier.send(progress2, { final: false });
+  await notifier.flush(5_000);
+  assert.deepEqual(
+    server.received.map((r) => JSON.parse(r.body).event_id),
+    [started.event_id, completed.event_id, progress2.event_id],
+  );
+  assert.ok(lines.debug.some((l) => l.includes(progress1.event_id)), "the drop is logged at debug");
+});
+
+test("resendOutbox sends oldest first, prunes expired entries with a log line, and stops when the server is down", async () => {
+  const server = await scriptedServer(accept);
+  const dir = tempOutboxDir();
+  const seed = openOutbox(dir, { warn: () => {} });
+  const now = Date.UTC(2026, 10, 30, 3, 0, 0);
+  const expired = event("failed");
+  const older = event("completed");
+  const newer = event("completed");
+  seed.put(newer, now - 1_000);
+  seed.put(expired, now - delivery.outboxMaxAgeMs - 1);
+  seed.put(older, now - 2_000);
+  seed.close();
+  const { notifier, lines } = notifierFor(server.endpoint, { dir, now: () => now });
+  await notifier.resendOutbox();
+  assert.deepEqual(server.received.map((r) => JSON.parse(r.body).event_id), [older.event_id, newer.event_id]);
+  assert.ok(lines.warn.some((l) => l.includes(expired.event_id)), "the pruned event is named");
+  assert.deepEqual(outboxIds(dir), []);
+
+  const down = await scriptedServer(status(503));
+  const again = openOutbox(tempOutboxDir(), { warn: () => {} });
+  again.put(event("completed"), now - 2_000);
+  again.put(event("completed"), now - 1_000);
+  const stuck = notifierFor(down.endpoint, { dir: again.dir, now: () => now });
+  again.close();
+  await stuck.notifier.resendOutbox();
+  assert.equal(down.received.length, delivery.maxAttempts, "the second entry is not tried against a server that is down");
+  assert.equal(outboxIds(stuck.dir).length, 2);
+});
+
+test("send never throws: an invalid event is logged and nothing is sent", async () => {
+  const server = await scriptedServer(accept);
+  const { notifier, dir, lines } = notifierFor(server.endpoint);
+  const bad = { ...event("completed"), summary: "x".repeat(5_000) };
+  assert.doesNotThrow(() => notifier.send(bad, { final: true }));
+  assert.doesNotThrow(() => notifier.send(null as unknown as EventBody, { final: true }));
+  await notifier.flush(5_000);
+  assert.equal(server.received.length, 0);
+  assert.deepEqual(outboxIds(dir), []);
+  assert.equal(lines.warn.length, 2);
+  assert.match(lines.warn[0]!, /summary/);
+});
+
+test("flush is bounded and close aborts a send in flight, leaving the final in the outbox", async () => {
+  const hole = await scriptedServer(blackHole);
+  const { notifier, dir } = notifierFor(hole.endpoint, { timeoutMs: 60_000 });
+  const e = event("completed");
+  notifier.send(e, { final: true });
+  await notifier.flush(50);
+  assert.equal(readdirSync(dir).filter((f) => f.endsWith(".sending")).length, 1, "still claimed while the black hole holds the request");
+  await notifier.close();
+  assert.equal(hole.received.length, 1);
+  assert.ok(!readdirSync(dir).some((f) => f.endsWith(".sending")), "the claim is given back");
+
+  const late = event("failed");
+  notifier.send(late, { final: true });
+  assert.deepEqual(outboxIds(dir), [e.event_id, late.event_id]);
+  await notifier.flush(1_000);
+  assert.equal(hole.received.length, 1, "a closed notifier only keeps finals for the next start");
+});
