@@ -121,6 +121,8 @@ export const Receipt = z.object({
   created_at: Timestamp,
   updated_at: Timestamp,
   error: z.string().nullable(),
+  // The platform's message id of a `direct` delivery; null otherwise. Optional for older servers.
+  message_id: z.string().nullable().optional(),
 });
 export type Receipt = z.infer<typeof Receipt>;
 

@@ -8,6 +8,10 @@ import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { koishi } from "./koishi.ts";
 import { HttpApi } from "./http.ts";
+import { EventRoutes } from "./events.ts";
+import { LogPersona } from "./persona/log.ts";
+import { PersonaSlot } from "./persona/port.ts";
+import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { StatusRoutes } from "./status.ts";
 
 const { Schema } = koishi;
@@ -66,5 +70,9 @@ export const Config: SchemaType<Config> = Schema.intersect([
 
 export function apply(ctx: Context, config: Config) {
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
+  const personas = new PersonaSlot();
   ctx.plugin(StatusRoutes, { config, api });
+  ctx.plugin(EventRoutes, { config, api, personas });
+  ctx.plugin(YesImBotV3, { personas, target: config });
+  if (config.logPersona) ctx.plugin(LogPersona, personas);
 }

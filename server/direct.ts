@@ -1,0 +1,61 @@
+/**
+ * `delivery: "direct"`: a fixed-format message from the configured bot to the configured
+ * recipient. No persona, no model. Agent-written text is sent as escaped text elements, never as
+ * Satori markup.
+ */
+import type { Context } from "koishi";
+import type { EventBody, EventStatus } from "../protocol.ts";
+import { koishi } from "./koishi.ts";
+import { findBot } from "./status.ts";
+
+export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
+
+export interface DirectTarget {
+  botId: string;
+  recipientId: string;
+}
+
+const STATUS_LABELS: Record<EventStatus, string> = {
+  started: "开始",
+  progress: "进展",
+  completed: "完成",
+  failed: "失败",
+  tool_error: "工具错误",
+  warning: "警告",
+  info: "信息",
+};
+
+export function formatDirectMessage(event: EventBody): string {
+  const usage = event.context_usage;
+  const context =
+    usage === null
+      ? "未知"
+      : usage.used_tokens === null || usage.percent === null
+        ? `未知 / ${usage.context_window} tokens`
+        : `${usage.used_tokens} / ${usage.context_window} tokens（${usage.percent}%）`;
+  const lines = [
+    `【Pi Agent 通知 · ${STATUS_LABELS[event.status]}】`,
+    `来源：${event.source || "（无）"}`,
+    `任务：${event.task || "（无）"}`,
+    `摘要：${event.summary || "（无）"}`,
+    `上下文：${context}`,
+  ];
+  if (event.url) lines.push(`链接：${event.url}`);
+  lines.push(`事件：${event.event_id}`);
+  return lines.join("\n");
+}
+
+export async function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
+  if (!target.botId || !target.recipientId) {
+    return { kind: "error", retryable: false, error: "direct_not_configured: 未配置 botId 或 recipientId，无法直接发送" };
+  }
+  const bot = findBot(ctx, target.botId);
+  if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
+  if (bot.status !== 1 /* Universal.Status.ONLINE */) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
+  try {
+    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(formatDirectMessage(event)));
+    return { kind: "delivered", messageId: ids[0] ?? null };
+  } catch (error) {
+    return { kind: "error", retryable: true, error: `send_failed: ${(error instanceof Error ? error.message : String(error)).slice(0, 300)}` };
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * POST /events and GET /events/:event_id: validate, deduplicate by `event_id`, store the receipt,
+ * and hand the event to the worker. A 202 is answered only after the row is in the database.
+ */
+import { createHash } from "node:crypto";
+import type { Context } from "koishi";
+import { EventBody, Id, LIMITS, wireIssues, type EventAccepted, type Receipt } from "../protocol.ts";
+import { EventStore, declareEventTable, type EventRow } from "./event-store.ts";
+import { EventWorker } from "./event-worker.ts";
+import { HttpError, json, parseWith, type HttpApi, type RouteRequest } from "./http.ts";
+import type { Config } from "./notify-webhook.ts";
+import type { PersonaSlot } from "./persona/port.ts";
+import { fullBucket, takeToken } from "./rate-limit.ts";
+
+export interface EventsDeps {
+  config: Config;
+  api: HttpApi;
+  personas: PersonaSlot;
+}
+
+export const EventRoutes = {
+  name: "notify-webhook-events",
+  reusable: true,
+  apply(ctx: Context, { config, api, personas }: EventsDeps) {
+    declareEventTable(ctx);
+    const store = new EventStore(ctx);
+    const worker = new EventWorker(ctx, store, personas, {
+      maxAttempts: config.injectMaxAttempts,
+      retryDelayMs: config.injectRetryDelayMs,
+      personaWaitMs: config.personaWaitMs,
+      botId: config.botId,
+      recipientId: config.recipientId,
+    });
+    const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
+    let bucket = fullBucket(limit, Date.now());
+    let lastSeq = 0;
+    const inFlight = new Map<string, Promise<unknown>>();
+
+    const release = api.holdUntilReady(ctx);
+    ctx.on("ready", async () => {
+      lastSeq = await store.lastSeq();
+      const pending = await store.pending();
+      for (const row of pending) worker.enqueue(row);
+      if (pending.length > 0) ctx.logger("notify-webhook").info("resuming %d pending events", pending.length);
+      release();
+    });
+    api.offer(ctx, "events");
+    api.offer(ctx, "direct");
+    api.offer(ctx, "context_usage");
+
+    async function accept(request: RouteRequest) {
+      const take = takeToken(bucket, Date.now(), limit);
+      bucket = take.bucket;
+      if (!take.allowed) throw new HttpError(429, "rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+      const event = parseEvent(request.body);
+      const key = request.header("idempotency-key");
+      if (key !== undefined && key !== event.event_id) {
+        throw new HttpError(400, "invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
+      }
+      // One request per event_id at a time, so a replay never races the first write.
+      const previous = inFlight.get(event.event_id) ?? Promise.resolve();
+      const current = previous.catch(() => undefined).then(() => acceptOnce(event));
+      inFlight.set(event.event_id, current);
+      try {
+        return await current;
+      } finally {
+        if (inFlight.get(event.event_id) === current) inFlight.delete(event.event_id);
+      }
+    }
+
+    async function acceptOnce(event: EventBody) {
+      const hash = bodyHash(event);
+      const existing = await store.get(event.event_id);
+      if (existing) {
+        if (existing.body_hash !== hash) throw new HttpError(422, "idempotency_key_reused");
+        return json(202, { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true } satisfies EventAccepted);
+      }
+      const now = new Date().toISOString();
+      const row: EventRow = {
+        event_id: event.event_id,
+        session_id: event.session_id,
+        status: event.status,
+        delivery: event.delivery,
+        body: JSON.stringify(event),
+        body_hash: hash,
+        seq: ++lastSeq,
+        state: "queued",
+        attempts: 0,
+        error: null,
+        message_id: null,
+        created_at: event.created_at,
+        received_at: now,
+        updated_at: now,
+      };
+      await store.create(row);
+      worker.enqueue(row);
+      return json(202, { event_id: event.event_id, state: "queued", duplicate: false } satisfies EventAccepted);
+    }
+
+    api.route(ctx, { method: "POST", path: "/events", auth: "agent", maxBytes: LIMITS.eventBodyBytes }, accept);
+
+    api.route(ctx, { method: "GET", path: "/events/:event_id", auth: "agent" }, async (request) => {
+      const eventId = parseWith(Id, request.params.event_id);
+      const row = await store.get(eventId);
+      if (!row) throw new HttpError(404, "not_found");
+      return json(200, receiptOf(worker.overlay(row)));
+    });
+  },
+};
+
+/** The body as the protocol reads it; any problem inside `context_usage` gets its own code. */
+export function parseEvent(body: unknown): EventBody {
+  const result = EventBody.safeParse(body);
+  if (result.success) return result.data;
+  const issues = wireIssues(result.error);
+  const aboutContextUsage = result.error.issues.some((issue) => issue.path[0] === "context_usage");
+  throw new HttpError(400, aboutContextUsage ? "invalid_context_usage" : "invalid_request", { issues });
+}
+
+/** Replays compare the validated body, so key order and whitespace do not count as a change. */
+export function bodyHash(event: EventBody): string {
+  return createHash("sha256").update(canonicalJson(event)).digest("hex");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function receiptOf(row: EventRow): Receipt {
+  return {
+    event_id: row.event_id,
+    session_id: row.session_id,
+    status: row.status,
+    state: row.state,
+    attempts: row.attempts,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    error: row.error,
+    message_id: row.message_id,
+  };
+}

@@ -1,0 +1,27 @@
+/**
+ * A persona that only prints each block it would inject. The standalone server uses it so that a
+ * newcomer without YesImBot sees events arrive; it ranks below any real persona.
+ */
+import type { Context } from "koishi";
+import type { PersonaSlot } from "./port.ts";
+
+export const LOG_PERSONA_PRIORITY = 0;
+
+export const LogPersona = {
+  name: "notify-webhook-log-persona",
+  reusable: true,
+  apply(ctx: Context, personas: PersonaSlot) {
+    const logger = ctx.logger("anon-persona");
+    personas.provide(
+      ctx,
+      {
+        name: "log",
+        async inject({ block }) {
+          logger.info("收到事件，将注入人格主对话：\n%s", block);
+          return { kind: "injected" };
+        },
+      },
+      LOG_PERSONA_PRIORITY,
+    );
+  },
+};
