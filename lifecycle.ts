@@ -176,11 +176,3 @@ export function progressDue(facts: RunFacts, last: ProgressMark | null, now: num
 export function toolErrorDue(enabled: boolean, lastNoticeAt: number | null, now: number, cooldownMs: number): boolean {
   return enabled && (lastNoticeAt === null || now - lastNoticeAt >= cooldownMs);
 }
-
-/**
- * Non-final notices keep at least `minIntervalMs` between them; completion and failure bypass it
- * so a final state is never swallowed by a progress window.
- */
-export function nonFinalAllowed(lastNonFinalAt: number | null, now: number, minIntervalMs: number): boolean {
-  return lastNonFinalAt === null || now - lastNonFinalAt >= minIntervalMs;
-}

@@ -5,6 +5,7 @@
  */
 import { ContextUsage, EventBody, LIMITS, type DeliveryRoute, type EventStatus } from "./protocol.ts";
 import type { RunFacts, RunOutcome } from "./lifecycle.ts";
+import type { SendRequest } from "./state-bus.ts";
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
 export interface PiContextUsage {
@@ -124,4 +125,86 @@ export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "ma
     created_at: parts.createdAt.toISOString(),
     delivery: parts.delivery ?? "anon",
   });
+}
+
+/** What every notice of one session shares; sampled by the caller when the notice is built. */
+export interface NoticeContext {
+  sessionId: string;
+  runtimeId: string;
+  source: string;
+  project: string;
+  content: ContentOptions;
+  contextUsage: ContextUsage | null;
+  now: Date;
+}
+
+/** The final notice of a settled run, or undefined when the run is not reported (interrupted, silent). */
+export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext): EventBody | undefined {
+  if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
+  const entryId = facts.lastAssistant?.entryId;
+  if (!entryId) return undefined;
+  return buildEvent(
+    {
+      eventId: finalEventId(context.sessionId, entryId, outcome.kind),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task: facts.task,
+      status: outcome.kind,
+      summary: runSummary(outcome, facts, context.content, context.project),
+      details:
+        outcome.kind === "failed"
+          ? { stop_reason: outcome.stopReason, failure_reason: outcome.reason }
+          : { stop_reason: outcome.stopReason },
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}
+
+/** A started, progress or tool-error notice: never resent, so its id only has to be unique. */
+export function transientNotice(
+  status: "started" | "progress" | "tool_error",
+  summary: string,
+  facts: RunFacts,
+  sequence: number,
+  context: NoticeContext,
+): EventBody {
+  return buildEvent(
+    {
+      eventId: transientEventId(context.sessionId, context.runtimeId, sequence, status),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task: facts.task,
+      status,
+      summary: context.content.includeProject ? `项目 ${context.project}：${summary}` : summary,
+      details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors },
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}
+
+/** Another extension's `anon-notify:send`, already validated against SendRequest. */
+export function externalNotice(request: SendRequest, generatedId: string, context: NoticeContext): EventBody {
+  return buildEvent(
+    {
+      eventId: externalEventId(context.sessionId, request.eventId ?? generatedId),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: request.source ?? context.source,
+      task: request.task ?? "",
+      status: request.status,
+      summary: request.summary,
+      details: request.details ?? null,
+      url: request.url ?? null,
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+      ...(request.delivery ? { delivery: request.delivery } : {}),
+    },
+    context.content,
+  );
 }

@@ -11,10 +11,10 @@ export const SEND_CHANNEL = "anon-notify:send";
 export const STATUS_KEY = "anon-notify";
 
 /**
- * `misconfigured`: the configuration is invalid or switched off, so nothing is sent.
+ * `disabled`: the global `enabled` switch is off. `misconfigured`: the configuration is invalid.
  * `suppressed`: a subagent, which never notifies whatever its record says.
  */
-export const SessionStatus = z.enum(["inactive", "active", "suppressed", "misconfigured"]);
+export const SessionStatus = z.enum(["inactive", "active", "suppressed", "disabled", "misconfigured"]);
 export type SessionStatus = z.infer<typeof SessionStatus>;
 
 /** Stable enums and booleans only: never a token, a QQ number, an endpoint or display text. */
@@ -31,12 +31,13 @@ export type StatePayload = z.infer<typeof StatePayload>;
 export interface SessionFacts {
   sessionActive: boolean;
   subagent: boolean;
-  configUsable: boolean;
+  config: "valid" | "disabled" | "invalid";
 }
 
 export function sessionStatus(facts: SessionFacts): SessionStatus {
   if (facts.subagent) return "suppressed";
-  if (!facts.configUsable) return "misconfigured";
+  if (facts.config === "invalid") return "misconfigured";
+  if (facts.config === "disabled") return "disabled";
   return facts.sessionActive ? "active" : "inactive";
 }
 
@@ -49,6 +50,7 @@ const STATUS_TEXT: Record<SessionStatus, string> = {
   inactive: "Anon 通知：未开启",
   active: "Anon 通知：已开启",
   suppressed: "Anon 通知：子 Agent，已抑制",
+  disabled: "Anon 通知：已在配置中关闭",
   misconfigured: "Anon 通知：配置无效，未生效",
 };
 

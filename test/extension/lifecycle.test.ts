@@ -2,7 +2,6 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   classifyRun,
-  nonFinalAllowed,
   progressDue,
   startRun,
   toolErrorDue,
@@ -116,10 +115,4 @@ test("toolErrorDue honours the switch and the cooldown", () => {
   assert.equal(toolErrorDue(true, null, 0, 100), true);
   assert.equal(toolErrorDue(true, 50, 149, 100), false);
   assert.equal(toolErrorDue(true, 50, 150, 100), true);
-});
-
-test("nonFinalAllowed keeps the minimum interval between non-final notices", () => {
-  assert.equal(nonFinalAllowed(null, 0, 300_000), true);
-  assert.equal(nonFinalAllowed(1000, 300_999, 300_000), false);
-  assert.equal(nonFinalAllowed(1000, 301_000, 300_000), true);
 });

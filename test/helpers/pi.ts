@@ -211,16 +211,38 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
  * makes (notify, setStatus); dialogs answer "no UI".
  */
 function recordingUi(calls: UiCall[]): ExtensionUIContext {
-  return new Proxy({} as ExtensionUIContext, {
-    get(_target, property) {
-      if (property === "notify" || property === "setStatus") {
-        return (...args: unknown[]) => calls.push({ method: property, args });
-      }
-      if (property === "onTerminalInput") return () => () => {};
-      if (property === "getEditorText") return () => "";
-      return () => undefined;
-    },
-  });
+  const none = async () => undefined;
+  const ignore = () => {};
+  return {
+    notify: (...args: unknown[]) => void calls.push({ method: "notify", args }),
+    setStatus: (...args: unknown[]) => void calls.push({ method: "setStatus", args }),
+    select: none,
+    confirm: async () => false,
+    input: none,
+    onTerminalInput: () => ignore,
+    setWorkingMessage: ignore,
+    setWorkingVisible: ignore,
+    setWorkingIndicator: ignore,
+    setHiddenThinkingLabel: ignore,
+    setWidget: ignore,
+    setFooter: ignore,
+    setHeader: ignore,
+    setTitle: ignore,
+    custom: none as ExtensionUIContext["custom"],
+    pasteToEditor: ignore,
+    setEditorText: ignore,
+    getEditorText: () => "",
+    editor: none,
+    addAutocompleteProvider: ignore,
+    setEditorComponent: ignore,
+    getEditorComponent: () => undefined,
+    theme: undefined as unknown as ExtensionUIContext["theme"],
+    getAllThemes: () => [],
+    getTheme: () => undefined,
+    setTheme: () => ({ success: false, error: "UI not available" }),
+    getToolsExpanded: () => false,
+    setToolsExpanded: ignore,
+  };
 }
 
 /** A tool whose result ends the run when every call in its batch says so. */
