@@ -3,6 +3,7 @@
  * Windows), with a bearer token. It reports the outcome as a value and never throws: the caller
  * drops the event either way, because the channel is one-way and nothing waits on the app.
  */
+import { existsSync } from "node:fs";
 import { Agent } from "undici";
 import type { SinkEnvelope } from "../protocol.ts";
 
@@ -18,9 +19,13 @@ export interface SinkClient {
 }
 
 export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS): SinkClient {
+  // Named pipes (\\.\pipe\…) are not files that can be looked at first.
+  const checkSocketFile = process.platform !== "win32";
   const agent = new Agent({ connect: { socketPath, timeout: timeoutMs }, pipelining: 1 });
   return {
     async post(envelope, token) {
+      // The common case "app not running" costs one stat, not a failed connect through the stack.
+      if (checkSocketFile && !existsSync(socketPath)) return { ok: false, reason: "ENOENT" };
       try {
         const response = await agent.request({
           origin: "http://localhost",

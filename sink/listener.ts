@@ -4,7 +4,7 @@
  * wiring up an app) and by the tests. Answers 204, 401 without the right token, 400 on a bad body.
  */
 import { timingSafeEqual } from "node:crypto";
-import { rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { SinkEnvelope } from "../protocol.ts";
 
@@ -94,6 +94,8 @@ export async function startSinkListener(options: SinkListenerOptions): Promise<S
     server.once("error", rejectListen);
     server.listen(options.socket, () => {
       server.off("error", rejectListen);
+      // Only this user may connect, as a real app should do too; the token is the second lock.
+      if (process.platform !== "win32") chmodSync(options.socket, 0o600);
       resolveListen();
     });
   });
