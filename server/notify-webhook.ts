@@ -13,6 +13,11 @@ import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { StatusRoutes } from "./status.ts";
+import { SessionRegistry, SessionRoutes } from "./session-registry.ts";
+import { CommandRoutes, CommandStore } from "./command-queue.ts";
+import { EventStore } from "./event-store.ts";
+import { OperatorRoutes, OperatorService } from "./operator.ts";
+import { PersonaTools } from "./yesimbot-tools.ts";
 
 const { Schema } = koishi;
 
@@ -26,6 +31,8 @@ export const usage = `
 - 接口前缀：\`/api/agent-notify/v1\`（events、health、recipient）。
 - 请求必须带 \`Authorization: Bearer <token>\`；token 与 Pi 端配置一致。
 - 目标只由本配置决定，请求方不能指定收件人。
+- 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
+- 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
 `;
 
 export interface Config {
@@ -41,6 +48,8 @@ export interface Config {
   stimulusPriority: number;
   logPersona: boolean;
   sessionHeartbeatTimeoutMs: number;
+  commandLeaseMs: number;
+  commandImageBudgetBytes: number;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -66,12 +75,24 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000).description("在线会话的心跳过期时间（服务端权威 TTL）。"),
   }).description("在线会话"),
+  Schema.object({
+    commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000).description("Pi 领取指令后的租约时长；过期未 ACK 的指令重新进入待发（但不再可撤回）。"),
+    commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024).description("所有待发与已领取指令的图片总字节预算；超出时新图片指令返回 507。"),
+  }).description("指令队列"),
 ]);
 
 export function apply(ctx: Context, config: Config) {
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
   const personas = new PersonaSlot();
   ctx.plugin(StatusRoutes, { config, api });
+  const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
+  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes });
+  const events = new EventStore(ctx);
+  const operator = new OperatorService({ registry, commands, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
+  ctx.plugin(SessionRoutes, { api, registry });
+  ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
+  ctx.plugin(OperatorRoutes, { api, operator });
+  ctx.plugin(PersonaTools, { operator, owner: config });
   ctx.plugin(EventRoutes, { config, api, personas });
   ctx.plugin(YesImBotV3, { personas, target: config });
   if (config.logPersona) ctx.plugin(LogPersona, personas);

@@ -2,20 +2,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SessionProjection, type Heartbeat } from "../../protocol.ts";
 import { SessionRegistry } from "../../server/session-registry.ts";
+import { heartbeatOf } from "./agent-api.ts";
 
-function heartbeat(overrides: Partial<Heartbeat> = {}): Heartbeat {
-  return {
-    session_id: "s-1",
-    runtime_id: "r-1",
-    project: "demo",
-    model: "faux/model",
-    state: "idle",
-    supports_images: true,
-    command_protocol: 2,
-    last_activity_at: "2026-11-30T03:00:00.000Z",
-    ...overrides,
-  };
-}
+const heartbeat = (overrides: Partial<Heartbeat> = {}) => heartbeatOf({ last_activity_at: "2026-11-30T03:00:00.000Z", ...overrides });
 
 function clocked(ttlMs = 30_000) {
   const clock = { ms: Date.parse("2026-11-30T03:00:00.000Z") };

@@ -1,0 +1,70 @@
+/**
+ * A small real HTTP client (undici, on loopback) for the presence, command and operator routes, as
+ * the extension and an operator would call them. Every answer is returned as status plus parsed
+ * body, so tests assert on both.
+ */
+import { fetch } from "undici";
+import type { Heartbeat } from "../../protocol.ts";
+import { startKoishi, type KoishiHarness, type KoishiOptions } from "../helpers/koishi.ts";
+
+export const OPERATOR_TOKEN = "operator-token-for-tests-0123456789";
+
+export interface Answer {
+  status: number;
+  // Tests inspect arbitrary JSON answers.
+  body: any;
+}
+
+export async function call(harness: KoishiHarness, method: string, path: string, body?: unknown, token = harness.token): Promise<Answer> {
+  const response = await fetch(harness.baseUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+export function heartbeatOf(overrides: Partial<Heartbeat> = {}): Heartbeat {
+  return {
+    session_id: "s-1",
+    runtime_id: "r-1",
+    project: "demo",
+    model: "faux/model",
+    state: "idle",
+    supports_images: true,
+    command_protocol: 2,
+    last_activity_at: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+export function agentApi(harness: KoishiHarness) {
+  return {
+    heartbeat: (overrides: Partial<Heartbeat> = {}) => call(harness, "POST", "/sessions/heartbeat", heartbeatOf(overrides)),
+    offline: (session_id: string, runtime_id: string) => call(harness, "POST", "/sessions/offline", { session_id, runtime_id }),
+    claim: (session_id = "s-1", runtime_id = "r-1", options: { images?: boolean; waitMs?: number } = {}) => {
+      const query = new URLSearchParams({ session_id, runtime_id });
+      if (options.images ?? true) query.set("capabilities", "images");
+      if (options.waitMs !== undefined) query.set("wait_ms", String(options.waitMs));
+      return call(harness, "GET", `/commands?${query}`);
+    },
+    ack: (command_id: string, lease_token: string, session_id = "s-1", runtime_id = "r-1") =>
+      call(harness, "POST", `/commands/${command_id}/ack`, { session_id, runtime_id, lease_token }),
+  };
+}
+
+export function operatorApi(harness: KoishiHarness, token = OPERATOR_TOKEN) {
+  return {
+    sessions: () => call(harness, "GET", "/operator/sessions", undefined, token),
+    create: (body: Record<string, unknown>) => call(harness, "POST", "/operator/commands", body, token),
+    list: (session_id = "s-1", limit?: number) =>
+      call(harness, "GET", `/operator/commands?${new URLSearchParams({ session_id, ...(limit ? { limit: String(limit) } : {}) })}`, undefined, token),
+    cancel: (command_id: string, session_id = "s-1") => call(harness, "POST", `/operator/commands/${command_id}/cancel`, { session_id }, token),
+  };
+}
+
+/** A real Koishi app with the operator API on; stopped (and its temp folder removed) by the caller. */
+export function startServer(options: KoishiOptions = {}): Promise<KoishiHarness> {
+  return startKoishi({ ...options, config: { operatorToken: OPERATOR_TOKEN, ...options.config } });
+}

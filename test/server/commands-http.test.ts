@@ -1,0 +1,370 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection } from "../../protocol.ts";
+import { CommandNotifier } from "../../server/command-queue.ts";
+import { agentApi, operatorApi, startServer } from "./agent-api.ts";
+import { imageOf } from "./images.ts";
+
+test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+
+  const beat = await agent.heartbeat({ state: "running", activity: "bash" });
+  assert.equal(beat.status, 200);
+  assert.equal(beat.body.ttl_ms, 30_000);
+  await agent.heartbeat({ session_id: "s-2", runtime_id: "r-2", supports_images: false });
+
+  const listed = await operator.sessions();
+  assert.equal(listed.status, 200);
+  assert.deepEqual(listed.body.sessions.map((s: SessionProjection) => s.session_id).sort(), ["s-1", "s-2"]);
+  for (const session of listed.body.sessions) assert.ok(SessionProjection.strict().safeParse(session).success, JSON.stringify(session));
+  assert.ok(!JSON.stringify(listed.body).includes("r-1"), "runtime ids never leave the registry");
+  const s1 = listed.body.sessions.find((s: SessionProjection) => s.session_id === "s-1");
+  assert.equal(s1.state, "running");
+
+  assert.deepEqual((await agent.offline("s-1", "r-1")).body, { removed: true });
+  assert.deepEqual((await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id), ["s-2"]);
+});
+
+test("an old runtime cannot take a newer one offline, nor claim for it", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  await agent.heartbeat({ runtime_id: "r-old" });
+  await agent.heartbeat({ runtime_id: "r-new" });
+
+  assert.deepEqual((await agent.offline("s-1", "r-old")).body, { removed: false });
+  assert.equal((await operatorApi(server).sessions()).body.sessions.length, 1);
+  assert.deepEqual(await agent.claim("s-1", "r-old"), { status: 409, body: { error: "session_offline" } });
+  assert.deepEqual(await agent.claim("s-1", "r-new"), { status: 200, body: { command: null } });
+  assert.deepEqual(await agent.claim("s-unknown", "r-new"), { status: 409, body: { error: "session_offline" } });
+});
+
+test("bad heartbeats are refused with the protocol's errors", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const cases: [string, Record<string, unknown>][] = [
+    ["a full path as project", { project: "/home/me/demo" }],
+    ["an unknown state", { state: "sleeping" }],
+    ["an extra key", { token: "x" }],
+  ];
+  for (const [name, overrides] of cases) {
+    const answer = await agent.heartbeat(overrides as never);
+    assert.equal(answer.status, 400, name);
+    assert.equal(answer.body.error, "invalid_request", name);
+  }
+  assert.deepEqual((await operatorApi(server).sessions()).body.sessions, []);
+});
+
+test("commands are claimed one at a time, in order, and acknowledged idempotently", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+
+  const ids: string[] = [];
+  for (const instruction of ["first", "second", "third"]) {
+    const created = await operator.create({ session_id: "s-1", instruction });
+    assert.equal(created.status, 201);
+    assert.ok(OperatorCommandCreated.safeParse(created.body).success);
+    assert.equal(created.body.command.state, "pending");
+    assert.equal(created.body.command.cancellable, true);
+    assert.equal(created.body.command.origin, "operator");
+    ids.push(created.body.command.command_id);
+  }
+
+  const delivered: string[] = [];
+  for (;;) {
+    const claimed = await agent.claim();
+    assert.equal(claimed.status, 200);
+    assert.ok(ClaimAnswer.safeParse(claimed.body).success);
+    if (!claimed.body.command) break;
+    // The unacknowledged lease holds the queue, so nothing overtakes it.
+    assert.deepEqual((await agent.claim()).body, { command: null });
+    delivered.push(claimed.body.command.instruction);
+    const { command_id } = claimed.body.command;
+    assert.deepEqual(await agent.ack(command_id, claimed.body.lease.token), { status: 200, body: { state: "accepted" } });
+    assert.deepEqual(await agent.ack(command_id, claimed.body.lease.token), { status: 200, body: { state: "accepted" } });
+    assert.deepEqual(await agent.ack(command_id, "not-the-lease"), { status: 409, body: { error: "lease_mismatch" } });
+  }
+  assert.deepEqual(delivered, ["first", "second", "third"]);
+  const listed = await operator.list();
+  assert.deepEqual(listed.body.commands.map((c: CommandSummary) => c.command_id), [...ids].reverse());
+  assert.ok(listed.body.commands.every((c: CommandSummary) => c.state === "accepted" && !c.cancellable));
+});
+
+test("a repeated request key returns the same command; other content under it is refused", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const image = imageOf("image/png", 64, 1);
+  const body = { session_id: "s-1", instruction: "look at this", images: [image], request_key: "call-1" };
+
+  const first = await operator.create(body);
+  const again = await operator.create(body);
+  assert.equal(first.status, 201);
+  assert.equal(again.status, 200);
+  assert.equal(again.body.duplicate, true);
+  assert.equal(again.body.command.command_id, first.body.command.command_id);
+
+  const conflicts: [string, Record<string, unknown>][] = [
+    ["other text", { ...body, instruction: "look at that" }],
+    ["other image bytes", { ...body, images: [imageOf("image/png", 64, 2)] }],
+    ["no images", { ...body, images: undefined }],
+  ];
+  for (const [name, variant] of conflicts) {
+    assert.deepEqual(await operator.create(variant), { status: 422, body: { error: "idempotency_key_reused" } }, name);
+  }
+  assert.equal((await operator.list()).body.commands.length, 1);
+});
+
+test("cancel works only before the first claim, and answers why afterwards", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+
+  const doomed = (await operator.create({ session_id: "s-1", instruction: "never mind" })).body.command.command_id;
+  const kept = (await operator.create({ session_id: "s-1", instruction: "do it" })).body.command.command_id;
+  assert.deepEqual(await operator.cancel(doomed), { status: 200, body: { state: "cancelled" } });
+  assert.deepEqual(await operator.cancel(doomed), { status: 200, body: { state: "cancelled" } });
+  assert.deepEqual(await operator.cancel(doomed, "s-other"), { status: 404, body: { error: "not_found" } });
+
+  const claimed = await agent.claim();
+  assert.equal(claimed.body.command.command_id, kept, "a cancelled command is never handed out");
+  assert.deepEqual(await operator.cancel(kept), { status: 409, body: { error: "delivery_started" } });
+  await agent.ack(kept, claimed.body.lease.token);
+  assert.deepEqual(await operator.cancel(kept), { status: 409, body: { error: "already_accepted" } });
+  assert.deepEqual((await agent.claim()).body, { command: null });
+
+  const states = Object.fromEntries((await operator.list()).body.commands.map((c: CommandSummary) => [c.command_id, c.state]));
+  assert.deepEqual(states, { [doomed]: "cancelled", [kept]: "accepted" });
+});
+
+test("an expired lease is redelivered, is no longer cancellable, and only the newest lease can ACK", async (t) => {
+  const server = await startServer({ config: { commandLeaseMs: 300 } });
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const { command_id } = (await operator.create({ session_id: "s-1", instruction: "once" })).body.command;
+
+  const first = await agent.claim();
+  assert.equal(first.body.command.command_id, command_id);
+  // The long poll is woken by the lease sweep once the lease has run out.
+  const second = await agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs });
+  assert.equal(second.body.command?.command_id, command_id);
+  assert.notEqual(second.body.lease.token, first.body.lease.token);
+
+  const [summary] = (await operator.list()).body.commands;
+  assert.equal(summary.cancellable, false);
+  assert.deepEqual(await operator.cancel(command_id), { status: 409, body: { error: "delivery_started" } });
+  assert.deepEqual(await agent.ack(command_id, first.body.lease.token), { status: 409, body: { error: "lease_mismatch" } });
+  assert.deepEqual(await agent.ack(command_id, second.body.lease.token), { status: 200, body: { state: "accepted" } });
+});
+
+test("a new runtime of the session takes over an unexpired lease at once", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat({ runtime_id: "r-crashed" });
+  const { command_id } = (await operator.create({ session_id: "s-1", instruction: "survive a restart" })).body.command;
+  const lost = await agent.claim("s-1", "r-crashed");
+  assert.equal(lost.body.command.command_id, command_id);
+
+  await agent.heartbeat({ runtime_id: "r-restarted" });
+  const taken = await agent.claim("s-1", "r-restarted");
+  assert.equal(taken.body.command.command_id, command_id);
+  assert.deepEqual(await agent.ack(command_id, lost.body.lease.token, "s-1", "r-crashed"), { status: 409, body: { error: "lease_mismatch" } });
+  assert.deepEqual(await agent.ack(command_id, taken.body.lease.token, "s-1", "r-restarted"), { status: 200, body: { state: "accepted" } });
+});
+
+test("leases, tombstones and request keys survive a server restart; the registry does not", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const leasedId = (await operator.create({ session_id: "s-1", instruction: "in flight" })).body.command.command_id;
+  const cancelledBody = { session_id: "s-1", instruction: "withdrawn", request_key: "k-cancel" };
+  const cancelledId = (await operator.create(cancelledBody)).body.command.command_id;
+  await operator.cancel(cancelledId);
+  const lease = await agent.claim();
+  assert.equal(lease.body.command.command_id, leasedId);
+
+  await server.restart();
+
+  assert.deepEqual((await operator.sessions()).body.sessions, [], "presence is memory only");
+  assert.deepEqual(await agent.claim(), { status: 409, body: { error: "session_offline" } });
+  const replay = await operator.create(cancelledBody);
+  assert.equal(replay.status, 200);
+  assert.deepEqual([replay.body.command.command_id, replay.body.command.state, replay.body.duplicate], [cancelledId, "cancelled", true]);
+  // The Pi side delivered it before the restart; its ACK still lands.
+  assert.deepEqual(await agent.ack(leasedId, lease.body.lease.token), { status: 200, body: { state: "accepted" } });
+  await agent.heartbeat();
+  assert.deepEqual((await agent.claim()).body, { command: null }, "the cancelled command never comes back");
+});
+
+test("a proactive message to an offline session is refused and nothing is queued", async (t) => {
+  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+
+  assert.deepEqual(await operator.create({ session_id: "s-1", instruction: "hello?" }), { status: 409, body: { error: "session_offline" } });
+  await agent.heartbeat();
+  await agent.offline("s-1", "r-1");
+  assert.deepEqual(await operator.create({ session_id: "s-1", instruction: "hello?" }), { status: 409, body: { error: "session_offline" } });
+  assert.deepEqual((await operator.list()).body.commands, []);
+});
+
+test("a long poll is answered as soon as a command for its session is created", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  await agent.heartbeat({ session_id: "s-2", runtime_id: "r-2" });
+
+  const polling = agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs });
+  // A command for another session must not answer this poll.
+  await operator.create({ session_id: "s-2", instruction: "not yours" });
+  await operator.create({ session_id: "s-1", instruction: "wake up" });
+  const answer = await polling;
+  assert.equal(answer.status, 200);
+  assert.equal(answer.body.command?.instruction, "wake up");
+});
+
+test("a long poll with nothing to deliver answers null when its wait ends", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  await agent.heartbeat();
+  assert.deepEqual(await agent.claim("s-1", "r-1", { waitMs: 50 }), { status: 200, body: { command: null } });
+});
+
+test("the notifier wakes only its session's watches, and closing releases every watch", async () => {
+  const notifier = new CommandNotifier();
+  const fired: string[] = [];
+  const a = notifier.watch("s-1");
+  const b = notifier.watch("s-2");
+  void a.fired.then(() => fired.push("s-1"));
+  void b.fired.then(() => fired.push("s-2"));
+  notifier.notify("s-1");
+  await a.fired;
+  assert.deepEqual(fired, ["s-1"]);
+  notifier.close();
+  await b.fired;
+  assert.deepEqual(fired, ["s-1", "s-2"]);
+  // After close a watch fires at once, so a request arriving during disposal is not held.
+  await notifier.watch("s-3").fired;
+  assert.equal(notifier.closed, true);
+});
+
+test("bad claim and ack requests get clear errors", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  await agent.heartbeat();
+  const tooLong = await agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs + 1 });
+  assert.equal(tooLong.status, 400);
+  assert.equal(tooLong.body.error, "invalid_request");
+  const unknown = await agent.ack("c-unknown", "token");
+  assert.deepEqual(unknown, { status: 404, body: { error: "not_found" } });
+});
+
+test("images: every per-command limit is checked before anything is queued", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const png = (bytes: number) => imageOf("image/png", bytes);
+  const cases: [string, unknown[], string][] = [
+    ["five images", Array.from({ length: 5 }, () => png(10)), "invalid_request"],
+    ["an image one byte over 4 MiB", [png(LIMITS.imageBytes + 1)], "invalid_image"],
+    ["images over 8 MiB together", [png(LIMITS.imageBytes), png(LIMITS.imageBytes), png(16)], "invalid_image"],
+    ["bytes that are not the declared type", [{ ...png(100), mime_type: "image/gif" }], "invalid_image"],
+    ["a data: URL instead of raw base64", [{ mime_type: "image/png", data: `data:image/png;base64,${png(10).data}` }], "invalid_request"],
+    ["a remote URL", [{ mime_type: "image/png", data: "https://example.com/a.png" }], "invalid_request"],
+    ["an unsupported type", [{ mime_type: "image/svg+xml", data: png(10).data }], "invalid_request"],
+  ];
+  for (const [name, images, error] of cases) {
+    const answer = await operator.create({ session_id: "s-1", instruction: "see", images });
+    assert.equal(answer.status, 400, name);
+    assert.equal(answer.body.error, error, name);
+  }
+  const atLimits = await operator.create({ session_id: "s-1", instruction: "see", images: [png(LIMITS.imageBytes), imageOf("image/webp", LIMITS.imageBytes)] });
+  assert.equal(atLimits.status, 201, "exactly 4 MiB each and 8 MiB together is allowed");
+  assert.equal((await operator.list()).body.commands.length, 1);
+});
+
+test("images: the budget counts pending and leased commands and is released at final states", async (t) => {
+  const server = await startServer({ config: { commandImageBudgetBytes: 1000 } });
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const withImage = (instruction: string) => operator.create({ session_id: "s-1", instruction, images: [imageOf("image/jpeg", 600)] });
+
+  const first = await withImage("first");
+  assert.equal(first.status, 201);
+  assert.deepEqual(await withImage("second"), { status: 507, body: { error: "image_budget_exceeded" } });
+  assert.equal((await operator.create({ session_id: "s-1", instruction: "text still fits" })).status, 201);
+
+  await operator.cancel(first.body.command.command_id);
+  const second = await withImage("second");
+  assert.equal(second.status, 201, "a cancelled command no longer counts");
+
+  const text = await agent.claim();
+  assert.equal(text.body.command.instruction, "text still fits");
+  await agent.ack(text.body.command.command_id, text.body.lease.token);
+  const claimed = await agent.claim();
+  assert.equal(claimed.body.command.command_id, second.body.command.command_id, "leased still counts");
+  assert.deepEqual(await withImage("third"), { status: 507, body: { error: "image_budget_exceeded" } });
+  await agent.ack(claimed.body.command.command_id, claimed.body.lease.token);
+  assert.equal((await withImage("third")).status, 201, "an accepted command no longer counts");
+
+  const rows = await server.app.database.get("anon_notify_command", { command_id: [first.body.command.command_id, second.body.command.command_id] });
+  assert.equal(rows.length, 2);
+  for (const row of rows) {
+    assert.deepEqual(row.images, [], `${row.state} keeps no image bytes`);
+    assert.deepEqual([row.image_count, row.image_bytes, row.image_digest?.length], [1, 600, 64]);
+  }
+});
+
+test("images: a client without the capability never gets an image command", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+  const image = imageOf("image/gif", 256, 7);
+  const imageId = (await operator.create({ session_id: "s-1", instruction: "with picture", images: [image] })).body.command.command_id;
+  await operator.create({ session_id: "s-1", instruction: "text only" });
+
+  const text = await agent.claim("s-1", "r-1", { images: false });
+  assert.equal(text.body.command.instruction, "text only", "the image command does not block text for an old client");
+  await agent.ack(text.body.command.command_id, text.body.lease.token);
+  assert.deepEqual((await agent.claim("s-1", "r-1", { images: false })).body, { command: null });
+
+  const withImages = await agent.claim("s-1", "r-1", { images: true });
+  assert.equal(withImages.body.command.command_id, imageId);
+  assert.deepEqual(withImages.body.command.images, [image]);
+
+  await agent.heartbeat({ session_id: "s-old", runtime_id: "r-old", supports_images: true, command_protocol: 1 });
+  await agent.heartbeat({ session_id: "s-plain", runtime_id: "r-plain", supports_images: false });
+  for (const session_id of ["s-old", "s-plain"]) {
+    assert.deepEqual(await operator.create({ session_id, instruction: "see", images: [image] }), { status: 409, body: { error: "images_not_supported" } }, session_id);
+    const claimed = await agent.claim(session_id, session_id.replace("s-", "r-"), { images: true });
+    assert.deepEqual(claimed.body, { command: null });
+  }
+});

@@ -1,0 +1,65 @@
+/**
+ * A stand-in for YesImBot v3's tool service (`yesimbot.tool`), the one allowed stand-in: YesImBot
+ * is not installable here. It implements exactly the published shapes of
+ * koishi-plugin-yesimbot@3.0.3 packages/core/src/services/extension/service.ts: `registerTool`,
+ * `unregisterTool`, `getTool`/`getAvailableTools` filtered by `isSupported(session)` (skipped
+ * without a session), and `invoke`, which validates the params with the tool's Schema, calls
+ * `execute({ session, ...params })` and retries while the result's error is `retryable`.
+ */
+import type { Context, Session } from "koishi";
+import { koishi } from "../../server/koishi.ts";
+import type { ToolCallResult, ToolDefinition } from "../../server/yesimbot-tools.ts";
+
+export const STANDIN_MAX_RETRY = 2;
+
+export class StandInToolService extends koishi.Service {
+  readonly tools = new Map<string, ToolDefinition>();
+
+  constructor(ctx: Context) {
+    super(ctx, "yesimbot.tool", true);
+  }
+
+  registerTool(definition: ToolDefinition): void {
+    this.tools.set(definition.name, definition);
+  }
+
+  unregisterTool(name: string): boolean {
+    return this.tools.delete(name);
+  }
+
+  getTool(name: string, session?: Session): ToolDefinition | undefined {
+    const tool = this.tools.get(name);
+    if (!tool || (session && tool.isSupported && !tool.isSupported(session))) return undefined;
+    return tool;
+  }
+
+  getAvailableTools(session?: Session): ToolDefinition[] {
+    const all = [...this.tools.values()];
+    return session ? all.filter((tool) => !tool.isSupported || tool.isSupported(session)) : all;
+  }
+
+  async invoke(name: string, params: Record<string, unknown>, session?: Session): Promise<ToolCallResult> {
+    const tool = this.getTool(name, session);
+    if (!tool) return failed(`Tool ${name} not found or not supported in this context.`);
+    let validated = params;
+    try {
+      validated = tool.parameters(params);
+    } catch (error) {
+      return failed(`Parameter validation failed: ${(error as Error).message}`);
+    }
+    let last = failed("Tool call did not execute.");
+    for (let attempt = 1; attempt <= STANDIN_MAX_RETRY + 1; attempt++) {
+      try {
+        last = (await tool.execute({ session, ...validated })) || failed("Tool call did not execute.");
+      } catch (error) {
+        return failed(`Exception: ${(error as Error).message}`);
+      }
+      if (last.status === "success" || !last.error?.retryable) return last;
+    }
+    return last;
+  }
+}
+
+function failed(message: string): ToolCallResult {
+  return { status: "error", error: { name: "ToolError", message } };
+}
