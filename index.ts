@@ -45,6 +45,7 @@ import {
 } from "./lifecycle.ts";
 import { externalNotice, finalNotice, sampleContextUsage, transientNotice, type NoticeContext } from "./notice.ts";
 import { openOutbox, type Outbox } from "./outbox.ts";
+import { installSink } from "./sink/index.ts";
 import { RecipientAnswer } from "./protocol.ts";
 import {
   SEND_CHANNEL,
@@ -268,6 +269,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
       servicesRunning: false,
     };
     publish(state);
+    // The desktop channel has its own gate (sink.enabled), not the session's activation.
+    if (config) installSink(pi, config.sink, { isSubagent: () => subagent, warn: (message) => report(message) });
     void syncServices(state);
     // Finals left by a crash or an outage, from any session: sent in the background, oldest first.
     void state.delivery?.notifier.resendOutbox();

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { basename } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { isSubagent } from "../activation.ts";
 import type { Config } from "../config.ts";
 import {
   classifyRun,
@@ -33,8 +34,10 @@ export type SinkConfig = Config["sink"];
 export const SINK_SHUTDOWN_DRAIN_MS = 250;
 
 export interface SinkOptions {
-  /** The chat channel's subagent test, so both channels suppress the same sessions. */
+  /** The chat channel's subagent verdict, so both channels suppress the same sessions. */
   isSubagent?: (ctx: ExtensionContext) => boolean;
+  /** Where a configuration problem (an unusable token file) is told to the user; stderr by default. */
+  warn?: (message: string) => void;
   /** Where the one debug line goes; by default Node's `NODE_DEBUG=anon-notify-sink`. */
   debug?: (line: string) => void;
 }
@@ -47,9 +50,9 @@ export interface InstalledSink {
   close(): Promise<void>;
 }
 
-/** Pi's subagents run headless without a session file (notes §6); the app shows main agents only. */
-export function looksLikeSubagent(ctx: ExtensionContext): boolean {
-  return (ctx.mode === "json" || ctx.mode === "print") && ctx.sessionManager.getSessionFile() === undefined;
+/** Without the caller's verdict: the chat channel's rule with its defaults (notes §6). */
+function subagentByDefault(ctx: ExtensionContext): boolean {
+  return isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true);
 }
 
 /**
@@ -102,8 +105,9 @@ interface ActiveRound {
 
 /**
  * Subscribes the sink to Pi when `config.enabled`; otherwise installs nothing at all and returns
- * undefined. Token file problems are the user's to fix: they are reported once through the UI and
- * the sink stays off; an absent, slow or refusing app is not reported at all (one debug line).
+ * undefined. Call it from the extension factory or from `session_start`; it closes itself at
+ * `session_shutdown`. A token file problem is the user's to fix: it is reported once through
+ * `warn` and the sink stays off; an absent, slow or refusing app is not reported (one debug line).
  */
 export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkOptions = {}): InstalledSink | undefined {
   if (!config.enabled) return undefined;
@@ -111,15 +115,12 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
   try {
     token = ensureSinkToken(config.tokenFile);
   } catch (error) {
-    const problem = `anon-notify 桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${(error as Error).message}）`;
-    const off = pi.on("session_start", (_event, ctx) => {
-      off();
-      ctx.ui.notify(problem, "warning");
-    });
+    const warn = options.warn ?? ((message: string) => process.stderr.write(`[anon-notify] ${message}\n`));
+    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${(error as Error).message}）`);
     return undefined;
   }
 
-  const isSubagent = options.isSubagent ?? looksLikeSubagent;
+  const subagent = options.isSubagent ?? subagentByDefault;
   const debug = options.debug ?? debuglog("anon-notify-sink");
   const client = createSinkClient(config.socket);
   let failureLogged = false;
@@ -176,7 +177,7 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
   };
   const live = (ctx: ExtensionContext): boolean => {
     if (closed) return false;
-    suppressed ??= isSubagent(ctx);
+    suppressed ??= subagent(ctx);
     if (suppressed) return false;
     sessionId ||= ctx.sessionManager.getSessionId();
     return true;
