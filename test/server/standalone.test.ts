@@ -1,0 +1,92 @@
+/** `npm start`'s standalone server: flags, the token file, the printed setup, and a clean Ctrl-C. */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, stat, readFile, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { DEFAULT_PORT, ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
+import { freePort } from "../helpers/koishi.ts";
+import { eventually, validEvent } from "./client.ts";
+
+const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
+
+async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "anon-notify-standalone-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+describe("standalone pieces", () => {
+  const flagRows: [string, string[], Partial<ReturnType<typeof parseFlags>>][] = [
+    ["defaults", [], { host: "127.0.0.1", port: DEFAULT_PORT, dataDir: "/srv/data", configPath: "/srv/data/server.json" }],
+    ["all flags", ["--host", "0.0.0.0", "--port", "6000", "--data-dir", "state", "--config", "bot.json"], { host: "0.0.0.0", port: 6000, dataDir: "/srv/state", configPath: "/srv/bot.json" }],
+  ];
+  for (const [label, argv, expected] of flagRows) {
+    test(`flags: ${label}`, () => assert.deepEqual(parseFlags(argv, "/srv"), expected));
+  }
+  for (const argv of [["--port", "0"], ["--port", "70000"], ["--port", "x"], ["--nope"]]) {
+    test(`flags: ${argv.join(" ")} is refused`, () => assert.throws(() => parseFlags(argv, "/srv")));
+  }
+
+  test("the token file is created once with mode 0600 and never overwritten", async (t) => {
+    const dir = await tempDir(t);
+    const path = join(dir, "token");
+    const first = ensureToken(path);
+    assert.match(first, /^[0-9a-f]{64}$/);
+    assert.equal((await stat(path)).mode & 0o777, 0o600);
+    assert.equal(ensureToken(path), first);
+    await writeFile(path, "my-own-token\n", { mode: 0o640 });
+    assert.equal(ensureToken(path), "my-own-token");
+    assert.equal(await readFile(path, "utf8"), "my-own-token\n");
+    await writeFile(path, "  \n");
+    assert.throws(() => ensureToken(path), /为空/);
+  });
+
+  test("the config file is optional, strict, and names what is wrong", async (t) => {
+    const dir = await tempDir(t);
+    assert.deepEqual(readStandaloneFile(join(dir, "missing.json")), { botId: "", recipientId: "", operatorToken: "", plugins: {}, notifyWebhook: {} });
+    await writeFile(join(dir, "bad.json"), JSON.stringify({ botId: 5, qq: "1" }));
+    assert.throws(() => readStandaloneFile(join(dir, "bad.json")), /botId.*|qq/);
+  });
+});
+
+test("npm start serves events, prints the bound URL and Pi setup, moves off a busy port and stops cleanly on Ctrl-C", async (t) => {
+  const dir = await tempDir(t);
+  const wanted = await freePort();
+  // Hold the wanted port so the server has to move, as Koishi's maxPort allows.
+  const blocker = createServer();
+  await new Promise<void>((resolveListen) => blocker.listen(wanted, "127.0.0.1", resolveListen));
+  t.after(() => new Promise<void>((resolveClose) => blocker.close(() => resolveClose())));
+  await writeFile(join(dir, "server.json"), JSON.stringify({ botId: "onebot:20002", recipientId: "10001" }));
+
+  const child = spawn(process.execPath, [standalone, "--port", String(wanted), "--data-dir", dir], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolveExit) => child.once("exit", (code) => resolveExit(code)));
+  t.after(async () => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+    await exited;
+  });
+
+  const baseUrl = await eventually(() => /接口地址：(http:\/\/\S+)/.exec(output)?.[1], `bound URL in output: ${output}`, 1000);
+  assert.notEqual(new URL(baseUrl).port, String(wanted), "moved off the busy port");
+  const tokenPath = join(dir, "token");
+  assert.ok(output.includes(`Token 文件：${tokenPath}`));
+  assert.ok(output.includes(`"endpoint": "${baseUrl}/events"`));
+  assert.ok(output.includes('"qq": "10001"') && output.includes('"anonQq": "20002"'));
+  assert.equal((await stat(tokenPath)).mode & 0o777, 0o600);
+  const token = (await readFile(tokenPath, "utf8")).trim();
+
+  const event = validEvent();
+  const response = await fetch(`${baseUrl}/events`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(event) });
+  assert.equal(response.status, 202);
+  await response.arrayBuffer();
+  await eventually(() => (output.includes(`"event_id": "${String(event.event_id)}"`) ? true : undefined), "the log persona printed the block");
+
+  child.kill("SIGINT");
+  assert.equal(await exited, 0);
+  assert.match(output, /已停止。/);
+});
