@@ -1,0 +1,168 @@
+/**
+ * `npm run bench:presence`: what holding many online sessions costs the notify-webhook server.
+ * The real plugin (Koishi, plugin-server, SQLite) runs in a child process; this process plays
+ * SESSIONS Pi runtimes, each heartbeating every INTERVAL_MS with its phase spread evenly, over a
+ * kept-alive undici pool on loopback. Reported: the server's CPU share of one core and its memory,
+ * idle and then under the load, heartbeat latency p50/p99, errors, and what one
+ * `GET /operator/sessions` over all of them costs. Bounded: every phase has a fixed duration.
+ */
+import { fork } from "node:child_process";
+import { once } from "node:events";
+import { performance } from "node:perf_hooks";
+import { Agent, request } from "undici";
+import type { Heartbeat } from "../protocol.ts";
+
+const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5000);
+const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 10_000);
+const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 10_000);
+const LOAD_MS = Number(process.env.BENCH_LOAD_MS ?? 30_000);
+const CONNECTIONS = 32;
+const OPERATOR_TOKEN = "bench-operator-token";
+
+interface ServerStats {
+  cpu: NodeJS.CpuUsage;
+  memory: NodeJS.MemoryUsage;
+  uptimeMs: number;
+}
+
+type ServerMessage = { kind: "ready"; baseUrl: string; token: string } | ({ kind: "stats" } & ServerStats);
+
+async function serve(): Promise<void> {
+  const { startKoishi } = await import("../test/helpers/koishi.ts");
+  const harness = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN } });
+  process.send!({ kind: "ready", baseUrl: harness.baseUrl, token: harness.token } satisfies ServerMessage);
+  process.on("message", async (message: string) => {
+    if (message === "stats") {
+      process.send!({ kind: "stats", cpu: process.cpuUsage(), memory: process.memoryUsage(), uptimeMs: performance.now() } satisfies ServerMessage);
+    } else if (message === "stop") {
+      await harness.stop();
+      process.exit(0);
+    }
+  });
+}
+
+function startServer() {
+  const child = fork(new URL(import.meta.url).pathname, ["--serve"], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
+  const next = async <K extends ServerMessage["kind"]>(kind: K): Promise<Extract<ServerMessage, { kind: K }>> => {
+    for (;;) {
+      const [message] = (await once(child, "message")) as [ServerMessage];
+      if (message.kind === kind) return message as Extract<ServerMessage, { kind: K }>;
+    }
+  };
+  return {
+    ready: () => next("ready"),
+    async stats(): Promise<ServerStats> {
+      const answer = next("stats");
+      child.send("stats");
+      return answer;
+    },
+    async stop(): Promise<void> {
+      const exited = once(child, "exit");
+      child.send("stop");
+      await exited;
+    },
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** CPU share of one core between two samples, in percent. */
+function cpuShare(before: ServerStats, after: ServerStats): number {
+  const cpuMicros = after.cpu.user + after.cpu.system - (before.cpu.user + before.cpu.system);
+  return (cpuMicros / 1000 / (after.uptimeMs - before.uptimeMs)) * 100;
+}
+
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+
+async function main(): Promise<void> {
+  const server = startServer();
+  const { baseUrl, token } = await server.ready();
+  const dispatcher = new Agent({ connections: CONNECTIONS, keepAliveTimeout: 60_000 });
+  const latencies: number[] = [];
+  let errors = 0;
+
+  const beat = async (index: number) => {
+    const body: Heartbeat = {
+      session_id: `bench-session-${index}`,
+      runtime_id: `bench-runtime-${index}`,
+      project: `project-${index % 50}`,
+      model: "faux/model",
+      state: index % 3 === 0 ? "running" : "idle",
+      supports_images: true,
+      command_protocol: 2,
+      last_activity_at: new Date().toISOString(),
+    };
+    const started = performance.now();
+    try {
+      const answer = await request(`${baseUrl}/sessions/heartbeat`, {
+        method: "POST",
+        dispatcher,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      await answer.body.dump();
+      if (answer.statusCode !== 200) errors++;
+    } catch {
+      errors++;
+    }
+    latencies.push(performance.now() - started);
+  };
+
+  /** Every session beats once per interval, at its own evenly spread phase, until `ms` have passed. */
+  const run = async (ms: number) => {
+    const start = performance.now();
+    const tickMs = 10;
+    const perTick = (SESSIONS * tickMs) / INTERVAL_MS;
+    const inFlight = new Set<Promise<void>>();
+    let sent = 0;
+    for (let tick = 0; performance.now() - start < ms; tick++) {
+      const due = Math.floor((tick + 1) * perTick);
+      for (; sent < due; sent++) {
+        const pending = beat(sent % SESSIONS);
+        inFlight.add(pending);
+        void pending.then(() => inFlight.delete(pending));
+      }
+      const wait = start + (tick + 1) * tickMs - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    await Promise.all(inFlight);
+    return sent;
+  };
+
+  const idleStart = await server.stats();
+  await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+  const idleEnd = await server.stats();
+
+  // One full interval registers every session, then the measured window holds them all online.
+  await run(INTERVAL_MS);
+  latencies.length = 0;
+  errors = 0;
+  const loadStart = await server.stats();
+  const sent = await run(LOAD_MS);
+  const loadEnd = await server.stats();
+  const sorted = [...latencies].sort((a, b) => a - b);
+
+  const listStarted = performance.now();
+  const list = await request(`${baseUrl}/operator/sessions`, {
+    dispatcher,
+    headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+  });
+  const listed = ((await list.body.json()) as { sessions: unknown[] }).sessions.length;
+  const listMs = performance.now() - listStarted;
+
+  await dispatcher.close();
+  await server.stop();
+
+  console.log(`notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s)`);
+  console.log(`  idle (no sessions, ${IDLE_MS / 1000} s):  server CPU ${cpuShare(idleStart, idleEnd).toFixed(2)} % of one core, RSS ${mib(idleEnd.memory.rss)} MiB, heap ${mib(idleEnd.memory.heapUsed)} MiB`);
+  console.log(`  under load (${LOAD_MS / 1000} s, ${sent} heartbeats, ${errors} errors):`);
+  console.log(`    server CPU ${cpuShare(loadStart, loadEnd).toFixed(1)} % of one core, RSS ${mib(loadEnd.memory.rss)} MiB, heap ${mib(loadEnd.memory.heapUsed)} MiB`);
+  console.log(`    heartbeat latency p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms`);
+  console.log(`  GET /operator/sessions: ${listed} sessions listed in ${listMs.toFixed(1)} ms`);
+  if (errors > 0 || listed !== SESSIONS) process.exitCode = 1;
+}
+
+if (process.argv.includes("--serve")) await serve();
+else await main();
