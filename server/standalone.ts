@@ -1,8 +1,9 @@
 /**
  * `npm start`: a standalone Koishi app carrying the notify-webhook plugin, for people without a
  * Koishi of their own (or to try the extension). Embedded defaults: 127.0.0.1:5140, SQLite under
- * ./data, a token file `<data-dir>/token` created once with mode 0600 and never overwritten, and the
- * log persona, which prints each event block it would inject.
+ * ./data, a token file `<data-dir>/token` created once with mode 0600 and never overwritten (and
+ * likewise `<data-dir>/operator.token` for the operator API, unless the config file names one), and
+ * the log persona, which prints each event block it would inject.
  *
  *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json]
  */
@@ -125,6 +126,8 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
   const file = readStandaloneFile(options.configPath);
+  const operatorTokenPath = join(options.dataDir, "operator.token");
+  const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
 
   const require = createRequire(import.meta.url);
   const app = new koishi.Context();
@@ -139,7 +142,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   use(notifyWebhook, {
     ...file.notifyWebhook,
     token,
-    operatorToken: file.operatorToken,
+    operatorToken,
     botId: file.botId,
     recipientId: file.recipientId,
     logPersona: true,
@@ -148,6 +151,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
   const baseUrl = `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${app.server.port}${API_BASE_PATH}`;
   console.log(piInstructions(baseUrl, tokenPath, options.configPath, file));
+  if (!file.operatorToken) console.log(`运维接口（${baseUrl}/operator/*）Token 文件：${operatorTokenPath}（与 Pi 端 Token 不同）`);
 
   return {
     baseUrl,

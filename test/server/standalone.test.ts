@@ -80,6 +80,14 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   assert.equal((await stat(tokenPath)).mode & 0o777, 0o600);
   const token = (await readFile(tokenPath, "utf8")).trim();
 
+  const operatorTokenPath = join(dir, "operator.token");
+  assert.ok(output.includes(`Token 文件：${operatorTokenPath}`));
+  assert.equal((await stat(operatorTokenPath)).mode & 0o777, 0o600);
+  const operatorToken = (await readFile(operatorTokenPath, "utf8")).trim();
+  assert.notEqual(operatorToken, token);
+  const sessions = await fetch(`${baseUrl}/operator/sessions`, { headers: { authorization: `Bearer ${operatorToken}` } });
+  assert.deepEqual([sessions.status, await sessions.json()], [200, { sessions: [] }]);
+
   const event = validEvent();
   const response = await fetch(`${baseUrl}/events`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(event) });
   assert.equal(response.status, 202);
