@@ -86,8 +86,8 @@ export class OperatorService {
   }
 
   /** Works for offline sessions too: what is stored can always be looked at. */
-  commands(sessionId: string, limit: number = LIMITS.commandListMax): Promise<CommandSummary[]> {
-    return this.#deps.commands.list(sessionId, Math.min(limit, LIMITS.commandListMax));
+  commands(sessionId: string, limit: number): Promise<CommandSummary[]> {
+    return this.#deps.commands.list(sessionId, limit);
   }
 
   cancel(sessionId: string, commandId: string): Promise<CommandSummary> {

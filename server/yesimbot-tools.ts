@@ -17,7 +17,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
-import { Id, ImageMime, LIMITS, OperatorCreateCommand, wireIssues, type ErrorCode } from "../protocol.ts";
+import { Id, ImageMime, LIMITS, OperatorCreateCommand, OperatorListQuery, wireIssues, type ErrorCode } from "../protocol.ts";
 import { HttpError } from "./http.ts";
 import { koishi } from "./koishi.ts";
 import type { OperatorService } from "./operator.ts";
@@ -71,7 +71,7 @@ const ToolArgs = {
   agent_command: z.strictObject({ event_id: Id, session_id: Id, instruction: Instruction, images: ImagesParam }),
   agent_sessions: z.strictObject({}),
   agent_session_message: z.strictObject({ session_id: Id, content: Instruction, images: ImagesParam }),
-  agent_commands: z.strictObject({ session_id: Id, limit: z.number().int().min(1).max(LIMITS.commandListMax).optional() }),
+  agent_commands: OperatorListQuery,
   agent_command_cancel: z.strictObject({ session_id: Id, command_id: Id }),
 };
 type ToolName = keyof typeof ToolArgs;
