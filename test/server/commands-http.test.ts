@@ -368,3 +368,43 @@ test("images: a client without the capability never gets an image command", asyn
     assert.deepEqual(claimed.body, { command: null });
   }
 });
+
+test("a session whose heartbeats stop expires after the server's TTL and can no longer claim", async (t) => {
+  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  assert.equal((await agent.heartbeat()).body.ttl_ms, 1000);
+  assert.equal((await operator.sessions()).body.sessions.length, 1);
+  for (let attempt = 0; (await operator.sessions()).body.sessions.length > 0; attempt++) {
+    assert.ok(attempt < 200, "the entry never expired");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.deepEqual(await agent.claim(), { status: 409, body: { error: "session_offline" } });
+});
+
+test("concurrent claims lease a command once, and a cancel racing a claim never both win", async (t) => {
+  const server = await startServer();
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  const operator = operatorApi(server);
+  await agent.heartbeat();
+
+  await operator.create({ session_id: "s-1", instruction: "only once" });
+  const claims = await Promise.all(Array.from({ length: 6 }, () => agent.claim()));
+  const winners = claims.filter((c) => c.body.command);
+  assert.equal(winners.length, 1);
+  await agent.ack(winners[0]!.body.command.command_id, winners[0]!.body.lease.token);
+
+  for (let round = 0; round < 10; round++) {
+    const { command_id } = (await operator.create({ session_id: "s-1", instruction: `race ${round}` })).body.command;
+    const [cancel, claim] = await Promise.all([operator.cancel(command_id), agent.claim()]);
+    const cancelled = cancel.status === 200;
+    const claimed = claim.body.command?.command_id === command_id;
+    assert.ok(cancelled !== claimed, `round ${round}: cancel ${cancel.status} ${JSON.stringify(cancel.body)}, claim ${JSON.stringify(claim.body)}`);
+    if (claimed) {
+      assert.deepEqual(cancel.body, { error: "delivery_started" });
+      await agent.ack(command_id, claim.body.lease.token);
+    }
+  }
+});
