@@ -3,6 +3,7 @@
  * the extension and an operator would call them. Every answer is returned as status plus parsed
  * body, so tests assert on both.
  */
+import type { TestContext } from "node:test";
 import { fetch } from "undici";
 import type { Heartbeat } from "../../protocol.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions } from "../helpers/koishi.ts";
@@ -67,4 +68,13 @@ export function operatorApi(harness: KoishiHarness, token = OPERATOR_TOKEN) {
 /** A real Koishi app with the operator API on; stopped (and its temp folder removed) by the caller. */
 export function startServer(options: KoishiOptions = {}): Promise<KoishiHarness> {
   return startKoishi({ ...options, config: { operatorToken: OPERATOR_TOKEN, ...options.config } });
+}
+
+/** A server with the operator API on and session `s-1` (runtime `r-1`) online, stopped after the test. */
+export async function onlineServer(t: TestContext, options: KoishiOptions = {}) {
+  const server = await startServer(options);
+  t.after(() => server.stop());
+  const agent = agentApi(server);
+  await agent.heartbeat();
+  return { server, agent, operator: operatorApi(server) };
 }

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection } from "../../protocol.ts";
 import { CommandNotifier } from "../../server/command-queue.ts";
-import { agentApi, operatorApi, startServer } from "./agent-api.ts";
+import { agentApi, onlineServer, operatorApi, startServer } from "./agent-api.ts";
 import { imageOf } from "./images.ts";
 
 test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {
@@ -60,11 +60,7 @@ test("bad heartbeats are refused with the protocol's errors", async (t) => {
 });
 
 test("commands are claimed one at a time, in order, and acknowledged idempotently", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
 
   const ids: string[] = [];
   for (const instruction of ["first", "second", "third"]) {
@@ -98,11 +94,7 @@ test("commands are claimed one at a time, in order, and acknowledged idempotentl
 });
 
 test("a repeated request key returns the same command; other content under it is refused", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { operator } = await onlineServer(t);
   const image = imageOf("image/png", 64, 1);
   const body = { session_id: "s-1", instruction: "look at this", images: [image], request_key: "call-1" };
 
@@ -125,11 +117,7 @@ test("a repeated request key returns the same command; other content under it is
 });
 
 test("cancel works only before the first claim, and answers why afterwards", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
 
   const doomed = (await operator.create({ session_id: "s-1", instruction: "never mind" })).body.command.command_id;
   const kept = (await operator.create({ session_id: "s-1", instruction: "do it" })).body.command.command_id;
@@ -149,11 +137,7 @@ test("cancel works only before the first claim, and answers why afterwards", asy
 });
 
 test("an expired lease is redelivered, is no longer cancellable, and only the newest lease can ACK", async (t) => {
-  const server = await startServer({ config: { commandLeaseMs: 300 } });
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t, { config: { commandLeaseMs: 300 } });
   const { command_id } = (await operator.create({ session_id: "s-1", instruction: "once" })).body.command;
 
   const first = await agent.claim();
@@ -188,11 +172,7 @@ test("a new runtime of the session takes over an unexpired lease at once", async
 });
 
 test("leases, tombstones and request keys survive a server restart; the registry does not", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { server, agent, operator } = await onlineServer(t);
   const leasedId = (await operator.create({ session_id: "s-1", instruction: "in flight" })).body.command.command_id;
   const cancelledBody = { session_id: "s-1", instruction: "withdrawn", request_key: "k-cancel" };
   const cancelledId = (await operator.create(cancelledBody)).body.command.command_id;
@@ -227,11 +207,7 @@ test("a proactive message to an offline session is refused and nothing is queued
 });
 
 test("a long poll is answered as soon as a command for its session is created", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
   await agent.heartbeat({ session_id: "s-2", runtime_id: "r-2" });
 
   const polling = agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs });
@@ -282,11 +258,7 @@ test("bad claim and ack requests get clear errors", async (t) => {
 });
 
 test("images: every per-command limit is checked before anything is queued", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { operator } = await onlineServer(t);
   const png = (bytes: number) => imageOf("image/png", bytes);
   const cases: [string, unknown[], string][] = [
     ["five images", Array.from({ length: 5 }, () => png(10)), "invalid_request"],
@@ -308,11 +280,7 @@ test("images: every per-command limit is checked before anything is queued", asy
 });
 
 test("images: the budget counts pending and leased commands and is released at final states", async (t) => {
-  const server = await startServer({ config: { commandImageBudgetBytes: 1000 } });
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { server, agent, operator } = await onlineServer(t, { config: { commandImageBudgetBytes: 1000 } });
   const withImage = (instruction: string) => operator.create({ session_id: "s-1", instruction, images: [imageOf("image/jpeg", 600)] });
 
   const first = await withImage("first");
@@ -342,11 +310,7 @@ test("images: the budget counts pending and leased commands and is released at f
 });
 
 test("images: a client without the capability never gets an image command", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
   const image = imageOf("image/gif", 256, 7);
   const imageId = (await operator.create({ session_id: "s-1", instruction: "with picture", images: [image] })).body.command.command_id;
   await operator.create({ session_id: "s-1", instruction: "text only" });
@@ -384,11 +348,7 @@ test("a session whose heartbeats stop expires after the server's TTL and can no 
 });
 
 test("concurrent claims lease a command once, and a cancel racing a claim never both win", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
 
   await operator.create({ session_id: "s-1", instruction: "only once" });
   const claims = await Promise.all(Array.from({ length: 6 }, () => agent.claim()));

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CancelAnswer, CommandSummary, LIMITS, OperatorCommandList, OperatorSessionList } from "../../protocol.ts";
 import { startKoishi } from "../helpers/koishi.ts";
-import { OPERATOR_TOKEN, agentApi, call, operatorApi, startServer } from "./agent-api.ts";
+import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
 import { imageOf } from "./images.ts";
 
 test("the operator API is off without its own token, and never accepts the agents' token", async (t) => {
@@ -49,11 +49,7 @@ test("with an event id a command answers that notice; the event must belong to t
 });
 
 test("listing is newest first, bounded, previews only, and of that session only", async (t) => {
-  const server = await startServer();
-  t.after(() => server.stop());
-  const agent = agentApi(server);
-  const operator = operatorApi(server);
-  await agent.heartbeat();
+  const { agent, operator } = await onlineServer(t);
   await agent.heartbeat({ session_id: "s-2", runtime_id: "r-2" });
   await operator.create({ session_id: "s-1", instruction: "leased one" });
   const claimed = await agent.claim();
