@@ -283,6 +283,7 @@ export const CommandRoutes = {
   apply(ctx: Context, { api, registry, commands, leaseMs }: CommandRoutesDeps) {
     const { notifier } = commands;
     ctx.on("dispose", () => notifier.close());
+    for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
     const logger = ctx.logger("notify-webhook");
     ctx.setInterval(() => {
       commands.expireLeases().catch((error: unknown) => logger.warn("lease sweep failed: %s", error instanceof Error ? error.message : String(error)));

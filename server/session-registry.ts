@@ -105,6 +105,7 @@ export const SessionRoutes = {
   reusable: true,
   apply(ctx: Context, { api, registry }: SessionRoutesDeps) {
     ctx.setInterval(() => registry.sweep(), Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
+    api.offer(ctx, "presence");
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
       registry.record(parseWith(Heartbeat, request.body));
       return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString() } satisfies HeartbeatAnswer);

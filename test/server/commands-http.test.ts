@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection } from "../../protocol.ts";
 import { CommandNotifier } from "../../server/command-queue.ts";
-import { agentApi, onlineServer, operatorApi, startServer } from "./agent-api.ts";
+import { agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
 import { imageOf } from "./images.ts";
 
 test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {
@@ -23,6 +23,10 @@ test("heartbeats make a session visible as its safe projection until it goes off
   assert.ok(!JSON.stringify(listed.body).includes("r-1"), "runtime ids never leave the registry");
   const s1 = listed.body.sessions.find((s: SessionProjection) => s.session_id === "s-1");
   assert.equal(s1.state, "running");
+
+  const health = await call(server, "GET", "/health");
+  for (const capability of ["presence", "commands", "command_images", "long_poll"]) assert.ok(health.body.capabilities.includes(capability), capability);
+  assert.equal(health.body.protocol.commands, 2);
 
   assert.deepEqual((await agent.offline("s-1", "r-1")).body, { removed: true });
   assert.deepEqual((await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id), ["s-2"]);
