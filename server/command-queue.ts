@@ -208,14 +208,16 @@ export class CommandStore {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const now = new Date();
-      const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { sort: { seq: "asc" } });
-      const picked = pickClaim(active, now, { runtimeId, supportsImages: withImages });
+      // Picking needs no image bytes; only the leased command's are read, once it is ours.
+      const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
+      const picked = pickClaim(active.map((row) => ({ ...row, images: [] })), now, { runtimeId, supportsImages: withImages });
       if (!picked) return { command: null };
       const token = randomBytes(24).toString("base64url");
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
       if (matched === 1) {
-        return { command: claimedCommand(picked), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
+        const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
+        return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
     }
     // Lost every race for this session's head: nothing leased, the client simply claims again.
@@ -247,10 +249,11 @@ export class CommandStore {
     const now = new Date();
     const db = this.#ctx.database;
     const expired = await db.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
-    for (const record of expired) {
-      const patch = expiryPatch({ ...record, images: [] }, now);
+    for (const row of expired) {
+      const record = { ...row, images: [] };
+      const patch = expiryPatch(record, now);
       if (!patch) continue;
-      const { matched } = await db.set(COMMAND_TABLE, where(guardOf({ ...record, images: [] })), patch);
+      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
       if (matched === 1) this.notifier.notify(record.session_id);
     }
   }
