@@ -4,6 +4,7 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { Readable } from "node:stream";
 import { request } from "undici";
 import { EventAccepted, LIMITS } from "../../protocol.ts";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
@@ -198,7 +199,7 @@ describe("POST /events", () => {
       const streamed = await request(`${koishi.baseUrl}/events`, {
         method: "POST",
         headers: { authorization: `Bearer ${koishi.token}` },
-        body: chunks(),
+        body: Readable.from(chunks()),
       });
       assert.equal(streamed.statusCode, 413);
       assert.deepEqual(await streamed.body.json(), { error: "payload_too_large" });

@@ -6,6 +6,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ForkScope } from "koishi";
+import type {} from "@koishijs/plugin-mock";
 import { NO_PERSONA_ERROR } from "../../server/event-worker.ts";
 import { formatDirectMessage } from "../../server/direct.ts";
 import { EventBody } from "../../protocol.ts";

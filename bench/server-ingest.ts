@@ -1,0 +1,165 @@
+/**
+ * `npm run bench:server`: event ingest of the notify-webhook plugin on loopback.
+ *
+ * Two servers in the same run, each with its own SQLite file:
+ * - "plugin": the real Koishi app (plugin-server, SQLite driver, notify-webhook) answering
+ *   POST /events — token check, own body reading, zod validation, idempotency lookup, insert;
+ * - "bare": a plain node:http handler doing the same work without Koishi's HTTP stack: read the
+ *   body, validate it with the same schema, and insert the same row through the same minato table.
+ * A kept-alive undici client sends CONCURRENCY requests at a time; rounds alternate between the two.
+ * The worker is kept idle (no persona, long wait) so that only ingest is measured.
+ * Reports throughput (events/s) and p50/p99 latency, and the plugin/bare throughput ratio.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage } from "node:http";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Context, ForkScope, Plugin } from "koishi";
+import { Pool } from "undici";
+import { EventBody } from "../protocol.ts";
+import { bodyHash } from "../server/events.ts";
+import { EVENT_TABLE, declareEventTable } from "../server/event-store.ts";
+import { koishi } from "../server/koishi.ts";
+import { freePort, startKoishi } from "../test/helpers/koishi.ts";
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+
+interface Target {
+  name: "plugin" | "bare";
+  origin: string;
+  path: string;
+  token: string;
+}
+
+function eventBody(): string {
+  return JSON.stringify({
+    event_id: `bench:${randomUUID()}`,
+    session_id: "bench-session",
+    source: "Pi Agent · bench",
+    task: "基准测试",
+    status: "completed",
+    summary: "完成".repeat(100),
+    details: { stop_reason: "stop" },
+    url: null,
+    context_usage: { used_tokens: 48000, context_window: 200000, percent: 24 },
+    created_at: new Date().toISOString(),
+  });
+}
+
+async function readAll(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** The bare baseline: node:http + the same schema + the same table, in its own Koishi database. */
+async function startBare(dir: string) {
+  const require = createRequire(import.meta.url);
+  const app = new koishi.Context();
+  const plugin = app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope;
+  const sqlite = plugin(require("@minatojs/driver-sqlite").default as Plugin<Context>, { path: join(dir, "bare.db") });
+  const table = app.plugin({ name: "bare-table", inject: ["database"], apply: declareEventTable });
+  await app.start();
+  const database = app.database;
+  const server = createServer(async (request, response) => {
+    const event = EventBody.parse(JSON.parse(await readAll(request)));
+    const now = new Date().toISOString();
+    await database.create(EVENT_TABLE, {
+      event_id: event.event_id,
+      session_id: event.session_id,
+      status: event.status,
+      delivery: event.delivery,
+      body: JSON.stringify(event),
+      body_hash: bodyHash(event),
+      seq: 0,
+      state: "queued",
+      attempts: 0,
+      error: null,
+      message_id: null,
+      created_at: event.created_at,
+      received_at: now,
+      updated_at: now,
+    });
+    response.writeHead(202, { "content-type": "application/json" });
+    response.end(JSON.stringify({ event_id: event.event_id, state: "queued", duplicate: false }));
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    async stop() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      table.dispose();
+      sqlite.dispose();
+      await app.stop();
+    },
+  };
+}
+
+async function measure(target: Target): Promise<{ perSecond: number; p50: number; p99: number }> {
+  const pool = new Pool(target.origin, { connections: CONCURRENCY, keepAliveTimeout: 30_000 });
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < EVENTS) {
+        next++;
+        const body = eventBody();
+        const sent = performance.now();
+        const response = await pool.request({
+          method: "POST",
+          path: target.path,
+          headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
+          body,
+        });
+        await response.body.text();
+        if (response.statusCode !== 202) throw new Error(`${target.name}: ${response.statusCode}`);
+        latencies.push(performance.now() - sent);
+      }
+    }),
+  );
+  const elapsedMs = performance.now() - started;
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+  return { perSecond: (EVENTS / elapsedMs) * 1000, p50: at(0.5), p99: at(0.99) };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+async function main() {
+  const dir = await mkdtemp(join(tmpdir(), "anon-notify-bench-server-"));
+  const plugin = await startKoishi({ dataDir: dir, config: { eventsPerMinute: 100_000_000, eventBurst: 1_000_000, personaWaitMs: 1_000_000_000 } });
+  const bare = await startBare(dir);
+  const targets: Target[] = [
+    { name: "plugin", origin: new URL(plugin.baseUrl).origin, path: `${new URL(plugin.baseUrl).pathname}/events`, token: plugin.token },
+    { name: "bare", origin: bare.origin, path: "/events", token: "" },
+  ];
+  const results: Record<Target["name"], { perSecond: number; p50: number; p99: number }[]> = { plugin: [], bare: [] };
+  try {
+    for (const target of targets) await measure({ ...target }); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const target of round % 2 === 0 ? targets : [...targets].reverse()) results[target.name].push(await measure(target));
+    }
+  } finally {
+    await bare.stop();
+    await plugin.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  console.log(`server ingest: ${EVENTS} events × ${ROUNDS} rounds, ${CONCURRENCY} in flight, kept-alive undici, loopback, Node ${process.version}`);
+  for (const name of ["plugin", "bare"] as const) {
+    const rows = results[name];
+    console.log(
+      `  ${name.padEnd(6)}  ${median(rows.map((r) => r.perSecond)).toFixed(0).padStart(6)} events/s   p50 ${median(rows.map((r) => r.p50)).toFixed(2)} ms   p99 ${median(rows.map((r) => r.p99)).toFixed(2)} ms`,
+    );
+  }
+  const ratio = median(results.plugin.map((r) => r.perSecond)) / median(results.bare.map((r) => r.perSecond));
+  console.log(`  plugin/bare throughput ratio: ${ratio.toFixed(2)}`);
+}
+
+await main();
