@@ -12,11 +12,12 @@
  * when the interrupt dropped Pi's queue (TUI Esc) is written into the session without starting a
  * run, then reported the same way, so it is neither lost nor run against the user's interrupt.
  */
-import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { AckAnswer, ClaimAnswer, type ClaimedCommand, LIMITS } from "./protocol.ts";
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
-import type { CommandJournal } from "./journal.ts";
-import { describe, type ApiClient, type Presence } from "./presence.ts";
+import { openCommandJournal, type CommandJournal } from "./journal.ts";
+import { describe, type ApiClient, type Connection, type Presence } from "./presence.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./delivery.ts";
 import { SEND_CHANNEL, type SendRequest } from "./state-bus.ts";
 
 /** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
@@ -25,7 +26,8 @@ export const BOUNDARY_CLAIM_TIMEOUT_MS = 10_000;
 export const ACK_TIMEOUT_MS = 10_000;
 export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
-export const RETRY_MAX_MS = 30_000;
+/** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
+export const STOP_GRACE_MS = 2_000;
 
 // ── Pure decisions ──────────────────────────────────────────────────────────
 
@@ -74,12 +76,6 @@ export function repollDelay(elapsedMs: number, minIntervalMs: number): number {
   return Math.max(0, minIntervalMs - elapsedMs);
 }
 
-/** Exponential backoff after consecutive failures, raised to the server's Retry-After when it gave one. */
-export function retryDelay(failures: number, retryAfterMs?: number): number {
-  const exponential = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.max(0, failures - 1));
-  return Math.min(LIMITS.retryAfterMaxMs, Math.max(exponential, retryAfterMs ?? 0));
-}
-
 /** What one top-level run did with commands, in order. */
 export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
 
@@ -120,12 +116,10 @@ interface Lease {
 }
 
 export interface CommandChannelDeps {
-  client: ApiClient;
   presence: Presence;
-  journal: CommandJournal;
   runtimeId: string;
-  longPollMs: number;
-  idlePollIntervalMs: number;
+  /** The client and configuration of the bound session; undefined when it has none (nothing starts). */
+  connection: () => Connection | undefined;
   /** Tells the user once per distinct failure; the channel never throws into Pi. */
   report: (message: string) => void;
   now?: () => number;
@@ -141,7 +135,10 @@ export interface CommandChannel {
 /** Registers the renderer and the Pi handlers; call once from the extension factory. */
 export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps): CommandChannel {
   const now = deps.now ?? Date.now;
+  let client: ApiClient | undefined;
+  let settings: Connection["config"]["command"] | undefined;
   let ctx: ExtensionContext | undefined;
+  let journal: CommandJournal | undefined;
   let running = false;
   let generation = 0;
   let claim: AbortController | undefined;
@@ -165,6 +162,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     }
   };
   const sessionId = () => ctx?.sessionManager.getSessionId();
+  const journaled = (commandId: string) => journal?.has(commandId) ?? false;
 
   const reportOnce = (message: string) => {
     if (message !== lastFailure) deps.report(message);
@@ -212,20 +210,20 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         outstanding: held !== undefined || sent.size > 0,
         backingOff: wakeTimer !== undefined,
       },
-      deps.longPollMs,
+      settings?.longPollMs ?? 0,
     );
     if (plan.claim) void claimOnce(plan.waitMs);
   }
 
   async function claimOnce(waitMs: number) {
     const id = sessionId();
-    if (!id) return;
+    if (!id || !client || !settings) return;
     const controller = new AbortController();
     claim = controller;
     const startedAt = now();
     const mine = generation;
     try {
-      const answer = await deps.client.request("GET", "commands", {
+      const answer = await client.request("GET", "commands", {
         query: {
           session_id: id,
           runtime_id: deps.runtimeId,
@@ -242,16 +240,18 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (answer.command) {
         claimed({ command: answer.command, token: answer.lease.token });
       } else if (running && mine === generation && isIdle()) {
-        const delay = repollDelay(now() - startedAt, deps.idlePollIntervalMs);
+        const delay = repollDelay(now() - startedAt, settings.idlePollIntervalMs);
         if (delay > 0) return wakeAfter(delay);
       }
-    } catch (error) {
+    } catch (thrown) {
       claim = undefined;
       if (controller.signal.aborted || mine !== generation) return;
       failures++;
-      if (errorCode(error) === "session_offline") deps.presence.beat();
-      reportOnce(`领取 Anon 指令失败：${describe(error)}`);
-      return wakeAfter(retryDelay(failures, retryAfterOf(error)));
+      const error = asDeliveryError(thrown);
+      // The server lost this runtime (restart, TTL): a heartbeat now re-registers it before the retry.
+      if (error.code === "session_offline") deps.presence.beat();
+      reportOnce(`领取 Anon 指令失败：${error.message}`);
+      return wakeAfter(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random));
     }
     evaluate(false);
   }
@@ -259,7 +259,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   function claimed(lease: Lease) {
     const { command_id } = lease.command;
     const plan = planDelivery({
-      alreadyDelivered: deps.journal.has(command_id) || inSession(command_id) || sent.has(command_id),
+      alreadyDelivered: journaled(command_id) || inSession(command_id) || sent.has(command_id),
       idle: isIdle(),
       atBoundary: false,
     });
@@ -288,31 +288,28 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     const task = (async () => {
       const { command_id, event_id } = lease.command;
       try {
-        if (!deps.journal.has(command_id)) {
-          await deps.journal.record({ command_id, event_id, session_id: id, delivered_at: new Date(now()).toISOString() });
+        if (!journal) throw new Error("journal not open");
+        if (!journal.has(command_id)) {
+          await journal.record({ command_id, event_id, session_id: id, delivered_at: new Date(now()).toISOString() });
         }
       } catch (error) {
         // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
         // command in the session and tries again.
-        deps.report(`写入指令日志失败（${deps.journal.file}）：${describe(error)}`);
+        deps.report(`写入指令日志失败（${settings?.journal}）：${describe(error)}`);
         return;
       }
-      for (let attempt = 1; attempt <= ACK_ATTEMPTS; attempt++) {
-        try {
-          await deps.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
+      const acked = await runWithRetry(
+        () => {
+          if (!client) throw new Error("no connection");
+          return client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
             body: { session_id: id, runtime_id: deps.runtimeId, lease_token: lease.token },
             timeoutMs: ACK_TIMEOUT_MS,
             schema: AckAnswer,
           });
-          return;
-        } catch (error) {
-          if (attempt === ACK_ATTEMPTS || isFinalAckError(error)) {
-            reportOnce(`确认 Anon 指令失败（租约到期后会重发并按日志去重）：${describe(error)}`);
-            return;
-          }
-          await sleep(retryDelay(attempt, retryAfterOf(error)));
-        }
-      }
+        },
+        { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
+      );
+      if (!acked.ok) reportOnce(`确认 Anon 指令失败（租约到期后会重发并按日志去重）：${acked.error.message}`);
     })();
     confirming.add(task);
     void task.finally(() => confirming.delete(task));
@@ -362,9 +359,6 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     ctx = c;
     evaluate(false);
   });
-  pi.on("session_shutdown", () => {
-    void stop();
-  });
 
   function settleRun(c: ExtensionContext) {
     const finished = run;
@@ -399,10 +393,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   }
 
   async function stop() {
-    if (!running) {
-      await Promise.allSettled([...confirming]);
-      return;
-    }
+    if (!running) return settleConfirmations();
     running = false;
     generation++;
     clearTimeout(wakeTimer);
@@ -411,43 +402,47 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     claim = undefined;
     // A held lease simply expires on the server and comes back to the next runtime of this session.
     held = undefined;
-    await Promise.allSettled([...confirming]);
+    await settleConfirmations();
+  }
+
+  /** Journal lines are written first, so an ACK cut short here is only redelivered and ACKed later. */
+  async function settleConfirmations() {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_GRACE_MS)));
+    await Promise.race([Promise.allSettled([...confirming]), grace]);
+    clearTimeout(timer);
   }
 
   return {
     start(c) {
       ctx = c;
       if (running) return;
+      const current = deps.connection();
+      if (!current) return deps.report("Anon 指令通道未启动：当前会话没有可用的服务端连接。");
+      // `command.enabled: false` switches off polling only; presence still runs.
+      if (!current.config.command.enabled) return;
+      client = current.client;
+      const config = current.config.command;
+      settings = config;
       running = true;
       failures = 0;
       lastFailure = undefined;
       const mine = ++generation;
-      // The server lets a runtime claim only after it has seen that runtime's heartbeat.
-      void deps.presence.nextAccepted().then((accepted) => {
+      void (async () => {
+        try {
+          const opened = await openCommandJournal(config.journal);
+          journal = opened.journal;
+          if (opened.skippedLines > 0) deps.report(`指令日志 ${config.journal} 有 ${opened.skippedLines} 行无法识别，已跳过`);
+        } catch (error) {
+          // Without the journal no delivery could be deduplicated, so the channel stays off.
+          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${describe(error)}`);
+          return;
+        }
+        // The server lets a runtime claim only after it has seen that runtime's heartbeat.
+        const accepted = await deps.presence.whenAccepted();
         if (accepted && running && mine === generation) evaluate(false);
-      });
+      })();
     },
     stop,
   };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
-}
-
-/** The wire error code of a failed request, when the server sent one. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : undefined;
-}
-
-function retryAfterOf(error: unknown): number | undefined {
-  const value = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
-  return typeof value === "number" ? value : undefined;
-}
-
-/** The lease is gone (expired and re-leased, or the command is final): retrying this ACK cannot help. */
-function isFinalAckError(error: unknown): boolean {
-  const code = errorCode(error);
-  return code === "lease_mismatch" || code === "not_found" || code === "already_accepted";
 }

@@ -46,6 +46,8 @@ import {
 import { externalNotice, finalNotice, sampleContextUsage, transientNotice, type NoticeContext } from "./notice.ts";
 import { openOutbox, type Outbox } from "./outbox.ts";
 import { installSink } from "./sink/index.ts";
+import { installPresence } from "./presence.ts";
+import { installCommandChannel } from "./commands.ts";
 import { RecipientAnswer } from "./protocol.ts";
 import {
   SEND_CHANNEL,
@@ -121,6 +123,11 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   const notifying = (): boolean => !!state && servicesEnabled(facts(state)) && !!state.delivery;
+
+  // Heartbeats and the command channel: started and stopped through the services seam below.
+  const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
+  const presence = installPresence(pi, { runtimeId, connection, report });
+  services.push(presence, installCommandChannel(pi, { presence, runtimeId, connection, report }));
 
   const facts = (s: SessionState): SessionFacts => ({ sessionActive: s.active, subagent: s.subagent, config: s.configState });
 

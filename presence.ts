@@ -8,7 +8,7 @@
  * `installPresence` is the thin edge holding the timer, the Pi handlers and the HTTP calls.
  */
 import { randomUUID } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import {
   Heartbeat,
   HeartbeatAnswer,
@@ -17,28 +17,20 @@ import {
   PROTOCOL_VERSIONS,
   type SessionRunState,
 } from "./protocol.ts";
-import type { z } from "zod";
+import type { Config } from "./config.ts";
+import type { WebhookClient } from "./delivery.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
 
-/**
- * The slice of the extension's HTTP client (delivery.ts) that presence and commands use: a path
- * under the API base, a zod schema for the answer, a timeout and an abort signal.
- */
-export interface ApiClient {
-  request<T>(
-    method: "GET" | "POST",
-    path: string,
-    options: {
-      body?: unknown;
-      query?: Record<string, string | number | undefined>;
-      timeoutMs?: number;
-      schema: z.ZodType<T>;
-      signal?: AbortSignal;
-    },
-  ): Promise<T>;
+/** The slice of the extension's HTTP client (delivery.ts) that presence and commands use. */
+export type ApiClient = Pick<WebhookClient, "request">;
+
+/** What a started service talks to: the session's client and its configuration, as of the start. */
+export interface Connection {
+  client: ApiClient;
+  config: Pick<Config, "presence" | "command">;
 }
 
 // ── Pure decisions ──────────────────────────────────────────────────────────
@@ -130,9 +122,9 @@ export function createRuntimeId(): string {
 // ── Edge ────────────────────────────────────────────────────────────────────
 
 export interface PresenceDeps {
-  client: ApiClient;
   runtimeId: string;
-  heartbeatIntervalMs: number;
+  /** The client and configuration of the bound session; undefined when it has none (nothing starts). */
+  connection: () => Connection | undefined;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
   now?: () => number;
@@ -141,12 +133,12 @@ export interface PresenceDeps {
 export interface Presence {
   /** Starts heartbeating for the session of `ctx`; sends one at once. Idempotent. */
   start(ctx: ExtensionContext): void;
-  /** Stops the timer and sends one best-effort offline. Idempotent. */
+  /** Stops the timer and sends one best-effort offline (bounded: OFFLINE_TIMEOUT_MS). Idempotent. */
   stop(): Promise<void>;
   /** Asks for a heartbeat now (coalesced with one in flight). */
   beat(): void;
-  /** Resolves true at the next accepted heartbeat, false if presence stops first. */
-  nextAccepted(): Promise<boolean>;
+  /** Resolves true once the server has accepted this runtime's latest heartbeat, false if presence stops first. */
+  whenAccepted(): Promise<boolean>;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
 }
@@ -157,7 +149,7 @@ export interface Presence {
  */
 export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence {
   const now = deps.now ?? Date.now;
-  const requestTimeoutMs = Math.min(deps.heartbeatIntervalMs, HEARTBEAT_TIMEOUT_CAP_MS);
+  let connection: { client: ApiClient; intervalMs: number } | undefined;
   let ctx: ExtensionContext | undefined;
   let running = false;
   let loop = IDLE_LOOP;
@@ -165,6 +157,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let inFlight: { controller: AbortController; done: Promise<void> } | undefined;
   let activity: Activity = { lastActivityAt: now(), runningTools: new Map() };
   let lastFailure: string | undefined;
+  let accepted = false;
   let waiters: ((accepted: boolean) => void)[] = [];
 
   const settleWaiters = (accepted: boolean) => {
@@ -192,25 +185,27 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
 
   const send = () => {
     const body = snapshot();
-    if (!body) {
+    if (!body || !connection) {
       loop = IDLE_LOOP;
       return;
     }
     const controller = new AbortController();
-    const done = deps.client
+    const done = connection.client
       .request("POST", "sessions/heartbeat", {
         body: buildHeartbeat(body),
-        timeoutMs: requestTimeoutMs,
+        timeoutMs: Math.min(connection.intervalMs, HEARTBEAT_TIMEOUT_CAP_MS),
         schema: HeartbeatAnswer,
         signal: controller.signal,
       })
       .then(
         () => {
           lastFailure = undefined;
+          accepted = true;
           settleWaiters(true);
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;
+          accepted = false;
           const message = `在线心跳发送失败：${describe(error)}`;
           if (message !== lastFailure) deps.report(message);
           lastFailure = message;
@@ -261,6 +256,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   const stop = async () => {
     if (!running) return;
     running = false;
+    accepted = false;
     clearInterval(timer);
     timer = undefined;
     settleWaiters(false);
@@ -271,9 +267,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       await inFlight.done;
     }
     loop = IDLE_LOOP;
-    if (!body) return;
+    if (!body || !connection) return;
     try {
-      await deps.client.request("POST", "sessions/offline", {
+      await connection.client.request("POST", "sessions/offline", {
         body: { session_id: body.sessionId, runtime_id: body.runtimeId },
         timeoutMs: OFFLINE_TIMEOUT_MS,
         schema: OfflineAnswer,
@@ -282,24 +278,26 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       // Best effort by specification: the server forgets the runtime after its TTL anyway.
     }
   };
-  pi.on("session_shutdown", () => {
-    void stop();
-  });
-
   return {
     start(c) {
       ctx = c;
       if (running) return;
+      const current = deps.connection();
+      if (!current) return deps.report("在线心跳未启动：当前会话没有可用的服务端连接。");
+      connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
       running = true;
       lastFailure = undefined;
       activity = { lastActivityAt: now(), runningTools: new Map() };
-      timer = setInterval(beat, deps.heartbeatIntervalMs);
+      timer = setInterval(beat, connection.intervalMs);
       timer.unref();
       beat();
     },
     stop,
     beat,
-    nextAccepted: () => (running ? new Promise((resolve) => waiters.push(resolve)) : Promise.resolve(false)),
+    whenAccepted: () => {
+      if (!running) return Promise.resolve(false);
+      return accepted ? Promise.resolve(true) : new Promise((resolve) => waiters.push(resolve));
+    },
     supportsImages: () => {
       try {
         return modelSupportsImages(ctx?.model);

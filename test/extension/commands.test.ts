@@ -8,7 +8,6 @@ import {
   planClaim,
   planDelivery,
   repollDelay,
-  retryDelay,
   unansweredAfterInterrupt,
   type ClaimFacts,
   type RunFact,
@@ -49,13 +48,6 @@ test("an empty answer is re-polled at once after a held request, and no faster t
   assert.equal(repollDelay(25_000, 1_000), 0);
   assert.equal(repollDelay(1_000, 1_000), 0);
   assert.equal(repollDelay(3, 1_000), 997);
-});
-
-test("retry delays grow, are capped, and honour Retry-After up to 60 s", () => {
-  assert.deepEqual([1, 2, 3, 4].map((n) => retryDelay(n)), [500, 1_000, 2_000, 4_000]);
-  assert.equal(retryDelay(30), 30_000);
-  assert.equal(retryDelay(1, 7_000), 7_000);
-  assert.equal(retryDelay(1, 600_000), 60_000);
 });
 
 test("only an interrupt leaves commands unanswered, and any later reply answers them", () => {

@@ -1,0 +1,308 @@
+/**
+ * Presence and the command channel inside a REAL Pi session (SDK + faux model), talking over real
+ * HTTP (the extension's own undici client) to a scripted protocol server on 127.0.0.1.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { ExtensionFactory, ToolDefinition } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
+import { createWebhookClient } from "../../delivery.ts";
+import { installCommandChannel, type CommandChannel } from "../../commands.ts";
+import { installPresence, createRuntimeId, type Presence } from "../../presence.ts";
+import { COMMAND_MESSAGE_TYPE } from "../../command-message.ts";
+import { SEND_CHANNEL } from "../../state-bus.ts";
+import { DEFAULT_CONFIG } from "../../config.ts";
+import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../helpers/pi.ts";
+import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
+
+const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+interface Observed {
+  reports: string[];
+  bus: unknown[];
+  runtimeIds: string[];
+  presence?: Presence;
+  channel?: CommandChannel;
+}
+
+/** The two services wired the way index.ts does, started as soon as the session starts (an active session). */
+function servicesExtension(api: ScriptedApi, journalFile: string, observed: Observed, heartbeatIntervalMs = 60_000): ExtensionFactory {
+  return (pi) => {
+    const client = createWebhookClient({ endpoint: api.endpoint, token: api.token, timeoutMs: 5_000 });
+    const runtimeId = createRuntimeId();
+    observed.runtimeIds.push(runtimeId);
+    const report = (message: string) => observed.reports.push(message);
+    const config = {
+      presence: { ...DEFAULT_CONFIG.presence, heartbeatIntervalMs },
+      command: { ...DEFAULT_CONFIG.command, journal: journalFile, longPollMs: 20_000 },
+    };
+    const connection = () => ({ client, config });
+    const presence = installPresence(pi, { runtimeId, connection, report });
+    const channel = installCommandChannel(pi, { presence, runtimeId, connection, report });
+    observed.presence = presence;
+    observed.channel = channel;
+    pi.events.on(SEND_CHANNEL, (data) => observed.bus.push(data));
+    pi.on("session_start", (_event, ctx) => {
+      presence.start(ctx);
+      channel.start(ctx);
+    });
+    pi.on("session_shutdown", async () => {
+      await Promise.all([channel.stop(), presence.stop()]);
+      await client.close();
+    });
+  };
+}
+
+/** Starts scripted servers and Pi runtimes for one test and tears all of them down after it, newest first. */
+function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
+  const teardown: (() => Promise<void> | void)[] = [];
+  t.after(async () => {
+    for (const step of teardown.reverse()) await step();
+  });
+  return {
+    own(root: string) {
+      teardown.push(() => rmSync(root, { recursive: true, force: true }));
+      return root;
+    },
+    async setup(options: { root?: string; sessionFile?: string; tools?: ToolDefinition[]; heartbeatIntervalMs?: number } = {}) {
+      const api = await startScriptedApi();
+      teardown.push(() => api.close());
+      const root = options.root ?? this.own(makeRoot());
+      const journalFile = join(root, "agent", "extension-data", "anon-notify", "commands.jsonl");
+      const observed: Observed = { reports: [], bus: [], runtimeIds: [] };
+      const pi = await startPi({
+        extension: false,
+        root,
+        ...(options.sessionFile ? { sessionFile: options.sessionFile } : {}),
+        tools: options.tools ?? [],
+        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs)],
+      });
+      let disposed = false;
+      const dispose = async () => {
+        if (disposed) return;
+        disposed = true;
+        await pi.dispose({ keepRoot: true });
+      };
+      teardown.push(dispose);
+      return { api, pi, root, journalFile, observed, dispose };
+    },
+  };
+}
+
+/** A tool that runs until the test releases it. */
+function gatedTool(name: string) {
+  const started = latch();
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const tool: ToolDefinition = {
+    name,
+    label: name,
+    description: "Runs until released.",
+    parameters: Type.Object({}),
+    async execute() {
+      started.signal();
+      await released;
+      return { content: [{ type: "text", text: `${name} done` }], details: undefined };
+    },
+  };
+  return { tool, started: started.promise, release: () => release() };
+}
+
+function commandMessages(pi: PiHarness) {
+  return pi.session.sessionManager
+    .getEntries()
+    .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
+    .map((e) => (e as { content: unknown; details: { command_id: string } }));
+}
+
+function journalIds(file: string): string[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map((line) => JSON.parse(line).command_id);
+}
+
+/** Resolves after Pi settles `count` runs from now. */
+function settled(pi: PiHarness, count = 1): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const off = pi.session.subscribe((event) => {
+      if (event.type === "agent_settled" && ++seen === count) {
+        off();
+        resolve();
+      }
+    });
+  });
+}
+
+test("an idle session receives an instruction through the held claim, journals it before the ACK, and answers it", { timeout: 30_000 }, async (t) => {
+  const { api, pi, journalFile, observed } = await fixtures(t).setup();
+  await api.until(() => api.waitingClaims() === 1);
+  assert.equal(api.heartbeats.length, 1, "exactly one heartbeat before the first claim");
+  assert.equal(api.heartbeats[0]!.state, "idle");
+  assert.equal(api.heartbeats[0]!.command_protocol, 2);
+  const held = api.claims.at(-1)!.query;
+  assert.equal(held.wait_ms, 20_000);
+  assert.equal(held.capabilities, "images");
+
+  let journalAtAck: string[] = [];
+  api.onAck = () => (journalAtAck = journalIds(journalFile));
+  pi.script([ai.fauxAssistantMessage("已经重新运行测试，全部通过。")]);
+  const done = settled(pi);
+  api.enqueue(command("c-1", "请重新运行测试"));
+  await done;
+  await api.until(() => api.acks.length === 1);
+
+  assert.deepEqual(journalAtAck, ["c-1"], "the id was on disk when the ACK arrived");
+  assert.equal(api.acks[0]!.status, 200);
+  const messages = commandMessages(pi);
+  assert.equal(messages.length, 1);
+  assert.equal(messages[0]!.content, "请重新运行测试");
+  assert.equal(messages[0]!.details.command_id, "c-1");
+  const seen = pi.modelCalls[0]!.messages.at(-1)!;
+  assert.equal(seen.role, "user");
+  assert.equal(JSON.stringify(seen.content).includes("c-1"), false, "no id reaches the model");
+  assert.ok(JSON.stringify(seen.content).includes("请重新运行测试"));
+  assert.deepEqual(observed.reports, []);
+  // Running, then idle again, each reported at once.
+  assert.deepEqual(api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
+});
+
+test("a busy session takes an instruction at a turn boundary, after the tool batch and before the next model call", { timeout: 30_000 }, async (t) => {
+  const slow = gatedTool("slow");
+  const { api, pi } = await fixtures(t).setup({ tools: [slow.tool] });
+  await api.until(() => api.waitingClaims() === 1);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+    ...Array.from({ length: 3 }, () => ai.fauxAssistantMessage("已处理")),
+  ]);
+  const run = pi.prompt("开始一个长任务");
+  await slow.started;
+  // The idle claim is still open: its answer arrives while Pi is busy and is held for a boundary.
+  api.enqueue(command("c-a", "第一条指令"));
+  api.enqueue(command("c-b", "第二条指令"));
+  await api.until(() => api.claims.some((c) => c.answered === "c-a"));
+  slow.release();
+  await run;
+  await api.until(() => api.acks.filter((a) => a.status === 200).length === 2);
+  await pi.session.waitForIdle();
+
+  const branch = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" || e.type === "custom_message");
+  const label = (e: (typeof branch)[number]) =>
+    e.type === "custom_message"
+      ? `custom:${(e.details as { command_id: string }).command_id}`
+      : `${e.message.role}${e.message.role === "assistant" ? `:${e.message.stopReason}` : ""}`;
+  const labels = branch.map(label);
+  assert.deepEqual(labels.filter((l) => l.startsWith("custom:")), ["custom:c-a", "custom:c-b"], "each once, in order");
+  const toolResultAt = labels.indexOf("toolResult");
+  assert.ok(labels.indexOf("custom:c-a") > toolResultAt, "never inside the running tool batch");
+  for (const [i, l] of labels.entries()) {
+    if (!l.startsWith("custom:")) continue;
+    assert.ok(["toolResult", "assistant:stop"].includes(labels[i - 1]!), `${l} follows a finished turn: ${labels.join(" ")}`);
+    assert.equal(labels[i + 1], "assistant:stop", `${l} is answered by the next model call`);
+  }
+  const busyClaims = api.claims.filter((c) => c.answered === "c-b");
+  assert.equal(busyClaims.length, 1);
+  assert.equal(busyClaims[0]!.query.wait_ms, 0, "a busy session claims without holding the request");
+});
+
+test("a redelivered lease and a restarted Pi ACK a journaled command without a second copy in the session", { timeout: 40_000 }, async (t) => {
+  const fx = fixtures(t);
+  const root = fx.own(makeRoot());
+  const first = await fx.setup({ root });
+  await first.api.until(() => first.api.waitingClaims() === 1);
+  first.api.failNextAck("c-1", 409, "lease_mismatch");
+  first.pi.script([ai.fauxAssistantMessage("好的")]);
+  const done = settled(first.pi);
+  first.api.enqueue(command("c-1", "只执行一次"));
+  await done;
+  await first.api.until(() => first.api.acks.length === 1);
+  assert.equal(first.api.acks[0]!.status, 409);
+  // The lease expires on the server; the same runtime claims it again.
+  first.api.expireLease("c-1");
+  await first.api.until(() => first.api.acks.length === 2);
+  assert.equal(first.api.acks[1]!.status, 200);
+  assert.equal(commandMessages(first.pi).length, 1);
+
+  // A new Pi process on the same session and data folder, and a server that hands c-1 out again.
+  const sessionFile = first.pi.sessionFile()!;
+  await first.dispose();
+  const second = await fx.setup({ root, sessionFile });
+  await second.api.until(() => second.api.waitingClaims() === 1);
+  second.api.enqueue(command("c-1", "只执行一次"));
+  await second.api.until(() => second.api.acks.length === 1);
+  assert.equal(second.api.acks[0]!.status, 200);
+  assert.equal(commandMessages(second.pi).length, 1, "still one copy after the restart");
+  assert.deepEqual(journalIds(second.journalFile), ["c-1"]);
+  assert.equal(second.pi.modelCalls.length, 0, "the restarted session never ran the command again");
+});
+
+test("an instruction with images reaches the model as text then image blocks", { timeout: 30_000 }, async (t) => {
+  const { api, pi } = await fixtures(t).setup();
+  await api.until(() => api.waitingClaims() === 1);
+  pi.script([ai.fauxAssistantMessage("看到图片了")]);
+  const done = settled(pi);
+  api.enqueue(command("c-img", "看看这张截图", { images: [{ mime_type: "image/png", data: PNG_1PX }] }));
+  await done;
+  const seen = pi.modelCalls[0]!.messages.at(-1)!;
+  assert.deepEqual(seen.content, [
+    { type: "text", text: "看看这张截图" },
+    { type: "image", data: PNG_1PX, mimeType: "image/png" },
+  ]);
+});
+
+test("an instruction the user interrupts before any reply is kept, ACKed once, and reported to the user and the persona", { timeout: 30_000 }, async (t) => {
+  const { api, pi, observed } = await fixtures(t).setup();
+  await api.until(() => api.waitingClaims() === 1);
+  const modelStarted = latch();
+  pi.script([waitForAbortStep(modelStarted.signal)]);
+  const done = settled(pi);
+  api.enqueue(command("c-x", "把日志整理一下"));
+  await modelStarted.promise;
+  await pi.session.abort();
+  await done;
+  await api.until(() => api.acks.length === 1);
+
+  assert.equal(api.acks[0]!.status, 200, "the session took it in, so it is not redelivered");
+  assert.equal(commandMessages(pi).length, 1);
+  const warnings = pi.notices().filter((n) => n.includes("被中断"));
+  assert.equal(warnings.length, 1);
+  assert.ok(warnings[0]!.includes("把日志整理一下"));
+  assert.deepEqual(observed.bus, [
+    {
+      status: "warning",
+      task: "Anon 指令未得到回复",
+      summary: "指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：把日志整理一下",
+      eventId: "cmd-interrupted:c-x",
+      details: { command_id: "c-x", event_id: "ev-c-x", reason: "interrupted" },
+    },
+  ]);
+});
+
+test("heartbeats follow the real state, never move activity on the timer, and end with one offline", { timeout: 30_000 }, async (t) => {
+  const compile = gatedTool("compile");
+  const { api, pi, observed, dispose } = await fixtures(t).setup({ tools: [compile.tool], heartbeatIntervalMs: 1_000 });
+  await api.until(() => api.heartbeats.length >= 3);
+  const idleBeats = api.heartbeats.slice(0, 3);
+  assert.ok(idleBeats.every((h) => h.state === "idle" && h.activity === null));
+  assert.equal(new Set(idleBeats.map((h) => h.last_activity_at)).size, 1, "the timer alone never advances activity");
+
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("compile", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("编译完成")]);
+  const run = pi.prompt("编译");
+  await compile.started;
+  await api.until(() => api.heartbeats.some((h) => h.activity === "compile"));
+  const during = api.heartbeats.find((h) => h.activity === "compile")!;
+  assert.equal(during.state, "running");
+  assert.ok(Date.parse(during.last_activity_at) > Date.parse(idleBeats[0]!.last_activity_at));
+  compile.release();
+  await run;
+  await api.until(() => api.heartbeats.at(-1)!.state === "idle");
+
+  const sessionFile = pi.sessionFile()!;
+  await dispose();
+  assert.deepEqual(api.offlines, [{ session_id: during.session_id, runtime_id: observed.runtimeIds[0] }]);
+  assert.equal(api.log.filter((l) => l.startsWith("POST /sessions/heartbeat")).length, api.heartbeats.length);
+  const file = readFileSync(sessionFile, "utf8");
+  assert.ok(file.includes("编译完成"));
+  assert.equal(file.includes("heartbeat"), false, "heartbeats never enter the session file");
+});
