@@ -12,6 +12,8 @@ import type { Config } from "./notify-webhook.ts";
 import type { PersonaSlot } from "./persona/port.ts";
 import { fullBucket, takeToken } from "./rate-limit.ts";
 
+const LOAD_RETRY_MS = 1000;
+
 export interface EventsDeps {
   config: Config;
   api: HttpApi;
@@ -37,13 +39,20 @@ export const EventRoutes = {
     const inFlight = new Map<string, Promise<unknown>>();
 
     const release = api.holdUntilReady(ctx);
-    ctx.on("ready", async () => {
-      lastSeq = await store.lastSeq();
-      const pending = await store.pending();
-      for (const row of pending) worker.enqueue(row);
-      if (pending.length > 0) ctx.logger("notify-webhook").info("resuming %d pending events", pending.length);
-      release();
-    });
+    const load = async () => {
+      try {
+        lastSeq = await store.lastSeq();
+        const pending = await store.pending();
+        for (const row of pending) worker.enqueue(row);
+        if (pending.length > 0) ctx.logger("notify-webhook").info("resuming %d pending events", pending.length);
+        release();
+      } catch (error) {
+        // Until the receipts can be read, every route keeps answering 503 rather than guessing.
+        ctx.logger("notify-webhook").error("cannot load event receipts (%s); retrying", error instanceof Error ? error.message : String(error));
+        ctx.setTimeout(load, LOAD_RETRY_MS);
+      }
+    };
+    ctx.on("ready", load);
     api.offer(ctx, "events");
     api.offer(ctx, "direct");
     api.offer(ctx, "context_usage");

@@ -149,7 +149,9 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   });
   await app.start();
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
-  const baseUrl = `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${app.server.port}${API_BASE_PATH}`;
+  // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
+  const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
+  const baseUrl = `http://${reachableHost.includes(":") ? `[${reachableHost}]` : reachableHost}:${app.server.port}${API_BASE_PATH}`;
   console.log(piInstructions(baseUrl, tokenPath, options.configPath, file));
   if (!file.operatorToken) console.log(`运维接口（${baseUrl}/operator/*）Token 文件：${operatorTokenPath}（与 Pi 端 Token 不同）`);
 
