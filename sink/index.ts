@@ -164,9 +164,11 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     };
     if (ended.kind === "completed") {
       emit("run.completed", { ...common, had_response: ended.had_response, answer: ended.answer, answered_at: ended.answered_at });
+    } else if (ended.kind === "failed") {
+      emit("run.failed", { ...common, error: ended.error });
+    } else {
+      emit("run.cancelled", common);
     }
-    else if (ended.kind === "failed") emit("run.failed", { ...common, error: ended.error });
-    else emit("run.cancelled", common);
   };
   const finishTools = (r: ActiveRound, now: number): void => {
     // A call that never reported its end (aborted before finishing) still closes on the app.
@@ -182,9 +184,6 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     sessionId ||= ctx.sessionManager.getSessionId();
     return true;
   };
-  const noteAbort = (ctx: ExtensionContext): void => {
-    if (round && ctx.signal?.aborted) round.facts = withAbort(round.facts);
-  };
 
   const offs = [
     pi.on("before_agent_start", (event) => {
@@ -195,6 +194,9 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
       const now = Date.now();
       if (!round) round = { facts: startRun(now), answer: undefined, tools: new Map() };
       round.facts = withLowLevelStart(round.facts);
+      // Pi 0.87.1 has no aborted flag at settle; each low-level run has its own signal to watch.
+      const current = round;
+      ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
       if (unit) return;
       unit = { runId: randomUUID(), project: basename(ctx.cwd), model: ctx.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined };
       emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: pendingPrompt });
@@ -215,7 +217,6 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     }),
     pi.on("tool_execution_end", (event, ctx) => {
       if (!round || !unit) return;
-      noteAbort(ctx);
       const result = event.result as { terminate?: unknown } | undefined;
       round.facts = withToolEnd(round.facts, { terminate: result?.terminate === true, isError: event.isError });
       const call = round.tools.get(event.toolCallId);
@@ -228,8 +229,6 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
         duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
       });
     }),
-    pi.on("turn_end", (_event, ctx) => noteAbort(ctx)),
-    pi.on("agent_end", (_event, ctx) => noteAbort(ctx)),
     pi.on("agent_before_settle", () => {
       if (round) round.facts = withBeforeSettle(round.facts);
     }),
