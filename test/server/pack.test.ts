@@ -24,7 +24,10 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   const work = await mkdtemp(join(tmpdir(), "anon-notify-pack-"));
   t.after(() => rm(work, { recursive: true, force: true }));
 
-  await run("npm", ["pack", "--silent", "--pack-destination", work], { cwd: repo });
+  await run("npm", ["pack", "--silent", "--pack-destination", work], { cwd: repo }).catch((error: { stdout?: string; stderr?: string }) => {
+    // tsc reports build errors on stdout.
+    throw new Error(`npm pack failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
+  });
   const tarball = (await readdir(work)).find((name) => name.endsWith(".tgz"));
   assert.ok(tarball, "npm pack produced a tarball");
   const { stdout: listing } = await run("tar", ["-tzf", join(work, tarball)]);
