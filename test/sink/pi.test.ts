@@ -104,6 +104,16 @@ function gatedTool(name: string, executionMode: "parallel" | "sequential") {
   return { tool, running: (key: string) => runningLatch(key).promise, open: (key: string) => gates.get(key)!() };
 }
 
+const quickTool: ToolDefinition = {
+  name: "quick",
+  label: "quick",
+  description: "Returns at once.",
+  parameters: Type.Object({}),
+  async execute() {
+    return { content: [{ type: "text", text: "ok" }], details: undefined };
+  },
+};
+
 const toolCalls = (name: string, keys: string[]) =>
   ai.fauxAssistantMessage(
     keys.map((key) => ai.fauxToolCall(name, { key }, { id: `call-${key}` })),
@@ -392,6 +402,20 @@ test("app absent (no socket): the run is untouched, no error, one debug line at 
   assert.equal(r.sink!.queue.size, 0);
 });
 
+test("a dead app (stale socket file, nobody listening): no error, one debug line", async (t) => {
+  const r = await rig(t, { listener: false });
+  writeFileSync(r.config.socket, "");
+  for (const n of [1, 2]) {
+    r.pi.script([ai.fauxAssistantMessage(`answer ${n}`)]);
+    await r.pi.prompt(`question ${n}`);
+    await r.flush();
+  }
+  assert.deepEqual(r.pi.extensionErrors, []);
+  assert.deepEqual(r.pi.notices(), []);
+  assert.equal(r.debugLines.length, 1);
+  assert.match(r.debugLines[0]!, /ECONNREFUSED|ENOTSOCK/);
+});
+
 test("a refusing app (401) costs nothing but one debug line; a token the app rewrote is picked up", async (t) => {
   const r = await rig(t, { listener: { token: "the-app-uses-another-token" } });
   r.pi.script([ai.fauxAssistantMessage("one")]);
@@ -410,17 +434,28 @@ test("a refusing app (401) costs nothing but one debug line; a token the app rew
   assert.deepEqual(r.types(), ["run.started", "run.completed"]);
 });
 
-test("a hung app (never answers) does not hold the run; quitting gives up after the drain budget", async (t) => {
-  const r = await rig(t, { listener: { answerDelayMs: Infinity } });
-  for (let n = 0; n < 3; n++) {
+test("a hung app (never answers) does not hold the run; the queue overflows oldest-first; quitting gives up", async (t) => {
+  const r = await rig(t, { listener: { answerDelayMs: Infinity }, pi: { tools: [quickTool] } });
+  const calls = 140; // 280 tool events: more than the queue holds while the app hangs on the first
+  r.pi.script([
+    ai.fauxAssistantMessage(
+      Array.from({ length: calls }, (_, n) => ai.fauxToolCall("quick", {}, { id: `q${n}` })),
+      { stopReason: "toolUse" },
+    ),
+    ai.fauxAssistantMessage("all quick calls done"),
+  ]);
+  await r.pi.prompt("many tools");
+  for (let n = 0; n < 2; n++) {
     r.pi.script([ai.fauxAssistantMessage(`answer ${n}`)]);
     await r.pi.prompt(`question ${n}`);
   }
-  assert.equal(r.pi.session.state.messages.filter((m) => m.role === "assistant").length, 3);
+  assert.equal(r.pi.session.state.messages.filter((m) => m.role === "assistant").length, 4);
   assert.deepEqual(r.pi.extensionErrors, []);
+  assert.ok(r.sink!.queue.dropped > 0, "the oldest events were dropped");
+  assert.ok(r.sink!.queue.size <= 256);
   await r.sink!.close();
   assert.equal(r.sink!.queue.size, 0, "nothing left queued after quitting");
-  assert.ok(r.listener!.events.length >= 1, "the app did receive the first event");
+  assert.ok(r.listener!.events.length >= 1, "the app got the event that was in flight when it hung");
 });
 
 test("an absent token file is created 0600 in a new 0700 folder, and the app can then read it", async (t) => {
