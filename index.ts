@@ -107,6 +107,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const runtimeId = `r-${randomUUID()}`;
   const services: SessionService[] = [];
   let state: SessionState | undefined;
+  // Set first at session_start, so problems found while starting reach the user's UI too.
+  let reportCtx: ExtensionContext | undefined;
   let run: RunState | undefined;
   let progressTimer: ReturnType<typeof setInterval> | undefined;
   let transientSequence = 0;
@@ -115,7 +117,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   const report = (message: string, level: "info" | "warning" | "error" = "warning") => {
     try {
-      if (state?.ctx.hasUI) return state.ctx.ui.notify(message, level);
+      if (reportCtx?.hasUI) return reportCtx.ui.notify(message, level);
     } catch {
       // A stale ctx after replacement; stderr still reaches the user.
     }
@@ -234,6 +236,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   pi.on("session_start", (event, ctx) => {
+    reportCtx = ctx;
     const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
     const config = loaded.ok ? loaded.config : undefined;
     let token: string | undefined;

@@ -94,6 +94,8 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
   process.env.PI_OFFLINE = "1";
   const root = options.root ?? makeRoot();
   const agentDir = join(root, "agent");
+  // What the CLI would be given: extensions find Pi's agent folder (their data, config) through it.
+  process.env.PI_CODING_AGENT_DIR = agentDir;
   const cwd = join(root, "work");
   const sessionDir = join(root, "sessions");
   const modelCalls: ModelCall[] = [];
