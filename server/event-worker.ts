@@ -174,6 +174,7 @@ export class EventWorker {
 
   /** Waits `ms`, or less when a persona comes or goes or the plugin stops. */
   #sleep(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         this.#wakers.delete(done);
