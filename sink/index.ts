@@ -32,6 +32,8 @@ export type SinkConfig = Config["sink"];
 
 /** How long quitting may wait for the queue to reach a responsive app; a hung one is cut off. */
 export const SINK_SHUTDOWN_DRAIN_MS = 250;
+/** How often a settle that left the session busy without a new run is looked at again. */
+const SETTLE_RECHECK_MS = 50;
 
 export interface SinkOptions {
   /** The chat channel's subagent verdict, so both channels suppress the same sessions. */
@@ -251,12 +253,15 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
       if (!held) return;
       // Work requested from a settled handler (a goal-like loop, queued input) starts right after
       // all settled handlers return; only then is it known whether this settle was the last one.
-      setImmediate(() => {
+      const settleQuiet = () => {
         if (closed) return;
-        const decision = onSettleQuiet(held, round !== null || !idle(ctx));
+        // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.
+        if (round === null && !idle(ctx)) return void setTimeout(settleQuiet, SETTLE_RECHECK_MS).unref();
+        const decision = onSettleQuiet(held, round !== null);
         held = decision.held;
         if (decision.emit) emitTerminal(decision.emit);
-      });
+      };
+      setImmediate(settleQuiet);
     }),
     pi.on("session_shutdown", async () => {
       await close();

@@ -300,6 +300,20 @@ test("the held completion is released after the last round (never held forever)"
   assert.notEqual(first!.payload.run_id, second!.payload.run_id);
 });
 
+test("a compaction started from agent_settled does not hold the completion", { timeout: 60_000 }, async (t) => {
+  const compacted = latch();
+  const compactor = (pi: ExtensionAPI) => {
+    pi.on("agent_settled", (_event, ctx) => ctx.compact({ onComplete: compacted.signal, onError: compacted.signal }));
+  };
+  const r = await rig(t, { extensions: [compactor] });
+  r.pi.script([ai.fauxAssistantMessage("worked"), ai.fauxAssistantMessage("summary of the session")]);
+  await r.pi.prompt("do it");
+  await compacted.promise;
+  // Resolves only once the completion reached the app; a completion held forever times the test out.
+  await r.listener!.waitFor((events) => events.some((e) => e.type === "run.completed"));
+  assert.deepEqual(r.types(), ["run.started", "run.completed"]);
+});
+
 test("interrupting a later round of the loop cancels the unit once, with no completion", async (t) => {
   const r = await rig(t, { extensions: [goalLoop(3)] });
   const streaming = latch();
