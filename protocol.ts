@@ -340,3 +340,59 @@ export const SinkEnvelope = z.discriminatedUnion("type", [
   sinkEnvelope("tool.completed"),
 ]);
 export type SinkEnvelope = z.infer<typeof SinkEnvelope>;
+
+// ── Governance (issue 7): the audit trail and the agent's tool-call records. ──
+
+/** Who acted: the Pi extension, the persona's tools, an operator, the server itself, or its watchdog. */
+export const AuditActor = z.enum(["agent", "persona", "operator", "server", "watchdog"]);
+export type AuditActor = z.infer<typeof AuditActor>;
+
+export const AUDIT_PAGE_MAX = 200;
+
+/** `GET /operator/audit`: newest first; `before` (an entry id) pages further back. */
+export const AuditQuery = z.strictObject({
+  session_id: Id.optional(),
+  since: Timestamp.optional(),
+  before: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(50),
+});
+export type AuditQuery = z.infer<typeof AuditQuery>;
+
+export const AuditEntry = z.object({
+  id: z.number().int().positive(),
+  at: Timestamp,
+  actor: AuditActor,
+  action: z.string(),
+  session_id: Id.nullable(),
+  subject: z.string().nullable(),
+  data: z.record(z.string(), z.unknown()),
+});
+export type AuditEntry = z.infer<typeof AuditEntry>;
+
+/** `next_before`: pass as `before` for the next (older) page; null when this page is the last. */
+export const AuditPage = z.object({ entries: z.array(AuditEntry).max(AUDIT_PAGE_MAX), next_before: z.number().int().positive().nullable() });
+export type AuditPage = z.infer<typeof AuditPage>;
+
+export const ProgressStage = z.enum(["started", "progress", "blocked", "awaiting_approval", "done", "failed"]);
+export type ProgressStage = z.infer<typeof ProgressStage>;
+export const ProgressSeverity = z.enum(["info", "warn", "critical"]);
+export type ProgressSeverity = z.infer<typeof ProgressSeverity>;
+
+/**
+ * `POST /audit/tool-calls`: the extension's record of one call of its model-callable tool that was
+ * refused (a sent call is audited through its event). `input` is the model's arguments as given.
+ */
+export const ToolCallRecord = z.strictObject({
+  session_id: Id,
+  runtime_id: Id,
+  tool: z.literal("report_progress"),
+  tool_call_id: Id,
+  decision: z.enum(["sent", "refused"]),
+  reason: z.string().max(200).nullable(),
+  event_id: Id.nullable(),
+  input: Details,
+  created_at: Timestamp,
+});
+export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
+export const ToolCallRecorded = z.object({ recorded: z.literal(true) });
+export type ToolCallRecorded = z.infer<typeof ToolCallRecorded>;

@@ -8,7 +8,7 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
-import { AckBody, ClaimQuery, type ClaimAnswer, type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol.ts";
+import { AckBody, ClaimQuery, type AuditActor, type ClaimAnswer, type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol.ts";
 import {
   ACTIVE_STATES,
   checkImages,
@@ -26,6 +26,7 @@ import {
   type CommandRecord,
   type Transition,
 } from "./command-state.ts";
+import type { AuditLog } from "./audit.ts";
 import { HttpError, json, parseWith, type HttpApi } from "./http.ts";
 import { koishi } from "./koishi.ts";
 import { supportsImages, type SessionRegistry } from "./session-registry.ts";
@@ -71,6 +72,8 @@ export interface NewCommand {
 export interface CommandStoreOptions {
   leaseMs: number;
   imageBudgetBytes: number;
+  /** Receives every state change (never a lease token or image bytes). */
+  audit?: AuditLog | undefined;
 }
 
 /**
@@ -197,6 +200,7 @@ export class CommandStore {
         updated_at: now,
       });
       this.notifier.notify(input.session_id);
+      await this.#audited(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
     });
     this.#creations = run.catch(() => {});
@@ -216,6 +220,7 @@ export class CommandStore {
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
       if (matched === 1) {
+        await this.#audited({ ...picked, ...patch }, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
         const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
         return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
@@ -225,7 +230,7 @@ export class CommandStore {
   }
 
   async ack(commandId: string, ack: AckInput): Promise<void> {
-    await this.#transition(commandId, (record, now) => decideAck(record, ack, now));
+    await this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent");
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
@@ -254,11 +259,24 @@ export class CommandStore {
       const patch = expiryPatch(record, now);
       if (!patch) continue;
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-      if (matched === 1) this.notifier.notify(record.session_id);
+      if (matched !== 1) continue;
+      this.notifier.notify(record.session_id);
+      await this.#audited({ ...record, ...patch }, "server", { lease_expired: true });
     }
   }
 
-  async #transition(commandId: string, decide: (record: CommandRecord | undefined, now: Date) => Transition): Promise<CommandRecord> {
+  /** One audit row per state change; the actor defaults to whoever the request came from. */
+  async #audited(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
+    await this.#options.audit?.record({
+      ...(actor ? { actor } : {}),
+      action: `command.${record.state}`,
+      session_id: record.session_id,
+      subject: record.command_id,
+      data: { event_id: record.event_id, origin: record.origin, image_count: record.image_count, image_bytes: record.image_bytes, image_digest: record.image_digest, ...data },
+    });
+  }
+
+  async #transition(commandId: string, decide: (record: CommandRecord | undefined, now: Date) => Transition, actor?: AuditActor): Promise<CommandRecord> {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const [record] = await db.get(COMMAND_TABLE, { command_id: commandId });
@@ -266,7 +284,10 @@ export class CommandStore {
       if (decision.kind === "refuse") throw new HttpError(decision.status, decision.error);
       if (!record || decision.kind === "unchanged") return record!;
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), decision.patch);
-      if (matched === 1) return { ...record, ...decision.patch };
+      if (matched !== 1) continue;
+      const changed = { ...record, ...decision.patch };
+      await this.#audited(changed, actor, {});
+      return changed;
     }
     throw new HttpError(503, "not_ready", { retryAfterSeconds: 1 });
   }

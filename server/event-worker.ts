@@ -12,7 +12,8 @@
 import type { Context } from "koishi";
 import { EventBody, type DeliveryRoute, type ReceiptState } from "../protocol.ts";
 import type { DirectOutcome, DirectTarget } from "./direct.ts";
-import { deliverDirect } from "./direct.ts";
+import { deliverDirect, formatDirectMessage } from "./direct.ts";
+import type { AuditLog } from "./audit.ts";
 import type { EventPatch, EventRow, EventStore } from "./event-store.ts";
 import { buildEventBlock } from "./persona/block.ts";
 import type { InjectOutcome, Persona, PersonaSlot } from "./persona/port.ts";
@@ -53,6 +54,8 @@ const SAVE_RETRY_MAX_MS = 30_000;
 
 export interface WorkerOptions extends RetryPolicy, DirectTarget {
   personaWaitMs: number;
+  /** Receives the exact text of every hand-over and its outcome. */
+  audit?: AuditLog | undefined;
 }
 
 export class EventWorker {
@@ -134,13 +137,24 @@ export class EventWorker {
 
   async #attempt(row: EventRow, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
     const event = EventBody.parse(JSON.parse(row.body));
+    const direct = row.delivery === "direct";
+    const text = direct ? formatDirectMessage(event) : buildEventBlock(event, row.received_at);
+    let outcome: WorkOutcome;
     try {
-      if (row.delivery === "direct") return await deliverDirect(this.#ctx, this.#options, event);
-      if (!persona) return { kind: "error", retryable: false, error: NO_PERSONA_ERROR };
-      return await persona.inject({ eventId: row.event_id, block: buildEventBlock(event, row.received_at), event, attempt });
+      if (direct) outcome = await deliverDirect(this.#ctx, this.#options, event);
+      else if (!persona) outcome = { kind: "error", retryable: false, error: NO_PERSONA_ERROR };
+      else outcome = await persona.inject({ eventId: row.event_id, block: text, event, attempt });
     } catch (error) {
-      return { kind: "error", retryable: true, error: `exception: ${error instanceof Error ? error.message : String(error)}` };
+      outcome = { kind: "error", retryable: true, error: `exception: ${error instanceof Error ? error.message : String(error)}` };
     }
+    await this.#options.audit?.record({
+      actor: "server",
+      action: direct ? "event.sent_direct" : "event.handed_to_persona",
+      session_id: row.session_id,
+      subject: row.event_id,
+      data: { attempt, persona: persona?.name ?? null, outcome, text },
+    });
+    return outcome;
   }
 
   /** The present persona, waiting up to `personaWaitMs` since start or since the last one left. */

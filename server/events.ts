@@ -10,6 +10,7 @@ import { EventWorker } from "./event-worker.ts";
 import { HttpError, json, parseWith, type HttpApi, type RouteRequest } from "./http.ts";
 import type { Config } from "./notify-webhook.ts";
 import type { PersonaSlot } from "./persona/port.ts";
+import type { AuditLog } from "./audit.ts";
 import { fullBucket, takeToken } from "./rate-limit.ts";
 
 const LOAD_RETRY_MS = 1000;
@@ -18,12 +19,33 @@ export interface EventsDeps {
   config: Config;
   api: HttpApi;
   personas: PersonaSlot;
+  /** Server-side producers (the watchdog) submit here: same rate limit, store and worker as POST /events. */
+  intake?: EventIntake;
+  audit?: AuditLog;
+}
+
+/** The events' door for producers inside the server; closed (503) while the routes are not loaded. */
+export class EventIntake {
+  #submit: ((event: EventBody) => Promise<EventAccepted>) | undefined;
+
+  attach(ctx: Context, submit: (event: EventBody) => Promise<EventAccepted>): void {
+    this.#submit = submit;
+    ctx.on("dispose", () => {
+      if (this.#submit === submit) this.#submit = undefined;
+    });
+  }
+
+  /** Throws the route's HttpError (429 rate_limited, 422 idempotency_key_reused) or 503 not_ready. */
+  submit(event: EventBody): Promise<EventAccepted> {
+    if (!this.#submit) return Promise.reject(new HttpError(503, "not_ready"));
+    return this.#submit(event);
+  }
 }
 
 export const EventRoutes = {
   name: "notify-webhook-events",
   reusable: true,
-  apply(ctx: Context, { config, api, personas }: EventsDeps) {
+  apply(ctx: Context, { config, api, personas, intake, audit }: EventsDeps) {
     declareEventTable(ctx);
     const store = new EventStore(ctx);
     const worker = new EventWorker(ctx, store, personas, {
@@ -32,6 +54,7 @@ export const EventRoutes = {
       personaWaitMs: config.personaWaitMs,
       botId: config.botId,
       recipientId: config.recipientId,
+      audit,
     });
     const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
     let bucket = fullBucket(limit, Date.now());
@@ -57,15 +80,29 @@ export const EventRoutes = {
     api.offer(ctx, "direct");
     api.offer(ctx, "context_usage");
 
-    async function accept(request: RouteRequest) {
+    function takeOrRefuse() {
       const take = takeToken(bucket, Date.now(), limit);
       bucket = take.bucket;
       if (!take.allowed) throw new HttpError(429, "rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+    }
+
+    async function accept(request: RouteRequest) {
+      takeOrRefuse();
       const event = parseEvent(request.body);
       const key = request.header("idempotency-key");
       if (key !== undefined && key !== event.event_id) {
         throw new HttpError(400, "invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
       }
+      return audit ? audit.as("agent", () => acceptInTurn(event)) : acceptInTurn(event);
+    }
+
+    intake?.attach(ctx, async (event) => {
+      if (!api.ready) throw new HttpError(503, "not_ready");
+      takeOrRefuse();
+      return (await acceptInTurn(event)).body as EventAccepted;
+    });
+
+    async function acceptInTurn(event: EventBody) {
       // One request per event_id at a time, so a replay never races the first write.
       const previous = inFlight.get(event.event_id) ?? Promise.resolve();
       const current = previous.catch(() => undefined).then(() => acceptOnce(event));
@@ -102,6 +139,7 @@ export const EventRoutes = {
         updated_at: now,
       };
       await store.create(row);
+      await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
       worker.enqueue(row);
       return json(202, { event_id: event.event_id, state: "queued", duplicate: false } satisfies EventAccepted);
     }

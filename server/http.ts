@@ -12,7 +12,8 @@ import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import type { z } from "zod";
-import { API_BASE_PATH, LIMITS, wireIssues, type ErrorCode } from "../protocol.ts";
+import { API_BASE_PATH, Id, LIMITS, wireIssues, type ErrorCode } from "../protocol.ts";
+import type { AuditLog } from "./audit.ts";
 
 export type RouteAuth = "agent" | "operator";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
@@ -95,6 +96,7 @@ export class HttpApi {
   readonly #operatorDigest: Buffer | null;
   readonly #holds = new Set<symbol>();
   readonly #capabilities = new Map<symbol, string>();
+  #audit: AuditLog | undefined;
 
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
@@ -171,15 +173,45 @@ export class HttpApi {
     };
     c.res.once("close", onClose);
     try {
-      return await handler({
+      const request: RouteRequest = {
         params: (c as KoaContext & { params?: Record<string, string> }).params ?? {},
         query: new URLSearchParams(c.querystring),
         header: (name) => c.get(name) || undefined,
         body,
         signal: abort.signal,
-      });
+      };
+      if (spec.auth !== "operator" || !this.#audit) return await handler(request);
+      return await this.#audited(this.#audit, spec, request, handler);
     } finally {
       c.res.off("close", onClose);
+    }
+  }
+
+  /** Every authenticated operator request is recorded with its inputs and the status it got. */
+  auditOperatorRequests(audit: AuditLog): void {
+    this.#audit = audit;
+  }
+
+  async #audited(audit: AuditLog, spec: RouteSpec, request: RouteRequest, handler: RouteHandler): Promise<JsonAnswer> {
+    let status = 500;
+    let error: string | null = null;
+    try {
+      const answer = await audit.as("operator", () => handler(request));
+      status = answer.status;
+      return answer;
+    } catch (thrown) {
+      if (thrown instanceof HttpError) [status, error] = [thrown.status, thrown.code];
+      throw thrown;
+    } finally {
+      const query = Object.fromEntries(request.query);
+      const sessionId = [(request.body as { session_id?: unknown } | undefined)?.session_id, query.session_id].find((id) => Id.safeParse(id).success);
+      await audit.record({
+        actor: "operator",
+        action: "operator.request",
+        session_id: (sessionId as string | undefined) ?? null,
+        subject: request.params.command_id ?? null,
+        data: { method: spec.method, path: spec.path, params: request.params, query, body: request.body ?? null, status, error },
+      });
     }
   }
 

@@ -8,7 +8,10 @@ import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { koishi } from "./koishi.ts";
 import { HttpApi } from "./http.ts";
-import { EventRoutes } from "./events.ts";
+import { EventIntake, EventRoutes } from "./events.ts";
+import { AuditLog, AuditRoutes } from "./audit.ts";
+import { Watchdog } from "./watchdog.ts";
+import type { DeliveryRoute } from "../protocol.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
@@ -50,6 +53,11 @@ export interface Config {
   sessionHeartbeatTimeoutMs: number;
   commandLeaseMs: number;
   commandImageBudgetBytes: number;
+  watchdogEnabled: boolean;
+  watchdogStallAfterMs: number;
+  watchdogCheckIntervalMs: number;
+  watchdogDelivery: DeliveryRoute;
+  auditRetentionDays: number;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -79,6 +87,15 @@ export const Config: SchemaType<Config> = Schema.intersect([
     commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000).description("Pi 领取指令后的租约时长；过期未 ACK 的指令重新进入待发（但不再可撤回）。"),
     commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024).description("所有待发与已领取指令的图片总字节预算；超出时新图片指令返回 507。"),
   }).description("指令队列"),
+  Schema.object({
+    watchdogEnabled: Schema.boolean().default(true).description("由服务端监视运行中的会话：长时间没有活动时提醒“可能卡住”，心跳中断且未下线时提醒“运行中失联”。每次异常只提醒一次。"),
+    watchdogStallAfterMs: Schema.natural().role("ms").min(1000).default(10 * 60_000).description("运行中的会话多久没有新活动（模型输出、工具开始或结束）算作可能卡住。"),
+    watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000).description("看门狗检查间隔。"),
+    watchdogDelivery: Schema.union(["anon", "direct"]).default("anon").description("看门狗提醒的投递方式：anon 交给人格，direct 由机器人按固定格式直接发送。收件人始终是上面配置的目标。"),
+  }).description("看门狗"),
+  Schema.object({
+    auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
+  }).description("审计"),
 ]);
 
 export function apply(ctx: Context, config: Config) {
@@ -86,14 +103,22 @@ export function apply(ctx: Context, config: Config) {
   const personas = new PersonaSlot();
   ctx.plugin(StatusRoutes, { config, api });
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
-  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes });
+  const audit = new AuditLog(ctx);
+  api.auditOperatorRequests(audit);
+  const intake = new EventIntake();
+  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
   const events = new EventStore(ctx);
   const operator = new OperatorService({ registry, commands, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
   ctx.plugin(SessionRoutes, { api, registry });
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });
-  ctx.plugin(PersonaTools, { operator, owner: config });
-  ctx.plugin(EventRoutes, { config, api, personas });
+  ctx.plugin(PersonaTools, { operator, owner: config, audit });
+  ctx.plugin(EventRoutes, { config, api, personas, intake, audit });
+  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit: { perMinute: config.eventsPerMinute, burst: config.eventBurst } });
+  if (config.watchdogEnabled) {
+    const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
+    ctx.plugin(Watchdog, { registry, intake, audit, options });
+  }
   ctx.plugin(YesImBotV3, { personas, target: config });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
 }

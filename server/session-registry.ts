@@ -15,19 +15,34 @@ export interface SessionEntry {
   lastSeenMs: number;
 }
 
+/** `removed`: an offline call; `expired`: heartbeats stopped (found by a sweep). */
+export interface RegistryChange {
+  kind: "recorded" | "removed" | "expired";
+  entry: SessionEntry;
+}
+
 export class SessionRegistry {
   readonly ttlMs: number;
   private readonly now: () => number;
   private readonly entries = new Map<string, SessionEntry>();
+  private readonly listeners = new Set<(change: RegistryChange) => void>();
 
   constructor(ttlMs: number, now: () => number = Date.now) {
     this.ttlMs = ttlMs;
     this.now = now;
   }
 
+  /** Follows every change (the watchdog); returns the unsubscribe. */
+  onChange(listener: (change: RegistryChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
   /** The newest heartbeat wins, whichever runtime sent it: that runtime is the one polling now. */
   record(heartbeat: Heartbeat): void {
-    this.entries.set(heartbeat.session_id, { heartbeat, lastSeenMs: this.now() });
+    const entry = { heartbeat, lastSeenMs: this.now() };
+    this.entries.set(heartbeat.session_id, entry);
+    this.emit({ kind: "recorded", entry });
   }
 
   /** Only the registered runtime can take its session offline; an old runtime's goodbye is ignored. */
@@ -35,7 +50,12 @@ export class SessionRegistry {
     const entry = this.entries.get(sessionId);
     if (!entry || entry.heartbeat.runtime_id !== runtimeId) return false;
     this.entries.delete(sessionId);
+    this.emit({ kind: "removed", entry });
     return true;
+  }
+
+  private emit(change: RegistryChange): void {
+    for (const listener of this.listeners) listener(change);
   }
 
   find(sessionId: string): SessionEntry | undefined {
@@ -62,6 +82,7 @@ export class SessionRegistry {
       if (this.isLive(entry)) continue;
       this.entries.delete(sessionId);
       expired.push(entry);
+      this.emit({ kind: "expired", entry });
     }
     return expired;
   }

@@ -21,6 +21,7 @@ import { Id, ImageMime, LIMITS, OperatorCreateCommand, OperatorListQuery, wireIs
 import { HttpError } from "./http.ts";
 import { koishi } from "./koishi.ts";
 import type { OperatorService } from "./operator.ts";
+import { auditedTool, type AuditLog } from "./audit.ts";
 
 const { Schema } = koishi;
 
@@ -146,6 +147,8 @@ const DESCRIPTIONS: Record<ToolName, { description: string; parameters: () => Sc
 export interface PersonaToolsDeps {
   operator: OperatorService;
   owner: OwnerScope;
+  /** Records every call, refused or not, with its inputs (images as digests). */
+  audit?: AuditLog;
 }
 
 /** Registers the tools whenever YesImBot v3's tool service is present, and removes them with it. */
@@ -154,7 +157,7 @@ export const PersonaTools = {
   reusable: true,
   apply(ctx: Context, deps: PersonaToolsDeps) {
     ctx.inject(["yesimbot.tool"], (scope) => {
-      const definitions = toolDefinitions(deps, randomUUID());
+      const definitions = toolDefinitions(deps, randomUUID()).map((definition) => (deps.audit ? auditedTool(definition, deps.audit) : definition));
       const service = scope["yesimbot.tool"];
       for (const definition of definitions) service.registerTool(definition);
       // YesImBot v3 does not remove tools registered with registerTool() on its own.

@@ -1,0 +1,216 @@
+/**
+ * The outside watchdog (seed 003 §6: 心跳不能由 Agent 自己发): a session cannot be trusted to report
+ * that it is stuck, so the server watches what the heartbeats say. A `running` session whose
+ * activity has not moved for `stallAfterMs` gets one "可能卡住" notice; a `running` session whose
+ * heartbeats stop (its registry entry expires without an offline call) gets one "运行中失联" notice.
+ * One notice per episode: a stall ends when activity moves or the session goes idle, a vanish when
+ * the session comes back. Notices are ordinary events: the same rate limit, receipt table, worker
+ * and audit trail as POST /events, and the recipient is the plugin's configuration.
+ *
+ * `observe` and `due` are the pure decisions; `Watchdog` is the edge holding the timer.
+ */
+import { createHash } from "node:crypto";
+import type { Context } from "koishi";
+import { EventBody, LIMITS, type DeliveryRoute, type Heartbeat, type SessionRunState } from "../protocol.ts";
+import type { AuditLog } from "./audit.ts";
+import type { EventIntake } from "./events.ts";
+import type { SessionRegistry } from "./session-registry.ts";
+
+export interface Watched {
+  sessionId: string;
+  runtimeId: string;
+  project: string;
+  state: SessionRunState;
+  lastActivityMs: number;
+  /** The tool running at the last activity, by name only; null when none was. */
+  activity: string | null;
+  lastSeenMs: number;
+  /** When the server first saw this stretch of `running`: a run that just started is not stalled by an old idle time. */
+  runningSinceMs: number | null;
+  /** Set while a stall episode's notice has been raised: the activity time it was raised for. */
+  stalledAtActivityMs: number | null;
+  /** Set when the entry expired while running; the vanish notice is still to be delivered. */
+  vanishedAtMs: number | null;
+}
+
+export type WatchInput =
+  | { kind: "heartbeat"; heartbeat: Heartbeat; atMs: number }
+  | { kind: "offline" }
+  | { kind: "expired"; atMs: number };
+
+export type EpisodeEnd = "activity_resumed" | "idle" | "offline" | "came_back" | "new_runtime";
+
+export interface Observation {
+  next: Watched | undefined;
+  /** An episode that ended with this input; nothing to send, only to record. */
+  ended: { episode: "stalled" | "vanished"; reason: EpisodeEnd } | null;
+}
+
+/** How a heartbeat, an offline call or an expiry changes what the watchdog knows. Pure. */
+export function observe(prev: Watched | undefined, input: WatchInput): Observation {
+  if (input.kind === "offline") {
+    return { next: undefined, ended: prev?.stalledAtActivityMs != null ? { episode: "stalled", reason: "offline" } : null };
+  }
+  if (input.kind === "expired") {
+    if (!prev || prev.state !== "running") return { next: undefined, ended: null };
+    return { next: { ...prev, vanishedAtMs: input.atMs }, ended: null };
+  }
+  const { heartbeat, atMs } = input;
+  const sameRuntime = prev?.runtimeId === heartbeat.runtime_id;
+  const lastActivityMs = Date.parse(heartbeat.last_activity_at);
+  const running = heartbeat.state === "running";
+  const next: Watched = {
+    sessionId: heartbeat.session_id,
+    runtimeId: heartbeat.runtime_id,
+    project: heartbeat.project,
+    state: heartbeat.state,
+    lastActivityMs,
+    activity: heartbeat.activity ?? null,
+    lastSeenMs: atMs,
+    runningSinceMs: running ? (sameRuntime && prev?.runningSinceMs != null ? prev.runningSinceMs : atMs) : null,
+    stalledAtActivityMs: prev?.stalledAtActivityMs ?? null,
+    vanishedAtMs: null,
+  };
+  let ended: Observation["ended"] = null;
+  if (prev?.vanishedAtMs != null) ended = { episode: "vanished", reason: "came_back" };
+  if (next.stalledAtActivityMs !== null) {
+    const reason: EpisodeEnd | null = !sameRuntime ? "new_runtime" : !running ? "idle" : lastActivityMs > next.stalledAtActivityMs ? "activity_resumed" : null;
+    if (reason) {
+      next.stalledAtActivityMs = null;
+      ended ??= { episode: "stalled", reason };
+    }
+  }
+  return { next, ended };
+}
+
+export interface WatchThresholds {
+  stallAfterMs: number;
+}
+
+export type Due = { kind: "stalled"; sinceMs: number } | { kind: "vanished" } | null;
+
+/** Whether a notice is due now for `watched`. Pure. */
+export function due(watched: Watched, nowMs: number, thresholds: WatchThresholds): Due {
+  if (watched.vanishedAtMs !== null) return { kind: "vanished" };
+  if (watched.state !== "running" || watched.stalledAtActivityMs !== null) return null;
+  const sinceMs = Math.max(watched.lastActivityMs, watched.runningSinceMs ?? watched.lastActivityMs);
+  return nowMs - sinceMs >= thresholds.stallAfterMs ? { kind: "stalled", sinceMs } : null;
+}
+
+/** What `watched` looks like once the notice for `notice` has been accepted. */
+export function afterNotice(watched: Watched, notice: Exclude<Due, null>): Watched | undefined {
+  return notice.kind === "vanished" ? undefined : { ...watched, stalledAtActivityMs: watched.lastActivityMs };
+}
+
+function minutes(ms: number): number {
+  return Math.max(1, Math.round(ms / 60_000));
+}
+
+function doing(activity: string | null): string {
+  return activity ? `正在执行工具 ${activity}` : "没有正在执行的工具";
+}
+
+/** The notice as an event. Deterministic id per episode, so a retried submit is a duplicate. */
+export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowMs: number, delivery: DeliveryRoute, ttlMs: number): EventBody {
+  const episodeMs = notice.kind === "stalled" ? notice.sinceMs : watched.vanishedAtMs!;
+  const digest = createHash("sha256").update(`${watched.sessionId}\0${watched.runtimeId}\0${episodeMs}`).digest("hex").slice(0, 32);
+  const lastActivity = new Date(watched.lastActivityMs).toISOString();
+  const summary =
+    notice.kind === "stalled"
+      ? `可能卡住：项目 ${watched.project} 的会话正在运行，但已约 ${minutes(nowMs - notice.sinceMs)} 分钟没有新的活动。最后活动时间 ${lastActivity}，当时${doing(watched.activity)}。`
+      : `运行中失联：项目 ${watched.project} 的会话在运行中停止了心跳（超过 ${Math.round(ttlMs / 1000)} 秒），也没有正常下线。最后心跳 ${new Date(watched.lastSeenMs).toISOString()}，最后活动时间 ${lastActivity}，当时${doing(watched.activity)}。`;
+  return EventBody.parse({
+    event_id: `watchdog:${notice.kind}:${digest}`,
+    session_id: watched.sessionId,
+    runtime_id: watched.runtimeId,
+    source: `Pi 看门狗 · ${watched.project}`.slice(0, LIMITS.sourceChars),
+    task: "",
+    status: "warning",
+    summary: summary.slice(0, LIMITS.summaryChars),
+    details: {
+      watchdog: notice.kind,
+      last_activity_at: lastActivity,
+      activity: watched.activity,
+      last_seen_at: new Date(watched.lastSeenMs).toISOString(),
+      running_since: watched.runningSinceMs === null ? null : new Date(watched.runningSinceMs).toISOString(),
+    },
+    url: null,
+    context_usage: null,
+    created_at: new Date(nowMs).toISOString(),
+    delivery,
+  });
+}
+
+// ── Edge ────────────────────────────────────────────────────────────────────
+
+export interface WatchdogOptions {
+  stallAfterMs: number;
+  checkIntervalMs: number;
+  delivery: DeliveryRoute;
+}
+
+export interface WatchdogDeps {
+  registry: SessionRegistry;
+  intake: EventIntake;
+  audit: AuditLog;
+  options: WatchdogOptions;
+}
+
+/** Follows the registry's changes and checks every `checkIntervalMs`; a notice not accepted (rate limit) is tried again next check. */
+export const Watchdog = {
+  name: "notify-webhook-watchdog",
+  reusable: true,
+  apply(ctx: Context, { registry, intake, audit, options }: WatchdogDeps) {
+    const logger = ctx.logger("notify-webhook");
+    const watched = new Map<string, Watched>();
+
+    const apply = (sessionId: string, input: WatchInput) => {
+      const { next, ended } = observe(watched.get(sessionId), input);
+      if (next) watched.set(sessionId, next);
+      else watched.delete(sessionId);
+      if (ended) void audit.record({ actor: "watchdog", action: `watchdog.${ended.episode}_cleared`, session_id: sessionId, data: { reason: ended.reason } });
+    };
+    ctx.effect(() =>
+      registry.onChange((change) => {
+        const sessionId = change.entry.heartbeat.session_id;
+        if (change.kind === "recorded") apply(sessionId, { kind: "heartbeat", heartbeat: change.entry.heartbeat, atMs: change.entry.lastSeenMs });
+        else if (change.kind === "removed") apply(sessionId, { kind: "offline" });
+        else apply(sessionId, { kind: "expired", atMs: Date.now() });
+      }),
+    );
+
+    let checking = false;
+    const check = async () => {
+      if (checking) return;
+      checking = true;
+      try {
+        registry.sweep();
+        const nowMs = Date.now();
+        for (const [sessionId, entry] of [...watched]) {
+          const notice = due(entry, nowMs, options);
+          if (!notice) continue;
+          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
+          try {
+            await audit.as("watchdog", () => intake.submit(event));
+          } catch (error) {
+            logger.warn("watchdog notice for %s not accepted yet (%s); trying again", sessionId, error instanceof Error ? error.message : String(error));
+            continue;
+          }
+          await audit.record({ actor: "watchdog", action: `watchdog.${notice.kind}`, session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
+          // The session may have moved on while the notice was being stored; only the raised episode is marked.
+          const current = watched.get(sessionId);
+          if (current === entry) {
+            const after = afterNotice(entry, notice);
+            if (after) watched.set(sessionId, after);
+            else watched.delete(sessionId);
+          } else if (current && notice.kind === "stalled" && current.lastActivityMs === entry.lastActivityMs && current.state === "running") {
+            watched.set(sessionId, { ...current, stalledAtActivityMs: entry.lastActivityMs });
+          }
+        }
+      } finally {
+        checking = false;
+      }
+    };
+    ctx.setInterval(() => void check(), options.checkIntervalMs);
+  },
+};
