@@ -141,6 +141,16 @@ test("a plain run sends run.started then run.completed, one envelope each, same 
   assert.deepEqual(r.pi.extensionErrors, []);
 });
 
+test("a named session reports its name as agent_name on start and completion", async (t) => {
+  const r = await rig(t);
+  r.pi.session.setSessionName("login refactor");
+  r.pi.script([ai.fauxAssistantMessage("ok")]);
+  await r.pi.prompt("go");
+  await r.flush();
+  assert.equal(only(r.listener!.events, "run.started").payload.agent_name, "login refactor");
+  assert.equal(only(r.listener!.events, "run.completed").payload.agent_name, "login refactor");
+});
+
 test("sequential tool calls each start when their turn comes", async (t) => {
   const gated = gatedTool("step", "sequential");
   const r = await rig(t, { pi: { tools: [gated.tool] } });
