@@ -2,8 +2,8 @@
  * The command channel: instructions queued on the server for this session reach it as visible
  * steer messages (seed: Anon 显式指挥 Pi Agent). Idle, the runtime holds one claim request open
  * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
- * per `longPollMs`. Busy, it claims one command at a turn boundary and hands it to Pi only at a safe
- * point (a turn end, or once settled). Each command reaches the session once: its id is journaled
+ * per `longPollMs`; the held request is withdrawn when a run starts. Busy, it claims one command at
+ * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each command reaches the session once: its id is journaled
  * and flushed before the ACK, and a command whose id is already journaled, or already in the
  * session, is ACKed without being delivered again.
  *
@@ -141,7 +141,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   let journal: CommandJournal | undefined;
   let running = false;
   let generation = 0;
-  let claim: AbortController | undefined;
+  let claim: { controller: AbortController; held: boolean } | undefined;
   let held: Lease | undefined;
   const sent = new Map<string, Lease>();
   const confirming = new Set<Promise<void>>();
@@ -219,7 +219,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     const id = sessionId();
     if (!id || !client || !settings) return;
     const controller = new AbortController();
-    claim = controller;
+    claim = { controller, held: waitMs > 0 };
     const startedAt = now();
     const mine = generation;
     try {
@@ -295,7 +295,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       } catch (error) {
         // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
         // command in the session and tries again.
-        deps.report(`写入指令日志失败（${settings?.journal}）：${describe(error)}`);
+        reportOnce(`写入指令日志失败（${settings?.journal}）：${describe(error)}`);
         return;
       }
       const acked = await runWithRetry(
@@ -319,6 +319,9 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
 
   pi.on("agent_start", (_event, c) => {
     ctx = c;
+    // A busy session claims only at turn ends, so the idle claim is withdrawn. Should the server
+    // have leased a command in the same instant, that lease expires and the command comes back.
+    if (claim?.held) claim.controller.abort();
   });
   pi.on("message_end", (event, c) => {
     ctx = c;
@@ -398,7 +401,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     generation++;
     clearTimeout(wakeTimer);
     wakeTimer = undefined;
-    claim?.abort();
+    claim?.controller.abort();
     claim = undefined;
     // A held lease simply expires on the server and comes back to the next runtime of this session.
     held = undefined;

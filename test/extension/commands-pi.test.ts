@@ -178,10 +178,10 @@ test("a busy session takes an instruction at a turn boundary, after the tool bat
   ]);
   const run = pi.prompt("开始一个长任务");
   await slow.started;
-  // The idle claim is still open: its answer arrives while Pi is busy and is held for a boundary.
+  // The run withdrew the idle claim: nothing is claimed while the tool runs.
+  await api.until(() => api.waitingClaims() === 0);
   api.enqueue(command("c-a", "第一条指令"));
   api.enqueue(command("c-b", "第二条指令"));
-  await api.until(() => api.claims.some((c) => c.answered === "c-a"));
   slow.release();
   await run;
   await api.until(() => api.acks.filter((a) => a.status === 200).length === 2);
@@ -201,9 +201,11 @@ test("a busy session takes an instruction at a turn boundary, after the tool bat
     assert.ok(["toolResult", "assistant:stop"].includes(labels[i - 1]!), `${l} follows a finished turn: ${labels.join(" ")}`);
     assert.equal(labels[i + 1], "assistant:stop", `${l} is answered by the next model call`);
   }
-  const busyClaims = api.claims.filter((c) => c.answered === "c-b");
-  assert.equal(busyClaims.length, 1);
-  assert.equal(busyClaims[0]!.query.wait_ms, 0, "a busy session claims without holding the request");
+  for (const id of ["c-a", "c-b"]) {
+    const claims = api.claims.filter((c) => c.answered === id);
+    assert.equal(claims.length, 1);
+    assert.equal(claims[0]!.query.wait_ms, 0, `${id}: a busy session claims at a turn end without holding the request`);
+  }
 });
 
 test("a redelivered lease and a restarted Pi ACK a journaled command without a second copy in the session", { timeout: 40_000 }, async (t) => {

@@ -143,7 +143,7 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
         // A client that gives up must not be handed a command it will never read.
         res.on("close", () => {
           clearTimeout(timer);
-          waiters.delete(waiter);
+          if (waiters.delete(waiter)) events.emit("request");
         });
         waiters.add(waiter);
         events.emit("request");
