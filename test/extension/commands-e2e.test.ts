@@ -8,11 +8,10 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
-import { COMMAND_MESSAGE_TYPE } from "../../command-message.ts";
 import { dataDirFor } from "../../config.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../helpers/pi.ts";
+import { commandMessages, gatedTool, settled } from "../helpers/session-commands.ts";
 import { OPERATOR_TOKEN, call, operatorApi } from "../server/agent-api.ts";
 import { eventually } from "../server/client.ts";
 import { imageOf } from "../server/images.ts";
@@ -79,40 +78,10 @@ function untilState(operator: Operator, sessionId: string, commandId: string, st
 }
 
 function deliveredIds(pi: PiHarness): string[] {
-  return pi.session.sessionManager
-    .getEntries()
-    .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
-    .map((e) => (e as { details: { command_id: string } }).details.command_id);
+  return commandMessages(pi).map((m) => m.details.command_id);
 }
 
-function settled(pi: PiHarness): Promise<void> {
-  return new Promise((resolve) => {
-    const off = pi.session.subscribe((event) => {
-      if (event.type === "agent_settled") {
-        off();
-        resolve();
-      }
-    });
-  });
-}
 
-function gatedTool(name: string) {
-  const started = latch();
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  const tool: ToolDefinition = {
-    name,
-    label: name,
-    description: "Runs until released.",
-    parameters: Type.Object({}),
-    async execute() {
-      started.signal();
-      await released;
-      return { content: [{ type: "text", text: `${name} done` }], details: undefined };
-    },
-  };
-  return { tool, started: started.promise, release: () => release() };
-}
 
 test("an activated session is listed online, answers an operator instruction while idle, and goes offline when switched off", { timeout: 60_000 }, async (t) => {
   const { pi, operator, sessionId, journalFile } = await setup(t);

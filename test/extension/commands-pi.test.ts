@@ -7,14 +7,13 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionFactory, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
 import { createWebhookClient } from "../../delivery.ts";
 import { installCommandChannel, type CommandChannel } from "../../commands.ts";
 import { installPresence, createRuntimeId, type Presence } from "../../presence.ts";
-import { COMMAND_MESSAGE_TYPE } from "../../command-message.ts";
 import { SEND_CHANNEL } from "../../state-bus.ts";
 import { DEFAULT_CONFIG } from "../../config.ts";
-import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../helpers/pi.ts";
+import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../helpers/pi.ts";
+import { commandMessages, gatedTool, settled } from "../helpers/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
 
 const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
@@ -91,49 +90,13 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
   };
 }
 
-/** A tool that runs until the test releases it. */
-function gatedTool(name: string) {
-  const started = latch();
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  const tool: ToolDefinition = {
-    name,
-    label: name,
-    description: "Runs until released.",
-    parameters: Type.Object({}),
-    async execute() {
-      started.signal();
-      await released;
-      return { content: [{ type: "text", text: `${name} done` }], details: undefined };
-    },
-  };
-  return { tool, started: started.promise, release: () => release() };
-}
 
-function commandMessages(pi: PiHarness) {
-  return pi.session.sessionManager
-    .getEntries()
-    .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
-    .map((e) => (e as { content: unknown; details: { command_id: string } }));
-}
 
 function journalIds(file: string): string[] {
   if (!existsSync(file)) return [];
   return readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map((line) => JSON.parse(line).command_id);
 }
 
-/** Resolves after Pi settles `count` runs from now. */
-function settled(pi: PiHarness, count = 1): Promise<void> {
-  return new Promise((resolve) => {
-    let seen = 0;
-    const off = pi.session.subscribe((event) => {
-      if (event.type === "agent_settled" && ++seen === count) {
-        off();
-        resolve();
-      }
-    });
-  });
-}
 
 test("an idle session receives an instruction through the held claim, journals it before the ACK, and answers it", { timeout: 30_000 }, async (t) => {
   const { api, pi, journalFile, observed } = await fixtures(t).setup();
