@@ -147,7 +147,8 @@ test("the audit query is newest first, filtered by session and time, and pages w
   assert.ok(rest.entries.some((e) => e.subject === "pi:audit:1"));
 
   assert.deepEqual(await accepted({ since: new Date(Date.now() + 60_000).toISOString() }), []);
-  for (const bad of [{ limit: "201" }, { since: "yesterday" }, { session_id: "a b" }, { other: "x" }]) {
+  const bads: Record<string, string>[] = [{ limit: "201" }, { since: "yesterday" }, { session_id: "a b" }, { other: "x" }];
+  for (const bad of bads) {
     assert.equal((await call(server, "GET", `/operator/audit?${new URLSearchParams(bad)}`, undefined, OPERATOR_TOKEN)).status, 400, JSON.stringify(bad));
   }
   assert.equal((await call(server, "GET", "/operator/audit")).status, 401, "the agents' token does not open it");
