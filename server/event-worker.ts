@@ -147,13 +147,18 @@ export class EventWorker {
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: `exception: ${error instanceof Error ? error.message : String(error)}` };
     }
-    await this.#options.audit?.record({
-      actor: "server",
-      action: direct ? "event.sent_direct" : "event.handed_to_persona",
-      session_id: row.session_id,
-      subject: row.event_id,
-      data: { attempt, persona: persona?.name ?? null, outcome, text },
-    });
+    try {
+      await this.#options.audit?.record({
+        actor: "server",
+        action: direct ? "event.sent_direct" : "event.handed_to_persona",
+        session_id: row.session_id,
+        subject: row.event_id,
+        data: { attempt, persona: persona?.name ?? null, outcome, text },
+      });
+    } catch (error) {
+      // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
+      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", row.event_id, error instanceof Error ? error.message : String(error));
+    }
     return outcome;
   }
 
