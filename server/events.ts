@@ -139,8 +139,9 @@ export const EventRoutes = {
         updated_at: now,
       };
       await store.create(row);
-      await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
+      // Queue before auditing: a stored row that is not queued would wait for the next restart.
       worker.enqueue(row);
+      await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
       return json(202, { event_id: event.event_id, state: "queued", duplicate: false } satisfies EventAccepted);
     }
 
