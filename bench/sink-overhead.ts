@@ -5,7 +5,8 @@
  * runs with the channel off ("absent") and on against a black-holed app (accepts, never answers),
  * an absent app (no socket) and a responsive app, interleaved over ROUNDS repetitions; Pi without
  * the extension runs too, for scale. Reports the median wall time (and CPU time) of the prompts and
- * the ratio to "absent" (target ≤ 1.05), plus how long quitting takes (bounded by the drain budget).
+ * the ratio to "absent" — the target, ≤ 1.05, is for the black-holed app — plus how long quitting
+ * takes (bounded by the drain budget).
  * The app runs in its own process, as a real desktop app does.
  */
 import { spawn } from "node:child_process";
@@ -123,15 +124,14 @@ const medianOf = (variant: Variant, key: keyof Measured) => median(results.get(v
 const baseline = medianOf("absent", "runMs");
 const cpuBaseline = medianOf("absent", "cpuMs");
 console.log(`sink overhead: ${PROMPTS} prompts × (1 tool call + 1 reply), ${ROUNDS} rounds, medians; ratios to the channel off ("absent")`);
-let worst = 0;
 for (const variant of VARIANTS) {
-  const ratio = medianOf(variant, "runMs") / baseline;
-  if (CHANNEL_ON.includes(variant)) worst = Math.max(worst, ratio);
   console.log(
-    `  ${variant.padEnd(12)} wall ${medianOf(variant, "runMs").toFixed(0).padStart(6)} ms ×${ratio.toFixed(3)}` +
+    `  ${variant.padEnd(12)} wall ${medianOf(variant, "runMs").toFixed(0).padStart(6)} ms ×${(medianOf(variant, "runMs") / baseline).toFixed(3)}` +
       `  cpu ${medianOf(variant, "cpuMs").toFixed(0).padStart(6)} ms ×${(medianOf(variant, "cpuMs") / cpuBaseline).toFixed(3)}` +
       `  quit ${medianOf(variant, "quitMs").toFixed(0).padStart(4)} ms  events received ${medianOf(variant, "received")}`,
   );
 }
-console.log(`worst wall ratio with the channel on ×${worst.toFixed(3)} (target ≤ ${TARGET_RATIO}): ${worst <= TARGET_RATIO ? "PASS" : "FAIL"}`);
-process.exitCode = worst <= TARGET_RATIO ? 0 : 1;
+// The bound is for a hung app (issue 6); the responsive app's figure includes the HTTP work itself.
+const blackHoled = medianOf("black-holed", "runMs") / baseline;
+console.log(`black-holed app: wall ×${blackHoled.toFixed(3)} (target ≤ ${TARGET_RATIO}): ${blackHoled <= TARGET_RATIO ? "PASS" : "FAIL"}`);
+process.exitCode = blackHoled <= TARGET_RATIO ? 0 : 1;
