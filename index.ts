@@ -48,6 +48,7 @@ import { openOutbox, type Outbox } from "./outbox.ts";
 import { installSink } from "./sink/index.ts";
 import { installPresence } from "./presence.ts";
 import { installCommandChannel } from "./commands.ts";
+import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
 import { RecipientAnswer } from "./protocol.ts";
 import {
   SEND_CHANNEL,
@@ -130,6 +131,21 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   const presence = installPresence(pi, { runtimeId, connection, report });
   services.push(presence, installCommandChannel(pi, { presence, runtimeId, connection, report }));
+  // The opt-in report_progress tool: offered only while this session is an active main agent.
+  services.push(
+    installProgressTool(pi, {
+      offered: () => state?.config?.progressTool.enabled === true,
+      target: (): ProgressTarget => {
+        const s = state;
+        if (s?.config && s.delivery && notifying()) {
+          return { kind: "ready", notifier: s.delivery.notifier, client: s.delivery.client, context: noticeContext(s, s.config), task: run?.facts.task ?? "" };
+        }
+        const recorder = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId, now: new Date() } } : {};
+        return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorder };
+      },
+      report,
+    }),
+  );
 
   const facts = (s: SessionState): SessionFacts => ({ sessionActive: s.active, subagent: s.subagent, config: s.configState });
 

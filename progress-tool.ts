@@ -1,0 +1,243 @@
+/**
+ * The governed progress tool (seed 003 §2.2, §3, §5), opt-in through `progressTool.enabled`. The
+ * model fills a structure; code validates it, renders the message and decides whether it goes out:
+ * at most 6 reports a minute per run, a `progress` right after a `progress` is a duplicate, and no
+ * parameter can name a recipient or channel (the server's configuration alone decides who hears
+ * it). A report goes out like a lifecycle notice (notifier, outbox, idempotent event id); a
+ * refused call is recorded on the server's audit trail (`POST /audit/tool-calls`), so every call
+ * is accounted for.
+ *
+ * `decideReport` and `progressEvent` are pure; `installProgressTool` is the thin Pi edge, a
+ * session service: the tool exists and is active only while the session is active as a main agent.
+ */
+import { createHash } from "node:crypto";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { Type, type Static } from "typebox";
+import { Value } from "typebox/value";
+import type { Notifier, WebhookClient } from "./delivery.ts";
+import { buildEvent, type NoticeContext } from "./notice.ts";
+import { ProgressSeverity, ProgressStage, ToolCallRecorded, type EventBody, type EventStatus, type ToolCallRecord } from "./protocol.ts";
+
+export const PROGRESS_TOOL_NAME = "report_progress";
+export const REPORTS_PER_MINUTE = 6;
+const MINUTE_MS = 60_000;
+const SUMMARY_CHARS = 120;
+const DETAIL_CHARS = 1000;
+const RECORD_TIMEOUT_MS = 5_000;
+
+/** The tool's parameters: a structure, never free text to a chosen recipient. */
+export const ProgressParams = Type.Object(
+  {
+    stage: Type.Enum([...ProgressStage.options], { description: "阶段" }),
+    summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: "一句话结论，不要罗列过程" }),
+    detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: "失败原因、需要用户决定的事或产物路径，可省略" })),
+    artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://", description: "可跳转的链接（http/https）：trace、PR、报告页" })),
+    severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: "严重程度，默认 info" })),
+  },
+  { additionalProperties: false },
+);
+export type ProgressArgs = Static<typeof ProgressParams>;
+
+export const PROGRESS_DESCRIPTION =
+  "在长任务的关键节点向用户汇报进度。只在这些时刻调用：一个阶段完成（done）、失败（failed）、被阻塞或需要用户决定/批准（blocked、awaiting_approval）。" +
+  "不要为日常步骤、每次工具调用或思考过程调用；任务最终完成时不必调用，系统会自动通知。" +
+  `收件人由系统配置决定，无法指定；每次运行每分钟最多 ${REPORTS_PER_MINUTE} 条，连续两条 progress 只发第一条。`;
+
+// ── Pure decisions ──────────────────────────────────────────────────────────
+
+/** What one run has reported so far. */
+export interface ReportState {
+  /** When each sent report went out (only the last minute matters). */
+  sentAt: readonly number[];
+  lastStage: ProgressStage | null;
+}
+export const NO_REPORTS: ReportState = { sentAt: [], lastStage: null };
+
+export type RefusalCode = "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate";
+
+export type ReportDecision =
+  | { kind: "send"; args: ProgressArgs; state: ReportState }
+  | { kind: "refuse"; code: RefusalCode; reason: string };
+
+export interface ReportFacts {
+  nowMs: number;
+  /** Why nothing can be sent from this session at all, if so. */
+  unavailable?: "subagent" | "inactive";
+}
+
+/** Whether a call goes out, and the run's state after it. Pure. */
+export function decideReport(state: ReportState, input: unknown, facts: ReportFacts): ReportDecision {
+  if (facts.unavailable === "subagent") return { kind: "refuse", code: "subagent", reason: "子 Agent 不能向用户汇报进度（refused in subagents）。" };
+  if (facts.unavailable === "inactive") return { kind: "refuse", code: "inactive", reason: "当前会话没有开启 Anon 通知，进度汇报未发送。" };
+  const problem = argumentProblem(input);
+  if (problem) return { kind: "refuse", code: "invalid", reason: `参数无效：${problem}` };
+  const args = input as ProgressArgs;
+  const recent = state.sentAt.filter((at) => facts.nowMs - at < MINUTE_MS);
+  if (recent.length >= REPORTS_PER_MINUTE) {
+    const waitSeconds = Math.ceil((recent[0]! + MINUTE_MS - facts.nowMs) / 1000);
+    return { kind: "refuse", code: "rate_limited", reason: `已达到每分钟 ${REPORTS_PER_MINUTE} 条的上限，本条未发送；约 ${waitSeconds} 秒后才能再汇报，只在关键节点汇报。` };
+  }
+  if (args.stage === "progress" && state.lastStage === "progress") {
+    return { kind: "refuse", code: "duplicate", reason: "上一条已是 progress，同一阶段不重复汇报；等阶段完成、失败或需要用户决定时再汇报。" };
+  }
+  return { kind: "send", args, state: { sentAt: [...recent, facts.nowMs], lastStage: args.stage } };
+}
+
+function argumentProblem(input: unknown): string | undefined {
+  if (!Value.Check(ProgressParams, input)) {
+    const first = Value.Errors(ProgressParams, input)[0];
+    return first ? `${first.instancePath || "(参数)"} ${first.message}` : "不符合参数结构";
+  }
+  const { artifact } = input as ProgressArgs;
+  if (artifact !== undefined && !URL.canParse(artifact)) return "artifact 必须是 http(s) 链接";
+  return undefined;
+}
+
+const STAGE_LABELS: Record<ProgressStage, string> = {
+  started: "开始",
+  progress: "进展",
+  blocked: "受阻",
+  awaiting_approval: "等待你确认",
+  done: "阶段完成",
+  failed: "失败",
+};
+
+// A report is never the run's own completion or failure (those come from the lifecycle); a stage
+// that needs a person is a warning.
+const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
+  started: "started",
+  progress: "progress",
+  done: "progress",
+  blocked: "warning",
+  awaiting_approval: "warning",
+  failed: "warning",
+};
+
+const SEVERITY_MARKS: Record<ProgressSeverity, string> = { info: "", warn: "【注意】", critical: "【紧急】" };
+
+/** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
+export function progressEventId(sessionId: string, toolCallId: string): string {
+  return `pi:${sessionId}:report:${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`;
+}
+
+/** The notice a sent report becomes, rendered by code from the structure. Pure. */
+export function progressEvent(args: ProgressArgs, toolCallId: string, task: string, context: NoticeContext): EventBody {
+  const severity = args.severity ?? "info";
+  const line = `${SEVERITY_MARKS[severity]}${STAGE_LABELS[args.stage]}：${args.summary}` + (args.detail ? `\n详情：${args.detail}` : "");
+  return buildEvent(
+    {
+      eventId: progressEventId(context.sessionId, toolCallId),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task,
+      status: STAGE_STATUS[args.stage],
+      summary: context.content.includeProject ? `项目 ${context.project}：${line}` : line,
+      details: { report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null }, tool: PROGRESS_TOOL_NAME },
+      url: args.artifact ?? null,
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}
+
+/** What the server's audit trail receives for a refused call. Pure. */
+export function refusedCallRecord(input: unknown, toolCallId: string, reason: string, context: Pick<NoticeContext, "sessionId" | "runtimeId" | "now">): ToolCallRecord {
+  const asObject = typeof input === "object" && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>) : { value: input };
+  const serialised = JSON.stringify(asObject);
+  return {
+    session_id: context.sessionId,
+    runtime_id: context.runtimeId,
+    tool: PROGRESS_TOOL_NAME,
+    tool_call_id: `call-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`,
+    decision: "refused",
+    reason: reason.slice(0, 200),
+    event_id: null,
+    // The record must fit the wire's 4 KiB: an oversized input is kept as its beginning.
+    input: Buffer.byteLength(serialised) <= 3_500 ? asObject : { truncated: serialised.slice(0, 1_000) },
+    created_at: context.now.toISOString(),
+  };
+}
+
+// ── Edge ────────────────────────────────────────────────────────────────────
+
+/** Where a report goes now, or why this session cannot report (with what can still record the refusal). */
+export type ProgressTarget =
+  | { kind: "ready"; notifier: Notifier; client: Pick<WebhookClient, "request">; context: NoticeContext; task: string }
+  | { kind: "unavailable"; why: "subagent" | "inactive"; client?: Pick<WebhookClient, "request">; context?: Pick<NoticeContext, "sessionId" | "runtimeId" | "now"> };
+
+export interface ProgressToolDeps {
+  target(): ProgressTarget;
+  /** Whether the configuration offers the tool at all (`progressTool.enabled`). */
+  offered(): boolean;
+  report(message: string): void;
+}
+
+/**
+ * Registers the Pi handlers and returns a session service: `start` offers the tool (registered
+ * once per extension runtime, then activated), `stop` takes it out of the model's tool list.
+ */
+export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): { start(ctx: ExtensionContext): void; stop(): Promise<void> } {
+  let reports: ReportState = NO_REPORTS;
+  let registered = false;
+  // "Per run": the count and the last stage start again with each settled unit of work.
+  pi.on("agent_settled", () => {
+    reports = NO_REPORTS;
+  });
+
+  const recordRefusal = (target: ProgressTarget, input: unknown, toolCallId: string, reason: string) => {
+    const { context, client } = target;
+    if (!context || !client) return;
+    // Not awaited: the model's turn never waits on the network.
+    client
+      .request("POST", "audit/tool-calls", { body: refusedCallRecord(input, toolCallId, reason, context), schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS })
+      .catch((error: unknown) => deps.report(`被拒绝的进度汇报未能写入服务端审计：${error instanceof Error ? error.message : String(error)}`));
+  };
+
+  /** `details` is for the session file and renderers; the model reads only the text. */
+  interface Outcome {
+    content: { type: "text"; text: string }[];
+    details: { sent: boolean; reason?: string; event_id?: string };
+  }
+
+  const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
+    const target = deps.target();
+    const decision = decideReport(reports, input, { nowMs: Date.now(), ...(target.kind === "unavailable" ? { unavailable: target.why } : {}) });
+    if (decision.kind === "refuse" || target.kind === "unavailable") {
+      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: "当前会话不能汇报进度。" };
+      recordRefusal(target, input, toolCallId, refusal.reason);
+      return { content: [{ type: "text", text: `未发送：${refusal.reason}` }], details: { sent: false, reason: refusal.code } };
+    }
+    reports = decision.state;
+    const event = progressEvent(decision.args, toolCallId, target.task, target.context);
+    // A report is kept until delivered, like a final notice: the outbox and the event id make it exactly-once.
+    target.notifier.send(event, { final: true });
+    return { content: [{ type: "text", text: "已提交进度汇报；收件人由系统配置决定。" }], details: { sent: true, event_id: event.event_id } };
+  };
+
+  const setActive = (active: boolean) => {
+    const others = pi.getActiveTools().filter((name) => name !== PROGRESS_TOOL_NAME);
+    pi.setActiveTools(active ? [...others, PROGRESS_TOOL_NAME] : others);
+  };
+
+  return {
+    start() {
+      if (!deps.offered() || deps.target().kind !== "ready") return;
+      if (registered) return setActive(true);
+      registered = true;
+      // Registering after the session is bound refreshes the tool list and activates the new tool.
+      pi.registerTool({
+        name: PROGRESS_TOOL_NAME,
+        label: "Report progress",
+        description: PROGRESS_DESCRIPTION,
+        promptSnippet: "report_progress: 在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
+        parameters: ProgressParams,
+        execute: (toolCallId, params) => execute(toolCallId, params),
+      });
+    },
+    async stop() {
+      if (registered) setActive(false);
+    },
+  };
+}
