@@ -39,7 +39,7 @@ function replay(calls: [atMs: number, input: unknown][], start: ReportState = NO
 test("the parameters are a structure with no way to name a recipient or channel", () => {
   assert.deepEqual(Object.keys(ProgressParams.properties).sort(), ["artifact", "detail", "severity", "stage", "summary"]);
   assert.deepEqual(ProgressParams.required, ["stage", "summary"]);
-  assert.equal(ProgressParams.additionalProperties, false);
+  assert.equal((ProgressParams as { additionalProperties?: unknown }).additionalProperties, false);
   assert.match(PROGRESS_DESCRIPTION, /阶段完成/);
   assert.match(PROGRESS_DESCRIPTION, /不要为日常步骤/);
   const cases: [string, unknown, string][] = [
