@@ -81,7 +81,8 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   const token = (await readFile(tokenPath, "utf8")).trim();
 
   const operatorTokenPath = join(dir, "operator.token");
-  assert.ok(output.includes(`Token 文件：${operatorTokenPath}`));
+  // Printed right after the Pi setup, possibly in a later chunk of output.
+  await eventually(() => (output.includes(`Token 文件：${operatorTokenPath}`) ? true : undefined), "the operator token path in output");
   assert.equal((await stat(operatorTokenPath)).mode & 0o777, 0o600);
   const operatorToken = (await readFile(operatorTokenPath, "utf8")).trim();
   assert.notEqual(operatorToken, token);
