@@ -3,7 +3,7 @@
  * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
  * it read from Pi.
  */
-import { ContextUsage, EventBody, LIMITS, type DeliveryRoute, type EventStatus } from "./protocol.ts";
+import { ContextUsage, LIMITS, type DeliveryRoute, type EventBody, type EventStatus } from "./protocol.ts";
 import type { RunFacts, RunOutcome } from "./lifecycle.ts";
 import type { SendRequest } from "./state-bus.ts";
 
@@ -109,9 +109,12 @@ export interface NoticeParts {
   delivery?: DeliveryRoute;
 }
 
-/** The wire body, cut to the configured and wire limits and checked against the shared schema. */
+/**
+ * The wire body, cut to the configured and wire limits. Not parsed here: the notifier validates
+ * every event against the shared schema once, at its boundary, and a turn should not pay twice.
+ */
 export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "maxTaskChars" | "maxSummaryChars">): EventBody {
-  return EventBody.parse({
+  return {
     event_id: parts.eventId,
     session_id: parts.sessionId,
     runtime_id: parts.runtimeId,
@@ -124,7 +127,7 @@ export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "ma
     context_usage: parts.contextUsage,
     created_at: parts.createdAt.toISOString(),
     delivery: parts.delivery ?? "anon",
-  });
+  };
 }
 
 /** What every notice of one session shares; sampled by the caller when the notice is built. */

@@ -1,0 +1,129 @@
+/**
+ * `npm run bench`: what anon-notify costs a real Pi session (SDK + faux model). The same scripted
+ * session — TURNS prompts, every fourth with a tool call — runs without the extension ("absent"),
+ * with it active against a webhook that answers ("active"), and with it active against a black-holed
+ * webhook that accepts connections and never answers ("black-holed"), interleaved over ROUNDS
+ * repetitions after one warm-up. Reports the median wall time of the prompts and the ratio to
+ * "absent" (targets ≤ 1.03 and ≤ 1.05). The webhook runs in its own process, as the real server
+ * does, so only the extension's own work lands on Pi's event loop.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { rmSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { Type } from "typebox";
+import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
+import { ai, makeRoot, startPi, PI_FLAVOUR } from "../test/helpers/pi.ts";
+import { configureExtension } from "../test/helpers/webhook.ts";
+
+const TURNS = Number(process.env.BENCH_TURNS ?? 200);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
+
+type Variant = "absent" | "active" | "black-holed";
+const VARIANTS: Variant[] = ["absent", "active", "black-holed"];
+
+const echo: ToolDefinition = {
+  name: "echo",
+  label: "echo",
+  description: "Echoes.",
+  parameters: Type.Object({}),
+  async execute() {
+    return { content: [{ type: "text", text: "ok" }], details: undefined };
+  },
+};
+
+/** The webhook in a child process: the test webhook answering at once, or a socket that never answers. */
+async function startWebhookProcess(blackHoled: boolean) {
+  const helper = new URL("../test/helpers/webhook.ts", import.meta.url).href;
+  const source = blackHoled
+    ? `import { createServer } from "node:net";
+       const held = new Set();
+       const server = createServer((socket) => { held.add(socket); socket.on("error", () => {}); });
+       server.listen(0, "127.0.0.1", () => process.stdout.write("http://127.0.0.1:" + server.address().port + "/api/agent-notify/v1/events\\n"));
+       process.stdin.resume();
+       process.stdin.on("end", () => { for (const s of held) s.destroy(); server.close(); process.stdout.write("0\\n"); });`
+    : `import { startWebhook } from ${JSON.stringify(helper)};
+       const webhook = await startWebhook();
+       process.stdout.write(webhook.endpoint + "\\n");
+       process.stdin.resume();
+       process.stdin.on("end", async () => { const n = webhook.events.length; await webhook.close(); process.stdout.write(n + "\\n"); });`;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", source], { stdio: ["pipe", "pipe", "inherit"] });
+  const lines: string[] = [];
+  let buffered = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk: string) => {
+    buffered += chunk;
+    const parts = buffered.split("\n");
+    buffered = parts.pop() ?? "";
+    lines.push(...parts);
+  });
+  while (lines.length === 0) await once(child.stdout, "data");
+  return {
+    endpoint: lines[0]!,
+    /** Stops the webhook and returns how many events it accepted. */
+    async stop(): Promise<number> {
+      child.stdin.end();
+      await once(child, "exit");
+      return Number(lines[1] ?? 0);
+    },
+  };
+}
+
+function script(turn: number) {
+  const reply = ai.fauxAssistantMessage(`turn ${turn} done`);
+  return turn % 4 === 0
+    ? [ai.fauxAssistantMessage(ai.fauxToolCall("echo", {}), { stopReason: "toolUse" }), reply]
+    : [reply];
+}
+
+/** One session of TURNS prompts; returns the wall time of the prompts alone. */
+async function runSession(variant: Variant): Promise<number> {
+  const webhook = await startWebhookProcess(variant === "black-holed");
+  const root = makeRoot();
+  configureExtension(root, webhook.endpoint);
+  const pi = await startPi({ root, extension: variant !== "absent", tools: [echo] });
+  try {
+    // Enabling asks a black-holed server for the recipient and waits out that check: not measured.
+    if (variant !== "absent") await pi.prompt("/anon-notify");
+    // Straight to the faux provider: the harness's recording of model calls would dominate a turn.
+    for (let turn = 1; turn <= TURNS; turn += 1) pi.faux.appendResponses(script(turn));
+    const started = performance.now();
+    for (let turn = 1; turn <= TURNS; turn += 1) await pi.prompt(`turn ${turn}`);
+    return performance.now() - started;
+  } finally {
+    await pi.dispose({ keepRoot: true });
+    rmSync(root, { recursive: true, force: true });
+    const accepted = await webhook.stop();
+    if (variant === "active" && accepted !== TURNS) throw new Error(`active run delivered ${accepted} of ${TURNS} notices`);
+  }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+};
+
+const times: Record<Variant, number[]> = { absent: [], active: [], "black-holed": [] };
+for (const variant of VARIANTS) await runSession(variant); // warm-up: JIT, module cache, file system
+for (let round = 0; round < ROUNDS; round += 1) {
+  // Rotate the order so drift in machine load does not favour one variant.
+  const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]!);
+  for (const variant of order) times[variant].push(await runSession(variant));
+}
+
+const base = median(times.absent);
+console.log(`anon-notify overhead on Pi ${PI_FLAVOUR} — ${TURNS} turns × ${ROUNDS} rounds (median wall time of the prompts)`);
+let missed = false;
+for (const variant of VARIANTS) {
+  const ms = median(times[variant]);
+  const ratio = ms / base;
+  const target = variant === "absent" ? undefined : TARGETS[variant];
+  if (target && ratio > target) missed = true;
+  console.log(
+    `  ${variant.padEnd(12)} ${ms.toFixed(0).padStart(6)} ms  ratio ${ratio.toFixed(3)}` +
+      (target ? `  target ≤ ${target}  ${ratio <= target ? "ok" : "MISSED"}` : "") +
+      `  (runs: ${times[variant].map((t) => t.toFixed(0)).join(", ")})`,
+  );
+}
+process.exitCode = missed ? 1 : 0;
