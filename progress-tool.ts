@@ -201,7 +201,23 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     details: { sent: boolean; reason?: string; event_id?: string };
   }
 
+  // Pi checks the arguments against the schema before our code runs; a call it refuses is still a
+  // call, so it is recorded from its start and end events.
+  const unchecked = new Map<string, unknown>();
+  pi.on("tool_execution_start", (event) => {
+    if (event.toolName === PROGRESS_TOOL_NAME) unchecked.set(event.toolCallId, event.args);
+  });
+  pi.on("tool_execution_end", (event) => {
+    if (event.toolName !== PROGRESS_TOOL_NAME || !unchecked.has(event.toolCallId)) return;
+    const input = unchecked.get(event.toolCallId);
+    unchecked.delete(event.toolCallId);
+    const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
+    const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
+    recordRefusal(deps.target(), input, event.toolCallId, `参数无效：${why}`);
+  });
+
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
+    unchecked.delete(toolCallId);
     const target = deps.target();
     const decision = decideReport(reports, input, { nowMs: Date.now(), ...(target.kind === "unavailable" ? { unavailable: target.why } : {}) });
     if (decision.kind === "refuse" || target.kind === "unavailable") {
@@ -231,7 +247,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
         name: PROGRESS_TOOL_NAME,
         label: "Report progress",
         description: PROGRESS_DESCRIPTION,
-        promptSnippet: "report_progress: 在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
+        promptSnippet: "在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
         parameters: ProgressParams,
         execute: (toolCallId, params) => execute(toolCallId, params),
       });
