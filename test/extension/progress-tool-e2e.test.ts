@@ -5,18 +5,15 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { dataDirFor } from "../../config.ts";
+import { rmSync } from "node:fs";
 import { PROGRESS_TOOL_NAME } from "../../progress-tool.ts";
 import { AuditPage, type AuditEntry } from "../../protocol.ts";
+import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
 import { OPERATOR_TOKEN, call } from "../server/agent-api.ts";
 import { eventually } from "../server/client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
-
-const RECIPIENT = { qq: "10001", anonQq: "10002" };
 
 async function setup(t: TestContext, progressTool: boolean, pi: StartPiOptions = {}) {
   const koishi = await startKoishi({
@@ -25,16 +22,8 @@ async function setup(t: TestContext, progressTool: boolean, pi: StartPiOptions =
   });
   const root = makeRoot();
   const saved = { ...process.env };
-  Object.assign(process.env, {
-    PI_CODING_AGENT_DIR: join(root, "agent"),
-    ANON_NOTIFY_ENDPOINT: `${koishi.baseUrl}/events`,
-    ANON_NOTIFY_TOKEN: koishi.token,
-    ANON_NOTIFY_RECIPIENT_QQ: RECIPIENT.qq,
-    ANON_NOTIFY_ANON_QQ: RECIPIENT.anonQq,
-  });
-  const dataDir = dataDirFor(join(root, "agent"));
-  mkdirSync(dataDir, { recursive: true });
-  writeFileSync(join(dataDir, "config.json"), JSON.stringify({ progressTool: { enabled: progressTool } }));
+  Object.assign(process.env, extensionEnv(koishi, root));
+  writeUserConfig(root, { progressTool: { enabled: progressTool } });
   const harness = await startPi({ root, ...pi });
   t.after(async () => {
     await harness.dispose({ keepRoot: true });

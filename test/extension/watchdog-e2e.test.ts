@@ -6,19 +6,18 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
-import { dataDirFor } from "../../config.ts";
 import { AuditPage, type AuditEntry } from "../../protocol.ts";
+import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../helpers/pi.ts";
 import { OPERATOR_TOKEN, call } from "../server/agent-api.ts";
 import { eventually } from "../server/client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
 
-const RECIPIENT = { qq: "10001", anonQq: "10002" };
 /** Long enough for tries at 10 ms to outlast a heartbeat TTL of a few seconds. */
 const PATIENCE = 2_000;
 
@@ -46,18 +45,10 @@ async function setup(t: TestContext) {
   const root = () => {
     const made = makeRoot();
     roots.push(made);
-    const dataDir = dataDirFor(join(made, "agent"));
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(join(dataDir, "config.json"), JSON.stringify({ presence: { heartbeatIntervalMs: 1_000 } }));
+    writeUserConfig(made, { presence: { heartbeatIntervalMs: 1_000 } });
     return made;
   };
-  const env = (agentRoot: string) => ({
-    PI_CODING_AGENT_DIR: join(agentRoot, "agent"),
-    ANON_NOTIFY_ENDPOINT: `${koishi.baseUrl}/events`,
-    ANON_NOTIFY_TOKEN: koishi.token,
-    ANON_NOTIFY_RECIPIENT_QQ: RECIPIENT.qq,
-    ANON_NOTIFY_ANON_QQ: RECIPIENT.anonQq,
-  });
+  const env = (agentRoot: string) => extensionEnv(koishi, agentRoot);
   return { koishi, root, env };
 }
 
