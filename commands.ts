@@ -130,6 +130,8 @@ export interface CommandChannel {
   start(ctx: ExtensionContext): void;
   /** Stops claiming and waits for ACKs in flight. Commands already handed to Pi are still confirmed. */
   stop(): Promise<void>;
+  /** Claimed but not yet in the session: held for a boundary, or handed to Pi's queue. */
+  pending(): { held: string | null; queued: string[] };
 }
 
 /** Registers the renderer and the Pi handlers; call once from the extension factory. */
@@ -447,5 +449,6 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       })();
     },
     stop,
+    pending: () => ({ held: held?.command.command_id ?? null, queued: [...sent.keys()] }),
   };
 }

@@ -65,7 +65,9 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
       teardown.push(() => rmSync(root, { recursive: true, force: true }));
       return root;
     },
-    async setup(options: { root?: string; sessionFile?: string; tools?: ToolDefinition[]; heartbeatIntervalMs?: number } = {}) {
+    async setup(
+      options: { root?: string; sessionFile?: string; tools?: ToolDefinition[]; heartbeatIntervalMs?: number; after?: (observed: Observed) => ExtensionFactory } = {},
+    ) {
       const api = await startScriptedApi();
       teardown.push(() => api.close());
       const root = options.root ?? this.own(makeRoot());
@@ -76,7 +78,7 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
         root,
         ...(options.sessionFile ? { sessionFile: options.sessionFile } : {}),
         tools: options.tools ?? [],
-        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs)],
+        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs), ...(options.after ? [options.after(observed)] : [])],
       });
       let disposed = false;
       const dispose = async () => {
@@ -270,4 +272,51 @@ test("heartbeats follow the real state, never move activity on the timer, and en
   const file = readFileSync(sessionFile, "utf8");
   assert.ok(file.includes("编译完成"));
   assert.equal(file.includes("heartbeat"), false, "heartbeats never enter the session file");
+});
+
+test("an instruction still queued when the user presses Esc is written into the session without a run, ACKed and reported", { timeout: 30_000 }, async (t) => {
+  const slow = gatedTool("slow");
+  let escape: () => void = () => {};
+  // Registered after the channel: at a turn end it sees what the channel just did, and presses Esc
+  // the way Pi's TUI does (clear the queues, then abort) while our steer is still queued.
+  const esc = (observed: Observed): ExtensionFactory => (pi) => {
+    let pressed = false;
+    pi.on("turn_end", async (event) => {
+      const channel = observed.channel!;
+      if (pressed) return;
+      if (event.turnIndex === 0) {
+        while (channel.pending().held !== "c-q") await new Promise((resolve) => setTimeout(resolve, 5));
+      } else if (channel.pending().queued.includes("c-q")) {
+        pressed = true;
+        escape();
+      }
+    });
+  };
+  const { api, pi, observed } = await fixtures(t).setup({ tools: [slow.tool], after: esc });
+  escape = () => {
+    pi.session.clearQueue();
+    void pi.session.abort();
+  };
+  await api.until(() => api.waitingClaims() === 1);
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("继续中")]);
+  const done = settled(pi);
+  const run = pi.prompt("开始");
+  await slow.started;
+  await api.until(() => api.waitingClaims() === 0);
+  api.enqueue(command("c-q", "顺便更新一下文档"));
+  slow.release();
+  await run;
+  await done;
+  await api.until(() => api.acks.length === 1);
+
+  assert.equal(api.acks[0]!.status, 200);
+  assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-q"], "kept in the session, once");
+  assert.equal(JSON.stringify(pi.modelCalls).includes("顺便更新一下文档"), false, "no run was started for it");
+  assert.ok(pi.notices().some((n) => n.includes("被中断") && n.includes("顺便更新一下文档")));
+  assert.equal((observed.bus[0] as { eventId: string }).eventId, "cmd-interrupted:c-q");
+
+  // The next prompt carries it to the model: it was neither lost nor run against the interrupt.
+  pi.script([ai.fauxAssistantMessage("文档已更新")]);
+  await pi.prompt("继续");
+  assert.ok(JSON.stringify(pi.modelCalls.at(-1)!.messages).includes("顺便更新一下文档"));
 });
