@@ -204,3 +204,22 @@ test("an instruction interrupted before any reply is accepted once and reported 
   assert.equal(receipt.status, "warning");
   assert.deepEqual(deliveredIds(pi), [commandId]);
 });
+
+test("a session whose model cannot see images declares it, is refused image instructions, and still takes text", { timeout: 60_000 }, async (t) => {
+  const { pi, operator, sessionId } = await setup(t);
+  const textOnly = { ...pi.faux.getModel(), id: "faux-text", name: "faux text only", input: ["text" as const] };
+  await pi.session.setModel(textOnly);
+  await eventually(async () => {
+    const listed = await online(operator, sessionId);
+    return listed.model === "faux/faux-text" && listed.supports_images === false ? true : undefined;
+  }, "text-only model announced");
+
+  const refused = await operator.create({ session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64)] });
+  assert.deepEqual([refused.status, refused.body.error], [409, "images_not_supported"]);
+  pi.script([ai.fauxAssistantMessage("收到")]);
+  const done = settled(pi);
+  const created = await operator.create({ session_id: sessionId, instruction: "那就用文字描述吧" });
+  assert.equal(created.status, 201);
+  await done;
+  assert.deepEqual(deliveredIds(pi), [created.body.command.command_id]);
+});
