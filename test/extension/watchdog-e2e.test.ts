@@ -156,8 +156,10 @@ test("a killed Pi process gets exactly one vanish notice; a session shut down cl
   const childId: string = childSession.session_id;
 
   // Clean shutdown first (session_shutdown sends the offline call), then the kill.
-  await clean.dispose({ keepRoot: true });
+  // Pi 1.6.0 waits for the running tool before it shuts down, so the gate opens once shutdown has begun.
+  const disposed = clean.dispose({ keepRoot: true });
   gate.signal();
+  await disposed;
   await cleanRun.catch(() => undefined);
   child.kill("SIGKILL");
   await exited;
