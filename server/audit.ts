@@ -30,7 +30,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 /** Longer strings are cut: the trail records what was said, not unbounded blobs. */
 const MAX_STRING_CHARS = 16_000;
-const SECRET_KEY = /(token|authorization|secret|password)/i;
+/** `token`, `lease_token`, `operatorToken`, `authorization`…; not `used_tokens` or `max_tokens`. */
+const SECRET_KEY = /(^|[_-])(token|secret|password|authorization)$|[a-z](Token|Secret|Password)$/i;
 
 export interface AuditRow {
   id: number;

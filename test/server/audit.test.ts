@@ -36,6 +36,8 @@ test("imageFacts and auditData keep counts, sizes and digests, drop secret-named
   assert.equal("lease_token" in cleaned, false);
   assert.deepEqual(Object.keys(cleaned.nested), ["text"]);
   assert.equal(cleaned.nested.text.length, 16_001);
+  const kept = auditData({ context_usage: { used_tokens: 48_000, context_window: 200_000 }, max_tokens: 1, tokenizer: "x" }) as Record<string, unknown>;
+  assert.deepEqual(kept, { context_usage: { used_tokens: 48_000, context_window: 200_000 }, max_tokens: 1, tokenizer: "x" }, "token counts are not secrets");
   assert.equal(retentionCutoff(Date.parse("2026-11-30T00:00:00Z"), 30).toISOString(), "2026-10-31T00:00:00.000Z");
 });
 
@@ -87,6 +89,7 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   const accepted = find("event.accepted", (e) => e.subject === notice.event_id);
   assert.equal(accepted.actor, "agent");
   assert.equal((accepted.data.event as { summary: string }).summary, "测试失败 2 个");
+  assert.deepEqual((accepted.data.event as { context_usage: unknown }).context_usage, notice.context_usage, "the whole body, token counts included");
 
   const handed = find("event.handed_to_persona", (e) => e.subject === notice.event_id);
   assert.equal(handed.actor, "server");
