@@ -42,12 +42,13 @@ export interface ClaimFacts {
   backingOff: boolean;
 }
 
-export type ClaimPlan = { claim: false } | { claim: true; waitMs: number };
+export type ClaimKind = "idle" | "boundary";
+export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitMs: number };
 
 export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
   if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
-  if (facts.idle) return { claim: true, waitMs: longPollMs };
-  if (facts.atBoundary) return { claim: true, waitMs: 0 };
+  if (facts.idle) return { claim: true, kind: "idle", waitMs: longPollMs };
+  if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
   return { claim: false };
 }
 
@@ -69,11 +70,13 @@ export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "ho
 }
 
 /**
- * After an empty claim while idle: a server that held the request is asked again at once; one that
- * answered early (no long poll, or a short cap) is asked no more often than `minIntervalMs`.
+ * After an empty claim, if the session is idle now. An idle claim the server held is followed at
+ * once; one answered early (no long poll, or a short cap) no sooner than `minIntervalMs` after it
+ * started. A turn-end claim is followed at once: the session has just gone idle and should start
+ * its long poll, not wait out an interval.
  */
-export function repollDelay(elapsedMs: number, minIntervalMs: number): number {
-  return Math.max(0, minIntervalMs - elapsedMs);
+export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
+  return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
 }
 
 /** What one top-level run did with commands, in order. */
@@ -214,10 +217,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       },
       settings?.longPollMs ?? 0,
     );
-    if (plan.claim) void claimOnce(plan.waitMs);
+    if (plan.claim) void claimOnce(plan.kind, plan.waitMs);
   }
 
-  async function claimOnce(waitMs: number) {
+  async function claimOnce(kind: ClaimKind, waitMs: number) {
     const id = sessionId();
     if (!id || !client || !settings) return;
     const controller = new AbortController();
@@ -242,7 +245,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (answer.command) {
         claimed({ command: answer.command, token: answer.lease.token });
       } else if (running && mine === generation && isIdle()) {
-        const delay = repollDelay(now() - startedAt, settings.idlePollIntervalMs);
+        const delay = repollDelay(kind, now() - startedAt, settings.idlePollIntervalMs);
         if (delay > 0) return wakeAfter(delay);
       }
     } catch (thrown) {

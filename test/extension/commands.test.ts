@@ -20,9 +20,9 @@ const ready: ClaimFacts = { running: true, idle: true, atBoundary: false, claimI
 
 test("claims: long poll when idle, a quick claim only at a busy turn boundary, never two at once", () => {
   const rows: { facts: Partial<ClaimFacts>; plan: ReturnType<typeof planClaim> }[] = [
-    { facts: {}, plan: { claim: true, waitMs: 25_000 } },
+    { facts: {}, plan: { claim: true, kind: "idle", waitMs: 25_000 } },
     { facts: { idle: false }, plan: { claim: false } },
-    { facts: { idle: false, atBoundary: true }, plan: { claim: true, waitMs: 0 } },
+    { facts: { idle: false, atBoundary: true }, plan: { claim: true, kind: "boundary", waitMs: 0 } },
     { facts: { claimInFlight: true }, plan: { claim: false } },
     { facts: { idle: false, atBoundary: true, claimInFlight: true }, plan: { claim: false } },
     { facts: { outstanding: true }, plan: { claim: false } },
@@ -44,10 +44,11 @@ test("delivery: a known id is only ACKed; otherwise deliver idle or at a turn en
   for (const { plan, ...facts } of rows) assert.equal(planDelivery(facts), plan, JSON.stringify(facts));
 });
 
-test("an empty answer is re-polled at once after a held request, and no faster than the interval otherwise", () => {
-  assert.equal(repollDelay(25_000, 1_000), 0);
-  assert.equal(repollDelay(1_000, 1_000), 0);
-  assert.equal(repollDelay(3, 1_000), 997);
+test("an empty idle answer is re-polled at once after a held request and no faster than the interval otherwise; a turn-end one at once", () => {
+  assert.equal(repollDelay("idle", 25_000, 1_000), 0);
+  assert.equal(repollDelay("idle", 1_000, 1_000), 0);
+  assert.equal(repollDelay("idle", 3, 1_000), 997);
+  assert.equal(repollDelay("boundary", 3, 1_000), 0);
 });
 
 test("only an interrupt leaves commands unanswered, and any later reply answers them", () => {
