@@ -11,12 +11,15 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { rmSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { setTimeout as delay } from "node:timers/promises";
 import { Type } from "typebox";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { ai, makeRoot, startPi, PI_FLAVOUR } from "../test/helpers/pi.ts";
 import { configureExtension } from "../test/helpers/webhook.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
+/** Provider latency per model call; 0 (the default) measures pure CPU, the worst case for the ratio. */
+const MODEL_MS = Number(process.env.BENCH_MODEL_MS ?? 0);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
 
@@ -72,9 +75,8 @@ async function startWebhookProcess(blackHoled: boolean) {
 
 function script(turn: number) {
   const reply = ai.fauxAssistantMessage(`turn ${turn} done`);
-  return turn % 4 === 0
-    ? [ai.fauxAssistantMessage(ai.fauxToolCall("echo", {}), { stopReason: "toolUse" }), reply]
-    : [reply];
+  const steps = turn % 4 === 0 ? [ai.fauxAssistantMessage(ai.fauxToolCall("echo", {}), { stopReason: "toolUse" }), reply] : [reply];
+  return MODEL_MS === 0 ? steps : steps.map((step) => () => delay(MODEL_MS, step));
 }
 
 /** One session of TURNS prompts; returns the wall time of the prompts alone. */
@@ -113,7 +115,9 @@ for (let round = 0; round < ROUNDS; round += 1) {
 }
 
 const base = median(times.absent);
-console.log(`anon-notify overhead on Pi ${PI_FLAVOUR} — ${TURNS} turns × ${ROUNDS} rounds (median wall time of the prompts)`);
+console.log(
+  `anon-notify overhead on Pi ${PI_FLAVOUR} — ${TURNS} turns × ${ROUNDS} rounds, model latency ${MODEL_MS} ms (median wall time of the prompts)`,
+);
 let missed = false;
 for (const variant of VARIANTS) {
   const ms = median(times[variant]);
