@@ -238,17 +238,25 @@ export function auditedTool(definition: ToolDefinition, audit: AuditLog): ToolDe
   return {
     ...definition,
     execute: async (args) => {
-      const result = await audit.as("persona", () => definition.execute(args));
-      const { session, ...input } = args;
-      const sessionId = typeof input.session_id === "string" && Id.safeParse(input.session_id).success ? input.session_id : null;
-      await audit.record({
-        actor: "persona",
-        action: `persona.${definition.name}`,
-        session_id: sessionId,
-        subject: typeof input.command_id === "string" ? input.command_id : typeof input.event_id === "string" ? input.event_id : null,
-        data: { input, chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null, status: result.status, error: result.error ?? null },
-      });
-      return result;
+      let outcome: { status: string; error: unknown } = { status: "exception", error: null };
+      try {
+        const result = await audit.as("persona", () => definition.execute(args));
+        outcome = { status: result.status, error: result.error ?? null };
+        return result;
+      } catch (error) {
+        outcome.error = error instanceof Error ? error.message : String(error);
+        throw error;
+      } finally {
+        const { session, ...input } = args;
+        const sessionId = typeof input.session_id === "string" && Id.safeParse(input.session_id).success ? input.session_id : null;
+        await audit.record({
+          actor: "persona",
+          action: `persona.${definition.name}`,
+          session_id: sessionId,
+          subject: typeof input.command_id === "string" ? input.command_id : typeof input.event_id === "string" ? input.event_id : null,
+          data: { input, chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null, ...outcome },
+        });
+      }
     },
   };
 }

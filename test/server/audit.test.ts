@@ -75,6 +75,8 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   const tools = server.app["yesimbot.tool"] as unknown as StandInToolService;
   const sent = await tools.invoke("agent_session_message", { session_id: "s-1", content: "继续" }, ownerChat(server));
   assert.equal(sent.status, "success");
+  // A call YesImBot makes without a chat session is refused by the tool, and still recorded.
+  assert.equal((await tools.invoke("agent_sessions", {})).status, "error");
 
   const entries = await eventually(async () => {
     const page = await auditPage(server, { session_id: "s-1", limit: "200" });
@@ -123,6 +125,8 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   assert.deepEqual(tool.data.input, { session_id: "s-1", content: "继续", images: { count: 0, bytes: 0, sha256: [] } });
   assert.deepEqual(tool.data.chat, { user_id: OWNER, channel_id: `private:${OWNER}`, direct: true });
   assert.equal(find("command.pending", (e) => e.data.instruction === "继续").actor, "persona");
+  const refused = (await auditPage(server, { limit: "200" })).entries.find((e) => e.action === "persona.agent_sessions");
+  assert.deepEqual([refused?.data.status, (refused?.data.error as { name?: string } | null)?.name, refused?.data.chat], ["error", "forbidden", null]);
 
   const everything = JSON.stringify((await auditPage(server, { limit: "200" })).entries);
   for (const secret of [server.token, OPERATOR_TOKEN, claimed.body.lease.token, image.data]) {
