@@ -12,9 +12,7 @@ import { once } from "node:events";
 import { rmSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
-import { Type } from "typebox";
-import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { ai, makeRoot, startPi, PI_FLAVOUR } from "../test/helpers/pi.ts";
+import { ai, echoTool, makeRoot, startPi, PI_FLAVOUR } from "../test/helpers/pi.ts";
 import { configureExtension } from "../test/helpers/webhook.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
@@ -25,16 +23,6 @@ const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
 
 type Variant = "absent" | "active" | "black-holed";
 const VARIANTS: Variant[] = ["absent", "active", "black-holed"];
-
-const echo: ToolDefinition = {
-  name: "echo",
-  label: "echo",
-  description: "Echoes.",
-  parameters: Type.Object({}),
-  async execute() {
-    return { content: [{ type: "text", text: "ok" }], details: undefined };
-  },
-};
 
 /** The webhook in a child process: the test webhook answering at once, or a socket that never answers. */
 async function startWebhookProcess(blackHoled: boolean) {
@@ -84,7 +72,7 @@ async function runSession(variant: Variant): Promise<number> {
   const webhook = await startWebhookProcess(variant === "black-holed");
   const root = makeRoot();
   configureExtension(root, webhook.endpoint);
-  const pi = await startPi({ root, extension: variant !== "absent", tools: [echo] });
+  const pi = await startPi({ root, extension: variant !== "absent", tools: [echoTool()] });
   try {
     // Enabling asks a black-holed server for the recipient and waits out that check: not measured.
     if (variant !== "absent") await pi.prompt("/anon-notify");

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { Type } from "typebox";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { ai, blockingTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
+import { ai, blockingTool, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
 import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../helpers/webhook.ts";
 
@@ -46,13 +46,6 @@ async function control({ pi, webhook }: Setup) {
   assert.equal(webhook.events.length, 1);
 }
 
-const echoTool: ToolDefinition = {
-  name: "echo",
-  label: "echo",
-  description: "Echoes.",
-  parameters: Type.Object({}),
-  execute: async () => ({ content: [{ type: "text", text: "ok" }], details: undefined }),
-};
 const failingTool: ToolDefinition = {
   name: "explode",
   label: "explode",
@@ -150,7 +143,7 @@ test("a final tool batch that terminates with an error result is failed", async 
 });
 
 test("a run that continued past a non-terminating batch is judged by its last reply", async (t) => {
-  const s = await setup(t, { tools: [terminatingTool("finish"), echoTool] });
+  const s = await setup(t, { tools: [terminatingTool("finish"), echoTool()] });
   await s.pi.prompt("/anon-notify");
   s.pi.script([toolCall("finish", "echo"), text("after the batch")]);
   await s.pi.prompt("mixed batch");
@@ -248,7 +241,7 @@ test("a subagent session never sends, whatever it does", async (t) => {
 test("started, tool-error and progress notices when switched on, finals bypassing the minimum interval", async (t) => {
   const s = await setup(
     t,
-    { tools: [echoTool, failingTool] },
+    { tools: [echoTool(), failingTool] },
     {
       notify: { started: true, progress: true, toolError: true },
       progress: { firstAfterMs: 3_600_000, intervalMs: 3_600_000, toolCountThreshold: 3, errorCooldownMs: 0 },

@@ -247,6 +247,19 @@ function recordingUi(calls: UiCall[]): ExtensionUIContext {
   };
 }
 
+/** A tool that answers at once and lets the run go on. */
+export function echoTool(name = "echo"): ToolDefinition {
+  return {
+    name,
+    label: name,
+    description: "Echoes.",
+    parameters: Type.Object({}),
+    async execute() {
+      return { content: [{ type: "text", text: "ok" }], details: undefined };
+    },
+  };
+}
+
 /** A tool whose result ends the run when every call in its batch says so. */
 export function terminatingTool(name = "finish"): ToolDefinition {
   return {
