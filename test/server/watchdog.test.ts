@@ -2,7 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody, type Heartbeat } from "../../protocol.ts";
 import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog.ts";
-import { heartbeatOf } from "./agent-api.ts";
+import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "./agent-api.ts";
+import { eventually, validEvent } from "./client.ts";
 
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const MIN = 60_000;
@@ -108,4 +109,22 @@ test("the notice event names the tool, never its output, and keeps one id per ep
   assert.match(gone.summary, /^运行中失联：项目 shop/);
   assert.equal(gone.delivery, "direct");
   assert.notEqual(gone.event_id, event.event_id);
+});
+
+test("over HTTP: a stall notice takes its token from the event rate limit and goes the configured route", async (t) => {
+  const server = await startServer({
+    config: { eventsPerMinute: 1, eventBurst: 2, watchdogStallAfterMs: 1_000, watchdogCheckIntervalMs: 100, watchdogDelivery: "direct" },
+  });
+  t.after(() => server.stop());
+  assert.equal((await call(server, "POST", "/events", validEvent({ session_id: "s-1" }))).status, 202, "one of two tokens used");
+  const hourAgo = new Date(Date.now() - 60 * MIN).toISOString();
+  assert.equal((await agentApi(server).heartbeat({ state: "running", last_activity_at: hourAgo, activity: "npm" })).status, 200);
+
+  const accepted = await eventually(async () => {
+    const answer = await call(server, "GET", "/operator/audit?session_id=s-1", undefined, OPERATOR_TOKEN);
+    return (answer.body.entries as { action: string; actor: string; data: { event: EventBody } }[]).find((e) => e.action === "event.accepted" && e.actor === "watchdog");
+  }, "the stall notice accepted", 1_000);
+  assert.equal(accepted.data.event.delivery, "direct");
+  assert.equal(accepted.data.event.session_id, "s-1");
+  assert.equal((await call(server, "POST", "/events", validEvent({ session_id: "s-1" }))).status, 429, "the notice took the last token");
 });
