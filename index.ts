@@ -95,6 +95,8 @@ interface SessionState {
 
 interface RunState {
   facts: RunFacts;
+  /** The started notice waits for the run's first request, so it can name the task. */
+  startAnnounced: boolean;
   progress: ProgressMark | null;
   lastToolErrorAt: number | null;
 }
@@ -323,12 +325,11 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   pi.on("agent_start", (_event, ctx) => {
     const first = !run;
-    run ??= { facts: startRun(Date.now()), progress: null, lastToolErrorAt: null };
+    run ??= { facts: startRun(Date.now()), startAnnounced: false, progress: null, lastToolErrorAt: null };
     run.facts = withLowLevelStart(run.facts);
     // Esc and ctx.abort() abort this run's signal; a retry gets a new one, hence per low-level run.
     ctx.signal?.addEventListener("abort", () => run && (run.facts = withAbort(run.facts)), { once: true });
     if (!first) return;
-    if (state?.config?.notify.started) sendTransient("started", "开始处理任务。");
     const config = state?.config;
     if (config?.notify.progress && notifying()) {
       progressTimer = setInterval(checkProgress, Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
@@ -343,6 +344,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
     const text = typeof message.content === "string" ? message.content : blocks.filter((b) => b.type === "text").map((b) => b.text ?? "").join("\n");
     if (message.role === "user" || message.role === "custom") {
       run.facts = withTask(run.facts, text);
+      if (!run.startAnnounced && state?.config?.notify.started) sendTransient("started", "开始处理任务。");
+      run.startAnnounced = true;
     } else if (message.role === "assistant") {
       run.facts = withAssistant(run.facts, {
         stopReason: message.stopReason ?? "stop",
@@ -404,7 +407,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
       const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(payload)"}: ${i.message}`).join("; ");
       return report(`另一个扩展的 anon-notify:send 请求无效，已忽略：${issues}`);
     }
-    if (!state?.config || !state.delivery || !notifying()) return;
+    if (!state?.config || !state.delivery || !notifying()) return debug("anon-notify:send ignored: session not active");
     const notice = externalNotice(parsed.data, randomUUID(), noticeContext(state, state.config));
     state.delivery.notifier.send(notice, { final: notice.status === "completed" || notice.status === "failed" });
   });

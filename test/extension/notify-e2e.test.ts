@@ -269,7 +269,7 @@ test("the non-final minimum interval holds back a second started notice but neve
   const events = await s.webhook.waitForEvents(3);
   assert.deepEqual(
     events.map((e) => `${e.body.status}:${e.body.task}`),
-    ["started:", "completed:first", "completed:second"],
+    ["started:first", "completed:first", "completed:second"],
   );
 });
 
