@@ -10,7 +10,6 @@ import { debuglog } from "node:util";
 import type {
   AgentSettledEvent,
   ExtensionAPI,
-  ExtensionCommandContext,
   ExtensionContext,
   SessionStartEvent,
 } from "@mariozechner/pi-coding-agent";
@@ -440,15 +439,15 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   pi.registerCommand("anon-notify", {
     description: "开启或关闭当前会话的 Anon 通知（不带参数）",
-    handler: async (args: string, ctx: ExtensionCommandContext) => {
-      if (args.trim() !== "") return ctx.ui.notify(USAGE_TEXT, "warning");
+    handler: async (args: string) => {
+      if (args.trim() !== "") return report(USAGE_TEXT, "warning");
       const s = state;
-      if (!s) return ctx.ui.notify("Anon 通知尚未就绪，请稍后再试。", "warning");
+      if (!s) return report("Anon 通知尚未就绪，请稍后再试。", "warning");
       const next = !s.active;
       let enabled: { note: string; warning: string | null } | undefined;
       if (next) {
         const preflight = await enablePreflight(s);
-        if ("refuse" in preflight) return ctx.ui.notify(preflight.refuse, "error");
+        if ("refuse" in preflight) return report(preflight.refuse, "error");
         enabled = preflight;
       }
       // Written first: a record that did not reach the session must not be claimed as the state.
@@ -456,15 +455,15 @@ export default function anonNotify(pi: ExtensionAPI): void {
       try {
         pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
       } catch (error) {
-        return ctx.ui.notify(`无法写入会话文件，Anon 通知状态未改变：${(error as Error).message}`, "error");
+        return report(`无法写入会话文件，Anon 通知状态未改变：${(error as Error).message}`, "error");
       }
       if (state !== s) return; // the session was replaced while the server was asked
       s.active = next;
       s.recipientNote = enabled?.note ?? null;
       publish(s);
       await syncServices(s);
-      if (enabled?.warning) ctx.ui.notify(enabled.warning, "warning");
-      ctx.ui.notify(next ? `已开启当前会话的 Anon 通知（目标 QQ ${s.config?.recipient.qq}）。` : "已关闭当前会话的 Anon 通知。", "info");
+      if (enabled?.warning) report(enabled.warning, "warning");
+      report(next ? `已开启当前会话的 Anon 通知（目标 QQ ${s.config?.recipient.qq}）。` : "已关闭当前会话的 Anon 通知。", "info");
     },
   });
 }
