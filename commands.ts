@@ -142,11 +142,12 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   const now = deps.now ?? Date.now;
   let client: ApiClient | undefined;
   let settings: Connection["config"]["command"] | undefined;
+  let heartbeatIntervalMs = 0;
   let ctx: ExtensionContext | undefined;
   let journal: CommandJournal | undefined;
   let running = false;
   let generation = 0;
-  let claim: { controller: AbortController; held: boolean } | undefined;
+  let claim: { controller: AbortController; heldOpen: boolean } | undefined;
   let held: Lease | undefined;
   const sent = new Map<string, Lease>();
   const confirming = new Set<Promise<void>>();
@@ -224,7 +225,12 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     const id = sessionId();
     if (!id || !client || !settings) return;
     const controller = new AbortController();
-    claim = { controller, held: waitMs > 0 };
+    const current = { controller, heldOpen: waitMs > 0 };
+    claim = current;
+    // Only this claim's own outcome may clear the slot: a stop and restart may have started another.
+    const release = () => {
+      if (claim === current) claim = undefined;
+    };
     const startedAt = now();
     const mine = generation;
     try {
@@ -239,7 +245,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         schema: ClaimAnswer,
         signal: controller.signal,
       });
-      claim = undefined;
+      release();
       failures = 0;
       lastFailure = undefined;
       if (answer.command) {
@@ -249,14 +255,15 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         if (delay > 0) return wakeAfter(delay);
       }
     } catch (thrown) {
-      claim = undefined;
+      release();
       if (controller.signal.aborted || mine !== generation) return;
       failures++;
       const error = asDeliveryError(thrown);
       // The server lost this runtime (restart, TTL): a heartbeat now re-registers it before the retry.
       if (error.code === "session_offline") deps.presence.beat();
       reportOnce(`领取 Anon 指令失败：${error.message}`);
-      return wakeAfter(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random));
+      // Capped at the heartbeat interval: a server that comes back is claimed from within one heartbeat.
+      return wakeAfter(Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), heartbeatIntervalMs));
     }
     evaluate(false);
   }
@@ -326,7 +333,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     ctx = c;
     // A busy session claims only at turn ends, so the idle claim is withdrawn. Should the server
     // have leased a command in the same instant, that lease expires and the command comes back.
-    if (claim?.held) claim.controller.abort();
+    if (claim?.heldOpen) claim.controller.abort();
   });
   pi.on("message_end", (event, c) => {
     ctx = c;
@@ -432,6 +439,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       client = current.client;
       const config = current.config.command;
       settings = config;
+      heartbeatIntervalMs = current.config.presence.heartbeatIntervalMs;
       running = true;
       failures = 0;
       lastFailure = undefined;

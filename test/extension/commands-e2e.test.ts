@@ -61,11 +61,12 @@ async function setup(t: TestContext, options: { commandLeaseMs?: number; tools?:
 
 type Operator = ReturnType<typeof operatorApi>;
 
+/** A runtime re-registers within one heartbeat interval (10 s by default), hence the generous bound. */
 async function online(operator: Operator, sessionId: string) {
   return eventually(async () => {
     const { body } = await operator.sessions();
     return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
-  }, `session ${sessionId} online`);
+  }, `session ${sessionId} online`, 3_000);
 }
 
 async function commandState(operator: Operator, sessionId: string, commandId: string): Promise<string> {
