@@ -14,10 +14,8 @@ import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Type } from "typebox";
-import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { ensureSinkToken } from "../sink/token.ts";
-import { ai, makeRoot, startPi } from "../test/helpers/pi.ts";
+import { ai, echoTool, makeRoot, startPi } from "../test/helpers/pi.ts";
 
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -26,16 +24,6 @@ const TARGET_RATIO = 1.05;
 type Variant = "no extension" | "absent" | "black-holed" | "app absent" | "responsive";
 const VARIANTS: Variant[] = ["no extension", "absent", "black-holed", "app absent", "responsive"];
 const CHANNEL_ON: Variant[] = ["black-holed", "app absent", "responsive"];
-
-const noop: ToolDefinition = {
-  name: "noop",
-  label: "noop",
-  description: "Does nothing.",
-  parameters: Type.Object({}),
-  async execute() {
-    return { content: [{ type: "text", text: "ok" }], details: undefined };
-  },
-};
 
 /** The stand-in app in a child process: the sink's own listener, answering at once or never. */
 async function startApp(socket: string, token: string, blackHoled: boolean) {
@@ -84,7 +72,7 @@ async function session(variant: Variant): Promise<Measured> {
   if (CHANNEL_ON.includes(variant)) {
     Object.assign(process.env, { ANON_NOTIFY_SINK_ENABLED: "true", ANON_NOTIFY_SINK_SOCKET: socket, ANON_NOTIFY_SINK_TOKEN_FILE: tokenFile });
   }
-  const pi = await startPi({ root, extension: variant !== "no extension", tools: [noop] });
+  const pi = await startPi({ root, extension: variant !== "no extension", tools: [echoTool("noop")] });
   try {
     const started = performance.now();
     const cpuStarted = process.cpuUsage();

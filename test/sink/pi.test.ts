@@ -15,7 +15,7 @@ import type { SinkEnvelope, SinkEventType } from "../../protocol.ts";
 import { installSink, type InstalledSink, type SinkConfig } from "../../sink/index.ts";
 import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../sink/listener.ts";
 import { ensureSinkToken } from "../../sink/token.ts";
-import { ai, blockingTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
+import { ai, blockingTool, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
 
 interface SinkRig {
   pi: PiHarness;
@@ -103,16 +103,6 @@ function gatedTool(name: string, executionMode: "parallel" | "sequential") {
   };
   return { tool, running: (key: string) => runningLatch(key).promise, open: (key: string) => gates.get(key)!() };
 }
-
-const quickTool: ToolDefinition = {
-  name: "quick",
-  label: "quick",
-  description: "Returns at once.",
-  parameters: Type.Object({}),
-  async execute() {
-    return { content: [{ type: "text", text: "ok" }], details: undefined };
-  },
-};
 
 const toolCalls = (name: string, keys: string[]) =>
   ai.fauxAssistantMessage(
@@ -459,7 +449,7 @@ test("a refusing app (401) costs nothing but one debug line; a token the app rew
 });
 
 test("a hung app (never answers) does not hold the run; the queue overflows oldest-first; quitting gives up", async (t) => {
-  const r = await rig(t, { listener: { answerDelayMs: Infinity }, pi: { tools: [quickTool] } });
+  const r = await rig(t, { listener: { answerDelayMs: Infinity }, pi: { tools: [echoTool("quick")] } });
   const calls = 140; // 280 tool events: more than the queue holds while the app hangs on the first
   r.pi.script([
     ai.fauxAssistantMessage(
