@@ -21,6 +21,8 @@ export interface SinkListenerOptions {
 
 export interface SinkListener {
   readonly events: SinkEnvelope[];
+  /** The accepted bodies exactly as they arrived, before the schema dropped unknown keys. */
+  readonly bodies: string[];
   readonly rejected: { status: number; reason: string }[];
   /** Connections accepted so far: proves whether anything knocked at all. */
   readonly connections: number;
@@ -48,6 +50,7 @@ async function readBody(request: IncomingMessage): Promise<string | undefined> {
 
 export async function startSinkListener(options: SinkListenerOptions): Promise<SinkListener> {
   const events: SinkEnvelope[] = [];
+  const bodies: string[] = [];
   const rejected: { status: number; reason: string }[] = [];
   const waiters = new Set<() => void>();
   let connections = 0;
@@ -82,6 +85,7 @@ export async function startSinkListener(options: SinkListenerOptions): Promise<S
     }
     if (!parsed.success) return answer(response, 400, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
     events.push(parsed.data);
+    bodies.push(body);
     options.onEvent?.(parsed.data);
     for (const wake of waiters) wake();
     answer(response, 204);
@@ -102,6 +106,7 @@ export async function startSinkListener(options: SinkListenerOptions): Promise<S
 
   return {
     events,
+    bodies,
     rejected,
     get connections() {
       return connections;

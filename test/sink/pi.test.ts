@@ -327,22 +327,37 @@ test("interrupting a later round of the loop cancels the unit once, with no comp
 });
 
 test("the payload is a whitelist: no tool output, no file contents, no history; long texts are cut with …", async (t) => {
-  const gated = gatedTool("read_secret", "parallel");
+  const gated = gatedTool("lookup", "parallel");
   const r = await rig(t, { pi: { tools: [gated.tool] } });
+  writeFileSync(join(r.pi.cwd, "secret.txt"), "TOP-SECRET-FILE-CONTENT\n");
   const longReply = "答".repeat(3000);
   const longPrompt = "问".repeat(800);
-  r.pi.script([toolCalls("read_secret", ["k"]), ai.fauxAssistantMessage(longReply)]);
+  r.pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("read", { path: "secret.txt" }, { id: "call-read" }), ai.fauxToolCall("lookup", { key: "k" }, { id: "call-k" })], {
+      stopReason: "toolUse",
+    }),
+    ai.fauxAssistantMessage(longReply),
+  ]);
   const run = r.pi.prompt(longPrompt);
   await gated.running("k");
   gated.open("k");
   await run;
   await r.flush();
-  const wire = JSON.stringify(r.listener!.events);
-  assert.doesNotMatch(wire, /SECRET TOOL OUTPUT/);
-  assert.doesNotMatch(wire, /"key"/, "tool arguments stay home");
+  const toolResults = r.pi.session.state.messages.filter((m) => m.role === "toolResult");
+  assert.match(JSON.stringify(toolResults), /TOP-SECRET-FILE-CONTENT/, "the read tool really read the file");
+  const completedTools = r.listener!.events.filter((e) => e.type === "tool.completed");
+  assert.deepEqual(completedTools.map((e) => e.payload.ok), [true, true]);
+  // The raw bodies, before any schema could drop a leaked key.
+  const wire = r.listener!.bodies.join("\n");
+  assert.equal(r.listener!.bodies.length, 6);
+  for (const leak of [/TOP-SECRET-FILE-CONTENT/, /SECRET TOOL OUTPUT/, /secret\.txt/, /"key"/, /"messages"/, /"content"/, /答{501}/, /问{501}/]) {
+    assert.doesNotMatch(wire, leak);
+  }
+  for (const [index, body] of r.listener!.bodies.entries()) {
+    assert.deepEqual(JSON.parse(body), r.listener!.events[index], "no key beyond the whitelist was sent");
+  }
   assert.equal(only(r.listener!.events, "run.started").payload.prompt, "问".repeat(500) + "…");
   assert.equal(only(r.listener!.events, "run.completed").payload.answer, "答".repeat(500) + "…");
-  for (const event of r.listener!.events) assert.ok(!("messages" in event.payload) && !("result" in event.payload));
 });
 
 test("each event can be switched off on its own", async (t) => {
