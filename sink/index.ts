@@ -52,6 +52,8 @@ export interface InstalledSink {
   close(): Promise<void>;
 }
 
+const installed = new WeakMap<ExtensionAPI, InstalledSink>();
+
 /** Without the caller's verdict: the chat channel's rule with its defaults (notes §6). */
 function subagentByDefault(ctx: ExtensionContext): boolean {
   return isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true);
@@ -112,6 +114,10 @@ interface ActiveRound {
  * `warn` and the sink stays off; an absent, slow or refusing app is not reported (one debug line).
  */
 export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkOptions = {}): InstalledSink | undefined {
+  // One sink per Pi binding, even if session_start comes twice without a shutdown in between
+  // (Pi 0.87.1's RPC new_session does that): the older one stops listening at once.
+  void installed.get(pi)?.close();
+  installed.delete(pi);
   if (!config.enabled) return undefined;
   let token: string;
   try {
@@ -289,7 +295,9 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     await queue.idle();
   }
 
-  return { queue, flush, close };
+  const sink = { queue, flush, close };
+  installed.set(pi, sink);
+  return sink;
 }
 
 function isoTime(ms: number | undefined): string | undefined {

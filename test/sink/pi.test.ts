@@ -34,6 +34,8 @@ interface RigOptions {
   pi?: StartPiOptions;
   /** Extensions loaded after the sink (e.g. a goal-like loop). */
   extensions?: ((pi: ExtensionAPI) => void)[];
+  /** Install the sink twice on the same Pi binding, as a repeated session_start would. */
+  installTwice?: boolean;
 }
 
 async function rig(t: TestContext, options: RigOptions = {}): Promise<SinkRig> {
@@ -54,7 +56,12 @@ async function rig(t: TestContext, options: RigOptions = {}): Promise<SinkRig> {
   const pi = await startPi({
     extension: false,
     ...options.pi,
-    extensions: [(api) => void (sink = installSink(api, config, { debug: (line) => debugLines.push(line) })), ...(options.extensions ?? [])],
+    extensions: [
+      (api) => {
+        for (let n = options.installTwice ? 2 : 1; n > 0; n--) sink = installSink(api, config, { debug: (line) => debugLines.push(line) });
+      },
+      ...(options.extensions ?? []),
+    ],
   });
   t.after(async () => {
     await pi.dispose();
@@ -371,6 +378,14 @@ test("each event can be switched off on its own", async (t) => {
   await run;
   await r.flush();
   assert.deepEqual(r.types(), ["tool.completed", "run.completed"]);
+});
+
+test("installing again on the same Pi replaces the sink instead of doubling every event", async (t) => {
+  const r = await rig(t, { installTwice: true });
+  r.pi.script([ai.fauxAssistantMessage("once")]);
+  await r.pi.prompt("go");
+  await r.flush();
+  assert.deepEqual(r.types(), ["run.started", "run.completed"]);
 });
 
 test("when disabled nothing is installed: no listener, no queue, no token file, no connection", async (t) => {
