@@ -7,7 +7,8 @@
  * the extension runs too, for scale. Reports the median wall time (and CPU time) of the prompts and
  * the ratio to "absent" — the target, ≤ 1.05, is for the black-holed app — plus how long quitting
  * takes (bounded by the drain budget).
- * The app runs in its own process, as a real desktop app does.
+ * The app runs in its own process, as a real desktop app does. BENCH_MODEL_MS adds provider latency
+ * per model call; BENCH_PROMPTS and BENCH_ROUNDS size the run.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -20,6 +21,10 @@ import { ai, echoTool, makeRoot, startPi } from "../test/helpers/pi.ts";
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TARGET_RATIO = 1.05;
+/** Provider latency per model call; 0 is the pure-CPU worst case, a real model takes seconds. */
+const MODEL_MS = Number(process.env.BENCH_MODEL_MS ?? 0);
+const reply = (message: ReturnType<typeof ai.fauxAssistantMessage>) =>
+  MODEL_MS > 0 ? async () => (await new Promise((resolve) => setTimeout(resolve, MODEL_MS)), message) : message;
 
 type Variant = "no extension" | "absent" | "black-holed" | "app absent" | "responsive";
 const VARIANTS: Variant[] = ["no extension", "absent", "black-holed", "app absent", "responsive"];
@@ -77,7 +82,7 @@ async function session(variant: Variant): Promise<Measured> {
     const started = performance.now();
     const cpuStarted = process.cpuUsage();
     for (let n = 0; n < PROMPTS; n++) {
-      pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("noop", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage(`reply ${n}`)]);
+      pi.script([reply(ai.fauxAssistantMessage([ai.fauxToolCall("noop", {})], { stopReason: "toolUse" })), reply(ai.fauxAssistantMessage(`reply ${n}`))]);
       await pi.prompt(`task ${n}`);
       // A person never types within the same event-loop turn; without this gap back-to-back prompts
       // are queued input and (by the hold rule) merge into one unit of work.
@@ -111,7 +116,9 @@ for (let round = 0; round < ROUNDS; round++) {
 const medianOf = (variant: Variant, key: keyof Measured) => median(results.get(variant)!.map((m) => m[key]));
 const baseline = medianOf("absent", "runMs");
 const cpuBaseline = medianOf("absent", "cpuMs");
-console.log(`sink overhead: ${PROMPTS} prompts × (1 tool call + 1 reply), ${ROUNDS} rounds, medians; ratios to the channel off ("absent")`);
+console.log(
+  `sink overhead: ${PROMPTS} prompts × (1 tool call + 1 reply), model latency ${MODEL_MS} ms, ${ROUNDS} rounds, medians; ratios to the channel off ("absent")`,
+);
 for (const variant of VARIANTS) {
   console.log(
     `  ${variant.padEnd(12)} wall ${medianOf(variant, "runMs").toFixed(0).padStart(6)} ms ×${(medianOf(variant, "runMs") / baseline).toFixed(3)}` +
