@@ -135,6 +135,9 @@ async function main() {
     pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("long_task", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("长任务完成。")]);
     const busyRun = pi.prompt("跑一个很长的任务");
     await toolStarted.promise;
+    // A moment later, as a person would: the session withdrew its idle claim when the run started,
+    // and the server should have seen that request go before the next instruction arrives.
+    await new Promise((resolve) => setTimeout(resolve, 300));
     const doomed = await operator("POST", "/commands", { session_id: sessionId, instruction: "把数据库删掉（这条会被撤回）" });
     say(`Agent 正在执行工具，指令待发：${doomed.body.command.command_id}（可撤回：${doomed.body.command.cancellable}）`);
     const cancel = await operator("POST", `/commands/${doomed.body.command.command_id}/cancel`, { session_id: sessionId });
