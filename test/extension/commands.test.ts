@@ -12,7 +12,8 @@ import {
   type ClaimFacts,
   type RunFact,
 } from "../../commands.ts";
-import { commandMessage, instructionText } from "../../command-message.ts";
+import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
+import { commandMessage, instructionText, renderCommandMessage } from "../../command-message.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../journal.ts";
 import { SendRequest } from "../../state-bus.ts";
 
@@ -136,4 +137,26 @@ test("a journal past its cap is cut back to the newest records at open", async (
   assert.equal(again.journal.has("c-0"), false);
   assert.equal(again.journal.has(`c-${count - JOURNAL_KEEP_RECORDS}`), true);
   assert.equal((await readFile(file, "utf8")).trim().split("\n").length, JOURNAL_KEEP_RECORDS);
+});
+
+test("Pi's own custom-message component draws the instruction under its origin label, then each image", () => {
+  initTheme("dark", false);
+  const message = commandMessage(
+    {
+      command_id: "c-1",
+      event_id: "e-1",
+      origin: "proactive",
+      instruction: "看看这张图",
+      images: [{ mime_type: "image/png", data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=" }],
+      created_at: "2026-11-30T03:00:00.000Z",
+    },
+    "s-1",
+  );
+  // A renderer that throws is silently replaced by Pi's default, so the default label must not show.
+  const component = new CustomMessageComponent({ role: "custom", ...message, timestamp: 0 }, renderCommandMessage);
+  const lines = component.render(60).map((line) => line.replace(/\x1b\[[0-9;]*m/g, "").trim());
+  assert.ok(lines.includes("[Anon 主动消息]"), lines.join("|"));
+  assert.ok(lines.includes("看看这张图"));
+  assert.ok(lines.some((line) => line.startsWith("[Image: [image/png] 1x1]")), "the image is drawn (or its terminal fallback)");
+  assert.equal(lines.some((line) => line.includes("anon-notify:command")), false);
 });
