@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { dataDirFor } from "../../config.ts";
+import { SUBAGENT_FLAG } from "../../activation.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../helpers/pi.ts";
 import { commandMessages, gatedTool, settled } from "../helpers/session-commands.ts";
@@ -45,8 +46,8 @@ async function setup(t: TestContext, options: { commandLeaseMs?: number; tools?:
     await koishi.stop();
     rmSync(root, { recursive: true, force: true });
   });
-  const open = async (sessionFile?: string) => {
-    const pi = await startPi({ root, tools: options.tools ?? [], ...(sessionFile ? { sessionFile } : {}) });
+  const open = async (sessionFile?: string, flags?: Record<string, boolean>) => {
+    const pi = await startPi({ root, tools: options.tools ?? [], ...(sessionFile ? { sessionFile } : {}), ...(flags ? { flags } : {}) });
     harnesses.push(pi);
     return pi;
   };
@@ -223,4 +224,20 @@ test("a session whose model cannot see images declares it, is refused image inst
   assert.equal(created.status, 201);
   await done;
   assert.deepEqual(deliveredIds(pi), [created.body.command.command_id]);
+});
+
+test("a subagent restoring an active session never heartbeats, so it can never be sent an instruction", { timeout: 60_000 }, async (t) => {
+  const { pi, operator, sessionId, open } = await setup(t);
+  pi.script([ai.fauxAssistantMessage("主会话的回答")]);
+  await pi.prompt("先说一句话，让会话文件落盘");
+  const sessionFile = pi.sessionFile()!;
+  await pi.dispose({ keepRoot: true });
+  await eventually(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "the main runtime went offline");
+
+  const sub = await open(sessionFile, { [SUBAGENT_FLAG]: true });
+  sub.script([ai.fauxAssistantMessage("子 Agent 的回答")]);
+  await sub.prompt("子任务");
+  // Its settle would have sent a heartbeat had the services started; ask the server after it.
+  assert.deepEqual((await operator.sessions()).body.sessions, []);
+  assert.equal((await operator.create({ session_id: sessionId, instruction: "子 Agent 收不到" })).body.error, "session_offline");
 });
