@@ -241,3 +241,17 @@ test("a subagent restoring an active session never heartbeats, so it can never b
   assert.deepEqual((await operator.sessions()).body.sessions, []);
   assert.equal((await operator.create({ session_id: sessionId, instruction: "子 Agent 收不到" })).body.error, "session_offline");
 });
+
+test("after /reload the session is online under the new runtime and still takes instructions", { timeout: 60_000 }, async (t) => {
+  const { pi, operator, sessionId } = await setup(t);
+  await pi.session.reload();
+  await online(operator, sessionId);
+  pi.script([ai.fauxAssistantMessage("重载后也收到了")]);
+  const done = settled(pi);
+  const created = await operator.create({ session_id: sessionId, instruction: "重载后还在吗" });
+  assert.equal(created.status, 201);
+  await done;
+  await untilState(operator, sessionId, created.body.command.command_id, "accepted");
+  assert.deepEqual(deliveredIds(pi), [created.body.command.command_id]);
+  assert.equal((await operator.sessions()).body.sessions.length, 1, "the old runtime's offline did not remove the new one");
+});
