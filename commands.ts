@@ -367,7 +367,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   });
   pi.on("agent_settled", (_event, c) => {
     ctx = c;
-    settleRun(c);
+    settleRun();
     evaluate(false);
   });
   pi.on("session_compact", (_event, c) => {
@@ -375,7 +375,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     evaluate(false);
   });
 
-  function settleRun(c: ExtensionContext) {
+  function settleRun() {
     const finished = run;
     run = newRun();
     // Still queued when the run ended: only an interrupt that cleared Pi's queue leaves one behind.
@@ -400,9 +400,8 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       const lease = finished.instructions.get(commandId);
       if (!lease) continue;
       const notice = { commandId, eventId: lease.command.event_id, instruction: lease.command.instruction };
-      if (c.hasUI) {
-        c.ui.notify(`Anon 的指令已进入会话，但这次运行被中断，尚未得到回复：${notice.instruction.slice(0, 80)}。发送任意消息即可让 Agent 继续处理。`, "warning");
-      }
+      // Through the extension's report: a TUI warning, or stderr in print and JSON modes.
+      deps.report(`Anon 的指令已进入会话，但这次运行被中断，尚未得到回复：${notice.instruction.slice(0, 80)}。发送任意消息即可让 Agent 继续处理。`);
       pi.events.emit(SEND_CHANNEL, interruptedNotice(notice));
     }
   }

@@ -232,7 +232,7 @@ test("an instruction the user interrupts before any reply is kept, ACKed once, a
 
   assert.equal(api.acks[0]!.status, 200, "the session took it in, so it is not redelivered");
   assert.equal(commandMessages(pi).length, 1);
-  const warnings = pi.notices().filter((n) => n.includes("被中断"));
+  const warnings = observed.reports.filter((n) => n.includes("被中断"));
   assert.equal(warnings.length, 1);
   assert.ok(warnings[0]!.includes("把日志整理一下"));
   assert.deepEqual(observed.bus, [
@@ -312,7 +312,7 @@ test("an instruction still queued when the user presses Esc is written into the 
   assert.equal(api.acks[0]!.status, 200);
   assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-q"], "kept in the session, once");
   assert.equal(JSON.stringify(pi.modelCalls).includes("顺便更新一下文档"), false, "no run was started for it");
-  assert.ok(pi.notices().some((n) => n.includes("被中断") && n.includes("顺便更新一下文档")));
+  assert.ok(observed.reports.some((n) => n.includes("被中断") && n.includes("顺便更新一下文档")));
   assert.equal((observed.bus[0] as { eventId: string }).eventId, "cmd-interrupted:c-q");
 
   // The next prompt carries it to the model: it was neither lost nor run against the interrupt.
