@@ -48,7 +48,7 @@ import { installSink } from "./sink/index.ts";
 import { installPresence } from "./presence.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
-import { RecipientAnswer } from "./protocol.ts";
+import { RecipientAnswer, type EventBody } from "./protocol.ts";
 import {
   SEND_CHANNEL,
   STATE_CHANNEL,
@@ -197,11 +197,28 @@ export default function anonNotify(pi: ExtensionAPI): void {
     };
   };
 
+  /**
+   * Pi awaits handlers (agent_settled before prompt() resolves), and handing a final notice to the
+   * notifier writes it durably to the outbox: so the hand-over runs just after the handler, in
+   * order, off Pi's path. session_shutdown drains what is still waiting before it flushes.
+   */
+  const handOver: (() => void)[] = [];
+  let handOverTimer: ReturnType<typeof setImmediate> | undefined;
+  const drainHandOver = () => {
+    if (handOverTimer) clearImmediate(handOverTimer);
+    handOverTimer = undefined;
+    for (const send of handOver.splice(0)) send();
+  };
+  const enqueue = (notifier: Notifier, event: EventBody, final: boolean) => {
+    handOver.push(() => notifier.send(event, { final }));
+    handOverTimer ??= setImmediate(drainHandOver);
+  };
+
   const sendTransient = (status: "started" | "progress" | "tool_error", summary: string) => {
     if (!notifying() || !state?.config || !state.delivery || !run) return;
     transientSequence += 1;
     const event = transientNotice(status, summary, run.facts, transientSequence, noticeContext(state, state.config));
-    state.delivery.notifier.send(event, { final: false });
+    enqueue(state.delivery.notifier, event, false);
   };
 
   const checkProgress = () => {
@@ -311,6 +328,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     state = undefined;
     if (!s) return;
     s.active = false;
+    drainHandOver();
     await syncServices(s);
     if (s.delivery) {
       await s.delivery.notifier.flush(SHUTDOWN_FLUSH_MS);
@@ -395,7 +413,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     if (outcome.kind === "completed" && !state.config.notify.completed) return;
     if (outcome.kind === "failed" && !state.config.notify.failed) return;
     const notice = finalNotice(outcome, finished.facts, noticeContext(state, state.config));
-    if (notice) state.delivery.notifier.send(notice, { final: true });
+    if (notice) enqueue(state.delivery.notifier, notice, true);
   });
 
   // ── Other extensions ────────────────────────────────────────────────────────
@@ -408,7 +426,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     }
     if (!state?.config || !state.delivery || !notifying()) return debug("anon-notify:send ignored: session not active");
     const notice = externalNotice(parsed.data, randomUUID(), noticeContext(state, state.config));
-    state.delivery.notifier.send(notice, { final: notice.status === "completed" || notice.status === "failed" });
+    enqueue(state.delivery.notifier, notice, notice.status === "completed" || notice.status === "failed");
   });
 
   // ── The command ─────────────────────────────────────────────────────────────

@@ -228,6 +228,20 @@ test("quitting while a run streams sends nothing", async (t) => {
   assert.equal(s.webhook.events.length, 0);
 });
 
+test("notices produced right before quitting are still delivered", async (t) => {
+  const s = await setup(t);
+  await s.pi.prompt("/anon-notify");
+  s.pi.script([text("last words")]);
+  await s.pi.prompt("final task");
+  s.probe.send({ status: "failed", summary: "sent in the same tick as quitting", eventId: "last" });
+  // No wait for the webhook: quitting must hand over and flush what was produced just before.
+  await s.pi.dispose({ keepRoot: true });
+  assert.deepEqual(
+    s.webhook.events.map((e) => `${e.body.status}:${e.body.task || e.body.summary}`),
+    ["completed:final task", "failed:sent in the same tick as quitting"],
+  );
+});
+
 test("a subagent session never sends, whatever it does", async (t) => {
   const s = await setup(t, { mode: "print", persist: false });
   await s.pi.prompt("/anon-notify");
