@@ -3,9 +3,9 @@
  * steer messages (seed: Anon 显式指挥 Pi Agent). Idle, the runtime holds one claim request open
  * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
  * per `longPollMs`; the held request is withdrawn when a run starts. Busy, it claims one command at
- * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each command reaches the session once: its id is journaled
- * and flushed before the ACK, and a command whose id is already journaled, or already in the
- * session, is ACKed without being delivered again.
+ * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
+ * command reaches the session once: its id is journaled and flushed before the ACK, and a command
+ * whose id is already journaled, or already in the session, is ACKed without being delivered again.
  *
  * An instruction the session took in but never answered because the user interrupted the run is
  * reported: a TUI warning for the user and a `warning` notice for the persona. One still queued
@@ -378,23 +378,23 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   function settleRun() {
     const finished = run;
     run = newRun();
-    // Still queued when the run ended: only an interrupt that cleared Pi's queue leaves one behind.
-    for (const [commandId, lease] of [...sent]) {
-      if (!finished.aborted) continue;
+    // Still queued when an interrupted run ended: the interrupt cleared Pi's queue (TUI Esc).
+    // Written in without a run; a failure leaves the lease to expire and the command to come back.
+    const dropped = finished.aborted ? [...sent] : [];
+    for (const [commandId, lease] of dropped) {
       sent.delete(commandId);
       const id = sessionId();
-      if (!id) continue;
       try {
+        if (!id) throw new Error("no session");
         pi.sendMessage(commandMessage(lease.command, id), { triggerTurn: false });
+        if (!inSession(commandId)) throw new Error("not in the session after appending");
       } catch (error) {
         reportOnce(`Anon 指令未能写入会话：${describe(error)}`);
         continue;
       }
-      if (inSession(commandId)) {
-        finished.facts.push({ kind: "command", commandId });
-        finished.instructions.set(commandId, lease);
-        confirm(lease);
-      }
+      finished.facts.push({ kind: "command", commandId });
+      finished.instructions.set(commandId, lease);
+      confirm(lease);
     }
     for (const commandId of unansweredAfterInterrupt(finished.facts, finished.aborted)) {
       const lease = finished.instructions.get(commandId);
