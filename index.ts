@@ -45,7 +45,7 @@ import {
 import { externalNotice, finalNotice, sampleContextUsage, transientNotice, type NoticeContext } from "./notice.ts";
 import { openOutbox, type Outbox } from "./outbox.ts";
 import { installSink } from "./sink/index.ts";
-import { installPresence } from "./presence.ts";
+import { createRuntimeId, installPresence } from "./presence.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
 import { RecipientAnswer, type EventBody } from "./protocol.ts";
@@ -106,7 +106,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     default: false,
     description: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
   });
-  const runtimeId = `r-${randomUUID()}`;
+  const runtimeId = createRuntimeId();
   const services: SessionService[] = [];
   let state: SessionState | undefined;
   // Set first at session_start, so problems found while starting reach the user's UI too.
