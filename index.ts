@@ -238,18 +238,33 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // ── Session lifecycle ───────────────────────────────────────────────────────
 
+  /**
+   * Appends an activation record; on failure returns why, after recording `fallbackActive` behind
+   * it: Pi 0.87.1 keeps an entry whose write failed in memory, where a reload would find it (1.x
+   * rolls back, and then the second append fails too, which is as consistent).
+   */
+  const writeActivation = (record: ActivationRecord, fallbackActive: boolean): string | undefined => {
+    try {
+      pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
+      return undefined;
+    } catch (error) {
+      try {
+        pi.appendEntry(ACTIVATION_CUSTOM_TYPE, { ...record, active: fallbackActive });
+      } catch {
+        // The file is still unwritable: nothing more to keep consistent.
+      }
+      return (error as Error).message;
+    }
+  };
+
   /** Fork and clone inherit the source's current session-wide value and record it as a snapshot. */
   const inherit = (event: SessionStartEvent, ctx: ExtensionContext, copied: ReturnType<typeof readActivation>) => {
     const source = event.previousSessionFile ?? ctx.sessionManager.getHeader()?.parentSession;
     const reading = (source ? readActivationFromFile(source) : undefined) ?? copied;
-    const record: ActivationRecord = { version: ACTIVATION_VERSION, active: reading.active, via: "inherit" };
-    try {
-      pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
-      return reading.active;
-    } catch (error) {
-      report(`无法写入继承的 Anon 通知状态，此会话按未开启处理：${(error as Error).message}`, "error");
-      return false;
-    }
+    const failure = writeActivation({ version: ACTIVATION_VERSION, active: reading.active, via: "inherit" }, false);
+    if (!failure) return reading.active;
+    report(`无法写入继承的 Anon 通知状态，此会话按未开启处理：${failure}`, "error");
+    return false;
   };
 
   const openDelivery = (config: Config, token: string | undefined): SessionState["delivery"] => {
@@ -470,11 +485,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
       }
       // Written first: a record that did not reach the session must not be claimed as the state.
       const record: ActivationRecord = { version: ACTIVATION_VERSION, active: next, via: "command" };
-      try {
-        pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
-      } catch (error) {
-        return report(`无法写入会话文件，Anon 通知状态未改变：${(error as Error).message}`, "error");
-      }
+      const failure = writeActivation(record, s.active);
+      if (failure) return report(`无法写入会话文件，Anon 通知状态未改变：${failure}`, "error");
       if (state !== s) return; // the session was replaced while the server was asked
       s.active = next;
       s.recipientNote = enabled?.note ?? null;

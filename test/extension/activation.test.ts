@@ -190,6 +190,9 @@ test("a failed write claims no change", async (t) => {
   assert.equal(probe.states.length, before, "no state change was published");
   assert.match(pi.notices().at(-1) ?? "", /无法写入会话文件，Anon 通知状态未改变/);
   assert.equal(pi.statusText(STATUS_KEY), "Anon 通知：未开启");
+  // Pi 0.87.1 keeps a failed entry in memory: a reload must still not find the unwritten state.
+  await pi.session.reload();
+  assert.equal(probe.last()?.status, "inactive");
 });
 
 test("enabling is refused with guidance naming both QQ numbers when the server says not_added or unreachable", async (t) => {
