@@ -92,6 +92,32 @@ test("switching off stops notices again", async (t) => {
   await control(s);
 });
 
+test("a session switched on while a run is in progress reports that run's completion", async (t) => {
+  const running = latch();
+  const release = latch();
+  const gated: ToolDefinition = {
+    name: "gated",
+    label: "gated",
+    description: "Runs until released.",
+    parameters: Type.Object({}),
+    execute: async () => {
+      running.signal();
+      await release.promise;
+      return { content: [{ type: "text", text: "released" }], details: undefined };
+    },
+  };
+  const s = await setup(t, { tools: [gated] });
+  s.pi.script([toolCall("gated"), text("finished after enabling")]);
+  const run = s.pi.prompt("long job");
+  await running.promise;
+  await s.pi.prompt("/anon-notify");
+  release.signal();
+  await run;
+  const [event] = await s.webhook.waitForEvents(1);
+  assert.equal(event!.body.task, "long job");
+  assert.equal(event!.body.status, "completed");
+});
+
 test("a model error after retries is one failed notice with the error", async (t) => {
   const s = await setup(t);
   await s.pi.prompt("/anon-notify");
