@@ -37,7 +37,7 @@ export interface ClaimFacts {
   /** Called from a turn end: the one moment a busy session may claim. */
   atBoundary: boolean;
   claimInFlight: boolean;
-  /** A claimed command not yet taken in by the session (held for a boundary, or queued in Pi). */
+  /** A claimed command not yet done with: held for a boundary, queued in Pi, or being journaled and ACKed. */
   outstanding: boolean;
   backingOff: boolean;
 }
@@ -213,7 +213,9 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         idle: isIdle(),
         atBoundary,
         claimInFlight: claim !== undefined,
-        outstanding: held !== undefined || sent.size > 0,
+        // Until its ACK is answered the server still holds our lease on the queue's head and would
+        // answer a new claim with nothing (an ACK does not wake a held claim), so none is made.
+        outstanding: held !== undefined || sent.size > 0 || confirming.size > 0,
         backingOff: wakeTimer !== undefined,
       },
       settings?.longPollMs ?? 0,
@@ -324,7 +326,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (!acked.ok) reportOnce(`确认 Anon 指令失败（租约到期后会重发并按日志去重）：${acked.error.message}`);
     })();
     confirming.add(task);
-    void task.finally(() => confirming.delete(task));
+    void task.finally(() => {
+      confirming.delete(task);
+      evaluate(false);
+    });
   }
 
   pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, renderCommandMessage);

@@ -111,7 +111,11 @@ test("an idle session receives an instruction through the held claim, journals i
   assert.equal(held.capabilities, "images");
 
   let journalAtAck: string[] = [];
-  api.onAck = () => (journalAtAck = journalIds(journalFile));
+  let lastClaimAtAck: string | null | undefined;
+  api.onAck = () => {
+    journalAtAck = journalIds(journalFile);
+    lastClaimAtAck = api.claims.at(-1)!.answered;
+  };
   pi.script([ai.fauxAssistantMessage("已经重新运行测试，全部通过。")]);
   const done = settled(pi);
   api.enqueue(command("c-1", "请重新运行测试"));
@@ -119,6 +123,7 @@ test("an idle session receives an instruction through the held claim, journals i
   await api.until(() => api.acks.length === 1);
 
   assert.deepEqual(journalAtAck, ["c-1"], "the id was on disk when the ACK arrived");
+  assert.equal(lastClaimAtAck, "c-1", "no new claim while the ACK was outstanding");
   assert.equal(api.acks[0]!.status, 200);
   const messages = commandMessages(pi);
   assert.equal(messages.length, 1);
@@ -166,11 +171,11 @@ test("a busy session takes an instruction at a turn boundary, after the tool bat
     assert.ok(["toolResult", "assistant:stop"].includes(labels[i - 1]!), `${l} follows a finished turn: ${labels.join(" ")}`);
     assert.equal(labels[i + 1], "assistant:stop", `${l} is answered by the next model call`);
   }
-  for (const id of ["c-a", "c-b"]) {
-    const claims = api.claims.filter((c) => c.answered === id);
-    assert.equal(claims.length, 1);
-    assert.equal(claims[0]!.query.wait_ms, 0, `${id}: a busy session claims at a turn end without holding the request`);
-  }
+  const first = api.claims.filter((c) => c.answered === "c-a");
+  assert.equal(first.length, 1);
+  assert.equal(first[0]!.query.wait_ms, 0, "a busy session claims at a turn end without holding the request");
+  // c-b follows once c-a is ACKed: at a later turn end, or by the idle claim after the run.
+  assert.equal(api.claims.filter((c) => c.answered === "c-b").length, 1);
 });
 
 test("a redelivered lease and a restarted Pi ACK a journaled command without a second copy in the session", { timeout: 40_000 }, async (t) => {
