@@ -82,13 +82,16 @@ function bodyOf(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<stri
   );
 }
 
+/** `.` and `..` (also as `%2e`) are resolved by the client's URL parser before sending: not a segment the server sees. */
+const dotSegment = (s: string) => [".", ".."].includes(s.replace(/%2e/gi, "."));
+
 /** A path segment: a known id, any text encoded, or raw (malformed) percent sequences. */
 function segment(known: () => string[]): fc.Arbitrary<string> {
   return fc.oneof(
     { weight: 4, arbitrary: fc.nat().map((n) => encodeURIComponent(known()[n % Math.max(1, known().length)] ?? "none")) },
     { weight: 2, arbitrary: fc.string({ minLength: 1, maxLength: 140 }).map((s) => encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))) },
     { weight: 1, arbitrary: fc.stringMatching(/^(%[0-9A-Fa-fG-Z]{0,2}|[A-Za-z0-9._:~-]){1,12}$/) },
-  );
+  ).filter((s) => !dotSegment(s));
 }
 
 function queryOf(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<string> {
@@ -272,7 +275,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   }
 
   /** Everything a refused request must leave as it was. */
-  async function fingerprint(): Promise<string> {
+  async function fingerprint(route: string): Promise<string> {
     const { $ } = koishiRuntime;
     const [events, eventSeq, baselineRow, commands, commandRows, audit, online] = await Promise.all([
       db.eval(EVENT_TABLE, (row) => $.count(row.event_id)),
@@ -281,20 +284,21 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       db.eval(COMMAND_TABLE, (row) => $.count(row.seq)),
       db.get(COMMAND_TABLE, { command_id: baselineCommands }, ["command_id", "state", "lease_token", "deliveries", "updated_at"]),
       db.eval(AUDIT_TABLE, (row) => $.count(row.id), { action: { $nin: UNSYNCHRONISED_AUDIT } }),
-      operator.sessions(),
+      // Only presence routes write the registry; asking through the operator API adds a trail row, so ask only then.
+      route.startsWith("POST /sessions/") ? operator.sessions() : undefined,
     ]);
     const latestCommand = await db.get(COMMAND_TABLE, {}, { fields: ["command_id", "state", "updated_at"], sort: { seq: "desc" }, limit: 1 });
-    return JSON.stringify({ events, eventSeq, baselineRow, commands, commandRows, latestCommand, audit, online: online.body });
+    return JSON.stringify({ events, eventSeq, baselineRow, commands, commandRows, latestCommand, audit, online: online?.body });
   }
 
   const statuses = new Map<string, number>();
   const codes = new Map<string, number>();
   const accepted: EventBody[] = [];
   let budgetRefusals = 0;
-  let current = await fingerprint();
   let cases = 0;
 
   for (const [name, arbitrary] of Object.entries(routes)) {
+    let current = await fingerprint(name);
     const runs = name === "POST /events (raw)" ? Math.ceil(RUNS / 4) : RUNS;
     await fc.assert(
       fc.asyncProperty(arbitrary, async (fuzz) => {
@@ -310,7 +314,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
         } else {
           assert.ok(answer.status < 500, `no 5xx — ${where}`);
         }
-        const after = await fingerprint();
+        const after = await fingerprint(name);
         if (answer.status >= 400) {
           const error = ErrorAnswer.safeParse(body);
           assert.ok(error.success, `error body in the protocol's shape — ${where}`);
@@ -320,7 +324,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           assert.equal(after, current, `a refused request changed nothing — ${where}`);
           const again = await send(fuzz);
           assert.deepEqual([again.status, again.text], [answer.status, answer.text], `the same refusal again — ${where}`);
-          assert.equal(await fingerprint(), current, `the repeated refusal changed nothing — ${where}`);
+          assert.equal(await fingerprint(name), current, `the repeated refusal changed nothing — ${where}`);
         } else if (name.startsWith("POST /events") && answer.status === 202 && body.duplicate === false) {
           accepted.push(EventBody.parse(JSON.parse(fuzz.body!)));
           knownEvents.push(String(body.event_id));

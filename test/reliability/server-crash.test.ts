@@ -1,16 +1,30 @@
 /**
- * Crash test of the standalone server: while a client streams events, the server process is killed
- * with SIGKILL at random moments, then restarted on the same data folder. The client re-sends what
- * it never saw answered, as Pi's sender does. At the end every event that ever got a 202 must be
- * stored and end `context_injected`, and an event may be injected twice only inside the documented
- * window: it was among the last hand-overs of a killed process (injected, receipt not yet saved).
+ * Crash run of the standalone server (`server/standalone.ts`, a child process): under a mixed load —
+ * events, heartbeats, operator commands with images (request keys retried after a crash), claims,
+ * ACKs, cancellations, leases that expire — the process is killed with SIGKILL at seeded random
+ * moments and restarted on the same data folder. The command client is modelled as the extension
+ * behaves: it writes a command id to its journal before it ACKs, and a command its journal already
+ * holds is ACKed again but never delivered into the session a second time.
  *
- * Injections are observed on the child's stdout: the log persona prints each block before it
- * reports success, and pipe writes are synchronous on Linux, so a printed block is a hand-over.
+ * After every kill the database file is read as it lies on disk (the state the restart loads), and
+ * after every restart the live server is asked. Checked each time:
+ *   - every event that ever got a 202 is stored; at the end every one is injected, and an event is
+ *     injected twice only inside the documented window (among the last hand-overs of a killed
+ *     process — the log persona prints each block, pipe writes are synchronous, so a printed block
+ *     is a hand-over);
+ *   - every command an operator request got a 2xx for exists; none is lost (at the end every one
+ *     not cancelled was delivered into its session exactly once), an ACKed command is never handed
+ *     out again, a cancelled one never handed out at all and stays cancelled;
+ *   - no image budget leaks: final commands hold no image bytes, and the live server's budget has
+ *     exactly `budget − Σ image bytes of pending+leased` free (probed with one image command of that
+ *     size, which must pass, and one more image, which must get 507).
+ *
+ * Kill points: 50 with RELIABILITY=long (CRASH_KILLS overrides), 3 otherwise; CRASH_SEED replays.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
+import { createRequire } from "node:module";
 import type { Readable } from "node:stream";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -18,12 +32,20 @@ import { join, resolve } from "node:path";
 import { Agent, request } from "undici";
 import { freePort } from "../helpers/koishi.ts";
 import { eventually, validEvent } from "../server/client.ts";
+import { heartbeatOf } from "../server/agent-api.ts";
+import { imageOf } from "../server/images.ts";
+import { LONG, seedFrom, seededRandom } from "./support.ts";
 
 const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
-const KILLED_ROUNDS = 8;
-const STREAMS = 4;
+const KILLS = Number(process.env.CRASH_KILLS ?? (LONG ? 50 : 3));
+const EVENT_LANES = 2;
+const SESSIONS = ["s-a", "s-b"];
+const PROBE_SESSION = "s-probe";
 /** At most this many of a killed process's last hand-overs may be unsaved (one per lane in flight, plus one save retry). */
 const DUPLICATE_WINDOW = 2;
+const IMAGE_BUDGET = 128 * 1024;
+const LEASE_MS = 800;
+const MIN_IMAGE = 8; // the PNG signature
 
 interface Round {
   child: ChildProcessByStdio<null, Readable, Readable>;
@@ -32,20 +54,47 @@ interface Round {
   exited: Promise<void>;
 }
 
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
+interface Answer {
+  status: number;
+  body: any;
 }
 
-test("after random SIGKILLs, every accepted event is stored and injected, duplicates only in the documented window", async (t) => {
-  const seed = Number(process.env.CRASH_SEED ?? Date.now() % 1_000_000);
+interface CommandRow {
+  command_id: string;
+  session_id: string;
+  state: string;
+  image_bytes: number;
+  images: string;
+  request_key: string | null;
+}
+
+const sqlite = await (async () => {
+  const init = createRequire(import.meta.url)("@minatojs/sql.js");
+  return (init.default ?? init)() as Promise<{ Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void } }>;
+})();
+
+/** The command table as the killed process left it on disk. */
+function commandsOnDisk(dbPath: string): CommandRow[] {
+  const db = new sqlite.Database(dbPath);
+  try {
+    const [result] = db.exec("SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command");
+    return (result?.values ?? []).map((values) => Object.fromEntries(result!.columns.map((column, i) => [column, values[i]])) as unknown as CommandRow);
+  } finally {
+    db.close();
+  }
+}
+
+test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, { timeout: LONG ? 60 * 60_000 : 120_000 }, async (t) => {
+  const seed = seedFrom("CRASH_SEED");
   const random = seededRandom(seed);
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-crash-"));
   t.after(() => rm(dataDir, { recursive: true, force: true }));
-  await writeFile(join(dataDir, "server.json"), JSON.stringify({ notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000 } }));
+  await writeFile(
+    join(dataDir, "server.json"),
+    JSON.stringify({
+      notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000, commandLeaseMs: LEASE_MS, commandImageBudgetBytes: IMAGE_BUDGET, watchdogEnabled: false },
+    }),
+  );
   const port = await freePort();
   const rounds: Round[] = [];
   t.after(async () => {
@@ -70,92 +119,249 @@ test("after random SIGKILLs, every accepted event is stored and injected, duplic
       }
     });
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    round.baseUrl = await eventually(() => /接口地址：(http:\/\/\S+)/.exec(output)?.[1], `server start: ${output}`, 1000);
+    round.baseUrl = await eventually(() => (/运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined), `server start: ${output}`, 1000);
     return round;
   }
 
-  const token = async () => (await readFile(join(dataDir, "token"), "utf8")).trim();
-  const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: STREAMS });
+  const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 8 });
   t.after(() => dispatcher.close());
-  const everAccepted = new Set<string>();
-  const unanswered: Record<string, unknown>[] = [];
-  let sent = 0;
+  let live: Round;
+  let agentToken = "";
+  let operatorToken = "";
 
-  async function post(baseUrl: string, bearer: string, event: Record<string, unknown>): Promise<boolean> {
+  /** One request; `undefined` when the server died under it or is still loading (the client tries again later). */
+  async function call(method: "GET" | "POST", path: string, auth: "agent" | "operator", body?: unknown): Promise<Answer | undefined> {
     try {
-      const response = await request(`${baseUrl}/events`, {
-        method: "POST",
+      const response = await request(`${live.baseUrl}${path}`, {
+        method,
         dispatcher,
-        headers: { authorization: `Bearer ${bearer}`, "idempotency-key": String(event.event_id) },
-        body: JSON.stringify(event),
+        headers: { authorization: `Bearer ${auth === "agent" ? agentToken : operatorToken}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
-      const body = (await response.body.json()) as { state?: string };
-      if (response.statusCode === 202) {
-        everAccepted.add(String(event.event_id));
-        return true;
-      }
-      // Still loading its state after a restart: the client waits and sends again, as Pi's sender does.
-      if (response.statusCode === 503) return false;
-      throw new Error(`unexpected ${response.statusCode} ${JSON.stringify(body)}`);
+      const text = await response.body.text();
+      if (response.statusCode === 503) return undefined;
+      if (response.statusCode >= 500 && response.statusCode !== 507) throw new Error(`unexpected ${response.statusCode} ${text} on ${method} ${path} (seed ${seed})`);
+      return { status: response.statusCode, body: text ? JSON.parse(text) : null };
     } catch (error) {
       if (error instanceof Error && error.message.startsWith("unexpected")) throw error;
-      return false; // the server died under this request: send it again later
+      return undefined;
     }
   }
 
-  async function stream(round: Round, bearer: string, stop: { now: boolean }) {
-    await Promise.all(
-      Array.from({ length: STREAMS }, async () => {
-        while (!stop.now) {
-          const event = unanswered.shift() ?? validEvent({ summary: `事件 ${++sent}` });
-          if (!(await post(round.baseUrl, bearer, event))) unanswered.push(event);
-        }
-      }),
-    );
+  // ── Events, as Pi's sender: resend what was never answered. ──
+  const everAccepted = new Set<string>();
+  const acceptedSinceCheck: string[] = [];
+  const unanswered: Record<string, unknown>[] = [];
+  let eventsCreated = 0;
+  /** Set for the final drain: clients only finish what they started. */
+  let draining = false;
+  async function eventLane(stop: { now: boolean }) {
+    while (!stop.now) {
+      if (draining && unanswered.length === 0) break;
+      const event = unanswered.shift() ?? validEvent({ session_id: SESSIONS[eventsCreated % SESSIONS.length], summary: `事件 ${++eventsCreated}` });
+      const answer = await call("POST", "/events", "agent", event);
+      if (answer?.status === 202) {
+        if (!everAccepted.has(String(event.event_id))) acceptedSinceCheck.push(String(event.event_id));
+        everAccepted.add(String(event.event_id));
+      } else if (answer) throw new Error(`event refused ${answer.status} ${JSON.stringify(answer.body)} (seed ${seed})`);
+      else unanswered.push(event);
+    }
   }
 
-  for (let kill = 0; kill < KILLED_ROUNDS; kill++) {
-    const round = await start();
-    const bearer = await token();
+  // ── Commands: operator requests keyed for retry, the client's journal, cancellations. ──
+  interface Wanted {
+    key: string;
+    session: string;
+    imageBytes: number;
+    commandId?: string;
+    refused?: string;
+  }
+  const wanted: Wanted[] = [];
+  const byId = new Map<string, Wanted>();
+  const journal = new Set<string>(); // the client's journal: written before the ACK
+  const deliveredInto = new Map<string, number>(); // command id → deliveries into its session
+  const acked = new Set<string>(); // an ACK answered 200
+  const cancelled = new Set<string>(); // a cancel answered 200 (or found cancelled on disk)
+  const violations: string[] = [];
+  let journalRecognised = 0;
+  let claimsAnswered = 0;
+  let cancelRefusals = 0;
+  let budgetRefusals = 0;
+
+  async function operatorLane(stop: { now: boolean }) {
+    while (!stop.now) {
+      const open = wanted.find((w) => !w.commandId && !w.refused);
+      if (draining && !open) break;
+      const item: Wanted = open ?? {
+        key: `k-${wanted.length}`,
+        session: SESSIONS[Math.floor(random() * SESSIONS.length)]!,
+        imageBytes: random() < 0.5 ? MIN_IMAGE + Math.floor(random() * 16 * 1024) : 0,
+      };
+      if (!open) wanted.push(item);
+      const body = { session_id: item.session, instruction: `指令 ${item.key}`, request_key: item.key, ...(item.imageBytes ? { images: [imageOf("image/png", item.imageBytes)] } : {}) };
+      const answer = await call("POST", "/operator/commands", "operator", body);
+      if (answer?.status === 201 || answer?.status === 200) {
+        item.commandId = answer.body.command.command_id;
+        byId.set(item.commandId!, item);
+      } else if (answer?.status === 507) {
+        item.refused = "image_budget_exceeded";
+        budgetRefusals++;
+      } else if (answer && !(answer.status === 409 && answer.body.error === "session_offline")) {
+        throw new Error(`create refused ${answer.status} ${JSON.stringify(answer.body)} (seed ${seed})`);
+      }
+      // Now and then cancel a command that may still be pending.
+      const candidates = wanted.filter((w) => w.commandId && !cancelled.has(w.commandId) && !journal.has(w.commandId));
+      if (candidates.length > 0 && random() < 0.35) {
+        const target = candidates[Math.floor(random() * candidates.length)]!;
+        const cancel = await call("POST", `/operator/commands/${target.commandId}/cancel`, "operator", { session_id: target.session });
+        if (cancel?.status === 200) cancelled.add(target.commandId!);
+        else if (cancel?.status === 409) cancelRefusals++;
+        else if (cancel) throw new Error(`cancel answered ${cancel.status} ${JSON.stringify(cancel.body)} (seed ${seed})`);
+      }
+    }
+  }
+
+  const runtimeOf = (session: string) => `r-${session}`;
+  async function agentLane(session: string, stop: { now: boolean }) {
+    const runtime = runtimeOf(session);
+    let beat = 0;
+    while (!stop.now) {
+      if (beat++ % 20 === 0 && !(await call("POST", "/sessions/heartbeat", "agent", heartbeatOf({ session_id: session, runtime_id: runtime })))) continue;
+      const claim = await call("GET", `/commands?session_id=${session}&runtime_id=${runtime}&capabilities=images&wait_ms=${Math.floor(random() * 50)}`, "agent");
+      if (!claim) continue;
+      if (claim.status === 409 && claim.body.error === "session_offline") {
+        beat = 0;
+        continue;
+      }
+      assert.equal(claim.status, 200, `claim ${JSON.stringify(claim.body)} (seed ${seed})`);
+      const command = claim.body.command as { command_id: string } | null;
+      if (!command) continue;
+      claimsAnswered++;
+      const id = command.command_id;
+      if (acked.has(id)) violations.push(`ACKed command ${id} handed out again`);
+      if (cancelled.has(id)) violations.push(`cancelled command ${id} handed out`);
+      if (journal.has(id)) journalRecognised++;
+      else {
+        journal.add(id); // journal before ACK, as the extension does
+        deliveredInto.set(id, (deliveredInto.get(id) ?? 0) + 1);
+      }
+      // Sometimes the client is slow to ACK: the lease expires and the server hands it out again.
+      if (random() < 0.1) continue;
+      const ack = await call("POST", `/commands/${id}/ack`, "agent", { session_id: session, runtime_id: runtime, lease_token: claim.body.lease.token });
+      if (ack?.status === 200) acked.add(id);
+      else if (ack && ack.body.error !== "lease_mismatch") throw new Error(`ack answered ${ack.status} ${JSON.stringify(ack.body)} (seed ${seed})`);
+    }
+  }
+
+  // ── The checks after a kill (disk) and after a restart (live server). ──
+  const dbPath = join(dataDir, "koishi.db");
+  let diskChecks = 0;
+  function checkDisk() {
+    const rows = commandsOnDisk(dbPath);
+    const stored = new Map(rows.map((row) => [row.command_id, row]));
+    for (const w of wanted) if (w.commandId) assert.ok(stored.has(w.commandId), `command ${w.commandId} (answered 2xx) is stored (seed ${seed})`);
+    for (const row of rows) {
+      if (row.state === "cancelled" && row.session_id !== PROBE_SESSION) cancelled.add(row.command_id); // a cancel whose answer the kill swallowed
+      if (row.state === "accepted" || row.state === "cancelled") assert.equal(row.images, "[]", `final command ${row.command_id} holds no image bytes (seed ${seed})`);
+    }
+    for (const id of acked) assert.equal(stored.get(id)?.state, "accepted", `ACKed ${id} stays accepted (seed ${seed})`);
+    for (const id of cancelled) {
+      assert.equal(stored.get(id)?.state, "cancelled", `cancelled ${id} stays cancelled (seed ${seed})`);
+      assert.ok(!deliveredInto.has(id), `cancelled ${id} was never delivered (seed ${seed})`);
+    }
+    diskChecks++;
+    return rows.filter((row) => (row.state === "pending" || row.state === "leased") && row.session_id !== PROBE_SESSION).reduce((sum, row) => sum + row.image_bytes, 0);
+  }
+
+  let budgetProbes = 0;
+  async function checkLive(activeBytes: number) {
+    for (const id of acceptedSinceCheck.splice(0)) {
+      const receipt = await call("GET", `/events/${encodeURIComponent(id)}`, "agent");
+      assert.equal(receipt?.status, 200, `accepted event ${id} is stored after the restart (seed ${seed})`);
+    }
+    // The budget's free space is exactly what the rows on disk leave: that much passes, one image more does not.
+    assert.equal((await call("POST", "/sessions/heartbeat", "agent", heartbeatOf({ session_id: PROBE_SESSION, runtime_id: "r-probe" })))?.status, 200);
+    const free = IMAGE_BUDGET - activeBytes;
+    let fill: string | undefined;
+    if (free >= MIN_IMAGE) {
+      const fits = await call("POST", "/operator/commands", "operator", { session_id: PROBE_SESSION, instruction: "probe", images: [imageOf("image/png", free)] });
+      assert.equal(fits?.status, 201, `an image of the ${free} free bytes fits (seed ${seed}): ${JSON.stringify(fits?.body)}`);
+      fill = fits!.body.command.command_id;
+    }
+    const over = await call("POST", "/operator/commands", "operator", { session_id: PROBE_SESSION, instruction: "probe", images: [imageOf("image/png", MIN_IMAGE)] });
+    assert.equal(over?.status, 507, `one image more is refused with 507 (free was ${free}, seed ${seed})`);
+    if (fill) assert.equal((await call("POST", `/operator/commands/${fill}/cancel`, "operator", { session_id: PROBE_SESSION }))?.status, 200);
+    budgetProbes++;
+  }
+
+  async function runLoad(round: Round, killAfterMs: number | undefined) {
     const stop = { now: false };
-    const streaming = stream(round, bearer, stop);
-    await new Promise((resolveDelay) => setTimeout(resolveDelay, 100 + random() * 500));
+    const lanes = [
+      ...Array.from({ length: EVENT_LANES }, () => eventLane(stop)),
+      operatorLane(stop),
+      ...SESSIONS.map((session) => agentLane(session, stop)),
+    ];
+    if (killAfterMs === undefined) return { stop, lanes };
+    await new Promise((resolveDelay) => setTimeout(resolveDelay, killAfterMs));
     round.child.kill("SIGKILL");
     await round.exited;
     stop.now = true;
-    await streaming;
+    await Promise.all(lanes);
+    return { stop, lanes };
   }
 
-  const last = await start();
-  const bearer = await token();
-  while (unanswered.length > 0) {
-    assert.ok(await post(last.baseUrl, bearer, unanswered.shift()!), "the live server answers");
+  live = await start();
+  agentToken = (await readFile(join(dataDir, "token"), "utf8")).trim();
+  operatorToken = (await readFile(join(dataDir, "operator.token"), "utf8")).trim();
+  for (let kill = 0; kill < KILLS; kill++) {
+    await runLoad(live, 150 + random() * 600);
+    const active = checkDisk();
+    live = await start();
+    await checkLive(active);
   }
+
+  // Drain: the last server runs until every request is answered, every command delivered or cancelled.
+  draining = true;
+  const { stop, lanes } = await runLoad(live, undefined);
+  await eventually(
+    () => (unanswered.length === 0 && wanted.every((w) => w.refused || (w.commandId && (cancelled.has(w.commandId) || acked.has(w.commandId)))) ? true : undefined),
+    `everything answered, delivered or cancelled (seed ${seed})`,
+    3000,
+  );
+  stop.now = true;
+  await Promise.all(lanes);
   for (const eventId of everAccepted) {
     await eventually(async () => {
-      const response = await request(`${last.baseUrl}/events/${encodeURIComponent(eventId)}`, { dispatcher, headers: { authorization: `Bearer ${bearer}` } });
-      const receipt = (await response.body.json()) as { state?: string };
-      assert.equal(response.statusCode, 200, `accepted event ${eventId} is stored (seed ${seed})`);
-      return receipt.state === "context_injected" ? true : undefined;
+      const receipt = await call("GET", `/events/${encodeURIComponent(eventId)}`, "agent");
+      assert.equal(receipt?.status, 200, `accepted event ${eventId} is stored (seed ${seed})`);
+      return receipt!.body.state === "context_injected" ? true : undefined;
     }, `event ${eventId} injected (seed ${seed})`);
   }
-  last.child.kill("SIGINT");
-  await last.exited;
+  live.child.kill("SIGINT");
+  await live.exited;
+  checkDisk();
 
+  assert.deepEqual(violations, [], `no ACKed or cancelled command handed out (seed ${seed})`);
+  for (const w of wanted) {
+    if (w.refused || cancelled.has(w.commandId!)) continue;
+    assert.equal(deliveredInto.get(w.commandId!), 1, `command ${w.commandId} delivered into its session exactly once (seed ${seed})`);
+  }
   const injections = new Map<string, number>();
   for (const round of rounds) for (const id of round.injected) injections.set(id, (injections.get(id) ?? 0) + 1);
   const duplicates = [...injections].filter(([, count]) => count > 1).map(([id]) => id);
   for (const id of duplicates) {
     const firstRound = rounds.findIndex((round) => round.injected.includes(id));
-    const killedRound = rounds[firstRound]!;
     assert.ok(firstRound < rounds.length - 1, `duplicate ${id} was first injected by a killed process (seed ${seed})`);
-    assert.ok(killedRound.injected.slice(-DUPLICATE_WINDOW).includes(id), `duplicate ${id} was among the last hand-overs before the kill (seed ${seed})`);
+    assert.ok(rounds[firstRound]!.injected.slice(-DUPLICATE_WINDOW).includes(id), `duplicate ${id} was among the last hand-overs before the kill (seed ${seed})`);
     assert.equal(injections.get(id), 2, `injected at most twice (seed ${seed})`);
   }
   for (const id of everAccepted) assert.ok(injections.has(id), `accepted event ${id} was injected (seed ${seed})`);
 
+  const commands = wanted.filter((w) => w.commandId);
   t.diagnostic(
-    `seed ${seed}: ${KILLED_ROUNDS} SIGKILLs, ${sent} events created, ${everAccepted.size} accepted (202), ` +
-      `${injections.size} injected, ${duplicates.length} injected twice inside the window`,
+    `seed ${seed}: ${KILLS} SIGKILLs; events ${eventsCreated} created, ${everAccepted.size} accepted (202), ${injections.size} injected, ` +
+      `${duplicates.length} injected twice inside the window; commands ${commands.length} created (${wanted.length - commands.length} refused by the budget: ${budgetRefusals}), ` +
+      `${journal.size} delivered once each, ${cancelled.size} cancelled and never delivered, ${cancelRefusals} cancels refused after the claim, ` +
+      `${claimsAnswered} claims answered, ${journalRecognised} redeliveries recognised by the journal; ${diskChecks} disk checks, ${budgetProbes} budget probes exact`,
   );
 });
