@@ -148,7 +148,7 @@ export const DEFAULT_CONFIG: Config = {
   delivery: { timeoutMs: 12 * SECOND_MS, maxAttempts: 3, backoffMs: SECOND_MS, minIntervalMs: 5 * MINUTE_MS, outboxMaxAgeMs: 7 * DAY_MS },
   command: {
     enabled: true,
-    journal: "{dataDir}/command-journal.jsonl",
+    journal: "{dataDir}/commands.jsonl",
     idlePollIntervalMs: SECOND_MS,
     deliveryWhenBusy: "steer",
     longPollMs: LIMITS.longPollMaxMs,

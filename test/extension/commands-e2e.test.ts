@@ -56,7 +56,7 @@ async function setup(t: TestContext, options: { commandLeaseMs?: number; tools?:
   const operator = operatorApi(koishi);
   const sessionId = pi.session.sessionManager.getSessionId();
   await online(operator, sessionId);
-  const journalFile = join(dataDirFor(join(root, "agent")), "command-journal.jsonl");
+  const journalFile = join(dataDirFor(join(root, "agent")), "commands.jsonl");
   return { koishi, pi, operator, sessionId, root, journalFile, open };
 }
 

@@ -77,7 +77,7 @@ test("with no files and no environment the defaults load, paths resolved under t
   const result = f.load();
   const config = loaded(result);
   assert.equal(config.tokenFile, join(f.paths.agentDir, "extension-data", "anon-notify", "token"));
-  assert.equal(config.command.journal, join(f.paths.agentDir, "extension-data", "anon-notify", "command-journal.jsonl"));
+  assert.equal(config.command.journal, join(f.paths.agentDir, "extension-data", "anon-notify", "commands.jsonl"));
   assert.equal(config.sink.tokenFile, join(dirname(config.sink.socket), "notify.token"));
   assert.ok(!config.sink.socket.startsWith("~"));
   assert.ok(result.ok && result.warnings.length === 0);
