@@ -4,8 +4,8 @@
  *   `retryAfterDelayMs` make it, `runWithRetry` applies it and returns a value instead of throwing;
  * - the HTTP client (undici, one kept-alive Agent): bearer token, Idempotency-Key, timeouts, answers
  *   validated with the shared protocol schemas;
- * - the notifier: what Pi handlers call. It never throws and never makes the caller wait; final
- *   notices go through the durable outbox first.
+ * - the notifier: what Pi handlers call. It never throws and never makes the caller wait; a final
+ *   notice is sent only after its durable outbox write finished, and removed only once accepted.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { Agent, request as undiciRequest } from "undici";
@@ -260,7 +260,7 @@ export interface DeliveryLog {
 }
 
 export interface Notifier {
-  /** Queues the event and returns at once. Final notices are written to the outbox before this returns. */
+  /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
   send(event: EventBody, options: { final: boolean }): void;
   /** Waits for queued and in-flight sends, at most timeoutMs (reload and shutdown). */
   flush(timeoutMs: number): Promise<void>;
@@ -319,19 +319,30 @@ export function createNotifier(options: NotifierOptions): Notifier {
       signal: stop.signal,
     });
 
+  /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
+  const writeFinal = (event: EventBody): Promise<boolean> =>
+    outbox.put(event, now()).then(
+      () => true,
+      (error: unknown) => {
+        log.warn(`最终通知 ${event.event_id} 无法写入 outbox (${outbox.dir}): ${asDeliveryError(error).message}`);
+        return false;
+      },
+    );
+
   /** Sends one outbox entry under a claim; `durable: false` when the outbox write itself failed. */
   const deliverFinal = async (event: EventBody, durable: boolean): Promise<RetryResult<EventAccepted> | undefined> => {
-    if (durable && !outbox.claim(event.event_id, now())) {
+    if (durable && !(await outbox.claim(event.event_id, now()))) {
       log.debug?.(`最终通知 ${event.event_id} 已由其他进程发送或处理 (claimed elsewhere)`);
       return undefined;
     }
     const result = await post(event);
     if (result.ok) {
       remember(event.event_id);
-      if (durable) outbox.remove(event.event_id);
+      // Only now: a crash before this line sends it again, which the server's idempotency absorbs.
+      if (durable) await outbox.remove(event.event_id);
       log.debug?.(`最终通知 ${event.event_id} 已送达 (accepted: ${result.value.state})`);
     } else {
-      if (durable) outbox.release(event.event_id);
+      if (durable) await outbox.release(event.event_id);
       log.warn(
         `最终通知 ${event.event_id} 未送达（${result.attempts} 次尝试）：${result.error.message}` +
           (durable ? "；已保留在 outbox，下次启动时重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
@@ -366,21 +377,17 @@ export function createNotifier(options: NotifierOptions): Notifier {
           }
           lastNonFinalAt = now();
         }
-        let durable = false;
-        if (final) {
-          try {
-            outbox.put(valid, now());
-            durable = true;
-          } catch (error) {
-            log.warn(`最终通知 ${valid.event_id} 无法写入 outbox (${outbox.dir}): ${asDeliveryError(error).message}`);
-          }
-          if (stop.signal.aborted) return;
-        }
+        // Started here, beside the queue, so the fsyncs overlap the sends ahead of it.
+        const written = final ? writeFinal(valid) : undefined;
         queued.add(valid.event_id);
         void enqueue(async () => {
           try {
-            if (final) await deliverFinal(valid, durable);
-            else await deliverNonFinal(valid);
+            if (!written) await deliverNonFinal(valid);
+            else {
+              // Sent only once on disk; a closed notifier keeps it there for the next start.
+              const durable = await written;
+              if (!stop.signal.aborted) await deliverFinal(valid, durable);
+            }
           } finally {
             queued.delete(valid.event_id);
           }
@@ -398,11 +405,11 @@ export function createNotifier(options: NotifierOptions): Notifier {
 
     resendOutbox() {
       return enqueue(async () => {
-        const pruned = outbox.prune(delivery.outboxMaxAgeMs, now());
+        const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
         if (pruned.length > 0) {
           log.warn(`outbox 中 ${pruned.length} 条最终通知超过保留期仍未送达，已删除 (expired): ${pruned.join(", ")}`);
         }
-        for (const entry of outbox.list()) {
+        for (const entry of await outbox.list()) {
           if (stop.signal.aborted) return;
           if (queued.has(entry.event.event_id)) continue;
           const result = await deliverFinal(entry.event, true);

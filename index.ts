@@ -198,9 +198,9 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   /**
-   * Pi awaits handlers (agent_settled before prompt() resolves), and handing a final notice to the
-   * notifier writes it durably to the outbox: so the hand-over runs just after the handler, in
-   * order, off Pi's path. session_shutdown drains what is still waiting before it flushes.
+   * Pi awaits handlers (agent_settled before prompt() resolves), and handing a notice to the
+   * notifier validates it and starts the outbox write: so the hand-over runs just after the handler,
+   * in order, off Pi's path. session_shutdown drains what is still waiting before it flushes.
    */
   const handOver: (() => void)[] = [];
   let handOverTimer: ReturnType<typeof setImmediate> | undefined;
@@ -349,7 +349,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
       await s.delivery.notifier.flush(SHUTDOWN_FLUSH_MS);
       await s.delivery.notifier.close();
       await s.delivery.client.close();
-      s.delivery.outbox.close();
+      await s.delivery.outbox.close();
     }
   });
 

@@ -9,9 +9,17 @@
  * owner is gone (dead pid, or an outbox closed in this process, or older than CLAIM_STALE_MS in case
  * the pid was reused) can be taken over the same way. Nothing is ever deleted except on acceptance,
  * on age, or by moving a corrupt file aside as `.bad`.
+ *
+ * Cost on Pi's event loop: every file operation goes through the async fs API (libuv's thread pool),
+ * so the fsyncs of a put never block a turn; and the outbox remembers the file name of every entry
+ * it wrote, claimed or listed, so put, claim, release and remove name their file without reading
+ * the folder. Only list and prune (the resend at start) read it, and a claim falls back to reading
+ * it when the remembered name is gone (another process moved the entry). Operations on one event
+ * run one after another, so a remove issued before its put finished removes what the put wrote.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
+import { open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { EventBody, Timestamp } from "./protocol.ts";
@@ -30,20 +38,24 @@ export interface OutboxEntry {
 
 export interface Outbox {
   readonly dir: string;
-  /** Writes the event durably (fsync + rename) before returning; a second put of the same event_id is a no-op. */
-  put(event: EventBody, now?: number): void;
+  /**
+   * Writes the event durably (write, fsync, rename, folder fsync) off the event loop; resolves once
+   * it is on disk. A second put of the same event_id through this outbox is a no-op. Rejects on an
+   * invalid event or a failed write.
+   */
+  put(event: EventBody, now?: number): Promise<void>;
   /** Entries this process may send now (unclaimed, or claimed by a lost owner), oldest first. */
-  list(): OutboxEntry[];
-  /** Takes the entry for sending; false when it is gone or another live owner holds it. */
-  claim(eventId: string, now?: number): boolean;
+  list(): Promise<OutboxEntry[]>;
+  /** Takes the entry for sending once its put finished; false when it is gone or another live owner holds it. */
+  claim(eventId: string, now?: number): Promise<boolean>;
   /** Gives a claimed entry back after a failed send, for a later pass or process. */
-  release(eventId: string): void;
-  /** Deletes the entry (the server accepted it). */
-  remove(eventId: string): void;
-  /** Deletes claimable entries queued more than maxAgeMs before now; returns their event ids. */
-  prune(maxAgeMs: number, now: number): string[];
-  /** Releases what this outbox still holds and marks its owner gone. */
-  close(): void;
+  release(eventId: string): Promise<void>;
+  /** Deletes the entry (the server accepted it) once its put finished; never another live owner's claim. */
+  remove(eventId: string): Promise<void>;
+  /** Deletes claimable entries queued more than maxAgeMs before now; resolves to their event ids. */
+  prune(maxAgeMs: number, now: number): Promise<string[]>;
+  /** Waits for operations in progress, releases what this outbox still holds and marks its owner gone. */
+  close(): Promise<void>;
 }
 
 export interface OutboxLog {
@@ -90,30 +102,32 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
+const isMissing = (error: unknown) => (error as NodeJS.ErrnoException).code === "ENOENT";
+
 const TMP_PREFIX = ".tmp-";
 
-function writeDurably(dir: string, name: string, text: string): void {
+async function writeDurably(dir: string, name: string, text: string): Promise<void> {
   const tmp = join(dir, `${TMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);
-  const fd = openSync(tmp, "wx", 0o600);
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    // `flush` fsyncs the file before it is closed.
+    await writeFile(tmp, text, { flag: "wx", mode: 0o600, flush: true });
+    await rename(tmp, join(dir, name));
+  } catch (error) {
+    await unlink(tmp).catch(() => undefined);
+    throw error;
   }
-  renameSync(tmp, join(dir, name));
-  syncDir(dir);
+  await syncDir(dir);
 }
 
-function syncDir(dir: string): void {
+async function syncDir(dir: string): Promise<void> {
   // Makes the rename itself durable. Windows cannot open a directory for fsync; there the rename
   // is as durable as the platform makes it.
   if (process.platform === "win32") return;
-  const fd = openSync(dir, "r");
+  const handle = await open(dir, "r");
   try {
-    fsyncSync(fd);
+    await handle.sync();
   } finally {
-    closeSync(fd);
+    await handle.close();
   }
 }
 
@@ -122,29 +136,47 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
   const owner = randomBytes(4).toString("hex");
   liveOwners.add(owner);
   let seq = 0;
+  // The last file name this outbox knows for each event: written, claimed or listed by it.
+  const names = new Map<string, ParsedName>();
+  // The newest operation on each event; the next one on the same event starts after it.
+  const pending = new Map<string, Promise<unknown>>();
 
-  const files = () => readdirSync(dir).sort();
-  const entries = () => files().map(parseName).filter((p): p is ParsedName => p !== undefined);
-  const find = (eventId: string) => entries().filter((p) => p.eventId === eventId);
+  const serial = <T>(eventId: string, operation: () => Promise<T>): Promise<T> => {
+    const previous = pending.get(eventId) ?? Promise.resolve();
+    const next = previous.then(operation, operation);
+    pending.set(eventId, next);
+    const settle = () => {
+      if (pending.get(eventId) === next) pending.delete(eventId);
+    };
+    next.then(settle, settle);
+    return next;
+  };
+
+  const scan = async () =>
+    (await readdir(dir))
+      .sort()
+      .map(parseName)
+      .filter((p): p is ParsedName => p !== undefined);
   const mine = (p: ParsedName) => p.claim?.owner === owner && p.claim.pid === process.pid;
   const claimable = (p: ParsedName, now: number) => p.claim === undefined || mine(p) || ownerLost(p.claim, now);
 
+  // Rare (a corrupt or foreign file), so a plain synchronous rename.
   const moveAside = (file: string, why: string) => {
     try {
       renameSync(join(dir, file), join(dir, `${file}.bad`));
       log.warn(`outbox 文件 ${join(dir, file)} 无法读取，已改名为 .bad 保留 (corrupt outbox entry moved aside): ${why}`);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      if (!isMissing(error)) throw error;
     }
   };
 
-  const read = (p: ParsedName): OutboxEntry | undefined => {
+  const read = async (p: ParsedName): Promise<OutboxEntry | undefined> => {
     let text: string;
     try {
-      text = readFileSync(join(dir, p.file), "utf8");
+      text = await readFile(join(dir, p.file), "utf8");
     } catch (error) {
       // Another process removed or claimed it between the listing and the read.
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      if (isMissing(error)) return undefined;
       throw error;
     }
     let parsed: ReturnType<typeof OutboxRecord.safeParse>;
@@ -165,76 +197,121 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
     return { event: parsed.data.event, queuedAt: Date.parse(parsed.data.queued_at) };
   };
 
-  const claimParsed = (p: ParsedName, now: number): boolean => {
+  /** Renames to this owner's claim; false when someone else renamed it first (they won the claim). */
+  const claimFile = async (p: ParsedName, now: number): Promise<boolean> => {
     if (mine(p)) return true;
+    if (!claimable(p, now)) return false;
+    const claimed = `${p.base}.${process.pid}-${owner}-${now}.sending`;
     try {
-      renameSync(join(dir, p.file), join(dir, `${p.base}.${process.pid}-${owner}-${now}.sending`));
-      return true;
+      await rename(join(dir, p.file), join(dir, claimed));
     } catch (error) {
-      // Someone else renamed it first: they won the claim.
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      if (isMissing(error)) return false;
       throw error;
     }
+    names.set(p.eventId, parseName(claimed)!);
+    return true;
   };
 
-  const releaseParsed = (p: ParsedName) => {
+  const releaseFile = async (p: ParsedName) => {
     if (!mine(p)) return;
-    renameSync(join(dir, p.file), join(dir, `${p.base}.json`));
-  };
-
-  const unlinkIfPresent = (file: string) => {
+    const free = `${p.base}.json`;
     try {
-      unlinkSync(join(dir, file));
+      await rename(join(dir, p.file), join(dir, free));
+      names.set(p.eventId, parseName(free)!);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      // Taken over as stale by another process: it is theirs now.
+      if (!isMissing(error)) throw error;
+      names.delete(p.eventId);
     }
   };
 
-  for (const file of files()) {
-    // A temp file left by a writer that died mid-put: that put never returned, so nothing was promised.
+  const unlinkFile = async (p: ParsedName) => {
+    names.delete(p.eventId);
+    try {
+      await unlink(join(dir, p.file));
+    } catch (error) {
+      if (!isMissing(error)) throw error;
+    }
+  };
+
+  for (const file of readdirSync(dir)) {
+    // A temp file left by a writer that died mid-put: that put never resolved, so nothing was promised.
     if (file.startsWith(TMP_PREFIX)) {
-      if (!pidAlive(Number(file.slice(TMP_PREFIX.length).split("-")[0]))) unlinkIfPresent(file);
+      if (!pidAlive(Number(file.slice(TMP_PREFIX.length).split("-")[0]))) {
+        try {
+          unlinkSync(join(dir, file));
+        } catch (error) {
+          if (!isMissing(error)) throw error;
+        }
+      }
     } else if (!file.endsWith(".bad") && !parseName(file)) moveAside(file, "unexpected file name");
   }
 
   return {
     dir,
-    put(event, now = Date.now()) {
+    async put(event, now = Date.now()) {
       const valid = EventBody.parse(event);
-      if (find(valid.event_id).length > 0) return;
-      const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
-      const name = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}.json`;
-      writeDurably(dir, name, JSON.stringify(record));
+      return serial(valid.event_id, async () => {
+        if (names.has(valid.event_id)) return;
+        const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
+        const name = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}.json`;
+        await writeDurably(dir, name, JSON.stringify(record));
+        names.set(valid.event_id, parseName(name)!);
+      });
     },
-    list() {
+    async list() {
       const now = Date.now();
-      return entries()
-        .filter((p) => claimable(p, now))
-        .flatMap((p) => read(p) ?? []);
+      const entries: OutboxEntry[] = [];
+      for (const p of await scan()) {
+        if (!claimable(p, now)) continue;
+        const entry = await read(p);
+        if (!entry) continue;
+        if (!names.has(p.eventId)) names.set(p.eventId, p);
+        entries.push(entry);
+      }
+      return entries;
     },
     claim(eventId, now = Date.now()) {
-      return find(eventId).some((p) => claimable(p, now) && claimParsed(p, now));
+      return serial(eventId, async () => {
+        const known = names.get(eventId);
+        if (known && (await claimFile(known, now))) return true;
+        // Never known here, or another process moved it since: look for its current name.
+        const current = (await scan()).filter((p) => p.eventId === eventId);
+        for (const p of current) if (await claimFile(p, now)) return true;
+        names.delete(eventId);
+        return false;
+      });
     },
     release(eventId) {
-      for (const p of find(eventId)) releaseParsed(p);
+      return serial(eventId, async () => {
+        const known = names.get(eventId);
+        if (known) await releaseFile(known);
+      });
     },
     remove(eventId) {
-      for (const p of find(eventId)) if (claimable(p, Date.now())) unlinkIfPresent(p.file);
+      return serial(eventId, async () => {
+        const known = names.get(eventId);
+        if (known && claimable(known, Date.now())) await unlinkFile(known);
+      });
     },
-    prune(maxAgeMs, now) {
+    async prune(maxAgeMs, now) {
       const pruned: string[] = [];
-      for (const p of entries()) {
+      for (const p of await scan()) {
         if (!claimable(p, now)) continue;
-        const entry = read(p);
-        if (entry && now - entry.queuedAt > maxAgeMs && claimParsed(p, now)) {
-          for (const claimed of find(p.eventId)) if (mine(claimed)) unlinkIfPresent(claimed.file);
-          pruned.push(p.eventId);
-        }
+        const entry = await read(p);
+        if (!entry || now - entry.queuedAt <= maxAgeMs) continue;
+        const taken = await serial(p.eventId, async () => {
+          if (!(await claimFile(names.get(p.eventId) ?? p, now))) return false;
+          await unlinkFile(names.get(p.eventId)!);
+          return true;
+        });
+        if (taken) pruned.push(p.eventId);
       }
       return pruned;
     },
-    close() {
-      for (const p of entries()) releaseParsed(p);
+    async close() {
+      await Promise.allSettled([...pending.values()]);
+      for (const p of [...names.values()]) await releaseFile(p);
       liveOwners.delete(owner);
     },
   };

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -142,12 +142,12 @@ function notifierFor(endpoint: string, options: { dir?: string; now?: () => numb
   });
   cleanups.push(async () => {
     await notifier.close();
-    outbox.close();
+    await outbox.close();
   });
   return { notifier, outbox, dir, lines };
 }
 
-const outboxIds = (dir: string) => openOutbox(dir, { warn: () => {} }).list().map((e) => e.event.event_id);
+const outboxIds = async (dir: string) => (await openOutbox(dir, { warn: () => {} }).list()).map((e) => e.event.event_id);
 
 // ── the policy ──────────────────────────────────────────────────────────────
 
@@ -348,15 +348,29 @@ test("request derives the URL from the endpoint, adds the query and validates th
 
 // ── the notifier ────────────────────────────────────────────────────────────
 
-test("a final notice is in the outbox when send returns, and removed once the server accepts it", async () => {
-  const server = await scriptedServer(accept);
-  const { notifier, dir } = notifierFor(server.endpoint);
+test("a final notice is put, then sent, then removed: on disk and claimed at every attempt, gone once accepted", async () => {
+  const dir = tempOutboxDir();
+  const seen: { files: string[]; record: unknown }[] = [];
+  const observing =
+    (handler: Handler): Handler =>
+    (req, res, body) => {
+      const files = readdirSync(dir);
+      const record = files.length === 1 ? JSON.parse(readFileSync(join(dir, files[0]!), "utf8")) : undefined;
+      seen.push({ files, record });
+      handler(req, res, body);
+    };
+  const server = await scriptedServer(observing(status(503)), observing(accept));
+  const { notifier } = notifierFor(server.endpoint, { dir });
   const e = event("completed");
-  assert.equal(notifier.send(e, { final: true }), undefined);
-  assert.deepEqual(outboxIds(dir), [e.event_id], "durable before any network round trip");
+  assert.equal(notifier.send(e, { final: true }), undefined, "send returns at once");
   await notifier.flush(5_000);
-  assert.equal(server.received.length, 1);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.equal(server.received.length, 2);
+  for (const [attempt, { files, record }] of seen.entries()) {
+    assert.equal(files.length, 1, `attempt ${attempt + 1}: exactly the one entry, no temp file`);
+    assert.match(files[0]!, /\.sending$/, `attempt ${attempt + 1}: claimed while it is sent`);
+    assert.deepEqual((record as { event: unknown }).event, e, `attempt ${attempt + 1}: the whole record is on disk before the request`);
+  }
+  assert.deepEqual(readdirSync(dir), [], "removed after the server accepted it");
 });
 
 test("429 with Retry-After, then 500, then success: one notice, three attempts, the server's wait honoured", async () => {
@@ -368,7 +382,7 @@ test("429 with Retry-After, then 500, then success: one notice, three attempts, 
   assert.equal(server.received.length, 3);
   assert.equal(sleep.waits[0], 2_000);
   assert.equal(sleep.waits.length, 2);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
   assert.deepEqual(lines.warn, []);
 });
 
@@ -379,7 +393,7 @@ test("a 400 is not retried; the final stays in the outbox and the failure is log
   notifier.send(e, { final: true });
   await notifier.flush(5_000);
   assert.equal(server.received.length, 1);
-  assert.deepEqual(outboxIds(dir), [e.event_id]);
+  assert.deepEqual(await outboxIds(dir), [e.event_id]);
   assert.equal(lines.warn.length, 1);
   assert.match(lines.warn[0]!, /invalid_request/);
   assert.ok(!lines.warn[0]!.includes(TOKEN));
@@ -393,13 +407,13 @@ test("with the server down the final is kept, and a later resend delivers it onc
   first.notifier.send(e, { final: true });
   await first.notifier.flush(5_000);
   assert.equal(down.received.length, delivery.maxAttempts);
-  assert.deepEqual(outboxIds(dir), [e.event_id]);
+  assert.deepEqual(await outboxIds(dir), [e.event_id]);
 
   const up = await scriptedServer(accept);
   const second = notifierFor(up.endpoint, { dir });
   await second.notifier.resendOutbox();
   assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
 });
 
 test("a final survives a crash of the Pi process mid-send and the next start resends it", async (t) => {
@@ -438,7 +452,7 @@ test("a final survives a crash of the Pi process mid-send and the next start res
   await next.notifier.resendOutbox();
   assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
   assert.equal(up.received[0]?.headers["idempotency-key"], e.event_id);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
 });
 
 test("one notifier never sends the same event twice: repeated send, send after acceptance, resend during flight", async () => {
@@ -453,7 +467,7 @@ test("one notifier never sends the same event twice: repeated send, send after a
   await notifier.resendOutbox();
   await notifier.flush(5_000);
   assert.equal(server.received.length, 1);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
 });
 
 test("progress-type notices respect the minimum interval; finals bypass it; order is kept", async () => {
@@ -485,25 +499,25 @@ test("resendOutbox sends oldest first, prunes expired entries with a log line, a
   const expired = event("failed");
   const older = event("completed");
   const newer = event("completed");
-  seed.put(newer, now - 1_000);
-  seed.put(expired, now - delivery.outboxMaxAgeMs - 1);
-  seed.put(older, now - 2_000);
-  seed.close();
+  await seed.put(newer, now - 1_000);
+  await seed.put(expired, now - delivery.outboxMaxAgeMs - 1);
+  await seed.put(older, now - 2_000);
+  await seed.close();
   const { notifier, lines } = notifierFor(server.endpoint, { dir, now: () => now });
   await notifier.resendOutbox();
   assert.deepEqual(server.received.map((r) => JSON.parse(r.body).event_id), [older.event_id, newer.event_id]);
   assert.ok(lines.warn.some((l) => l.includes(expired.event_id)), "the pruned event is named");
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
 
   const down = await scriptedServer(status(503));
   const again = openOutbox(tempOutboxDir(), { warn: () => {} });
-  again.put(event("completed"), now - 2_000);
-  again.put(event("completed"), now - 1_000);
+  await again.put(event("completed"), now - 2_000);
+  await again.put(event("completed"), now - 1_000);
   const stuck = notifierFor(down.endpoint, { dir: again.dir, now: () => now });
-  again.close();
+  await again.close();
   await stuck.notifier.resendOutbox();
   assert.equal(down.received.length, delivery.maxAttempts, "the second entry is not tried against a server that is down");
-  assert.equal(outboxIds(stuck.dir).length, 2);
+  assert.equal((await outboxIds(stuck.dir)).length, 2);
 });
 
 test("send never throws: an invalid event is logged and nothing is sent", async () => {
@@ -514,7 +528,7 @@ test("send never throws: an invalid event is logged and nothing is sent", async 
   assert.doesNotThrow(() => notifier.send(null as unknown as EventBody, { final: true }));
   await notifier.flush(5_000);
   assert.equal(server.received.length, 0);
-  assert.deepEqual(outboxIds(dir), []);
+  assert.deepEqual(await outboxIds(dir), []);
   assert.equal(lines.warn.length, 2);
   assert.match(lines.warn[0]!, /summary/);
 });
@@ -524,6 +538,8 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
   const { notifier, dir } = notifierFor(hole.endpoint, { timeoutMs: 60_000 });
   const e = event("completed");
   notifier.send(e, { final: true });
+  // The request goes out once the outbox write finished; the black hole then holds it.
+  while (hole.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
   await notifier.flush(50);
   assert.equal(readdirSync(dir).filter((f) => f.endsWith(".sending")).length, 1, "still claimed while the black hole holds the request");
   await notifier.close();
@@ -532,7 +548,7 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
 
   const late = event("failed");
   notifier.send(late, { final: true });
-  assert.deepEqual(outboxIds(dir), [e.event_id, late.event_id]);
   await notifier.flush(1_000);
+  assert.deepEqual(await outboxIds(dir), [e.event_id, late.event_id]);
   assert.equal(hole.received.length, 1, "a closed notifier only keeps finals for the next start");
 });

@@ -11,8 +11,8 @@ import type { EventBody } from "../../protocol.ts";
 
 const roots: string[] = [];
 const opened: Outbox[] = [];
-after(() => {
-  for (const outbox of opened) outbox.close();
+after(async () => {
+  for (const outbox of opened) await outbox.close();
   for (const root of roots) rmSync(root, { recursive: true, force: true });
 });
 
@@ -51,13 +51,13 @@ function deadPid(): number {
   return child.pid;
 }
 
-const ids = (outbox: Outbox) => outbox.list().map((entry) => entry.event.event_id);
+const ids = async (outbox: Outbox) => (await outbox.list()).map((entry) => entry.event.event_id);
 
-test("put writes a versioned record with mode 0600 that list returns", () => {
+test("put writes a versioned record with mode 0600 that list returns", async () => {
   const dir = tempDir();
   const outbox = open(dir);
   const event = finalEvent("pi:s1:run:1");
-  outbox.put(event, Date.UTC(2026, 10, 30, 3, 0, 0));
+  await outbox.put(event, Date.UTC(2026, 10, 30, 3, 0, 0));
   const files = readdirSync(dir);
   assert.equal(files.length, 1);
   assert.equal(statSync(join(dir, files[0]!)).mode & 0o777, 0o600);
@@ -66,11 +66,11 @@ test("put writes a versioned record with mode 0600 that list returns", () => {
     event,
     queued_at: "2026-11-30T03:00:00.000Z",
   });
-  assert.deepEqual(outbox.list(), [{ event, queuedAt: Date.UTC(2026, 10, 30, 3, 0, 0) }]);
+  assert.deepEqual(await outbox.list(), [{ event, queuedAt: Date.UTC(2026, 10, 30, 3, 0, 0) }]);
   assert.ok(!files[0]!.includes(":"), "event ids with ':' still make portable file names");
 });
 
-test("list is oldest first whatever the order of writing", () => {
+test("list is oldest first whatever the order of writing", async () => {
   const outbox = open(tempDir());
   const times: [string, number][] = [
     ["pi:b", 2_000],
@@ -78,36 +78,56 @@ test("list is oldest first whatever the order of writing", () => {
     ["pi:a", 1_000],
     ["pi:d", 10_000_000_000_000],
   ];
-  for (const [id, at] of times) outbox.put(finalEvent(id), at);
-  assert.deepEqual(ids(outbox), ["pi:a", "pi:b", "pi:c", "pi:d"]);
+  for (const [id, at] of times) await outbox.put(finalEvent(id), at);
+  assert.deepEqual(await ids(outbox), ["pi:a", "pi:b", "pi:c", "pi:d"]);
 });
 
-test("a second put of the same event_id keeps one entry; remove deletes it", () => {
+test("a second put of the same event_id keeps one entry; remove deletes it", async () => {
   const dir = tempDir();
   const outbox = open(dir);
-  outbox.put(finalEvent("pi:dup"), 1_000);
-  outbox.put(finalEvent("pi:dup"), 2_000);
+  await outbox.put(finalEvent("pi:dup"), 1_000);
+  await outbox.put(finalEvent("pi:dup"), 2_000);
   assert.equal(readdirSync(dir).length, 1);
-  outbox.remove("pi:dup");
+  await outbox.remove("pi:dup");
   assert.deepEqual(readdirSync(dir), []);
-  outbox.remove("pi:dup");
+  await outbox.remove("pi:dup");
 });
 
-test("put refuses an event that is not a valid wire body", () => {
+test("claim and remove issued before their put finished wait for it: nothing stale is left, nothing else is deleted", async () => {
+  const dir = tempDir();
+  const outbox = open(dir);
+  const other = open(dir);
+  await other.put(finalEvent("pi:neighbour"), 500);
+  const put = outbox.put(finalEvent("pi:racing"), 1_000);
+  const claimed = outbox.claim("pi:racing");
+  const removed = outbox.remove("pi:racing");
+  await Promise.all([put, removed]);
+  assert.equal(await claimed, true, "the claim found the entry its put wrote");
+  assert.deepEqual(await ids(outbox), ["pi:neighbour"], "the raced entry is gone and the neighbour kept");
+  assert.equal(readdirSync(dir).filter((f) => f.startsWith(".tmp-")).length, 0, "no temp file is left behind");
+
+  const again = outbox.put(finalEvent("pi:released"), 2_000);
+  const held = outbox.claim("pi:released");
+  const released = outbox.release("pi:released");
+  await Promise.all([again, held, released]);
+  assert.equal(await other.claim("pi:released"), true, "a release after a pending put gives the written entry back");
+});
+
+test("put refuses an event that is not a valid wire body", async () => {
   const outbox = open(tempDir());
-  assert.throws(() => outbox.put({ ...finalEvent("pi:x"), summary: "x".repeat(1201) }));
-  assert.throws(() => outbox.put({ ...finalEvent("bad id with spaces") }));
-  assert.deepEqual(outbox.list(), []);
+  await assert.rejects(outbox.put({ ...finalEvent("pi:x"), summary: "x".repeat(1201) }));
+  await assert.rejects(outbox.put({ ...finalEvent("bad id with spaces") }));
+  assert.deepEqual(await outbox.list(), []);
 });
 
-test("corrupt entries are moved aside as .bad with a warning, never dropped, and the rest still list", () => {
+test("corrupt entries are moved aside as .bad with a warning, never dropped, and the rest still list", async () => {
   const dir = tempDir();
   const warnings: string[] = [];
   const outbox = open(dir, warnings);
-  outbox.put(finalEvent("pi:good"), 5_000);
-  outbox.put(finalEvent("pi:truncated"), 1_000);
-  outbox.put(finalEvent("pi:wrong-version"), 2_000);
-  outbox.put(finalEvent("pi:renamed"), 3_000);
+  await outbox.put(finalEvent("pi:good"), 5_000);
+  await outbox.put(finalEvent("pi:truncated"), 1_000);
+  await outbox.put(finalEvent("pi:wrong-version"), 2_000);
+  await outbox.put(finalEvent("pi:renamed"), 3_000);
   const fileOf = (id: string) => readdirSync(dir).find((f) => f.includes(Buffer.from(id).toString("base64url")))!;
 
   const truncated = fileOf("pi:truncated");
@@ -119,18 +139,18 @@ test("corrupt entries are moved aside as .bad with a warning, never dropped, and
   const other = JSON.parse(readFileSync(join(dir, renamed), "utf8"));
   writeFileSync(join(dir, renamed), JSON.stringify({ ...other, event: finalEvent("pi:someone-else") }));
 
-  assert.deepEqual(ids(outbox), ["pi:good"]);
+  assert.deepEqual(await ids(outbox), ["pi:good"]);
   for (const file of [truncated, wrongVersion, renamed]) {
     assert.ok(readdirSync(dir).includes(`${file}.bad`), `${file} kept as .bad`);
     assert.ok(warnings.some((w) => w.includes(file)), `${file} warned`);
   }
   assert.equal(readFileSync(join(dir, `${truncated}.bad`), "utf8"), '{"version":1,"ev', "the bytes are kept for a person to inspect");
-  assert.deepEqual(ids(outbox), ["pi:good"], "a .bad file is not read again");
+  assert.deepEqual(await ids(outbox), ["pi:good"], "a .bad file is not read again");
 });
 
-test("opening moves unexpected files aside and removes temp files of dead writers only", () => {
+test("opening moves unexpected files aside and removes temp files of dead writers only", async () => {
   const dir = tempDir();
-  open(dir).put(finalEvent("pi:keep"), 1_000);
+  await open(dir).put(finalEvent("pi:keep"), 1_000);
   writeFileSync(join(dir, "notes.txt"), "hand-written");
   writeFileSync(join(dir, `.tmp-${deadPid()}-abcd`), "half a record");
   writeFileSync(join(dir, `.tmp-${process.pid}-beef`), "a write in progress");
@@ -141,46 +161,46 @@ test("opening moves unexpected files aside and removes temp files of dead writer
   assert.ok(warnings.some((w) => w.includes("notes.txt")));
   assert.ok(files.includes(`.tmp-${process.pid}-beef`), "a live writer's temp file is left alone");
   assert.equal(files.filter((f) => f.startsWith(".tmp-")).length, 1);
-  assert.deepEqual(ids(outbox), ["pi:keep"]);
+  assert.deepEqual(await ids(outbox), ["pi:keep"]);
 });
 
-test("a claim is exclusive between two outboxes until released", () => {
+test("a claim is exclusive between two outboxes until released", async () => {
   const dir = tempDir();
   const first = open(dir);
   const second = open(dir);
-  first.put(finalEvent("pi:one"), 1_000);
-  first.put(finalEvent("pi:two"), 2_000);
+  await first.put(finalEvent("pi:one"), 1_000);
+  await first.put(finalEvent("pi:two"), 2_000);
 
-  assert.equal(first.claim("pi:one"), true);
-  assert.equal(first.claim("pi:one"), true, "claiming again what it already holds is fine");
-  assert.equal(second.claim("pi:one"), false);
-  assert.deepEqual(ids(second), ["pi:two"], "another owner's live claim is not offered");
-  assert.deepEqual(ids(first), ["pi:one", "pi:two"]);
-  second.remove("pi:one");
-  assert.deepEqual(ids(first), ["pi:one", "pi:two"], "remove does not touch another live owner's claim");
+  assert.equal(await first.claim("pi:one"), true);
+  assert.equal(await first.claim("pi:one"), true, "claiming again what it already holds is fine");
+  assert.equal(await second.claim("pi:one"), false);
+  assert.deepEqual(await ids(second), ["pi:two"], "another owner's live claim is not offered");
+  assert.deepEqual(await ids(first), ["pi:one", "pi:two"]);
+  await second.remove("pi:one");
+  assert.deepEqual(await ids(first), ["pi:one", "pi:two"], "remove does not touch another live owner's claim");
 
-  first.release("pi:one");
-  assert.equal(second.claim("pi:one"), true);
-  second.remove("pi:one");
-  assert.deepEqual(ids(first), ["pi:two"]);
-  assert.equal(first.claim("pi:gone"), false);
+  await first.release("pi:one");
+  assert.equal(await second.claim("pi:one"), true);
+  await second.remove("pi:one");
+  assert.deepEqual(await ids(first), ["pi:two"]);
+  assert.equal(await first.claim("pi:gone"), false);
 });
 
-test("close gives back what the outbox still holds", () => {
+test("close gives back what the outbox still holds", async () => {
   const dir = tempDir();
   const first = open(dir);
   const second = open(dir);
-  first.put(finalEvent("pi:held"), 1_000);
-  assert.ok(first.claim("pi:held"));
-  first.close();
-  assert.equal(second.claim("pi:held"), true);
+  await first.put(finalEvent("pi:held"), 1_000);
+  assert.ok(await first.claim("pi:held"));
+  await first.close();
+  assert.equal(await second.claim("pi:held"), true);
 });
 
-test("claims of a dead process or older than the stale limit can be taken over", () => {
+test("claims of a dead process or older than the stale limit can be taken over", async () => {
   const dir = tempDir();
   const outbox = open(dir);
-  outbox.put(finalEvent("pi:dead-owner"), 1_000);
-  outbox.put(finalEvent("pi:old-claim"), 2_000);
+  await outbox.put(finalEvent("pi:dead-owner"), 1_000);
+  await outbox.put(finalEvent("pi:old-claim"), 2_000);
   const now = Date.now();
   const claimAs = (id: string, pid: number, at: number) => {
     const file = readdirSync(dir).find((f) => f.includes(Buffer.from(id).toString("base64url")))!;
@@ -189,15 +209,15 @@ test("claims of a dead process or older than the stale limit can be taken over",
   claimAs("pi:dead-owner", deadPid(), now);
   // The parent process is alive, but a claim this old means its pid was reused or it hung.
   claimAs("pi:old-claim", process.ppid, now - CLAIM_STALE_MS - 1);
-  assert.deepEqual(ids(outbox), ["pi:dead-owner", "pi:old-claim"]);
-  assert.ok(outbox.claim("pi:dead-owner", now));
-  assert.ok(outbox.claim("pi:old-claim", now));
+  assert.deepEqual(await ids(outbox), ["pi:dead-owner", "pi:old-claim"]);
+  assert.ok(await outbox.claim("pi:dead-owner", now));
+  assert.ok(await outbox.claim("pi:old-claim", now));
 });
 
 test("an entry claimed by another live process is left alone, and taken over once that process is killed", async (t) => {
   const dir = tempDir();
   const outbox = open(dir);
-  outbox.put(finalEvent("pi:cross"), 1_000);
+  await outbox.put(finalEvent("pi:cross"), 1_000);
   const outboxModule = fileURLToPath(new URL("../../outbox.ts", import.meta.url));
   const child = spawn(
     process.execPath,
@@ -206,7 +226,7 @@ test("an entry claimed by another live process is left alone, and taken over onc
       "-e",
       `import { openOutbox } from ${JSON.stringify(outboxModule)};
        const outbox = openOutbox(${JSON.stringify(dir)}, console);
-       process.stdout.write(String(outbox.claim("pi:cross")) + "\\n");
+       process.stdout.write(String(await outbox.claim("pi:cross")) + "\\n");
        setInterval(() => {}, 1000);`,
     ],
     { stdio: ["ignore", "pipe", "inherit"] },
@@ -214,23 +234,23 @@ test("an entry claimed by another live process is left alone, and taken over onc
   t.after(() => child.kill("SIGKILL"));
   const [line] = (await once(child.stdout!, "data")) as [Buffer];
   assert.equal(line.toString().trim(), "true");
-  assert.equal(outbox.claim("pi:cross"), false);
-  assert.deepEqual(ids(outbox), []);
-  assert.deepEqual(outbox.prune(0, Date.now() + 1), [], "prune leaves a live owner's claim alone");
+  assert.equal(await outbox.claim("pi:cross"), false);
+  assert.deepEqual(await ids(outbox), []);
+  assert.deepEqual(await outbox.prune(0, Date.now() + 1), [], "prune leaves a live owner's claim alone");
 
   child.kill("SIGKILL");
   await once(child, "exit");
-  assert.deepEqual(ids(outbox), ["pi:cross"]);
-  assert.equal(outbox.claim("pi:cross"), true);
+  assert.deepEqual(await ids(outbox), ["pi:cross"]);
+  assert.equal(await outbox.claim("pi:cross"), true);
 });
 
-test("prune deletes entries older than the limit and reports their ids", () => {
+test("prune deletes entries older than the limit and reports their ids", async () => {
   const dir = tempDir();
   const outbox = open(dir);
-  outbox.put(finalEvent("pi:old"), 1_000);
-  outbox.put(finalEvent("pi:edge"), 5_000);
-  outbox.put(finalEvent("pi:new"), 9_000);
-  assert.deepEqual(outbox.prune(5_000, 10_000), ["pi:old"]);
-  assert.deepEqual(ids(outbox), ["pi:edge", "pi:new"]);
-  assert.deepEqual(outbox.prune(5_000, 10_000), []);
+  await outbox.put(finalEvent("pi:old"), 1_000);
+  await outbox.put(finalEvent("pi:edge"), 5_000);
+  await outbox.put(finalEvent("pi:new"), 9_000);
+  assert.deepEqual(await outbox.prune(5_000, 10_000), ["pi:old"]);
+  assert.deepEqual(await ids(outbox), ["pi:edge", "pi:new"]);
+  assert.deepEqual(await outbox.prune(5_000, 10_000), []);
 });
