@@ -30,7 +30,7 @@ import { eventually, validEvent } from "../server/client.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, formatTally, hostileString, parseBlock, seedFrom, tally } from "./support.ts";
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? (LONG ? 10_000 : 150));
+const RUNS = Number(process.env.FUZZ_RUNS ?? (LONG ? 10_000 : 100));
 const SEED = seedFrom("FUZZ_SEED");
 const SESSION = "s-1";
 const RUNTIME = "r-1";
