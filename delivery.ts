@@ -259,9 +259,20 @@ export interface DeliveryLog {
   debug?(message: string): void;
 }
 
+export interface SendOptions {
+  /** completed / failed: written to the outbox before it is sent, and never rate limited. */
+  final: boolean;
+  /**
+   * Whether a non-final notice shares `delivery.minIntervalMs` with the other progress-type notices
+   * (the default: started, progress, tool_error). An explicit request from another extension does
+   * not: it carries its own event id, and the server's idempotency and rate limit still apply.
+   */
+  throttled?: boolean;
+}
+
 export interface Notifier {
   /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
-  send(event: EventBody, options: { final: boolean }): void;
+  send(event: EventBody, options: SendOptions): void;
   /** Waits for queued and in-flight sends, at most timeoutMs (reload and shutdown). */
   flush(timeoutMs: number): Promise<void>;
   /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
@@ -280,7 +291,7 @@ export interface NotifierOptions {
   random?: () => number;
 }
 
-/** Progress-type notices are rate limited; finals never are, so a completion is not swallowed by a recent progress. */
+/** Progress-type notices are rate limited; finals and explicit requests never are, so a completion is not swallowed by a recent progress. */
 export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number, minIntervalMs: number): boolean {
   return lastNonFinalAt === undefined || now - lastNonFinalAt >= minIntervalMs;
 }
@@ -358,7 +369,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   };
 
   return {
-    send(event, { final }) {
+    send(event, { final, throttled = true }) {
       try {
         const parsed = EventBody.safeParse(event);
         if (!parsed.success) {
@@ -370,8 +381,12 @@ export function createNotifier(options: NotifierOptions): Notifier {
           log.debug?.(`重复的通知 ${valid.event_id} 已忽略 (duplicate)`);
           return;
         }
-        if (!final) {
-          if (stop.signal.aborted || !nonFinalAllowed(lastNonFinalAt, now(), delivery.minIntervalMs)) {
+        if (!final && stop.signal.aborted) {
+          log.debug?.(`通知 ${valid.event_id}（${valid.status}）在停止后到达，已跳过 (notifier closed)`);
+          return;
+        }
+        if (!final && throttled) {
+          if (!nonFinalAllowed(lastNonFinalAt, now(), delivery.minIntervalMs)) {
             log.debug?.(`通知 ${valid.event_id}（${valid.status}）在最小间隔内，已跳过 (rate limited)`);
             return;
           }

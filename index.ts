@@ -26,7 +26,7 @@ import {
   type RecipientCheck,
 } from "./activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, recipientProblem, renderSource, type Config } from "./config.ts";
-import { createNotifier, createWebhookClient, type Notifier, type WebhookClient } from "./delivery.ts";
+import { createNotifier, createWebhookClient, type Notifier, type SendOptions, type WebhookClient } from "./delivery.ts";
 import {
   classifyRun,
   progressDue,
@@ -209,8 +209,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
     handOverTimer = undefined;
     for (const send of handOver.splice(0)) send();
   };
-  const enqueue = (notifier: Notifier, event: EventBody, final: boolean) => {
-    handOver.push(() => notifier.send(event, { final }));
+  const enqueue = (notifier: Notifier, event: EventBody, options: SendOptions) => {
+    handOver.push(() => notifier.send(event, options));
     handOverTimer ??= setImmediate(drainHandOver);
   };
 
@@ -218,7 +218,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     if (!notifying() || !state?.config || !state.delivery || !run) return;
     transientSequence += 1;
     const event = transientNotice(status, summary, run.facts, transientSequence, noticeContext(state, state.config));
-    enqueue(state.delivery.notifier, event, false);
+    enqueue(state.delivery.notifier, event, { final: false });
   };
 
   const checkProgress = () => {
@@ -428,7 +428,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     if (outcome.kind === "completed" && !state.config.notify.completed) return;
     if (outcome.kind === "failed" && !state.config.notify.failed) return;
     const notice = finalNotice(outcome, finished.facts, noticeContext(state, state.config));
-    if (notice) enqueue(state.delivery.notifier, notice, true);
+    if (notice) enqueue(state.delivery.notifier, notice, { final: true });
   });
 
   // ── Other extensions ────────────────────────────────────────────────────────
@@ -441,7 +441,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
     }
     if (!state?.config || !state.delivery || !notifying()) return debug("anon-notify:send ignored: session not active");
     const notice = externalNotice(parsed.data, randomUUID(), noticeContext(state, state.config));
-    enqueue(state.delivery.notifier, notice, notice.status === "completed" || notice.status === "failed");
+    // An explicit request, not a progress report: the progress interval does not hold it back.
+    enqueue(state.delivery.notifier, notice, { final: notice.status === "completed" || notice.status === "failed", throttled: false });
   });
 
   // ── The command ─────────────────────────────────────────────────────────────

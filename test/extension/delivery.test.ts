@@ -83,7 +83,7 @@ function client(endpoint: string, timeoutMs = 5_000, now?: () => number): Webhoo
 }
 
 let counter = 0;
-function event(status: "completed" | "failed" | "progress" | "started" = "completed", id = `pi:s1:run:${++counter}`): EventBody {
+function event(status: EventBody["status"] = "completed", id = `pi:s1:run:${++counter}`): EventBody {
   return EventBody.parse({
     event_id: id,
     session_id: "s1",
@@ -470,23 +470,27 @@ test("one notifier never sends the same event twice: repeated send, send after a
   assert.deepEqual(await outboxIds(dir), []);
 });
 
-test("progress-type notices respect the minimum interval; finals bypass it; order is kept", async () => {
+test("progress-type notices respect the minimum interval; finals and explicit requests bypass it; order is kept", async () => {
   const server = await scriptedServer(accept);
   let clock = 1_000_000;
   const { notifier, lines } = notifierFor(server.endpoint, { now: () => clock });
+  const warning = event("warning");
   const started = event("started");
   const progress1 = event("progress");
+  const info = event("info");
   const completed = event("completed");
   const progress2 = event("progress");
+  notifier.send(warning, { final: false, throttled: false }); // explicit: does not use up the interval
   notifier.send(started, { final: false });
   notifier.send(progress1, { final: false }); // same instant: dropped
+  notifier.send(info, { final: false, throttled: false }); // explicit: never held back
   notifier.send(completed, { final: true }); // final: never rate limited
   clock += delivery.minIntervalMs;
   notifier.send(progress2, { final: false });
   await notifier.flush(5_000);
   assert.deepEqual(
     server.received.map((r) => JSON.parse(r.body).event_id),
-    [started.event_id, completed.event_id, progress2.event_id],
+    [warning.event_id, started.event_id, info.event_id, completed.event_id, progress2.event_id],
   );
   assert.ok(lines.debug.some((l) => l.includes(progress1.event_id)), "the drop is logged at debug");
 });

@@ -313,6 +313,24 @@ test("the non-final minimum interval holds back a second started notice but neve
   );
 });
 
+test("explicit anon-notify:send warnings and infos are not held back by the progress interval", async (t) => {
+  const s = await setup(t, {}, { notify: { started: true } });
+  await s.pi.prompt("/anon-notify");
+  s.probe.send({ status: "warning", summary: "磁盘快满了", eventId: "disk-1" });
+  s.probe.send({ status: "info", summary: "索引已更新", eventId: "index-1" });
+  s.probe.send({ status: "warning", summary: "磁盘仍然快满", eventId: "disk-2" });
+  s.pi.script([text("done")]);
+  await s.pi.prompt("after the requests");
+  const events = await s.webhook.waitForEvents(5);
+  const sessionId = s.pi.session.sessionManager.getSessionId();
+  assert.deepEqual(
+    events.map((e) => (e.body.event_id.startsWith("ext:") ? e.body.event_id : `${e.body.status}:${e.body.task}`)),
+    [`ext:${sessionId}:disk-1`, `ext:${sessionId}:index-1`, `ext:${sessionId}:disk-2`, "started:after the requests", "completed:after the requests"],
+    "all three requests within the interval arrive, and they do not use up the started notice's interval",
+  );
+  assert.deepEqual(events.slice(0, 3).map((e) => e.body.status), ["warning", "info", "warning"]);
+});
+
 test("anon-notify:send from another extension is validated, scoped to the session, and deduplicated", async (t) => {
   const s = await setup(t);
   s.probe.send({ status: "completed", summary: "while inactive", eventId: "early" });
