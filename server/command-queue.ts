@@ -77,7 +77,7 @@ export interface CommandStoreOptions {
 }
 
 /**
- * Wakes long polls of one session when a command may have become claimable (created, or its
+ * Wakes long polls of one session when a command may have become claimable (created, ACKed, its
  * lease expired). A watch is taken before looking at the queue, so a command created between the
  * look and the wait still wakes it.
  */
@@ -199,8 +199,7 @@ export class CommandStore {
         created_at: now,
         updated_at: now,
       });
-      this.notifier.notify(input.session_id);
-      await this.#audited(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
+      await this.#changed(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
     });
     this.#creations = run.catch(() => {});
@@ -220,7 +219,7 @@ export class CommandStore {
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
       if (matched === 1) {
-        await this.#audited({ ...picked, ...patch }, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
+        await this.#changed({ ...picked, ...patch }, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
         const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
         return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
@@ -260,13 +259,17 @@ export class CommandStore {
       if (!patch) continue;
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
       if (matched !== 1) continue;
-      this.notifier.notify(record.session_id);
-      await this.#audited({ ...record, ...patch }, "server", { lease_expired: true });
+      await this.#changed({ ...record, ...patch }, "server", { lease_expired: true });
     }
   }
 
-  /** One audit row per state change; the actor defaults to whoever the request came from. */
-  async #audited(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
+  /**
+   * After every committed state change: wake the session's long polls, since any change may have
+   * made a command claimable (a creation, an ACK freeing the head, an expiry), and write one audit
+   * row, whose actor defaults to whoever the request came from.
+   */
+  async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
+    this.notifier.notify(record.session_id);
     await this.#options.audit?.record({
       ...(actor ? { actor } : {}),
       action: `command.${record.state}`,
@@ -286,7 +289,7 @@ export class CommandStore {
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), decision.patch);
       if (matched !== 1) continue;
       const changed = { ...record, ...decision.patch };
-      await this.#audited(changed, actor, {});
+      await this.#changed(changed, actor, {});
       return changed;
     }
     throw new HttpError(503, "not_ready", { retryAfterSeconds: 1 });

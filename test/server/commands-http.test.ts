@@ -1,8 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection } from "../../protocol.ts";
-import { CommandNotifier } from "../../server/command-queue.ts";
+import { COMMAND_TABLE, CommandNotifier } from "../../server/command-queue.ts";
+import type { KoishiHarness } from "../helpers/koishi.ts";
 import { agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
+import { eventually } from "./client.ts";
 import { imageOf } from "./images.ts";
 
 test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {
@@ -221,6 +223,47 @@ test("a long poll is answered as soon as a command for its session is created", 
   const answer = await polling;
   assert.equal(answer.status, 200);
   assert.equal(answer.body.command?.instruction, "wake up");
+});
+
+/**
+ * Resolves once a claim has read the session's queue (its wake-up watch is taken before that read,
+ * and nothing but microtasks follow until it waits), so a request sent afterwards finds it held.
+ */
+function nextQueueRead(server: KoishiHarness): Promise<void> {
+  const db = server.app.database;
+  const original = db.get;
+  return new Promise((resolve) => {
+    db.get = async function (this: unknown, ...args: Parameters<typeof original>) {
+      const rows = await original.apply(this, args);
+      const [table, query] = args as unknown as [string, { state?: unknown }];
+      if (table === COMMAND_TABLE && Array.isArray(query?.state)) {
+        db.get = original;
+        resolve();
+      }
+      return rows;
+    } as typeof original;
+  });
+}
+
+test("an ACK wakes a long poll held behind that lease, which then gets the next command", async (t) => {
+  const { server, agent, operator } = await onlineServer(t);
+  await operator.create({ session_id: "s-1", instruction: "first" });
+  const next = (await operator.create({ session_id: "s-1", instruction: "second" })).body.command.command_id;
+  const first = await agent.claim();
+  assert.equal(first.body.command.instruction, "first");
+
+  const held = nextQueueRead(server);
+  const polling = agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs });
+  await held;
+  assert.equal((await agent.ack(first.body.command.command_id, first.body.lease.token)).status, 200);
+  // Bounded by polls, not by the poll's own wait: unwoken, it would take the command only at its end.
+  await eventually(async () => {
+    const listed = (await operator.list()).body.commands as CommandSummary[];
+    return listed.find((c) => c.command_id === next)?.state === "leased" ? true : undefined;
+  }, "the held claim leased the next command after the ACK");
+  const answer = await polling;
+  assert.equal(answer.status, 200);
+  assert.equal(answer.body.command?.command_id, next);
 });
 
 test("a long poll with nothing to deliver answers null when its wait ends", async (t) => {
