@@ -8,7 +8,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { DEFAULT_ENDPOINT, LIMITS } from "./protocol.ts";
+import { DEFAULT_ENDPOINT, LIMITS, SinkEventType } from "./protocol.ts";
 
 const SECOND_MS = 1000;
 const MINUTE_MS = 60 * SECOND_MS;
@@ -57,8 +57,8 @@ const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 // recipient must refuse activation with its reason, not switch the whole extension off.
 const qq = z.string().trim();
 
-const SINK_EVENTS = ["run.started", "run.completed", "run.failed", "run.cancelled", "tool.started", "tool.completed"] as const;
-export type SinkEventType = (typeof SINK_EVENTS)[number];
+// One switch per event type the sink protocol defines, so a new type cannot be missed here.
+const SINK_EVENTS = SinkEventType.options;
 
 export const Config = z.strictObject({
   /** Global master switch; a session still has to be enabled with /anon-notify. */
