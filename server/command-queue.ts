@@ -21,6 +21,7 @@ import {
   guardOf,
   pickClaim,
   requestDigest,
+  rollbackPatch,
   summarize,
   type AckInput,
   type CommandRecord,
@@ -206,10 +207,15 @@ export class CommandStore {
     return run;
   }
 
-  /** Leases the session's next command for this runtime, or answers `{command: null}`. */
-  async claim(sessionId: string, runtimeId: string, withImages: boolean): Promise<ClaimAnswer> {
+  /**
+   * Leases the session's next command for this runtime, or answers `{command: null}`. If
+   * `clientGone` has aborted by the time the lease is granted, the answer could never be written:
+   * the claim is rolled back and `{command: null}` answered.
+   */
+  async claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal): Promise<ClaimAnswer> {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
+      if (clientGone?.aborted) return { command: null };
       const now = new Date();
       // Picking needs no image bytes; only the leased command's are read, once it is ours.
       const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
@@ -219,13 +225,29 @@ export class CommandStore {
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
       if (matched === 1) {
-        await this.#changed({ ...picked, ...patch }, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
+        const leased = { ...picked, ...patch };
+        await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
         const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
+        // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
+        if (clientGone?.aborted) {
+          await this.#rollBack(leased, picked, runtimeId);
+          return { command: null };
+        }
         return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
     }
     // Lost every race for this session's head: nothing leased, the client simply claims again.
     return { command: null };
+  }
+
+  /**
+   * Puts a leased command back exactly as it was before `leased`'s claim, conditionally on that
+   * lease still being the current one; otherwise (a very short lease already expired) it has moved on.
+   */
+  async #rollBack(leased: CommandRecord, before: CommandRecord, runtimeId: string): Promise<void> {
+    const patch = rollbackPatch(before, new Date());
+    const { matched } = await this.#ctx.database.set(COMMAND_TABLE, where(guardOf(leased)), patch);
+    if (matched === 1) await this.#changed({ ...before, ...patch }, "server", { claim_rolled_back: "client_gone", runtime_id: runtimeId });
   }
 
   async ack(commandId: string, ack: AckInput): Promise<void> {
@@ -325,7 +347,7 @@ export const CommandRoutes = {
         if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new HttpError(409, "session_offline");
         const watch = notifier.watch(query.session_id);
         try {
-          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat));
+          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal);
           const remaining = deadline - Date.now();
           if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted) return json(200, answer);
           await wake(ctx, watch.fired, remaining, request.signal);

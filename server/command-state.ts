@@ -36,7 +36,7 @@ export interface CommandRecord {
   lease_token: string | null;
   lease_runtime_id: string | null;
   lease_expires_at: Date | null;
-  /** Set by the first claim and never cleared: the cut-off for cancelling. */
+  /** Set by the first claim: the cut-off for cancelling. Cleared only when that claim is rolled back. */
   first_claimed_at: Date | null;
   deliveries: number;
   created_at: Date;
@@ -112,6 +112,23 @@ export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPat
     first_claimed_at: record.first_claimed_at ?? grant.now,
     deliveries: record.deliveries + 1,
     updated_at: grant.now,
+  };
+}
+
+/**
+ * Undoes a claim whose answer never left the server (its client had gone): every field the claim
+ * set goes back to what it was, so a first claim leaves the command cancellable again and an older
+ * lease's late ACK is recognised again, as if the claim had never happened.
+ */
+export function rollbackPatch(before: CommandRecord, now: Date): CommandPatch {
+  return {
+    state: before.state,
+    lease_token: before.lease_token,
+    lease_runtime_id: before.lease_runtime_id,
+    lease_expires_at: before.lease_expires_at,
+    first_claimed_at: before.first_claimed_at,
+    deliveries: before.deliveries,
+    updated_at: now,
   };
 }
 

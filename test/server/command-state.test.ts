@@ -11,6 +11,7 @@ import {
   isCancellable,
   pickClaim,
   requestDigest,
+  rollbackPatch,
   sniffImageMime,
   summarize,
   type CommandRecord,
@@ -97,6 +98,24 @@ test("lease expiry returns the command to pending, never to cancellable", () => 
   const expired = { ...leased(-1), ...patch };
   assert.equal(isCancellable(expired), false);
   assert.deepEqual(decideCancel(expired, "s-1", T0), { kind: "refuse", status: 409, error: "delivery_started" });
+});
+
+test("rolling a claim back restores exactly the state before it", () => {
+  const expiredLease = record({ lease_token: "L0", lease_runtime_id: "r-1", first_claimed_at: T0, deliveries: 1 });
+  const cases: [string, CommandRecord, boolean][] = [
+    ["a first claim: cancellable again", record(), true],
+    ["a redelivery after expiry: still past the cut-off, the old lease's late ACK counts again", expiredLease, false],
+    ["a replaced runtime's lease taken over: that lease again", leased(1000), false],
+  ];
+  const now = at(5_000);
+  for (const [name, before, cancellable] of cases) {
+    const claimed = { ...before, ...claimPatch(before, { token: "L-gone", runtimeId: "r-1", now: at(1_000), leaseMs: 60_000 }) };
+    const restored = { ...claimed, ...rollbackPatch(before, now) };
+    assert.deepEqual(restored, { ...before, updated_at: now }, name);
+    assert.equal(isCancellable(restored), cancellable, name);
+  }
+  const ackOfOldLease = decideAck({ ...expiredLease, ...rollbackPatch(expiredLease, now) }, { session_id: "s-1", runtime_id: "r-1", lease_token: "L0" }, now);
+  assert.equal(ackOfOldLease.kind, "write");
 });
 
 test("cancel decisions follow the cut-off at the first claim", () => {

@@ -1,9 +1,12 @@
+import { once } from "node:events";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection } from "../../protocol.ts";
+import { fetch } from "undici";
+import { AuditPage, ClaimAnswer, CommandSummary, LIMITS, OperatorCommandCreated, SessionProjection, type AuditEntry } from "../../protocol.ts";
 import { COMMAND_TABLE, CommandNotifier } from "../../server/command-queue.ts";
 import type { KoishiHarness } from "../helpers/koishi.ts";
-import { agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
+import { agentApi, call, OPERATOR_TOKEN, onlineServer, operatorApi, startServer } from "./agent-api.ts";
 import { eventually } from "./client.ts";
 import { imageOf } from "./images.ts";
 
@@ -264,6 +267,94 @@ test("an ACK wakes a long poll held behind that lease, which then gets the next 
   const answer = await polling;
   assert.equal(answer.status, 200);
   assert.equal(answer.body.command?.command_id, next);
+});
+
+const LEAVING = "x-test-leaving-claim";
+
+/** A long poll for s-1/r-1 marked as the one whose client will leave; it rejects when aborted. */
+function leavingClaim(server: KoishiHarness, client: AbortController): Promise<unknown> {
+  const query = new URLSearchParams({ session_id: "s-1", runtime_id: "r-1", capabilities: "images", wait_ms: String(LIMITS.longPollMaxMs) });
+  return fetch(`${server.baseUrl}/commands?${query}`, { headers: { authorization: `Bearer ${server.token}`, [LEAVING]: "1" }, signal: client.signal });
+}
+
+/**
+ * The moment the fix is about: the next lease is stored, then (after `meanwhile`) the marked
+ * claim's client goes away and the server sees its connection close, all before that claim answers.
+ */
+function leaveAfterNextLease(server: KoishiHarness, client: AbortController, meanwhile: () => Promise<void> = async () => {}): void {
+  const db = server.app.database;
+  const original = db.set;
+  const http = server.app.server._http;
+  let leaving: ServerResponse | undefined;
+  const onRequest = (request: IncomingMessage, response: ServerResponse) => {
+    if (request.headers[LEAVING]) leaving = response;
+  };
+  http.on("request", onRequest);
+  db.set = async function (this: unknown, ...args: Parameters<typeof original>) {
+    const result = await original.apply(this, args);
+    const [table, , patch] = args as unknown as [string, unknown, { state?: unknown }];
+    if (table === COMMAND_TABLE && patch?.state === "leased") {
+      db.set = original;
+      http.off("request", onRequest);
+      await meanwhile();
+      assert.ok(leaving, "the leased claim is the marked one");
+      const closed = once(leaving, "close");
+      client.abort();
+      await closed;
+    }
+    return result;
+  } as typeof original;
+}
+
+async function commandTrail(server: KoishiHarness, commandId: string): Promise<AuditEntry[]> {
+  const answer = await call(server, "GET", `/operator/audit?${new URLSearchParams({ session_id: "s-1", limit: "200" })}`, undefined, OPERATOR_TOKEN);
+  return AuditPage.parse(answer.body).entries.filter((e) => e.subject === commandId && e.action.startsWith("command.")).reverse();
+}
+
+test("a claim whose client left before the answer is rolled back: pending, still cancellable, on the audit trail", async (t) => {
+  const { server, operator } = await onlineServer(t);
+  const client = new AbortController();
+  leaveAfterNextLease(server, client);
+  const held = nextQueueRead(server);
+  const left = assert.rejects(leavingClaim(server, client), { name: "AbortError" });
+  await held;
+  const { command_id } = (await operator.create({ session_id: "s-1", instruction: "nobody heard this" })).body.command;
+  await left;
+
+  const trail = await eventually(async () => {
+    const entries = await commandTrail(server, command_id);
+    return entries.length >= 3 ? entries : undefined;
+  }, "the roll-back is on the audit trail");
+  assert.deepEqual(trail.map((e) => [e.action, e.actor]), [
+    ["command.pending", "operator"],
+    ["command.leased", "agent"],
+    ["command.pending", "server"],
+  ]);
+  assert.equal(trail[2]!.data.claim_rolled_back, "client_gone");
+  const [summary] = (await operator.list()).body.commands as CommandSummary[];
+  assert.deepEqual([summary!.state, summary!.cancellable], ["pending", true], "it never left the server");
+  assert.deepEqual(await operator.cancel(command_id), { status: 200, body: { state: "cancelled" } });
+});
+
+test("a rolled-back claim wakes another claim held behind its lease, which gets the command at once", async (t) => {
+  const { server, agent, operator } = await onlineServer(t);
+  const { command_id } = (await operator.create({ session_id: "s-1", instruction: "second chance" })).body.command;
+  const client = new AbortController();
+  let waiting: ReturnType<typeof agent.claim> | undefined;
+  leaveAfterNextLease(server, client, async () => {
+    // Held: the command is leased to the leaving claim, whose lease has not run out.
+    const held = nextQueueRead(server);
+    waiting = agent.claim("s-1", "r-1", { waitMs: LIMITS.longPollMaxMs });
+    await held;
+  });
+  await assert.rejects(leavingClaim(server, client), { name: "AbortError" });
+
+  // Bounded by polls, not by the held claim's own wait, at whose end it would also take the command.
+  await eventually(async () => ((await commandTrail(server, command_id)).filter((e) => e.action === "command.leased").length === 2 ? true : undefined), "the held claim leased the command again");
+  const answer = await waiting!;
+  assert.equal(answer.status, 200);
+  assert.equal(answer.body.command?.command_id, command_id);
+  assert.deepEqual(await agent.ack(command_id, answer.body.lease.token), { status: 200, body: { state: "accepted" } });
 });
 
 test("a long poll with nothing to deliver answers null when its wait ends", async (t) => {
