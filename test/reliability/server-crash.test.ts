@@ -43,7 +43,7 @@ const SESSIONS = ["s-a", "s-b"];
 const PROBE_SESSION = "s-probe";
 /** At most this many of a killed process's last hand-overs may be unsaved (one per lane in flight, plus one save retry). */
 const DUPLICATE_WINDOW = 2;
-const IMAGE_BUDGET = 128 * 1024;
+const IMAGE_BUDGET = 48 * 1024;
 const LEASE_MS = 800;
 const MIN_IMAGE = 8; // the PNG signature
 
