@@ -131,10 +131,13 @@ export function declareAuditTable(ctx: Context): void {
 
 export class AuditLog {
   readonly #ctx: Context;
+  // Taken once: a write that fails while the app is being disposed must still be able to say so.
+  readonly #logger: ReturnType<Context["logger"]>;
   readonly #actor = new AsyncLocalStorage<AuditActor>();
 
   constructor(ctx: Context) {
     this.#ctx = ctx;
+    this.#logger = ctx.logger("notify-webhook");
     declareAuditTable(ctx);
   }
 
@@ -156,7 +159,7 @@ export class AuditLog {
     try {
       await this.#ctx.database.create(AUDIT_TABLE, row);
     } catch (error) {
-      this.#ctx.logger("notify-webhook").warn("audit row %s not written: %s", input.action, error instanceof Error ? error.message : String(error));
+      this.#logger.warn("audit row %s not written: %s", input.action, error instanceof Error ? error.message : String(error));
     }
   }
 
