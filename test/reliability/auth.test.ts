@@ -8,17 +8,15 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { Agent, request } from "undici";
 import { freePort } from "../helpers/koishi.ts";
 import { eventually, validEvent } from "../server/client.ts";
 import { heartbeatOf } from "../server/agent-api.ts";
 import { imageOf } from "../server/images.ts";
-
-const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
+import { spawnStandalone, type Standalone } from "./support.ts";
 
 /** Every route of docs/protocol.md with a path that exists, and the token it needs. */
 const ROUTES: { method: "GET" | "POST"; path: string; auth: "agent" | "operator" }[] = [
@@ -38,29 +36,6 @@ const ROUTES: { method: "GET" | "POST"; path: string; auth: "agent" | "operator"
   { method: "GET", path: "/operator/audit", auth: "operator" },
 ];
 
-interface Server {
-  baseUrl: string;
-  output: () => string;
-  stop(): Promise<void>;
-}
-
-async function startStandalone(dataDir: string, port: number): Promise<Server> {
-  const child = spawn(process.execPath, [standalone, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"] });
-  const exited = new Promise<void>((done) => child.once("exit", () => done()));
-  let output = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-  const baseUrl = await eventually(() => (/运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined), `server start: ${output}`, 2000);
-  return {
-    baseUrl,
-    output: () => output,
-    async stop() {
-      child.kill("SIGINT");
-      await exited;
-    },
-  };
-}
-
 test("every route refuses a missing or wrong token; token files are 0600, never rewritten, and no token leaks anywhere", { timeout: 120_000 }, async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-auth-"));
   t.after(() => rm(dataDir, { recursive: true, force: true }));
@@ -72,9 +47,9 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   const dispatcher = new Agent({ connections: 2 });
   t.after(() => dispatcher.close());
 
-  const servers: Server[] = [];
+  const servers: Standalone[] = [];
   const start = async () => {
-    const started = await startStandalone(dataDir, port);
+    const started = await spawnStandalone(dataDir, port);
     servers.push(started);
     return started;
   };

@@ -23,20 +23,17 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createRequire } from "node:module";
-import type { Readable } from "node:stream";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { Agent, request } from "undici";
 import { freePort } from "../helpers/koishi.ts";
 import { eventually, validEvent } from "../server/client.ts";
 import { heartbeatOf } from "../server/agent-api.ts";
 import { imageOf } from "../server/images.ts";
-import { LONG, seedFrom, seededRandom } from "./support.ts";
+import { LONG, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
 
-const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
 const KILLS = Number(process.env.CRASH_KILLS ?? (LONG ? 50 : 3));
 const EVENT_LANES = 2;
 const SESSIONS = ["s-a", "s-b"];
@@ -46,13 +43,6 @@ const DUPLICATE_WINDOW = 2;
 const IMAGE_BUDGET = 48 * 1024;
 const LEASE_MS = 800;
 const MIN_IMAGE = 8; // the PNG signature
-
-interface Round {
-  child: ChildProcessByStdio<null, Readable, Readable>;
-  baseUrl: string;
-  injected: string[];
-  exited: Promise<void>;
-}
 
 interface Answer {
   status: number;
@@ -96,36 +86,18 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     }),
   );
   const port = await freePort();
-  const rounds: Round[] = [];
-  t.after(async () => {
-    for (const round of rounds) if (round.child.exitCode === null && round.child.signalCode === null) round.child.kill("SIGKILL");
-    await Promise.all(rounds.map((round) => round.exited));
-  });
+  const rounds: Standalone[] = [];
+  t.after(() => Promise.all(rounds.map((round) => round.kill())));
 
-  async function start(): Promise<Round> {
-    const child = spawn(process.execPath, [standalone, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"] });
-    const round: Round = { child, baseUrl: "", injected: [], exited: new Promise((done) => child.once("exit", () => done())) };
+  async function start(): Promise<Standalone> {
+    const round = await spawnStandalone(dataDir, port);
     rounds.push(round);
-    let pending = "";
-    let output = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      output += chunk;
-      pending += chunk;
-      const lines = pending.split("\n");
-      pending = lines.pop()!;
-      for (const line of lines) {
-        const match = /^\s*"event_id": "([^"]+)",$/.exec(line);
-        if (match) round.injected.push(match[1]!);
-      }
-    });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-    round.baseUrl = await eventually(() => (/运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined), `server start: ${output}`, 1000);
     return round;
   }
 
   const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 8 });
   t.after(() => dispatcher.close());
-  let live: Round;
+  let live: Standalone;
   let agentToken = "";
   let operatorToken = "";
 
@@ -294,7 +266,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     budgetProbes++;
   }
 
-  async function runLoad(round: Round, killAfterMs: number | undefined) {
+  async function runLoad(round: Standalone, killAfterMs: number | undefined) {
     const stop = { now: false };
     const lanes = [
       ...Array.from({ length: EVENT_LANES }, () => eventLane(stop)),
@@ -303,8 +275,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     ];
     if (killAfterMs === undefined) return { stop, lanes };
     await new Promise((resolveDelay) => setTimeout(resolveDelay, killAfterMs));
-    round.child.kill("SIGKILL");
-    await round.exited;
+    await round.kill();
     stop.now = true;
     await Promise.all(lanes);
     return { stop, lanes };
@@ -337,8 +308,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
       return receipt!.body.state === "context_injected" ? true : undefined;
     }, `event ${eventId} injected (seed ${seed})`);
   }
-  live.child.kill("SIGINT");
-  await live.exited;
+  await live.stop();
   checkDisk();
 
   assert.deepEqual(violations, [], `no ACKed or cancelled command handed out (seed ${seed})`);
