@@ -23,7 +23,6 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,7 +31,7 @@ import { freePort } from "../helpers/koishi.ts";
 import { eventually, validEvent } from "../server/client.ts";
 import { heartbeatOf } from "../server/agent-api.ts";
 import { imageOf } from "../server/images.ts";
-import { LONG, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
+import { LONG, commandsOnDisk, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? (LONG ? 50 : 3));
 const EVENT_LANES = 2;
@@ -47,31 +46,6 @@ const MIN_IMAGE = 8; // the PNG signature
 interface Answer {
   status: number;
   body: any;
-}
-
-interface CommandRow {
-  command_id: string;
-  session_id: string;
-  state: string;
-  image_bytes: number;
-  images: string;
-  request_key: string | null;
-}
-
-const sqlite = await (async () => {
-  const init = createRequire(import.meta.url)("@minatojs/sql.js");
-  return (init.default ?? init)() as Promise<{ Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void } }>;
-})();
-
-/** The command table as the killed process left it on disk. */
-function commandsOnDisk(dbPath: string): CommandRow[] {
-  const db = new sqlite.Database(dbPath);
-  try {
-    const [result] = db.exec("SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command");
-    return (result?.values ?? []).map((values) => Object.fromEntries(result!.columns.map((column, i) => [column, values[i]])) as unknown as CommandRow);
-  } finally {
-    db.close();
-  }
 }
 
 test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, { timeout: LONG ? 60 * 60_000 : 120_000 }, async (t) => {

@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
+import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import type { Readable } from "node:stream";
 import fc from "fast-check";
@@ -123,4 +124,30 @@ export async function spawnStandalone(dataDir: string, port: number): Promise<St
     return /运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined;
   }, `server start: ${output}`, 2000);
   return { child, baseUrl, injected, output: () => output, exited, stop: () => signal("SIGINT"), kill: () => signal("SIGKILL") };
+}
+
+/** A row of the command table as read straight from the SQLite file. */
+export interface CommandRow {
+  command_id: string;
+  session_id: string;
+  state: string;
+  image_bytes: number;
+  images: string;
+  request_key: string | null;
+}
+
+const sqlite = await (async () => {
+  const init = createRequire(import.meta.url)("@minatojs/sql.js");
+  return (init.default ?? init)() as Promise<{ Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void } }>;
+})();
+
+/** The command table as it lies on disk: after a kill, what the restart will load. */
+export function commandsOnDisk(dbPath: string): CommandRow[] {
+  const db = new sqlite.Database(dbPath);
+  try {
+    const [result] = db.exec("SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command");
+    return (result?.values ?? []).map((values) => Object.fromEntries(result!.columns.map((column, i) => [column, values[i]])) as unknown as CommandRow);
+  } finally {
+    db.close();
+  }
 }
