@@ -19,7 +19,7 @@ import { join } from "node:path";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { Pool } from "undici";
 import { EventBody } from "../protocol.ts";
-import { bodyHash } from "../server/events.ts";
+import { bodyHash, newEventRow } from "../server/events.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/event-store.ts";
 import { koishi } from "../server/koishi.ts";
 import { freePort, startKoishi } from "../test/helpers/koishi.ts";
@@ -67,23 +67,7 @@ async function startBare(dir: string) {
   const database = app.database;
   const server = createServer(async (request, response) => {
     const event = EventBody.parse(JSON.parse(await readAll(request)));
-    const now = new Date().toISOString();
-    await database.create(EVENT_TABLE, {
-      event_id: event.event_id,
-      session_id: event.session_id,
-      status: event.status,
-      delivery: event.delivery,
-      body: JSON.stringify(event),
-      body_hash: bodyHash(event),
-      seq: 0,
-      state: "queued",
-      attempts: 0,
-      error: null,
-      message_id: null,
-      created_at: event.created_at,
-      received_at: now,
-      updated_at: now,
-    });
+    await database.create(EVENT_TABLE, newEventRow(event, bodyHash(event), 0, new Date().toISOString()));
     response.writeHead(202, { "content-type": "application/json" });
     response.end(JSON.stringify({ event_id: event.event_id, state: "queued", duplicate: false }));
   });

@@ -121,23 +121,7 @@ export const EventRoutes = {
         if (existing.body_hash !== hash) throw new HttpError(422, "idempotency_key_reused");
         return json(202, { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true } satisfies EventAccepted);
       }
-      const now = new Date().toISOString();
-      const row: EventRow = {
-        event_id: event.event_id,
-        session_id: event.session_id,
-        status: event.status,
-        delivery: event.delivery,
-        body: JSON.stringify(event),
-        body_hash: hash,
-        seq: ++lastSeq,
-        state: "queued",
-        attempts: 0,
-        error: null,
-        message_id: null,
-        created_at: event.created_at,
-        received_at: now,
-        updated_at: now,
-      };
+      const row = newEventRow(event, hash, ++lastSeq, new Date().toISOString());
       await store.create(row);
       // Queue before auditing: a stored row that is not queued would wait for the next restart.
       worker.enqueue(row);
@@ -163,6 +147,26 @@ export function parseEvent(body: unknown): EventBody {
   const issues = wireIssues(result.error);
   const aboutContextUsage = result.error.issues.some((issue) => issue.path[0] === "context_usage");
   throw new HttpError(400, aboutContextUsage ? "invalid_context_usage" : "invalid_request", { issues });
+}
+
+/** The receipt row of a just-accepted event. */
+export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
+  return {
+    event_id: event.event_id,
+    session_id: event.session_id,
+    status: event.status,
+    delivery: event.delivery,
+    body: JSON.stringify(event),
+    body_hash: hash,
+    seq,
+    state: "queued",
+    attempts: 0,
+    error: null,
+    message_id: null,
+    created_at: event.created_at,
+    received_at: now,
+    updated_at: now,
+  };
 }
 
 /** Replays compare the validated body, so key order and whitespace do not count as a change. */
