@@ -36,7 +36,7 @@ import { LONG } from "./support.ts";
 type Fault = "down" | "black-holed" | "slow" | "429 seconds" | "429 date" | "5xx" | "reset" | "failed receipt";
 type Mode = Fault | "healthy";
 const FAULTS: Fault[] = ["down", "black-holed", "slow", "429 seconds", "429 date", "5xx", "reset", "failed receipt"];
-const SLOW_MS = 400;
+const SLOW_MS = 800;
 const RETRY_AFTER_S = 1;
 const TURNS = Number(process.env.FAULT_TURNS ?? 200);
 const ROUNDS = Number(process.env.FAULT_ROUNDS ?? 5);
@@ -145,7 +145,7 @@ async function setup(t: import("node:test").TestContext): Promise<Setup> {
   const root = makeRoot();
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(koishi, root), { ANON_NOTIFY_ENDPOINT: proxy.endpoint });
-  writeUserConfig(root, { delivery: { timeoutMs: 1000, maxAttempts: 3, backoffMs: 50 } });
+  writeUserConfig(root, { delivery: { timeoutMs: 2000, maxAttempts: 3, backoffMs: 50 } });
   t.after(async () => {
     process.env = saved;
     await proxy.close();
