@@ -34,6 +34,8 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   const files = listing.trim().split("\n");
   assert.ok(files.includes("package/dist/server/notify-webhook.js"));
   assert.ok(files.includes("package/dist/protocol.js"));
+  // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
+  assert.ok(files.includes("package/dist/activation.js"));
   assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
 
   const instance = join(work, "instance");
