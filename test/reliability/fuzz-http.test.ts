@@ -11,8 +11,8 @@
  *   - every accepted event reaches the persona as one `[EXTERNAL_AUTOMATION_EVENT]` block whose
  *     JSON parses back to exactly the fields sent, marker injections included.
  *
- * Cases per route: 10,000 with RELIABILITY=long, a few hundred otherwise (FUZZ_RUNS overrides);
- * FUZZ_SEED replays a run.
+ * Cases per route: 10,000 with RELIABILITY=long, a hundred otherwise (FUZZ_RUNS overrides);
+ * FUZZ_SEED replays a run; FUZZ_ROUTES=0-6 runs only those routes (by position).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -305,7 +305,10 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   let budgetRefusals = 0;
   let cases = 0;
 
-  for (const [name, arbitrary] of Object.entries(routes)) {
+  // FUZZ_ROUTES=first-last (indices) runs a slice, so a long run can be split over processes.
+  const [first, last] = (process.env.FUZZ_ROUTES ?? `0-${Object.keys(routes).length - 1}`).split("-").map(Number);
+  const selected = Object.entries(routes).slice(first, last! + 1);
+  for (const [name, arbitrary] of selected) {
     let current = await fingerprint(name);
     const runs = name === "POST /events (raw)" ? Math.ceil(RUNS / 4) : RUNS;
     await fc.assert(
@@ -372,7 +375,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   }
 
   t.diagnostic(
-    `seed ${SEED}: ${cases} cases over ${Object.keys(routes).length} routes; statuses ${formatTally(statuses)}; ` +
+    `seed ${SEED}: ${cases} cases over ${selected.length} routes (${selected.map(([name]) => name).join(", ")}); statuses ${formatTally(statuses)}; ` +
       `error codes ${formatTally(codes)}; 507 budget refusals ${budgetRefusals}; ${accepted.length} accepted events, every block parsed back closed`,
   );
 });
