@@ -434,7 +434,13 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // ── Other extensions ────────────────────────────────────────────────────────
 
   pi.events.on(SEND_CHANNEL, (data) => {
-    const parsed = SendRequest.safeParse(data);
+    let parsed: ReturnType<typeof SendRequest.safeParse>;
+    try {
+      parsed = SendRequest.safeParse(data);
+    } catch (error) {
+      // A hostile payload (throwing getter, revoked Proxy) throws inside zod itself.
+      return report(`另一个扩展的 anon-notify:send 请求无法读取，已忽略：${(error as Error)?.message ?? String(error)}`);
+    }
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(payload)"}: ${i.message}`).join("; ");
       return report(`另一个扩展的 anon-notify:send 请求无效，已忽略：${issues}`);
