@@ -16,7 +16,7 @@ import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-age
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
 import { openCommandJournal, type CommandJournal } from "./journal.ts";
-import { describe, type ApiClient, type Connection, type Presence } from "./presence.ts";
+import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./presence.ts";
 import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./delivery.ts";
 import { SEND_CHANNEL, type SendRequest } from "./state-bus.ts";
 
@@ -118,14 +118,9 @@ interface Lease {
   token: string;
 }
 
-export interface CommandChannelDeps {
+/** The same session edge as presence, plus the presence whose accepted heartbeat gates claiming. */
+export interface CommandChannelDeps extends PresenceDeps {
   presence: Presence;
-  runtimeId: string;
-  /** The client and configuration of the bound session; undefined when it has none (nothing starts). */
-  connection: () => Connection | undefined;
-  /** Tells the user once per distinct failure; the channel never throws into Pi. */
-  report: (message: string) => void;
-  now?: () => number;
 }
 
 export interface CommandChannel {

@@ -1,4 +1,4 @@
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,7 +21,8 @@ const event = (n: number): SinkEnvelope =>
   buildSinkEnvelope("tool.started", "session-1", buildSinkPayload("tool.started", { run_id: "r", tool_call_id: `c${n}`, tool: "bash" }), new Date());
 const callIds = (events: SinkEnvelope[]) => events.map((e) => (e.type === "tool.started" ? e.payload.tool_call_id : e.type));
 
-test("events reach a real Unix-socket listener in order, with the bearer token", async (t) => {
+/** A real listener on a temp socket and a client for it, both closed after the test. */
+async function listenerAndClient(t: TestContext) {
   const socket = socketIn(t);
   const listener = await startSinkListener({ socket, token: TOKEN });
   const client = createSinkClient(socket);
@@ -29,6 +30,11 @@ test("events reach a real Unix-socket listener in order, with the bearer token",
     await client.destroy();
     await listener.close();
   });
+  return { listener, client };
+}
+
+test("events reach a real Unix-socket listener in order, with the bearer token", async (t) => {
+  const { listener, client } = await listenerAndClient(t);
   const queue = createSinkQueue<SinkEnvelope>(async (e) => void (await client.post(e, TOKEN)));
   for (let n = 0; n < 5; n++) queue.push(event(n));
   await listener.waitFor((events) => events.length === 5);
@@ -46,13 +52,7 @@ test("a missing socket (app absent) is an outcome, not an exception", async (t) 
 });
 
 test("a wrong token gets 401 from the listener and is reported as such", async (t) => {
-  const socket = socketIn(t);
-  const listener = await startSinkListener({ socket, token: TOKEN });
-  const client = createSinkClient(socket);
-  t.after(async () => {
-    await client.destroy();
-    await listener.close();
-  });
+  const { listener, client } = await listenerAndClient(t);
   assert.deepEqual(await client.post(event(1), "b".repeat(64)), { ok: false, status: 401, reason: "HTTP 401" });
   assert.deepEqual(listener.events, []);
   assert.deepEqual(await client.post(event(2), TOKEN), { ok: true, status: 204 });
