@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
-import type { RecipientStatus } from "./protocol.ts";
+import type { RecipientStatus } from "./protocol/status.ts";
 
 export const ACTIVATION_CUSTOM_TYPE = "anon-notify:activation";
 export const ACTIVATION_VERSION = 1;

@@ -13,7 +13,7 @@
  * run, then reported the same way, so it is neither lost nor run against the user's interrupt.
  */
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol.ts";
+import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
 import { openCommandJournal, type CommandJournal } from "./journal.ts";
 import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./presence.ts";

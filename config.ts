@@ -8,7 +8,8 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { DEFAULT_ENDPOINT, LIMITS, SinkEventType } from "./protocol.ts";
+import { SinkEventType } from "./protocol/sink.ts";
+import { DEFAULT_ENDPOINT, LIMITS } from "./protocol/wire.ts";
 
 const SECOND_MS = 1000;
 const MINUTE_MS = 60 * SECOND_MS;

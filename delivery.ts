@@ -12,7 +12,8 @@ import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import type { Config } from "./config.ts";
 import type { Outbox } from "./outbox.ts";
-import { EventAccepted, EventBody, endpointUrl, ErrorAnswer, LIMITS } from "./protocol.ts";
+import { EventAccepted, EventBody } from "./protocol/events.ts";
+import { endpointUrl, ErrorAnswer, LIMITS } from "./protocol/wire.ts";
 
 // ── The retry policy ────────────────────────────────────────────────────────
 

@@ -48,7 +48,8 @@ import { installSink } from "./sink/index.ts";
 import { createRuntimeId, installPresence } from "./presence.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
-import { RecipientAnswer, type EventBody } from "./protocol.ts";
+import { type EventBody } from "./protocol/events.ts";
+import { RecipientAnswer } from "./protocol/status.ts";
 import {
   SEND_CHANNEL,
   STATE_CHANNEL,

@@ -4,10 +4,11 @@
  * retried, a reload or a restart finds the id here and ACKs again instead of steering the session a
  * second time.
  */
-import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { readFile } from "node:fs/promises";
 import { z } from "zod";
-import { Id, Timestamp } from "./protocol.ts";
+import { appendDurably, replaceDurably } from "./common/durable-file.ts";
+import { isMissingFile } from "./common/errors.ts";
+import { Id, Timestamp } from "./protocol/wire.ts";
 
 const JournalRecord = z.object({
   version: z.literal(1),
@@ -85,30 +86,11 @@ async function readLines(file: string): Promise<string[]> {
   try {
     return (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    if (isMissingFile(error)) return [];
     throw error;
   }
 }
 
-async function appendDurably(file: string, line: string): Promise<void> {
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-  const handle = await open(file, "a", 0o600);
-  try {
-    await handle.writeFile(line, "utf8");
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
 async function compact(file: string, keep: JournalRecord[]): Promise<void> {
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, keep.map((r) => JSON.stringify(r) + "\n").join(""), { mode: 0o600 });
-  const handle = await open(temporary, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temporary, file);
+  await replaceDurably(file, keep.map((r) => JSON.stringify(r) + "\n").join(""));
 }

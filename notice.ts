@@ -3,7 +3,8 @@
  * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
  * it read from Pi.
  */
-import { ContextUsage, LIMITS, type DeliveryRoute, type EventBody, type EventStatus } from "./protocol.ts";
+import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "./protocol/events.ts";
+import { LIMITS } from "./protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "./lifecycle.ts";
 import type { SendRequest } from "./state-bus.ts";
 

@@ -19,10 +19,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
-import { open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { EventBody, Timestamp } from "./protocol.ts";
+import { replaceDurably, temporaryFileOwner } from "./common/durable-file.ts";
+import { isMissingFile } from "./common/errors.ts";
+import { EventBody } from "./protocol/events.ts";
+import { Timestamp } from "./protocol/wire.ts";
 
 const RECORD_VERSION = 1;
 /** Longer than any send can take (attempts × (timeout + the 60 s Retry-After cap)), so only a lost owner exceeds it. */
@@ -102,35 +105,6 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
-const isMissing = (error: unknown) => (error as NodeJS.ErrnoException).code === "ENOENT";
-
-const TMP_PREFIX = ".tmp-";
-
-async function writeDurably(dir: string, name: string, text: string): Promise<void> {
-  const tmp = join(dir, `${TMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);
-  try {
-    // `flush` fsyncs the file before it is closed.
-    await writeFile(tmp, text, { flag: "wx", mode: 0o600, flush: true });
-    await rename(tmp, join(dir, name));
-  } catch (error) {
-    await unlink(tmp).catch(() => undefined);
-    throw error;
-  }
-  await syncDir(dir);
-}
-
-async function syncDir(dir: string): Promise<void> {
-  // Makes the rename itself durable. Windows cannot open a directory for fsync; there the rename
-  // is as durable as the platform makes it.
-  if (process.platform === "win32") return;
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
 export function openOutbox(dir: string, log: OutboxLog): Outbox {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const owner = randomBytes(4).toString("hex");
@@ -166,7 +140,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
       renameSync(join(dir, file), join(dir, `${file}.bad`));
       log.warn(`outbox 文件 ${join(dir, file)} 无法读取，已改名为 .bad 保留 (corrupt outbox entry moved aside): ${why}`);
     } catch (error) {
-      if (!isMissing(error)) throw error;
+      if (!isMissingFile(error)) throw error;
     }
   };
 
@@ -176,7 +150,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
       text = await readFile(join(dir, p.file), "utf8");
     } catch (error) {
       // Another process removed or claimed it between the listing and the read.
-      if (isMissing(error)) return undefined;
+      if (isMissingFile(error)) return undefined;
       throw error;
     }
     let parsed: ReturnType<typeof OutboxRecord.safeParse>;
@@ -205,7 +179,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
     try {
       await rename(join(dir, p.file), join(dir, claimed));
     } catch (error) {
-      if (isMissing(error)) return false;
+      if (isMissingFile(error)) return false;
       throw error;
     }
     names.set(p.eventId, parseName(claimed)!);
@@ -220,7 +194,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
       names.set(p.eventId, parseName(free)!);
     } catch (error) {
       // Taken over as stale by another process: it is theirs now.
-      if (!isMissing(error)) throw error;
+      if (!isMissingFile(error)) throw error;
       names.delete(p.eventId);
     }
   };
@@ -230,18 +204,19 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
     try {
       await unlink(join(dir, p.file));
     } catch (error) {
-      if (!isMissing(error)) throw error;
+      if (!isMissingFile(error)) throw error;
     }
   };
 
   for (const file of readdirSync(dir)) {
     // A temp file left by a writer that died mid-put: that put never resolved, so nothing was promised.
-    if (file.startsWith(TMP_PREFIX)) {
-      if (!pidAlive(Number(file.slice(TMP_PREFIX.length).split("-")[0]))) {
+    const writer = temporaryFileOwner(file);
+    if (writer !== undefined) {
+      if (!pidAlive(writer)) {
         try {
           unlinkSync(join(dir, file));
         } catch (error) {
-          if (!isMissing(error)) throw error;
+          if (!isMissingFile(error)) throw error;
         }
       }
     } else if (!file.endsWith(".bad") && !parseName(file)) moveAside(file, "unexpected file name");
@@ -255,7 +230,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
         if (names.has(valid.event_id)) return;
         const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
         const name = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}.json`;
-        await writeDurably(dir, name, JSON.stringify(record));
+        await replaceDurably(join(dir, name), JSON.stringify(record));
         names.set(valid.event_id, parseName(name)!);
       });
     },

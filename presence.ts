@@ -9,14 +9,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import {
-  Heartbeat,
-  HeartbeatAnswer,
-  LIMITS,
-  OfflineAnswer,
-  PROTOCOL_VERSIONS,
-  type SessionRunState,
-} from "./protocol.ts";
+import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "./protocol/sessions.ts";
+import { LIMITS, PROTOCOL_VERSIONS } from "./protocol/wire.ts";
 import type { Config } from "./config.ts";
 import type { WebhookClient } from "./delivery.ts";
 

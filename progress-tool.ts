@@ -16,7 +16,8 @@ import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import type { Notifier, WebhookClient } from "./delivery.ts";
 import { buildEvent, type NoticeContext } from "./notice.ts";
-import { ProgressSeverity, ProgressStage, ToolCallRecorded, type EventBody, type EventStatus, type ToolCallRecord } from "./protocol.ts";
+import { type EventBody, type EventStatus } from "./protocol/events.ts";
+import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "./protocol/progress.ts";
 
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;

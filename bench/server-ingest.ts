@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { Pool } from "undici";
-import { EventBody } from "../protocol.ts";
+import { EventBody } from "../protocol/events.ts";
 import { bodyHash, newEventRow } from "../server/events.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/event-store.ts";
 import { koishi } from "../server/koishi.ts";

@@ -10,7 +10,7 @@ import { fork } from "node:child_process";
 import { once } from "node:events";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
-import type { Heartbeat } from "../protocol.ts";
+import type { Heartbeat } from "../protocol/sessions.ts";
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5000);
 const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 10_000);

@@ -12,15 +12,9 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
 import type { Context } from "koishi";
-import {
-  AuditQuery,
-  Id,
-  ToolCallRecord,
-  type AuditActor,
-  type AuditEntry,
-  type AuditPage,
-  type ToolCallRecorded,
-} from "../protocol.ts";
+import { AuditQuery, type AuditActor, type AuditEntry, type AuditPage } from "../protocol/audit.ts";
+import { ToolCallRecord, type ToolCallRecorded } from "../protocol/progress.ts";
+import { Id } from "../protocol/wire.ts";
 import { HttpError, json, parseWith, type HttpApi } from "./http.ts";
 import { fullBucket, takeToken, type RateLimit } from "./rate-limit.ts";
 import type { ToolDefinition } from "./yesimbot-tools.ts";

@@ -8,7 +8,8 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
-import { AckBody, ClaimQuery, type AuditActor, type ClaimAnswer, type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol.ts";
+import { type AuditActor } from "../protocol/audit.ts";
+import { AckBody, ClaimQuery, type ClaimAnswer, type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol/commands.ts";
 import {
   ACTIVE_STATES,
   checkImages,

@@ -5,16 +5,8 @@
  * made on a stale read is never applied.
  */
 import { createHash } from "node:crypto";
-import {
-  LIMITS,
-  type ClaimedCommand,
-  type CommandImage,
-  type CommandOrigin,
-  type CommandState,
-  type CommandSummary,
-  type ErrorCode,
-  type ImageMime,
-} from "../protocol.ts";
+import { type ClaimedCommand, type CommandImage, type CommandOrigin, type CommandState, type CommandSummary, type ImageMime } from "../protocol/commands.ts";
+import { LIMITS, type ErrorCode } from "../protocol/wire.ts";
 
 /** One row of `anon_notify_command`. */
 export interface CommandRecord {

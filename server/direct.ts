@@ -4,7 +4,7 @@
  * Satori markup.
  */
 import type { Context } from "koishi";
-import type { EventBody, EventStatus } from "../protocol.ts";
+import type { EventBody, EventStatus } from "../protocol/events.ts";
 import { koishi } from "./koishi.ts";
 import { findBot } from "./status.ts";
 

@@ -10,7 +10,7 @@
  * still `processing` and the restarted worker hands it over again.
  */
 import type { Context } from "koishi";
-import { EventBody, type DeliveryRoute, type ReceiptState } from "../protocol.ts";
+import { EventBody, type DeliveryRoute, type ReceiptState } from "../protocol/events.ts";
 import type { DirectOutcome, DirectTarget } from "./direct.ts";
 import { deliverDirect, formatDirectMessage } from "./direct.ts";
 import type { AuditLog } from "./audit.ts";

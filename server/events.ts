@@ -4,7 +4,8 @@
  */
 import { createHash } from "node:crypto";
 import type { Context } from "koishi";
-import { EventBody, Id, LIMITS, wireIssues, type EventAccepted, type Receipt } from "../protocol.ts";
+import { EventBody, type EventAccepted, type Receipt } from "../protocol/events.ts";
+import { Id, LIMITS, wireIssues } from "../protocol/wire.ts";
 import { EventStore, declareEventTable, type EventRow } from "./event-store.ts";
 import { EventWorker } from "./event-worker.ts";
 import { HttpError, json, parseWith, type HttpApi, type RouteRequest } from "./http.ts";

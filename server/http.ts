@@ -12,7 +12,7 @@ import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import type { z } from "zod";
-import { API_BASE_PATH, Id, LIMITS, wireIssues, type ErrorCode } from "../protocol.ts";
+import { API_BASE_PATH, Id, LIMITS, wireIssues, type ErrorCode } from "../protocol/wire.ts";
 import type { AuditLog } from "./audit.ts";
 
 export type RouteAuth = "agent" | "operator";

@@ -11,7 +11,7 @@ import { HttpApi } from "./http.ts";
 import { EventIntake, EventRoutes } from "./events.ts";
 import { AuditLog, AuditRoutes } from "./audit.ts";
 import { Watchdog } from "./watchdog.ts";
-import type { DeliveryRoute } from "../protocol.ts";
+import type { DeliveryRoute } from "../protocol/events.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";

@@ -5,17 +5,10 @@
  * them as they are and the persona tools translate them for the model.
  */
 import type { Context } from "koishi";
-import {
-  OperatorCancelBody,
-  OperatorCreateCommand,
-  OperatorListQuery,
-  type CommandImage,
-  type CommandOrigin,
-  type CommandSummary,
-  type OperatorCommandCreated,
-  type SessionProjection,
-  LIMITS,
-} from "../protocol.ts";
+import { type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol/commands.ts";
+import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, type OperatorCommandCreated } from "../protocol/operator.ts";
+import { type SessionProjection } from "../protocol/sessions.ts";
+import { LIMITS } from "../protocol/wire.ts";
 import { summarize } from "./command-state.ts";
 import type { CommandStore } from "./command-queue.ts";
 import { HttpError, json, parseWith, type HttpApi } from "./http.ts";

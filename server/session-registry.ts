@@ -4,7 +4,7 @@
  * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
  */
 import type { Context } from "koishi";
-import { Heartbeat, OfflineBody, type HeartbeatAnswer, type SessionProjection } from "../protocol.ts";
+import { Heartbeat, OfflineBody, type HeartbeatAnswer, type SessionProjection } from "../protocol/sessions.ts";
 import { json, parseWith, type HttpApi } from "./http.ts";
 
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */

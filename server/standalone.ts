@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { z } from "zod";
-import { API_BASE_PATH } from "../protocol.ts";
+import { API_BASE_PATH } from "../protocol/wire.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
 

@@ -5,7 +5,8 @@
  */
 import { readFileSync } from "node:fs";
 import type { Bot, Context } from "koishi";
-import { PROTOCOL_VERSIONS, type HealthAnswer, type RecipientAnswer } from "../protocol.ts";
+import { type HealthAnswer, type RecipientAnswer } from "../protocol/status.ts";
+import { PROTOCOL_VERSIONS } from "../protocol/wire.ts";
 import { json, type HttpApi } from "./http.ts";
 import type { Config } from "./notify-webhook.ts";
 

@@ -11,7 +11,9 @@
  */
 import { createHash } from "node:crypto";
 import type { Context } from "koishi";
-import { EventBody, LIMITS, type DeliveryRoute, type Heartbeat, type SessionRunState } from "../protocol.ts";
+import { EventBody, type DeliveryRoute } from "../protocol/events.ts";
+import { type Heartbeat, type SessionRunState } from "../protocol/sessions.ts";
+import { LIMITS } from "../protocol/wire.ts";
 import type { AuditLog } from "./audit.ts";
 import type { EventIntake } from "./events.ts";
 import type { SessionRegistry } from "./session-registry.ts";

@@ -17,7 +17,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
-import { Id, ImageMime, LIMITS, OperatorCreateCommand, OperatorListQuery, wireIssues, type ErrorCode } from "../protocol.ts";
+import { ImageMime } from "../protocol/commands.ts";
+import { OperatorCreateCommand, OperatorListQuery } from "../protocol/operator.ts";
+import { Id, LIMITS, wireIssues, type ErrorCode } from "../protocol/wire.ts";
 import { HttpError } from "./http.ts";
 import { koishi } from "./koishi.ts";
 import type { OperatorService } from "./operator.ts";

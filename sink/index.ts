@@ -21,7 +21,7 @@ import {
   type RunFacts,
   type RunOutcome,
 } from "../lifecycle.ts";
-import type { SinkEnvelope, SinkEventType } from "../protocol.ts";
+import type { SinkEnvelope, SinkEventType } from "../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
 import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type RoundEnd } from "./hold.ts";
 import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";

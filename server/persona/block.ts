@@ -3,7 +3,7 @@
  * markers and nothing after. A closing marker inside any field is written as `[\/EXTERNAL_AUTOMATION_EVENT]`,
  * which is the same string to a JSON parser, so agent-written text cannot end the block early.
  */
-import type { EventBody } from "../../protocol.ts";
+import type { EventBody } from "../../protocol/events.ts";
 
 export const OPEN_MARKER = "[EXTERNAL_AUTOMATION_EVENT]";
 export const CLOSE_MARKER = "[/EXTERNAL_AUTOMATION_EVENT]";

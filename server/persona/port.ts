@@ -3,7 +3,7 @@
  * A persona takes the finished block and says whether its main conversation accepted it.
  */
 import type { Context } from "koishi";
-import type { EventBody } from "../../protocol.ts";
+import type { EventBody } from "../../protocol/events.ts";
 
 export interface PersonaEvent {
   eventId: string;

@@ -21,7 +21,8 @@ import {
   type WebhookClient,
 } from "../../delivery.ts";
 import { openOutbox } from "../../outbox.ts";
-import { EventBody, API_BASE_PATH } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { DEFAULT_CONFIG } from "../../config.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";

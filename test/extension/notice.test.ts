@@ -2,7 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../notice.ts";
 import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
-import { EventBody, LIMITS } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 
 const usageCases: { name: string; read: () => PiContextUsage | undefined; expected: unknown }[] = [
   {

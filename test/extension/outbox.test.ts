@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../outbox.ts";
-import type { EventBody } from "../../protocol.ts";
+import type { EventBody } from "../../protocol/events.ts";
 
 const roots: string[] = [];
 const opened: Outbox[] = [];

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Heartbeat } from "../../protocol.ts";
+import { Heartbeat } from "../../protocol/sessions.ts";
 import {
   IDLE_LOOP,
   buildHeartbeat,

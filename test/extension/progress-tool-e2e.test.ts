@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { PROGRESS_TOOL_NAME } from "../../progress-tool.ts";
-import { AuditPage, type AuditEntry } from "../../protocol.ts";
+import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";

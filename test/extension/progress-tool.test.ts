@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { EventBody, ToolCallRecord } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { ToolCallRecord } from "../../protocol/progress.ts";
 import { DEFAULT_CONFIG } from "../../config.ts";
 import type { NoticeContext } from "../../notice.ts";
 import {

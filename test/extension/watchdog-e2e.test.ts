@@ -10,7 +10,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
-import { AuditPage, type AuditEntry } from "../../protocol.ts";
+import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../helpers/pi.ts";

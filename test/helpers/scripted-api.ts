@@ -8,7 +8,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { EventEmitter, once } from "node:events";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { AckBody, API_BASE_PATH, ClaimQuery, Heartbeat, OfflineBody, type ClaimedCommand } from "../../protocol.ts";
+import { AckBody, ClaimQuery, type ClaimedCommand } from "../../protocol/commands.ts";
+import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
+import { API_BASE_PATH } from "../../protocol/wire.ts";
 
 export interface ClaimRecord {
   query: ReturnType<typeof ClaimQuery.parse>;

@@ -1,6 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ContextUsage, EventBody, endpointUrl, Heartbeat, CommandImage } from "../../protocol.ts";
+import { CommandImage } from "../../protocol/commands.ts";
+import { ContextUsage, EventBody } from "../../protocol/events.ts";
+import { Heartbeat } from "../../protocol/sessions.ts";
+import { endpointUrl } from "../../protocol/wire.ts";
 
 const validEvent = {
   event_id: "pi:019a:run:7",

@@ -16,7 +16,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import fc from "fast-check";
-import { LIMITS } from "../../protocol.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 import { SendRequest } from "../../state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";

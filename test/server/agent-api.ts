@@ -5,7 +5,7 @@
  */
 import type { TestContext } from "node:test";
 import { fetch } from "undici";
-import type { Heartbeat } from "../../protocol.ts";
+import type { Heartbeat } from "../../protocol/sessions.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions } from "../helpers/koishi.ts";
 
 export const OPERATOR_TOKEN = "operator-token-for-tests-0123456789";

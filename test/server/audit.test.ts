@@ -1,10 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context, Plugin, Session } from "koishi";
-import { AuditPage, type AuditEntry } from "../../protocol.ts";
+import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { AUDIT_TABLE, auditData, imageFacts, retentionCutoff } from "../../server/audit.ts";
 import { formatDirectMessage } from "../../server/direct.ts";
-import { EventBody } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
 import type { KoishiHarness } from "../helpers/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, operatorApi, startServer } from "./agent-api.ts";
 import { eventually, settledReceipt, validEvent } from "./client.ts";

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LIMITS, type CommandImage } from "../../protocol.ts";
+import { type CommandImage } from "../../protocol/commands.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 import {
   checkImages,
   claimPatch,

@@ -2,7 +2,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { EventBody } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
 import { decideStep, type WorkOutcome } from "../../server/event-worker.ts";
 import { bodyHash, parseEvent } from "../../server/events.ts";
 import { HttpError } from "../../server/http.ts";

@@ -2,7 +2,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context } from "koishi";
-import { HealthAnswer, RecipientAnswer } from "../../protocol.ts";
+import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { HttpApi, HttpError, json } from "../../server/http.ts";
 import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
 import { MockBot } from "./persona-standin.ts";

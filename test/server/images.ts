@@ -1,5 +1,5 @@
 /** Test images: the real magic bytes of each type, padded to an exact decoded size. */
-import type { CommandImage, ImageMime } from "../../protocol.ts";
+import type { CommandImage, ImageMime } from "../../protocol/commands.ts";
 
 const MAGIC: Record<ImageMime, Buffer> = {
   "image/png": Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),

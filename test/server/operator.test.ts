@@ -1,6 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CancelAnswer, CommandSummary, LIMITS, OperatorCommandList, OperatorSessionList } from "../../protocol.ts";
+import { CommandSummary } from "../../protocol/commands.ts";
+import { CancelAnswer, OperatorCommandList, OperatorSessionList } from "../../protocol/operator.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 import { startKoishi } from "../helpers/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
 import { imageOf } from "./images.ts";

@@ -1,6 +1,6 @@
 /**
  * The packed package works as a Koishi plugin: `npm pack` (which builds dist/ in prepack), install
- * the tarball into a temp Koishi instance folder (offline, from npm's cache), start it with Koishi's
+ * the tarball into a temp Koishi instance folder (from npm's cache where it can, the registry otherwise), start it with Koishi's
  * own CLI and loader from a `koishi.yml`, and get a 202 and an injected receipt.
  * Koishi itself, plugin-server and the SQLite driver are linked from this repository's node_modules.
  */
@@ -12,7 +12,7 @@ import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { API_BASE_PATH } from "../../protocol.ts";
+import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { freePort } from "../helpers/koishi.ts";
 import { eventually, validEvent } from "./client.ts";
 
@@ -33,7 +33,7 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   const { stdout: listing } = await run("tar", ["-tzf", join(work, tarball)]);
   const files = listing.trim().split("\n");
   assert.ok(files.includes("package/dist/server/notify-webhook.js"));
-  assert.ok(files.includes("package/dist/protocol.js"));
+  assert.ok(files.includes("package/dist/protocol/wire.js"));
   // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
   assert.ok(files.includes("package/dist/activation.js"));
   assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
@@ -41,7 +41,7 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   const instance = join(work, "instance");
   await mkdir(join(instance, "data"), { recursive: true });
   await writeFile(join(instance, "package.json"), JSON.stringify({ name: "koishi-instance", private: true }));
-  await run("npm", ["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", join(work, tarball)], { cwd: instance });
+  await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", join(work, tarball)], { cwd: instance });
   for (const name of ["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"]) {
     await mkdir(dirname(join(instance, "node_modules", name)), { recursive: true });
     await symlink(join(repo, "node_modules", name), join(instance, "node_modules", name), "dir");

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { SessionProjection, type Heartbeat } from "../../protocol.ts";
+import { SessionProjection, type Heartbeat } from "../../protocol/sessions.ts";
 import { SessionRegistry } from "../../server/session-registry.ts";
 import { heartbeatOf } from "./agent-api.ts";
 

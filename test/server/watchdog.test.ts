@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { EventBody, type Heartbeat } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { type Heartbeat } from "../../protocol/sessions.ts";
 import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "./agent-api.ts";
 import { eventually, validEvent } from "./client.ts";

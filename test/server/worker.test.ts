@@ -9,7 +9,7 @@ import type { ForkScope } from "koishi";
 import type {} from "@koishijs/plugin-mock";
 import { NO_PERSONA_ERROR } from "../../server/event-worker.ts";
 import { formatDirectMessage } from "../../server/direct.ts";
-import { EventBody } from "../../protocol.ts";
+import { EventBody } from "../../protocol/events.ts";
 import { startKoishi } from "../helpers/koishi.ts";
 import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "./client.ts";
 import { AgentStandIn, MockBot, MockMessenger, WorldStateStandIn, agent, withPersona, worldState } from "./persona-standin.ts";

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { Type } from "typebox";
 import type { ExtensionAPI, ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { DEFAULT_CONFIG } from "../../config.ts";
-import type { SinkEnvelope, SinkEventType } from "../../protocol.ts";
+import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { installSink, type InstalledSink, type SinkConfig } from "../../sink/index.ts";
 import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../sink/listener.ts";
 import { ensureSinkToken } from "../../sink/token.ts";

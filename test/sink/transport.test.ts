@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SinkEnvelope } from "../../protocol.ts";
+import type { SinkEnvelope } from "../../protocol/sink.ts";
 import { createSinkClient } from "../../sink/client.ts";
 import { startSinkListener } from "../../sink/listener.ts";
 import { buildSinkEnvelope, buildSinkPayload } from "../../sink/payload.ts";

@@ -1,0 +1,57 @@
+/**
+ * Durable writes: a file is complete on disk before anyone can see it, and the folder entry that
+ * names it survives a crash too (rename and append are only durable once the folder is fsynced).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, open, rename, unlink, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+
+const TMP_PREFIX = ".tmp-";
+
+/** The pid of the process that wrote a temporary file `replaceDurably` left behind, or undefined for any other name. */
+export function temporaryFileOwner(name: string): number | undefined {
+  if (!name.startsWith(TMP_PREFIX)) return undefined;
+  return Number(name.slice(TMP_PREFIX.length).split("-")[0]);
+}
+
+/**
+ * Writes `text` to `path` atomically: a private temporary file in the same folder, fsynced, renamed
+ * over the target, then the folder fsynced.
+ */
+export async function replaceDurably(path: string, text: string): Promise<void> {
+  const dir = dirname(path);
+  const tmp = join(dir, `${TMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);
+  try {
+    // `flush` fsyncs the file before it is closed.
+    await writeFile(tmp, text, { flag: "wx", mode: 0o600, flush: true });
+    await rename(tmp, path);
+  } catch (error) {
+    await unlink(tmp).catch(() => undefined);
+    throw error;
+  }
+  await syncFolder(dir);
+}
+
+/** Appends `text` and fsyncs it; creates the file 0600 (and its folder 0700) when missing. */
+export async function appendDurably(path: string, text: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const handle = await open(path, "a", 0o600);
+  try {
+    await handle.writeFile(text, "utf8");
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Makes renames and new entries in `dir` durable. */
+export async function syncFolder(dir: string): Promise<void> {
+  // Windows cannot open a directory for fsync; there a rename is as durable as the platform makes it.
+  if (process.platform === "win32") return;
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Events (protocol 1): the notice body the extension posts, its acceptance and its receipt.
+ */
+import { z } from "zod";
+import { Details, Id, LIMITS, Timestamp, httpUrl, nonNegativeSafeInt, positiveSafeInt } from "./wire.ts";
+
+/** Pi's current context estimate; `used_tokens` and `percent` are known together or not at all. */
+export const ContextUsage = z
+  .strictObject({
+    used_tokens: nonNegativeSafeInt.nullable(),
+    context_window: positiveSafeInt,
+    percent: z.number().nonnegative().finite().nullable(),
+  })
+  .refine((u) => (u.used_tokens === null) === (u.percent === null), {
+    message: "used_tokens and percent must both be known or both be null",
+  });
+export type ContextUsage = z.infer<typeof ContextUsage>;
+
+export const EventStatus = z.enum(["started", "progress", "completed", "failed", "tool_error", "warning", "info"]);
+export type EventStatus = z.infer<typeof EventStatus>;
+export const DeliveryRoute = z.enum(["anon", "direct"]);
+export type DeliveryRoute = z.infer<typeof DeliveryRoute>;
+
+export const EventBody = z.strictObject({
+  event_id: Id,
+  session_id: Id,
+  runtime_id: Id.optional(),
+  source: z.string().max(LIMITS.sourceChars),
+  task: z.string().max(LIMITS.taskChars),
+  status: EventStatus,
+  summary: z.string().max(LIMITS.summaryChars),
+  details: Details.nullable().default(null),
+  url: httpUrl.nullable().default(null),
+  // Absent means unknown: old clients do not send it.
+  context_usage: ContextUsage.nullable().default(null),
+  created_at: Timestamp,
+  delivery: DeliveryRoute.default("anon"),
+});
+export type EventBody = z.infer<typeof EventBody>;
+export type EventBodyInput = z.input<typeof EventBody>;
+
+export const ReceiptState = z.enum(["queued", "processing", "context_injected", "delivered", "failed"]);
+export type ReceiptState = z.infer<typeof ReceiptState>;
+
+export const EventAccepted = z.object({
+  event_id: Id,
+  state: ReceiptState,
+  duplicate: z.boolean(),
+});
+export type EventAccepted = z.infer<typeof EventAccepted>;
+
+export const Receipt = z.object({
+  event_id: Id,
+  session_id: Id,
+  status: EventStatus,
+  state: ReceiptState,
+  attempts: z.number().int().nonnegative(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  error: z.string().nullable(),
+  // The platform's message id of a `direct` delivery; null otherwise. Optional for older servers.
+  message_id: z.string().nullable().optional(),
+});
+export type Receipt = z.infer<typeof Receipt>;

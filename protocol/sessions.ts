@@ -1,0 +1,44 @@
+/**
+ * Presence: heartbeats, offline, and the safe projection of an online session.
+ */
+import { z } from "zod";
+import { Id, LIMITS, Timestamp } from "./wire.ts";
+
+export const SessionRunState = z.enum(["idle", "running"]);
+export type SessionRunState = z.infer<typeof SessionRunState>;
+
+export const Heartbeat = z.strictObject({
+  session_id: Id,
+  runtime_id: Id,
+  project: z
+    .string()
+    .min(1)
+    .max(LIMITS.projectChars)
+    .refine((p) => !/[\\/]/.test(p), "must be a directory basename, not a path"),
+  model: z.string().max(LIMITS.modelChars).nullable(),
+  state: SessionRunState,
+  supports_images: z.boolean(),
+  command_protocol: z.number().int().positive(),
+  last_activity_at: Timestamp,
+  // What the session was doing at its last activity (a tool name, never its output).
+  activity: z.string().max(LIMITS.modelChars).nullable().optional(),
+});
+export type Heartbeat = z.infer<typeof Heartbeat>;
+
+export const HeartbeatAnswer = z.object({ ttl_ms: z.number().int().positive(), server_time: Timestamp });
+export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswer>;
+
+export const OfflineBody = z.strictObject({ session_id: Id, runtime_id: Id });
+export const OfflineAnswer = z.object({ removed: z.boolean() });
+
+/** The safe projection of an online session: nothing but these keys ever leaves the registry. */
+export const SessionProjection = z.object({
+  session_id: Id,
+  project: z.string(),
+  model: z.string().nullable(),
+  state: SessionRunState,
+  supports_images: z.boolean(),
+  last_activity_at: Timestamp,
+  last_seen_at: Timestamp,
+});
+export type SessionProjection = z.infer<typeof SessionProjection>;

@@ -1,0 +1,101 @@
+/**
+ * The shared base of the wire contract (docs/protocol.md): paths, limits, ids, timestamps and the
+ * error answer every route uses. Pure: no I/O.
+ */
+import { z } from "zod";
+
+export const API_BASE_PATH = "/api/agent-notify/v1";
+export const DEFAULT_ENDPOINT = `http://127.0.0.1:5140${API_BASE_PATH}/events`;
+export const PROTOCOL_VERSIONS = { events: 1, commands: 2 } as const;
+
+export const LIMITS = {
+  idChars: 128,
+  sourceChars: 120,
+  taskChars: 200,
+  summaryChars: 1200,
+  detailsBytes: 4 * 1024,
+  urlChars: 2048,
+  eventBodyBytes: 64 * 1024,
+  operatorBodyBytes: 12 * 1024 * 1024,
+  instructionChars: 4000,
+  previewChars: 200,
+  projectChars: 200,
+  modelChars: 200,
+  imagesPerCommand: 4,
+  imageBytes: 4 * 1024 * 1024,
+  commandImageBytes: 8 * 1024 * 1024,
+  imageBudgetBytes: 32 * 1024 * 1024,
+  commandListMax: 50,
+  longPollMaxMs: 25_000,
+  retryAfterMaxMs: 60_000,
+} as const;
+
+/** Replaces the last path segment of the configured events endpoint, e.g. `events` → `sessions/heartbeat`. */
+export function endpointUrl(eventsEndpoint: string, path: string): string {
+  const url = new URL(eventsEndpoint);
+  url.pathname = url.pathname.replace(/\/[^/]*$/, "") + "/" + path.replace(/^\//, "");
+  url.search = "";
+  return url.toString();
+}
+
+export const Id = z
+  .string()
+  .min(1)
+  .max(LIMITS.idChars)
+  .regex(/^[A-Za-z0-9._:-]+$/, "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+export const Timestamp = z.iso.datetime({ offset: false });
+
+export const nonNegativeSafeInt = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+export const positiveSafeInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+export const httpUrl = z
+  .string()
+  .max(LIMITS.urlChars)
+  .refine((value) => {
+    try {
+      const { protocol } = new URL(value);
+      return protocol === "http:" || protocol === "https:";
+    } catch {
+      return false;
+    }
+  }, "must be an http(s) URL");
+
+export const Details = z
+  .record(z.string(), z.unknown())
+  .refine((d) => Buffer.byteLength(JSON.stringify(d), "utf8") <= LIMITS.detailsBytes, {
+    message: `must serialise to at most ${LIMITS.detailsBytes} bytes`,
+  });
+
+export const ErrorCode = z.enum([
+  "unauthorized",
+  "payload_too_large",
+  "invalid_json",
+  "invalid_request",
+  "invalid_context_usage",
+  "idempotency_key_reused",
+  "rate_limited",
+  "not_ready",
+  "not_found",
+  "session_offline",
+  "event_session_mismatch",
+  "delivery_started",
+  "already_accepted",
+  "lease_mismatch",
+  "image_budget_exceeded",
+  "invalid_image",
+  "images_not_supported",
+  "operator_disabled",
+  "internal_error",
+]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+export const ErrorAnswer = z.object({
+  error: ErrorCode,
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});
+export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
+
+/** Flattens zod issues into the wire's `{path, message}` list. */
+export function wireIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message }));
+}
