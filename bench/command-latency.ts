@@ -14,10 +14,10 @@ import type { Server } from "node:http";
 import { join } from "node:path";
 import { COMMAND_MESSAGE_TYPE } from "../command-message.ts";
 import { dataDirFor } from "../config.ts";
-import { startKoishi } from "../test/helpers/koishi.ts";
-import { ai, makeRoot, startPi } from "../test/helpers/pi.ts";
-import { OPERATOR_TOKEN, operatorApi } from "../test/server/agent-api.ts";
-import { eventually } from "../test/server/client.ts";
+import { startKoishi } from "../harness/koishi.ts";
+import { ai, makeRoot, startPi } from "../harness/pi.ts";
+import { OPERATOR_TOKEN, operatorApi } from "../harness/agent-api.ts";
+import { eventually } from "../harness/event-client.ts";
 
 const samples = Number(process.argv[2] ?? 50);
 const idleWindowMs = Number(process.argv[3] ?? 30) * 1000;

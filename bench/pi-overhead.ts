@@ -16,8 +16,8 @@ import { once } from "node:events";
 import { rmSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
-import { ai, echoTool, makeRoot, startPi, PI_FLAVOUR } from "../test/helpers/pi.ts";
-import { configureExtension } from "../test/helpers/webhook.ts";
+import { ai, echoTool, makeRoot, startPi, PI_FLAVOUR } from "../harness/pi.ts";
+import { configureExtension } from "../harness/webhook.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
 const LATENCIES_MS = (process.env.BENCH_MODEL_MS ?? "20,0").split(",").map(Number);
@@ -29,7 +29,7 @@ const VARIANTS: Variant[] = ["absent", "active", "black-holed"];
 
 /** The webhook in a child process: the test webhook answering at once, or a socket that never answers. */
 async function startWebhookProcess(blackHoled: boolean) {
-  const helper = new URL("../test/helpers/webhook.ts", import.meta.url).href;
+  const helper = new URL("../harness/webhook.ts", import.meta.url).href;
   const source = blackHoled
     ? `import { createServer } from "node:net";
        const held = new Set();

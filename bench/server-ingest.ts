@@ -22,7 +22,7 @@ import { EventBody } from "../protocol/events.ts";
 import { bodyHash, newEventRow } from "../server/events.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/event-store.ts";
 import { koishi } from "../server/koishi.ts";
-import { freePort, startKoishi } from "../test/helpers/koishi.ts";
+import { freePort, startKoishi } from "../harness/koishi.ts";
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);

@@ -28,7 +28,7 @@ interface ServerStats {
 type ServerMessage = { kind: "ready"; baseUrl: string; token: string } | ({ kind: "stats" } & ServerStats);
 
 async function serve(): Promise<void> {
-  const { startKoishi } = await import("../test/helpers/koishi.ts");
+  const { startKoishi } = await import("../harness/koishi.ts");
   const harness = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN } });
   process.send!({ kind: "ready", baseUrl: harness.baseUrl, token: harness.token } satisfies ServerMessage);
   process.on("message", async (message: string) => {

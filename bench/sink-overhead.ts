@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureSinkToken } from "../sink/token.ts";
-import { ai, echoTool, makeRoot, startPi } from "../test/helpers/pi.ts";
+import { ai, echoTool, makeRoot, startPi } from "../harness/pi.ts";
 
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);

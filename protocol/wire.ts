@@ -99,3 +99,10 @@ export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 export function wireIssues(error: z.ZodError): { path: string; message: string }[] {
   return error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message }));
 }
+
+/** One line for a person: `path: message; …`, with `root` naming an issue about the whole value. */
+export function formatIssues(error: z.ZodError, root = "(root)"): string {
+  return wireIssues(error)
+    .map((issue) => `${issue.path || root}: ${issue.message}`)
+    .join("; ");
+}

@@ -12,9 +12,9 @@ import { fetch } from "undici";
 import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../command-message.ts";
 import { finalEventId } from "../notice.ts";
 import { runStandalone } from "../server/standalone.ts";
-import { ai, latch, makeRoot, startPi, type PiHarness } from "../test/helpers/pi.ts";
-import { freePort } from "../test/helpers/koishi.ts";
-import { gatedTool } from "../test/helpers/session-commands.ts";
+import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
+import { freePort } from "../harness/koishi.ts";
+import { gatedTool } from "../harness/session-commands.ts";
 
 const RECIPIENT = { qq: "10001", anonQq: "10002" };
 

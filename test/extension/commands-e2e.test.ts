@@ -10,11 +10,11 @@ import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { dataDirFor } from "../../config.ts";
 import { SUBAGENT_FLAG } from "../../activation.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../helpers/pi.ts";
-import { commandMessages, gatedTool, settled } from "../helpers/session-commands.ts";
-import { OPERATOR_TOKEN, call, operatorApi } from "../server/agent-api.ts";
-import { eventually } from "../server/client.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../../harness/pi.ts";
+import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
+import { OPERATOR_TOKEN, call, operatorApi } from "../../harness/agent-api.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 
 const RECIPIENT = { qq: "10001", anonQq: "10002" };

@@ -12,8 +12,8 @@ import { installCommandChannel, type CommandChannel } from "../../commands.ts";
 import { installPresence, createRuntimeId, type Presence } from "../../presence.ts";
 import { SEND_CHANNEL } from "../../state-bus.ts";
 import { DEFAULT_CONFIG } from "../../config.ts";
-import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../helpers/pi.ts";
-import { commandMessages, gatedTool, settled } from "../helpers/session-commands.ts";
+import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi.ts";
+import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
 
 const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";

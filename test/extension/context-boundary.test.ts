@@ -6,8 +6,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { ai, makeRoot, startPi, terminatingTool, type ModelCall } from "../helpers/pi.ts";
-import { configureExtension, startWebhook } from "../helpers/webhook.ts";
+import { ai, makeRoot, startPi, terminatingTool, type ModelCall } from "../../harness/pi.ts";
+import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
 /** One scripted conversation: a toggle, a tool turn, a reply, and a run that terminates by tool. */
 async function conversation(withExtension: boolean): Promise<{ calls: ModelCall[]; root: string; notices: number }> {

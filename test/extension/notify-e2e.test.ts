@@ -8,9 +8,9 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { Type } from "typebox";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { ai, blockingTool, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
+import { ai, blockingTool, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
-import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../helpers/webhook.ts";
+import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 
 interface Setup {
   pi: PiHarness;

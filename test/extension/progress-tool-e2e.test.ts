@@ -9,10 +9,10 @@ import { rmSync } from "node:fs";
 import { PROGRESS_TOOL_NAME } from "../../progress-tool.ts";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
-import { OPERATOR_TOKEN, call } from "../server/agent-api.ts";
-import { eventually } from "../server/client.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
 
 async function setup(t: TestContext, progressTool: boolean, pi: StartPiOptions = {}) {

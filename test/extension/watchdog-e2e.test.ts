@@ -12,10 +12,10 @@ import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../helpers/pi.ts";
-import { OPERATOR_TOKEN, call } from "../server/agent-api.ts";
-import { eventually } from "../server/client.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
+import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
 
 /** Long enough for tries at 10 ms to outlast a heartbeat TTL of a few seconds. */

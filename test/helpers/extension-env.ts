@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDirFor } from "../../config.ts";
-import type { KoishiHarness } from "./koishi.ts";
+import type { KoishiHarness } from "../../harness/koishi.ts";
 
 export const RECIPIENT = { qq: "10001", anonQq: "10002" };
 

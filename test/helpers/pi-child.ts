@@ -5,7 +5,7 @@
  * (ANON_NOTIFY_*, PI_CODING_AGENT_DIR) and PI_CHILD_ROOT, a root made with makeRoot().
  */
 import { Type } from "typebox";
-import { ai, startPi } from "./pi.ts";
+import { ai, startPi } from "../../harness/pi.ts";
 
 const root = process.env.PI_CHILD_ROOT;
 if (!root) throw new Error("PI_CHILD_ROOT is required");

@@ -12,9 +12,9 @@ import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
-import { freePort } from "../helpers/koishi.ts";
-import { eventually, validEvent } from "../server/client.ts";
-import { heartbeatOf } from "../server/agent-api.ts";
+import { freePort } from "../../harness/koishi.ts";
+import { eventually, validEvent } from "../../harness/event-client.ts";
+import { heartbeatOf } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
 import { spawnStandalone, type Standalone } from "./support.ts";
 

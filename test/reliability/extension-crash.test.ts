@@ -19,10 +19,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { RECIPIENT, writeUserConfig } from "../helpers/extension-env.ts";
-import { freePort } from "../helpers/koishi.ts";
-import { ai, makeRoot, startPi } from "../helpers/pi.ts";
-import { commandMessages } from "../helpers/session-commands.ts";
-import { eventually } from "../server/client.ts";
+import { freePort } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi } from "../../harness/pi.ts";
+import { commandMessages } from "../../harness/session-commands.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, commandsOnDisk, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
 

@@ -21,10 +21,10 @@ import { SendRequest } from "../../state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";
 import { extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
-import { startKoishi } from "../helpers/koishi.ts";
-import { ai, makeRoot, startPi } from "../helpers/pi.ts";
+import { startKoishi } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { probe } from "../helpers/probe.ts";
-import { eventually } from "../server/client.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { LONG, hostileString, parseBlock, seedFrom } from "./support.ts";
 
 const RUNS = Number(process.env.BUS_RUNS ?? (LONG ? 10_000 : 300));

@@ -25,9 +25,9 @@ import { EVENT_TABLE } from "../../server/event-store.ts";
 import { COMMAND_TABLE } from "../../server/command-queue.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { koishi as koishiRuntime } from "../../server/koishi.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { agentApi, OPERATOR_TOKEN, operatorApi } from "../server/agent-api.ts";
-import { eventually, validEvent } from "../server/client.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { agentApi, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
+import { eventually, validEvent } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, formatTally, hostileString, parseBlock, seedFrom, tally } from "./support.ts";
 

@@ -28,9 +28,9 @@ import { dataDirFor } from "../../config.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";
 import { extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
-import { freePort, startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { ai, makeRoot, startPi, type PiHarness } from "../helpers/pi.ts";
-import { eventually } from "../server/client.ts";
+import { freePort, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { LONG } from "./support.ts";
 
 type Fault = "down" | "black-holed" | "slow" | "429 seconds" | "429 date" | "5xx" | "reset" | "failed receipt";

@@ -12,7 +12,7 @@ import { resolve } from "node:path";
 import type { Readable } from "node:stream";
 import fc from "fast-check";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
-import { eventually } from "../server/client.ts";
+import { eventually } from "../../harness/event-client.ts";
 
 export const LONG = process.env.RELIABILITY === "long";
 

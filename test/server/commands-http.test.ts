@@ -9,9 +9,9 @@ import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { COMMAND_TABLE, CommandNotifier } from "../../server/command-queue.ts";
-import type { KoishiHarness } from "../helpers/koishi.ts";
-import { agentApi, call, OPERATOR_TOKEN, onlineServer, operatorApi, startServer } from "./agent-api.ts";
-import { eventually } from "./client.ts";
+import type { KoishiHarness } from "../../harness/koishi.ts";
+import { agentApi, call, OPERATOR_TOKEN, onlineServer, operatorApi, startServer } from "../../harness/agent-api.ts";
+import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "./images.ts";
 
 test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {

@@ -9,7 +9,7 @@ import { HttpError } from "../../server/http.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { formatDirectMessage } from "../../server/direct.ts";
 import { fullBucket, takeToken } from "../../server/rate-limit.ts";
-import { validEvent } from "./client.ts";
+import { validEvent } from "../../harness/event-client.ts";
 
 describe("decideStep", () => {
   const policy = { maxAttempts: 3, retryDelayMs: 100 };

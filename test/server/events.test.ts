@@ -9,8 +9,8 @@ import { request } from "undici";
 import { EventAccepted } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
-import { getReceipt, postEvent, settledReceipt, validEvent } from "./client.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
 
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { HttpApi, HttpError, json } from "../../server/http.ts";
-import { startKoishi, type KoishiHarness } from "../helpers/koishi.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 
 function get(koishi: KoishiHarness, path: string, token = koishi.token) {

@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { CommandSummary } from "../../protocol/commands.ts";
 import { CancelAnswer, OperatorCommandList, OperatorSessionList } from "../../protocol/operator.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { startKoishi } from "../helpers/koishi.ts";
-import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer } from "./agent-api.ts";
+import { startKoishi } from "../../harness/koishi.ts";
+import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer } from "../../harness/agent-api.ts";
 import { imageOf } from "./images.ts";
 
 test("the operator API is off without its own token, and never accepts the agents' token", async (t) => {

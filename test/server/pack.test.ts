@@ -13,8 +13,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { freePort } from "../helpers/koishi.ts";
-import { eventually, validEvent } from "./client.ts";
+import { freePort } from "../../harness/koishi.ts";
+import { eventually, validEvent } from "../../harness/event-client.ts";
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, "../..");

@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import type { Context } from "koishi";
 import { koishi } from "../../server/koishi.ts";
 import type { SystemEventRecord, SystemEventStimulus } from "../../server/persona/yesimbot-v3.ts";
-import type { KoishiHarness, Use } from "../helpers/koishi.ts";
+import type { KoishiHarness, Use } from "../../harness/koishi.ts";
 
 export class WorldStateStandIn extends koishi.Service {
   readonly recorded: SystemEventRecord[] = [];

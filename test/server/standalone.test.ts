@@ -7,8 +7,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DEFAULT_PORT, ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
-import { freePort } from "../helpers/koishi.ts";
-import { eventually, validEvent } from "./client.ts";
+import { freePort } from "../../harness/koishi.ts";
+import { eventually, validEvent } from "../../harness/event-client.ts";
 
 const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
 

@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { type Heartbeat } from "../../protocol/sessions.ts";
 import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog.ts";
-import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "./agent-api.ts";
-import { eventually, validEvent } from "./client.ts";
+import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "../../harness/agent-api.ts";
+import { eventually, validEvent } from "../../harness/event-client.ts";
 
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const MIN = 60_000;

@@ -10,8 +10,8 @@ import type {} from "@koishijs/plugin-mock";
 import { NO_PERSONA_ERROR } from "../../server/event-worker.ts";
 import { formatDirectMessage } from "../../server/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
-import { startKoishi } from "../helpers/koishi.ts";
-import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "./client.ts";
+import { startKoishi } from "../../harness/koishi.ts";
+import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { AgentStandIn, MockBot, MockMessenger, WorldStateStandIn, agent, withPersona, worldState } from "./persona-standin.ts";
 
 const target = { botId: "mock:514", recipientId: "10001" };

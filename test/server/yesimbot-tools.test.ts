@@ -5,8 +5,8 @@ import type { Context, ForkScope, Plugin, Session } from "koishi";
 import { CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
-import type { KoishiHarness } from "../helpers/koishi.ts";
-import { agentApi, call, startServer } from "./agent-api.ts";
+import type { KoishiHarness } from "../../harness/koishi.ts";
+import { agentApi, call, startServer } from "../../harness/agent-api.ts";
 import { imageOf } from "./images.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startSinkListener } from "../../sink/listener.ts";
 import { ensureSinkToken } from "../../sink/token.ts";
-import { ai, makeRoot, startPi } from "../helpers/pi.ts";
+import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 
 async function setup(t: TestContext, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), "anon-notify-sink-ext-"));

@@ -1,5 +1,5 @@
 /**
- * The sink inside a REAL Pi session (SDK + faux model, test/helpers/pi.ts) talking to a REAL
+ * The sink inside a REAL Pi session (SDK + faux model, harness/pi.ts) talking to a REAL
  * Unix-socket listener: every event, the hold/merge rule, interrupts, tools, the whitelist and
  * every way the app can be missing or misbehave.
  */
@@ -15,7 +15,7 @@ import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { installSink, type InstalledSink, type SinkConfig } from "../../sink/index.ts";
 import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../sink/listener.ts";
 import { ensureSinkToken } from "../../sink/token.ts";
-import { ai, blockingTool, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../helpers/pi.ts";
+import { ai, blockingTool, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 
 interface SinkRig {
   pi: PiHarness;

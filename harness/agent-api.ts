@@ -5,8 +5,8 @@
  */
 import type { TestContext } from "node:test";
 import { fetch } from "undici";
-import type { Heartbeat } from "../../protocol/sessions.ts";
-import { startKoishi, type KoishiHarness, type KoishiOptions } from "../helpers/koishi.ts";
+import type { Heartbeat } from "../protocol/sessions.ts";
+import { startKoishi, type KoishiHarness, type KoishiOptions } from "./koishi.ts";
 
 export const OPERATOR_TOKEN = "operator-token-for-tests-0123456789";
 

@@ -1,7 +1,7 @@
 /** Small HTTP helpers for the server tests: real requests on the loopback port, nothing mocked. */
 import { randomUUID } from "node:crypto";
-import { Receipt, type EventBodyInput } from "../../protocol/events.ts";
-import type { KoishiHarness } from "../helpers/koishi.ts";
+import { Receipt, type EventBodyInput } from "../protocol/events.ts";
+import type { KoishiHarness } from "./koishi.ts";
 
 export function validEvent(overrides: Partial<Record<keyof EventBodyInput, unknown>> = {}): Record<string, unknown> {
   return {

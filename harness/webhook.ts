@@ -7,9 +7,9 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { EventBody } from "../../protocol/events.ts";
-import { type RecipientStatus } from "../../protocol/status.ts";
-import { API_BASE_PATH } from "../../protocol/wire.ts";
+import { EventBody } from "../protocol/events.ts";
+import { type RecipientStatus } from "../protocol/status.ts";
+import { API_BASE_PATH } from "../protocol/wire.ts";
 
 export const TEST_TOKEN = "test-token-0123456789";
 export const TEST_QQ = "123456789";

@@ -10,9 +10,9 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Context, ForkScope, Plugin } from "koishi";
-import { koishi } from "../../server/koishi.ts";
-import * as notifyWebhook from "../../server/notify-webhook.ts";
-import { API_BASE_PATH } from "../../protocol/wire.ts";
+import { koishi } from "../server/koishi.ts";
+import * as notifyWebhook from "../server/notify-webhook.ts";
+import { API_BASE_PATH } from "../protocol/wire.ts";
 
 const require = createRequire(import.meta.url);
 // CommonJS builds, so they share koishi's copy of cordis (see server/koishi.ts).

@@ -29,7 +29,7 @@ export const sdk = (await import(
 )) as typeof PiSdk;
 export const ai = (await import(PI_FLAVOUR === "next" ? "pi-ai-next" : "@earendil-works/pi-ai")) as typeof PiAi;
 
-export const EXTENSION_ROOT = resolve(import.meta.dirname, "../..");
+export const EXTENSION_ROOT = resolve(import.meta.dirname, "..");
 
 export type ModelStep = AssistantMessage | ((context: TranscriptContext, options: SimpleStreamOptions | undefined) => AssistantMessage | Promise<AssistantMessage>);
 
