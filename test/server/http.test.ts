@@ -3,7 +3,8 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
-import { HttpApi, HttpError, json } from "../../server/http.ts";
+import { DomainError } from "../../server/errors.ts";
+import { HttpApi, json } from "../../server/http/api.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 
@@ -95,7 +96,7 @@ describe("HttpApi on its own routes", () => {
               throw new Error("secret internal detail");
             });
             api.route(ctx, { method: "GET", path: "/teapot", auth: "agent" }, () => {
-              throw new HttpError(409, "delivery_started", { retryAfterSeconds: 2.2 });
+              throw new DomainError("delivery_started", { retryAfterSeconds: 2.2 });
             });
             api.route(ctx, { method: "GET", path: "/operator/x", auth: "operator" }, () => json(200, {}));
           },
@@ -137,7 +138,7 @@ describe("HttpApi on its own routes", () => {
     assert.equal(text, '{"error":"internal_error"}');
   });
 
-  test("an HttpError keeps its status, code and a whole-second Retry-After", async () => {
+  test("a DomainError answers its code's status, the code and a whole-second Retry-After", async () => {
     const response = await call("/teapot");
     assert.equal(response.status, 409);
     assert.equal(response.headers.get("retry-after"), "3");
