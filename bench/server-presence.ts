@@ -10,6 +10,7 @@ import { fork } from "node:child_process";
 import { once } from "node:events";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
+import { operatorApi } from "../harness/agent-api.ts";
 import type { Heartbeat } from "../protocol/sessions.ts";
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5000);
@@ -145,11 +146,8 @@ async function main(): Promise<void> {
   const sorted = [...latencies].sort((a, b) => a - b);
 
   const listStarted = performance.now();
-  const list = await request(`${baseUrl}/operator/sessions`, {
-    dispatcher,
-    headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
-  });
-  const listed = ((await list.body.json()) as { sessions: unknown[] }).sessions.length;
+  const list = await operatorApi({ baseUrl, token, dispatcher }, OPERATOR_TOKEN).sessions();
+  const listed = (list.body as { sessions: unknown[] }).sessions.length;
   const listMs = performance.now() - listStarted;
 
   await dispatcher.close();
