@@ -45,8 +45,11 @@ async function serve(): Promise<void> {
 function startServer() {
   const child = fork(new URL(import.meta.url).pathname, ["--serve"], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
   const next = async <K extends ServerMessage["kind"]>(kind: K): Promise<Extract<ServerMessage, { kind: K }>> => {
+    // Each wait ends with a message or with the server's exit, so a crashed server cannot hang the bench.
+    const exited = once(child, "exit").then(([code]) => Promise.reject(new Error(`the bench server exited (${code}) before answering ${kind}`)));
+    exited.catch(() => {}); // a normal exit after the answer is nobody's error
     for (;;) {
-      const [message] = (await once(child, "message")) as [ServerMessage];
+      const [message] = (await Promise.race([once(child, "message"), exited])) as [ServerMessage];
       if (message.kind === kind) return message as Extract<ServerMessage, { kind: K }>;
     }
   };
