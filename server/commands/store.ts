@@ -1,9 +1,8 @@
 /**
  * The durable server-to-agent command queue (protocol 2) in Koishi's database. Every state change
  * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
- * never lease the same command and a
- * cancel can never slip past a claim. Final commands stay as tombstones, so a cancelled command or
- * a used request key survives restarts.
+ * never lease the same command and a cancel can never slip past a claim. Final commands stay as
+ * tombstones, so a cancelled command or a used request key survives restarts.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
