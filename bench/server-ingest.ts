@@ -19,8 +19,8 @@ import { join } from "node:path";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { Pool } from "undici";
 import { EventBody } from "../protocol/events.ts";
-import { bodyHash, newEventRow } from "../server/events.ts";
-import { EVENT_TABLE, declareEventTable } from "../server/event-store.ts";
+import { bodyHash, newEventRow } from "../server/events/receipt.ts";
+import { EVENT_TABLE, declareEventTable } from "../server/events/store.ts";
 import { koishi } from "../server/koishi.ts";
 import { freePort, startKoishi } from "../harness/koishi.ts";
 

@@ -10,6 +10,7 @@ import { fork } from "node:child_process";
 import { once } from "node:events";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
+import { operatorApi } from "../harness/agent-api.ts";
 import type { Heartbeat } from "../protocol/sessions.ts";
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5000);
@@ -44,8 +45,11 @@ async function serve(): Promise<void> {
 function startServer() {
   const child = fork(new URL(import.meta.url).pathname, ["--serve"], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
   const next = async <K extends ServerMessage["kind"]>(kind: K): Promise<Extract<ServerMessage, { kind: K }>> => {
+    // Each wait ends with a message or with the server's exit, so a crashed server cannot hang the bench.
+    const exited = once(child, "exit").then(([code]) => Promise.reject(new Error(`the bench server exited (${code}) before answering ${kind}`)));
+    exited.catch(() => {}); // a normal exit after the answer is nobody's error
     for (;;) {
-      const [message] = (await once(child, "message")) as [ServerMessage];
+      const [message] = (await Promise.race([once(child, "message"), exited])) as [ServerMessage];
       if (message.kind === kind) return message as Extract<ServerMessage, { kind: K }>;
     }
   };
@@ -145,11 +149,8 @@ async function main(): Promise<void> {
   const sorted = [...latencies].sort((a, b) => a - b);
 
   const listStarted = performance.now();
-  const list = await request(`${baseUrl}/operator/sessions`, {
-    dispatcher,
-    headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
-  });
-  const listed = ((await list.body.json()) as { sessions: unknown[] }).sessions.length;
+  const list = await operatorApi({ baseUrl, token, dispatcher }, OPERATOR_TOKEN).sessions();
+  const listed = (list.body as { sessions: unknown[] }).sessions.length;
   const listMs = performance.now() - listStarted;
 
   await dispatcher.close();

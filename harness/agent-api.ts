@@ -1,10 +1,10 @@
 /**
- * A small real HTTP client (undici, on loopback) for the presence, command and operator routes, as
- * the extension and an operator would call them. Every answer is returned as status plus parsed
- * body, so tests assert on both.
+ * The one small real HTTP client (undici) for the presence, command and operator routes, as the
+ * extension and an operator would call them; tests, bench and the demo all use it. Every answer is
+ * returned as status plus parsed body, so callers look at both.
  */
 import type { TestContext } from "node:test";
-import { fetch } from "undici";
+import { fetch, type Dispatcher } from "undici";
 import type { Heartbeat } from "../protocol/sessions.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions } from "./koishi.ts";
 
@@ -16,9 +16,20 @@ export interface Answer {
   body: any;
 }
 
-export async function call(harness: KoishiHarness, method: string, path: string, body?: unknown, token = harness.token): Promise<Answer> {
-  const response = await fetch(harness.baseUrl + path, {
+/** Where the API is: a Koishi harness, a standalone server, or any base URL with the agents' token. */
+export interface ApiTarget {
+  /** Ends with the API base path, e.g. `http://127.0.0.1:5140/api/agent-notify/v1`. */
+  baseUrl: string;
+  /** The agents' token; operator calls pass the operator token instead. */
+  token: string;
+  /** A shared connection pool, for callers that make many requests. */
+  dispatcher?: Dispatcher;
+}
+
+export async function call(target: ApiTarget, method: string, path: string, body?: unknown, token = target.token): Promise<Answer> {
+  const response = await fetch(target.baseUrl + path, {
     method,
+    ...(target.dispatcher ? { dispatcher: target.dispatcher } : {}),
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
@@ -40,7 +51,7 @@ export function heartbeatOf(overrides: Partial<Heartbeat> = {}): Heartbeat {
   };
 }
 
-export function agentApi(harness: KoishiHarness) {
+export function agentApi(harness: ApiTarget) {
   return {
     heartbeat: (overrides: Partial<Heartbeat> = {}) => call(harness, "POST", "/sessions/heartbeat", heartbeatOf(overrides)),
     offline: (session_id: string, runtime_id: string) => call(harness, "POST", "/sessions/offline", { session_id, runtime_id }),
@@ -55,13 +66,14 @@ export function agentApi(harness: KoishiHarness) {
   };
 }
 
-export function operatorApi(harness: KoishiHarness, token = OPERATOR_TOKEN) {
+export function operatorApi(harness: ApiTarget, token = OPERATOR_TOKEN) {
   return {
     sessions: () => call(harness, "GET", "/operator/sessions", undefined, token),
     create: (body: Record<string, unknown>) => call(harness, "POST", "/operator/commands", body, token),
     list: (session_id = "s-1", limit?: number) =>
       call(harness, "GET", `/operator/commands?${new URLSearchParams({ session_id, ...(limit ? { limit: String(limit) } : {}) })}`, undefined, token),
     cancel: (command_id: string, session_id = "s-1") => call(harness, "POST", `/operator/commands/${command_id}/cancel`, { session_id }, token),
+    audit: (query: Record<string, string> = {}) => call(harness, "GET", `/operator/audit?${new URLSearchParams(query)}`, undefined, token),
   };
 }
 

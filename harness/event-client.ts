@@ -1,7 +1,7 @@
 /** Small HTTP helpers for the server tests: real requests on the loopback port, nothing mocked. */
 import { randomUUID } from "node:crypto";
 import { Receipt, type EventBodyInput } from "../protocol/events.ts";
-import type { KoishiHarness } from "./koishi.ts";
+import type { ApiTarget } from "./agent-api.ts";
 
 export function validEvent(overrides: Partial<Record<keyof EventBodyInput, unknown>> = {}): Record<string, unknown> {
   return {
@@ -21,7 +21,7 @@ export function validEvent(overrides: Partial<Record<keyof EventBodyInput, unkno
   };
 }
 
-export async function postEvent(koishi: KoishiHarness, body: unknown, headers: Record<string, string> = {}) {
+export async function postEvent(koishi: ApiTarget, body: unknown, headers: Record<string, string> = {}) {
   const raw = typeof body === "string" ? body : JSON.stringify(body);
   const response = await fetch(`${koishi.baseUrl}/events`, {
     method: "POST",
@@ -31,7 +31,7 @@ export async function postEvent(koishi: KoishiHarness, body: unknown, headers: R
   return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, unknown> };
 }
 
-export async function getReceipt(koishi: KoishiHarness, eventId: string): Promise<Receipt | undefined> {
+export async function getReceipt(koishi: ApiTarget, eventId: string): Promise<Receipt | undefined> {
   const response = await fetch(`${koishi.baseUrl}/events/${encodeURIComponent(eventId)}`, { headers: { authorization: `Bearer ${koishi.token}` } });
   if (response.status === 404) {
     await response.arrayBuffer();
@@ -51,7 +51,7 @@ export async function eventually<T>(check: () => Promise<T | undefined> | T | un
   throw new Error(`never happened: ${what}`);
 }
 
-export async function settledReceipt(koishi: KoishiHarness, eventId: string): Promise<Receipt> {
+export async function settledReceipt(koishi: ApiTarget, eventId: string): Promise<Receipt> {
   return eventually(async () => {
     const receipt = await getReceipt(koishi, eventId);
     return receipt && receipt.state !== "queued" && receipt.state !== "processing" ? receipt : undefined;

@@ -8,11 +8,12 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fetch } from "undici";
 import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../command-message.ts";
 import { finalEventId } from "../notice.ts";
 import { runStandalone } from "../server/standalone.ts";
 import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
+import { operatorApi } from "../harness/agent-api.ts";
+import { getReceipt } from "../harness/event-client.ts";
 import { freePort } from "../harness/koishi.ts";
 import { gatedTool } from "../harness/session-commands.ts";
 
@@ -24,16 +25,6 @@ function step(title: string) {
 
 function say(text: string) {
   console.log(`  ${text}`);
-}
-
-async function api(baseUrl: string, token: string, method: string, path: string, body?: unknown) {
-  const response = await fetch(baseUrl + path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
 }
 
 /** Polls an answer until it satisfies `done`; a demo has no assertions, but it must not hang forever. */
@@ -72,7 +63,8 @@ async function main() {
     cleanup.unshift(() => server.stop());
     const agentToken = readFileSync(join(serverDir, "token"), "utf8").trim();
     const operatorToken = readFileSync(join(serverDir, "operator.token"), "utf8").trim();
-    const operator = (method: string, path: string, body?: unknown) => api(server.baseUrl, operatorToken, method, `/operator${path}`, body);
+    const agent = { baseUrl: server.baseUrl, token: agentToken };
+    const operator = operatorApi(agent, operatorToken);
     say(`服务端地址：${server.baseUrl}`);
 
     step("2. 启动真实的 Pi 会话（faux 模型脚本作答，不需要 API Key）");
@@ -95,7 +87,7 @@ async function main() {
     await pi.prompt("/anon-notify");
     for (const notice of pi.notices()) say(`Pi 提示：${notice}`);
     const online = await until("会话上线", async () => {
-      const { body } = await operator("GET", "/sessions");
+      const { body } = await operator.sessions();
       return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
     });
     say(`Anon 用 agent_sessions 能看到它：${JSON.stringify(online)}`);
@@ -106,8 +98,8 @@ async function main() {
     const lastAssistant = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
     const noticeId = finalEventId(sessionId, lastAssistant.id, "completed");
     const receipt = await until("完成通知送达", async () => {
-      const { status, body } = await api(server.baseUrl, agentToken, "GET", `/events/${encodeURIComponent(noticeId)}`);
-      return status === 200 && body.state === "context_injected" ? body : undefined;
+      const current = await getReceipt(agent, noticeId);
+      return current?.state === "context_injected" ? current : undefined;
     });
     say(`完成通知 ${receipt.event_id} 的状态：${receipt.state}（上面的日志就是人格会收到的事件块）`);
 
@@ -115,7 +107,7 @@ async function main() {
     pi.script([ai.fauxAssistantMessage("好的，已经给登录页补上了回归测试。")]);
     const arrived = nextCommandMessage(pi);
     const sentAt = performance.now();
-    const created = await operator("POST", "/commands", { session_id: sessionId, event_id: noticeId, instruction: "顺便给登录页加一个回归测试" });
+    const created = await operator.create({ session_id: sessionId, event_id: noticeId, instruction: "顺便给登录页加一个回归测试" });
     say(`已入队：${created.body.command.command_id}（状态 ${created.body.command.state}，可撤回：${created.body.command.cancellable}）`);
     const { message, at } = await arrived;
     say(`Pi 会话收到可见的指令消息：「${instructionText(message.content)}」，耗时 ${(at - sentAt).toFixed(1)} ms（空闲会话挂着长轮询）`);
@@ -123,7 +115,7 @@ async function main() {
     const answer = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
     say(`Agent 的回答：「${(answer as { message: { content: { text?: string }[] } }).message.content.map((c) => c.text ?? "").join("")}」`);
     const accepted = await until("指令被确认", async () => {
-      const { body } = await operator("GET", `/commands?session_id=${sessionId}`);
+      const { body } = await operator.list(sessionId);
       const found = body.commands.find((c: { command_id: string }) => c.command_id === created.body.command.command_id);
       return found?.state === "accepted" ? found : undefined;
     });
@@ -138,9 +130,9 @@ async function main() {
     // A moment later, as a person would: the session withdrew its idle claim when the run started,
     // and the server should have seen that request go before the next instruction arrives.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const doomed = await operator("POST", "/commands", { session_id: sessionId, instruction: "把数据库删掉（这条会被撤回）" });
+    const doomed = await operator.create({ session_id: sessionId, instruction: "把数据库删掉（这条会被撤回）" });
     say(`Agent 正在执行工具，指令待发：${doomed.body.command.command_id}（可撤回：${doomed.body.command.cancellable}）`);
-    const cancel = await operator("POST", `/commands/${doomed.body.command.command_id}/cancel`, { session_id: sessionId });
+    const cancel = await operator.cancel(doomed.body.command.command_id, sessionId);
     say(`撤回结果：${JSON.stringify(cancel.body)}`);
     slow.release();
     await busyRun;
@@ -150,13 +142,13 @@ async function main() {
       .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
       .map((e) => instructionText((e as unknown as CommandMessage).content));
     say(`会话里实际收到的指令：${JSON.stringify(delivered)}`);
-    const { body: list } = await operator("GET", `/commands?session_id=${sessionId}`);
+    const { body: list } = await operator.list(sessionId);
     for (const c of list.commands) say(`  ${c.command_id}  ${c.state.padEnd(9)} ${c.preview}`);
 
     step("7. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失");
     await pi.prompt("/anon-notify");
-    await until("会话下线", async () => ((await operator("GET", "/sessions")).body.sessions.length === 0 ? true : undefined));
-    const refused = await operator("POST", "/commands", { session_id: sessionId, instruction: "还在吗？" });
+    await until("会话下线", async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
+    const refused = await operator.create({ session_id: sessionId, instruction: "还在吗？" });
     say(`向离线会话主动发消息：HTTP ${refused.status} ${refused.body.error}（直接拒绝，不排队）`);
     console.log("\n演示结束，临时目录已清理。");
   } finally {

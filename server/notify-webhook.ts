@@ -2,25 +2,32 @@
  * The notify-webhook Koishi plugin: receives Pi agent events, keeps durable receipts in Koishi's
  * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
  * straight to the configured chat). This file only declares the configuration and composes the
- * parts as sub-plugins, so disposing the plugin disposes every route, timer and adapter with it.
+ * parts; each folder under server/ is one of them (docs/architecture.md has the map).
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
-import { koishi } from "./koishi.ts";
-import { HttpApi } from "./http.ts";
-import { EventIntake, EventRoutes } from "./events.ts";
-import { AuditLog, AuditRoutes } from "./audit.ts";
-import { Watchdog } from "./watchdog.ts";
 import type { DeliveryRoute } from "../protocol/events.ts";
+import { auditOperatorRequests } from "./audit/operator-requests.ts";
+import { AuditRoutes } from "./audit/routes.ts";
+import { AuditLog } from "./audit/store.ts";
+import { CommandRoutes } from "./commands/routes.ts";
+import { CommandStore } from "./commands/store.ts";
+import { EventWorker } from "./delivery/worker.ts";
+import { EventIntake } from "./events/intake.ts";
+import { EventRoutes } from "./events/routes.ts";
+import { EventStore } from "./events/store.ts";
+import { HttpApi } from "./http/api.ts";
+import { koishi } from "./koishi.ts";
+import { OperatorRoutes } from "./operator/routes.ts";
+import { OperatorService } from "./operator/service.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
+import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
-import { StatusRoutes } from "./status.ts";
-import { SessionRegistry, SessionRoutes } from "./session-registry.ts";
-import { CommandRoutes, CommandStore } from "./command-queue.ts";
-import { EventStore } from "./event-store.ts";
-import { OperatorRoutes, OperatorService } from "./operator.ts";
-import { PersonaTools } from "./yesimbot-tools.ts";
+import { SessionRegistry } from "./sessions/registry.ts";
+import { SessionRoutes } from "./sessions/routes.ts";
+import { StatusRoutes } from "./status/routes.ts";
+import { Watchdog } from "./watchdog/plugin.ts";
 
 const { Schema } = koishi;
 
@@ -100,27 +107,41 @@ export const Config: SchemaType<Config> = Schema.intersect([
   }).description("审计"),
 ]);
 
+/**
+ * Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
+ * it needs. Everything hangs off `ctx`, so disposing the plugin stops every route, timer and worker.
+ */
 export function apply(ctx: Context, config: Config) {
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
-  const personas = new PersonaSlot();
-  ctx.plugin(StatusRoutes, { config, api });
-  const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const audit = new AuditLog(ctx);
-  api.auditOperatorRequests(audit);
-  const intake = new EventIntake();
+  api.aroundOperatorRequests(auditOperatorRequests(audit));
+  const personas = new PersonaSlot();
+  const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
   const events = new EventStore(ctx);
-  const operator = new OperatorService({ registry, commands, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
+  const worker = new EventWorker(ctx, events, personas, {
+    maxAttempts: config.injectMaxAttempts,
+    retryDelayMs: config.injectRetryDelayMs,
+    personaWaitMs: config.personaWaitMs,
+    botId: config.botId,
+    recipientId: config.recipientId,
+    audit,
+  });
+  const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
+  const intake = new EventIntake({ store: events, worker, limit, audit });
+  const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
+
+  ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(SessionRoutes, { api, registry });
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });
-  ctx.plugin(PersonaTools, { operator, owner: config, audit });
-  ctx.plugin(EventRoutes, { config, api, personas, intake, audit });
-  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit: { perMinute: config.eventsPerMinute, burst: config.eventBurst } });
+  ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
+  ctx.plugin(EventRoutes, { api, intake });
+  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });
   }
-  ctx.plugin(YesImBotV3, { personas, target: config });
+  ctx.plugin(YesImBotV3, { personas, target: { botId: config.botId, recipientId: config.recipientId, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
 }

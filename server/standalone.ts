@@ -15,7 +15,8 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { z } from "zod";
-import { API_BASE_PATH } from "../protocol/wire.ts";
+import { errorText, isMissingFile } from "../common/errors.ts";
+import { API_BASE_PATH, formatIssues } from "../protocol/wire.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
 
@@ -77,11 +78,11 @@ export function readStandaloneFile(path: string): StandaloneFile {
   try {
     raw = readFileSync(path, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return StandaloneFile.parse({});
+    if (isMissingFile(error)) return StandaloneFile.parse({});
     throw error;
   }
   const parsed = StandaloneFile.safeParse(JSON.parse(raw));
-  if (!parsed.success) throw new Error(`配置文件 ${path} 无效：${parsed.error.issues.map((i) => `${i.path.join(".") || "(根)"} ${i.message}`).join("；")}`);
+  if (!parsed.success) throw new Error(`配置文件 ${path} 无效：${formatIssues(parsed.error, "(根)")}`);
   return parsed.data;
 }
 
@@ -170,7 +171,7 @@ async function main(): Promise<void> {
   try {
     options = parseFlags(process.argv.slice(2), process.cwd());
   } catch (error) {
-    console.error(`参数错误：${error instanceof Error ? error.message : String(error)}`);
+    console.error(`参数错误：${errorText(error)}`);
     console.error("用法：npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <文件>]");
     process.exitCode = 2;
     return;
@@ -195,7 +196,7 @@ async function main(): Promise<void> {
 
 if (import.meta.main) {
   main().catch((error: unknown) => {
-    console.error(`启动失败：${error instanceof Error ? error.message : String(error)}`);
+    console.error(`启动失败：${errorText(error)}`);
     process.exitCode = 1;
   });
 }

@@ -2,7 +2,7 @@
  * YesImBot v3 (koishi-plugin-yesimbot 3.0.x) as a persona. Loaded in a sub-scope that exists only
  * while `yesimbot.world-state` and `yesimbot.agent` do, so YesImBot can be installed, reloaded or
  * removed without restarting this plugin. YesImBot is not installable from this project's
- * registry, so its shapes are declared here by duck typing (docs: notes §4.1).
+ * registry, so the shapes this adapter uses are declared here by duck typing.
  *
  * The block goes into the recipient's direct chat as a system event (`recordSystemEvent`, durable
  * in YesImBot's history), then a `system_event` stimulus starts a turn when the chat is idle.
@@ -11,7 +11,7 @@
  * that probe a dropped trigger still leaves the event in history for the next turn.
  */
 import type { Bot, Context } from "koishi";
-import { findBot } from "../status.ts";
+import { findBot } from "../delivery/bot.ts";
 import type { InjectOutcome, PersonaEvent, PersonaSlot } from "./port.ts";
 
 export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;

@@ -26,10 +26,10 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Agent, request } from "undici";
+import { Agent } from "undici";
 import { freePort } from "../../harness/koishi.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
-import { heartbeatOf } from "../../harness/agent-api.ts";
+import { call as callApi, heartbeatOf, type Answer } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, commandsOnDisk, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
 
@@ -42,11 +42,6 @@ const DUPLICATE_WINDOW = 2;
 const IMAGE_BUDGET = 48 * 1024;
 const LEASE_MS = 800;
 const MIN_IMAGE = 8; // the PNG signature
-
-interface Answer {
-  status: number;
-  body: any;
-}
 
 test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, { timeout: LONG ? 60 * 60_000 : 120_000 }, async (t) => {
   const seed = seedFrom("CRASH_SEED");
@@ -77,21 +72,15 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
 
   /** One request; `undefined` when the server died under it or is still loading (the client tries again later). */
   async function call(method: "GET" | "POST", path: string, auth: "agent" | "operator", body?: unknown): Promise<Answer | undefined> {
+    let answer: Answer;
     try {
-      const response = await request(`${live.baseUrl}${path}`, {
-        method,
-        dispatcher,
-        headers: { authorization: `Bearer ${auth === "agent" ? agentToken : operatorToken}`, "content-type": "application/json" },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      const text = await response.body.text();
-      if (response.statusCode === 503) return undefined;
-      if (response.statusCode >= 500 && response.statusCode !== 507) throw new Error(`unexpected ${response.statusCode} ${text} on ${method} ${path} (seed ${seed})`);
-      return { status: response.statusCode, body: text ? JSON.parse(text) : null };
-    } catch (error) {
-      if (error instanceof Error && error.message.startsWith("unexpected")) throw error;
-      return undefined;
+      answer = await callApi({ baseUrl: live.baseUrl, token: auth === "agent" ? agentToken : operatorToken, dispatcher }, method, path, body);
+    } catch {
+      return undefined; // the server died under the request
     }
+    if (answer.status === 503) return undefined;
+    if (answer.status >= 500 && answer.status !== 507) throw new Error(`unexpected ${answer.status} ${JSON.stringify(answer.body)} on ${method} ${path} (seed ${seed})`);
+    return answer;
   }
 
   // ── Events, as Pi's sender: resend what was never answered. ──

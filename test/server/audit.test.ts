@@ -2,8 +2,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context, Plugin, Session } from "koishi";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
-import { AUDIT_TABLE, auditData, imageFacts, retentionCutoff } from "../../server/audit.ts";
-import { formatDirectMessage } from "../../server/direct.ts";
+import { auditData, imageFacts } from "../../server/audit/redaction.ts";
+import { AUDIT_TABLE, retentionCutoff } from "../../server/audit/store.ts";
+import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, operatorApi, startServer } from "../../harness/agent-api.ts";
@@ -16,7 +17,7 @@ const OWNER = "10001";
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 async function auditPage(server: KoishiHarness, query: Record<string, string> = {}): Promise<AuditPage> {
-  const answer = await call(server, "GET", `/operator/audit?${new URLSearchParams(query)}`, undefined, OPERATOR_TOKEN);
+  const answer = await operatorApi(server).audit(query);
   assert.equal(answer.status, 200, JSON.stringify(answer.body));
   return AuditPage.parse(answer.body);
 }
@@ -156,9 +157,9 @@ test("the audit query is newest first, filtered by session and time, and pages w
   assert.deepEqual(await accepted({ since: new Date(Date.now() + 60_000).toISOString() }), []);
   const bads: Record<string, string>[] = [{ limit: "201" }, { since: "yesterday" }, { session_id: "a b" }, { other: "x" }];
   for (const bad of bads) {
-    assert.equal((await call(server, "GET", `/operator/audit?${new URLSearchParams(bad)}`, undefined, OPERATOR_TOKEN)).status, 400, JSON.stringify(bad));
+    assert.equal((await operatorApi(server).audit(bad)).status, 400, JSON.stringify(bad));
   }
-  assert.equal((await call(server, "GET", "/operator/audit")).status, 401, "the agents' token does not open it");
+  assert.equal((await operatorApi(server, server.token).audit()).status, 401, "the agents' token does not open it");
 });
 
 test("rows older than the retention are pruned, younger ones kept", async (t) => {

@@ -16,7 +16,7 @@ import {
   sniffImageMime,
   summarize,
   type CommandRecord,
-} from "../../server/command-state.ts";
+} from "../../server/commands/state.ts";
 import { imageOf } from "./images.ts";
 
 const T0 = new Date("2026-11-30T03:00:00.000Z");
@@ -98,7 +98,7 @@ test("lease expiry returns the command to pending, never to cancellable", () => 
   assert.deepEqual(patch, { state: "pending", lease_expires_at: null, updated_at: T0 });
   const expired = { ...leased(-1), ...patch };
   assert.equal(isCancellable(expired), false);
-  assert.deepEqual(decideCancel(expired, "s-1", T0), { kind: "refuse", status: 409, error: "delivery_started" });
+  assert.deepEqual(decideCancel(expired, "s-1", T0), { kind: "refuse", error: "delivery_started" });
 });
 
 test("rolling a claim back restores exactly the state before it", () => {
@@ -122,10 +122,10 @@ test("rolling a claim back restores exactly the state before it", () => {
 test("cancel decisions follow the cut-off at the first claim", () => {
   const cases: [string, CommandRecord, string, unknown][] = [
     ["pending, never claimed", record(), "s-1", "write"],
-    ["other session", record(), "s-2", { kind: "refuse", status: 404, error: "not_found" }],
-    ["leased", leased(1000), "s-1", { kind: "refuse", status: 409, error: "delivery_started" }],
-    ["pending after a lease", record({ first_claimed_at: T0 }), "s-1", { kind: "refuse", status: 409, error: "delivery_started" }],
-    ["accepted", record({ state: "accepted", first_claimed_at: T0 }), "s-1", { kind: "refuse", status: 409, error: "already_accepted" }],
+    ["other session", record(), "s-2", { kind: "refuse", error: "not_found" }],
+    ["leased", leased(1000), "s-1", { kind: "refuse", error: "delivery_started" }],
+    ["pending after a lease", record({ first_claimed_at: T0 }), "s-1", { kind: "refuse", error: "delivery_started" }],
+    ["accepted", record({ state: "accepted", first_claimed_at: T0 }), "s-1", { kind: "refuse", error: "already_accepted" }],
     ["cancelled again", record({ state: "cancelled" }), "s-1", { kind: "unchanged" }],
   ];
   for (const [name, r, session, expected] of cases) {
@@ -136,7 +136,7 @@ test("cancel decisions follow the cut-off at the first claim", () => {
       assert.deepEqual(decision, expected, name);
     }
   }
-  assert.deepEqual(decideCancel(undefined, "s-1", T0), { kind: "refuse", status: 404, error: "not_found" });
+  assert.deepEqual(decideCancel(undefined, "s-1", T0), { kind: "refuse", error: "not_found" });
 });
 
 test("ack decisions: same lease is idempotent, anything else is refused", () => {
@@ -145,11 +145,11 @@ test("ack decisions: same lease is idempotent, anything else is refused", () => 
     ["leased by this lease", leased(1000), ack, "write"],
     ["lease expired, not reclaimed", { ...leased(-1), state: "pending", lease_expires_at: null }, ack, "write"],
     ["accepted by this lease", { ...leased(1000), state: "accepted" }, ack, { kind: "unchanged" }],
-    ["reclaimed by a newer lease", { ...leased(1000), lease_token: "L2" }, ack, { kind: "refuse", status: 409, error: "lease_mismatch" }],
-    ["another runtime", leased(1000), { ...ack, runtime_id: "r-9" }, { kind: "refuse", status: 409, error: "lease_mismatch" }],
-    ["never claimed", record(), ack, { kind: "refuse", status: 409, error: "lease_mismatch" }],
-    ["other session", leased(1000), { ...ack, session_id: "s-2" }, { kind: "refuse", status: 404, error: "not_found" }],
-    ["unknown command", undefined, ack, { kind: "refuse", status: 404, error: "not_found" }],
+    ["reclaimed by a newer lease", { ...leased(1000), lease_token: "L2" }, ack, { kind: "refuse", error: "lease_mismatch" }],
+    ["another runtime", leased(1000), { ...ack, runtime_id: "r-9" }, { kind: "refuse", error: "lease_mismatch" }],
+    ["never claimed", record(), ack, { kind: "refuse", error: "lease_mismatch" }],
+    ["other session", leased(1000), { ...ack, session_id: "s-2" }, { kind: "refuse", error: "not_found" }],
+    ["unknown command", undefined, ack, { kind: "refuse", error: "not_found" }],
   ];
   for (const [name, r, input, expected] of cases) {
     const decision = decideAck(r, input, T0);
@@ -180,9 +180,9 @@ test("create decisions: request key reuse, conflict and the image budget", () =>
   const cases: [string, CommandRecord | undefined, string, number, number, unknown][] = [
     ["same key, same content (even cancelled)", stored, "same", 0, 0, { kind: "reuse", record: stored }],
     ["same key, same content, budget full", stored, "same", budget, 10, { kind: "reuse", record: stored }],
-    ["same key, other content", stored, "other", 0, 0, { kind: "refuse", status: 422, error: "idempotency_key_reused" }],
+    ["same key, other content", stored, "other", 0, 0, { kind: "refuse", error: "idempotency_key_reused" }],
     ["new, fits exactly", undefined, "x", budget - 10, 10, { kind: "insert" }],
-    ["new, one byte over", undefined, "x", budget - 10, 11, { kind: "refuse", status: 507, error: "image_budget_exceeded" }],
+    ["new, one byte over", undefined, "x", budget - 10, 11, { kind: "refuse", error: "image_budget_exceeded" }],
     ["new text command while the budget is full", undefined, "x", budget, 0, { kind: "insert" }],
   ];
   for (const [name, sameKey, digest, active, bytes, expected] of cases) {

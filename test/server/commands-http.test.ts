@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { fetch } from "undici";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
@@ -8,9 +8,18 @@ import { ClaimAnswer, CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { COMMAND_TABLE, CommandNotifier } from "../../server/command-queue.ts";
-import type { KoishiHarness } from "../../harness/koishi.ts";
-import { agentApi, call, OPERATOR_TOKEN, onlineServer, operatorApi, startServer } from "../../harness/agent-api.ts";
+import { CommandNotifier } from "../../server/commands/notifier.ts";
+import type { Context } from "koishi";
+import { AuditLog } from "../../server/audit/store.ts";
+import { CommandRoutes } from "../../server/commands/routes.ts";
+import { COMMAND_TABLE, CommandStore } from "../../server/commands/store.ts";
+import { HttpApi } from "../../server/http/api.ts";
+import { OperatorRoutes } from "../../server/operator/routes.ts";
+import { OperatorService } from "../../server/operator/service.ts";
+import { SessionRegistry } from "../../server/sessions/registry.ts";
+import { SessionRoutes } from "../../server/sessions/routes.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer, type ApiTarget } from "../../harness/agent-api.ts";
 import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "./images.ts";
 
@@ -87,7 +96,8 @@ test("commands are claimed one at a time, in order, and acknowledged idempotentl
   }
 
   const delivered: string[] = [];
-  for (;;) {
+  for (let round = 0; ; round++) {
+    assert.ok(round <= ids.length, "the queue never ran empty");
     const claimed = await agent.claim();
     assert.equal(claimed.status, 200);
     assert.ok(ClaimAnswer.safeParse(claimed.body).success);
@@ -207,7 +217,7 @@ test("leases, tombstones and request keys survive a server restart; the registry
 });
 
 test("a proactive message to an offline session is refused and nothing is queued", async (t) => {
-  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
+  const server = await startServer();
   t.after(() => server.stop());
   const agent = agentApi(server);
   const operator = operatorApi(server);
@@ -311,7 +321,7 @@ function leaveAfterNextLease(server: KoishiHarness, client: AbortController, mea
 }
 
 async function commandTrail(server: KoishiHarness, commandId: string): Promise<AuditEntry[]> {
-  const answer = await call(server, "GET", `/operator/audit?${new URLSearchParams({ session_id: "s-1", limit: "200" })}`, undefined, OPERATOR_TOKEN);
+  const answer = await operatorApi(server).audit({ session_id: "s-1", limit: "200" });
   return AuditPage.parse(answer.body).entries.filter((e) => e.subject === commandId && e.action.startsWith("command.")).reverse();
 }
 
@@ -475,17 +485,45 @@ test("images: a client without the capability never gets an image command", asyn
   }
 });
 
-test("a session whose heartbeats stop expires after the server's TTL and can no longer claim", async (t) => {
-  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
+/**
+ * The presence, command and operator parts composed on a real Koishi app around `registry`, so a
+ * test can move the registry's clock instead of waiting out a real TTL.
+ */
+async function startParts(t: TestContext, registry: SessionRegistry): Promise<ApiTarget> {
+  const token = "agent-token-for-parts";
+  const server = await startKoishi({
+    withoutPlugin: true,
+    plugins: (use) => {
+      use({
+        name: "presence-and-commands",
+        inject: ["server", "database"],
+        apply(ctx: Context) {
+          const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
+          const audit = new AuditLog(ctx);
+          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, audit });
+          const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined });
+          ctx.plugin(SessionRoutes, { api, registry });
+          ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000 });
+          ctx.plugin(OperatorRoutes, { api, operator });
+        },
+      });
+    },
+  });
   t.after(() => server.stop());
+  return { baseUrl: server.baseUrl, token };
+}
+
+test("a session whose heartbeats stop expires after the server's TTL and can no longer claim", async (t) => {
+  const clock = { ms: Date.parse("2026-11-30T03:00:00.000Z") };
+  const server = await startParts(t, new SessionRegistry(1000, () => clock.ms));
   const agent = agentApi(server);
   const operator = operatorApi(server);
   assert.equal((await agent.heartbeat()).body.ttl_ms, 1000);
+  clock.ms += 999;
   assert.equal((await operator.sessions()).body.sessions.length, 1);
-  for (let attempt = 0; (await operator.sessions()).body.sessions.length > 0; attempt++) {
-    assert.ok(attempt < 200, "the entry never expired");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  assert.deepEqual(await agent.claim(), { status: 200, body: { command: null } });
+  clock.ms += 1;
+  assert.deepEqual((await operator.sessions()).body.sessions, []);
   assert.deepEqual(await agent.claim(), { status: 409, body: { error: "session_offline" } });
 });
 

@@ -3,11 +3,11 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
-import { decideStep, type WorkOutcome } from "../../server/event-worker.ts";
-import { bodyHash, parseEvent } from "../../server/events.ts";
-import { HttpError } from "../../server/http.ts";
+import { decideStep, type WorkOutcome } from "../../server/delivery/steps.ts";
+import { bodyHash, parseEvent } from "../../server/events/receipt.ts";
+import { DomainError } from "../../server/errors.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
-import { formatDirectMessage } from "../../server/direct.ts";
+import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { fullBucket, takeToken } from "../../server/rate-limit.ts";
 import { validEvent } from "../../harness/event-client.ts";
 
@@ -91,7 +91,7 @@ describe("parseEvent", () => {
   ];
   for (const [label, patch, code] of rows) {
     test(`${label} → ${code}`, () => {
-      assert.throws(() => parseEvent(validEvent(patch)), (error) => error instanceof HttpError && error.status === 400 && error.code === code);
+      assert.throws(() => parseEvent(validEvent(patch)), (error) => error instanceof DomainError && error.code === code);
     });
   }
   test("defaults fill what an old client leaves out", () => {

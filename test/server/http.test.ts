@@ -1,9 +1,12 @@
 /** The shared HTTP edge and the health/recipient routes on a real Koishi app. */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import type { Context } from "koishi";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
-import { HttpApi, HttpError, json } from "../../server/http.ts";
+import { DomainError } from "../../server/errors.ts";
+import { HttpApi, json } from "../../server/http/api.ts";
+import { HTTP_STATUS } from "../../server/http/status.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 
@@ -95,7 +98,7 @@ describe("HttpApi on its own routes", () => {
               throw new Error("secret internal detail");
             });
             api.route(ctx, { method: "GET", path: "/teapot", auth: "agent" }, () => {
-              throw new HttpError(409, "delivery_started", { retryAfterSeconds: 2.2 });
+              throw new DomainError("delivery_started", { retryAfterSeconds: 2.2 });
             });
             api.route(ctx, { method: "GET", path: "/operator/x", auth: "operator" }, () => json(200, {}));
           },
@@ -137,7 +140,7 @@ describe("HttpApi on its own routes", () => {
     assert.equal(text, '{"error":"internal_error"}');
   });
 
-  test("an HttpError keeps its status, code and a whole-second Retry-After", async () => {
+  test("a DomainError answers its code's status, the code and a whole-second Retry-After", async () => {
     const response = await call("/teapot");
     assert.equal(response.status, 409);
     assert.equal(response.headers.get("retry-after"), "3");
@@ -149,4 +152,11 @@ describe("HttpApi on its own routes", () => {
     assert.equal(response.status, 403);
     assert.deepEqual(await response.json(), { error: "operator_disabled" });
   });
+});
+
+test("every error code the protocol documents with a status has that status in the edge's one table", () => {
+  const protocol = readFileSync(new URL("../../docs/protocol.md", import.meta.url), "utf8");
+  const documented = [...protocol.matchAll(/`(\d{3}) (?:\{"error":"([a-z_]+)"|([a-z_]+)`)/g)].map((m) => [m[2] ?? m[3]!, Number(m[1])] as const);
+  assert.ok(documented.length >= 10, `the protocol's error rows are read (${documented.length})`);
+  for (const [code, status] of documented) assert.equal(HTTP_STATUS[code as keyof typeof HTTP_STATUS], status, code);
 });

@@ -1,6 +1,6 @@
 /**
  * A stand-in for YesImBot v3's world-state and agent services, implementing exactly the shapes the
- * persona adapter relies on (notes §4.1): `yesimbot.world-state.recordSystemEvent` and the
+ * persona adapter relies on: `yesimbot.world-state.recordSystemEvent` and the
  * `yesimbot.agent` scheduler's `isBusy`. Stimuli are observed with `ctx.on('agent/stimulus')`, as
  * AgentCore listens for them.
  */

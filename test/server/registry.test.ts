@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SessionProjection, type Heartbeat } from "../../protocol/sessions.ts";
-import { SessionRegistry } from "../../server/session-registry.ts";
+import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { heartbeatOf } from "../../harness/agent-api.ts";
 
 const heartbeat = (overrides: Partial<Heartbeat> = {}) => heartbeatOf({ last_activity_at: "2026-11-30T03:00:00.000Z", ...overrides });

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { type Heartbeat } from "../../protocol/sessions.ts";
-import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog.ts";
+import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog/decisions.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "../../harness/agent-api.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
 

@@ -8,7 +8,7 @@
  */
 import type { Context, Session } from "koishi";
 import { koishi } from "../../server/koishi.ts";
-import type { ToolCallResult, ToolDefinition } from "../../server/yesimbot-tools.ts";
+import type { ToolCallResult, ToolDefinition } from "../../server/persona/yesimbot-tool-service.ts";
 
 export const STANDIN_MAX_RETRY = 2;
 

@@ -1,15 +1,13 @@
 /**
- * The durable server-to-agent command queue (protocol 2) in Koishi's database, and its two agent
- * routes: `GET /commands` (claim at most one, long poll with `wait_ms`) and
- * `POST /commands/:command_id/ack`. Every state change is a conditional write guarded by what the
- * decision was made on (command-state.ts), so two claims can never lease the same command and a
- * cancel can never slip past a claim. Final commands stay as tombstones, so a cancelled command or
- * a used request key survives restarts.
+ * The durable server-to-agent command queue (protocol 2) in Koishi's database. Every state change
+ * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
+ * never lease the same command and a cancel can never slip past a claim. Final commands stay as
+ * tombstones, so a cancelled command or a used request key survives restarts.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
-import { type AuditActor } from "../protocol/audit.ts";
-import { AckBody, ClaimQuery, type ClaimAnswer, type CommandImage, type CommandOrigin, type CommandSummary } from "../protocol/commands.ts";
+import type { AuditActor } from "../../protocol/audit.ts";
+import type { ClaimAnswer, CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";
 import {
   ACTIVE_STATES,
   checkImages,
@@ -27,11 +25,11 @@ import {
   type AckInput,
   type CommandRecord,
   type Transition,
-} from "./command-state.ts";
-import type { AuditLog } from "./audit.ts";
-import { HttpError, json, parseWith, type HttpApi } from "./http.ts";
-import { koishi } from "./koishi.ts";
-import { supportsImages, type SessionRegistry } from "./session-registry.ts";
+} from "./state.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { DomainError } from "../errors.ts";
+import { koishi } from "../koishi.ts";
+import { CommandNotifier } from "./notifier.ts";
 
 declare module "koishi" {
   interface Tables {
@@ -43,7 +41,6 @@ export const COMMAND_TABLE = "anon_notify_command";
 const ID_LENGTH = 128;
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
-const LEASE_SWEEP_MAX_MS = 5_000;
 /** Every column but the image bytes, for reads that never need them. */
 const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
   "seq", "command_id", "session_id", "event_id", "origin", "instruction", "image_count", "image_bytes", "image_digest",
@@ -76,50 +73,6 @@ export interface CommandStoreOptions {
   imageBudgetBytes: number;
   /** Receives every state change (never a lease token or image bytes). */
   audit?: AuditLog | undefined;
-}
-
-/**
- * Wakes long polls of one session when a command may have become claimable (created, ACKed, its
- * lease expired). A watch is taken before looking at the queue, so a command created between the
- * look and the wait still wakes it.
- */
-export class CommandNotifier {
-  readonly #watchers = new Map<string, Set<() => void>>();
-  #closed = false;
-
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  watch(sessionId: string): { fired: Promise<void>; close(): void } {
-    let fire = () => {};
-    const fired = new Promise<void>((resolve) => (fire = resolve));
-    if (this.#closed) {
-      fire();
-      return { fired, close: () => {} };
-    }
-    const set = this.#watchers.get(sessionId) ?? new Set();
-    set.add(fire);
-    this.#watchers.set(sessionId, set);
-    return {
-      fired,
-      close: () => {
-        set.delete(fire);
-        if (set.size === 0 && this.#watchers.get(sessionId) === set) this.#watchers.delete(sessionId);
-      },
-    };
-  }
-
-  notify(sessionId: string): void {
-    for (const fire of this.#watchers.get(sessionId) ?? []) fire();
-  }
-
-  /** Releases every held request (plugin dispose) and answers later watches at once. */
-  close(): void {
-    this.#closed = true;
-    for (const set of this.#watchers.values()) for (const fire of set) fire();
-    this.#watchers.clear();
-  }
 }
 
 export class CommandStore {
@@ -167,7 +120,7 @@ export class CommandStore {
    */
   create(input: NewCommand, admit: () => Promise<void> = async () => {}): Promise<{ record: CommandRecord; duplicate: boolean }> {
     const check = checkImages(input.images);
-    if (!check.ok) return Promise.reject(new HttpError(400, "invalid_image", { issues: check.issues }));
+    if (!check.ok) return Promise.reject(new DomainError("invalid_image", { issues: check.issues }));
     const facts = check.facts;
     const run = this.#creations.then(async () => {
       const db = this.#ctx.database;
@@ -176,7 +129,7 @@ export class CommandStore {
       const digest = requestDigest({ ...input, image_digest: facts.digest });
       const activeBytes = facts.bytes > 0 && !sameKey ? await this.activeImageBytes() : 0;
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
-      if (decision.kind === "refuse") throw new HttpError(decision.status, decision.error);
+      if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
       const now = new Date();
       const commandId = `c-${randomUUID()}`;
@@ -307,7 +260,7 @@ export class CommandStore {
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const [record] = await db.get(COMMAND_TABLE, { command_id: commandId });
       const decision = decide(record, new Date());
-      if (decision.kind === "refuse") throw new HttpError(decision.status, decision.error);
+      if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (!record || decision.kind === "unchanged") return record!;
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), decision.patch);
       if (matched !== 1) continue;
@@ -315,68 +268,7 @@ export class CommandStore {
       await this.#changed(changed, actor, {});
       return changed;
     }
-    throw new HttpError(503, "not_ready", { retryAfterSeconds: 1 });
+    throw new DomainError("not_ready", { retryAfterSeconds: 1 });
   }
 }
 
-export interface CommandRoutesDeps {
-  api: HttpApi;
-  registry: SessionRegistry;
-  commands: CommandStore;
-  leaseMs: number;
-}
-
-/** The agent's side of the queue: claim (with long poll) and ACK, plus the lease-expiry sweep. */
-export const CommandRoutes = {
-  name: "notify-webhook-commands",
-  reusable: true,
-  apply(ctx: Context, { api, registry, commands, leaseMs }: CommandRoutesDeps) {
-    const { notifier } = commands;
-    ctx.on("dispose", () => notifier.close());
-    for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
-    const logger = ctx.logger("notify-webhook");
-    ctx.setInterval(() => {
-      commands.expireLeases().catch((error: unknown) => logger.warn("lease sweep failed: %s", error instanceof Error ? error.message : String(error)));
-    }, Math.min(LEASE_SWEEP_MAX_MS, Math.max(100, Math.floor(leaseMs / 2))));
-
-    api.route(ctx, { method: "GET", path: "/commands", auth: "agent" }, async (request) => {
-      const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
-      const withImages = (query.capabilities ?? "").split(",").map((c) => c.trim()).includes("images");
-      const deadline = Date.now() + query.wait_ms;
-      for (;;) {
-        const entry = registry.find(query.session_id);
-        if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new HttpError(409, "session_offline");
-        const watch = notifier.watch(query.session_id);
-        try {
-          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal);
-          const remaining = deadline - Date.now();
-          if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted) return json(200, answer);
-          await wake(ctx, watch.fired, remaining, request.signal);
-          if (notifier.closed || request.signal.aborted) return json(200, { command: null });
-        } finally {
-          watch.close();
-        }
-      }
-    });
-
-    api.route(ctx, { method: "POST", path: "/commands/:command_id/ack", auth: "agent" }, async (request) => {
-      const body = parseWith(AckBody, request.body);
-      await commands.ack(request.params.command_id ?? "", body);
-      return json(200, { state: "accepted" });
-    });
-  },
-};
-
-/** Waits for a wake-up, the time left, or the client leaving, and leaves no timer or listener behind. */
-function wake(ctx: Context, fired: Promise<void>, ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      stopTimer();
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const stopTimer = ctx.setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    void fired.then(done);
-  });
-}

@@ -1,12 +1,12 @@
 /**
  * The command queue's decisions, pure: what a claim, a lease expiry, an ACK, a cancel or a create
- * does to one stored command, and the checks on its images. The store (command-queue.ts) reads a
+ * does to one stored command, and the checks on its images. The store (store.ts) reads a
  * record, asks here, and writes the patch conditionally on the guard still matching, so a decision
  * made on a stale read is never applied.
  */
 import { createHash } from "node:crypto";
-import { type ClaimedCommand, type CommandImage, type CommandOrigin, type CommandState, type CommandSummary, type ImageMime } from "../protocol/commands.ts";
-import { LIMITS, type ErrorCode } from "../protocol/wire.ts";
+import { type ClaimedCommand, type CommandImage, type CommandOrigin, type CommandState, type CommandSummary, type ImageMime } from "../../protocol/commands.ts";
+import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 
 /** One row of `anon_notify_command`. */
 export interface CommandRecord {
@@ -44,9 +44,9 @@ export interface CommandGuard {
   lease_token: string | null;
 }
 
+/** A refusal by protocol error code; the HTTP edge decides the status. */
 export interface Refusal {
   kind: "refuse";
-  status: number;
   error: ErrorCode;
 }
 
@@ -149,21 +149,21 @@ export interface AckInput {
 export type Transition = { kind: "write"; patch: CommandPatch } | { kind: "unchanged" } | Refusal;
 
 export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): Transition {
-  if (!record || record.session_id !== ack.session_id) return { kind: "refuse", status: 404, error: "not_found" };
+  if (!record || record.session_id !== ack.session_id) return { kind: "refuse", error: "not_found" };
   if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
-    return { kind: "refuse", status: 409, error: "lease_mismatch" };
+    return { kind: "refuse", error: "lease_mismatch" };
   }
   if (record.state === "accepted") return { kind: "unchanged" };
   // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.
   if (record.state === "leased" || record.state === "pending") return { kind: "write", patch: finalPatch("accepted", now) };
-  return { kind: "refuse", status: 409, error: "lease_mismatch" };
+  return { kind: "refuse", error: "lease_mismatch" };
 }
 
 export function decideCancel(record: CommandRecord | undefined, sessionId: string, now: Date): Transition {
-  if (!record || record.session_id !== sessionId) return { kind: "refuse", status: 404, error: "not_found" };
+  if (!record || record.session_id !== sessionId) return { kind: "refuse", error: "not_found" };
   if (record.state === "cancelled") return { kind: "unchanged" };
-  if (record.state === "accepted") return { kind: "refuse", status: 409, error: "already_accepted" };
-  if (!isCancellable(record)) return { kind: "refuse", status: 409, error: "delivery_started" };
+  if (record.state === "accepted") return { kind: "refuse", error: "already_accepted" };
+  if (!isCancellable(record)) return { kind: "refuse", error: "delivery_started" };
   return { kind: "write", patch: finalPatch("cancelled", now) };
 }
 
@@ -183,10 +183,10 @@ export function decideCreate(
   if (sameKey) {
     return sameKey.request_digest === requestDigest
       ? { kind: "reuse", record: sameKey }
-      : { kind: "refuse", status: 422, error: "idempotency_key_reused" };
+      : { kind: "refuse", error: "idempotency_key_reused" };
   }
   if (newImageBytes > 0 && activeImageBytes + newImageBytes > imageBudgetBytes) {
-    return { kind: "refuse", status: 507, error: "image_budget_exceeded" };
+    return { kind: "refuse", error: "image_budget_exceeded" };
   }
   return { kind: "insert" };
 }

@@ -10,42 +10,14 @@
  * still `processing` and the restarted worker hands it over again.
  */
 import type { Context } from "koishi";
-import { EventBody, type DeliveryRoute, type ReceiptState } from "../protocol/events.ts";
-import type { DirectOutcome, DirectTarget } from "./direct.ts";
-import { deliverDirect, formatDirectMessage } from "./direct.ts";
-import type { AuditLog } from "./audit.ts";
-import type { EventPatch, EventRow, EventStore } from "./event-store.ts";
-import { buildEventBlock } from "./persona/block.ts";
-import type { InjectOutcome, Persona, PersonaSlot } from "./persona/port.ts";
-
-export type WorkOutcome = InjectOutcome | DirectOutcome;
-
-export interface RetryPolicy {
-  maxAttempts: number;
-  retryDelayMs: number;
-}
-
-export type Step =
-  | { kind: "finish"; state: Extract<ReceiptState, "context_injected" | "delivered" | "failed">; error: string | null; messageId: string | null }
-  | { kind: "retry"; error: string; delayMs: number };
-
-/** What to do after one attempt. Pure. */
-export function decideStep(outcome: WorkOutcome, attempts: number, policy: RetryPolicy): Step {
-  switch (outcome.kind) {
-    case "injected":
-      return { kind: "finish", state: "context_injected", error: null, messageId: null };
-    case "delivered":
-      return { kind: "finish", state: "delivered", error: null, messageId: outcome.messageId };
-    case "busy":
-    case "error": {
-      const error = outcome.kind === "busy" ? `persona_busy: ${outcome.reason}` : outcome.error;
-      const retryable = outcome.kind === "busy" || outcome.retryable;
-      if (retryable && attempts < policy.maxAttempts) return { kind: "retry", error, delayMs: policy.retryDelayMs };
-      const suffix = retryable ? `（已尝试 ${attempts} 次，放弃）` : "";
-      return { kind: "finish", state: "failed", error: error + suffix, messageId: null };
-    }
-  }
-}
+import { errorText } from "../../common/errors.ts";
+import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
+import type { AuditLog } from "../audit/store.ts";
+import type { EventPatch, EventRow, EventStore } from "../events/store.ts";
+import { buildEventBlock } from "../persona/block.ts";
+import type { Persona, PersonaSlot } from "../persona/port.ts";
+import { deliverDirect, formatDirectMessage, type DirectTarget } from "./direct.ts";
+import { decideStep, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
 export const NO_PERSONA_ERROR = "no_persona: 没有可用的人格（未检测到 YesImBot v3，也未启用日志人格），事件未注入";
 
@@ -129,7 +101,7 @@ export class EventWorker {
         await this.#sleep(step.delayMs);
       } catch (error) {
         // The database itself failed before anything was handed over: the row is still pending.
-        logger.warn("event %s: store unavailable (%s), retrying", eventId, error instanceof Error ? error.message : String(error));
+        logger.warn("event %s: store unavailable (%s), retrying", eventId, errorText(error));
         await this.#sleep(this.#options.retryDelayMs);
       }
     }
@@ -145,7 +117,7 @@ export class EventWorker {
       else if (!persona) outcome = { kind: "error", retryable: false, error: NO_PERSONA_ERROR };
       else outcome = await persona.inject({ eventId: row.event_id, block: text, event, attempt });
     } catch (error) {
-      outcome = { kind: "error", retryable: true, error: `exception: ${error instanceof Error ? error.message : String(error)}` };
+      outcome = { kind: "error", retryable: true, error: `exception: ${errorText(error)}` };
     }
     try {
       await this.#options.audit?.record({
@@ -157,7 +129,7 @@ export class EventWorker {
       });
     } catch (error) {
       // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
-      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", row.event_id, error instanceof Error ? error.message : String(error));
+      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", row.event_id, errorText(error));
     }
     return outcome;
   }
@@ -186,7 +158,7 @@ export class EventWorker {
       await this.#store.update(eventId, patch);
       this.#unsaved.delete(eventId);
     } catch (error) {
-      this.#ctx.logger("notify-webhook").warn("event %s: saving the receipt failed (%s), retrying the save only", eventId, error instanceof Error ? error.message : String(error));
+      this.#ctx.logger("notify-webhook").warn("event %s: saving the receipt failed (%s), retrying the save only", eventId, errorText(error));
       this.#ctx.setTimeout(() => void this.#save(eventId, Math.min(Math.max(1, nextDelayMs) * 2, SAVE_RETRY_MAX_MS)), nextDelayMs);
     }
   }

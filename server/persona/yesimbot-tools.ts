@@ -5,7 +5,7 @@
  * operator service: it only exists while YesImBot does, and offers the tools only in the
  * configured owner's private chat, never in a group.
  *
- * Request keys: the specification asks for `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
+ * Request keys have the form `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
  * tool as `execute({ session, ...params })` and passes neither a turn id nor a tool-call id, so:
  * - runtime_id: random per start of this adapter (a YesImBot or plugin reload starts a new one);
  * - turn_id: random per Koishi `Session` object, which YesImBot v3 keeps for a whole stimulus turn
@@ -17,43 +17,17 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
-import { ImageMime } from "../protocol/commands.ts";
-import { OperatorCreateCommand, OperatorListQuery } from "../protocol/operator.ts";
-import { Id, LIMITS, wireIssues, type ErrorCode } from "../protocol/wire.ts";
-import { HttpError } from "./http.ts";
-import { koishi } from "./koishi.ts";
-import type { OperatorService } from "./operator.ts";
-import { auditedTool, type AuditLog } from "./audit.ts";
+import { ImageMime } from "../../protocol/commands.ts";
+import { OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
+import { formatIssues, Id, LIMITS, type ErrorCode } from "../../protocol/wire.ts";
+import { auditedTool } from "../audit/persona-tools.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { DomainError } from "../errors.ts";
+import { koishi } from "../koishi.ts";
+import type { OperatorService } from "../operator/service.ts";
+import type { ToolCallResult, ToolDefinition } from "./yesimbot-tool-service.ts";
 
 const { Schema } = koishi;
-
-/** YesImBot v3's `ToolCallResult` (packages/core/src/services/extension/types.ts). */
-export interface ToolCallResult {
-  status: "success" | "error";
-  result?: unknown;
-  error?: { name: string; message: string; retryable?: boolean };
-}
-
-/** YesImBot v3's `ToolDefinition`. */
-export interface ToolDefinition {
-  name: string;
-  description: string;
-  parameters: SchemaType;
-  isSupported?: (session: Session) => boolean;
-  execute: (args: { session?: Session } & Record<string, unknown>) => Promise<ToolCallResult>;
-}
-
-/** The part of YesImBot v3's `ToolService` this adapter uses. */
-export interface ToolServiceLike {
-  registerTool(definition: ToolDefinition): void;
-  unregisterTool(name: string): boolean;
-}
-
-declare module "koishi" {
-  interface Context {
-    "yesimbot.tool": ToolServiceLike;
-  }
-}
 
 /** Who may use the tools: the configured recipient, in a private chat with the configured bot. */
 export interface OwnerScope {
@@ -206,15 +180,14 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
       if (!session || !isOwnerChat(owner, session)) return refusal("forbidden", "这些工具只在已配置主人的私聊中可用。");
       const parsed = ToolArgs[name].safeParse(withoutEmpty(params));
       if (!parsed.success) {
-        const detail = wireIssues(parsed.error).map((i) => `${i.path || "(root)"}: ${i.message}`).join("; ");
-        return refusal("invalid_request", `${REFUSALS.invalid_request} ${detail}`);
+        return refusal("invalid_request", `${REFUSALS.invalid_request} ${formatIssues(parsed.error)}`);
       }
       try {
         return { status: "success", result: await (run[name] as (a: unknown, s: Session) => Promise<unknown>)(parsed.data, session) };
       } catch (error) {
-        if (error instanceof HttpError) {
+        if (error instanceof DomainError) {
           const detail = error.issues?.map((i) => `${i.path}: ${i.message}`).join("; ");
-          return refusal(error.code, [REFUSALS[error.code] ?? error.code, detail].filter(Boolean).join(" "), error.status === 503);
+          return refusal(error.code, [REFUSALS[error.code] ?? error.code, detail].filter(Boolean).join(" "), error.code === "not_ready");
         }
         throw error;
       }

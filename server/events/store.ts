@@ -3,7 +3,7 @@
  * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
  */
 import type { Context } from "koishi";
-import type { DeliveryRoute, EventStatus, ReceiptState } from "../protocol/events.ts";
+import type { DeliveryRoute, EventStatus, ReceiptState } from "../../protocol/events.ts";
 
 export const EVENT_TABLE = "anon_notify_event";
 
@@ -64,6 +64,7 @@ export class EventStore {
 
   constructor(ctx: Context) {
     this.#ctx = ctx;
+    declareEventTable(ctx);
   }
 
   async get(eventId: string): Promise<EventRow | undefined> {

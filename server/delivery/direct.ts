@@ -4,9 +4,10 @@
  * Satori markup.
  */
 import type { Context } from "koishi";
-import type { EventBody, EventStatus } from "../protocol/events.ts";
-import { koishi } from "./koishi.ts";
-import { findBot } from "./status.ts";
+import { errorText } from "../../common/errors.ts";
+import type { EventBody, EventStatus } from "../../protocol/events.ts";
+import { koishi } from "../koishi.ts";
+import { BOT_ONLINE, findBot } from "./bot.ts";
 
 export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
@@ -51,11 +52,11 @@ export async function deliverDirect(ctx: Context, target: DirectTarget, event: E
   }
   const bot = findBot(ctx, target.botId);
   if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
-  if (bot.status !== 1 /* Universal.Status.ONLINE */) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
+  if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
   try {
     const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(formatDirectMessage(event)));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
-    return { kind: "error", retryable: true, error: `send_failed: ${(error instanceof Error ? error.message : String(error)).slice(0, 300)}` };
+    return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };
   }
 }

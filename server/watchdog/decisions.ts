@@ -1,22 +1,19 @@
 /**
- * The outside watchdog (seed 003 §6: 心跳不能由 Agent 自己发): a session cannot be trusted to report
- * that it is stuck, so the server watches what the heartbeats say. A `running` session whose
- * activity has not moved for `stallAfterMs` gets one "可能卡住" notice; a `running` session whose
- * heartbeats stop (its registry entry expires without an offline call) gets one "运行中失联" notice.
+ * The watchdog's decisions, pure. The watchdog sits outside the agent because a stuck session
+ * cannot be trusted to report that it is stuck: the server watches what the heartbeats say. A
+ * `running` session whose activity has not moved for `stallAfterMs` gets one "可能卡住" notice; a
+ * `running` session whose heartbeats stop (its registry entry expires without an offline call)
+ * gets one "运行中失联" notice.
  * One notice per episode: a stall ends when activity moves or the session goes idle, a vanish when
  * the session comes back. Notices are ordinary events: the same rate limit, receipt table, worker
  * and audit trail as POST /events, and the recipient is the plugin's configuration.
  *
- * `observe` and `due` are the pure decisions; `Watchdog` is the edge holding the timer.
+ * `observe` and `due` decide; plugin.ts holds the timer and submits the notices.
  */
 import { createHash } from "node:crypto";
-import type { Context } from "koishi";
-import { EventBody, type DeliveryRoute } from "../protocol/events.ts";
-import { type Heartbeat, type SessionRunState } from "../protocol/sessions.ts";
-import { LIMITS } from "../protocol/wire.ts";
-import type { AuditLog } from "./audit.ts";
-import type { EventIntake } from "./events.ts";
-import type { SessionRegistry } from "./session-registry.ts";
+import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
+import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 
 export interface Watched {
   sessionId: string;
@@ -142,77 +139,3 @@ export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowM
     delivery,
   });
 }
-
-// ── Edge ────────────────────────────────────────────────────────────────────
-
-export interface WatchdogOptions {
-  stallAfterMs: number;
-  checkIntervalMs: number;
-  delivery: DeliveryRoute;
-}
-
-export interface WatchdogDeps {
-  registry: SessionRegistry;
-  intake: EventIntake;
-  audit: AuditLog;
-  options: WatchdogOptions;
-}
-
-/** Follows the registry's changes and checks every `checkIntervalMs`; a notice not accepted (rate limit) is tried again next check. */
-export const Watchdog = {
-  name: "notify-webhook-watchdog",
-  reusable: true,
-  apply(ctx: Context, { registry, intake, audit, options }: WatchdogDeps) {
-    const logger = ctx.logger("notify-webhook");
-    const watched = new Map<string, Watched>();
-
-    const apply = (sessionId: string, input: WatchInput) => {
-      const { next, ended } = observe(watched.get(sessionId), input);
-      if (next) watched.set(sessionId, next);
-      else watched.delete(sessionId);
-      if (ended) void audit.record({ actor: "watchdog", action: `watchdog.${ended.episode}_cleared`, session_id: sessionId, data: { reason: ended.reason } });
-    };
-    ctx.effect(() =>
-      registry.onChange((change) => {
-        const sessionId = change.entry.heartbeat.session_id;
-        if (change.kind === "recorded") apply(sessionId, { kind: "heartbeat", heartbeat: change.entry.heartbeat, atMs: change.entry.lastSeenMs });
-        else if (change.kind === "removed") apply(sessionId, { kind: "offline" });
-        else apply(sessionId, { kind: "expired", atMs: Date.now() });
-      }),
-    );
-
-    let checking = false;
-    const check = async () => {
-      if (checking) return;
-      checking = true;
-      try {
-        registry.sweep();
-        const nowMs = Date.now();
-        for (const [sessionId, entry] of [...watched]) {
-          const notice = due(entry, nowMs, options);
-          if (!notice) continue;
-          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
-          try {
-            await audit.as("watchdog", () => intake.submit(event));
-          } catch (error) {
-            logger.warn("watchdog notice for %s not accepted yet (%s); trying again", sessionId, error instanceof Error ? error.message : String(error));
-            continue;
-          }
-          await audit.record({ actor: "watchdog", action: `watchdog.${notice.kind}`, session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
-          // The session may have moved on while the notice was being stored; only the raised episode is marked.
-          const current = watched.get(sessionId);
-          if (current === entry) {
-            const after = afterNotice(entry, notice);
-            if (after) watched.set(sessionId, after);
-            else watched.delete(sessionId);
-          } else if (current && notice.kind === "stalled" && current.lastActivityMs === entry.lastActivityMs && current.state === "running") {
-            watched.set(sessionId, { ...current, stalledAtActivityMs: entry.lastActivityMs });
-          }
-        }
-      } finally {
-        checking = false;
-      }
-    };
-    ctx.setInterval(() => void check(), options.checkIntervalMs);
-  },
-};

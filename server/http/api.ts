@@ -11,9 +11,12 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
-import type { z } from "zod";
-import { API_BASE_PATH, Id, LIMITS, wireIssues, type ErrorCode } from "../protocol/wire.ts";
-import type { AuditLog } from "./audit.ts";
+import { errorText } from "../../common/errors.ts";
+import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
+import { DomainError } from "../errors.ts";
+import { errorAnswer, json, type JsonAnswer } from "./status.ts";
+
+export { json, type JsonAnswer } from "./status.ts";
 
 export type RouteAuth = "agent" | "operator";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
@@ -37,46 +40,13 @@ export interface RouteRequest {
   signal: AbortSignal;
 }
 
-export interface JsonAnswer {
-  status: number;
-  body: unknown;
-  headers?: Readonly<Record<string, string>>;
-}
-
 export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | JsonAnswer;
 
-export interface WireIssue {
-  path: string;
-  message: string;
-}
-
-/** A deliberate error answer: `{"error": code, "issues"?}` with `status`, and `Retry-After` when given. */
-export class HttpError extends Error {
-  readonly status: number;
-  readonly code: ErrorCode;
-  readonly issues: WireIssue[] | undefined;
-  readonly retryAfterSeconds: number | undefined;
-
-  constructor(status: number, code: ErrorCode, options: { issues?: WireIssue[]; retryAfterSeconds?: number } = {}) {
-    super(code);
-    this.name = "HttpError";
-    this.status = status;
-    this.code = code;
-    this.issues = options.issues;
-    this.retryAfterSeconds = options.retryAfterSeconds;
-  }
-}
-
-/** Validates `value` with `schema`, or throws a 400 with the wire's issue list under `code`. */
-export function parseWith<S extends z.ZodType>(schema: S, value: unknown, code: ErrorCode = "invalid_request"): z.output<S> {
-  const result = schema.safeParse(value);
-  if (!result.success) throw new HttpError(400, code, { issues: wireIssues(result.error) });
-  return result.data;
-}
-
-export function json(status: number, body: unknown, headers?: Record<string, string>): JsonAnswer {
-  return headers ? { status, body, headers } : { status, body };
-}
+/**
+ * Runs around every authenticated operator request and must call `run` once; the audit trail
+ * records each operator request with its inputs and outcome here.
+ */
+export type OperatorRequestHook = (spec: RouteSpec, request: RouteRequest, run: () => Promise<JsonAnswer>) => Promise<JsonAnswer>;
 
 export interface HttpAccess {
   agentToken: string;
@@ -96,7 +66,7 @@ export class HttpApi {
   readonly #operatorDigest: Buffer | null;
   readonly #holds = new Set<symbol>();
   readonly #capabilities = new Map<symbol, string>();
-  #audit: AuditLog | undefined;
+  #operatorHook: OperatorRequestHook | undefined;
 
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
@@ -140,11 +110,12 @@ export class HttpApi {
       try {
         answer = await this.#answer(c, spec, maxBytes, handler);
       } catch (error) {
-        if (error instanceof HttpError) {
+        if (error instanceof DomainError) {
           answer = errorAnswer(error);
-          if (error.status === 413) c.set("Connection", "close");
+          // The rest of an oversized body is never read, so the connection cannot carry another request.
+          if (error.code === "payload_too_large") c.set("Connection", "close");
         } else {
-          logger.error("%s %s failed: %s", spec.method, spec.path, error instanceof Error ? error.message : String(error));
+          logger.error("%s %s failed: %s", spec.method, spec.path, errorText(error));
           answer = json(500, { error: "internal_error" });
         }
       }
@@ -165,7 +136,7 @@ export class HttpApi {
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c.get("authorization"), spec.auth);
-    if (!this.ready) throw new HttpError(503, "not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
+    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
     const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes));
     const abort = new AbortController();
     const onClose = () => {
@@ -180,48 +151,25 @@ export class HttpApi {
         body,
         signal: abort.signal,
       };
-      if (spec.auth !== "operator" || !this.#audit) return await handler(request);
-      return await this.#audited(this.#audit, spec, request, handler);
+      const hook = spec.auth === "operator" ? this.#operatorHook : undefined;
+      return hook ? await hook(spec, request, async () => handler(request)) : await handler(request);
     } finally {
       c.res.off("close", onClose);
     }
   }
 
-  /** Every authenticated operator request is recorded with its inputs and the status it got. */
-  auditOperatorRequests(audit: AuditLog): void {
-    this.#audit = audit;
-  }
-
-  async #audited(audit: AuditLog, spec: RouteSpec, request: RouteRequest, handler: RouteHandler): Promise<JsonAnswer> {
-    let status = 500;
-    let error: string | null = null;
-    try {
-      const answer = await audit.as("operator", () => handler(request));
-      status = answer.status;
-      return answer;
-    } catch (thrown) {
-      if (thrown instanceof HttpError) [status, error] = [thrown.status, thrown.code];
-      throw thrown;
-    } finally {
-      const query = Object.fromEntries(request.query);
-      const sessionId = [(request.body as { session_id?: unknown } | undefined)?.session_id, query.session_id].find((id) => Id.safeParse(id).success);
-      await audit.record({
-        actor: "operator",
-        action: "operator.request",
-        session_id: (sessionId as string | undefined) ?? null,
-        subject: request.params.command_id ?? null,
-        data: { method: spec.method, path: spec.path, params: request.params, query, body: request.body ?? null, status, error },
-      });
-    }
+  /** Installs the hook every authenticated operator request runs through (the audit trail). */
+  aroundOperatorRequests(hook: OperatorRequestHook): void {
+    this.#operatorHook = hook;
   }
 
   #authorize(header: string, auth: RouteAuth): void {
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
-    if (!expected) throw new HttpError(403, "operator_disabled");
+    if (!expected) throw new DomainError("operator_disabled");
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     // Compare digests so that neither the content nor the length of the token leaks through timing.
     const presented = digest(match?.[1] ?? "");
-    if (!match || !timingSafeEqual(presented, expected)) throw new HttpError(401, "unauthorized");
+    if (!match || !timingSafeEqual(presented, expected)) throw new DomainError("unauthorized");
   }
 }
 
@@ -229,20 +177,14 @@ function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
-function errorAnswer(error: HttpError): JsonAnswer {
-  const body = error.issues ? { error: error.code, issues: error.issues } : { error: error.code };
-  const headers = error.retryAfterSeconds === undefined ? undefined : { "Retry-After": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) };
-  return json(error.status, body, headers);
-}
-
 async function readBody(c: KoaContext, maxBytes: number): Promise<Buffer> {
   const declared = Number(c.get("content-length") || 0);
-  if (declared > maxBytes) throw new HttpError(413, "payload_too_large");
+  if (declared > maxBytes) throw new DomainError("payload_too_large");
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of c.req as AsyncIterable<Buffer>) {
     total += chunk.length;
-    if (total > maxBytes) throw new HttpError(413, "payload_too_large");
+    if (total > maxBytes) throw new DomainError("payload_too_large");
     chunks.push(chunk);
   }
   return Buffer.concat(chunks, total);
@@ -252,6 +194,6 @@ function parseJson(raw: Buffer): unknown {
   try {
     return JSON.parse(raw.toString("utf8"));
   } catch {
-    throw new HttpError(400, "invalid_json");
+    throw new DomainError("invalid_json");
   }
 }

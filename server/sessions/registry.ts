@@ -1,14 +1,9 @@
 /**
- * Online sessions, as reported by each active runtime's own heartbeat. Memory only, as the
- * specification says: after a server restart the live runtimes register again within one
+ * Online sessions, as reported by each active runtime's own heartbeat. Memory only, on purpose:
+ * presence is soft state, and after a server restart the live runtimes register again within one
  * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
  */
-import type { Context } from "koishi";
-import { Heartbeat, OfflineBody, type HeartbeatAnswer, type SessionProjection } from "../protocol/sessions.ts";
-import { json, parseWith, type HttpApi } from "./http.ts";
-
-/** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
-const SWEEP_INTERVAL_MAX_MS = 10_000;
+import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
 
 export interface SessionEntry {
   heartbeat: Heartbeat;
@@ -114,26 +109,3 @@ export function projectSession(entry: SessionEntry): SessionProjection {
     last_seen_at: new Date(entry.lastSeenMs).toISOString(),
   };
 }
-
-export interface SessionRoutesDeps {
-  api: HttpApi;
-  registry: SessionRegistry;
-}
-
-/** `POST /sessions/heartbeat` and `POST /sessions/offline`, and the sweep of expired entries. */
-export const SessionRoutes = {
-  name: "notify-webhook-sessions",
-  reusable: true,
-  apply(ctx: Context, { api, registry }: SessionRoutesDeps) {
-    ctx.setInterval(() => registry.sweep(), Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
-    api.offer(ctx, "presence");
-    api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
-      registry.record(parseWith(Heartbeat, request.body));
-      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString() } satisfies HeartbeatAnswer);
-    });
-    api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
-      const body = parseWith(OfflineBody, request.body);
-      return json(200, { removed: registry.remove(body.session_id, body.runtime_id) });
-    });
-  },
-};

@@ -1,0 +1,61 @@
+/**
+ * The audit trail's agent route and upkeep: `POST /audit/tool-calls` (what the extension's tool
+ * guard decided), and pruning at start and every hour. Operators read the trail through the
+ * operator service (`GET /operator/audit`).
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
+import { DomainError, parseWith } from "../errors.ts";
+import { json, type HttpApi } from "../http/api.ts";
+import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
+import { retentionCutoff, type AuditLog } from "./store.ts";
+
+const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+
+export interface AuditRoutesDeps {
+  api: HttpApi;
+  audit: AuditLog;
+  retentionDays: number;
+  /** The agents' tool-call records have their own bucket, sized like the event limit. */
+  limit: RateLimit;
+}
+
+export const AuditRoutes = {
+  name: "notify-webhook-audit",
+  reusable: true,
+  apply(ctx: Context, { api, audit, retentionDays, limit }: AuditRoutesDeps) {
+    const logger = ctx.logger("notify-webhook");
+    const prune = async () => {
+      try {
+        const removed = await audit.prune(retentionCutoff(Date.now(), retentionDays));
+        if (removed > 0) logger.info("audit: pruned %d rows older than %d days", removed, retentionDays);
+      } catch (error) {
+        logger.warn("audit pruning failed: %s", errorText(error));
+      }
+    };
+    const release = api.holdUntilReady(ctx);
+    ctx.on("ready", async () => {
+      await prune();
+      release();
+    });
+    ctx.setInterval(() => void prune(), PRUNE_INTERVAL_MS);
+    api.offer(ctx, "audit");
+
+    let bucket = fullBucket(limit, Date.now());
+    api.route(ctx, { method: "POST", path: "/audit/tool-calls", auth: "agent" }, async (request) => {
+      const take = takeToken(bucket, Date.now(), limit);
+      bucket = take.bucket;
+      if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+      const call = parseWith(ToolCallRecord, request.body);
+      await audit.record({
+        actor: "agent",
+        action: `tool_call.${call.decision}`,
+        session_id: call.session_id,
+        subject: call.event_id ?? call.tool_call_id,
+        data: { tool: call.tool, tool_call_id: call.tool_call_id, runtime_id: call.runtime_id, reason: call.reason, input: call.input, created_at: call.created_at },
+      });
+      return json(202, { recorded: true } satisfies ToolCallRecorded);
+    });
+  },
+};

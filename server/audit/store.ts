@@ -1,0 +1,129 @@
+/**
+ * The audit trail's store: one durable row per accepted event, persona tool call, operator request,
+ * command state change, watchdog episode and the exact text handed to the persona or sent directly
+ * (every tool call with its full inputs, and every final text that left the server), with its time
+ * and acting side. Row data passes through `auditData` (redaction.ts), so no token is ever stored.
+ *
+ * The acting side travels with the request (AsyncLocalStorage), so a store deep below a route
+ * records who asked without every signature carrying it. Writing an audit row never fails the
+ * action it describes: a failed write is logged and the action goes on.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import type { AuditActor, AuditEntry, AuditPage, AuditQuery } from "../../protocol/audit.ts";
+import { auditData } from "./redaction.ts";
+
+export const AUDIT_TABLE = "anon_notify_audit";
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export interface AuditRow {
+  id: number;
+  at: Date;
+  actor: AuditActor;
+  action: string;
+  session_id: string | null;
+  subject: string | null;
+  data: Record<string, unknown>;
+}
+
+declare module "koishi" {
+  interface Tables {
+    [AUDIT_TABLE]: AuditRow;
+  }
+}
+
+export interface AuditInput {
+  /** Default: the acting side of the current request (see `AuditLog.as`), else `server`. */
+  actor?: AuditActor;
+  action: string;
+  session_id?: string | null;
+  /** The event or command id the row is about. */
+  subject?: string | null;
+  data?: Record<string, unknown>;
+}
+
+/** Rows older than this are pruned. */
+export function retentionCutoff(nowMs: number, retentionDays: number): Date {
+  return new Date(nowMs - retentionDays * DAY_MS);
+}
+
+export function toEntry(row: AuditRow): AuditEntry {
+  return {
+    id: row.id,
+    at: new Date(row.at).toISOString(),
+    actor: row.actor,
+    action: row.action,
+    session_id: row.session_id,
+    subject: row.subject,
+    data: row.data ?? {},
+  };
+}
+
+export function declareAuditTable(ctx: Context): void {
+  ctx.model.extend(
+    AUDIT_TABLE,
+    {
+      id: "unsigned(8)",
+      at: "timestamp",
+      actor: "string(16)",
+      action: "string(64)",
+      session_id: { type: "string", length: 128, nullable: true },
+      subject: { type: "string", length: 255, nullable: true },
+      data: "json",
+    },
+    { primary: "id", autoInc: true },
+  );
+}
+
+export class AuditLog {
+  readonly #ctx: Context;
+  // Taken once: a write that fails while the app is being disposed must still be able to say so.
+  readonly #logger: ReturnType<Context["logger"]>;
+  readonly #actor = new AsyncLocalStorage<AuditActor>();
+
+  constructor(ctx: Context) {
+    this.#ctx = ctx;
+    this.#logger = ctx.logger("notify-webhook");
+    declareAuditTable(ctx);
+  }
+
+  /** Runs `fn` with `actor` as the acting side of every row recorded inside it. */
+  as<T>(actor: AuditActor, fn: () => T): T {
+    return this.#actor.run(actor, fn);
+  }
+
+  /** Writes one row; never rejects (the action it describes must not fail because of it). */
+  async record(input: AuditInput, at: Date = new Date()): Promise<void> {
+    const row = {
+      at,
+      actor: input.actor ?? this.#actor.getStore() ?? "server",
+      action: input.action,
+      session_id: input.session_id ?? null,
+      subject: input.subject ?? null,
+      data: (auditData(input.data ?? {}) ?? {}) as Record<string, unknown>,
+    };
+    try {
+      await this.#ctx.database.create(AUDIT_TABLE, row);
+    } catch (error) {
+      this.#logger.warn("audit row %s not written: %s", input.action, errorText(error));
+    }
+  }
+
+  /** Newest first; one row more than asked tells whether an older page exists. */
+  async query(query: AuditQuery): Promise<AuditPage> {
+    const filter: Record<string, unknown> = {};
+    if (query.session_id) filter.session_id = query.session_id;
+    if (query.since) filter.at = { $gte: new Date(query.since) };
+    if (query.before) filter.id = { $lt: query.before };
+    const rows = await this.#ctx.database.get(AUDIT_TABLE, filter, { sort: { id: "desc" }, limit: query.limit + 1 });
+    const page = rows.slice(0, query.limit);
+    return { entries: page.map(toEntry), next_before: rows.length > query.limit ? page.at(-1)!.id : null };
+  }
+
+  /** Removes rows older than `cutoff`; returns how many went. */
+  async prune(cutoff: Date): Promise<number> {
+    const result = await this.#ctx.database.remove(AUDIT_TABLE, { at: { $lt: cutoff } });
+    return result.removed ?? 0;
+  }
+}

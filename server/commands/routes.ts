@@ -1,0 +1,75 @@
+/**
+ * The agent's side of the command queue: `GET /commands` (claim at most one, long poll with
+ * `wait_ms`) and `POST /commands/:command_id/ack`, plus the lease-expiry sweep.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { AckBody, ClaimQuery } from "../../protocol/commands.ts";
+import { DomainError, parseWith } from "../errors.ts";
+import { json, type HttpApi } from "../http/api.ts";
+import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
+import type { CommandStore } from "./store.ts";
+
+const LEASE_SWEEP_MAX_MS = 5_000;
+
+export interface CommandRoutesDeps {
+  api: HttpApi;
+  registry: SessionRegistry;
+  commands: CommandStore;
+  leaseMs: number;
+}
+
+/** The agent's side of the queue: claim (with long poll) and ACK, plus the lease-expiry sweep. */
+export const CommandRoutes = {
+  name: "notify-webhook-commands",
+  reusable: true,
+  apply(ctx: Context, { api, registry, commands, leaseMs }: CommandRoutesDeps) {
+    const { notifier } = commands;
+    ctx.on("dispose", () => notifier.close());
+    for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
+    const logger = ctx.logger("notify-webhook");
+    ctx.setInterval(() => {
+      commands.expireLeases().catch((error: unknown) => logger.warn("lease sweep failed: %s", errorText(error)));
+    }, Math.min(LEASE_SWEEP_MAX_MS, Math.max(100, Math.floor(leaseMs / 2))));
+
+    api.route(ctx, { method: "GET", path: "/commands", auth: "agent" }, async (request) => {
+      const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
+      const withImages = (query.capabilities ?? "").split(",").map((c) => c.trim()).includes("images");
+      const deadline = Date.now() + query.wait_ms;
+      for (;;) {
+        const entry = registry.find(query.session_id);
+        if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
+        const watch = notifier.watch(query.session_id);
+        try {
+          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal);
+          const remaining = deadline - Date.now();
+          if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted) return json(200, answer);
+          await wake(ctx, watch.fired, remaining, request.signal);
+          if (notifier.closed || request.signal.aborted) return json(200, { command: null });
+        } finally {
+          watch.close();
+        }
+      }
+    });
+
+    api.route(ctx, { method: "POST", path: "/commands/:command_id/ack", auth: "agent" }, async (request) => {
+      const body = parseWith(AckBody, request.body);
+      await commands.ack(request.params.command_id ?? "", body);
+      return json(200, { state: "accepted" });
+    });
+  },
+};
+
+/** Waits for a wake-up, the time left, or the client leaving, and leaves no timer or listener behind. */
+function wake(ctx: Context, fired: Promise<void>, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      stopTimer();
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const stopTimer = ctx.setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    void fired.then(done);
+  });
+}

@@ -1,0 +1,34 @@
+/**
+ * The server's domain error: a refusal named by a protocol error code, thrown by services, stores
+ * and routes alike. Nothing here knows HTTP; the HTTP edge (http/status.ts) is the one place that
+ * turns a code into a status, and the persona tools turn it into words for the model.
+ */
+import type { z } from "zod";
+import { wireIssues, type ErrorCode } from "../protocol/wire.ts";
+
+export interface WireIssue {
+  path: string;
+  message: string;
+}
+
+export class DomainError extends Error {
+  readonly code: ErrorCode;
+  readonly issues: WireIssue[] | undefined;
+  /** How long the caller should wait before trying again, when the refusal is temporary. */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, options: { issues?: WireIssue[]; retryAfterSeconds?: number } = {}) {
+    super(code);
+    this.name = "DomainError";
+    this.code = code;
+    this.issues = options.issues;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+/** Validates `value` with `schema`, or throws `code` (default `invalid_request`) with the wire's issue list. */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, code: ErrorCode = "invalid_request"): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new DomainError(code, { issues: wireIssues(result.error) });
+  return result.data;
+}

@@ -1,0 +1,111 @@
+/**
+ * The one way events enter the server, for POST /events and for producers inside the server (the
+ * watchdog) alike: the event rate limit, validation, one request per `event_id` at a time,
+ * deduplication by body, the durable receipt before any acceptance is answered, then the worker.
+ */
+import type { AuditActor } from "../../protocol/audit.ts";
+import type { EventAccepted, EventBody, Receipt } from "../../protocol/events.ts";
+import type { AuditLog } from "../audit/store.ts";
+import type { EventWorker } from "../delivery/worker.ts";
+import { DomainError } from "../errors.ts";
+import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { bodyHash, newEventRow, parseEvent, receiptOf } from "./receipt.ts";
+import type { EventStore } from "./store.ts";
+
+export interface EventIntakeDeps {
+  store: EventStore;
+  worker: Pick<EventWorker, "enqueue" | "overlay">;
+  limit: RateLimit;
+  /** Receives every accepted event. */
+  audit?: AuditLog | undefined;
+}
+
+export interface Submission {
+  /** Who submits: the acting side of the audit rows written while accepting. */
+  actor: AuditActor;
+  /** The HTTP `Idempotency-Key`, which must equal the body's `event_id` when given. */
+  idempotencyKey?: string | undefined;
+}
+
+export class EventIntake {
+  readonly #deps: EventIntakeDeps;
+  #bucket: Bucket;
+  #lastSeq = 0;
+  #loaded = false;
+  readonly #inFlight = new Map<string, Promise<unknown>>();
+
+  constructor(deps: EventIntakeDeps) {
+    this.#deps = deps;
+    this.#bucket = fullBucket(deps.limit, Date.now());
+  }
+
+  /**
+   * Reads where the receipts stand and hands every pending event back to the worker; returns how
+   * many. Until this has succeeded every submission is refused `not_ready`, never guessed at.
+   */
+  async load(): Promise<number> {
+    const { store, worker } = this.#deps;
+    this.#lastSeq = await store.lastSeq();
+    const pending = await store.pending();
+    for (const row of pending) worker.enqueue(row);
+    this.#loaded = true;
+    return pending.length;
+  }
+
+  /**
+   * Accepts one event body, or throws `not_ready`, `rate_limited` (before the body is even read),
+   * `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused` for a replay with
+   * another body. A replay of the same body answers `duplicate: true` with the current state.
+   */
+  async submit(body: unknown, from: Submission): Promise<EventAccepted> {
+    if (!this.#loaded) throw new DomainError("not_ready");
+    this.#takeToken();
+    const event = parseEvent(body);
+    if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
+      throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
+    }
+    const { audit } = this.#deps;
+    return audit ? audit.as(from.actor, () => this.#inTurn(event)) : this.#inTurn(event);
+  }
+
+  /** The receipt as this process knows it, or `not_found`. */
+  async receipt(eventId: string): Promise<Receipt> {
+    const row = await this.#deps.store.get(eventId);
+    if (!row) throw new DomainError("not_found");
+    return receiptOf(this.#deps.worker.overlay(row));
+  }
+
+  #takeToken(): void {
+    const take = takeToken(this.#bucket, Date.now(), this.#deps.limit);
+    this.#bucket = take.bucket;
+    if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+  }
+
+  /** One request per event_id at a time, so a replay never races the first write. */
+  async #inTurn(event: EventBody): Promise<EventAccepted> {
+    const previous = this.#inFlight.get(event.event_id) ?? Promise.resolve();
+    const current = previous.catch(() => undefined).then(() => this.#acceptOnce(event));
+    this.#inFlight.set(event.event_id, current);
+    try {
+      return await current;
+    } finally {
+      if (this.#inFlight.get(event.event_id) === current) this.#inFlight.delete(event.event_id);
+    }
+  }
+
+  async #acceptOnce(event: EventBody): Promise<EventAccepted> {
+    const { store, worker, audit } = this.#deps;
+    const hash = bodyHash(event);
+    const existing = await store.get(event.event_id);
+    if (existing) {
+      if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
+      return { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true };
+    }
+    const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
+    await store.create(row);
+    // Queue before auditing: a stored row that is not queued would wait for the next restart.
+    worker.enqueue(row);
+    await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
+    return { event_id: event.event_id, state: "queued", duplicate: false };
+  }
+}

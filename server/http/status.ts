@@ -1,0 +1,45 @@
+/**
+ * The one mapping from domain error codes to HTTP answers. Every code has exactly one status, so
+ * the same refusal reads the same on every route (docs/protocol.md lists them).
+ */
+import type { ErrorCode } from "../../protocol/wire.ts";
+import type { DomainError } from "../errors.ts";
+
+export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
+  invalid_json: 400,
+  invalid_request: 400,
+  invalid_context_usage: 400,
+  invalid_image: 400,
+  unauthorized: 401,
+  operator_disabled: 403,
+  not_found: 404,
+  session_offline: 409,
+  event_session_mismatch: 409,
+  delivery_started: 409,
+  already_accepted: 409,
+  lease_mismatch: 409,
+  images_not_supported: 409,
+  payload_too_large: 413,
+  idempotency_key_reused: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  not_ready: 503,
+  image_budget_exceeded: 507,
+};
+
+export interface JsonAnswer {
+  status: number;
+  body: unknown;
+  headers?: Readonly<Record<string, string>>;
+}
+
+export function json(status: number, body: unknown, headers?: Record<string, string>): JsonAnswer {
+  return headers ? { status, body, headers } : { status, body };
+}
+
+/** `{"error": code, "issues"?}` with the code's status, and `Retry-After` in whole seconds when given. */
+export function errorAnswer(error: DomainError): JsonAnswer {
+  const body = error.issues ? { error: error.code, issues: error.issues } : { error: error.code };
+  const headers = error.retryAfterSeconds === undefined ? undefined : { "Retry-After": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) };
+  return json(HTTP_STATUS[error.code], body, headers);
+}

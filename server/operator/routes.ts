@@ -1,0 +1,47 @@
+/** The operator service for people and scripts, under `/operator/`, with the operator token. */
+import type { Context } from "koishi";
+import { AuditQuery } from "../../protocol/audit.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
+import { parseWith } from "../errors.ts";
+import { json, type HttpApi } from "../http/api.ts";
+import type { OperatorService } from "./service.ts";
+
+export interface OperatorRoutesDeps {
+  api: HttpApi;
+  operator: OperatorService;
+}
+
+export const OperatorRoutes = {
+  name: "notify-webhook-operator",
+  reusable: true,
+  apply(ctx: Context, { api, operator }: OperatorRoutesDeps) {
+    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, () => json(200, { sessions: operator.sessions() }));
+
+    api.route(ctx, { method: "POST", path: "/operator/commands", auth: "operator", maxBytes: LIMITS.operatorBodyBytes }, async (request) => {
+      const body = parseWith(OperatorCreateCommand, request.body);
+      const created = await operator.createCommand({
+        ...body,
+        request_key: body.request_key === undefined ? null : `operator:${body.request_key}`,
+        origin: "operator",
+      });
+      return json(created.duplicate ? 200 : 201, created);
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/commands", auth: "operator" }, async (request) => {
+      const query = parseWith(OperatorListQuery, Object.fromEntries(request.query));
+      return json(200, { commands: await operator.commands(query.session_id, query.limit) });
+    });
+
+    api.route(ctx, { method: "POST", path: "/operator/commands/:command_id/cancel", auth: "operator" }, async (request) => {
+      const body = parseWith(OperatorCancelBody, request.body);
+      await operator.cancel(body.session_id, request.params.command_id ?? "");
+      return json(200, { state: "cancelled" });
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/audit", auth: "operator" }, async (request) => {
+      const query = parseWith(AuditQuery, Object.fromEntries(request.query));
+      return json(200, await operator.audit(query));
+    });
+  },
+};

@@ -1,0 +1,95 @@
+/**
+ * The operator service: the one in-process home of what an operator may do with Pi sessions, for
+ * every surface (the persona's tools, the operator HTTP API): list the online sessions, queue an
+ * instruction, list and cancel queued ones, read the audit trail. Refusals are `DomainError`s with
+ * the protocol's codes; each surface words them its own way (a status, a sentence for the model).
+ */
+import type { AuditPage, AuditQuery } from "../../protocol/audit.ts";
+import type { CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";
+import type { OperatorCommandCreated } from "../../protocol/operator.ts";
+import type { SessionProjection } from "../../protocol/sessions.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { summarize } from "../commands/state.ts";
+import type { CommandStore } from "../commands/store.ts";
+import { DomainError } from "../errors.ts";
+import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
+
+export interface OperatorDeps {
+  registry: SessionRegistry;
+  commands: CommandStore;
+  audit: AuditLog;
+  /** The session a received notice event belongs to; `undefined` when no such event exists. */
+  eventSession(eventId: string): Promise<string | undefined>;
+}
+
+export interface CommandRequest {
+  session_id: string;
+  /** Present: an answer to that notice (`agent_command`). Absent: a message to an online session. */
+  event_id?: string | undefined;
+  instruction: string;
+  images?: CommandImage[] | undefined;
+  /** Already namespaced by the surface it came from; `null` means no idempotency. */
+  request_key: string | null;
+  origin: CommandOrigin;
+}
+
+export class OperatorService {
+  readonly #deps: OperatorDeps;
+
+  constructor(deps: OperatorDeps) {
+    this.#deps = deps;
+  }
+
+  sessions(): SessionProjection[] {
+    return this.#deps.registry.list();
+  }
+
+  /**
+   * Queues an instruction. With an event id the notice must belong to the session, which may be
+   * offline (the queue keeps it); without one the session must be online now, and an offline one
+   * is refused, never queued for a later start. A repeated request key returns the stored command
+   * before any of these checks, so a retry after the session went away still gets its answer.
+   */
+  async createCommand(request: CommandRequest): Promise<OperatorCommandCreated> {
+    const { registry, commands, eventSession } = this.#deps;
+    const images = request.images ?? [];
+    const admit = async () => {
+      const live = registry.find(request.session_id);
+      if (request.event_id !== undefined) {
+        const owner = await eventSession(request.event_id);
+        if (owner === undefined) throw new DomainError("not_found");
+        if (owner !== request.session_id) throw new DomainError("event_session_mismatch");
+      } else if (!live) {
+        throw new DomainError("session_offline");
+      }
+      // A client known not to take images would leave the command pending forever.
+      if (images.length > 0 && live && !supportsImages(live.heartbeat)) throw new DomainError("images_not_supported");
+    };
+    const { record, duplicate } = await commands.create(
+      {
+        session_id: request.session_id,
+        event_id: request.event_id ?? null,
+        origin: request.origin,
+        instruction: request.instruction,
+        images,
+        request_key: request.request_key,
+      },
+      admit,
+    );
+    return { command: summarize(record), duplicate };
+  }
+
+  /** Works for offline sessions too: what is stored can always be looked at. */
+  commands(sessionId: string, limit: number): Promise<CommandSummary[]> {
+    return this.#deps.commands.list(sessionId, limit);
+  }
+
+  cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
+    return this.#deps.commands.cancel(sessionId, commandId);
+  }
+
+  /** The audit trail, newest first, one page at a time. */
+  audit(query: AuditQuery): Promise<AuditPage> {
+    return this.#deps.audit.query(query);
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * The shapes of YesImBot v3's tool service (`yesimbot.tool`) this package relies on. YesImBot is
+ * not installable from this project's registry, so they are declared here by duck typing.
+ */
+import type { Schema as SchemaType, Session } from "koishi";
+
+/** YesImBot v3's `ToolCallResult`. */
+export interface ToolCallResult {
+  status: "success" | "error";
+  result?: unknown;
+  error?: { name: string; message: string; retryable?: boolean };
+}
+
+/** YesImBot v3's `ToolDefinition`; it calls `execute({ session, ...params })`. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: SchemaType;
+  isSupported?: (session: Session) => boolean;
+  execute: (args: { session?: Session } & Record<string, unknown>) => Promise<ToolCallResult>;
+}
+
+/** The part of YesImBot v3's `ToolService` the persona tools use. */
+export interface ToolServiceLike {
+  registerTool(definition: ToolDefinition): void;
+  unregisterTool(name: string): boolean;
+}
+
+declare module "koishi" {
+  interface Context {
+    "yesimbot.tool": ToolServiceLike;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The watchdog's edge: follows the registry's changes, checks every `checkIntervalMs`, and submits
+ * each due notice through the event intake (the same rate limit, receipts, worker and audit trail
+ * as POST /events). A notice not accepted yet (rate limit) is tried again at the next check.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import type { DeliveryRoute } from "../../protocol/events.ts";
+import type { AuditLog } from "../audit/store.ts";
+import type { EventIntake } from "../events/intake.ts";
+import type { SessionRegistry } from "../sessions/registry.ts";
+import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
+
+export interface WatchdogOptions {
+  stallAfterMs: number;
+  checkIntervalMs: number;
+  delivery: DeliveryRoute;
+}
+
+export interface WatchdogDeps {
+  registry: SessionRegistry;
+  intake: EventIntake;
+  audit: AuditLog;
+  options: WatchdogOptions;
+}
+
+export const Watchdog = {
+  name: "notify-webhook-watchdog",
+  reusable: true,
+  apply(ctx: Context, { registry, intake, audit, options }: WatchdogDeps) {
+    const logger = ctx.logger("notify-webhook");
+    const watched = new Map<string, Watched>();
+
+    const apply = (sessionId: string, input: WatchInput) => {
+      const { next, ended } = observe(watched.get(sessionId), input);
+      if (next) watched.set(sessionId, next);
+      else watched.delete(sessionId);
+      if (ended) void audit.record({ actor: "watchdog", action: `watchdog.${ended.episode}_cleared`, session_id: sessionId, data: { reason: ended.reason } });
+    };
+    ctx.effect(() =>
+      registry.onChange((change) => {
+        const sessionId = change.entry.heartbeat.session_id;
+        if (change.kind === "recorded") apply(sessionId, { kind: "heartbeat", heartbeat: change.entry.heartbeat, atMs: change.entry.lastSeenMs });
+        else if (change.kind === "removed") apply(sessionId, { kind: "offline" });
+        else apply(sessionId, { kind: "expired", atMs: Date.now() });
+      }),
+    );
+
+    let checking = false;
+    const check = async () => {
+      if (checking) return;
+      checking = true;
+      try {
+        registry.sweep();
+        const nowMs = Date.now();
+        for (const [sessionId, entry] of [...watched]) {
+          const notice = due(entry, nowMs, options);
+          if (!notice) continue;
+          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
+          try {
+            await intake.submit(event, { actor: "watchdog" });
+          } catch (error) {
+            logger.warn("watchdog notice for %s not accepted yet (%s); trying again", sessionId, errorText(error));
+            continue;
+          }
+          await audit.record({ actor: "watchdog", action: `watchdog.${notice.kind}`, session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
+          // The session may have moved on while the notice was being stored; only the raised episode is marked.
+          const current = watched.get(sessionId);
+          if (current === entry) {
+            const after = afterNotice(entry, notice);
+            if (after) watched.set(sessionId, after);
+            else watched.delete(sessionId);
+          } else if (current && notice.kind === "stalled" && current.lastActivityMs === entry.lastActivityMs && current.state === "running") {
+            watched.set(sessionId, { ...current, stalledAtActivityMs: entry.lastActivityMs });
+          }
+        }
+      } finally {
+        checking = false;
+      }
+    };
+    ctx.setInterval(() => void check(), options.checkIntervalMs);
+  },
+};
