@@ -14,11 +14,11 @@
  */
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
-import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
-import { openCommandJournal, type CommandJournal } from "./journal.ts";
-import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./presence.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./delivery.ts";
-import { SEND_CHANNEL, type SendRequest } from "./state-bus.ts";
+import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./extension/commands/message.ts";
+import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
+import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./extension/presence/presence.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/delivery.ts";
+import { SEND_CHANNEL, type SendRequest } from "./extension/state-bus.ts";
 
 /** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
 export const CLAIM_MARGIN_MS = 5_000;

@@ -25,8 +25,8 @@ import {
   type ActivationRecord,
   type RecipientCheck,
 } from "./activation.ts";
-import { agentDirFrom, dataDirFor, loadConfig, readToken, recipientProblem, renderSource, type Config } from "./config.ts";
-import { createNotifier, createWebhookClient, type Notifier, type SendOptions, type WebhookClient } from "./delivery.ts";
+import { agentDirFrom, dataDirFor, loadConfig, readToken, recipientProblem, renderSource, type Config } from "./extension/config/config.ts";
+import { createNotifier, createWebhookClient, type Notifier, type SendOptions, type WebhookClient } from "./extension/delivery/delivery.ts";
 import {
   classifyRun,
   progressDue,
@@ -42,12 +42,12 @@ import {
   type ProgressMark,
   type RunFacts,
 } from "./lifecycle.ts";
-import { externalNotice, finalNotice, sampleContextUsage, transientNotice, type NoticeContext } from "./notice.ts";
-import { openOutbox, type Outbox } from "./outbox.ts";
-import { installSink } from "./sink/index.ts";
-import { createRuntimeId, installPresence } from "./presence.ts";
+import { externalNotice, finalNotice, sampleContextUsage, transientNotice, type NoticeContext } from "./extension/notices/notice.ts";
+import { openOutbox, type Outbox } from "./extension/delivery/outbox.ts";
+import { installSink } from "./extension/sink/index.ts";
+import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
 import { installCommandChannel } from "./commands.ts";
-import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
+import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
 import { type EventBody } from "./protocol/events.ts";
 import { RecipientAnswer } from "./protocol/status.ts";
 import {
@@ -60,7 +60,7 @@ import {
   statusText,
   type SessionFacts,
   type StatePayload,
-} from "./state-bus.ts";
+} from "./extension/state-bus.ts";
 
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
 export const SHUTDOWN_FLUSH_MS = 3_000;

@@ -15,7 +15,7 @@ import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureSinkToken } from "../sink/token.ts";
+import { ensureSinkToken } from "../extension/sink/token.ts";
 import { ai, echoTool, makeRoot, startPi } from "../harness/pi.ts";
 
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
@@ -32,7 +32,7 @@ const CHANNEL_ON: Variant[] = ["black-holed", "app absent", "responsive"];
 
 /** The stand-in app in a child process: the sink's own listener, answering at once or never. */
 async function startApp(socket: string, token: string, blackHoled: boolean) {
-  const listenerModule = new URL("../sink/listener.ts", import.meta.url).href;
+  const listenerModule = new URL("../extension/sink/listener.ts", import.meta.url).href;
   const source = `
     import { startSinkListener } from ${JSON.stringify(listenerModule)};
     const app = await startSinkListener({ socket: process.env.SOCKET, token: process.env.TOKEN, answerDelayMs: ${blackHoled ? "Infinity" : "0"} });

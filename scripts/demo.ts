@@ -9,8 +9,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fetch } from "undici";
-import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../command-message.ts";
-import { finalEventId } from "../notice.ts";
+import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/commands/message.ts";
+import { finalEventId } from "../extension/notices/notice.ts";
 import { runStandalone } from "../server/standalone.ts";
 import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
 import { freePort } from "../harness/koishi.ts";

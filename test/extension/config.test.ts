@@ -16,7 +16,7 @@ import {
   renderSource,
   sinkSocketProblem,
   type LoadConfigOptions,
-} from "../../config.ts";
+} from "../../extension/config/config.ts";
 
 const roots: string[] = [];
 after(() => {

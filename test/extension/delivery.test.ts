@@ -19,11 +19,11 @@ import {
   runWithRetry,
   type Sleep,
   type WebhookClient,
-} from "../../delivery.ts";
-import { openOutbox } from "../../outbox.ts";
+} from "../../extension/delivery/delivery.ts";
+import { openOutbox } from "../../extension/delivery/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { DEFAULT_CONFIG } from "../../config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/config.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
 const cleanups: (() => unknown)[] = [];

@@ -6,7 +6,7 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { PROGRESS_TOOL_NAME } from "../../progress-tool.ts";
+import { PROGRESS_TOOL_NAME } from "../../extension/notices/progress-tool.ts";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";

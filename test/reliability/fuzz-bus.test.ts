@@ -17,7 +17,7 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import fc from "fast-check";
 import { LIMITS } from "../../protocol/wire.ts";
-import { SendRequest } from "../../state-bus.ts";
+import { SendRequest } from "../../extension/state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";
 import { extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";

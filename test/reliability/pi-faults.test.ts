@@ -24,7 +24,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
 import type { AddressInfo } from "node:net";
 import { request } from "undici";
-import { dataDirFor } from "../../config.ts";
+import { dataDirFor } from "../../extension/config/config.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";
 import { extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";

@@ -10,11 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
 import type { ExtensionAPI, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { DEFAULT_CONFIG } from "../../config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/config.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
-import { installSink, type InstalledSink, type SinkConfig } from "../../sink/index.ts";
-import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../sink/listener.ts";
-import { ensureSinkToken } from "../../sink/token.ts";
+import { installSink, type InstalledSink, type SinkConfig } from "../../extension/sink/index.ts";
+import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../extension/sink/listener.ts";
+import { ensureSinkToken } from "../../extension/sink/token.ts";
 import { ai, blockingTool, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 
 interface SinkRig {

@@ -8,8 +8,8 @@ import { randomUUID } from "node:crypto";
 import { basename } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { isSubagent } from "../activation.ts";
-import type { Config } from "../config.ts";
+import { isSubagent } from "../../activation.ts";
+import type { Config } from "../config/config.ts";
 import {
   classifyRun,
   startRun,
@@ -20,8 +20,8 @@ import {
   withToolEnd,
   type RunFacts,
   type RunOutcome,
-} from "../lifecycle.ts";
-import type { SinkEnvelope, SinkEventType } from "../protocol/sink.ts";
+} from "../../lifecycle.ts";
+import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
 import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type RoundEnd } from "./hold.ts";
 import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";

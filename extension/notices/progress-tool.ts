@@ -14,10 +14,10 @@ import { createHash } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
-import type { Notifier, WebhookClient } from "./delivery.ts";
+import type { Notifier, WebhookClient } from "../delivery/delivery.ts";
 import { buildEvent, type NoticeContext } from "./notice.ts";
-import { type EventBody, type EventStatus } from "./protocol/events.ts";
-import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "./protocol/progress.ts";
+import { type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;

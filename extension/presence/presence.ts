@@ -9,10 +9,10 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "./protocol/sessions.ts";
-import { LIMITS, PROTOCOL_VERSIONS } from "./protocol/wire.ts";
-import type { Config } from "./config.ts";
-import type { WebhookClient } from "./delivery.ts";
+import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
+import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
+import type { Config } from "../config/config.ts";
+import type { WebhookClient } from "../delivery/delivery.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;

@@ -4,8 +4,8 @@
  * it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
  */
 import { z } from "zod";
-import { DeliveryRoute } from "./protocol/events.ts";
-import { Id } from "./protocol/wire.ts";
+import { DeliveryRoute } from "../protocol/events.ts";
+import { Id } from "../protocol/wire.ts";
 
 export const STATE_CHANNEL = "anon-notify:state";
 export const SEND_CHANNEL = "anon-notify:send";

@@ -3,10 +3,10 @@
  * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
  * it read from Pi.
  */
-import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "./protocol/events.ts";
-import { LIMITS } from "./protocol/wire.ts";
-import type { RunFacts, RunOutcome } from "./lifecycle.ts";
-import type { SendRequest } from "./state-bus.ts";
+import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
+import type { SendRequest } from "../state-bus.ts";
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
 export interface PiContextUsage {

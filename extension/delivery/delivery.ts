@@ -10,10 +10,10 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
-import type { Config } from "./config.ts";
+import type { Config } from "../config/config.ts";
 import type { Outbox } from "./outbox.ts";
-import { EventAccepted, EventBody } from "./protocol/events.ts";
-import { endpointUrl, ErrorAnswer, LIMITS } from "./protocol/wire.ts";
+import { EventAccepted, EventBody } from "../../protocol/events.ts";
+import { endpointUrl, ErrorAnswer, LIMITS } from "../../protocol/wire.ts";
 
 // ── The retry policy ────────────────────────────────────────────────────────
 

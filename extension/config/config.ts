@@ -8,8 +8,8 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { SinkEventType } from "./protocol/sink.ts";
-import { DEFAULT_ENDPOINT, LIMITS } from "./protocol/wire.ts";
+import { SinkEventType } from "../../protocol/sink.ts";
+import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
 
 const SECOND_MS = 1000;
 const MINUTE_MS = 60 * SECOND_MS;
@@ -344,7 +344,8 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const home = homedir();
   const agentDir = options.agentDir ?? agentDirFrom(options.env, home);
-  const legacyDir = options.legacyDir ?? dirname(fileURLToPath(import.meta.url));
+  // The package root: where the old single-folder extension kept its config.json.
+  const legacyDir = options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url));
   const files: ConfigFileInfo[] = [];
   const errors: string[] = [];
   const warnings: string[] = [];
