@@ -16,9 +16,20 @@ import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-age
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./extension/commands/message.ts";
 import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
-import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./extension/presence/presence.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/delivery.ts";
-import { SEND_CHANNEL, type SendRequest } from "./extension/state-bus.ts";
+import { errorText } from "./common/errors.ts";
+import type { ApiClient } from "./extension/delivery/http-client.ts";
+import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
+import { SEND_CHANNEL } from "./extension/state-bus.ts";
+import {
+  interruptedNotice,
+  planClaim,
+  planDelivery,
+  repollDelay,
+  unansweredAfterInterrupt,
+  type ClaimKind,
+  type RunFact,
+} from "./extension/commands/decisions.ts";
 
 /** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
 export const CLAIM_MARGIN_MS = 5_000;
@@ -28,88 +39,6 @@ export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
-
-// ── Pure decisions ──────────────────────────────────────────────────────────
-
-export interface ClaimFacts {
-  running: boolean;
-  idle: boolean;
-  /** Called from a turn end: the one moment a busy session may claim. */
-  atBoundary: boolean;
-  claimInFlight: boolean;
-  /** A claimed command not yet done with: held for a boundary, queued in Pi, or being journaled and ACKed. */
-  outstanding: boolean;
-  backingOff: boolean;
-}
-
-export type ClaimKind = "idle" | "boundary";
-export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitMs: number };
-
-export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
-  if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
-  if (facts.idle) return { claim: true, kind: "idle", waitMs: longPollMs };
-  if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
-  return { claim: false };
-}
-
-export interface DeliveryFacts {
-  /** Journaled, or already present in the session (the branch marker). */
-  alreadyDelivered: boolean;
-  idle: boolean;
-  atBoundary: boolean;
-}
-
-/**
- * `deliver` only where Pi takes the steer without a gap: idle (it starts a run, or is deferred past
- * the settled handlers), or inside a turn-end handler (Pi reads its steer queue right after). Any
- * other moment of a busy session can be the tail of a run whose queue was already read.
- */
-export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
-  if (facts.alreadyDelivered) return "ack-only";
-  return facts.idle || facts.atBoundary ? "deliver" : "hold";
-}
-
-/**
- * After an empty claim, if the session is idle now. An idle claim the server held is followed at
- * once; one answered early (no long poll, or a short cap) no sooner than `minIntervalMs` after it
- * started. A turn-end claim is followed at once: the session has just gone idle and should start
- * its long poll, not wait out an interval.
- */
-export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
-  return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
-}
-
-/** What one top-level run did with commands, in order. */
-export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
-
-const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
-
-/**
- * Commands the session took in that no assistant message answered afterwards, in an interrupted
- * run. A failed run is reported by its failure notice, so only interrupts count here.
- */
-export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boolean): string[] {
-  if (!aborted) return [];
-  const waiting: string[] = [];
-  for (const fact of facts) {
-    if (fact.kind === "command") waiting.push(fact.commandId);
-    else if (ANSWERING_STOPS.has(fact.stopReason)) waiting.length = 0;
-  }
-  return waiting;
-}
-
-/** The persona-facing warning for an instruction that reached the session but got no answer. */
-export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }): SendRequest {
-  const preview = command.instruction.length > 120 ? `${command.instruction.slice(0, 120)}…` : command.instruction;
-  const eventId = `cmd-interrupted:${command.commandId}`;
-  return {
-    status: "warning",
-    task: "Anon 指令未得到回复",
-    summary: `指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：${preview}`,
-    ...(eventId.length <= 80 ? { eventId } : {}),
-    details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
-  };
-}
 
 // ── Edge ────────────────────────────────────────────────────────────────────
 
@@ -287,7 +216,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       pi.sendMessage(commandMessage(lease.command, id), { deliverAs: "steer", triggerTurn: true });
     } catch (error) {
       sent.delete(lease.command.command_id);
-      reportOnce(`Anon 指令未能交给 Pi：${describe(error)}`);
+      reportOnce(`Anon 指令未能交给 Pi：${errorText(error)}`);
     }
   }
 
@@ -304,7 +233,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       } catch (error) {
         // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
         // command in the session and tries again.
-        reportOnce(`写入指令日志失败（${settings?.journal}）：${describe(error)}`);
+        reportOnce(`写入指令日志失败（${settings?.journal}）：${errorText(error)}`);
         return;
       }
       const acked = await runWithRetry(
@@ -389,7 +318,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         pi.sendMessage(commandMessage(lease.command, id), { triggerTurn: false });
         if (!inSession(commandId)) throw new Error("not in the session after appending");
       } catch (error) {
-        reportOnce(`Anon 指令未能写入会话：${describe(error)}`);
+        reportOnce(`Anon 指令未能写入会话：${errorText(error)}`);
         continue;
       }
       finished.facts.push({ kind: "command", commandId });
@@ -450,7 +379,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
           if (opened.skippedLines > 0) deps.report(`指令日志 ${config.journal} 有 ${opened.skippedLines} 行无法识别，已跳过`);
         } catch (error) {
           // Without the journal no delivery could be deduplicated, so the channel stays off.
-          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${describe(error)}`);
+          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${errorText(error)}`);
           return;
         }
         // The server lets a runtime claim only after it has seen that runtime's heartbeat.

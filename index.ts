@@ -26,7 +26,8 @@ import {
   type RecipientCheck,
 } from "./activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, recipientProblem, renderSource, type Config } from "./extension/config/config.ts";
-import { createNotifier, createWebhookClient, type Notifier, type SendOptions, type WebhookClient } from "./extension/delivery/delivery.ts";
+import { createWebhookClient, type WebhookClient } from "./extension/delivery/http-client.ts";
+import { createNotifier, type Notifier, type SendOptions } from "./extension/delivery/notifier.ts";
 import {
   classifyRun,
   progressDue,

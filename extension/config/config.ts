@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { SinkEventType } from "../../protocol/sink.ts";
 import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
+import { errorText, isMissingFile } from "../../common/errors.ts";
 
 const SECOND_MS = 1000;
 const MINUTE_MS = 60 * SECOND_MS;
@@ -280,15 +281,15 @@ function readLayerFile(path: string): ReadOutcome {
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { status: "missing" };
-    return { status: "invalid", error: `配置文件 ${path} 无法读取 (unreadable): ${(error as Error).message}` };
+    if (isMissingFile(error)) return { status: "missing" };
+    return { status: "invalid", error: `配置文件 ${path} 无法读取 (unreadable): ${errorText(error)}` };
   }
   try {
     const value: unknown = JSON.parse(text);
     if (!isPlainObject(value)) return { status: "invalid", error: `配置文件 ${path}: 顶层必须是 JSON 对象 (top level must be an object)` };
     return { status: "loaded", value };
   } catch (error) {
-    return { status: "invalid", error: `配置文件 ${path} 不是有效的 JSON (invalid JSON): ${(error as Error).message}` };
+    return { status: "invalid", error: `配置文件 ${path} 不是有效的 JSON (invalid JSON): ${errorText(error)}` };
   }
 }
 
@@ -420,7 +421,7 @@ export function readToken(config: Pick<Config, "token" | "tokenFile">, env: Node
   try {
     return readFileSync(config.tokenFile, "utf8").trim() || undefined;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    if (isMissingFile(error)) return undefined;
     throw new Error(`Token 文件 ${config.tokenFile} 无法读取 (token file unreadable): ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
 }

@@ -27,6 +27,7 @@ import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type Ro
 import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";
 import { createSinkQueue, type SinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
+import { errorText } from "../../common/errors.ts";
 
 export type SinkConfig = Config["sink"];
 
@@ -124,7 +125,7 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     token = ensureSinkToken(config.tokenFile);
   } catch (error) {
     const warn = options.warn ?? ((message: string) => process.stderr.write(`[anon-notify] ${message}\n`));
-    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${(error as Error).message}）`);
+    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${errorText(error)}）`);
     return undefined;
   }
 

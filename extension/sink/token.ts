@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, fchmodSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
+import { isMissingFile } from "../../common/errors.ts";
 
 export const SINK_TOKEN_BYTES = 32;
 
@@ -15,7 +16,7 @@ export function readSinkToken(tokenFile: string): string | undefined {
   try {
     text = readFileSync(tokenFile, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    if (isMissingFile(error)) return undefined;
     throw error;
   }
   const token = text.trim();

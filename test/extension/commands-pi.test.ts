@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionFactory, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { createWebhookClient } from "../../extension/delivery/delivery.ts";
+import { createWebhookClient } from "../../extension/delivery/http-client.ts";
 import { installCommandChannel, type CommandChannel } from "../../commands.ts";
 import { installPresence, createRuntimeId, type Presence } from "../../extension/presence/presence.ts";
 import { SEND_CHANNEL } from "../../extension/state-bus.ts";

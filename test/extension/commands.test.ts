@@ -11,7 +11,7 @@ import {
   unansweredAfterInterrupt,
   type ClaimFacts,
   type RunFact,
-} from "../../commands.ts";
+} from "../../extension/commands/decisions.ts";
 import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
 import { commandMessage, instructionText, renderCommandMessage } from "../../extension/commands/message.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/commands/journal.ts";
