@@ -20,6 +20,7 @@ import { errorText } from "./common/errors.ts";
 import type { ApiClient } from "./extension/delivery/http-client.ts";
 import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
 import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
+import { attachable } from "./extension/pi-handlers.ts";
 import { SEND_CHANNEL } from "./extension/state-bus.ts";
 import {
   interruptedNotice,
@@ -282,15 +283,19 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     run.instructions.set(details.data.command_id, lease);
     confirm(lease);
   });
-  pi.on("turn_end", (_event, c) => {
-    ctx = c;
-    // An interrupted run is no place for a new instruction; it waits for the settle.
-    if (c.signal?.aborted) {
-      run.aborted = true;
-      return;
-    }
-    evaluate(true);
-  });
+  // Attached only while the channel runs: a turn_end listener makes Pi build a context preview at
+  // every turn. Stopped, agent_end and the aborted stop reason still mark an interrupted run.
+  const boundary = attachable(() => [
+    pi.on("turn_end", (_event, c) => {
+      ctx = c;
+      // An interrupted run is no place for a new instruction; it waits for the settle.
+      if (c.signal?.aborted) {
+        run.aborted = true;
+        return;
+      }
+      evaluate(true);
+    }),
+  ]);
   pi.on("agent_end", (_event, c) => {
     if (c.signal?.aborted) run.aborted = true;
   });
@@ -338,6 +343,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   async function stop() {
     if (!running) return settleConfirmations();
     running = false;
+    boundary.set(false);
     generation++;
     clearTimeout(wakeTimer);
     wakeTimer = undefined;
@@ -369,6 +375,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       settings = config;
       heartbeatIntervalMs = current.config.presence.heartbeatIntervalMs;
       running = true;
+      boundary.set(true);
       failures = 0;
       lastFailure = undefined;
       const mine = ++generation;

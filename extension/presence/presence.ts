@@ -213,8 +213,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   };
 
   const beat = () => step("due");
+  // Stopped, activity is not tracked: start() begins afresh, and an inactive turn costs nothing here.
   const track = (signal: ActivitySignal) => {
-    activity = noteActivity(activity, signal, now());
+    if (running) activity = noteActivity(activity, signal, now());
   };
 
   pi.on("agent_start", (_event, c) => {
@@ -223,6 +224,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   });
   pi.on("agent_settled", (_event, c) => {
     ctx = c;
+    if (!running) return;
     activity = { ...activity, runningTools: new Map() };
     beat();
   });
@@ -231,7 +233,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     beat();
   });
   pi.on("message_update", (event) => {
-    if (event.message.role === "assistant") track({ kind: "model_output" });
+    if (running && event.message.role === "assistant") track({ kind: "model_output" });
   });
   pi.on("message_end", (event) => {
     if (event.message.role === "assistant") track({ kind: "model_output" });
