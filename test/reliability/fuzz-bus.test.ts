@@ -20,7 +20,7 @@ import { LIMITS } from "../../protocol/wire.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit.ts";
 import { EVENT_TABLE } from "../../server/event-store.ts";
-import { extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
+import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { probe } from "../helpers/probe.ts";
