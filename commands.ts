@@ -1,6 +1,6 @@
 /**
  * The command channel: instructions queued on the server for this session reach it as visible
- * steer messages (seed: Anon 显式指挥 Pi Agent). Idle, the runtime holds one claim request open
+ * steer messages. Idle, the runtime holds one claim request open
  * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
  * per `longPollMs`; the held request is withdrawn when a run starts. Busy, it claims one command at
  * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each

@@ -126,7 +126,7 @@ for (const variant of VARIANTS) {
       `  quit ${medianOf(variant, "quitMs").toFixed(0).padStart(4)} ms  events received ${medianOf(variant, "received")}`,
   );
 }
-// The bound is for a hung app (issue 6); the responsive app's figure includes the HTTP work itself.
+// The bound is for a hung app; the responsive app's figure includes the HTTP work itself.
 const blackHoled = medianOf("black-holed", "runMs") / baseline;
 console.log(`black-holed app: wall ×${blackHoled.toFixed(3)} (target ≤ ${TARGET_RATIO}): ${blackHoled <= TARGET_RATIO ? "PASS" : "FAIL"}`);
 process.exitCode = blackHoled <= TARGET_RATIO ? 0 : 1;

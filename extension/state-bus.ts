@@ -1,7 +1,7 @@
 /**
- * The extension's two EventBus contracts with other extensions (seed: Pi Web 结构化状态协议,
- * 扩展间调用): the `anon-notify:state` v1 payload it publishes, and the `anon-notify:send` requests
- * it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
+ * The extension's two EventBus contracts with other extensions (a web UI reading the state, an
+ * extension asking for a notice): the `anon-notify:state` v1 payload it publishes, and the
+ * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
  */
 import { z } from "zod";
 import { DeliveryRoute } from "../protocol/events.ts";

@@ -16,7 +16,7 @@ export interface PiContextUsage {
 }
 
 /**
- * Samples Pi's context estimate once, for one payload (seed: 上下文占用). After a compaction the
+ * Samples Pi's context estimate once, for one payload. After a compaction the
  * window is known but the usage is not: both unknowns stay null. No model, a throwing reader or
  * any impossible number makes the whole field null, so unknown never poses as 0 %.
  */

@@ -1,5 +1,5 @@
 /**
- * The governed progress tool (seed 003 §2.2, §3, §5), opt-in through `progressTool.enabled`. The
+ * The governed progress tool, opt-in through `progressTool.enabled`. The
  * model fills a structure; code validates it, renders the message and decides whether it goes out:
  * at most 6 reports a minute per run, a `progress` right after a `progress` is a duplicate, and no
  * parameter can name a recipient or channel (the server's configuration alone decides who hears

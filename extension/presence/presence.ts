@@ -1,6 +1,6 @@
 /**
  * Presence: while a session is active, the runtime tells the server it is alive and whether it is
- * idle or running (seed: 在线会话发现与主动投递). Heartbeats go to the server only, never into the
+ * idle or running, so the persona can find live sessions and reach them. Heartbeats go to the server only, never into the
  * session file. One request is in flight at a time; a heartbeat asked for meanwhile is sent once,
  * right after, with the newest state. Stopping sends one best-effort offline.
  *

@@ -1,5 +1,5 @@
 /**
- * The sink's bearer token file (seed 000, 安全): 32 random bytes as hex, mode 0600, created only when
+ * The sink's bearer token file: 32 random bytes as hex, mode 0600, created only when
  * absent and never overwritten — the app and the extension share it, whoever runs first decides,
  * and overwriting would lock the other side out with 401. Its folder is created 0700 when missing.
  */
