@@ -4,7 +4,7 @@
  * accepted. Sends go out one at a time, in the order they were handed over.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { Config } from "../config/config.ts";
+import type { Config } from "../config/schema.ts";
 import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import type { WebhookClient } from "./http-client.ts";

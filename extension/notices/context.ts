@@ -3,7 +3,8 @@
  * runtime ids, the project, the rendered source line and the context usage.
  */
 import type { ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { renderSource, type Config } from "../config/config.ts";
+import { renderSource } from "../config/config.ts";
+import { type Config } from "../config/schema.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
 import { sampleContextUsage, type NoticeContext } from "./notice.ts";
 

@@ -5,7 +5,7 @@
  * so a session switched on mid-run still reports that run; only the exact-outcome listeners wait
  * for activation.
  */
-import type { Config } from "../config/config.ts";
+import type { Config } from "../config/schema.ts";
 import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts";
 import type { Notifier } from "../delivery/notifier.ts";
 import type { RunRecorder, Observation } from "../run-recorder.ts";

@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
-import type { Config } from "../config/config.ts";
+import type { Config } from "../config/schema.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import { modelLabel, projectName } from "../session-labels.ts";

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { isSubagent } from "../../activation.ts";
-import type { Config } from "../config/config.ts";
+import type { Config } from "../config/schema.ts";
 import type { RunOutcome } from "../../lifecycle.ts";
 import { runRecorderFor, type RecordedRun } from "../run-recorder.ts";
 import { modelLabel, projectName } from "../session-labels.ts";

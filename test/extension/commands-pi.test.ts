@@ -11,7 +11,7 @@ import { createWebhookClient } from "../../extension/delivery/http-client.ts";
 import { installCommandChannel, type CommandChannel } from "../../commands.ts";
 import { installPresence, createRuntimeId, type Presence } from "../../extension/presence/presence.ts";
 import { SEND_CHANNEL } from "../../extension/state-bus.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";

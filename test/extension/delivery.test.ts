@@ -15,7 +15,7 @@ import { createNotifier, nonFinalAllowed } from "../../extension/delivery/notifi
 import { openOutbox } from "../../extension/delivery/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { ToolCallRecord } from "../../protocol/progress.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import type { NoticeContext } from "../../extension/notices/notice.ts";
 import {
   NO_REPORTS,
