@@ -1,6 +1,6 @@
 /**
  * Starts a REAL Pi runtime in-process through Pi's SDK, with pi-ai's faux provider scripting the
- * model, and loads this repository's extension from its package root (notes §7). Tests drive it
+ * model, and loads this repository's extension from its package root, as Pi's loader does for an installed package. Tests drive it
  * like a user would: prompts, slash commands, abort, fork, reload, resume.
  *
  * ANON_NOTIFY_PI=next runs the same suite against Pi 1.6.0 (npm aliases `pi-coding-agent-next`,
