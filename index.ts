@@ -16,6 +16,7 @@ import type {
 import {
   ACTIVATION_CUSTOM_TYPE,
   ACTIVATION_VERSION,
+  SUBAGENT_ENV,
   SUBAGENT_FLAG,
   USAGE_TEXT,
   enableVerdict,
@@ -47,6 +48,7 @@ import { openOutbox, type Outbox } from "./outbox.ts";
 import { installSink } from "./sink/index.ts";
 import { createRuntimeId, installPresence } from "./presence.ts";
 import { installCommandChannel } from "./commands.ts";
+import { swallowedByFlag, swallowedPromptMessage } from "./subagent-flag.ts";
 import { installProgressTool, type ProgressTarget } from "./progress-tool.ts";
 import { RecipientAnswer, type EventBody } from "./protocol.ts";
 import {
@@ -101,6 +103,8 @@ interface RunState {
 }
 
 export default function anonNotify(pi: ExtensionAPI): void {
+  const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
+  if (swallowed !== undefined) throw new Error(swallowedPromptMessage(SUBAGENT_FLAG, swallowed, SUBAGENT_ENV));
   pi.registerFlag(SUBAGENT_FLAG, {
     type: "boolean",
     default: false,
