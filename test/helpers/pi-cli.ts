@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { PI_FLAVOUR, PI_PACKAGE } from "./pi-flavour.ts";
 
@@ -133,9 +133,25 @@ export interface PiHome {
   readonly root: string;
   readonly agentDir: string;
   readonly cwd: string;
-  /** The environment every run gets: nothing from the test's own except PATH. */
+  /** The environment every run gets (see isolatedEnv). */
   readonly env: Record<string, string>;
   dispose(): void;
+}
+
+/**
+ * The test's environment without anything that would steer Pi, the extension or npm from outside the
+ * temp home (PI_*, ANON_NOTIFY_*, the npm_* an `npm test` run exports). The machine's network setup
+ * (CA files, proxies) stays, and npm keeps the user's own config file and cache although HOME moves:
+ * `pi install` runs npm, which must reach the registry or its cache as it would for the user.
+ */
+function isolatedEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !/^(PI_|ANON_NOTIFY_|npm_)/i.test(name)) env[name] = value;
+  }
+  env.npm_config_userconfig = process.env.npm_config_userconfig ?? join(homedir(), ".npmrc");
+  env.npm_config_cache = process.env.npm_config_cache ?? join(homedir(), ".npm");
+  return env;
 }
 
 /**
@@ -166,6 +182,7 @@ export function makePiHome(model: StubModel, root = mkdtempSync(join(tmpdir(), "
     agentDir,
     cwd,
     env: {
+      ...isolatedEnv(),
       PATH: [join(REPO, "node_modules/.bin"), process.env.PATH ?? ""].join(delimiter),
       HOME: home,
       PI_CODING_AGENT_DIR: agentDir,
