@@ -7,7 +7,7 @@
  */
 import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
-import { SUBAGENT_FLAG } from "./activation.ts";
+import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { noticeContext } from "./extension/notices/context.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
@@ -18,12 +18,15 @@ import { createRuntimeId, installPresence } from "./extension/presence/presence.
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
 import { closeSession, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
+import { swallowedByFlag, swallowedPromptMessage } from "./extension/session/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/session/toggle.ts";
 import { installSink } from "./extension/sink/index.ts";
 
 const debug = debuglog("anon-notify");
 
 export default function anonNotify(pi: ExtensionAPI): void {
+  const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
+  if (swallowed !== undefined) throw new Error(swallowedPromptMessage(SUBAGENT_FLAG, swallowed, SUBAGENT_ENV));
   pi.registerFlag(SUBAGENT_FLAG, {
     type: "boolean",
     default: false,
