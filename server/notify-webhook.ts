@@ -21,6 +21,7 @@ import { CommandRoutes, CommandStore } from "./command-queue.ts";
 import { EventStore } from "./event-store.ts";
 import { OperatorRoutes, OperatorService } from "./operator.ts";
 import { PersonaTools } from "./yesimbot-tools.ts";
+import { ConsolePage } from "./console/index.ts";
 
 const { Schema } = koishi;
 
@@ -60,6 +61,9 @@ export interface Config {
   watchdogCheckIntervalMs: number;
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
+  consoleActions: boolean;
+  consoleAuthority: number;
+  consoleOrigins: string[];
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -98,6 +102,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
   }).description("审计"),
+  Schema.object({
+    consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面发送和撤回指令。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
+    consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
+    consoleOrigins: Schema.array(Schema.string().role("link")).default([]).description("除了本机地址（IP 或 localhost）之外，允许打开“Pi 会话”页面的来源，例如反向代理的 `https://bot.example.com`。其他网站的页面一律被拒绝。"),
+  }).description("控制台"),
 ]);
 
 export function apply(ctx: Context, config: Config) {
@@ -121,6 +130,13 @@ export function apply(ctx: Context, config: Config) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });
   }
+  ctx.plugin(ConsolePage, {
+    registry,
+    operator,
+    audit,
+    events,
+    options: { actions: config.consoleActions, authority: config.consoleAuthority, origins: config.consoleOrigins },
+  });
   ctx.plugin(YesImBotV3, { personas, target: config });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
 }
