@@ -38,6 +38,7 @@ export const usage = `
 - 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
 - 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
 - 看门狗：运行中的会话长时间没有新活动时提醒“可能卡住”，心跳中断且没有正常下线时提醒“运行中失联”；每次异常只提醒一次，和普通事件一样投递、一样计入限流。
+- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则只读，除非开启 consoleActions。
 - 审计：接受的事件、交给人格或直接发送的原文、人格工具调用、运维请求、指令状态变化都会落库（不含任何 Token，图片只记数量、大小和摘要），用 \`GET /operator/audit\` 查询，按保留天数自动清理。
 `;
 

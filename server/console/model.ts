@@ -177,7 +177,8 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     outcome = [field(data, "status"), field(data, "error")].filter((part) => part !== null && part !== undefined).join(" ") || null;
     detail = true;
   } else if (family === "console" || family === "persona") {
-    text = clip(field(data, "input"));
+    const input = record(field(data, "input"));
+    text = clip(input.instruction ?? input.command_id ?? input.event_id ?? field(data, "input"));
     outcome = String(field(data, "error") ?? field(data, "status") ?? "") || null;
     detail = true;
   } else if (family === "tool_call") {

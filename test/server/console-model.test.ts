@@ -72,5 +72,6 @@ test("a timeline line says what it was about and how it ended", () => {
   const handed = timelineItem({ ...entry, action: "event.sent_direct", data: { outcome: { kind: "error", error: "bot_offline" }, text: "x".repeat(500) } });
   assert.deepEqual([handed.outcome, handed.text.length], ["error: bot_offline", 200]);
   assert.equal(timelineItem({ ...entry, action: "command.cancelled", data: {} }).outcome, "cancelled");
-  assert.equal(timelineItem({ ...entry, action: "console.send", data: { input: { instruction: "hi" }, status: "refused", error: "read_only" } }).outcome, "read_only");
+  const refused = timelineItem({ ...entry, action: "console.send", data: { input: { session_id: "s-1", instruction: "hi" }, status: "refused", error: "read_only" } });
+  assert.deepEqual([refused.text, refused.outcome], ["hi", "read_only"]);
 });
