@@ -251,8 +251,12 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
   }));
 }
 
+/**
+ * YesImBot 3.0.3 keeps only a call's status and `result` in the history its model reads (the
+ * `error` object is dropped), so the reason is carried in `result` as well.
+ */
 function refusal(name: string, message: string, retryable = false): ToolCallResult {
-  return { status: "error", error: { name, message, retryable } };
+  return { status: "error", result: { error: name, message }, error: { name, message, retryable } };
 }
 
 /**
