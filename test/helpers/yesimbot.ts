@@ -111,6 +111,7 @@ export interface AgentReply {
 }
 
 export type Responder = (request: ModelRequest) => AgentReply | Promise<AgentReply>;
+export type RequestMatch = (request: ModelRequest) => boolean;
 
 /** All text YesImBot sent in one chat request (system and user prompts). */
 export function promptText(request: ModelRequest): string {
@@ -127,12 +128,20 @@ export function occurrences(haystack: string, needle: string): number {
 
 export const IDLE_REPLY: AgentReply = { thoughts: { observe: "", analyze_infer: "", plan: "" }, actions: [], request_heartbeat: false };
 
+/** The part of YesImBot's prompt with what is new this turn or heartbeat (its instructions mention the tag earlier). */
+export function newEvents(request: ModelRequest): string {
+  const text = promptText(request);
+  return text.slice(text.lastIndexOf("<new_events>"), text.lastIndexOf("</new_events>"));
+}
+
 /**
- * An OpenAI-compatible chat endpoint on 127.0.0.1. Each chat request takes the next scripted
- * responder (or answers with an idle reply when none is queued), streamed or not as asked.
+ * An OpenAI-compatible chat endpoint on 127.0.0.1. Each chat request is answered by the first
+ * waiting rule it matches (each rule answers once), else by the next scripted responder, else with
+ * an idle reply; streamed or not as asked.
  */
 export class StubModel {
   readonly requests: ModelRequest[] = [];
+  readonly #rules: { match: RequestMatch; responder: Responder }[] = [];
   readonly #responders: Responder[] = [];
   readonly #waiters = new Set<() => void>();
   #server: Server | undefined;
@@ -157,16 +166,30 @@ export class StubModel {
     for (const responder of responders) this.#responders.push(typeof responder === "function" ? responder : () => responder);
   }
 
+  /** Answers the first request that `match`es (once), whenever it comes. */
+  when(match: RequestMatch, responder: Responder | AgentReply): void {
+    this.#rules.push({ match, responder: typeof responder === "function" ? responder : () => responder });
+  }
+
   get chatRequests(): ModelRequest[] {
     return this.requests.filter((r) => r.path.endsWith("/chat/completions"));
   }
 
   /** Resolves with the n-th chat request (1-based) once it has arrived. */
-  async chatRequest(n: number, what = `model request #${n}`, timeoutMs = 20_000): Promise<ModelRequest> {
+  chatRequest(n: number, what = `model request #${n}`): Promise<ModelRequest> {
+    return this.until(() => this.chatRequests[n - 1], what);
+  }
+
+  /** Resolves with the first chat request that `match`es, once it has arrived. */
+  request(match: RequestMatch, what: string): Promise<ModelRequest> {
+    return this.until(() => this.chatRequests.find(match), what);
+  }
+
+  async until<T>(check: () => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const request = this.chatRequests[n - 1];
-      if (request) return request;
+      const found = check();
+      if (found !== undefined) return found;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`never happened: ${what}`);
       await new Promise<void>((resolve) => {
@@ -192,7 +215,8 @@ export class StubModel {
       res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "stub: not found" } }));
       return;
     }
-    const responder = this.#responders.shift();
+    const rule = this.#rules.findIndex((r) => r.match(request));
+    const responder = rule === -1 ? this.#responders.shift() : this.#rules.splice(rule, 1)[0]!.responder;
     const reply = responder ? await responder(request) : IDLE_REPLY;
     const text = JSON.stringify(reply);
     const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };

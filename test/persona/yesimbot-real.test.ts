@@ -6,6 +6,9 @@
  */
 import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import type { ForkScope } from "koishi";
 import { EventBody } from "../../protocol.ts";
 import { buildEventBlock } from "../../server/persona/block.ts";
@@ -15,6 +18,7 @@ import {
   FIXTURE_DIR,
   FIXTURE_PRESENT,
   StubModel,
+  newEvents,
   occurrences,
   promptText,
   useYesImBotServices,
@@ -23,7 +27,9 @@ import {
   type AgentReply,
   type ModelRequest,
 } from "../helpers/yesimbot.ts";
-import { OPERATOR_TOKEN } from "../server/agent-api.ts";
+import { ai, makeRoot, startPi, type PiHarness } from "../helpers/pi.ts";
+import { commandMessages, gatedTool } from "../helpers/session-commands.ts";
+import { OPERATOR_TOKEN, operatorApi } from "../server/agent-api.ts";
 import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../server/client.ts";
 import { MockBot } from "../server/persona-standin.ts";
 
@@ -52,6 +58,10 @@ interface World {
   blockOf(event: Record<string, unknown>): Promise<string>;
   /** A chat message from the owner, in their private chat or in the group. */
   say(where: "dm" | "group", text: string): Promise<void>;
+  /** Waits until no chat of YesImBot's is mid-turn (a peek at its scheduler). */
+  untilIdle(): Promise<void>;
+  /** A real Pi session with this extension, switched on and online at this server. */
+  startPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
 }
 
 const YesImBot = FIXTURE_PRESENT ? yesImBotPlugin() : undefined;
@@ -66,6 +76,7 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
     ],
   });
   const forks: ForkScope[] = [];
+  const pis: PiHarness[] = [];
   const koishi = await startKoishi({
     config: { botId: "mock:514", recipientId: OWNER, operatorToken: OPERATOR_TOKEN, injectRetryDelayMs: 20, injectMaxAttempts: 10_000, ...options.config },
     plugins: (use) => {
@@ -74,7 +85,10 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
       if (!options.yesImBotLater) use(YesImBot!, config);
     },
   });
+  const savedEnv = { ...process.env };
   t.after(async () => {
+    for (const pi of pis) await pi.dispose().catch(() => undefined);
+    process.env = savedEnv;
     for (const fork of forks.reverse()) fork.dispose();
     await koishi.stop();
     await model.stop();
@@ -111,6 +125,28 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
     async say(where, text) {
       await koishi.app.mock.client(OWNER, where === "group" ? GROUP : undefined).receive(text);
     },
+    async untilIdle() {
+      const agent = koishi.app["yesimbot.agent"] as { scheduler?: { runningTasks?: Set<string> } };
+      await eventually(() => (agent.scheduler?.runningTasks?.size === 0 ? true : undefined), "YesImBot idle");
+    },
+    async startPi(tools = []) {
+      const root = makeRoot();
+      Object.assign(process.env, {
+        PI_CODING_AGENT_DIR: join(root, "agent"),
+        ANON_NOTIFY_ENDPOINT: `${koishi.baseUrl}/events`,
+        ANON_NOTIFY_TOKEN: koishi.token,
+        ANON_NOTIFY_RECIPIENT_QQ: OWNER,
+        // Pi's side names Anon's QQ number; the mock bot's id is not one.
+        ANON_NOTIFY_ANON_QQ: "10002",
+      });
+      const pi = await startPi({ root, tools });
+      pis.push(pi);
+      await pi.prompt("/anon-notify");
+      const sessionId = pi.session.sessionManager.getSessionId();
+      const operator = operatorApi(koishi);
+      await eventually(async () => ((await operator.sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId) ? true : undefined), "the Pi session online", 3_000);
+      return { pi, sessionId };
+    },
   };
 }
 
@@ -126,11 +162,31 @@ function listedTools(request: ModelRequest): string[] {
   return TOOL_NAMES.filter((name) => new RegExp(`^${name}$`, "m").test(section));
 }
 
-/** The observation YesImBot fed back for one tool call (the heartbeat after it). */
-function observation(request: ModelRequest, fn: string): string | undefined {
+/** The observations YesImBot fed back for calls of one tool, oldest first (its instructions mention the tag too). */
+function observations(request: ModelRequest, fn: string): string[] {
   const text = promptText(request);
-  const matches = [...text.matchAll(/<observation>([\s\S]*?)<\/observation>/g)].map((m) => m[1]!);
-  return matches.filter((m) => m.includes(`<function>${fn}</function>`)).at(-1);
+  const matches = [...text.slice(text.lastIndexOf("<world_state>")).matchAll(/<observation>([\s\S]*?)<\/observation>/g)].map((m) => m[1]!);
+  return matches.filter((m) => m.includes(`<function>${fn}</function>`));
+}
+
+function observation(request: ModelRequest, fn: string): string | undefined {
+  return observations(request, fn).at(-1);
+}
+
+/** A heartbeat whose new events hold the result of a call of `fn`. */
+const resultOf = (fn: string) => (request: ModelRequest) => newEvents(request).includes(`<function>${fn}</function>`);
+/** A turn started by the owner's message `text`. */
+const ownerSaid = (text: string) => (request: ModelRequest) => newEvents(request).includes(`] ${text}</message>`);
+
+function field(text: string | undefined, key: string): string {
+  const value = text?.match(new RegExp(`"${key}": ?"([^"]+)"`))?.[1];
+  assert.ok(value, `no ${key} in ${text}`);
+  return value;
+}
+
+async function commandState(koishi: KoishiHarness, sessionId: string, commandId: string): Promise<string | undefined> {
+  const { body } = await operatorApi(koishi).list(sessionId);
+  return body.commands.find((c: { command_id: string }) => c.command_id === commandId)?.state;
 }
 
 describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture not found at ${FIXTURE_DIR}` }, () => {
@@ -241,6 +297,83 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     world.model.script(reply([act("agent_sessions")]));
     await world.say("group", "还在吗");
     assert.deepEqual(listedTools(await world.model.chatRequest(3, "a group turn after the reload")), [], "the list filter follows the reload");
+  });
+  test("a Pi run's notice reaches the persona, and the persona's agent_command reaches that Pi session", { timeout: 60_000 }, async (t) => {
+    const world = await startWorld(t);
+    const { pi, sessionId } = await world.startPi();
+    const notice = (request: ModelRequest) => newEvents(request).includes('"task": "修复登录页"');
+    world.model.when(notice, (request) =>
+      reply(
+        [
+          act("send_message", { message: "登录页修好了，我让它再跑一遍测试" }),
+          act("agent_command", { event_id: field(newEvents(request), "event_id"), session_id: field(newEvents(request), "session_id"), instruction: "请再跑一遍测试" }),
+        ],
+        true,
+      ),
+    );
+    pi.script([ai.fauxAssistantMessage("登录页已修复"), ai.fauxAssistantMessage("测试全部通过")]);
+    await pi.prompt("修复登录页");
+
+    const noticeTurn = await world.model.request(notice, "the persona's turn for the Pi notice");
+    assert.equal(field(newEvents(noticeTurn), "session_id"), sessionId);
+    const result = observation(await world.model.request(resultOf("agent_command"), "the agent_command result"), "agent_command");
+    assert.ok(result?.includes("<status>success</status>"), result);
+    const commandId = field(result, "command_id");
+    await eventually(() => (commandMessages(pi).length > 0 ? true : undefined), "the instruction delivered to the Pi session");
+    assert.deepEqual(commandMessages(pi).map((m) => [m.details.command_id, m.content]), [[commandId, "请再跑一遍测试"]]);
+    await eventually(async () => ((await commandState(world.koishi, sessionId, commandId)) === "accepted" ? true : undefined), "the instruction accepted");
+    await eventually(() => (pi.modelCalls.length >= 2 ? true : undefined), "Pi's model called for the instruction");
+    assert.deepEqual(pi.modelCalls[1]!.messages.at(-1)!.content, [{ type: "text", text: "请再跑一遍测试" }]);
+    assert.deepEqual(world.sent[0], [OWNER_CHAT, "登录页修好了，我让它再跑一遍测试"]);
+  });
+
+  test("agent_session_message reaches the Pi session; agent_commands lists it; agent_command_cancel withdraws only what was not delivered", { timeout: 60_000 }, async (t) => {
+    const world = await startWorld(t);
+    const slow = gatedTool("slow");
+    const { pi, sessionId } = await world.startPi([slow.tool]);
+    // Pi busy inside a tool: instructions wait in the queue, cancellable until claimed.
+    pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("长任务完成"), ai.fauxAssistantMessage("README 已更新")]);
+    const run = pi.prompt("开始一个长任务");
+    await slow.started;
+
+    const asked = "让它顺便更新 README，再清理日志";
+    world.model.when(ownerSaid(asked), reply([act("agent_session_message", { session_id: sessionId, content: "请顺便更新 README" }), act("agent_session_message", { session_id: sessionId, content: "再把日志清理掉" })], true));
+    world.model.when(resultOf("agent_session_message"), (request) => {
+      // New events hold only what followed the last action; the second call's result is the latest.
+      const withdrawn = field(observation(request, "agent_session_message"), "command_id");
+      return reply([act("agent_command_cancel", { session_id: sessionId, command_id: withdrawn }), act("agent_commands", { session_id: sessionId })], true);
+    });
+    await world.say("dm", asked);
+    const sentResults = observations(await world.model.request(resultOf("agent_session_message"), "the agent_session_message results"), "agent_session_message");
+    assert.equal(sentResults.length, 2);
+    const [kept, withdrawn] = sentResults.map((r) => field(r, "command_id")) as [string, string];
+    const listing = await world.model.request(resultOf("agent_commands"), "the agent_commands result");
+    assert.match(observation(listing, "agent_command_cancel") ?? "", /<status>success<\/status>[\s\S]*"state":"cancelled"/);
+    const listed = observation(listing, "agent_commands") ?? "";
+    assert.ok(listed.includes("<status>success</status>"), listed);
+    const states = [...listed.matchAll(/"command_id":"([^"]+)"[^{}]*?"state":"([a-z_]+)"/g)].map((m) => [m[1], m[2]]);
+    assert.deepEqual(states.sort(), [[kept, "pending"], [withdrawn, "cancelled"]].sort());
+
+    slow.release();
+    await run;
+    await eventually(async () => ((await commandState(world.koishi, sessionId, kept)) === "accepted" ? true : undefined), "the kept instruction accepted");
+    assert.deepEqual(commandMessages(pi).map((m) => m.content), ["请顺便更新 README"]);
+    const seen = JSON.stringify(pi.modelCalls.map((c) => c.messages));
+    assert.equal(seen.includes("再把日志清理掉"), false, "the withdrawn instruction never reached Pi's model");
+
+    // The owner speaks once the persona has answered the notice of that run (YesImBot skips a
+    // message that arrives mid-turn, by default).
+    await world.model.request((r) => newEvents(r).includes('"task": "请顺便更新 README"'), "the persona's turn for the instruction's run");
+    await world.untilIdle();
+
+    // Past the cut-off the refusal, with its reason, is what the persona reads back.
+    const again = "把第一条也撤回吧";
+    world.model.when(ownerSaid(again), reply([act("agent_command_cancel", { session_id: sessionId, command_id: kept })], true));
+    await world.say("dm", again);
+    const refusal = await world.model.request((r) => resultOf("agent_command_cancel")(r) && promptText(r).includes(again), "the late cancel's result");
+    const refused = observation(refusal, "agent_command_cancel") ?? "";
+    assert.ok(refused.includes("<status>error</status>"), refused);
+    assert.ok(refused.includes("already_accepted") && refused.includes("Pi 已经接收该指令，不能撤回"), refused);
   });
 });
 
