@@ -106,7 +106,7 @@ test("an idle session receives an instruction through the held claim, journals i
   await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   assert.equal(api.heartbeats.length, 1, "exactly one heartbeat before the first claim");
   assert.equal(api.heartbeats[0]!.state, "idle");
-  assert.equal(api.heartbeats[0]!.command_protocol, 2);
+  assert.equal(api.heartbeats[0]!.command_protocol, 3);
   const held = api.claims.at(-1)!.query;
   assert.equal(held.wait_ms, 20_000);
   assert.equal(held.capabilities, "images");

@@ -79,7 +79,7 @@ test("the interrupted-instruction notice is a valid anon-notify:send request tha
 });
 
 test("the session message is the plain instruction, or text then image blocks; ids only in details", () => {
-  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
+  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, kind: "instruction" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
   const plain = commandMessage({ ...base, images: [] }, "s-1");
   assert.equal(plain.content, "请再跑一次测试");
   assert.equal(plain.customType, "anon-notify:command");
@@ -146,6 +146,7 @@ test("Pi's own custom-message component draws the instruction under its origin l
       command_id: "c-1",
       event_id: "e-1",
       origin: "proactive",
+      kind: "instruction",
       instruction: "看看这张图",
       images: [{ mime_type: "image/png", data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=" }],
       created_at: "2026-11-30T03:00:00.000Z",

@@ -47,7 +47,7 @@ export interface ScriptedApi {
 }
 
 export function command(id: string, instruction: string, extra: Partial<ClaimedCommand> = {}): ClaimedCommand {
-  return { command_id: id, event_id: `ev-${id}`, origin: "anon", instruction, images: [], created_at: new Date().toISOString(), ...extra };
+  return { command_id: id, event_id: `ev-${id}`, origin: "anon", kind: "instruction", instruction, images: [], created_at: new Date().toISOString(), ...extra };
 }
 
 export async function startScriptedApi(): Promise<ScriptedApi> {
