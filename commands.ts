@@ -1,10 +1,10 @@
 /**
  * The command channel: instructions queued on the server for this session reach it as visible
- * steer messages. Idle, the runtime holds one claim request open
- * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
- * per `longPollMs`; when a run starts, a protocol-3 server answers the held request (the run's
- * heartbeat ends it) and whatever it carries is read, while an older server's is abandoned. Busy, it claims one command at
- * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
+ * steer messages. Idle, the runtime holds one claim request open (long poll), so an instruction
+ * arrives within milliseconds and an idle session costs one request per `longPollMs`; when a run
+ * starts, a protocol-3 server answers the held request (the run's heartbeat ends it) and whatever
+ * it carries is read, while an older server's is abandoned. Busy, it claims one command at a turn
+ * boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
  * command reaches the session once: its id is journaled and flushed before the ACK, and a command
  * whose id is already journaled, or already in the session, is ACKed without being delivered again.
  *
