@@ -15,6 +15,7 @@ import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from ".
 import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import type { ConsoleView } from "../../server/console/index.ts";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
+import { ChangeWaiters } from "./wait.ts";
 
 const require = createRequire(import.meta.url);
 export const consolePlugin = require("@koishijs/plugin-console").default as Plugin<Context>;
@@ -29,7 +30,7 @@ export const CONSOLE_WS_PATH = "/status";
 export class ConsoleSocket {
   readonly store: Record<string, unknown> = {};
   readonly #socket: WebSocket;
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new ChangeWaiters();
   readonly #responses = new Map<string, (body: { value?: unknown; error?: unknown }) => void>();
   #next = 0;
   closed = false;
@@ -40,11 +41,11 @@ export class ConsoleSocket {
       const message = JSON.parse(String(event.data)) as { type: string; body: { key?: string; value?: unknown; id?: string } };
       if (message.type === "data") this.store[message.body.key!] = message.body.value;
       else if (message.type === "response") this.#responses.get(message.body.id!)?.(message.body);
-      for (const wake of [...this.#waiters]) wake();
+      this.#waiters.changed();
     });
     socket.addEventListener("close", () => {
       this.closed = true;
-      for (const wake of [...this.#waiters]) wake();
+      this.#waiters.changed();
     });
   }
 
@@ -90,15 +91,7 @@ export class ConsoleSocket {
       if (value !== undefined && value !== false) return value as T;
       const left = deadline - Date.now();
       if (left <= 0 || this.closed) throw new Error(`never happened within ${ms} ms: ${what}`);
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          this.#waiters.delete(wake);
-          resolve();
-        };
-        const timer = setTimeout(wake, left);
-        this.#waiters.add(wake);
-      });
+      await this.#waiters.next(left);
     }
   }
 

@@ -13,3 +13,28 @@ export async function waitUntil<T>(check: () => T | undefined | false | Promise<
     await delay(10);
   }
 }
+
+/**
+ * Wake-ups for harnesses that record what arrives: `until` checks again on every `changed()` and
+ * gives up at the deadline, so a wait ends as soon as its condition holds without polling.
+ */
+export class ChangeWaiters {
+  readonly #waiters = new Set<() => void>();
+
+  changed(): void {
+    for (const wake of [...this.#waiters]) wake();
+  }
+
+  /** Resolves at the next `changed()` or after `ms`, whichever comes first. */
+  next(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#waiters.add(wake);
+    });
+  }
+}

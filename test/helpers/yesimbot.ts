@@ -15,6 +15,7 @@ import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
 import type { Context, Plugin } from "koishi";
 import type { Use } from "../../harness/koishi.ts";
+import { ChangeWaiters } from "./wait.ts";
 
 const REPO_ROOT = resolve(import.meta.dirname, "../..");
 const TARBALL = "koishi-plugin-yesimbot-3.0.3.tgz";
@@ -143,7 +144,7 @@ export class StubModel {
   readonly requests: ModelRequest[] = [];
   readonly #rules: { match: RequestMatch; responder: Responder }[] = [];
   readonly #responders: Responder[] = [];
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new ChangeWaiters();
   #server: Server | undefined;
   url = "";
 
@@ -192,15 +193,7 @@ export class StubModel {
       if (found !== undefined) return found;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`never happened: ${what}`);
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          this.#waiters.delete(wake);
-          resolve();
-        };
-        const timer = setTimeout(wake, left);
-        this.#waiters.add(wake);
-      });
+      await this.#waiters.next(left);
     }
   }
 
@@ -210,7 +203,7 @@ export class StubModel {
     const raw = Buffer.concat(chunks).toString("utf8");
     const request: ModelRequest = { path: req.url ?? "", body: raw ? JSON.parse(raw) : {} };
     this.requests.push(request);
-    for (const wake of [...this.#waiters]) wake();
+    this.#waiters.changed();
     if (!request.path.endsWith("/chat/completions")) {
       res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "stub: not found" } }));
       return;
