@@ -4,14 +4,14 @@
 import { z } from "zod";
 import { CommandImage, CommandSummary } from "./commands.ts";
 import { SessionProjection } from "./sessions.ts";
-import { Id, LIMITS } from "./wire.ts";
+import { Id, LIMITS, isStorableText, NOT_STORABLE } from "./wire.ts";
 
 export const OperatorCreateCommand = z.strictObject({
   session_id: Id,
   event_id: Id.optional(),
-  instruction: z.string().min(1).max(LIMITS.instructionChars),
+  instruction: z.string().min(1).max(LIMITS.instructionChars).refine(isStorableText, NOT_STORABLE),
   images: z.array(CommandImage).max(LIMITS.imagesPerCommand).optional(),
-  request_key: z.string().min(1).max(512).optional(),
+  request_key: z.string().min(1).max(512).refine(isStorableText, NOT_STORABLE).optional(),
 });
 export type OperatorCreateCommand = z.infer<typeof OperatorCreateCommand>;
 

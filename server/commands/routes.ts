@@ -5,6 +5,7 @@
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { AckBody, ClaimQuery } from "../../protocol/commands.ts";
+import { Id } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
@@ -54,7 +55,7 @@ export const CommandRoutes = {
 
     api.route(ctx, { method: "POST", path: "/commands/:command_id/ack", auth: "agent" }, async (request) => {
       const body = parseWith(AckBody, request.body);
-      await commands.ack(request.params.command_id ?? "", body);
+      await commands.ack(parseWith(Id, request.params.command_id), body);
       return json(200, { state: "accepted" });
     });
   },

@@ -12,7 +12,7 @@ import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
-import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
+import { API_BASE_PATH, LIMITS, isStorableText, jsonDepth, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { errorAnswer, json, type JsonAnswer } from "./status.ts";
 
@@ -138,6 +138,9 @@ export class HttpApi {
     this.#authorize(c.get("authorization"), spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
     const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes));
+    const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
+    const query = new URLSearchParams(c.querystring);
+    refuseUnstorable(params, query);
     const abort = new AbortController();
     const onClose = () => {
       if (!c.res.writableEnded) abort.abort();
@@ -145,8 +148,8 @@ export class HttpApi {
     c.res.once("close", onClose);
     try {
       const request: RouteRequest = {
-        params: (c as KoaContext & { params?: Record<string, string> }).params ?? {},
-        query: new URLSearchParams(c.querystring),
+        params,
+        query,
         header: (name) => c.get(name) || undefined,
         body,
         signal: abort.signal,
@@ -191,9 +194,26 @@ async function readBody(c: KoaContext, maxBytes: number): Promise<Buffer> {
 }
 
 function parseJson(raw: Buffer): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(raw.toString("utf8"));
+    value = JSON.parse(raw.toString("utf8"));
   } catch {
     throw new DomainError("invalid_json");
   }
+  // The parser itself takes any depth, but every recursive step after it (validation, hashing, rendering) would not.
+  if (jsonDepth(value) > LIMITS.jsonDepth) {
+    throw new DomainError("invalid_request", { issues: [{ path: "", message: `nested deeper than ${LIMITS.jsonDepth} levels` }] });
+  }
+  return value;
+}
+
+/** Path and query values are ids, keys and numbers: one that could not be stored or logged as it is gets 400 here. */
+function refuseUnstorable(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
+  const issues = [
+    ...Object.entries(params).map(([name, value]) => [name, value] as const),
+    ...[...query].map(([name, value]) => [name, value] as const),
+  ]
+    .filter(([name, value]) => !isStorableText(name) || !isStorableText(value))
+    .map(([name]) => ({ path: isStorableText(name) ? name : "(query)", message: NOT_STORABLE }));
+  if (issues.length > 0) throw new DomainError("invalid_request", { issues });
 }

@@ -1,7 +1,7 @@
 /** The operator service for people and scripts, under `/operator/`, with the operator token. */
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
-import { LIMITS } from "../../protocol/wire.ts";
+import { Id, LIMITS } from "../../protocol/wire.ts";
 import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
@@ -35,7 +35,7 @@ export const OperatorRoutes = {
 
     api.route(ctx, { method: "POST", path: "/operator/commands/:command_id/cancel", auth: "operator" }, async (request) => {
       const body = parseWith(OperatorCancelBody, request.body);
-      await operator.cancel(body.session_id, request.params.command_id ?? "");
+      await operator.cancel(body.session_id, parseWith(Id, request.params.command_id));
       return json(200, { state: "cancelled" });
     });
 

@@ -12,6 +12,7 @@
  */
 import type { Bot, Context } from "koishi";
 import { findBot } from "../delivery/bot.ts";
+import { withoutMarkers } from "./block.ts";
 import type { InjectOutcome, PersonaEvent, PersonaSlot } from "./port.ts";
 
 export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;
@@ -91,6 +92,8 @@ async function injectV3(ctx: Context, target: YesImBotTarget, { eventId, block, 
   if (typeof scheduler?.isBusy === "function" && scheduler.isBusy(session.cid)) {
     return { kind: "busy", reason: `YesImBot 会话 ${session.cid} 正在进行回合` };
   }
+  // Handed on as an object, so its agent-written text is defused the way the block's is.
+  const eventObject = withoutMarkers({ ...event }) as object;
   await ctx["yesimbot.world-state"].recordSystemEvent({
     // Unique per attempt: a repeat after a crash is a new history entry, not a key conflict that blocks the event.
     id: `anon-notify:${eventId}:${attempt}`,
@@ -98,7 +101,7 @@ async function injectV3(ctx: Context, target: YesImBotTarget, { eventId, block, 
     channelId,
     type: SYSTEM_EVENT_TYPE,
     timestamp: new Date(),
-    payload: { ...event },
+    payload: eventObject,
     message: block,
   });
   ctx.emit("agent/stimulus", {
@@ -106,7 +109,7 @@ async function injectV3(ctx: Context, target: YesImBotTarget, { eventId, block, 
     channelCid: session.cid,
     session,
     priority: target.stimulusPriority,
-    payload: { eventType: SYSTEM_EVENT_TYPE, details: { ...event }, message: block },
+    payload: { eventType: SYSTEM_EVENT_TYPE, details: eventObject, message: block },
   });
   return { kind: "injected" };
 }
