@@ -106,6 +106,7 @@ export const ErrorCode = z.enum([
   "not_ready",
   "not_found",
   "session_offline",
+  "session_in_use",
   "event_session_mismatch",
   "delivery_started",
   "already_accepted",

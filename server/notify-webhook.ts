@@ -112,6 +112,10 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * it needs. Everything hangs off `ctx`, so disposing the plugin stops every route, timer and worker.
  */
 export function apply(ctx: Context, config: Config) {
+  // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
+  if (config.operatorToken && config.operatorToken === config.token) {
+    throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
+  }
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));

@@ -32,14 +32,17 @@ const { Schema } = koishi;
 /** Who may use the tools: the configured recipient, in a private chat with the configured bot. */
 export interface OwnerScope {
   recipientId: string;
-  /** `platform:selfId`; empty matches any bot. */
+  /** `platform:selfId`; the platform half makes the owner a platform + user id pair. Empty: no owner. */
   botId: string;
 }
 
+/**
+ * A user id means something only on its platform: without a configured bot there is no platform,
+ * and the same id on any other platform would pass, so nobody is the owner.
+ */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {
-  if (!session || !owner.recipientId || !session.isDirect) return false;
-  if (owner.botId && session.sid !== owner.botId) return false;
-  return session.userId === owner.recipientId;
+  if (!session || !owner.recipientId || !owner.botId || !session.isDirect) return false;
+  return session.sid === owner.botId && session.userId === owner.recipientId;
 }
 
 const ImagesParam = OperatorCreateCommand.shape.images;

@@ -4,6 +4,7 @@
  * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
  */
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
+import { DomainError } from "../errors.ts";
 
 export interface SessionEntry {
   heartbeat: Heartbeat;
@@ -33,8 +34,16 @@ export class SessionRegistry {
     return () => void this.listeners.delete(listener);
   }
 
-  /** The newest heartbeat wins, whichever runtime sent it: that runtime is the one polling now. */
+  /**
+   * A session belongs to the runtime that registered it until that runtime goes offline or its
+   * heartbeats expire; another runtime's heartbeat before then is refused `session_in_use` (with
+   * the time until expiry), so nobody takes over a live session's commands silently.
+   */
   record(heartbeat: Heartbeat): void {
+    const current = this.entries.get(heartbeat.session_id);
+    if (current && current.heartbeat.runtime_id !== heartbeat.runtime_id && this.isLive(current)) {
+      throw new DomainError("session_in_use", { retryAfterSeconds: (current.lastSeenMs + this.ttlMs - this.now()) / 1000 });
+    }
     const entry = { heartbeat, lastSeenMs: this.now() };
     this.entries.set(heartbeat.session_id, entry);
     this.emit({ kind: "recorded", entry });

@@ -2,17 +2,25 @@
  * What a hostile agent-token holder, a slow client or a flood still got through, closed one by one:
  * each test names the property it holds the server to.
  */
-import { describe, test } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
+import { chmod, mkdtemp, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Context, Session } from "koishi";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { DomainError } from "../../server/errors.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
+import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
-import { startKoishi } from "../../harness/koishi.ts";
-import { OPERATOR_TOKEN, call, onlineServer } from "../../harness/agent-api.ts";
+import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
+import { SessionRegistry } from "../../server/sessions/registry.ts";
+import { ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
+import { freePort, startKoishi } from "../../harness/koishi.ts";
+import { OPERATOR_TOKEN, call, heartbeatOf, onlineServer } from "../../harness/agent-api.ts";
 import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { hostileString } from "../reliability/support.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
@@ -167,4 +175,103 @@ describe("every text reaching the database round-trips or is refused with 400", 
       }
     }
   });
+});
+
+describe("tokens and the data folder", () => {
+  const tempDir = async (t: TestContext) => {
+    const dir = await mkdtemp(join(tmpdir(), "anon-notify-harden-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    return dir;
+  };
+
+  test("the plugin refuses to start when the operator token equals the agents' token", () => {
+    const config = { token: "same-token-0123456789abcdef0123456789", operatorToken: "same-token-0123456789abcdef0123456789" } as notifyWebhook.Config;
+    assert.throws(() => notifyWebhook.apply({} as Context, config), /operatorToken.*(相同|same)/s);
+  });
+
+  test("npm start refuses an operator token equal to the agents' token, saying why", async (t) => {
+    const dir = await tempDir(t);
+    const token = "a".repeat(40);
+    await writeFile(join(dir, "token"), `${token}\n`, { mode: 0o600 });
+    await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken: token }));
+    await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }), /operatorToken/);
+  });
+
+  const refusedFiles: [string, (path: string, dir: string) => Promise<void>, RegExp][] = [
+    ["a symlink", async (path, dir) => {
+      await writeFile(join(dir, "elsewhere"), `${"b".repeat(40)}\n`, { mode: 0o600 });
+      await symlink(join(dir, "elsewhere"), path);
+    }, /符号链接/],
+    ["group-readable", (path) => writeFile(path, `${"c".repeat(40)}\n`, { mode: 0o640 }), /chmod 600/],
+    ["world-readable", (path) => writeFile(path, `${"c".repeat(40)}\n`, { mode: 0o604 }), /chmod 600/],
+    ["shorter than 32 characters", (path) => writeFile(path, "short-token\n", { mode: 0o600 }), /至少 32/],
+  ];
+  for (const [label, make, message] of refusedFiles) {
+    test(`a token file that is ${label} is refused with a message that says why`, async (t) => {
+      const dir = await tempDir(t);
+      const path = join(dir, "token");
+      await make(path, dir);
+      assert.throws(() => ensureToken(path), message);
+    });
+  }
+
+  test("a data folder others can enter is narrowed to 0700 and said; koishi.db is 0600", async (t) => {
+    const dir = await tempDir(t);
+    await chmod(dir, 0o777);
+    await writeFile(join(dir, "koishi.db"), "", { mode: 0o644 });
+    await chmod(join(dir, "koishi.db"), 0o644);
+    const notes = secureDataDir(dir);
+    assert.equal((await stat(dir)).mode & 0o777, 0o700);
+    assert.equal((await stat(join(dir, "koishi.db"))).mode & 0o777, 0o600);
+    assert.match(notes.join("\n"), /0777.*0700/s);
+    assert.match(notes.join("\n"), /koishi\.db.*0644.*0600/s);
+
+    const fresh = join(await tempDir(t), "new-data");
+    assert.deepEqual(secureDataDir(fresh), []);
+    assert.equal((await stat(fresh)).mode & 0o777, 0o700);
+    assert.equal((await stat(join(fresh, "koishi.db"))).mode & 0o777, 0o600);
+  });
+});
+
+describe("a session's command channel belongs to the runtime that registered it", () => {
+  test("a second runtime cannot take over a live session; after offline it can", async (t) => {
+    const { server, agent: pi } = await onlineServer(t);
+    const second = await pi.heartbeat({ runtime_id: "r-2" });
+    assert.deepEqual([second.status, second.body.error], [409, "session_in_use"]);
+    assert.deepEqual(await pi.claim("s-1", "r-2"), { status: 409, body: { error: "session_offline" } });
+    assert.deepEqual(await pi.claim("s-1", "r-1"), { status: 200, body: { command: null } });
+    assert.deepEqual((await pi.offline("s-1", "r-2")).body, { removed: false });
+
+    assert.deepEqual((await pi.offline("s-1", "r-1")).body, { removed: true });
+    assert.equal((await pi.heartbeat({ runtime_id: "r-2" })).status, 200, "a clean hand-over after offline");
+    assert.deepEqual(await pi.claim("s-1", "r-2"), { status: 200, body: { command: null } });
+    void server;
+  });
+
+  test("after the registered runtime's heartbeats expire, a new runtime registers (registry, injected clock)", () => {
+    const clock = { ms: 0 };
+    const registry = new SessionRegistry(30_000, () => clock.ms);
+    registry.record(heartbeatOf({ runtime_id: "r-1" }));
+    clock.ms = 29_000;
+    assert.throws(() => registry.record(heartbeatOf({ runtime_id: "r-2" })), (error) => error instanceof DomainError && error.code === "session_in_use" && error.retryAfterSeconds === 1);
+    assert.ok(registry.isLiveRuntime("s-1", "r-1"));
+    clock.ms = 30_000;
+    registry.record(heartbeatOf({ runtime_id: "r-2" }));
+    assert.ok(registry.isLiveRuntime("s-1", "r-2"));
+  });
+});
+
+describe("the owner is a platform and user id pair", () => {
+  const chatOf = (sid: string, userId: string, isDirect = true) => ({ sid, platform: sid.split(":")[0], userId, isDirect }) as unknown as Session;
+  const rows: [string, OwnerScope, Session, boolean][] = [
+    ["configured bot, owner's DM", { botId: "onebot:514", recipientId: "10001" }, chatOf("onebot:514", "10001"), true],
+    ["another bot on the platform", { botId: "onebot:514", recipientId: "10001" }, chatOf("onebot:999", "10001"), false],
+    ["same user id on another platform", { botId: "onebot:514", recipientId: "10001" }, chatOf("discord:514", "10001"), false],
+    ["owner in a group", { botId: "onebot:514", recipientId: "10001" }, chatOf("onebot:514", "10001", false), false],
+    ["empty botId: no platform known, nobody is the owner", { botId: "", recipientId: "10001" }, chatOf("discord:1", "10001"), false],
+    ["empty botId, even on the usual platform", { botId: "", recipientId: "10001" }, chatOf("onebot:514", "10001"), false],
+  ];
+  for (const [label, owner, session, expected] of rows) {
+    test(`${label} → ${expected}`, () => assert.equal(isOwnerChat(owner, session), expected));
+  }
 });
