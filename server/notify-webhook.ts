@@ -54,6 +54,11 @@ export interface Config {
   recipientId: string;
   eventsPerMinute: number;
   eventBurst: number;
+  heartbeatsPerMinute: number;
+  heartbeatBurst: number;
+  longPollsPerSession: number;
+  longPollsTotal: number;
+  requestBodyTimeoutMs: number;
   injectMaxAttempts: number;
   injectRetryDelayMs: number;
   personaWaitMs: number;
@@ -81,6 +86,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
     eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
+    heartbeatsPerMinute: Schema.natural().min(1).default(600).description("每分钟接受的心跳数（所有会话合计，同一个 Token）；每个会话约每 10 秒一次。"),
+    heartbeatBurst: Schema.natural().min(1).default(120).description("短时突发允许的心跳数。"),
+    longPollsPerSession: Schema.natural().min(1).default(4).description("每个会话同时挂起的指令长轮询上限；超出的请求立即得到 429。"),
+    longPollsTotal: Schema.natural().min(1).default(256).description("所有会话同时挂起的指令长轮询总上限；超出的请求立即得到 429。"),
+    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000).description("请求正文必须在此时间内传完，否则断开连接（防止慢速客户端占住连接）。"),
   }).description("限流"),
   Schema.object({
     injectMaxAttempts: Schema.natural().min(1).default(20).description("人格忙碌或暂不可用时，单个事件最多尝试注入的次数。"),
@@ -116,7 +126,7 @@ export function apply(ctx: Context, config: Config) {
   if (config.operatorToken && config.operatorToken === config.token) {
     throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
   }
-  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
+  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
@@ -136,8 +146,9 @@ export function apply(ctx: Context, config: Config) {
   const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
-  ctx.plugin(SessionRoutes, { api, registry });
-  ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
+  ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
+  const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
+  ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs, pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(EventRoutes, { api, intake });

@@ -9,6 +9,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import type { Server as HttpServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -154,6 +155,20 @@ export function piInstructions(baseUrl: string, tokenPath: string, configPath: s
   ].join("\n");
 }
 
+/** npm start owns its HTTP server, so it bounds what a slow or flooding client can hold. */
+export const HTTP_BOUNDS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, maxConnections: 512 } as const;
+
+/**
+ * Headers must arrive within 20 s and a whole request within 30 s (Node checks both every few
+ * seconds), and at most 512 connections are open at once, so slow clients cannot starve the file
+ * descriptors a legitimate request needs.
+ */
+export function boundHttpServer(server: HttpServer): void {
+  server.headersTimeout = HTTP_BOUNDS.headersTimeoutMs;
+  server.requestTimeout = HTTP_BOUNDS.requestTimeoutMs;
+  server.maxConnections = HTTP_BOUNDS.maxConnections;
+}
+
 function loadPlugin(name: string, cwd: string): Plugin<Context> {
   const require = createRequire(join(cwd, "package.json"));
   for (const candidate of [`koishi-plugin-${name}`, `@koishijs/plugin-${name}`, name]) {
@@ -196,6 +211,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   });
   await app.start();
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
+  boundHttpServer(app.server._http);
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
   const baseUrl = `http://${reachableHost.includes(":") ? `[${reachableHost}]` : reachableHost}:${app.server.port}${API_BASE_PATH}`;

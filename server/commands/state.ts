@@ -88,6 +88,17 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
   return null;
 }
 
+/** How many long polls may be held at once: per session and over all sessions. */
+export interface PollCaps {
+  perSession: number;
+  total: number;
+}
+
+/** Whether one more long poll may be held, given how many are held now; the surplus is answered at once. */
+export function mayHoldPoll(heldBySession: number, heldTotal: number, caps: PollCaps): boolean {
+  return heldBySession < caps.perSession && heldTotal < caps.total;
+}
+
 export interface LeaseGrant {
   token: string;
   runtimeId: string;

@@ -52,7 +52,11 @@ export interface HttpAccess {
   agentToken: string;
   /** Empty: the operator API is off. */
   operatorToken: string;
+  /** How long a request body may take to arrive; a slower one loses its connection. */
+  bodyTimeoutMs?: number;
 }
+
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
 const NOT_READY_RETRY_SECONDS = 1;
 
@@ -64,6 +68,7 @@ const NOT_READY_RETRY_SECONDS = 1;
 export class HttpApi {
   readonly #agentDigest: Buffer;
   readonly #operatorDigest: Buffer | null;
+  readonly #bodyTimeoutMs: number;
   readonly #holds = new Set<symbol>();
   readonly #capabilities = new Map<symbol, string>();
   #operatorHook: OperatorRequestHook | undefined;
@@ -71,6 +76,7 @@ export class HttpApi {
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
     this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
+    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
   }
 
   get ready(): boolean {
@@ -110,10 +116,11 @@ export class HttpApi {
       try {
         answer = await this.#answer(c, spec, maxBytes, handler);
       } catch (error) {
+        if (c.req.socket.destroyed) return; // cut off by the body deadline: nobody to answer
         if (error instanceof DomainError) {
           answer = errorAnswer(error);
-          // The rest of an oversized body is never read, so the connection cannot carry another request.
-          if (error.code === "payload_too_large") c.set("Connection", "close");
+          // The rest of the body is never read (too large, or from a stranger), so the connection is closed after the answer.
+          if (error.code === "payload_too_large" || error.code === "unauthorized") c.set("Connection", "close");
         } else {
           logger.error("%s %s failed: %s", spec.method, spec.path, errorText(error));
           answer = json(500, { error: "internal_error" });
@@ -137,7 +144,7 @@ export class HttpApi {
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c.get("authorization"), spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes));
+    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes, this.#bodyTimeoutMs));
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
     refuseUnstorable(params, query);
@@ -180,15 +187,21 @@ function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
-async function readBody(c: KoaContext, maxBytes: number): Promise<Buffer> {
+/** Reads at most `maxBytes` within `timeoutMs`; a body still trickling in after that loses its connection. */
+async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Promise<Buffer> {
   const declared = Number(c.get("content-length") || 0);
   if (declared > maxBytes) throw new DomainError("payload_too_large");
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of c.req as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > maxBytes) throw new DomainError("payload_too_large");
-    chunks.push(chunk);
+  const deadline = setTimeout(() => c.req.socket.destroy(), timeoutMs);
+  try {
+    for await (const chunk of c.req as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      if (total > maxBytes) throw new DomainError("payload_too_large");
+      chunks.push(chunk);
+    }
+  } finally {
+    clearTimeout(deadline);
   }
   return Buffer.concat(chunks, total);
 }

@@ -503,8 +503,8 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, audit });
           const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined });
-          ctx.plugin(SessionRoutes, { api, registry });
-          ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000 });
+          ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 } });
+          ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });
         },
       });

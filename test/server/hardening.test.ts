@@ -5,6 +5,8 @@
 import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { chmod, mkdtemp, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { createServer as createHttpServer } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Context, Session } from "koishi";
@@ -12,16 +14,18 @@ import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
+import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
-import { ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
+import { boundHttpServer, ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
+import { vanishedNotices } from "../../server/watchdog/decisions.ts";
 import { freePort, startKoishi } from "../../harness/koishi.ts";
-import { OPERATOR_TOKEN, call, heartbeatOf, onlineServer } from "../../harness/agent-api.ts";
-import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
+import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, onlineServer, startServer } from "../../harness/agent-api.ts";
+import { eventually, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { hostileString } from "../reliability/support.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
 
@@ -273,5 +277,144 @@ describe("the owner is a platform and user id pair", () => {
   ];
   for (const [label, owner, session, expected] of rows) {
     test(`${label} → ${expected}`, () => assert.equal(isOwnerChat(owner, session), expected));
+  }
+});
+
+/** A raw HTTP/1.1 client: sends `head` and `body`, collects what comes back, and says when the server closed. */
+function rawRequest(baseUrl: string, head: string, body = "") {
+  const { hostname, port } = new URL(baseUrl);
+  const socket = connect(Number(port), hostname);
+  let received = "";
+  socket.on("data", (chunk) => (received += chunk.toString("utf8")));
+  socket.on("error", () => {});
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  socket.write(head + body);
+  return { socket, closed, received: () => received };
+}
+
+async function closedWithin(closed: Promise<void>, what: string, ms = 10_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const never = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`never happened: ${what}`)), ms)));
+  try {
+    await Promise.race([closed, never]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe("slow clients and floods", () => {
+  test("a body trickled past the body deadline loses its connection; so does one after a 401", async (t) => {
+    const server = await startKoishi({ config: { requestBodyTimeoutMs: 300 } });
+    t.after(() => server.stop());
+    const path = new URL(server.baseUrl).pathname;
+    const slow = rawRequest(server.baseUrl, `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`, '{"event_id":');
+    await closedWithin(slow.closed, "the server closing a body that never completes");
+
+    const stranger = rawRequest(server.baseUrl, `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`, "{");
+    await closedWithin(stranger.closed, "the server closing the connection after its 401");
+    assert.match(stranger.received(), /^HTTP\/1\.1 401/);
+    assert.match(stranger.received(), /connection: close/i);
+  });
+
+  test("npm start's HTTP server bounds header and request time and caps connections", () => {
+    const http = createHttpServer();
+    boundHttpServer(http);
+    assert.ok(http.headersTimeout > 0 && http.headersTimeout <= 30_000, `headersTimeout ${http.headersTimeout}`);
+    assert.ok(http.requestTimeout > 0 && http.requestTimeout <= 60_000, `requestTimeout ${http.requestTimeout}`);
+    assert.ok(http.maxConnections > 0 && http.maxConnections <= 1024, `maxConnections ${http.maxConnections}`);
+  });
+
+  test("held long polls are capped per session and in total; the surplus gets 429 with Retry-After at once", async (t) => {
+    const { server, agent: pi } = await onlineServer(t, { config: { longPollsPerSession: 2, longPollsTotal: 3 } });
+    await pi.heartbeat({ session_id: "s-2", runtime_id: "r-2" });
+    const held = new AbortController();
+    t.after(() => held.abort());
+    const hold = (session: string, runtime: string) =>
+      fetch(`${server.baseUrl}/commands?${new URLSearchParams({ session_id: session, runtime_id: runtime, wait_ms: "25000" })}`, {
+        headers: { authorization: `Bearer ${server.token}` },
+        signal: held.signal,
+      }).catch(() => undefined);
+    const status = async (session: string, runtime: string) => {
+      const response = await fetch(`${server.baseUrl}/commands?${new URLSearchParams({ session_id: session, runtime_id: runtime, wait_ms: "25000" })}`, {
+        headers: { authorization: `Bearer ${server.token}` },
+        signal: AbortSignal.timeout(5000),
+      });
+      return [response.status, response.headers.get("retry-after"), ((await response.json()) as { error?: string }).error];
+    };
+    void hold("s-1", "r-1");
+    void hold("s-1", "r-1");
+    // The two held polls are in once a third is refused.
+    await eventually(async () => ((await status("s-1", "r-1"))[0] === 429 ? true : undefined), "a third poll on s-1 refused");
+    assert.deepEqual(await status("s-1", "r-1"), [429, "5", "rate_limited"]);
+    void hold("s-2", "r-2");
+    await eventually(async () => ((await status("s-2", "r-2"))[0] === 429 ? true : undefined), "a fourth poll in total refused");
+    const immediate = await pi.claim("s-2", "r-2", { waitMs: 0 });
+    assert.equal(immediate.status, 200, "a claim that does not wait is never counted");
+  });
+
+  test("heartbeats are rate limited per token with Retry-After", async (t) => {
+    const { agent: pi } = await onlineServer(t, { config: { heartbeatsPerMinute: 60, heartbeatBurst: 3 } });
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push((await pi.heartbeat()).status);
+    // The first heartbeat was onlineServer's own.
+    assert.deepEqual(answers, [200, 200, 429, 429]);
+  });
+
+  test("many sessions vanishing in one check make one notice, naming how many", () => {
+    const vanished = Array.from({ length: 300 }, (_, i) => ({
+      sessionId: `s-${i}`,
+      runtimeId: `r-${i}`,
+      project: `p${i}`,
+      state: "running" as const,
+      lastActivityMs: 1000,
+      activity: null,
+      lastSeenMs: 2000 + i,
+      runningSinceMs: 1000,
+      stalledAtActivityMs: null,
+      vanishedAtMs: 50_000,
+    }));
+    const single = vanishedNotices(vanished.slice(0, 1), 60_000, "anon", 30_000);
+    assert.equal(single.length, 1);
+    assert.equal(single[0]!.event.session_id, "s-0");
+    assert.deepEqual(single[0]!.sessions, ["s-0"]);
+    const many = vanishedNotices(vanished, 60_000, "anon", 30_000);
+    assert.equal(many.length, 1);
+    const [notice] = many;
+    assert.equal(notice!.sessions.length, 300);
+    assert.match(notice!.event.summary, /^运行中失联：300 个/);
+    assert.equal(notice!.event.details?.count, 300);
+    assert.ok(Buffer.byteLength(JSON.stringify(notice!.event.details)) <= LIMITS.detailsBytes);
+    assert.deepEqual(vanishedNotices(vanished, 60_000, "anon", 30_000)[0]!.event.event_id, notice!.event.event_id, "a retried submit is a duplicate");
+    assert.deepEqual(vanishedNotices([], 60_000, "anon", 30_000), []);
+  });
+
+  test("300 running sessions that go silent produce one or two notices, not 300", async (t) => {
+    const server = await startServer({
+      config: { sessionHeartbeatTimeoutMs: 1000, watchdogCheckIntervalMs: 2000, eventsPerMinute: 6000, eventBurst: 1000, heartbeatsPerMinute: 60_000, heartbeatBurst: 1000 },
+    });
+    t.after(() => server.stop());
+    const pi = agentApi(server);
+    await Promise.all(Array.from({ length: 300 }, (_, i) => pi.heartbeat({ session_id: `v-${i}`, runtime_id: `r-${i}`, state: "running" })));
+    const db = server.app.database;
+    const rows = await eventually(async () => {
+      const audit = await db.get(AUDIT_TABLE, { action: "watchdog.vanished" });
+      return audit.length === 300 ? audit : undefined;
+    }, "every vanished session on the trail", 3000);
+    const notices = new Set(rows.map((row) => row.subject));
+    assert.ok(notices.size <= 2, `${notices.size} notices`);
+  });
+});
+
+describe("mayHoldPoll", () => {
+  const caps = { perSession: 2, total: 3 };
+  const rows: [number, number, boolean][] = [
+    [0, 0, true],
+    [1, 2, true],
+    [2, 2, false],
+    [0, 3, false],
+    [1, 3, false],
+  ];
+  for (const [bySession, total, allowed] of rows) {
+    test(`${bySession} held by the session, ${total} in all → ${allowed ? "held" : "429"}`, () => assert.equal(mayHoldPoll(bySession, total, caps), allowed));
   }
 });
