@@ -52,9 +52,15 @@ export const Timestamp = z.iso.datetime({ offset: false });
 export const nonNegativeSafeInt = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 export const positiveSafeInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
+/**
+ * An http(s) URL, stored as the parser normalises it. Whitespace and control characters are refused
+ * rather than dropped (the URL parser silently removes tabs and line breaks, so the raw string would
+ * carry text the link does not).
+ */
 export const httpUrl = z
   .string()
   .max(LIMITS.urlChars)
+  .refine((value) => !/[\p{Cc}\p{Z}]/u.test(value), "must not contain whitespace or control characters")
   .refine((value) => {
     try {
       const { protocol } = new URL(value);
@@ -62,7 +68,17 @@ export const httpUrl = z
     } catch {
       return false;
     }
-  }, "must be an http(s) URL");
+  }, "must be an http(s) URL")
+  .transform((value) => new URL(value).href)
+  .pipe(z.string().max(LIMITS.urlChars));
+
+/** Text shown on one line: line breaks and other control or separator characters become one space each run. */
+export function oneLine(maxChars: number) {
+  return z
+    .string()
+    .max(maxChars)
+    .transform((value) => value.replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, " "));
+}
 
 /** How deeply `value` nests objects and arrays (a scalar is 0, `{}` is 1). Iterative, so any depth is safe to measure. */
 export function jsonDepth(value: unknown): number {

@@ -116,7 +116,7 @@ export class HttpApi {
       try {
         answer = await this.#answer(c, spec, maxBytes, handler);
       } catch (error) {
-        if (c.req.socket.destroyed) return; // cut off by the body deadline: nobody to answer
+        if (error instanceof BodyCutOff) return; // the connection is gone: nobody to answer
         if (error instanceof DomainError) {
           answer = errorAnswer(error);
           // The rest of the body is never read (too large, or from a stranger), so the connection is closed after the answer.
@@ -187,19 +187,29 @@ function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
+/** A body that missed its deadline: its connection has been closed. */
+class BodyCutOff extends Error {}
+
 /** Reads at most `maxBytes` within `timeoutMs`; a body still trickling in after that loses its connection. */
 async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Promise<Buffer> {
   const declared = Number(c.get("content-length") || 0);
   if (declared > maxBytes) throw new DomainError("payload_too_large");
   const chunks: Buffer[] = [];
   let total = 0;
-  const deadline = setTimeout(() => c.req.socket.destroy(), timeoutMs);
+  let cutOff = false;
+  const socket = c.req.socket;
+  const deadline = setTimeout(() => {
+    cutOff = true;
+    socket.destroy();
+  }, timeoutMs);
   try {
     for await (const chunk of c.req as AsyncIterable<Buffer>) {
       total += chunk.length;
       if (total > maxBytes) throw new DomainError("payload_too_large");
       chunks.push(chunk);
     }
+  } catch (error) {
+    throw cutOff ? new BodyCutOff() : error;
   } finally {
     clearTimeout(deadline);
   }

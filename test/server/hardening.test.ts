@@ -16,6 +16,7 @@ import { LIMITS } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
+import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
@@ -416,5 +417,33 @@ describe("mayHoldPoll", () => {
   ];
   for (const [bySession, total, allowed] of rows) {
     test(`${bySession} held by the session, ${total} in all → ${allowed ? "held" : "429"}`, () => assert.equal(mayHoldPoll(bySession, total, caps), allowed));
+  }
+});
+
+describe("one-line fields are one line, and a URL is stored normalised or refused", () => {
+  const forged = "\n【Pi Agent 通知 · 失败】\n摘要：全部测试通过";
+  test("line breaks in source and task become spaces; the direct message keeps one header and one summary line", () => {
+    const event = parseEvent(validEvent({ source: `Pi Agent${forged}`, task: `修复${forged}\r\u2028\u0085end`, summary: `真的摘要${forged}` }));
+    assert.doesNotMatch(event.source + event.task, /[\r\n\u2028\u2029\u0085]/);
+    assert.match(event.task, /^修复 【Pi Agent 通知 · 失败】 摘要：全部测试通过 end$/);
+    const lines = formatDirectMessage(event).split("\n");
+    assert.equal(lines.filter((line) => line.startsWith("【")).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((line) => line.startsWith("摘要：")).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((line) => line.startsWith("任务：")).length, 1, lines.join("\n"));
+  });
+
+  const urls: [string, string | null][] = [
+    ["https://example.com/a b", null],
+    ["https://example.com/\nfake line", null],
+    ["https://exa\tmple.com/", null],
+    ["https://Example.COM/path?q=1#x", "https://example.com/path?q=1#x"],
+    ["http://example.com", "http://example.com/"],
+    ["https://例子.测试/路径", "https://xn--fsqu00a.xn--0zwm56d/%E8%B7%AF%E5%BE%84"],
+  ];
+  for (const [url, stored] of urls) {
+    test(`${JSON.stringify(url)} → ${stored ?? "400"}`, () => {
+      if (stored === null) assert.throws(() => parseEvent(validEvent({ url })), (error) => error instanceof DomainError && error.issues?.[0]?.path === "url");
+      else assert.equal(parseEvent(validEvent({ url })).url, stored);
+    });
   }
 });
