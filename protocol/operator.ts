@@ -25,5 +25,16 @@ export const OperatorListQuery = z.strictObject({
 export const OperatorCommandCreated = z.object({ command: CommandSummary, duplicate: z.boolean() });
 export type OperatorCommandCreated = z.infer<typeof OperatorCommandCreated>;
 export const OperatorCommandList = z.object({ commands: z.array(CommandSummary).max(LIMITS.commandListMax) });
-export const OperatorSessionList = z.object({ sessions: z.array(SessionProjection) });
+export const SESSION_PAGE_MAX = 200;
+/** `next_cursor` of an earlier page: `<last_seen ms>:<session_id>` of its last session. */
+export const SessionCursor = z.string().regex(/^\d{1,16}:[A-Za-z0-9._:-]{1,128}$/, "must be the next_cursor of an earlier page");
+/** `GET /operator/sessions` (and `agent_sessions`): most recently seen first, one page at a time. */
+export const OperatorSessionsQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(SESSION_PAGE_MAX).default(50),
+  cursor: SessionCursor.optional(),
+});
+export type OperatorSessionsQuery = z.infer<typeof OperatorSessionsQuery>;
+/** `next_cursor`: pass as `cursor` for the next page; null when this page is the last. */
+export const OperatorSessionList = z.object({ sessions: z.array(SessionProjection).max(SESSION_PAGE_MAX), next_cursor: z.string().nullable() });
+export type OperatorSessionList = z.infer<typeof OperatorSessionList>;
 export const CancelAnswer = z.object({ state: z.literal("cancelled") });

@@ -2,7 +2,7 @@
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
+import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
@@ -16,7 +16,9 @@ export const OperatorRoutes = {
   name: "notify-webhook-operator",
   reusable: true,
   apply(ctx: Context, { api, operator }: OperatorRoutesDeps) {
-    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, () => json(200, { sessions: operator.sessions() }));
+    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, (request) =>
+      json(200, operator.sessions(parseWith(OperatorSessionsQuery, Object.fromEntries(request.query)))),
+    );
 
     api.route(ctx, { method: "POST", path: "/operator/commands", auth: "operator", maxBytes: LIMITS.operatorBodyBytes }, async (request) => {
       const body = parseWith(OperatorCreateCommand, request.body);

@@ -6,13 +6,12 @@
  */
 import type { AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import type { CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";
-import type { OperatorCommandCreated } from "../../protocol/operator.ts";
-import type { SessionProjection } from "../../protocol/sessions.ts";
+import type { OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { summarize } from "../commands/state.ts";
 import type { CommandStore } from "../commands/store.ts";
 import { DomainError } from "../errors.ts";
-import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
+import { pageSessions, supportsImages, type SessionRegistry } from "../sessions/registry.ts";
 
 export interface OperatorDeps {
   registry: SessionRegistry;
@@ -40,8 +39,9 @@ export class OperatorService {
     this.#deps = deps;
   }
 
-  sessions(): SessionProjection[] {
-    return this.#deps.registry.list();
+  /** Online sessions, most recently seen first, one page at a time. */
+  sessions(page: OperatorSessionsQuery): OperatorSessionList {
+    return pageSessions(this.#deps.registry.list(), page.cursor, page.limit);
   }
 
   /**

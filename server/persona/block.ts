@@ -6,7 +6,7 @@
  *   never with its nesting (indentation used to multiply a deep `details` many times over).
  * - Markers: anything a reader would take for the marker name — any letter case, full-width or
  *   styled letters, Cyrillic or Greek look-alikes, zero-width or other invisible characters inside,
- *   spaces or dashes for the underscores — is written as `\uXXXX` escapes. That is the same string
+ *   spaces, dashes, dots or plus signs for the underscores — is written as `\uXXXX` escapes. That is the same string
  *   to a JSON parser, but no longer reads as a marker, so agent-written text can neither end the
  *   block nor open a fake one. Each escaped UTF-16 unit takes 6 bytes, so the block stays within
  *   6× the event's JSON plus a constant.
@@ -33,7 +33,8 @@ export function blockPayload(event: EventBody, receivedAt: string) {
   };
 }
 
-const MARKER_NAME = /EXTERNAL[\s_\-]*AUTOMATION[\s_\-]*EVENT/g;
+/** Between the words: nothing, or what a reader takes for a separator (URL-encoded spaces included). */
+const MARKER_NAME = /EXTERNAL(?:[\s_\-+.]|%20)*AUTOMATION(?:[\s_\-+.]|%20)*EVENT/g;
 /** Characters a reader does not see: format characters (zero-width, soft hyphen, BOM, bidi marks), controls, combining marks. */
 const INVISIBLE = /^[\p{Cf}\p{Cc}\p{M}]$/u;
 /** Cyrillic and Greek letters drawn like the Latin letters of the marker name (NFKD leaves them apart). */

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import type { Context, Session } from "koishi";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
+import type { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { mayHoldPoll } from "../../server/commands/state.ts";
@@ -21,7 +22,7 @@ import { parseEvent } from "../../server/events/receipt.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
-import { SessionRegistry } from "../../server/sessions/registry.ts";
+import { SessionRegistry, pageSessions } from "../../server/sessions/registry.ts";
 import { boundHttpServer, ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
 import { vanishedNotices } from "../../server/watchdog/decisions.ts";
 import { freePort, startKoishi } from "../../harness/koishi.ts";
@@ -96,7 +97,7 @@ describe("marker look-alikes are escaped in every field that reaches the persona
   for (const [label, marker] of lookAlikes) {
     test(`${label}: no reader sees a marker inside, and the JSON still parses back to the text`, () => {
       const text = `before ${marker} after`;
-      const event = EventBody.parse(validEvent({ source: marker, task: text, summary: text, details: { [marker]: [text] }, url: `https://example.com/?q=${marker}` }));
+      const event = EventBody.parse(validEvent({ source: marker, task: text, summary: text, details: { [marker]: [text] }, url: `https://example.com/?q=${marker.replaceAll(" ", "+")}` }));
       const block = buildEventBlock(event, RECEIVED_AT);
       const inner = block.slice(OPEN_MARKER.length, -CLOSE_MARKER.length);
       assert.ok(!inner.includes(marker), `${JSON.stringify(marker)} appears inside the block`);
@@ -446,4 +447,40 @@ describe("one-line fields are one line, and a URL is stored normalised or refuse
       else assert.equal(parseEvent(validEvent({ url })).url, stored);
     });
   }
+});
+
+describe("session listings are paged", () => {
+  test("GET /operator/sessions pages most recently seen first with a cursor; bad paging is 400", async (t) => {
+    const { server, agent: pi, operator } = await onlineServer(t);
+    for (let i = 2; i <= 5; i++) await pi.heartbeat({ session_id: `s-${i}`, runtime_id: `r-${i}` });
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const query: Record<string, string> = { limit: "2", ...(cursor ? { cursor } : {}) };
+      const page = await call(server, "GET", `/operator/sessions?${new URLSearchParams(query)}`, undefined, OPERATOR_TOKEN);
+      assert.equal(page.status, 200);
+      assert.ok(page.body.sessions.length <= 2);
+      seen.push(...page.body.sessions.map((s: { session_id: string }) => s.session_id));
+      cursor = page.body.next_cursor;
+      pages++;
+    } while (cursor && pages < 10);
+    assert.equal(pages, 3);
+    assert.deepEqual(seen, ["s-5", "s-4", "s-3", "s-2", "s-1"]);
+    assert.equal((await operator.sessions()).body.sessions.length, 5, "the default page holds them all");
+    for (const query of ["limit=0", "limit=201", "cursor=nonsense", "x=1"]) {
+      assert.equal((await call(server, "GET", `/operator/sessions?${query}`, undefined, OPERATOR_TOKEN)).status, 400, query);
+    }
+  });
+
+  test("pageSessions: a session that moves between pages is neither lost nor shown twice unless it moved", () => {
+    const at = (ms: number, id: string) => ({ session_id: id, last_seen_at: new Date(ms).toISOString() }) as SessionProjection;
+    const list = [at(5, "a"), at(4, "b"), at(4, "c"), at(1, "d")];
+    const first = pageSessions(list, undefined, 2);
+    assert.deepEqual(first.sessions.map((s) => s.session_id), ["a", "b"]);
+    assert.deepEqual(pageSessions(list, first.next_cursor!, 2), { sessions: [list[2], list[3]], next_cursor: null });
+    // "a" heartbeats again and moves to the front: the next page still starts after "b".
+    const moved = [at(9, "a"), at(4, "b"), at(4, "c"), at(1, "d")];
+    assert.deepEqual(pageSessions(moved, first.next_cursor!, 2).sessions.map((s) => s.session_id), ["c", "d"]);
+  });
 });
