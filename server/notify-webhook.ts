@@ -22,6 +22,7 @@ import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
+import { Retention } from "./retention.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
@@ -72,6 +73,7 @@ export interface Config {
   watchdogCheckIntervalMs: number;
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
+  retentionDays: number;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -114,7 +116,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
   }).description("看门狗"),
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
-  }).description("审计"),
+    retentionDays: Schema.natural().min(1).default(30).description("已结束的事件回执与已结束（已接收或已撤回）的指令保留天数，按最后一次变化计算；待处理的从不清理。应长于 Pi 端 outbox 的保留时间（默认 7 天），否则过期后重发的事件会被当作新事件。"),
+  }).description("审计与保留"),
 ]);
 
 /**
@@ -152,7 +155,8 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
+  ctx.plugin(AuditRoutes, { api, audit, limit });
+  ctx.plugin(Retention, { api, audit, events, commands, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

@@ -41,6 +41,7 @@ export const COMMAND_TABLE = "anon_notify_command";
 const ID_LENGTH = 128;
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
+const FINAL_STATES: CommandRecord["state"][] = ["accepted", "cancelled"];
 /** Every column but the image bytes, for reads that never need them. */
 const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
   "seq", "command_id", "session_id", "event_id", "origin", "instruction", "image_count", "image_bytes", "image_digest",
@@ -222,6 +223,16 @@ export class CommandStore {
   async activeImageBytes(): Promise<number> {
     const sum = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.sum(row.image_bytes), where({ state: ACTIVE_STATES }));
     return Number(sum ?? 0);
+  }
+
+  /**
+   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
+   * went. Such a command can never be claimed again, so its tombstone is only needed while a
+   * request key may still be retried; active commands stay however old.
+   */
+  async prune(cutoff: Date): Promise<number> {
+    const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATES, updated_at: { $lt: cutoff } }));
+    return result.removed ?? 0;
   }
 
   /** Puts expired leases back to pending and wakes their sessions' long polls. */

@@ -19,6 +19,8 @@ import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
+import { EVENT_TABLE } from "../../server/events/store.ts";
+import { COMMAND_TABLE } from "../../server/commands/store.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
@@ -482,5 +484,38 @@ describe("session listings are paged", () => {
     // "a" heartbeats again and moves to the front: the next page still starts after "b".
     const moved = [at(9, "a"), at(4, "b"), at(4, "c"), at(1, "d")];
     assert.deepEqual(pageSessions(moved, first.next_cursor!, 2).sessions.map((s) => s.session_id), ["c", "d"]);
+  });
+});
+
+describe("retention", () => {
+  test("final events and final commands older than retentionDays are pruned at start; pending ones and recent ones stay", async (t) => {
+    const { server, agent: pi, operator } = await onlineServer(t, { config: { logPersona: true, retentionDays: 30 } });
+    const db = server.app.database;
+    const oldEvent = validEvent({ session_id: "s-1" });
+    const pendingEvent = validEvent({ session_id: "s-1" });
+    const recentEvent = validEvent({ session_id: "s-1" });
+    for (const event of [oldEvent, pendingEvent, recentEvent]) {
+      assert.equal((await postEvent(server, event)).status, 202);
+      await settledReceipt(server, String(event.event_id));
+    }
+    const cancelled = (await operator.create({ session_id: "s-1", instruction: "withdrawn" })).body.command.command_id;
+    await operator.cancel(cancelled);
+    const pending = (await operator.create({ session_id: "s-1", instruction: "waiting" })).body.command.command_id;
+    const recent = (await operator.create({ session_id: "s-1", instruction: "recent" })).body.command.command_id;
+    await operator.cancel(recent);
+
+    const longAgo = new Date(Date.now() - 31 * 24 * 60 * 60 * 1000);
+    await db.set(EVENT_TABLE, { event_id: String(oldEvent.event_id) }, { updated_at: longAgo.toISOString() });
+    await db.set(EVENT_TABLE, { event_id: String(pendingEvent.event_id) }, { updated_at: longAgo.toISOString(), state: "processing" });
+    await db.set(COMMAND_TABLE, { command_id: { $in: [cancelled, pending] } }, { updated_at: longAgo });
+
+    await server.restart();
+    const receipt = (id: unknown) => call(server, "GET", `/events/${String(id)}`);
+    assert.equal((await receipt(oldEvent.event_id)).status, 404, "a final event past retention is gone");
+    assert.equal((await receipt(pendingEvent.event_id)).status, 200, "a pending one stays, however old");
+    assert.equal((await receipt(recentEvent.event_id)).status, 200);
+    const left = (await server.app.database.get(COMMAND_TABLE, {}, ["command_id"])).map((row) => row.command_id).sort();
+    assert.deepEqual(left, [pending, recent].sort());
+    void pi;
   });
 });
