@@ -1,5 +1,5 @@
 /**
- * Per-session activation (seed: 会话级启用与持久化). The truth is the newest
+ * Per-session activation, persisted in the session itself. The truth is the newest
  * `anon-notify:activation` custom entry anywhere in the session file; it is read again on every
  * `session_start`, written before memory changes, and fails closed when unreadable. Also: who is a
  * subagent, the pre-enable recipient verdict, and the dormant read-only projection for Pi Web.
@@ -120,7 +120,7 @@ export const SUBAGENT_FLAG = "anon-notify-off";
 
 /**
  * A subagent is what Pi's subagent example spawns: JSON or print mode without a session file
- * (notes §6). Parents that spawn Pi otherwise can say so with `--anon-notify-off` or
+ * (it has no session to switch on). Parents that spawn Pi otherwise can say so with `--anon-notify-off` or
  * `ANON_NOTIFY_SUBAGENT=1`; those two hold even when `mainAgentOnly` is off.
  */
 export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean {

@@ -1,6 +1,6 @@
 /**
  * The command channel: instructions queued on the server for this session reach it as visible
- * steer messages (seed: Anon 显式指挥 Pi Agent). Idle, the runtime holds one claim request open
+ * steer messages. Idle, the runtime holds one claim request open
  * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
  * per `longPollMs`; the held request is withdrawn when a run starts. Busy, it claims one command at
  * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
@@ -14,11 +14,23 @@
  */
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
-import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./command-message.ts";
-import { openCommandJournal, type CommandJournal } from "./journal.ts";
-import { describe, type ApiClient, type Connection, type Presence, type PresenceDeps } from "./presence.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./delivery.ts";
-import { SEND_CHANNEL, type SendRequest } from "./state-bus.ts";
+import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./extension/commands/message.ts";
+import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
+import { errorText } from "./common/errors.ts";
+import type { ApiClient } from "./extension/delivery/http-client.ts";
+import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
+import { attachable } from "./extension/pi-handlers.ts";
+import { SEND_CHANNEL } from "./extension/state-bus.ts";
+import {
+  interruptedNotice,
+  planClaim,
+  planDelivery,
+  repollDelay,
+  unansweredAfterInterrupt,
+  type ClaimKind,
+  type RunFact,
+} from "./extension/commands/decisions.ts";
 
 /** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
 export const CLAIM_MARGIN_MS = 5_000;
@@ -28,88 +40,6 @@ export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
-
-// ── Pure decisions ──────────────────────────────────────────────────────────
-
-export interface ClaimFacts {
-  running: boolean;
-  idle: boolean;
-  /** Called from a turn end: the one moment a busy session may claim. */
-  atBoundary: boolean;
-  claimInFlight: boolean;
-  /** A claimed command not yet done with: held for a boundary, queued in Pi, or being journaled and ACKed. */
-  outstanding: boolean;
-  backingOff: boolean;
-}
-
-export type ClaimKind = "idle" | "boundary";
-export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitMs: number };
-
-export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
-  if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
-  if (facts.idle) return { claim: true, kind: "idle", waitMs: longPollMs };
-  if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
-  return { claim: false };
-}
-
-export interface DeliveryFacts {
-  /** Journaled, or already present in the session (the branch marker). */
-  alreadyDelivered: boolean;
-  idle: boolean;
-  atBoundary: boolean;
-}
-
-/**
- * `deliver` only where Pi takes the steer without a gap: idle (it starts a run, or is deferred past
- * the settled handlers), or inside a turn-end handler (Pi reads its steer queue right after). Any
- * other moment of a busy session can be the tail of a run whose queue was already read.
- */
-export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
-  if (facts.alreadyDelivered) return "ack-only";
-  return facts.idle || facts.atBoundary ? "deliver" : "hold";
-}
-
-/**
- * After an empty claim, if the session is idle now. An idle claim the server held is followed at
- * once; one answered early (no long poll, or a short cap) no sooner than `minIntervalMs` after it
- * started. A turn-end claim is followed at once: the session has just gone idle and should start
- * its long poll, not wait out an interval.
- */
-export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
-  return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
-}
-
-/** What one top-level run did with commands, in order. */
-export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
-
-const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
-
-/**
- * Commands the session took in that no assistant message answered afterwards, in an interrupted
- * run. A failed run is reported by its failure notice, so only interrupts count here.
- */
-export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boolean): string[] {
-  if (!aborted) return [];
-  const waiting: string[] = [];
-  for (const fact of facts) {
-    if (fact.kind === "command") waiting.push(fact.commandId);
-    else if (ANSWERING_STOPS.has(fact.stopReason)) waiting.length = 0;
-  }
-  return waiting;
-}
-
-/** The persona-facing warning for an instruction that reached the session but got no answer. */
-export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }): SendRequest {
-  const preview = command.instruction.length > 120 ? `${command.instruction.slice(0, 120)}…` : command.instruction;
-  const eventId = `cmd-interrupted:${command.commandId}`;
-  return {
-    status: "warning",
-    task: "Anon 指令未得到回复",
-    summary: `指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：${preview}`,
-    ...(eventId.length <= 80 ? { eventId } : {}),
-    details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
-  };
-}
 
 // ── Edge ────────────────────────────────────────────────────────────────────
 
@@ -287,7 +217,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       pi.sendMessage(commandMessage(lease.command, id), { deliverAs: "steer", triggerTurn: true });
     } catch (error) {
       sent.delete(lease.command.command_id);
-      reportOnce(`Anon 指令未能交给 Pi：${describe(error)}`);
+      reportOnce(`Anon 指令未能交给 Pi：${errorText(error)}`);
     }
   }
 
@@ -304,7 +234,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       } catch (error) {
         // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
         // command in the session and tries again.
-        reportOnce(`写入指令日志失败（${settings?.journal}）：${describe(error)}`);
+        reportOnce(`写入指令日志失败（${settings?.journal}）：${errorText(error)}`);
         return;
       }
       const acked = await runWithRetry(
@@ -353,15 +283,19 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     run.instructions.set(details.data.command_id, lease);
     confirm(lease);
   });
-  pi.on("turn_end", (_event, c) => {
-    ctx = c;
-    // An interrupted run is no place for a new instruction; it waits for the settle.
-    if (c.signal?.aborted) {
-      run.aborted = true;
-      return;
-    }
-    evaluate(true);
-  });
+  // Attached only while the channel runs: a turn_end listener makes Pi build a context preview at
+  // every turn. Stopped, agent_end and the aborted stop reason still mark an interrupted run.
+  const boundary = attachable(() => [
+    pi.on("turn_end", (_event, c) => {
+      ctx = c;
+      // An interrupted run is no place for a new instruction; it waits for the settle.
+      if (c.signal?.aborted) {
+        run.aborted = true;
+        return;
+      }
+      evaluate(true);
+    }),
+  ]);
   pi.on("agent_end", (_event, c) => {
     if (c.signal?.aborted) run.aborted = true;
   });
@@ -389,7 +323,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         pi.sendMessage(commandMessage(lease.command, id), { triggerTurn: false });
         if (!inSession(commandId)) throw new Error("not in the session after appending");
       } catch (error) {
-        reportOnce(`Anon 指令未能写入会话：${describe(error)}`);
+        reportOnce(`Anon 指令未能写入会话：${errorText(error)}`);
         continue;
       }
       finished.facts.push({ kind: "command", commandId });
@@ -409,6 +343,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   async function stop() {
     if (!running) return settleConfirmations();
     running = false;
+    boundary.set(false);
     generation++;
     clearTimeout(wakeTimer);
     wakeTimer = undefined;
@@ -440,6 +375,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       settings = config;
       heartbeatIntervalMs = current.config.presence.heartbeatIntervalMs;
       running = true;
+      boundary.set(true);
       failures = 0;
       lastFailure = undefined;
       const mine = ++generation;
@@ -450,7 +386,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
           if (opened.skippedLines > 0) deps.report(`指令日志 ${config.journal} 有 ${opened.skippedLines} 行无法识别，已跳过`);
         } catch (error) {
           // Without the journal no delivery could be deduplicated, so the channel stays off.
-          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${describe(error)}`);
+          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${errorText(error)}`);
           return;
         }
         // The server lets a runtime claim only after it has seen that runtime's heartbeat.

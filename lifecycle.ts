@@ -1,7 +1,7 @@
 /**
  * Run facts and the pure decisions made from them: how a settled run ended (completed, failed,
  * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
- * Pi handlers in index.ts record facts through these reducers; nothing here does I/O.
+ * The run recorder (extension/run-recorder.ts) records facts through these reducers; nothing here does I/O.
  */
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
@@ -14,7 +14,7 @@ export interface AssistantFacts {
   toolCalls: number;
 }
 
-/** The tool batch answering the last assistant message; `terminate` is only visible live (notes §2). */
+/** The tool batch answering the last assistant message; `terminate` is only visible live: Pi does not persist it. */
 export interface ToolBatchFacts {
   finished: number;
   terminating: number;
@@ -109,7 +109,7 @@ export type RunOutcome =
   | { kind: "silent" };
 
 /**
- * Decides once per settled run how it ended (seed: 生命周期判定). `settledAborted` is Pi ≥ 1.1's
+ * Decides once per settled run how it ended. `settledAborted` is Pi ≥ 1.1's
  * `agent_settled.aborted`; on 0.87.1 it is undefined and the recorded facts decide.
  */
 export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined): RunOutcome {

@@ -12,8 +12,8 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
-import { COMMAND_MESSAGE_TYPE } from "../command-message.ts";
-import { dataDirFor } from "../config.ts";
+import { COMMAND_MESSAGE_TYPE } from "../extension/commands/message.ts";
+import { dataDirFor } from "../extension/config/config.ts";
 import { startKoishi } from "../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, operatorApi } from "../harness/agent-api.ts";

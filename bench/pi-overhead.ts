@@ -1,15 +1,17 @@
 /**
  * `npm run bench`: what anon-notify costs a real Pi session (SDK + faux model). The same scripted
- * session — TURNS prompts, every fourth with a tool call — runs without the extension ("absent"),
- * with it active against a webhook that answers ("active"), and with it active against a black-holed
- * webhook that accepts connections and never answers ("black-holed"), interleaved over ROUNDS
- * repetitions after one warm-up. Reports the median wall time of the prompts and the ratio to
- * "absent". The webhook runs in its own process, as the real server does, so only the extension's
- * own work lands on Pi's event loop.
+ * session — TURNS prompts, every fourth with a tool call — runs without any extension ("absent"),
+ * with an extension that registers nothing ("empty"), with anon-notify loaded but the session not
+ * switched on ("inactive", what most sessions are), switched on against a webhook that answers
+ * ("active"), and switched on against a black-holed webhook that accepts connections and never
+ * answers ("black-holed"), interleaved over ROUNDS repetitions after one warm-up. Reports the
+ * median wall time of the prompts and the ratio to "absent". The webhook runs in its own process,
+ * as the real server does, so only the extension's own work lands on Pi's event loop.
  *
  * Each model call answers after BENCH_MODEL_MS (default "20,0": both). The targets (≤ 1.03 active,
  * ≤ 1.05 black-holed) are judged with provider latency, as a real turn has; with 0 ms a faux turn is
- * ~2 ms of pure CPU, and that line shows what the extension adds per turn in absolute terms.
+ * ~2 ms of pure CPU, and that line shows what the extension adds per turn in absolute terms: there
+ * "inactive" should sit within noise of "empty". BENCH_VARIANTS=empty,inactive runs a subset.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -24,8 +26,13 @@ const LATENCIES_MS = (process.env.BENCH_MODEL_MS ?? "20,0").split(",").map(Numbe
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
 
-type Variant = "absent" | "active" | "black-holed";
-const VARIANTS: Variant[] = ["absent", "active", "black-holed"];
+const ALL_VARIANTS = ["absent", "empty", "inactive", "active", "black-holed"] as const;
+type Variant = (typeof ALL_VARIANTS)[number];
+const VARIANTS: Variant[] = process.env.BENCH_VARIANTS
+  ? ALL_VARIANTS.filter((v) => v === "absent" || process.env.BENCH_VARIANTS!.split(",").includes(v))
+  : [...ALL_VARIANTS];
+const LOADED: readonly Variant[] = ["inactive", "active", "black-holed"];
+const SWITCHED_ON: readonly Variant[] = ["active", "black-holed"];
 
 /** The webhook in a child process: the test webhook answering at once, or a socket that never answers. */
 async function startWebhookProcess(blackHoled: boolean) {
@@ -70,25 +77,39 @@ function script(turn: number, modelMs: number) {
   return modelMs === 0 ? steps : steps.map((step) => () => delay(modelMs, step));
 }
 
-/** One session of TURNS prompts; returns the wall time of the prompts alone. */
-async function runSession(variant: Variant, modelMs: number): Promise<number> {
+interface Sample {
+  wallMs: number;
+  /** This process's CPU time over the prompts: less disturbed than wall time on a busy machine. */
+  cpuMs: number;
+}
+
+/** One session of TURNS prompts; returns the wall and CPU time of the prompts alone. */
+async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
   const webhook = await startWebhookProcess(variant === "black-holed");
   const root = makeRoot();
   configureExtension(root, webhook.endpoint);
-  const pi = await startPi({ root, extension: variant !== "absent", tools: [echoTool()] });
+  const pi = await startPi({
+    root,
+    extension: LOADED.includes(variant),
+    extensions: variant === "empty" ? [() => {}] : [],
+    tools: [echoTool()],
+  });
   try {
     // Enabling asks a black-holed server for the recipient and waits out that check: not measured.
-    if (variant !== "absent") await pi.prompt("/anon-notify");
+    if (SWITCHED_ON.includes(variant)) await pi.prompt("/anon-notify");
     // Straight to the faux provider: the harness's recording of model calls would dominate a turn.
     for (let turn = 1; turn <= TURNS; turn += 1) pi.faux.appendResponses(script(turn, modelMs));
     const started = performance.now();
+    const cpu = process.cpuUsage();
     for (let turn = 1; turn <= TURNS; turn += 1) await pi.prompt(`turn ${turn}`);
-    return performance.now() - started;
+    const used = process.cpuUsage(cpu);
+    return { wallMs: performance.now() - started, cpuMs: (used.user + used.system) / 1000 };
   } finally {
     await pi.dispose({ keepRoot: true });
     rmSync(root, { recursive: true, force: true });
     const accepted = await webhook.stop();
     if (variant === "active" && accepted !== TURNS) throw new Error(`active run delivered ${accepted} of ${TURNS} notices`);
+    if (variant === "inactive" && accepted !== 0) throw new Error(`inactive run delivered ${accepted} notices`);
   }
 }
 
@@ -99,29 +120,32 @@ const median = (values: number[]) => {
 
 let missed = false;
 for (const modelMs of LATENCIES_MS) {
-  const times: Record<Variant, number[]> = { absent: [], active: [], "black-holed": [] };
+  const times = Object.fromEntries(ALL_VARIANTS.map((v) => [v, [] as Sample[]])) as Record<Variant, Sample[]>;
   for (const variant of VARIANTS) await runSession(variant, modelMs); // warm-up: JIT, module cache, file system
   for (let round = 0; round < ROUNDS; round += 1) {
     // Rotate the order so drift in machine load does not favour one variant.
     const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]!);
     for (const variant of order) times[variant].push(await runSession(variant, modelMs));
   }
-  const base = median(times.absent);
+  const base = median(times.absent.map((t) => t.wallMs));
+  const cpuBase = median(times.absent.map((t) => t.cpuMs));
   const judged = modelMs > 0;
   console.log(
     `anon-notify overhead on Pi ${PI_FLAVOUR} — ${TURNS} turns × ${ROUNDS} rounds, model latency ${modelMs} ms` +
-      `${judged ? "" : " (pure CPU: not judged)"} — median wall time of the prompts`,
+      `${judged ? "" : " (pure CPU: not judged)"} — median wall time of the prompts, and median CPU time added per turn`,
   );
   for (const variant of VARIANTS) {
-    const ms = median(times[variant]);
+    const ms = median(times[variant].map((t) => t.wallMs));
+    const cpuMs = median(times[variant].map((t) => t.cpuMs));
     const ratio = ms / base;
-    const target = variant === "absent" || !judged ? undefined : TARGETS[variant];
+    const target = judged && (variant === "active" || variant === "black-holed") ? TARGETS[variant] : undefined;
     if (target && ratio > target) missed = true;
     console.log(
       `  ${variant.padEnd(12)} ${ms.toFixed(0).padStart(6)} ms  ratio ${ratio.toFixed(3)}  ` +
         `${((ms - base) / TURNS).toFixed(2).padStart(5)} ms/turn` +
+        `  cpu ${((cpuMs - cpuBase) / TURNS).toFixed(3).padStart(6)} ms/turn` +
         (target ? `  target ≤ ${target}  ${ratio <= target ? "ok" : "MISSED"}` : "") +
-        `  (runs: ${times[variant].map((t) => t.toFixed(0)).join(", ")})`,
+        `  (runs: ${times[variant].map((t) => t.wallMs.toFixed(0)).join(", ")})`,
     );
   }
 }

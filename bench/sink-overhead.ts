@@ -15,7 +15,7 @@ import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureSinkToken } from "../sink/token.ts";
+import { ensureSinkToken } from "../extension/sink/token.ts";
 import { ai, echoTool, makeRoot, startPi } from "../harness/pi.ts";
 
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
@@ -32,7 +32,7 @@ const CHANNEL_ON: Variant[] = ["black-holed", "app absent", "responsive"];
 
 /** The stand-in app in a child process: the sink's own listener, answering at once or never. */
 async function startApp(socket: string, token: string, blackHoled: boolean) {
-  const listenerModule = new URL("../sink/listener.ts", import.meta.url).href;
+  const listenerModule = new URL("../extension/sink/listener.ts", import.meta.url).href;
   const source = `
     import { startSinkListener } from ${JSON.stringify(listenerModule)};
     const app = await startSinkListener({ socket: process.env.SOCKET, token: process.env.TOKEN, answerDelayMs: ${blackHoled ? "Infinity" : "0"} });
@@ -126,7 +126,7 @@ for (const variant of VARIANTS) {
       `  quit ${medianOf(variant, "quitMs").toFixed(0).padStart(4)} ms  events received ${medianOf(variant, "received")}`,
   );
 }
-// The bound is for a hung app (issue 6); the responsive app's figure includes the HTTP work itself.
+// The bound is for a hung app; the responsive app's figure includes the HTTP work itself.
 const blackHoled = medianOf("black-holed", "runMs") / baseline;
 console.log(`black-holed app: wall ×${blackHoled.toFixed(3)} (target ≤ ${TARGET_RATIO}): ${blackHoled <= TARGET_RATIO ? "PASS" : "FAIL"}`);
 process.exitCode = blackHoled <= TARGET_RATIO ? 0 : 1;

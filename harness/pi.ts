@@ -1,6 +1,6 @@
 /**
  * Starts a REAL Pi runtime in-process through Pi's SDK, with pi-ai's faux provider scripting the
- * model, and loads this repository's extension from its package root (notes §7). Tests drive it
+ * model, and loads this repository's extension from its package root, as Pi's loader does for an installed package. Tests drive it
  * like a user would: prompts, slash commands, abort, fork, reload, resume.
  *
  * ANON_NOTIFY_PI=next runs the same suite against Pi 1.6.0 (npm aliases `pi-coding-agent-next`,
@@ -20,14 +20,13 @@ import type {
   InlineExtension,
   ToolDefinition,
 } from "@earendil-works/pi-coding-agent";
+import { PI_AI_PACKAGE, PI_FLAVOUR, PI_PACKAGE } from "./pi-flavour.ts";
 import type { AssistantMessage, FauxProviderHandle, SimpleStreamOptions, TranscriptContext } from "@earendil-works/pi-ai";
 
-export const PI_FLAVOUR = process.env.ANON_NOTIFY_PI === "next" ? "next" : "pinned";
+export { PI_FLAVOUR };
 // The 1.6.0 types differ in places the tests do not touch; the pinned types describe both here.
-export const sdk = (await import(
-  PI_FLAVOUR === "next" ? "pi-coding-agent-next" : "@earendil-works/pi-coding-agent"
-)) as typeof PiSdk;
-export const ai = (await import(PI_FLAVOUR === "next" ? "pi-ai-next" : "@earendil-works/pi-ai")) as typeof PiAi;
+export const sdk = (await import(PI_PACKAGE)) as typeof PiSdk;
+export const ai = (await import(PI_AI_PACKAGE)) as typeof PiAi;
 
 export const EXTENSION_ROOT = resolve(import.meta.dirname, "..");
 

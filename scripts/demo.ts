@@ -8,8 +8,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../command-message.ts";
-import { finalEventId } from "../notice.ts";
+import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/commands/message.ts";
+import { finalEventId } from "../extension/notices/notice.ts";
 import { runStandalone } from "../server/standalone.ts";
 import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
 import { operatorApi } from "../harness/agent-api.ts";

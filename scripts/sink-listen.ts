@@ -5,9 +5,9 @@
  * configuration the extension reads (sink.socket, sink.tokenFile, ANON_NOTIFY_SINK_*). Ctrl-C stops.
  */
 import { parseArgs } from "node:util";
-import { loadConfig } from "../config.ts";
-import { startSinkListener } from "../sink/listener.ts";
-import { ensureSinkToken } from "../sink/token.ts";
+import { loadConfig } from "../extension/config/config.ts";
+import { startSinkListener } from "../extension/sink/listener.ts";
+import { ensureSinkToken } from "../extension/sink/token.ts";
 
 const { values } = parseArgs({ options: { socket: { type: "string" }, "token-file": { type: "string" } } });
 const loaded = loadConfig({ cwd: process.cwd(), env: process.env });

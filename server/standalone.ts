@@ -5,7 +5,7 @@
  * likewise `<data-dir>/operator.token` for the operator API, unless the config file names one), and
  * the log persona, which prints each event block it would inject.
  *
- *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json]
+ *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json] [--help]
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -45,7 +45,18 @@ export interface StandaloneOptions {
   configPath: string;
 }
 
-export function parseFlags(argv: string[], cwd: string): StandaloneOptions {
+export const USAGE = [
+  "用法 / Usage: npm start -- [选项 / options]",
+  "",
+  `  --host <地址>       监听地址 / address to listen on (默认 / default ${DEFAULT_HOST})`,
+  `  --port <端口>       监听端口，被占用时向上顺延最多 ${PORT_RANGE} 个 / port; a busy one moves up to ${PORT_RANGE} higher (默认 / default ${DEFAULT_PORT})`,
+  "  --data-dir <目录>   SQLite、Token 文件所在目录 / folder for SQLite and the token files (默认 / default ./data)",
+  "  --config <文件>     机器人、目标与插件配置 / bot, recipient and plugin settings (默认 / default <data-dir>/server.json)",
+  "  -h, --help          显示本说明 / show this help",
+].join("\n");
+
+/** The options to run with, or "help" when the user asked for usage. */
+export function parseFlags(argv: string[], cwd: string): StandaloneOptions | "help" {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -53,9 +64,11 @@ export function parseFlags(argv: string[], cwd: string): StandaloneOptions {
       port: { type: "string", default: String(DEFAULT_PORT) },
       "data-dir": { type: "string", default: "data" },
       config: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
   });
+  if (values.help) return "help";
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`--port 必须是 1–65535 的整数，收到 ${values.port}`);
   const dataDir = resolve(cwd, values["data-dir"]);
@@ -229,13 +242,17 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
 }
 
 async function main(): Promise<void> {
-  let options: StandaloneOptions;
+  let options: StandaloneOptions | "help";
   try {
     options = parseFlags(process.argv.slice(2), process.cwd());
   } catch (error) {
-    console.error(`参数错误：${errorText(error)}`);
-    console.error("用法：npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <文件>]");
+    console.error(`参数错误 / Invalid arguments: ${errorText(error)}`);
+    console.error(USAGE);
     process.exitCode = 2;
+    return;
+  }
+  if (options === "help") {
+    console.log(USAGE);
     return;
   }
   const server = await runStandalone(options);

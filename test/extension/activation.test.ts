@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { ACTIVATION_CUSTOM_TYPE, USAGE_TEXT, isSubagent, readActivation, readDormantActivation } from "../../activation.ts";
-import { STATUS_KEY } from "../../state-bus.ts";
+import { STATUS_KEY } from "../../extension/state-bus.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
 import { TEST_ANON_QQ, TEST_QQ, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { dataDirFor } from "../../config.ts";
+import { dataDirFor } from "../../extension/config/config.ts";
 import { SUBAGENT_FLAG } from "../../activation.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../../harness/pi.ts";

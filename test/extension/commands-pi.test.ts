@@ -7,14 +7,15 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionFactory, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { createWebhookClient } from "../../delivery.ts";
+import { createWebhookClient } from "../../extension/delivery/http-client.ts";
 import { installCommandChannel, type CommandChannel } from "../../commands.ts";
-import { installPresence, createRuntimeId, type Presence } from "../../presence.ts";
-import { SEND_CHANNEL } from "../../state-bus.ts";
-import { DEFAULT_CONFIG } from "../../config.ts";
+import { installPresence, createRuntimeId, type Presence } from "../../extension/presence/presence.ts";
+import { SEND_CHANNEL } from "../../extension/state-bus.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 
@@ -102,7 +103,7 @@ function journalIds(file: string): string[] {
 
 test("an idle session receives an instruction through the held claim, journals it before the ACK, and answers it", { timeout: 30_000 }, async (t) => {
   const { api, pi, journalFile, observed } = await fixtures(t).setup();
-  await api.until(() => api.waitingClaims() === 1);
+  await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   assert.equal(api.heartbeats.length, 1, "exactly one heartbeat before the first claim");
   assert.equal(api.heartbeats[0]!.state, "idle");
   assert.equal(api.heartbeats[0]!.command_protocol, 2);
@@ -120,7 +121,7 @@ test("an idle session receives an instruction through the held claim, journals i
   const done = settled(pi);
   api.enqueue(command("c-1", "请重新运行测试"));
   await done;
-  await api.until(() => api.acks.length === 1);
+  await api.until(() => api.acks.length === 1, "api.acks.length === 1");
 
   assert.deepEqual(journalAtAck, ["c-1"], "the id was on disk when the ACK arrived");
   assert.equal(lastClaimAtAck, "c-1", "no new claim while the ACK was outstanding");
@@ -141,7 +142,7 @@ test("an idle session receives an instruction through the held claim, journals i
 test("a busy session takes an instruction at a turn boundary, after the tool batch and before the next model call", { timeout: 30_000 }, async (t) => {
   const slow = gatedTool("slow");
   const { api, pi } = await fixtures(t).setup({ tools: [slow.tool] });
-  await api.until(() => api.waitingClaims() === 1);
+  await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   pi.script([
     ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
     ...Array.from({ length: 3 }, () => ai.fauxAssistantMessage("已处理")),
@@ -149,12 +150,12 @@ test("a busy session takes an instruction at a turn boundary, after the tool bat
   const run = pi.prompt("开始一个长任务");
   await slow.started;
   // The run withdrew the idle claim: nothing is claimed while the tool runs.
-  await api.until(() => api.waitingClaims() === 0);
+  await api.until(() => api.waitingClaims() === 0, "api.waitingClaims() === 0");
   api.enqueue(command("c-a", "第一条指令"));
   api.enqueue(command("c-b", "第二条指令"));
   slow.release();
   await run;
-  await api.until(() => api.acks.filter((a) => a.status === 200).length === 2);
+  await api.until(() => api.acks.filter((a) => a.status === 200).length === 2, "api.acks.filter((a) => a.status === 200).length === 2");
   await pi.session.waitForIdle();
 
   const branch = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" || e.type === "custom_message");
@@ -182,17 +183,17 @@ test("a redelivered lease and a restarted Pi ACK a journaled command without a s
   const fx = fixtures(t);
   const root = fx.own(makeRoot());
   const first = await fx.setup({ root });
-  await first.api.until(() => first.api.waitingClaims() === 1);
+  await first.api.until(() => first.api.waitingClaims() === 1, "first.api.waitingClaims() === 1");
   first.api.failNextAck("c-1", 409, "lease_mismatch");
   first.pi.script([ai.fauxAssistantMessage("好的")]);
   const done = settled(first.pi);
   first.api.enqueue(command("c-1", "只执行一次"));
   await done;
-  await first.api.until(() => first.api.acks.length === 1);
+  await first.api.until(() => first.api.acks.length === 1, "first.api.acks.length === 1");
   assert.equal(first.api.acks[0]!.status, 409);
   // The lease expires on the server; the same runtime claims it again.
   first.api.expireLease("c-1");
-  await first.api.until(() => first.api.acks.length === 2);
+  await first.api.until(() => first.api.acks.length === 2, "first.api.acks.length === 2");
   assert.equal(first.api.acks[1]!.status, 200);
   assert.equal(commandMessages(first.pi).length, 1);
 
@@ -200,9 +201,9 @@ test("a redelivered lease and a restarted Pi ACK a journaled command without a s
   const sessionFile = first.pi.sessionFile()!;
   await first.dispose();
   const second = await fx.setup({ root, sessionFile });
-  await second.api.until(() => second.api.waitingClaims() === 1);
+  await second.api.until(() => second.api.waitingClaims() === 1, "second.api.waitingClaims() === 1");
   second.api.enqueue(command("c-1", "只执行一次"));
-  await second.api.until(() => second.api.acks.length === 1);
+  await second.api.until(() => second.api.acks.length === 1, "second.api.acks.length === 1");
   assert.equal(second.api.acks[0]!.status, 200);
   assert.equal(commandMessages(second.pi).length, 1, "still one copy after the restart");
   assert.deepEqual(journalIds(second.journalFile), ["c-1"]);
@@ -211,7 +212,7 @@ test("a redelivered lease and a restarted Pi ACK a journaled command without a s
 
 test("an instruction with images reaches the model as text then image blocks", { timeout: 30_000 }, async (t) => {
   const { api, pi } = await fixtures(t).setup();
-  await api.until(() => api.waitingClaims() === 1);
+  await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   pi.script([ai.fauxAssistantMessage("看到图片了")]);
   const done = settled(pi);
   api.enqueue(command("c-img", "看看这张截图", { images: [{ mime_type: "image/png", data: PNG_1PX }] }));
@@ -225,7 +226,7 @@ test("an instruction with images reaches the model as text then image blocks", {
 
 test("an instruction the user interrupts before any reply is kept, ACKed once, and reported to the user and the persona", { timeout: 30_000 }, async (t) => {
   const { api, pi, observed } = await fixtures(t).setup();
-  await api.until(() => api.waitingClaims() === 1);
+  await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   const modelStarted = latch();
   pi.script([waitForAbortStep(modelStarted.signal)]);
   const done = settled(pi);
@@ -233,7 +234,7 @@ test("an instruction the user interrupts before any reply is kept, ACKed once, a
   await modelStarted.promise;
   await pi.session.abort();
   await done;
-  await api.until(() => api.acks.length === 1);
+  await api.until(() => api.acks.length === 1, "api.acks.length === 1");
 
   assert.equal(api.acks[0]!.status, 200, "the session took it in, so it is not redelivered");
   assert.equal(commandMessages(pi).length, 1);
@@ -254,7 +255,7 @@ test("an instruction the user interrupts before any reply is kept, ACKed once, a
 test("heartbeats follow the real state, never move activity on the timer, and end with one offline", { timeout: 30_000 }, async (t) => {
   const compile = gatedTool("compile");
   const { api, pi, observed, dispose } = await fixtures(t).setup({ tools: [compile.tool], heartbeatIntervalMs: 1_000 });
-  await api.until(() => api.heartbeats.length >= 3);
+  await api.until(() => api.heartbeats.length >= 3, "api.heartbeats.length >= 3");
   const idleBeats = api.heartbeats.slice(0, 3);
   assert.ok(idleBeats.every((h) => h.state === "idle" && h.activity === null));
   assert.equal(new Set(idleBeats.map((h) => h.last_activity_at)).size, 1, "the timer alone never advances activity");
@@ -262,13 +263,13 @@ test("heartbeats follow the real state, never move activity on the timer, and en
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("compile", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("编译完成")]);
   const run = pi.prompt("编译");
   await compile.started;
-  await api.until(() => api.heartbeats.some((h) => h.activity === "compile"));
+  await api.until(() => api.heartbeats.some((h) => h.activity === "compile"), "api.heartbeats.some((h) => h.activity === \"compile\")");
   const during = api.heartbeats.find((h) => h.activity === "compile")!;
   assert.equal(during.state, "running");
   assert.ok(Date.parse(during.last_activity_at) > Date.parse(idleBeats[0]!.last_activity_at));
   compile.release();
   await run;
-  await api.until(() => api.heartbeats.at(-1)!.state === "idle");
+  await api.until(() => api.heartbeats.at(-1)!.state === "idle", "api.heartbeats.at(-1)!.state === \"idle\"");
 
   const sessionFile = pi.sessionFile()!;
   await dispose();
@@ -290,7 +291,7 @@ test("an instruction still queued when the user presses Esc is written into the 
       const channel = observed.channel!;
       if (pressed) return;
       if (event.turnIndex === 0) {
-        while (channel.pending().held !== "c-q") await new Promise((resolve) => setTimeout(resolve, 5));
+        await waitUntil(() => channel.pending().held === "c-q", "the channel held command c-q for the next boundary");
       } else if (channel.pending().queued.includes("c-q")) {
         pressed = true;
         escape();
@@ -302,17 +303,17 @@ test("an instruction still queued when the user presses Esc is written into the 
     pi.session.clearQueue();
     void pi.session.abort();
   };
-  await api.until(() => api.waitingClaims() === 1);
+  await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("继续中")]);
   const done = settled(pi);
   const run = pi.prompt("开始");
   await slow.started;
-  await api.until(() => api.waitingClaims() === 0);
+  await api.until(() => api.waitingClaims() === 0, "api.waitingClaims() === 0");
   api.enqueue(command("c-q", "顺便更新一下文档"));
   slow.release();
   await run;
   await done;
-  await api.until(() => api.acks.length === 1);
+  await api.until(() => api.acks.length === 1, "api.acks.length === 1");
 
   assert.equal(api.acks[0]!.status, 200);
   assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-q"], "kept in the session, once");

@@ -11,11 +11,11 @@ import {
   unansweredAfterInterrupt,
   type ClaimFacts,
   type RunFact,
-} from "../../commands.ts";
+} from "../../extension/commands/decisions.ts";
 import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
-import { commandMessage, instructionText, renderCommandMessage } from "../../command-message.ts";
-import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../journal.ts";
-import { SendRequest } from "../../state-bus.ts";
+import { commandMessage, instructionText, renderCommandMessage } from "../../extension/commands/message.ts";
+import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/commands/journal.ts";
+import { SendRequest } from "../../extension/state-bus.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
 

@@ -4,19 +4,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  agentDirFrom,
-  Config,
-  dataDirFor,
-  DEFAULT_CONFIG,
-  loadConfig,
-  normaliseLegacy,
-  readToken,
-  recipientProblem,
-  renderSource,
-  sinkSocketProblem,
-  type LoadConfigOptions,
-} from "../../config.ts";
+import { agentDirFrom, dataDirFor, loadConfig, normaliseLegacy, readToken, recipientProblem, renderSource, type LoadConfigOptions } from "../../extension/config/config.ts";
+import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema.ts";
 
 const roots: string[] = [];
 after(() => {

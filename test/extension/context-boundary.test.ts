@@ -1,5 +1,5 @@
 /**
- * The model's context is untouched (seed: 模型上下文边界): the same scripted session run with the
+ * The model's context is untouched by the extension: the same scripted session run with the
  * extension active and without it sends the faux model exactly the same messages — the same
  * system prompt, the same tools, no status message.
  */

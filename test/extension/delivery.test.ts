@@ -9,21 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import {
-  classifyHttpFailure,
-  createNotifier,
-  createWebhookClient,
-  DeliveryError,
-  nonFinalAllowed,
-  retryAfterDelayMs,
-  runWithRetry,
-  type Sleep,
-  type WebhookClient,
-} from "../../delivery.ts";
-import { openOutbox } from "../../outbox.ts";
+import { classifyHttpFailure, DeliveryError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/delivery/retry.ts";
+import { createWebhookClient, type WebhookClient } from "../../extension/delivery/http-client.ts";
+import { createNotifier, nonFinalAllowed } from "../../extension/delivery/notifier.ts";
+import { openOutbox } from "../../extension/delivery/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { DEFAULT_CONFIG } from "../../config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { waitUntil } from "../helpers/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
 const cleanups: (() => unknown)[] = [];
@@ -364,7 +357,7 @@ test("a final notice is put, then sent, then removed: on disk and claimed at eve
   const { notifier } = notifierFor(server.endpoint, { dir });
   const e = event("completed");
   assert.equal(notifier.send(e, { final: true }), undefined, "send returns at once");
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.equal(server.received.length, 2);
   for (const [attempt, { files, record }] of seen.entries()) {
     assert.equal(files.length, 1, `attempt ${attempt + 1}: exactly the one entry, no temp file`);
@@ -379,7 +372,7 @@ test("429 with Retry-After, then 500, then success: one notice, three attempts, 
   const sleep = fakeSleep();
   const { notifier, dir, lines } = notifierFor(server.endpoint, { sleep });
   notifier.send(event("failed"), { final: true });
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.equal(server.received.length, 3);
   assert.equal(sleep.waits[0], 2_000);
   assert.equal(sleep.waits.length, 2);
@@ -392,7 +385,7 @@ test("a 400 is not retried; the final stays in the outbox and the failure is log
   const { notifier, dir, lines } = notifierFor(server.endpoint, { sleep: noSleepAllowed });
   const e = event("completed");
   notifier.send(e, { final: true });
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.equal(server.received.length, 1);
   assert.deepEqual(await outboxIds(dir), [e.event_id]);
   assert.equal(lines.warn.length, 1);
@@ -406,7 +399,7 @@ test("with the server down the final is kept, and a later resend delivers it onc
   const first = notifierFor(down.endpoint, { dir });
   const e = event("completed");
   first.notifier.send(e, { final: true });
-  await first.notifier.flush(5_000);
+  assert.equal(await first.notifier.flush(5_000), true, "every send was done with");
   assert.equal(down.received.length, delivery.maxAttempts);
   assert.deepEqual(await outboxIds(dir), [e.event_id]);
 
@@ -427,8 +420,9 @@ test("a final survives a crash of the Pi process mid-send and the next start res
     [
       "--input-type=module",
       "-e",
-      `import { createNotifier, createWebhookClient } from ${here("delivery.ts")};
-       import { openOutbox } from ${here("outbox.ts")};
+      `import { createNotifier } from ${here("extension/delivery/notifier.ts")};
+       import { createWebhookClient } from ${here("extension/delivery/http-client.ts")};
+       import { openOutbox } from ${here("extension/delivery/outbox.ts")};
        const notifier = createNotifier({
          client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
          outbox: openOutbox(${JSON.stringify(dir)}, console),
@@ -443,7 +437,7 @@ test("a final survives a crash of the Pi process mid-send and the next start res
   t.after(() => child.kill("SIGKILL"));
   await once(child.stdout!, "data");
   // Wait until the request is really in flight (the server holds it), then kill without any cleanup.
-  while (hole.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  await waitUntil(() => hole.received.length > 0, "the child's final reached the black-holed server");
   child.kill("SIGKILL");
   await once(child, "exit");
   assert.ok(readdirSync(dir).some((f) => f.endsWith(".sending")), "the dead process still holds its claim");
@@ -463,10 +457,10 @@ test("one notifier never sends the same event twice: repeated send, send after a
   notifier.send(e, { final: true });
   notifier.send(e, { final: true });
   void notifier.resendOutbox();
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   notifier.send(e, { final: true });
   await notifier.resendOutbox();
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.equal(server.received.length, 1);
   assert.deepEqual(await outboxIds(dir), []);
 });
@@ -488,7 +482,7 @@ test("progress-type notices respect the minimum interval; finals and explicit re
   notifier.send(completed, { final: true }); // final: never rate limited
   clock += delivery.minIntervalMs;
   notifier.send(progress2, { final: false });
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.deepEqual(
     server.received.map((r) => JSON.parse(r.body).event_id),
     [warning.event_id, started.event_id, info.event_id, completed.event_id, progress2.event_id],
@@ -531,7 +525,7 @@ test("send never throws: an invalid event is logged and nothing is sent", async 
   const bad = { ...event("completed"), summary: "x".repeat(5_000) };
   assert.doesNotThrow(() => notifier.send(bad, { final: true }));
   assert.doesNotThrow(() => notifier.send(null as unknown as EventBody, { final: true }));
-  await notifier.flush(5_000);
+  assert.equal(await notifier.flush(5_000), true, "every send was done with");
   assert.equal(server.received.length, 0);
   assert.deepEqual(await outboxIds(dir), []);
   assert.equal(lines.warn.length, 2);
@@ -544,8 +538,8 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
   const e = event("completed");
   notifier.send(e, { final: true });
   // The request goes out once the outbox write finished; the black hole then holds it.
-  while (hole.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  await notifier.flush(50);
+  await waitUntil(() => hole.received.length > 0, "the final reached the black-holed server");
+  assert.equal(await notifier.flush(50), false, "flush reports the time running out while the black hole holds the request");
   assert.equal(readdirSync(dir).filter((f) => f.endsWith(".sending")).length, 1, "still claimed while the black hole holds the request");
   await notifier.close();
   assert.equal(hole.received.length, 1);
@@ -553,7 +547,7 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
 
   const late = event("failed");
   notifier.send(late, { final: true });
-  await notifier.flush(1_000);
+  assert.equal(await notifier.flush(1_000), true, "a closed notifier is done with a late final at once");
   assert.deepEqual(await outboxIds(dir), [e.event_id, late.event_id]);
   assert.equal(hole.received.length, 1, "a closed notifier only keeps finals for the next start");
 });

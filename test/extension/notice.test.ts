@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../notice.ts";
+import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice.ts";
 import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { Type } from "typebox";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { ai, blockingTool, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
 import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 
@@ -179,45 +180,15 @@ test("a run that continued past a non-terminating batch is judged by its last re
   assert.match(event!.body.summary, /after the batch/);
 });
 
-test("abort while the model streams is silent", async (t) => {
-  const s = await setup(t);
-  await s.pi.prompt("/anon-notify");
-  const streaming = latch();
-  s.pi.script([waitForAbortStep(streaming.signal)]);
-  const running = s.pi.prompt("long answer");
-  await streaming.promise;
-  await s.pi.session.abort();
-  await running;
-  await control(s);
-});
-
-test("abort inside a tool is silent", async (t) => {
-  const started = latch();
-  const s = await setup(t, { tools: [blockingTool(started.signal)] });
-  await s.pi.prompt("/anon-notify");
-  s.pi.script([toolCall("wait_for_abort")]);
-  const running = s.pi.prompt("run the tool");
-  await started.promise;
-  await s.pi.session.abort();
-  await running;
-  await control(s);
-});
-
-test("abort during the auto-retry back-off is silent", async (t) => {
-  const s = await setup(t, { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 600_000 } } });
-  await s.pi.prompt("/anon-notify");
-  const retrying = latch();
-  const unsubscribe = s.pi.session.subscribe((event) => {
-    if (event.type === "auto_retry_start") retrying.signal();
+for (const scenario of ABORT_SCENARIOS) {
+  test(`an interrupt ${scenario.name} is silent`, async (t) => {
+    const { pi, interrupt } = scenario.prepare();
+    const s = await setup(t, pi);
+    await s.pi.prompt("/anon-notify");
+    await interrupt(s.pi);
+    await control(s);
   });
-  s.pi.script([ai.fauxAssistantMessage("", { stopReason: "error", errorMessage: "503 overloaded" })]);
-  const running = s.pi.prompt("flaky provider");
-  await retrying.promise;
-  await s.pi.session.abort();
-  await running;
-  unsubscribe();
-  await control(s);
-});
+}
 
 test("session replacement and reload send nothing", async (t) => {
   const s = await setup(t);

@@ -8,11 +8,11 @@ import {
   currentTool,
   nextSend,
   noteActivity,
-  projectName,
   type Activity,
   type SendLoop,
   type SendTrigger,
-} from "../../presence.ts";
+} from "../../extension/presence/presence.ts";
+import { projectName } from "../../extension/session-labels.ts";
 
 test("the send loop keeps at most one request in flight and sends the newest state once after it", () => {
   const rows: { from: SendLoop; trigger: SendTrigger; to: SendLoop; send: boolean }[] = [

@@ -2,8 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { ToolCallRecord } from "../../protocol/progress.ts";
-import { DEFAULT_CONFIG } from "../../config.ts";
-import type { NoticeContext } from "../../notice.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import type { NoticeContext } from "../../extension/notices/notice.ts";
 import {
   NO_REPORTS,
   PROGRESS_DESCRIPTION,
@@ -14,7 +14,7 @@ import {
   progressEventId,
   refusedCallRecord,
   type ReportState,
-} from "../../progress-tool.ts";
+} from "../../extension/notices/progress-tool.ts";
 
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const context: NoticeContext = {

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
-import { RECIPIENT, extensionEnv, writeUserConfig } from "../helpers/extension-env.ts";
+import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";

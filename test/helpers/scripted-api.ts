@@ -40,7 +40,8 @@ export interface ScriptedApi {
   /** Runs before an ACK is answered: lets a test look at the client's state at that moment. */
   onAck?: (commandId: string) => void;
   /** Resolves at the first moment `predicate` holds, checked after every answer and every claim put on hold. */
-  until(predicate: () => boolean): Promise<void>;
+  /** Resolves once `predicate` holds, checked at each request; fails naming `what` after `timeoutMs`. */
+  until(predicate: () => boolean, what: string, timeoutMs?: number): Promise<void>;
   waitingClaims(): number;
   close(): Promise<void>;
 }
@@ -83,8 +84,15 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
       leases.delete(commandId);
       api.enqueue(lease.command);
     },
-    async until(predicate) {
-      while (!predicate()) await once(events, "request");
+    async until(predicate, what, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!predicate()) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`never happened within ${timeoutMs} ms: ${what}`);
+        const stop = new AbortController();
+        await once(events, "request", { signal: AbortSignal.any([stop.signal, AbortSignal.timeout(left)]) }).catch(() => undefined);
+        stop.abort();
+      }
     },
     waitingClaims: () => waiters.size,
     async close() {

@@ -18,7 +18,7 @@ import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
-import { RECIPIENT, writeUserConfig } from "../helpers/extension-env.ts";
+import { RECIPIENT, writeUserConfig } from "../../harness/extension-env.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { commandMessages } from "../../harness/session-commands.ts";

@@ -1,16 +1,19 @@
 /** `npm start`'s standalone server: flags, the token file, the printed setup, and a clean Ctrl-C. */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtemp, rm, stat, readFile, writeFile } from "node:fs/promises";
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, readdir, rm, stat, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { DEFAULT_PORT, ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
+import { promisify } from "node:util";
+import { DEFAULT_PORT, USAGE, ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
 
-const standalone = resolve(import.meta.dirname, "../../server/standalone.ts");
+const repo = resolve(import.meta.dirname, "../..");
+const standalone = join(repo, "server/standalone.ts");
+const run = promisify(execFile);
 
 async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "anon-notify-standalone-"));
@@ -25,6 +28,9 @@ describe("standalone pieces", () => {
   ];
   for (const [label, argv, expected] of flagRows) {
     test(`flags: ${label}`, () => assert.deepEqual(parseFlags(argv, "/srv"), expected));
+  }
+  for (const argv of [["--help"], ["-h"], ["--port", "6000", "--help"]]) {
+    test(`flags: ${argv.join(" ")} asks for usage`, () => assert.equal(parseFlags(argv, "/srv"), "help"));
   }
   for (const argv of [["--port", "0"], ["--port", "70000"], ["--port", "x"], ["--nope"]]) {
     test(`flags: ${argv.join(" ")} is refused`, () => assert.throws(() => parseFlags(argv, "/srv")));
@@ -51,6 +57,25 @@ describe("standalone pieces", () => {
     await writeFile(join(dir, "bad.json"), JSON.stringify({ botId: 5, qq: "1" }));
     assert.throws(() => readStandaloneFile(join(dir, "bad.json")), /botId.*|qq/);
   });
+});
+
+test("npm start -- --help prints the usage of every flag and exits 0 without starting a server", async (t) => {
+  const dir = await tempDir(t);
+  const { stdout, stderr } = await run("npm", ["start", "--silent", "--", "--help", "--data-dir", dir], { cwd: repo });
+  assert.equal(stderr, "");
+  assert.equal(stdout.trim(), USAGE);
+  for (const flag of ["--host", "--port", "--data-dir", "--config", "--help"]) assert.ok(USAGE.includes(flag), `usage names ${flag}`);
+  assert.deepEqual(await readdir(dir), [], "nothing was written to the data folder");
+});
+
+test("npm start with an unknown option prints the usage and exits 2", async () => {
+  const failure = await run("npm", ["start", "--silent", "--", "--nope"], { cwd: repo }).then(
+    () => assert.fail("npm start -- --nope succeeded"),
+    (error: { code?: number; stderr?: string }) => error,
+  );
+  assert.equal(failure.code, 2);
+  assert.match(failure.stderr ?? "", /--nope/);
+  assert.ok(failure.stderr?.includes(USAGE));
 });
 
 test("npm start serves events, prints the bound URL and Pi setup, moves off a busy port and stops cleanly on Ctrl-C", async (t) => {

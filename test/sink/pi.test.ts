@@ -10,12 +10,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
 import type { ExtensionAPI, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { DEFAULT_CONFIG } from "../../config.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
-import { installSink, type InstalledSink, type SinkConfig } from "../../sink/index.ts";
-import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../sink/listener.ts";
-import { ensureSinkToken } from "../../sink/token.ts";
-import { ai, blockingTool, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { installSink, type InstalledSink, type SinkConfig } from "../../extension/sink/index.ts";
+import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../extension/sink/listener.ts";
+import { ensureSinkToken } from "../../extension/sink/token.ts";
+import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
+import { ai, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 
 interface SinkRig {
   pi: PiHarness;
@@ -189,50 +190,20 @@ test("parallel tool calls complete in their real completion order", async (t) =>
   );
 });
 
-test("interrupt while the model streams: run.cancelled, never completed or failed", async (t) => {
-  const r = await rig(t);
-  const streaming = latch();
-  r.pi.script([waitForAbortStep(streaming.signal)]);
-  const run = r.pi.prompt("long answer please");
-  await streaming.promise;
-  await r.pi.session.abort();
-  await run;
-  await r.flush();
-  assert.deepEqual(r.types(), ["run.started", "run.cancelled"]);
-  const cancelled = only(r.listener!.events, "run.cancelled");
-  assert.equal(cancelled.payload.run_id, only(r.listener!.events, "run.started").payload.run_id);
-});
-
-test("interrupt inside a tool: the cancelled call still sends tool.completed ok:false, then run.cancelled", async (t) => {
-  const inTool = latch();
-  const r = await rig(t, { pi: { tools: [blockingTool(inTool.signal)] } });
-  r.pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("wait_for_abort", {}, { id: "call-x" })], { stopReason: "toolUse" })]);
-  const run = r.pi.prompt("run the long command");
-  await inTool.promise;
-  await r.pi.session.abort();
-  await run;
-  await r.flush();
-  assert.deepEqual(r.types(), ["run.started", "tool.started", "tool.completed", "run.cancelled"]);
-  const completed = only(r.listener!.events, "tool.completed");
-  assert.equal(completed.payload.ok, false);
-  assert.equal(completed.payload.tool_call_id, "call-x");
-});
-
-test("interrupt during the auto-retry back-off: run.cancelled, not run.failed", async (t) => {
-  const r = await rig(t, { pi: { settings: { retry: { enabled: true, maxRetries: 3, baseDelayMs: 60_000 } } } });
-  const backingOff = latch();
-  const off = r.pi.session.subscribe((event) => {
-    if (event.type === "auto_retry_start") backingOff.signal();
+for (const scenario of ABORT_SCENARIOS) {
+  test(`an interrupt ${scenario.name}: run.cancelled, never completed or failed`, async (t) => {
+    const { pi, interrupt } = scenario.prepare();
+    const r = await rig(t, { pi });
+    await interrupt(r.pi);
+    await r.flush();
+    assert.deepEqual(r.types(), scenario.sinkEvents);
+    const cancelled = only(r.listener!.events, "run.cancelled");
+    assert.equal(cancelled.payload.run_id, only(r.listener!.events, "run.started").payload.run_id);
+    for (const call of r.listener!.events.filter((e) => e.type === "tool.completed")) {
+      assert.equal((call.payload as { ok: boolean }).ok, false, "an interrupted tool call closes as not ok");
+    }
   });
-  t.after(off);
-  r.pi.script([ai.fauxAssistantMessage("", { stopReason: "error", errorMessage: "503 overloaded" })]);
-  const run = r.pi.prompt("try it");
-  await backingOff.promise;
-  await r.pi.session.abort();
-  await run;
-  await r.flush();
-  assert.deepEqual(r.types(), ["run.started", "run.cancelled"]);
-});
+}
 
 test("a terminal model error sends run.failed as 'Type: message', never completed", async (t) => {
   const r = await rig(t, { pi: { settings: { retry: { enabled: false } } } });

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureSinkToken, readSinkToken } from "../../sink/token.ts";
+import { ensureSinkToken, readSinkToken } from "../../extension/sink/token.ts";
 
 function tempRoot(t: { after: (fn: () => void) => void }): string {
   const root = mkdtempSync(join(tmpdir(), "anon-notify-sink-token-"));

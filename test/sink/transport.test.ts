@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
-import { createSinkClient } from "../../sink/client.ts";
-import { startSinkListener } from "../../sink/listener.ts";
-import { buildSinkEnvelope, buildSinkPayload } from "../../sink/payload.ts";
-import { createSinkQueue, SINK_QUEUE_CAPACITY } from "../../sink/queue.ts";
+import { createSinkClient } from "../../extension/sink/client.ts";
+import { startSinkListener } from "../../extension/sink/listener.ts";
+import { buildSinkEnvelope, buildSinkPayload } from "../../extension/sink/payload.ts";
+import { createSinkQueue, SINK_QUEUE_CAPACITY } from "../../extension/sink/queue.ts";
 
 const TOKEN = "a".repeat(64);
 

@@ -1,6 +1,6 @@
 /**
  * Presence: while a session is active, the runtime tells the server it is alive and whether it is
- * idle or running (seed: 在线会话发现与主动投递). Heartbeats go to the server only, never into the
+ * idle or running, so the persona can find live sessions and reach them. Heartbeats go to the server only, never into the
  * session file. One request is in flight at a time; a heartbeat asked for meanwhile is sent once,
  * right after, with the newest state. Stopping sends one best-effort offline.
  *
@@ -9,17 +9,16 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "./protocol/sessions.ts";
-import { LIMITS, PROTOCOL_VERSIONS } from "./protocol/wire.ts";
-import type { Config } from "./config.ts";
-import type { WebhookClient } from "./delivery.ts";
+import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
+import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
+import type { Config } from "../config/schema.ts";
+import { errorText } from "../../common/errors.ts";
+import type { ApiClient } from "../delivery/http-client.ts";
+import { modelLabel, projectName } from "../session-labels.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
-
-/** The slice of the extension's HTTP client (delivery.ts) that presence and commands use. */
-export type ApiClient = Pick<WebhookClient, "request">;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
 export interface Connection {
@@ -81,20 +80,13 @@ export interface PresenceSnapshot {
   activity: Activity;
 }
 
-/** A directory basename only: the server and the persona never learn the full path. */
-export function projectName(cwd: string): string {
-  // Split on both separators: a Windows cwd reported to a Linux server is still cut to its last part.
-  const name = cwd.split(/[\\/]+/).filter(Boolean).at(-1) ?? "";
-  return (name || "root").slice(0, LIMITS.projectChars);
-}
-
 /** Images are claimed only when the model can see them: Pi would otherwise swap them for a placeholder. */
 export function modelSupportsImages(model: PresenceSnapshot["model"]): boolean {
   return model?.input.includes("image") ?? false;
 }
 
 export function buildHeartbeat(snapshot: PresenceSnapshot): Heartbeat {
-  const model = snapshot.model ? `${snapshot.model.provider}/${snapshot.model.id}`.slice(0, LIMITS.modelChars) : null;
+  const model = modelLabel(snapshot.model)?.slice(0, LIMITS.modelChars) ?? null;
   return Heartbeat.parse({
     session_id: snapshot.sessionId,
     runtime_id: snapshot.runtimeId,
@@ -200,7 +192,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         (error: unknown) => {
           if (controller.signal.aborted) return;
           accepted = false;
-          const message = `在线心跳发送失败：${describe(error)}`;
+          const message = `在线心跳发送失败：${errorText(error)}`;
           if (message !== lastFailure) deps.report(message);
           lastFailure = message;
         },
@@ -221,8 +213,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   };
 
   const beat = () => step("due");
+  // Stopped, activity is not tracked: start() begins afresh, and an inactive turn costs nothing here.
   const track = (signal: ActivitySignal) => {
-    activity = noteActivity(activity, signal, now());
+    if (running) activity = noteActivity(activity, signal, now());
   };
 
   pi.on("agent_start", (_event, c) => {
@@ -231,6 +224,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   });
   pi.on("agent_settled", (_event, c) => {
     ctx = c;
+    if (!running) return;
     activity = { ...activity, runningTools: new Map() };
     beat();
   });
@@ -239,7 +233,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     beat();
   });
   pi.on("message_update", (event) => {
-    if (event.message.role === "assistant") track({ kind: "model_output" });
+    if (running && event.message.role === "assistant") track({ kind: "model_output" });
   });
   pi.on("message_end", (event) => {
     if (event.message.role === "assistant") track({ kind: "model_output" });
@@ -300,9 +294,4 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       }
     },
   };
-}
-
-/** A short reason without secrets: the client's errors never carry the token. */
-export function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -3,10 +3,10 @@
  * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
  * it read from Pi.
  */
-import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "./protocol/events.ts";
-import { LIMITS } from "./protocol/wire.ts";
-import type { RunFacts, RunOutcome } from "./lifecycle.ts";
-import type { SendRequest } from "./state-bus.ts";
+import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
+import type { SendRequest } from "../state-bus.ts";
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
 export interface PiContextUsage {
@@ -16,7 +16,7 @@ export interface PiContextUsage {
 }
 
 /**
- * Samples Pi's context estimate once, for one payload (seed: 上下文占用). After a compaction the
+ * Samples Pi's context estimate once, for one payload. After a compaction the
  * window is known but the usage is not: both unknowns stay null. No model, a throwing reader or
  * any impossible number makes the whole field null, so unknown never poses as 0 %.
  */

@@ -22,10 +22,10 @@ import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { replaceDurably, temporaryFileOwner } from "./common/durable-file.ts";
-import { isMissingFile } from "./common/errors.ts";
-import { EventBody } from "./protocol/events.ts";
-import { Timestamp } from "./protocol/wire.ts";
+import { replaceDurably, temporaryFileOwner } from "../../common/durable-file.ts";
+import { errorText, isMissingFile } from "../../common/errors.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { formatIssues, Timestamp } from "../../protocol/wire.ts";
 
 const RECORD_VERSION = 1;
 /** Longer than any send can take (attempts × (timeout + the 60 s Retry-After cap)), so only a lost owner exceeds it. */
@@ -157,11 +157,11 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
     try {
       parsed = OutboxRecord.safeParse(JSON.parse(text));
     } catch (error) {
-      moveAside(p.file, (error as Error).message);
+      moveAside(p.file, errorText(error));
       return undefined;
     }
     if (!parsed.success) {
-      moveAside(p.file, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+      moveAside(p.file, formatIssues(parsed.error));
       return undefined;
     }
     if (parsed.data.event.event_id !== p.eventId) {

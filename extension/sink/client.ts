@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { Agent } from "undici";
-import type { SinkEnvelope } from "../protocol/sink.ts";
+import type { SinkEnvelope } from "../../protocol/sink.ts";
 
 /** A hung app costs the worker at most this per event; the run never waits on it. */
 export const SINK_REQUEST_TIMEOUT_MS = 2_000;

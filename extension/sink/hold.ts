@@ -1,5 +1,5 @@
 /**
- * The hold/merge rule for `run.completed` (seed 000, "run.completed 的准确含义"). Pure.
+ * The hold/merge rule for `run.completed`: it means "the work is done, come and look". Pure.
  *
  * A unit of work is one or more settled Pi runs chained without the user in between (e.g. an
  * extension that starts the next round from `agent_settled`, the way a goal loop does). Completion
@@ -7,7 +7,7 @@
  * the settle turns out to be the last one. Failure and cancellation are never held: they end the
  * unit at once, carrying the rounds held before them.
  *
- * Both directions are bugs the seed names: holding without releasing leaves the app on "working"
+ * Both directions are bugs: holding without releasing leaves the app on "working"
  * forever; releasing at every settle reports an N-round unit as done N times.
  */
 

@@ -3,7 +3,7 @@
  * The payload schemas in protocol/sink.ts are the whitelist; text the user saw is cut to 500 characters
  * with a visible mark, and absent facts stay absent (unknown), never zero.
  */
-import { SINK_TEXT_CHARS, SINK_TRUNCATION_MARK, SinkPayloads, type SinkEnvelope, type SinkEventType, type SinkPayload } from "../protocol/sink.ts";
+import { SINK_TEXT_CHARS, SINK_TRUNCATION_MARK, SinkPayloads, type SinkEnvelope, type SinkEventType, type SinkPayload } from "../../protocol/sink.ts";
 
 /** Cuts to 500 characters (code points, so no surrogate pair is split) and marks the cut. */
 export function truncateSinkText(text: string): string {

@@ -6,7 +6,8 @@
 import { timingSafeEqual } from "node:crypto";
 import { chmodSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { SinkEnvelope } from "../protocol/sink.ts";
+import { SinkEnvelope } from "../../protocol/sink.ts";
+import { formatIssues } from "../../protocol/wire.ts";
 
 const MAX_BODY_BYTES = 64 * 1024;
 
@@ -83,7 +84,7 @@ export async function startSinkListener(options: SinkListenerOptions): Promise<S
     } catch {
       return answer(response, 400, "body is not JSON");
     }
-    if (!parsed.success) return answer(response, 400, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+    if (!parsed.success) return answer(response, 400, formatIssues(parsed.error));
     events.push(parsed.data);
     bodies.push(body);
     options.onEvent?.(parsed.data);

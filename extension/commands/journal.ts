@@ -6,9 +6,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
-import { appendDurably, replaceDurably } from "./common/durable-file.ts";
-import { isMissingFile } from "./common/errors.ts";
-import { Id, Timestamp } from "./protocol/wire.ts";
+import { appendDurably, replaceDurably } from "../../common/durable-file.ts";
+import { isMissingFile } from "../../common/errors.ts";
+import { Id, Timestamp } from "../../protocol/wire.ts";
 
 const JournalRecord = z.object({
   version: z.literal(1),

@@ -1,11 +1,11 @@
 /**
- * The extension's two EventBus contracts with other extensions (seed: Pi Web 结构化状态协议,
- * 扩展间调用): the `anon-notify:state` v1 payload it publishes, and the `anon-notify:send` requests
- * it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
+ * The extension's two EventBus contracts with other extensions (a web UI reading the state, an
+ * extension asking for a notice): the `anon-notify:state` v1 payload it publishes, and the
+ * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
  */
 import { z } from "zod";
-import { DeliveryRoute } from "./protocol/events.ts";
-import { Id } from "./protocol/wire.ts";
+import { DeliveryRoute } from "../protocol/events.ts";
+import { Id } from "../protocol/wire.ts";
 
 export const STATE_CHANNEL = "anon-notify:state";
 export const SEND_CHANNEL = "anon-notify:send";

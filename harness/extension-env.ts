@@ -4,8 +4,8 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { dataDirFor } from "../../config.ts";
-import type { KoishiHarness } from "../../harness/koishi.ts";
+import { dataDirFor } from "../extension/config/config.ts";
+import type { KoishiHarness } from "./koishi.ts";
 
 export const RECIPIENT = { qq: "10001", anonQq: "10002" };
 

@@ -1,11 +1,12 @@
 /**
- * The sink's bearer token file (seed 000, 安全): 32 random bytes as hex, mode 0600, created only when
+ * The sink's bearer token file: 32 random bytes as hex, mode 0600, created only when
  * absent and never overwritten — the app and the extension share it, whoever runs first decides,
  * and overwriting would lock the other side out with 401. Its folder is created 0700 when missing.
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, fchmodSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
+import { isMissingFile } from "../../common/errors.ts";
 
 export const SINK_TOKEN_BYTES = 32;
 
@@ -15,7 +16,7 @@ export function readSinkToken(tokenFile: string): string | undefined {
   try {
     text = readFileSync(tokenFile, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    if (isMissingFile(error)) return undefined;
     throw error;
   }
   const token = text.trim();

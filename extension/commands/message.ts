@@ -7,8 +7,8 @@ import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
 import type { MessageRenderer } from "@mariozechner/pi-coding-agent";
 import { Box, Container, Image, Spacer, Text } from "@earendil-works/pi-tui";
 import { z } from "zod";
-import { CommandOrigin, type ClaimedCommand } from "./protocol/commands.ts";
-import { Id } from "./protocol/wire.ts";
+import { CommandOrigin, type ClaimedCommand } from "../../protocol/commands.ts";
+import { Id } from "../../protocol/wire.ts";
 
 export const COMMAND_MESSAGE_TYPE = "anon-notify:command";
 

@@ -1,5 +1,5 @@
 /**
- * The governed progress tool (seed 003 §2.2, §3, §5), opt-in through `progressTool.enabled`. The
+ * The governed progress tool, opt-in through `progressTool.enabled`. The
  * model fills a structure; code validates it, renders the message and decides whether it goes out:
  * at most 6 reports a minute per run, a `progress` right after a `progress` is a duplicate, and no
  * parameter can name a recipient or channel (the server's configuration alone decides who hears
@@ -14,10 +14,12 @@ import { createHash } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
-import type { Notifier, WebhookClient } from "./delivery.ts";
+import type { WebhookClient } from "../delivery/http-client.ts";
+import type { Notifier } from "../delivery/notifier.ts";
 import { buildEvent, type NoticeContext } from "./notice.ts";
-import { type EventBody, type EventStatus } from "./protocol/events.ts";
-import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "./protocol/progress.ts";
+import { type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
+import { errorText } from "../../common/errors.ts";
 
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;
@@ -193,7 +195,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     // Not awaited: the model's turn never waits on the network.
     client
       .request("POST", "audit/tool-calls", { body: refusedCallRecord(input, toolCallId, reason, context), schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS })
-      .catch((error: unknown) => deps.report(`被拒绝的进度汇报未能写入服务端审计：${error instanceof Error ? error.message : String(error)}`));
+      .catch((error: unknown) => deps.report(`被拒绝的进度汇报未能写入服务端审计：${errorText(error)}`));
   };
 
   /** `details` is for the session file and renderers; the model reads only the text. */

@@ -1,32 +1,24 @@
 /**
- * The local desktop sink (seed 000, docs/local-sink.md): a second, one-way channel that tells a
- * desktop app on this machine what state a run is in. It subscribes its own Pi listeners, only when
+ * The local desktop sink (docs/local-sink.md): a second, one-way channel that tells a desktop app
+ * on this machine what state a run is in. It observes the shared run recorder, only when
  * `sink.enabled`; it does not depend on `/anon-notify` activation (the app shows every main-agent
  * session). Handlers only record facts and push onto the queue; one worker posts to the socket.
  */
 import { randomUUID } from "node:crypto";
-import { basename } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { isSubagent } from "../activation.ts";
-import type { Config } from "../config.ts";
-import {
-  classifyRun,
-  startRun,
-  withAbort,
-  withAssistant,
-  withBeforeSettle,
-  withLowLevelStart,
-  withToolEnd,
-  type RunFacts,
-  type RunOutcome,
-} from "../lifecycle.ts";
-import type { SinkEnvelope, SinkEventType } from "../protocol/sink.ts";
+import { isSubagent } from "../../activation.ts";
+import type { Config } from "../config/schema.ts";
+import type { RunOutcome } from "../../lifecycle.ts";
+import { runRecorderFor, type RecordedRun } from "../run-recorder.ts";
+import { modelLabel, projectName } from "../session-labels.ts";
+import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
 import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type RoundEnd } from "./hold.ts";
 import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";
 import { createSinkQueue, type SinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
+import { errorText } from "../../common/errors.ts";
 
 export type SinkConfig = Config["sink"];
 
@@ -54,7 +46,7 @@ export interface InstalledSink {
 
 const installed = new WeakMap<ExtensionAPI, InstalledSink>();
 
-/** Without the caller's verdict: the chat channel's rule with its defaults (notes §6). */
+/** Without the caller's verdict: the chat channel's subagent rule with its defaults. */
 function subagentByDefault(ctx: ExtensionContext): boolean {
   return isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true);
 }
@@ -100,13 +92,6 @@ interface Unit {
   model: string | undefined;
 }
 
-interface ActiveRound {
-  facts: RunFacts;
-  /** The newest assistant text of the round and when it was produced (its `answered_at`). */
-  answer: { text: string; at: number | undefined } | undefined;
-  tools: Map<string, { tool: string; startedAt: number }>;
-}
-
 /**
  * Subscribes the sink to Pi when `config.enabled`; otherwise installs nothing at all and returns
  * undefined. Call it from the extension factory or from `session_start`; it closes itself at
@@ -124,7 +109,7 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     token = ensureSinkToken(config.tokenFile);
   } catch (error) {
     const warn = options.warn ?? ((message: string) => process.stderr.write(`[anon-notify] ${message}\n`));
-    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${(error as Error).message}）`);
+    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${errorText(error)}）`);
     return undefined;
   }
 
@@ -150,7 +135,9 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
 
   let sessionId = "";
   let unit: Unit | null = null;
-  let round: ActiveRound | null = null;
+  /** The recorder's current run, while this sink follows it. */
+  let round: RecordedRun | null = null;
+  const tools = new Map<string, { tool: string; startedAt: number }>();
   let held: CompletedRound | null = null;
   let pendingPrompt: string | undefined;
   let suppressed: boolean | undefined;
@@ -178,96 +165,82 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
       emit("run.cancelled", common);
     }
   };
-  const finishTools = (r: ActiveRound, now: number): void => {
+  const finishTools = (now: number): void => {
     // A call that never reported its end (aborted before finishing) still closes on the app.
-    for (const [id, call] of r.tools) {
+    for (const [id, call] of tools) {
       emit("tool.completed", { run_id: unit?.runId, tool_call_id: id, tool: call.tool, ok: false, duration_seconds: (now - call.startedAt) / 1000 });
     }
-    r.tools.clear();
+    tools.clear();
   };
-  const live = (ctx: ExtensionContext): boolean => {
-    if (closed) return false;
-    suppressed ??= subagent(ctx);
-    if (suppressed) return false;
-    sessionId ||= ctx.sessionManager.getSessionId();
-    return true;
-  };
+
+  // The sink reports how each run ended, so it always needs the exact outcome.
+  const observation = runRecorderFor(pi).observe(
+    {
+      start(run, ctx) {
+        if (closed) return;
+        suppressed ??= subagent(ctx);
+        // A subagent's runs never reach the app: stop observing, which costs its turns nothing.
+        if (suppressed) return observation.close();
+        sessionId ||= ctx.sessionManager.getSessionId();
+        round = run;
+        if (unit) return;
+        unit = { runId: randomUUID(), project: projectName(ctx.cwd), model: modelLabel(ctx.model) ?? undefined };
+        emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: pendingPrompt });
+        pendingPrompt = undefined;
+      },
+      toolStart(run, event) {
+        if (run !== round || !unit) return;
+        tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
+        emit("tool.started", { run_id: unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
+      },
+      toolEnd(run, event, ctx) {
+        if (run !== round || !unit) return;
+        const call = tools.get(event.toolCallId);
+        tools.delete(event.toolCallId);
+        emit("tool.completed", {
+          run_id: unit.runId,
+          tool_call_id: event.toolCallId,
+          tool: event.toolName,
+          ok: !event.isError && !ctx.signal?.aborted,
+          duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
+        });
+      },
+      settled(settled, ctx) {
+        if (closed || suppressed) return;
+        const r = round;
+        round = null;
+        if (r && settled?.run === r) {
+          const now = Date.now();
+          finishTools(now);
+          const ended: Round = {
+            ...roundEndOf(settled.outcome, r.answer),
+            duration_ms: now - r.facts.startedAt,
+            agent_name: ctx.sessionManager.getSessionName(),
+          };
+          const decision = onRoundSettled(held, ended);
+          held = decision.held;
+          if (decision.emit) emitTerminal(decision.emit);
+        }
+        if (!held) return;
+        // Work requested from a settled handler (a goal-like loop, queued input) starts right after
+        // all settled handlers return; only then is it known whether this settle was the last one.
+        const settleQuiet = () => {
+          if (closed) return;
+          // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.
+          if (round === null && !idle(ctx)) return void setTimeout(settleQuiet, SETTLE_RECHECK_MS).unref();
+          const decision = onSettleQuiet(held, round !== null);
+          held = decision.held;
+          if (decision.emit) emitTerminal(decision.emit);
+        };
+        setImmediate(settleQuiet);
+      },
+    },
+    { exact: true },
+  );
 
   const offs = [
     pi.on("before_agent_start", (event) => {
       pendingPrompt = event.prompt;
-    }),
-    pi.on("agent_start", (_event, ctx) => {
-      if (!live(ctx)) return;
-      const now = Date.now();
-      if (!round) round = { facts: startRun(now), answer: undefined, tools: new Map() };
-      round.facts = withLowLevelStart(round.facts);
-      // Pi 0.87.1 has no aborted flag at settle; each low-level run has its own signal to watch.
-      const current = round;
-      ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
-      if (unit) return;
-      unit = { runId: randomUUID(), project: basename(ctx.cwd), model: ctx.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined };
-      emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: pendingPrompt });
-      pendingPrompt = undefined;
-    }),
-    pi.on("message_end", (event) => {
-      const message = event.message;
-      if (!round || message.role !== "assistant") return;
-      const text = message.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("").trim();
-      const toolCalls = message.content.filter((block) => block.type === "toolCall").length;
-      round.facts = withAssistant(round.facts, { stopReason: message.stopReason, errorMessage: message.errorMessage ?? null, text, entryId: null, toolCalls });
-      if (text) round.answer = { text, at: message.timestamp };
-    }),
-    pi.on("tool_execution_start", (event) => {
-      if (!round || !unit) return;
-      round.tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
-      emit("tool.started", { run_id: unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
-    }),
-    pi.on("tool_execution_end", (event, ctx) => {
-      if (!round || !unit) return;
-      const result = event.result as { terminate?: unknown } | undefined;
-      round.facts = withToolEnd(round.facts, { terminate: result?.terminate === true, isError: event.isError });
-      const call = round.tools.get(event.toolCallId);
-      round.tools.delete(event.toolCallId);
-      emit("tool.completed", {
-        run_id: unit.runId,
-        tool_call_id: event.toolCallId,
-        tool: event.toolName,
-        ok: !event.isError && !ctx.signal?.aborted,
-        duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
-      });
-    }),
-    pi.on("agent_before_settle", () => {
-      if (round) round.facts = withBeforeSettle(round.facts);
-    }),
-    pi.on("agent_settled", (event, ctx) => {
-      if (closed || suppressed) return;
-      const r = round;
-      round = null;
-      if (r) {
-        const now = Date.now();
-        finishTools(r, now);
-        const settled: Round = {
-          ...roundEndOf(classifyRun(r.facts, (event as { aborted?: boolean }).aborted), r.answer),
-          duration_ms: now - r.facts.startedAt,
-          agent_name: ctx.sessionManager.getSessionName(),
-        };
-        const decision = onRoundSettled(held, settled);
-        held = decision.held;
-        if (decision.emit) emitTerminal(decision.emit);
-      }
-      if (!held) return;
-      // Work requested from a settled handler (a goal-like loop, queued input) starts right after
-      // all settled handlers return; only then is it known whether this settle was the last one.
-      const settleQuiet = () => {
-        if (closed) return;
-        // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.
-        if (round === null && !idle(ctx)) return void setTimeout(settleQuiet, SETTLE_RECHECK_MS).unref();
-        const decision = onSettleQuiet(held, round !== null);
-        held = decision.held;
-        if (decision.emit) emitTerminal(decision.emit);
-      };
-      setImmediate(settleQuiet);
     }),
     pi.on("session_shutdown", async () => {
       await close();
@@ -279,11 +252,12 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     const now = Date.now();
     // Quitting mid-run cancels it; a held completion is released: neither may stay on "working".
     const ended = round ? onRoundSettled(held, { kind: "cancelled", duration_ms: now - round.facts.startedAt }).emit : held;
-    if (round) finishTools(round, now);
+    if (round) finishTools(now);
     if (ended) emitTerminal(ended);
     round = null;
     held = null;
     closed = true;
+    observation.close();
     for (const off of offs) off();
     await queue.close(SINK_SHUTDOWN_DRAIN_MS);
     await client.destroy();

@@ -1,0 +1,207 @@
+/**
+ * The notifier: what the extension's handlers call. It never throws and never makes the caller
+ * wait; a final notice is sent only after its durable outbox write finished, and removed only once
+ * accepted. Sends go out one at a time, in the order they were handed over.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import type { Config } from "../config/schema.ts";
+import { EventBody, type EventAccepted } from "../../protocol/events.ts";
+import { formatIssues } from "../../protocol/wire.ts";
+import type { WebhookClient } from "./http-client.ts";
+import type { Outbox } from "./outbox.ts";
+import { asDeliveryError, realSleep, runWithRetry, type RetryResult, type Sleep } from "./retry.ts";
+
+export interface DeliveryLog {
+  info(message: string): void;
+  warn(message: string): void;
+  debug?(message: string): void;
+}
+
+export interface SendOptions {
+  /** completed / failed: written to the outbox before it is sent, and never rate limited. */
+  final: boolean;
+  /**
+   * Whether a non-final notice shares `delivery.minIntervalMs` with the other progress-type notices
+   * (the default: started, progress, tool_error). An explicit request from another extension does
+   * not: it carries its own event id, and the server's idempotency and rate limit still apply.
+   */
+  throttled?: boolean;
+}
+
+export interface Notifier {
+  /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
+  send(event: EventBody, options: SendOptions): void;
+  /**
+   * Waits for queued and in-flight sends, at most timeoutMs (reload and shutdown). Resolves true
+   * when everything handed over so far was done with, false when the time ran out first.
+   */
+  flush(timeoutMs: number): Promise<boolean>;
+  /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
+  resendOutbox(): Promise<void>;
+  /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
+  close(): Promise<void>;
+}
+
+export interface NotifierOptions {
+  client: Pick<WebhookClient, "postEvent">;
+  outbox: Outbox;
+  delivery: Config["delivery"];
+  log: DeliveryLog;
+  now?: () => number;
+  sleep?: Sleep;
+  random?: () => number;
+}
+
+/** Progress-type notices are rate limited; finals and explicit requests never are, so a completion is not swallowed by a recent progress. */
+export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number, minIntervalMs: number): boolean {
+  return lastNonFinalAt === undefined || now - lastNonFinalAt >= minIntervalMs;
+}
+
+const ACCEPTED_MEMORY = 1000;
+
+export function createNotifier(options: NotifierOptions): Notifier {
+  const { client, outbox, delivery, log } = options;
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? realSleep;
+  const random = options.random ?? Math.random;
+  const stop = new AbortController();
+  // One chain: sends go out in the order Pi produced them, one at a time.
+  let tail: Promise<void> = Promise.resolve();
+  // Queued or in flight here, and recently accepted: an event_id in either is never sent again by this notifier.
+  const queued = new Set<string>();
+  const accepted = new Set<string>();
+  let lastNonFinalAt: number | undefined;
+
+  const enqueue = (job: () => Promise<void>): Promise<void> => {
+    tail = tail.then(job).catch((error: unknown) => log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`));
+    return tail;
+  };
+
+  const remember = (eventId: string) => {
+    accepted.add(eventId);
+    if (accepted.size > ACCEPTED_MEMORY) accepted.delete(accepted.values().next().value!);
+  };
+
+  const post = (event: EventBody) =>
+    runWithRetry((_attempt) => client.postEvent(event, stop.signal), {
+      maxAttempts: delivery.maxAttempts,
+      backoffMs: delivery.backoffMs,
+      sleep,
+      random,
+      signal: stop.signal,
+    });
+
+  /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
+  const writeFinal = (event: EventBody): Promise<boolean> =>
+    outbox.put(event, now()).then(
+      () => true,
+      (error: unknown) => {
+        log.warn(`最终通知 ${event.event_id} 无法写入 outbox (${outbox.dir}): ${asDeliveryError(error).message}`);
+        return false;
+      },
+    );
+
+  /** Sends one outbox entry under a claim; `durable: false` when the outbox write itself failed. */
+  const deliverFinal = async (event: EventBody, durable: boolean): Promise<RetryResult<EventAccepted> | undefined> => {
+    if (durable && !(await outbox.claim(event.event_id, now()))) {
+      log.debug?.(`最终通知 ${event.event_id} 已由其他进程发送或处理 (claimed elsewhere)`);
+      return undefined;
+    }
+    const result = await post(event);
+    if (result.ok) {
+      remember(event.event_id);
+      // Only now: a crash before this line sends it again, which the server's idempotency absorbs.
+      if (durable) await outbox.remove(event.event_id);
+      log.debug?.(`最终通知 ${event.event_id} 已送达 (accepted: ${result.value.state})`);
+    } else {
+      if (durable) await outbox.release(event.event_id);
+      log.warn(
+        `最终通知 ${event.event_id} 未送达（${result.attempts} 次尝试）：${result.error.message}` +
+          (durable ? "；已保留在 outbox，下次启动时重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
+      );
+    }
+    return result;
+  };
+
+  const deliverNonFinal = async (event: EventBody) => {
+    const result = await post(event);
+    if (result.ok) remember(event.event_id);
+    else log.warn(`通知 ${event.event_id}（${event.status}）未送达（${result.attempts} 次尝试）：${result.error.message}`);
+  };
+
+  return {
+    send(event, { final, throttled = true }) {
+      try {
+        const parsed = EventBody.safeParse(event);
+        if (!parsed.success) {
+          log.warn(`通知事件无效，未发送 (invalid event): ${formatIssues(parsed.error)}`);
+          return;
+        }
+        const valid = parsed.data;
+        if (queued.has(valid.event_id) || accepted.has(valid.event_id)) {
+          log.debug?.(`重复的通知 ${valid.event_id} 已忽略 (duplicate)`);
+          return;
+        }
+        if (!final && stop.signal.aborted) {
+          log.debug?.(`通知 ${valid.event_id}（${valid.status}）在停止后到达，已跳过 (notifier closed)`);
+          return;
+        }
+        if (!final && throttled) {
+          if (!nonFinalAllowed(lastNonFinalAt, now(), delivery.minIntervalMs)) {
+            log.debug?.(`通知 ${valid.event_id}（${valid.status}）在最小间隔内，已跳过 (rate limited)`);
+            return;
+          }
+          lastNonFinalAt = now();
+        }
+        // Started here, beside the queue, so the fsyncs overlap the sends ahead of it.
+        const written = final ? writeFinal(valid) : undefined;
+        queued.add(valid.event_id);
+        void enqueue(async () => {
+          try {
+            if (!written) await deliverNonFinal(valid);
+            else {
+              // Sent only once on disk; a closed notifier keeps it there for the next start.
+              const durable = await written;
+              if (!stop.signal.aborted) await deliverFinal(valid, durable);
+            }
+          } finally {
+            queued.delete(valid.event_id);
+          }
+        });
+      } catch (error) {
+        log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`);
+      }
+    },
+
+    async flush(timeoutMs) {
+      const timer = new AbortController();
+      const drained = await Promise.race([
+        tail.then(() => true),
+        delay(timeoutMs, false, { signal: timer.signal, ref: false }).catch(() => false),
+      ]);
+      timer.abort();
+      return drained;
+    },
+
+    resendOutbox() {
+      return enqueue(async () => {
+        const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
+        if (pruned.length > 0) {
+          log.warn(`outbox 中 ${pruned.length} 条最终通知超过保留期仍未送达，已删除 (expired): ${pruned.join(", ")}`);
+        }
+        for (const entry of await outbox.list()) {
+          if (stop.signal.aborted) return;
+          if (queued.has(entry.event.event_id)) continue;
+          const result = await deliverFinal(entry.event, true);
+          // The server is unreachable or busy: the rest would fail the same way, so keep them for the next start.
+          if (result && !result.ok && result.error.retryable) return;
+        }
+      });
+    },
+
+    async close() {
+      stop.abort();
+      await tail;
+    },
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * The retry policy shared by every call to the server: `DeliveryError` carries the decision,
+ * `classifyHttpFailure` and `retryAfterDelayMs` make it, `runWithRetry` applies it and returns a
+ * value instead of throwing. Pure apart from the injected sleep.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import { errorText } from "../../common/errors.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+
+export interface DeliveryErrorDetails {
+  retryable: boolean;
+  retryAfterMs?: number;
+  status?: number;
+  /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
+  code?: string;
+}
+
+export class DeliveryError extends Error {
+  readonly retryable: boolean;
+  readonly retryAfterMs?: number;
+  readonly status?: number;
+  readonly code?: string;
+
+  constructor(message: string, details: DeliveryErrorDetails) {
+    super(message);
+    this.name = "DeliveryError";
+    this.retryable = details.retryable;
+    if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
+    if (details.status !== undefined) this.status = details.status;
+    if (details.code !== undefined) this.code = details.code;
+  }
+}
+
+export type HttpHeaders = Record<string, string | string[] | undefined>;
+
+/** `Retry-After` as seconds or an HTTP date, never negative, at most 60 s; undefined when absent or unreadable. */
+export function retryAfterDelayMs(header: string | string[] | undefined, now: number): number | undefined {
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (!value) return undefined;
+  // An HTTP date always names its month; without the letter check Date.parse would read "-1" as a year.
+  const ms = /^\d+$/.test(value) ? Number(value) * 1000 : /[A-Za-z]/.test(value) ? Date.parse(value) - now : Number.NaN;
+  if (Number.isNaN(ms)) return undefined;
+  return Math.min(Math.max(ms, 0), LIMITS.retryAfterMaxMs);
+}
+
+/** A non-2xx answer as an error: 408, 425, 429 and 5xx may succeed later; any other 4xx will not. */
+export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): DeliveryError {
+  const retryable = status === 408 || status === 425 || status === 429 || status >= 500;
+  const retryAfterMs = retryable ? retryAfterDelayMs(headers["retry-after"], now) : undefined;
+  return new DeliveryError(`HTTP ${status}${serverCode ? ` ${serverCode}` : ""}`, {
+    retryable,
+    status,
+    code: serverCode ?? `http_${status}`,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  });
+}
+
+/** Any thrown value as a DeliveryError; something that is not one is a bug, and bugs are not retried. */
+export function asDeliveryError(error: unknown): DeliveryError {
+  if (error instanceof DeliveryError) return error;
+  return new DeliveryError(`internal error: ${errorText(error)}`, { retryable: false, code: "internal" });
+}
+
+/** The wait before attempt `attemptNumber + 1`: the server's Retry-After, else exponential backoff with jitter. */
+export function retryDelayMs(error: DeliveryError, attemptNumber: number, backoffMs: number, random: () => number): number {
+  if (error.retryAfterMs !== undefined) return error.retryAfterMs;
+  // Jitter in [50 %, 100 %) keeps several Pi processes from retrying in lockstep after an outage.
+  return Math.min(Math.round(backoffMs * 2 ** (attemptNumber - 1) * (0.5 + random() / 2)), LIMITS.retryAfterMaxMs);
+}
+
+export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
+export const realSleep: Sleep = (ms, signal) => delay(ms, undefined, signal ? { signal } : {});
+
+export interface RetryOptions {
+  maxAttempts: number;
+  backoffMs: number;
+  sleep: Sleep;
+  random: () => number;
+  signal?: AbortSignal;
+}
+
+export type RetryResult<T> = { ok: true; value: T; attempts: number } | { ok: false; error: DeliveryError; attempts: number };
+
+/** What a call cut short by its caller's signal fails with: never retried. */
+export const aborted = () => new DeliveryError("aborted", { retryable: false, code: "aborted" });
+
+export async function runWithRetry<T>(attempt: (attemptNumber: number) => Promise<T>, options: RetryOptions): Promise<RetryResult<T>> {
+  let attempts = 0;
+  for (;;) {
+    if (options.signal?.aborted) return { ok: false, error: aborted(), attempts };
+    attempts += 1;
+    let error: DeliveryError;
+    try {
+      return { ok: true, value: await attempt(attempts), attempts };
+    } catch (thrown) {
+      error = asDeliveryError(thrown);
+    }
+    if (!error.retryable || attempts >= options.maxAttempts) return { ok: false, error, attempts };
+    try {
+      await options.sleep(retryDelayMs(error, attempts, options.backoffMs, options.random), options.signal);
+    } catch {
+      return { ok: false, error: aborted(), attempts };
+    }
+  }
+}
+

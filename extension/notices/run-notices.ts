@@ -1,0 +1,109 @@
+/**
+ * The run notices: what the recorded runs of an active session become on the chat channel. A
+ * final notice when a run settles completed or failed; the optional started, progress and
+ * tool-error notices while it runs. Observes the run recorder from session start, active or not,
+ * so a session switched on mid-run still reports that run; only the exact-outcome listeners wait
+ * for activation.
+ */
+import type { Config } from "../config/schema.ts";
+import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts";
+import type { Notifier } from "../delivery/notifier.ts";
+import type { RunRecorder, Observation } from "../run-recorder.ts";
+import type { HandOver } from "./hand-over.ts";
+import { finalNotice, transientNotice, type NoticeContext } from "./notice.ts";
+
+/** Where notices go now; undefined while the session does not notify. */
+export interface NoticeTarget {
+  config: Config;
+  notifier: Notifier;
+  context(): NoticeContext;
+}
+
+export interface RunNotices {
+  /** Follow the session's activation: exact outcomes are recorded only while it notifies. */
+  setActive(active: boolean): void;
+  close(): void;
+}
+
+interface RunMarks {
+  /** The started notice waits for the run's first request, so it can name the task. */
+  startAnnounced: boolean;
+  progress: ProgressMark | null;
+  lastToolErrorAt: number | null;
+}
+
+export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver, active: boolean): RunNotices {
+  let marks: RunMarks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+  let progressTimer: ReturnType<typeof setInterval> | undefined;
+  let transientSequence = 0;
+
+  const stopProgressTimer = () => {
+    if (progressTimer) clearInterval(progressTimer);
+    progressTimer = undefined;
+  };
+
+  const sendTransient = (status: "started" | "progress" | "tool_error", summary: string) => {
+    const to = target();
+    const run = recorder.current();
+    if (!to || !run) return;
+    transientSequence += 1;
+    handOver.enqueue(to.notifier, transientNotice(status, summary, run.facts, transientSequence, to.context()), { final: false });
+  };
+
+  const checkProgress = () => {
+    const to = target();
+    const run = recorder.current();
+    if (!to || !run) return;
+    const now = Date.now();
+    if (!progressDue(run.facts, marks.progress, now, { ...to.config.progress, progress: to.config.notify.progress })) return;
+    marks.progress = { at: now, toolCalls: run.facts.toolCalls };
+    const minutes = Math.floor((now - run.facts.startedAt) / 60_000);
+    sendTransient("progress", `仍在运行：已用 ${minutes} 分钟，已完成 ${run.facts.toolCalls} 次工具调用。`);
+  };
+
+  const observation: Observation = recorder.observe(
+    {
+      start() {
+        marks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+        const config = target()?.config;
+        if (!config?.notify.progress) return;
+        progressTimer = setInterval(checkProgress, Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
+        progressTimer.unref();
+      },
+      request() {
+        if (!marks.startAnnounced && target()?.config.notify.started) sendTransient("started", "开始处理任务。");
+        marks.startAnnounced = true;
+      },
+      toolEnd(_run, event) {
+        const config = target()?.config;
+        const now = Date.now();
+        if (event.isError && config && toolErrorDue(config.notify.toolError, marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
+          marks.lastToolErrorAt = now;
+          const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
+          const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
+          sendTransient("tool_error", `工具 ${event.toolName} 出错${detail ? `：${detail}` : "。"}`);
+        }
+        checkProgress();
+      },
+      settled(settled) {
+        stopProgressTimer();
+        const to = target();
+        if (!settled || !to) return;
+        const { outcome, run } = settled;
+        if (outcome.kind === "completed" && !to.config.notify.completed) return;
+        if (outcome.kind === "failed" && !to.config.notify.failed) return;
+        const notice = finalNotice(outcome, run.facts, to.context());
+        if (notice) handOver.enqueue(to.notifier, notice, { final: true });
+      },
+    },
+    { exact: active },
+  );
+
+  return {
+    setActive: (on) => observation.exact(on),
+    close() {
+      stopProgressTimer();
+      observation.close();
+    },
+  };
+}

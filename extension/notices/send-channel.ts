@@ -1,0 +1,38 @@
+/**
+ * `anon-notify:send`: another extension asks for a notice. The request is validated against the
+ * shared schema (a hostile payload is reported and ignored), scoped to the session, and handed over
+ * like the extension's own notices; nothing is sent while the session does not notify.
+ */
+import { randomUUID } from "node:crypto";
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
+import { formatIssues } from "../../protocol/wire.ts";
+import { SEND_CHANNEL, SendRequest } from "../state-bus.ts";
+import type { HandOver } from "./hand-over.ts";
+import { externalNotice } from "./notice.ts";
+import type { NoticeTarget } from "./run-notices.ts";
+
+export interface SendChannelDeps {
+  target(): NoticeTarget | undefined;
+  handOver: HandOver;
+  report(message: string): void;
+  debug(message: string): void;
+}
+
+export function installSendChannel(pi: ExtensionAPI, deps: SendChannelDeps): void {
+  pi.events.on(SEND_CHANNEL, (data) => {
+    let parsed: ReturnType<typeof SendRequest.safeParse>;
+    try {
+      parsed = SendRequest.safeParse(data);
+    } catch (error) {
+      // A hostile payload (throwing getter, revoked Proxy) throws inside zod itself.
+      return deps.report(`另一个扩展的 anon-notify:send 请求无法读取，已忽略：${errorText(error)}`);
+    }
+    if (!parsed.success) return deps.report(`另一个扩展的 anon-notify:send 请求无效，已忽略：${formatIssues(parsed.error, "(payload)")}`);
+    const to = deps.target();
+    if (!to) return deps.debug("anon-notify:send ignored: session not active");
+    const notice = externalNotice(parsed.data, randomUUID(), to.context());
+    // An explicit request, not a progress report: the progress interval does not hold it back.
+    deps.handOver.enqueue(to.notifier, notice, { final: notice.status === "completed" || notice.status === "failed", throttled: false });
+  });
+}

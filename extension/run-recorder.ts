@@ -1,0 +1,179 @@
+/**
+ * The one place Pi's events become run facts (lifecycle.ts), for every channel that reports runs:
+ * the chat notices and the desktop sink observe the same recorded run and the same outcome, so
+ * they cannot disagree about how a run ended, what its task was or what it answered.
+ *
+ * A run is one top-level unit of work: from its first `agent_start` to `agent_settled` (retries,
+ * compaction and continuations are low-level runs inside it). The recorder listens only while
+ * someone observes. `turn_end` and `agent_before_settle` listeners make Pi build a context preview
+ * at every turn, so they are attached only while an observer needs the exact outcome.
+ */
+import type {
+  AgentSettledEvent,
+  ExtensionAPI,
+  ExtensionContext,
+  ToolExecutionEndEvent,
+  ToolExecutionStartEvent,
+} from "@mariozechner/pi-coding-agent";
+import {
+  classifyRun,
+  startRun,
+  withAbort,
+  withAssistant,
+  withAssistantEntry,
+  withBeforeSettle,
+  withLowLevelStart,
+  withTask,
+  withToolEnd,
+  type RunFacts,
+  type RunOutcome,
+} from "../lifecycle.ts";
+import { attachable, type Attachable } from "./pi-handlers.ts";
+
+/** One top-level run as recorded so far. */
+export interface RecordedRun {
+  facts: RunFacts;
+  /** The newest assistant message with text, and when it was produced. */
+  answer: { text: string; at: number | undefined } | undefined;
+}
+
+/** What an observer is told; each callback runs inside Pi's handler, so it records and enqueues only. */
+export interface RunObserver {
+  /** The first low-level start of a run. */
+  start?(run: RecordedRun, ctx: ExtensionContext): void;
+  /** A user-visible request (user or custom message) was recorded; the first one named the task. */
+  request?(run: RecordedRun): void;
+  toolStart?(run: RecordedRun, event: ToolExecutionStartEvent): void;
+  toolEnd?(run: RecordedRun, event: ToolExecutionEndEvent, ctx: ExtensionContext): void;
+  /** Every `agent_settled`; `settled` is undefined when no run was recorded (nothing started). */
+  settled?(settled: { run: RecordedRun; outcome: RunOutcome } | undefined, ctx: ExtensionContext): void;
+}
+
+export interface Observation {
+  /** Whether this observer needs the exact outcome now (entry ids, Pi 0.87.1's before-settle tell). */
+  exact(on: boolean): void;
+  close(): void;
+}
+
+export interface RunRecorder {
+  /** The run in progress, if any. */
+  current(): RecordedRun | undefined;
+  observe(observer: RunObserver, options: { exact: boolean }): Observation;
+}
+
+/** An assistant or user message's text: its text blocks, one per line, as Pi prints them; trimmed. */
+export function messageText(content: unknown): string {
+  if (typeof content === "string") return content.trim();
+  if (!Array.isArray(content)) return "";
+  return (content as { type?: unknown; text?: unknown }[])
+    .flatMap((block) => (block.type === "text" && typeof block.text === "string" ? [block.text] : []))
+    .join("\n")
+    .trim();
+}
+
+const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
+
+/** The recorder of this Pi binding: one per extension runtime, shared by every channel. */
+export function runRecorderFor(pi: ExtensionAPI): RunRecorder {
+  let recorder = recorders.get(pi);
+  if (!recorder) recorders.set(pi, (recorder = createRunRecorder(pi)));
+  return recorder;
+}
+
+function createRunRecorder(pi: ExtensionAPI): RunRecorder {
+  let run: RecordedRun | undefined;
+  const observers = new Map<RunObserver, { exact: boolean }>();
+  const each = (call: (observer: RunObserver) => void) => {
+    for (const observer of [...observers.keys()]) call(observer);
+  };
+  const abort = () => {
+    if (run) run.facts = withAbort(run.facts);
+  };
+
+  const basic: Attachable = attachable(() => [
+    pi.on("agent_start", (_event, ctx) => {
+      const first = !run;
+      const current = (run ??= { facts: startRun(Date.now()), answer: undefined });
+      current.facts = withLowLevelStart(current.facts);
+      // Esc and ctx.abort() abort this low-level run's signal; a retry gets a new one.
+      ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
+      if (first) each((o) => o.start?.(current, ctx));
+    }),
+    pi.on("message_end", (event) => {
+      if (!run) return;
+      const message = event.message as { role: string; content?: unknown; stopReason?: string; errorMessage?: string; timestamp?: number };
+      if (message.role === "user" || message.role === "custom") {
+        run.facts = withTask(run.facts, messageText(message.content));
+        const current = run;
+        each((o) => o.request?.(current));
+      } else if (message.role === "assistant") {
+        const text = messageText(message.content);
+        const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
+        run.facts = withAssistant(run.facts, { stopReason: message.stopReason ?? "stop", errorMessage: message.errorMessage ?? null, text, entryId: null, toolCalls });
+        if (text) run.answer = { text, at: message.timestamp };
+      }
+    }),
+    pi.on("tool_execution_start", (event) => {
+      const current = run;
+      if (current) each((o) => o.toolStart?.(current, event));
+    }),
+    pi.on("tool_execution_end", (event, ctx) => {
+      const current = run;
+      if (!current) return;
+      // `terminate` is not persisted on the tool result message: this is the only place to see it.
+      const result = event.result as { terminate?: unknown } | undefined;
+      current.facts = withToolEnd(current.facts, { terminate: result?.terminate === true, isError: event.isError });
+      each((o) => o.toolEnd?.(current, event, ctx));
+    }),
+    pi.on("agent_end", (_event, ctx) => {
+      if (ctx.signal?.aborted) abort();
+    }),
+    // agent_end is not final (retry, compaction or queued work may follow); agent_settled is, once per run.
+    pi.on("agent_settled", (event, ctx) => {
+      const finished = run;
+      run = undefined;
+      const aborted = (event as AgentSettledEvent & { aborted?: unknown }).aborted;
+      const settled = finished && { run: finished, outcome: classifyRun(finished.facts, typeof aborted === "boolean" ? aborted : undefined) };
+      each((o) => o.settled?.(settled, ctx));
+    }),
+  ]);
+
+  const boundaries: Attachable = attachable(() => [
+    pi.on("turn_end", (event, ctx) => {
+      if (!run) return;
+      if (ctx.signal?.aborted) abort();
+      // The final notice's id comes from the persisted assistant entry, known only here.
+      run.facts = withAssistantEntry(run.facts, event.messageEntryId);
+    }),
+    // Pi 0.87.1 skips agent_before_settle exactly when the run was aborted.
+    pi.on("agent_before_settle", () => {
+      if (run) run.facts = withBeforeSettle(run.facts);
+    }),
+  ]);
+
+  const sync = () => {
+    basic.set(observers.size > 0);
+    boundaries.set([...observers.values()].some((o) => o.exact));
+    // Nobody listens: a run half-seen would be judged wrongly by a later observer.
+    if (observers.size === 0) run = undefined;
+  };
+
+  return {
+    current: () => run,
+    observe(observer, options) {
+      observers.set(observer, { exact: options.exact });
+      sync();
+      return {
+        exact(on) {
+          const entry = observers.get(observer);
+          if (!entry || entry.exact === on) return;
+          entry.exact = on;
+          sync();
+        },
+        close() {
+          if (observers.delete(observer)) sync();
+        },
+      };
+    },
+  };
+}

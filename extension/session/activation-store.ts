@@ -1,0 +1,37 @@
+/**
+ * Writing the session's activation records through Pi (`appendEntry`), with the rules for a write
+ * that fails and for the value a fork or clone inherits. Reading them is activation.ts.
+ */
+import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
+import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";
+import type { Report } from "./report.ts";
+
+/**
+ * Appends an activation record; on failure returns why, after recording `fallbackActive` behind
+ * it: Pi 0.87.1 keeps an entry whose write failed in memory, where a reload would find it (1.x
+ * rolls back, and then the second append fails too, which is as consistent).
+ */
+export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fallbackActive: boolean): string | undefined {
+  try {
+    pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
+    return undefined;
+  } catch (error) {
+    try {
+      pi.appendEntry(ACTIVATION_CUSTOM_TYPE, { ...record, active: fallbackActive });
+    } catch {
+      // The file is still unwritable: nothing more to keep consistent.
+    }
+    return errorText(error);
+  }
+}
+
+/** Fork and clone inherit the source's current session-wide value and record it as a snapshot. */
+export function inheritActivation(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, copied: ActivationReading, report: Report): boolean {
+  const source = event.previousSessionFile ?? ctx.sessionManager.getHeader()?.parentSession;
+  const reading = (source ? readActivationFromFile(source) : undefined) ?? copied;
+  const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: reading.active, via: "inherit" }, false);
+  if (!failure) return reading.active;
+  report(`无法写入继承的 Anon 通知状态，此会话按未开启处理：${failure}`, "error");
+  return false;
+}

@@ -1,0 +1,31 @@
+/**
+ * How the extension tells the user something: the bound session's UI when it has one, stderr
+ * otherwise (print and JSON modes), never throwing into Pi.
+ */
+import type { ExtensionContext } from "@mariozechner/pi-coding-agent";
+
+export type ReportLevel = "info" | "warning" | "error";
+export type Report = (message: string, level?: ReportLevel) => void;
+
+export interface Reporter {
+  report: Report;
+  /** Set first at session_start, so problems found while starting reach the user's UI too. */
+  bind(ctx: ExtensionContext): void;
+}
+
+export function createReporter(): Reporter {
+  let bound: ExtensionContext | undefined;
+  return {
+    report(message, level = "warning") {
+      try {
+        if (bound?.hasUI) return bound.ui.notify(message, level);
+      } catch {
+        // A stale ctx after replacement; stderr still reaches the user.
+      }
+      if (level !== "info") process.stderr.write(`[anon-notify] ${message}\n`);
+    },
+    bind(ctx) {
+      bound = ctx;
+    },
+  };
+}

@@ -1,0 +1,154 @@
+/**
+ * One bound Pi session as the extension sees it: its configuration, whether it is a subagent,
+ * whether the user switched it on, and its delivery parts. Opened at every session_start, closed at
+ * session_shutdown. Memory is the last to change: the status bar, the state bus and the services
+ * follow `publish` and `syncServices`.
+ */
+import { join } from "node:path";
+import { debuglog } from "node:util";
+import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
+import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
+import { agentDirFrom, dataDirFor, loadConfig, readToken } from "../config/config.ts";
+import { type Config } from "../config/schema.ts";
+import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
+import { createNotifier, type Notifier } from "../delivery/notifier.ts";
+import { openOutbox, type Outbox } from "../delivery/outbox.ts";
+import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, statusText, type SessionFacts, type StatePayload } from "../state-bus.ts";
+import { inheritActivation } from "./activation-store.ts";
+import type { Report } from "./report.ts";
+
+/** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
+export const SHUTDOWN_FLUSH_MS = 3_000;
+
+/**
+ * Something that runs only while the session is active (heartbeats, the command channel, the
+ * progress tool): started after activation is persisted, stopped on deactivation and at shutdown.
+ */
+export interface SessionService {
+  start(ctx: ExtensionContext): void;
+  stop(): Promise<void>;
+}
+
+export interface Delivery {
+  client: WebhookClient;
+  notifier: Notifier;
+  outbox: Outbox;
+}
+
+export interface SessionState {
+  ctx: ExtensionContext;
+  sessionId: string;
+  config: Config | undefined;
+  configState: SessionFacts["config"];
+  tokenConfigured: boolean;
+  subagent: boolean;
+  active: boolean;
+  /** What the server said about the recipient when this runtime enabled the session. */
+  recipientNote: string | null;
+  delivery: Delivery | undefined;
+  servicesRunning: boolean;
+}
+
+const debug = debuglog("anon-notify");
+
+export const sessionFacts = (s: SessionState): SessionFacts => ({ sessionActive: s.active, subagent: s.subagent, config: s.configState });
+
+/** Whether this session's notices go out now: active, a main agent, configured, with delivery. */
+export const notifying = (s: SessionState | undefined): s is SessionState & { config: Config; delivery: Delivery } =>
+  !!s && servicesEnabled(sessionFacts(s)) && !!s.config && !!s.delivery;
+
+/** Reads everything a session_start decides: configuration, token, subagent verdict, activation. */
+export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
+  const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
+  const config = loaded.ok ? loaded.config : undefined;
+  let token: string | undefined;
+  let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
+  if (loaded.ok) {
+    for (const warning of loaded.warnings) report(warning);
+    try {
+      token = readToken(loaded.config, process.env);
+    } catch (error) {
+      report(errorText(error), "error");
+      configState = "invalid";
+    }
+  } else {
+    report(`Anon 通知配置无效，扩展保持未生效：\n${loaded.errors.join("\n")}`, "error");
+  }
+  const subagent = isSubagent(
+    { mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: pi.getFlag(SUBAGENT_FLAG) === true, env: process.env },
+    config?.mainAgentOnly ?? true,
+  );
+  // Restored from all entries on every start: the reason cannot tell new from resumed.
+  const reading = readActivation(ctx.sessionManager.getEntries());
+  if (reading.record === "invalid") report(`会话中的 Anon 通知记录无效（${reading.problem}），按未开启处理。`);
+  const active = event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, report) : reading.active;
+  return {
+    ctx,
+    sessionId: ctx.sessionManager.getSessionId(),
+    config,
+    configState,
+    tokenConfigured: token !== undefined,
+    subagent,
+    active,
+    recipientNote: null,
+    delivery: config && configState === "valid" && !subagent ? openDelivery(config, token, report) : undefined,
+    servicesRunning: false,
+  };
+}
+
+function openDelivery(config: Config, token: string | undefined, report: Report): Delivery | undefined {
+  try {
+    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { warn: (m) => report(m) });
+    const client = createWebhookClient({ endpoint: config.endpoint, token, timeoutMs: config.delivery.timeoutMs });
+    const notifier = createNotifier({
+      client,
+      outbox,
+      delivery: config.delivery,
+      log: { info: (m) => report(m, "info"), warn: (m) => report(m), debug },
+    });
+    return { client, notifier, outbox };
+  } catch (error) {
+    report(`Anon 通知无法启动发送：${errorText(error)}`, "error");
+    return undefined;
+  }
+}
+
+/** The status bar and the `anon-notify:state` payload, from the session's current facts. */
+export function publish(pi: ExtensionAPI, s: SessionState): void {
+  const facts = sessionFacts(s);
+  const status = sessionStatus(facts);
+  if (s.ctx.hasUI) {
+    s.ctx.ui.setStatus(STATUS_KEY, statusText(status, s.config ? { qq: s.config.recipient.qq, note: s.recipientNote } : null));
+  }
+  const payload: StatePayload = {
+    version: 1,
+    sessionId: s.sessionId,
+    status,
+    sessionActive: s.active,
+    servicesEnabled: servicesEnabled(facts),
+    tokenConfigured: s.tokenConfigured,
+  };
+  pi.events.emit(STATE_CHANNEL, payload);
+}
+
+/** Starts or stops the services to match the session's facts. */
+export async function syncServices(s: SessionState, services: readonly SessionService[]): Promise<void> {
+  const wanted = servicesEnabled(sessionFacts(s));
+  if (wanted === s.servicesRunning) return;
+  s.servicesRunning = wanted;
+  if (wanted) for (const service of services) service.start(s.ctx);
+  else await Promise.all(services.map((service) => service.stop()));
+}
+
+/** Every shutdown reason is a user or session operation: never a notice, and no inactive record. */
+export async function closeSession(s: SessionState, services: readonly SessionService[]): Promise<void> {
+  s.active = false;
+  await syncServices(s, services);
+  if (!s.delivery) return;
+  const drained = await s.delivery.notifier.flush(SHUTDOWN_FLUSH_MS);
+  if (!drained) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
+  await s.delivery.notifier.close();
+  await s.delivery.client.close();
+  await s.delivery.outbox.close();
+}
