@@ -329,7 +329,9 @@ export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: 
 export function decodeImage(bytes: Buffer): ImageDecoding {
   let size: ReturnType<typeof imageSize>;
   try {
-    size = imageSize(bytes);
+    // A copy with its own buffer: image-size reads past a short input's end, and a decoded base64
+    // Buffer shares Node's pool, so those reads would see other data instead of failing.
+    size = imageSize(Uint8Array.from(bytes));
   } catch {
     return { ok: false, problem: "content is not a PNG, JPEG, GIF or WebP image" };
   }
