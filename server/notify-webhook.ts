@@ -23,6 +23,7 @@ import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
+import { Retention } from "./retention.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
@@ -56,6 +57,11 @@ export interface Config {
   recipientId: string;
   eventsPerMinute: number;
   eventBurst: number;
+  heartbeatsPerMinute: number;
+  heartbeatBurst: number;
+  longPollsPerSession: number;
+  longPollsTotal: number;
+  requestBodyTimeoutMs: number;
   injectMaxAttempts: number;
   injectRetryDelayMs: number;
   personaWaitMs: number;
@@ -73,6 +79,7 @@ export interface Config {
   consoleActions: boolean;
   consoleAuthority: number;
   consoleOrigins: string[];
+  retentionDays: number;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -87,6 +94,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
     eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
+    heartbeatsPerMinute: Schema.natural().min(1).default(600).description("每分钟接受的心跳数（所有会话合计，同一个 Token）；每个会话约每 10 秒一次。"),
+    heartbeatBurst: Schema.natural().min(1).default(120).description("短时突发允许的心跳数。"),
+    longPollsPerSession: Schema.natural().min(1).default(4).description("每个会话同时挂起的指令长轮询上限；超出的请求立即得到 429。"),
+    longPollsTotal: Schema.natural().min(1).default(256).description("所有会话同时挂起的指令长轮询总上限；超出的请求立即得到 429。"),
+    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000).description("请求正文必须在此时间内传完，否则断开连接（防止慢速客户端占住连接）。"),
   }).description("限流"),
   Schema.object({
     injectMaxAttempts: Schema.natural().min(1).default(20).description("人格忙碌或暂不可用时，单个事件最多尝试注入的次数。"),
@@ -111,7 +123,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
   }).description("看门狗"),
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
-  }).description("审计"),
+    retentionDays: Schema.natural().min(1).default(30).description("已结束的事件回执与已结束（已接收或已撤回）的指令保留天数，按最后一次变化计算；待处理的从不清理。应长于 Pi 端 outbox 的保留时间（默认 7 天），否则过期后重发的事件会被当作新事件。"),
+  }).description("审计与保留"),
   Schema.object({
     consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面发送和撤回指令。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
     consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
@@ -124,7 +137,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * it needs. Everything hangs off `ctx`, so disposing the plugin stops every route, timer and worker.
  */
 export function apply(ctx: Context, config: Config) {
-  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
+  // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
+  if (config.operatorToken && config.operatorToken === config.token) {
+    throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
+  }
+  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
@@ -144,12 +161,14 @@ export function apply(ctx: Context, config: Config) {
   const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
-  ctx.plugin(SessionRoutes, { api, registry });
-  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs) });
+  ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
+  const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
+  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
+  ctx.plugin(AuditRoutes, { api, audit, limit });
+  ctx.plugin(Retention, { api, audit, events, commands, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

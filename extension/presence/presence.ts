@@ -113,6 +113,8 @@ export interface PresenceDeps {
   connection: () => Connection | undefined;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
+  /** Each accepted heartbeat: the server answers (again), so what waited for it can go now. */
+  answered?: () => void;
   now?: () => number;
 }
 
@@ -192,6 +194,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
           serverProtocol = answer.command_protocol ?? 2;
           accepted = true;
           settleWaiters(true);
+          deps.answered?.();
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;

@@ -3,15 +3,19 @@
  * with `wait_ms`) and `POST /commands/:command_id/ack`, plus the sweep of expired leases and stops.
  */
 import type { Context } from "koishi";
+import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
 import { AckBody, ClaimQuery } from "../../protocol/commands.ts";
+import { Id } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
-import { mayHoldClaim } from "./state.ts";
+import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./state.ts";
 import type { CommandStore } from "./store.ts";
 
 const SWEEP_MAX_MS = 5_000;
+/** A refused long poll comes back after this; a well-behaved client never holds more than two per session. */
+const POLL_RETRY_SECONDS = 5;
 
 export interface CommandRoutesDeps {
   api: HttpApi;
@@ -19,13 +23,14 @@ export interface CommandRoutesDeps {
   commands: CommandStore;
   /** The shortest time the sweep serves (lease, stop time to live): it runs at least twice within it. */
   sweepMs: number;
+  pollCaps: PollCaps;
 }
 
 /** The agent's side of the queue: claim (with long poll) and ACK, plus the lease-expiry sweep. */
 export const CommandRoutes = {
   name: "notify-webhook-commands",
   reusable: true,
-  apply(ctx: Context, { api, registry, commands, sweepMs }: CommandRoutesDeps) {
+  apply(ctx: Context, { api, registry, commands, sweepMs, pollCaps }: CommandRoutesDeps) {
     const { notifier } = commands;
     ctx.on("dispose", () => notifier.close());
     for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
@@ -43,26 +48,50 @@ export const CommandRoutes = {
       const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
       const withImages = (query.capabilities ?? "").split(",").map((c) => c.trim()).includes("images");
       const deadline = Date.now() + query.wait_ms;
+      const release = query.wait_ms > 0 ? holdPoll(query.session_id) : () => {};
+      try {
+        return await claimUntil(query, withImages, deadline, request.signal);
+      } finally {
+        release();
+      }
+    });
+
+    const held = new Map<string, number>();
+    let heldTotal = 0;
+    /** Counts one held long poll, or refuses it at once when a cap is reached. */
+    const holdPoll = (sessionId: string) => {
+      if (!mayHoldPoll(held.get(sessionId) ?? 0, heldTotal, pollCaps)) throw new DomainError("rate_limited", { retryAfterSeconds: POLL_RETRY_SECONDS });
+      held.set(sessionId, (held.get(sessionId) ?? 0) + 1);
+      heldTotal++;
+      return () => {
+        heldTotal--;
+        const left = (held.get(sessionId) ?? 1) - 1;
+        if (left > 0) held.set(sessionId, left);
+        else held.delete(sessionId);
+      };
+    };
+
+    const claimUntil = async (query: z.output<typeof ClaimQuery>, withImages: boolean, deadline: number, signal: AbortSignal) => {
       for (;;) {
         const entry = registry.find(query.session_id);
         if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
         const watch = notifier.watch(query.session_id, query.lane);
         try {
-          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal, query.lane);
+          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), signal, query.lane);
           const remaining = deadline - Date.now();
           const state = registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state;
-          if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
-          await wake(ctx, watch.fired, remaining, request.signal);
-          if (notifier.closed || request.signal.aborted) return json(200, { command: null });
+          if (answer.command || remaining <= 0 || notifier.closed || signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
+          await wake(ctx, watch.fired, remaining, signal);
+          if (notifier.closed || signal.aborted) return json(200, { command: null });
         } finally {
           watch.close();
         }
       }
-    });
+    };
 
     api.route(ctx, { method: "POST", path: "/commands/:command_id/ack", auth: "agent" }, async (request) => {
       const body = parseWith(AckBody, request.body);
-      await commands.ack(request.params.command_id ?? "", body);
+      await commands.ack(parseWith(Id, request.params.command_id), body);
       return json(200, { state: "accepted" });
     });
   },

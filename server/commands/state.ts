@@ -5,6 +5,7 @@
  * made on a stale read is never applied.
  */
 import { createHash } from "node:crypto";
+import { imageSize } from "image-size";
 import {
   laneOf,
   OUTCOMES,
@@ -128,6 +129,17 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
  */
 export function mayHoldClaim(lane: CommandLane, state: SessionRunState): boolean {
   return lane === "control" || state === "idle";
+}
+
+/** How many long polls may be held at once: per session and over all sessions. */
+export interface PollCaps {
+  perSession: number;
+  total: number;
+}
+
+/** Whether one more long poll may be held, given how many are held now; the surplus is answered at once. */
+export function mayHoldPoll(heldBySession: number, heldTotal: number, caps: PollCaps): boolean {
+  return heldBySession < caps.perSession && heldTotal < caps.total;
 }
 
 export interface LeaseGrant {
@@ -302,18 +314,35 @@ export function claimedCommand(record: CommandRecord): ClaimedCommand {
   };
 }
 
-const SIGNATURES: { mime: ImageMime; matches: (b: Buffer) => boolean }[] = [
-  { mime: "image/png", matches: (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },
-  { mime: "image/jpeg", matches: (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
-  { mime: "image/gif", matches: (b) => ["GIF87a", "GIF89a"].includes(b.subarray(0, 6).toString("latin1")) },
-  {
-    mime: "image/webp",
-    matches: (b) => b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP",
-  },
-];
+/** What a model provider takes: each side at most this many pixels, and at most this many in all. */
+export const IMAGE_BOUNDS = { maxSide: 16_384, maxPixels: 40_000_000 } as const;
 
-export function sniffImageMime(bytes: Buffer): ImageMime | null {
-  return SIGNATURES.find((s) => s.matches(bytes))?.mime ?? null;
+const DECODED_TYPES: Readonly<Record<string, ImageMime>> = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
+
+export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string };
+
+/**
+ * Reads the image's header with image-size (a small, dependency-free, widely used parser; we keep
+ * no hand-written one): its real type and its dimensions, which must be within `IMAGE_BOUNDS`.
+ * Magic bytes alone are not an image: an 8-byte "PNG" has no header to decode.
+ */
+export function decodeImage(bytes: Buffer): ImageDecoding {
+  let size: ReturnType<typeof imageSize>;
+  try {
+    // A copy with its own buffer: image-size reads past a short input's end, and a decoded base64
+    // Buffer shares Node's pool, so those reads would see other data instead of failing.
+    size = imageSize(Uint8Array.from(bytes));
+  } catch {
+    return { ok: false, problem: "content is not a PNG, JPEG, GIF or WebP image" };
+  }
+  const mime = size.type ? DECODED_TYPES[size.type] : undefined;
+  if (!mime) return { ok: false, problem: "content is not a PNG, JPEG, GIF or WebP image" };
+  const { width, height } = size;
+  const sane = (side: number) => Number.isInteger(side) && side >= 1 && side <= IMAGE_BOUNDS.maxSide;
+  if (!sane(width) || !sane(height) || width * height > IMAGE_BOUNDS.maxPixels) {
+    return { ok: false, problem: `${mime} header gives dimensions ${width}×${height}; each side must be 1–${IMAGE_BOUNDS.maxSide}, at most ${IMAGE_BOUNDS.maxPixels} pixels` };
+  }
+  return { ok: true, mime, width, height };
 }
 
 export interface ImageFacts {
@@ -325,7 +354,7 @@ export interface ImageFacts {
 export type ImageCheck = { ok: true; facts: ImageFacts } | { ok: false; issues: { path: string; message: string }[] };
 
 /**
- * Decoded sizes and magic bytes; the schema has already checked the count, the base64 alphabet and
+ * Decoded sizes, and each image's header decoded (type and dimensions); the schema has already checked the count, the base64 alphabet and
  * the declared type names. The digest covers types and bytes, in order.
  */
 export function checkImages(images: readonly CommandImage[]): ImageCheck {
@@ -339,13 +368,9 @@ export function checkImages(images: readonly CommandImage[]): ImageCheck {
     if (bytes.length > LIMITS.imageBytes) {
       issues.push({ path: `images.${index}.data`, message: `decodes to ${bytes.length} bytes; at most ${LIMITS.imageBytes}` });
     }
-    const sniffed = sniffImageMime(bytes);
-    if (sniffed !== image.mime_type) {
-      issues.push({
-        path: `images.${index}.data`,
-        message: sniffed ? `content is ${sniffed}, declared ${image.mime_type}` : "content is not a PNG, JPEG, GIF or WebP image",
-      });
-    }
+    const decoded = decodeImage(bytes);
+    if (!decoded.ok) issues.push({ path: `images.${index}.data`, message: decoded.problem });
+    else if (decoded.mime !== image.mime_type) issues.push({ path: `images.${index}.data`, message: `content is ${decoded.mime}, declared ${image.mime_type}` });
   });
   if (total > LIMITS.commandImageBytes) {
     issues.push({ path: "images", message: `images decode to ${total} bytes together; at most ${LIMITS.commandImageBytes}` });

@@ -52,6 +52,7 @@ export const COMMAND_TABLE = "anon_notify_command";
 const ID_LENGTH = 128;
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
+const FINAL_STATE_LIST: CommandRecord["state"][] = ["accepted", "cancelled"];
 /** Every column but the image bytes, for reads that never need them. */
 const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
   "seq", "command_id", "session_id", "event_id", "origin", "kind", "payload", "instruction", "image_count", "image_bytes",
@@ -325,6 +326,16 @@ export class CommandStore {
   async sweep(): Promise<void> {
     await this.expireLeases();
     await this.expireStops();
+  }
+
+  /**
+   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
+   * went. Such a command can never be claimed again, so its tombstone is only needed while a
+   * request key may still be retried; active commands stay however old.
+   */
+  async prune(cutoff: Date): Promise<number> {
+    const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATE_LIST, updated_at: { $lt: cutoff } }));
+    return result.removed ?? 0;
   }
 
   /** Puts expired leases back to pending and wakes their sessions' long polls. */

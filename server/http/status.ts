@@ -14,6 +14,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   operator_disabled: 403,
   not_found: 404,
   session_offline: 409,
+  session_in_use: 409,
   event_session_mismatch: 409,
   delivery_started: 409,
   already_accepted: 409,

@@ -2,7 +2,7 @@
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorStopBody } from "../../protocol/operator.ts";
+import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery, OperatorStopBody } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
@@ -16,7 +16,9 @@ export const OperatorRoutes = {
   name: "notify-webhook-operator",
   reusable: true,
   apply(ctx: Context, { api, operator }: OperatorRoutesDeps) {
-    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, () => json(200, { sessions: operator.sessions() }));
+    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, (request) =>
+      json(200, operator.sessions(parseWith(OperatorSessionsQuery, Object.fromEntries(request.query)))),
+    );
 
     api.route(ctx, { method: "POST", path: "/operator/commands", auth: "operator", maxBytes: LIMITS.operatorBodyBytes }, async (request) => {
       const body = parseWith(OperatorCreateCommand, request.body);
@@ -35,7 +37,7 @@ export const OperatorRoutes = {
 
     api.route(ctx, { method: "POST", path: "/operator/commands/:command_id/cancel", auth: "operator" }, async (request) => {
       const body = parseWith(OperatorCancelBody, request.body);
-      await operator.cancel(body.session_id, request.params.command_id ?? "");
+      await operator.cancel(body.session_id, parseWith(Id, request.params.command_id));
       return json(200, { state: "cancelled" });
     });
 

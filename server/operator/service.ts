@@ -7,13 +7,13 @@
  */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/commands.ts";
-import type { OperatorCommandCreated } from "../../protocol/operator.ts";
+import type { OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { summarize } from "../commands/state.ts";
 import type { CommandStore } from "../commands/store.ts";
 import { DomainError } from "../errors.ts";
-import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
+import { pageSessions, supportsImages, type SessionRegistry } from "../sessions/registry.ts";
 
 export interface OperatorDeps {
   registry: SessionRegistry;
@@ -41,8 +41,9 @@ export class OperatorService {
     this.#deps = deps;
   }
 
-  sessions(): SessionProjection[] {
-    return this.#deps.registry.list();
+  /** Online sessions, most recently seen first, one page at a time. */
+  sessions(page: OperatorSessionsQuery): OperatorSessionList {
+    return pageSessions(this.#deps.registry.list(), page.cursor, page.limit);
   }
 
   /**

@@ -15,13 +15,12 @@ import {
   pickClaim,
   requestDigest,
   rollbackPatch,
-  sniffImageMime,
   stopExpiryPatch,
   summarize,
   type Claimer,
   type CommandRecord,
 } from "../../server/commands/state.ts";
-import { imageOf } from "./images.ts";
+import { imageHeader, imageOf } from "./images.ts";
 
 const T0 = new Date("2026-11-30T03:00:00.000Z");
 const at = (ms: number) => new Date(T0.getTime() + ms);
@@ -288,12 +287,27 @@ test("the request digest covers session, event, instruction and images", () => {
   assert.notEqual(requestDigest({ ...stop, control: { kind: "approval_decision", payload: {} } }), requestDigest(stop));
 });
 
-test("magic bytes decide the image type", () => {
-  for (const mime of ["image/png", "image/jpeg", "image/gif", "image/webp"] as const) {
-    assert.equal(sniffImageMime(Buffer.from(imageOf(mime, 64).data, "base64")), mime);
+test("the decoded header decides the image type and its dimensions, never magic bytes alone", () => {
+  const bytes = (buffer: Buffer, mime: CommandImage["mime_type"] = "image/png"): CommandImage[] => [{ mime_type: mime, data: buffer.toString("base64") }];
+  const cases: [string, CommandImage[], RegExp | null][] = [
+    ...(["image/png", "image/jpeg", "image/gif", "image/webp"] as const).map((mime): [string, CommandImage[], null] => [`a ${mime} header`, [imageOf(mime, 64)], null]),
+    ["an 8-byte PNG signature", bytes(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), /not a PNG, JPEG, GIF or WebP image/],
+    ["a JPEG start without a frame", bytes(Buffer.from([0xff, 0xd8, 0xff, 0xe0]), "image/jpeg"), /not a PNG, JPEG, GIF or WebP image/],
+    // A header cut short is not an image at all: the decoder is never let read past the input's end.
+    ["a GIF signature alone", bytes(Buffer.from("GIF89a", "latin1"), "image/gif"), /not a PNG, JPEG, GIF or WebP image/],
+    ["a WebP signature alone", bytes(Buffer.concat([Buffer.from("RIFF", "latin1"), Buffer.alloc(4), Buffer.from("WEBPVP8 ", "latin1")]), "image/webp"), /not a PNG, JPEG, GIF or WebP image/],
+    ["a zero-width PNG", bytes(imageHeader("image/png", 0, 10)), /dimensions/],
+    ["a PNG wider than 16384", bytes(imageHeader("image/png", 20_000, 10)), /dimensions/],
+    ["a PNG of 10000 × 10000", bytes(imageHeader("image/png", 10_000, 10_000)), /dimensions/],
+    ["text", bytes(Buffer.from("hello world, not an image")), /not a PNG, JPEG, GIF or WebP image/],
+    ["nothing", bytes(Buffer.alloc(0)), /not a PNG, JPEG, GIF or WebP image/],
+    ["a GIF declared as PNG", [{ ...imageOf("image/gif", 64), mime_type: "image/png" }], /content is image\/gif, declared image\/png/],
+  ];
+  for (const [name, images, problem] of cases) {
+    const check = checkImages(images);
+    if (problem === null) assert.ok(check.ok, name);
+    else assert.match(check.ok ? "accepted" : check.issues.map((i) => i.message).join("; "), problem, name);
   }
-  assert.equal(sniffImageMime(Buffer.from("hello world, not an image")), null);
-  assert.equal(sniffImageMime(Buffer.alloc(0)), null);
 });
 
 test("image checks: per-image size, per-command size, declared type", () => {
