@@ -113,7 +113,7 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   const operatorToken = (await readFile(operatorTokenPath, "utf8")).trim();
   assert.notEqual(operatorToken, token);
   const sessions = await fetch(`${baseUrl}/operator/sessions`, { headers: { authorization: `Bearer ${operatorToken}` } });
-  assert.deepEqual([sessions.status, await sessions.json()], [200, { sessions: [] }]);
+  assert.deepEqual([sessions.status, await sessions.json()], [200, { sessions: [], next_cursor: null }]);
 
   const event = validEvent();
   const response = await fetch(`${baseUrl}/events`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(event) });
