@@ -80,17 +80,19 @@ export function oneLine(maxChars: number) {
     .transform((value) => value.replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, " "));
 }
 
-/** How deeply `value` nests objects and arrays (a scalar is 0, `{}` is 1). Iterative, so any depth is safe to measure. */
-export function jsonDepth(value: unknown): number {
-  let deepest = 0;
+/**
+ * Whether `value` nests objects and arrays more than `maxDepth` levels (`{}` is one). Iterative,
+ * and it never looks below `maxDepth + 1`, so any depth, and a cyclic in-memory value, is safe to check.
+ */
+export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length > 0) {
     const [item, depth] = stack.pop()!;
     if (item === null || typeof item !== "object") continue;
-    deepest = Math.max(deepest, depth + 1);
+    if (depth + 1 > maxDepth) return true;
     for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
   }
-  return deepest;
+  return false;
 }
 
 const UNPAIRED_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
@@ -106,7 +108,7 @@ export const NOT_STORABLE = "must not contain NUL or unpaired surrogates";
 
 export const Details = z
   .record(z.string(), z.unknown())
-  .refine((d) => jsonDepth(d) <= LIMITS.detailsDepth, { message: `must nest at most ${LIMITS.detailsDepth} levels` })
+  .refine((d) => !nestsDeeperThan(d, LIMITS.detailsDepth), { message: `must nest at most ${LIMITS.detailsDepth} levels` })
   .refine((d) => Buffer.byteLength(JSON.stringify(d), "utf8") <= LIMITS.detailsBytes, {
     message: `must serialise to at most ${LIMITS.detailsBytes} bytes`,
   });

@@ -12,7 +12,7 @@ import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
-import { API_BASE_PATH, LIMITS, isStorableText, jsonDepth, NOT_STORABLE } from "../../protocol/wire.ts";
+import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { errorAnswer, json, type JsonAnswer } from "./status.ts";
 
@@ -224,7 +224,7 @@ function parseJson(raw: Buffer): unknown {
     throw new DomainError("invalid_json");
   }
   // The parser itself takes any depth, but every recursive step after it (validation, hashing, rendering) would not.
-  if (jsonDepth(value) > LIMITS.jsonDepth) {
+  if (nestsDeeperThan(value, LIMITS.jsonDepth)) {
     throw new DomainError("invalid_request", { issues: [{ path: "", message: `nested deeper than ${LIMITS.jsonDepth} levels` }] });
   }
   return value;

@@ -13,7 +13,7 @@ import type { Context, Session } from "koishi";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { LIMITS } from "../../protocol/wire.ts";
+import { LIMITS, nestsDeeperThan } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
@@ -520,4 +520,20 @@ describe("retention", () => {
     assert.deepEqual(left, [pending, recent].sort());
     void pi;
   });
+});
+
+test("the nesting check stops at its limit, so a cyclic in-memory value (an extension's payload) is refused, not looped over", () => {
+  const cyclic: Record<string, unknown> = { a: 1 };
+  cyclic.self = cyclic;
+  assert.equal(nestsDeeperThan(cyclic, LIMITS.detailsDepth), true);
+  assert.equal(nestsDeeperThan({ a: [{ b: {} }] }, 4), false);
+  assert.equal(nestsDeeperThan({ a: [{ b: {} }] }, 3), true);
+  // The size check after it may still throw on the cycle; what matters is that it ends, refused.
+  let accepted: boolean;
+  try {
+    accepted = EventBody.safeParse(validEvent({ details: cyclic })).success;
+  } catch {
+    accepted = false;
+  }
+  assert.equal(accepted, false);
 });
