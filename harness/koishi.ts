@@ -40,7 +40,7 @@ export interface KoishiOptions {
   withoutPlugin?: boolean;
   /** Reuse a folder (its database survives); default: a fresh temp folder removed by stop(). */
   dataDir?: string;
-  /** Default `sqlite`. The memory driver's data does not survive `restart()`. */
+  /** Default `ANON_NOTIFY_DB` or `sqlite`. The memory driver's data does not survive `restart()`. */
   database?: DatabaseDriver;
 }
 
@@ -52,6 +52,13 @@ export interface KoishiHarness {
   /** Stops the app and starts a new one on the same port and database. */
   restart(overrides?: Partial<notifyWebhook.Config>): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** `ANON_NOTIFY_DB=memory` runs every Koishi test on minato's memory driver instead of SQLite. */
+function defaultDriver(): DatabaseDriver {
+  const named = process.env.ANON_NOTIFY_DB ?? "sqlite";
+  if (!(DATABASE_DRIVERS as readonly string[]).includes(named)) throw new Error(`ANON_NOTIFY_DB must be one of ${DATABASE_DRIVERS.join(", ")}`);
+  return named as DatabaseDriver;
 }
 
 export async function freePort(): Promise<number> {
@@ -68,7 +75,7 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "anon-notify-koishi-")));
   const port = await freePort();
   const token = randomBytes(24).toString("hex");
-  const database = options.database ?? "sqlite";
+  const database = options.database ?? defaultDriver();
   let pluginConfig: Partial<notifyWebhook.Config> = { ...options.config };
   let running = await boot();
 
