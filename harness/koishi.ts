@@ -1,6 +1,6 @@
 /**
- * Starts a real Koishi app for server tests: plugin-server on a free 127.0.0.1 port, SQLite in a
- * temp folder, and the notify-webhook plugin. `restart()` stops everything and starts a new app on
+ * Starts a real Koishi app for server tests: plugin-server on a free 127.0.0.1 port, a database
+ * (SQLite in a temp folder by default, or minato's memory driver, or none), and the notify-webhook plugin. `restart()` stops everything and starts a new app on
  * the same port and database, as a process restart would; `stop()` also removes the temp folder.
  */
 import { randomBytes } from "node:crypto";
@@ -18,8 +18,18 @@ const require = createRequire(import.meta.url);
 // CommonJS builds, so they share koishi's copy of cordis (see server/koishi.ts).
 const serverPlugin = require("@koishijs/plugin-server").default as Plugin<Context>;
 const sqlitePlugin = require("@minatojs/driver-sqlite").default as Plugin<Context>;
+const memoryPlugin = require("@minatojs/driver-memory").default as Plugin<Context>;
 
 export type Use = (plugin: Plugin<Context>, config?: unknown) => ForkScope;
+
+/** The minato drivers the plugin is tested on; `none` starts without a `database` service. */
+export type DatabaseDriver = "sqlite" | "memory" | "none";
+export const DATABASE_DRIVERS: readonly Exclude<DatabaseDriver, "none">[] = ["sqlite", "memory"];
+
+/** Loads the driver's plugin; SQLite keeps its file in `dataDir`. */
+export function useDatabase(use: Use, driver: Exclude<DatabaseDriver, "none">, dataDir: string): ForkScope {
+  return driver === "sqlite" ? use(sqlitePlugin, { path: join(dataDir, "koishi.db") }) : use(memoryPlugin, {});
+}
 
 export interface KoishiOptions {
   /** Plugin config beyond the token; merged over the defaults of the Config schema. */
@@ -30,6 +40,8 @@ export interface KoishiOptions {
   withoutPlugin?: boolean;
   /** Reuse a folder (its database survives); default: a fresh temp folder removed by stop(). */
   dataDir?: string;
+  /** Default `ANON_NOTIFY_DB` or `sqlite`. The memory driver's data does not survive `restart()`. */
+  database?: DatabaseDriver;
 }
 
 export interface KoishiHarness {
@@ -40,6 +52,13 @@ export interface KoishiHarness {
   /** Stops the app and starts a new one on the same port and database. */
   restart(overrides?: Partial<notifyWebhook.Config>): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** `ANON_NOTIFY_DB=memory` runs every Koishi test on minato's memory driver instead of SQLite. */
+function defaultDriver(): DatabaseDriver {
+  const named = process.env.ANON_NOTIFY_DB ?? "sqlite";
+  if (!(DATABASE_DRIVERS as readonly string[]).includes(named)) throw new Error(`ANON_NOTIFY_DB must be one of ${DATABASE_DRIVERS.join(", ")}`);
+  return named as DatabaseDriver;
 }
 
 export async function freePort(): Promise<number> {
@@ -56,6 +75,7 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "anon-notify-koishi-")));
   const port = await freePort();
   const token = randomBytes(24).toString("hex");
+  const database = options.database ?? defaultDriver();
   let pluginConfig: Partial<notifyWebhook.Config> = { ...options.config };
   let running = await boot();
 
@@ -70,12 +90,12 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
       return fork;
     };
     use(serverPlugin, { host: "127.0.0.1", port });
-    use(sqlitePlugin, { path: join(dataDir, "koishi.db") });
+    if (database !== "none") useDatabase(use, database, dataDir);
     await options.plugins?.(use, app);
     if (!options.withoutPlugin) use(notifyWebhook, { ...pluginConfig, token });
     await app.start();
     await new Promise<void>((resolve) => app.on("server/ready", () => resolve()));
-    if (!options.withoutPlugin) await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
+    if (!options.withoutPlugin && database !== "none") await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
     return { app, forks };
   }
 

@@ -122,6 +122,7 @@ export const ErrorCode = z.enum([
   "idempotency_key_reused",
   "rate_limited",
   "not_ready",
+  "service_missing",
   "not_found",
   "session_offline",
   "session_in_use",
@@ -144,6 +145,8 @@ export type ErrorCode = z.infer<typeof ErrorCode>;
 export const ErrorAnswer = z.object({
   error: ErrorCode,
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  /** With `service_missing`: the Koishi services the server is waiting for, e.g. `["database"]`. */
+  missing: z.array(z.string()).optional(),
 });
 export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 

@@ -34,7 +34,17 @@ import { Watchdog } from "./watchdog/plugin.ts";
 const { Schema } = koishi;
 
 export const name = "notify-webhook";
-export const inject = { server: { required: true }, database: { required: true } };
+/**
+ * Optional here so that the plugin starts without them and says what is missing (a 503 naming
+ * it, one log line); the parts that use them require them and start once they are there.
+ */
+export const inject = { server: { required: false }, database: { required: false } };
+
+/** The services every route needs, and what to do about each one's absence. */
+const NEEDED_SERVICES: Readonly<Record<string, string>> = {
+  server: "请启用 server 插件（@koishijs/plugin-server）/ enable the server plugin (@koishijs/plugin-server)",
+  database: "请安装并启用一个数据库驱动，例如 @minatojs/driver-sqlite（见 README「数据库 / Database」）/ install and enable a database driver, e.g. @minatojs/driver-sqlite (README, \"数据库 / Database\")",
+};
 
 export const usage = `
 接收 Pi Agent（anon-notify 扩展）的生命周期事件，写入数据库回执，并注入人格（YesImBot v3）的主对话流；
@@ -133,8 +143,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
 ]);
 
 /**
- * Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
- * it needs. Everything hangs off `ctx`, so disposing the plugin stops every route, timer and worker.
+ * Loads the parts once `server` and `database` are there, and until then answers every route with
+ * 503 `service_missing` naming what is missing, and says so in the log once per outage.
  */
 export function apply(ctx: Context, config: Config) {
   // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
@@ -142,6 +152,37 @@ export function apply(ctx: Context, config: Config) {
     throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
   }
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
+  const logger = ctx.logger("notify-webhook");
+  const missing = () => Object.keys(NEEDED_SERVICES).filter((service) => ctx.get(service) == null);
+  let reported = false;
+  const report = (names: string[]) => {
+    if (reported) return;
+    reported = true;
+    logger.warn("缺少 Koishi 服务 / missing Koishi services: %s，接口返回 503 / the routes answer 503. %s", names.join(", "), names.map((service) => NEEDED_SERVICES[service]).join("; "));
+  };
+  // Once everything is back, the next outage is reported again.
+  ctx.on("internal/service", () => {
+    if (missing().length === 0) reported = false;
+  });
+  // Drivers provide `database` from their own start-up work, so look only once start-up has settled.
+  ctx.on("ready", () => {
+    void ctx.lifecycle.flush().then(() => {
+      const names = missing();
+      if (names.length > 0 && ctx.scope.isActive) report(names);
+    });
+  });
+  ctx.inject(["server"], (scope) => api.refuseWhileMissing(scope, missing, report));
+  ctx.plugin(Parts, { api, config });
+}
+
+/**
+ * Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
+ * it needs. Everything hangs off `ctx`, so losing a service or disposing the plugin stops every
+ * route, timer and worker; the API's tokens and its guard outlive a database that comes and goes.
+ */
+const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
+
+function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Config }) {
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();

@@ -3,6 +3,10 @@
  * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
  * never lease the same command and a cancel can never slip past a claim. Final commands stay as
  * tombstones, so a cancelled command or a used request key survives restarts.
+ *
+ * The writes of one session's commands also take turns inside the process: minato's `set` is
+ * atomic on some drivers only (the SQLite driver reads the matching rows, then updates each by
+ * primary key, so two writes guarded by the same read could both report `matched: 1`).
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
@@ -40,6 +44,7 @@ import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
+import { Turns } from "../turns.ts";
 import { CommandNotifier } from "./notifier.ts";
 
 declare module "koishi" {
@@ -98,6 +103,8 @@ export class CommandStore {
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
   #creations: Promise<unknown> = Promise.resolve();
+  /** Keyed by session id: every state change of a session's commands runs in its turn. */
+  readonly #turns = new Turns();
 
   constructor(ctx: Context, options: CommandStoreOptions) {
     this.#ctx = ctx;
@@ -263,7 +270,11 @@ export class CommandStore {
    * `clientGone` has aborted by the time the lease is granted, the answer could never be written:
    * the claim is rolled back and `{command: null}` answered.
    */
-  async claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
+  claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
+    return this.#turns.run(sessionId, () => this.#claim(sessionId, runtimeId, withImages, clientGone, lane));
+  }
+
+  async #claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone: AbortSignal | undefined, lane: CommandLane): Promise<ClaimAnswer> {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       if (clientGone?.aborted) return { command: null };
@@ -302,12 +313,13 @@ export class CommandStore {
     if (matched === 1) await this.#changed({ ...before, ...patch }, "server", { claim_rolled_back: "client_gone", runtime_id: runtimeId });
   }
 
+  /** In the turn of the session the ACK names: one naming another session is refused without a write. */
   async ack(commandId: string, ack: AckInput): Promise<void> {
-    await this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {});
+    await this.#turns.run(ack.session_id, () => this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {}));
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
-    return summarize(await this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" }));
+    return summarize(await this.#turns.run(sessionId, () => this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" })));
   }
 
   /** Newest first, without image bytes or lease tokens. */
@@ -347,9 +359,10 @@ export class CommandStore {
       const record = { ...row, images: [] };
       const patch = expiryPatch(record, now);
       if (!patch) continue;
-      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-      if (matched !== 1) continue;
-      await this.#changed({ ...record, ...patch }, "server", { lease_expired: true });
+      await this.#turns.run(record.session_id, async () => {
+        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
+        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { lease_expired: true });
+      });
     }
   }
 
@@ -363,8 +376,10 @@ export class CommandStore {
       const record = { ...row, images: [] };
       const patch = stopExpiryPatch(record, now, this.#options.stopTtlMs);
       if (!patch) continue;
-      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-      if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { cancel_reason: "expired" });
+      await this.#turns.run(record.session_id, async () => {
+        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
+        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { cancel_reason: "expired" });
+      });
     }
   }
 

@@ -9,7 +9,7 @@
  * reaches the console may read, and may act only when the owner turned `consoleActions` on. Pages
  * of other sites never reach any of it (see `originDecision`).
  */
-import { existsSync, mkdirSync, readFileSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
@@ -19,6 +19,7 @@ import type { CommandSummary } from "../../protocol/commands.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
 import type { OperatorService } from "../operator/service.ts";
+import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
 import {
@@ -228,7 +229,7 @@ function setUp(ctx: Context, { registry, operator, audit, events, options }: Con
  * reached through a link in its own `node_modules`.
  */
 function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: string } | undefined {
-  const root = packageRoot();
+  const root = packageRoot(import.meta.dirname)?.dir;
   if (!root) return undefined;
   const dev = join(root, "console", "client", "index.ts");
   const built = join(root, "console", "dist");
@@ -251,15 +252,3 @@ function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: 
   }
 }
 
-/** The nearest folder above this file whose package.json is this package (source or dist/). */
-function packageRoot(): string | undefined {
-  for (let dir = import.meta.dirname; dir !== dirname(dir); dir = dirname(dir)) {
-    try {
-      const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string };
-      if (manifest.name === "@cr1ms0n/anon-notify") return dir;
-    } catch {
-      // not at this level
-    }
-  }
-  return undefined;
-}

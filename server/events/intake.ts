@@ -9,6 +9,7 @@ import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../delivery/worker.ts";
 import { DomainError } from "../errors.ts";
 import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { Turns } from "../turns.ts";
 import { bodyHash, newEventRow, parseEvent, receiptOf } from "./receipt.ts";
 import type { EventStore } from "./store.ts";
 
@@ -32,7 +33,7 @@ export class EventIntake {
   #bucket: Bucket;
   #lastSeq = 0;
   #loaded = false;
-  readonly #inFlight = new Map<string, Promise<unknown>>();
+  readonly #turns = new Turns();
 
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
@@ -82,15 +83,8 @@ export class EventIntake {
   }
 
   /** One request per event_id at a time, so a replay never races the first write. */
-  async #inTurn(event: EventBody): Promise<EventAccepted> {
-    const previous = this.#inFlight.get(event.event_id) ?? Promise.resolve();
-    const current = previous.catch(() => undefined).then(() => this.#acceptOnce(event));
-    this.#inFlight.set(event.event_id, current);
-    try {
-      return await current;
-    } finally {
-      if (this.#inFlight.get(event.event_id) === current) this.#inFlight.delete(event.event_id);
-    }
+  #inTurn(event: EventBody): Promise<EventAccepted> {
+    return this.#turns.run(event.event_id, () => this.#acceptOnce(event));
   }
 
   async #acceptOnce(event: EventBody): Promise<EventAccepted> {

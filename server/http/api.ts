@@ -14,7 +14,7 @@ import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
 import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
-import { errorAnswer, json, type JsonAnswer } from "./status.ts";
+import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./status.ts";
 
 export { json, type JsonAnswer } from "./status.ts";
 
@@ -126,10 +126,7 @@ export class HttpApi {
           answer = json(500, { error: "internal_error" });
         }
       }
-      c.status = answer.status;
-      for (const [name, value] of Object.entries(answer.headers ?? {})) c.set(name, value);
-      c.type = "application/json";
-      c.body = JSON.stringify(answer.body);
+      write(c, answer);
       logger.debug("%s %s → %d", spec.method, spec.path, answer.status);
     };
     Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
@@ -139,6 +136,33 @@ export class HttpApi {
     else if (spec.method === "POST") router.post(path, middleware);
     else if (spec.method === "PUT") router.put(path, middleware);
     else router.delete(path, middleware);
+  }
+
+  /**
+   * While `missing()` names any service, every request under the API base path is answered here:
+   * 401 without a valid token (either one), else 503 `service_missing` naming them, and
+   * `onRefused` is told. Otherwise the request goes on to the routes. Registered before them, so
+   * it runs first on every path; it never reads the body.
+   */
+  refuseWhileMissing(ctx: Context, missing: () => string[], onRefused: (names: string[]) => void): void {
+    const middleware = async (c: KoaContext, next: () => Promise<unknown>) => {
+      const names = missing();
+      if (names.length === 0) return next();
+      let answer: JsonAnswer;
+      try {
+        this.#authorizeAny(c.get("authorization"));
+        onRefused(names);
+        answer = json(HTTP_STATUS.service_missing, { error: "service_missing", missing: names });
+      } catch (error) {
+        if (!(error instanceof DomainError)) throw error;
+        answer = errorAnswer(error);
+      }
+      write(c, answer);
+      // The body is never read here, so the connection is not reused.
+      c.set("Connection", "close");
+    };
+    Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
+    ctx.server.all(`${API_BASE_PATH}/(.*)`, middleware);
   }
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
@@ -176,11 +200,28 @@ export class HttpApi {
   #authorize(header: string, auth: RouteAuth): void {
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    // Compare digests so that neither the content nor the length of the token leaks through timing.
-    const presented = digest(match?.[1] ?? "");
-    if (!match || !timingSafeEqual(presented, expected)) throw new DomainError("unauthorized");
+    if (!presents(header, expected)) throw new DomainError("unauthorized");
   }
+
+  #authorizeAny(header: string): void {
+    const agent = presents(header, this.#agentDigest);
+    const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
+    if (!agent && !operator) throw new DomainError("unauthorized");
+  }
+}
+
+/** Compares digests, so neither the content nor the length of the token leaks through timing. */
+function presents(header: string, expected: Buffer): boolean {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const presented = digest(match?.[1] ?? "");
+  return timingSafeEqual(presented, expected) && match !== null;
+}
+
+function write(c: KoaContext, answer: JsonAnswer): void {
+  c.status = answer.status;
+  for (const [name, value] of Object.entries(answer.headers ?? {})) c.set(name, value);
+  c.type = "application/json";
+  c.body = JSON.stringify(answer.body);
 }
 
 function digest(token: string): Buffer {

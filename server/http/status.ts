@@ -29,6 +29,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   rate_limited: 429,
   internal_error: 500,
   not_ready: 503,
+  service_missing: 503,
   image_budget_exceeded: 507,
 };
 

@@ -1,10 +1,10 @@
 /** GET /health and GET /recipient: what the extension checks before it enables itself. */
-import { readFileSync } from "node:fs";
 import type { Context } from "koishi";
 import type { HealthAnswer } from "../../protocol/status.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { findBot } from "../delivery/bot.ts";
 import { json, type HttpApi } from "../http/api.ts";
+import { packageRoot } from "../package-root.ts";
 import { recipientStatus } from "./recipient.ts";
 
 export interface StatusDeps {
@@ -34,16 +34,7 @@ export const StatusRoutes = {
 };
 
 let cachedVersion: string | undefined;
-/** The package version, from the nearest package.json above this file (source server/status/ or dist/server/status/). */
+/** The package version, from the nearest package.json of this code's packages above this file. */
 function packageVersion(): string {
-  if (cachedVersion) return cachedVersion;
-  for (const relative of ["../../package.json", "../../../package.json"]) {
-    try {
-      const manifest = JSON.parse(readFileSync(new URL(relative, import.meta.url), "utf8")) as { name?: string; version?: string };
-      if (manifest.name === "@cr1ms0n/anon-notify" && manifest.version) return (cachedVersion = manifest.version);
-    } catch {
-      // not at this level
-    }
-  }
-  return (cachedVersion = "unknown");
+  return (cachedVersion ??= packageRoot(import.meta.dirname)?.version ?? "unknown");
 }

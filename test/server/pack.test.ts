@@ -1,16 +1,17 @@
 /**
- * The packed package works as a Koishi plugin: `npm pack` (which builds dist/ in prepack), install
- * the tarball into a temp Koishi instance folder (from npm's cache where it can, the registry otherwise), start it with Koishi's
- * own CLI and loader from a `koishi.yml`, and get a 202 and an injected receipt.
- * Koishi itself, plugin-server and the SQLite driver are linked from this repository's node_modules.
+ * Both packages, packed as npm publishes them (prepack builds them), installed into a temp Koishi
+ * instance folder (from npm's cache where it can, the registry otherwise): the Pi package, and the
+ * Koishi plugin package that Koishi's loader finds by name. Koishi's own CLI starts from a
+ * `koishi.yml` naming the plugin `@cr1ms0n/notify-webhook`, and an event gets a 202 and an
+ * injected receipt.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { freePort } from "../../harness/koishi.ts";
@@ -18,34 +19,61 @@ import { eventually, validEvent } from "../../harness/event-client.ts";
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, "../..");
-const PACKAGE_DIR = "node_modules/@cr1ms0n/anon-notify";
+const PLUGIN_DIR = join(repo, "packages", "koishi-plugin-notify-webhook");
 
-test("the packed tarball loads through Koishi's loader and accepts an event", async (t) => {
+interface Manifest {
+  name: string;
+  version: string;
+  main: string;
+  koishi?: { description?: Record<string, string>; service?: { required?: string[]; optional?: string[] } };
+}
+
+/** `npm pack` in `dir` into `destination`; the tarball's path and its file list. */
+async function pack(dir: string, destination: string): Promise<{ tarball: string; files: string[] }> {
+  const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", destination], { cwd: dir }).catch((error: { stdout?: string; stderr?: string }) => {
+    // tsc reports build errors on stdout.
+    throw new Error(`npm pack in ${dir} failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
+  });
+  const tarball = join(destination, stdout.trim().split("\n").at(-1)!);
+  const { stdout: listing } = await run("tar", ["-tzf", tarball]);
+  return { tarball, files: listing.trim().split("\n") };
+}
+
+test("both packed packages install into a Koishi instance, which loads the plugin by its name and accepts an event", async (t) => {
   const work = await mkdtemp(join(tmpdir(), "anon-notify-pack-"));
   t.after(() => rm(work, { recursive: true, force: true }));
 
-  await run("npm", ["pack", "--silent", "--pack-destination", work], { cwd: repo }).catch((error: { stdout?: string; stderr?: string }) => {
-    // tsc reports build errors on stdout.
-    throw new Error(`npm pack failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
-  });
-  const tarball = (await readdir(work)).find((name) => name.endsWith(".tgz"));
-  assert.ok(tarball, "npm pack produced a tarball");
-  const { stdout: listing } = await run("tar", ["-tzf", join(work, tarball)]);
-  const files = listing.trim().split("\n");
-  assert.ok(files.includes("package/dist/server/notify-webhook.js"));
-  assert.ok(files.includes("package/dist/protocol/wire.js"));
+  const piPackage = await pack(repo, work);
   // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
-  assert.ok(files.includes("package/dist/activation.js"));
-  assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
+  assert.ok(piPackage.files.includes("package/dist/activation.js"));
+  assert.ok(piPackage.files.includes("package/index.ts"), "the extension");
+  assert.ok(!piPackage.files.some((file) => file.startsWith("package/packages/")), "the plugin package is not inside the Pi package");
+
+  const plugin = await pack(PLUGIN_DIR, work);
+  assert.ok(plugin.files.includes("package/lib/server/notify-webhook.js"));
+  assert.ok(plugin.files.includes("package/lib/protocol/wire.js"));
+  assert.ok(plugin.files.includes("package/console/dist/index.js"), "the console page");
+  for (const { files } of [piPackage, plugin]) {
+    assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
+  }
+  const manifest = JSON.parse(await readFile(join(PLUGIN_DIR, "package.json"), "utf8")) as Manifest;
+  const piManifest = JSON.parse(await readFile(join(repo, "package.json"), "utf8")) as Manifest;
+  assert.match(manifest.name, /^(@[^/]+\/)?koishi-plugin-/, "a name Koishi's loader and market find");
+  assert.equal(manifest.version, piManifest.version, "released together");
+  assert.ok(manifest.koishi?.description?.zh && manifest.koishi.description.en, "market descriptions in Chinese and English");
+  assert.deepEqual(manifest.koishi?.service?.required, ["server", "database"]);
+  for (const optional of ["console", "yesimbot.agent", "yesimbot.tool"]) assert.ok(manifest.koishi?.service?.optional?.includes(optional), optional);
 
   const instance = join(work, "instance");
   await mkdir(join(instance, "data"), { recursive: true });
   await writeFile(join(instance, "package.json"), JSON.stringify({ name: "koishi-instance", private: true }));
-  await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", join(work, tarball)], { cwd: instance });
-  for (const name of ["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"]) {
-    await mkdir(dirname(join(instance, "node_modules", name)), { recursive: true });
-    await symlink(join(repo, "node_modules", name), join(instance, "node_modules", name), "dir");
-  }
+  // A real instance: Koishi installed in it (its loader resolves plugin names from its own place),
+  // at the versions this repository tests.
+  const instanceDeps = await Promise.all(["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"].map(async (name) => {
+    const { version } = JSON.parse(await readFile(join(repo, "node_modules", name, "package.json"), "utf8")) as Manifest;
+    return `${name}@${version}`;
+  }));
+  await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", ...instanceDeps, piPackage.tarball, plugin.tarball], { cwd: instance });
 
   const port = await freePort();
   const token = randomBytes(16).toString("hex");
@@ -58,7 +86,7 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
       `    port: ${port}`,
       "  ./node_modules/@minatojs/driver-sqlite:",
       "    path: ./data/koishi.db",
-      `  ./${PACKAGE_DIR}/dist/server/notify-webhook.js:`,
+      '  "@cr1ms0n/notify-webhook":',
       `    token: ${token}`,
       "    logPersona: true",
       "",
@@ -82,11 +110,15 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
 
   const baseUrl = `http://127.0.0.1:${port}${API_BASE_PATH}`;
   const headers = { authorization: `Bearer ${token}` };
-  await eventually(async () => {
+  const health = await eventually(async () => {
     const response = await fetch(`${baseUrl}/health`, { headers }).catch(() => undefined);
-    await response?.arrayBuffer();
-    return response?.status === 200 ? true : undefined;
-  }, `Koishi answering /health (output: ${output})`, 1500);
+    const body = await response?.text();
+    return response?.status === 200 ? (JSON.parse(body!) as { version: string }) : undefined;
+  }, "Koishi answering /health", 1500).catch((error: Error) => {
+    throw new Error(`${error.message}; Koishi's output:\n${output}`);
+  });
+  assert.equal(health.version, manifest.version, "the plugin knows its own package");
+  assert.match(output, /apply plugin @cr1ms0n\/notify-webhook/, "loaded by its name");
 
   const event = validEvent();
   const accepted = await fetch(`${baseUrl}/events`, { method: "POST", headers, body: JSON.stringify(event) });
