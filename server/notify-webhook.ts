@@ -10,6 +10,8 @@ import type { DeliveryRoute } from "../protocol/events.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
+import { ChatCommands } from "./chat/plugin.ts";
+import type { RefusalMode } from "./chat/owner.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
 import { EventWorker } from "./delivery/worker.ts";
@@ -18,6 +20,7 @@ import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
 import { koishi } from "./koishi.ts";
+import { defineLocales } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { LogPersona } from "./persona/log.ts";
@@ -67,6 +70,7 @@ export interface Config {
   watchdogCheckIntervalMs: number;
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
+  chatRefusal: RefusalMode;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -105,6 +109,9 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
   }).description("审计"),
+  Schema.object({
+    chatRefusal: Schema.union(["reply", "silent"]).default("reply").description("非主人或在群里使用 anon.* 指令时：reply 回一句简短的拒绝，silent 不回应。两种情况都不执行、都记入审计。"),
+  }).description("聊天指令"),
 ]);
 
 /**
@@ -112,6 +119,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * it needs. Everything hangs off `ctx`, so disposing the plugin stops every route, timer and worker.
  */
 export function apply(ctx: Context, config: Config) {
+  defineLocales(ctx);
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
@@ -136,6 +144,7 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
+  ctx.plugin(ChatCommands, { operator, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
   if (config.watchdogEnabled) {
