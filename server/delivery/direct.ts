@@ -46,7 +46,12 @@ export function formatDirectMessage(event: EventBody): string {
   return lines.join("\n");
 }
 
-export async function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
+export function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
+  return sendDirectText(ctx, target, formatDirectMessage(event));
+}
+
+/** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
+export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: "direct_not_configured: 未配置 botId 或 recipientId，无法直接发送" };
   }
@@ -54,7 +59,7 @@ export async function deliverDirect(ctx: Context, target: DirectTarget, event: E
   if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
   if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
   try {
-    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(formatDirectMessage(event)));
+    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
     return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };
