@@ -12,7 +12,10 @@ import { koishi } from "../server/koishi.ts";
 import { OPERATOR_TOKEN } from "./agent-api.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions } from "./koishi.ts";
 
-const MockBot = createRequire(import.meta.url)("@koishijs/plugin-mock").default as Plugin<Context>;
+const require = createRequire(import.meta.url);
+const MockBot = require("@koishijs/plugin-mock").default as Plugin<Context>;
+// Koishi's `http` service, which a Koishi install loads by default: the chat fetches attached images with it.
+const HttpService = require("@koishijs/plugin-http").default as Plugin<Context>;
 
 export const BOT_ID = "mock:514";
 export const OWNER = "10001";
@@ -39,6 +42,7 @@ export async function startChat(options: KoishiOptions = {}): Promise<ChatHarnes
     ...options,
     config: { botId: BOT_ID, recipientId: OWNER, operatorToken: OPERATOR_TOKEN, ...options.config },
     plugins: async (use, app) => {
+      use(HttpService);
       use(MockBot, { selfId: "514" });
       await options.plugins?.(use, app);
     },

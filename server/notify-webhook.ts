@@ -137,7 +137,13 @@ export function apply(ctx: Context, config: Config) {
   });
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const intake = new EventIntake({ store: events, worker, limit, audit });
-  const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
+  const operator = new OperatorService({
+    registry,
+    commands,
+    audit,
+    eventSession: async (eventId) => (await events.get(eventId))?.session_id,
+    messageNotices: (messageId) => events.byMessageId(messageId),
+  });
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(SessionRoutes, { api, registry });

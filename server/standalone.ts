@@ -151,6 +151,8 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
     forks.push((app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope)(plugin, config));
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
+  // Koishi's http service: the chat commands fetch images the owner attaches with it.
+  use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd), config);
   use(notifyWebhook, {

@@ -9,6 +9,8 @@ import type { OperatorService } from "../operator/service.ts";
 import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
 import { SessionNumbers } from "./refs.ts";
+import { commandCommands } from "./commands.ts";
+import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 
 export interface ChatCommandsDeps {
@@ -22,11 +24,15 @@ export interface ChatCommandsDeps {
 export const ChatCommands = {
   name: "notify-webhook-chat",
   reusable: true,
+  // Only attached images need it; every other command works without.
+  inject: { http: { required: false } },
   apply(ctx: Context, deps: ChatCommandsDeps) {
     const guard = new OwnerGuard({ owner: chatOwner(deps.botId, deps.recipientId), refusal: deps.refusal, audit: deps.audit });
     const kit: ChatKit = { guard, operator: deps.operator, audit: deps.audit, numbers: new SessionNumbers() };
     // The group itself only shows its subcommands (Koishi's help), but is guarded like them.
     ownerCommand(ctx, kit, "anon").action(({ session }) => session!.execute("help anon", true));
     sessionCommands(ctx, kit);
+    sendCommands(ctx, kit);
+    commandCommands(ctx, kit);
   },
 };

@@ -85,6 +85,11 @@ export class EventStore {
     return this.#ctx.database.get(EVENT_TABLE, { $or: PENDING_STATES.map((state) => ({ state })) }, { sort: { seq: "asc" } });
   }
 
+  /** The notices a direct message (or a digest of several) was delivered as, by the platform's message id. */
+  async byMessageId(messageId: string): Promise<Pick<EventRow, "event_id" | "session_id" | "seq">[]> {
+    return this.#ctx.database.get(EVENT_TABLE, { message_id: messageId }, { fields: ["event_id", "session_id", "seq"], sort: { seq: "desc" } });
+  }
+
   async lastSeq(): Promise<number> {
     const [row] = await this.#ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "desc" }, limit: 1, fields: ["seq"] });
     return row?.seq ?? 0;

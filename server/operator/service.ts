@@ -20,7 +20,17 @@ export interface OperatorDeps {
   audit: AuditLog;
   /** The session a received notice event belongs to; `undefined` when no such event exists. */
   eventSession(eventId: string): Promise<string | undefined>;
+  /** The notices delivered as the platform message `messageId`, newest first. */
+  messageNotices(messageId: string): Promise<NoticeRef[]>;
 }
+
+export interface NoticeRef {
+  event_id: string;
+  session_id: string;
+}
+
+/** How many of the newest commands a short command id is looked up in. */
+const COMMAND_LOOKUP_WINDOW = 500;
 
 export interface CommandRequest {
   session_id: string;
@@ -82,6 +92,18 @@ export class OperatorService {
   /** Works for offline sessions too: what is stored can always be looked at. */
   commands(sessionId: string, limit: number): Promise<CommandSummary[]> {
     return this.#deps.commands.list(sessionId, limit);
+  }
+
+  /** The recent commands whose id starts with `prefix` (with or without the `c-`), newest first. */
+  async findCommands(prefix: string): Promise<CommandSummary[]> {
+    const wanted = prefix.toLowerCase().replace(/^c-/, "");
+    const recent = await this.#deps.commands.recent(COMMAND_LOOKUP_WINDOW);
+    return recent.filter((command) => command.command_id.toLowerCase().replace(/^c-/, "").startsWith(wanted));
+  }
+
+  /** The notices a message the owner answers was delivered as (several for a digest). */
+  noticesOfMessage(messageId: string): Promise<NoticeRef[]> {
+    return this.#deps.messageNotices(messageId);
   }
 
   cancel(sessionId: string, commandId: string): Promise<CommandSummary> {

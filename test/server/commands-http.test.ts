@@ -501,7 +501,7 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
           const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, audit });
-          const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined });
+          const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined, messageNotices: async () => [] });
           ctx.plugin(SessionRoutes, { api, registry });
           ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000 });
           ctx.plugin(OperatorRoutes, { api, operator });
