@@ -6,7 +6,7 @@
  * with a message id as a platform would return.
  */
 import { createRequire } from "node:module";
-import type { Context, Fragment, Plugin } from "koishi";
+import type { Bot, Context, Fragment, Plugin } from "koishi";
 import type {} from "@koishijs/plugin-mock";
 import { koishi } from "../server/koishi.ts";
 import { OPERATOR_TOKEN } from "./agent-api.ts";
@@ -43,19 +43,15 @@ export async function startChat(options: KoishiOptions = {}): Promise<ChatHarnes
     config: { botId: BOT_ID, recipientId: OWNER, operatorToken: OPERATOR_TOKEN, ...options.config },
     plugins: async (use, app) => {
       use(HttpService);
+      // Recorded from the moment the bot exists, so sends made while the app starts are caught too.
+      // (Announced from the bot's constructor, before its id is set: the app has no other bot.)
+      app.on("bot-added", (bot) => record(bot, sent));
       use(MockBot, { selfId: "514" });
       await options.plugins?.(use, app);
     },
   });
-  const instrument = () => record(koishiHarness.app, sent);
-  instrument();
-  const restart = koishiHarness.restart.bind(koishiHarness);
   return Object.assign(koishiHarness, {
     sent,
-    async restart(overrides?: Parameters<KoishiHarness["restart"]>[0]) {
-      await restart(overrides);
-      instrument();
-    },
     owner: () => koishiHarness.app.mock.client(OWNER),
     stranger: () => koishiHarness.app.mock.client(STRANGER),
     ownerInGroup: () => koishiHarness.app.mock.client(OWNER, GROUP),
@@ -63,8 +59,7 @@ export async function startChat(options: KoishiOptions = {}): Promise<ChatHarnes
 }
 
 /** Sends outside a client exchange are recorded (as plain text) and get ids `m-1`, `m-2`, …. */
-function record(app: Context, sent: SentMessage[]): void {
-  const bot = app.bots[BOT_ID]!;
+function record(bot: Bot, sent: SentMessage[]): void {
   const original = bot.sendMessage.bind(bot);
   bot.createDirectChannel = async (userId: string) => ({ id: `private:${userId}`, type: 1 });
   bot.sendMessage = async (channelId: string, fragment: Fragment, guildId?: string, options?: { session?: unknown }) => {

@@ -23,6 +23,9 @@ import { koishi } from "./koishi.ts";
 import { defineLocales } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
+import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
+import { MuteLoader } from "./mute/plugin.ts";
+import { MuteStore } from "./mute/store.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
@@ -71,6 +74,7 @@ export interface Config {
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
   chatRefusal: RefusalMode;
+  muteBreakThrough: UrgentKind[];
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -112,6 +116,12 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     chatRefusal: Schema.union(["reply", "silent"]).default("reply").description("非主人或在群里使用 anon.* 指令时：reply 回一句简短的拒绝，silent 不回应。两种情况都不执行、都记入审计。"),
   }).description("聊天指令"),
+  Schema.object({
+    muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
+      .role("checkbox")
+      .default([...URGENT_KINDS])
+      .description("静音期间仍然立即送达的通知：failed 运行失败，watchdog 看门狗提醒，approval 审批请求，needs_you 需要你决定的通知。其余通知在静音结束时汇总成一条。"),
+  }).description("静音"),
 ]);
 
 /**
@@ -127,6 +137,7 @@ export function apply(ctx: Context, config: Config) {
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
   const events = new EventStore(ctx);
+  const mutes = new MuteStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
     maxAttempts: config.injectMaxAttempts,
     retryDelayMs: config.injectRetryDelayMs,
@@ -134,6 +145,7 @@ export function apply(ctx: Context, config: Config) {
     botId: config.botId,
     recipientId: config.recipientId,
     audit,
+    mute: { store: mutes, breakThrough: config.muteBreakThrough },
   });
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const intake = new EventIntake({ store: events, worker, limit, audit });
@@ -141,11 +153,14 @@ export function apply(ctx: Context, config: Config) {
     registry,
     commands,
     audit,
+    mutes,
     eventSession: async (eventId) => (await events.get(eventId))?.session_id,
     messageNotices: (messageId) => events.byMessageId(messageId),
+    eventsWaiting: async () => ({ persona: await events.countPending("anon"), held: worker.heldCount }),
   });
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, { api, registry });
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });

@@ -10,6 +10,7 @@ import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
 import { SessionNumbers } from "./refs.ts";
 import { commandCommands } from "./commands.ts";
+import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 
@@ -34,5 +35,6 @@ export const ChatCommands = {
     sessionCommands(ctx, kit);
     sendCommands(ctx, kit);
     commandCommands(ctx, kit);
+    muteCommands(ctx, kit);
   },
 };

@@ -5,9 +5,10 @@
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
-import type { EventBody, EventStatus } from "../../protocol/events.ts";
+import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "./bot.ts";
+import { STATUS_LABELS } from "./labels.ts";
 
 export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
@@ -16,15 +17,6 @@ export interface DirectTarget {
   recipientId: string;
 }
 
-const STATUS_LABELS: Record<EventStatus, string> = {
-  started: "开始",
-  progress: "进展",
-  completed: "完成",
-  failed: "失败",
-  tool_error: "工具错误",
-  warning: "警告",
-  info: "信息",
-};
 
 export function formatDirectMessage(event: EventBody): string {
   const usage = event.context_usage;
