@@ -156,7 +156,7 @@ function loadPlugin(name: string, cwd: string): Plugin<Context> {
   throw new Error(`找不到 Koishi 插件 ${name}（试过 koishi-plugin-${name}、@koishijs/plugin-${name}），请先 npm install`);
 }
 
-export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; stop(): Promise<void> }> {
+export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; app: Context; stop(): Promise<void> }> {
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
@@ -197,6 +197,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
 
   return {
     baseUrl,
+    app,
     async stop() {
       // plugin-server's dispose throws once the logger is gone, so the forks go first, newest first.
       for (const fork of forks.reverse()) fork.dispose();

@@ -11,7 +11,8 @@ export function sessionLine(session: Session, number: number, s: SessionProjecti
     project: s.project,
     model: s.model ?? "?",
     state,
-    since: koishi.Time.format(Math.max(0, nowMs - Date.parse(s.last_activity_at))),
+    // Whole seconds at least: "817ms ago" is noise on a phone.
+    since: koishi.Time.format(Math.max(1000, Math.floor((nowMs - Date.parse(s.last_activity_at)) / 1000) * 1000)),
     images: s.supports_images ? session.text(".images") : "",
   });
 }

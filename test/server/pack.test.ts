@@ -2,7 +2,8 @@
  * The packed package works as a Koishi plugin: `npm pack` (which builds dist/ in prepack), install
  * the tarball into a temp Koishi instance folder (from npm's cache where it can, the registry otherwise), start it with Koishi's
  * own CLI and loader from a `koishi.yml`, and get a 202 and an injected receipt.
- * Koishi itself, plugin-server and the SQLite driver are linked from this repository's node_modules.
+ * Koishi itself, plugin-server, the SQLite driver and js-yaml (Koishi's loader brings it) are linked
+ * from this repository's node_modules.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -34,6 +35,7 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   const files = listing.trim().split("\n");
   assert.ok(files.includes("package/dist/server/notify-webhook.js"));
   assert.ok(files.includes("package/dist/protocol/wire.js"));
+  assert.ok(files.includes("package/dist/server/locales/zh-CN.yml") && files.includes("package/dist/server/locales/en-US.yml"), "the chat texts");
   // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
   assert.ok(files.includes("package/dist/activation.js"));
   assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
@@ -42,7 +44,8 @@ test("the packed tarball loads through Koishi's loader and accepts an event", as
   await mkdir(join(instance, "data"), { recursive: true });
   await writeFile(join(instance, "package.json"), JSON.stringify({ name: "koishi-instance", private: true }));
   await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", join(work, tarball)], { cwd: instance });
-  for (const name of ["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"]) {
+  // js-yaml comes with Koishi's loader in a real Koishi install; here Koishi itself is linked.
+  for (const name of ["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite", "js-yaml"]) {
     await mkdir(dirname(join(instance, "node_modules", name)), { recursive: true });
     await symlink(join(repo, "node_modules", name), join(instance, "node_modules", name), "dir");
   }
