@@ -47,10 +47,13 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
-  const presence = installPresence(pi, { runtimeId, connection, report });
+  // A heartbeat the server accepts means it answers again: finals an outage held back go now.
+  const presence = installPresence(pi, { runtimeId, connection, report, answered: () => state?.delivery?.notifier.serverAnswered() });
+  // Features with a control command kind register their handler here (`commands.onControlCommand`).
+  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report });
   const services: SessionService[] = [
     presence,
-    installCommandChannel(pi, { presence, runtimeId, connection, report }),
+    commands,
     // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
       offered: () => state?.config?.progressTool.enabled === true,

@@ -2,7 +2,7 @@
  * Events (protocol 1): the notice body the extension posts, its acceptance and its receipt.
  */
 import { z } from "zod";
-import { Details, Id, LIMITS, Timestamp, httpUrl, nonNegativeSafeInt, positiveSafeInt } from "./wire.ts";
+import { Details, Id, LIMITS, Timestamp, httpUrl, nonNegativeSafeInt, oneLine, positiveSafeInt } from "./wire.ts";
 
 /** Pi's current context estimate; `used_tokens` and `percent` are known together or not at all. */
 export const ContextUsage = z
@@ -25,8 +25,9 @@ export const EventBody = z.strictObject({
   event_id: Id,
   session_id: Id,
   runtime_id: Id.optional(),
-  source: z.string().max(LIMITS.sourceChars),
-  task: z.string().max(LIMITS.taskChars),
+  // One line each: the direct message's fixed format must not be forgeable from them.
+  source: oneLine(LIMITS.sourceChars),
+  task: oneLine(LIMITS.taskChars),
   status: EventStatus,
   summary: z.string().max(LIMITS.summaryChars),
   details: Details.nullable().default(null),

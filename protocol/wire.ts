@@ -6,7 +6,7 @@ import { z } from "zod";
 
 export const API_BASE_PATH = "/api/agent-notify/v1";
 export const DEFAULT_ENDPOINT = `http://127.0.0.1:5140${API_BASE_PATH}/events`;
-export const PROTOCOL_VERSIONS = { events: 1, commands: 2 } as const;
+export const PROTOCOL_VERSIONS = { events: 1, commands: 3 } as const;
 
 export const LIMITS = {
   idChars: 128,
@@ -14,6 +14,10 @@ export const LIMITS = {
   taskChars: 200,
   summaryChars: 1200,
   detailsBytes: 4 * 1024,
+  /** `details` nesting: `{}` is 1 level, `{"a": {}}` 2. */
+  detailsDepth: 8,
+  /** Any request body's nesting, checked right after parsing. */
+  jsonDepth: 32,
   urlChars: 2048,
   eventBodyBytes: 64 * 1024,
   operatorBodyBytes: 12 * 1024 * 1024,
@@ -50,9 +54,15 @@ export const Timestamp = z.iso.datetime({ offset: false });
 export const nonNegativeSafeInt = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 export const positiveSafeInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
+/**
+ * An http(s) URL, stored as the parser normalises it. Whitespace and control characters are refused
+ * rather than dropped (the URL parser silently removes tabs and line breaks, so the raw string would
+ * carry text the link does not).
+ */
 export const httpUrl = z
   .string()
   .max(LIMITS.urlChars)
+  .refine((value) => !/[\p{Cc}\p{Z}]/u.test(value), "must not contain whitespace or control characters")
   .refine((value) => {
     try {
       const { protocol } = new URL(value);
@@ -60,10 +70,45 @@ export const httpUrl = z
     } catch {
       return false;
     }
-  }, "must be an http(s) URL");
+  }, "must be an http(s) URL")
+  .transform((value) => new URL(value).href)
+  .pipe(z.string().max(LIMITS.urlChars));
+
+/** Text shown on one line: line breaks and other control or separator characters become one space each run. */
+export function oneLine(maxChars: number) {
+  return z
+    .string()
+    .max(maxChars)
+    .transform((value) => value.replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, " "));
+}
+
+/** How deeply `value` nests objects and arrays (a scalar is 0, `{}` is 1). Iterative, so any depth is safe to measure. */
+export function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item !== "object") continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+const UNPAIRED_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Whether text can be stored in a database text column and read back byte for byte: the SQLite
+ * binding cuts at NUL, and UTF-8 cannot carry an unpaired surrogate.
+ */
+export function isStorableText(text: string): boolean {
+  return !text.includes("\0") && !UNPAIRED_SURROGATE.test(text);
+}
+export const NOT_STORABLE = "must not contain NUL or unpaired surrogates";
 
 export const Details = z
   .record(z.string(), z.unknown())
+  .refine((d) => jsonDepth(d) <= LIMITS.detailsDepth, { message: `must nest at most ${LIMITS.detailsDepth} levels` })
   .refine((d) => Buffer.byteLength(JSON.stringify(d), "utf8") <= LIMITS.detailsBytes, {
     message: `must serialise to at most ${LIMITS.detailsBytes} bytes`,
   });
@@ -79,6 +124,7 @@ export const ErrorCode = z.enum([
   "not_ready",
   "not_found",
   "session_offline",
+  "session_in_use",
   "event_session_mismatch",
   "delivery_started",
   "already_accepted",
@@ -86,6 +132,7 @@ export const ErrorCode = z.enum([
   "image_budget_exceeded",
   "invalid_image",
   "images_not_supported",
+  "capability_missing",
   "operator_disabled",
   "internal_error",
 ]);

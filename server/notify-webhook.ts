@@ -29,6 +29,7 @@ import { MuteLoader } from "./mute/plugin.ts";
 import { MuteStore } from "./mute/store.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
+import { Retention } from "./retention.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
@@ -62,6 +63,11 @@ export interface Config {
   recipientId: string;
   eventsPerMinute: number;
   eventBurst: number;
+  heartbeatsPerMinute: number;
+  heartbeatBurst: number;
+  longPollsPerSession: number;
+  longPollsTotal: number;
+  requestBodyTimeoutMs: number;
   injectMaxAttempts: number;
   injectRetryDelayMs: number;
   personaWaitMs: number;
@@ -70,6 +76,7 @@ export interface Config {
   sessionHeartbeatTimeoutMs: number;
   commandLeaseMs: number;
   commandImageBudgetBytes: number;
+  stopTtlMs: number;
   watchdogEnabled: boolean;
   watchdogStallAfterMs: number;
   watchdogCheckIntervalMs: number;
@@ -80,6 +87,7 @@ export interface Config {
   consoleActions: boolean;
   consoleAuthority: number;
   consoleOrigins: string[];
+  retentionDays: number;
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -94,6 +102,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
     eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
+    heartbeatsPerMinute: Schema.natural().min(1).default(600).description("每分钟接受的心跳数（所有会话合计，同一个 Token）；每个会话约每 10 秒一次。"),
+    heartbeatBurst: Schema.natural().min(1).default(120).description("短时突发允许的心跳数。"),
+    longPollsPerSession: Schema.natural().min(1).default(4).description("每个会话同时挂起的指令长轮询上限；超出的请求立即得到 429。"),
+    longPollsTotal: Schema.natural().min(1).default(256).description("所有会话同时挂起的指令长轮询总上限；超出的请求立即得到 429。"),
+    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000).description("请求正文必须在此时间内传完，否则断开连接（防止慢速客户端占住连接）。"),
   }).description("限流"),
   Schema.object({
     injectMaxAttempts: Schema.natural().min(1).default(20).description("人格忙碌或暂不可用时，单个事件最多尝试注入的次数。"),
@@ -108,6 +121,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000).description("Pi 领取指令后的租约时长；过期未 ACK 的指令重新进入待发（但不再可撤回）。"),
     commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024).description("所有待发与已领取指令的图片总字节预算；超出时新图片指令返回 507。"),
+    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000).description("“停止”请求等待 Pi 领取的最长时间；超时未领取即作废（过期），绝不会停止之后的运行。"),
   }).description("指令队列"),
   Schema.object({
     watchdogEnabled: Schema.boolean().default(true).description("由服务端监视运行中的会话：长时间没有活动时提醒“可能卡住”，心跳中断且未下线时提醒“运行中失联”。每次异常只提醒一次。"),
@@ -117,7 +131,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
   }).description("看门狗"),
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
-  }).description("审计"),
+    retentionDays: Schema.natural().min(1).default(30).description("已结束的事件回执与已结束（已接收或已撤回）的指令保留天数，按最后一次变化计算；待处理的从不清理。应长于 Pi 端 outbox 的保留时间（默认 7 天），否则过期后重发的事件会被当作新事件。"),
+  }).description("审计与保留"),
   Schema.object({
     chatRefusal: Schema.union(["reply", "silent"]).default("reply").description("非主人或在群里使用 anon.* 指令时：reply 回一句简短的拒绝，silent 不回应。两种情况都不执行、都记入审计。"),
   }).description("聊天指令"),
@@ -140,12 +155,16 @@ export const Config: SchemaType<Config> = Schema.intersect([
  */
 export function apply(ctx: Context, config: Config) {
   defineLocales(ctx);
-  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken });
+  // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
+  if (config.operatorToken && config.operatorToken === config.token) {
+    throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
+  }
+  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
-  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
+  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
   const events = new EventStore(ctx);
   const mutes = new MuteStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
@@ -171,13 +190,15 @@ export function apply(ctx: Context, config: Config) {
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(MuteLoader, { api, mutes });
-  ctx.plugin(SessionRoutes, { api, registry });
-  ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
+  ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
+  const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
+  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(ChatCommands, { operator, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
+  ctx.plugin(AuditRoutes, { api, audit, limit });
+  ctx.plugin(Retention, { api, audit, events, commands, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

@@ -8,7 +8,8 @@
  *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json] [--help]
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import type { Server as HttpServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -74,16 +75,61 @@ export function parseFlags(argv: string[], cwd: string): StandaloneOptions | "he
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
 }
 
-/** Reads the token, creating it (0600) only when the file does not exist; an existing file is never rewritten. */
+/** A token anyone could guess or brute-force is no token: generated ones have 64 characters. */
+export const MIN_TOKEN_CHARS = 32;
+
+/**
+ * Reads the token, creating it (0600) only when the file does not exist; an existing file is never
+ * rewritten. Refused, with what to do: a symlink (the secret would live wherever it points), a file
+ * others can read, and a token shorter than `MIN_TOKEN_CHARS`.
+ */
 export function ensureToken(path: string): string {
   try {
     writeFileSync(path, randomBytes(32).toString("hex") + "\n", { flag: "wx", mode: 0o600 });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }
+  const file = lstatSync(path);
+  if (file.isSymbolicLink()) throw new Error(`Token 文件 ${path} 是符号链接；请换成普通文件（cp --remove-destination "$(readlink -f ${path})" ${path}）`);
+  if (file.mode & 0o077) throw new Error(`Token 文件 ${path} 的权限是 ${octal(file.mode)}，其他用户可读；请执行 chmod 600 ${path}`);
   const token = readFileSync(path, "utf8").trim();
   if (!token) throw new Error(`Token 文件 ${path} 为空；请写入 Token 或删除该文件后重启以重新生成`);
+  if (token.length < MIN_TOKEN_CHARS) throw new Error(`Token 文件 ${path} 中的 Token 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）；请换一个更长的 Token，或删除该文件后重启以重新生成`);
   return token;
+}
+
+function octal(mode: number): string {
+  return `0${(mode & 0o777).toString(8)}`;
+}
+
+/**
+ * Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
+ * creates it with the umask's mode). A folder or database others could read or write is narrowed;
+ * returns one line for each change made, for the start-up output.
+ */
+export function secureDataDir(dataDir: string): string[] {
+  const notes: string[] = [];
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const folderMode = statSync(dataDir).mode;
+  if (folderMode & 0o077) {
+    chmodSync(dataDir, 0o700);
+    notes.push(`数据目录 ${dataDir} 的权限是 ${octal(folderMode)}，其他用户可以访问；已改为 0700`);
+  }
+  const database = join(dataDir, "koishi.db");
+  closeSync(openSync(database, "a", 0o600));
+  const databaseMode = statSync(database).mode;
+  if (databaseMode & 0o077) {
+    chmodSync(database, 0o600);
+    notes.push(`数据库 ${database} 的权限是 ${octal(databaseMode)}；已改为 0600`);
+  }
+  return notes;
+}
+
+/** The operator token opens more than the agents' one; the same string for both would give every agent the operator API. */
+export function assertDistinctTokens(token: string, operatorToken: string): void {
+  if (operatorToken && operatorToken === token) {
+    throw new Error("operatorToken 与 Pi 端 Token 相同：这样任何 Pi 端都能使用运维接口。请为 operatorToken 设置不同的值（或留空以关闭运维接口）");
+  }
 }
 
 export function readStandaloneFile(path: string): StandaloneFile {
@@ -143,6 +189,20 @@ function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> 
   }
 }
 
+/** npm start owns its HTTP server, so it bounds what a slow or flooding client can hold. */
+export const HTTP_BOUNDS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, maxConnections: 512 } as const;
+
+/**
+ * Headers must arrive within 20 s and a whole request within 30 s (Node checks both every few
+ * seconds), and at most 512 connections are open at once, so slow clients cannot starve the file
+ * descriptors a legitimate request needs.
+ */
+export function boundHttpServer(server: HttpServer): void {
+  server.headersTimeout = HTTP_BOUNDS.headersTimeoutMs;
+  server.requestTimeout = HTTP_BOUNDS.requestTimeoutMs;
+  server.maxConnections = HTTP_BOUNDS.maxConnections;
+}
+
 function loadPlugin(name: string, cwd: string): Plugin<Context> {
   const require = createRequire(join(cwd, "package.json"));
   for (const candidate of [`koishi-plugin-${name}`, `@koishijs/plugin-${name}`, name]) {
@@ -157,12 +217,13 @@ function loadPlugin(name: string, cwd: string): Plugin<Context> {
 }
 
 export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; app: Context; stop(): Promise<void> }> {
-  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+  for (const note of secureDataDir(options.dataDir)) console.log(note);
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
   const file = readStandaloneFile(options.configPath);
   const operatorTokenPath = join(options.dataDir, "operator.token");
   const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
+  assertDistinctTokens(token, operatorToken);
 
   const require = createRequire(import.meta.url);
   const app = new koishi.Context();
@@ -188,6 +249,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   });
   await app.start();
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
+  boundHttpServer(app.server._http);
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
   const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;

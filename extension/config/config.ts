@@ -173,6 +173,22 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
 }
 
 /**
+ * Where secrets are read from and files are written to: only the layers a project cannot write
+ * may set these, so a project's file cannot make the extension read another one-line secret as its
+ * token, append its journal to any file, or send the token to another socket.
+ */
+const USER_ONLY_KEYS: readonly (readonly string[])[] = [["token"], ["tokenFile"], ["command", "journal"], ["sink", "tokenFile"], ["sink", "socket"]];
+
+function hasKey(value: Json, path: readonly string[]): boolean {
+  let node: unknown = value;
+  for (const key of path) {
+    if (node === null || typeof node !== "object" || !(key in node)) return false;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
+/**
  * Layers, lowest first: built-in defaults < legacy `config.json` in the extension's source folder <
  * the stable user config `<agentDir>/extension-data/anon-notify/config.json` < the trusted project
  * config `<cwd>/.pi/anon-notify.json` < ANON_NOTIFY_* environment variables.
@@ -219,9 +235,12 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const projectPath = join(options.cwd, ".pi", "anon-notify.json");
   const allowedByUser = merged.projectConfig === true;
   if (allowedByUser && options.projectTrusted === true) {
-    applyFile("project", projectPath, (value) =>
-      "projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : [],
-    );
+    applyFile("project", projectPath, (value) => [
+      ...("projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : []),
+      ...USER_ONLY_KEYS.filter((path) => hasKey(value, path)).map(
+        (path) => `配置文件 ${projectPath}: 项目配置不能设置 ${path.join(".")}（Token 从哪里读、文件写到哪里只由用户配置决定） (a project cannot choose where secrets are read or files written)`,
+      ),
+    ]);
   } else if (readLayerFile(projectPath).status !== "missing") {
     files.push({ layer: "project", path: projectPath, status: "skipped" });
     warnings.push(

@@ -38,6 +38,11 @@ export interface Notifier {
   flush(timeoutMs: number): Promise<boolean>;
   /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
   resendOutbox(): Promise<void>;
+  /**
+   * The server answered another request (a heartbeat): finals held back by an outage are resent
+   * now rather than at the next start. Does nothing when none are held back.
+   */
+  serverAnswered(): void;
   /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
   close(): Promise<void>;
 }
@@ -50,7 +55,11 @@ export interface NotifierOptions {
   now?: () => number;
   sleep?: Sleep;
   random?: () => number;
+  /** While finals are held back, the outbox is tried again this often (default 60 s). */
+  outboxRetryMs?: number;
 }
+
+const OUTBOX_RETRY_MS = 60_000;
 
 /** Progress-type notices are rate limited; finals and explicit requests never are, so a completion is not swallowed by a recent progress. */
 export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number, minIntervalMs: number): boolean {
@@ -71,6 +80,12 @@ export function createNotifier(options: NotifierOptions): Notifier {
   const queued = new Set<string>();
   const accepted = new Set<string>();
   let lastNonFinalAt: number | undefined;
+  /**
+   * Finals this notifier could not deliver wait in the outbox. While any do, a new final goes
+   * through the outbox oldest first behind them, so a newer final never overtakes an older one.
+   */
+  let heldBack = false;
+  let retryTimer: NodeJS.Timeout | undefined;
 
   const enqueue = (job: () => Promise<void>): Promise<void> => {
     tail = tail.then(job).catch((error: unknown) => log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`));
@@ -114,14 +129,47 @@ export function createNotifier(options: NotifierOptions): Notifier {
       if (durable) await outbox.remove(event.event_id);
       log.debug?.(`最终通知 ${event.event_id} 已送达 (accepted: ${result.value.state})`);
     } else {
-      if (durable) await outbox.release(event.event_id);
+      if (durable) {
+        await outbox.release(event.event_id);
+        holdBack();
+      }
       log.warn(
         `最终通知 ${event.event_id} 未送达（${result.attempts} 次尝试）：${result.error.message}` +
-          (durable ? "；已保留在 outbox，下次启动时重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
+          (durable ? "；已保留在 outbox，服务端恢复后重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
       );
     }
     return result;
   };
+
+  const holdBack = () => {
+    heldBack = true;
+    if (retryTimer || stop.signal.aborted) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      if (heldBack) void resend();
+    }, options.outboxRetryMs ?? OUTBOX_RETRY_MS);
+    retryTimer.unref();
+  };
+
+  /**
+   * Sends the outbox oldest first; `own` is the final whose job this is (queued, but due now).
+   * Stops at the first retryable failure: the rest would fail the same way, and must not overtake.
+   */
+  const drainOutbox = async (own?: string) => {
+    const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
+    if (pruned.length > 0) {
+      log.warn(`outbox 中 ${pruned.length} 条最终通知超过保留期仍未送达，已删除 (expired): ${pruned.join(", ")}`);
+    }
+    heldBack = false;
+    for (const entry of await outbox.list()) {
+      if (stop.signal.aborted) return;
+      if (queued.has(entry.event.event_id) && entry.event.event_id !== own) continue;
+      const result = await deliverFinal(entry.event, true);
+      if (result && !result.ok && result.error.retryable) return;
+    }
+  };
+
+  const resend = () => enqueue(drainOutbox);
 
   const deliverNonFinal = async (event: EventBody) => {
     const result = await post(event);
@@ -162,7 +210,9 @@ export function createNotifier(options: NotifierOptions): Notifier {
             else {
               // Sent only once on disk; a closed notifier keeps it there for the next start.
               const durable = await written;
-              if (!stop.signal.aborted) await deliverFinal(valid, durable);
+              if (stop.signal.aborted) return;
+              if (heldBack && durable) await drainOutbox(valid.event_id);
+              else await deliverFinal(valid, durable);
             }
           } finally {
             queued.delete(valid.event_id);
@@ -184,23 +234,16 @@ export function createNotifier(options: NotifierOptions): Notifier {
     },
 
     resendOutbox() {
-      return enqueue(async () => {
-        const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
-        if (pruned.length > 0) {
-          log.warn(`outbox 中 ${pruned.length} 条最终通知超过保留期仍未送达，已删除 (expired): ${pruned.join(", ")}`);
-        }
-        for (const entry of await outbox.list()) {
-          if (stop.signal.aborted) return;
-          if (queued.has(entry.event.event_id)) continue;
-          const result = await deliverFinal(entry.event, true);
-          // The server is unreachable or busy: the rest would fail the same way, so keep them for the next start.
-          if (result && !result.ok && result.error.retryable) return;
-        }
-      });
+      return resend();
+    },
+
+    serverAnswered() {
+      if (heldBack) void resend();
     },
 
     async close() {
       stop.abort();
+      clearTimeout(retryTimer);
       await tail;
     },
   };

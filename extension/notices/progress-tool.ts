@@ -34,7 +34,7 @@ export const ProgressParams = Type.Object(
     stage: Type.Enum([...ProgressStage.options], { description: "阶段" }),
     summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: "一句话结论，不要罗列过程" }),
     detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: "失败原因、需要用户决定的事或产物路径，可省略" })),
-    artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://", description: "可跳转的链接（http/https）：trace、PR、报告页" })),
+    artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: "可跳转的链接（http/https）：trace、PR、报告页" })),
     severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: "严重程度，默认 info" })),
   },
   { additionalProperties: false },

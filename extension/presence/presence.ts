@@ -113,6 +113,8 @@ export interface PresenceDeps {
   connection: () => Connection | undefined;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
+  /** Each accepted heartbeat: the server answers (again), so what waited for it can go now. */
+  answered?: () => void;
   now?: () => number;
 }
 
@@ -127,6 +129,8 @@ export interface Presence {
   whenAccepted(): Promise<boolean>;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
+  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
+  serverCommandProtocol(): number;
 }
 
 /**
@@ -144,6 +148,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let activity: Activity = { lastActivityAt: now(), runningTools: new Map() };
   let lastFailure: string | undefined;
   let accepted = false;
+  let serverProtocol = 2;
   let waiters: ((accepted: boolean) => void)[] = [];
 
   const settleWaiters = (accepted: boolean) => {
@@ -184,10 +189,12 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         signal: controller.signal,
       })
       .then(
-        () => {
+        (answer) => {
           lastFailure = undefined;
+          serverProtocol = answer.command_protocol ?? 2;
           accepted = true;
           settleWaiters(true);
+          deps.answered?.();
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;
@@ -293,5 +300,6 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         return false;
       }
     },
+    serverCommandProtocol: () => serverProtocol,
   };
 }

@@ -141,12 +141,17 @@ export async function syncServices(s: SessionState, services: readonly SessionSe
   else await Promise.all(services.map((service) => service.stop()));
 }
 
-/** Every shutdown reason is a user or session operation: never a notice, and no inactive record. */
+/**
+ * Every shutdown reason is a user or session operation: never a notice, and no inactive record.
+ * Bounded as a whole by SHUTDOWN_FLUSH_MS: stopping the services (the offline call, itself bounded
+ * shorter) and flushing the notices in flight run side by side, never one after the other.
+ */
 export async function closeSession(s: SessionState, services: readonly SessionService[]): Promise<void> {
   s.active = false;
+  const flushed = s.delivery?.notifier.flush(SHUTDOWN_FLUSH_MS);
   await syncServices(s, services);
   if (!s.delivery) return;
-  const drained = await s.delivery.notifier.flush(SHUTDOWN_FLUSH_MS);
+  const drained = await flushed;
   if (!drained) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
   await s.delivery.notifier.close();
   await s.delivery.client.close();

@@ -1,22 +1,18 @@
 /**
- * The audit trail's agent route and upkeep: `POST /audit/tool-calls` (what the extension's tool
- * guard decided), and pruning at start and every hour. Operators read the trail through the
- * operator service (`GET /operator/audit`).
+ * The audit trail's agent route: `POST /audit/tool-calls` (what the extension's tool guard
+ * decided). Operators read the trail through the operator service (`GET /operator/audit`); pruning
+ * is part of the server's retention (retention.ts).
  */
 import type { Context } from "koishi";
-import { errorText } from "../../common/errors.ts";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
-import { retentionCutoff, type AuditLog } from "./store.ts";
-
-const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+import type { AuditLog } from "./store.ts";
 
 export interface AuditRoutesDeps {
   api: HttpApi;
   audit: AuditLog;
-  retentionDays: number;
   /** The agents' tool-call records have their own bucket, sized like the event limit. */
   limit: RateLimit;
 }
@@ -24,22 +20,7 @@ export interface AuditRoutesDeps {
 export const AuditRoutes = {
   name: "notify-webhook-audit",
   reusable: true,
-  apply(ctx: Context, { api, audit, retentionDays, limit }: AuditRoutesDeps) {
-    const logger = ctx.logger("notify-webhook");
-    const prune = async () => {
-      try {
-        const removed = await audit.prune(retentionCutoff(Date.now(), retentionDays));
-        if (removed > 0) logger.info("audit: pruned %d rows older than %d days", removed, retentionDays);
-      } catch (error) {
-        logger.warn("audit pruning failed: %s", errorText(error));
-      }
-    };
-    const release = api.holdUntilReady(ctx);
-    ctx.on("ready", async () => {
-      await prune();
-      release();
-    });
-    ctx.setInterval(() => void prune(), PRUNE_INTERVAL_MS);
+  apply(ctx: Context, { api, audit, limit }: AuditRoutesDeps) {
     api.offer(ctx, "audit");
 
     let bucket = fullBucket(limit, Date.now());

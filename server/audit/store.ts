@@ -41,6 +41,11 @@ export interface AuditInput {
   /** The event or command id the row is about. */
   subject?: string | null;
   data?: Record<string, unknown>;
+  /**
+   * Texts kept whole, never cut: the exact text handed to the persona or sent to the chat, whose
+   * size the event's own limits already bound. Merged over `data`.
+   */
+  verbatim?: Record<string, string>;
 }
 
 /** Rows older than this are pruned. */
@@ -108,7 +113,7 @@ export class AuditLog {
       action: input.action,
       session_id: input.session_id ?? null,
       subject: input.subject ?? null,
-      data: (auditData(input.data ?? {}) ?? {}) as Record<string, unknown>,
+      data: { ...(auditData(input.data ?? {}) as Record<string, unknown>), ...input.verbatim },
     };
     let created: AuditRow;
     try {

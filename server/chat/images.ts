@@ -7,7 +7,7 @@ import type { Context, Session } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { CommandImage } from "../../protocol/commands.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { sniffImageMime } from "../commands/state.ts";
+import { decodeImage } from "../commands/state.ts";
 import { koishi } from "../koishi.ts";
 import { ChatRefusal } from "./kit.ts";
 
@@ -30,9 +30,9 @@ export async function fetchImages(ctx: Context, session: Session, sources: reado
       throw new ChatRefusal(session.text("anon-notify.images.fetch-failed", [errorText(error).slice(0, 120)]));
     }
     if (bytes.length > LIMITS.imageBytes) throw new ChatRefusal(session.text("anon-notify.images.too-large", [LIMITS.imageBytes / MIB]));
-    const mime = sniffImageMime(bytes);
-    if (!mime) throw new ChatRefusal(session.text("anon-notify.images.not-image"));
-    images.push({ mime_type: mime, data: bytes.toString("base64") });
+    const decoded = decodeImage(bytes);
+    if (!decoded.ok) throw new ChatRefusal(session.text("anon-notify.images.not-image"));
+    images.push({ mime_type: decoded.mime, data: bytes.toString("base64") });
   }
   return images;
 }

@@ -57,7 +57,7 @@ export async function asOwner(ctx: Context, kit: ChatKit, session: Session, acti
 
 /** The online sessions with their numbers. */
 export function numbered(kit: ChatKit): NumberedSession[] {
-  return kit.numbers.number(kit.operator.sessions());
+  return kit.numbers.number(kit.operator.onlineSessions());
 }
 
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */

@@ -54,7 +54,7 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
         request_key: requestKey(session),
         origin: "operator",
       });
-      const project = kit.operator.sessions().find((s) => s.session_id === notice.session_id)?.project ?? notice.session_id;
+      const project = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id)?.project ?? notice.session_id;
       return session.text("anon-notify.reply.queued", { project, event: notice.event_id, command: shortCommandId(created.command.command_id) });
     });
   });

@@ -30,7 +30,8 @@ export function formatDirectMessage(event: EventBody): string {
     `【Pi Agent 通知 · ${STATUS_LABELS[event.status]}】`,
     `来源：${event.source || "（无）"}`,
     `任务：${event.task || "（无）"}`,
-    `摘要：${event.summary || "（无）"}`,
+    // The summary may span lines; its continuation lines are indented, so none can pass for a header or a label.
+    `摘要：${(event.summary || "（无）").replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")}`,
     `上下文：${context}`,
   ];
   if (event.url) lines.push(`链接：${event.url}`);

@@ -163,7 +163,8 @@ export class EventWorker {
         action: direct ? "event.sent_direct" : "event.handed_to_persona",
         session_id: item.sessionId,
         subject: item.subject,
-        data: { attempt, persona: persona?.name ?? null, outcome, text },
+        data: { attempt, persona: persona?.name ?? null, outcome },
+        verbatim: { text },
       });
     } catch (error) {
       // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.

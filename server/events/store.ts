@@ -2,7 +2,7 @@
  * Durable event receipts in Koishi's database (whatever driver the user's Koishi runs).
  * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
  */
-import type { Context } from "koishi";
+import type { Context, Query } from "koishi";
 import { koishi } from "../koishi.ts";
 import type { DeliveryRoute, EventStatus, ReceiptState } from "../../protocol/events.ts";
 
@@ -100,6 +100,16 @@ export class EventStore {
   /** The notices a direct message (or a digest of several) was delivered as, by the platform's message id. */
   async byMessageId(messageId: string): Promise<Pick<EventRow, "event_id" | "session_id" | "seq">[]> {
     return this.#ctx.database.get(EVENT_TABLE, { message_id: messageId }, { fields: ["event_id", "session_id", "seq"], sort: { seq: "desc" } });
+  }
+
+  /**
+   * Removes final receipts last changed before `cutoff`; returns how many went. Pending ones stay
+   * however old. A pruned event id is new again: retention must exceed how long a client resends.
+   */
+  async prune(cutoff: Date): Promise<number> {
+    const query = { state: { $nin: [...PENDING_STATES] }, updated_at: { $lt: cutoff.toISOString() } };
+    const result = await this.#ctx.database.remove(EVENT_TABLE, query as Query<EventRow>);
+    return result.removed ?? 0;
   }
 
   async lastSeq(): Promise<number> {

@@ -12,7 +12,7 @@ import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
-import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
+import { API_BASE_PATH, LIMITS, isStorableText, jsonDepth, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { errorAnswer, json, type JsonAnswer } from "./status.ts";
 
@@ -52,7 +52,11 @@ export interface HttpAccess {
   agentToken: string;
   /** Empty: the operator API is off. */
   operatorToken: string;
+  /** How long a request body may take to arrive; a slower one loses its connection. */
+  bodyTimeoutMs?: number;
 }
+
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
 const NOT_READY_RETRY_SECONDS = 1;
 
@@ -64,6 +68,7 @@ const NOT_READY_RETRY_SECONDS = 1;
 export class HttpApi {
   readonly #agentDigest: Buffer;
   readonly #operatorDigest: Buffer | null;
+  readonly #bodyTimeoutMs: number;
   readonly #holds = new Set<symbol>();
   readonly #capabilities = new Map<symbol, string>();
   #operatorHook: OperatorRequestHook | undefined;
@@ -71,6 +76,7 @@ export class HttpApi {
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
     this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
+    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
   }
 
   get ready(): boolean {
@@ -110,10 +116,11 @@ export class HttpApi {
       try {
         answer = await this.#answer(c, spec, maxBytes, handler);
       } catch (error) {
+        if (error instanceof BodyCutOff) return; // the connection is gone: nobody to answer
         if (error instanceof DomainError) {
           answer = errorAnswer(error);
-          // The rest of an oversized body is never read, so the connection cannot carry another request.
-          if (error.code === "payload_too_large") c.set("Connection", "close");
+          // The rest of the body is never read (too large, or from a stranger), so the connection is closed after the answer.
+          if (error.code === "payload_too_large" || error.code === "unauthorized") c.set("Connection", "close");
         } else {
           logger.error("%s %s failed: %s", spec.method, spec.path, errorText(error));
           answer = json(500, { error: "internal_error" });
@@ -137,7 +144,10 @@ export class HttpApi {
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c.get("authorization"), spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes));
+    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes, this.#bodyTimeoutMs));
+    const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
+    const query = new URLSearchParams(c.querystring);
+    refuseUnstorable(params, query);
     const abort = new AbortController();
     const onClose = () => {
       if (!c.res.writableEnded) abort.abort();
@@ -145,8 +155,8 @@ export class HttpApi {
     c.res.once("close", onClose);
     try {
       const request: RouteRequest = {
-        params: (c as KoaContext & { params?: Record<string, string> }).params ?? {},
-        query: new URLSearchParams(c.querystring),
+        params,
+        query,
         header: (name) => c.get(name) || undefined,
         body,
         signal: abort.signal,
@@ -177,23 +187,56 @@ function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
-async function readBody(c: KoaContext, maxBytes: number): Promise<Buffer> {
+/** A body that missed its deadline: its connection has been closed. */
+class BodyCutOff extends Error {}
+
+/** Reads at most `maxBytes` within `timeoutMs`; a body still trickling in after that loses its connection. */
+async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Promise<Buffer> {
   const declared = Number(c.get("content-length") || 0);
   if (declared > maxBytes) throw new DomainError("payload_too_large");
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of c.req as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > maxBytes) throw new DomainError("payload_too_large");
-    chunks.push(chunk);
+  let cutOff = false;
+  const socket = c.req.socket;
+  const deadline = setTimeout(() => {
+    cutOff = true;
+    socket.destroy();
+  }, timeoutMs);
+  try {
+    for await (const chunk of c.req as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      if (total > maxBytes) throw new DomainError("payload_too_large");
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    throw cutOff ? new BodyCutOff() : error;
+  } finally {
+    clearTimeout(deadline);
   }
   return Buffer.concat(chunks, total);
 }
 
 function parseJson(raw: Buffer): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(raw.toString("utf8"));
+    value = JSON.parse(raw.toString("utf8"));
   } catch {
     throw new DomainError("invalid_json");
   }
+  // The parser itself takes any depth, but every recursive step after it (validation, hashing, rendering) would not.
+  if (jsonDepth(value) > LIMITS.jsonDepth) {
+    throw new DomainError("invalid_request", { issues: [{ path: "", message: `nested deeper than ${LIMITS.jsonDepth} levels` }] });
+  }
+  return value;
+}
+
+/** Path and query values are ids, keys and numbers: one that could not be stored or logged as it is gets 400 here. */
+function refuseUnstorable(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
+  const issues = [
+    ...Object.entries(params).map(([name, value]) => [name, value] as const),
+    ...[...query].map(([name, value]) => [name, value] as const),
+  ]
+    .filter(([name, value]) => !isStorableText(name) || !isStorableText(value))
+    .map(([name]) => ({ path: isStorableText(name) ? name : "(query)", message: NOT_STORABLE }));
+  if (issues.length > 0) throw new DomainError("invalid_request", { issues });
 }

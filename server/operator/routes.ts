@@ -1,8 +1,8 @@
 /** The operator service for people and scripts, under `/operator/`, with the operator token. */
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
-import { LIMITS } from "../../protocol/wire.ts";
-import { MuteBody, OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, UnmuteBody } from "../../protocol/operator.ts";
+import { Id, LIMITS } from "../../protocol/wire.ts";
+import { MuteBody, OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery, OperatorStopBody, UnmuteBody } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
@@ -16,7 +16,9 @@ export const OperatorRoutes = {
   name: "notify-webhook-operator",
   reusable: true,
   apply(ctx: Context, { api, operator }: OperatorRoutesDeps) {
-    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, () => json(200, { sessions: operator.sessions() }));
+    api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, (request) =>
+      json(200, operator.sessions(parseWith(OperatorSessionsQuery, Object.fromEntries(request.query)))),
+    );
 
     api.route(ctx, { method: "POST", path: "/operator/commands", auth: "operator", maxBytes: LIMITS.operatorBodyBytes }, async (request) => {
       const body = parseWith(OperatorCreateCommand, request.body);
@@ -35,7 +37,7 @@ export const OperatorRoutes = {
 
     api.route(ctx, { method: "POST", path: "/operator/commands/:command_id/cancel", auth: "operator" }, async (request) => {
       const body = parseWith(OperatorCancelBody, request.body);
-      await operator.cancel(body.session_id, request.params.command_id ?? "");
+      await operator.cancel(body.session_id, parseWith(Id, request.params.command_id));
       return json(200, { state: "cancelled" });
     });
 
@@ -49,6 +51,12 @@ export const OperatorRoutes = {
     api.route(ctx, { method: "DELETE", path: "/operator/mute", auth: "operator" }, async (request) => {
       const body = parseWith(UnmuteBody, request.body ?? {});
       return json(200, { ended: await operator.unmute(body.session_id ?? null) });
+    });
+
+    api.route(ctx, { method: "POST", path: "/operator/sessions/:session_id/stop", auth: "operator" }, async (request) => {
+      parseWith(OperatorStopBody, request.body);
+      const sessionId = parseWith(Id, request.params.session_id ?? "");
+      return json(202, { command: await operator.requestStop(sessionId, "operator") });
     });
 
     api.route(ctx, { method: "GET", path: "/operator/audit", auth: "operator" }, async (request) => {

@@ -1,9 +1,17 @@
 /**
  * The `[EXTERNAL_AUTOMATION_EVENT]` block handed to the persona: the event's JSON between the two
- * markers and nothing after. A closing marker inside any field is written as `[\/EXTERNAL_AUTOMATION_EVENT]`,
- * which is the same string to a JSON parser, so agent-written text cannot end the block early.
- * Likewise no `{{` survives: YesImBot renders its prompt with Mustache and re-renders the output,
- * so a `{{name}}` in agent text would be replaced by prompt data; it is written `\u007b{`.
+ * markers and nothing after. Pure.
+ *
+ * - Size: one field per line, each value as compact JSON, so the block grows with the event and
+ *   never with its nesting (indentation used to multiply a deep `details` many times over).
+ * - Markers: anything a reader would take for the marker name — any letter case, full-width or
+ *   styled letters, Cyrillic or Greek look-alikes, zero-width or other invisible characters inside,
+ *   spaces, dashes, dots or plus signs for the underscores — is written as `\uXXXX` escapes. That is the same string
+ *   to a JSON parser, but no longer reads as a marker, so agent-written text can neither end the
+ *   block nor open a fake one. Each escaped UTF-16 unit takes 6 bytes, so the block stays within
+ *   6× the event's JSON plus a constant.
+ * - Templates: no `{{` survives: YesImBot renders its prompt with Mustache and re-renders the output,
+ *   so a `{{name}}` in agent text would be replaced by prompt data; it is written `\u007b{`.
  */
 import type { EventBody } from "../../protocol/events.ts";
 
@@ -27,11 +35,101 @@ export function blockPayload(event: EventBody, receivedAt: string) {
   };
 }
 
-// Case-insensitive: a model reading the block would treat `[/external_automation_event]` as a close too.
-const closingMarker = /\[\/(EXTERNAL_AUTOMATION_EVENT)\]/gi;
+/** Between the words: nothing, or what a reader takes for a separator (URL-encoded spaces included). */
+const MARKER_NAME = /EXTERNAL(?:[\s_\-+.]|%20)*AUTOMATION(?:[\s_\-+.]|%20)*EVENT/g;
+/** Characters a reader does not see: format characters (zero-width, soft hyphen, BOM, bidi marks), controls, combining marks. */
+const INVISIBLE = /^[\p{Cf}\p{Cc}\p{M}]$/u;
+/** Cyrillic and Greek letters drawn like the Latin letters of the marker name (NFKD leaves them apart). */
+const LOOK_ALIKES: Readonly<Record<string, string>> = {
+  А: "A", В: "B", Е: "E", К: "K", М: "M", Н: "H", О: "O", Р: "P", С: "C", Т: "T", Х: "X", У: "Y", І: "I", Ј: "J", Ѕ: "S", Ӏ: "I",
+  а: "a", е: "e", о: "o", р: "p", с: "c", х: "x", у: "y", і: "i", ј: "j", ѕ: "s", ӏ: "l", ԁ: "d", һ: "h",
+  Α: "A", Β: "B", Ε: "E", Ζ: "Z", Η: "H", Ι: "I", Κ: "K", Μ: "M", Ν: "N", Ο: "O", Ρ: "P", Τ: "T", Υ: "Y", Χ: "X",
+  α: "a", ε: "e", ι: "i", κ: "k", ν: "v", ο: "o", ρ: "p", τ: "t", υ: "u", χ: "x", ı: "i",
+};
 
-export function escapeClosingMarkers(json: string): string {
-  return json.replace(closingMarker, "[\\/$1]");
+/** How a reader sees one character: plain upper-case Latin, or nothing at all. */
+function fold(char: string): string {
+  let seen = "";
+  for (const part of char.normalize("NFKD")) {
+    if (INVISIBLE.test(part)) continue;
+    seen += LOOK_ALIKES[part] ?? part;
+  }
+  return seen.toUpperCase();
+}
+
+interface Piece {
+  /** As written in the text. */
+  raw: string;
+  /** The character it stands for (a JSON escape sequence decoded). */
+  char: string;
+}
+
+const JSON_ESCAPES: Readonly<Record<string, string>> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", '"': '"', "\\": "\\", "/": "/" };
+
+/** JSON text as characters, each escape sequence one piece standing for the character it means. */
+function jsonPieces(json: string): Piece[] {
+  const pieces: Piece[] = [];
+  for (let i = 0; i < json.length; ) {
+    if (json[i] === "\\") {
+      const raw = json[i + 1] === "u" ? json.slice(i, i + 6) : json.slice(i, i + 2);
+      const char = json[i + 1] === "u" ? String.fromCharCode(Number.parseInt(raw.slice(2), 16)) : JSON_ESCAPES[json[i + 1]!] ?? json[i + 1]!;
+      pieces.push({ raw, char });
+      i += raw.length;
+    } else {
+      const char = String.fromCodePoint(json.codePointAt(i)!);
+      pieces.push({ raw: char, char });
+      i += char.length;
+    }
+  }
+  return pieces;
+}
+
+function unicodeEscape(char: string): string {
+  let escaped = "";
+  for (let i = 0; i < char.length; i++) escaped += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
+  return escaped;
+}
+
+/** Which pieces spell a marker name as a reader would see it. */
+function markerPieces(pieces: readonly Piece[]): Set<number> {
+  let seen = "";
+  const owner: number[] = [];
+  pieces.forEach((piece, index) => {
+    const folded = fold(piece.char);
+    seen += folded;
+    for (let k = 0; k < folded.length; k++) owner.push(index);
+  });
+  const found = new Set<number>();
+  for (const match of seen.matchAll(MARKER_NAME)) {
+    for (let index = owner[match.index]!; index <= owner[match.index + match[0].length - 1]!; index++) found.add(index);
+  }
+  return found;
+}
+
+/**
+ * Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes. The name's letters,
+ * spaces, dashes and underscores never include a quote or a comma, so a match stays inside one
+ * JSON string and the result parses to the same value.
+ */
+export function escapeMarkers(json: string): string {
+  const pieces = jsonPieces(json);
+  const found = markerPieces(pieces);
+  return found.size === 0 ? json : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
+}
+
+/**
+ * `value` with every string (keys included) defused the same way, for objects handed on as objects
+ * (YesImBot's event payload): there the escapes stay visible as text, since no JSON parser reads them.
+ */
+export function withoutMarkers(value: unknown): unknown {
+  if (typeof value === "string") {
+    const pieces = [...value].map((char) => ({ raw: char, char }));
+    const found = markerPieces(pieces);
+    return found.size === 0 ? value : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
+  }
+  if (Array.isArray(value)) return value.map(withoutMarkers);
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, item]) => [withoutMarkers(key), withoutMarkers(item)]));
+  return value;
 }
 
 // Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
@@ -42,6 +140,6 @@ function escapeTemplateOpenings(json: string): string {
 }
 
 export function buildEventBlock(event: EventBody, receivedAt: string): string {
-  const data = escapeTemplateOpenings(escapeClosingMarkers(JSON.stringify(blockPayload(event, receivedAt), null, 2)));
-  return `${OPEN_MARKER}\n${data}\n${CLOSE_MARKER}`;
+  const fields = Object.entries(blockPayload(event, receivedAt)).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  return `${OPEN_MARKER}\n${escapeTemplateOpenings(escapeMarkers(`{\n${fields.join(",\n")}\n}`))}\n${CLOSE_MARKER}`;
 }

@@ -21,7 +21,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
 import { ImageMime } from "../../protocol/commands.ts";
-import { OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
+import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 import { auditedTool } from "../audit/persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -35,21 +35,27 @@ const { Schema } = koishi;
 /** Who may use the tools: the configured recipient, in a private chat with the configured bot. */
 export interface OwnerScope {
   recipientId: string;
-  /** `platform:selfId`; empty matches any bot. */
+  /** `platform:selfId`; the platform half makes the owner a platform + user id pair. Empty: no owner. */
   botId: string;
 }
 
+/**
+ * A user id means something only on its platform: without a configured bot there is no platform,
+ * and the same id on any other platform would pass, so nobody is the owner.
+ */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {
-  if (!session || !owner.recipientId || !session.isDirect) return false;
-  if (owner.botId && session.sid !== owner.botId) return false;
-  return session.userId === owner.recipientId;
+  if (!session || !owner.recipientId || !owner.botId || !session.isDirect) return false;
+  return session.sid === owner.botId && session.userId === owner.recipientId;
 }
 
+/** A page the model reads: small, with the cursor for more. */
+const AGENT_SESSIONS_PAGE_DEFAULT = 20;
+const AGENT_SESSIONS_PAGE_MAX = 50;
 const ImagesParam = OperatorCreateCommand.shape.images;
 const Instruction = OperatorCreateCommand.shape.instruction;
 const ToolArgs = {
   agent_command: z.strictObject({ event_id: Id, session_id: Id, instruction: Instruction, images: ImagesParam }),
-  agent_sessions: z.strictObject({}),
+  agent_sessions: OperatorSessionsQuery.extend({ limit: OperatorSessionsQuery.shape.limit.unwrap().max(AGENT_SESSIONS_PAGE_MAX).default(AGENT_SESSIONS_PAGE_DEFAULT) }),
   agent_session_message: z.strictObject({ session_id: Id, content: Instruction, images: ImagesParam }),
   agent_commands: OperatorListQuery,
   agent_command_cancel: z.strictObject({ session_id: Id, command_id: Id }),
@@ -94,8 +100,12 @@ const DESCRIPTIONS: Record<ToolName, { description: string; parameters: () => Sc
       }),
   },
   agent_sessions: {
-    description: "列出当前在线（heartbeat 有效）的 Pi Agent session：ID、项目名、模型、idle/running、是否支持图片、最近活动与最近心跳时间。",
-    parameters: () => Schema.object({}),
+    description: `列出当前在线（heartbeat 有效）的 Pi Agent session：ID、项目名、模型、idle/running、是否支持图片、最近活动与最近心跳时间。最近心跳的在前，每次最多 ${AGENT_SESSIONS_PAGE_MAX} 个；返回的 next_cursor 不为空时，把它作为 cursor 再调用一次可以看到更多。`,
+    parameters: () =>
+      Schema.object({
+        limit: Schema.natural().max(AGENT_SESSIONS_PAGE_MAX).description(`最多返回个数（1-${AGENT_SESSIONS_PAGE_MAX}，默认 ${AGENT_SESSIONS_PAGE_DEFAULT}）`),
+        cursor: Schema.string().description("上一次结果中的 next_cursor，用于查看更多"),
+      }),
   },
   agent_session_message: {
     description: "向一个在线的 Pi Agent session 主动投递内容。离线、过期或未知的 session 会被直接拒绝，不会排队等待。",
@@ -187,7 +197,7 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
   const run: { [K in ToolName]: (args: z.output<(typeof ToolArgs)[K]>, session: Session) => Promise<unknown> } = {
     agent_command: (args, session) =>
       operator.createCommand({ ...args, request_key: requestKey(session, "agent_command", args), origin: "anon" }),
-    agent_sessions: async () => ({ sessions: operator.sessions() }),
+    agent_sessions: async (args) => operator.sessions(args),
     agent_session_message: (args, session) =>
       operator.createCommand({
         session_id: args.session_id,

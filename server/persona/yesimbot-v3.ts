@@ -15,6 +15,7 @@
 import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
 import { findBot } from "../delivery/bot.ts";
+import { withoutMarkers } from "./block.ts";
 import type { InjectOutcome, PersonaEvent, PersonaSlot } from "./port.ts";
 
 export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;
@@ -103,6 +104,8 @@ async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<stri
     user: { id: target.recipientId },
   });
   const busy = { kind: "busy", reason: `YesImBot 会话 ${session.cid} 正在进行回合` } as const;
+  // Handed on as an object, so its agent-written text is defused the way the block's is.
+  const eventObject = withoutMarkers({ ...event }) as object;
   if (!recorded.has(eventId)) {
     if (isMidTurn(ctx, session.cid)) return busy;
     // YesImBot logs and swallows a failed write (a repeat after a crash is a key conflict, no second entry).
@@ -112,7 +115,7 @@ async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<stri
       channelId,
       type: SYSTEM_EVENT_TYPE,
       timestamp: new Date(),
-      payload: { ...event },
+      payload: eventObject,
       message: block,
     });
     recorded.add(eventId);
@@ -125,7 +128,7 @@ async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<stri
     channelCid: session.cid,
     session,
     priority: target.stimulusPriority,
-    payload: { eventType: SYSTEM_EVENT_TYPE, details: { ...event }, message: block },
+    payload: { eventType: SYSTEM_EVENT_TYPE, details: eventObject, message: block },
   });
   return { kind: "injected" };
 }

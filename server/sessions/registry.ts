@@ -3,7 +3,9 @@
  * presence is soft state, and after a server restart the live runtimes register again within one
  * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
  */
+import type { OperatorSessionList } from "../../protocol/operator.ts";
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
+import { DomainError } from "../errors.ts";
 
 export interface SessionEntry {
   heartbeat: Heartbeat;
@@ -33,8 +35,16 @@ export class SessionRegistry {
     return () => void this.listeners.delete(listener);
   }
 
-  /** The newest heartbeat wins, whichever runtime sent it: that runtime is the one polling now. */
+  /**
+   * A session belongs to the runtime that registered it until that runtime goes offline or its
+   * heartbeats expire; another runtime's heartbeat before then is refused `session_in_use` (with
+   * the time until expiry), so nobody takes over a live session's commands silently.
+   */
   record(heartbeat: Heartbeat): void {
+    const current = this.entries.get(heartbeat.session_id);
+    if (current && current.heartbeat.runtime_id !== heartbeat.runtime_id && this.isLive(current)) {
+      throw new DomainError("session_in_use", { retryAfterSeconds: (current.lastSeenMs + this.ttlMs - this.now()) / 1000 });
+    }
     const entry = { heartbeat, lastSeenMs: this.now() };
     this.entries.set(heartbeat.session_id, entry);
     this.emit({ kind: "recorded", entry });
@@ -62,11 +72,11 @@ export class SessionRegistry {
     return this.find(sessionId)?.heartbeat.runtime_id === runtimeId;
   }
 
-  /** Live sessions, most recently seen first. */
+  /** Live sessions, most recently seen first (then by id, so the order is total for paging). */
   list(): SessionProjection[] {
     return [...this.entries.values()]
       .filter((entry) => this.isLive(entry))
-      .sort((a, b) => b.lastSeenMs - a.lastSeenMs)
+      .sort((a, b) => b.lastSeenMs - a.lastSeenMs || compareIds(a.heartbeat.session_id, b.heartbeat.session_id))
       .map(projectSession);
   }
 
@@ -109,4 +119,30 @@ export function projectSession(entry: SessionEntry): SessionProjection {
     last_activity_at: heartbeat.last_activity_at,
     last_seen_at: new Date(entry.lastSeenMs).toISOString(),
   };
+}
+
+function compareIds(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * One page of `list()`'s order. The cursor names the last session shown by its place in that
+ * order (last seen, id), not by its index, so sessions that heartbeat between two pages (and move
+ * to the front) shift nothing after the cursor. Pure.
+ */
+export function pageSessions(list: readonly SessionProjection[], cursor: string | undefined, limit: number): OperatorSessionList {
+  let start = 0;
+  if (cursor !== undefined) {
+    const colon = cursor.indexOf(":");
+    const [ms, id] = [Number(cursor.slice(0, colon)), cursor.slice(colon + 1)];
+    const index = list.findIndex((s) => {
+      const seenMs = Date.parse(s.last_seen_at);
+      return seenMs < ms || (seenMs === ms && compareIds(s.session_id, id) > 0);
+    });
+    start = index < 0 ? list.length : index;
+  }
+  const sessions = list.slice(start, start + limit);
+  const last = sessions.at(-1);
+  const more = start + limit < list.length && last !== undefined;
+  return { sessions, next_cursor: more ? `${Date.parse(last.last_seen_at)}:${last.session_id}` : null };
 }

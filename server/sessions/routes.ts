@@ -1,8 +1,10 @@
 /** `POST /sessions/heartbeat` and `POST /sessions/offline`, and the sweep of expired entries. */
 import type { Context } from "koishi";
 import { Heartbeat, OfflineBody, type HeartbeatAnswer } from "../../protocol/sessions.ts";
-import { parseWith } from "../errors.ts";
+import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
+import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
+import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
 import type { SessionRegistry } from "./registry.ts";
 
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
@@ -11,17 +13,23 @@ const SWEEP_INTERVAL_MAX_MS = 10_000;
 export interface SessionRoutesDeps {
   api: HttpApi;
   registry: SessionRegistry;
+  /** Heartbeats of the one agent token, all sessions together. */
+  limit: RateLimit;
 }
 
 export const SessionRoutes = {
   name: "notify-webhook-sessions",
   reusable: true,
-  apply(ctx: Context, { api, registry }: SessionRoutesDeps) {
+  apply(ctx: Context, { api, registry, limit }: SessionRoutesDeps) {
     ctx.setInterval(() => registry.sweep(), Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
     api.offer(ctx, "presence");
+    let bucket = fullBucket(limit, Date.now());
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
+      const take = takeToken(bucket, Date.now(), limit);
+      bucket = take.bucket;
+      if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
       registry.record(parseWith(Heartbeat, request.body));
-      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString() } satisfies HeartbeatAnswer);
+      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands } satisfies HeartbeatAnswer);
     });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);

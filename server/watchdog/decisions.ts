@@ -139,3 +139,50 @@ export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowM
     delivery,
   });
 }
+
+/** One notice for sessions that vanished together, and which sessions it covers. */
+export interface VanishedNotice {
+  event: EventBody;
+  sessions: string[];
+}
+
+/** Sessions a grouped notice lists by name; `count` says how many there were in all. */
+const LISTED_SESSIONS = 8;
+const LISTED_PROJECTS = 5;
+
+/**
+ * The vanish notices due in one check: one per session when a single session vanished, and one
+ * notice for all of them when several did, so a crash of many runtimes (or a flood of fake
+ * `running` sessions) is one message, not hundreds. Deterministic id per group, so a retried
+ * submit is a duplicate.
+ */
+export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number): VanishedNotice[] {
+  if (vanished.length === 0) return [];
+  if (vanished.length === 1) return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs), sessions: [vanished[0]!.sessionId] }];
+  const sorted = [...vanished].sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
+  const first = sorted[0]!;
+  const digest = createHash("sha256");
+  for (const w of sorted) digest.update(`${w.sessionId}\0${w.runtimeId}\0${w.vanishedAtMs}\n`);
+  const projects = [...new Set(sorted.map((w) => w.project))];
+  const named = projects.slice(0, LISTED_PROJECTS).join("、") + (projects.length > LISTED_PROJECTS ? ` 等 ${projects.length} 个项目` : "");
+  const summary = `运行中失联：${sorted.length} 个运行中的会话在同一次检查中停止了心跳（超过 ${Math.round(ttlMs / 1000)} 秒），也没有正常下线。项目：${named}。`;
+  const event = EventBody.parse({
+    event_id: `watchdog:vanished:${digest.digest("hex").slice(0, 32)}`,
+    session_id: first.sessionId,
+    runtime_id: first.runtimeId,
+    source: "Pi 看门狗",
+    task: "",
+    status: "warning",
+    summary: summary.slice(0, LIMITS.summaryChars),
+    details: {
+      watchdog: "vanished",
+      count: sorted.length,
+      sessions: sorted.slice(0, LISTED_SESSIONS).map((w) => ({ session_id: w.sessionId, project: w.project, last_seen_at: new Date(w.lastSeenMs).toISOString() })),
+    },
+    url: null,
+    context_usage: null,
+    created_at: new Date(nowMs).toISOString(),
+    delivery,
+  });
+  return [{ event, sessions: sorted.map((w) => w.sessionId) }];
+}

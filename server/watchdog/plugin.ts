@@ -5,11 +5,11 @@
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
-import type { DeliveryRoute } from "../../protocol/events.ts";
+import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventIntake } from "../events/intake.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
-import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
+import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
 export interface WatchdogOptions {
   stallAfterMs: number;
@@ -53,29 +53,44 @@ export const Watchdog = {
       try {
         registry.sweep();
         const nowMs = Date.now();
+        const vanished: Watched[] = [];
         for (const [sessionId, entry] of [...watched]) {
           const notice = due(entry, nowMs, options);
           if (!notice) continue;
-          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
-          try {
-            await intake.submit(event, { actor: "watchdog" });
-          } catch (error) {
-            logger.warn("watchdog notice for %s not accepted yet (%s); trying again", sessionId, errorText(error));
+          if (notice.kind === "vanished") {
+            vanished.push(entry);
             continue;
           }
-          await audit.record({ actor: "watchdog", action: `watchdog.${notice.kind}`, session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
+          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
+          if (!(await submit(event, sessionId))) continue;
+          await audit.record({ actor: "watchdog", action: "watchdog.stalled", session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
           // The session may have moved on while the notice was being stored; only the raised episode is marked.
           const current = watched.get(sessionId);
-          if (current === entry) {
-            const after = afterNotice(entry, notice);
-            if (after) watched.set(sessionId, after);
-            else watched.delete(sessionId);
-          } else if (current && notice.kind === "stalled" && current.lastActivityMs === entry.lastActivityMs && current.state === "running") {
+          if (current === entry) watched.set(sessionId, afterNotice(entry, notice)!);
+          else if (current && current.lastActivityMs === entry.lastActivityMs && current.state === "running") {
             watched.set(sessionId, { ...current, stalledAtActivityMs: entry.lastActivityMs });
+          }
+        }
+        for (const { event, sessions } of vanishedNotices(vanished, nowMs, options.delivery, registry.ttlMs)) {
+          if (!(await submit(event, sessions.length === 1 ? sessions[0]! : `${sessions.length} sessions`))) continue;
+          const covered = new Set(sessions);
+          for (const entry of vanished.filter((w) => covered.has(w.sessionId))) {
+            await audit.record({ actor: "watchdog", action: "watchdog.vanished", session_id: entry.sessionId, subject: event.event_id, data: event.details ?? {} });
+            if (watched.get(entry.sessionId) === entry) watched.delete(entry.sessionId);
           }
         }
       } finally {
         checking = false;
+      }
+    };
+    /** Submits a notice; one not accepted yet (rate limit) is tried again at the next check. */
+    const submit = async (event: EventBody, about: string): Promise<boolean> => {
+      try {
+        await intake.submit(event, { actor: "watchdog" });
+        return true;
+      } catch (error) {
+        logger.warn("watchdog notice for %s not accepted yet (%s); trying again", about, errorText(error));
+        return false;
       }
     };
     ctx.setInterval(() => void check(), options.checkIntervalMs);

@@ -21,8 +21,8 @@ import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
 const run = promisify(execFile);
 const PREFER_OFFLINE = { npm_config_prefer_offline: "true" };
-/** What the extension needs at run time; Pi itself provides its own packages and typebox. */
-const RUNTIME_DEPENDENCIES = ["undici", "zod"];
+/** What the package needs at run time (image-size for the server's image check); Pi itself provides its own packages and typebox. */
+const RUNTIME_DEPENDENCIES = ["image-size", "undici", "zod"];
 const INSTALL_TIMEOUT_MS = 180_000;
 
 async function setup(t: TestContext) {
@@ -84,7 +84,7 @@ async function assertNotifies(t: TestContext, home: PiHome, model: StubModel): P
   assert.deepEqual([event!.body.status, event!.body.task], ["completed", "task one"]);
 }
 
-test("local path: Pi installs nothing for it; after `npm install --omit=dev` (only zod and undici) the clone loads", async (t) => {
+test("local path: Pi installs nothing for it; after `npm install --omit=dev` (only zod, undici and image-size) the clone loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   await piInstall(home, clone);
@@ -98,7 +98,7 @@ test("local path: Pi installs nothing for it; after `npm install --omit=dev` (on
   await assertNotifies(t, home, model);
 });
 
-test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs the package with zod and undici only, and it loads", async (t) => {
+test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs the package with zod, undici and image-size only, and it loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   // The extension ships as TypeScript; the build (prepack) only adds the server's dist/.
@@ -109,7 +109,7 @@ test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs 
   await assertNotifies(t, home, model);
 });
 
-test("git source: `pi install git:<url>` clones, installs zod and undici only, and it loads", async (t) => {
+test("git source: `pi install git:<url>` clones, installs zod, undici and image-size only, and it loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   const git = (args: string[], cwd: string) => run("git", ["-c", "user.name=test", "-c", "user.email=test@example.invalid", ...args], { cwd });

@@ -403,3 +403,24 @@ test("renderSource fills every template variable", () => {
   assert.equal(renderSource("{project}|{cwd}|{sessionId}|{model}|{mode}|{project}", vars), "demo|/w/demo|019a|faux/faux-1|interactive|demo");
   assert.equal(renderSource("Pi ({model})", { ...vars, model: null }), "Pi ()");
 });
+
+test("a trusted project may change how notices behave, never where secrets are read or files are written", () => {
+  const forbidden: [string, unknown][] = [
+    ["token", { token: "project-token" }],
+    ["tokenFile", { tokenFile: "/home/me/.ssh/id_ed25519" }],
+    ["command.journal", { command: { journal: "/home/me/.bashrc" } }],
+    ["sink.tokenFile", { sink: { tokenFile: "/etc/passwd" } }],
+    ["sink.socket", { sink: { socket: "/tmp/elsewhere.sock" } }],
+  ];
+  for (const [key, value] of forbidden) {
+    const f = fixture();
+    f.write("user", { projectConfig: true });
+    f.write("project", value);
+    const errors = failed(f.load({ projectTrusted: true }));
+    assert.ok(errors.some((e) => e.includes(f.files.project) && e.includes(key)), `${key}: ${errors.join("; ")}`);
+  }
+  const allowed = fixture();
+  allowed.write("user", { projectConfig: true });
+  allowed.write("project", { source: "from project", notify: { toolError: true }, command: { enabled: true } });
+  assert.equal(loaded(allowed.load({ projectTrusted: true })).source, "from project");
+});

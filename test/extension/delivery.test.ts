@@ -121,7 +121,7 @@ function logger() {
 
 const delivery = { ...DEFAULT_CONFIG.delivery, maxAttempts: 3, backoffMs: 100 };
 
-function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number } = {}) {
+function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number; outboxRetryMs?: number } = {}) {
   const dir = options.dir ?? tempOutboxDir();
   const { lines, log } = logger();
   const outbox = openOutbox(dir, log);
@@ -133,6 +133,7 @@ function notifierFor(endpoint: string, options: { dir?: string; now?: () => numb
     sleep: options.sleep ?? fakeSleep(),
     random: () => 0.5,
     ...(options.now ? { now: options.now } : {}),
+    ...(options.outboxRetryMs ? { outboxRetryMs: options.outboxRetryMs } : {}),
   });
   cleanups.push(async () => {
     await notifier.close();
@@ -550,4 +551,43 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
   assert.equal(await notifier.flush(1_000), true, "a closed notifier is done with a late final at once");
   assert.deepEqual(await outboxIds(dir), [e.event_id, late.event_id]);
   assert.equal(hole.received.length, 1, "a closed notifier only keeps finals for the next start");
+});
+
+test("a final held back by an outage goes first: a newer final of the session never overtakes it", async () => {
+  const server = await scriptedServer(...Array.from({ length: delivery.maxAttempts }, () => status(503, {}, { error: "not_ready" })), accept);
+  const { notifier, dir } = notifierFor(server.endpoint);
+  const older = event("failed");
+  const newer = event("completed");
+  notifier.send(older, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(await outboxIds(dir), [older.event_id], "the older final waits in the outbox");
+  notifier.send(newer, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  const acceptedOrder = server.received.slice(delivery.maxAttempts).map((r) => JSON.parse(r.body).event_id);
+  assert.deepEqual(acceptedOrder, [older.event_id, newer.event_id]);
+  assert.deepEqual(await outboxIds(dir), []);
+});
+
+test("held-back finals are resent as soon as the server answers again, and on a bounded timer", async () => {
+  const script = [...Array.from({ length: delivery.maxAttempts }, () => status(503, {}, { error: "not_ready" })), accept];
+  const answered = await scriptedServer(...script);
+  const first = notifierFor(answered.endpoint);
+  const e1 = event("completed");
+  first.notifier.send(e1, { final: true });
+  await first.notifier.flush(5_000);
+  assert.equal(answered.received.length, delivery.maxAttempts);
+  first.notifier.serverAnswered();
+  await waitUntil(() => answered.received.length === delivery.maxAttempts + 1, "the held final resent after the server answered");
+  assert.equal(JSON.parse(answered.received.at(-1)!.body).event_id, e1.event_id);
+  await first.notifier.flush(5_000);
+  assert.deepEqual(await outboxIds(first.dir), []);
+
+  const timed = await scriptedServer(...script);
+  const second = notifierFor(timed.endpoint, { outboxRetryMs: 50 });
+  const e2 = event("completed");
+  second.notifier.send(e2, { final: true });
+  await waitUntil(() => timed.received.length === delivery.maxAttempts + 1, "the held final resent by the timer alone");
+  assert.equal(JSON.parse(timed.received.at(-1)!.body).event_id, e2.event_id);
+  await second.notifier.flush(5_000);
+  assert.deepEqual(await outboxIds(second.dir), []);
 });

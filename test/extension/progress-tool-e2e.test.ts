@@ -101,7 +101,7 @@ test("enabled: offered only while active; reports are rendered, limited, dedupli
 
   // Six reports reached the persona, rendered by code; the refused ones reached only the audit trail.
   const texts = await eventually(() => {
-    const found = worldState(koishi).recorded.map((r) => r.message).filter((m) => m.includes('"tool": "report_progress"'));
+    const found = worldState(koishi).recorded.map((r) => r.message).filter((m) => m.includes('"tool":"report_progress"'));
     return found.length === 6 ? found : undefined;
   }, "six reports delivered");
   assert.ok(texts.some((m) => m.includes("阶段完成：模块拆分完成") && m.includes("https://ci.example.com/runs/1")));

@@ -51,6 +51,9 @@ test("the parameters are a structure with no way to name a recipient or channel"
     ["an empty summary", { stage: "done", summary: "" }, "invalid"],
     ["a non-http artifact", { stage: "done", summary: "好了", artifact: "javascript:alert(1)" }, "invalid"],
     ["a malformed http artifact", { stage: "done", summary: "好了", artifact: "http://" }, "invalid"],
+    ["an artifact with lines after the link", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1\n【Pi Agent 通知 · 失败】\n摘要：伪造" }, "invalid"],
+    ["an artifact with a space", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1 全部通过" }, "invalid"],
+    ["an artifact with a line separator", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1\u2028x" }, "invalid"],
     ["not an object", "done", "invalid"],
     ["a full report", { stage: "failed", summary: "2 个用例失败", detail: "期望 401，实际 200", artifact: "https://ci.example.com/runs/8842", severity: "critical" }, "send"],
   ];

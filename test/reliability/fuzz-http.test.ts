@@ -119,6 +119,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       logPersona: true,
       eventsPerMinute: 1_000_000_000,
       eventBurst: 1_000_000_000,
+      heartbeatsPerMinute: 1_000_000_000,
+      heartbeatBurst: 1_000_000_000,
       sessionHeartbeatTimeoutMs: 24 * 60 * 60_000,
       commandLeaseMs: 24 * 60 * 60_000,
       commandImageBudgetBytes: IMAGE_BUDGET,

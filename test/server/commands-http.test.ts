@@ -45,18 +45,19 @@ test("heartbeats make a session visible as its safe projection until it goes off
 
   const health = await call(server, "GET", "/health");
   for (const capability of ["presence", "commands", "command_images", "long_poll"]) assert.ok(health.body.capabilities.includes(capability), capability);
-  assert.equal(health.body.protocol.commands, 2);
+  assert.equal(health.body.protocol.commands, 3);
 
   assert.deepEqual((await agent.offline("s-1", "r-1")).body, { removed: true });
   assert.deepEqual((await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id), ["s-2"]);
 });
 
 test("an old runtime cannot take a newer one offline, nor claim for it", async (t) => {
-  const server = await startServer();
+  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
   t.after(() => server.stop());
   const agent = agentApi(server);
   await agent.heartbeat({ runtime_id: "r-old" });
-  await agent.heartbeat({ runtime_id: "r-new" });
+  // The new runtime registers once the old one's heartbeats have expired.
+  await eventually(async () => ((await agent.heartbeat({ runtime_id: "r-new" })).status === 200 ? true : undefined), "r-new registered after r-old expired");
 
   assert.deepEqual((await agent.offline("s-1", "r-old")).body, { removed: false });
   assert.equal((await operatorApi(server).sessions()).body.sessions.length, 1);
@@ -179,7 +180,7 @@ test("an expired lease is redelivered, is no longer cancellable, and only the ne
 });
 
 test("a new runtime of the session takes over an unexpired lease at once", async (t) => {
-  const server = await startServer();
+  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
   t.after(() => server.stop());
   const agent = agentApi(server);
   const operator = operatorApi(server);
@@ -188,7 +189,7 @@ test("a new runtime of the session takes over an unexpired lease at once", async
   const lost = await agent.claim("s-1", "r-crashed");
   assert.equal(lost.body.command.command_id, command_id);
 
-  await agent.heartbeat({ runtime_id: "r-restarted" });
+  await eventually(async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined), "r-restarted registered after r-crashed expired");
   const taken = await agent.claim("s-1", "r-restarted");
   assert.equal(taken.body.command.command_id, command_id);
   assert.deepEqual(await agent.ack(command_id, lost.body.lease.token, "s-1", "r-crashed"), { status: 409, body: { error: "lease_mismatch" } });
@@ -501,10 +502,10 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
         apply(ctx: Context) {
           const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
           const audit = new AuditLog(ctx);
-          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, audit });
+          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs: 30_000, audit });
           const operator = new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) });
-          ctx.plugin(SessionRoutes, { api, registry });
-          ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000 });
+          ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 } });
+          ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });
         },
       });

@@ -33,8 +33,9 @@ test("a heartbeat renews the TTL", () => {
 });
 
 test("offline from another runtime never removes the registered one", () => {
-  const { registry } = clocked();
+  const { clock, registry } = clocked();
   registry.record(heartbeat({ runtime_id: "r-old" }));
+  clock.ms += registry.ttlMs;
   registry.record(heartbeat({ runtime_id: "r-new" }));
   assert.equal(registry.remove("s-1", "r-old"), false);
   assert.ok(registry.isLiveRuntime("s-1", "r-new"));

@@ -43,9 +43,10 @@ describe("standalone pieces", () => {
     assert.match(first, /^[0-9a-f]{64}$/);
     assert.equal((await stat(path)).mode & 0o777, 0o600);
     assert.equal(ensureToken(path), first);
-    await writeFile(path, "my-own-token\n", { mode: 0o640 });
-    assert.equal(ensureToken(path), "my-own-token");
-    assert.equal(await readFile(path, "utf8"), "my-own-token\n");
+    const own = `my-own-token-${"x".repeat(32)}`;
+    await writeFile(path, `${own}\n`);
+    assert.equal(ensureToken(path), own);
+    assert.equal(await readFile(path, "utf8"), `${own}\n`);
     await writeFile(path, "  \n");
     assert.throws(() => ensureToken(path), /为空/);
   });
