@@ -13,6 +13,7 @@ import { commandCommands } from "./commands.ts";
 import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
+import { stopCommands } from "./stop.ts";
 
 export interface ChatCommandsDeps {
   operator: OperatorService;
@@ -36,5 +37,6 @@ export const ChatCommands = {
     sendCommands(ctx, kit);
     commandCommands(ctx, kit);
     muteCommands(ctx, kit);
+    stopCommands(ctx, kit);
   },
 };

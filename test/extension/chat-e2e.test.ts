@@ -6,7 +6,8 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { startChat } from "../../harness/chat.ts";
 import { extensionEnv } from "../../harness/extension-env.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
@@ -95,4 +96,26 @@ test("from the owner's chat: an instruction taken back before the turn boundary 
   assert.deepEqual(commandMessages(pi), [], "nothing reached the session");
   const { body } = await operatorApi(chat).list(sessionId);
   assert.deepEqual(body.commands.map((c: { state: string }) => c.state), ["cancelled"]);
+});
+
+test("from the owner's chat: anon.stop interrupts a running bash tool with one confirmation and no completion notice; an idle session is said to be idle", { timeout: 90_000 }, async (t) => {
+  const { chat, pi, sessionId, owner } = await setup(t);
+  assert.match((await owner.receive("anon.stop #1"))[0] ?? "", /#1（work）当时没有在运行/);
+
+  const marker = join(pi.root, "finished");
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `echo started > '${marker}.start'; sleep 60; echo done > '${marker}'` })], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("这句不应出现"),
+  ]);
+  const run = pi.prompt("跑一个很久的命令");
+  await waitUntil(() => existsSync(`${marker}.start`), "the bash tool started", 30_000);
+  const replies = await owner.receive("anon.stop #1");
+  assert.equal(replies.length, 1, "one confirmation");
+  assert.match(replies[0]!, /已打断 #1（work）正在进行的运行/);
+  await run;
+  await pi.session.waitForIdle();
+  assert.ok(!existsSync(marker), "the tool was killed before it finished");
+  const { entries } = (await operatorApi(chat).audit({ session_id: sessionId, limit: "200" })).body as { entries: { action: string; data: { event?: { status: string } } }[] };
+  const statuses = entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event!.status);
+  assert.ok(!statuses.includes("completed"), `no completion notice for the stopped run (${statuses.join(", ")})`);
 });
