@@ -75,6 +75,9 @@ export function operatorApi(harness: ApiTarget, token = OPERATOR_TOKEN) {
       call(harness, "GET", `/operator/commands?${new URLSearchParams({ session_id, ...(limit ? { limit: String(limit) } : {}) })}`, undefined, token),
     stop: (session_id = "s-1") => call(harness, "POST", `/operator/sessions/${encodeURIComponent(session_id)}/stop`, {}, token),
     cancel: (command_id: string, session_id = "s-1") => call(harness, "POST", `/operator/commands/${command_id}/cancel`, { session_id }, token),
+    mute: () => call(harness, "GET", "/operator/mute", undefined, token),
+    muteSet: (body: Record<string, unknown>) => call(harness, "POST", "/operator/mute", body, token),
+    unmute: (body: Record<string, unknown>) => call(harness, "DELETE", "/operator/mute", body, token),
     audit: (query: Record<string, string> = {}) => call(harness, "GET", `/operator/audit?${new URLSearchParams(query)}`, undefined, token),
   };
 }

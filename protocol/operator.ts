@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { CommandImage, CommandSummary } from "./commands.ts";
 import { SessionProjection } from "./sessions.ts";
-import { Id, LIMITS, isStorableText, NOT_STORABLE } from "./wire.ts";
+import { Id, LIMITS, isStorableText, NOT_STORABLE, Timestamp } from "./wire.ts";
 
 export const OperatorCreateCommand = z.strictObject({
   session_id: Id,
@@ -41,3 +41,17 @@ export type OperatorSessionList = z.infer<typeof OperatorSessionList>;
 export const OperatorStopBody = z.strictObject({});
 export const OperatorStopAnswer = z.object({ command: CommandSummary });
 export const CancelAnswer = z.object({ state: z.literal("cancelled") });
+
+/** `POST /operator/mute`: mute one session, or all without `session_id`, for `minutes` (default 60). */
+export const MuteBody = z.strictObject({
+  session_id: Id.optional(),
+  minutes: z.number().int().min(1).max(LIMITS.muteMaxMinutes).optional(),
+});
+/** `DELETE /operator/mute`: end one session's mute, or every mute without `session_id`. */
+export const UnmuteBody = z.strictObject({ session_id: Id.optional() });
+/** A running mute: of one session, or of all (`session_id` null). */
+export const MuteEntry = z.object({ session_id: Id.nullable(), until: Timestamp });
+export type MuteEntry = z.infer<typeof MuteEntry>;
+export const MuteSet = z.object({ mute: MuteEntry });
+export const MuteEnded = z.object({ ended: z.number().int().nonnegative() });
+export const MuteList = z.object({ mutes: z.array(MuteEntry) });

@@ -43,6 +43,8 @@ export const SessionProjection = z.object({
   project: z.string(),
   model: z.string().nullable(),
   state: SessionRunState,
+  /** The tool running, while the session runs one; never its arguments or output. */
+  activity: z.string().nullable(),
   supports_images: z.boolean(),
   last_activity_at: Timestamp,
   last_seen_at: Timestamp,

@@ -32,6 +32,8 @@ export const LIMITS = {
   commandListMax: 50,
   longPollMaxMs: 25_000,
   retryAfterMaxMs: 60_000,
+  muteDefaultMinutes: 60,
+  muteMaxMinutes: 7 * 24 * 60,
 } as const;
 
 /** Replaces the last path segment of the configured events endpoint, e.g. `events` → `sessions/heartbeat`. */

@@ -3,11 +3,13 @@
  * standalone notify-webhook server (log persona) and a real Pi session driven by pi-ai's faux
  * model, switches the session on, lets a run finish (the completion notice reaches the persona),
  * sends an instruction through the operator API (it reaches the session and is answered), and
- * cancels one that then never arrives. Everything runs in a temp folder on 127.0.0.1.
+ * cancels one that then never arrives; then the owner does the same from a private chat with the
+ * bot (plugin-mock stands in for QQ). Everything runs in a temp folder on 127.0.0.1.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type {} from "@koishijs/plugin-mock";
 import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/commands/message.ts";
 import { finalEventId } from "../extension/notices/notice.ts";
 import { runStandalone } from "../server/standalone.ts";
@@ -58,7 +60,8 @@ async function main() {
     const port = await freePort();
     const configPath = join(serverDir, "server.json");
     mkdirSync(serverDir, { recursive: true });
-    writeFileSync(configPath, JSON.stringify({ recipientId: RECIPIENT.qq }));
+    // plugin-mock plays the chat platform, so the owner's private chat can be shown without QQ.
+    writeFileSync(configPath, JSON.stringify({ recipientId: RECIPIENT.qq, botId: `mock:${RECIPIENT.anonQq}`, plugins: { mock: { selfId: RECIPIENT.anonQq } } }));
     const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath });
     cleanup.unshift(() => server.stop());
     const agentToken = readFileSync(join(serverDir, "token"), "utf8").trim();
@@ -145,7 +148,25 @@ async function main() {
     const { body: list } = await operator.list(sessionId);
     for (const c of list.commands) say(`  ${c.command_id}  ${c.state.padEnd(9)} ${c.preview}`);
 
-    step("7. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失");
+    step("7. 没有 YesImBot 也行：主人在和机器人的私聊里直接遥控（Koishi 指令；这里由 plugin-mock 模拟聊天）");
+    const owner = server.app.mock.client(RECIPIENT.qq);
+    const chat = async (client: typeof owner, who: string, text: string) => {
+      say(`${who}：${text}`);
+      for (const reply of await client.receive(text)) say(`机器人：${reply.replace(/\n/g, "\n          ")}`);
+    };
+    await chat(owner, "主人", "anon.sessions");
+    pi.script([ai.fauxAssistantMessage("README 的安装步骤已经更新。")]);
+    const fromChat = nextCommandMessage(pi);
+    await chat(owner, "主人", "anon.send #1 把 README 的安装步骤更新一下");
+    const { message: chatMessage } = await fromChat;
+    say(`Pi 会话收到：「${instructionText(chatMessage.content)}」`);
+    await pi.session.waitForIdle();
+    await chat(owner, "主人", "anon.mute 30m");
+    await chat(owner, "主人", "anon.status");
+    await chat(owner, "主人", "anon.unmute");
+    await chat(server.app.mock.client("20002"), "陌生人", "anon.sessions");
+
+    step("8. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失");
     await pi.prompt("/anon-notify");
     await until("会话下线", async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
     const refused = await operator.create({ session_id: sessionId, instruction: "还在吗？" });

@@ -10,6 +10,8 @@ import type { DeliveryRoute } from "../protocol/events.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
+import { ChatCommands } from "./chat/plugin.ts";
+import type { RefusalMode } from "./chat/owner.ts";
 import { ConsolePage } from "./console/index.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
@@ -19,8 +21,12 @@ import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
 import { koishi } from "./koishi.ts";
+import { defineLocales } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
+import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
+import { MuteLoader } from "./mute/plugin.ts";
+import { MuteStore } from "./mute/store.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
 import { Retention } from "./retention.ts";
@@ -86,6 +92,8 @@ export interface Config {
   watchdogCheckIntervalMs: number;
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
+  chatRefusal: RefusalMode;
+  muteBreakThrough: UrgentKind[];
   consoleActions: boolean;
   consoleAuthority: number;
   consoleOrigins: string[];
@@ -136,6 +144,15 @@ export const Config: SchemaType<Config> = Schema.intersect([
     retentionDays: Schema.natural().min(1).default(30).description("已结束的事件回执与已结束（已接收或已撤回）的指令保留天数，按最后一次变化计算；待处理的从不清理。应长于 Pi 端 outbox 的保留时间（默认 7 天），否则过期后重发的事件会被当作新事件。"),
   }).description("审计与保留"),
   Schema.object({
+    chatRefusal: Schema.union(["reply", "silent"]).default("reply").description("非主人或在群里使用 anon.* 指令时：reply 回一句简短的拒绝，silent 不回应。两种情况都不执行、都记入审计。"),
+  }).description("聊天指令"),
+  Schema.object({
+    muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
+      .role("checkbox")
+      .default([...URGENT_KINDS])
+      .description("静音期间仍然立即送达的通知：failed 运行失败，watchdog 看门狗提醒，approval 审批请求，needs_you 需要你决定的通知。其余通知在静音结束时汇总成一条。"),
+  }).description("静音"),
+  Schema.object({
     consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面发送和撤回指令。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
     consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
     consoleOrigins: Schema.array(Schema.string().role("link")).default([]).description("除了本机地址（IP 或 localhost）之外，允许打开“Pi 会话”页面的来源，例如反向代理的 `https://bot.example.com`。其他网站的页面一律被拒绝。"),
@@ -147,6 +164,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * 503 `service_missing` naming what is missing, and says so in the log once per outage.
  */
 export function apply(ctx: Context, config: Config) {
+  defineLocales(ctx);
   // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
   if (config.operatorToken && config.operatorToken === config.token) {
     throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
@@ -189,6 +207,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
   const events = new EventStore(ctx);
+  const mutes = new MuteStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
     maxAttempts: config.injectMaxAttempts,
     retryDelayMs: config.injectRetryDelayMs,
@@ -196,17 +215,28 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     botId: config.botId,
     recipientId: config.recipientId,
     audit,
+    mute: { store: mutes, breakThrough: config.muteBreakThrough },
   });
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const intake = new EventIntake({ store: events, worker, limit, audit });
-  const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
+  const operator = new OperatorService({
+    registry,
+    commands,
+    audit,
+    mutes,
+    eventSession: async (eventId) => (await events.get(eventId))?.session_id,
+    messageNotices: (messageId) => events.byMessageId(messageId),
+    eventsWaiting: async () => ({ persona: await events.countPending("anon"), held: worker.heldCount }),
+  });
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
+  ctx.plugin(ChatCommands, { operator, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(AuditRoutes, { api, audit, limit });
   ctx.plugin(Retention, { api, audit, events, commands, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });

@@ -216,7 +216,7 @@ function loadPlugin(name: string, cwd: string): Plugin<Context> {
   throw new Error(`找不到 Koishi 插件 ${name}（试过 koishi-plugin-${name}、@koishijs/plugin-${name}），请先 npm install`);
 }
 
-export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; stop(): Promise<void> }> {
+export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; app: Context; stop(): Promise<void> }> {
   for (const note of secureDataDir(options.dataDir)) console.log(note);
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
@@ -233,6 +233,8 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
     forks.push((app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope)(plugin, config));
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
+  // Koishi's http service: the chat commands fetch images the owner attaches with it.
+  use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
   const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
   if (consolePlugin) use(consolePlugin, { open: false });
@@ -257,6 +259,7 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
 
   return {
     baseUrl,
+    app,
     async stop() {
       // plugin-server's dispose throws once the logger is gone, so the forks go first, newest first.
       for (const fork of forks.reverse()) fork.dispose();

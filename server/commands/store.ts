@@ -328,6 +328,18 @@ export class CommandStore {
     return rows.map((row) => summarize({ ...row, images: [] }));
   }
 
+  /** The newest commands of every session, without image bytes: where a short command id is looked up. */
+  async recent(limit: number): Promise<CommandSummary[]> {
+    const rows = await this.#ctx.database.get(COMMAND_TABLE, {}, { fields: WITHOUT_IMAGES, sort: { seq: "desc" }, limit });
+    return rows.map((row) => summarize({ ...row, images: [] }));
+  }
+
+  /** How many commands wait to be delivered or are being delivered (pending or leased). */
+  async countActive(): Promise<number> {
+    const count = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.count(row.command_id), where({ state: ACTIVE_STATES }));
+    return Number(count ?? 0);
+  }
+
   /** Decoded image bytes held by pending and leased commands: what the budget counts. */
   async activeImageBytes(): Promise<number> {
     const sum = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.sum(row.image_bytes), where({ state: ACTIVE_STATES }));

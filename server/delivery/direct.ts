@@ -5,9 +5,10 @@
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
-import type { EventBody, EventStatus } from "../../protocol/events.ts";
+import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "./bot.ts";
+import { STATUS_LABELS } from "./labels.ts";
 
 export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
@@ -16,15 +17,6 @@ export interface DirectTarget {
   recipientId: string;
 }
 
-const STATUS_LABELS: Record<EventStatus, string> = {
-  started: "开始",
-  progress: "进展",
-  completed: "完成",
-  failed: "失败",
-  tool_error: "工具错误",
-  warning: "警告",
-  info: "信息",
-};
 
 export function formatDirectMessage(event: EventBody): string {
   const usage = event.context_usage;
@@ -47,7 +39,12 @@ export function formatDirectMessage(event: EventBody): string {
   return lines.join("\n");
 }
 
-export async function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
+export function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
+  return sendDirectText(ctx, target, formatDirectMessage(event));
+}
+
+/** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
+export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: "direct_not_configured: 未配置 botId 或 recipientId，无法直接发送" };
   }
@@ -55,7 +52,7 @@ export async function deliverDirect(ctx: Context, target: DirectTarget, event: E
   if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
   if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
   try {
-    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(formatDirectMessage(event)));
+    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
     return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };

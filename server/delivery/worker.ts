@@ -14,9 +14,11 @@ import { errorText } from "../../common/errors.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventPatch, EventRow, EventStore } from "../events/store.ts";
+import { digestEvent, digestText, isUrgent, type UrgentKind } from "../mute/decisions.ts";
+import type { MuteStore } from "../mute/store.ts";
 import { buildEventBlock } from "../persona/block.ts";
 import type { Persona, PersonaSlot } from "../persona/port.ts";
-import { deliverDirect, formatDirectMessage, type DirectTarget } from "./direct.ts";
+import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
 import { decideStep, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
 export const NO_PERSONA_ERROR = "no_persona: 没有可用的人格（未检测到 YesImBot v3，也未启用日志人格），事件未注入";
@@ -28,18 +30,42 @@ export interface WorkerOptions extends RetryPolicy, DirectTarget {
   personaWaitMs: number;
   /** Receives the exact text of every hand-over and its outcome. */
   audit?: AuditLog | undefined;
+  /** While a notice's session is muted, non-urgent notices are held and later handed over as one digest. */
+  mute?: { store: MuteStore; breakThrough: readonly UrgentKind[] } | undefined;
 }
+
+/** One hand-over: a notice, or the digest of the notices a mute held. */
+interface HandOver {
+  subject: string;
+  sessionId: string | null;
+  delivery: DeliveryRoute;
+  event: EventBody;
+  receivedAt: string;
+  /** What the direct route sends. */
+  directText: string;
+}
+
+type LaneItem =
+  | { kind: "event"; eventId: string }
+  | { kind: "digest"; eventIds: string[]; done: () => void }
+  /** Reached once every item queued before it has been handled. */
+  | { kind: "barrier"; done: () => void };
 
 export class EventWorker {
   readonly #ctx: Context;
   readonly #store: EventStore;
   readonly #personas: PersonaSlot;
   readonly #options: WorkerOptions;
-  readonly #lanes: Record<DeliveryRoute, string[]> = { anon: [], direct: [] };
+  readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
+  /** Notices a mute holds (still `queued`), by event id, with their route and session. */
+  readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
+  #releasing = false;
+  #releaseAgain = false;
   readonly #running: Record<DeliveryRoute, boolean> = { anon: false, direct: false };
   /** Outcomes already handed over whose save has not succeeded yet. */
   readonly #unsaved = new Map<string, EventPatch>();
   readonly #wakers = new Set<() => void>();
+
   readonly #startedAtMs = Date.now();
   #stopped = false;
 
@@ -53,11 +79,18 @@ export class EventWorker {
       this.#wake();
     });
     ctx.effect(() => personas.onChange(() => this.#wake()));
+    const mute = options.mute;
+    if (mute) ctx.effect(() => mute.store.onEnd(() => void this.#release()));
   }
 
   enqueue(row: Pick<EventRow, "event_id" | "delivery">): void {
-    this.#lanes[row.delivery].push(row.event_id);
+    this.#lanes[row.delivery].push({ kind: "event", eventId: row.event_id });
     void this.#drain(row.delivery);
+  }
+
+  /** How many notices a mute holds right now. */
+  get heldCount(): number {
+    return this.#held.size;
   }
 
   /** The receipt as this process knows it: an outcome waiting for its save counts as settled. */
@@ -72,7 +105,10 @@ export class EventWorker {
     try {
       const queue = this.#lanes[lane];
       while (!this.#stopped && queue.length > 0) {
-        await this.#work(queue[0]!);
+        const item = queue[0]!;
+        if (item.kind === "event") await this.#work(item.eventId);
+        else if (item.kind === "digest") await this.#workDigest(lane, item.eventIds).finally(item.done);
+        else item.done();
         queue.shift();
       }
     } finally {
@@ -86,11 +122,14 @@ export class EventWorker {
       try {
         const row = await this.#store.get(eventId);
         if (!row || (row.state !== "queued" && row.state !== "processing")) return;
+        const event = EventBody.parse(JSON.parse(row.body));
+        if (await this.#holds(row, event)) return;
         const persona = row.delivery === "anon" ? await this.#awaitPersona() : undefined;
         if (this.#stopped) return;
         const attempts = row.attempts + 1;
         await this.#store.update(eventId, { state: "processing", attempts });
-        const step = decideStep(await this.#attempt(row, attempts, persona), attempts, this.#options);
+        const handOver = { subject: row.event_id, sessionId: row.session_id, delivery: row.delivery, event, receivedAt: row.received_at, directText: formatDirectMessage(event) };
+        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
           if (step.state === "failed") logger.warn("event %s failed: %s", eventId, step.error);
           else logger.debug("event %s %s", eventId, step.state);
@@ -107,15 +146,14 @@ export class EventWorker {
     }
   }
 
-  async #attempt(row: EventRow, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
-    const event = EventBody.parse(JSON.parse(row.body));
-    const direct = row.delivery === "direct";
-    const text = direct ? formatDirectMessage(event) : buildEventBlock(event, row.received_at);
+  async #attempt(item: HandOver, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
+    const direct = item.delivery === "direct";
+    const text = direct ? item.directText : buildEventBlock(item.event, item.receivedAt);
     let outcome: WorkOutcome;
     try {
-      if (direct) outcome = await deliverDirect(this.#ctx, this.#options, event);
+      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text);
       else if (!persona) outcome = { kind: "error", retryable: false, error: NO_PERSONA_ERROR };
-      else outcome = await persona.inject({ eventId: row.event_id, block: text, event, attempt });
+      else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: `exception: ${errorText(error)}` };
     }
@@ -123,16 +161,116 @@ export class EventWorker {
       await this.#options.audit?.record({
         actor: "server",
         action: direct ? "event.sent_direct" : "event.handed_to_persona",
-        session_id: row.session_id,
-        subject: row.event_id,
+        session_id: item.sessionId,
+        subject: item.subject,
         data: { attempt, persona: persona?.name ?? null, outcome },
         verbatim: { text },
       });
     } catch (error) {
       // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
-      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", row.event_id, errorText(error));
+      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", item.subject, errorText(error));
     }
     return outcome;
+  }
+
+  /** Whether a mute holds this notice now; a held one stays `queued` with no error until the mute ends. */
+  async #holds(row: EventRow, event: EventBody): Promise<boolean> {
+    const mute = this.#options.mute;
+    if (!mute) return false;
+    await mute.store.loaded;
+    const covered = mute.store.all().some((m) => m.session_id === null || m.session_id === row.session_id);
+    if (!covered || isUrgent(event, mute.breakThrough)) return false;
+    if (row.state !== "queued" || row.error !== null) await this.#store.update(row.event_id, { state: "queued", error: null });
+    this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
+    // Held under a mute that has already ended (found so at start, or ending right now): release it too.
+    if (!mute.store.isMuted(row.session_id)) void this.#release();
+    return true;
+  }
+
+  /**
+   * After a mute ends: every held notice whose session no running mute covers goes into one digest
+   * per route, handed over in that route's lane; once those settled, the ended mutes are forgotten.
+   * Notices held meanwhile are picked up by another round.
+   */
+  async #release(): Promise<void> {
+    const store = this.#options.mute?.store;
+    if (!store) return;
+    if (this.#releasing) {
+      this.#releaseAgain = true;
+      return;
+    }
+    this.#releasing = true;
+    try {
+      do {
+        this.#releaseAgain = false;
+        const endedBy = new Date();
+        // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
+        await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
+        if (this.#stopped) return;
+        const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
+        const jobs: Promise<void>[] = [];
+        for (const lane of ["anon", "direct"] as const) {
+          const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
+          if (eventIds.length === 0) continue;
+          for (const id of eventIds) this.#held.delete(id);
+          jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
+        }
+        await Promise.all(jobs);
+        if (this.#stopped) return;
+        await store.forget(endedBy);
+      } while (this.#releaseAgain);
+    } catch (error) {
+      this.#ctx.logger("notify-webhook").warn("releasing muted notices failed (%s); they are released at the next start", errorText(error));
+    } finally {
+      this.#releasing = false;
+    }
+  }
+
+  /** Queues an item that settles when handled (or at once once stopped). */
+  #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((done) => {
+      this.#lanes[lane].push(item(done));
+      void this.#drain(lane);
+    });
+  }
+
+  /** Hands the held notices still queued over as one digest; each receipt takes the digest's outcome. */
+  async #workDigest(lane: DeliveryRoute, eventIds: readonly string[]): Promise<void> {
+    const logger = this.#ctx.logger("notify-webhook");
+    let attempts = 0;
+    while (!this.#stopped) {
+      try {
+        const rows = (await Promise.all(eventIds.map((id) => this.#store.get(id)))).filter(
+          (row): row is EventRow => row !== undefined && row.state === "queued" && !this.#unsaved.has(row.event_id),
+        );
+        if (rows.length === 0) return;
+        const events = rows.map((row) => EventBody.parse(JSON.parse(row.body)));
+        const persona = lane === "anon" ? await this.#awaitPersona() : undefined;
+        if (this.#stopped) return;
+        const event = digestEvent(events, lane, new Date());
+        attempts++;
+        const sessions = new Set(events.map((e) => e.session_id));
+        const handOver = {
+          subject: event.event_id,
+          sessionId: sessions.size === 1 ? event.session_id : null,
+          delivery: lane,
+          event,
+          receivedAt: event.created_at,
+          directText: digestText(events),
+        };
+        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
+        if (step.kind === "finish") {
+          logger.debug("digest of %d held events %s", rows.length, step.state);
+          for (const row of rows) this.#settle(row.event_id, { state: step.state, error: step.error, message_id: step.messageId, attempts: row.attempts + 1 });
+          return;
+        }
+        await this.#sleep(step.delayMs);
+      } catch (error) {
+        logger.warn("digest: store unavailable (%s), retrying", errorText(error));
+        await this.#sleep(this.#options.retryDelayMs);
+      }
+    }
   }
 
   /** The present persona, waiting up to `personaWaitMs` since start or since the last one left. */

@@ -3,6 +3,7 @@
  * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
  */
 import type { Context, Query } from "koishi";
+import { koishi } from "../koishi.ts";
 import type { DeliveryRoute, EventStatus, ReceiptState } from "../../protocol/events.ts";
 
 export const EVENT_TABLE = "anon_notify_event";
@@ -88,6 +89,17 @@ export class EventStore {
   /** Queued and processing events, oldest first: what a restart must resume. */
   async pending(): Promise<EventRow[]> {
     return this.#ctx.database.get(EVENT_TABLE, { $or: PENDING_STATES.map((state) => ({ state })) }, { sort: { seq: "asc" } });
+  }
+
+  /** How many notices of `delivery` are queued or being handed over. */
+  async countPending(delivery: DeliveryRoute): Promise<number> {
+    const count = await this.#ctx.database.eval(EVENT_TABLE, (row) => koishi.$.count(row.event_id), { delivery, $or: PENDING_STATES.map((state) => ({ state })) });
+    return Number(count ?? 0);
+  }
+
+  /** The notices a direct message (or a digest of several) was delivered as, by the platform's message id. */
+  async byMessageId(messageId: string): Promise<Pick<EventRow, "event_id" | "session_id" | "seq">[]> {
+    return this.#ctx.database.get(EVENT_TABLE, { message_id: messageId }, { fields: ["event_id", "session_id", "seq"], sort: { seq: "desc" } });
   }
 
   /**

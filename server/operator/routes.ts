@@ -2,7 +2,7 @@
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery, OperatorStopBody } from "../../protocol/operator.ts";
+import { MuteBody, OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery, OperatorStopBody, UnmuteBody } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
@@ -39,6 +39,18 @@ export const OperatorRoutes = {
       const body = parseWith(OperatorCancelBody, request.body);
       await operator.cancel(body.session_id, parseWith(Id, request.params.command_id));
       return json(200, { state: "cancelled" });
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/mute", auth: "operator" }, () => json(200, { mutes: operator.mutes() }));
+
+    api.route(ctx, { method: "POST", path: "/operator/mute", auth: "operator" }, async (request) => {
+      const body = parseWith(MuteBody, request.body ?? {});
+      return json(200, { mute: await operator.mute(body.session_id ?? null, body.minutes) });
+    });
+
+    api.route(ctx, { method: "DELETE", path: "/operator/mute", auth: "operator" }, async (request) => {
+      const body = parseWith(UnmuteBody, request.body ?? {});
+      return json(200, { ended: await operator.unmute(body.session_id ?? null) });
     });
 
     api.route(ctx, { method: "POST", path: "/operator/sessions/:session_id/stop", auth: "operator" }, async (request) => {

@@ -7,21 +7,47 @@
  */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/commands.ts";
-import type { OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
+import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { summarize } from "../commands/state.ts";
 import type { CommandStore } from "../commands/store.ts";
 import { DomainError } from "../errors.ts";
+import { muteUntil } from "../mute/decisions.ts";
+import type { MuteStore } from "../mute/store.ts";
 import { pageSessions, supportsImages, type SessionRegistry } from "../sessions/registry.ts";
 
 export interface OperatorDeps {
   registry: SessionRegistry;
   commands: CommandStore;
   audit: AuditLog;
+  mutes: MuteStore;
   /** The session a received notice event belongs to; `undefined` when no such event exists. */
   eventSession(eventId: string): Promise<string | undefined>;
+  /** Notices queued for the persona, and how many of all a mute holds now. */
+  eventsWaiting(): Promise<{ persona: number; held: number }>;
+  /** The notices delivered as the platform message `messageId`, newest first. */
+  messageNotices(messageId: string): Promise<NoticeRef[]>;
 }
+
+export interface ServerStatus {
+  sessions: number;
+  running: number;
+  /** Instructions waiting to reach Pi or on their way (pending or leased). */
+  pending: number;
+  mutes: MuteEntry[];
+  /** Notices queued for the persona, held ones included. */
+  waiting: number;
+  held: number;
+}
+
+export interface NoticeRef {
+  event_id: string;
+  session_id: string;
+}
+
+/** How many of the newest commands a short command id is looked up in. */
+const COMMAND_LOOKUP_WINDOW = 500;
 
 export interface CommandRequest {
   session_id: string;
@@ -42,6 +68,11 @@ export class OperatorService {
   }
 
   /** Online sessions, most recently seen first, one page at a time. */
+  /** Every online session, most recently seen first: for surfaces that show them all at once (chat). */
+  onlineSessions(): SessionProjection[] {
+    return this.#deps.registry.list();
+  }
+
   sessions(page: OperatorSessionsQuery): OperatorSessionList {
     return pageSessions(this.#deps.registry.list(), page.cursor, page.limit);
   }
@@ -86,8 +117,57 @@ export class OperatorService {
     return this.#deps.commands.list(sessionId, limit);
   }
 
+  /** The recent commands whose id starts with `prefix` (with or without the `c-`), newest first. */
+  async findCommands(prefix: string): Promise<CommandSummary[]> {
+    const wanted = prefix.toLowerCase().replace(/^c-/, "");
+    const recent = await this.#deps.commands.recent(COMMAND_LOOKUP_WINDOW);
+    return recent.filter((command) => command.command_id.toLowerCase().replace(/^c-/, "").startsWith(wanted));
+  }
+
+  /** The notices a message the owner answers was delivered as (several for a digest). */
+  noticesOfMessage(messageId: string): Promise<NoticeRef[]> {
+    return this.#deps.messageNotices(messageId);
+  }
+
   cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
     return this.#deps.commands.cancel(sessionId, commandId);
+  }
+
+  /** The server at a glance, for `anon.status` and the console. */
+  async status(): Promise<ServerStatus> {
+    const sessions = this.onlineSessions();
+    const [pending, events] = await Promise.all([this.#deps.commands.countActive(), this.#deps.eventsWaiting()]);
+    return {
+      sessions: sessions.length,
+      running: sessions.filter((s) => s.state === "running").length,
+      pending,
+      mutes: this.mutes(),
+      waiting: events.persona,
+      held: events.held,
+    };
+  }
+
+  /** The running mutes, all-sessions first. */
+  mutes(): MuteEntry[] {
+    return this.#deps.mutes
+      .running()
+      .sort((a, b) => (a.session_id === null ? -1 : b.session_id === null ? 1 : a.until.getTime() - b.until.getTime()))
+      .map((mute) => ({ session_id: mute.session_id, until: mute.until.toISOString() }));
+  }
+
+  /** Mutes one session (or all with `null`) for `minutes` from now; setting it again moves its end. */
+  async mute(sessionId: string | null, minutes: number | undefined): Promise<MuteEntry> {
+    const mute = await this.#deps.mutes.mute(sessionId, muteUntil(new Date(), minutes));
+    const entry = { session_id: mute.session_id, until: mute.until.toISOString() };
+    await this.#deps.audit.record({ action: "mute.set", session_id: sessionId, data: entry });
+    return entry;
+  }
+
+  /** Ends one session's mute (or every mute with `null`); the notices held are then released as a digest. */
+  async unmute(sessionId: string | null): Promise<number> {
+    const ended = await this.#deps.mutes.unmute(sessionId);
+    if (ended > 0) await this.#deps.audit.record({ action: "mute.ended", session_id: sessionId, data: { session_id: sessionId, ended } });
+    return ended;
   }
 
   /**

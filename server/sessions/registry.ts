@@ -114,6 +114,7 @@ export function projectSession(entry: SessionEntry): SessionProjection {
     project: heartbeat.project,
     model: heartbeat.model,
     state: heartbeat.state,
+    activity: heartbeat.state === "running" ? (heartbeat.activity ?? null) : null,
     supports_images: supportsImages(heartbeat),
     last_activity_at: heartbeat.last_activity_at,
     last_seen_at: new Date(entry.lastSeenMs).toISOString(),

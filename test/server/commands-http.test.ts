@@ -15,6 +15,7 @@ import { CommandRoutes } from "../../server/commands/routes.ts";
 import { COMMAND_TABLE, CommandStore } from "../../server/commands/store.ts";
 import { HttpApi } from "../../server/http/api.ts";
 import { OperatorRoutes } from "../../server/operator/routes.ts";
+import { MuteStore } from "../../server/mute/store.ts";
 import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { SessionRoutes } from "../../server/sessions/routes.ts";
@@ -502,7 +503,7 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
           const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs: 30_000, audit });
-          const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined });
+          const operator = new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) });
           ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 } });
           ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });

@@ -36,6 +36,7 @@ const projection = (state: "idle" | "running", seenMs: number): SessionProjectio
   project: "p",
   model: null,
   state,
+  activity: null,
   supports_images: false,
   last_activity_at: new Date(seenMs).toISOString(),
   last_seen_at: new Date(seenMs).toISOString(),

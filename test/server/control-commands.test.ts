@@ -13,6 +13,7 @@ import { HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { AuditLog } from "../../server/audit/store.ts";
 import { CommandStore } from "../../server/commands/store.ts";
+import { MuteStore } from "../../server/mute/store.ts";
 import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { startKoishi } from "../../harness/koishi.ts";
@@ -143,7 +144,7 @@ async function partsOnClock(t: TestContext, stopTtlMs: number) {
         apply(ctx: Context) {
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs, audit, now: () => new Date(clock.ms) });
-          parts = { commands, operator: new OperatorService({ registry, commands, audit, eventSession: async () => undefined }) };
+          parts = { commands, operator: new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) }) };
         },
       });
     },

@@ -53,6 +53,9 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   assert.ok(plugin.files.includes("package/lib/server/notify-webhook.js"));
   assert.ok(plugin.files.includes("package/lib/protocol/wire.js"));
   assert.ok(plugin.files.includes("package/console/dist/index.js"), "the console page");
+  for (const [{ files }, root] of [[piPackage, "dist"], [plugin, "lib"]] as const) {
+    for (const locale of ["zh-CN", "en-US"]) assert.ok(files.includes(`package/${root}/server/locales/${locale}.yml`), `the chat texts (${locale}) in ${root}/`);
+  }
   for (const { files } of [piPackage, plugin]) {
     assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
   }

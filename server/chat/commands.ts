@@ -1,0 +1,55 @@
+/** `anon.commands [session]` and `anon.cancel <command>`: the recent instructions, and taking one back. */
+import type { Context, Session } from "koishi";
+import type { CommandSummary } from "../../protocol/commands.ts";
+import { MIN_PREFIX } from "./refs.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+
+/** How many instructions one listing shows. */
+const LISTED = 10;
+
+/** The part of a command id people type: 8 characters of its random part. */
+export function shortCommandId(commandId: string): string {
+  return commandId.replace(/^c-/, "").slice(0, 8);
+}
+
+function commandLine(session: Session, command: CommandSummary, label: string): string {
+  const line = session.text("commands.anon.commands.messages.line", {
+    command: shortCommandId(command.command_id),
+    state: session.text(`anon-notify.states.${command.state}`),
+    preview: command.preview.replace(/\s+/g, " ").slice(0, 60),
+  });
+  return label ? `${label} ${line}` : line;
+}
+
+export function commandCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.commands [session:string]").action(({ session }, ref) =>
+    asOwner(ctx, kit, session!, async () => {
+      const online = numbered(kit);
+      const labelOf = (sessionId: string) => {
+        const found = online.find((s) => s.session.session_id === sessionId);
+        return found ? `#${found.number}` : "";
+      };
+      if (ref) {
+        const target = sessionByRef(kit, session!, ref);
+        const commands = await kit.operator.commands(target.session.session_id, LISTED);
+        if (commands.length === 0) return session!.text(".empty");
+        return [session!.text(".header", [`#${target.number} ${target.session.project}`]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
+      }
+      const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
+      if (commands.length === 0) return session!.text(".empty");
+      return commands.map((c) => commandLine(session!, c, labelOf(c.session_id))).join("\n");
+    }),
+  );
+
+  ownerCommand(ctx, kit, "anon.cancel <command:string>").action(({ session }, ref) =>
+    asOwner(ctx, kit, session!, async () => {
+      const wanted = (ref ?? "").trim();
+      const matches = wanted.replace(/^c-/, "").length >= MIN_PREFIX ? await kit.operator.findCommands(wanted) : [];
+      if (matches.length === 0) throw new ChatRefusal(session!.text(".not-found", [wanted]));
+      if (matches.length > 1) throw new ChatRefusal(session!.text(".ambiguous", [wanted, matches.map((c) => shortCommandId(c.command_id)).join(", ")]));
+      const command = matches[0]!;
+      await kit.operator.cancel(command.session_id, command.command_id);
+      return session!.text(".cancelled", [shortCommandId(command.command_id)]);
+    }),
+  );
+}

@@ -1,0 +1,48 @@
+/**
+ * Images the owner attached to a chat message, fetched with Koishi's `http` service and turned into
+ * command images. The queue's own checks (count, size per image and per command, magic bytes,
+ * budget) still decide; this only refuses early what can never pass, with words saying why.
+ */
+import type { Context, Session } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import type { CommandImage } from "../../protocol/commands.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { decodeImage } from "../commands/state.ts";
+import { koishi } from "../koishi.ts";
+import { ChatRefusal } from "./kit.ts";
+
+const MIB = 1024 * 1024;
+
+/** The `src` of every image element of the message, in order. */
+export function imageSources(session: Session): string[] {
+  return koishi.h.select(session.elements ?? [], "img").map((element) => String(element.attrs.src ?? "")).filter(Boolean);
+}
+
+export async function fetchImages(ctx: Context, session: Session, sources: readonly string[]): Promise<CommandImage[]> {
+  if (sources.length > LIMITS.imagesPerCommand) throw new ChatRefusal(session.text("anon-notify.images.too-many", [LIMITS.imagesPerCommand]));
+  if (sources.length > 0 && !ctx.http) throw new ChatRefusal(session.text("anon-notify.images.no-http"));
+  const images: CommandImage[] = [];
+  for (const src of sources) {
+    let bytes: Buffer;
+    try {
+      bytes = Buffer.from(await ctx.http.get<ArrayBuffer>(src, { responseType: "arraybuffer" }));
+    } catch (error) {
+      throw new ChatRefusal(session.text("anon-notify.images.fetch-failed", [errorText(error).slice(0, 120)]));
+    }
+    if (bytes.length > LIMITS.imageBytes) throw new ChatRefusal(session.text("anon-notify.images.too-large", [LIMITS.imageBytes / MIB]));
+    const decoded = decodeImage(bytes);
+    if (!decoded.ok) throw new ChatRefusal(session.text("anon-notify.images.not-image"));
+    images.push({ mime_type: decoded.mime, data: bytes.toString("base64") });
+  }
+  return images;
+}
+
+/** The instruction's words without the markup of attached elements (images, mentions). */
+export function plainText(content: string): string {
+  return koishi.h
+    .parse(content)
+    .filter((element) => element.type === "text")
+    .map((element) => String(element.attrs.content ?? ""))
+    .join("")
+    .trim();
+}

@@ -1,0 +1,72 @@
+/**
+ * What every chat command shares: the owner guard, the operator service, the session numbers, and
+ * one way to turn a domain refusal into a sentence that says what to do next. Other command files
+ * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
+ */
+import type { Command, Context, Session } from "koishi";
+import type { AuditLog } from "../audit/store.ts";
+import { DomainError } from "../errors.ts";
+import type { OperatorService } from "../operator/service.ts";
+import type { OwnerGuard } from "./owner.ts";
+import { resolveRef, SessionNumbers, type NumberedSession } from "./refs.ts";
+
+export interface ChatKit {
+  guard: OwnerGuard;
+  operator: OperatorService;
+  audit: AuditLog;
+  numbers: SessionNumbers;
+}
+
+/** A command of the `anon` group, guarded, never taking the quoted message as an argument. */
+export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
+  return kit.guard.protect(ctx.command(declaration, { captureQuote: false }));
+}
+
+/** A sentence for a refusal the owner can act on; anything unexpected is logged and named briefly. */
+export function refusalText(ctx: Context, session: Session, error: unknown): string {
+  if (error instanceof ChatRefusal) return error.text;
+  if (error instanceof DomainError) {
+    const detail = error.issues?.map((issue) => `${issue.path}: ${issue.message}`).join("; ") ?? "";
+    const key = `anon-notify.errors.${error.code}`;
+    const text = session.text(key, [detail]);
+    return text === key ? session.text("anon-notify.errors.unknown", [error.code]) : text;
+  }
+  ctx.logger("notify-webhook").warn(error);
+  return session.text("anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
+}
+
+/** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
+export class ChatRefusal extends Error {
+  readonly text: string;
+
+  constructor(text: string) {
+    super(text);
+    this.name = "ChatRefusal";
+    this.text = text;
+  }
+}
+
+/** Runs an owner's action as the `operator`, answering refusals with words instead of throwing. */
+export async function asOwner(ctx: Context, kit: ChatKit, session: Session, action: () => Promise<string>): Promise<string> {
+  try {
+    return await kit.audit.as("operator", action);
+  } catch (error) {
+    return refusalText(ctx, session, error);
+  }
+}
+
+/** The online sessions with their numbers. */
+export function numbered(kit: ChatKit): NumberedSession[] {
+  return kit.numbers.number(kit.operator.onlineSessions());
+}
+
+/** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
+export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {
+  const sessions = numbered(kit);
+  if (sessions.length === 0) throw new ChatRefusal(session.text("anon-notify.session-ref.none-online"));
+  const found = resolveRef(ref, sessions);
+  if (found.kind === "found") return { number: found.number, session: found.session };
+  if (found.kind === "none") throw new ChatRefusal(session.text("anon-notify.session-ref.none", [ref]));
+  const list = found.candidates.map((c) => `#${c.number} ${c.session.project}`).join(", ");
+  throw new ChatRefusal(session.text("anon-notify.session-ref.ambiguous", [ref, list]));
+}

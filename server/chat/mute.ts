@@ -1,0 +1,66 @@
+/** `anon.mute [duration] [session]`, `anon.unmute [session]` and `anon.status`. */
+import type { Context, Session } from "koishi";
+import type { MuteEntry } from "../../protocol/operator.ts";
+import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+
+/** A mute's end as people read it on the server's clock: `21:30`, or `12-01 21:30` on another day. Pure. */
+export function clockText(iso: string, now: Date): string {
+  const at = new Date(iso);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  return at.toDateString() === now.toDateString() ? time : `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
+}
+
+function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): string {
+  if (mutes.length === 0) return session.text(".mute-off");
+  const now = new Date();
+  const online = numbered(kit);
+  return mutes
+    .map((mute) => {
+      if (mute.session_id === null) return session.text(".mute-all", [clockText(mute.until, now)]);
+      const found = online.find((s) => s.session.session_id === mute.session_id);
+      const name = found ? `#${found.number} ${found.session.project}` : mute.session_id;
+      return session.text(".mute-session", [name, clockText(mute.until, now)]);
+    })
+    .join("；");
+}
+
+export function muteCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.mute [duration:string] [session:string]").action(({ session }, first, second) =>
+    asOwner(ctx, kit, session!, async () => {
+      // The duration may be left out: `anon.mute #1` mutes session 1 for the default time.
+      const minutes = first === undefined ? undefined : parseDuration(first);
+      if (minutes === null && (second !== undefined || looksLikeDuration(first!))) throw new ChatRefusal(session!.text(".bad-duration", [first]));
+      const ref = minutes === null ? first : second;
+      const target = ref === undefined ? null : sessionByRef(kit, session!, ref);
+      const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
+      const until = clockText(mute.until, new Date());
+      if (!target) return session!.text(".muted-all", { until });
+      return session!.text(".muted-session", { until, ref: `#${target.number}`, project: target.session.project });
+    }),
+  );
+
+  ownerCommand(ctx, kit, "anon.unmute [session:string]").action(({ session }, ref) =>
+    asOwner(ctx, kit, session!, async () => {
+      // A session that went offline can still be named by its full id.
+      const sessionId = ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session!, ref).session.session_id;
+      const ended = await kit.operator.unmute(sessionId);
+      return session!.text(ended > 0 ? ".unmuted" : ".none");
+    }),
+  );
+
+  ownerCommand(ctx, kit, "anon.status").action(({ session }) =>
+    asOwner(ctx, kit, session!, async () => {
+      const status = await kit.operator.status();
+      const held = status.held > 0 ? session!.text(".held", [status.held]) : "";
+      return session!.text(".report", {
+        sessions: status.sessions,
+        running: status.running,
+        pending: status.pending,
+        mute: muteText(kit, session!, status.mutes) + held,
+        waiting: status.waiting,
+      });
+    }),
+  );
+}

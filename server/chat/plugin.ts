@@ -1,0 +1,42 @@
+/**
+ * The owner's chat commands (`anon.*`): a sub-plugin of notify-webhook on the same operator
+ * service as the persona tools and the operator API. Each command file registers its commands
+ * through the shared kit, so every one passes the owner guard.
+ */
+import type { Context } from "koishi";
+import type { AuditLog } from "../audit/store.ts";
+import type { OperatorService } from "../operator/service.ts";
+import { ownerCommand, type ChatKit } from "./kit.ts";
+import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
+import { SessionNumbers } from "./refs.ts";
+import { commandCommands } from "./commands.ts";
+import { muteCommands } from "./mute.ts";
+import { sendCommands } from "./send.ts";
+import { sessionCommands } from "./sessions.ts";
+import { stopCommands } from "./stop.ts";
+
+export interface ChatCommandsDeps {
+  operator: OperatorService;
+  audit: AuditLog;
+  botId: string;
+  recipientId: string;
+  refusal: RefusalMode;
+}
+
+export const ChatCommands = {
+  name: "notify-webhook-chat",
+  reusable: true,
+  // Only attached images need it; every other command works without.
+  inject: { http: { required: false } },
+  apply(ctx: Context, deps: ChatCommandsDeps) {
+    const guard = new OwnerGuard({ owner: chatOwner(deps.botId, deps.recipientId), refusal: deps.refusal, audit: deps.audit });
+    const kit: ChatKit = { guard, operator: deps.operator, audit: deps.audit, numbers: new SessionNumbers() };
+    // The group itself only shows its subcommands (Koishi's help), but is guarded like them.
+    ownerCommand(ctx, kit, "anon").action(({ session }) => session!.execute("help anon", true));
+    sessionCommands(ctx, kit);
+    sendCommands(ctx, kit);
+    commandCommands(ctx, kit);
+    muteCommands(ctx, kit);
+    stopCommands(ctx, kit);
+  },
+};

@@ -1,0 +1,60 @@
+/**
+ * Short references to online sessions for people typing on a phone: `#1`, `#2` … given in the order
+ * sessions are first seen and kept while a session stays online (a number is reused only after its
+ * session went offline). A reference may also be the number alone, the start of the session id (at
+ * least 4 characters) or the project's name; a reference that fits several sessions is refused
+ * with the candidates, never guessed.
+ */
+import type { SessionProjection } from "../../protocol/sessions.ts";
+
+export const MIN_PREFIX = 4;
+
+export interface NumberedSession {
+  number: number;
+  session: SessionProjection;
+}
+
+export type Resolution =
+  | { kind: "found"; session: SessionProjection; number: number }
+  | { kind: "none" }
+  | { kind: "ambiguous"; candidates: NumberedSession[] };
+
+/** Which of `sessions` `ref` names. Pure. */
+export function resolveRef(ref: string, sessions: readonly NumberedSession[]): Resolution {
+  const text = ref.trim();
+  const numbered = /^#?(\d+)$/.exec(text);
+  const pick = (matches: NumberedSession[]): Resolution => {
+    if (matches.length === 1) return { kind: "found", session: matches[0]!.session, number: matches[0]!.number };
+    return matches.length === 0 ? { kind: "none" } : { kind: "ambiguous", candidates: matches };
+  };
+  if (numbered) return pick(sessions.filter((s) => s.number === Number(numbered[1])));
+  const exact = sessions.filter((s) => s.session.session_id === text);
+  if (exact.length > 0) return pick(exact);
+  const lower = text.toLowerCase();
+  if (lower.length >= MIN_PREFIX) {
+    const prefixed = sessions.filter((s) => s.session.session_id.toLowerCase().startsWith(lower));
+    if (prefixed.length > 0) return pick(prefixed);
+  }
+  return pick(sessions.filter((s) => s.session.project.toLowerCase() === lower));
+}
+
+/** The numbers given so far; one instance per plugin, in memory (a restart numbers afresh). */
+export class SessionNumbers {
+  readonly #numbers = new Map<string, number>();
+
+  /** Numbers `online` (most recently seen first, as the registry lists them), ordered by number. */
+  number(online: readonly SessionProjection[]): NumberedSession[] {
+    const ids = new Set(online.map((s) => s.session_id));
+    for (const id of [...this.#numbers.keys()]) if (!ids.has(id)) this.#numbers.delete(id);
+    const taken = new Set(this.#numbers.values());
+    // The oldest-seen session takes the lowest free number, so numbers follow arrival.
+    for (const session of [...online].reverse()) {
+      if (this.#numbers.has(session.session_id)) continue;
+      let next = 1;
+      while (taken.has(next)) next++;
+      taken.add(next);
+      this.#numbers.set(session.session_id, next);
+    }
+    return online.map((session) => ({ number: this.#numbers.get(session.session_id)!, session })).sort((a, b) => a.number - b.number);
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Instructions from the owner: `anon.send <session> <instruction…>` to an online session
+ * (`agent_session_message` semantics), and a reply quoting a notice the bot sent directly, which
+ * answers that notice's session (`agent_command` semantics: it may wait for the session to come
+ * back). Attached images go along. The platform's message id is the request key, so a message the
+ * platform delivers twice queues one command.
+ */
+import type { Context, Session } from "koishi";
+import type { OperatorCommandCreated } from "../../protocol/operator.ts";
+import { ChatRefusal, asOwner, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { fetchImages, imageSources, plainText } from "./images.ts";
+import { shortCommandId } from "./commands.ts";
+
+function requestKey(session: Session): string | null {
+  return session.messageId ? `chat:${session.platform}:${session.channelId ?? ""}:${session.messageId}` : null;
+}
+
+export function sendCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.send <session:string> <instruction:text>").action(({ session }, ref, instruction) =>
+    asOwner(ctx, kit, session!, async () => {
+      const text = plainText(instruction ?? "");
+      if (!ref || !text) return session!.text(".usage");
+      const target = sessionByRef(kit, session!, ref);
+      const images = await fetchImages(ctx, session!, imageSources(session!));
+      const created = await kit.operator.createCommand({
+        session_id: target.session.session_id,
+        instruction: text,
+        images,
+        request_key: requestKey(session!),
+        origin: "operator",
+      });
+      return session!.text(".queued", { ref: `#${target.number}`, project: target.session.project, command: shortCommandId(created.command.command_id) });
+    }),
+  );
+
+  // A reply that quotes a notice the bot delivered directly; any other message goes on.
+  ctx.middleware(async (session, next) => {
+    const quoted = session.quote?.id;
+    if (!quoted || session.argv?.command) return next();
+    const notices = await kit.operator.noticesOfMessage(quoted);
+    const text = plainText(session.content ?? "");
+    if (notices.length === 0 || !text) return next();
+    const verdict = await kit.guard.admit(session, true, "reply", { quote: quoted, content: session.content ?? "" });
+    if (verdict !== "owner") return kit.guard.refusalText(session, verdict);
+    return asOwner(ctx, kit, session, async () => {
+      if (new Set(notices.map((n) => n.session_id)).size > 1) throw new ChatRefusal(session.text("anon-notify.reply.several-sessions"));
+      const notice = notices[0]!;
+      const images = await fetchImages(ctx, session, imageSources(session));
+      const created: OperatorCommandCreated = await kit.operator.createCommand({
+        session_id: notice.session_id,
+        event_id: notice.event_id,
+        instruction: text,
+        images,
+        request_key: requestKey(session),
+        origin: "operator",
+      });
+      const project = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id)?.project ?? notice.session_id;
+      return session.text("anon-notify.reply.queued", { project, event: notice.event_id, command: shortCommandId(created.command.command_id) });
+    });
+  });
+}

@@ -1,0 +1,26 @@
+/**
+ * `anon.stop <session>`: interrupt the run in progress, like Esc in the terminal. The stop is queued
+ * on the control lane, the answer waits (bounded) for the extension's outcome, and the owner gets
+ * one reply: stopped, was already idle, or not confirmed yet.
+ */
+import type { Context } from "koishi";
+import { asOwner, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+
+/** How long the reply waits for the extension to say what the stop did. */
+export const STOP_REPLY_WAIT_MS = 10_000;
+
+export function stopCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.stop <session:string>").action(({ session }, ref) =>
+    asOwner(ctx, kit, session!, async () => {
+      if (!ref) return session!.text(".usage");
+      const target = sessionByRef(kit, session!, ref);
+      const names = { ref: `#${target.number}`, project: target.session.project };
+      const queued = await kit.operator.requestStop(target.session.session_id, "operator");
+      const final = await kit.operator.waitForCommandOutcome(queued.command_id, STOP_REPLY_WAIT_MS);
+      if (final.state === "accepted" && final.outcome === "stopped") return session!.text(".stopped", names);
+      if (final.state === "accepted" && final.outcome === "already_idle") return session!.text(".already-idle", names);
+      if (final.state === "cancelled") return session!.text(".expired", names);
+      return session!.text(".not-confirmed", names);
+    }),
+  );
+}

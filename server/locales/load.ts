@@ -1,0 +1,30 @@
+/**
+ * The plugin's user-facing texts, one YAML file per language next to this file, registered with
+ * Koishi's i18n (`ctx.i18n.define`) as Koishi plugins do. Koishi's build tools inline such files at
+ * bundle time; this package is compiled with tsc instead, so the files ship as they are (the build
+ * copies them into dist/) and are parsed here with js-yaml, the parser Koishi's own loader reads
+ * koishi.yml with, so every Koishi install already has it.
+ */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import type { Context } from "koishi";
+import { z } from "zod";
+
+export const LOCALES = ["zh-CN", "en-US"] as const;
+export type Locale = (typeof LOCALES)[number];
+
+export type LocaleTree = { [key: string]: string | LocaleTree };
+const LocaleTree: z.ZodType<LocaleTree> = z.lazy(() => z.record(z.string(), z.union([z.string(), LocaleTree])));
+
+const yaml = createRequire(import.meta.url)("js-yaml") as { load(text: string): unknown };
+
+/** One language's texts, validated: a nested map of strings. */
+export function readLocale(locale: Locale): LocaleTree {
+  const text = readFileSync(new URL(`./${locale}.yml`, import.meta.url), "utf8");
+  return LocaleTree.parse(yaml.load(text));
+}
+
+/** Registers every language for as long as `ctx` lives; Chinese is the first and default. */
+export function defineLocales(ctx: Context): void {
+  for (const locale of LOCALES) ctx.i18n.define(locale, readLocale(locale));
+}

@@ -1,0 +1,126 @@
+/**
+ * Mute, decided purely: which notices are urgent enough to break through, which mutes hold a
+ * session's notices, how long a mute the owner typed lasts, and the one digest the held notices
+ * become when a mute ends.
+ */
+import { createHash } from "node:crypto";
+import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { STATUS_LABELS } from "../delivery/labels.ts";
+
+export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
+export type UrgentKind = (typeof URGENT_KINDS)[number];
+
+const { muteDefaultMinutes: DEFAULT_MUTE_MINUTES, muteMaxMinutes: MAX_MUTE_MINUTES } = LIMITS;
+/** The scope of a mute of every session. */
+export const ALL_SESSIONS = "*";
+
+/** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
+export interface Mute {
+  session_id: string | null;
+  until: Date;
+}
+
+export function scopeOf(sessionId: string | null): string {
+  return sessionId ?? ALL_SESSIONS;
+}
+
+/**
+ * Whether a notice must reach the owner even while muted: a failed run, a watchdog notice, an
+ * approval request, or a notice that says it needs the person — each only if `breakThrough` lists it.
+ */
+export function isUrgent(event: Pick<EventBody, "status" | "details">, breakThrough: readonly UrgentKind[]): boolean {
+  const details = event.details ?? {};
+  const kinds: Record<UrgentKind, boolean> = {
+    failed: event.status === "failed",
+    watchdog: details.watchdog !== undefined && details.watchdog !== null,
+    approval: details.approval !== undefined && details.approval !== null,
+    needs_you: details.needs_you === true,
+  };
+  return breakThrough.some((kind) => kinds[kind]);
+}
+
+/** The mutes that hold `sessionId`'s notices: a mute of it or of all, still running or ended but not yet released. */
+export function covering(mutes: readonly Mute[], sessionId: string): Mute[] {
+  return mutes.filter((mute) => mute.session_id === null || mute.session_id === sessionId);
+}
+
+/** Whether a mute of `sessionId` (or of all) is still running at `now`. */
+export function isMuted(mutes: readonly Mute[], sessionId: string, now: Date): boolean {
+  return covering(mutes, sessionId).some((mute) => mute.until > now);
+}
+
+/** The end of a mute of `minutes` from `now`, bounded to the allowed range. */
+export function muteUntil(now: Date, minutes: number | undefined): Date {
+  const bounded = Math.min(Math.max(1, Math.round(minutes ?? DEFAULT_MUTE_MINUTES)), MAX_MUTE_MINUTES);
+  return new Date(now.getTime() + bounded * 60_000);
+}
+
+const UNIT_MINUTES: Record<string, number> = { m: 1, min: 1, h: 60, d: 24 * 60, 分: 1, 分钟: 1, 小时: 60, 时: 60, 天: 24 * 60 };
+
+/**
+ * Minutes from what a person types: `30m`, `2h`, `1d`, `1h30m`, `90` (minutes), `2小时`; `null` when
+ * it is not a duration or is outside 1 minute … 7 days.
+ */
+export function parseDuration(text: string): number | null {
+  const minutes = durationMinutes(text);
+  return minutes !== null && minutes >= 1 && minutes <= MAX_MUTE_MINUTES ? minutes : null;
+}
+
+/** Whether `text` is written as a duration at all (in range or not), rather than, say, a session. */
+export function looksLikeDuration(text: string): boolean {
+  return durationMinutes(text) !== null;
+}
+
+function durationMinutes(text: string): number | null {
+  const input = text.trim().toLowerCase().replace(/\s+/g, "");
+  if (/^\d+$/.test(input)) return Number(input);
+  const parts = [...input.matchAll(/(\d+)(min|m|h|d|分钟|分|小时|时|天)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== input) return null;
+  return parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MINUTES[p[2]!]!, 0);
+}
+
+const LINE_SUMMARY_CHARS = 80;
+/** At most this many notices are listed one by one; the rest are counted. */
+const LISTED = 10;
+
+function digestLines(events: readonly EventBody[]): string[] {
+  const lines = events.slice(0, LISTED).map((e, i) => {
+    const summary = e.summary.replace(/\s+/g, " ").trim();
+    const short = summary.length > LINE_SUMMARY_CHARS ? `${summary.slice(0, LINE_SUMMARY_CHARS - 1)}…` : summary;
+    return `${i + 1}. [${STATUS_LABELS[e.status]}] ${e.source}${short ? `：${short}` : ""}`;
+  });
+  if (events.length > LISTED) lines.push(`……另有 ${events.length - LISTED} 条`);
+  return lines;
+}
+
+/** The direct message a route's held notices become: one short text. */
+export function digestText(events: readonly EventBody[]): string {
+  const sessions = new Set(events.map((e) => e.session_id));
+  const hint = sessions.size === 1 ? "回复本条即可给该会话发指令。" : "给某个会话发指令：anon.send <会话> <指令>。";
+  return [`【Pi Agent 通知 · 静音期间 ${events.length} 条】`, ...digestLines(events), hint].join("\n");
+}
+
+/**
+ * The persona's digest: one event whose summary lists the held notices and whose details name each
+ * (event and session id), so the persona can still answer any of them with `agent_command`.
+ */
+export function digestEvent(events: readonly EventBody[], route: DeliveryRoute, now: Date): EventBody {
+  const ids = events.map((e) => e.event_id);
+  const sessions = [...new Set(events.map((e) => e.session_id))];
+  const entries = events.slice(0, LISTED).map((e) => ({ event_id: e.event_id, session_id: e.session_id, status: e.status }));
+  const summary = [`静音期间收到 ${events.length} 条通知：`, ...digestLines(events)].join("\n");
+  return {
+    event_id: `mute-digest:${createHash("sha256").update(ids.join("\n")).digest("hex").slice(0, 32)}`,
+    session_id: sessions.length === 1 ? sessions[0]! : "mute-digest",
+    source: "anon-notify · 静音摘要",
+    task: "",
+    status: "info",
+    summary: summary.slice(0, LIMITS.summaryChars),
+    details: { mute_digest: { count: events.length, events: entries } },
+    url: null,
+    context_usage: null,
+    created_at: now.toISOString(),
+    delivery: route,
+  };
+}

@@ -1,0 +1,33 @@
+/**
+ * Reads the stored mutes at start, before the worker may deliver anything, and keeps the API at 503
+ * until then (a notice answered while the mutes are unknown could slip through a mute).
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import type { HttpApi } from "../http/api.ts";
+import type { MuteStore } from "./store.ts";
+
+const LOAD_RETRY_MS = 1000;
+
+export interface MuteLoaderDeps {
+  api: HttpApi;
+  mutes: MuteStore;
+}
+
+export const MuteLoader = {
+  name: "notify-webhook-mute",
+  reusable: true,
+  apply(ctx: Context, { api, mutes }: MuteLoaderDeps) {
+    const release = api.holdUntilReady(ctx);
+    const load = async () => {
+      try {
+        await mutes.load();
+        release();
+      } catch (error) {
+        ctx.logger("notify-webhook").error("cannot load the mutes (%s); retrying", errorText(error));
+        ctx.setTimeout(load, LOAD_RETRY_MS);
+      }
+    };
+    ctx.on("ready", load);
+  },
+};
