@@ -85,6 +85,9 @@ export const ErrorCode = z.enum([
   "invalid_image",
   "images_not_supported",
   "operator_disabled",
+  "already_decided",
+  "approval_expired",
+  "approval_mismatch",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
@@ -92,6 +95,8 @@ export type ErrorCode = z.infer<typeof ErrorCode>;
 export const ErrorAnswer = z.object({
   error: ErrorCode,
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  /** With `already_decided` and `approval_expired`: the approval's state now. */
+  state: z.string().optional(),
 });
 export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 

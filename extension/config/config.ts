@@ -219,9 +219,10 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const projectPath = join(options.cwd, ".pi", "anon-notify.json");
   const allowedByUser = merged.projectConfig === true;
   if (allowedByUser && options.projectTrusted === true) {
-    applyFile("project", projectPath, (value) =>
-      "projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : [],
-    );
+    applyFile("project", projectPath, (value) => [
+      ...("projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : []),
+      ...approvalWeakening(value).map((key) => `配置文件 ${projectPath}: 项目配置不能放宽审批（approval.${key}）(a project can only switch approvals on)`),
+    ]);
   } else if (readLayerFile(projectPath).status !== "missing") {
     files.push({ layer: "project", path: projectPath, status: "skipped" });
     warnings.push(
@@ -239,6 +240,15 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   // Every layer passed on its own, so the merge of valid sections is valid too; parse to type it.
   const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged));
   return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings] };
+}
+
+/** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */
+function approvalWeakening(value: Json): string[] {
+  const approval = value.approval;
+  if (!isPlainObject(approval)) return [];
+  return Object.entries(approval)
+    .filter(([key, setting]) => !(key === "enabled" && setting === true))
+    .map(([key]) => key);
 }
 
 const QQ_NUMBER = /^[1-9]\d{4,11}$/;
