@@ -9,6 +9,7 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
+import { installApprovals } from "./extension/approvals/gate.ts";
 import { noticeContext } from "./extension/notices/context.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
@@ -48,6 +49,24 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   const presence = installPresence(pi, { runtimeId, connection, report });
+  // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
+  const approvals = installApprovals(pi, {
+    runtimeId,
+    report,
+    session: () => {
+      const s = state;
+      if (!s?.config) return undefined;
+      const to = target();
+      return {
+        ctx: s.ctx,
+        sessionId: s.sessionId,
+        config: s.config,
+        client: notifying(s) ? s.delivery.client : undefined,
+        subagent: s.subagent,
+        notices: to ? { notifier: to.notifier, context: to.context } : undefined,
+      };
+    },
+  });
   const services: SessionService[] = [
     presence,
     installCommandChannel(pi, { presence, runtimeId, connection, report }),
@@ -63,6 +82,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
       },
       report,
     }),
+    approvals,
   ];
 
   const changed = async (s: SessionState) => {

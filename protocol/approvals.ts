@@ -17,6 +17,9 @@ export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
 /** Where the answer came from. */
 export const ApprovalVia = z.enum(["chat", "operator", "console", "terminal", "policy", "timeout", "aborted"]);
 export type ApprovalVia = z.infer<typeof ApprovalVia>;
+/** Where a person can answer on the server's side. */
+export const PersonVia = z.enum(["chat", "operator", "console"]);
+export type PersonVia = z.infer<typeof PersonVia>;
 /** `pending` → `decided` (a person decided on the server) → final; `vanished`: the session's heartbeats stopped. */
 export const ApprovalState = z.enum(["pending", "decided", "approved", "rejected", "timeout", "vanished"]);
 export type ApprovalState = z.infer<typeof ApprovalState>;
@@ -111,6 +114,8 @@ export const ApprovalDecisionPayload = z.strictObject({
   decision: ApprovalDecision,
   reason: z.string().max(APPROVAL_LIMITS.reasonChars).nullable(),
   binding: ApprovalBinding,
+  /** Where the person answered, for the terminal's note and the resolution. */
+  via: PersonVia,
 });
 export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
 /** How the client ACKs an `approval_decision`. */

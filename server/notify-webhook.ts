@@ -7,11 +7,16 @@
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { DeliveryRoute } from "../protocol/events.ts";
+import { ApprovalMessenger } from "./approvals/messenger.ts";
+import { ApprovalRoutes } from "./approvals/routes.ts";
+import { ApprovalService } from "./approvals/service.ts";
+import { ApprovalStore } from "./approvals/store.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
+import { sendToOwner } from "./delivery/owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
 import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
@@ -119,6 +124,7 @@ export function apply(ctx: Context, config: Config) {
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
   const events = new EventStore(ctx);
+  const approvalStore = new ApprovalStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
     maxAttempts: config.injectMaxAttempts,
     retryDelayMs: config.injectRetryDelayMs,
@@ -131,12 +137,23 @@ export function apply(ctx: Context, config: Config) {
   const intake = new EventIntake({ store: events, worker, limit, audit });
   const operator = new OperatorService({ registry, commands, audit, eventSession: async (eventId) => (await events.get(eventId))?.session_id });
 
+  const owner = { botId: config.botId, recipientId: config.recipientId };
+  const messenger = new ApprovalMessenger(ctx, {
+    store: approvalStore,
+    audit,
+    send: (text) => sendToOwner(ctx, owner, text),
+    mention: async (event) => void (await intake.submit(event, { actor: "server" })),
+    personaPresent: () => personas.current() !== undefined,
+  });
+  const approvals = new ApprovalService({ store: approvalStore, audit, control: undefined, changed: () => messenger.kick() });
+
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(SessionRoutes, { api, registry });
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(EventRoutes, { api, intake });
+  ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
