@@ -151,7 +151,7 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(SessionRoutes, { api, registry });
   ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
   ctx.plugin(OperatorRoutes, { api, operator });
-  ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
+  ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, retentionDays: config.auditRetentionDays, limit });

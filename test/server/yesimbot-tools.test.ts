@@ -12,7 +12,7 @@ import { StandInToolService } from "./yesimbot-tool-standin.ts";
 
 const MockBot = createRequire(import.meta.url)("@koishijs/plugin-mock").default as Plugin<Context>;
 const OWNER = "10001";
-const TOOL_NAMES = ["agent_command", "agent_command_cancel", "agent_commands", "agent_session_message", "agent_sessions"];
+const TOOL_NAMES = ["agent_approvals", "agent_command", "agent_command_cancel", "agent_commands", "agent_session_message", "agent_sessions"];
 
 async function startWithYesImBot(): Promise<KoishiHarness & { yesImBot: ForkScope }> {
   let yesImBot: ForkScope | undefined;
