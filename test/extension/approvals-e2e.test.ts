@@ -7,7 +7,8 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionUIContext } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
@@ -220,4 +221,42 @@ test("ask_approval returns approved, rejected and timeout, each with words the m
 test("ask_approval is never offered in a subagent", { timeout: 90_000 }, async (t) => {
   const { pi } = await setup(t, { pi: { mode: "json", persist: false } });
   assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), false);
+});
+
+test("another extension's dialog sends one urgent 'needs you' notice; this extension's own dialogs send none", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const deployer = (pi: ExtensionAPI) => {
+    pi.registerTool({
+      name: "deploy",
+      label: "deploy",
+      description: "Deploys after asking.",
+      parameters: Type.Object({}),
+      async execute(_id, _params, _signal, _onUpdate, ctx) {
+        const yes = await ctx.ui.confirm("部署到生产？", "确认后开始部署");
+        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
+      },
+    });
+  };
+  const { koishi, pi, sessionId } = await setup(t, { pi: { ui: term.ui, extensions: [deployer] } });
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }),
+    rmBuild(),
+    ai.fauxAssistantMessage("完成"),
+  ]);
+  const run = pi.prompt("部署然后清理");
+  (await waitUntil(() => term.dialogs[0], "the deploy dialog")).answer(true);
+  (await waitUntil(() => term.dialogs[1], "the approval dialog")).answer(true);
+  await run;
+  // The run's completion notice leaves the same queue after any notice of the dialogs before it.
+  const accepted = await waitUntil(async () => {
+    const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
+    const events = AuditPage.parse(answer.body).entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event as { status: string; details?: { needs_you?: boolean } });
+    return events.some((e) => e.status === "completed") ? events : undefined;
+  }, "the run's completion notice reached the server");
+  const notices = accepted.filter((e) => e.details?.needs_you);
+  assert.equal(notices.length, 1, "one notice, for the other extension's dialog only");
+  const event = notices[0] as unknown as { status: string; summary: string; details: { prompt: { title: string } } };
+  assert.equal(event.status, "warning");
+  assert.equal(event.details.prompt.title, "部署到生产？");
+  assert.match(event.summary, /需要你.*部署到生产？/);
 });
