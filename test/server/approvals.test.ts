@@ -219,3 +219,42 @@ test("the persona can list approvals but has no way to decide one", async (t) =>
   const sneaky = await service.invoke("agent_approvals", { decision: "approved" }, session);
   assert.equal(sneaky.status, "error");
 });
+
+test("a restarted server sends the request it still owed, once", async (t) => {
+  const owner: string[] = [];
+  let platformUp = false;
+  const koishi = await startKoishi({
+    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: OWNER },
+    plugins: (use) => {
+      use(MockBot, { selfId: "514" });
+      // Loaded before notify-webhook, so the recorder is in place before its start-up pass.
+      use((ctx: Context) =>
+        ctx.on("ready", () => {
+          ctx.bots["mock:514"]!.sendPrivateMessage = async (_userId, content) => {
+            if (!platformUp) throw new Error("platform down");
+            owner.push(String(content));
+            return [`msg-${owner.length}`];
+          };
+        }),
+      );
+    },
+  });
+  t.after(() => koishi.stop());
+  const { approval_id, code } = (await call(koishi, "POST", "/approvals", approvalRequest())).body.approval;
+  await waitUntil(async () => {
+    const audit = await call(koishi, "GET", "/operator/audit?limit=200", undefined, OPERATOR_TOKEN);
+    return audit.body.entries.some((e: { action: string }) => e.action === "approval.requested");
+  }, "the request was stored");
+  assert.deepEqual(owner, []);
+
+  platformUp = true;
+  await koishi.restart();
+  await waitUntil(() => owner[0], "the restarted server sent the request");
+  const [row] = await waitUntil(async () => {
+    const rows = await koishi.app.database.get("anon_notify_approval", { approval_id });
+    return rows[0]?.request_sent && rows[0].persona_mentioned ? rows : undefined;
+  }, "everything owed is marked sent");
+  assert.equal(row!.request_message_id, "msg-1");
+  assert.equal(owner.length, 1);
+  assert.match(owner[0]!, new RegExp(`审批 ${code}`));
+});
