@@ -65,8 +65,6 @@ export interface Approvals {
   stop(): Promise<void>;
   /** Applies a person's decision from the server (the control lane's `approval_decision`). */
   decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome;
-  /** Requests and resolutions in flight (tests, shutdown). */
-  settled(): Promise<void>;
 }
 
 interface PendingCall {
@@ -266,7 +264,6 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       if (registered) setActive(false);
     },
     decide: (payload) => waits.decide(payload),
-    settled: () => outgoing.settled(),
   };
 }
 

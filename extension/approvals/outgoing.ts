@@ -19,57 +19,42 @@ export interface Outgoing {
   request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string) => void): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
-  /** Everything in flight, for tests and shutdown. */
-  settled(): Promise<void>;
 }
 
 export function createOutgoing(report: (message: string) => void, sleep: Sleep = realSleep): Outgoing {
   const chains = new Map<string, { client: ApiClient; sent: Promise<boolean> }>();
-  const inFlight = new Set<Promise<unknown>>();
-  const track = <T>(promise: Promise<T>) => {
-    inFlight.add(promise);
-    void promise.finally(() => inFlight.delete(promise));
-    return promise;
-  };
 
   return {
     request(client, body, waitEnded, accepted) {
-      const sent = track(
-        (async () => {
-          const result = await runWithRetry(
-            () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: ApprovalAnswer }),
-            { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
-          );
-          if (result.ok) accepted(result.value.approval.code);
-          else if (!waitEnded.aborted) report(`审批请求未能送达服务端，只能在终端回答：${result.error.message}`);
-          return result.ok;
-        })(),
-      );
+      const sent = (async () => {
+        const result = await runWithRetry(
+          () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: ApprovalAnswer }),
+          { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
+        );
+        if (result.ok) accepted(result.value.approval.code);
+        else if (!waitEnded.aborted) report(`审批请求未能送达服务端，只能在终端回答：${result.error.message}`);
+        return result.ok;
+      })();
       chains.set(body.approval_id, { client, sent });
     },
     resolve(approvalId, body) {
       const chain = chains.get(approvalId);
       if (!chain) return;
       chains.delete(approvalId);
-      track(
-        (async () => {
-          // A request the wait cut short never reached the server: there is nothing to resolve there.
-          if (!(await chain.sent)) return;
-          const result = await runWithRetry(
-            () =>
-              chain.client.request("POST", `approvals/${encodeURIComponent(approvalId)}/resolution`, {
-                body,
-                timeoutMs: REQUEST_TIMEOUT_MS,
-                schema: ApprovalAnswer,
-              }),
-            { maxAttempts: RESOLUTION_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random },
-          );
-          if (!result.ok) report(`审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${errorText(result.error)}`);
-        })(),
-      );
-    },
-    async settled() {
-      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+      void (async () => {
+        // A request the wait cut short never reached the server: there is nothing to resolve there.
+        if (!(await chain.sent)) return;
+        const result = await runWithRetry(
+          () =>
+            chain.client.request("POST", `approvals/${encodeURIComponent(approvalId)}/resolution`, {
+              body,
+              timeoutMs: REQUEST_TIMEOUT_MS,
+              schema: ApprovalAnswer,
+            }),
+          { maxAttempts: RESOLUTION_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random },
+        );
+        if (!result.ok) report(`审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${errorText(result.error)}`);
+      })();
     },
   };
 }

@@ -20,7 +20,7 @@ export function sameBinding(a: ApprovalBinding, b: ApprovalBinding): boolean {
 
 export class Waits {
   readonly #open = new Map<string, { binding: ApprovalBinding; settle(answer: Answer): void }>();
-  readonly #settled = new Map<string, Answer>();
+  readonly #settled = new Set<string>();
 
   /** Starts waiting for `approvalId`; the promise settles with the first answer. */
   open(approvalId: string, binding: ApprovalBinding): Promise<Answer> {
@@ -29,8 +29,8 @@ export class Waits {
         binding,
         settle: (answer) => {
           this.#open.delete(approvalId);
-          this.#settled.set(approvalId, answer);
-          if (this.#settled.size > REMEMBERED) this.#settled.delete(this.#settled.keys().next().value!);
+          this.#settled.add(approvalId);
+          if (this.#settled.size > REMEMBERED) this.#settled.delete(this.#settled.values().next().value!);
           resolve(answer);
         },
       });
@@ -53,14 +53,5 @@ export class Waits {
     if (!sameBinding(wait.binding, payload.binding)) return "mismatch";
     wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason });
     return "applied";
-  }
-
-  /** What a settled approval was answered with, while remembered. */
-  answered(approvalId: string): Answer | undefined {
-    return this.#settled.get(approvalId);
-  }
-
-  get size(): number {
-    return this.#open.size;
   }
 }

@@ -22,6 +22,7 @@ import {
   project,
   requestDigest,
   type ApprovalRecord,
+  type Transition,
 } from "./decisions.ts";
 import type { ApprovalStore } from "./store.ts";
 
@@ -162,7 +163,7 @@ export class ApprovalService {
     }
   }
 
-  async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => ReturnType<typeof decideVanish>): Promise<void> {
+  async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => Transition): Promise<void> {
     const { record, changed } = await this.#deps.store.transition(row.approval_id, (r) => (r ? decide(r) : { kind: "unchanged" }));
     if (!changed) return;
     await this.#deps.audit.record({ actor: "server", action, session_id: record.session_id, subject: record.approval_id, data: { code: record.code, state: record.state } });
