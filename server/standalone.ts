@@ -122,6 +122,27 @@ export function piInstructions(baseUrl: string, tokenPath: string, configPath: s
   ].join("\n");
 }
 
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+/** The console's page, and how to let it act. */
+export function consoleInstructions(pageUrl: string, actions: boolean, configPath: string): string {
+  return actions
+    ? `控制台“Pi 会话”页面：${pageUrl}（可发送和撤回指令）`
+    : `控制台“Pi 会话”页面：${pageUrl}（只读；要在页面上发送和撤回指令，在 ${configPath} 写入 {"notifyWebhook": {"consoleActions": true}}，本机能访问该端口的人都能操作）`;
+}
+
+/** The console is a development dependency: a clone has it, an install without it runs without the page. */
+function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> | undefined {
+  try {
+    return require(name).default as Plugin<Context>;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "MODULE_NOT_FOUND") return undefined;
+    throw error;
+  }
+}
+
 function loadPlugin(name: string, cwd: string): Plugin<Context> {
   const require = createRequire(join(cwd, "package.json"));
   for (const candidate of [`koishi-plugin-${name}`, `@koishijs/plugin-${name}`, name]) {
@@ -152,6 +173,8 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
+  const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
+  if (consolePlugin) use(consolePlugin, { open: false });
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd), config);
   use(notifyWebhook, {
     ...file.notifyWebhook,
@@ -165,8 +188,9 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
-  const baseUrl = `http://${reachableHost.includes(":") ? `[${reachableHost}]` : reachableHost}:${app.server.port}${API_BASE_PATH}`;
+  const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;
   console.log(piInstructions(baseUrl, tokenPath, options.configPath, file));
+  if (consolePlugin) console.log(consoleInstructions(`http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`, Boolean(file.notifyWebhook.consoleActions), options.configPath));
   if (!file.operatorToken) console.log(`运维接口（${baseUrl}/operator/*）Token 文件：${operatorTokenPath}（与 Pi 端 Token 不同）`);
 
   return {
