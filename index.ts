@@ -10,6 +10,7 @@ import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installApprovals } from "./extension/approvals/gate.ts";
+import { ApprovalDecisionPayload } from "./protocol/approvals.ts";
 import { noticeContext } from "./extension/notices/context.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
@@ -49,6 +50,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   const presence = installPresence(pi, { runtimeId, connection, report });
+  // Features with a control command kind register their handler here (`commands.onControlCommand`).
+  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report });
   // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
   const approvals = installApprovals(pi, {
     runtimeId,
@@ -67,9 +70,13 @@ export default function anonNotify(pi: ExtensionAPI): void {
       };
     },
   });
+  commands.onControlCommand("approval_decision", (command) => {
+    const payload = ApprovalDecisionPayload.safeParse(command.payload);
+    return payload.success ? approvals.decide(payload.data) : "unknown";
+  });
   const services: SessionService[] = [
     presence,
-    installCommandChannel(pi, { presence, runtimeId, connection, report }),
+    commands,
     // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
       offered: () => state?.config?.progressTool.enabled === true,

@@ -6,13 +6,13 @@ import type { ApprovalVia } from "../../protocol/approvals.ts";
 import type { Answer } from "./waits.ts";
 
 const VIA_TEXT: Record<ApprovalVia, string> = {
-  chat: "在聊天中 (in chat)",
-  operator: "通过运维接口 (via the operator API)",
-  console: "在控制台 (in the console)",
-  terminal: "在终端 (in the terminal)",
-  policy: "按策略 (by policy)",
-  timeout: "超时 (timed out)",
-  aborted: "运行中断 (run aborted)",
+  chat: "在聊天中",
+  operator: "通过运维接口",
+  console: "在控制台",
+  terminal: "在终端",
+  policy: "按策略",
+  timeout: "超时",
+  aborted: "因运行中断",
 };
 
 export function viaText(via: ApprovalVia): string {

@@ -127,6 +127,8 @@ export interface Presence {
   whenAccepted(): Promise<boolean>;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
+  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
+  serverCommandProtocol(): number;
 }
 
 /**
@@ -144,6 +146,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let activity: Activity = { lastActivityAt: now(), runningTools: new Map() };
   let lastFailure: string | undefined;
   let accepted = false;
+  let serverProtocol = 2;
   let waiters: ((accepted: boolean) => void)[] = [];
 
   const settleWaiters = (accepted: boolean) => {
@@ -184,8 +187,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         signal: controller.signal,
       })
       .then(
-        () => {
+        (answer) => {
           lastFailure = undefined;
+          serverProtocol = answer.command_protocol ?? 2;
           accepted = true;
           settleWaiters(true);
         },
@@ -293,5 +297,6 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         return false;
       }
     },
+    serverCommandProtocol: () => serverProtocol,
   };
 }

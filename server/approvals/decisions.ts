@@ -117,6 +117,12 @@ export function decideDecision(record: ApprovalRecord | undefined, input: Decisi
   };
 }
 
+/** A decision whose control command could not be queued is taken back, so a person can answer again. */
+export function decideUndo(record: ApprovalRecord | undefined): Transition {
+  if (record?.state !== "decided") return { kind: "unchanged" };
+  return { kind: "apply", from: "decided", patch: { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } };
+}
+
 export function bindingOf(record: ApprovalRecord): ApprovalBinding {
   return { tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd };
 }

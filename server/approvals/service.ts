@@ -16,6 +16,7 @@ import {
   decideExpiry,
   decideRequest,
   decideResolution,
+  decideUndo,
   decideVanish,
   normaliseCode,
   pickCode,
@@ -40,7 +41,7 @@ export interface Decider {
 export interface ApprovalServiceDeps {
   store: ApprovalStore;
   audit: AuditLog;
-  control: ControlCommands | undefined;
+  control: ControlCommands;
   /** Called after every change that may owe the owner a message. */
   changed(): void;
   random?: (size: number) => number;
@@ -133,7 +134,12 @@ export class ApprovalService {
     }
     const record = result.record;
     const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason: reason ?? null, binding: bindingOf(record), via };
-    await this.#deps.control?.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
+    try {
+      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
+    } catch (error) {
+      await store.transition(record.approval_id, decideUndo);
+      throw error;
+    }
     await audit.record({ actor: decider.actor, action: "approval.decided", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via } });
     this.#deps.changed();
     return project(record);

@@ -19,6 +19,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   already_accepted: 409,
   lease_mismatch: 409,
   images_not_supported: 409,
+  capability_missing: 409,
   already_decided: 409,
   approval_expired: 409,
   approval_mismatch: 409,

@@ -260,3 +260,63 @@ test("another extension's dialog sends one urgent 'needs you' notice; this exten
   assert.equal(event.details.prompt.title, "部署到生产？");
   assert.match(event.summary, /需要你.*部署到生产？/);
 });
+
+/** The approval the server holds open for this session, once the extension's request arrived. */
+const pendingApproval = (koishi: KoishiHarness, sessionId: string) =>
+  waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending"), "the approval is pending on the server");
+
+test("approved by the owner through the server: the command runs, the terminal dialog closes and says so", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const decided = await call(koishi, "POST", `/operator/approvals/${approval.code}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+  assert.equal(decided.status, 200, JSON.stringify(decided.body));
+  await run;
+  assert.equal(existsSync(build), false, "approved: the command ran");
+  await term.dialogs[0]!.dismissed;
+  assert.ok(pi.notices().some((n) => /rm -rf」已通过运维接口批准/.test(n)), `the terminal is told who answered: ${JSON.stringify(pi.notices())}`);
+  const final = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "approved"), "resolved on the server");
+  assert.deepEqual([final.via, final.decided_by], ["operator", "operator"]);
+  await waitUntil(() => owner.find((m) => m.includes(`${approval.code} 已结束`)), "one closing message");
+  // The control command was ACKed as applied.
+  const control = await waitUntil(async () => {
+    const commands = await call(koishi, "GET", `/operator/commands?session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
+    const found = commands.body.commands.filter((c: { kind: string }) => c.kind === "approval_decision");
+    return found.every((c: { state: string }) => c.state === "accepted") ? found : undefined;
+  }, "the decision's control command was ACKed");
+  assert.deepEqual(control.map((c: { state: string; outcome: string }) => [c.state, c.outcome]), [["accepted", "applied"]]);
+});
+
+test("denied by the owner: blocked with the owner's reason in the tool result; a duplicate decision is answered", { timeout: 90_000 }, async (t) => {
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("不删了")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "build 里有我要的产物" }, OPERATOR_TOKEN);
+  assert.equal(denied.status, 200);
+  const duplicate = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+  assert.equal(duplicate.body.error, "already_decided");
+  await run;
+  assert.equal(existsSync(build), true);
+  const [result] = toolResults(pi, "bash");
+  assert.equal(result!.isError, true);
+  assert.match(result!.text, /通过运维接口拒绝了「rm -rf」，理由：build 里有我要的产物/);
+});
+
+test("a decision for other arguments is refused and the call keeps waiting for the right one", { timeout: 90_000 }, async (t) => {
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("好")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const [row] = await koishi.app.database.get("anon_notify_approval", { approval_id: approval.approval_id });
+  const binding = { tool_call_id: row!.tool_call_id, args_digest: row!.args_digest, cwd: row!.cwd };
+  const mismatched = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } }, OPERATOR_TOKEN);
+  assert.deepEqual([mismatched.status, mismatched.body.error], [409, "approval_mismatch"]);
+  assert.equal(existsSync(build), true, "still waiting");
+  const right = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding }, OPERATOR_TOKEN);
+  assert.equal(right.status, 200);
+  await run;
+  assert.equal(existsSync(build), false);
+});
