@@ -30,16 +30,27 @@ export const ApprovalRoutes = {
     api.offer(ctx, "approvals");
     const background = (what: string, work: Promise<void>) => void work.catch((error: unknown) => logger.warn("%s failed: %s", what, errorText(error)));
 
+    // Heartbeats are frequent: only a runtime not seen before for its session is looked at.
+    const runtimes = new Map<string, string>();
     ctx.effect(() =>
       registry.onChange((change) => {
         const { session_id, runtime_id } = change.entry.heartbeat;
-        if (change.kind === "recorded") background("approvals of a replaced runtime", approvals.vanish(session_id, runtime_id));
-        else background("approvals of a vanished session", approvals.vanish(session_id));
+        if (change.kind === "recorded") {
+          if (runtimes.get(session_id) === runtime_id) return;
+          runtimes.set(session_id, runtime_id);
+          background("approvals of a replaced runtime", approvals.vanish(session_id, runtime_id));
+        } else {
+          runtimes.delete(session_id);
+          background("approvals of a vanished session", approvals.vanish(session_id));
+        }
       }),
     );
     ctx.setInterval(() => background("approval expiry", approvals.expire()), EXPIRY_SWEEP_MS);
-    // What a previous run of the server still owed the owner.
-    ctx.on("ready", () => messenger.kick());
+    // What a previous run of the server still owed the owner, and which sessions have open approvals.
+    ctx.on("ready", () => {
+      messenger.kick();
+      background("loading open approvals", approvals.load());
+    });
 
     api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {
       const body = parseWith(ApprovalRequest, request.body);

@@ -55,6 +55,11 @@ const CODE_PATTERN = /^[A-Za-z]{5}$/;
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
   #creations: Promise<unknown> = Promise.resolve();
+  /**
+   * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
+   * sessions without any cost no database read; undefined until `load` has read the open ones.
+   */
+  #mayHaveOpen: Set<string> | undefined;
 
   constructor(deps: ApprovalServiceDeps) {
     this.#deps = deps;
@@ -62,6 +67,12 @@ export class ApprovalService {
 
   #now(): Date {
     return this.#deps.now?.() ?? new Date();
+  }
+
+  /** Reads which sessions have open approvals (at start). */
+  async load(): Promise<void> {
+    const open = await this.#deps.store.openFor({});
+    this.#mayHaveOpen = new Set([...(this.#mayHaveOpen ?? []), ...open.map((row) => row.session_id)]);
   }
 
   /** Stores the request with a code unique among open approvals; a repeat returns the stored one. */
@@ -72,6 +83,7 @@ export class ApprovalService {
       const decision = decideRequest(await store.get(body.approval_id), digest);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
+      this.#mayHaveOpen?.add(body.session_id);
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
       const record = await store.create({
         ...body,
@@ -158,7 +170,9 @@ export class ApprovalService {
 
   /** A session's runtime went away (offline, expired, replaced): its open approvals can no longer be answered. */
   async vanish(sessionId: string, keepRuntime?: string): Promise<void> {
+    if (this.#mayHaveOpen && !this.#mayHaveOpen.has(sessionId)) return;
     const open = await this.#deps.store.openFor({ sessionId, ...(keepRuntime ? { notRuntime: keepRuntime } : {}) });
+    if (open.length === 0 && !keepRuntime) this.#mayHaveOpen?.delete(sessionId);
     for (const row of open) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
   }
 
