@@ -9,6 +9,8 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
+import { installApprovals } from "./extension/approvals/gate.ts";
+import { ApprovalDecisionPayload } from "./protocol/approvals.ts";
 import { noticeContext } from "./extension/notices/context.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
@@ -51,6 +53,28 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const presence = installPresence(pi, { runtimeId, connection, report, answered: () => state?.delivery?.notifier.serverAnswered() });
   // Features with a control command kind register their handler here (`commands.onControlCommand`).
   const commands = installCommandChannel(pi, { presence, runtimeId, connection, report });
+  // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
+  const approvals = installApprovals(pi, {
+    runtimeId,
+    report,
+    session: () => {
+      const s = state;
+      if (!s?.config) return undefined;
+      const to = target();
+      return {
+        ctx: s.ctx,
+        sessionId: s.sessionId,
+        config: s.config,
+        client: notifying(s) ? s.delivery.client : undefined,
+        subagent: s.subagent,
+        notices: to ? { notifier: to.notifier, context: to.context } : undefined,
+      };
+    },
+  });
+  commands.onControlCommand("approval_decision", (command) => {
+    const payload = ApprovalDecisionPayload.safeParse(command.payload);
+    return payload.success ? approvals.decide(payload.data) : "unknown";
+  });
   const services: SessionService[] = [
     presence,
     commands,
@@ -66,6 +90,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
       },
       report,
     }),
+    approvals,
   ];
 
   const changed = async (s: SessionState) => {

@@ -53,6 +53,8 @@ export interface StartPiOptions {
   persist?: boolean;
   /** Pi's run mode as the extension sees it; "rpc" binds a UI that records notify/setStatus. */
   mode?: "rpc" | "json" | "print";
+  /** Replaces parts of the recording UI in "rpc" mode, e.g. a `confirm` the test answers. */
+  ui?: Partial<ExtensionUIContext>;
   flags?: Record<string, boolean | string>;
   tools?: ToolDefinition[];
   extensions?: InlineExtension[];
@@ -152,7 +154,7 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
         : sdk.SessionManager.create(cwd, sessionDir);
   const runtime = await sdk.createAgentSessionRuntime(createRuntime, { cwd, agentDir, sessionManager });
   const mode = options.mode ?? "rpc";
-  const uiContext = mode === "rpc" ? recordingUi(ui) : undefined;
+  const uiContext = mode === "rpc" ? { ...recordingUi(ui), ...options.ui } : undefined;
 
   const bind = async (session: AgentSession): Promise<void> => {
     await session.bindExtensions({

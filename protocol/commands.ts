@@ -3,6 +3,7 @@
  * images and the command summary.
  */
 import { z } from "zod";
+import { ApprovalDecisionPayload } from "./approvals.ts";
 import { Id, LIMITS, Timestamp } from "./wire.ts";
 
 export const ImageMime = z.enum(["image/png", "image/jpeg", "image/gif", "image/webp"]);
@@ -39,14 +40,6 @@ export function laneOf(kind: CommandKind): CommandLane {
 
 export const StopPayload = z.strictObject({});
 export type StopPayload = z.infer<typeof StopPayload>;
-
-export const ApprovalDecisionPayload = z.strictObject({
-  approval_id: Id,
-  decision: z.enum(["approved", "rejected"]),
-  reason: z.string().max(1000).nullable(),
-  binding: z.strictObject({ tool_call_id: Id, args_digest: z.string().min(1).max(128), cwd: z.string().max(4096) }),
-});
-export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
 
 /** The payload each control kind carries; an instruction carries none. */
 export const CONTROL_PAYLOADS = { stop: StopPayload, approval_decision: ApprovalDecisionPayload } as const satisfies Record<ControlKind, z.ZodType>;

@@ -149,6 +149,8 @@ export const ErrorAnswer = z.object({
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   /** With `service_missing`: the Koishi services the server is waiting for, e.g. `["database"]`. */
   missing: z.array(z.string()).optional(),
+  /** With `already_decided` and `approval_expired`: the approval's state now. */
+  state: z.string().optional(),
 });
 export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 

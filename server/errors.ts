@@ -16,13 +16,16 @@ export class DomainError extends Error {
   readonly issues: WireIssue[] | undefined;
   /** How long the caller should wait before trying again, when the refusal is temporary. */
   readonly retryAfterSeconds: number | undefined;
+  /** The state of what was refused, when the caller needs it to understand (an approval already decided). */
+  readonly state: string | undefined;
 
-  constructor(code: ErrorCode, options: { issues?: WireIssue[]; retryAfterSeconds?: number } = {}) {
+  constructor(code: ErrorCode, options: { issues?: WireIssue[]; retryAfterSeconds?: number; state?: string } = {}) {
     super(code);
     this.name = "DomainError";
     this.code = code;
     this.issues = options.issues;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.state = options.state;
   }
 }
 

@@ -7,6 +7,10 @@
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { DeliveryRoute } from "../protocol/events.ts";
+import { ApprovalMessenger } from "./approvals/messenger.ts";
+import { ApprovalRoutes } from "./approvals/routes.ts";
+import { ApprovalService } from "./approvals/service.ts";
+import { ApprovalStore } from "./approvals/store.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
@@ -15,6 +19,7 @@ import type { RefusalMode } from "./chat/owner.ts";
 import { ConsolePage } from "./console/index.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
+import { ownerSender } from "./delivery/owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
 import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
@@ -208,6 +213,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
   const events = new EventStore(ctx);
   const mutes = new MuteStore(ctx);
+  const approvalStore = new ApprovalStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
     maxAttempts: config.injectMaxAttempts,
     retryDelayMs: config.injectRetryDelayMs,
@@ -229,17 +235,28 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     eventsWaiting: async () => ({ persona: await events.countPending("anon"), held: worker.heldCount }),
   });
 
+  const owner = { botId: config.botId, recipientId: config.recipientId };
+  const messenger = new ApprovalMessenger(ctx, {
+    store: approvalStore,
+    audit,
+    send: ownerSender(ctx, owner),
+    mention: async (event) => void (await intake.submit(event, { actor: "server" })),
+    personaPresent: () => personas.current() !== undefined,
+  });
+  const approvals = new ApprovalService({ store: approvalStore, audit, control: commands, changed: () => messenger.kick() });
+
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
-  ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
+  ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
   ctx.plugin(ChatCommands, { operator, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
+  ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });
-  ctx.plugin(Retention, { api, audit, events, commands, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
+  ctx.plugin(Retention, { api, audit, events, commands, approvals: approvalStore, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

@@ -240,6 +240,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
       ...USER_ONLY_KEYS.filter((path) => hasKey(value, path)).map(
         (path) => `配置文件 ${projectPath}: 项目配置不能设置 ${path.join(".")}（Token 从哪里读、文件写到哪里只由用户配置决定） (a project cannot choose where secrets are read or files written)`,
       ),
+      ...approvalWeakening(value).map((key) => `配置文件 ${projectPath}: 项目配置不能放宽审批（approval.${key}）(a project can only switch approvals on)`),
     ]);
   } else if (readLayerFile(projectPath).status !== "missing") {
     files.push({ layer: "project", path: projectPath, status: "skipped" });
@@ -258,6 +259,15 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   // Every layer passed on its own, so the merge of valid sections is valid too; parse to type it.
   const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged));
   return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings] };
+}
+
+/** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */
+function approvalWeakening(value: Json): string[] {
+  const approval = value.approval;
+  if (!isPlainObject(approval)) return [];
+  return Object.entries(approval)
+    .filter(([key, setting]) => !(key === "enabled" && setting === true))
+    .map(([key]) => key);
 }
 
 const QQ_NUMBER = /^[1-9]\d{4,11}$/;

@@ -4,6 +4,7 @@
  */
 import { isAbsolute } from "node:path";
 import { z } from "zod";
+import { BUILTIN_RULE_IDS } from "../approvals/policy.ts";
 import { SinkEventType } from "../../protocol/sink.ts";
 import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
 
@@ -36,6 +37,27 @@ export function sinkSocketProblem(socket: string): string | undefined {
 const socketPath = z.string().min(1).superRefine((socket, ctx) => {
   const problem = sinkSocketProblem(socket);
   if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const regexSource = z
+  .string()
+  .min(1)
+  .max(1000)
+  .refine((source) => {
+    try {
+      new RegExp(source);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be a valid regular expression");
+
+/** A rule the user adds: a tool name (or `*`) and, for tools with a command line, a pattern on it. */
+const ApprovalRule = z.strictObject({
+  id: z.string().trim().min(1).max(64),
+  tool: z.string().trim().min(1).max(128),
+  command: regexSource.optional(),
+  label: z.string().trim().min(1).max(40).optional(),
 });
 
 const SOURCE_VARIABLES = ["project", "cwd", "sessionId", "model", "mode"] as const;
@@ -120,6 +142,20 @@ export const Config = z.strictObject({
     events: z.strictObject(Object.fromEntries(SINK_EVENTS.map((e) => [e, z.boolean()])) as Record<SinkEventType, z.ZodBoolean>),
   }),
   progressTool: z.strictObject({ enabled: z.boolean() }),
+  approval: z.strictObject({
+    /** Opt-in: risky tool calls wait for a person, and the model may ask with ask_approval. */
+    enabled: z.boolean(),
+    /** Built-in rules switched off by id. */
+    disabledRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
+    /** Rules added to the built-in ones. */
+    rules: z.array(ApprovalRule).max(100),
+    /** How long a call waits for an answer; no answer is a rejection. */
+    timeoutMs: ms(SECOND_MS, DAY_MS),
+    /** Where nobody can answer (print/json mode, subagents, no UI and not switched on): reject, or let the rules not apply there. */
+    noPerson: z.enum(["reject", "allow"]),
+    /** One "needs you" notice when Pi waits on another extension's dialog in a switched-on session. */
+    needsYou: z.boolean(),
+  }),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -159,4 +195,5 @@ export const DEFAULT_CONFIG: Config = {
     events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
   },
   progressTool: { enabled: false },
+  approval: { enabled: false, disabledRules: [], rules: [], timeoutMs: 10 * MINUTE_MS, noPerson: "reject", needsYou: true },
 };

@@ -43,9 +43,9 @@ export function json(status: number, body: unknown, headers?: Record<string, str
   return headers ? { status, body, headers } : { status, body };
 }
 
-/** `{"error": code, "issues"?}` with the code's status, and `Retry-After` in whole seconds when given. */
+/** `{"error": code, "issues"?, "state"?}` with the code's status, and `Retry-After` in whole seconds when given. */
 export function errorAnswer(error: DomainError): JsonAnswer {
-  const body = error.issues ? { error: error.code, issues: error.issues } : { error: error.code };
+  const body = { error: error.code, ...(error.issues ? { issues: error.issues } : {}), ...(error.state ? { state: error.state } : {}) };
   const headers = error.retryAfterSeconds === undefined ? undefined : { "Retry-After": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) };
   return json(HTTP_STATUS[error.code], body, headers);
 }

@@ -1,11 +1,11 @@
 /**
- * The persona's five tools (`agent_command`, `agent_sessions`, `agent_session_message`,
- * `agent_commands`, `agent_command_cancel`) registered with YesImBot v3's tool service
+ * The persona's six tools (`agent_command`, `agent_sessions`, `agent_session_message`,
+ * `agent_commands`, `agent_command_cancel`, `agent_approvals`) registered with YesImBot v3's tool service
  * (`yesimbot.tool`: `registerTool(definition)` / `unregisterTool(name)`). A thin adapter over the
  * operator service: it only exists while YesImBot does, and offers the tools only in the
  * configured owner's private chat, never in a group. YesImBot 3.0.3 checks `isSupported` when a
  * tool is called but lists every registered tool in every chat's prompt (its context builder asks
- * the tool service without a session), so the adapter also takes its five tools out of the list
+ * the tool service without a session), so the adapter also takes its tools out of the list
  * the model is shown in any other chat.
  *
  * Request keys have the form `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
@@ -20,6 +20,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
+import { ApprovalListQuery } from "../../protocol/approvals.ts";
 import { ImageMime } from "../../protocol/commands.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS, type ErrorCode } from "../../protocol/wire.ts";
@@ -27,6 +28,7 @@ import { auditedTool } from "../audit/persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
+import type { ApprovalService } from "../approvals/service.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { ToolCallResult, ToolDefinition } from "./yesimbot-tool-service.ts";
 
@@ -59,6 +61,8 @@ const ToolArgs = {
   agent_session_message: z.strictObject({ session_id: Id, content: Instruction, images: ImagesParam }),
   agent_commands: OperatorListQuery,
   agent_command_cancel: z.strictObject({ session_id: Id, command_id: Id }),
+  // Listing only: approvals are decided by the owner, never by the persona.
+  agent_approvals: ApprovalListQuery,
 };
 type ToolName = keyof typeof ToolArgs;
 
@@ -132,10 +136,21 @@ const DESCRIPTIONS: Record<ToolName, { description: string; parameters: () => Sc
         command_id: Schema.string().required().description("要撤回的指令 ID"),
       }),
   },
+  agent_approvals: {
+    description:
+      "查看 Pi Agent 的审批请求（默认只看未结束的）：审批码、工具、操作、理由、状态与谁决定的。只能查看：审批只能由主人本人用 anon.approve / anon.deny 回答，你不能替主人批准或拒绝。",
+    parameters: () =>
+      Schema.object({
+        state: Schema.union(["open", "all"]).description("open：未结束的（默认）；all：全部"),
+        session_id: Schema.string().description("只看这个 session"),
+        limit: Schema.natural().max(100).description("最多返回条数（1-100）"),
+      }),
+  },
 };
 
 export interface PersonaToolsDeps {
   operator: OperatorService;
+  approvals: Pick<ApprovalService, "list">;
   owner: OwnerScope;
   /** Records every call, refused or not, with its inputs (images as digests). */
   audit?: AuditLog;
@@ -185,7 +200,7 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
   });
 }
 
-export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId: string): ToolDefinition[] {
+export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string): ToolDefinition[] {
   const turns = new WeakMap<Session, string>();
   const requestKey = (session: Session, name: ToolName, args: unknown) => {
     let turn = turns.get(session);
@@ -208,6 +223,7 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
       }),
     agent_commands: async (args) => ({ commands: await operator.commands(args.session_id, args.limit) }),
     agent_command_cancel: async (args) => ({ command: await operator.cancel(args.session_id, args.command_id) }),
+    agent_approvals: async (args) => ({ approvals: await approvals.list(args) }),
   };
 
   const names = Object.keys(ToolArgs) as ToolName[];

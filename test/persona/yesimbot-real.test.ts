@@ -36,7 +36,7 @@ import { MockBot } from "../server/persona-standin.ts";
 const OWNER = "10001";
 const OWNER_CHAT = `private:${OWNER}`;
 const GROUP = "group-1";
-const TOOL_NAMES = ["agent_command", "agent_command_cancel", "agent_commands", "agent_session_message", "agent_sessions"];
+const TOOL_NAMES = ["agent_approvals", "agent_command", "agent_command_cancel", "agent_commands", "agent_session_message", "agent_sessions"];
 
 interface SystemEventRow {
   id: string;

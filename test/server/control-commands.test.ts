@@ -194,7 +194,7 @@ test("createControlCommand checks the payload of its kind", async (t) => {
   const decision = await commands.createControlCommand(
     "s-1",
     "approval_decision",
-    { approval_id: "a-1", decision: "approved", reason: null, binding: { tool_call_id: "t-1", args_digest: "ab".repeat(32), cwd: "/work" } },
+    { approval_id: "a-1", decision: "approved", reason: null, binding: { tool_call_id: "t-1", args_digest: "ab".repeat(32), cwd: "/work" }, via: "operator" },
     "operator",
   );
   assert.equal(decision.kind, "approval_decision");

@@ -1,0 +1,114 @@
+/**
+ * `npm run bench:approvals`: how long a tool call waiting for approval takes to start running once
+ * a person answers, side by side in one run: answered through the operator API (the server's
+ * conditional write, the control command, the extension's control long poll, the local wait) and
+ * answered in the terminal dialog (the local wait alone, the floor).
+ *
+ * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite), the extension as
+ * Pi loads it with approvals on, a real Pi session whose faux model calls a `probe` tool that a
+ * user rule guards; the probe notes when it starts running.
+ *
+ *   npm run bench:approvals -- [samples per mode, default 40]
+ */
+import { rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import type { Context, Plugin } from "koishi";
+import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
+import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
+import { startKoishi } from "../harness/koishi.ts";
+import { ai, makeRoot, startPi } from "../harness/pi.ts";
+import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
+import { eventually } from "../harness/event-client.ts";
+
+const MockBot = createRequire(import.meta.url)("@koishijs/plugin-mock").default as Plugin<Context>;
+const samples = Number(process.argv[2] ?? 40);
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+
+const koishi = await startKoishi({
+  config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: "10001" },
+  plugins: (use) => void use(MockBot, { selfId: "514" }),
+});
+// The owner's messages go out as a platform would take them: an id back, nothing else.
+let sent = 0;
+koishi.app.bots["mock:514"]!.sendPrivateMessage = async () => [`msg-${++sent}`];
+const root = makeRoot();
+const savedEnv = { ...process.env };
+Object.assign(process.env, extensionEnv(koishi, root));
+writeUserConfig(root, { notify: { completed: false, failed: false }, approval: { enabled: true, rules: [{ id: "probe", tool: "probe" }] } });
+
+let probeStarted: (() => void) | undefined;
+let dialog: ((yes: boolean) => void) | undefined;
+let dialogOpened: (() => void) | undefined;
+const ui: Partial<ExtensionUIContext> = {
+  confirm: (_title, _message, opts) =>
+    new Promise<boolean>((resolve) => {
+      dialog = resolve;
+      opts?.signal?.addEventListener("abort", () => resolve(false), { once: true });
+      dialogOpened?.();
+    }),
+};
+const pi = await startPi({
+  root,
+  ui,
+  tools: [
+    {
+      name: "probe",
+      label: "probe",
+      description: "Notes when it runs.",
+      parameters: Type.Object({ n: Type.Number() }),
+      async execute() {
+        probeStarted?.();
+        return { content: [{ type: "text", text: "ran" }], details: undefined };
+      },
+    },
+  ],
+});
+const rows: { mode: string; n: number; p50: number; p99: number; max: number; callP50: number | null }[] = [];
+
+try {
+  await pi.prompt("/anon-notify");
+  await eventually(async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined), "online");
+  for (const mode of ["operator decision", "terminal answer"] as const) {
+    const latencies: number[] = [];
+    const calls: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("probe", { n: i })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("ok")]);
+      const opened = new Promise<void>((resolve) => (dialogOpened = resolve));
+      const ran = new Promise<number>((resolve) => (probeStarted = () => resolve(performance.now())));
+      const run = pi.prompt(`第 ${i + 1} 次`);
+      await opened;
+      // Both modes start from the same point: the request stored on the server and the dialog open.
+      const pending = await eventually(async () => {
+        const open = (await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals;
+        return open.length === 1 ? open[0] : undefined;
+      }, "the approval is pending on the server");
+      const answeredAt = performance.now();
+      if (mode === "terminal answer") dialog!(true);
+      else {
+        const decided = await call(koishi, "POST", `/operator/approvals/${pending.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+        calls.push(performance.now() - answeredAt);
+        if (decided.status !== 200) throw new Error(`decision: ${decided.status} ${JSON.stringify(decided.body)}`);
+      }
+      latencies.push((await ran) - answeredAt);
+      await run;
+      // The resolution closes the approval before the next sample looks for one pending.
+      await eventually(async () => ((await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals.length === 0 ? true : undefined), "closed");
+    }
+    latencies.sort((a, b) => a - b);
+    calls.sort((a, b) => a - b);
+    rows.push({ mode, n: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1)!, callP50: calls.length ? percentile(calls, 50) : null });
+  }
+} finally {
+  await pi.dispose({ keepRoot: true });
+  process.env = savedEnv;
+  await koishi.stop();
+  rmSync(root, { recursive: true, force: true });
+}
+
+console.log(`\nApproval latency, answer → guarded tool running (Node ${process.version}, loopback, ${samples} samples each)`);
+console.log("| answered by | samples | p50 ms | p99 ms | max ms | of which the decision call, p50 ms |");
+console.log("|---|---|---|---|---|---|");
+for (const row of rows) console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} | ${row.callP50?.toFixed(1) ?? "—"} |`);
+const [remote, local] = rows;
+if (remote && local) console.log(`\noperator / terminal p50 ratio: ${(remote.p50 / Math.max(local.p50, 0.001)).toFixed(1)}×`);

@@ -1,0 +1,288 @@
+/**
+ * The approval gate, Pi's side: Pi's `tool_call` event checks each call exactly as it will run
+ * against the policy; a call that needs a person waits on a local promise (waits.ts) that the
+ * server's decision (control lane), the terminal dialog, the timeout or the run's abort settles,
+ * first answer wins. The request and the resolution go to the server through the outgoing queue,
+ * never awaited here. Without a person the policy answers at once.
+ *
+ * Also: the opt-in `ask_approval` tool (offered while approvals are on in a switched-on main
+ * session), and one "needs you" notice per dialog another extension opens while Pi waits on it.
+ */
+import { randomUUID } from "node:crypto";
+import { tmpdir, homedir } from "node:os";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { Type, type Static } from "typebox";
+import { redactSecrets } from "../../common/redact.ts";
+import { APPROVAL_LIMITS, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
+import type { EventBody } from "../../protocol/events.ts";
+import type { Config } from "../config/schema.ts";
+import type { ApiClient } from "../delivery/http-client.ts";
+import type { Notifier } from "../delivery/notifier.ts";
+import { buildEvent, truncate, type NoticeContext } from "../notices/notice.ts";
+import type { Report } from "../session/report.ts";
+import { createOutgoing, type Outgoing } from "./outgoing.ts";
+import { argsDigest, canonicalJson, commandLine, decideGate, matchCall, personPresent, type RuleMatch } from "./policy.ts";
+import { answeredElsewhereText, askResultText, dialogMessage, dialogTitle, refusalText } from "./texts.ts";
+import { Waits, type Answer } from "./waits.ts";
+
+export const ASK_TOOL_NAME = "ask_approval";
+
+export const AskParams = Type.Object(
+  {
+    action: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.actionChars, description: "要批准的操作，简短标签，例如 “删除 build 目录”、“发布 v2.0”" }),
+    reason: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.reasonChars, description: "为什么需要这个操作（≤200 字）" }),
+    payload: Type.Optional(Type.String({ maxLength: APPROVAL_LIMITS.previewChars, description: "给用户看的预览：命令、差异摘要或目标，可省略" })),
+  },
+  { additionalProperties: false },
+);
+export type AskArgs = Static<typeof AskParams>;
+
+const ASK_DESCRIPTION =
+  "在执行有风险或不可逆的操作之前请用户批准（删除数据、发布、对外发送、花钱等）。调用会等待用户在终端或聊天中回答，" +
+  "返回 approved、rejected 或 timeout 及理由。只有 approved 才能继续；rejected 或 timeout 时不要执行该操作，也不要换个方式绕过。";
+
+/** The bound session as the gate needs it. */
+export interface ApprovalSession {
+  ctx: ExtensionContext;
+  sessionId: string;
+  config: Config;
+  /** Switched on with a server connection: the owner can answer from chat. */
+  client: ApiClient | undefined;
+  subagent: boolean;
+  /** Where a "needs you" notice goes; undefined when the session does not notify. */
+  notices: { notifier: Notifier; context(): NoticeContext } | undefined;
+}
+
+export interface ApprovalDeps {
+  runtimeId: string;
+  session(): ApprovalSession | undefined;
+  report: Report;
+}
+
+export interface Approvals {
+  /** The ask_approval tool as a session service: offered while the session is active. */
+  start(ctx: ExtensionContext): void;
+  stop(): Promise<void>;
+  /** Applies a person's decision from the server (the control lane's `approval_decision`). */
+  decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome;
+}
+
+interface PendingCall {
+  tool: string;
+  toolCallId: string;
+  input: unknown;
+  action: string;
+  reason: string;
+  preview: string;
+  source: ApprovalSource;
+}
+
+/** A preview for the person: the command line, the file and its size, or the arguments; secrets masked. */
+export function previewOf(tool: string, input: Record<string, unknown>): string {
+  const line = commandLine({ tool, input });
+  const text =
+    line ??
+    (typeof input.path === "string" && (tool === "write" || tool === "edit")
+      ? `${tool} ${input.path}${typeof input.content === "string" ? `（${input.content.length} 字符）` : ""}`
+      : `${tool} ${canonicalJson(input)}`);
+  return truncate(redactSecrets(text), APPROVAL_LIMITS.previewChars);
+}
+
+export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approvals {
+  const waits = new Waits();
+  const outgoing: Outgoing = createOutgoing((message) => deps.report(message));
+  /** Titles of the dialogs this extension opened: Pi announces them like anyone's. */
+  const ownDialogs = new Map<string, number>();
+  let runSeq = 0;
+  let inRun = false;
+  let registered = false;
+
+  pi.on("agent_start", () => {
+    if (!inRun) runSeq++;
+    inRun = true;
+  });
+  pi.on("agent_settled", () => {
+    inRun = false;
+  });
+
+  /** Waits for a person; resolves with the first answer. Never awaits the network. */
+  async function askPerson(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall): Promise<Answer> {
+    const timeoutMs = s.config.approval.timeoutMs;
+    const approvalId = `ap-${randomUUID()}`;
+    const binding = { tool_call_id: call.toolCallId, args_digest: argsDigest(call.input), cwd: ctx.cwd };
+    const answer = waits.open(approvalId, binding);
+    const ended = new AbortController();
+    const now = Date.now();
+    let dialogOpen = false;
+
+    if (s.client) {
+      outgoing.request(
+        s.client,
+        {
+          approval_id: approvalId,
+          session_id: s.sessionId,
+          runtime_id: deps.runtimeId,
+          run_id: `${deps.runtimeId}.run.${runSeq}`,
+          tool_call_id: call.toolCallId,
+          tool: call.tool,
+          args_digest: binding.args_digest,
+          cwd: truncate(ctx.cwd, APPROVAL_LIMITS.cwdChars),
+          action: call.action,
+          reason: call.reason,
+          preview: call.preview,
+          source: call.source,
+          expires_at: new Date(now + timeoutMs).toISOString(),
+          created_at: new Date(now).toISOString(),
+        },
+        ended.signal,
+        (code) => {
+          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(`审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`, "info");
+        },
+      );
+    }
+
+    const timer = setTimeout(() => waits.settle(approvalId, { outcome: "timeout", via: "timeout", reason: null }), timeoutMs);
+    const signal = ctx.signal;
+    const onAbort = () => waits.settle(approvalId, { outcome: "rejected", via: "aborted", reason: null });
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+
+    if (ctx.hasUI) {
+      const title = dialogTitle(call.action);
+      ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
+      dialogOpen = true;
+      ctx.ui
+        .confirm(title, dialogMessage(call.preview, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
+        .then(
+          (yes) => {
+            // A dialog dismissed because the wait ended is no answer.
+            if (!ended.signal.aborted) waits.settle(approvalId, { outcome: yes ? "approved" : "rejected", via: "terminal", reason: null });
+          },
+          () => {},
+        )
+        .finally(() => {
+          dialogOpen = false;
+          const left = (ownDialogs.get(title) ?? 1) - 1;
+          // Pi announces the dialog's end after it closed; the title is forgotten a tick later.
+          setImmediate(() => (left > 0 ? ownDialogs.set(title, left) : ownDialogs.delete(title)));
+        });
+    }
+
+    const result = await answer;
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+    ended.abort();
+    if (dialogOpen && result.via !== "terminal") {
+      try {
+        ctx.ui.notify(answeredElsewhereText(call.action, result), result.outcome === "approved" ? "info" : "warning");
+      } catch {
+        // A stale ctx after the session was replaced.
+      }
+    }
+    outgoing.resolve(approvalId, { session_id: s.sessionId, runtime_id: deps.runtimeId, outcome: result.outcome, via: result.via, reason: result.reason });
+    return result;
+  }
+
+  const present = (s: ApprovalSession, ctx: ExtensionContext) =>
+    personPresent({ mode: ctx.mode, hasUI: ctx.hasUI, active: s.client !== undefined, subagent: s.subagent });
+
+  pi.on("tool_call", async (event, ctx) => {
+    if (event.toolName === ASK_TOOL_NAME) return undefined;
+    const s = deps.session();
+    if (!s?.config.approval.enabled) return undefined;
+    const input = event.input as Record<string, unknown>;
+    const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()] };
+    const match: RuleMatch | undefined = matchCall({ tool: event.toolName, input }, place, s.config.approval);
+    const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
+    if (decision.kind === "allow") return undefined;
+    if (decision.kind === "block") return { block: true, reason: decision.reason };
+    const digest = argsDigest(input);
+    const answer = await askPerson(s, ctx, {
+      tool: event.toolName,
+      toolCallId: event.toolCallId,
+      input,
+      action: decision.match.action,
+      reason: `规则 ${decision.match.rule}`,
+      preview: previewOf(event.toolName, input),
+      source: "policy",
+    });
+    if (answer.outcome !== "approved") return { block: true, reason: refusalText(decision.match.action, answer, s.config.approval.timeoutMs) };
+    // Approved for exactly these arguments: if anything changed them while the call waited, it does not run.
+    if (argsDigest(event.input) !== digest) return { block: true, reason: `「${decision.match.action}」的参数在等待批准时被改动，批准不适用于改动后的调用。(approval mismatch)` };
+    return undefined;
+  });
+
+  async function executeAsk(toolCallId: string, params: AskArgs, ctx: ExtensionContext) {
+    const s = deps.session();
+    const respond = (answer: Answer) => ({ content: [{ type: "text" as const, text: askResultText(answer) }], details: answer });
+    if (!s?.config.approval.enabled || !present(s, ctx)) {
+      return respond({ outcome: "rejected", via: "policy", reason: "当前没有人能回答审批（需要有界面或已开启 Anon 通知的交互会话）" });
+    }
+    const preview = redactSecrets(params.payload ?? "");
+    const answer = await askPerson(s, ctx, {
+      tool: ASK_TOOL_NAME,
+      toolCallId,
+      input: params,
+      action: params.action,
+      reason: redactSecrets(params.reason),
+      preview: preview || params.action,
+      source: "ask_approval",
+    });
+    return respond(answer);
+  }
+
+  // Pi announces every blocking dialog; one not opened here means the agent waits on the person.
+  pi.on("ui_prompt_start", (event) => {
+    if (event.title !== undefined && ownDialogs.has(event.title)) return;
+    const s = deps.session();
+    if (!s?.config.approval.needsYou || !s.notices) return;
+    const context = s.notices.context();
+    s.notices.notifier.send(needsYouNotice(event.kind, event.title, context), { final: false, throttled: false });
+  });
+
+  const setActive = (active: boolean) => {
+    const others = pi.getActiveTools().filter((name) => name !== ASK_TOOL_NAME);
+    pi.setActiveTools(active ? [...others, ASK_TOOL_NAME] : others);
+  };
+
+  return {
+    start() {
+      const s = deps.session();
+      if (!s?.config.approval.enabled || s.subagent) return;
+      if (registered) return setActive(true);
+      registered = true;
+      pi.registerTool({
+        name: ASK_TOOL_NAME,
+        label: "Ask approval",
+        description: ASK_DESCRIPTION,
+        promptSnippet: "执行有风险或不可逆的操作前请用户批准",
+        parameters: AskParams,
+        execute: (toolCallId, params, _signal, _onUpdate, ctx) => executeAsk(toolCallId, params, ctx),
+      });
+    },
+    async stop() {
+      if (registered) setActive(false);
+    },
+    decide: (payload) => waits.decide(payload),
+  };
+}
+
+/** The one notice for a dialog Pi waits on: urgent like an approval, so muting never holds it. */
+export function needsYouNotice(kind: string, title: string | undefined, context: NoticeContext): EventBody {
+  const what = title ? `「${title}」` : `一个${kind}对话框`;
+  return buildEvent(
+    {
+      eventId: `pi:${context.sessionId}:needs-you:${randomUUID()}`,
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task: "",
+      status: "warning",
+      summary: `${context.content.includeProject ? `项目 ${context.project}：` : ""}需要你：Pi 正在等你在终端回答${what}，回答之前 Agent 不会继续。`,
+      details: { needs_you: true, prompt: { kind, title: title ?? null } },
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}

@@ -1,0 +1,60 @@
+/**
+ * The approval's two requests to the server, beside the agent: `POST /approvals` while the call
+ * waits (retried until it is accepted or the wait ends), then `POST /approvals/{id}/resolution`
+ * once it ended, in that order per approval. Nothing here is awaited by a Pi handler.
+ */
+import { errorText } from "../../common/errors.ts";
+import { ApprovalAnswer, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
+import type { ApiClient } from "../delivery/http-client.ts";
+import { realSleep, runWithRetry, type Sleep } from "../delivery/retry.ts";
+
+const REQUEST_TIMEOUT_MS = 10_000;
+const BACKOFF_MS = 500;
+/** While the call waits the request is tried again and again; the wait's end stops it. */
+const REQUEST_ATTEMPTS = 1_000;
+const RESOLUTION_ATTEMPTS = 8;
+
+export interface Outgoing {
+  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code. */
+  request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string) => void): void;
+  /** Sends the resolution after the request, if the request ever reached the server. */
+  resolve(approvalId: string, body: ApprovalResolution): void;
+}
+
+export function createOutgoing(report: (message: string) => void, sleep: Sleep = realSleep): Outgoing {
+  const chains = new Map<string, { client: ApiClient; sent: Promise<boolean> }>();
+
+  return {
+    request(client, body, waitEnded, accepted) {
+      const sent = (async () => {
+        const result = await runWithRetry(
+          () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: ApprovalAnswer }),
+          { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
+        );
+        if (result.ok) accepted(result.value.approval.code);
+        else if (!waitEnded.aborted) report(`审批请求未能送达服务端，只能在终端回答：${result.error.message}`);
+        return result.ok;
+      })();
+      chains.set(body.approval_id, { client, sent });
+    },
+    resolve(approvalId, body) {
+      const chain = chains.get(approvalId);
+      if (!chain) return;
+      chains.delete(approvalId);
+      void (async () => {
+        // A request the wait cut short never reached the server: there is nothing to resolve there.
+        if (!(await chain.sent)) return;
+        const result = await runWithRetry(
+          () =>
+            chain.client.request("POST", `approvals/${encodeURIComponent(approvalId)}/resolution`, {
+              body,
+              timeoutMs: REQUEST_TIMEOUT_MS,
+              schema: ApprovalAnswer,
+            }),
+          { maxAttempts: RESOLUTION_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random },
+        );
+        if (!result.ok) report(`审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${errorText(result.error)}`);
+      })();
+    },
+  };
+}

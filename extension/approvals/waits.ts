@@ -1,0 +1,57 @@
+/**
+ * The calls waiting for a person in this runtime, each a LOCAL promise: whoever answers first (the
+ * control lane's decision, the terminal dialog, the timeout, the run's abort) settles it, and every
+ * later answer is told so. No network here: the gate awaits only these promises.
+ */
+import type { ApprovalBinding, ApprovalDecisionOutcome, ApprovalDecisionPayload, ApprovalOutcome, ApprovalVia } from "../../protocol/approvals.ts";
+
+export interface Answer {
+  outcome: ApprovalOutcome;
+  via: ApprovalVia;
+  reason: string | null;
+}
+
+/** Settled ids remembered so a late decision hears "already answered", not "unknown". */
+const REMEMBERED = 256;
+
+export function sameBinding(a: ApprovalBinding, b: ApprovalBinding): boolean {
+  return a.tool_call_id === b.tool_call_id && a.args_digest === b.args_digest && a.cwd === b.cwd;
+}
+
+export class Waits {
+  readonly #open = new Map<string, { binding: ApprovalBinding; settle(answer: Answer): void }>();
+  readonly #settled = new Set<string>();
+
+  /** Starts waiting for `approvalId`; the promise settles with the first answer. */
+  open(approvalId: string, binding: ApprovalBinding): Promise<Answer> {
+    return new Promise((resolve) => {
+      this.#open.set(approvalId, {
+        binding,
+        settle: (answer) => {
+          this.#open.delete(approvalId);
+          this.#settled.add(approvalId);
+          if (this.#settled.size > REMEMBERED) this.#settled.delete(this.#settled.values().next().value!);
+          resolve(answer);
+        },
+      });
+    });
+  }
+
+  /** First answer wins: true when this one settled the wait. */
+  settle(approvalId: string, answer: Answer): boolean {
+    const wait = this.#open.get(approvalId);
+    if (!wait) return false;
+    wait.settle(answer);
+    return true;
+  }
+
+  /** How a person's decision from the server applies: only to the waiting call with exactly that binding. */
+  decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome {
+    const wait = this.#open.get(payload.approval_id);
+    if (!wait) return this.#settled.has(payload.approval_id) ? "already_answered" : "unknown";
+    // The call stays waiting: a decision about anything else is no answer to it.
+    if (!sameBinding(wait.binding, payload.binding)) return "mismatch";
+    wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason });
+    return "applied";
+  }
+}

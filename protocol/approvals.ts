@@ -1,0 +1,123 @@
+/**
+ * Approvals: a person answers for one exact tool call. The request and resolution the extension
+ * posts, the approval as the server keeps it, the owner's decision, and the `approval_decision`
+ * control command's payload.
+ */
+import { z } from "zod";
+import { Id, Timestamp } from "./wire.ts";
+
+export const APPROVAL_LIMITS = { actionChars: 40, reasonChars: 200, previewChars: 1000, cwdChars: 4096, toolChars: 128, listMax: 100 } as const;
+
+/** What the person can decide. */
+export const ApprovalDecision = z.enum(["approved", "rejected"]);
+export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
+/** What happened to the call in the end. */
+export const ApprovalOutcome = z.enum(["approved", "rejected", "timeout"]);
+export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
+/** Where the answer came from. */
+export const ApprovalVia = z.enum(["chat", "operator", "console", "terminal", "policy", "timeout", "aborted"]);
+export type ApprovalVia = z.infer<typeof ApprovalVia>;
+/** Where a person can answer on the server's side. */
+export const PersonVia = z.enum(["chat", "operator", "console"]);
+export type PersonVia = z.infer<typeof PersonVia>;
+/** `pending` → `decided` (a person decided on the server) → final; `vanished`: the session's heartbeats stopped. */
+export const ApprovalState = z.enum(["pending", "decided", "approved", "rejected", "timeout", "vanished"]);
+export type ApprovalState = z.infer<typeof ApprovalState>;
+export const OPEN_APPROVAL_STATES: readonly ApprovalState[] = ["pending", "decided"];
+export const ApprovalSource = z.enum(["policy", "ask_approval"]);
+export type ApprovalSource = z.infer<typeof ApprovalSource>;
+
+/** A sha256 in lower-case hex: the digest of the call's canonical JSON arguments. */
+export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lower-case hex sha256");
+
+/** The exact call an approval is for, beyond its session, runtime and run. */
+export const ApprovalBinding = z.strictObject({
+  tool_call_id: z.string().min(1).max(256),
+  args_digest: Sha256Hex,
+  cwd: z.string().min(1).max(APPROVAL_LIMITS.cwdChars),
+});
+export type ApprovalBinding = z.infer<typeof ApprovalBinding>;
+
+/** The short code a person types: 5 letters, none that reads like a digit or another letter. */
+export const CODE_ALPHABET = "ACDEFHJKMNPRTUVWXY";
+export const ApprovalCode = z.string().regex(new RegExp(`^[${CODE_ALPHABET}]{5}$`), "must be a 5-letter approval code");
+
+/** `POST /approvals` (agent token). */
+export const ApprovalRequest = z.strictObject({
+  approval_id: Id,
+  session_id: Id,
+  runtime_id: Id,
+  run_id: Id,
+  tool_call_id: z.string().min(1).max(256),
+  tool: z.string().min(1).max(APPROVAL_LIMITS.toolChars),
+  args_digest: Sha256Hex,
+  cwd: z.string().min(1).max(APPROVAL_LIMITS.cwdChars),
+  action: z.string().min(1).max(APPROVAL_LIMITS.actionChars),
+  reason: z.string().max(APPROVAL_LIMITS.reasonChars),
+  preview: z.string().max(APPROVAL_LIMITS.previewChars),
+  source: ApprovalSource,
+  expires_at: Timestamp,
+  created_at: Timestamp,
+});
+export type ApprovalRequest = z.infer<typeof ApprovalRequest>;
+
+/** `POST /approvals/{approval_id}/resolution` (agent token): what actually happened to the call. */
+export const ApprovalResolution = z.strictObject({
+  session_id: Id,
+  runtime_id: Id,
+  outcome: ApprovalOutcome,
+  via: ApprovalVia,
+  reason: z.string().max(APPROVAL_LIMITS.reasonChars).nullable(),
+});
+export type ApprovalResolution = z.infer<typeof ApprovalResolution>;
+
+export const Approval = z.object({
+  approval_id: Id,
+  code: ApprovalCode,
+  session_id: Id,
+  tool: z.string(),
+  action: z.string(),
+  reason: z.string(),
+  preview: z.string(),
+  cwd: z.string(),
+  source: ApprovalSource,
+  state: ApprovalState,
+  decision: ApprovalDecision.nullable(),
+  decided_by: z.string().nullable(),
+  via: ApprovalVia.nullable(),
+  created_at: Timestamp,
+  expires_at: Timestamp,
+  resolved_at: Timestamp.nullable(),
+});
+export type Approval = z.infer<typeof Approval>;
+export const ApprovalAnswer = z.object({ approval: Approval });
+
+/** `POST /operator/approvals/{approval_id}/decision` (operator token). */
+export const OperatorApprovalDecision = z.strictObject({
+  decision: ApprovalDecision,
+  reason: z.string().max(APPROVAL_LIMITS.reasonChars).optional(),
+  binding: ApprovalBinding.optional(),
+});
+
+/** `GET /operator/approvals`: newest first; `open` = pending or decided. */
+export const ApprovalListQuery = z.strictObject({
+  state: z.enum(["open", "all"]).default("open"),
+  session_id: Id.optional(),
+  limit: z.coerce.number().int().min(1).max(APPROVAL_LIMITS.listMax).default(20),
+});
+export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
+export const ApprovalList = z.object({ approvals: z.array(Approval).max(APPROVAL_LIMITS.listMax) });
+
+/** The `approval_decision` control command's payload. */
+export const ApprovalDecisionPayload = z.strictObject({
+  approval_id: Id,
+  decision: ApprovalDecision,
+  reason: z.string().max(APPROVAL_LIMITS.reasonChars).nullable(),
+  binding: ApprovalBinding,
+  /** Where the person answered, for the terminal's note and the resolution. */
+  via: PersonVia,
+});
+export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
+/** How the client ACKs an `approval_decision`. */
+export const ApprovalDecisionOutcome = z.enum(["applied", "already_answered", "mismatch", "unknown"]);
+export type ApprovalDecisionOutcome = z.infer<typeof ApprovalDecisionOutcome>;

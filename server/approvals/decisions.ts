@@ -1,0 +1,195 @@
+/**
+ * The approval decisions, pure: a request (new, repeat, or an id reused with another body), a
+ * person's decision (first wins; late, expired or mismatched ones are refused with their reason),
+ * the agent's resolution (the truth about the call), the session vanishing, the server's own
+ * expiry, and the short code. Every transition says which state it was decided on; the store
+ * writes it only if the row is still in that state.
+ */
+import { createHash } from "node:crypto";
+import {
+  CODE_ALPHABET,
+  OPEN_APPROVAL_STATES,
+  type Approval,
+  type ApprovalBinding,
+  type ApprovalDecision,
+  type ApprovalRequest,
+  type ApprovalResolution,
+  type ApprovalSource,
+  type ApprovalState,
+  type ApprovalVia,
+  type PersonVia,
+} from "../../protocol/approvals.ts";
+import type { ErrorCode } from "../../protocol/wire.ts";
+
+export interface ApprovalRecord {
+  seq: number;
+  approval_id: string;
+  code: string;
+  session_id: string;
+  runtime_id: string;
+  run_id: string;
+  tool_call_id: string;
+  tool: string;
+  args_digest: string;
+  cwd: string;
+  action: string;
+  reason: string;
+  preview: string;
+  source: ApprovalSource;
+  request_digest: string;
+  state: ApprovalState;
+  decision: ApprovalDecision | null;
+  decision_reason: string | null;
+  decided_by: string | null;
+  via: ApprovalVia | null;
+  outcome_reason: string | null;
+  created_at: Date;
+  expires_at: Date;
+  decided_at: Date | null;
+  resolved_at: Date | null;
+  /** The owner's copy of the request: its platform message id once sent (quote replies answer it). */
+  request_message_id: string | null;
+  request_sent: boolean;
+  persona_mentioned: boolean;
+  closing_sent: boolean;
+}
+
+export type ApprovalPatch = Partial<Omit<ApprovalRecord, "seq" | "approval_id">>;
+
+export type Transition =
+  | { kind: "apply"; from: ApprovalState; patch: ApprovalPatch }
+  | { kind: "unchanged" }
+  | { kind: "refuse"; error: ErrorCode; state?: ApprovalState };
+
+const FINAL: readonly ApprovalState[] = ["approved", "rejected", "timeout", "vanished"];
+export const isOpen = (state: ApprovalState) => OPEN_APPROVAL_STATES.includes(state);
+export const isFinal = (state: ApprovalState) => FINAL.includes(state);
+
+/** The digest that tells a repeat of a request from another body under the same id. */
+export function requestDigest(body: ApprovalRequest): string {
+  const ordered = Object.keys(body)
+    .sort()
+    .map((key) => [key, body[key as keyof ApprovalRequest]]);
+  return createHash("sha256").update(JSON.stringify(ordered)).digest("hex");
+}
+
+export type RequestDecision = { kind: "create" } | { kind: "reuse"; record: ApprovalRecord } | { kind: "refuse"; error: ErrorCode };
+
+export function decideRequest(existing: ApprovalRecord | undefined, digest: string): RequestDecision {
+  if (!existing) return { kind: "create" };
+  return existing.request_digest === digest ? { kind: "reuse", record: existing } : { kind: "refuse", error: "idempotency_key_reused" };
+}
+
+/** A code not used by any open approval; `random` gives an index into the alphabet. */
+export function pickCode(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64): string {
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    let code = "";
+    for (let i = 0; i < 5; i++) code += CODE_ALPHABET[random(CODE_ALPHABET.length)];
+    if (!taken.has(code)) return code;
+  }
+  throw new Error("no free approval code");
+}
+
+/** Codes are typed by people: spaces and case do not matter; look-alike digits read as their letters cannot occur. */
+export function normaliseCode(text: string): string {
+  return text.trim().toUpperCase();
+}
+
+export interface DecisionInput {
+  decision: ApprovalDecision;
+  reason: string | null;
+  decidedBy: string;
+  via: PersonVia;
+  binding?: ApprovalBinding | undefined;
+}
+
+/** A person's decision: the first one on a pending, unexpired approval with a matching binding wins. */
+export function decideDecision(record: ApprovalRecord | undefined, input: DecisionInput, now: Date): Transition {
+  if (!record) return { kind: "refuse", error: "not_found" };
+  if (record.state === "timeout" || record.state === "vanished") return { kind: "refuse", error: "approval_expired", state: record.state };
+  if (record.state !== "pending") return { kind: "refuse", error: "already_decided", state: record.state };
+  if (now.getTime() >= record.expires_at.getTime()) return { kind: "refuse", error: "approval_expired", state: record.state };
+  if (input.binding && !bindingMatches(record, input.binding)) return { kind: "refuse", error: "approval_mismatch" };
+  return {
+    kind: "apply",
+    from: "pending",
+    patch: { state: "decided", decision: input.decision, decision_reason: input.reason, decided_by: input.decidedBy, via: input.via, decided_at: now },
+  };
+}
+
+/** A decision whose control command could not be queued is taken back, so a person can answer again. */
+export function decideUndo(record: ApprovalRecord | undefined): Transition {
+  if (record?.state !== "decided") return { kind: "unchanged" };
+  return { kind: "apply", from: "decided", patch: { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } };
+}
+
+export function bindingOf(record: ApprovalRecord): ApprovalBinding {
+  return { tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd };
+}
+
+function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boolean {
+  return record.tool_call_id === binding.tool_call_id && record.args_digest === binding.args_digest && record.cwd === binding.cwd;
+}
+
+/**
+ * The agent's word on what happened to the call, the record's source of truth: it closes an open
+ * approval and corrects `vanished` (the session came back and answered); a repeat changes nothing.
+ */
+export function decideResolution(record: ApprovalRecord | undefined, body: ApprovalResolution, now: Date): Transition {
+  if (!record || record.session_id !== body.session_id || record.runtime_id !== body.runtime_id) return { kind: "refuse", error: "not_found" };
+  if (record.state !== "pending" && record.state !== "decided" && record.state !== "vanished") return { kind: "unchanged" };
+  const person = body.via === "chat" || body.via === "operator" || body.via === "console";
+  return {
+    kind: "apply",
+    from: record.state,
+    patch: {
+      state: body.outcome,
+      via: body.via,
+      outcome_reason: body.reason,
+      decided_by: body.via === "terminal" ? "terminal" : person ? record.decided_by : null,
+      decision: body.outcome === "timeout" ? record.decision : body.outcome,
+      resolved_at: now,
+    },
+  };
+}
+
+/** The session's runtime is gone while the approval is open: nobody is waiting for an answer any more. */
+export function decideVanish(record: ApprovalRecord, now: Date): Transition {
+  return isOpen(record.state) ? { kind: "apply", from: record.state, patch: { state: "vanished", resolved_at: now } } : { kind: "unchanged" };
+}
+
+/** Past its time by more than `graceMs` and the agent never said: the server closes it as timed out. */
+export function decideExpiry(record: ApprovalRecord, now: Date, graceMs: number): Transition {
+  if (!isOpen(record.state) || now.getTime() < record.expires_at.getTime() + graceMs) return { kind: "unchanged" };
+  return { kind: "apply", from: record.state, patch: { state: "timeout", via: "timeout", resolved_at: now } };
+}
+
+/** What the owner still has to be sent, in order. Pure. */
+export type Outgoing = "request" | "mention" | "closing" | "skip_closing";
+export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean): Outgoing | undefined {
+  if (isOpen(record.state) && !record.request_sent) return "request";
+  if (isOpen(record.state) && personaPresent && !record.persona_mentioned) return "mention";
+  if (isFinal(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
+  return undefined;
+}
+
+export function project(record: ApprovalRecord): Approval {
+  return {
+    approval_id: record.approval_id,
+    code: record.code,
+    session_id: record.session_id,
+    tool: record.tool,
+    action: record.action,
+    reason: record.reason,
+    preview: record.preview,
+    cwd: record.cwd,
+    source: record.source,
+    state: record.state,
+    decision: record.decision,
+    decided_by: record.decided_by,
+    via: record.via,
+    created_at: new Date(record.created_at).toISOString(),
+    expires_at: new Date(record.expires_at).toISOString(),
+    resolved_at: record.resolved_at ? new Date(record.resolved_at).toISOString() : null,
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * What the owner is owed about approvals, sent one at a time in approval order: the request
+ * (straight to the owner, whatever the route, muting or not), a mention to the persona when one is
+ * installed, and one closing message when the approval ends. What was sent is marked on the row,
+ * so a restart resumes; a failed send is retried with backoff until it goes through.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import type { EventBody } from "../../protocol/events.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { nextOutgoing, type ApprovalRecord } from "./decisions.ts";
+import { closingText, mentionEvent, requestText } from "./messages.ts";
+import type { ApprovalStore } from "./store.ts";
+
+export interface MessengerDeps {
+  store: ApprovalStore;
+  audit: AuditLog;
+  /** Sends to the owner; answers the platform message id; throws when it could not send. */
+  send(text: string): Promise<string | null>;
+  /** Hands the persona its mention (the event intake); throws when not accepted yet. */
+  mention(event: EventBody): Promise<void>;
+  personaPresent(): boolean;
+  retryFirstMs?: number;
+  retryMaxMs?: number;
+}
+
+const RETRY_FIRST_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
+
+export class ApprovalMessenger {
+  readonly #ctx: Context;
+  readonly #deps: MessengerDeps;
+  #running = false;
+  #again = false;
+  #failures = 0;
+  #retry: (() => void) | undefined;
+  #stopped = false;
+
+  constructor(ctx: Context, deps: MessengerDeps) {
+    this.#ctx = ctx;
+    this.#deps = deps;
+    ctx.on("dispose", () => {
+      this.#stopped = true;
+      this.#retry?.();
+    });
+  }
+
+  /** Something may be owed: work through it now (or right after the pass in progress). */
+  kick(): void {
+    if (this.#stopped) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#retry?.();
+    this.#retry = undefined;
+    void this.#pass();
+  }
+
+  async #pass(): Promise<void> {
+    this.#running = true;
+    const logger = this.#ctx.logger("notify-webhook");
+    let failed = false;
+    try {
+      do {
+        this.#again = false;
+        for (const row of await this.#deps.store.owing()) {
+          if (this.#stopped) return;
+          if (!(await this.#settle(row))) failed = true;
+        }
+      } while (this.#again && !failed);
+    } catch (error) {
+      logger.warn("approval messages: %s", errorText(error));
+      failed = true;
+    } finally {
+      this.#running = false;
+    }
+    if (failed && !this.#stopped) {
+      this.#failures++;
+      const first = this.#deps.retryFirstMs ?? RETRY_FIRST_MS;
+      const delay = Math.min(first * 2 ** (this.#failures - 1), this.#deps.retryMaxMs ?? RETRY_MAX_MS);
+      this.#retry = this.#ctx.setTimeout(() => {
+        this.#retry = undefined;
+        this.kick();
+      }, delay);
+    } else this.#failures = 0;
+  }
+
+  /** Sends everything owed for one approval, in order; false when a send failed (tried again later). */
+  async #settle(initial: ApprovalRecord): Promise<boolean> {
+    const { store, audit } = this.#deps;
+    let row: ApprovalRecord | undefined = initial;
+    for (;;) {
+      if (!row) return true;
+      const next = nextOutgoing(row, this.#deps.personaPresent());
+      if (!next) {
+        // Nothing owed that can be sent: a mention with no persona present is not owed.
+        if (!row.persona_mentioned && !this.#deps.personaPresent()) await store.mark(row.approval_id, { persona_mentioned: true });
+        return true;
+      }
+      try {
+        if (next === "request") {
+          const text = requestText(row, new Date());
+          const messageId = await this.#deps.send(text);
+          await store.mark(row.approval_id, { request_sent: true, request_message_id: messageId });
+          await audit.record({ actor: "server", action: "approval.request_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
+        } else if (next === "mention") {
+          await this.#deps.mention(mentionEvent(row, new Date()));
+          await store.mark(row.approval_id, { persona_mentioned: true });
+        } else if (next === "closing") {
+          const text = closingText(row);
+          const messageId = await this.#deps.send(text);
+          await store.mark(row.approval_id, { closing_sent: true });
+          await audit.record({ actor: "server", action: "approval.closing_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
+        } else {
+          // The owner never saw the request: no closing message for it either.
+          await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });
+        }
+      } catch (error) {
+        this.#ctx.logger("notify-webhook").warn("approval %s: %s not sent yet (%s)", row.code, next, errorText(error));
+        return false;
+      }
+      row = await store.get(row.approval_id);
+    }
+  }
+}

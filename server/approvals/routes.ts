@@ -1,0 +1,77 @@
+/**
+ * Approvals over HTTP and the timers around them: the agent's `POST /approvals` and
+ * `POST /approvals/:id/resolution`, the owner's `GET /operator/approvals` and
+ * `POST /operator/approvals/:id/decision`; open approvals of a runtime that went away become
+ * `vanished`, unresolved ones past their time `timeout`; the messenger starts on load.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, OperatorApprovalDecision } from "../../protocol/approvals.ts";
+import { parseWith } from "../errors.ts";
+import { json, type HttpApi } from "../http/api.ts";
+import type { SessionRegistry } from "../sessions/registry.ts";
+import type { ApprovalMessenger } from "./messenger.ts";
+import type { ApprovalService } from "./service.ts";
+
+const EXPIRY_SWEEP_MS = 15_000;
+
+export interface ApprovalRoutesDeps {
+  api: HttpApi;
+  approvals: ApprovalService;
+  messenger: ApprovalMessenger;
+  registry: SessionRegistry;
+}
+
+export const ApprovalRoutes = {
+  name: "notify-webhook-approvals",
+  reusable: true,
+  apply(ctx: Context, { api, approvals, messenger, registry }: ApprovalRoutesDeps) {
+    const logger = ctx.logger("notify-webhook");
+    api.offer(ctx, "approvals");
+    const background = (what: string, work: Promise<void>) => void work.catch((error: unknown) => logger.warn("%s failed: %s", what, errorText(error)));
+
+    // Heartbeats are frequent: only a runtime not seen before for its session is looked at.
+    const runtimes = new Map<string, string>();
+    ctx.effect(() =>
+      registry.onChange((change) => {
+        const { session_id, runtime_id } = change.entry.heartbeat;
+        if (change.kind === "recorded") {
+          if (runtimes.get(session_id) === runtime_id) return;
+          runtimes.set(session_id, runtime_id);
+          background("approvals of a replaced runtime", approvals.vanish(session_id, runtime_id));
+        } else {
+          runtimes.delete(session_id);
+          background("approvals of a vanished session", approvals.vanish(session_id));
+        }
+      }),
+    );
+    ctx.setInterval(() => background("approval expiry", approvals.expire()), EXPIRY_SWEEP_MS);
+    // What a previous run of the server still owed the owner, and which sessions have open approvals.
+    ctx.on("ready", () => {
+      messenger.kick();
+      background("loading open approvals", approvals.load());
+    });
+
+    api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {
+      const body = parseWith(ApprovalRequest, request.body);
+      const { approval, created } = await approvals.request(body);
+      return json(created ? 201 : 200, { approval });
+    });
+
+    api.route(ctx, { method: "POST", path: "/approvals/:approval_id/resolution", auth: "agent" }, async (request) => {
+      const body = parseWith(ApprovalResolution, request.body);
+      return json(200, { approval: await approvals.resolve(request.params.approval_id ?? "", body) });
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/approvals", auth: "operator" }, async (request) => {
+      const query = parseWith(ApprovalListQuery, Object.fromEntries(request.query));
+      return json(200, { approvals: await approvals.list(query) });
+    });
+
+    api.route(ctx, { method: "POST", path: "/operator/approvals/:approval_id/decision", auth: "operator" }, async (request) => {
+      const body = parseWith(OperatorApprovalDecision, request.body);
+      const approval = await approvals.decide(request.params.approval_id ?? "", body.decision, { actor: "operator", name: "operator" }, "operator", body.reason ?? null, body.binding);
+      return json(200, { approval });
+    });
+  },
+};

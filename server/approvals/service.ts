@@ -1,0 +1,192 @@
+/**
+ * ApprovalService: the one home of approvals for every surface. The agent requests and resolves;
+ * only the owner decides (operator API, chat commands, console), never the persona; anyone allowed
+ * may list. A decision is a conditional write on `pending` (first wins) and then an
+ * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
+ * and every change wakes the messenger, which owes the owner the request and one closing message.
+ */
+import { randomInt } from "node:crypto";
+import { OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type PersonVia } from "../../protocol/approvals.ts";
+import type { AuditActor } from "../../protocol/audit.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { DomainError } from "../errors.ts";
+import {
+  bindingOf,
+  decideDecision,
+  decideExpiry,
+  decideRequest,
+  decideResolution,
+  decideUndo,
+  decideVanish,
+  normaliseCode,
+  pickCode,
+  project,
+  requestDigest,
+  type ApprovalRecord,
+  type Transition,
+} from "./decisions.ts";
+import type { ApprovalStore } from "./store.ts";
+
+/** The commands store's control lane, as far as approvals use it. */
+export interface ControlCommands {
+  createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown>;
+}
+
+/** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
+export interface Decider {
+  actor: AuditActor;
+  name: string;
+}
+
+export interface ApprovalServiceDeps {
+  store: ApprovalStore;
+  audit: AuditLog;
+  control: ControlCommands;
+  /** Called after every change that may owe the owner a message. */
+  changed(): void;
+  random?: (size: number) => number;
+  now?: () => Date;
+}
+
+/** How long after `expires_at` the server closes an approval the agent never resolved. */
+export const EXPIRY_GRACE_MS = 60_000;
+const CODE_PATTERN = /^[A-Za-z]{5}$/;
+
+export class ApprovalService {
+  readonly #deps: ApprovalServiceDeps;
+  #creations: Promise<unknown> = Promise.resolve();
+  /**
+   * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
+   * sessions without any cost no database read; undefined until `load` has read the open ones.
+   */
+  #mayHaveOpen: Set<string> | undefined;
+
+  constructor(deps: ApprovalServiceDeps) {
+    this.#deps = deps;
+  }
+
+  #now(): Date {
+    return this.#deps.now?.() ?? new Date();
+  }
+
+  /** Reads which sessions have open approvals (at start). */
+  async load(): Promise<void> {
+    const open = await this.#deps.store.openFor({});
+    this.#mayHaveOpen = new Set([...(this.#mayHaveOpen ?? []), ...open.map((row) => row.session_id)]);
+  }
+
+  /** Stores the request with a code unique among open approvals; a repeat returns the stored one. */
+  request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
+    const run = this.#creations.then(async () => {
+      const { store, audit } = this.#deps;
+      const digest = requestDigest(body);
+      const decision = decideRequest(await store.get(body.approval_id), digest);
+      if (decision.kind === "refuse") throw new DomainError(decision.error);
+      if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
+      this.#mayHaveOpen?.add(body.session_id);
+      const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
+      const record = await store.create({
+        ...body,
+        code,
+        request_digest: digest,
+        state: "pending",
+        decision: null,
+        decision_reason: null,
+        decided_by: null,
+        via: null,
+        outcome_reason: null,
+        created_at: new Date(body.created_at),
+        expires_at: new Date(body.expires_at),
+        decided_at: null,
+        resolved_at: null,
+        request_message_id: null,
+        request_sent: false,
+        persona_mentioned: false,
+        closing_sent: false,
+      });
+      await audit.record({ actor: "agent", action: "approval.requested", session_id: record.session_id, subject: record.approval_id, data: { ...body, code } });
+      this.#deps.changed();
+      return { approval: project(record), created: true };
+    });
+    this.#creations = run.catch(() => {});
+    return run;
+  }
+
+  /** The agent's word on what happened to the call; idempotent. */
+  async resolve(approvalId: string, body: ApprovalResolution): Promise<Approval> {
+    const { record, changed } = await this.#deps.store.transition(approvalId, (r) => decideResolution(r, body, this.#now()));
+    if (changed) {
+      await this.#deps.audit.record({ actor: "agent", action: "approval.resolved", session_id: record.session_id, subject: approvalId, data: { ...body, code: record.code } });
+      this.#deps.changed();
+    }
+    return project(record);
+  }
+
+  /**
+   * A person's decision, by approval id or 5-letter code. Refusals: `not_found`, `already_decided`,
+   * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
+   * the persona, which may never decide. Each refusal is audited with who tried.
+   */
+  async decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<Approval> {
+    const { store, audit } = this.#deps;
+    const found = CODE_PATTERN.test(ref.trim()) ? await store.byCode(normaliseCode(ref)) : await store.get(ref);
+    const refused = async (error: DomainError) => {
+      await audit.record({ actor: decider.actor, action: "approval.refused", session_id: found?.session_id ?? null, subject: found?.approval_id ?? ref, data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null } });
+      return error;
+    };
+    if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
+    if (!found) throw await refused(new DomainError("not_found"));
+    let result: { record: ApprovalRecord; changed: boolean };
+    try {
+      result = await store.transition(found.approval_id, (r) =>
+        decideDecision(r, { decision, reason: reason ?? null, decidedBy: decider.name, via, binding }, this.#now()),
+      );
+    } catch (error) {
+      throw error instanceof DomainError ? await refused(error) : error;
+    }
+    const record = result.record;
+    const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason: reason ?? null, binding: bindingOf(record), via };
+    try {
+      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
+    } catch (error) {
+      await store.transition(record.approval_id, decideUndo);
+      throw error;
+    }
+    await audit.record({ actor: decider.actor, action: "approval.decided", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via } });
+    this.#deps.changed();
+    return project(record);
+  }
+
+  async list(query: ApprovalListQuery): Promise<Approval[]> {
+    const rows = await this.#deps.store.list({ states: query.state === "open" ? OPEN_APPROVAL_STATES : undefined, sessionId: query.session_id, limit: query.limit });
+    return rows.map(project);
+  }
+
+  /** The approval a quote reply answers, if the quoted message is a request. */
+  async byRequestMessage(messageId: string): Promise<Approval | undefined> {
+    const record = await this.#deps.store.byRequestMessage(messageId);
+    return record && project(record);
+  }
+
+  /** A session's runtime went away (offline, expired, replaced): its open approvals can no longer be answered. */
+  async vanish(sessionId: string, keepRuntime?: string): Promise<void> {
+    if (this.#mayHaveOpen && !this.#mayHaveOpen.has(sessionId)) return;
+    const open = await this.#deps.store.openFor({ sessionId, ...(keepRuntime ? { notRuntime: keepRuntime } : {}) });
+    if (open.length === 0 && !keepRuntime) this.#mayHaveOpen?.delete(sessionId);
+    for (const row of open) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
+  }
+
+  /** Approvals past their time whose agent never said: closed as timed out. */
+  async expire(): Promise<void> {
+    for (const row of await this.#deps.store.openFor({})) {
+      if (decideExpiry(row, this.#now(), EXPIRY_GRACE_MS).kind === "apply") await this.#close(row, "approval.expired", (r) => decideExpiry(r, this.#now(), EXPIRY_GRACE_MS));
+    }
+  }
+
+  async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => Transition): Promise<void> {
+    const { record, changed } = await this.#deps.store.transition(row.approval_id, (r) => (r ? decide(r) : { kind: "unchanged" }));
+    if (!changed) return;
+    await this.#deps.audit.record({ actor: "server", action, session_id: record.session_id, subject: record.approval_id, data: { code: record.code, state: record.state } });
+    this.#deps.changed();
+  }
+}

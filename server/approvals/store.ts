@@ -1,0 +1,145 @@
+/**
+ * The `anon_notify_approval` table. Every state change is a conditional write on the state it was
+ * decided on, so of two decisions racing for one approval exactly one lands; the other is decided
+ * again on a fresh read and refused. Closed approvals stay as the record of who decided what until
+ * retention removes them with the other final rows.
+ */
+import type { Context, Query } from "koishi";
+import { ApprovalState, OPEN_APPROVAL_STATES } from "../../protocol/approvals.ts";
+import { DomainError } from "../errors.ts";
+import type { ApprovalPatch, ApprovalRecord, Transition } from "./decisions.ts";
+
+declare module "koishi" {
+  interface Tables {
+    anon_notify_approval: ApprovalRecord;
+  }
+}
+
+export const APPROVAL_TABLE = "anon_notify_approval";
+const MAX_RACE_RETRIES = 5;
+
+/** minato's query types do not accept a list for a union-typed column, which is valid at run time. */
+function where(query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> {
+  return query as Query<ApprovalRecord>;
+}
+
+export class ApprovalStore {
+  readonly #ctx: Context;
+
+  constructor(ctx: Context) {
+    this.#ctx = ctx;
+    ctx.model.extend(
+      APPROVAL_TABLE,
+      {
+        seq: "unsigned",
+        approval_id: { type: "string", length: 128 },
+        code: { type: "string", length: 8 },
+        session_id: { type: "string", length: 128 },
+        runtime_id: { type: "string", length: 128 },
+        run_id: { type: "string", length: 128 },
+        tool_call_id: { type: "string", length: 256 },
+        tool: { type: "string", length: 128 },
+        args_digest: { type: "string", length: 64 },
+        cwd: "text",
+        action: { type: "string", length: 64 },
+        reason: "text",
+        preview: "text",
+        source: { type: "string", length: 16 },
+        request_digest: { type: "string", length: 64 },
+        state: { type: "string", length: 16 },
+        decision: { type: "string", length: 16, nullable: true },
+        decision_reason: { type: "text", nullable: true },
+        decided_by: { type: "string", length: 255, nullable: true },
+        via: { type: "string", length: 16, nullable: true },
+        outcome_reason: { type: "text", nullable: true },
+        created_at: "timestamp",
+        expires_at: "timestamp",
+        decided_at: { type: "timestamp", nullable: true },
+        resolved_at: { type: "timestamp", nullable: true },
+        request_message_id: { type: "string", length: 255, nullable: true },
+        request_sent: "boolean",
+        persona_mentioned: "boolean",
+        closing_sent: "boolean",
+      },
+      { primary: "seq", autoInc: true, unique: ["approval_id"] },
+    );
+  }
+
+  async get(approvalId: string): Promise<ApprovalRecord | undefined> {
+    return (await this.#ctx.database.get(APPROVAL_TABLE, { approval_id: approvalId }))[0];
+  }
+
+  /** The newest approval with this code: an open one while it is open, else the last one that had it (a late answer). */
+  async byCode(code: string): Promise<ApprovalRecord | undefined> {
+    return (await this.#ctx.database.get(APPROVAL_TABLE, { code }, { sort: { seq: "desc" }, limit: 1 }))[0];
+  }
+
+  /** The approval whose request is this platform message (a quote reply). */
+  async byRequestMessage(messageId: string): Promise<ApprovalRecord | undefined> {
+    return (await this.#ctx.database.get(APPROVAL_TABLE, { request_message_id: messageId }, { limit: 1 }))[0];
+  }
+
+  async openCodes(): Promise<Set<string>> {
+    const rows = await this.#ctx.database.get(APPROVAL_TABLE, where({ state: OPEN_APPROVAL_STATES }), ["code"]);
+    return new Set(rows.map((row) => row.code));
+  }
+
+  async create(record: Omit<ApprovalRecord, "seq">): Promise<ApprovalRecord> {
+    return this.#ctx.database.create(APPROVAL_TABLE, record);
+  }
+
+  async list(filter: { states?: readonly ApprovalState[]; sessionId?: string | undefined; limit: number }): Promise<ApprovalRecord[]> {
+    const query: Partial<Record<keyof ApprovalRecord, unknown>> = {};
+    if (filter.states) query.state = filter.states;
+    if (filter.sessionId) query.session_id = filter.sessionId;
+    return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit });
+  }
+
+  /**
+   * Removes closed approvals created before `cutoff` whose messages have all gone out; returns how
+   * many went. Open ones, and closed ones still owing the owner a message, stay however old.
+   */
+  async prune(cutoff: Date): Promise<number> {
+    const closed = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
+    const result = await this.#ctx.database.remove(
+      APPROVAL_TABLE,
+      where({ state: closed, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true }),
+    );
+    return result.removed ?? 0;
+  }
+
+  /** Rows with a message still owed to the owner or the persona. */
+  async owing(): Promise<ApprovalRecord[]> {
+    const owing = { $or: [{ request_sent: false }, { persona_mentioned: false }, { closing_sent: false }] } as Query<ApprovalRecord>;
+    return this.#ctx.database.get(APPROVAL_TABLE, owing, { sort: { seq: "asc" } });
+  }
+
+  /**
+   * Decides on a fresh read and writes only if the row is still in the state decided on; a lost
+   * race is decided again. Returns the row after the change (or as it is, when unchanged).
+   */
+  async transition(approvalId: string, decide: (record: ApprovalRecord | undefined) => Transition): Promise<{ record: ApprovalRecord; changed: boolean }> {
+    for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
+      const record = await this.get(approvalId);
+      const decision = decide(record);
+      if (decision.kind === "refuse") throw new DomainError(decision.error, decision.state ? { state: decision.state } : {});
+      if (!record) throw new DomainError("not_found");
+      if (decision.kind === "unchanged") return { record, changed: false };
+      const { matched } = await this.#ctx.database.set(APPROVAL_TABLE, where({ approval_id: approvalId, state: decision.from }), decision.patch);
+      if (matched === 1) return { record: { ...record, ...decision.patch }, changed: true };
+    }
+    throw new DomainError("not_ready", { retryAfterSeconds: 1 });
+  }
+
+  /** Book-keeping of what was sent; not a state change, so no guard on the state. */
+  async mark(approvalId: string, patch: Pick<ApprovalPatch, "request_sent" | "request_message_id" | "persona_mentioned" | "closing_sent">): Promise<void> {
+    await this.#ctx.database.set(APPROVAL_TABLE, { approval_id: approvalId }, patch);
+  }
+
+  async openFor(filter: { sessionId?: string; notRuntime?: string }): Promise<ApprovalRecord[]> {
+    const query: Partial<Record<keyof ApprovalRecord, unknown>> = { state: OPEN_APPROVAL_STATES };
+    if (filter.sessionId) query.session_id = filter.sessionId;
+    if (filter.notRuntime) query.runtime_id = { $ne: filter.notRuntime };
+    return this.#ctx.database.get(APPROVAL_TABLE, where(query));
+  }
+}

@@ -1,0 +1,322 @@
+/**
+ * Approvals end to end: the extension as Pi loads it, in a REAL Pi session (SDK + faux model
+ * calling `bash` with `rm -rf build`), talking to the REAL notify-webhook plugin (loopback, SQLite)
+ * with a mock bot whose sends to the owner are recorded, as a platform would answer them.
+ */
+import { test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { ExtensionAPI, ExtensionUIContext } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
+import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
+import { AuditPage } from "../../protocol/audit.ts";
+import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
+import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
+import { MockBot } from "../server/persona-standin.ts";
+import { waitUntil } from "../helpers/wait.ts";
+
+interface Setup {
+  koishi: KoishiHarness;
+  pi: PiHarness;
+  sessionId: string;
+  /** What the bot sent the owner, in order. */
+  owner: string[];
+  build: string;
+}
+
+async function setup(t: TestContext, options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean } = {}): Promise<Setup> {
+  const owner: string[] = [];
+  const koishi = await startKoishi({
+    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq },
+    plugins: (use) => void use(MockBot, { selfId: "514" }),
+  });
+  const bot = koishi.app.bots["mock:514"]!;
+  bot.sendPrivateMessage = async (userId, content) => {
+    assert.equal(userId, RECIPIENT.qq, "approval messages go to the configured owner only");
+    owner.push(String(content));
+    return [`msg-${owner.length}`];
+  };
+  const root = makeRoot();
+  const saved = { ...process.env };
+  Object.assign(process.env, extensionEnv(koishi, root));
+  writeUserConfig(root, { approval: { enabled: true, ...options.approval } });
+  const pi = await startPi({ root, ...options.pi });
+  t.after(async () => {
+    await pi.dispose({ keepRoot: true });
+    process.env = saved;
+    await koishi.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+  if (options.activate !== false) await pi.prompt("/anon-notify");
+  const build = join(pi.cwd, "build");
+  mkdirSync(build, { recursive: true });
+  return { koishi, pi, sessionId: pi.session.sessionManager.getSessionId(), owner, build };
+}
+
+const rmBuild = () => ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" });
+const ask = (args: { action: string; reason: string; payload?: string }) => ai.fauxAssistantMessage([ai.fauxToolCall(ASK_TOOL_NAME, args)], { stopReason: "toolUse" });
+
+/** The tool results the model read, in order. */
+function toolResults(pi: PiHarness, tool: string): { text: string; isError: boolean }[] {
+  return pi.session.sessionManager
+    .getBranch()
+    .filter((e) => e.type === "message" && e.message.role === "toolResult" && e.message.toolName === tool)
+    .map((e) => {
+      const message = (e as unknown as { message: { content: { type: string; text?: string }[]; isError: boolean } }).message;
+      return { text: message.content.map((c) => c.text ?? "").join(""), isError: message.isError };
+    });
+}
+
+async function approvals(koishi: KoishiHarness, sessionId: string): Promise<any[]> {
+  const answer = await call(koishi, "GET", `/operator/approvals?state=all&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
+  assert.equal(answer.status, 200);
+  return answer.body.approvals;
+}
+
+async function auditActions(koishi: KoishiHarness, sessionId: string): Promise<string[]> {
+  const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
+  return AuditPage.parse(answer.body).entries.map((e) => e.action).reverse();
+}
+
+/** A terminal whose confirm dialog the test answers; every dialog opened is recorded. */
+function terminal() {
+  const dialogs: { title: string; message: string; answer(yes: boolean): void; dismissed: Promise<void> }[] = [];
+  const ui: Partial<ExtensionUIContext> = {
+    confirm: (title, message, opts) =>
+      new Promise<boolean>((resolve) => {
+        let dismiss!: () => void;
+        const dismissed = new Promise<void>((r) => (dismiss = r));
+        dialogs.push({ title, message, answer: resolve, dismissed });
+        opts?.signal?.addEventListener("abort", () => {
+          dismiss();
+          resolve(false);
+        }, { once: true });
+      }),
+  };
+  return { ui, dialogs };
+}
+
+test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
+  const run = pi.prompt("清理构建目录");
+  const dialog = await waitUntil(() => term.dialogs[0], "the terminal dialog opened");
+  assert.match(dialog.title, /rm -rf/);
+  assert.match(dialog.message, /rm -rf build/);
+  const request = await waitUntil(() => owner[0], "the owner got the request");
+  const code = /审批 ([A-Z]{5})/.exec(request)?.[1];
+  assert.ok(code, request);
+  assert.match(request, /rm -rf build/);
+  assert.match(request, new RegExp(`anon\\.approve ${code}`));
+  assert.equal(existsSync(build), true, "nothing ran while waiting");
+
+  dialog.answer(true);
+  await run;
+  assert.equal(existsSync(build), false, "approved: the command ran");
+  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false]);
+
+  const closing = await waitUntil(() => owner[1], "the owner was told the request is closed");
+  assert.match(closing, new RegExp(`${code} 已结束.*在终端批准`));
+  const [approval] = await approvals(koishi, sessionId);
+  assert.equal(approval.state, "approved");
+  assert.equal(approval.via, "terminal");
+  // A chat answer after the terminal's is answered, not dropped.
+  const late = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected" }, OPERATOR_TOKEN);
+  assert.deepEqual([late.status, late.body], [409, { error: "already_decided", state: "approved" }]);
+  const actions = await waitUntil(async () => {
+    const all = await auditActions(koishi, sessionId);
+    return all.includes("approval.closing_sent") && all.includes("approval.refused") ? all : undefined;
+  }, "the trail has the whole story");
+  for (const action of ["approval.requested", "approval.request_sent", "approval.resolved", "approval.closing_sent", "approval.refused"]) assert.ok(actions.includes(action), action);
+  assert.equal(owner.length, 2, "one request, one closing message");
+});
+
+test("denied in the terminal: blocked, and the model reads why", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { pi, build } = await setup(t, { pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("好的，不删")]);
+  const run = pi.prompt("清理构建目录");
+  (await waitUntil(() => term.dialogs[0], "the dialog opened")).answer(false);
+  await run;
+  assert.equal(existsSync(build), true);
+  const [result] = toolResults(pi, "bash");
+  assert.equal(result!.isError, true);
+  assert.match(result!.text, /在终端.*拒绝了「rm -rf」.*不要重试/);
+});
+
+test("nobody answers: rejected at the timeout, the dialog is closed and the owner told", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { koishi, pi, sessionId, owner, build } = await setup(t, { approval: { timeoutMs: 1000 }, pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("超时了")]);
+  await pi.prompt("清理构建目录");
+  assert.equal(existsSync(build), true);
+  assert.match(toolResults(pi, "bash")[0]!.text, /等待批准超时/);
+  await term.dialogs[0]!.dismissed;
+  assert.ok(pi.notices().some((n) => /rm -rf」已超时拒绝/.test(n)), "the terminal is told the dialog closed");
+  await waitUntil(() => owner.some((m) => /超时无人回答/.test(m)), "the owner was told it timed out");
+  assert.equal((await approvals(koishi, sessionId))[0].state, "timeout");
+});
+
+test("the run is aborted while waiting: rejected, not held hostage", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("x")]);
+  const run = pi.prompt("清理构建目录");
+  await waitUntil(() => term.dialogs[0], "the dialog opened");
+  await pi.session.abort();
+  await run;
+  assert.equal(existsSync(build), true);
+  // Pi words an aborted call's result itself; the record says why it was rejected.
+  assert.equal(toolResults(pi, "bash")[0]?.isError, true);
+  const approval = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state !== "pending"), "the approval resolved");
+  assert.deepEqual([approval.state, approval.via], ["rejected", "aborted"]);
+  await waitUntil(() => owner.some((m) => /运行被中断，审批已取消/.test(m)), "the owner was told");
+});
+
+test("print mode and subagents never wait: the policy rejects at once and nothing is asked", { timeout: 90_000 }, async (t) => {
+  for (const mode of ["print", "json"] as const) {
+    await t.test(mode, async (t) => {
+      const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { mode, persist: mode !== "json" } });
+      pi.script([rmBuild(), ai.fauxAssistantMessage("被拦截")]);
+      await pi.prompt("清理构建目录");
+      assert.equal(existsSync(build), true);
+      assert.match(toolResults(pi, "bash")[0]!.text, /interactive, switched-on session/);
+      assert.deepEqual(await approvals(koishi, sessionId), []);
+      assert.deepEqual(owner, []);
+    });
+  }
+});
+
+test("calls the policy does not cover run without asking; approvals off (the default) asks nothing", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { pi } = await setup(t, { approval: { enabled: false }, pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "echo hi" })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("ok")]);
+  await pi.prompt("做事");
+  assert.equal(term.dialogs.length, 0);
+  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false, false]);
+  assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), false, "ask_approval is not offered while approvals are off");
+});
+
+test("ask_approval returns approved, rejected and timeout, each with words the model can act on", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { pi } = await setup(t, { approval: { timeoutMs: 1000 }, pi: { ui: term.ui } });
+  assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), true, "offered in a switched-on main session");
+  const args = { action: "发布 v2.0", reason: "用户要求今天发布", payload: "npm publish" };
+  pi.script([ask(args), ask(args), ask(args), ai.fauxAssistantMessage("完成")]);
+  const run = pi.prompt("发布");
+  (await waitUntil(() => term.dialogs[0], "first dialog")).answer(true);
+  (await waitUntil(() => term.dialogs[1], "second dialog")).answer(false);
+  await run;
+  const texts = toolResults(pi, ASK_TOOL_NAME).map((r) => r.text);
+  assert.equal(texts.length, 3);
+  assert.match(texts[0]!, /^approved/);
+  assert.match(texts[1]!, /^rejected/);
+  assert.match(texts[2]!, /^timeout/);
+});
+
+test("ask_approval is never offered in a subagent", { timeout: 90_000 }, async (t) => {
+  const { pi } = await setup(t, { pi: { mode: "json", persist: false } });
+  assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), false);
+});
+
+test("another extension's dialog sends one urgent 'needs you' notice; this extension's own dialogs send none", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const deployer = (pi: ExtensionAPI) => {
+    pi.registerTool({
+      name: "deploy",
+      label: "deploy",
+      description: "Deploys after asking.",
+      parameters: Type.Object({}),
+      async execute(_id, _params, _signal, _onUpdate, ctx) {
+        const yes = await ctx.ui.confirm("部署到生产？", "确认后开始部署");
+        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
+      },
+    });
+  };
+  const { koishi, pi, sessionId } = await setup(t, { pi: { ui: term.ui, extensions: [deployer] } });
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }),
+    rmBuild(),
+    ai.fauxAssistantMessage("完成"),
+  ]);
+  const run = pi.prompt("部署然后清理");
+  (await waitUntil(() => term.dialogs[0], "the deploy dialog")).answer(true);
+  (await waitUntil(() => term.dialogs[1], "the approval dialog")).answer(true);
+  await run;
+  // The run's completion notice leaves the same queue after any notice of the dialogs before it.
+  const accepted = await waitUntil(async () => {
+    const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
+    const events = AuditPage.parse(answer.body).entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event as { status: string; details?: { needs_you?: boolean } });
+    return events.some((e) => e.status === "completed") ? events : undefined;
+  }, "the run's completion notice reached the server");
+  const notices = accepted.filter((e) => e.details?.needs_you);
+  assert.equal(notices.length, 1, "one notice, for the other extension's dialog only");
+  const event = notices[0] as unknown as { status: string; summary: string; details: { prompt: { title: string } } };
+  assert.equal(event.status, "warning");
+  assert.equal(event.details.prompt.title, "部署到生产？");
+  assert.match(event.summary, /需要你.*部署到生产？/);
+});
+
+/** The approval the server holds open for this session, once the extension's request arrived. */
+const pendingApproval = (koishi: KoishiHarness, sessionId: string) =>
+  waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending"), "the approval is pending on the server");
+
+test("approved by the owner through the server: the command runs, the terminal dialog closes and says so", { timeout: 90_000 }, async (t) => {
+  const term = terminal();
+  const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const decided = await call(koishi, "POST", `/operator/approvals/${approval.code}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+  assert.equal(decided.status, 200, JSON.stringify(decided.body));
+  await run;
+  assert.equal(existsSync(build), false, "approved: the command ran");
+  await term.dialogs[0]!.dismissed;
+  assert.ok(pi.notices().some((n) => /rm -rf」已通过运维接口批准/.test(n)), `the terminal is told who answered: ${JSON.stringify(pi.notices())}`);
+  const final = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "approved"), "resolved on the server");
+  assert.deepEqual([final.via, final.decided_by], ["operator", "operator"]);
+  await waitUntil(() => owner.find((m) => m.includes(`${approval.code} 已结束`)), "one closing message");
+  // The control command was ACKed as applied.
+  const control = await waitUntil(async () => {
+    const commands = await call(koishi, "GET", `/operator/commands?session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
+    const found = commands.body.commands.filter((c: { kind: string }) => c.kind === "approval_decision");
+    return found.every((c: { state: string }) => c.state === "accepted") ? found : undefined;
+  }, "the decision's control command was ACKed");
+  assert.deepEqual(control.map((c: { state: string; outcome: string }) => [c.state, c.outcome]), [["accepted", "applied"]]);
+});
+
+test("denied by the owner: blocked with the owner's reason in the tool result; a duplicate decision is answered", { timeout: 90_000 }, async (t) => {
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("不删了")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "build 里有我要的产物" }, OPERATOR_TOKEN);
+  assert.equal(denied.status, 200);
+  const duplicate = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+  assert.equal(duplicate.body.error, "already_decided");
+  await run;
+  assert.equal(existsSync(build), true);
+  const [result] = toolResults(pi, "bash");
+  assert.equal(result!.isError, true);
+  assert.match(result!.text, /通过运维接口拒绝了「rm -rf」，理由：build 里有我要的产物/);
+});
+
+test("a decision for other arguments is refused and the call keeps waiting for the right one", { timeout: 90_000 }, async (t) => {
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("好")]);
+  const run = pi.prompt("清理构建目录");
+  const approval = await pendingApproval(koishi, sessionId);
+  const [row] = await koishi.app.database.get("anon_notify_approval", { approval_id: approval.approval_id });
+  const binding = { tool_call_id: row!.tool_call_id, args_digest: row!.args_digest, cwd: row!.cwd };
+  const mismatched = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } }, OPERATOR_TOKEN);
+  assert.deepEqual([mismatched.status, mismatched.body.error], [409, "approval_mismatch"]);
+  assert.equal(existsSync(build), true, "still waiting");
+  const right = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding }, OPERATOR_TOKEN);
+  assert.equal(right.status, 200);
+  await run;
+  assert.equal(existsSync(build), false);
+});
