@@ -14,6 +14,7 @@ import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extension/notices/run-notices.ts";
 import { installSendChannel } from "./extension/notices/send-channel.ts";
+import { localeLanguage, messagesFor } from "./extension/messages.ts";
 import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
@@ -38,6 +39,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const handOver = createHandOver();
   let state: SessionState | undefined;
   let notices: RunNotices | undefined;
+  // The session's language once one is bound; before that, the locale's.
+  const text = () => state?.text ?? messagesFor(localeLanguage(process.env));
 
   const target = (): NoticeTarget | undefined => {
     const s = state;
@@ -47,10 +50,10 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
-  const presence = installPresence(pi, { runtimeId, connection, report });
+  const presence = installPresence(pi, { runtimeId, connection, report, text });
   const services: SessionService[] = [
     presence,
-    installCommandChannel(pi, { presence, runtimeId, connection, report }),
+    installCommandChannel(pi, { presence, runtimeId, connection, report, text }),
     // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
       offered: () => state?.config?.progressTool.enabled === true,
@@ -71,8 +74,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
     await syncServices(s, services);
   };
 
-  installSendChannel(pi, { target, handOver, report, debug });
-  registerToggleCommand(pi, { session: () => state, changed, report });
+  installSendChannel(pi, { target, handOver, report, text, debug });
+  registerToggleCommand(pi, { session: () => state, changed, text, report });
 
   pi.on("session_start", (event, ctx) => {
     bind(ctx);
@@ -81,7 +84,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     // A session that can never notify (subagent, bad or disabled configuration) records no runs.
     notices = s.delivery ? observeRunNotices(recorder, target, handOver, notifying(s)) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
-    if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message) });
+    if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message), text: s.text });
     void changed(s);
     // Finals left by a crash or an outage, from any session: sent in the background, oldest first.
     void s.delivery?.notifier.resendOutbox();
