@@ -59,6 +59,7 @@ const zh = {
       "npm start 启动时在“Token 文件”一行打印了它的位置（默认 data/token），装在 Koishi 里时是 notify-webhook 插件配置中的 token。" +
       "也可以设置环境变量 ANON_NOTIFY_TOKEN。然后执行 /reload 和 /anon-notify。",
     noDelivery: "Anon 通知的发送组件未能启动，不能开启。",
+    tokenRejected: "未开启 Anon 通知：服务端拒绝了令牌（见上一条）。",
     writeFailed: (why: string) => `无法写入会话文件，Anon 通知状态未改变：${why}`,
     enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
     disabledNow: "已关闭当前会话的 Anon 通知。",
@@ -178,6 +179,7 @@ const en: Messages = {
       "npm start printed where it is on its \"Token\" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin's config. " +
       "ANON_NOTIFY_TOKEN works too. Then run /reload and /anon-notify.",
     noDelivery: "Anon notices could not start their sender, so they cannot be switched on.",
+    tokenRejected: "Anon notices not switched on: the server refused the token (see above).",
     writeFailed: (why) => `Could not write the session file; Anon notices unchanged: ${why}`,
     enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
     disabledNow: "Anon notices are off for this session.",

@@ -12,6 +12,7 @@ import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type Recipien
 import { RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";
 import type { WebhookClient } from "../delivery/http-client.ts";
+import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
 import type { Messages, RecipientNote } from "../messages.ts";
 import { writeActivation } from "./activation-store.ts";
 import type { Report } from "./report.ts";
@@ -30,12 +31,13 @@ export interface ToggleDeps {
   report: Report;
 }
 
-export async function checkRecipient(client: WebhookClient, timeoutMs = RECIPIENT_CHECK_TIMEOUT_MS): Promise<RecipientCheck & { answer?: RecipientAnswer }> {
+/** The server's recipient status; `token_rejected` apart, since the server did answer, with a refusal. */
+export async function checkRecipient(client: WebhookClient, timeoutMs = RECIPIENT_CHECK_TIMEOUT_MS): Promise<RecipientCheck | { kind: "token_rejected" }> {
   try {
     const answer = await client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs });
-    return { kind: "answer", status: answer.status, reason: answer.reason, answer };
+    return { kind: "answer", status: answer.status, reason: answer.reason };
   } catch (error) {
-    return { kind: "network_error", message: errorText(error) };
+    return tokenRejected(asDeliveryError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: errorText(error) };
   }
 }
 
@@ -49,7 +51,10 @@ async function enablePreflight(s: SessionState): Promise<{ refuse: string } | { 
   // Without a token every request would only be refused; say which file to create instead.
   if (!s.tokenConfigured) return { refuse: m.toggle.noToken(s.config.tokenFile) };
   if (!s.delivery) return { refuse: m.toggle.noDelivery };
-  const verdict = enableVerdict(await checkRecipient(s.delivery.client));
+  const check = await checkRecipient(s.delivery.client);
+  // The client has just said that the token was refused, and how to fix it.
+  if (check.kind === "token_rejected") return { refuse: m.toggle.tokenRejected };
+  const verdict = enableVerdict(check);
   if (!verdict.allow) return { refuse: m.toggle.refusedRecipient(verdict.status, s.config.recipient.qq, s.config.recipient.anonQq) };
   if (verdict.note === "reachable") return { note: verdict.note, warning: null };
   const warning = verdict.note === "unverified" ? m.toggle.unverified(verdict.why) : m.toggle.unknown(s.config.recipient.qq, s.config.recipient.anonQq, verdict.why);
