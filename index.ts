@@ -21,6 +21,7 @@ import { createReporter } from "./extension/session/report.ts";
 import { closeSession, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
 import { swallowedByFlag, swallowedPromptMessage } from "./extension/session/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/session/toggle.ts";
+import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { installSink } from "./extension/sink/index.ts";
 
 const debug = debuglog("anon-notify");
@@ -51,9 +52,10 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   const presence = installPresence(pi, { runtimeId, connection, report, text });
+  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
   const services: SessionService[] = [
     presence,
-    installCommandChannel(pi, { presence, runtimeId, connection, report, text }),
+    commands,
     // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
       offered: () => state?.config?.progressTool.enabled === true,
@@ -76,6 +78,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   installSendChannel(pi, { target, handOver, report, text, debug });
   registerToggleCommand(pi, { session: () => state, changed, text, report });
+  registerDoctorCommand(pi, { session: () => state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => {
     bind(ctx);

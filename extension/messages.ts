@@ -1,32 +1,20 @@
 /**
  * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
  * `/anon-notify-doctor`), in Chinese and English. The language is the config's `language`, else
- * the environment's locale (LC_ALL > LC_MESSAGES > LANG, as POSIX orders them). Texts that go to
+ * the environment's locale (common/locale.ts). Texts that go to
  * the persona (notice bodies) and the model (tool descriptions) are not here: they follow the
  * persona, not the Pi user.
  */
+import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
 import type { RecipientStatus } from "../protocol/status.ts";
 
-export const LANGUAGES = ["zh-CN", "en-US"] as const;
-export type Language = (typeof LANGUAGES)[number];
-
-/**
- * The language a locale asks for: Chinese for `zh*`, and for an unset, `C` or `POSIX` locale
- * (no preference stated; the project's first audience reads Chinese); English for any other.
- */
-export function localeLanguage(env: NodeJS.ProcessEnv): Language {
-  const locale = [env.LC_ALL, env.LC_MESSAGES, env.LANG].find((value) => value !== undefined && value.trim() !== "")?.trim() ?? "";
-  const name = locale.split(/[.@]/)[0]?.toLowerCase() ?? "";
-  if (name === "" || name === "c" || name === "posix" || name.startsWith("zh")) return "zh-CN";
-  return "en-US";
-}
+export { LANGUAGES, localeLanguage, type Language };
 
 export const isLanguage = (value: unknown): value is Language => (LANGUAGES as readonly unknown[]).includes(value);
 
 /** What the server said about the recipient when the session was switched on. */
 export type RecipientNote = "reachable" | "unverified" | "unknown";
-
 
 export type FooterState = "inactive" | "active" | "suppressed" | "disabled" | "misconfigured";
 
