@@ -1,8 +1,8 @@
 /**
  * anon-notify: tells Anon (a YesImBot persona) when a Pi run completes or fails, for the sessions
- * the user switched on with `/anon-notify`. Wiring only: the session (extension/session/), the run
- * recorder (extension/run-recorder.ts) observed by the notices (extension/notices/) and the desktop
- * sink (extension/sink/), and the services an active session runs: presence, the command channel
+ * the user switched on with `/anon-notify` (`/anon-notify-doctor` says whether it works). Wiring
+ * only: the session (extension/session/), the run recorder (extension/run-recorder.ts) observed by
+ * the notices (extension/notices/) and the desktop sink (extension/sink/), and the services an active session runs: presence, the command channel
  * (commands.ts) and the progress tool. Handlers record and enqueue; none awaits the network.
  */
 import { debuglog } from "node:util";
