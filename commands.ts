@@ -14,7 +14,7 @@
  */
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
-import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./extension/commands/message.ts";
+import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./extension/commands/message.ts";
 import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
 import { errorText } from "./common/errors.ts";
 import type { ApiClient } from "./extension/delivery/http-client.ts";
@@ -258,7 +258,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     });
   }
 
-  pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, renderCommandMessage);
+  pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, commandMessageRenderer(deps.text));
 
   pi.on("agent_start", (_event, c) => {
     ctx = c;

@@ -78,6 +78,7 @@ const zh = {
     ackFailed: (why: string) => `确认 Anon 指令失败（租约到期后会重发并按日志去重）：${why}`,
     appendFailed: (why: string) => `Anon 指令未能写入会话：${why}`,
     origin: { anon: "Anon 的指令", proactive: "Anon 的主动消息", operator: "操作员的指令" } satisfies Record<CommandOrigin, string>,
+    label: { anon: "Anon 指令", proactive: "Anon 主动消息", operator: "操作员指令" } satisfies Record<CommandOrigin, string>,
     interrupted: (origin: CommandOrigin, instruction: string) =>
       `${zh.commands.origin[origin]}已进入会话，但这次运行被中断，尚未得到回复：${instruction}。发送任意消息即可让 Agent 继续处理。`,
     noConnection: "Anon 指令通道未启动：当前会话没有可用的服务端连接。",
@@ -198,6 +199,7 @@ const en: Messages = {
     ackFailed: (why) => `Confirming an Anon instruction failed (it comes back after its lease and the journal dedups it): ${why}`,
     appendFailed: (why) => `An Anon instruction could not be written into the session: ${why}`,
     origin: { anon: "Anon's instruction", proactive: "Anon's message", operator: "The operator's instruction" },
+    label: { anon: "Anon's instruction", proactive: "Message from Anon", operator: "Operator's instruction" },
     interrupted: (origin, instruction) =>
       `${en.commands.origin[origin]} reached the session, but the run was interrupted before it was answered: ${instruction}. Send any message to let the agent continue.`,
     noConnection: "Instruction channel not started: this session has no server connection.",
