@@ -10,6 +10,7 @@ import type { DeliveryRoute } from "../protocol/events.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
+import { ConsolePage } from "./console/index.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
 import { EventWorker } from "./delivery/worker.ts";
@@ -44,6 +45,7 @@ export const usage = `
 - 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
 - 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
 - 看门狗：运行中的会话长时间没有新活动时提醒“可能卡住”，心跳中断且没有正常下线时提醒“运行中失联”；每次异常只提醒一次，和普通事件一样投递、一样计入限流。
+- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则只读，除非开启 consoleActions。
 - 审计：接受的事件、交给人格或直接发送的原文、人格工具调用、运维请求、指令状态变化都会落库（不含任何 Token，图片只记数量、大小和摘要），用 \`GET /operator/audit\` 查询，按保留天数自动清理。
 `;
 
@@ -67,6 +69,9 @@ export interface Config {
   watchdogCheckIntervalMs: number;
   watchdogDelivery: DeliveryRoute;
   auditRetentionDays: number;
+  consoleActions: boolean;
+  consoleAuthority: number;
+  consoleOrigins: string[];
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
@@ -105,6 +110,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
   }).description("审计"),
+  Schema.object({
+    consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面发送和撤回指令。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
+    consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
+    consoleOrigins: Schema.array(Schema.string().role("link")).default([]).description("除了本机地址（IP 或 localhost）之外，允许打开“Pi 会话”页面的来源，例如反向代理的 `https://bot.example.com`。其他网站的页面一律被拒绝。"),
+  }).description("控制台"),
 ]);
 
 /**
@@ -142,6 +152,13 @@ export function apply(ctx: Context, config: Config) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });
   }
+  ctx.plugin(ConsolePage, {
+    registry,
+    operator,
+    audit,
+    events,
+    options: { actions: config.consoleActions, authority: config.consoleAuthority, origins: config.consoleOrigins },
+  });
   ctx.plugin(YesImBotV3, { personas, target: { botId: config.botId, recipientId: config.recipientId, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
 }

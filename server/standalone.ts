@@ -119,6 +119,10 @@ const STARTUP = {
     piToken: "Pi 端 Token（与服务端相同）：",
     then: "然后在 Pi 中执行 /reload 和 /anon-notify；/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
     operatorToken: (url: string, path: string) => `运维接口（${url}/operator/*）Token 文件：${path}（与 Pi 端 Token 不同）`,
+    console: (pageUrl: string, actions: boolean, configPath: string) =>
+      actions
+        ? `控制台“Pi 会话”页面：${pageUrl}（可发送和撤回指令）`
+        : `控制台“Pi 会话”页面：${pageUrl}（只读；要在页面上发送和撤回指令，在 ${configPath} 写入 {"notifyWebhook": {"consoleActions": true}}，本机能访问该端口的人都能操作）`,
     stopping: (signal: string) => `收到 ${signal}，正在停止…`,
     stopped: "已停止。",
     stopFailed: "停止时出错：",
@@ -142,6 +146,10 @@ const STARTUP = {
     piToken: "Pi side token (the same as the server's):",
     then: "Then run /reload and /anon-notify in Pi; /anon-notify-doctor checks the connection. Ctrl-C stops.",
     operatorToken: (url: string, path: string) => `Operator API (${url}/operator/*) token file: ${path} (not the Pi token)`,
+    console: (pageUrl: string, actions: boolean, configPath: string) =>
+      actions
+        ? `Console "Pi sessions" page: ${pageUrl} (can send and cancel instructions)`
+        : `Console "Pi sessions" page: ${pageUrl} (read-only; to send and cancel instructions from the page, write {"notifyWebhook": {"consoleActions": true}} into ${configPath}; anyone who can reach this port could then act)`,
     stopping: (signal: string) => `${signal} received, stopping…`,
     stopped: "Stopped.",
     stopFailed: "Error while stopping:",
@@ -179,6 +187,25 @@ export function piInstructions(baseUrl: string, tokenPath: string, configPath: s
     "",
     text.then,
   ].join("\n");
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+/** The console's page, and how to let it act. */
+export function consoleInstructions(pageUrl: string, actions: boolean, configPath: string, language: Language = "zh-CN"): string {
+  return STARTUP[language].console(pageUrl, actions, configPath);
+}
+
+/** The console is a development dependency: a clone has it, an install without it runs without the page. */
+function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> | undefined {
+  try {
+    return require(name).default as Plugin<Context>;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "MODULE_NOT_FOUND") return undefined;
+    throw error;
+  }
 }
 
 function loadPlugin(name: string, cwd: string): Plugin<Context> {
@@ -223,6 +250,8 @@ export async function runStandalone(
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
+  const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
+  if (consolePlugin) use(consolePlugin, { open: false });
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd), config);
   use(notifyWebhook, {
     ...file.notifyWebhook,
@@ -236,8 +265,11 @@ export async function runStandalone(
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
-  const baseUrl = `http://${reachableHost.includes(":") ? `[${reachableHost}]` : reachableHost}:${app.server.port}${API_BASE_PATH}`;
+  const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;
   announce(piInstructions(baseUrl, tokenPath, options.configPath, file, language));
+  if (consolePlugin) {
+    announce(consoleInstructions(`http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`, Boolean(file.notifyWebhook.consoleActions), options.configPath, language));
+  }
   if (!file.operatorToken) announce(STARTUP[language].operatorToken(baseUrl, operatorTokenPath));
 
   return {

@@ -81,11 +81,18 @@ export class AuditLog {
   // Taken once: a write that fails while the app is being disposed must still be able to say so.
   readonly #logger: ReturnType<Context["logger"]>;
   readonly #actor = new AsyncLocalStorage<AuditActor>();
+  readonly #listeners = new Set<(entry: AuditEntry) => void>();
 
   constructor(ctx: Context) {
     this.#ctx = ctx;
     this.#logger = ctx.logger("notify-webhook");
     declareAuditTable(ctx);
+  }
+
+  /** Follows every row written (the console's live timeline); returns the unsubscribe. */
+  onRecord(listener: (entry: AuditEntry) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
   }
 
   /** Runs `fn` with `actor` as the acting side of every row recorded inside it. */
@@ -103,10 +110,19 @@ export class AuditLog {
       subject: input.subject ?? null,
       data: (auditData(input.data ?? {}) ?? {}) as Record<string, unknown>,
     };
+    let created: AuditRow;
     try {
-      await this.#ctx.database.create(AUDIT_TABLE, row);
+      created = await this.#ctx.database.create(AUDIT_TABLE, row);
     } catch (error) {
       this.#logger.warn("audit row %s not written: %s", input.action, errorText(error));
+      return;
+    }
+    for (const listener of this.#listeners) {
+      try {
+        listener(toEntry(created));
+      } catch (error) {
+        this.#logger.warn("audit listener failed on %s: %s", input.action, errorText(error));
+      }
     }
   }
 
@@ -114,7 +130,10 @@ export class AuditLog {
   async query(query: AuditQuery): Promise<AuditPage> {
     const filter: Record<string, unknown> = {};
     if (query.session_id) filter.session_id = query.session_id;
-    if (query.since) filter.at = { $gte: new Date(query.since) };
+    if (query.kind) filter.action = { $regex: new RegExp(`^${query.kind}\\.`) };
+    if (query.since || query.until) {
+      filter.at = { ...(query.since ? { $gte: new Date(query.since) } : {}), ...(query.until ? { $lt: new Date(query.until) } : {}) };
+    }
     if (query.before) filter.id = { $lt: query.before };
     const rows = await this.#ctx.database.get(AUDIT_TABLE, filter, { sort: { id: "desc" }, limit: query.limit + 1 });
     const page = rows.slice(0, query.limit);

@@ -72,6 +72,11 @@ export class EventStore {
     return row;
   }
 
+  /** The receipts of these events (those that exist), in no particular order. */
+  async many(eventIds: string[]): Promise<EventRow[]> {
+    return eventIds.length === 0 ? [] : this.#ctx.database.get(EVENT_TABLE, { event_id: { $in: eventIds } });
+  }
+
   async create(row: EventRow): Promise<void> {
     await this.#ctx.database.create(EVENT_TABLE, row);
   }

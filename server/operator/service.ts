@@ -1,8 +1,9 @@
 /**
  * The operator service: the one in-process home of what an operator may do with Pi sessions, for
- * every surface (the persona's tools, the operator HTTP API): list the online sessions, queue an
- * instruction, list and cancel queued ones, read the audit trail. Refusals are `DomainError`s with
- * the protocol's codes; each surface words them its own way (a status, a sentence for the model).
+ * every surface (the persona's tools, the operator HTTP API, the console page): list the online
+ * sessions, queue an instruction, list and cancel queued ones, read the audit trail. Refusals are
+ * `DomainError`s with the protocol's codes; each surface words them its own way (a status, a
+ * sentence for the model, a line on the page).
  */
 import type { AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import type { CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";

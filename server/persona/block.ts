@@ -2,6 +2,8 @@
  * The `[EXTERNAL_AUTOMATION_EVENT]` block handed to the persona: the event's JSON between the two
  * markers and nothing after. A closing marker inside any field is written as `[\/EXTERNAL_AUTOMATION_EVENT]`,
  * which is the same string to a JSON parser, so agent-written text cannot end the block early.
+ * Likewise no `{{` survives: YesImBot renders its prompt with Mustache and re-renders the output,
+ * so a `{{name}}` in agent text would be replaced by prompt data; it is written `\u007b{`.
  */
 import type { EventBody } from "../../protocol/events.ts";
 
@@ -32,7 +34,14 @@ export function escapeClosingMarkers(json: string): string {
   return json.replace(closingMarker, "[\\/$1]");
 }
 
+// Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
+const templateOpening = /\{(?=\{)/g;
+
+function escapeTemplateOpenings(json: string): string {
+  return json.replace(templateOpening, "\\u007b");
+}
+
 export function buildEventBlock(event: EventBody, receivedAt: string): string {
-  const data = escapeClosingMarkers(JSON.stringify(blockPayload(event, receivedAt), null, 2));
+  const data = escapeTemplateOpenings(escapeClosingMarkers(JSON.stringify(blockPayload(event, receivedAt), null, 2)));
   return `${OPEN_MARKER}\n${data}\n${CLOSE_MARKER}`;
 }

@@ -3,7 +3,10 @@
  * `agent_commands`, `agent_command_cancel`) registered with YesImBot v3's tool service
  * (`yesimbot.tool`: `registerTool(definition)` / `unregisterTool(name)`). A thin adapter over the
  * operator service: it only exists while YesImBot does, and offers the tools only in the
- * configured owner's private chat, never in a group.
+ * configured owner's private chat, never in a group. YesImBot 3.0.3 checks `isSupported` when a
+ * tool is called but lists every registered tool in every chat's prompt (its context builder asks
+ * the tool service without a session), so the adapter also takes its five tools out of the list
+ * the model is shown in any other chat.
  *
  * Request keys have the form `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
  * tool as `execute({ session, ...params })` and passes neither a turn id nor a tool-call id, so:
@@ -69,12 +72,13 @@ const REFUSALS: Partial<Record<ErrorCode, string>> = {
 };
 
 function imagesSchema() {
+  // YesImBot's prompt shows only top-level parameters, so the item shape is spelled out here too.
   return Schema.array(
     Schema.object({
       data: Schema.string().required().description("不带 data: 前缀的 base64 图片内容"),
       mime_type: Schema.union(ImageMime.options).required().description("图片类型"),
     }),
-  ).description(`可选图片，最多 ${LIMITS.imagesPerCommand} 张`);
+  ).description(`可选图片，最多 ${LIMITS.imagesPerCommand} 张；每项为 {"data": 不带 data: 前缀的 base64, "mime_type": ${ImageMime.options.map((m) => `"${m}"`).join(" | ")}}`);
 }
 
 const DESCRIPTIONS: Record<ToolName, { description: string; parameters: () => SchemaType }> = {
@@ -140,9 +144,36 @@ export const PersonaTools = {
       scope.on("dispose", () => {
         for (const definition of definitions) service.unregisterTool(definition.name);
       });
+      scope.inject(["yesimbot.agent"], (agentScope) => hideOutsideOwnerChat(agentScope, deps.owner, new Set(definitions.map((d) => d.name))));
     });
   },
 };
+
+/** The part of YesImBot 3.0.3's (TypeScript-private) prompt context builder the list filter wraps. */
+interface ContextBuilderLike {
+  build(stimulus: { session?: Session }): Promise<{ toolSchemas?: { name: string }[] }>;
+}
+
+/**
+ * Wraps the agent's context builder so that a turn outside the owner's private chat is not shown
+ * these tools. Duck-typed: without that builder the tools stay listed and are refused when called.
+ */
+function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string>): void {
+  const builder = (ctx["yesimbot.agent"] as { contextBuilder?: Partial<ContextBuilderLike> }).contextBuilder;
+  const original = builder?.build;
+  if (!builder || typeof original !== "function") return;
+  const filtered: ContextBuilderLike["build"] = async function (this: unknown, stimulus) {
+    const context = await original.call(this, stimulus);
+    if (Array.isArray(context?.toolSchemas) && !isOwnerChat(owner, stimulus?.session)) {
+      context.toolSchemas = context.toolSchemas.filter((tool) => !names.has(tool.name));
+    }
+    return context;
+  };
+  builder.build = filtered;
+  ctx.on("dispose", () => {
+    if (builder.build === filtered) builder.build = original;
+  });
+}
 
 export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId: string): ToolDefinition[] {
   const turns = new WeakMap<Session, string>();
@@ -178,7 +209,7 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
     execute: async ({ session, ...params }) => {
       // YesImBot skips isSupported when a call comes without a session, so check again here.
       if (!session || !isOwnerChat(owner, session)) return refusal("forbidden", "这些工具只在已配置主人的私聊中可用。");
-      const parsed = ToolArgs[name].safeParse(withoutEmpty(params));
+      const parsed = ToolArgs[name].safeParse(withoutYesImBotExtras(params));
       if (!parsed.success) {
         return refusal("invalid_request", `${REFUSALS.invalid_request} ${formatIssues(parsed.error)}`);
       }
@@ -195,11 +226,19 @@ export function toolDefinitions({ operator, owner }: PersonaToolsDeps, runtimeId
   }));
 }
 
+/**
+ * YesImBot 3.0.3 keeps only a call's status and `result` in the history its model reads (the
+ * `error` object is dropped), so the reason is carried in `result` as well.
+ */
 function refusal(name: string, message: string, retryable = false): ToolCallResult {
-  return { status: "error", error: { name, message, retryable } };
+  return { status: "error", result: { error: name, message }, error: { name, message, retryable } };
 }
 
-/** Schemastery fills absent optional keys with `undefined`; the strict schemas treat those as absent. */
-function withoutEmpty(params: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(params).filter(([, value]) => value !== undefined));
+/**
+ * Schemastery fills absent optional keys with `undefined`; the strict schemas treat those as absent.
+ * YesImBot's prompt asks the model to put an `inner_thoughts` string into every action's params
+ * (and Schemastery keeps unknown keys), so that one is dropped rather than refused.
+ */
+function withoutYesImBotExtras(params: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(params).filter(([key, value]) => value !== undefined && key !== "inner_thoughts"));
 }

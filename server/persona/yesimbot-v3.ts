@@ -5,11 +5,14 @@
  * registry, so the shapes this adapter uses are declared here by duck typing.
  *
  * The block goes into the recipient's direct chat as a system event (`recordSystemEvent`, durable
- * in YesImBot's history), then a `system_event` stimulus starts a turn when the chat is idle.
- * v3 drops non-message stimuli while that chat is mid-turn; where the release exposes its
- * scheduler's `isBusy`, a busy chat answers `busy` and the worker retries later (defer). Without
- * that probe a dropped trigger still leaves the event in history for the next turn.
+ * in YesImBot's history), then a `system_event` stimulus starts a turn (system stimuli skip
+ * YesImBot's `allowedChannels` and willingness checks). v3 drops non-message stimuli while that
+ * chat is mid-turn, and an event recorded mid-turn would count as already handled by the next
+ * turn, so a busy chat answers `busy` and the worker hands the event over later. 3.0.3 has no
+ * public busy query: its scheduler keeps the chats mid-turn in `runningTasks` (TypeScript-private,
+ * a plain Set at run time); without that probe the event is recorded and triggered as is.
  */
+import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
 import { findBot } from "../delivery/bot.ts";
 import type { InjectOutcome, PersonaEvent, PersonaSlot } from "./port.ts";
@@ -33,9 +36,9 @@ export interface WorldStateLike {
   recordSystemEvent(event: SystemEventRecord): Promise<unknown>;
 }
 
-/** Only the part of `AgentCore` we probe: its (TypeScript-private) scheduler. */
+/** Only the part of `AgentCore` we probe: its (TypeScript-private) scheduler's chats mid-turn. */
 export interface AgentCoreLike {
-  scheduler?: { isBusy?: (channelCid: string) => boolean };
+  scheduler?: { runningTasks?: unknown };
 }
 
 export interface SystemEventStimulus {
@@ -68,12 +71,24 @@ export const YesImBotV3 = {
   apply(ctx: Context, { personas, target }: { personas: PersonaSlot; target: YesImBotTarget }) {
     ctx.inject([...YESIMBOT_V3_SERVICES], (scope) => {
       scope.logger("notify-webhook").info("YesImBot v3 detected: events go to its main conversation");
-      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, event) }, YESIMBOT_V3_PRIORITY);
+      // Events recorded by this scope whose trigger still has to be sent (the chat turned busy in between).
+      const recorded = new Set<string>();
+      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, YESIMBOT_V3_PRIORITY);
     });
   },
 };
 
-async function injectV3(ctx: Context, target: YesImBotTarget, { eventId, block, event, attempt }: PersonaEvent): Promise<InjectOutcome> {
+/** The system event's id: one per event, so a repeated hand-over never adds a second history entry; 64 characters at most (YesImBot's column). */
+export function systemEventId(eventId: string): string {
+  return `anon-notify:${createHash("sha256").update(eventId).digest("hex").slice(0, 40)}`;
+}
+
+function isMidTurn(ctx: Context, channelCid: string): boolean {
+  const running = ctx["yesimbot.agent"].scheduler?.runningTasks;
+  return running instanceof Set && running.has(channelCid);
+}
+
+async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<string>, { eventId, block, event }: PersonaEvent): Promise<InjectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: "persona_not_configured: 未配置 botId 或 recipientId，无法确定 Anon 的主会话" };
   }
@@ -87,20 +102,24 @@ async function injectV3(ctx: Context, target: YesImBotTarget, { eventId, block, 
     channel: { id: channelId, type: 1 /* Universal.Channel.Type.DIRECT */ },
     user: { id: target.recipientId },
   });
-  const scheduler = ctx["yesimbot.agent"].scheduler;
-  if (typeof scheduler?.isBusy === "function" && scheduler.isBusy(session.cid)) {
-    return { kind: "busy", reason: `YesImBot 会话 ${session.cid} 正在进行回合` };
+  const busy = { kind: "busy", reason: `YesImBot 会话 ${session.cid} 正在进行回合` } as const;
+  if (!recorded.has(eventId)) {
+    if (isMidTurn(ctx, session.cid)) return busy;
+    // YesImBot logs and swallows a failed write (a repeat after a crash is a key conflict, no second entry).
+    await ctx["yesimbot.world-state"].recordSystemEvent({
+      id: systemEventId(eventId),
+      platform: session.platform,
+      channelId,
+      type: SYSTEM_EVENT_TYPE,
+      timestamp: new Date(),
+      payload: { ...event },
+      message: block,
+    });
+    recorded.add(eventId);
   }
-  await ctx["yesimbot.world-state"].recordSystemEvent({
-    // Unique per attempt: a repeat after a crash is a new history entry, not a key conflict that blocks the event.
-    id: `anon-notify:${eventId}:${attempt}`,
-    platform: session.platform,
-    channelId,
-    type: SYSTEM_EVENT_TYPE,
-    timestamp: new Date(),
-    payload: { ...event },
-    message: block,
-  });
+  // A turn that started during the write would drop the trigger; the next attempt only sends it.
+  if (isMidTurn(ctx, session.cid)) return busy;
+  recorded.delete(eventId);
   ctx.emit("agent/stimulus", {
     type: "system_event",
     channelCid: session.cid,

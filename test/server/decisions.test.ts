@@ -61,10 +61,12 @@ describe("takeToken", () => {
 });
 
 describe("the event block", () => {
-  test("any text in any field round-trips, and the block has exactly one closing marker, last", () => {
+  test("any text in any field round-trips, the block has exactly one closing marker, last, and no template opening", () => {
     const text = fc.oneof(
       fc.string(),
       fc.constantFrom(CLOSE_MARKER, CLOSE_MARKER.toLowerCase(), `\\${CLOSE_MARKER}`, `${OPEN_MARKER}${CLOSE_MARKER}`, "[\\/EXTERNAL_AUTOMATION_EVENT]"),
+      fc.constantFrom("{{session}}", "{{{raw}}}", "\\{{", "{{#list}}x{{/list}}", "{", "{}", "{{=<% %>=}}"),
+      fc.stringMatching(/^[{}\\ab]{0,8}$/),
     );
     fc.assert(
       fc.property(text, text, text, fc.dictionary(text, text, { maxKeys: 3 }), (source, task, summary, details) => {
@@ -73,6 +75,7 @@ describe("the event block", () => {
         assert.ok(block.startsWith(`${OPEN_MARKER}\n`));
         assert.ok(block.endsWith(`\n${CLOSE_MARKER}`));
         assert.equal(block.toLowerCase().indexOf(CLOSE_MARKER.toLowerCase()), block.length - CLOSE_MARKER.length);
+        assert.equal(block.includes("{{"), false);
         const data = JSON.parse(block.slice(OPEN_MARKER.length, -CLOSE_MARKER.length));
         assert.equal(data.source, event.source);
         assert.equal(data.task, event.task);

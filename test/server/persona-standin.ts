@@ -1,8 +1,9 @@
 /**
- * A stand-in for YesImBot v3's world-state and agent services, implementing exactly the shapes the
- * persona adapter relies on: `yesimbot.world-state.recordSystemEvent` and the
- * `yesimbot.agent` scheduler's `isBusy`. Stimuli are observed with `ctx.on('agent/stimulus')`, as
- * AgentCore listens for them.
+ * A stand-in for YesImBot v3's world-state and agent services, with the shapes the persona adapter
+ * relies on as YesImBot 3.0.3 has them: `yesimbot.world-state.recordSystemEvent` and the
+ * `yesimbot.agent` scheduler's `runningTasks` (the Set of chat cids mid-turn). Stimuli are observed
+ * with `ctx.on('agent/stimulus')`, as AgentCore listens for them. The real plugin runs in
+ * test/persona/yesimbot-real.test.ts; this one keeps the worker's fault tests fast.
  */
 import { createRequire } from "node:module";
 import type { Context } from "koishi";
@@ -17,15 +18,29 @@ export class WorldStateStandIn extends koishi.Service {
     super(ctx, "yesimbot.world-state", true);
   }
 
+  /** Like YesImBot's: the id is the primary key, and a failed write is logged, never thrown. */
   async recordSystemEvent(event: SystemEventRecord): Promise<void> {
+    if (this.recorded.some((row) => row.id === event.id)) return;
     this.recorded.push(event);
   }
 }
 
+/** The owner's private chat on the mock bot `withPersona` provides (recipient 10001). */
+export const OWNER_CHAT_CID = "mock:private:10001";
+
 export class AgentStandIn extends koishi.Service {
-  busy = false;
   readonly stimuli: SystemEventStimulus[] = [];
-  readonly scheduler = { isBusy: (_channelCid: string) => this.busy };
+  readonly scheduler = { runningTasks: new Set<string>() };
+
+  /** Whether the owner's private chat is mid-turn. */
+  get busy(): boolean {
+    return this.scheduler.runningTasks.has(OWNER_CHAT_CID);
+  }
+
+  set busy(busy: boolean) {
+    if (busy) this.scheduler.runningTasks.add(OWNER_CHAT_CID);
+    else this.scheduler.runningTasks.delete(OWNER_CHAT_CID);
+  }
 
   constructor(ctx: Context) {
     super(ctx, "yesimbot.agent", true);

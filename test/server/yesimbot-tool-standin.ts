@@ -1,10 +1,10 @@
 /**
- * A stand-in for YesImBot v3's tool service (`yesimbot.tool`), the one allowed stand-in: YesImBot
- * is not installable here. It implements exactly the published shapes of
- * koishi-plugin-yesimbot@3.0.3 packages/core/src/services/extension/service.ts: `registerTool`,
- * `unregisterTool`, `getTool`/`getAvailableTools` filtered by `isSupported(session)` (skipped
- * without a session), and `invoke`, which validates the params with the tool's Schema, calls
- * `execute({ session, ...params })` and retries while the result's error is `retryable`.
+ * A stand-in for YesImBot v3's tool service (`yesimbot.tool`) that keeps the operator-rule tests
+ * of the persona tools fast. It behaves as koishi-plugin-yesimbot@3.0.3's ToolService does
+ * (services/extension/service.ts): `registerTool`, `unregisterTool`, and `invoke`, which skips
+ * `isSupported(session)` without a session, validates the params with the tool's Schema (unknown
+ * keys kept), calls `execute({ session, ...params })` and retries while the error is `retryable`.
+ * The real service runs in test/persona/yesimbot-real.test.ts.
  */
 import type { Context, Session } from "koishi";
 import { koishi } from "../../server/koishi.ts";
@@ -31,11 +31,6 @@ export class StandInToolService extends koishi.Service {
     const tool = this.tools.get(name);
     if (!tool || (session && tool.isSupported && !tool.isSupported(session))) return undefined;
     return tool;
-  }
-
-  getAvailableTools(session?: Session): ToolDefinition[] {
-    const all = [...this.tools.values()];
-    return session ? all.filter((tool) => !tool.isSupported || tool.isSupported(session)) : all;
   }
 
   async invoke(name: string, params: Record<string, unknown>, session?: Session): Promise<ToolCallResult> {

@@ -1,0 +1,265 @@
+/**
+ * The owner's page in the Koishi console, when `@koishijs/plugin-console` is loaded (an optional
+ * service, as the console's own plugins use it): one data service pushing the sessions and the
+ * newest timeline to every open page as they change, listeners for reading older timeline pages
+ * and full entries, and the action listeners of actions.ts.
+ *
+ * Who may see and act: with `@koishijs/plugin-auth`, its logins at `authority` or above (the
+ * console enforces it before any listener runs; the gate checks again); without it everyone who
+ * reaches the console may read, and may act only when the owner turned `consoleActions` on. Pages
+ * of other sites never reach any of it (see `originDecision`).
+ */
+import { existsSync, mkdirSync, readFileSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, sep } from "node:path";
+import type { Context } from "koishi";
+import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
+import type { AuditEntry } from "../../protocol/audit.ts";
+import type { CommandSummary } from "../../protocol/commands.ts";
+import type { AuditLog } from "../audit/store.ts";
+import type { EventStore } from "../events/store.ts";
+import type { OperatorService } from "../operator/service.ts";
+import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
+import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
+import {
+  BOARD_LIMITS,
+  actionGate,
+  boardAudited,
+  boardGone,
+  boardPruned,
+  boardRecorded,
+  boardView,
+  originDecision,
+  timelineItem,
+  type ActionGate,
+  type Board,
+  type ConsoleSession,
+  type TimelineItem,
+} from "./model.ts";
+
+/** The store key of the page's data (`store.anonNotify` in the client). */
+export const FEED_KEY = "anonNotify";
+const TIMELINE_PUSHED = 50;
+const COMMANDS_PER_SESSION = 10;
+const REFRESH_THROTTLE_MS = 150;
+/** Marks the console options of this page's data and listeners, so the origin check touches nothing else. */
+const SURFACE = Symbol.for("anon-notify.console");
+
+export interface ConsoleView {
+  sessions: ConsoleSession[];
+  timeline: TimelineItem[];
+  /** Whether this page may act, and if not, why. */
+  actions: ActionGate;
+  server_time: string;
+}
+
+declare module "@koishijs/console" {
+  namespace Console {
+    interface Services {
+      [FEED_KEY]: DataServiceType<ConsoleView | null>;
+    }
+  }
+}
+
+export interface ConsolePageOptions {
+  /** Without plugin-auth: let whoever reaches the console act. */
+  actions: boolean;
+  /** With plugin-auth: the authority needed to see and act. */
+  authority: number;
+  /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
+  origins: string[];
+}
+
+export interface ConsolePageDeps {
+  registry: SessionRegistry;
+  operator: OperatorService;
+  audit: AuditLog;
+  events: EventStore;
+  options: ConsolePageOptions;
+}
+
+type AuthedClient = Client & { auth?: { authority: number; name?: string } | null };
+
+export const ConsolePage = {
+  name: "notify-webhook-console",
+  reusable: true,
+  apply(ctx: Context, deps: ConsolePageDeps) {
+    ctx.inject(["console"], (ctx) => setUp(ctx, deps));
+  },
+};
+
+function setUp(ctx: Context, { registry, operator, audit, events, options }: ConsolePageDeps): void {
+  const logger = ctx.logger("notify-webhook");
+  const console = ctx.console;
+  const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
+
+  let board: Board = new Map();
+  for (const projection of registry.list()) {
+    board = boardRecorded(board, projection, registry.find(projection.session_id)?.heartbeat.activity ?? null, Date.now());
+  }
+  let version = 0;
+  let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
+  let lastView: Omit<ConsoleView, "actions"> | undefined;
+
+  const feedOptions = { authority: options.authority, [SURFACE]: true };
+
+  class Feed extends DataService<ConsoleView | null> {
+    constructor(ctx: Context) {
+      super(ctx, FEED_KEY, feedOptions);
+    }
+
+    override async get(_forced: boolean, client: Client): Promise<ConsoleView | null> {
+      if (cached?.version !== version) cached = { version, view: snapshot() };
+      try {
+        lastView = await cached.view;
+      } catch (error) {
+        // The console does not wait for this answer, so a failure here would go unhandled; a read
+        // still running when the app stops finds the database gone, and the page keeps what it has.
+        if (ctx.scope.isActive) logger.warn("console data not read: %s", error instanceof Error ? error.message : String(error));
+        cached = undefined;
+      }
+      return lastView ? { ...lastView, actions: gateFor(client) } : null;
+    }
+  }
+  ctx.plugin(Feed);
+  const changed = ctx.throttle(() => {
+    version++;
+    void ctx.get(`console.services.${FEED_KEY}`)?.refresh();
+  }, REFRESH_THROTTLE_MS);
+
+  ctx.effect(() =>
+    registry.onChange((change) => {
+      const { heartbeat } = change.entry;
+      board =
+        change.kind === "recorded"
+          ? boardRecorded(board, projectSession(change.entry), heartbeat.activity ?? null, change.entry.lastSeenMs)
+          : boardGone(board, heartbeat.session_id, change.kind === "removed" ? "offline" : "expired", Date.now());
+      changed();
+    }),
+  );
+  ctx.effect(() =>
+    audit.onRecord((entry) => {
+      board = boardAudited(board, entry);
+      changed();
+    }),
+  );
+
+  async function snapshot(): Promise<Omit<ConsoleView, "actions">> {
+    board = boardPruned(board, Date.now(), BOARD_LIMITS);
+    const commands = new Map<string, CommandSummary[]>();
+    for (const sessionId of board.keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
+    const page = await operator.audit({ limit: TIMELINE_PUSHED });
+    return { sessions: boardView(board, commands), timeline: await items(page.entries), server_time: new Date().toISOString() };
+  }
+
+  /** Timeline lines, each accepted event with its receipt as it is now. */
+  async function items(entries: AuditEntry[]): Promise<TimelineItem[]> {
+    const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
+    const receipts = new Map((await events.many(eventIds)).map((row) => [row.event_id, { state: row.state, attempts: row.attempts, error: row.error }]));
+    return entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
+  }
+
+  function gateFor(client: AuthedClient): ActionGate {
+    return actionGate({
+      authInstalled: Boolean(ctx.get("auth")),
+      authority: client.auth ? client.auth.authority : null,
+      required: options.authority,
+      actionsEnabled: options.actions,
+    });
+  }
+
+  function who(client: AuthedClient): Record<string, unknown> {
+    return { id: client.id, user: client.auth?.name ?? null, address: client.request?.socket.remoteAddress ?? null, origin: client.request?.headers.origin ?? null };
+  }
+
+  ctx.on("console/intercept", (client, listener) => {
+    if (!(listener as { [SURFACE]?: boolean })[SURFACE]) return false;
+    const selfUrl = (console as { config?: { selfUrl?: string } }).config?.selfUrl;
+    const headers = client.request?.headers ?? {};
+    const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
+    if (decision.allowed) return false;
+    logger.warn("console: refused a page from %s (%s)", headers.origin ?? "?", decision.reason);
+    return true;
+  });
+
+  const listen = (name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>) => {
+    const listener = async function (this: Client, raw: unknown) {
+      return callback(this, raw);
+    };
+    (console.addListener as (name: string, callback: unknown, options: object) => void)(name, listener, feedOptions);
+    // The console keeps listeners until overwritten; a disposed plugin's must not answer with stale services.
+    ctx.on("dispose", () => {
+      if (console.listeners[name]?.callback === listener) delete console.listeners[name];
+    });
+  };
+
+  for (const action of CONSOLE_ACTIONS) {
+    listen(action.name, async (client, raw) => {
+      const gate = gateFor(client);
+      const result = gate.allowed
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator }, input)))
+        : ({ ok: false, error: gate.reason } as const);
+      await auditAction(audit, action.name, raw, result, who(client));
+      if (result.ok) changed();
+      return result;
+    });
+  }
+  listen(CONSOLE_READS.timeline.name, (_client, raw) =>
+    answer(CONSOLE_READS.timeline.input, raw, async (query) => {
+      const page = await operator.audit(query);
+      return { entries: await items(page.entries), next_before: page.next_before };
+    }),
+  );
+  listen(CONSOLE_READS.entry.name, (_client, raw) =>
+    answer(CONSOLE_READS.entry.input, raw, async ({ id }) => {
+      const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;
+      return entry?.id === id ? entry : null;
+    }),
+  );
+
+  const files = pageFiles(logger);
+  if (files) console.addEntry(files);
+}
+
+/**
+ * Where the built page is (`console/dist`, by `npm run build:console`) and its source for the
+ * console's dev mode. The console serves a plugin's files only from under `node_modules` (or its own
+ * folder); a package installed by npm is, a clone of this repository is not, so a clone's page is
+ * reached through a link in its own `node_modules`.
+ */
+function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: string } | undefined {
+  const root = packageRoot();
+  if (!root) return undefined;
+  const dev = join(root, "console", "client", "index.ts");
+  const built = join(root, "console", "dist");
+  if (!existsSync(join(built, "index.js"))) {
+    logger.warn("console page not built (%s missing): run `npm run build:console`", join(built, "index.js"));
+    return { dev, prod: built };
+  }
+  if (built.split(sep).includes("node_modules")) return { dev, prod: built };
+  const link = join(root, "node_modules", ".anon-notify-console");
+  try {
+    if (!existsSync(link) || readlinkSync(link) !== built) {
+      rmSync(link, { force: true });
+      mkdirSync(dirname(link), { recursive: true });
+      symlinkSync(built, link, "dir");
+    }
+    return { dev, prod: link };
+  } catch (error) {
+    logger.warn("console page cannot be linked under node_modules (%s)", error instanceof Error ? error.message : String(error));
+    return { dev, prod: built };
+  }
+}
+
+/** The nearest folder above this file whose package.json is this package (source or dist/). */
+function packageRoot(): string | undefined {
+  for (let dir = import.meta.dirname; dir !== dirname(dir); dir = dirname(dir)) {
+    try {
+      const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string };
+      if (manifest.name === "@cr1ms0n/anon-notify") return dir;
+    } catch {
+      // not at this level
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,168 @@
+/**
+ * The Koishi console in tests: `withConsole` loads the real @koishijs/plugin-console (and, when
+ * asked, @koishijs/plugin-auth) into a test app, and `ConsoleSocket` speaks the console's own
+ * WebSocket protocol as its page does: `data`/`patch` messages fill a store, and a call is
+ * `{id, type, args}` answered by `{type: "response", body: {id, value, error}}`.
+ */
+import { rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import type { TestContext } from "node:test";
+import { WebSocket } from "undici";
+import type { Context, Plugin } from "koishi";
+import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
+import { extensionEnv } from "../../harness/extension-env.ts";
+import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
+import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
+import type { ConsoleView } from "../../server/console/index.ts";
+import type { ConsoleAnswer } from "../../server/console/actions.ts";
+
+const require = createRequire(import.meta.url);
+export const consolePlugin = require("@koishijs/plugin-console").default as Plugin<Context>;
+
+/** The console as a Koishi install has it: page at `/`, WebSocket at `/status`, never opening a browser. */
+export function withConsole(use: Use): void {
+  use(consolePlugin, { open: false });
+}
+
+export const CONSOLE_WS_PATH = "/status";
+
+export class ConsoleSocket {
+  readonly store: Record<string, unknown> = {};
+  readonly #socket: WebSocket;
+  readonly #waiters = new Set<() => void>();
+  readonly #responses = new Map<string, (body: { value?: unknown; error?: unknown }) => void>();
+  #next = 0;
+  closed = false;
+
+  private constructor(socket: WebSocket) {
+    this.#socket = socket;
+    socket.addEventListener("message", (event) => {
+      const message = JSON.parse(String(event.data)) as { type: string; body: { key?: string; value?: unknown; id?: string } };
+      if (message.type === "data") this.store[message.body.key!] = message.body.value;
+      else if (message.type === "response") this.#responses.get(message.body.id!)?.(message.body);
+      for (const wake of [...this.#waiters]) wake();
+    });
+    socket.addEventListener("close", () => {
+      this.closed = true;
+      for (const wake of [...this.#waiters]) wake();
+    });
+  }
+
+  /** Opens the console's WebSocket on `port`, with `Origin` set as a browser page on `origin` would. */
+  static async open(port: number, origin?: string): Promise<ConsoleSocket> {
+    const socket = new WebSocket(`ws://127.0.0.1:${port}${CONSOLE_WS_PATH}`, origin ? { headers: { origin } } : undefined);
+    await new Promise<void>((resolve, reject) => {
+      socket.addEventListener("open", () => resolve(), { once: true });
+      socket.addEventListener("error", (event) => reject(new Error(`console socket: ${String((event as { message?: string }).message ?? "error")}`)), { once: true });
+    });
+    return new ConsoleSocket(socket);
+  }
+
+  get view(): ConsoleView | undefined {
+    return this.store.anonNotify as ConsoleView | undefined;
+  }
+
+  /** Calls a console listener; resolves with the raw `{value, error}` of the response. */
+  raw(type: string, ...args: unknown[]): Promise<{ value?: unknown; error?: unknown }> {
+    const id = `t${++this.#next}`;
+    return new Promise((resolve) => {
+      this.#responses.set(id, ({ value, error }) => {
+        this.#responses.delete(id);
+        resolve({ ...(value === undefined ? {} : { value }), ...(error === undefined ? {} : { error }) });
+      });
+      this.#socket.send(JSON.stringify({ id, type, args }));
+    });
+  }
+
+  /** Calls one of the page's listeners, which answer values, never errors. */
+  async call<T = unknown>(type: string, input: unknown): Promise<ConsoleAnswer<T>> {
+    const body = await this.raw(type, input);
+    if (body.error !== undefined) throw new Error(`console answered an error to ${type}: ${String(body.error)}`);
+    return body.value as ConsoleAnswer<T>;
+  }
+
+  /** Waits for the page's data to satisfy `check`, for at most `ms`; names what never happened. */
+  async until<T>(check: (view: ConsoleView) => T | undefined | false, what: string, ms = 5_000): Promise<T> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const view = this.view;
+      const value = view ? check(view) : undefined;
+      if (value !== undefined && value !== false) return value as T;
+      const left = deadline - Date.now();
+      if (left <= 0 || this.closed) throw new Error(`never happened within ${ms} ms: ${what}`);
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.#waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, left);
+        this.#waiters.add(wake);
+      });
+    }
+  }
+
+  /** Closes and waits until the server has seen it. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    const closed = new Promise<void>((resolve) => this.#socket.addEventListener("close", () => resolve(), { once: true }));
+    this.#socket.close();
+    await closed;
+  }
+}
+
+export interface ConsoleStage {
+  koishi: KoishiHarness;
+  port: number;
+  /** Opens a console page's socket; it is closed before the app stops. */
+  open(origin?: string): Promise<ConsoleSocket>;
+  /** Opens a real Pi session with the extension switched on; it is disposed with the stage. */
+  openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
+}
+
+/**
+ * A Koishi app with the console and notify-webhook (plus `plugins`), and the environment that points
+ * real Pi sessions at it. Everything is stopped and removed after the test.
+ */
+export async function consoleStage(t: TestContext, options: { config?: KoishiOptions["config"]; plugins?: KoishiOptions["plugins"] } = {}): Promise<ConsoleStage> {
+  const koishi = await startKoishi({
+    config: options.config ?? {},
+    plugins: async (use, app) => {
+      withConsole(use);
+      await options.plugins?.(use, app);
+    },
+  });
+  const root = makeRoot();
+  const saved = { ...process.env };
+  Object.assign(process.env, extensionEnv(koishi, root));
+  const harnesses: PiHarness[] = [];
+  const sockets: ConsoleSocket[] = [];
+  t.after(async () => {
+    // Pages first: the console refreshes its open pages while it is being disposed, and fails doing so.
+    await Promise.all(sockets.map((socket) => socket.close()));
+    const clients = () => Object.keys((koishi.app.get("console") as { clients?: object } | undefined)?.clients ?? {}).length;
+    for (let tries = 0; clients() > 0; tries++) {
+      if (tries > 200) throw new Error("the console never saw its pages close");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    for (const pi of harnesses.reverse()) await pi.dispose({ keepRoot: true }).catch(() => undefined);
+    await koishi.stop();
+    process.env = saved;
+    rmSync(root, { recursive: true, force: true });
+  });
+  return {
+    koishi,
+    port: Number(new URL(koishi.baseUrl).port),
+    async open(origin) {
+      const socket = await ConsoleSocket.open(Number(new URL(koishi.baseUrl).port), origin);
+      sockets.push(socket);
+      return socket;
+    },
+    async openPi(tools = []) {
+      const pi = await startPi({ root, tools });
+      harnesses.push(pi);
+      await pi.prompt("/anon-notify");
+      return { pi, sessionId: pi.session.sessionManager.getSessionId() };
+    },
+  };
+}

@@ -1,0 +1,76 @@
+/**
+ * The console page in a real headless browser (Debian's `chromium`, driven by playwright-core
+ * through its executable path), on a phone-sized window: a real Pi session comes online, an
+ * instruction sent from the page is answered, a queued one is cancelled, and a screenshot is saved
+ * to `.tmp/console-page.png`. Skipped, saying so, when no Chromium is installed.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+import { consoleStage } from "../helpers/console.ts";
+import { ai } from "../../harness/pi.ts";
+import { gatedTool } from "../../harness/session-commands.ts";
+
+const repo = resolve(import.meta.dirname, "../..");
+const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string => Boolean(path && existsSync(path)));
+const SKIP = CHROMIUM ? false : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
+export const SCREENSHOT = join(repo, ".tmp", "console-page.png");
+
+test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, and cancels a queued one", { skip: SKIP, timeout: 120_000 }, async (t) => {
+  execFileSync(process.execPath, [join(repo, "scripts", "build-console.ts"), "--if-stale"], { cwd: repo, stdio: "pipe" });
+  // Launched first so it closes first: the app stops only once its pages are gone.
+  const browser = await chromium.launch({ executablePath: CHROMIUM!, args: ["--no-sandbox"] });
+  t.after(() => browser.close());
+  const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
+  const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const pageErrors: string[] = [];
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+  await page.goto(`http://127.0.0.1:${stage.port}/anon-notify`);
+  await page.getByText("还没有会话上线", { exact: false }).waitFor({ timeout: 20_000 });
+
+  const slow = gatedTool("slow");
+  const { pi, sessionId } = await stage.openPi([slow.tool]);
+  const card = page.locator(`[data-test=session][data-session-id="${sessionId}"]`);
+  await card.waitFor({ timeout: 10_000 });
+  assert.equal(await card.getAttribute("data-state"), "idle");
+
+  // Send from the page; the real session answers.
+  pi.script([ai.fauxAssistantMessage("README 已经更新好了。")]);
+  await card.click();
+  await page.locator("[data-test=instruction]").fill("请更新 README");
+  await page.locator("[data-test=send]").click();
+  await card.locator("[data-test=command][data-state=accepted]", { hasText: "请更新 README" }).waitFor({ timeout: 10_000 });
+  await page.locator("[data-test=timeline-item]", { hasText: "README 已经更新好了。" }).first().waitFor({ timeout: 10_000 });
+
+  // While a tool runs, the second of two instructions stays queued: cancel it from the page.
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好了。"), ai.fauxAssistantMessage("也做完了。")]);
+  const run = pi.prompt("跑个长任务");
+  await slow.started;
+  await card.and(page.locator("[data-state=running]")).waitFor({ timeout: 10_000 });
+  for (const instruction of ["先跑测试", "这条要撤回"]) {
+    await page.locator("[data-test=instruction]").fill(instruction);
+    await page.locator("[data-test=send]").click();
+    await card.locator("[data-test=command]", { hasText: instruction }).waitFor({ timeout: 10_000 });
+  }
+  const queued = card.locator("[data-test=command]", { hasText: "这条要撤回" });
+  await queued.locator("[data-test=cancel]").click();
+  await card.locator("[data-test=command][data-state=cancelled]", { hasText: "这条要撤回" }).waitFor({ timeout: 10_000 });
+  assert.match(await page.locator("[data-test=result]").innerText(), /已撤回：这条要撤回/);
+
+  // A refusal shows the server's reason.
+  await page.locator("[data-test=instruction]").fill("x".repeat(4001));
+  await page.locator("[data-test=send]").click();
+  await page.locator("[data-test=result].refused").waitFor({ timeout: 10_000 });
+  assert.match(await page.locator("[data-test=result]").innerText(), /内容不合要求/);
+  await page.locator("[data-test=instruction]").fill("");
+
+  mkdirSync(join(repo, ".tmp"), { recursive: true });
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  slow.release();
+  await run;
+  assert.ok(!JSON.stringify(pi.modelCalls.map((call) => call.messages)).includes("这条要撤回"), "the cancelled instruction never reached the model");
+  assert.deepEqual(pageErrors, [], "no errors in the page");
+});

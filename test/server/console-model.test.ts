@@ -1,0 +1,77 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { SessionProjection } from "../../protocol/sessions.ts";
+import { actionGate, boardAudited, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
+
+test("which WebSocket origins reach the page", () => {
+  const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [
+    [undefined, "127.0.0.1:5140", [], { allowed: true }],
+    ["http://127.0.0.1:5140", "127.0.0.1:5140", [], { allowed: true }],
+    ["http://localhost:5140", "localhost:5140", [], { allowed: true }],
+    ["http://[::1]:5140", "[::1]:5140", [], { allowed: true }],
+    ["http://192.168.1.5:5140", "192.168.1.5:5140", [], { allowed: true }],
+    ["https://evil.example", "127.0.0.1:5140", [], { allowed: false, reason: "cross_origin" }],
+    ["http://127.0.0.1:8080", "127.0.0.1:5140", [], { allowed: false, reason: "cross_origin" }],
+    ["null", "127.0.0.1:5140", [], { allowed: false, reason: "cross_origin" }],
+    ["file://", "127.0.0.1:5140", [], { allowed: false, reason: "cross_origin" }],
+    ["http://rebound.example:5140", "rebound.example:5140", [], { allowed: false, reason: "untrusted_host" }],
+    ["https://bot.example.com", "127.0.0.1:5140", ["https://bot.example.com/"], { allowed: true }],
+    ["https://bot.example.com", "bot.example.com", ["https://bot.example.com"], { allowed: true }],
+    ["https://bot.example.com.evil.example", "bot.example.com", ["https://bot.example.com"], { allowed: false, reason: "cross_origin" }],
+  ];
+  for (const [origin, host, trusted, expected] of cases) assert.deepEqual(originDecision(origin, host, trusted), expected, `${origin} on ${host}`);
+});
+
+test("who may act", () => {
+  const base = { required: 4, actionsEnabled: false };
+  assert.deepEqual(actionGate({ ...base, authInstalled: false, authority: null }), { allowed: false, reason: "read_only" });
+  assert.deepEqual(actionGate({ ...base, authInstalled: false, authority: null, actionsEnabled: true }), { allowed: true, via: "config" });
+  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: null, actionsEnabled: true }), { allowed: false, reason: "login_required" }, "with auth the config switch does not open it");
+  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: 3 }), { allowed: false, reason: "authority_too_low" });
+  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: 4 }), { allowed: true, via: "auth" });
+});
+
+const projection = (state: "idle" | "running", seenMs: number): SessionProjection => ({
+  session_id: "s-1",
+  project: "p",
+  model: null,
+  state,
+  supports_images: false,
+  last_activity_at: new Date(seenMs).toISOString(),
+  last_seen_at: new Date(seenMs).toISOString(),
+});
+
+test("the board keeps since-when per state, marks gone sessions, and follows watchdog flags", () => {
+  let board: Board = new Map();
+  board = boardRecorded(board, projection("idle", 1000), null, 1000);
+  board = boardRecorded(board, projection("idle", 2000), null, 2000);
+  assert.equal(board.get("s-1")!.stateSinceMs, 1000, "same state: the clock keeps running");
+  board = boardRecorded(board, projection("running", 3000), "bash", 3000);
+  assert.deepEqual([board.get("s-1")!.stateSinceMs, board.get("s-1")!.activity], [3000, "bash"]);
+  board = boardAudited(board, { action: "watchdog.stalled", session_id: "s-1" });
+  board = boardAudited(board, { action: "watchdog.stalled", session_id: "s-1" });
+  assert.deepEqual(board.get("s-1")!.flags, ["stalled"]);
+  board = boardAudited(board, { action: "watchdog.stalled_cleared", session_id: "s-1" });
+  assert.deepEqual(board.get("s-1")!.flags, []);
+  board = boardGone(board, "s-1", "expired", 4000);
+  board = boardAudited(board, { action: "watchdog.vanished", session_id: "s-1" });
+  const [gone] = boardView(board, new Map());
+  assert.deepEqual([gone!.online, gone!.gone_reason, gone!.activity, gone!.flags], [false, "expired", null, ["vanished"]]);
+  board = boardRecorded(board, projection("idle", 5000), null, 5000);
+  assert.deepEqual([board.get("s-1")!.goneAtMs, board.get("s-1")!.flags], [null, []], "back: no longer gone or vanished");
+  board = boardGone(board, "s-1", "offline", 6000);
+  assert.equal(boardPruned(board, 6000 + 10, { keepGoneMs: 100, maxGone: 5 }).size, 1);
+  assert.equal(boardPruned(board, 6000 + 101, { keepGoneMs: 100, maxGone: 5 }).size, 0);
+  assert.equal(boardPruned(board, 6000, { keepGoneMs: 100, maxGone: 0 }).size, 0);
+});
+
+test("a timeline line says what it was about and how it ended", () => {
+  const entry = { id: 1, at: "2026-01-01T00:00:00.000Z", actor: "server" as const, session_id: "s-1", subject: "e-1" };
+  const accepted = timelineItem({ ...entry, action: "event.accepted", data: { event: { status: "failed", summary: "测试失败" } } }, { state: "failed", attempts: 1, error: "no_persona" });
+  assert.deepEqual([accepted.text, accepted.receipt?.state, accepted.detail], ["failed · 测试失败", "failed", true]);
+  const handed = timelineItem({ ...entry, action: "event.sent_direct", data: { outcome: { kind: "error", error: "bot_offline" }, text: "x".repeat(500) } });
+  assert.deepEqual([handed.outcome, handed.text.length], ["error: bot_offline", 200]);
+  assert.equal(timelineItem({ ...entry, action: "command.cancelled", data: {} }).outcome, "cancelled");
+  const refused = timelineItem({ ...entry, action: "console.send", data: { input: { session_id: "s-1", instruction: "hi" }, status: "refused", error: "read_only" } });
+  assert.deepEqual([refused.text, refused.outcome], ["hi", "read_only"]);
+});

@@ -1,0 +1,208 @@
+/**
+ * The owner's console page, through the console's real WebSocket protocol (the messages its page
+ * sends and receives), against a real Koishi app with @koishijs/plugin-console and real Pi sessions.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import type { Context, Plugin } from "koishi";
+import { AuditEntry } from "../../protocol/audit.ts";
+import { CommandSummary } from "../../protocol/commands.ts";
+import { OperatorCommandCreated } from "../../protocol/operator.ts";
+import { consoleStage } from "../helpers/console.ts";
+import { ai } from "../../harness/pi.ts";
+import { gatedTool } from "../../harness/session-commands.ts";
+import { imageOf } from "./images.ts";
+import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
+
+const require = createRequire(import.meta.url);
+
+function sessionIn(sessions: ConsoleSession[], sessionId: string) {
+  return sessions.find((session) => session.session_id === sessionId);
+}
+
+test("the page's data follows a real Pi session as it comes online, runs a tool, finishes and goes offline", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { logPersona: true } });
+  const page = await stage.open();
+  await page.until((view) => view.sessions.length === 0 && view.actions, "the first data, with no session");
+  assert.deepEqual(page.view!.actions, { allowed: false, reason: "read_only" }, "no plugin-auth and no consoleActions: read-only");
+
+  const slow = gatedTool("slow");
+  const { pi, sessionId } = await stage.openPi([slow.tool]);
+  const idle = await page.until((view) => sessionIn(view.sessions, sessionId), "the session online");
+  assert.deepEqual([idle.online, idle.state, idle.project, idle.model, idle.activity], [true, "idle", "work", "faux/faux-1", null]);
+
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("整理完毕。")]);
+  const run = pi.prompt("整理一下日志");
+  await slow.started;
+  const running = await page.until((view) => {
+    const session = sessionIn(view.sessions, sessionId);
+    return session?.state === "running" && session.activity === "slow" ? session : undefined;
+    // Running is sent at once; the tool it runs comes with the next periodic heartbeat (10 s).
+  }, "the session running the slow tool", 15_000).catch((error: Error) => {
+    throw new Error(`${error.message}; last seen ${JSON.stringify(sessionIn(page.view!.sessions, sessionId))}`);
+  });
+  assert.ok(Date.parse(running.state_since) >= Date.parse(idle.state_since), "the running state has its own since");
+
+  slow.release();
+  await run;
+  await page.until((view) => sessionIn(view.sessions, sessionId)?.state === "idle", "the session idle again");
+  const accepted = await page.until(
+    (view) => view.timeline.find((item) => item.action === "event.accepted" && item.session_id === sessionId && item.receipt?.state === "context_injected"),
+    "the run's notice on the timeline, handed to the persona",
+  );
+  assert.match(accepted.text, /^completed · /);
+  const handed = await page.until((view) => view.timeline.find((item) => item.action === "event.handed_to_persona" && item.subject === accepted.subject), "the hand-over line");
+  assert.equal(handed.outcome, "injected");
+
+  // The exact text handed over, on demand.
+  const full = await page.call<AuditEntry>("anon-notify/entry", { id: handed.id });
+  assert.ok(full.ok);
+  const entry = AuditEntry.parse(full.value);
+  assert.equal(typeof entry.data.text, "string");
+  assert.ok((entry.data.text as string).includes(accepted.subject!), "the block names the event");
+
+  // Filters: by session and kind, and by time.
+  const onlyEvents = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { session_id: sessionId, kind: "event" });
+  assert.ok(onlyEvents.ok);
+  assert.ok(onlyEvents.value.entries.length >= 2);
+  assert.ok(onlyEvents.value.entries.every((item) => item.session_id === sessionId && item.action.startsWith("event.")));
+  const future = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { since: new Date(Date.now() + 60_000).toISOString() });
+  assert.ok(future.ok);
+  assert.deepEqual(future.value.entries, []);
+  assert.deepEqual(await page.call("anon-notify/timeline", { kind: "nonsense" }), {
+    ok: false,
+    error: "invalid_request",
+    issues: [{ path: "kind", message: 'Invalid option: expected one of "event"|"command"|"operator"|"console"|"persona"|"tool_call"|"watchdog"' }],
+  });
+
+  await pi.prompt("/anon-notify");
+  const gone = await page.until((view) => {
+    const session = sessionIn(view.sessions, sessionId);
+    return session && !session.online ? session : undefined;
+  }, "the session listed as gone");
+  assert.equal(gone.gone_reason, "offline");
+});
+
+test("with actions turned on, the page sends an instruction (with an image) that a real session answers, cancels a queued one, and sees each refusal's reason", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
+  const page = await stage.open();
+  const slow = gatedTool("slow");
+  const { pi, sessionId } = await stage.openPi([slow.tool]);
+  await page.until((view) => sessionIn(view.sessions, sessionId), "the session online");
+  assert.deepEqual(page.view!.actions, { allowed: true, via: "config" });
+
+  pi.script([ai.fauxAssistantMessage("收到图片，已经看过了。")]);
+  const sent = await page.call("anon-notify/send", { session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64, 1)], request_key: "k-1" });
+  assert.ok(sent.ok, JSON.stringify(sent));
+  const created = OperatorCommandCreated.parse(sent.value);
+  assert.equal(created.command.origin, "operator");
+  const answered = await page.until(
+    (view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === created.command.command_id && command.state === "accepted"),
+    "the instruction accepted by the session",
+  );
+  assert.equal(answered.image_count, 1);
+  await pi.session.waitForIdle();
+  const seen = pi.modelCalls.at(-1)!.messages.at(-1)!;
+  assert.ok(JSON.stringify(seen.content).includes("看看这张图"), "the model saw the instruction");
+  assert.ok(JSON.stringify(seen.content).includes('"image"'), "and its image");
+
+  // The same submit again (a reconnect, a double click) queues nothing new.
+  const again = await page.call("anon-notify/send", { session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64, 1)], request_key: "k-1" });
+  assert.ok(again.ok);
+  assert.deepEqual(OperatorCommandCreated.parse(again.value), { command: { ...created.command, state: "accepted", cancellable: false, updated_at: OperatorCommandCreated.parse(again.value).command.updated_at }, duplicate: true });
+
+  // While a tool runs, the session holds at most one instruction (the one its poll took); the next
+  // stays queued, can be cancelled, and never arrives.
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好了。"), ai.fauxAssistantMessage("做完了。")]);
+  const run = pi.prompt("跑个长任务");
+  await slow.started;
+  const first = await page.call("anon-notify/send", { session_id: sessionId, instruction: "先做这个" });
+  assert.ok(first.ok);
+  const queued = await page.call("anon-notify/send", { session_id: sessionId, instruction: "这条会撤回" });
+  assert.ok(queued.ok);
+  const queuedId = OperatorCommandCreated.parse(queued.value).command.command_id;
+  const cancelled = await page.call("anon-notify/cancel", { session_id: sessionId, command_id: queuedId });
+  assert.ok(cancelled.ok, JSON.stringify(cancelled));
+  assert.equal(CommandSummary.parse(cancelled.value).state, "cancelled");
+  await page.until((view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === queuedId && command.state === "cancelled"), "the cancel on the page");
+  slow.release();
+  await run;
+  await pi.session.waitForIdle();
+  assert.ok(!JSON.stringify(pi.modelCalls.map((call) => call.messages)).includes("这条会撤回"), "the cancelled instruction never reached the model");
+
+  // Each refusal comes back as the server's reason.
+  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: sessionId, command_id: created.command.command_id }), { ok: false, error: "already_accepted" });
+  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: sessionId, command_id: "c-nope" }), { ok: false, error: "not_found" });
+  assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-elsewhere", instruction: "在吗" }), { ok: false, error: "session_offline" });
+  const empty = await page.call("anon-notify/send", { session_id: sessionId, instruction: "" });
+  assert.equal(empty.ok, false);
+  assert.equal(!empty.ok && empty.error, "invalid_request");
+  const badImage = await page.call("anon-notify/send", { session_id: sessionId, instruction: "图", images: [{ mime_type: "image/png", data: Buffer.from("not a png").toString("base64") }] });
+  assert.equal(!badImage.ok && badImage.error, "invalid_image");
+
+  // Every action, done or refused, is on the audit trail as the console's.
+  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 50 });
+  assert.ok(trail.ok);
+  assert.deepEqual(
+    trail.value.entries.map((item) => [item.action, item.outcome]).reverse(),
+    [
+      ["console.send", "ok"],
+      ["console.send", "ok"],
+      ["console.send", "ok"],
+      ["console.send", "ok"],
+      ["console.cancel", "ok"],
+      ["console.cancel", "already_accepted"],
+      ["console.cancel", "not_found"],
+      ["console.send", "session_offline"],
+      ["console.send", "invalid_request"],
+      ["console.send", "invalid_image"],
+    ],
+  );
+  assert.ok(trail.value.entries.every((item) => item.actor === "console"));
+});
+
+test("without plugin-auth and without consoleActions the page is read-only, and says so", { timeout: 30_000 }, async (t) => {
+  const stage = await consoleStage(t);
+  const page = await stage.open();
+  await page.until((view) => view.actions, "the first data");
+  assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "read_only" });
+  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: "s-1", command_id: "c-1" }), { ok: false, error: "read_only" });
+});
+
+test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true, consoleOrigins: ["https://bot.example.com"] } });
+  const own = await stage.open(`http://127.0.0.1:${stage.port}`);
+  const evil = await stage.open("https://evil.example");
+  const rebound = await stage.open(`http://rebound.example:${stage.port}`);
+  const proxied = await stage.open("https://bot.example.com");
+  await own.until((view) => view.actions, "the page's own data");
+  await proxied.until((view) => view.actions, "a listed origin's data");
+
+  for (const [name, socket] of [["another site", evil], ["a rebound DNS name", rebound]] as const) {
+    // The console answers every client's first refresh; ours is refused to this one.
+    const pinged = await socket.raw("ping");
+    assert.equal(pinged.value, "pong", `${name}: the console itself still talks`);
+    assert.equal(socket.store.anonNotify ?? null, null, `${name}: no sessions or timeline`);
+    assert.deepEqual(await socket.raw("anon-notify/send", { session_id: "s-1", instruction: "rm -rf ~" }), { error: "unauthorized" }, `${name}: send refused`);
+    assert.deepEqual(await socket.raw("anon-notify/timeline", {}), { error: "unauthorized" }, `${name}: reading refused`);
+  }
+  const audited = await own.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console" });
+  assert.ok(audited.ok);
+  assert.deepEqual(audited.value.entries, [], "a refused page never reached the operator service");
+});
+
+test("with plugin-auth installed, only a login with enough authority sees the page and acts", { timeout: 30_000 }, async (t) => {
+  const auth = require("@koishijs/plugin-auth").default as Plugin<Context>;
+  const stage = await consoleStage(t, { config: { consoleActions: false }, plugins: (use) => void use(auth, { admin: { enabled: true, username: "admin", password: "pw" } }) });
+  const anonymous = await stage.open();
+  assert.deepEqual(await anonymous.raw("anon-notify/send", { session_id: "s-1", instruction: "x" }), { error: "unauthorized" });
+  assert.equal(anonymous.store.anonNotify ?? null, null);
+
+  const admin = await stage.open();
+  const login = await admin.raw("login/password", "admin", "pw");
+  assert.equal(login.error, undefined);
+  await admin.until((view) => view.actions, "the data after login");
+  assert.deepEqual(admin.view!.actions, { allowed: true, via: "auth" });
+  assert.deepEqual(await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "session_offline" }, "past the gate, the operator service decides");
+});
