@@ -32,9 +32,9 @@ export interface ToggleDeps {
 }
 
 /** The server's recipient status; `token_rejected` apart, since the server did answer, with a refusal. */
-export async function checkRecipient(client: WebhookClient, timeoutMs = RECIPIENT_CHECK_TIMEOUT_MS): Promise<RecipientCheck | { kind: "token_rejected" }> {
+async function checkRecipient(client: WebhookClient): Promise<RecipientCheck | { kind: "token_rejected" }> {
   try {
-    const answer = await client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs });
+    const answer = await client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
     return { kind: "answer", status: answer.status, reason: answer.reason };
   } catch (error) {
     return tokenRejected(asDeliveryError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: errorText(error) };
