@@ -1,9 +1,10 @@
 /**
  * The command channel: instructions queued on the server for this session reach it as visible
- * steer messages. Idle, the runtime holds one claim request open
- * (long poll), so an instruction arrives within milliseconds and an idle session costs one request
- * per `longPollMs`; the held request is withdrawn when a run starts. Busy, it claims one command at
- * a turn boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
+ * steer messages. Idle, the runtime holds one claim request open (long poll), so an instruction
+ * arrives within milliseconds and an idle session costs one request per `longPollMs`; when a run
+ * starts, a protocol-3 server answers the held request (the run's heartbeat ends it) and whatever
+ * it carries is read, while an older server's is abandoned. Busy, it claims one command at a turn
+ * boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
  * command reaches the session once: its id is journaled and flushed before the ACK, and a command
  * whose id is already journaled, or already in the session, is ACKed without being delivered again.
  *
@@ -11,9 +12,14 @@
  * reported: a TUI warning for the user and a `warning` notice for the persona. One still queued
  * when the interrupt dropped Pi's queue (TUI Esc) is written into the session without starting a
  * run, then reported the same way, so it is neither lost nor run against the user's interrupt.
+ *
+ * With a protocol-3 server the control lane (extension/commands/control-lane.ts) runs beside it,
+ * busy or idle: `stop` aborts the run in progress exactly like Esc, and other kinds go to the
+ * handler registered with `onControlCommand`.
  */
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "./protocol/commands.ts";
+import { AckAnswer, ClaimAnswer, CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "./protocol/commands.ts";
+import { ControlDispatcher, createControlLane, type ControlHandler } from "./extension/commands/control-lane.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./extension/commands/message.ts";
 import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
 import { errorText } from "./common/errors.ts";
@@ -60,6 +66,8 @@ export interface CommandChannel {
   stop(): Promise<void>;
   /** Claimed but not yet in the session: held for a boundary, or handed to Pi's queue. */
   pending(): { held: string | null; queued: string[] };
+  /** Registers the handler of a control kind (protocol 3); returns the unregister. `stop` is built in. */
+  onControlCommand(kind: ControlKind, handler: ControlHandler): () => void;
 }
 
 /** Registers the renderer and the Pi handlers; call once from the extension factory. */
@@ -80,6 +88,9 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   let wakeTimer: ReturnType<typeof setTimeout> | undefined;
   let lastFailure: string | undefined;
   let run: { facts: RunFact[]; aborted: boolean; instructions: Map<string, Lease> } = newRun();
+  const dispatcher = new ControlDispatcher();
+  const controlLane = createControlLane(dispatcher);
+  const speaksControl = () => deps.presence.serverCommandProtocol() >= CONTROL_PROTOCOL;
 
   function newRun() {
     return { facts: [] as RunFact[], aborted: false, instructions: new Map<string, Lease>() };
@@ -123,7 +134,33 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     wakeTimer.unref();
   };
 
+  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry wait. */
+  function stopRun(): CommandOutcome {
+    if (!ctx || isIdle()) return "already_idle";
+    ctx.abort();
+    return "stopped";
+  }
+  dispatcher.on("stop", stopRun);
+
+  /** Starts the control lane once the server has said it speaks protocol 3 (also after an upgrade). */
+  function syncControlLane() {
+    if (!running || controlLane.running || !client || !journal || !settings || !speaksControl()) return;
+    controlLane.start({
+      client,
+      sessionId,
+      runtimeId: deps.runtimeId,
+      journal,
+      longPollMs: settings.longPollMs,
+      idlePollIntervalMs: settings.idlePollIntervalMs,
+      heartbeatIntervalMs,
+      beat: () => deps.presence.beat(),
+      report: reportOnce,
+      text: deps.text,
+    });
+  }
+
   function evaluate(atBoundary: boolean) {
+    syncControlLane();
     if (held) {
       const lease = held;
       const plan = planDelivery({ alreadyDelivered: false, idle: isIdle(), atBoundary });
@@ -262,9 +299,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
 
   pi.on("agent_start", (_event, c) => {
     ctx = c;
-    // A busy session claims only at turn ends, so the idle claim is withdrawn. Should the server
-    // have leased a command in the same instant, that lease expires and the command comes back.
-    if (claim?.heldOpen) claim.controller.abort();
+    // A busy session claims only at turn ends. A protocol-3 server ends the held idle claim itself
+    // on the run's heartbeat, and a command it leased in that instant is read and held for the first
+    // turn end; an older server's is abandoned (a lease granted in that instant then expires).
+    if (claim?.heldOpen && !speaksControl()) claim.controller.abort();
   });
   pi.on("message_end", (event, c) => {
     ctx = c;
@@ -345,6 +383,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     if (!running) return settleConfirmations();
     running = false;
     boundary.set(false);
+    controlLane.stop();
     generation++;
     clearTimeout(wakeTimer);
     wakeTimer = undefined;
@@ -397,5 +436,6 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     },
     stop,
     pending: () => ({ held: held?.command.command_id ?? null, queued: [...sent.keys()] }),
+    onControlCommand: (kind, handler) => dispatcher.on(kind, handler),
   };
 }

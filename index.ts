@@ -52,6 +52,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   const presence = installPresence(pi, { runtimeId, connection, report, text });
+  // Features with a control command kind register their handler here (`commands.onControlCommand`).
   const commands = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
   const services: SessionService[] = [
     presence,

@@ -77,6 +77,8 @@ const zh = {
     journalWriteFailed: (file: string, why: string) => `写入指令日志失败（${file}）：${why}`,
     ackFailed: (why: string) => `确认 Anon 指令失败（租约到期后会重发并按日志去重）：${why}`,
     appendFailed: (why: string) => `Anon 指令未能写入会话：${why}`,
+    controlClaimFailed: (why: string) => `领取 Anon 控制指令失败：${why}`,
+    controlAckFailed: (why: string) => `确认 Anon 控制指令失败（租约到期后会重发并按日志去重）：${why}`,
     origin: { anon: "Anon 的指令", proactive: "Anon 的主动消息", operator: "操作员的指令" } satisfies Record<CommandOrigin, string>,
     label: { anon: "Anon 指令", proactive: "Anon 主动消息", operator: "操作员指令" } satisfies Record<CommandOrigin, string>,
     interrupted: (origin: CommandOrigin, instruction: string) =>
@@ -198,6 +200,8 @@ const en: Messages = {
     journalWriteFailed: (file, why) => `Writing the instruction journal failed (${file}): ${why}`,
     ackFailed: (why) => `Confirming an Anon instruction failed (it comes back after its lease and the journal dedups it): ${why}`,
     appendFailed: (why) => `An Anon instruction could not be written into the session: ${why}`,
+    controlClaimFailed: (why) => `Claiming Anon control commands failed: ${why}`,
+    controlAckFailed: (why) => `Confirming an Anon control command failed (it comes back after its lease and the journal dedups it): ${why}`,
     origin: { anon: "Anon's instruction", proactive: "Anon's message", operator: "The operator's instruction" },
     label: { anon: "Anon's instruction", proactive: "Message from Anon", operator: "Operator's instruction" },
     interrupted: (origin, instruction) =>

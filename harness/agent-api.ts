@@ -45,7 +45,7 @@ export function heartbeatOf(overrides: Partial<Heartbeat> = {}): Heartbeat {
     model: "faux/model",
     state: "idle",
     supports_images: true,
-    command_protocol: 2,
+    command_protocol: 3,
     last_activity_at: new Date().toISOString(),
     ...overrides,
   };
@@ -55,14 +55,15 @@ export function agentApi(harness: ApiTarget) {
   return {
     heartbeat: (overrides: Partial<Heartbeat> = {}) => call(harness, "POST", "/sessions/heartbeat", heartbeatOf(overrides)),
     offline: (session_id: string, runtime_id: string) => call(harness, "POST", "/sessions/offline", { session_id, runtime_id }),
-    claim: (session_id = "s-1", runtime_id = "r-1", options: { images?: boolean; waitMs?: number } = {}) => {
+    claim: (session_id = "s-1", runtime_id = "r-1", options: { images?: boolean; waitMs?: number; lane?: "instructions" | "control" } = {}) => {
       const query = new URLSearchParams({ session_id, runtime_id });
       if (options.images ?? true) query.set("capabilities", "images");
       if (options.waitMs !== undefined) query.set("wait_ms", String(options.waitMs));
+      if (options.lane !== undefined) query.set("lane", options.lane);
       return call(harness, "GET", `/commands?${query}`);
     },
-    ack: (command_id: string, lease_token: string, session_id = "s-1", runtime_id = "r-1") =>
-      call(harness, "POST", `/commands/${command_id}/ack`, { session_id, runtime_id, lease_token }),
+    ack: (command_id: string, lease_token: string, session_id = "s-1", runtime_id = "r-1", outcome?: string) =>
+      call(harness, "POST", `/commands/${command_id}/ack`, { session_id, runtime_id, lease_token, ...(outcome === undefined ? {} : { outcome }) }),
   };
 }
 
@@ -72,6 +73,7 @@ export function operatorApi(harness: ApiTarget, token = OPERATOR_TOKEN) {
     create: (body: Record<string, unknown>) => call(harness, "POST", "/operator/commands", body, token),
     list: (session_id = "s-1", limit?: number) =>
       call(harness, "GET", `/operator/commands?${new URLSearchParams({ session_id, ...(limit ? { limit: String(limit) } : {}) })}`, undefined, token),
+    stop: (session_id = "s-1") => call(harness, "POST", `/operator/sessions/${encodeURIComponent(session_id)}/stop`, {}, token),
     cancel: (command_id: string, session_id = "s-1") => call(harness, "POST", `/operator/commands/${command_id}/cancel`, { session_id }, token),
     audit: (query: Record<string, string> = {}) => call(harness, "GET", `/operator/audit?${new URLSearchParams(query)}`, undefined, token),
   };

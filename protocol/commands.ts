@@ -1,5 +1,6 @@
 /**
- * The command channel (protocol 2): claims, leases, ACKs, images and the command summary.
+ * The command channel (protocols 2 and 3): kinds, lanes, claims, leases, ACKs with outcomes,
+ * images and the command summary.
  */
 import { z } from "zod";
 import { Id, LIMITS, Timestamp } from "./wire.ts";
@@ -17,20 +18,66 @@ export const CommandOrigin = z.enum(["anon", "proactive", "operator"]);
 export type CommandOrigin = z.infer<typeof CommandOrigin>;
 export const CommandState = z.enum(["pending", "leased", "accepted", "cancelled"]);
 export type CommandState = z.infer<typeof CommandState>;
+export const CancelReason = z.enum(["operator", "expired"]);
+export type CancelReason = z.infer<typeof CancelReason>;
+
+/** `instruction`: a message for the model; the others control the run (protocol 3). */
+export const CommandKind = z.enum(["instruction", "stop", "approval_decision"]);
+export type CommandKind = z.infer<typeof CommandKind>;
+export type ControlKind = Exclude<CommandKind, "instruction">;
+export const CONTROL_KINDS: readonly ControlKind[] = ["stop", "approval_decision"];
+/** The command protocol that brought kinds and the control lane. */
+export const CONTROL_PROTOCOL = 3;
+
+/** Which commands a claim may receive: instructions only (the default, and all protocol 2 knows) or control commands only. */
+export const CommandLane = z.enum(["instructions", "control"]);
+export type CommandLane = z.infer<typeof CommandLane>;
+
+export function laneOf(kind: CommandKind): CommandLane {
+  return kind === "instruction" ? "instructions" : "control";
+}
+
+export const StopPayload = z.strictObject({});
+export type StopPayload = z.infer<typeof StopPayload>;
+
+export const ApprovalDecisionPayload = z.strictObject({
+  approval_id: Id,
+  decision: z.enum(["approved", "rejected"]),
+  reason: z.string().max(1000).nullable(),
+  binding: z.strictObject({ tool_call_id: Id, args_digest: z.string().min(1).max(128), cwd: z.string().max(4096) }),
+});
+export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
+
+/** The payload each control kind carries; an instruction carries none. */
+export const CONTROL_PAYLOADS = { stop: StopPayload, approval_decision: ApprovalDecisionPayload } as const satisfies Record<ControlKind, z.ZodType>;
+export type ControlPayload<K extends ControlKind> = z.infer<(typeof CONTROL_PAYLOADS)[K]>;
+
+/** What the client did with a control command, sent with its ACK. `unknown`: no such call waits, or a kind the client does not know. */
+export const CommandOutcome = z.enum(["stopped", "already_idle", "applied", "already_answered", "mismatch", "unknown"]);
+export type CommandOutcome = z.infer<typeof CommandOutcome>;
+export const OUTCOMES: Readonly<Record<ControlKind, readonly CommandOutcome[]>> = {
+  stop: ["stopped", "already_idle", "unknown"],
+  approval_decision: ["applied", "already_answered", "mismatch", "unknown"],
+};
 
 export const ClaimQuery = z.strictObject({
   session_id: Id,
   runtime_id: Id,
   capabilities: z.string().max(200).optional(),
   wait_ms: z.coerce.number().int().min(0).max(LIMITS.longPollMaxMs).default(0),
+  lane: CommandLane.default("instructions"),
 });
 
 export const ClaimedCommand = z.object({
   command_id: Id,
   event_id: Id,
   origin: CommandOrigin,
+  // A protocol-2 server sends no kind: everything it hands out is an instruction.
+  kind: CommandKind.default("instruction"),
   instruction: z.string(),
   images: z.array(CommandImage).max(LIMITS.imagesPerCommand),
+  /** Control commands only; checked by the handler of its kind against CONTROL_PAYLOADS. */
+  payload: z.record(z.string(), z.unknown()).optional(),
   created_at: Timestamp,
 });
 export type ClaimedCommand = z.infer<typeof ClaimedCommand>;
@@ -41,7 +88,13 @@ export const ClaimAnswer = z.union([
 ]);
 export type ClaimAnswer = z.infer<typeof ClaimAnswer>;
 
-export const AckBody = z.strictObject({ session_id: Id, runtime_id: Id, lease_token: z.string().min(1).max(256) });
+export const AckBody = z.strictObject({
+  session_id: Id,
+  runtime_id: Id,
+  lease_token: z.string().min(1).max(256),
+  /** Required for control commands, refused for instructions. */
+  outcome: CommandOutcome.optional(),
+});
 export const AckAnswer = z.object({ state: z.literal("accepted") });
 
 export const CommandSummary = z.object({
@@ -49,7 +102,12 @@ export const CommandSummary = z.object({
   event_id: Id,
   session_id: Id,
   origin: CommandOrigin,
+  kind: CommandKind,
   state: CommandState,
+  /** What the client reported with its ACK; null for instructions and before the ACK. */
+  outcome: CommandOutcome.nullable(),
+  /** Why a cancelled command was cancelled: by an operator, or by the server when a stop was not claimed in time. */
+  cancel_reason: CancelReason.nullable(),
   cancellable: z.boolean(),
   preview: z.string().max(LIMITS.previewChars),
   image_count: z.number().int().nonnegative(),

@@ -1,5 +1,5 @@
 /**
- * The operator API: creating, listing and cancelling instructions, listing sessions.
+ * The operator API: creating, listing and cancelling instructions, stopping a run, listing sessions.
  */
 import { z } from "zod";
 import { CommandImage, CommandSummary } from "./commands.ts";
@@ -26,4 +26,7 @@ export const OperatorCommandCreated = z.object({ command: CommandSummary, duplic
 export type OperatorCommandCreated = z.infer<typeof OperatorCommandCreated>;
 export const OperatorCommandList = z.object({ commands: z.array(CommandSummary).max(LIMITS.commandListMax) });
 export const OperatorSessionList = z.object({ sessions: z.array(SessionProjection) });
+/** `POST /operator/sessions/{session_id}/stop`: the body is `{}`; 202 with the queued stop. */
+export const OperatorStopBody = z.strictObject({});
+export const OperatorStopAnswer = z.object({ command: CommandSummary });
 export const CancelAnswer = z.object({ state: z.literal("cancelled") });

@@ -25,7 +25,13 @@ export const Heartbeat = z.strictObject({
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 
-export const HeartbeatAnswer = z.object({ ttl_ms: z.number().int().positive(), server_time: Timestamp });
+// Not strict: a client ignores keys it does not know, so the server can add some (as protocol 3 did).
+export const HeartbeatAnswer = z.object({
+  ttl_ms: z.number().int().positive(),
+  server_time: Timestamp,
+  /** Absent from a protocol-2 server: the client then uses no control lane. */
+  command_protocol: z.number().int().positive().optional(),
+});
 export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswer>;
 
 export const OfflineBody = z.strictObject({ session_id: Id, runtime_id: Id });

@@ -6,7 +6,7 @@ import { z } from "zod";
 
 export const API_BASE_PATH = "/api/agent-notify/v1";
 export const DEFAULT_ENDPOINT = `http://127.0.0.1:5140${API_BASE_PATH}/events`;
-export const PROTOCOL_VERSIONS = { events: 1, commands: 2 } as const;
+export const PROTOCOL_VERSIONS = { events: 1, commands: 3 } as const;
 
 export const LIMITS = {
   idChars: 128,
@@ -84,7 +84,11 @@ export const ErrorCode = z.enum([
   "image_budget_exceeded",
   "invalid_image",
   "images_not_supported",
+  "capability_missing",
   "operator_disabled",
+  "already_decided",
+  "approval_expired",
+  "approval_mismatch",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -64,6 +64,7 @@ export interface Config {
   sessionHeartbeatTimeoutMs: number;
   commandLeaseMs: number;
   commandImageBudgetBytes: number;
+  stopTtlMs: number;
   watchdogEnabled: boolean;
   watchdogStallAfterMs: number;
   watchdogCheckIntervalMs: number;
@@ -100,6 +101,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000).description("Pi 领取指令后的租约时长；过期未 ACK 的指令重新进入待发（但不再可撤回）。"),
     commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024).description("所有待发与已领取指令的图片总字节预算；超出时新图片指令返回 507。"),
+    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000).description("“停止”请求等待 Pi 领取的最长时间；超时未领取即作废（过期），绝不会停止之后的运行。"),
   }).description("指令队列"),
   Schema.object({
     watchdogEnabled: Schema.boolean().default(true).description("由服务端监视运行中的会话：长时间没有活动时提醒“可能卡住”，心跳中断且未下线时提醒“运行中失联”。每次异常只提醒一次。"),
@@ -127,7 +129,7 @@ export function apply(ctx: Context, config: Config) {
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
-  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, audit });
+  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
   const events = new EventStore(ctx);
   const worker = new EventWorker(ctx, events, personas, {
     maxAttempts: config.injectMaxAttempts,
@@ -143,7 +145,7 @@ export function apply(ctx: Context, config: Config) {
 
   ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(SessionRoutes, { api, registry });
-  ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: config.commandLeaseMs });
+  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs) });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, owner: { botId: config.botId, recipientId: config.recipientId }, audit });
   ctx.plugin(EventRoutes, { api, intake });

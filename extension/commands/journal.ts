@@ -2,20 +2,25 @@
  * The command journal (`command.journal`, one JSON line per command that reached a session).
  * A command id is written and flushed to disk before the server hears the ACK, so a lease that is
  * retried, a reload or a restart finds the id here and ACKs again instead of steering the session a
- * second time.
+ * second time. A control command's line also keeps its outcome, which such a repeated ACK reports
+ * again instead of applying the command a second time.
  */
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { appendDurably, replaceDurably } from "../../common/durable-file.ts";
 import { isMissingFile } from "../../common/errors.ts";
+import { CommandOutcome } from "../../protocol/commands.ts";
 import { Id, Timestamp } from "../../protocol/wire.ts";
 
+// Not strict: a line written by a newer version with more keys is still read.
 const JournalRecord = z.object({
   version: z.literal(1),
   command_id: Id,
   session_id: Id,
   event_id: Id,
   delivered_at: Timestamp,
+  /** Control commands only: what applying it did. */
+  outcome: CommandOutcome.optional(),
 });
 export type JournalRecord = z.infer<typeof JournalRecord>;
 
@@ -27,6 +32,8 @@ export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
 export interface CommandJournal {
   readonly file: string;
   has(commandId: string): boolean;
+  /** The outcome a control command was journaled with. */
+  outcome(commandId: string): CommandOutcome | undefined;
   /** Appends and fsyncs one record; resolves only once it is on disk. */
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
 }
@@ -50,7 +57,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
     await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
   }
-  const known = new Set(records.map((r) => r.command_id));
+  const known = new Map(records.map((r) => [r.command_id, r.outcome]));
   let tail: Promise<void> = Promise.resolve();
 
   return {
@@ -58,6 +65,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
     journal: {
       file,
       has: (commandId) => known.has(commandId),
+      outcome: (commandId) => known.get(commandId),
       record(entry) {
         const parsed = JournalRecord.safeParse({ version: 1, ...entry });
         if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
@@ -66,7 +74,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
         const written = tail.then(() => appendDurably(file, line));
         tail = written.catch(() => undefined);
         return written.then(() => {
-          known.add(entry.command_id);
+          known.set(entry.command_id, entry.outcome);
         });
       },
     },

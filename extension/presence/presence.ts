@@ -133,6 +133,8 @@ export interface Presence {
   supportsImages(): boolean;
   /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
   status(): { running: boolean; accepted: boolean; lastFailure: string | null };
+  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
+  serverCommandProtocol(): number;
 }
 
 /**
@@ -150,6 +152,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let activity: Activity = { lastActivityAt: now(), runningTools: new Map() };
   let lastFailure: string | undefined;
   let accepted = false;
+  let serverProtocol = 2;
   let waiters: ((accepted: boolean) => void)[] = [];
 
   const settleWaiters = (accepted: boolean) => {
@@ -190,8 +193,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         signal: controller.signal,
       })
       .then(
-        () => {
+        (answer) => {
           lastFailure = undefined;
+          serverProtocol = answer.command_protocol ?? 2;
           accepted = true;
           settleWaiters(true);
         },
@@ -301,5 +305,6 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       }
     },
     status: () => ({ running, accepted, lastFailure: lastFailure ?? null }),
+    serverCommandProtocol: () => serverProtocol,
   };
 }

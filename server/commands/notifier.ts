@@ -1,8 +1,10 @@
 /**
- * Wakes long polls of one session when a command may have become claimable (created, ACKed, its
- * lease expired). A watch is taken before looking at the queue, so a command created between the
- * look and the wait still wakes it.
+ * Wakes long polls of one session's lane when a command of that lane may have become claimable
+ * (created, ACKed, its lease expired) or when the poll should end (a run started). A watch is taken
+ * before looking at the queue, so a command created between the look and the wait still wakes it.
  */
+import type { CommandLane } from "../../protocol/commands.ts";
+
 export class CommandNotifier {
   readonly #watchers = new Map<string, Set<() => void>>();
   #closed = false;
@@ -11,27 +13,28 @@ export class CommandNotifier {
     return this.#closed;
   }
 
-  watch(sessionId: string): { fired: Promise<void>; close(): void } {
+  watch(sessionId: string, lane: CommandLane = "instructions"): { fired: Promise<void>; close(): void } {
     let fire = () => {};
     const fired = new Promise<void>((resolve) => (fire = resolve));
     if (this.#closed) {
       fire();
       return { fired, close: () => {} };
     }
-    const set = this.#watchers.get(sessionId) ?? new Set();
+    const key = keyOf(sessionId, lane);
+    const set = this.#watchers.get(key) ?? new Set();
     set.add(fire);
-    this.#watchers.set(sessionId, set);
+    this.#watchers.set(key, set);
     return {
       fired,
       close: () => {
         set.delete(fire);
-        if (set.size === 0 && this.#watchers.get(sessionId) === set) this.#watchers.delete(sessionId);
+        if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);
       },
     };
   }
 
-  notify(sessionId: string): void {
-    for (const fire of this.#watchers.get(sessionId) ?? []) fire();
+  notify(sessionId: string, lane: CommandLane = "instructions"): void {
+    for (const fire of this.#watchers.get(keyOf(sessionId, lane)) ?? []) fire();
   }
 
   /** Releases every held request (plugin dispose) and answers later watches at once. */
@@ -40,4 +43,9 @@ export class CommandNotifier {
     for (const set of this.#watchers.values()) for (const fire of set) fire();
     this.#watchers.clear();
   }
+}
+
+function keyOf(sessionId: string, lane: CommandLane): string {
+  // Session ids never contain a space (protocol Id).
+  return `${lane} ${sessionId}`;
 }

@@ -1,6 +1,6 @@
 /**
- * The agent's side of the command queue: `GET /commands` (claim at most one, long poll with
- * `wait_ms`) and `POST /commands/:command_id/ack`, plus the lease-expiry sweep.
+ * The agent's side of the command queue: `GET /commands` (claim at most one of a lane, long poll
+ * with `wait_ms`) and `POST /commands/:command_id/ack`, plus the sweep of expired leases and stops.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
@@ -8,29 +8,36 @@ import { AckBody, ClaimQuery } from "../../protocol/commands.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
+import { mayHoldClaim } from "./state.ts";
 import type { CommandStore } from "./store.ts";
 
-const LEASE_SWEEP_MAX_MS = 5_000;
+const SWEEP_MAX_MS = 5_000;
 
 export interface CommandRoutesDeps {
   api: HttpApi;
   registry: SessionRegistry;
   commands: CommandStore;
-  leaseMs: number;
+  /** The shortest time the sweep serves (lease, stop time to live): it runs at least twice within it. */
+  sweepMs: number;
 }
 
 /** The agent's side of the queue: claim (with long poll) and ACK, plus the lease-expiry sweep. */
 export const CommandRoutes = {
   name: "notify-webhook-commands",
   reusable: true,
-  apply(ctx: Context, { api, registry, commands, leaseMs }: CommandRoutesDeps) {
+  apply(ctx: Context, { api, registry, commands, sweepMs }: CommandRoutesDeps) {
     const { notifier } = commands;
     ctx.on("dispose", () => notifier.close());
     for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
     const logger = ctx.logger("notify-webhook");
     ctx.setInterval(() => {
-      commands.expireLeases().catch((error: unknown) => logger.warn("lease sweep failed: %s", errorText(error)));
-    }, Math.min(LEASE_SWEEP_MAX_MS, Math.max(100, Math.floor(leaseMs / 2))));
+      commands.sweep().catch((error: unknown) => logger.warn("command sweep failed: %s", errorText(error)));
+    }, Math.min(SWEEP_MAX_MS, Math.max(100, Math.floor(sweepMs / 2))));
+    // A run starting ends the held instruction claims (see mayHoldClaim).
+    const unfollow = registry.onChange((change) => {
+      if (change.kind === "recorded" && change.entry.heartbeat.state === "running") notifier.notify(change.entry.heartbeat.session_id, "instructions");
+    });
+    ctx.on("dispose", unfollow);
 
     api.route(ctx, { method: "GET", path: "/commands", auth: "agent" }, async (request) => {
       const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
@@ -39,11 +46,12 @@ export const CommandRoutes = {
       for (;;) {
         const entry = registry.find(query.session_id);
         if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
-        const watch = notifier.watch(query.session_id);
+        const watch = notifier.watch(query.session_id, query.lane);
         try {
-          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal);
+          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), request.signal, query.lane);
           const remaining = deadline - Date.now();
-          if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted) return json(200, answer);
+          const state = registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state;
+          if (answer.command || remaining <= 0 || notifier.closed || request.signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
           await wake(ctx, watch.fired, remaining, request.signal);
           if (notifier.closed || request.signal.aborted) return json(200, { command: null });
         } finally {

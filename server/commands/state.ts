@@ -5,7 +5,21 @@
  * made on a stale read is never applied.
  */
 import { createHash } from "node:crypto";
-import { type ClaimedCommand, type CommandImage, type CommandOrigin, type CommandState, type CommandSummary, type ImageMime } from "../../protocol/commands.ts";
+import {
+  laneOf,
+  OUTCOMES,
+  type CancelReason,
+  type ClaimedCommand,
+  type CommandImage,
+  type CommandKind,
+  type CommandLane,
+  type CommandOrigin,
+  type CommandOutcome,
+  type CommandState,
+  type CommandSummary,
+  type ImageMime,
+} from "../../protocol/commands.ts";
+import type { SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 
 /** One row of `anon_notify_command`. */
@@ -15,6 +29,9 @@ export interface CommandRecord {
   session_id: string;
   event_id: string;
   origin: CommandOrigin;
+  kind: CommandKind;
+  /** A control command's payload (checked against its kind's schema at creation); null for instructions. */
+  payload: Record<string, unknown> | null;
   instruction: string;
   /** The image bytes; emptied when the command reaches a final state. */
   images: CommandImage[];
@@ -31,6 +48,9 @@ export interface CommandRecord {
   /** Set by the first claim: the cut-off for cancelling. Cleared only when that claim is rolled back. */
   first_claimed_at: Date | null;
   deliveries: number;
+  /** What the client reported with the ACK of a control command. */
+  outcome: CommandOutcome | null;
+  cancel_reason: CancelReason | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -68,17 +88,28 @@ function leaseExpired(record: CommandRecord, now: Date): boolean {
 export interface Claimer {
   runtimeId: string;
   supportsImages: boolean;
+  lane: CommandLane;
+  /** How long a stop may wait to be handed out. */
+  stopTtlMs: number;
+}
+
+/** A stop older than its time to live must never stop a later run: it is not handed out again. */
+export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
+  return record.kind === "stop" && record.created_at.getTime() + stopTtlMs <= now.getTime();
 }
 
 /**
- * The command a claim should lease, from the session's active commands in queue order. A client
+ * The command a claim should lease, from the session's active commands in queue order. Each lane
+ * is a queue of its own: a claim sees only its lane's kinds, so a control command never waits
+ * behind an instruction's lease and a protocol-2 claim (instructions only) never gets one. A client
  * without the image capability never gets an image command (no silent downgrade to text), but one
  * it cannot take does not hold up the others. An unexpired lease of this same runtime holds the
- * queue until its ACK, so commands arrive in order; a lease of any other runtime is taken over at
+ * lane until its ACK, so commands arrive in order; a lease of any other runtime is taken over at
  * once, because the claimer is the session's registered runtime and the holder has been replaced.
  */
 export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: Claimer): CommandRecord | null {
   for (const record of active) {
+    if (laneOf(record.kind) !== claimer.lane || isStaleStop(record, now, claimer.stopTtlMs)) continue;
     if (record.image_count > 0 && !claimer.supportsImages) continue;
     if (record.state === "pending") return record;
     if (record.state !== "leased") continue;
@@ -86,6 +117,17 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
     return null;
   }
   return null;
+}
+
+/**
+ * Whether a claim with nothing to hand out may be held open (long poll). A busy session takes
+ * instructions only at its turn ends, so an instruction claim is held only while its runtime says
+ * idle: the heartbeat a run starts with ends it, and the client reads that answer instead of
+ * dropping the request, so nothing leased in that instant is lost. Control claims are held busy
+ * or idle: that is how a stop reaches a run in the middle of a tool.
+ */
+export function mayHoldClaim(lane: CommandLane, state: SessionRunState): boolean {
+  return lane === "control" || state === "idle";
 }
 
 export interface LeaseGrant {
@@ -134,6 +176,12 @@ export function expiryPatch(record: CommandRecord, now: Date): CommandPatch | nu
   return { state: "pending", lease_expires_at: null, updated_at: now };
 }
 
+/** A stop still waiting when its time to live is up is cancelled, so it never stops a later run. */
+export function stopExpiryPatch(record: CommandRecord, now: Date, stopTtlMs: number): CommandPatch | null {
+  if (record.state !== "pending" || !isStaleStop(record, now, stopTtlMs)) return null;
+  return { ...finalPatch("cancelled", now), cancel_reason: "expired" };
+}
+
 function finalPatch(state: "accepted" | "cancelled", now: Date): CommandPatch {
   // Final commands keep count, bytes and digest of their images, never the bytes themselves.
   return { state, images: [], lease_expires_at: null, updated_at: now };
@@ -143,6 +191,13 @@ export interface AckInput {
   session_id: string;
   runtime_id: string;
   lease_token: string;
+  outcome?: CommandOutcome | undefined;
+}
+
+/** A control command's ACK must say what happened, from its kind's outcomes; an instruction's says nothing. */
+export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | undefined): boolean {
+  if (kind === "instruction") return outcome === undefined;
+  return outcome !== undefined && OUTCOMES[kind].includes(outcome);
 }
 
 /** A state change to write under the record's guard, nothing to do (a repeat), or a refusal. */
@@ -153,9 +208,13 @@ export function decideAck(record: CommandRecord | undefined, ack: AckInput, now:
   if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
     return { kind: "refuse", error: "lease_mismatch" };
   }
+  if (!outcomeAllowed(record.kind, ack.outcome)) return { kind: "refuse", error: "invalid_request" };
+  // A repeat is answered alike; the first outcome stays.
   if (record.state === "accepted") return { kind: "unchanged" };
   // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.
-  if (record.state === "leased" || record.state === "pending") return { kind: "write", patch: finalPatch("accepted", now) };
+  if (record.state === "leased" || record.state === "pending") {
+    return { kind: "write", patch: { ...finalPatch("accepted", now), outcome: ack.outcome ?? null } };
+  }
   return { kind: "refuse", error: "lease_mismatch" };
 }
 
@@ -164,7 +223,7 @@ export function decideCancel(record: CommandRecord | undefined, sessionId: strin
   if (record.state === "cancelled") return { kind: "unchanged" };
   if (record.state === "accepted") return { kind: "refuse", error: "already_accepted" };
   if (!isCancellable(record)) return { kind: "refuse", error: "delivery_started" };
-  return { kind: "write", patch: finalPatch("cancelled", now) };
+  return { kind: "write", patch: { ...finalPatch("cancelled", now), cancel_reason: "operator" } };
 }
 
 export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
@@ -196,10 +255,13 @@ export interface RequestContent {
   event_id: string | null;
   instruction: string;
   image_digest: string | null;
+  /** Control commands only; an instruction's digest is what it was before there were kinds. */
+  control?: { kind: CommandKind; payload: Record<string, unknown> } | undefined;
 }
 
 export function requestDigest(content: RequestContent): string {
-  const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest]);
+  const control = content.control ? [content.control.kind, content.control.payload] : [];
+  const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest, ...control]);
   return createHash("sha256").update(canonical).digest("hex");
 }
 
@@ -215,7 +277,10 @@ export function summarize(record: CommandRecord): CommandSummary {
     event_id: record.event_id,
     session_id: record.session_id,
     origin: record.origin,
+    kind: record.kind,
     state: record.state,
+    outcome: record.outcome,
+    cancel_reason: record.cancel_reason,
     cancellable: isCancellable(record),
     preview: preview(record.instruction),
     image_count: record.image_count,
@@ -229,8 +294,10 @@ export function claimedCommand(record: CommandRecord): ClaimedCommand {
     command_id: record.command_id,
     event_id: record.event_id,
     origin: record.origin,
+    kind: record.kind,
     instruction: record.instruction,
     images: record.images,
+    ...(record.kind === "instruction" ? {} : { payload: record.payload ?? {} }),
     created_at: record.created_at.toISOString(),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The durable server-to-agent command queue (protocol 2) in Koishi's database. Every state change
+ * The durable server-to-agent command queue (protocols 2 and 3) in Koishi's database. Every state change
  * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
  * never lease the same command and a cancel can never slip past a claim. Final commands stay as
  * tombstones, so a cancelled command or a used request key survives restarts.
@@ -7,7 +7,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";
-import type { ClaimAnswer, CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";
+import {
+  CONTROL_PAYLOADS,
+  laneOf,
+  type ClaimAnswer,
+  type CommandImage,
+  type CommandLane,
+  type CommandOrigin,
+  type CommandSummary,
+  type ControlKind,
+} from "../../protocol/commands.ts";
 import {
   ACTIVE_STATES,
   checkImages,
@@ -21,12 +30,14 @@ import {
   pickClaim,
   requestDigest,
   rollbackPatch,
+  stopExpiryPatch,
   summarize,
   type AckInput,
   type CommandRecord,
   type Transition,
 } from "./state.ts";
 import type { AuditLog } from "../audit/store.ts";
+import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
 import { CommandNotifier } from "./notifier.ts";
@@ -43,10 +54,11 @@ const ID_LENGTH = 128;
 const MAX_RACE_RETRIES = 5;
 /** Every column but the image bytes, for reads that never need them. */
 const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
-  "seq", "command_id", "session_id", "event_id", "origin", "instruction", "image_count", "image_bytes", "image_digest",
-  "request_key", "request_digest", "state", "lease_token", "lease_runtime_id", "lease_expires_at", "first_claimed_at",
-  "deliveries", "created_at", "updated_at",
+  "seq", "command_id", "session_id", "event_id", "origin", "kind", "payload", "instruction", "image_count", "image_bytes",
+  "image_digest", "request_key", "request_digest", "state", "lease_token", "lease_runtime_id", "lease_expires_at",
+  "first_claimed_at", "deliveries", "outcome", "cancel_reason", "created_at", "updated_at",
 ];
+const FINAL_STATES = new Set(["accepted", "cancelled"]);
 
 /**
  * minato's query types distribute over union-typed columns (so `state: ["pending", "leased"]`
@@ -71,19 +83,25 @@ export interface NewCommand {
 export interface CommandStoreOptions {
   leaseMs: number;
   imageBudgetBytes: number;
+  /** How long a stop may wait to be handed out before the server cancels it (`expired`). */
+  stopTtlMs: number;
   /** Receives every state change (never a lease token or image bytes). */
   audit?: AuditLog | undefined;
+  /** The clock every decision is made on (tests inject one). */
+  now?: (() => Date) | undefined;
 }
 
 export class CommandStore {
   readonly notifier = new CommandNotifier();
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
+  readonly #now: () => Date;
   #creations: Promise<unknown> = Promise.resolve();
 
   constructor(ctx: Context, options: CommandStoreOptions) {
     this.#ctx = ctx;
     this.#options = options;
+    this.#now = options.now ?? (() => new Date());
     ctx.model.extend(
       COMMAND_TABLE,
       {
@@ -92,6 +110,9 @@ export class CommandStore {
         session_id: { type: "string", length: ID_LENGTH },
         event_id: { type: "string", length: ID_LENGTH },
         origin: { type: "string", length: 16 },
+        // Rows from before protocol 3 are instructions.
+        kind: { type: "string", length: 24, initial: "instruction" },
+        payload: { type: "json", nullable: true },
         instruction: "text",
         images: "json",
         image_count: "unsigned",
@@ -105,6 +126,8 @@ export class CommandStore {
         lease_expires_at: { type: "timestamp", nullable: true },
         first_claimed_at: { type: "timestamp", nullable: true },
         deliveries: "unsigned",
+        outcome: { type: "string", length: 24, nullable: true },
+        cancel_reason: { type: "string", length: 16, nullable: true },
         created_at: "timestamp",
         updated_at: "timestamp",
       },
@@ -131,13 +154,12 @@ export class CommandStore {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const now = new Date();
-      const commandId = `c-${randomUUID()}`;
-      const record = await db.create(COMMAND_TABLE, {
-        command_id: commandId,
+      const record = await this.#insert({
         session_id: input.session_id,
-        event_id: input.event_id ?? `${input.origin}:${commandId}`,
+        event_id: input.event_id,
         origin: input.origin,
+        kind: "instruction",
+        payload: null,
         instruction: input.instruction,
         images: input.images,
         image_count: facts.count,
@@ -145,14 +167,6 @@ export class CommandStore {
         image_digest: facts.digest,
         request_key: input.request_key,
         request_digest: digest,
-        state: "pending",
-        lease_token: null,
-        lease_runtime_id: null,
-        lease_expires_at: null,
-        first_claimed_at: null,
-        deliveries: 0,
-        created_at: now,
-        updated_at: now,
       });
       await this.#changed(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
@@ -162,18 +176,101 @@ export class CommandStore {
   }
 
   /**
+   * Queues a control command (protocol 3) with its kind's payload, checked here. Whether the
+   * session can take it (online, protocol 3) is for the caller's service to decide first.
+   */
+  createControlCommand<K extends ControlKind>(sessionId: string, kind: K, payload: unknown, actor: AuditActor): Promise<CommandSummary> {
+    const parsed = CONTROL_PAYLOADS[kind].safeParse(payload);
+    if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
+    const checked: Record<string, unknown> = parsed.data;
+    const run = this.#creations.then(async () => {
+      const record = await this.#insert({
+        session_id: sessionId,
+        event_id: null,
+        origin: "operator",
+        kind,
+        payload: checked,
+        instruction: "",
+        images: [],
+        image_count: 0,
+        image_bytes: 0,
+        image_digest: null,
+        request_key: null,
+        request_digest: requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } }),
+      });
+      await this.#changed(record, actor, { payload: checked });
+      return summarize(record);
+    });
+    this.#creations = run.catch(() => {});
+    return run;
+  }
+
+  async #insert(
+    fields: Omit<CommandRecord, "seq" | "command_id" | "event_id" | "state" | "lease_token" | "lease_runtime_id" | "lease_expires_at" | "first_claimed_at" | "deliveries" | "outcome" | "cancel_reason" | "created_at" | "updated_at"> & { event_id: string | null },
+  ): Promise<CommandRecord> {
+    const now = this.#now();
+    const commandId = `c-${randomUUID()}`;
+    return this.#ctx.database.create(COMMAND_TABLE, {
+      ...fields,
+      command_id: commandId,
+      event_id: fields.event_id ?? `${fields.origin}:${commandId}`,
+      state: "pending",
+      lease_token: null,
+      lease_runtime_id: null,
+      lease_expires_at: null,
+      first_claimed_at: null,
+      deliveries: 0,
+      outcome: null,
+      cancel_reason: null,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  /** One command's listing shape; `undefined` for an unknown id. */
+  async summary(commandId: string): Promise<CommandSummary | undefined> {
+    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
+    return row ? summarize({ ...row, images: [] }) : undefined;
+  }
+
+  /**
+   * Resolves with the command's summary once it is final (accepted with its outcome, or
+   * cancelled), or with its current one when `timeoutMs` is up or the plugin stops.
+   */
+  async waitFinal(commandId: string, timeoutMs: number): Promise<CommandSummary> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const first = await this.summary(commandId);
+      if (!first) throw new DomainError("not_found");
+      // Watched before the second look, so a change between the look and the wait still wakes it.
+      const watch = this.notifier.watch(first.session_id, laneOf(first.kind));
+      try {
+        const current = (await this.summary(commandId)) ?? first;
+        const left = deadline - Date.now();
+        if (FINAL_STATES.has(current.state) || left <= 0 || this.notifier.closed) return current;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([watch.fired, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+        clearTimeout(timer);
+      } finally {
+        watch.close();
+      }
+    }
+  }
+
+  /**
    * Leases the session's next command for this runtime, or answers `{command: null}`. If
    * `clientGone` has aborted by the time the lease is granted, the answer could never be written:
    * the claim is rolled back and `{command: null}` answered.
    */
-  async claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal): Promise<ClaimAnswer> {
+  async claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       if (clientGone?.aborted) return { command: null };
-      const now = new Date();
+      const now = this.#now();
       // Picking needs no image bytes; only the leased command's are read, once it is ours.
       const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
-      const picked = pickClaim(active.map((row) => ({ ...row, images: [] })), now, { runtimeId, supportsImages: withImages });
+      const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
+      const picked = pickClaim(active.map((row) => ({ ...row, images: [] })), now, claimer);
       if (!picked) return { command: null };
       const token = randomBytes(24).toString("base64url");
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
@@ -199,17 +296,17 @@ export class CommandStore {
    * lease still being the current one; otherwise (a very short lease already expired) it has moved on.
    */
   async #rollBack(leased: CommandRecord, before: CommandRecord, runtimeId: string): Promise<void> {
-    const patch = rollbackPatch(before, new Date());
+    const patch = rollbackPatch(before, this.#now());
     const { matched } = await this.#ctx.database.set(COMMAND_TABLE, where(guardOf(leased)), patch);
     if (matched === 1) await this.#changed({ ...before, ...patch }, "server", { claim_rolled_back: "client_gone", runtime_id: runtimeId });
   }
 
   async ack(commandId: string, ack: AckInput): Promise<void> {
-    await this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent");
+    await this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {});
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
-    return summarize(await this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now)));
+    return summarize(await this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" }));
   }
 
   /** Newest first, without image bytes or lease tokens. */
@@ -224,9 +321,15 @@ export class CommandStore {
     return Number(sum ?? 0);
   }
 
+  /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
+  async sweep(): Promise<void> {
+    await this.expireLeases();
+    await this.expireStops();
+  }
+
   /** Puts expired leases back to pending and wakes their sessions' long polls. */
   async expireLeases(): Promise<void> {
-    const now = new Date();
+    const now = this.#now();
     const db = this.#ctx.database;
     const expired = await db.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
     for (const row of expired) {
@@ -239,33 +342,61 @@ export class CommandStore {
     }
   }
 
+  /** Cancels (`expired`) every stop still pending after its time to live. */
+  async expireStops(): Promise<void> {
+    const now = this.#now();
+    const db = this.#ctx.database;
+    const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
+    const waiting = await db.get(COMMAND_TABLE, { kind: "stop", state: "pending", created_at: { $lte: bornBefore } }, { fields: WITHOUT_IMAGES });
+    for (const row of waiting) {
+      const record = { ...row, images: [] };
+      const patch = stopExpiryPatch(record, now, this.#options.stopTtlMs);
+      if (!patch) continue;
+      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
+      if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { cancel_reason: "expired" });
+    }
+  }
+
   /**
    * After every committed state change: wake the session's long polls, since any change may have
    * made a command claimable (a creation, an ACK freeing the head, an expiry), and write one audit
    * row, whose actor defaults to whoever the request came from.
    */
   async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
-    this.notifier.notify(record.session_id);
+    this.notifier.notify(record.session_id, laneOf(record.kind));
     await this.#options.audit?.record({
       ...(actor ? { actor } : {}),
       action: `command.${record.state}`,
       session_id: record.session_id,
       subject: record.command_id,
-      data: { event_id: record.event_id, origin: record.origin, image_count: record.image_count, image_bytes: record.image_bytes, image_digest: record.image_digest, ...data },
+      data: {
+        event_id: record.event_id,
+        origin: record.origin,
+        kind: record.kind,
+        image_count: record.image_count,
+        image_bytes: record.image_bytes,
+        image_digest: record.image_digest,
+        ...data,
+      },
     });
   }
 
-  async #transition(commandId: string, decide: (record: CommandRecord | undefined, now: Date) => Transition, actor?: AuditActor): Promise<CommandRecord> {
+  async #transition(
+    commandId: string,
+    decide: (record: CommandRecord | undefined, now: Date) => Transition,
+    actor?: AuditActor,
+    data: Record<string, unknown> = {},
+  ): Promise<CommandRecord> {
     const db = this.#ctx.database;
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const [record] = await db.get(COMMAND_TABLE, { command_id: commandId });
-      const decision = decide(record, new Date());
+      const decision = decide(record, this.#now());
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (!record || decision.kind === "unchanged") return record!;
       const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), decision.patch);
       if (matched !== 1) continue;
       const changed = { ...record, ...decision.patch };
-      await this.#changed(changed, actor, {});
+      await this.#changed(changed, actor, data);
       return changed;
     }
     throw new DomainError("not_ready", { retryAfterSeconds: 1 });

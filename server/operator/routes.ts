@@ -1,8 +1,8 @@
 /** The operator service for people and scripts, under `/operator/`, with the operator token. */
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
-import { LIMITS } from "../../protocol/wire.ts";
-import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery } from "../../protocol/operator.ts";
+import { Id, LIMITS } from "../../protocol/wire.ts";
+import { OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorStopBody } from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
@@ -37,6 +37,12 @@ export const OperatorRoutes = {
       const body = parseWith(OperatorCancelBody, request.body);
       await operator.cancel(body.session_id, request.params.command_id ?? "");
       return json(200, { state: "cancelled" });
+    });
+
+    api.route(ctx, { method: "POST", path: "/operator/sessions/:session_id/stop", auth: "operator" }, async (request) => {
+      parseWith(OperatorStopBody, request.body);
+      const sessionId = parseWith(Id, request.params.session_id ?? "");
+      return json(202, { command: await operator.requestStop(sessionId, "operator") });
     });
 
     api.route(ctx, { method: "GET", path: "/operator/audit", auth: "operator" }, async (request) => {

@@ -1,12 +1,12 @@
 /**
  * The operator service: the one in-process home of what an operator may do with Pi sessions, for
- * every surface (the persona's tools, the operator HTTP API, the console page): list the online
- * sessions, queue an instruction, list and cancel queued ones, read the audit trail. Refusals are
- * `DomainError`s with the protocol's codes; each surface words them its own way (a status, a
- * sentence for the model, a line on the page).
+ * every surface (the persona's tools, the operator HTTP API, chat commands, the console page): list
+ * the online sessions, queue an instruction, list and cancel queued ones, stop a run, read the audit
+ * trail. Refusals are `DomainError`s with the protocol's codes; each surface words them its own way
+ * (a status, a sentence for the model, a line on the page).
  */
-import type { AuditPage, AuditQuery } from "../../protocol/audit.ts";
-import type { CommandImage, CommandOrigin, CommandSummary } from "../../protocol/commands.ts";
+import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
+import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/commands.ts";
 import type { OperatorCommandCreated } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -87,6 +87,26 @@ export class OperatorService {
 
   cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
     return this.#deps.commands.cancel(sessionId, commandId);
+  }
+
+  /**
+   * Queues a stop for the run in progress. Only an online session whose extension speaks
+   * command protocol 3 can be stopped; anything else is refused now rather than left waiting.
+   */
+  async requestStop(sessionId: string, actor: AuditActor): Promise<CommandSummary> {
+    const live = this.#deps.registry.find(sessionId);
+    if (!live) throw new DomainError("session_offline");
+    if (live.heartbeat.command_protocol < CONTROL_PROTOCOL) {
+      throw new DomainError("capability_missing", {
+        issues: [{ path: "session_id", message: `the session's anon-notify extension speaks command protocol ${live.heartbeat.command_protocol}; stopping a run remotely needs ${CONTROL_PROTOCOL} (update the extension)` }],
+      });
+    }
+    return this.#deps.commands.createControlCommand(sessionId, "stop", {}, actor);
+  }
+
+  /** The command's summary once it is final (accepted with its outcome, or cancelled), or as it is when `timeoutMs` is up. */
+  waitForCommandOutcome(commandId: string, timeoutMs: number): Promise<CommandSummary> {
+    return this.#deps.commands.waitFinal(commandId, timeoutMs);
   }
 
   /** The audit trail, newest first, one page at a time. */

@@ -1,6 +1,7 @@
 /** `POST /sessions/heartbeat` and `POST /sessions/offline`, and the sweep of expired entries. */
 import type { Context } from "koishi";
 import { Heartbeat, OfflineBody, type HeartbeatAnswer } from "../../protocol/sessions.ts";
+import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { SessionRegistry } from "./registry.ts";
@@ -21,7 +22,7 @@ export const SessionRoutes = {
     api.offer(ctx, "presence");
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
       registry.record(parseWith(Heartbeat, request.body));
-      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString() } satisfies HeartbeatAnswer);
+      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands } satisfies HeartbeatAnswer);
     });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);

@@ -16,6 +16,7 @@ import { messagesFor } from "../../extension/messages.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
+import { echoTool } from "../../harness/pi.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
 const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
@@ -69,9 +70,16 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
       return root;
     },
     async setup(
-      options: { root?: string; sessionFile?: string; tools?: ToolDefinition[]; heartbeatIntervalMs?: number; after?: (observed: Observed) => ExtensionFactory } = {},
+      options: {
+        root?: string;
+        sessionFile?: string;
+        tools?: ToolDefinition[];
+        heartbeatIntervalMs?: number;
+        after?: (observed: Observed) => ExtensionFactory;
+        commandProtocol?: number;
+      } = {},
     ) {
-      const api = await startScriptedApi();
+      const api = await startScriptedApi(options.commandProtocol === undefined ? {} : { commandProtocol: options.commandProtocol });
       teardown.push(() => api.close());
       const root = options.root ?? this.own(makeRoot());
       const journalFile = join(root, "agent", "extension-data", "anon-notify", "commands.jsonl");
@@ -108,7 +116,7 @@ test("an idle session receives an instruction through the held claim, journals i
   await api.until(() => api.waitingClaims() === 1, "api.waitingClaims() === 1");
   assert.equal(api.heartbeats.length, 1, "exactly one heartbeat before the first claim");
   assert.equal(api.heartbeats[0]!.state, "idle");
-  assert.equal(api.heartbeats[0]!.command_protocol, 2);
+  assert.equal(api.heartbeats[0]!.command_protocol, 3);
   const held = api.claims.at(-1)!.query;
   assert.equal(held.wait_ms, 20_000);
   assert.equal(held.capabilities, "images");
@@ -328,4 +336,64 @@ test("an instruction still queued when the user presses Esc is written into the 
   pi.script([ai.fauxAssistantMessage("文档已更新")]);
   await pi.prompt("继续");
   assert.ok(JSON.stringify(pi.modelCalls.at(-1)!.messages).includes("顺便更新一下文档"));
+});
+
+test("with a protocol-3 server one control poll stays open idle and busy; unknown kinds are ACKed unknown, registered ones by their handler", { timeout: 30_000 }, async (t) => {
+  const slow = gatedTool("slow");
+  const { api, pi, journalFile, observed } = await fixtures(t).setup({ tools: [slow.tool], commandProtocol: 3 });
+  await api.until(() => api.waitingClaims("control") === 1 && api.waitingClaims() === 1, "a control poll and an idle instruction poll held");
+  assert.ok(api.claims.filter((c) => c.query.lane === "control").every((c) => c.query.wait_ms === 20_000));
+
+  // Idle: a stop finds nothing to stop, is journaled, then ACKed.
+  let journalAtAck: string[] = [];
+  api.onAck = () => (journalAtAck = journalIds(journalFile));
+  api.enqueue(command("c-stop-idle", "", { kind: "stop", payload: {} }));
+  await api.until(() => api.acks.length === 1, "the idle stop ACKed");
+  assert.deepEqual([api.acks[0]!.body.outcome, api.acks[0]!.status], ["already_idle", 200]);
+  assert.deepEqual(journalAtAck, ["c-stop-idle"], "journaled before the ACK");
+
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("完成")]);
+  const run = pi.prompt("开始");
+  await slow.started;
+  await api.until(() => api.waitingClaims("control") === 1, "the control poll is held while a tool runs");
+  const decisions: unknown[] = [];
+  const off = observed.channel!.onControlCommand("approval_decision", (c) => {
+    decisions.push(c.payload);
+    return "applied";
+  });
+  const payload = { approval_id: "a-1", decision: "approved", reason: null, binding: { tool_call_id: "t-1", args_digest: "d", cwd: "/w" } };
+  api.enqueue(command("c-decision", "", { kind: "approval_decision", payload }));
+  await api.until(() => api.acks.length === 2, "the decision ACKed while the tool runs");
+  assert.deepEqual(decisions, [payload]);
+  assert.equal(api.acks[1]!.body.outcome, "applied");
+  off();
+  api.enqueue(command("c-nobody", "", { kind: "approval_decision", payload }));
+  await api.until(() => api.acks.length === 3, "an unhandled kind ACKed");
+  assert.equal(api.acks[2]!.body.outcome, "unknown");
+  slow.release();
+  await run;
+  assert.equal(commandMessages(pi).length, 0, "control commands never enter the session");
+});
+
+test("with a protocol-3 server an instruction leased just as a run starts is read from the held claim and delivered at a turn end of that run", { timeout: 30_000 }, async (t) => {
+  let enqueueAtStart: (() => void) | undefined;
+  // Registered after the channel: at the run's start, the server answers the still-held idle claim.
+  const atStart = (): ExtensionFactory => (pi) => {
+    pi.on("agent_start", () => {
+      enqueueAtStart?.();
+      enqueueAtStart = undefined;
+    });
+  };
+  const { api, pi } = await fixtures(t).setup({ tools: [echoTool()], commandProtocol: 3, after: atStart });
+  await api.until(() => api.waitingClaims() === 1, "the idle instruction poll held");
+  enqueueAtStart = () => api.enqueue(command("c-race", "刚开始运行时送到的指令"));
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("echo", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("已处理"), ai.fauxAssistantMessage("指令也处理了")]);
+  await pi.prompt("开始");
+  await api.until(() => api.acks.some((a) => a.commandId === "c-race" && a.status === 200), "the command leased at the run's start was delivered and ACKed");
+  assert.equal(api.claims.filter((c) => c.answered === "c-race").length, 1, "leased once, never left to expire");
+  assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-race"]);
+  const branch = pi.session.sessionManager.getBranch().map((e) => (e.type === "message" ? e.message.role : e.type));
+  const at = branch.indexOf("custom_message");
+  assert.ok(["assistant", "toolResult"].includes(branch[at - 1]!) && branch[at + 1] === "assistant", `at a turn end, answered in the same run: ${branch.join(" ")}`);
+  assert.equal(pi.modelCalls.length, 3, "one prompt, one run");
 });

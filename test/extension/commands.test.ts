@@ -1,4 +1,5 @@
 import { test } from "node:test";
+import { allowedOutcome, ControlDispatcher } from "../../extension/commands/control-lane.ts";
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -80,7 +81,7 @@ test("the interrupted-instruction notice is a valid anon-notify:send request tha
 });
 
 test("the session message is the plain instruction, or text then image blocks; ids only in details", () => {
-  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
+  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, kind: "instruction" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
   const plain = commandMessage({ ...base, images: [] }, "s-1");
   assert.equal(plain.content, "请再跑一次测试");
   assert.equal(plain.customType, "anon-notify:command");
@@ -147,6 +148,7 @@ test("Pi's own custom-message component draws the instruction under its origin l
       command_id: "c-1",
       event_id: "e-1",
       origin: "proactive",
+      kind: "instruction",
       instruction: "看看这张图",
       images: [{ mime_type: "image/png", data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=" }],
       created_at: "2026-11-30T03:00:00.000Z",
@@ -164,4 +166,32 @@ test("Pi's own custom-message component draws the instruction under its origin l
   assert.ok(lines.includes("看看这张图"));
   assert.ok(lines.some((line) => line.startsWith("[Image: [image/png] 1x1]")), "the image is drawn (or its terminal fallback)");
   assert.equal(lines.some((line) => line.includes("anon-notify:command")), false);
+});
+
+test("the control dispatcher: registered handlers by kind, outcomes their kind allows, unknown otherwise", async () => {
+  const reports: string[] = [];
+  const report = (message: string) => reports.push(message);
+  const dispatcher = new ControlDispatcher();
+  const command = (kind: string) => ({ commandId: "c-1", kind, payload: {} });
+  assert.equal(await dispatcher.dispatch(command("stop"), report), "unknown", "no handler yet");
+  const off = dispatcher.on("stop", () => "stopped");
+  assert.equal(await dispatcher.dispatch(command("stop"), report), "stopped");
+  assert.equal(await dispatcher.dispatch(command("rollback"), report), "unknown", "a kind from a newer server");
+  dispatcher.on("approval_decision", () => "stopped");
+  assert.equal(await dispatcher.dispatch(command("approval_decision"), report), "unknown", "not an outcome of its kind");
+  dispatcher.on("approval_decision", async () => {
+    throw new Error("boom");
+  });
+  assert.equal(await dispatcher.dispatch(command("approval_decision"), report), "unknown");
+  assert.ok(reports.some((r) => r.includes("boom")));
+  off();
+  assert.equal(await dispatcher.dispatch(command("stop"), report), "unknown", "unregistered");
+  const cases: [string, Parameters<typeof allowedOutcome>[1], string][] = [
+    ["stop", "already_idle", "already_idle"],
+    ["stop", "mismatch", "unknown"],
+    ["approval_decision", "mismatch", "mismatch"],
+    ["approval_decision", "already_answered", "already_answered"],
+    ["instruction", "applied", "unknown"],
+  ];
+  for (const [kind, outcome, expected] of cases) assert.equal(allowedOutcome(kind, outcome), expected, `${kind} ${outcome}`);
 });

@@ -78,7 +78,7 @@ test("a heartbeat declares protocol 2, the real state and image support from the
   };
   const vision = buildHeartbeat({ ...base, model: { provider: "faux", id: "faux-1", input: ["text", "image"] } });
   assert.deepEqual(Heartbeat.parse(vision), vision);
-  assert.equal(vision.command_protocol, 2);
+  assert.equal(vision.command_protocol, 3);
   assert.equal(vision.state, "running");
   assert.equal(vision.supports_images, true);
   assert.equal(vision.model, "faux/faux-1");

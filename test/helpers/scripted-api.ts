@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { EventEmitter, once } from "node:events";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { AckBody, ClaimQuery, type ClaimedCommand } from "../../protocol/commands.ts";
+import { AckBody, ClaimQuery, laneOf, type ClaimedCommand, type CommandLane } from "../../protocol/commands.ts";
 import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 
@@ -39,18 +39,23 @@ export interface ScriptedApi {
   expireLease(commandId: string): void;
   /** Runs before an ACK is answered: lets a test look at the client's state at that moment. */
   onAck?: (commandId: string) => void;
-  /** Resolves at the first moment `predicate` holds, checked after every answer and every claim put on hold. */
   /** Resolves once `predicate` holds, checked at each request; fails naming `what` after `timeoutMs`. */
   until(predicate: () => boolean, what: string, timeoutMs?: number): Promise<void>;
-  waitingClaims(): number;
+  /** Claims held open on that lane (default: instructions). */
+  waitingClaims(lane?: CommandLane): number;
   close(): Promise<void>;
 }
 
-export function command(id: string, instruction: string, extra: Partial<ClaimedCommand> = {}): ClaimedCommand {
-  return { command_id: id, event_id: `ev-${id}`, origin: "anon", instruction, images: [], created_at: new Date().toISOString(), ...extra };
+export interface ScriptedApiOptions {
+  /** What heartbeat answers say; absent, the server is a protocol-2 one (the key is not sent). */
+  commandProtocol?: number;
 }
 
-export async function startScriptedApi(): Promise<ScriptedApi> {
+export function command(id: string, instruction: string, extra: Partial<ClaimedCommand> = {}): ClaimedCommand {
+  return { command_id: id, event_id: `ev-${id}`, origin: "anon", kind: "instruction", instruction, images: [], created_at: new Date().toISOString(), ...extra };
+}
+
+export async function startScriptedApi(options: ScriptedApiOptions = {}): Promise<ScriptedApi> {
   const token = "scripted-token";
   const events = new EventEmitter();
   const queue: ClaimedCommand[] = [];
@@ -69,6 +74,7 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
     log: [],
     enqueue(next) {
       for (const waiter of waiters) {
+        if (waiter.query.query.lane !== laneOf(next.kind)) continue;
         if (next.images.length > 0 && waiter.query.query.capabilities !== "images") continue;
         waiters.delete(waiter);
         return waiter.respond(next);
@@ -94,7 +100,7 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
         stop.abort();
       }
     },
-    waitingClaims: () => waiters.size,
+    waitingClaims: (lane = "instructions") => [...waiters].filter((w) => w.query.query.lane === lane).length,
     async close() {
       for (const waiter of waiters) waiter.respond(null);
       server.closeAllConnections();
@@ -102,8 +108,8 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
     },
   };
 
-  const take = (capabilities: string | undefined): ClaimedCommand | undefined => {
-    const index = queue.findIndex((c) => c.images.length === 0 || capabilities === "images");
+  const take = (capabilities: string | undefined, lane: CommandLane): ClaimedCommand | undefined => {
+    const index = queue.findIndex((c) => laneOf(c.kind) === lane && (c.images.length === 0 || capabilities === "images"));
     return index < 0 ? undefined : queue.splice(index, 1)[0];
   };
 
@@ -123,7 +129,8 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
         const beat = Heartbeat.parse(await json(req));
         api.heartbeats.push(beat);
         liveRuntimes.add(beat.runtime_id);
-        return send(res, 200, { ttl_ms: 30_000, server_time: new Date().toISOString() });
+        const protocol = options.commandProtocol === undefined ? {} : { command_protocol: options.commandProtocol };
+        return send(res, 200, { ttl_ms: 30_000, server_time: new Date().toISOString(), ...protocol });
       }
       if (req.method === "POST" && path === "/sessions/offline") {
         const body = OfflineBody.parse(await json(req));
@@ -135,7 +142,7 @@ export async function startScriptedApi(): Promise<ScriptedApi> {
         const record: ClaimRecord = { query };
         api.claims.push(record);
         if (!liveRuntimes.has(query.runtime_id)) return send(res, 409, { error: "session_offline" });
-        const ready = take(query.capabilities);
+        const ready = take(query.capabilities, query.lane);
         if (ready || query.wait_ms === 0) {
           record.answered = ready?.command_id ?? null;
           return send(res, 200, ready ? lease(ready) : { command: null });

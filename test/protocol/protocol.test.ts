@@ -1,8 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CommandImage } from "../../protocol/commands.ts";
+import { AckBody, ClaimedCommand, ClaimQuery, CommandImage } from "../../protocol/commands.ts";
 import { ContextUsage, EventBody } from "../../protocol/events.ts";
-import { Heartbeat } from "../../protocol/sessions.ts";
+import { Heartbeat, HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { endpointUrl } from "../../protocol/wire.ts";
 
 const validEvent = {
@@ -78,4 +78,18 @@ test("images are raw base64 with a known mime type", () => {
   assert.equal(CommandImage.safeParse({ mime_type: "image/png", data: "iVBORw0KGgo=" }).success, true);
   assert.equal(CommandImage.safeParse({ mime_type: "image/png", data: "data:image/png;base64,iVBORw0KGgo=" }).success, false);
   assert.equal(CommandImage.safeParse({ mime_type: "image/svg+xml", data: "PHN2Zz4=" }).success, false);
+});
+
+test("protocol 3 stays readable both ways: answers with unknown keys, claims without kind, requests without lane or outcome", () => {
+  const answer = { ttl_ms: 30000, server_time: "2026-11-30T03:00:00.000Z" };
+  assert.equal(HeartbeatAnswer.parse(answer).command_protocol, undefined, "a protocol-2 server's answer");
+  assert.equal(HeartbeatAnswer.parse({ ...answer, command_protocol: 3 }).command_protocol, 3);
+  assert.equal(HeartbeatAnswer.safeParse({ ...answer, command_protocol: 3, added_later: true }).success, true, "keys a client does not know are ignored");
+
+  const claimed = { command_id: "c-1", event_id: "e-1", origin: "anon", instruction: "hi", images: [], created_at: "2026-11-30T03:00:00.000Z" };
+  assert.equal(ClaimedCommand.parse(claimed).kind, "instruction", "a protocol-2 server hands out instructions only");
+  assert.equal(ClaimQuery.parse({ session_id: "s", runtime_id: "r" }).lane, "instructions", "a protocol-2 claim");
+  assert.equal(ClaimQuery.safeParse({ session_id: "s", runtime_id: "r", lane: "everything" }).success, false);
+  assert.equal(AckBody.safeParse({ session_id: "s", runtime_id: "r", lease_token: "t" }).success, true);
+  assert.equal(AckBody.safeParse({ session_id: "s", runtime_id: "r", lease_token: "t", outcome: "exploded" }).success, false);
 });

@@ -10,11 +10,15 @@ import {
   decideCreate,
   expiryPatch,
   isCancellable,
+  mayHoldClaim,
+  outcomeAllowed,
   pickClaim,
   requestDigest,
   rollbackPatch,
   sniffImageMime,
+  stopExpiryPatch,
   summarize,
+  type Claimer,
   type CommandRecord,
 } from "../../server/commands/state.ts";
 import { imageOf } from "./images.ts";
@@ -29,6 +33,8 @@ function record(overrides: Partial<CommandRecord> = {}): CommandRecord {
     session_id: "s-1",
     event_id: "e-1",
     origin: "anon",
+    kind: "instruction",
+    payload: null,
     instruction: "run the tests",
     images: [],
     image_count: 0,
@@ -42,6 +48,8 @@ function record(overrides: Partial<CommandRecord> = {}): CommandRecord {
     lease_expires_at: null,
     first_claimed_at: null,
     deliveries: 0,
+    outcome: null,
+    cancel_reason: null,
     created_at: T0,
     updated_at: T0,
     ...overrides,
@@ -52,8 +60,8 @@ const leased = (expiresInMs: number) =>
   record({ state: "leased", lease_token: "L1", lease_runtime_id: "r-1", lease_expires_at: at(expiresInMs), first_claimed_at: T0, deliveries: 1 });
 
 test("pickClaim follows queue order, lease ownership and the image capability", () => {
-  const me = { runtimeId: "r-1", supportsImages: false };
-  const withImages = { runtimeId: "r-1", supportsImages: true };
+  const me = { runtimeId: "r-1", supportsImages: false, lane: "instructions" as const, stopTtlMs: 30_000 };
+  const withImages = { ...me, supportsImages: true };
   const p = (seq: number, overrides: Partial<CommandRecord> = {}) => record({ seq, command_id: `c-${seq}`, ...overrides });
   const lease = (seq: number, runtime: string, expiresInMs: number) =>
     p(seq, { state: "leased", lease_token: `L${seq}`, lease_runtime_id: runtime, lease_expires_at: at(expiresInMs), first_claimed_at: T0 });
@@ -72,6 +80,80 @@ test("pickClaim follows queue order, lease ownership and the image capability", 
     ["final states are never handed out", [p(1, { state: "accepted" }), p(2, { state: "cancelled" })], me, null],
   ];
   for (const [name, active, claimer, expected] of cases) assert.equal(pickClaim(active, T0, claimer)?.seq ?? null, expected, name);
+});
+
+test("each lane is its own queue: control commands never wait behind an instruction, nor reach an instruction claim", () => {
+  const instructions: Claimer = { runtimeId: "r-1", supportsImages: true, lane: "instructions", stopTtlMs: 30_000 };
+  const control: Claimer = { ...instructions, lane: "control" };
+  const p = (seq: number, overrides: Partial<CommandRecord> = {}) => record({ seq, command_id: `c-${seq}`, ...overrides });
+  const stop = (seq: number, overrides: Partial<CommandRecord> = {}) => p(seq, { kind: "stop", payload: {}, instruction: "", ...overrides });
+  const myLease = { state: "leased" as const, lease_token: "L", lease_runtime_id: "r-1", lease_expires_at: at(1000), first_claimed_at: T0 };
+  const cases: [string, CommandRecord[], Claimer, number | null][] = [
+    ["an instruction claim skips control commands", [stop(1), p(2)], instructions, 2],
+    ["an instruction claim gets nothing but control commands", [stop(1), p(2, { kind: "approval_decision", payload: {} })], instructions, null],
+    ["a control claim skips instructions", [p(1), stop(2)], control, 2],
+    ["a control command is not held up by an instruction's lease", [p(1, myLease), stop(2)], control, 2],
+    ["control commands in creation order", [p(1, { kind: "approval_decision", payload: {} }), stop(2)], control, 1],
+    ["my unexpired control lease holds the control lane", [stop(1, myLease), stop(2)], control, null],
+    ["a stop at the end of its time to live is not handed out", [stop(1, { created_at: at(-30_000) }), stop(2, { created_at: at(-29_999) })], control, 2],
+    ["an old approval decision has no time to live here", [p(1, { kind: "approval_decision", payload: {}, created_at: at(-3_600_000) })], control, 1],
+  ];
+  for (const [name, active, claimer, expected] of cases) assert.equal(pickClaim(active, T0, claimer)?.seq ?? null, expected, name);
+});
+
+test("an instruction claim is held only while the runtime says idle; a control claim busy or idle", () => {
+  const cases: [Parameters<typeof mayHoldClaim>[0], Parameters<typeof mayHoldClaim>[1], boolean][] = [
+    ["instructions", "idle", true],
+    ["instructions", "running", false],
+    ["control", "idle", true],
+    ["control", "running", true],
+  ];
+  for (const [lane, state, expected] of cases) assert.equal(mayHoldClaim(lane, state), expected, `${lane} ${state}`);
+});
+
+test("a stop still pending at the end of its time to live is cancelled as expired; nothing else is", () => {
+  const ttl = 30_000;
+  const stop = (overrides: Partial<CommandRecord> = {}) => record({ kind: "stop", payload: {}, instruction: "", ...overrides });
+  const cases: [string, CommandRecord, Date, boolean][] = [
+    ["pending, one millisecond short", stop(), at(ttl - 1), false],
+    ["pending, exactly at the time to live", stop(), at(ttl), true],
+    ["pending again after an expired lease", stop({ first_claimed_at: at(10), lease_token: "L", deliveries: 1 }), at(ttl + 1), true],
+    ["leased: the client is at it", stop({ state: "leased", lease_token: "L", lease_runtime_id: "r-1", lease_expires_at: at(ttl + 60_000) }), at(ttl + 1), false],
+    ["accepted", stop({ state: "accepted", outcome: "stopped" }), at(ttl + 1), false],
+    ["an instruction never expires", record(), at(ttl * 100), false],
+  ];
+  for (const [name, r, now, expires] of cases) {
+    const patch = stopExpiryPatch(r, now, ttl);
+    assert.deepEqual(patch, expires ? { state: "cancelled", images: [], lease_expires_at: null, updated_at: now, cancel_reason: "expired" } : null, name);
+  }
+});
+
+test("ACK outcomes: a control command must say what happened, from its kind's outcomes; an instruction says nothing", () => {
+  const cases: [Parameters<typeof outcomeAllowed>[0], Parameters<typeof outcomeAllowed>[1], boolean][] = [
+    ["instruction", undefined, true],
+    ["instruction", "stopped", false],
+    ["stop", "stopped", true],
+    ["stop", "already_idle", true],
+    ["stop", "unknown", true],
+    ["stop", "applied", false],
+    ["stop", undefined, false],
+    ["approval_decision", "applied", true],
+    ["approval_decision", "already_answered", true],
+    ["approval_decision", "mismatch", true],
+    ["approval_decision", "unknown", true],
+    ["approval_decision", "stopped", false],
+  ];
+  for (const [kind, outcome, allowed] of cases) assert.equal(outcomeAllowed(kind, outcome), allowed, `${kind} ${outcome}`);
+
+  const stopLease = record({ kind: "stop", payload: {}, instruction: "", state: "leased", lease_token: "L1", lease_runtime_id: "r-1", lease_expires_at: at(1000), first_claimed_at: T0 });
+  const ack = { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" };
+  const first = decideAck(stopLease, { ...ack, outcome: "stopped" }, T0);
+  assert.ok(first.kind === "write");
+  assert.equal(first.patch.outcome, "stopped");
+  assert.deepEqual(decideAck(stopLease, ack, T0), { kind: "refuse", error: "invalid_request" });
+  const accepted = { ...stopLease, ...first.patch };
+  assert.deepEqual(decideAck(accepted, { ...ack, outcome: "already_idle" }, T0), { kind: "unchanged" }, "a repeat keeps the first outcome");
+  assert.deepEqual(summarize(accepted).outcome, "stopped");
 });
 
 test("a claim leases the command and records the first claim only once", () => {
@@ -132,6 +214,7 @@ test("cancel decisions follow the cut-off at the first claim", () => {
     const decision = decideCancel(r, session, T0);
     if (expected === "write") {
       assert.equal(decision.kind === "write" && decision.patch.state, "cancelled", name);
+      assert.equal(decision.kind === "write" && decision.patch.cancel_reason, "operator", name);
     } else {
       assert.deepEqual(decision, expected, name);
     }
@@ -200,6 +283,9 @@ test("the request digest covers session, event, instruction and images", () => {
   ];
   for (const variant of variants) assert.notEqual(requestDigest(variant), requestDigest(base), JSON.stringify(variant));
   assert.equal(requestDigest({ ...base }), requestDigest(base));
+  const stop = { ...base, control: { kind: "stop" as const, payload: {} } };
+  assert.notEqual(requestDigest(stop), requestDigest(base));
+  assert.notEqual(requestDigest({ ...stop, control: { kind: "approval_decision", payload: {} } }), requestDigest(stop));
 });
 
 test("magic bytes decide the image type", () => {
@@ -263,4 +349,5 @@ test("summaries carry a bounded preview and never lease tokens or image bytes", 
   assert.ok(!text.includes("data"));
   assert.equal(summarize(record({ instruction: "short" })).preview, "short");
   assert.equal(summarize(record()).cancellable, true);
+  assert.deepEqual([summarize(record()).kind, summarize(record()).outcome, summarize(record()).cancel_reason], ["instruction", null, null]);
 });

@@ -44,7 +44,7 @@ test("heartbeats make a session visible as its safe projection until it goes off
 
   const health = await call(server, "GET", "/health");
   for (const capability of ["presence", "commands", "command_images", "long_poll"]) assert.ok(health.body.capabilities.includes(capability), capability);
-  assert.equal(health.body.protocol.commands, 2);
+  assert.equal(health.body.protocol.commands, 3);
 
   assert.deepEqual((await agent.offline("s-1", "r-1")).body, { removed: true });
   assert.deepEqual((await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id), ["s-2"]);
@@ -500,10 +500,10 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
         apply(ctx: Context) {
           const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
           const audit = new AuditLog(ctx);
-          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, audit });
+          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs: 30_000, audit });
           const operator = new OperatorService({ registry, commands, audit, eventSession: async () => undefined });
           ctx.plugin(SessionRoutes, { api, registry });
-          ctx.plugin(CommandRoutes, { api, registry, commands, leaseMs: 60_000 });
+          ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000 });
           ctx.plugin(OperatorRoutes, { api, operator });
         },
       });

@@ -31,7 +31,7 @@ describe("health and recipient", () => {
     assert.equal(response.status, 200);
     const health = HealthAnswer.parse(await response.json());
     assert.equal(health.session_heartbeat_timeout_ms, 45_000);
-    assert.deepEqual(health.protocol, { events: 1, commands: 2 });
+    assert.deepEqual(health.protocol, { events: 1, commands: 3 });
     for (const capability of ["events", "direct", "context_usage"]) assert.ok(health.capabilities.includes(capability), capability);
   });
 
