@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { dataDirFor } from "../../extension/config/config.ts";
+import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { runStandalone } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { configureExtension } from "../../harness/webhook.ts";
@@ -51,7 +52,7 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
     `enabled = true  ← 默认值`,
     `令牌文件 ${join(dataDir, "token")}：存在`,
     "使用：令牌文件",
-    `${endpoint} 可达：版本 ${version}，协议 events 1 / commands 2`,
+    `${endpoint} 可达：版本 ${version}，协议 events ${PROTOCOL_VERSIONS.events} / commands ${PROTOCOL_VERSIONS.commands}`,
     "状态：Anon 通知：未开启",
     "在线心跳：未运行",
     "outbox 待重发：0 条",
