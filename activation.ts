@@ -130,39 +130,33 @@ export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean
   return mainAgentOnly && (facts.mode === "json" || facts.mode === "print") && facts.sessionFile === undefined;
 }
 
-export const USAGE_TEXT = "用法：/anon-notify（不带参数）。当前会话未开启则开启，已开启则关闭；带参数的输入不会改变状态。";
-
 /** The server's answer to `GET /recipient`, or why there is none. */
 export type RecipientCheck =
   | { kind: "answer"; status: RecipientStatus; reason: string | null }
   | { kind: "network_error"; message: string };
 
-export type EnableVerdict = { allow: true; warning: string | null; statusNote: string } | { allow: false; message: string };
+/**
+ * `allow` with the footer's note: `reachable`, `unverified` (no answer: warn with `why`), `unknown`
+ * (the server cannot check: warn with `why`). Refused: the server says the friend is missing.
+ */
+export type EnableVerdict =
+  | { allow: true; note: "reachable" }
+  | { allow: true; note: "unverified" | "unknown"; why: string }
+  | { allow: false; status: "not_added" | "unreachable" };
 
 /**
  * Whether `/anon-notify` may switch a session on, given the server's recipient status. A network
  * error is not evidence that the friend is missing: allow, and say the status is unverified.
  */
-export function enableVerdict(check: RecipientCheck, qq: string, anonQq: string): EnableVerdict {
-  if (check.kind === "network_error") {
-    return { allow: true, warning: `无法连接通知服务（${check.message}），目标状态未核验。`, statusNote: "状态未核验" };
-  }
+export function enableVerdict(check: RecipientCheck): EnableVerdict {
+  if (check.kind === "network_error") return { allow: true, note: "unverified", why: check.message };
   switch (check.status) {
     case "ok":
-      return { allow: true, warning: null, statusNote: "目标可达" };
+      return { allow: true, note: "reachable" };
     case "unknown":
-      return {
-        allow: true,
-        warning: `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${check.reason ?? "not_checked"}），已开启，但请确认私聊可达。`,
-        statusNote: "状态未知",
-      };
+      return { allow: true, note: "unknown", why: check.reason ?? "not_checked" };
     case "not_added":
     case "unreachable":
-      return {
-        allow: false,
-        message:
-          `未开启：服务端报告 Anon（QQ ${anonQq}）${check.status === "not_added" ? "尚未添加" : "无法私聊"}目标 QQ ${qq}。` +
-          `请先用 QQ ${qq} 添加 Anon（QQ ${anonQq}）为好友，或确认私聊可达后再执行 /anon-notify。`,
-      };
+      return { allow: false, status: check.status };
   }
 }

@@ -20,12 +20,12 @@
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { AckAnswer, ClaimAnswer, CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "./protocol/commands.ts";
 import { ControlDispatcher, createControlLane, type ControlHandler } from "./extension/commands/control-lane.ts";
-import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, renderCommandMessage } from "./extension/commands/message.ts";
+import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./extension/commands/message.ts";
 import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";
 import { errorText } from "./common/errors.ts";
 import type { ApiClient } from "./extension/delivery/http-client.ts";
 import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry, tokenRejected } from "./extension/delivery/retry.ts";
 import { attachable } from "./extension/pi-handlers.ts";
 import { SEND_CHANNEL } from "./extension/state-bus.ts";
 import {
@@ -155,6 +155,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       heartbeatIntervalMs,
       beat: () => deps.presence.beat(),
       report: reportOnce,
+      text: deps.text,
     });
   }
 
@@ -224,7 +225,8 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       const error = asDeliveryError(thrown);
       // The server lost this runtime (restart, TTL): a heartbeat now re-registers it before the retry.
       if (error.code === "session_offline") deps.presence.beat();
-      reportOnce(`领取 Anon 指令失败：${error.message}`);
+      // A refused token is told once by the client, for every channel at once.
+      if (!tokenRejected(error)) reportOnce(deps.text().commands.claimFailed(error.message));
       // Capped at the heartbeat interval: a server that comes back is claimed from within one heartbeat.
       return wakeAfter(Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), heartbeatIntervalMs));
     }
@@ -253,7 +255,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       pi.sendMessage(commandMessage(lease.command, id), { deliverAs: "steer", triggerTurn: true });
     } catch (error) {
       sent.delete(lease.command.command_id);
-      reportOnce(`Anon 指令未能交给 Pi：${errorText(error)}`);
+      reportOnce(deps.text().commands.handOverFailed(errorText(error)));
     }
   }
 
@@ -270,7 +272,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       } catch (error) {
         // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
         // command in the session and tries again.
-        reportOnce(`写入指令日志失败（${settings?.journal}）：${errorText(error)}`);
+        reportOnce(deps.text().commands.journalWriteFailed(settings?.journal ?? "", errorText(error)));
         return;
       }
       const acked = await runWithRetry(
@@ -284,7 +286,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         },
         { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
       );
-      if (!acked.ok) reportOnce(`确认 Anon 指令失败（租约到期后会重发并按日志去重）：${acked.error.message}`);
+      if (!acked.ok && !tokenRejected(acked.error)) reportOnce(deps.text().commands.ackFailed(acked.error.message));
     })();
     confirming.add(task);
     void task.finally(() => {
@@ -293,7 +295,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     });
   }
 
-  pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, renderCommandMessage);
+  pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, commandMessageRenderer(deps.text));
 
   pi.on("agent_start", (_event, c) => {
     ctx = c;
@@ -360,7 +362,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         pi.sendMessage(commandMessage(lease.command, id), { triggerTurn: false });
         if (!inSession(commandId)) throw new Error("not in the session after appending");
       } catch (error) {
-        reportOnce(`Anon 指令未能写入会话：${errorText(error)}`);
+        reportOnce(deps.text().commands.appendFailed(errorText(error)));
         continue;
       }
       finished.facts.push({ kind: "command", commandId });
@@ -372,7 +374,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (!lease) continue;
       const notice = { commandId, eventId: lease.command.event_id, instruction: lease.command.instruction };
       // Through the extension's report: a TUI warning, or stderr in print and JSON modes.
-      deps.report(`Anon 的指令已进入会话，但这次运行被中断，尚未得到回复：${notice.instruction.slice(0, 80)}。发送任意消息即可让 Agent 继续处理。`);
+      deps.report(deps.text().commands.interrupted(lease.command.origin, notice.instruction.slice(0, 80)));
       pi.events.emit(SEND_CHANNEL, interruptedNotice(notice));
     }
   }
@@ -405,7 +407,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       ctx = c;
       if (running) return;
       const current = deps.connection();
-      if (!current) return deps.report("Anon 指令通道未启动：当前会话没有可用的服务端连接。");
+      if (!current) return deps.report(deps.text().commands.noConnection);
       // `command.enabled: false` switches off polling only; presence still runs.
       if (!current.config.command.enabled) return;
       client = current.client;
@@ -421,10 +423,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         try {
           const opened = await openCommandJournal(config.journal);
           journal = opened.journal;
-          if (opened.skippedLines > 0) deps.report(`指令日志 ${config.journal} 有 ${opened.skippedLines} 行无法识别，已跳过`);
+          if (opened.skippedLines > 0) deps.report(deps.text().commands.journalSkipped(config.journal, opened.skippedLines));
         } catch (error) {
           // Without the journal no delivery could be deduplicated, so the channel stays off.
-          deps.report(`无法读取指令日志 ${config.journal}，不领取 Anon 指令：${errorText(error)}`);
+          deps.report(deps.text().commands.journalUnreadable(config.journal, errorText(error)));
           return;
         }
         // The server lets a runtime claim only after it has seen that runtime's heartbeat.

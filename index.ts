@@ -1,8 +1,8 @@
 /**
  * anon-notify: tells Anon (a YesImBot persona) when a Pi run completes or fails, for the sessions
- * the user switched on with `/anon-notify`. Wiring only: the session (extension/session/), the run
- * recorder (extension/run-recorder.ts) observed by the notices (extension/notices/) and the desktop
- * sink (extension/sink/), and the services an active session runs: presence, the command channel
+ * the user switched on with `/anon-notify` (`/anon-notify-doctor` says whether it works). Wiring
+ * only: the session (extension/session/), the run recorder (extension/run-recorder.ts) observed by
+ * the notices (extension/notices/) and the desktop sink (extension/sink/), and the services an active session runs: presence, the command channel
  * (commands.ts) and the progress tool. Handlers record and enqueue; none awaits the network.
  */
 import { debuglog } from "node:util";
@@ -16,12 +16,14 @@ import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extension/notices/run-notices.ts";
 import { installSendChannel } from "./extension/notices/send-channel.ts";
+import { localeLanguage, messagesFor } from "./extension/messages.ts";
 import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
 import { closeSession, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
 import { swallowedByFlag, swallowedPromptMessage } from "./extension/session/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/session/toggle.ts";
+import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { installSink } from "./extension/sink/index.ts";
 
 const debug = debuglog("anon-notify");
@@ -40,6 +42,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const handOver = createHandOver();
   let state: SessionState | undefined;
   let notices: RunNotices | undefined;
+  // The session's language once one is bound; before that, the locale's.
+  const text = () => state?.text ?? messagesFor(localeLanguage(process.env));
 
   const target = (): NoticeTarget | undefined => {
     const s = state;
@@ -50,9 +54,9 @@ export default function anonNotify(pi: ExtensionAPI): void {
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
-  const presence = installPresence(pi, { runtimeId, connection, report, answered: () => state?.delivery?.notifier.serverAnswered() });
+  const presence = installPresence(pi, { runtimeId, connection, report, text, answered: () => state?.delivery?.notifier.serverAnswered() });
   // Features with a control command kind register their handler here (`commands.onControlCommand`).
-  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report });
+  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
   // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
   const approvals = installApprovals(pi, {
     runtimeId,
@@ -99,8 +103,9 @@ export default function anonNotify(pi: ExtensionAPI): void {
     await syncServices(s, services);
   };
 
-  installSendChannel(pi, { target, handOver, report, debug });
-  registerToggleCommand(pi, { session: () => state, changed, report });
+  installSendChannel(pi, { target, handOver, report, text, debug });
+  registerToggleCommand(pi, { session: () => state, changed, text, report });
+  registerDoctorCommand(pi, { session: () => state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => {
     bind(ctx);
@@ -109,7 +114,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     // A session that can never notify (subagent, bad or disabled configuration) records no runs.
     notices = s.delivery ? observeRunNotices(recorder, target, handOver, notifying(s)) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
-    if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message) });
+    if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message), text: s.text });
     void changed(s);
     // Finals left by a crash or an outage, from any session: sent in the background, oldest first.
     void s.delivery?.notifier.resendOutbox();

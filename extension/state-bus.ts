@@ -1,7 +1,7 @@
 /**
  * The extension's two EventBus contracts with other extensions (a web UI reading the state, an
  * extension asking for a notice): the `anon-notify:state` v1 payload it publishes, and the
- * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests. Plus the TUI status text.
+ * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests.
  */
 import { z } from "zod";
 import { DeliveryRoute } from "../protocol/events.ts";
@@ -45,20 +45,6 @@ export function sessionStatus(facts: SessionFacts): SessionStatus {
 /** Notices flow, and later heartbeats and command polling run, only in this state. */
 export function servicesEnabled(facts: SessionFacts): boolean {
   return sessionStatus(facts) === "active";
-}
-
-const STATUS_TEXT: Record<SessionStatus, string> = {
-  inactive: "Anon 通知：未开启",
-  active: "Anon 通知：已开启",
-  suppressed: "Anon 通知：子 Agent，已抑制",
-  disabled: "Anon 通知：已在配置中关闭",
-  misconfigured: "Anon 通知：配置无效，未生效",
-};
-
-/** The footer text; an active session also names its target and what the server said about it. */
-export function statusText(status: SessionStatus, target: { qq: string; note: string | null } | null): string {
-  if (status !== "active" || !target) return STATUS_TEXT[status];
-  return `${STATUS_TEXT.active} → QQ ${target.qq}${target.note ? `（${target.note}）` : ""}`;
 }
 
 /**

@@ -55,6 +55,7 @@ async function main() {
   const serverDir = join(workDir, "server");
   const cleanup: (() => Promise<void> | void)[] = [() => rmSync(workDir, { recursive: true, force: true })];
   const savedEnv = { ...process.env };
+  let finished = false;
   try {
     step("1. 启动独立服务端（notify-webhook + 日志人格，代替 YesImBot 打印它会收到的内容）");
     const port = await freePort();
@@ -62,15 +63,17 @@ async function main() {
     mkdirSync(serverDir, { recursive: true });
     // plugin-mock plays the chat platform, so the owner's private chat can be shown without QQ.
     writeFileSync(configPath, JSON.stringify({ recipientId: RECIPIENT.qq, botId: `mock:${RECIPIENT.anonQq}`, plugins: { mock: { selfId: RECIPIENT.anonQq } } }));
-    const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath });
+    // Its own start-up text tells a real user what to write under ~/.pi; the demo needs none of it.
+    const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath }, process.cwd(), { announce: () => {} });
     cleanup.unshift(() => server.stop());
     const agentToken = readFileSync(join(serverDir, "token"), "utf8").trim();
     const operatorToken = readFileSync(join(serverDir, "operator.token"), "utf8").trim();
     const agent = { baseUrl: server.baseUrl, token: agentToken };
     const operator = operatorApi(agent, operatorToken);
-    say(`服务端地址：${server.baseUrl}`);
+    say(`服务端地址：${server.baseUrl}（临时目录，用完即删）`);
 
     step("2. 启动真实的 Pi 会话（faux 模型脚本作答，不需要 API Key）");
+    say("Pi 端用环境变量指向这个服务端（ANON_NOTIFY_ENDPOINT / ANON_NOTIFY_TOKEN），不写 ~/.pi。");
     const root = makeRoot();
     cleanup.unshift(() => rmSync(root, { recursive: true, force: true }));
     Object.assign(process.env, {
@@ -85,6 +88,16 @@ async function main() {
     cleanup.unshift(() => pi.dispose({ keepRoot: true }));
     const sessionId = pi.session.sessionManager.getSessionId();
     say(`会话 ID：${sessionId}`);
+    // Each step waits for the completion notice it causes, so the persona's log lines stay in their step.
+    const lastFinalId = () => {
+      const reply = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
+      return finalEventId(sessionId, reply.id, "completed");
+    };
+    const injected = (eventId: string) =>
+      until("完成通知送达", async () => {
+        const current = await getReceipt(agent, eventId);
+        return current?.state === "context_injected" ? current : undefined;
+      });
 
     step("3. 用户在 Pi 中执行 /anon-notify 开启当前会话");
     await pi.prompt("/anon-notify");
@@ -98,12 +111,8 @@ async function main() {
     step("4. 用户让 Agent 干活；运行结束后，完成通知送到 Anon 的主对话");
     pi.script([ai.fauxAssistantMessage("登录页的空指针已经修好，测试全部通过。")]);
     await pi.prompt("修复登录页的空指针错误");
-    const lastAssistant = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
-    const noticeId = finalEventId(sessionId, lastAssistant.id, "completed");
-    const receipt = await until("完成通知送达", async () => {
-      const current = await getReceipt(agent, noticeId);
-      return current?.state === "context_injected" ? current : undefined;
-    });
+    const noticeId = lastFinalId();
+    const receipt = await injected(noticeId);
     say(`完成通知 ${receipt.event_id} 的状态：${receipt.state}（上面的日志就是人格会收到的事件块）`);
 
     step("5. Anon 决定继续：通过运维接口（与 agent_command 同一服务）发一条指令");
@@ -123,6 +132,7 @@ async function main() {
       return found?.state === "accepted" ? found : undefined;
     });
     say(`服务端记录：${accepted.command_id} → ${accepted.state}（Pi 先写本地 journal 再 ACK）`);
+    say(`这次回答的完成通知同样送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
 
     step("6. Agent 忙时又来一条指令，Anon 在它被领取前撤回：它永远不会到达会话");
     const toolStarted = latch();
@@ -140,6 +150,7 @@ async function main() {
     slow.release();
     await busyRun;
     await pi.session.waitForIdle();
+    say(`长任务的完成通知也送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
     const delivered = pi.session.sessionManager
       .getEntries()
       .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
@@ -171,11 +182,13 @@ async function main() {
     await until("会话下线", async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
     const refused = await operator.create({ session_id: sessionId, instruction: "还在吗？" });
     say(`向离线会话主动发消息：HTTP ${refused.status} ${refused.body.error}（直接拒绝，不排队）`);
-    console.log("\n演示结束，临时目录已清理。");
+    finished = true;
   } finally {
     for (const step of cleanup) await step();
     process.env = savedEnv;
   }
+  // Last, once Pi and the server are gone: nothing of theirs can print after it.
+  if (finished) console.log("\n演示结束，临时目录已清理。");
 }
 
 await main();

@@ -17,6 +17,7 @@ import { parseArgs } from "node:util";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { z } from "zod";
 import { errorText, isMissingFile } from "../common/errors.ts";
+import { localeLanguage, type Language } from "../common/locale.ts";
 import { API_BASE_PATH, formatIssues } from "../protocol/wire.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
@@ -145,26 +146,92 @@ export function readStandaloneFile(path: string): StandaloneFile {
   return parsed.data;
 }
 
-/** What to put on the Pi side, in Chinese, with the bound address. */
-export function piInstructions(baseUrl: string, tokenPath: string, configPath: string, file: StandaloneFile): string {
+const STARTUP = {
+  "zh-CN": {
+    started: "anon-notify 服务端已启动（notify-webhook 插件，日志人格）",
+    colon: "：",
+    url: "接口地址",
+    tokenFile: "Token 文件",
+    worksNow: "现在就能用：",
+    logPersona: "Pi 扩展发来的通知由日志人格打印在这里：它代替 YesImBot 的人格，打印人格本会收到的事件块",
+    sessions: "在线会话、Pi 的指令通道、运维接口（/operator/*）和看门狗（提醒同样由日志人格打印）",
+    needsConfig: (configPath: string) => `需要配置才能用（写在 ${configPath}）：`,
+    direct: (missing: string) =>
+      `由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 /anon-notify 开启前的好友检查）需要 ${missing} 和机器人的适配器插件：`,
+    directExample: '{"botId": "onebot:<Anon 的 QQ>", "recipientId": "<你的 QQ>", "plugins": {"adapter-onebot": {...}}}',
+    persona: "真正的人格（YesImBot）：把 notify-webhook 装进已有的 Koishi，见 README“装进已有的 Koishi”",
+    botAndTarget: (bot: string, target: string, configPath: string) => `机器人与目标：${bot} → ${target}（配置文件 ${configPath}）`,
+    piConfig: (path: string) => `Pi 端配置（写入 ${path}）：`,
+    piToken: "Pi 端 Token（与服务端相同）：",
+    then: "然后在 Pi 中执行 /reload 和 /anon-notify；/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
+    operatorToken: (url: string, path: string) => `运维接口（${url}/operator/*）Token 文件：${path}（与 Pi 端 Token 不同）`,
+    console: (pageUrl: string, actions: boolean, configPath: string) =>
+      actions
+        ? `控制台“Pi 会话”页面：${pageUrl}（可发送和撤回指令）`
+        : `控制台“Pi 会话”页面：${pageUrl}（只读；要在页面上发送和撤回指令，在 ${configPath} 写入 {"notifyWebhook": {"consoleActions": true}}，本机能访问该端口的人都能操作）`,
+    stopping: (signal: string) => `收到 ${signal}，正在停止…`,
+    stopped: "已停止。",
+    stopFailed: "停止时出错：",
+    startFailed: (why: string) => `启动失败：${why}`,
+  },
+  "en-US": {
+    started: "anon-notify server started (notify-webhook plugin, log persona)",
+    colon: ": ",
+    url: "API",
+    tokenFile: "Token file",
+    worksNow: "Works now:",
+    logPersona: "notices from the Pi extension are printed here by the log persona, which stands in for YesImBot's persona and prints the event block it would receive",
+    sessions: "online sessions, Pi's instruction channel, the operator API (/operator/*) and the watchdog (its notices are printed by the log persona too)",
+    needsConfig: (configPath: string) => `Needs configuring (in ${configPath}):`,
+    direct: (missing: string) =>
+      `sending straight to QQ through a bot (events with delivery "direct", and the friend check before /anon-notify switches on) needs ${missing} and the bot's adapter plugin:`,
+    directExample: '{"botId": "onebot:<Anon\'s QQ>", "recipientId": "<your QQ>", "plugins": {"adapter-onebot": {...}}}',
+    persona: 'a real persona (YesImBot): install notify-webhook into your own Koishi (README, section "装进已有的 Koishi")',
+    botAndTarget: (bot: string, target: string, configPath: string) => `Bot and recipient: ${bot} → ${target} (config file ${configPath})`,
+    piConfig: (path: string) => `Pi side config (write to ${path}):`,
+    piToken: "Pi side token (the same as the server's):",
+    then: "Then run /reload and /anon-notify in Pi; /anon-notify-doctor checks the connection. Ctrl-C stops.",
+    operatorToken: (url: string, path: string) => `Operator API (${url}/operator/*) token file: ${path} (not the Pi token)`,
+    console: (pageUrl: string, actions: boolean, configPath: string) =>
+      actions
+        ? `Console "Pi sessions" page: ${pageUrl} (can send and cancel instructions)`
+        : `Console "Pi sessions" page: ${pageUrl} (read-only; to send and cancel instructions from the page, write {"notifyWebhook": {"consoleActions": true}} into ${configPath}; anyone who can reach this port could then act)`,
+    stopping: (signal: string) => `${signal} received, stopping…`,
+    stopped: "Stopped.",
+    stopFailed: "Error while stopping:",
+    startFailed: (why: string) => `Start failed: ${why}`,
+  },
+} satisfies Record<Language, unknown>;
+
+/**
+ * What works now, what needs configuring and for what, and what to put on the Pi side, with the
+ * bound address. The log persona is the standalone server's purpose, so it is not reported as a fault.
+ */
+export function piInstructions(baseUrl: string, tokenPath: string, configPath: string, file: StandaloneFile, language: Language = "zh-CN"): string {
+  const text = STARTUP[language];
   const anonQq = file.botId.includes(":") ? file.botId.slice(file.botId.indexOf(":") + 1) : "";
   const piConfig = { endpoint: `${baseUrl}/events`, recipient: { qq: file.recipientId, anonQq } };
   const piDir = join(process.env.PI_CODING_AGENT_DIR ?? join(homedir(), ".pi", "agent"), "extension-data", "anon-notify");
+  const missing = [file.botId ? "" : "botId", file.recipientId ? "" : "recipientId"].filter(Boolean).join(" + ");
   return [
-    "anon-notify 服务端已启动（notify-webhook 插件，日志人格）",
-    `  接口地址：${baseUrl}`,
-    `  Token 文件：${tokenPath}`,
+    text.started,
+    `  ${text.url}${text.colon}${baseUrl}`,
+    `  ${text.tokenFile}${text.colon}${tokenPath}`,
     "",
-    `Pi 端配置（写入 ${join(piDir, "config.json")}）：`,
+    text.worksNow,
+    `  · ${text.logPersona}`,
+    `  · ${text.sessions}`,
+    ...(missing
+      ? [text.needsConfig(configPath), `  · ${text.direct(missing)}`, `      ${text.directExample}`, `  · ${text.persona}`]
+      : [text.botAndTarget(file.botId, file.recipientId, configPath)]),
+    "",
+    text.piConfig(join(piDir, "config.json")),
     JSON.stringify(piConfig, null, 2),
     "",
-    "Pi 端 Token（与服务端相同）：",
+    text.piToken,
     `  mkdir -p ${piDir} && install -m 600 ${tokenPath} ${join(piDir, "token")}`,
     "",
-    file.recipientId && file.botId
-      ? `机器人与目标：${file.botId} → ${file.recipientId}（配置文件 ${configPath}）`
-      : `尚未配置机器人与目标，direct 事件会失败。可在 ${configPath} 写入：\n  {"botId": "onebot:<Anon 的 QQ>", "recipientId": "<你的 QQ>", "plugins": {"adapter-onebot": {...}}}`,
-    "然后在 Pi 中执行 /reload 和 /anon-notify。按 Ctrl-C 停止。",
+    text.then,
   ].join("\n");
 }
 
@@ -173,10 +240,8 @@ function hostForUrl(host: string): string {
 }
 
 /** The console's page, and how to let it act. */
-export function consoleInstructions(pageUrl: string, actions: boolean, configPath: string): string {
-  return actions
-    ? `控制台“Pi 会话”页面：${pageUrl}（可发送和撤回指令）`
-    : `控制台“Pi 会话”页面：${pageUrl}（只读；要在页面上发送和撤回指令，在 ${configPath} 写入 {"notifyWebhook": {"consoleActions": true}}，本机能访问该端口的人都能操作）`;
+export function consoleInstructions(pageUrl: string, actions: boolean, configPath: string, language: Language = "zh-CN"): string {
+  return STARTUP[language].console(pageUrl, actions, configPath);
 }
 
 /** The console is a development dependency: a clone has it, an install without it runs without the page. */
@@ -216,8 +281,20 @@ function loadPlugin(name: string, cwd: string): Plugin<Context> {
   throw new Error(`找不到 Koishi 插件 ${name}（试过 koishi-plugin-${name}、@koishijs/plugin-${name}），请先 npm install`);
 }
 
-export async function runStandalone(options: StandaloneOptions, cwd = process.cwd()): Promise<{ baseUrl: string; app: Context; stop(): Promise<void> }> {
-  for (const note of secureDataDir(options.dataDir)) console.log(note);
+export interface StandaloneOutput {
+  /** Where the start-up text goes (console.log by default); the demo prints its own. */
+  announce?: (text: string) => void;
+  language?: Language;
+}
+
+export async function runStandalone(
+  options: StandaloneOptions,
+  cwd = process.cwd(),
+  output: StandaloneOutput = {},
+): Promise<{ baseUrl: string; app: Context; stop(): Promise<void> }> {
+  const announce = output.announce ?? ((text: string) => console.log(text));
+  const language = output.language ?? localeLanguage(process.env);
+  for (const note of secureDataDir(options.dataDir)) announce(note);
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
   const file = readStandaloneFile(options.configPath);
@@ -253,9 +330,11 @@ export async function runStandalone(options: StandaloneOptions, cwd = process.cw
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
   const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;
-  console.log(piInstructions(baseUrl, tokenPath, options.configPath, file));
-  if (consolePlugin) console.log(consoleInstructions(`http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`, Boolean(file.notifyWebhook.consoleActions), options.configPath));
-  if (!file.operatorToken) console.log(`运维接口（${baseUrl}/operator/*）Token 文件：${operatorTokenPath}（与 Pi 端 Token 不同）`);
+  announce(piInstructions(baseUrl, tokenPath, options.configPath, file, language));
+  if (consolePlugin) {
+    announce(consoleInstructions(`http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`, Boolean(file.notifyWebhook.consoleActions), options.configPath, language));
+  }
+  if (!file.operatorToken) announce(STARTUP[language].operatorToken(baseUrl, operatorTokenPath));
 
   return {
     baseUrl,
@@ -283,15 +362,16 @@ async function main(): Promise<void> {
     return;
   }
   const server = await runStandalone(options);
+  const text = STARTUP[localeLanguage(process.env)];
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) process.exit(130);
     stopping = true;
-    console.log(`收到 ${signal}，正在停止…`);
+    console.log(text.stopping(signal));
     server.stop().then(
-      () => console.log("已停止。"),
+      () => console.log(text.stopped),
       (error: unknown) => {
-        console.error("停止时出错：", error);
+        console.error(text.stopFailed, error);
         process.exitCode = 1;
       },
     );
@@ -302,7 +382,7 @@ async function main(): Promise<void> {
 
 if (import.meta.main) {
   main().catch((error: unknown) => {
-    console.error(`启动失败：${errorText(error)}`);
+    console.error(STARTUP[localeLanguage(process.env)].startFailed(errorText(error)));
     process.exitCode = 1;
   });
 }

@@ -9,7 +9,8 @@ import { AckAnswer, ClaimAnswer, OUTCOMES, type ClaimedCommand, type CommandOutc
 import { LIMITS } from "../../protocol/wire.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry } from "../delivery/retry.ts";
+import { asDeliveryError, realSleep, retryDelayMs, runWithRetry, tokenRejected } from "../delivery/retry.ts";
+import type { Messages } from "../messages.ts";
 import type { CommandJournal } from "./journal.ts";
 
 export interface ControlCommand {
@@ -72,6 +73,8 @@ export interface ControlLaneSession {
   /** Asks presence for a heartbeat (the server lost this runtime). */
   beat: () => void;
   report: (message: string) => void;
+  /** The texts in the bound session's language. */
+  text: () => Messages;
 }
 
 export interface ControlLane {
@@ -108,8 +111,9 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
         failures++;
         const error = asDeliveryError(thrown);
         if (error.code === "session_offline") session.beat();
-        const message = `领取 Anon 控制指令失败：${error.message}`;
-        if (message !== lastFailure) session.report(message);
+        const message = session.text().commands.controlClaimFailed(error.message);
+        // A refused token is told once by the client, for every channel at once.
+        if (message !== lastFailure && !tokenRejected(error)) session.report(message);
         lastFailure = message;
         await realSleep(Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), session.heartbeatIntervalMs), stopped).catch(() => undefined);
       }
@@ -126,7 +130,7 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
       } catch (error) {
         // Applied but not journaled: no ACK, so the lease runs out and the redelivery is applied
         // again, which for a stop is harmless (the run it would stop has ended: already idle).
-        session.report(`写入指令日志失败（${session.journal.file}）：${errorText(error)}`);
+        session.report(session.text().commands.journalWriteFailed(session.journal.file, errorText(error)));
         return;
       }
     }
@@ -139,7 +143,7 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
         }),
       { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
     );
-    if (!acked.ok) session.report(`确认 Anon 控制指令失败（租约到期后会重发并按日志去重）：${acked.error.message}`);
+    if (!acked.ok && !tokenRejected(acked.error)) session.report(session.text().commands.controlAckFailed(acked.error.message));
   }
 
   return {

@@ -9,6 +9,7 @@ import { Box, Container, Image, Spacer, Text } from "@earendil-works/pi-tui";
 import { z } from "zod";
 import { CommandOrigin, type ClaimedCommand } from "../../protocol/commands.ts";
 import { Id } from "../../protocol/wire.ts";
+import type { Messages } from "../messages.ts";
 
 export const COMMAND_MESSAGE_TYPE = "anon-notify:command";
 
@@ -54,28 +55,25 @@ export function instructionText(content: CommandMessage["content"]): string {
         .join("\n");
 }
 
-const ORIGIN_LABEL: Record<CommandOrigin, string> = {
-  anon: "Anon 指令",
-  proactive: "Anon 主动消息",
-  operator: "操作员指令",
-};
-
 /** Label, instruction and each image (Pi's image component falls back to text where the terminal cannot draw). */
-export const renderCommandMessage: MessageRenderer = (message, { outputPad }, theme) => {
-  const details = CommandDetails.safeParse(message.details);
-  const label = details.success ? ORIGIN_LABEL[details.data.origin] : "Anon 指令";
-  const box = new Box(outputPad, 1, (text) => theme.bg("customMessageBg", text));
-  box.addChild(new Text(theme.fg("customMessageLabel", theme.bold(`[${label}]`)), 0, 0));
-  box.addChild(new Spacer(1));
-  box.addChild(new Text(theme.fg("customMessageText", instructionText(message.content)), 0, 0));
-  const container = new Container();
-  container.addChild(box);
-  if (typeof message.content !== "string") {
-    for (const block of message.content) {
-      if (block.type !== "image") continue;
-      container.addChild(new Spacer(1));
-      container.addChild(new Image(block.data, block.mimeType, { fallbackColor: (text) => theme.fg("muted", text) }, { maxWidthCells: 60 }));
+export const commandMessageRenderer =
+  (text: () => Messages): MessageRenderer =>
+  (message, { outputPad }, theme) => {
+    const details = CommandDetails.safeParse(message.details);
+    const labels = text().commands.label;
+    const label = details.success ? labels[details.data.origin] : labels.anon;
+    const box = new Box(outputPad, 1, (line) => theme.bg("customMessageBg", line));
+    box.addChild(new Text(theme.fg("customMessageLabel", theme.bold(`[${label}]`)), 0, 0));
+    box.addChild(new Spacer(1));
+    box.addChild(new Text(theme.fg("customMessageText", instructionText(message.content)), 0, 0));
+    const container = new Container();
+    container.addChild(box);
+    if (typeof message.content !== "string") {
+      for (const block of message.content) {
+        if (block.type !== "image") continue;
+        container.addChild(new Spacer(1));
+        container.addChild(new Image(block.data, block.mimeType, { fallbackColor: (line) => theme.fg("muted", line) }, { maxWidthCells: 60 }));
+      }
     }
-  }
-  return container;
-};
+    return container;
+  };

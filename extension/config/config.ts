@@ -8,6 +8,7 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText, isMissingFile } from "../../common/errors.ts";
+import { isLanguage, type Language } from "../messages.ts";
 import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema.ts";
 
 /** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
@@ -57,9 +58,15 @@ export interface ConfigFileInfo {
   /** `skipped`: present but not read because the project is not trusted. */
   status: "loaded" | "missing" | "skipped" | "invalid";
 }
+/** Which layer set a key last: a file's path, or an environment variable's name. */
+export interface ConfigOrigin {
+  layer: ConfigLayer | "env";
+  where: string;
+}
 export type LoadConfigResult =
-  | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[] }
-  | { ok: false; errors: string[]; files: ConfigFileInfo[] };
+  | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin> }
+  /** `language`: the newest valid `language` any layer asked for, so the errors can be shown in it. */
+  | { ok: false; errors: string[]; files: ConfigFileInfo[]; language?: Language };
 
 export interface LoadConfigOptions {
   cwd: string;
@@ -97,6 +104,13 @@ function deepMerge(base: Json, over: Json): Json {
     out[key] = isPlainObject(value) && isPlainObject(out[key]) ? deepMerge(out[key] as Json, value) : value;
   }
   return out;
+}
+
+/** The dotted paths of a layer's values; arrays are values, as deepMerge treats them. */
+function leafPaths(value: Json, prefix = ""): string[] {
+  return Object.entries(value).flatMap(([key, inner]) =>
+    inner === undefined ? [] : isPlainObject(inner) ? leafPaths(inner, `${prefix}${key}.`) : [`${prefix}${key}`],
+  );
 }
 
 function setPath(target: Json, path: string[], value: unknown): Json {
@@ -137,9 +151,10 @@ function readLayerFile(path: string): ReadOutcome {
   }
 }
 
-function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[] } {
+function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[]; names: Record<string, string> } {
   let layer: Json = {};
   const errors: string[] = [];
+  const names: Record<string, string> = {};
   for (const [name, { path, kind }] of Object.entries(ENV_KEYS)) {
     const raw = env[name];
     // An empty variable counts as unset, as Pi treats an empty PI_CODING_AGENT_DIR.
@@ -156,9 +171,12 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[] } {
     const single = setPath({}, path, value);
     const problems = layerProblems(single, `环境变量 ${name}`);
     if (problems.length > 0) errors.push(...problems);
-    else layer = deepMerge(layer, single);
+    else {
+      layer = deepMerge(layer, single);
+      names[path.join(".")] = name;
+    }
   }
-  return { layer, errors };
+  return { layer, errors, names };
 }
 
 function resolvePaths(config: Config, dataDir: string, home: string): Config {
@@ -211,6 +229,8 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const errors: string[] = [];
   const warnings: string[] = [];
   let merged = DEFAULT_CONFIG as unknown as Json;
+  const origins: Record<string, ConfigOrigin> = {};
+  let language: Language | undefined;
 
   const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => string[]) => {
     const read = readLayerFile(path);
@@ -219,10 +239,13 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
       errors.push(read.error);
       return files.push({ layer, path, status: "invalid" });
     }
+    if (isLanguage(read.value.language)) language = read.value.language;
     const problems = [...(check?.(read.value) ?? []), ...layerProblems(read.value, `配置文件 ${path}`)];
     errors.push(...problems);
     files.push({ layer, path, status: problems.length > 0 ? "invalid" : "loaded" });
-    if (problems.length === 0) merged = deepMerge(merged, read.value);
+    if (problems.length > 0) return;
+    merged = deepMerge(merged, read.value);
+    for (const key of leafPaths(read.value)) origins[key] = { layer, where: path };
   };
 
   const legacyPath = join(legacyDir, "config.json");
@@ -254,11 +277,12 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const env = envLayer(options.env);
   errors.push(...env.errors);
   merged = deepMerge(merged, env.layer);
+  for (const [key, name] of Object.entries(env.names)) origins[key] = { layer: "env", where: name };
 
-  if (errors.length > 0) return { ok: false, errors, files };
+  if (errors.length > 0) return { ok: false, errors, files, ...(language ? { language } : {}) };
   // Every layer passed on its own, so the merge of valid sections is valid too; parse to type it.
   const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged));
-  return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings] };
+  return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings], origins };
 }
 
 /** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */

@@ -6,6 +6,7 @@ import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { BUILTIN_RULE_IDS } from "../approvals/policy.ts";
 import { SinkEventType } from "../../protocol/sink.ts";
+import { LANGUAGES } from "../messages.ts";
 import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
 
 const SECOND_MS = 1000;
@@ -86,6 +87,8 @@ export const Config = z.strictObject({
   token: z.string().trim().min(1).optional(),
   tokenFile: filePath,
   source: sourceTemplate,
+  /** The language of the extension's texts in Pi; unset, the environment's locale decides. */
+  language: z.enum(LANGUAGES).optional(),
   /** Lets `<project>/.pi/anon-notify.json` override settings; see loadConfig for the trust rule. */
   projectConfig: z.boolean(),
   mainAgentOnly: z.boolean(),

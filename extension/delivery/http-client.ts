@@ -33,6 +33,8 @@ export interface WebhookClientOptions {
   token: string | undefined;
   timeoutMs: number;
   now?: () => number;
+  /** Called when the server starts refusing the token (a 401 after none or after a success), not on every 401. */
+  onTokenRejected?: () => void;
 }
 
 // Node and undici codes for a connection that failed or broke; trying again may work.
@@ -68,6 +70,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   // One kept-alive pool for all calls: heartbeats and events reuse the same connection.
   const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
   const redact = (text: string) => (options.token ? text.split(options.token).join("[token]") : text);
+  let rejected = false;
 
   async function request<T>(method: "GET" | "POST", path: string, opts: RequestOptions<T>): Promise<T> {
     const url = new URL(endpointUrl(options.endpoint, path));
@@ -107,6 +110,10 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     } catch {
       json = undefined;
     }
+    if (response.statusCode === 401 && !rejected) {
+      rejected = true;
+      options.onTokenRejected?.();
+    } else if (response.statusCode >= 200 && response.statusCode <= 299) rejected = false;
     if (response.statusCode < 200 || response.statusCode > 299) {
       const serverError = ErrorAnswer.safeParse(json);
       throw classifyHttpFailure(response.statusCode, response.headers, now(), serverError.success ? serverError.data.error : undefined);

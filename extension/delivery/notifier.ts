@@ -9,7 +9,7 @@ import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import type { WebhookClient } from "./http-client.ts";
 import type { Outbox } from "./outbox.ts";
-import { asDeliveryError, realSleep, runWithRetry, type RetryResult, type Sleep } from "./retry.ts";
+import { asDeliveryError, realSleep, runWithRetry, tokenRejected, type DeliveryError, type RetryResult, type Sleep } from "./retry.ts";
 
 export interface DeliveryLog {
   info(message: string): void;
@@ -45,7 +45,14 @@ export interface Notifier {
   serverAnswered(): void;
   /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
   close(): Promise<void>;
+  /** What became of the newest send that finished (for the doctor); undefined before the first. */
+  lastDelivery(): LastDelivery | undefined;
 }
+
+export type LastDelivery = { eventId: string; status: EventBody["status"]; at: number } & (
+  | { ok: true; state: EventAccepted["state"] }
+  | { ok: false; attempts: number; error: string }
+);
 
 export interface NotifierOptions {
   client: Pick<WebhookClient, "postEvent">;
@@ -86,6 +93,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
    */
   let heldBack = false;
   let retryTimer: NodeJS.Timeout | undefined;
+  let last: LastDelivery | undefined;
 
   const enqueue = (job: () => Promise<void>): Promise<void> => {
     tail = tail.then(job).catch((error: unknown) => log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`));
@@ -97,14 +105,22 @@ export function createNotifier(options: NotifierOptions): Notifier {
     if (accepted.size > ACCEPTED_MEMORY) accepted.delete(accepted.values().next().value!);
   };
 
-  const post = (event: EventBody) =>
-    runWithRetry((_attempt) => client.postEvent(event, stop.signal), {
+  const post = async (event: EventBody) => {
+    const result = await runWithRetry((_attempt) => client.postEvent(event, stop.signal), {
       maxAttempts: delivery.maxAttempts,
       backoffMs: delivery.backoffMs,
       sleep,
       random,
       signal: stop.signal,
     });
+    const done = { eventId: event.event_id, status: event.status, at: now() };
+    last = result.ok ? { ...done, ok: true, state: result.value.state } : { ...done, ok: false, attempts: result.attempts, error: result.error.message };
+    return result;
+  };
+  // A refused token is told once by the client; these warnings would only repeat it per notice.
+  const warnUnlessTokenRejected = (result: { error: DeliveryError }, message: string) => {
+    if (!tokenRejected(result.error)) log.warn(message);
+  };
 
   /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
   const writeFinal = (event: EventBody): Promise<boolean> =>
@@ -133,7 +149,8 @@ export function createNotifier(options: NotifierOptions): Notifier {
         await outbox.release(event.event_id);
         holdBack();
       }
-      log.warn(
+      warnUnlessTokenRejected(
+        result,
         `最终通知 ${event.event_id} 未送达（${result.attempts} 次尝试）：${result.error.message}` +
           (durable ? "；已保留在 outbox，服务端恢复后重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
       );
@@ -153,7 +170,8 @@ export function createNotifier(options: NotifierOptions): Notifier {
 
   /**
    * Sends the outbox oldest first; `own` is the final whose job this is (queued, but due now).
-   * Stops at the first retryable failure: the rest would fail the same way, and must not overtake.
+   * Stops at the first retryable failure or refused token: the rest would fail the same way, and
+   * must not overtake.
    */
   const drainOutbox = async (own?: string) => {
     const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
@@ -165,7 +183,8 @@ export function createNotifier(options: NotifierOptions): Notifier {
       if (stop.signal.aborted) return;
       if (queued.has(entry.event.event_id) && entry.event.event_id !== own) continue;
       const result = await deliverFinal(entry.event, true);
-      if (result && !result.ok && result.error.retryable) return;
+      // Unreachable, busy or the token refused: the rest would fail the same way.
+      if (result && !result.ok && (result.error.retryable || tokenRejected(result.error))) return;
     }
   };
 
@@ -174,7 +193,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   const deliverNonFinal = async (event: EventBody) => {
     const result = await post(event);
     if (result.ok) remember(event.event_id);
-    else log.warn(`通知 ${event.event_id}（${event.status}）未送达（${result.attempts} 次尝试）：${result.error.message}`);
+    else warnUnlessTokenRejected(result, `通知 ${event.event_id}（${event.status}）未送达（${result.attempts} 次尝试）：${result.error.message}`);
   };
 
   return {
@@ -246,5 +265,6 @@ export function createNotifier(options: NotifierOptions): Notifier {
       clearTimeout(retryTimer);
       await tail;
     },
+    lastDelivery: () => last,
   };
 }

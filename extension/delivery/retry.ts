@@ -55,6 +55,12 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
   });
 }
 
+/**
+ * The server refused the bearer token. The client reports that once for the whole session, so the
+ * heartbeat, the command channel and the notifier do not each report it again in their own words.
+ */
+export const tokenRejected = (error: DeliveryError): boolean => error.status === 401;
+
 /** Any thrown value as a DeliveryError; something that is not one is a bug, and bugs are not retried. */
 export function asDeliveryError(error: unknown): DeliveryError {
   if (error instanceof DeliveryError) return error;

@@ -31,7 +31,8 @@ export function sampleContextUsage(read: () => PiContextUsage | undefined): Cont
   const parsed = ContextUsage.safeParse({
     used_tokens: usage.tokens,
     context_window: usage.contextWindow,
-    percent: usage.percent,
+    // Two decimals: Pi's float arithmetic (1.4425000000000001) is noise to every reader.
+    percent: usage.percent === null ? null : Math.round(usage.percent * 100) / 100,
   });
   return parsed.success ? parsed.data : null;
 }

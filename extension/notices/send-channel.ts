@@ -8,6 +8,7 @@ import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import { SEND_CHANNEL, SendRequest } from "../state-bus.ts";
+import type { Messages } from "../messages.ts";
 import type { HandOver } from "./hand-over.ts";
 import { externalNotice } from "./notice.ts";
 import type { NoticeTarget } from "./run-notices.ts";
@@ -16,6 +17,7 @@ export interface SendChannelDeps {
   target(): NoticeTarget | undefined;
   handOver: HandOver;
   report(message: string): void;
+  text(): Messages;
   debug(message: string): void;
 }
 
@@ -26,9 +28,9 @@ export function installSendChannel(pi: ExtensionAPI, deps: SendChannelDeps): voi
       parsed = SendRequest.safeParse(data);
     } catch (error) {
       // A hostile payload (throwing getter, revoked Proxy) throws inside zod itself.
-      return deps.report(`另一个扩展的 anon-notify:send 请求无法读取，已忽略：${errorText(error)}`);
+      return deps.report(deps.text().send.unreadable(errorText(error)));
     }
-    if (!parsed.success) return deps.report(`另一个扩展的 anon-notify:send 请求无效，已忽略：${formatIssues(parsed.error, "(payload)")}`);
+    if (!parsed.success) return deps.report(deps.text().send.invalid(formatIssues(parsed.error, "(payload)")));
     const to = deps.target();
     if (!to) return deps.debug("anon-notify:send ignored: session not active");
     const notice = externalNotice(parsed.data, randomUUID(), to.context());

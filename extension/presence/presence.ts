@@ -14,6 +14,8 @@ import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import type { Config } from "../config/schema.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
+import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
+import type { Messages } from "../messages.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
@@ -115,6 +117,8 @@ export interface PresenceDeps {
   report: (message: string) => void;
   /** Each accepted heartbeat: the server answers (again), so what waited for it can go now. */
   answered?: () => void;
+  /** The texts in the bound session's language. */
+  text: () => Messages;
   now?: () => number;
 }
 
@@ -129,6 +133,8 @@ export interface Presence {
   whenAccepted(): Promise<boolean>;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
+  /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
+  status(): { running: boolean; accepted: boolean; lastFailure: string | null };
   /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
   serverCommandProtocol(): number;
 }
@@ -199,8 +205,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         (error: unknown) => {
           if (controller.signal.aborted) return;
           accepted = false;
-          const message = `在线心跳发送失败：${errorText(error)}`;
-          if (message !== lastFailure) deps.report(message);
+          const message = deps.text().presence.failed(errorText(error));
+          // A refused token is told once by the client, for every channel at once.
+          if (message !== lastFailure && !tokenRejected(asDeliveryError(error))) deps.report(message);
           lastFailure = message;
         },
       )
@@ -278,7 +285,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       ctx = c;
       if (running) return;
       const current = deps.connection();
-      if (!current) return deps.report("在线心跳未启动：当前会话没有可用的服务端连接。");
+      if (!current) return deps.report(deps.text().presence.noConnection);
       connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
       running = true;
       lastFailure = undefined;
@@ -300,6 +307,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         return false;
       }
     },
+    status: () => ({ running, accepted, lastFailure: lastFailure ?? null }),
     serverCommandProtocol: () => serverProtocol,
   };
 }

@@ -5,7 +5,6 @@
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";
-import type { Report } from "./report.ts";
 
 /**
  * Appends an activation record; on failure returns why, after recording `fallbackActive` behind
@@ -27,11 +26,11 @@ export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fall
 }
 
 /** Fork and clone inherit the source's current session-wide value and record it as a snapshot. */
-export function inheritActivation(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, copied: ActivationReading, report: Report): boolean {
+export function inheritActivation(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, copied: ActivationReading, failed: (why: string) => void): boolean {
   const source = event.previousSessionFile ?? ctx.sessionManager.getHeader()?.parentSession;
   const reading = (source ? readActivationFromFile(source) : undefined) ?? copied;
   const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: reading.active, via: "inherit" }, false);
   if (!failure) return reading.active;
-  report(`无法写入继承的 Anon 通知状态，此会话按未开启处理：${failure}`, "error");
+  failed(failure);
   return false;
 }

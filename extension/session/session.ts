@@ -9,12 +9,13 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
-import { agentDirFrom, dataDirFor, loadConfig, readToken } from "../config/config.ts";
+import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
 import { type Config } from "../config/schema.ts";
 import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
 import { createNotifier, type Notifier } from "../delivery/notifier.ts";
 import { openOutbox, type Outbox } from "../delivery/outbox.ts";
-import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, statusText, type SessionFacts, type StatePayload } from "../state-bus.ts";
+import { footerText, localeLanguage, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
+import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../state-bus.ts";
 import { inheritActivation } from "./activation-store.ts";
 import type { Report } from "./report.ts";
 
@@ -39,13 +40,21 @@ export interface Delivery {
 export interface SessionState {
   ctx: ExtensionContext;
   sessionId: string;
+  language: Language;
+  /** The texts in the session's language. */
+  text: Messages;
   config: Config | undefined;
   configState: SessionFacts["config"];
+  /** Why the config is invalid (file or variable, and key), for `/anon-notify` and the doctor. */
+  configErrors: string[];
+  /** The layers read, and which one set each key: what the doctor shows. */
+  configFiles: ConfigFileInfo[];
+  configOrigins: Record<string, ConfigOrigin>;
   tokenConfigured: boolean;
   subagent: boolean;
   active: boolean;
   /** What the server said about the recipient when this runtime enabled the session. */
-  recipientNote: string | null;
+  recipientNote: RecipientNote | null;
   delivery: Delivery | undefined;
   servicesRunning: boolean;
 }
@@ -62,18 +71,22 @@ export const notifying = (s: SessionState | undefined): s is SessionState & { co
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
   const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
   const config = loaded.ok ? loaded.config : undefined;
+  const language = (loaded.ok ? loaded.config.language : loaded.language) ?? localeLanguage(process.env);
+  const text = messagesFor(language);
   let token: string | undefined;
   let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
+  const configErrors = loaded.ok ? [] : loaded.errors;
   if (loaded.ok) {
     for (const warning of loaded.warnings) report(warning);
     try {
       token = readToken(loaded.config, process.env);
     } catch (error) {
+      configErrors.push(errorText(error));
       report(errorText(error), "error");
       configState = "invalid";
     }
   } else {
-    report(`Anon 通知配置无效，扩展保持未生效：\n${loaded.errors.join("\n")}`, "error");
+    report(text.session.configInvalid(loaded.errors), "error");
   }
   const subagent = isSubagent(
     { mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: pi.getFlag(SUBAGENT_FLAG) === true, env: process.env },
@@ -81,26 +94,36 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   );
   // Restored from all entries on every start: the reason cannot tell new from resumed.
   const reading = readActivation(ctx.sessionManager.getEntries());
-  if (reading.record === "invalid") report(`会话中的 Anon 通知记录无效（${reading.problem}），按未开启处理。`);
-  const active = event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, report) : reading.active;
+  if (reading.record === "invalid") report(text.session.recordInvalid(reading.problem));
+  const active = event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error")) : reading.active;
   return {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
+    language,
+    text,
     config,
     configState,
+    configErrors,
+    configFiles: loaded.files,
+    configOrigins: loaded.ok ? loaded.origins : {},
     tokenConfigured: token !== undefined,
     subagent,
     active,
     recipientNote: null,
-    delivery: config && configState === "valid" && !subagent ? openDelivery(config, token, report) : undefined,
+    delivery: config && configState === "valid" && !subagent ? openDelivery(config, token, text, report) : undefined,
     servicesRunning: false,
   };
 }
 
-function openDelivery(config: Config, token: string | undefined, report: Report): Delivery | undefined {
+function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report): Delivery | undefined {
   try {
     const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { warn: (m) => report(m) });
-    const client = createWebhookClient({ endpoint: config.endpoint, token, timeoutMs: config.delivery.timeoutMs });
+    const client = createWebhookClient({
+      endpoint: config.endpoint,
+      token,
+      timeoutMs: config.delivery.timeoutMs,
+      onTokenRejected: () => report(text.session.tokenRejected(config.tokenFile), "error"),
+    });
     const notifier = createNotifier({
       client,
       outbox,
@@ -109,7 +132,7 @@ function openDelivery(config: Config, token: string | undefined, report: Report)
     });
     return { client, notifier, outbox };
   } catch (error) {
-    report(`Anon 通知无法启动发送：${errorText(error)}`, "error");
+    report(text.session.deliveryFailed(errorText(error)), "error");
     return undefined;
   }
 }
@@ -119,7 +142,7 @@ export function publish(pi: ExtensionAPI, s: SessionState): void {
   const facts = sessionFacts(s);
   const status = sessionStatus(facts);
   if (s.ctx.hasUI) {
-    s.ctx.ui.setStatus(STATUS_KEY, statusText(status, s.config ? { qq: s.config.recipient.qq, note: s.recipientNote } : null));
+    s.ctx.ui.setStatus(STATUS_KEY, footerText(s.text, status, s.active, s.config ? { qq: s.config.recipient.qq, note: s.recipientNote } : null));
   }
   const payload: StatePayload = {
     version: 1,

@@ -19,6 +19,7 @@ import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.
 import { createSinkQueue, type SinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
 import { errorText } from "../../common/errors.ts";
+import { localeLanguage, messagesFor, type Messages } from "../messages.ts";
 
 export type SinkConfig = Config["sink"];
 
@@ -34,6 +35,8 @@ export interface SinkOptions {
   warn?: (message: string) => void;
   /** Where the one debug line goes; by default Node's `NODE_DEBUG=anon-notify-sink`. */
   debug?: (line: string) => void;
+  /** The texts for `warn`; by default in the locale's language. */
+  text?: Messages;
 }
 
 export interface InstalledSink {
@@ -109,7 +112,8 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     token = ensureSinkToken(config.tokenFile);
   } catch (error) {
     const warn = options.warn ?? ((message: string) => process.stderr.write(`[anon-notify] ${message}\n`));
-    warn(`桌面通道未启用：令牌文件 ${config.tokenFile} 不可用（${errorText(error)}）`);
+    const text = options.text ?? messagesFor(localeLanguage(process.env));
+    warn(text.sink.tokenUnavailable(config.tokenFile, errorText(error)));
     return undefined;
   }
 

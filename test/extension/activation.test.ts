@@ -5,9 +5,12 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
-import { ACTIVATION_CUSTOM_TYPE, USAGE_TEXT, isSubagent, readActivation, readDormantActivation } from "../../activation.ts";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { dataDirFor } from "../../extension/config/config.ts";
+import { ACTIVATION_CUSTOM_TYPE, isSubagent, readActivation, readDormantActivation } from "../../activation.ts";
 import { STATUS_KEY } from "../../extension/state-bus.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
 import { TEST_ANON_QQ, TEST_QQ, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
@@ -89,7 +92,8 @@ test("any argument changes nothing and shows the usage", async (t) => {
   await pi.prompt("/anon-notify on");
   await pi.prompt("/anon-notify status");
   assert.equal(probe.states.length, before, "no state change was published");
-  assert.deepEqual(pi.notices().slice(-2), [USAGE_TEXT, USAGE_TEXT]);
+  const usage = messagesFor("zh-CN").toggle.usage;
+  assert.deepEqual(pi.notices().slice(-2), [usage, usage]);
   assert.equal(readActivation(pi.session.sessionManager.getEntries()).record, "none");
 });
 
@@ -212,7 +216,7 @@ test("enabling with status unknown warns; with the server unreachable it enables
   webhook.recipientStatus = "unknown";
   await pi.prompt("/anon-notify");
   assert.equal(probe.last()?.status, "active");
-  assert.ok(pi.notices().some((n) => n.includes("无法可靠检查")));
+  assert.ok(pi.notices().some((n) => n.includes("无法可靠检查") && n.includes(messagesFor("zh-CN").notesExplained)), "the footer's note is explained");
   await pi.prompt("/anon-notify");
   await webhook.close();
   await pi.prompt("/anon-notify");
@@ -233,6 +237,25 @@ test("an invalid configuration keeps the extension inactive and says which key i
   assert.ok(pi.notices().some((n) => n.includes("delivery.maxAttempts")));
   await pi.prompt("/anon-notify");
   assert.equal(probe.last()?.status, "misconfigured");
+});
+
+test("with a config broken after switching on, the footer keeps the saved state and /anon-notify changes nothing but shows file and key", async (t) => {
+  const { pi, probe, root } = await setup(t);
+  await pi.prompt("/anon-notify");
+  assert.equal(probe.last()?.status, "active");
+  const userConfig = join(dataDirFor(join(root, "agent")), "config.json");
+  writeFileSync(userConfig, JSON.stringify({ ...JSON.parse(readFileSync(userConfig, "utf8")), delivery: { maxAttempts: "three" } }));
+  await pi.session.reload();
+  assert.deepEqual([probe.last()?.status, probe.last()?.sessionActive], ["misconfigured", true]);
+  assert.equal(pi.statusText(STATUS_KEY), "Anon 通知：已开启（配置无效，未生效）");
+
+  const published = probe.states.length;
+  await pi.prompt("/anon-notify");
+  const notice = pi.notices().at(-1) ?? "";
+  assert.ok(notice.includes(userConfig) && notice.includes("delivery.maxAttempts") && notice.includes("状态未改变"), notice);
+  assert.equal(probe.states.length, published, "no state change was published");
+  assert.deepEqual(readActivation(pi.session.sessionManager.getEntries()), { record: "valid", active: true, via: "command" }, "the saved switch was not touched");
+  assert.equal(pi.statusText(STATUS_KEY), "Anon 通知：已开启（配置无效，未生效）");
 });
 
 test("a JSON-mode session without a session file is a subagent: suppressed and cannot be enabled", async (t) => {

@@ -187,7 +187,7 @@ test("an image instruction reaches the model as an image block", { timeout: 60_0
   ]);
 });
 
-test("an instruction interrupted before any reply is accepted once and reported to the user and, as a warning event, to the server", { timeout: 60_000 }, async (t) => {
+test("an instruction interrupted before any reply is accepted once and reported to the user as the operator's and, as a warning event, to the server", { timeout: 60_000 }, async (t) => {
   const { koishi, pi, operator, sessionId } = await setup(t);
   const modelStarted = latch();
   pi.script([waitForAbortStep(modelStarted.signal)]);
@@ -197,7 +197,8 @@ test("an instruction interrupted before any reply is accepted once and reported 
   await pi.session.abort();
   await done;
   await untilState(operator, sessionId, commandId, "accepted");
-  assert.ok(pi.notices().some((n) => n.includes("被中断") && n.includes("整理日志")));
+  const warning = pi.notices().find((n) => n.includes("被中断") && n.includes("整理日志"));
+  assert.ok(warning?.startsWith("操作员的指令"), `the warning names who sent it: ${warning}`);
   const eventId = `ext:${sessionId}:cmd-interrupted:${commandId}`;
   const receipt = await eventually(async () => {
     const answer = await call(koishi, "GET", `/events/${encodeURIComponent(eventId)}`);

@@ -12,6 +12,7 @@ import { installCommandChannel, type CommandChannel } from "../../commands.ts";
 import { installPresence, createRuntimeId, type Presence } from "../../extension/presence/presence.ts";
 import { SEND_CHANNEL } from "../../extension/state-bus.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
@@ -40,8 +41,9 @@ function servicesExtension(api: ScriptedApi, journalFile: string, observed: Obse
       command: { ...DEFAULT_CONFIG.command, journal: journalFile, longPollMs: 20_000 },
     };
     const connection = () => ({ client, config });
-    const presence = installPresence(pi, { runtimeId, connection, report });
-    const channel = installCommandChannel(pi, { presence, runtimeId, connection, report });
+    const text = () => messagesFor("zh-CN");
+    const presence = installPresence(pi, { runtimeId, connection, report, text });
+    const channel = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
     observed.presence = presence;
     observed.channel = channel;
     pi.events.on(SEND_CHANNEL, (data) => observed.bus.push(data));
@@ -249,6 +251,7 @@ test("an instruction the user interrupts before any reply is kept, ACKed once, a
   const warnings = observed.reports.filter((n) => n.includes("被中断"));
   assert.equal(warnings.length, 1);
   assert.ok(warnings[0]!.includes("把日志整理一下"));
+  assert.ok(warnings[0]!.startsWith("Anon 的指令"), `the warning names who sent it: ${warnings[0]}`);
   assert.deepEqual(observed.bus, [
     {
       status: "warning",

@@ -14,7 +14,8 @@ import {
   type RunFact,
 } from "../../extension/commands/decisions.ts";
 import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
-import { commandMessage, instructionText, renderCommandMessage } from "../../extension/commands/message.ts";
+import { commandMessage, commandMessageRenderer, instructionText } from "../../extension/commands/message.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/commands/journal.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
 
@@ -155,9 +156,13 @@ test("Pi's own custom-message component draws the instruction under its origin l
     "s-1",
   );
   // A renderer that throws is silently replaced by Pi's default, so the default label must not show.
-  const component = new CustomMessageComponent({ role: "custom", ...message, timestamp: 0 }, renderCommandMessage);
-  const lines = component.render(60).map((line) => line.replace(/\x1b\[[0-9;]*m/g, "").trim());
+  const render = (language: "zh-CN" | "en-US") =>
+    new CustomMessageComponent({ role: "custom", ...message, timestamp: 0 }, commandMessageRenderer(() => messagesFor(language)))
+      .render(60)
+      .map((line) => line.replace(/\x1b\[[0-9;]*m/g, "").trim());
+  const lines = render("zh-CN");
   assert.ok(lines.includes("[Anon 主动消息]"), lines.join("|"));
+  assert.ok(render("en-US").includes("[Message from Anon]"));
   assert.ok(lines.includes("看看这张图"));
   assert.ok(lines.some((line) => line.startsWith("[Image: [image/png] 1x1]")), "the image is drawn (or its terminal fallback)");
   assert.equal(lines.some((line) => line.includes("anon-notify:command")), false);

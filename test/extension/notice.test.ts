@@ -12,6 +12,11 @@ const usageCases: { name: string; read: () => PiContextUsage | undefined; expect
     expected: { used_tokens: 48_000, context_window: 200_000, percent: 24 },
   },
   {
+    name: "the percentage is rounded to two decimals",
+    read: () => ({ tokens: 2885, contextWindow: 200_000, percent: 1.4425000000000001 }),
+    expected: { used_tokens: 2885, context_window: 200_000, percent: 1.44 },
+  },
+  {
     name: "after compaction the window is known and the usage is null",
     read: () => ({ tokens: null, contextWindow: 200_000, percent: null }),
     expected: { used_tokens: null, context_window: 200_000, percent: null },

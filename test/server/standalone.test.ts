@@ -7,7 +7,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { DEFAULT_PORT, USAGE, ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
+import { DEFAULT_PORT, USAGE, ensureToken, parseFlags, piInstructions, readStandaloneFile } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
 
@@ -124,4 +124,31 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   child.kill("SIGINT");
   assert.equal(await exited, 0);
   assert.match(output, /已停止。/);
+});
+
+describe("the start-up text for the log persona on purpose", () => {
+  const bare = { botId: "", recipientId: "", operatorToken: "", plugins: {}, notifyWebhook: {} };
+  const url = "http://127.0.0.1:5140/api/agent-notify/v1";
+  test("without a bot it says what works now and what needs configuring, and for what, in no error tone", () => {
+    const text = piInstructions(url, "/d/token", "/d/server.json", bare);
+    assert.match(text, /现在就能用：\n  · Pi 扩展发来的通知由日志人格打印在这里/);
+    assert.match(text, /需要配置才能用（写在 \/d\/server\.json）：\n  · 由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 \/anon-notify 开启前的好友检查）需要 botId \+ recipientId/);
+    assert.match(text, /真正的人格（YesImBot）/);
+    assert.doesNotMatch(text, /失败|错误|尚未配置/);
+  });
+  test("with only the recipient it asks for the bot alone", () => {
+    assert.match(piInstructions(url, "/d/token", "/d/server.json", { ...bare, recipientId: "10001" }), /需要 botId 和机器人的适配器插件/);
+  });
+  test("with bot and recipient it names them and asks for nothing", () => {
+    const text = piInstructions(url, "/d/token", "/d/server.json", { ...bare, botId: "onebot:20002", recipientId: "10001" });
+    assert.match(text, /机器人与目标：onebot:20002 → 10001/);
+    assert.doesNotMatch(text, /需要配置/);
+  });
+  test("in English when the locale asks for it", () => {
+    const text = piInstructions(url, "/d/token", "/d/server.json", bare, "en-US");
+    assert.match(text, /^anon-notify server started/);
+    assert.match(text, /Works now:/);
+    assert.match(text, /Needs configuring \(in \/d\/server\.json\):/);
+    assert.equal(text.replace('"装进已有的 Koishi"', "").match(/[\u4e00-\u9fff]/u), null, "no Chinese but the README section's name");
+  });
 });

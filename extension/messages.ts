@@ -1,0 +1,271 @@
+/**
+ * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
+ * `/anon-notify-doctor`), in Chinese and English. The language is the config's `language`, else
+ * the environment's locale (common/locale.ts). Texts that go to
+ * the persona (notice bodies) and the model (tool descriptions) are not here: they follow the
+ * persona, not the Pi user.
+ */
+import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
+import type { CommandOrigin } from "../protocol/commands.ts";
+import type { RecipientStatus } from "../protocol/status.ts";
+
+export { LANGUAGES, localeLanguage, type Language };
+
+export const isLanguage = (value: unknown): value is Language => (LANGUAGES as readonly unknown[]).includes(value);
+
+/** What the server said about the recipient when the session was switched on. */
+export type RecipientNote = "reachable" | "unverified" | "unknown";
+
+export type FooterState = "inactive" | "active" | "suppressed" | "disabled" | "misconfigured";
+
+const zh = {
+  footer: {
+    inactive: "Anon 通知：未开启",
+    active: "Anon 通知：已开启",
+    suppressed: "Anon 通知：子 Agent，已抑制",
+    disabled: "Anon 通知：已在配置中关闭",
+    misconfiguredOn: "Anon 通知：已开启（配置无效，未生效）",
+    misconfiguredOff: "Anon 通知：未开启（配置无效）",
+    target: (qq: string) => ` → QQ ${qq}`,
+    note: (note: string) => `（${note}）`,
+  },
+  notes: { reachable: "目标可达", unverified: "状态未核验", unknown: "状态未知" } satisfies Record<RecipientNote, string>,
+  notesExplained:
+    "状态栏括号里的说明：（目标可达）服务端确认 Anon 能私聊目标；（状态未核验）开启时连不上服务端，没能检查；" +
+    "（状态未知）服务端无法可靠检查好友关系（例如适配器不提供好友列表）。后两种情况通知照常发送，但请自己确认私聊可达。",
+  toggle: {
+    description: "开启或关闭当前会话的 Anon 通知（不带参数）",
+    usage: "用法：/anon-notify（不带参数）。当前会话未开启则开启，已开启则关闭；带参数的输入不会改变状态。诊断请用 /anon-notify-doctor。",
+    notReady: "Anon 通知尚未就绪，请稍后再试。",
+    subagent: "子 Agent 会话不能开启 Anon 通知。",
+    invalidConfig: (active: boolean, errors: readonly string[]) =>
+      `Anon 通知配置无效，状态未改变（仍为${active ? "已开启" : "未开启"}，但在修正前不会发送）：\n${errors.join("\n")}\n修正后执行 /reload。`,
+    disabled: "Anon 通知已在配置中关闭（enabled: false），不能开启。",
+    recipient: (problem: string, file: string) => `不能开启 Anon 通知：${problem}。请在 ${file} 填写 recipient.qq 与 recipient.anonQq 后执行 /reload。`,
+    noToken: (tokenFile: string) =>
+      `不能开启 Anon 通知：没有令牌。请创建 ${tokenFile}（权限 600），内容是服务端的令牌：` +
+      "npm start 启动时在“Token 文件”一行打印了它的位置（默认 data/token），装在 Koishi 里时是 notify-webhook 插件配置中的 token。" +
+      "也可以设置环境变量 ANON_NOTIFY_TOKEN。然后执行 /reload 和 /anon-notify。",
+    noDelivery: "Anon 通知的发送组件未能启动，不能开启。",
+    tokenRejected: "未开启 Anon 通知：服务端拒绝了令牌（见上一条）。",
+    writeFailed: (why: string) => `无法写入会话文件，Anon 通知状态未改变：${why}`,
+    enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
+    disabledNow: "已关闭当前会话的 Anon 通知。",
+    unverified: (why: string) => `无法连接通知服务（${why}），目标状态未核验；已开启，服务端恢复后会补发。`,
+    unknown: (qq: string, anonQq: string, reason: string) =>
+      `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${reason}），已开启，但请确认私聊可达。`,
+    refusedRecipient: (status: Extract<RecipientStatus, "not_added" | "unreachable">, qq: string, anonQq: string) =>
+      `未开启：服务端报告 Anon（QQ ${anonQq}）${status === "not_added" ? "尚未添加" : "无法私聊"}目标 QQ ${qq}。` +
+      `请先用 QQ ${qq} 添加 Anon（QQ ${anonQq}）为好友，或确认私聊可达后再执行 /anon-notify。`,
+  },
+  session: {
+    configInvalid: (errors: readonly string[]) => `Anon 通知配置无效，扩展保持未生效：\n${errors.join("\n")}`,
+    recordInvalid: (problem: string) => `会话中的 Anon 通知记录无效（${problem}），按未开启处理。`,
+    deliveryFailed: (why: string) => `Anon 通知无法启动发送：${why}`,
+    inheritFailed: (why: string) => `无法写入继承的 Anon 通知状态，此会话按未开启处理：${why}`,
+    tokenRejected: (tokenFile: string) =>
+      `通知服务拒绝了令牌（HTTP 401）：在线状态、指令和通知都不会生效，未送达的最终通知留在 outbox。` +
+      `请确认 ${tokenFile}（或 ANON_NOTIFY_TOKEN）与服务端的令牌一致，然后执行 /reload。`,
+  },
+  presence: {
+    failed: (why: string) => `在线心跳发送失败：${why}`,
+    noConnection: "在线心跳未启动：当前会话没有可用的服务端连接。",
+  },
+  commands: {
+    claimFailed: (why: string) => `领取 Anon 指令失败：${why}`,
+    handOverFailed: (why: string) => `Anon 指令未能交给 Pi：${why}`,
+    journalWriteFailed: (file: string, why: string) => `写入指令日志失败（${file}）：${why}`,
+    ackFailed: (why: string) => `确认 Anon 指令失败（租约到期后会重发并按日志去重）：${why}`,
+    appendFailed: (why: string) => `Anon 指令未能写入会话：${why}`,
+    controlClaimFailed: (why: string) => `领取 Anon 控制指令失败：${why}`,
+    controlAckFailed: (why: string) => `确认 Anon 控制指令失败（租约到期后会重发并按日志去重）：${why}`,
+    origin: { anon: "Anon 的指令", proactive: "Anon 的主动消息", operator: "操作员的指令" } satisfies Record<CommandOrigin, string>,
+    label: { anon: "Anon 指令", proactive: "Anon 主动消息", operator: "操作员指令" } satisfies Record<CommandOrigin, string>,
+    interrupted: (origin: CommandOrigin, instruction: string) =>
+      `${zh.commands.origin[origin]}已进入会话，但这次运行被中断，尚未得到回复：${instruction}。发送任意消息即可让 Agent 继续处理。`,
+    noConnection: "Anon 指令通道未启动：当前会话没有可用的服务端连接。",
+    journalSkipped: (file: string, lines: number) => `指令日志 ${file} 有 ${lines} 行无法识别，已跳过`,
+    journalUnreadable: (file: string, why: string) => `无法读取指令日志 ${file}，不领取 Anon 指令：${why}`,
+  },
+  send: {
+    unreadable: (why: string) => `另一个扩展的 anon-notify:send 请求无法读取，已忽略：${why}`,
+    invalid: (why: string) => `另一个扩展的 anon-notify:send 请求无效，已忽略：${why}`,
+  },
+  sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
+  doctor: {
+    description: "诊断 Anon 通知：配置来源、令牌、服务端、目标、在线状态与投递（加 test 发一条测试通知）",
+    usage: "用法：/anon-notify-doctor 或 /anon-notify-doctor test（经真实路径发一条测试通知并报告回执）。",
+    title: "Anon 通知诊断",
+    yes: "是",
+    no: "否",
+    none: "无",
+    section: { config: "配置", token: "令牌", server: "服务端", recipient: "目标", session: "会话", delivery: "投递", test: "测试通知" },
+    fileStatus: { loaded: "已读取", missing: "不存在", skipped: "未读取（未被信任）", invalid: "无效" },
+    layer: { default: "默认值", legacy: "旧源码目录", user: "用户配置", project: "项目配置", env: "环境变量" },
+    configInvalid: "配置无效，扩展未生效：",
+    valueFrom: (key: string, value: string, from: string) => `${key} = ${value}  ← ${from}`,
+    tokenFrom: { env: "环境变量 ANON_NOTIFY_TOKEN", inline: "配置中的 token", file: "令牌文件", none: "没有令牌" },
+    tokenFile: (path: string, state: string) => `令牌文件 ${path}：${state}`,
+    tokenFileState: { present: "存在", missing: "不存在", empty: "为空", unreadable: "无法读取" },
+    tokenUsed: (from: string) => `使用：${from}`,
+    notChecked: (why: string) => `未检查（${why}）`,
+    noClient: "没有可用的服务端连接",
+    reachable: (endpoint: string, version: string, events: number, commands: number) =>
+      `${endpoint} 可达：版本 ${version}，协议 events ${events} / commands ${commands}`,
+    unreachable: (endpoint: string, why: string) => `${endpoint} 不可达：${why}`,
+    capabilities: (list: string) => `能力：${list}`,
+    recipientAnswer: (qq: string, anonQq: string, status: string, reason: string | null) =>
+      `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `（${reason}）` : ""}`,
+    recipientError: (why: string) => `无法询问：${why}`,
+    sessionLine: (status: string) => `状态：${status}`,
+    presenceLine: (running: boolean, accepted: boolean) =>
+      `在线心跳：${running ? (accepted ? "运行中，服务端已接受" : "运行中，尚未被服务端接受") : "未运行"}`,
+    commandsLine: (running: boolean, enabled: boolean, held: string | null, queued: number) =>
+      `指令通道：${!enabled ? "已在配置中关闭" : running ? "运行中" : "未运行"}${held ? `，等待交付 ${held}` : ""}${queued > 0 ? `，已交给 Pi ${queued} 条` : ""}`,
+    lastFailure: (why: string) => `最近一次失败：${why}`,
+    outbox: (count: number, oldest: string | null) => `outbox 待重发：${count} 条${oldest ? `（最早 ${oldest}）` : ""}`,
+    outboxError: (why: string) => `outbox 无法读取：${why}`,
+    lastDelivery: (eventId: string, status: string, at: string, result: string) => `最近一次投递：${eventId}（${status}，${at}）→ ${result}`,
+    lastDeliveryNone: "本次启动以来尚未投递通知",
+    accepted: (state: string) => `已接受，回执 ${state}`,
+    failed: (attempts: number, why: string) => `失败（${attempts} 次尝试）：${why}`,
+    testHint: "发送测试通知：/anon-notify-doctor test",
+    testSent: (eventId: string) => `已发送 ${eventId}`,
+    testReceipt: (state: string, error: string | null, final: boolean) =>
+      `回执：${state}${error ? `（${error}）` : ""}${final ? "" : "（等待超时，尚未最终完成）"}`,
+    testFailed: (why: string) => `发送失败：${why}`,
+    testSummary: "anon-notify 测试通知：诊断命令发出，无需处理。",
+  },
+};
+
+export type Messages = typeof zh;
+
+const en: Messages = {
+  footer: {
+    inactive: "Anon notices: off",
+    active: "Anon notices: on",
+    suppressed: "Anon notices: subagent, suppressed",
+    disabled: "Anon notices: disabled in the config",
+    misconfiguredOn: "Anon notices: on (config invalid, not in effect)",
+    misconfiguredOff: "Anon notices: off (config invalid)",
+    target: (qq) => ` → QQ ${qq}`,
+    note: (note) => ` (${note})`,
+  },
+  notes: { reachable: "recipient reachable", unverified: "status unverified", unknown: "status unknown" },
+  notesExplained:
+    "The note in brackets in the footer: (recipient reachable) the server confirmed Anon can message the recipient; " +
+    "(status unverified) the server could not be reached when the session was switched on; (status unknown) the server cannot check " +
+    "the friend list reliably (e.g. the adapter offers none). In the last two cases notices are still sent: check that a private chat works.",
+  toggle: {
+    description: "Switch Anon notices for this session on or off (no arguments)",
+    usage: "Usage: /anon-notify (no arguments). Switches this session on when it is off and off when it is on; with arguments nothing changes. For diagnostics use /anon-notify-doctor.",
+    notReady: "Anon notices are not ready yet; try again in a moment.",
+    subagent: "A subagent session cannot switch Anon notices on.",
+    invalidConfig: (active, errors) =>
+      `The Anon notices config is invalid; nothing changed (still ${active ? "on" : "off"}, but nothing is sent until it is fixed):\n${errors.join("\n")}\nFix it, then run /reload.`,
+    disabled: "Anon notices are disabled in the config (enabled: false) and cannot be switched on.",
+    recipient: (problem, file) => `Cannot switch Anon notices on: ${problem}. Set recipient.qq and recipient.anonQq in ${file}, then run /reload.`,
+    noToken: (tokenFile) =>
+      `Cannot switch Anon notices on: there is no token. Create ${tokenFile} (mode 600) holding the server's token: ` +
+      "npm start printed where it is on its \"Token\" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin's config. " +
+      "ANON_NOTIFY_TOKEN works too. Then run /reload and /anon-notify.",
+    noDelivery: "Anon notices could not start their sender, so they cannot be switched on.",
+    tokenRejected: "Anon notices not switched on: the server refused the token (see above).",
+    writeFailed: (why) => `Could not write the session file; Anon notices unchanged: ${why}`,
+    enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
+    disabledNow: "Anon notices are off for this session.",
+    unverified: (why) => `Cannot reach the notify server (${why}); the recipient is unverified. Switched on; notices go out once the server is back.`,
+    unknown: (qq, anonQq, reason) =>
+      `The server cannot reliably check whether QQ ${qq} and Anon (QQ ${anonQq}) are friends (${reason}). Switched on; check that a private chat works.`,
+    refusedRecipient: (status, qq, anonQq) =>
+      `Not switched on: the server reports that Anon (QQ ${anonQq}) ${status === "not_added" ? "has not added" : "cannot message"} QQ ${qq}. ` +
+      `Add Anon (QQ ${anonQq}) as a friend from QQ ${qq}, or make sure a private chat works, then run /anon-notify again.`,
+  },
+  session: {
+    configInvalid: (errors) => `The Anon notices config is invalid; the extension stays inactive:\n${errors.join("\n")}`,
+    recordInvalid: (problem) => `The session's Anon notices record is invalid (${problem}); treated as off.`,
+    deliveryFailed: (why) => `Anon notices cannot start their sender: ${why}`,
+    inheritFailed: (why) => `Could not write the inherited Anon notices state; this session is treated as off: ${why}`,
+    tokenRejected: (tokenFile) =>
+      "The notify server rejected the token (HTTP 401): presence, instructions and notices do not work; undelivered finals stay in the outbox. " +
+      `Check that ${tokenFile} (or ANON_NOTIFY_TOKEN) holds the server's token, then run /reload.`,
+  },
+  presence: {
+    failed: (why) => `Presence heartbeat failed: ${why}`,
+    noConnection: "Presence not started: this session has no server connection.",
+  },
+  commands: {
+    claimFailed: (why) => `Claiming Anon instructions failed: ${why}`,
+    handOverFailed: (why) => `An Anon instruction could not be handed to Pi: ${why}`,
+    journalWriteFailed: (file, why) => `Writing the instruction journal failed (${file}): ${why}`,
+    ackFailed: (why) => `Confirming an Anon instruction failed (it comes back after its lease and the journal dedups it): ${why}`,
+    appendFailed: (why) => `An Anon instruction could not be written into the session: ${why}`,
+    controlClaimFailed: (why) => `Claiming Anon control commands failed: ${why}`,
+    controlAckFailed: (why) => `Confirming an Anon control command failed (it comes back after its lease and the journal dedups it): ${why}`,
+    origin: { anon: "Anon's instruction", proactive: "Anon's message", operator: "The operator's instruction" },
+    label: { anon: "Anon's instruction", proactive: "Message from Anon", operator: "Operator's instruction" },
+    interrupted: (origin, instruction) =>
+      `${en.commands.origin[origin]} reached the session, but the run was interrupted before it was answered: ${instruction}. Send any message to let the agent continue.`,
+    noConnection: "Instruction channel not started: this session has no server connection.",
+    journalSkipped: (file, lines) => `Instruction journal ${file}: ${lines} unreadable lines skipped`,
+    journalUnreadable: (file, why) => `Cannot read the instruction journal ${file}; no Anon instructions are claimed: ${why}`,
+  },
+  send: {
+    unreadable: (why) => `Another extension's anon-notify:send request could not be read and was ignored: ${why}`,
+    invalid: (why) => `Another extension's anon-notify:send request is invalid and was ignored: ${why}`,
+  },
+  sink: { tokenUnavailable: (file, why) => `Desktop channel off: its token file ${file} is unusable (${why})` },
+  doctor: {
+    description: "Diagnose Anon notices: config sources, token, server, recipient, presence, delivery (add test to send a test notice)",
+    usage: "Usage: /anon-notify-doctor, or /anon-notify-doctor test (sends a test notice through the real route and reports its receipt).",
+    title: "Anon notices doctor",
+    yes: "yes",
+    no: "no",
+    none: "none",
+    section: { config: "Config", token: "Token", server: "Server", recipient: "Recipient", session: "Session", delivery: "Delivery", test: "Test notice" },
+    fileStatus: { loaded: "loaded", missing: "missing", skipped: "not read (not trusted)", invalid: "invalid" },
+    layer: { default: "default", legacy: "legacy source folder", user: "user config", project: "project config", env: "environment" },
+    configInvalid: "The config is invalid; the extension is inactive:",
+    valueFrom: (key, value, from) => `${key} = ${value}  ← ${from}`,
+    tokenFrom: { env: "environment variable ANON_NOTIFY_TOKEN", inline: "token in the config", file: "token file", none: "no token" },
+    tokenFile: (path, state) => `token file ${path}: ${state}`,
+    tokenFileState: { present: "present", missing: "missing", empty: "empty", unreadable: "unreadable" },
+    tokenUsed: (from) => `in use: ${from}`,
+    notChecked: (why) => `not checked (${why})`,
+    noClient: "no server connection",
+    reachable: (endpoint, version, events, commands) => `${endpoint} reachable: version ${version}, protocol events ${events} / commands ${commands}`,
+    unreachable: (endpoint, why) => `${endpoint} unreachable: ${why}`,
+    capabilities: (list) => `capabilities: ${list}`,
+    recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? ` (${reason})` : ""}`,
+    recipientError: (why) => `cannot ask: ${why}`,
+    sessionLine: (status) => `state: ${status}`,
+    presenceLine: (running, accepted) => `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
+    commandsLine: (running, enabled, held, queued) =>
+      `instruction channel: ${!enabled ? "disabled in the config" : running ? "running" : "not running"}${held ? `, holding ${held}` : ""}${queued > 0 ? `, ${queued} handed to Pi` : ""}`,
+    lastFailure: (why) => `last failure: ${why}`,
+    outbox: (count, oldest) => `outbox backlog: ${count}${oldest ? ` (oldest ${oldest})` : ""}`,
+    outboxError: (why) => `outbox unreadable: ${why}`,
+    lastDelivery: (eventId, status, at, result) => `last delivery: ${eventId} (${status}, ${at}) → ${result}`,
+    lastDeliveryNone: "no notice delivered since this start",
+    accepted: (state) => `accepted, receipt ${state}`,
+    failed: (attempts, why) => `failed (${attempts} attempts): ${why}`,
+    testHint: "send a test notice: /anon-notify-doctor test",
+    testSent: (eventId) => `sent ${eventId}`,
+    testReceipt: (state, error, final) => `receipt: ${state}${error ? ` (${error})` : ""}${final ? "" : " (timed out before it was final)"}`,
+    testFailed: (why) => `send failed: ${why}`,
+    testSummary: "anon-notify test notice from the doctor command; nothing to do.",
+  },
+};
+
+const CATALOGUES: Record<Language, Messages> = { "zh-CN": zh, "en-US": en };
+
+export function messagesFor(language: Language): Messages {
+  return CATALOGUES[language];
+}
+
+/** The footer text: the saved switch always shows, with what keeps it from working. */
+export function footerText(m: Messages, state: FooterState, active: boolean, target: { qq: string; note: RecipientNote | null } | null): string {
+  if (state === "misconfigured") return active ? m.footer.misconfiguredOn : m.footer.misconfiguredOff;
+  if (state !== "active" || !target) return m.footer[state];
+  return m.footer.active + m.footer.target(target.qq) + (target.note ? m.footer.note(m.notes[target.note]) : "");
+}

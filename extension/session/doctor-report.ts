@@ -1,0 +1,111 @@
+/**
+ * What `/anon-notify-doctor` found, as text. Pure: the command gathers the facts (files, the
+ * server's answers, the services' state) and this turns them into lines in the session's language.
+ * Never a token's value: only where it comes from and whether its file is there.
+ */
+import type { Receipt, ReceiptState } from "../../protocol/events.ts";
+import type { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
+import type { ConfigFileInfo, ConfigOrigin } from "../config/config.ts";
+import type { LastDelivery } from "../delivery/notifier.ts";
+import type { Messages } from "../messages.ts";
+
+export type Probe<T> = { kind: "ok"; value: T } | { kind: "error"; message: string } | { kind: "skipped"; why: string };
+
+export interface DoctorFacts {
+  configErrors: readonly string[];
+  files: readonly ConfigFileInfo[];
+  /** Keys in effect with where each came from; undefined origin = the built-in default. */
+  values: readonly { key: string; value: unknown; origin: ConfigOrigin | undefined }[];
+  token: { used: "env" | "inline" | "file" | "none"; file: string; fileState: "present" | "missing" | "empty" | "unreadable" } | undefined;
+  endpoint: string | undefined;
+  health: Probe<HealthAnswer>;
+  recipient: Probe<RecipientAnswer>;
+  /** The footer text, which already says active / inactive / suppressed / misconfigured. */
+  footer: string;
+  presence: { running: boolean; accepted: boolean; lastFailure: string | null };
+  commands: { enabled: boolean; running: boolean; held: string | null; queued: number };
+  outbox: Probe<{ count: number; oldest: number | null }>;
+  lastDelivery: LastDelivery | undefined;
+  /** Present when the user asked for a test notice. */
+  test?: Probe<{ eventId: string; receipt: Pick<Receipt, "state" | "error"> | null; final: boolean }>;
+}
+
+/** A receipt state nothing will change any more. */
+export const FINAL_RECEIPT_STATES: readonly ReceiptState[] = ["context_injected", "delivered", "failed"];
+
+const SECRET_KEYS = new Set(["token"]);
+
+function shown(key: string, value: unknown): string {
+  if (SECRET_KEYS.has(key)) return "***";
+  return value === undefined ? "—" : JSON.stringify(value);
+}
+
+function originText(m: Messages, origin: ConfigOrigin | undefined): string {
+  if (!origin) return m.doctor.layer.default;
+  return `${m.doctor.layer[origin.layer]} ${origin.where}`;
+}
+
+function probeLine<T>(m: Messages, probe: Probe<T>, ok: (value: T) => string[], error: (message: string) => string): string[] {
+  if (probe.kind === "ok") return ok(probe.value);
+  if (probe.kind === "error") return [error(probe.message)];
+  return [m.doctor.notChecked(probe.why)];
+}
+
+const time = (ms: number) => new Date(ms).toISOString();
+
+export function doctorReport(m: Messages, facts: DoctorFacts): string {
+  const d = m.doctor;
+  const section = (title: string, lines: string[]) => [title, ...lines.map((line) => `  ${line}`)];
+  const config = [
+    ...facts.files.map((file) => `${d.layer[file.layer]} ${file.path}: ${d.fileStatus[file.status]}`),
+    ...(facts.configErrors.length > 0 ? [d.configInvalid, ...facts.configErrors.map((error) => `  ${error}`)] : []),
+    ...facts.values.map(({ key, value, origin }) => d.valueFrom(key, shown(key, value), originText(m, origin))),
+  ];
+  const token = facts.token
+    ? [d.tokenUsed(d.tokenFrom[facts.token.used]), d.tokenFile(facts.token.file, d.tokenFileState[facts.token.fileState])]
+    : [d.notChecked(d.configInvalid)];
+  const endpoint = facts.endpoint ?? "—";
+  const server = probeLine(
+    m,
+    facts.health,
+    (health) => [d.reachable(endpoint, health.version, health.protocol.events, health.protocol.commands), d.capabilities(health.capabilities.join(", ") || d.none)],
+    (message) => d.unreachable(endpoint, message),
+  );
+  const recipient = probeLine(
+    m,
+    facts.recipient,
+    (answer) => [d.recipientAnswer(answer.qq ?? "—", answer.anon_qq ?? "—", answer.status, answer.reason)],
+    d.recipientError,
+  );
+  const session = [
+    d.sessionLine(facts.footer),
+    d.presenceLine(facts.presence.running, facts.presence.accepted),
+    ...(facts.presence.lastFailure ? [`  ${d.lastFailure(facts.presence.lastFailure)}`] : []),
+    d.commandsLine(facts.commands.running, facts.commands.enabled, facts.commands.held, facts.commands.queued),
+  ];
+  const last = facts.lastDelivery;
+  const delivery = [
+    ...probeLine(m, facts.outbox, ({ count, oldest }) => [d.outbox(count, oldest === null ? null : time(oldest))], d.outboxError),
+    last
+      ? d.lastDelivery(last.eventId, last.status, time(last.at), last.ok ? d.accepted(last.state) : d.failed(last.attempts, last.error))
+      : d.lastDeliveryNone,
+  ];
+  const test = facts.test
+    ? probeLine(
+        m,
+        facts.test,
+        ({ eventId, receipt, final }) => [d.testSent(eventId), ...(receipt ? [d.testReceipt(receipt.state, receipt.error, final)] : [])],
+        d.testFailed,
+      )
+    : [d.testHint];
+  return [
+    d.title,
+    ...section(d.section.config, config),
+    ...section(d.section.token, token),
+    ...section(d.section.server, server),
+    ...section(d.section.recipient, recipient),
+    ...section(d.section.session, session),
+    ...section(d.section.delivery, delivery),
+    ...section(d.section.test, test),
+  ].join("\n");
+}

@@ -1,0 +1,165 @@
+/**
+ * `/anon-notify-doctor [test]`: answers "is this working?" without changing anything. It reads the
+ * bound session's config layers, the token file, the services' state and the outbox, asks the
+ * server for its health and the recipient, and with `test` sends one `info` notice through the
+ * real route and follows its receipt. Every network call runs here, in the command handler, with
+ * a bounded timeout; the bare `/anon-notify` stays the only switch.
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import type { ExtensionAPI, ExtensionCommandContext } from "@mariozechner/pi-coding-agent";
+import { errorText, isMissingFile } from "../../common/errors.ts";
+import { Receipt } from "../../protocol/events.ts";
+import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
+import type { Config } from "../config/schema.ts";
+import type { WebhookClient } from "../delivery/http-client.ts";
+import { footerText, type Messages } from "../messages.ts";
+import { noticeContext } from "../notices/context.ts";
+import { externalNotice } from "../notices/notice.ts";
+import type { Presence } from "../presence/presence.ts";
+import { sessionStatus } from "../state-bus.ts";
+import { FINAL_RECEIPT_STATES, doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
+import { sessionFacts, type SessionState } from "./session.ts";
+
+/** Each question to the server gets this long. */
+export const DOCTOR_REQUEST_TIMEOUT_MS = 5_000;
+/** How long `test` follows the receipt before it reports the state it has. */
+export const DOCTOR_RECEIPT_WAIT_MS = 15_000;
+const RECEIPT_POLL_MS = 250;
+
+/** Always shown, with where they came from, besides every key a file or variable set. */
+const KEY_VALUES = ["enabled", "endpoint", "tokenFile", "recipient.qq", "recipient.anonQq", "language", "projectConfig"];
+
+export interface DoctorDeps {
+  session(): SessionState | undefined;
+  text(): Messages;
+  presence: Pick<Presence, "status">;
+  commands: { pending(): { held: string | null; queued: string[] } };
+  runtimeId: string;
+}
+
+function valueAt(config: Config, key: string): unknown {
+  return key.split(".").reduce<unknown>((at, part) => (typeof at === "object" && at !== null ? (at as Record<string, unknown>)[part] : undefined), config);
+}
+
+function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
+  let fileState: NonNullable<DoctorFacts["token"]>["fileState"];
+  try {
+    fileState = readFileSync(config.tokenFile, "utf8").trim() ? "present" : "empty";
+  } catch (error) {
+    fileState = isMissingFile(error) ? "missing" : "unreadable";
+  }
+  const used = process.env.ANON_NOTIFY_TOKEN?.trim() ? "env" : config.token ? "inline" : fileState === "present" ? "file" : "none";
+  return { used, file: config.tokenFile, fileState };
+}
+
+async function ask<T>(run: () => Promise<T>): Promise<Probe<T>> {
+  try {
+    return { kind: "ok", value: await run() };
+  } catch (error) {
+    return { kind: "error", message: errorText(error) };
+  }
+}
+
+/** Sends one `info` notice and follows its receipt until it is final or the wait is over. */
+async function testNotice(s: SessionState & { config: Config }, client: WebhookClient, runtimeId: string): Promise<NonNullable<DoctorFacts["test"]>> {
+  const event = externalNotice(
+    { status: "info", summary: s.text.doctor.testSummary, eventId: `doctor-${randomUUID()}`, details: { doctor_test: true } },
+    randomUUID(),
+    noticeContext(s.ctx, s.sessionId, runtimeId, s.config),
+  );
+  try {
+    await client.postEvent(event);
+  } catch (error) {
+    // A receipt of `failed` is an answer too: it is read below with its reason.
+    if ((error as { code?: string }).code !== "receipt_failed") return { kind: "error", message: errorText(error) };
+  }
+  const path = `events/${encodeURIComponent(event.event_id)}`;
+  const deadline = Date.now() + DOCTOR_RECEIPT_WAIT_MS;
+  let receipt: Receipt | null = null;
+  for (;;) {
+    try {
+      receipt = await client.request("GET", path, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS });
+    } catch (error) {
+      if (receipt === null) return { kind: "error", message: errorText(error) };
+    }
+    const final = receipt !== null && FINAL_RECEIPT_STATES.includes(receipt.state);
+    if (final || Date.now() >= deadline) return { kind: "ok", value: { eventId: event.event_id, receipt, final } };
+    await delay(RECEIPT_POLL_MS);
+  }
+}
+
+export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withTest: boolean): Promise<DoctorFacts> {
+  const m = s.text;
+  const config = s.config;
+  const client = s.delivery?.client;
+  const noServer: Probe<never> = { kind: "skipped", why: !config ? m.doctor.configInvalid : m.doctor.noClient };
+  const [health, recipient] = client
+    ? await Promise.all([
+        ask(() => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })),
+        ask(() => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })),
+      ])
+    : [noServer, noServer];
+  const outbox = s.delivery?.outbox;
+  const pending = deps.commands.pending();
+  const values = config
+    ? [...new Set([...KEY_VALUES, ...Object.keys(s.configOrigins)])].map((key) => ({
+        key,
+        value: key === "language" ? s.language : valueAt(config, key),
+        origin: s.configOrigins[key] ?? (key === "language" ? localeOrigin() : undefined),
+      }))
+    : [];
+  return {
+    configErrors: s.configErrors,
+    files: s.configFiles,
+    values,
+    token: config ? tokenFacts(config) : undefined,
+    endpoint: config?.endpoint,
+    health,
+    recipient,
+    footer: footerText(m, sessionStatus(sessionFacts(s)), s.active, config ? { qq: config.recipient.qq, note: s.recipientNote } : null),
+    presence: deps.presence.status(),
+    commands: { enabled: config?.command.enabled ?? false, running: s.servicesRunning && (config?.command.enabled ?? false), held: pending.held, queued: pending.queued.length },
+    outbox: outbox
+      ? await ask(async () => {
+          const entries = await outbox.list();
+          return { count: entries.length, oldest: entries[0]?.queuedAt ?? null };
+        })
+      : noServer,
+    lastDelivery: s.delivery?.notifier.lastDelivery(),
+    ...(withTest
+      ? {
+          test:
+            client && config && s.tokenConfigured
+              ? await testNotice({ ...s, config }, client, deps.runtimeId)
+              : { kind: "skipped" as const, why: !config ? m.doctor.configInvalid : !client ? m.doctor.noClient : m.doctor.tokenFrom.none },
+        }
+      : {}),
+  };
+}
+
+/** Where the language came from when no config layer set it: the locale variable that decided. */
+function localeOrigin() {
+  const name = ["LC_ALL", "LC_MESSAGES", "LANG"].find((variable) => process.env[variable]?.trim());
+  return { layer: "env" as const, where: name ? `${name}=${process.env[name]}` : "LANG" };
+}
+
+/** The UI when there is one; else stderr, since Pi keeps stdout for the answer in print and JSON modes. */
+function show(ctx: ExtensionCommandContext, text: string): void {
+  if (ctx.hasUI) return ctx.ui.notify(text, "info");
+  process.stderr.write(`${text}\n`);
+}
+
+export function registerDoctorCommand(pi: ExtensionAPI, deps: DoctorDeps): void {
+  pi.registerCommand("anon-notify-doctor", {
+    description: deps.text().doctor.description,
+    handler: async (args: string, ctx: ExtensionCommandContext) => {
+      const arg = args.trim();
+      if (arg !== "" && arg !== "test") return show(ctx, deps.text().doctor.usage);
+      const s = deps.session();
+      if (!s) return show(ctx, deps.text().toggle.notReady);
+      show(ctx, doctorReport(s.text, await gatherDoctorFacts(s, deps, arg === "test")));
+    },
+  });
+}

@@ -1,0 +1,17 @@
+/** The documents cite only files that are in the repository, so a move or rename cannot leave a dead pointer. */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+const repo = resolve(import.meta.dirname, "../..");
+const documents = ["README.md", ...readdirSync(join(repo, "docs")).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+// A path from the repository's root: one of its top-level folders, then a file with an extension.
+const CITED = /\b(?:bench|common|docs|extension|harness|protocol|scripts|server|test)\/[\w./-]*\w\.(?:ts|md|json|yml)\b/g;
+
+test("every repository path the README and docs/ cite exists", () => {
+  const missing = documents.flatMap((document) =>
+    [...readFileSync(join(repo, document), "utf8").matchAll(CITED)].map((match) => match[0]).filter((path) => !existsSync(join(repo, path))).map((path) => `${document}: ${path}`),
+  );
+  assert.deepEqual(missing, []);
+});
