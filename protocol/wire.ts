@@ -132,6 +132,9 @@ export const ErrorCode = z.enum([
   "images_not_supported",
   "capability_missing",
   "operator_disabled",
+  "already_decided",
+  "approval_expired",
+  "approval_mismatch",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
