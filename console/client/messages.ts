@@ -2,7 +2,7 @@
 export default {
   "zh-CN": {
     gate: {
-      allowed: "可以在此页面发送和撤回指令。",
+      allowed: "可以在此页面发送、撤回指令和打断运行。",
       read_only: "只读：未安装 @koishijs/plugin-auth，且插件配置未开启 consoleActions。",
       login_required: "只读：请先登录控制台。",
       authority_too_low: "只读：当前账号的权限等级不够。",
@@ -18,6 +18,9 @@ export default {
     lastActivity: "最后活动 {ago}",
     command: { pending: "待发", leased: "已领取", accepted: "已送达", cancelled: "已撤回" },
     cancel: "撤回",
+    stop: "打断运行",
+    controlKind: { stop: "打断", approval_decision: "审批答复" },
+    stopOutcome: { stopped: "已打断 {project} 的运行。", already_idle: "{project} 已经空闲，没有需要打断的运行。", waiting: "已请求打断 {project}，会话还没有确认。" },
     sendTo: "发给 {project}",
     instruction: "要会话做什么…",
     send: "发送",
@@ -44,13 +47,14 @@ export default {
       images_not_supported: "被拒绝：这个会话的模型看不了图片。",
       image_budget_exceeded: "被拒绝：待发图片太多，请等已有指令送达后再发。",
       event_session_mismatch: "被拒绝：这条通知不属于该会话。",
+      capability_missing: "无法打断：这个会话的 anon-notify 扩展太旧，不支持远程打断，请更新扩展。",
       unauthorized: "被拒绝：没有权限（未登录，或页面不是从控制台本身打开的）。",
       other: "被拒绝：{code}",
     },
   },
   "en-US": {
     gate: {
-      allowed: "You can send and cancel instructions here.",
+      allowed: "You can send and cancel instructions and stop runs here.",
       read_only: "Read-only: @koishijs/plugin-auth is not installed and consoleActions is off in the plugin config.",
       login_required: "Read-only: log in to the console first.",
       authority_too_low: "Read-only: this account's authority is too low.",
@@ -66,6 +70,9 @@ export default {
     lastActivity: "last activity {ago}",
     command: { pending: "pending", leased: "taken", accepted: "delivered", cancelled: "cancelled" },
     cancel: "Cancel",
+    stop: "Stop the run",
+    controlKind: { stop: "stop", approval_decision: "approval answer" },
+    stopOutcome: { stopped: "Stopped {project}'s run.", already_idle: "{project} was already idle; nothing to stop.", waiting: "Asked {project} to stop; the session has not confirmed yet." },
     sendTo: "Send to {project}",
     instruction: "What should the session do…",
     send: "Send",
@@ -92,6 +99,7 @@ export default {
       images_not_supported: "Refused: this session's model cannot see images.",
       image_budget_exceeded: "Refused: too many images waiting; send again once earlier instructions are delivered.",
       event_session_mismatch: "Refused: that notice belongs to another session.",
+      capability_missing: "Cannot stop: this session's anon-notify extension is too old to be stopped remotely; update it.",
       unauthorized: "Refused: not allowed (not logged in, or the page was not opened from the console itself).",
       other: "Refused: {code}",
     },

@@ -1,8 +1,8 @@
 /**
  * What the console page may ask of the server: one table of named actions, each an input schema
  * and a call into the same operator service the HTTP API and the persona's tools use, so the page
- * gets the same rules, the same refusals and the same audit rows. Stopping a run, answering an
- * approval and muting join this table when their services exist.
+ * gets the same rules, the same refusals and the same audit rows. Answering an approval and
+ * muting join this table when their services exist.
  *
  * Every answer is a value, never a thrown error: the console would turn a thrown error into its
  * stack trace, and the page must show the server's reason (`error` is a protocol error code, or
@@ -24,8 +24,12 @@ export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; e
 
 export const ConsoleSendInput = OperatorCreateCommand;
 export const ConsoleCancelInput = z.strictObject({ session_id: Id, command_id: Id });
+export const ConsoleStopInput = z.strictObject({ session_id: Id });
 export const ConsoleEntryInput = z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
 export const ConsoleTimelineInput = AuditQuery;
+
+/** How long a stop waits for the session's ACK before the page gets the command as it stands. */
+export const STOP_WAIT_MS = 10_000;
 
 export interface ConsoleActionDeps {
   operator: OperatorService;
@@ -54,6 +58,15 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
     name: "anon-notify/cancel",
     input: ConsoleCancelInput,
     run: ({ operator }, input) => operator.cancel(input.session_id, input.command_id),
+  }),
+  action({
+    name: "anon-notify/stop",
+    input: ConsoleStopInput,
+    // The page shows what the session did (stopped, already idle), so the answer waits for the ACK, bounded.
+    run: async ({ operator }, input) => {
+      const stop = await operator.requestStop(input.session_id, "console");
+      return operator.waitForCommandOutcome(stop.command_id, STOP_WAIT_MS);
+    },
   }),
 ];
 
@@ -84,7 +97,9 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
 export async function auditAction(audit: AuditLog, name: string, input: unknown, result: ConsoleAnswer, who: Record<string, unknown>): Promise<void> {
   const fields = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
   const sessionId = Id.safeParse(fields.session_id);
-  const commandId = result.ok ? (result.value as { command?: { command_id?: unknown } } | undefined)?.command?.command_id : undefined;
+  // A send answers `{command}`, a stop the command itself.
+  const value = result.ok ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown } | undefined) : undefined;
+  const commandId = value?.command?.command_id ?? value?.command_id;
   await audit.record({
     actor: "console",
     action: `console.${name.slice(name.indexOf("/") + 1)}`,

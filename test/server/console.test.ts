@@ -10,7 +10,7 @@ import { AuditEntry } from "../../protocol/audit.ts";
 import { CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { consoleStage } from "../helpers/console.ts";
-import { ai } from "../../harness/pi.ts";
+import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 import { imageOf } from "./images.ts";
 import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
@@ -162,12 +162,50 @@ test("with actions turned on, the page sends an instruction (with an image) that
   assert.ok(trail.value.entries.every((item) => item.actor === "console"));
 });
 
+test("the page stops a real session's run through the operator service and shows what the session did; refusals come back as reasons", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true } });
+  const page = await stage.open();
+  const { pi, sessionId } = await stage.openPi();
+  await page.until((view) => sessionIn(view.sessions, sessionId)?.state === "idle", "the session online and idle");
+
+  // Idle: nothing to stop, and the session says so.
+  const idle = await page.call("anon-notify/stop", { session_id: sessionId });
+  assert.ok(idle.ok, JSON.stringify(idle));
+  assert.deepEqual([CommandSummary.parse(idle.value).kind, CommandSummary.parse(idle.value).outcome], ["stop", "already_idle"]);
+
+  // Streaming: the stop aborts the run like Esc, and the answer carries the session's ACK.
+  const modelStarted = latch();
+  pi.script([waitForAbortStep(modelStarted.signal)]);
+  const run = pi.prompt("写一篇很长的文章");
+  await modelStarted.promise;
+  await page.until((view) => sessionIn(view.sessions, sessionId)?.state === "running", "the session running on the page");
+  const stopped = await page.call("anon-notify/stop", { session_id: sessionId });
+  assert.ok(stopped.ok, JSON.stringify(stopped));
+  const summary = CommandSummary.parse(stopped.value);
+  assert.deepEqual([summary.state, summary.outcome], ["accepted", "stopped"]);
+  await run;
+  await page.until((view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === summary.command_id && command.outcome === "stopped"), "the stop and its outcome on the card");
+
+  assert.deepEqual(await page.call("anon-notify/stop", { session_id: "s-elsewhere" }), { ok: false, error: "session_offline" });
+  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 10 });
+  assert.ok(trail.ok);
+  assert.deepEqual(
+    trail.value.entries.map((item) => [item.action, item.subject === null ? null : "command", item.outcome]).reverse(),
+    [
+      ["console.stop", "command", "ok"],
+      ["console.stop", "command", "ok"],
+      ["console.stop", null, "session_offline"],
+    ],
+  );
+});
+
 test("without plugin-auth and without consoleActions the page is read-only, and says so", { timeout: 30_000 }, async (t) => {
   const stage = await consoleStage(t);
   const page = await stage.open();
   await page.until((view) => view.actions, "the first data");
   assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "read_only" });
   assert.deepEqual(await page.call("anon-notify/cancel", { session_id: "s-1", command_id: "c-1" }), { ok: false, error: "read_only" });
+  assert.deepEqual(await page.call("anon-notify/stop", { session_id: "s-1" }), { ok: false, error: "read_only" });
 });
 
 test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {
