@@ -1,11 +1,11 @@
 /**
- * `npm run bench:stop`: how long a remote stop takes from the operator's request (the route the
- * chat command and the console share, through the same operator service) to the run being aborted
- * inside a real Pi session, beside the same abort done locally (Esc: `session.abort()`), in one run.
+ * `npm run bench:stop`: how long a remote stop takes to abort the run inside a real Pi session, from
+ * the operator's request and from the owner's `anon.stop` chat message (both through the same
+ * operator service), beside the same abort done locally (Esc: `session.abort()`), in one run.
  *
- * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite), the extension as
- * Pi loads it, a real Pi session whose faux model streams until Pi aborts it. "Aborted" is the
- * moment the model's abort signal fires.
+ * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite) with plugin-mock's
+ * owner chat, the extension as Pi loads it, a real Pi session whose faux model streams until Pi
+ * aborts it. "Aborted" is the moment the model's abort signal fires.
  *
  *   npm run bench:stop -- [samples per mode, default 50]
  */
@@ -13,14 +13,14 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDirFor } from "../extension/config/config.ts";
 import { extensionEnv } from "../harness/extension-env.ts";
-import { startKoishi } from "../harness/koishi.ts";
+import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi, type ModelStep } from "../harness/pi.ts";
-import { OPERATOR_TOKEN, operatorApi } from "../harness/agent-api.ts";
+import { operatorApi } from "../harness/agent-api.ts";
 import { eventually } from "../harness/event-client.ts";
 
 const samples = Number(process.argv[2] ?? 50);
 
-const koishi = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, recipientId: "10001" } });
+const koishi = await startChat();
 const operator = operatorApi(koishi);
 const root = makeRoot();
 const agentDir = join(root, "agent");
@@ -73,6 +73,11 @@ try {
         await eventually(async () => ((await operator.list(sessionId)).body.commands.find((c: { command_id: string }) => c.command_id === id)?.state === "accepted" ? true : undefined), "stop ACKed");
       },
     },
+    {
+      name: "chat `anon.stop #1` (plugin-mock, owner's private chat)",
+      // The command replies once the extension has reported the outcome, so the lane is free after it.
+      stop: () => koishi.owner().receive("anon.stop #1"),
+    },
   ];
   for (const mode of modes) {
     const latencies: number[] = [];
@@ -104,5 +109,5 @@ console.log(`\nStop latency, request → the run's abort signal in a streaming P
 console.log("| mode | samples | p50 ms | p99 ms | max ms |");
 console.log("|---|---|---|---|---|");
 for (const row of rows) console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} |`);
-const [local, remote] = rows;
-if (local && remote) console.log(`\nremote / local at p50: ${(remote.p50 / Math.max(local.p50, 0.001)).toFixed(0)}×`);
+const [local, ...remotes] = rows;
+for (const remote of remotes) console.log(`${remote.mode} / local at p50: ${(remote.p50 / Math.max(local!.p50, 0.001)).toFixed(0)}×`);
