@@ -6,8 +6,9 @@
  *     server keeps answering;
  *   - every error is `{"error": <protocol ErrorCode>}` with no stack trace, and the same rejected
  *     request sent again gets the same answer (stable codes);
- *   - a rejected request changes nothing: event and command rows, the stored baseline receipt,
- *     the synchronous audit rows and the online-session list are identical before and after;
+ *   - a rejected request changes nothing: event, command and approval rows, the stored baseline
+ *     receipt and approval, the synchronous audit rows and the online-session list are identical
+ *     before and after;
  *   - every accepted event reaches the persona as one `[EXTERNAL_AUTOMATION_EVENT]` block whose
  *     JSON parses back to exactly the fields sent, marker injections included.
  *
@@ -24,6 +25,7 @@ import { blockPayload } from "../../server/persona/block.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
 import { COMMAND_TABLE } from "../../server/commands/store.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
+import { APPROVAL_TABLE } from "../../server/approvals/store.ts";
 import { koishi as koishiRuntime } from "../../server/koishi.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { agentApi, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
@@ -39,6 +41,8 @@ const RUNTIME = "r-1";
 const IMAGE_BUDGET = 256 * 1024;
 /** Audit rows written by the worker after an accepted event, or by the operator edge for every request: not state a refusal could change. */
 const UNSYNCHRONISED_AUDIT = ["operator.request", "event.handed_to_persona", "event.sent_direct"];
+/** Rows that record a refusal itself (who tried to decide an approval, and why not): the trail the refusal is meant to leave. */
+const REFUSAL_AUDIT = ["approval.refused"];
 
 interface FuzzRequest {
   method: "GET" | "POST";
@@ -123,6 +127,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       heartbeatBurst: 1_000_000_000,
       sessionHeartbeatTimeoutMs: 24 * 60 * 60_000,
       commandLeaseMs: 24 * 60 * 60_000,
+      // Stops not handed out would be cancelled by the sweep in the middle of a later route.
+      stopTtlMs: 24 * 60 * 60_000,
       commandImageBudgetBytes: IMAGE_BUDGET,
       watchdogEnabled: false,
     },
@@ -150,6 +156,27 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   const claimed = await agent.claim(SESSION, RUNTIME);
   leaseTokens.push(claimed.body.lease.token);
   await eventually(async () => ((await db.get(EVENT_TABLE, { event_id: baselineId }))[0]?.state === "context_injected" ? true : undefined), "baseline injected");
+  // An open approval (no bot is configured, so its request stays owed and nothing is sent meanwhile).
+  const approvalTemplate = {
+    approval_id: fc.uuid().map((id) => `ap-${id}`),
+    session_id: fc.constant(SESSION),
+    runtime_id: fc.constant(RUNTIME),
+    run_id: fc.constant(`${RUNTIME}.run.1`),
+    tool_call_id: fc.uuid(),
+    tool: fc.constantFrom("bash", "write", "ask_approval"),
+    args_digest: fc.constant("a".repeat(64)),
+    cwd: fc.constant("/home/u/proj"),
+    action: hostileString(40).map((s) => s || "rm -rf"),
+    reason: hostileString(200),
+    preview: hostileString(1000),
+    source: fc.constantFrom("policy", "ask_approval"),
+    expires_at: fc.constant(new Date(Date.now() + 24 * 60 * 60_000).toISOString()),
+    created_at: fc.constant(new Date().toISOString()),
+  };
+  const baselineApproval = fc.sample(fc.record(approvalTemplate), { numRuns: 1, seed: SEED })[0]!;
+  const approvalAnswer = await request(`${server.baseUrl}/approvals`, { method: "POST", dispatcher, headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" }, body: JSON.stringify(baselineApproval) });
+  assert.equal(approvalAnswer.statusCode, 201, await approvalAnswer.body.text());
+  const knownApprovals = [baselineApproval.approval_id];
 
   const sessions = () => [SESSION, "s-2", "s-offline"];
   const validId = fc.oneof(fc.constantFrom(...sessions()), fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/));
@@ -272,7 +299,47 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       ).map((q) => `/operator/audit${q}`),
       operatorAuth,
     ),
+    "POST /operator/sessions/:session_id/stop": post(segment(sessions).map((id) => `/operator/sessions/${id}/stop`), bodyOf(mutated({})), operatorAuth),
+    "POST /approvals": post(
+      fc.constant("/approvals"),
+      bodyOf(mutated(approvalTemplate, { approval_id: anyOf(() => knownApprovals), args_digest: fc.string({ maxLength: 70 }), action: fc.string({ minLength: 41, maxLength: 60 }), expires_at: fc.string(), source: fc.string() })),
+      agentAuth,
+    ),
+    "POST /approvals/:approval_id/resolution": post(
+      segment(() => knownApprovals).map((id) => `/approvals/${id}/resolution`),
+      bodyOf(
+        mutated({
+          session_id: fc.constantFrom(...sessions()),
+          runtime_id: fc.constantFrom(RUNTIME, "r-other"),
+          outcome: fc.constantFrom("approved", "rejected", "timeout"),
+          via: fc.constantFrom("chat", "operator", "console", "terminal", "policy", "timeout", "aborted"),
+          reason: fc.oneof(fc.constant(null), hostileString(200)),
+        }),
+      ),
+      agentAuth,
+    ),
+    "GET /operator/approvals": get(
+      queryOf(mutated({ state: fc.constantFrom("open", "all"), session_id: fc.constantFrom(...sessions()), limit: fc.oneof(fc.integer({ min: -3, max: 120 }).map(String), fc.string({ maxLength: 4 })) })).map((q) => `/operator/approvals${q}`),
+      operatorAuth,
+    ),
+    "POST /operator/approvals/:approval_id/decision": post(
+      segment(() => knownApprovals).map((id) => `/operator/approvals/${id}/decision`),
+      bodyOf(
+        mutated(
+          { decision: fc.constantFrom("approved", "rejected"), reason: hostileString(200) },
+          { reason: fc.string({ minLength: 201, maxLength: 240 }) },
+        ),
+      ),
+      operatorAuth,
+    ),
+    "GET /operator/mute": get(queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/operator/mute${q}`), operatorAuth),
     "POST /audit/tool-calls": post(fc.constant("/audit/tool-calls"), bodyOf(mutated(toolCallTemplate, { input: fc.dictionary(fc.string(), fc.string({ minLength: 4000, maxLength: 4200 }), { minKeys: 1, maxKeys: 2 }) })), agentAuth),
+    // Last: an accepted mute holds every later notice back, which the closing check below counts on not happening.
+    "POST /operator/mute": post(
+      fc.constant("/operator/mute"),
+      bodyOf(mutated({ session_id: fc.constantFrom(...sessions()), minutes: fc.oneof(fc.integer({ min: -5, max: 10_090 }), fc.double()) })),
+      operatorAuth,
+    ),
   };
 
   async function send(fuzz: FuzzRequest): Promise<{ status: number; text: string; contentType: string }> {
@@ -288,18 +355,20 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   /** Everything a refused request must leave as it was. */
   async function fingerprint(route: string): Promise<string> {
     const { $ } = koishiRuntime;
-    const [events, eventSeq, baselineRow, commands, commandRows, audit, online] = await Promise.all([
+    const [events, eventSeq, baselineRow, commands, commandRows, approvals, approvalRow, audit, online] = await Promise.all([
       db.eval(EVENT_TABLE, (row) => $.count(row.event_id)),
       db.eval(EVENT_TABLE, (row) => $.max(row.seq)),
       db.get(EVENT_TABLE, { event_id: baselineId }, ["body_hash", "body", "state", "attempts", "updated_at"]),
       db.eval(COMMAND_TABLE, (row) => $.count(row.seq)),
       db.get(COMMAND_TABLE, { command_id: baselineCommands }, ["command_id", "state", "lease_token", "deliveries", "updated_at"]),
-      db.eval(AUDIT_TABLE, (row) => $.count(row.id), { action: { $nin: UNSYNCHRONISED_AUDIT } }),
+      db.eval(APPROVAL_TABLE, (row) => $.count(row.seq)),
+      db.get(APPROVAL_TABLE, { approval_id: baselineApproval.approval_id }, ["state", "decision", "decided_by", "resolved_at", "preview"]),
+      db.eval(AUDIT_TABLE, (row) => $.count(row.id), { action: { $nin: [...UNSYNCHRONISED_AUDIT, ...REFUSAL_AUDIT] } }),
       // Only presence routes write the registry; asking through the operator API adds a trail row, so ask only then.
       route.startsWith("POST /sessions/") ? operator.sessions() : undefined,
     ]);
     const latestCommand = await db.get(COMMAND_TABLE, {}, { fields: ["command_id", "state", "updated_at"], sort: { seq: "desc" }, limit: 1 });
-    return JSON.stringify({ events, eventSeq, baselineRow, commands, commandRows, latestCommand, audit, online: online?.body });
+    return JSON.stringify({ events, eventSeq, baselineRow, commands, commandRows, approvals, approvalRow, latestCommand, audit, online: online?.body });
   }
 
   const statuses = new Map<string, number>();
@@ -335,7 +404,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           assert.ok(ErrorCode.options.includes(error.data.error), where);
           assert.doesNotMatch(answer.text, /\n\s+at |node:internal|\.ts:\d+/, `no stack trace — ${where}`);
           tally(codes, error.data.error);
-          assert.equal(after, current, `a refused request changed nothing — ${where}`);
+          assert.equal(after, current, `a refused request changed nothing — ${where}\nbefore ${current}\nafter  ${after}`);
           const again = await send(fuzz);
           assert.deepEqual([again.status, again.text], [answer.status, answer.text], `the same refusal again — ${where}`);
           assert.equal(await fingerprint(name), current, `the repeated refusal changed nothing — ${where}`);
@@ -344,6 +413,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           knownEvents.push(String(body.event_id));
         } else if (name === "POST /operator/commands" && answer.status === 201) {
           knownCommands.push(String((body.command as { command_id: string }).command_id));
+        } else if (name === "POST /approvals" && answer.status === 201) {
+          knownApprovals.push(String((body.approval as { approval_id: string }).approval_id));
         } else if (name === "GET /commands" && (body.lease as { token?: string } | undefined)?.token) {
           leaseTokens.push((body.lease as { token: string }).token);
         }
