@@ -172,6 +172,8 @@ async function main() {
     const { message: chatMessage } = await fromChat;
     say(`Pi 会话收到：「${instructionText(chatMessage.content)}」`);
     await pi.session.waitForIdle();
+    // Handed over before the mute below, which would otherwise hold it for the digest.
+    say(`这次的完成通知也送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
     await chat(owner, "主人", "anon.mute 30m");
     await chat(owner, "主人", "anon.status");
     await chat(owner, "主人", "anon.unmute");

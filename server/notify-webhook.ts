@@ -169,11 +169,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * 503 `service_missing` naming what is missing, and says so in the log once per outage.
  */
 export function apply(ctx: Context, config: Config) {
-  defineLocales(ctx);
   // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
   if (config.operatorToken && config.operatorToken === config.token) {
     throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
   }
+  defineLocales(ctx);
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const logger = ctx.logger("notify-webhook");
   const missing = () => Object.keys(NEEDED_SERVICES).filter((service) => ctx.get(service) == null);

@@ -407,7 +407,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           assert.equal(after, current, `a refused request changed nothing — ${where}\nbefore ${current}\nafter  ${after}`);
           const again = await send(fuzz);
           assert.deepEqual([again.status, again.text], [answer.status, answer.text], `the same refusal again — ${where}`);
-          assert.equal(await fingerprint(name), current, `the repeated refusal changed nothing — ${where}`);
+          const afterRepeat = await fingerprint(name);
+          assert.equal(afterRepeat, current, `the repeated refusal changed nothing — ${where}\nbefore ${current}\nafter  ${afterRepeat}`);
         } else if (name.startsWith("POST /events") && answer.status === 202 && body.duplicate === false) {
           accepted.push(EventBody.parse(JSON.parse(fuzz.body!)));
           knownEvents.push(String(body.event_id));

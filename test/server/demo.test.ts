@@ -13,8 +13,8 @@ test("npm run demo prints nothing after its closing line and never asks for a re
   assert.ok(stdout.trimEnd().endsWith("演示结束，临时目录已清理。"), `the closing line is the last thing printed:\n${stdout.slice(-2000)}`);
   assert.ok(!output.includes(".pi/agent"), `no Pi agent folder is named:\n${output}`);
   assert.match(output, /不写 ~\/\.pi/);
-  // Every completion the demo causes (three runs) reaches the persona while its step is shown.
-  assert.equal(output.split("收到事件，将注入人格主对话").length - 1, 3, output);
-  const lastStep = output.slice(output.indexOf("━━ 7."));
+  // Every completion the demo causes (four runs) reaches the persona while its step is shown.
+  assert.equal(output.split("收到事件，将注入人格主对话").length - 1, 4, output);
+  const lastStep = output.slice(output.indexOf("━━ 8."));
   assert.ok(!lastStep.includes("收到事件"), `no notice spills into the last step:\n${lastStep}`);
 });
