@@ -103,7 +103,8 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
 
   ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>
     asOwner(ctx, kit, session!, async () => {
-      const open = await kit.approvals.list({ state: "open", limit: LISTED });
+      // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
+      const open = (await kit.approvals.list({ state: "open", limit: LISTED })).filter((a) => a.state === "pending");
       if (open.length === 0) return session!.text(".empty");
       const now = Date.now();
       return [session!.text(".header", [open.length]), ...open.map((a) => approvalLine(kit, session!, a, now)), session!.text(".footer")].join("\n");

@@ -6,28 +6,17 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
-import { startChat, type ChatHarness } from "../../harness/chat.ts";
-import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
-import { ai, answerableTerminal, makeRoot, startPi, toolResults } from "../../harness/pi.ts";
+import type { ChatHarness } from "../../harness/chat.ts";
+import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
+import { piOnChat } from "../helpers/pi-chat.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
 async function setup(t: TestContext) {
-  const chat = await startChat();
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(chat, root));
-  writeUserConfig(root, { approval: { enabled: true } });
   const term = answerableTerminal();
-  const pi = await startPi({ root, ui: term.ui });
-  t.after(async () => {
-    await pi.dispose({ keepRoot: true }).catch(() => undefined);
-    await chat.stop();
-    process.env = saved;
-    rmSync(root, { recursive: true, force: true });
-  });
+  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { approval: { enabled: true } } });
   await pi.prompt("/anon-notify");
   const build = join(pi.cwd, "build");
   mkdirSync(build, { recursive: true });

@@ -100,6 +100,7 @@ test("anon.approve and anon.deny: the owner decides by code; a second answer hea
   assert.match(listing ?? "", new RegExp(`${first.code} · #1 shop · bash · rm -rf build · 还剩 `));
 
   assert.deepEqual(await owner.receive(`anon.approve ${first.code.toLowerCase()}`), [`已批准 ${first.code}（rm -rf），决定已发给 Pi。`]);
+  assert.deepEqual(await owner.receive("anon.approvals"), ["现在没有待审批的请求。"], "a decided approval waits for nobody");
   const approved = await approvalOf(harness, first.id);
   assert.deepEqual([approved.state, approved.decision, approved.via, approved.decided_by], ["decided", "approved", "chat", "chat:mock:10001"]);
   assert.equal(await decisionsQueued(harness), 1, "the decision went on as a control command");
