@@ -1,37 +1,32 @@
 /**
  * `npm run bench:approvals`: how long a tool call waiting for approval takes to start running once
- * a person answers, side by side in one run: answered through the operator API (the server's
- * conditional write, the control command, the extension's control long poll, the local wait) and
- * answered in the terminal dialog (the local wait alone, the floor).
+ * a person answers, side by side in one run: answered with `anon.approve <code>` in the owner's
+ * chat (Koishi's command parsing, the owner guard, then the same path as the operator API),
+ * answered through the operator API (the server's conditional write, the control command, the
+ * extension's control long poll, the local wait) and answered in the terminal dialog (the local
+ * wait alone, the floor).
  *
- * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite), the extension as
- * Pi loads it with approvals on, a real Pi session whose faux model calls a `probe` tool that a
- * user rule guards; the probe notes when it starts running.
+ * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite) with plugin-mock's
+ * owner chat, the extension as Pi loads it with approvals on, a real Pi session whose faux model
+ * calls a `probe` tool that a user rule guards; the probe notes when it starts running.
  *
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
-import { createRequire } from "node:module";
-import type { Context, Plugin } from "koishi";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
-import { startKoishi } from "../harness/koishi.ts";
+import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
 import { eventually } from "../harness/event-client.ts";
 
-const MockBot = createRequire(import.meta.url)("@koishijs/plugin-mock").default as Plugin<Context>;
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
-const koishi = await startKoishi({
-  config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: "10001" },
-  plugins: (use) => void use(MockBot, { selfId: "514" }),
-});
-// The owner's messages go out as a platform would take them: an id back, nothing else.
-let sent = 0;
-koishi.app.bots["mock:514"]!.sendPrivateMessage = async () => [`msg-${++sent}`];
+// The owner's messages go out as a platform would take them (recorded, an id back).
+const koishi = await startChat();
+const owner = koishi.owner();
 const root = makeRoot();
 const savedEnv = { ...process.env };
 Object.assign(process.env, extensionEnv(koishi, root));
@@ -65,11 +60,12 @@ const pi = await startPi({
   ],
 });
 const rows: { mode: string; n: number; p50: number; p99: number; max: number; callP50: number | null }[] = [];
+const CHAT = "owner's chat (anon.approve)";
 
 try {
   await pi.prompt("/anon-notify");
   await eventually(async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined), "online");
-  for (const mode of ["operator decision", "terminal answer"] as const) {
+  for (const mode of [CHAT, "operator decision", "terminal answer"] as const) {
     const latencies: number[] = [];
     const calls: number[] = [];
     for (let i = 0; i < samples; i++) {
@@ -85,7 +81,11 @@ try {
       }, "the approval is pending on the server");
       const answeredAt = performance.now();
       if (mode === "terminal answer") dialog!(true);
-      else {
+      else if (mode === CHAT) {
+        const [reply] = await owner.receive(`anon.approve ${pending.code}`);
+        calls.push(performance.now() - answeredAt);
+        if (!reply?.startsWith(`已批准 ${pending.code}`)) throw new Error(`chat: ${reply}`);
+      } else {
         const decided = await call(koishi, "POST", `/operator/approvals/${pending.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
         calls.push(performance.now() - answeredAt);
         if (decided.status !== 200) throw new Error(`decision: ${decided.status} ${JSON.stringify(decided.body)}`);
@@ -107,8 +107,11 @@ try {
 }
 
 console.log(`\nApproval latency, answer → guarded tool running (Node ${process.version}, loopback, ${samples} samples each)`);
-console.log("| answered by | samples | p50 ms | p99 ms | max ms | of which the decision call, p50 ms |");
+console.log("| answered by | samples | p50 ms | p99 ms | max ms | the decision call / chat reply, p50 ms |");
 console.log("|---|---|---|---|---|---|");
 for (const row of rows) console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} | ${row.callP50?.toFixed(1) ?? "—"} |`);
-const [remote, local] = rows;
-if (remote && local) console.log(`\noperator / terminal p50 ratio: ${(remote.p50 / Math.max(local.p50, 0.001)).toFixed(1)}×`);
+const [chat, remote, local] = rows;
+if (chat && remote && local) {
+  const ratio = (a: number, b: number) => `${(a / Math.max(b, 0.001)).toFixed(1)}×`;
+  console.log(`\np50 ratios: chat / operator ${ratio(chat.p50, remote.p50)}, operator / terminal ${ratio(remote.p50, local.p50)}, chat / terminal ${ratio(chat.p50, local.p50)}`);
+}

@@ -312,4 +312,36 @@ export function latch(): { promise: Promise<void>; signal: () => void } {
   return { promise, signal };
 }
 
+/** The results of `tool`'s calls the model read, in order. */
+export function toolResults(pi: PiHarness, tool: string): { text: string; isError: boolean }[] {
+  return pi.session.sessionManager
+    .getBranch()
+    .filter((e) => e.type === "message" && e.message.role === "toolResult" && e.message.toolName === tool)
+    .map((e) => {
+      const message = (e as unknown as { message: { content: { type: string; text?: string }[]; isError: boolean } }).message;
+      return { text: message.content.map((c) => c.text ?? "").join(""), isError: message.isError };
+    });
+}
+
+/**
+ * A terminal whose confirm dialogs stay open until the test answers them (or the extension closes
+ * them through the signal); every dialog opened is recorded.
+ */
+export function answerableTerminal() {
+  const dialogs: { title: string; message: string; answer(yes: boolean): void; dismissed: Promise<void> }[] = [];
+  const ui: Partial<ExtensionUIContext> = {
+    confirm: (title, message, opts) =>
+      new Promise<boolean>((resolveDialog) => {
+        let dismiss!: () => void;
+        const dismissed = new Promise<void>((r) => (dismiss = r));
+        dialogs.push({ title, message, answer: resolveDialog, dismissed });
+        opts?.signal?.addEventListener("abort", () => {
+          dismiss();
+          resolveDialog(false);
+        }, { once: true });
+      }),
+  };
+  return { ui, dialogs };
+}
+
 export type { ExtensionAPI };

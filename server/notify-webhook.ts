@@ -252,7 +252,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
-  ctx.plugin(ChatCommands, { operator, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
+  ctx.plugin(ChatCommands, { operator, approvals, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });

@@ -129,7 +129,7 @@ export class ApprovalService {
    */
   async decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<Approval> {
     const { store, audit } = this.#deps;
-    const found = CODE_PATTERN.test(ref.trim()) ? await store.byCode(normaliseCode(ref)) : await store.get(ref);
+    const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
       await audit.record({ actor: decider.actor, action: "approval.refused", session_id: found?.session_id ?? null, subject: found?.approval_id ?? ref, data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null } });
       return error;
@@ -155,6 +155,17 @@ export class ApprovalService {
     await audit.record({ actor: decider.actor, action: "approval.decided", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via } });
     this.#deps.changed();
     return project(record);
+  }
+
+  /** An approval by id or code, as `decide` finds it (a code names the newest approval that had it). */
+  async find(ref: string): Promise<Approval | undefined> {
+    const record = await this.#lookup(ref);
+    return record && project(record);
+  }
+
+  #lookup(ref: string): Promise<ApprovalRecord | undefined> {
+    const { store } = this.#deps;
+    return CODE_PATTERN.test(ref.trim()) ? store.byCode(normaliseCode(ref)) : store.get(ref);
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {

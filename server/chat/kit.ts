@@ -4,6 +4,7 @@
  * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
  */
 import type { Command, Context, Session } from "koishi";
+import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
 import type { OperatorService } from "../operator/service.ts";
@@ -13,6 +14,8 @@ import { resolveRef, SessionNumbers, type NumberedSession } from "./refs.ts";
 export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
+  /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
+  approvals: Pick<ApprovalService, "decide" | "find" | "list" | "byRequestMessage">;
   audit: AuditLog;
   numbers: SessionNumbers;
 }

@@ -9,6 +9,7 @@ import type { OperatorService } from "../operator/service.ts";
 import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
 import { SessionNumbers } from "./refs.ts";
+import { approvalCommands } from "./approvals.ts";
 import { commandCommands } from "./commands.ts";
 import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
@@ -17,6 +18,7 @@ import { stopCommands } from "./stop.ts";
 
 export interface ChatCommandsDeps {
   operator: OperatorService;
+  approvals: ChatKit["approvals"];
   audit: AuditLog;
   botId: string;
   recipientId: string;
@@ -30,10 +32,12 @@ export const ChatCommands = {
   inject: { http: { required: false } },
   apply(ctx: Context, deps: ChatCommandsDeps) {
     const guard = new OwnerGuard({ owner: chatOwner(deps.botId, deps.recipientId), refusal: deps.refusal, audit: deps.audit });
-    const kit: ChatKit = { guard, operator: deps.operator, audit: deps.audit, numbers: new SessionNumbers() };
+    const kit: ChatKit = { guard, operator: deps.operator, approvals: deps.approvals, audit: deps.audit, numbers: new SessionNumbers() };
     // The group itself only shows its subcommands (Koishi's help), but is guarded like them.
     ownerCommand(ctx, kit, "anon").action(({ session }) => session!.execute("help anon", true));
     sessionCommands(ctx, kit);
+    // Before the replies to notices: a quote of an approval request is a decision, never an instruction.
+    approvalCommands(ctx, kit);
     sendCommands(ctx, kit);
     commandCommands(ctx, kit);
     muteCommands(ctx, kit);

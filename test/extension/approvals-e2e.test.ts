@@ -7,13 +7,13 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { ExtensionAPI, ExtensionUIContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
-import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, answerableTerminal, makeRoot, startPi, toolResults, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { MockBot } from "../server/persona-standin.ts";
 import { waitUntil } from "../helpers/wait.ts";
@@ -59,17 +59,6 @@ async function setup(t: TestContext, options: { approval?: Record<string, unknow
 const rmBuild = () => ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" });
 const ask = (args: { action: string; reason: string; payload?: string }) => ai.fauxAssistantMessage([ai.fauxToolCall(ASK_TOOL_NAME, args)], { stopReason: "toolUse" });
 
-/** The tool results the model read, in order. */
-function toolResults(pi: PiHarness, tool: string): { text: string; isError: boolean }[] {
-  return pi.session.sessionManager
-    .getBranch()
-    .filter((e) => e.type === "message" && e.message.role === "toolResult" && e.message.toolName === tool)
-    .map((e) => {
-      const message = (e as unknown as { message: { content: { type: string; text?: string }[]; isError: boolean } }).message;
-      return { text: message.content.map((c) => c.text ?? "").join(""), isError: message.isError };
-    });
-}
-
 async function approvals(koishi: KoishiHarness, sessionId: string): Promise<any[]> {
   const answer = await call(koishi, "GET", `/operator/approvals?state=all&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
   assert.equal(answer.status, 200);
@@ -81,26 +70,8 @@ async function auditActions(koishi: KoishiHarness, sessionId: string): Promise<s
   return AuditPage.parse(answer.body).entries.map((e) => e.action).reverse();
 }
 
-/** A terminal whose confirm dialog the test answers; every dialog opened is recorded. */
-function terminal() {
-  const dialogs: { title: string; message: string; answer(yes: boolean): void; dismissed: Promise<void> }[] = [];
-  const ui: Partial<ExtensionUIContext> = {
-    confirm: (title, message, opts) =>
-      new Promise<boolean>((resolve) => {
-        let dismiss!: () => void;
-        const dismissed = new Promise<void>((r) => (dismiss = r));
-        dialogs.push({ title, message, answer: resolve, dismissed });
-        opts?.signal?.addEventListener("abort", () => {
-          dismiss();
-          resolve(false);
-        }, { once: true });
-      }),
-  };
-  return { ui, dialogs };
-}
-
 test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
   const run = pi.prompt("清理构建目录");
@@ -136,7 +107,7 @@ test("answered in the terminal first: the command runs, the owner was asked with
 });
 
 test("denied in the terminal: blocked, and the model reads why", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { pi, build } = await setup(t, { pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("好的，不删")]);
   const run = pi.prompt("清理构建目录");
@@ -149,7 +120,7 @@ test("denied in the terminal: blocked, and the model reads why", { timeout: 90_0
 });
 
 test("nobody answers: rejected at the timeout, the dialog is closed and the owner told", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { approval: { timeoutMs: 1000 }, pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("超时了")]);
   await pi.prompt("清理构建目录");
@@ -162,7 +133,7 @@ test("nobody answers: rejected at the timeout, the dialog is closed and the owne
 });
 
 test("the run is aborted while waiting: rejected, not held hostage", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("x")]);
   const run = pi.prompt("清理构建目录");
@@ -192,7 +163,7 @@ test("print mode and subagents never wait: the policy rejects at once and nothin
 });
 
 test("calls the policy does not cover run without asking; approvals off (the default) asks nothing", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { pi } = await setup(t, { approval: { enabled: false }, pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "echo hi" })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("ok")]);
   await pi.prompt("做事");
@@ -202,7 +173,7 @@ test("calls the policy does not cover run without asking; approvals off (the def
 });
 
 test("ask_approval returns approved, rejected and timeout, each with words the model can act on", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { pi } = await setup(t, { approval: { timeoutMs: 1000 }, pi: { ui: term.ui } });
   assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), true, "offered in a switched-on main session");
   const args = { action: "发布 v2.0", reason: "用户要求今天发布", payload: "npm publish" };
@@ -224,7 +195,7 @@ test("ask_approval is never offered in a subagent", { timeout: 90_000 }, async (
 });
 
 test("another extension's dialog sends one urgent 'needs you' notice; this extension's own dialogs send none", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const deployer = (pi: ExtensionAPI) => {
     pi.registerTool({
       name: "deploy",
@@ -266,7 +237,7 @@ const pendingApproval = (koishi: KoishiHarness, sessionId: string) =>
   waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending"), "the approval is pending on the server");
 
 test("approved by the owner through the server: the command runs, the terminal dialog closes and says so", { timeout: 90_000 }, async (t) => {
-  const term = terminal();
+  const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
   const run = pi.prompt("清理构建目录");
@@ -290,7 +261,7 @@ test("approved by the owner through the server: the command runs, the terminal d
 });
 
 test("denied by the owner: blocked with the owner's reason in the tool result; a duplicate decision is answered", { timeout: 90_000 }, async (t) => {
-  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: answerableTerminal().ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("不删了")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);
@@ -306,7 +277,7 @@ test("denied by the owner: blocked with the owner's reason in the tool result; a
 });
 
 test("a decision for other arguments is refused and the call keeps waiting for the right one", { timeout: 90_000 }, async (t) => {
-  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: terminal().ui } });
+  const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: answerableTerminal().ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("好")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);

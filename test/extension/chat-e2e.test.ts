@@ -6,32 +6,21 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { startChat } from "../../harness/chat.ts";
-import { extensionEnv } from "../../harness/extension-env.ts";
-import { ai, makeRoot, startPi } from "../../harness/pi.ts";
+import { ai } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { operatorApi } from "../../harness/agent-api.ts";
 import { settledReceipt } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
+import { piOnChat } from "../helpers/pi-chat.ts";
 import { probe } from "../helpers/probe.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
 async function setup(t: TestContext) {
-  const chat = await startChat();
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(chat, root));
   const slow = gatedTool("slow");
   const observer = probe();
-  const pi = await startPi({ root, tools: [slow.tool], extensions: [observer.extension] });
-  t.after(async () => {
-    await pi.dispose({ keepRoot: true }).catch(() => undefined);
-    await chat.stop();
-    process.env = saved;
-    rmSync(root, { recursive: true, force: true });
-  });
+  const { chat, pi } = await piOnChat(t, { tools: [slow.tool], extensions: [observer.extension] });
   await pi.prompt("/anon-notify");
   const sessionId = pi.session.sessionManager.getSessionId();
   await waitUntil(async () => (await operatorApi(chat).sessions()).body.sessions.find((s: { session_id: string }) => s.session_id === sessionId), "session online", 5_000);

@@ -106,11 +106,13 @@ test("a digest is short, lists what it holds, and tells how to answer", () => {
   assert.equal(digestEvent(events, "anon", new Date()).event_id, digest.event_id, "the same held notices give the same digest id");
 });
 
-function keys(tree: LocaleTree, prefix = ""): string[] {
-  return Object.entries(tree).flatMap(([key, value]) => (typeof value === "string" ? [prefix + key] : keys(value, `${prefix}${key}.`)));
+function texts(tree: LocaleTree, prefix = ""): [string, string][] {
+  return Object.entries(tree).flatMap(([key, value]): [string, string][] => (typeof value === "string" ? [[prefix + key, value]] : texts(value, `${prefix}${key}.`)));
 }
 
-test("every text exists in both languages", () => {
-  const [zh, en] = LOCALES.map((locale) => keys(readLocale(locale)).sort());
-  assert.deepEqual(en, zh);
+test("every text exists in both languages, with the same placeholders", () => {
+  const [zh, en] = LOCALES.map((locale) => new Map(texts(readLocale(locale))));
+  assert.deepEqual([...en!.keys()].sort(), [...zh!.keys()].sort());
+  const placeholders = (text: string) => [...new Set(text.match(/\{[^}]*\}/g) ?? [])].sort();
+  for (const [key, text] of zh!) assert.deepEqual(placeholders(en!.get(key)!), placeholders(text), key);
 });

@@ -1,0 +1,127 @@
+/**
+ * The owner answers approvals from the chat: `anon.approve <code>`, `anon.deny <code> [reason…]`,
+ * `anon.approvals` (the open ones), and a reply quoting an approval request with 同意 / 拒绝 (yes /
+ * no). All go through ApprovalService.decide with `via: "chat"`, so the first answer wins wherever it
+ * came from, and a late one is told what the approval became. A quote of a request is never taken
+ * as an instruction to the session, whatever it says.
+ */
+import type { Context, Session } from "koishi";
+import { redactSecrets } from "../../common/redact.ts";
+import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
+import { DomainError } from "../errors.ts";
+import { koishi } from "../koishi.ts";
+import { plainText } from "./images.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+
+/** How many open approvals one listing shows. */
+const LISTED = 10;
+
+export interface ReplyDecision {
+  decision: ApprovalDecision;
+  reason: string | null;
+}
+
+/** Words that approve: they must stand alone, so "同意吗" or "yes but…" never approves. */
+const APPROVE_WORDS = ["同意", "批准", "yes", "y", "approve"];
+/** Words that deny, longest first; a reason may follow. */
+const DENY_WORDS = ["不同意", "拒绝", "deny", "no", "n"];
+const EDGE = /^[\s\p{P}]+|[\s\p{P}]+$/gu;
+
+/**
+ * What a reply to an approval request decides, or null when it is not a clear yes or no. Full-width
+ * letters and case do not matter; a Latin word must end at a space or punctuation ("nope" is no
+ * "no"). Pure.
+ */
+export function replyDecision(text: string): ReplyDecision | null {
+  const normal = text.normalize("NFKC").trim();
+  const lower = normal.toLowerCase();
+  if (APPROVE_WORDS.includes(lower.replace(EDGE, ""))) return { decision: "approved", reason: null };
+  for (const word of DENY_WORDS) {
+    if (!lower.startsWith(word)) continue;
+    const rest = normal.slice(word.length);
+    if (/^[a-z]/.test(word) && rest !== "" && !/^[\s\p{P}]/u.test(rest)) continue;
+    return { decision: "rejected", reason: clip(rest.replace(EDGE, "")) };
+  }
+  return null;
+}
+
+/** A reason as the protocol takes it: at most its length, nothing when empty. */
+function clip(reason: string | undefined): string | null {
+  const text = (reason ?? "").trim();
+  return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;
+}
+
+const PERSON_VIAS = new Set(["chat", "operator", "console", "terminal", "policy"]);
+
+/** What an approval became, in words: "已在终端批准", "超时无人回答，按拒绝处理", …. */
+function resultText(session: Session, approval: Approval): string {
+  const via = approval.via && PERSON_VIAS.has(approval.via) ? session.text(`anon-notify.approval.via.${approval.via}`) : "";
+  if (approval.state === "decided") return session.text(`anon-notify.approval.result.decided-${approval.decision}`, { via });
+  if (approval.state === "rejected" && approval.via === "aborted") return session.text("anon-notify.approval.result.aborted");
+  return session.text(`anon-notify.approval.result.${approval.state}`, { via });
+}
+
+/** Decides as the owner and words the outcome; refusals become sentences saying what happened instead. */
+async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
+  const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
+  try {
+    const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
+    const action = redactSecrets(approval.action);
+    const why = reason ? session.text("anon-notify.approval.with-reason", [reason]) : "";
+    return session.text(`anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    if (error.code === "not_found") throw new ChatRefusal(session.text("anon-notify.approval.not-found", [ref]));
+    if (error.code === "already_decided" || error.code === "approval_expired") {
+      const approval = await kit.approvals.find(ref);
+      const key = error.code === "already_decided" ? "already" : "expired";
+      if (approval) throw new ChatRefusal(session.text(`anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
+    }
+    throw error;
+  }
+}
+
+function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs: number): string {
+  const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
+  return session.text("commands.anon.approvals.messages.line", {
+    code: approval.code,
+    session: online ? `#${online.number} ${online.session.project}` : approval.session_id.slice(0, 8),
+    tool: approval.tool,
+    preview: redactSecrets(approval.preview).replace(/\s+/g, " ").slice(0, 60),
+    left: koishi.Time.format(Math.max(1000, Date.parse(approval.expires_at) - nowMs)),
+  });
+}
+
+export function approvalCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.approve <code:string>").action(({ session }, code) =>
+    asOwner(ctx, kit, session!, async () => (code ? decide(kit, session!, code, "approved", null) : session!.text(".usage"))),
+  );
+
+  ownerCommand(ctx, kit, "anon.deny <code:string> [reason:text]").action(({ session }, code, reason) =>
+    asOwner(ctx, kit, session!, async () => (code ? decide(kit, session!, code, "rejected", clip(plainText(reason ?? ""))) : session!.text(".usage"))),
+  );
+
+  ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>
+    asOwner(ctx, kit, session!, async () => {
+      // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
+      const open = (await kit.approvals.list({ state: "open", limit: LISTED })).filter((a) => a.state === "pending");
+      if (open.length === 0) return session!.text(".empty");
+      const now = Date.now();
+      return [session!.text(".header", [open.length]), ...open.map((a) => approvalLine(kit, session!, a, now)), session!.text(".footer")].join("\n");
+    }),
+  );
+
+  // A reply quoting an approval request answers it; anything else in such a reply is not an instruction.
+  ctx.middleware(async (session, next) => {
+    const quoted = session.quote?.id;
+    if (!quoted || session.argv?.command) return next();
+    const approval = await kit.approvals.byRequestMessage(quoted);
+    if (!approval) return next();
+    const content = session.content ?? "";
+    const verdict = await kit.guard.admit(session, true, "approval-reply", { quote: quoted, content });
+    if (verdict !== "owner") return kit.guard.refusalText(session, verdict);
+    const answer = replyDecision(plainText(content));
+    if (!answer) return session.text("anon-notify.approval.reply-how", { code: approval.code });
+    return asOwner(ctx, kit, session, () => decide(kit, session, approval.approval_id, answer.decision, answer.reason));
+  });
+}

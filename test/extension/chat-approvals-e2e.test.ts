@@ -1,0 +1,63 @@
+/**
+ * Approvals answered from the owner's chat, end to end through real parts: a REAL Pi session (SDK,
+ * faux model calling `bash` with `rm -rf build`) with this extension and approvals on, the REAL
+ * notify-webhook plugin in Koishi (loopback, SQLite), and plugin-mock chat clients for the owner
+ * and a stranger. The terminal dialog stays open, so only the chat answers.
+ */
+import { test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
+import type { ChatHarness } from "../../harness/chat.ts";
+import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
+import { piOnChat } from "../helpers/pi-chat.ts";
+import { waitUntil } from "../helpers/wait.ts";
+
+async function setup(t: TestContext) {
+  const term = answerableTerminal();
+  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { approval: { enabled: true } } });
+  await pi.prompt("/anon-notify");
+  const build = join(pi.cwd, "build");
+  mkdirSync(build, { recursive: true });
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好的")]);
+  const run = pi.prompt("清理构建目录");
+  // The request the owner got in the chat, with its code.
+  const request = await waitUntil(() => chat.sent.find((m) => /【Pi 审批 [A-Z]{5}】/.test(m.text)), "the approval request reached the owner's chat", 30_000);
+  const code = /审批 ([A-Z]{5})/.exec(request.text)![1]!;
+  assert.match(request.text, /rm -rf build/);
+  return { chat, pi, term, build, run, request, code, sessionId: pi.session.sessionManager.getSessionId() };
+}
+
+async function approvalState(chat: ChatHarness, sessionId: string): Promise<string> {
+  const { body } = await call(chat, "GET", `/operator/approvals?state=all&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
+  return body.approvals[0].state;
+}
+
+test("approved with anon.approve in the owner's chat: a stranger's approve changes nothing, the owner's runs the command, a second approve hears it was answered", { timeout: 90_000 }, async (t) => {
+  const { chat, pi, term, build, run, code, sessionId } = await setup(t);
+
+  assert.deepEqual(await chat.stranger().receive(`anon.approve ${code}`), ["这些指令只有主人能用。"]);
+  assert.equal(await approvalState(chat, sessionId), "pending", "the stranger changed nothing");
+  assert.equal(existsSync(build), true, "nothing ran");
+
+  assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`已批准 ${code}（rm -rf），决定已发给 Pi。`]);
+  await run;
+  assert.equal(existsSync(build), false, "approved: the command ran");
+  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false]);
+  await term.dialogs[0]!.dismissed;
+  assert.ok(pi.notices().some((n) => /rm -rf」已在聊天中批准/.test(n)), `the terminal is told the chat answered: ${JSON.stringify(pi.notices())}`);
+
+  await waitUntil(() => chat.sent.find((m) => m.text.includes(`${code} 已结束`) && m.text.includes("在聊天中批准")), "the owner got the closing message");
+  assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`审批 ${code} 已经有了结果：已在聊天中批准。这次的回答没有生效。`]);
+});
+
+test("denied by replying 拒绝 with a reason to the request: blocked, and the model reads the owner's reason", { timeout: 90_000 }, async (t) => {
+  const { chat, pi, build, run, request, code } = await setup(t);
+  assert.deepEqual(await chat.owner().receive(`<quote id="${request.id}"/>拒绝 build 里有我要的产物`), [`已拒绝 ${code}（rm -rf），理由：build 里有我要的产物，决定已发给 Pi。`]);
+  await run;
+  assert.equal(existsSync(build), true, "denied: nothing ran");
+  const [result] = toolResults(pi, "bash");
+  assert.equal(result!.isError, true);
+  assert.match(result!.text, /在聊天中拒绝了「rm -rf」，理由：build 里有我要的产物/);
+});
