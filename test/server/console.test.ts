@@ -252,6 +252,10 @@ test("with plugin-auth installed, only a login with enough authority sees the pa
   await admin.until((view) => view.actions, "the data after login");
   assert.deepEqual(admin.view!.actions, { allowed: true, via: "auth" });
   assert.deepEqual(await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "session_offline" }, "past the gate, the operator service decides");
+  // A decision names the login that made it.
+  const { approval_id } = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest())).body.approval);
+  const decided = await admin.call<{ approval: Approval }>("anon-notify/decide", { approval_id, decision: "approved" });
+  assert.deepEqual(decided.ok && [decided.value.approval.decided_by, decided.value.approval.via], ["console:admin", "console"]);
 });
 
 test("the page mutes a real session: its next notice is held (queued) and shown so, unmute hands it over; all-sessions mutes take the chat's default and limit", { timeout: 60_000 }, async (t) => {
