@@ -67,7 +67,7 @@ export const usage = `
 - 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
 - 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
 - 看门狗：运行中的会话长时间没有新活动时提醒“可能卡住”，心跳中断且没有正常下线时提醒“运行中失联”；每次异常只提醒一次，和普通事件一样投递、一样计入限流。
-- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则只读，除非开启 consoleActions。
+- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、审批、静音，发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则只读，除非开启 consoleActions。
 - 审计：接受的事件、交给人格或直接发送的原文、人格工具调用、运维请求、指令状态变化都会落库（不含任何 Token，图片只记数量、大小和摘要），用 \`GET /operator/audit\` 查询，按保留天数自动清理。
 `;
 
@@ -158,7 +158,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
       .description("静音期间仍然立即送达的通知：failed 运行失败，watchdog 看门狗提醒，approval 审批请求，needs_you 需要你决定的通知。其余通知在静音结束时汇总成一条。"),
   }).description("静音"),
   Schema.object({
-    consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面发送和撤回指令。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
+    consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面操作：发送和撤回指令、打断运行、回答审批、静音。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
     consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
     consoleOrigins: Schema.array(Schema.string().role("link")).default([]).description("除了本机地址（IP 或 localhost）之外，允许打开“Pi 会话”页面的来源，例如反向代理的 `https://bot.example.com`。其他网站的页面一律被拒绝。"),
   }).description("控制台"),
@@ -264,6 +264,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(ConsolePage, {
     registry,
     operator,
+    approvals,
     audit,
     events,
     options: { actions: config.consoleActions, authority: config.consoleAuthority, origins: config.consoleOrigins },

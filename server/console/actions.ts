@@ -1,8 +1,8 @@
 /**
  * What the console page may ask of the server: one table of named actions, each an input schema
  * and a call into the same operator service the HTTP API and the persona's tools use, so the page
- * gets the same rules, the same refusals and the same audit rows. Answering an approval and
- * muting join this table when their services exist.
+ * gets the same rules, the same refusals and the same audit rows; answering an approval calls the
+ * approval service, as the chat commands and the operator API do.
  *
  * Every answer is a value, never a thrown error: the console would turn a thrown error into its
  * stack trace, and the page must show the server's reason (`error` is a protocol error code, or
@@ -10,8 +10,10 @@
  */
 import { z } from "zod";
 import { AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
-import { OperatorCreateCommand } from "../../protocol/operator.ts";
+import { OperatorApprovalDecision } from "../../protocol/approvals.ts";
+import { MuteBody, OperatorCreateCommand, UnmuteBody } from "../../protocol/operator.ts";
 import { Id, wireIssues } from "../../protocol/wire.ts";
+import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError, type WireIssue } from "../errors.ts";
 import type { OperatorService } from "../operator/service.ts";
@@ -20,11 +22,15 @@ import type { TimelineItem } from "./model.ts";
 /** The console's own refusals, besides the protocol's error codes. */
 export type ConsoleRefusal = "read_only" | "login_required" | "authority_too_low";
 
-export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; error: string; issues?: WireIssue[] };
+/** A refusal's `state` is the approval's state now, with `already_decided` and `approval_expired`. */
+export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; error: string; issues?: WireIssue[]; state?: string };
 
 export const ConsoleSendInput = OperatorCreateCommand;
 export const ConsoleCancelInput = z.strictObject({ session_id: Id, command_id: Id });
 export const ConsoleStopInput = z.strictObject({ session_id: Id });
+export const ConsoleMuteInput = MuteBody;
+export const ConsoleUnmuteInput = UnmuteBody;
+export const ConsoleDecideInput = OperatorApprovalDecision.extend({ approval_id: Id });
 export const ConsoleEntryInput = z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
 export const ConsoleTimelineInput = AuditQuery;
 
@@ -33,13 +39,19 @@ export const STOP_WAIT_MS = 10_000;
 
 export interface ConsoleActionDeps {
   operator: OperatorService;
+  approvals: ApprovalService;
+}
+
+/** Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided). */
+export interface ConsoleCaller {
+  name: string;
 }
 
 export interface ConsoleAction<I extends z.ZodType = z.ZodType> {
   /** The listener's name on the console's WebSocket. */
   name: string;
   input: I;
-  run(deps: ConsoleActionDeps, input: z.infer<I>): Promise<unknown>;
+  run(deps: ConsoleActionDeps, input: z.infer<I>, caller: ConsoleCaller): Promise<unknown>;
 }
 
 function action<I extends z.ZodType>(definition: ConsoleAction<I>): ConsoleAction<I> {
@@ -68,6 +80,23 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
       return operator.waitForCommandOutcome(stop.command_id, STOP_WAIT_MS);
     },
   }),
+  action({
+    name: "anon-notify/mute",
+    input: ConsoleMuteInput,
+    run: async ({ operator }, input) => ({ mute: await operator.mute(input.session_id ?? null, input.minutes) }),
+  }),
+  action({
+    name: "anon-notify/unmute",
+    input: ConsoleUnmuteInput,
+    run: async ({ operator }, input) => ({ ended: await operator.unmute(input.session_id ?? null) }),
+  }),
+  action({
+    name: "anon-notify/decide",
+    input: ConsoleDecideInput,
+    run: async ({ approvals }, input, caller) => ({
+      approval: await approvals.decide(input.approval_id, input.decision, { actor: "console", name: caller.name }, "console", input.reason ?? null, input.binding),
+    }),
+  }),
 ];
 
 /** Reading listeners: allowed wherever the console's data is. */
@@ -88,7 +117,9 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
   try {
     return { ok: true, value: await run(parsed.data) };
   } catch (error) {
-    if (error instanceof DomainError) return error.issues ? { ok: false, error: error.code, issues: error.issues } : { ok: false, error: error.code };
+    if (error instanceof DomainError) {
+      return { ok: false, error: error.code, ...(error.issues ? { issues: error.issues } : {}), ...(error.state ? { state: error.state } : {}) };
+    }
     throw error;
   }
 }
@@ -96,15 +127,15 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
 /** One audit row per console action, with what was asked (images as digests) and how it ended. */
 export async function auditAction(audit: AuditLog, name: string, input: unknown, result: ConsoleAnswer, who: Record<string, unknown>): Promise<void> {
   const fields = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
-  const sessionId = Id.safeParse(fields.session_id);
-  // A send answers `{command}`, a stop the command itself.
-  const value = result.ok ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown } | undefined) : undefined;
-  const commandId = value?.command?.command_id ?? value?.command_id;
+  // A send answers `{command}`, a stop the command itself, a decision `{approval}` (whose session the input does not name).
+  const value = result.ok ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown } } | undefined) : undefined;
+  const sessionId = Id.safeParse(fields.session_id ?? value?.approval?.session_id);
+  const subject = [fields.command_id, fields.approval_id, value?.command?.command_id, value?.command_id].find((item): item is string => typeof item === "string");
   await audit.record({
     actor: "console",
     action: `console.${name.slice(name.indexOf("/") + 1)}`,
     session_id: sessionId.success ? sessionId.data : null,
-    subject: typeof fields.command_id === "string" ? fields.command_id : typeof commandId === "string" ? commandId : null,
+    subject: subject ?? null,
     data: { input, status: result.ok ? "ok" : "refused", error: result.ok ? null : result.error, client: who },
   });
 }

@@ -14,14 +14,17 @@ import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
+import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
+import type { MuteEntry } from "../../protocol/operator.ts";
+import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
-import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
+import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
 import {
   BOARD_LIMITS,
   actionGate,
@@ -30,10 +33,12 @@ import {
   boardPruned,
   boardRecorded,
   boardView,
+  consoleApproval,
   originDecision,
   timelineItem,
   type ActionGate,
   type Board,
+  type ConsoleApproval,
   type ConsoleSession,
   type TimelineItem,
 } from "./model.ts";
@@ -48,6 +53,11 @@ const SURFACE = Symbol.for("anon-notify.console");
 
 export interface ConsoleView {
   sessions: ConsoleSession[];
+  /** Running mutes, all-sessions first, and how many notices they hold now. */
+  mutes: MuteEntry[];
+  held: number;
+  /** Open approvals (pending, or decided and on their way to the session), newest first. */
+  approvals: ConsoleApproval[];
   timeline: TimelineItem[];
   /** Whether this page may act, and if not, why. */
   actions: ActionGate;
@@ -74,6 +84,7 @@ export interface ConsolePageOptions {
 export interface ConsolePageDeps {
   registry: SessionRegistry;
   operator: OperatorService;
+  approvals: ApprovalService;
   audit: AuditLog;
   events: EventStore;
   options: ConsolePageOptions;
@@ -89,7 +100,7 @@ export const ConsolePage = {
   },
 };
 
-function setUp(ctx: Context, { registry, operator, audit, events, options }: ConsolePageDeps): void {
+function setUp(ctx: Context, { registry, operator, approvals, audit, events, options }: ConsolePageDeps): void {
   const logger = ctx.logger("notify-webhook");
   const console = ctx.console;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
@@ -138,19 +149,30 @@ function setUp(ctx: Context, { registry, operator, audit, events, options }: Con
       changed();
     }),
   );
+  // Every change the page shows leaves an audit row (mutes, approvals, commands, events); a mute
+  // whose time runs out does not, so its end is followed too.
   ctx.effect(() =>
     audit.onRecord((entry) => {
       board = boardAudited(board, entry);
       changed();
     }),
   );
+  ctx.effect(() => operator.onMuteEnd(changed));
 
   async function snapshot(): Promise<Omit<ConsoleView, "actions">> {
     board = boardPruned(board, Date.now(), BOARD_LIMITS);
     const commands = new Map<string, CommandSummary[]>();
     for (const sessionId of board.keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
     const page = await operator.audit({ limit: TIMELINE_PUSHED });
-    return { sessions: boardView(board, commands), timeline: await items(page.entries), server_time: new Date().toISOString() };
+    const [status, open] = await Promise.all([operator.status(), approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax })]);
+    return {
+      sessions: boardView(board, commands),
+      mutes: status.mutes,
+      held: status.held,
+      approvals: open.map(consoleApproval),
+      timeline: await items(page.entries),
+      server_time: new Date().toISOString(),
+    };
   }
 
   /** Timeline lines, each accepted event with its receipt as it is now. */
@@ -167,6 +189,10 @@ function setUp(ctx: Context, { registry, operator, audit, events, options }: Con
       required: options.authority,
       actionsEnabled: options.actions,
     });
+  }
+
+  function caller(client: AuthedClient): ConsoleCaller {
+    return { name: client.auth?.name ? `console:${client.auth.name}` : "console" };
   }
 
   function who(client: AuthedClient): Record<string, unknown> {
@@ -198,7 +224,7 @@ function setUp(ctx: Context, { registry, operator, audit, events, options }: Con
     listen(action.name, async (client, raw) => {
       const gate = gateFor(client);
       const result = gate.allowed
-        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator }, input)))
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals }, input, caller(client))))
         : ({ ok: false, error: gate.reason } as const);
       await auditAction(audit, action.name, raw, result, who(client));
       if (result.ok) changed();

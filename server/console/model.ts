@@ -1,10 +1,12 @@
 /**
  * What the owner's console page shows, as pure decisions: the session board (online and recently
- * gone sessions, since when each is in its state, watchdog flags), one-line timeline items made
- * from audit entries, who may act, and which WebSocket origins may reach the page's data at all.
+ * gone sessions, since when each is in its state, watchdog flags), the open approvals as the page
+ * shows them, one-line timeline items made from audit entries, who may act, and which WebSocket origins may reach the page's data at all.
  * The shapes here are the page's wire: the client imports these types.
  */
 import { isIP } from "node:net";
+import { redactSecrets } from "../../common/redact.ts";
+import type { Approval } from "../../protocol/approvals.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
 import type { ReceiptState } from "../../protocol/events.ts";
@@ -115,6 +117,21 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
     }));
 }
 
+// ── Approvals ───────────────────────────────────────────────────────────────
+
+/** An open approval on the page; what the agent wrote is redacted again before a person sees it. */
+export type ConsoleApproval = Pick<Approval, "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at">;
+
+export function consoleApproval(approval: Approval): ConsoleApproval {
+  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at } = approval;
+  return {
+    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at,
+    action: redactSecrets(approval.action),
+    reason: redactSecrets(approval.reason),
+    preview: redactSecrets(approval.preview),
+  };
+}
+
 // ── Timeline ────────────────────────────────────────────────────────────────
 
 export interface TimelineReceipt {
@@ -172,6 +189,14 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     text = clip(field(data, "text"));
     outcome = [result.kind, result.error ?? result.reason].filter((part) => typeof part === "string" && part).join(": ") || null;
     detail = true;
+  } else if (entry.action === "event.held") {
+    outcome = "held";
+  } else if (family === "approval") {
+    text = clip([field(data, "code"), field(data, "tool"), field(data, "action"), field(data, "decision"), field(data, "outcome"), field(data, "state")].filter((part) => typeof part === "string" && part).join(" · "));
+    outcome = String(field(data, "error") ?? "") || entry.action.slice("approval.".length);
+  } else if (family === "mute") {
+    text = clip(field(data, "until") ?? field(data, "ended") ?? "");
+    outcome = entry.action.slice("mute.".length);
   } else if (family === "command") {
     text = clip(field(data, "instruction"));
     outcome = entry.action.slice("command.".length);
@@ -181,7 +206,7 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     detail = true;
   } else if (family === "console" || family === "persona") {
     const input = record(field(data, "input"));
-    text = clip(input.instruction ?? input.command_id ?? input.event_id ?? field(data, "input"));
+    text = clip(input.instruction ?? input.command_id ?? input.approval_id ?? input.event_id ?? field(data, "input"));
     outcome = String(field(data, "error") ?? field(data, "status") ?? "") || null;
     detail = true;
   } else if (family === "tool_call") {

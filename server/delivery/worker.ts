@@ -181,6 +181,10 @@ export class EventWorker {
     const covered = mute.store.all().some((m) => m.session_id === null || m.session_id === row.session_id);
     if (!covered || isUrgent(event, mute.breakThrough)) return false;
     if (row.state !== "queued" || row.error !== null) await this.#store.update(row.event_id, { state: "queued", error: null });
+    if (!this.#held.has(row.event_id)) {
+      // What became of the notice, for the owner's timeline: held, not lost.
+      await this.#options.audit?.record({ actor: "server", action: "event.held", session_id: row.session_id, subject: row.event_id, data: { status: event.status } });
+    }
     this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
     // Held under a mute that has already ended (found so at start, or ending right now): release it too.
     if (!mute.store.isMuted(row.session_id)) void this.#release();

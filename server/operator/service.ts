@@ -163,6 +163,11 @@ export class OperatorService {
     return entry;
   }
 
+  /** Follows mutes ending (their time is up, or ended early); returns the unsubscribe. */
+  onMuteEnd(listener: () => void): () => void {
+    return this.#deps.mutes.onEnd(listener);
+  }
+
   /** Ends one session's mute (or every mute with `null`); the notices held are then released as a digest. */
   async unmute(sessionId: string | null): Promise<number> {
     const ended = await this.#deps.mutes.unmute(sessionId);

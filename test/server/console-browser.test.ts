@@ -1,8 +1,8 @@
 /**
  * The console page in a real headless browser (Debian's `chromium`, driven by playwright-core
  * through its executable path), on a phone-sized window: a real Pi session comes online, an
- * instruction sent from the page is answered, a queued one is cancelled, and a screenshot is saved
- * to `.tmp/console-page.png`. Skipped, saying so, when no Chromium is installed.
+ * instruction sent from the page is answered, a queued one is cancelled, the session is muted and
+ * an approval answered with a click, and a screenshot is saved to `.tmp/console-page.png`. Skipped, saying so, when no Chromium is installed.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +11,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { consoleStage } from "../helpers/console.ts";
+import { call } from "../../harness/agent-api.ts";
 import { ai } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 
@@ -19,7 +20,7 @@ const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chro
 const SKIP = CHROMIUM ? false : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
 export const SCREENSHOT = join(repo, ".tmp", "console-page.png");
 
-test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, and cancels a queued one", { skip: SKIP, timeout: 120_000 }, async (t) => {
+test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, cancels a queued one, mutes it and answers an approval", { skip: SKIP, timeout: 120_000 }, async (t) => {
   execFileSync(process.execPath, [join(repo, "scripts", "build-console.ts"), "--if-stale"], { cwd: repo, stdio: "pipe" });
   // Launched first so it closes first: the app stops only once its pages are gone.
   const browser = await chromium.launch({ executablePath: CHROMIUM!, args: ["--no-sandbox"] });
@@ -67,8 +68,34 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   assert.match(await page.locator("[data-test=result]").innerText(), /内容不合要求/);
   await page.locator("[data-test=instruction]").fill("");
 
+  // Mute the session for the default time: its card says until when.
+  await card.locator("[data-test=mute]").click();
+  await card.locator("[data-test=session-muted]").waitFor({ timeout: 10_000 });
+  assert.match(await page.locator("[data-test=result]").innerText(), /已静音 work 的通知，到 /);
+
+  // An approval the agent asks for shows up live, with its code and the redacted preview.
+  const now = Date.now();
+  const asked = await call(stage.koishi, "POST", "/approvals", {
+    approval_id: "ap-browser", session_id: sessionId, runtime_id: "r-browser", run_id: "r-browser.run.1", tool_call_id: "call-1",
+    args_digest: "a".repeat(64), cwd: "/home/u/work", tool: "bash", action: "rm -rf", reason: "规则 rm-rf",
+    preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", source: "policy",
+    expires_at: new Date(now + 600_000).toISOString(), created_at: new Date(now).toISOString(),
+  });
+  assert.equal(asked.status, 201);
+  const approval = page.locator("[data-test=approval][data-approval-id=ap-browser]");
+  await approval.waitFor({ timeout: 10_000 });
+  assert.match(await approval.innerText(), new RegExp(asked.body.approval.code));
+  assert.doesNotMatch(await approval.innerText(), /abcdefghijklmnop/);
+
   mkdirSync(join(repo, ".tmp"), { recursive: true });
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+  await approval.locator("[data-test=decision-reason]").fill("先备份");
+  await approval.locator("[data-test=deny]").click();
+  await page.locator("[data-test=approval][data-approval-id=ap-browser][data-state=decided]").waitFor({ timeout: 10_000 });
+  assert.match(await page.locator("[data-test=result]").innerText(), /已拒绝 [A-Z]{5}/);
+  await card.locator("[data-test=unmute]").click();
+  await card.locator("[data-test=session-muted]").waitFor({ state: "detached", timeout: 10_000 });
   slow.release();
   await run;
   assert.ok(!JSON.stringify(pi.modelCalls.map((call) => call.messages)).includes("这条要撤回"), "the cancelled instruction never reached the model");

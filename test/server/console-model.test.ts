@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { actionGate, boardAudited, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
+import { actionGate, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
 
 test("which WebSocket origins reach the page", () => {
   const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [
@@ -75,4 +75,31 @@ test("a timeline line says what it was about and how it ended", () => {
   assert.equal(timelineItem({ ...entry, action: "command.cancelled", data: {} }).outcome, "cancelled");
   const refused = timelineItem({ ...entry, action: "console.send", data: { input: { session_id: "s-1", instruction: "hi" }, status: "refused", error: "read_only" } });
   assert.deepEqual([refused.text, refused.outcome], ["hi", "read_only"]);
+});
+
+test("timeline lines for held notices, approvals and mutes", () => {
+  const entry = { id: 1, at: "2026-01-01T00:00:00.000Z", actor: "server" as const, session_id: "s-1", subject: "x" };
+  const table: [string, Record<string, unknown>, string, string | null][] = [
+    ["event.held", { status: "completed" }, "", "held"],
+    ["approval.requested", { code: "ACDEF", tool: "bash", action: "rm -rf" }, "ACDEF · bash · rm -rf", "requested"],
+    ["approval.decided", { code: "ACDEF", decision: "rejected", by: "console", via: "console" }, "ACDEF · rejected", "decided"],
+    ["approval.refused", { decision: "approved", error: "already_decided", state: "decided" }, "approved · decided", "already_decided"],
+    ["mute.set", { session_id: null, until: "2026-01-01T01:00:00.000Z" }, "2026-01-01T01:00:00.000Z", "set"],
+    ["mute.ended", { session_id: null, ended: 2 }, "2", "ended"],
+  ];
+  for (const [action, data, text, outcome] of table) {
+    const line = timelineItem({ ...entry, action, data });
+    assert.deepEqual([line.text, line.outcome], [text, outcome], action);
+  }
+});
+
+test("an approval on the page: what the agent wrote is redacted again", () => {
+  const approval = consoleApproval({
+    approval_id: "ap-1", code: "ACDEF", session_id: "s-1", tool: "bash", action: "curl", reason: "token=abcdef123456 needed",
+    preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' https://user:pw@example.com", cwd: "/p", source: "policy",
+    state: "pending", decision: null, decided_by: null, via: null, created_at: "2026-01-01T00:00:00.000Z", expires_at: "2026-01-01T00:10:00.000Z", resolved_at: null,
+  });
+  assert.doesNotMatch(approval.preview, /abcdefghijklmnop|:pw@/);
+  assert.doesNotMatch(approval.reason, /abcdef123456/);
+  assert.equal("via" in approval || "resolved_at" in approval, false);
 });

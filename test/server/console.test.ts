@@ -6,9 +6,12 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import type { Context, Plugin } from "koishi";
+import { randomUUID } from "node:crypto";
+import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
 import { AuditEntry } from "../../protocol/audit.ts";
 import { CommandSummary } from "../../protocol/commands.ts";
-import { OperatorCommandCreated } from "../../protocol/operator.ts";
+import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
+import { call, heartbeatOf } from "../../harness/agent-api.ts";
 import { consoleStage } from "../helpers/console.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
@@ -206,6 +209,12 @@ test("without plugin-auth and without consoleActions the page is read-only, and 
   assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "read_only" });
   assert.deepEqual(await page.call("anon-notify/cancel", { session_id: "s-1", command_id: "c-1" }), { ok: false, error: "read_only" });
   assert.deepEqual(await page.call("anon-notify/stop", { session_id: "s-1" }), { ok: false, error: "read_only" });
+  assert.deepEqual(await page.call("anon-notify/mute", {}), { ok: false, error: "read_only" });
+  assert.deepEqual(await page.call("anon-notify/unmute", {}), { ok: false, error: "read_only" });
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: "ap-1", decision: "approved" }), { ok: false, error: "read_only" });
+  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 50 });
+  assert.ok(trail.ok);
+  assert.deepEqual(trail.value.entries.filter((item) => !item.action.startsWith("console.")), [], "a refused page changed nothing: no mute, no decision");
 });
 
 test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {
@@ -243,4 +252,135 @@ test("with plugin-auth installed, only a login with enough authority sees the pa
   await admin.until((view) => view.actions, "the data after login");
   assert.deepEqual(admin.view!.actions, { allowed: true, via: "auth" });
   assert.deepEqual(await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "session_offline" }, "past the gate, the operator service decides");
+  // A decision names the login that made it.
+  const { approval_id } = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest())).body.approval);
+  const decided = await admin.call<{ approval: Approval }>("anon-notify/decide", { approval_id, decision: "approved" });
+  assert.deepEqual(decided.ok && [decided.value.approval.decided_by, decided.value.approval.via], ["console:admin", "console"]);
+});
+
+test("the page mutes a real session: its next notice is held (queued) and shown so, unmute hands it over; all-sessions mutes take the chat's default and limit", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
+  const page = await stage.open();
+  const { pi, sessionId } = await stage.openPi();
+  await page.until((view) => sessionIn(view.sessions, sessionId), "the session online");
+  assert.deepEqual([page.view!.mutes, page.view!.held], [[], 0]);
+
+  const muted = await page.call("anon-notify/mute", { session_id: sessionId, minutes: 30 });
+  assert.ok(muted.ok, JSON.stringify(muted));
+  const { mute } = MuteSet.parse(muted.value);
+  assert.equal(mute.session_id, sessionId);
+  await page.until((view) => view.mutes.find((entry) => entry.session_id === sessionId && entry.until === mute.until), "the mute and its end on the page");
+
+  pi.script([ai.fauxAssistantMessage("测试都跑完了。")]);
+  await pi.prompt("跑一下测试");
+  const held = await page.until((view) => view.timeline.find((item) => item.action === "event.held" && item.session_id === sessionId), "the run's notice held by the mute");
+  assert.equal(held.outcome, "held");
+  const queued = await page.until((view) => view.held === 1 && view.timeline.find((item) => item.action === "event.accepted" && item.subject === held.subject), "the held count and the notice's line");
+  assert.deepEqual([queued.receipt?.state, queued.receipt?.error], ["queued", null], "held, not failed");
+  assert.equal(page.view!.timeline.some((item) => item.action === "event.handed_to_persona" && item.subject === held.subject), false, "not handed over while muted");
+
+  const unmuted = await page.call("anon-notify/unmute", { session_id: sessionId });
+  assert.ok(unmuted.ok);
+  assert.deepEqual(MuteEnded.parse(unmuted.value), { ended: 1 });
+  const released = await page.until((view) => {
+    const line = view.timeline.find((item) => item.action === "event.accepted" && item.subject === held.subject);
+    return view.mutes.length === 0 && view.held === 0 && line?.receipt?.state === "context_injected" ? line : undefined;
+  }, "the mute gone and the held notice handed to the persona as the digest");
+  assert.equal(released.receipt?.error, null);
+  assert.deepEqual(await page.call("anon-notify/unmute", { session_id: sessionId }), { ok: true, value: { ended: 0 } }, "nothing left to end");
+
+  // All sessions, no duration: the chat's default of 60 minutes; beyond 7 days is refused.
+  const all = await page.call("anon-notify/mute", {});
+  assert.ok(all.ok);
+  const allMute = MuteSet.parse(all.value).mute;
+  assert.equal(allMute.session_id, null);
+  const setRow = await page.until((view) => view.timeline.find((item) => item.action === "mute.set" && item.session_id === null), "the all-sessions mute on the timeline");
+  assert.equal(Date.parse(allMute.until) - Date.parse(setRow.at) <= 60 * 60_000 && Date.parse(allMute.until) - Date.parse(setRow.at) > 59 * 60_000, true, "about an hour from when it was set");
+  const tooLong = await page.call("anon-notify/mute", { minutes: 7 * 24 * 60 + 1 });
+  assert.equal(!tooLong.ok && tooLong.error, "invalid_request");
+  assert.deepEqual(await page.call("anon-notify/unmute", {}), { ok: true, value: { ended: 1 } });
+  await page.until((view) => view.mutes.length === 0, "every mute ended on the page");
+
+  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 100 });
+  assert.ok(trail.ok);
+  const rows = trail.value.entries.filter((item) => item.action.startsWith("console.mute") || item.action.startsWith("console.unmute") || item.action.startsWith("mute."));
+  assert.deepEqual(
+    rows.map((item) => [item.actor, item.action, item.outcome]).reverse(),
+    [
+      ["console", "mute.set", "set"],
+      ["console", "console.mute", "ok"],
+      ["console", "mute.ended", "ended"],
+      ["console", "console.unmute", "ok"],
+      ["console", "console.unmute", "ok"],
+      ["console", "mute.set", "set"],
+      ["console", "console.mute", "ok"],
+      ["console", "console.mute", "invalid_request"],
+      ["console", "mute.ended", "ended"],
+      ["console", "console.unmute", "ok"],
+    ],
+  );
+});
+
+function approvalRequest(overrides: Partial<ApprovalRequest> = {}): ApprovalRequest {
+  const now = new Date();
+  return {
+    approval_id: `ap-${randomUUID()}`, session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1",
+    tool_call_id: "call-1", args_digest: "a".repeat(64), cwd: "/home/u/shop",
+    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", source: "policy",
+    expires_at: new Date(now.getTime() + 600_000).toISOString(), created_at: now.toISOString(),
+    ...overrides,
+  };
+}
+
+test("open approvals reach the page live; the page's decision reaches the approval and the session; later, late and unknown answers say why", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true } });
+  const page = await stage.open();
+  await page.until((view) => view.approvals, "the first data");
+  assert.equal((await call(stage.koishi, "POST", "/sessions/heartbeat", heartbeatOf({ project: "shop" }))).status, 200);
+
+  const created = await call(stage.koishi, "POST", "/approvals", approvalRequest());
+  assert.equal(created.status, 201);
+  const request = Approval.parse(created.body.approval);
+  const shown = await page.until((view) => view.approvals.find((item) => item.approval_id === request.approval_id), "the approval on the page");
+  assert.deepEqual([shown.code, shown.session_id, shown.tool, shown.reason, shown.state, shown.expires_at], [request.code, "s-1", "bash", "规则 rm-rf", "pending", request.expires_at]);
+  assert.match(shown.preview, /^rm -rf build/);
+  assert.doesNotMatch(shown.preview, /abcdefghijklmnop/, "the preview is redacted again");
+
+  const decided = await page.call<{ approval: Approval }>("anon-notify/decide", { approval_id: request.approval_id, decision: "rejected", reason: "先备份" });
+  assert.ok(decided.ok, JSON.stringify(decided));
+  assert.deepEqual([decided.value.approval.state, decided.value.approval.decision, decided.value.approval.decided_by, decided.value.approval.via], ["decided", "rejected", "console", "console"]);
+  // The decision is on its way to the session as a control command, and the page says so.
+  await page.until((view) => view.approvals.find((item) => item.approval_id === request.approval_id && item.state === "decided"), "the approval decided on the page");
+  const command = await page.until((view) => sessionIn(view.sessions, "s-1")?.commands.find((item) => item.kind === "approval_decision"), "the decision queued for the session");
+  assert.equal(command.state, "pending");
+
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: request.approval_id, decision: "approved" }), { ok: false, error: "already_decided", state: "decided" });
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: "ap-nope", decision: "approved" }), { ok: false, error: "not_found" });
+  const other = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest({ tool_call_id: "call-2" }))).body.approval);
+  assert.deepEqual(
+    await page.call("anon-notify/decide", { approval_id: other.approval_id, decision: "approved", binding: { tool_call_id: "call-2", args_digest: "b".repeat(64), cwd: "/home/u/shop" } }),
+    { ok: false, error: "approval_mismatch" },
+  );
+  const late = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest({ tool_call_id: "call-3", expires_at: new Date(Date.now() - 1000).toISOString() }))).body.approval);
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: late.approval_id, decision: "approved" }), { ok: false, error: "approval_expired", state: "pending" });
+
+  // The agent's word closes it: it leaves the page's list.
+  const resolved = await call(stage.koishi, "POST", `/approvals/${request.approval_id}/resolution`, { session_id: "s-1", runtime_id: "r-1", outcome: "rejected", via: "console", reason: "先备份" });
+  assert.equal(resolved.body.approval.state, "rejected");
+  await page.until((view) => !view.approvals.some((item) => item.approval_id === request.approval_id) && view.approvals.length === 2, "the closed approval gone, the two open ones still listed");
+
+  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 100 });
+  assert.ok(trail.ok);
+  const consoleRows = trail.value.entries.filter((item) => item.action === "console.decide").reverse();
+  assert.deepEqual(consoleRows.map((item) => [item.outcome, item.subject]), [
+    ["ok", request.approval_id],
+    ["already_decided", request.approval_id],
+    ["not_found", "ap-nope"],
+    ["approval_mismatch", other.approval_id],
+    ["approval_expired", late.approval_id],
+  ]);
+  assert.equal(consoleRows[0]!.session_id, "s-1");
+  const decidedRow = await page.call<AuditEntry>("anon-notify/entry", { id: trail.value.entries.find((item) => item.action === "approval.decided")!.id });
+  assert.ok(decidedRow.ok);
+  assert.deepEqual([decidedRow.value.actor, decidedRow.value.data.by, decidedRow.value.data.via, decidedRow.value.data.reason], ["console", "console", "console", "先备份"]);
 });
