@@ -13,7 +13,7 @@ import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { runStandalone } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { configureExtension } from "../../harness/webhook.ts";
-import { REPO, describeRun, makePiHome, runPi, startStubModel } from "../helpers/pi-cli.ts";
+import { REPO, describeRun, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 
 const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;
 
@@ -24,12 +24,8 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
     REPO,
     { announce: () => {} },
   );
-  const model = await startStubModel();
-  const home = makePiHome(model);
-  t.after(async () => {
-    await model.close();
+  const { model, home } = await stubbedPiHome(t, async () => {
     await server.stop();
-    home.dispose();
     rmSync(serverDir, { recursive: true, force: true });
   });
   const endpoint = `${server.baseUrl}/events`;

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { readActivation, parseSessionLines } from "../../activation.ts";
 import { dataDirFor } from "../../extension/config/config.ts";
 import { messagesFor } from "../../extension/messages.ts";
-import { REPO, describeRun, makePiHome, runPi, startStubModel, type PiHome, type StubModel } from "../helpers/pi-cli.ts";
+import { REPO, describeRun, runPi, stubbedPiHome, type PiHome, type StubModel } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 
 const zh = messagesFor("zh-CN");
@@ -29,14 +29,8 @@ interface Cli {
 }
 
 async function cli(t: TestContext, overrides: Record<string, unknown> = {}): Promise<Cli> {
-  const model = await startStubModel();
   const webhook = await startWebhook();
-  const home = makePiHome(model);
-  t.after(async () => {
-    await model.close();
-    await webhook.close();
-    home.dispose();
-  });
+  const { model, home } = await stubbedPiHome(t, () => webhook.close());
   configureExtension(home.root, webhook.endpoint, overrides);
   const session = join(home.root, "session.jsonl");
   const pi = (args: string[], env: Record<string, string> = {}) => runPi(home, ["-e", REPO, "-p", "--session", session, ...args], { env });

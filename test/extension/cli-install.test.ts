@@ -16,7 +16,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join, normalize } from "node:path";
 import { promisify } from "node:util";
-import { REPO, describeRun, lastUserText, makePiHome, runPi, startStubModel, type PiHome, type StubModel } from "../helpers/pi-cli.ts";
+import { REPO, describeRun, lastUserText, runPi, stubbedPiHome, type PiHome, type StubModel } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
 const run = promisify(execFile);
@@ -26,12 +26,7 @@ const RUNTIME_DEPENDENCIES = ["image-size", "undici", "zod"];
 const INSTALL_TIMEOUT_MS = 180_000;
 
 async function setup(t: TestContext) {
-  const model = await startStubModel();
-  const home = makePiHome(model);
-  t.after(async () => {
-    await model.close();
-    home.dispose();
-  });
+  const { model, home } = await stubbedPiHome(t);
   return { model, home };
 }
 

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "../../activation.ts";
 import { swallowedByFlag } from "../../extension/session/subagent-flag.ts";
-import { REPO, describeRun, lastUserText, makePiHome, runPi, startStubModel } from "../helpers/pi-cli.ts";
+import { REPO, describeRun, lastUserText, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
 describe("which word Pi's parser takes as the flag's value", () => {
@@ -28,14 +28,8 @@ describe("which word Pi's parser takes as the flag's value", () => {
 });
 
 test("through Pi's CLI, --anon-notify-off silences the run when placed safely, and a prompt it would swallow stops Pi with exit 1 instead of being lost", async (t) => {
-  const model = await startStubModel();
   const webhook = await startWebhook();
-  const home = makePiHome(model);
-  t.after(async () => {
-    await model.close();
-    await webhook.close();
-    home.dispose();
-  });
+  const { model, home } = await stubbedPiHome(t, () => webhook.close());
   configureExtension(home.root, webhook.endpoint);
   const session = join(home.root, "session.jsonl");
   const pi = async (args: string[], env: Record<string, string> = {}) => runPi(home, ["-e", REPO, "-p", "--session", session, ...args], { env });

@@ -194,6 +194,18 @@ export function makePiHome(model: StubModel, root = mkdtempSync(join(tmpdir(), "
   };
 }
 
+/** A stub model and a Pi home using it, for one test: both go when it ends, after `alsoClose` (the test's server). */
+export async function stubbedPiHome(t: { after(fn: () => Promise<void>): void }, alsoClose: () => Promise<unknown> | unknown = () => {}): Promise<{ model: StubModel; home: PiHome }> {
+  const model = await startStubModel();
+  const home = makePiHome(model);
+  t.after(async () => {
+    await model.close();
+    await alsoClose();
+    home.dispose();
+  });
+  return { model, home };
+}
+
 export interface PiRun {
   code: number | null;
   signal: NodeJS.Signals | null;
