@@ -5,6 +5,8 @@
  */
 import type { TestContext } from "node:test";
 import { fetch, type Dispatcher } from "undici";
+import { randomUUID } from "node:crypto";
+import type { ApprovalRequest } from "../protocol/approvals.ts";
 import type { Heartbeat } from "../protocol/sessions.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions } from "./koishi.ts";
 
@@ -47,6 +49,28 @@ export function heartbeatOf(overrides: Partial<Heartbeat> = {}): Heartbeat {
     supports_images: true,
     command_protocol: 3,
     last_activity_at: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+/** A `POST /approvals` body as the extension sends it for `rm -rf build` in session s-1, due in 10 minutes. */
+export function approvalRequestOf(overrides: Partial<ApprovalRequest> = {}): ApprovalRequest {
+  const now = new Date();
+  return {
+    approval_id: `ap-${randomUUID()}`,
+    session_id: "s-1",
+    runtime_id: "r-1",
+    run_id: "r-1.run.1",
+    tool_call_id: "call-1",
+    args_digest: "a".repeat(64),
+    cwd: "/home/u/proj",
+    tool: "bash",
+    action: "rm -rf",
+    reason: "规则 rm-rf",
+    preview: "rm -rf build",
+    source: "policy",
+    expires_at: new Date(now.getTime() + 600_000).toISOString(),
+    created_at: now.toISOString(),
     ...overrides,
   };
 }

@@ -112,6 +112,7 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
   );
 
   // A reply quoting an approval request answers it; anything else in such a reply is not an instruction.
+  // Ahead of other plugins' middleware (a persona's), which would otherwise also take the answer as chat.
   ctx.middleware(async (session, next) => {
     const quoted = session.quote?.id;
     if (!quoted || session.argv?.command) return next();
@@ -123,5 +124,5 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     const answer = replyDecision(plainText(content));
     if (!answer) return session.text("anon-notify.approval.reply-how", { code: approval.code });
     return asOwner(ctx, kit, session, () => decide(kit, session, approval.approval_id, answer.decision, answer.reason));
-  });
+  }, true);
 }

@@ -33,7 +33,8 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
     }),
   );
 
-  // A reply that quotes a notice the bot delivered directly; any other message goes on.
+  // A reply that quotes a notice the bot delivered directly; any other message goes on. Ahead of other
+  // plugins' middleware (a persona's), which would otherwise also take the instruction as chat.
   ctx.middleware(async (session, next) => {
     const quoted = session.quote?.id;
     if (!quoted || session.argv?.command) return next();
@@ -57,5 +58,5 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
       const project = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id)?.project ?? notice.session_id;
       return session.text("anon-notify.reply.queued", { project, event: notice.event_id, command: shortCommandId(created.command.command_id) });
     });
-  });
+  }, true);
 }

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import type { ForkScope } from "koishi";
 import { EventBody } from "../../protocol/events.ts";
+import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { buildEventBlock } from "../../server/persona/block.ts";
 import { SYSTEM_EVENT_TYPE, type SystemEventStimulus } from "../../server/persona/yesimbot-v3.ts";
 import { startKoishi, type KoishiHarness, type Use } from "../../harness/koishi.ts";
@@ -29,7 +30,7 @@ import {
 } from "../helpers/yesimbot.ts";
 import { ai, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { commandMessages, gatedTool } from "../../harness/session-commands.ts";
-import { OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
+import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
 import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { MockBot } from "../server/persona-standin.ts";
 
@@ -96,6 +97,7 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
   const bot = koishi.app.bots["mock:514"]!;
   const sent: [string, string][] = [];
   // plugin-mock's bot can only answer inside a mock client's exchange; a platform would return an id.
+  bot.createDirectChannel = async (userId: string) => ({ id: `private:${userId}`, type: 1 });
   bot.sendMessage = async (channelId, content) => {
     sent.push([channelId, String(content)]);
     return [`sent-${sent.length}`];
@@ -375,5 +377,34 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     assert.ok(refused.includes("<status>error</status>"), refused);
     assert.ok(refused.includes("already_accepted") && refused.includes("Pi 已经接收该指令，不能撤回"), refused);
   });
-});
+  test("the owner's reply quoting an approval request is their answer, not chat: the approval is decided and YesImBot is not stirred by it", async (t) => {
+    const world = await startWorld(t);
+    // notify-webhook applied again once YesImBot's middleware is in place, so that Koishi's order
+    // of registration alone would hand the owner's message to YesImBot first.
+    await world.untilIdle();
+    world.koishi.app.registry.get(notifyWebhook as never)!.restart();
+    await eventually(async () => ((await call(world.koishi, "GET", "/health")).status === 200 ? true : undefined), "notify-webhook answering again");
+    await agentApi(world.koishi).heartbeat();
+    const created = await call(world.koishi, "POST", "/approvals", approvalRequestOf());
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const { approval_id: id, code } = created.body.approval as { approval_id: string; code: string };
+    // The bot's sends are numbered from 1 as they happen (`sent-N`).
+    const position = await eventually(() => {
+      const index = world.sent.findIndex(([channel, text]) => channel === OWNER_CHAT && text.includes(code));
+      return index < 0 ? undefined : index + 1;
+    }, "the request reached the owner's private chat");
+    const ownerMessages = () => world.stimuli.filter((s) => (s as { type: string }).type === "user_message").length;
 
+    await world.say("dm", `<quote id="sent-${position}"/>同意`);
+    const decided = await eventually(async () => {
+      const { body } = await call(world.koishi, "GET", "/operator/approvals?state=all", undefined, OPERATOR_TOKEN);
+      return (body.approvals as { approval_id: string; state: string; via: string }[]).find((a) => a.approval_id === id && a.state === "decided");
+    }, "the approval decided from the reply");
+    assert.equal(decided.via, "chat");
+    assert.equal(ownerMessages(), 0, "YesImBot never took the answer as a message to reply to");
+
+    // Anything else the owner writes is still YesImBot's.
+    await world.say("dm", "谢谢，就这样");
+    assert.equal(ownerMessages(), 1);
+  });
+});

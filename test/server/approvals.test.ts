@@ -4,13 +4,12 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import type { Context, Plugin } from "koishi";
-import { CODE_ALPHABET, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
+import { CODE_ALPHABET, type ApprovalResolution } from "../../protocol/approvals.ts";
 import { decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
 import { closingText, requestText } from "../../server/approvals/messages.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
-import { OPERATOR_TOKEN, call, heartbeatOf } from "../../harness/agent-api.ts";
+import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
@@ -107,15 +106,6 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
 
 // ── Routes ──────────────────────────────────────────────────────────────────
 
-function approvalRequest(overrides: Partial<ApprovalRequest> = {}): ApprovalRequest {
-  const now = new Date();
-  return {
-    approval_id: `ap-${randomUUID()}`, session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1", ...binding,
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", preview: "rm -rf build", source: "policy",
-    expires_at: new Date(now.getTime() + 600_000).toISOString(), created_at: now.toISOString(),
-    ...overrides,
-  };
-}
 
 async function server(t: { after(fn: () => Promise<void>): void }, options: { yesImBot?: boolean } = {}) {
   const owner: string[] = [];
@@ -145,7 +135,7 @@ const decide = (koishi: KoishiHarness, id: string, body: Record<string, unknown>
 
 test("routes: request with a code, first decision wins, duplicates, late and mismatched ones are answered, strangers refused", async (t) => {
   const { koishi, owner } = await server(t);
-  const body = approvalRequest();
+  const body = approvalRequestOf();
   const created = await call(koishi, "POST", "/approvals", body);
   assert.equal(created.status, 201);
   const { code, approval_id } = created.body.approval;
@@ -174,7 +164,7 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   await waitUntil(() => owner.find((m) => m.includes(`${code} 已结束`) && m.includes("通过运维接口批准")), "one closing message");
 
   // A late answer to an approval that timed out.
-  const expired = await call(koishi, "POST", "/approvals", approvalRequest({ expires_at: new Date(Date.now() - 1000).toISOString() }));
+  const expired = await call(koishi, "POST", "/approvals", approvalRequestOf({ expires_at: new Date(Date.now() - 1000).toISOString() }));
   assert.deepEqual((await decide(koishi, expired.body.approval.code, { decision: "approved" })).body, { error: "approval_expired", state: "pending" });
 
   const open = await call(koishi, "GET", "/operator/approvals", undefined, OPERATOR_TOKEN);
@@ -188,7 +178,7 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
 
 test("routes: two decisions racing for one approval: exactly one wins", async (t) => {
   const { koishi } = await server(t);
-  const { approval_id } = (await call(koishi, "POST", "/approvals", approvalRequest())).body.approval;
+  const { approval_id } = (await call(koishi, "POST", "/approvals", approvalRequestOf())).body.approval;
   const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => decide(koishi, approval_id, { decision: i % 2 ? "approved" : "rejected" })));
   assert.deepEqual(answers.map((a) => a.status).sort(), [200, 409, 409, 409, 409, 409]);
 });
@@ -197,7 +187,7 @@ test("the request is retried until the owner gets it; a session that goes away c
   const { koishi, owner, failNextSends } = await server(t);
   failNextSends(2);
   assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
-  const { code } = (await call(koishi, "POST", "/approvals", approvalRequest())).body.approval;
+  const { code } = (await call(koishi, "POST", "/approvals", approvalRequestOf())).body.approval;
   await waitUntil(() => owner[0], "the request got through after two failed sends", 15_000);
   assert.equal(owner.length, 1);
   assert.equal((await call(koishi, "POST", "/sessions/offline", { session_id: "s-1", runtime_id: "r-1" })).body.removed, true);
@@ -210,7 +200,7 @@ test("the request is retried until the owner gets it; a session that goes away c
 
 test("the persona can list approvals but has no way to decide one", async (t) => {
   const { koishi } = await server(t, { yesImBot: true });
-  await call(koishi, "POST", "/approvals", approvalRequest());
+  await call(koishi, "POST", "/approvals", approvalRequestOf());
   const service = koishi.app["yesimbot.tool"] as unknown as StandInToolService;
   const session = koishi.app.bots["mock:514"]!.session({ type: "message", timestamp: Date.now(), channel: { id: `private:${OWNER}`, type: 1 }, user: { id: OWNER } });
   const listed = await service.invoke("agent_approvals", {}, session);
@@ -241,7 +231,7 @@ test("a restarted server sends the request it still owed, once", async (t) => {
     },
   });
   t.after(() => koishi.stop());
-  const { approval_id, code } = (await call(koishi, "POST", "/approvals", approvalRequest())).body.approval;
+  const { approval_id, code } = (await call(koishi, "POST", "/approvals", approvalRequestOf())).body.approval;
   await waitUntil(async () => {
     const audit = await call(koishi, "GET", "/operator/audit?limit=200", undefined, OPERATOR_TOKEN);
     return audit.body.entries.some((e: { action: string }) => e.action === "approval.requested");

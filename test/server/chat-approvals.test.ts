@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Context } from "koishi";
 import type { ApprovalRequest } from "../../protocol/approvals.ts";
 import { replyDecision } from "../../server/chat/approvals.ts";
-import { OPERATOR_TOKEN, agentApi, call, operatorApi } from "../../harness/agent-api.ts";
+import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
 import { STRANGER, startChat, type ChatHarness } from "../../harness/chat.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
@@ -48,16 +48,8 @@ test("reply words: a clear yes approves, a clear no denies with what follows as 
   assert.equal(replyDecision(`拒绝 ${"长".repeat(300)}`)?.reason?.length, 200, "a reason is cut to what the protocol takes");
 });
 
-function approvalRequest(overrides: Partial<ApprovalRequest> = {}): ApprovalRequest {
-  const now = new Date();
-  return {
-    approval_id: `ap-${randomUUID()}`, session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1",
-    tool_call_id: `call-${randomUUID()}`, args_digest: "a".repeat(64), cwd: "/home/u/shop",
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", preview: "rm -rf build", source: "policy",
-    expires_at: new Date(now.getTime() + 600_000).toISOString(), created_at: now.toISOString(),
-    ...overrides,
-  };
-}
+/** A fresh tool call each time, so requests in one test never share a binding. */
+const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) => approvalRequestOf({ tool_call_id: `call-${randomUUID()}`, cwd: "/home/u/shop", ...overrides });
 
 async function setup(t: TestContext) {
   const harness = await startChat({

@@ -6,12 +6,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import type { Context, Plugin } from "koishi";
-import { randomUUID } from "node:crypto";
 import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
 import { AuditEntry } from "../../protocol/audit.ts";
 import { CommandSummary } from "../../protocol/commands.ts";
 import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
-import { call, heartbeatOf } from "../../harness/agent-api.ts";
+import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { consoleStage } from "../helpers/console.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
@@ -321,16 +320,9 @@ test("the page mutes a real session: its next notice is held (queued) and shown 
   );
 });
 
-function approvalRequest(overrides: Partial<ApprovalRequest> = {}): ApprovalRequest {
-  const now = new Date();
-  return {
-    approval_id: `ap-${randomUUID()}`, session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1",
-    tool_call_id: "call-1", args_digest: "a".repeat(64), cwd: "/home/u/shop",
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", source: "policy",
-    expires_at: new Date(now.getTime() + 600_000).toISOString(), created_at: now.toISOString(),
-    ...overrides,
-  };
-}
+/** With a secret in the preview, which the page must show redacted. */
+const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) =>
+  approvalRequestOf({ cwd: "/home/u/shop", preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", ...overrides });
 
 test("open approvals reach the page live; the page's decision reaches the approval and the session; later, late and unknown answers say why", { timeout: 60_000 }, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
