@@ -134,3 +134,21 @@ async function untilReady(baseUrl: string, token: string): Promise<void> {
   }
   throw new Error("notify-webhook never became ready");
 }
+
+interface LogRecord {
+  type: string;
+  name: string;
+  content: string;
+}
+
+/** The plugin's warnings as Koishi logs them, from now until `stop`. */
+export function captureLog(): { warnings: () => string[]; stop: () => void } {
+  const records: LogRecord[] = [];
+  const target = { colors: 0, record: (record: LogRecord) => records.push(record) };
+  const targets = (koishi.Logger as unknown as { targets: object[] }).targets;
+  targets.push(target);
+  return {
+    warnings: () => records.filter((record) => record.name === "notify-webhook" && record.type === "warn").map((record) => record.content),
+    stop: () => void targets.splice(targets.indexOf(target), 1),
+  };
+}

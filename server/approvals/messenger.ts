@@ -35,6 +35,8 @@ export class ApprovalMessenger {
   #failures = 0;
   #retry: (() => void) | undefined;
   #stopped = false;
+  /** The reason last warned about: an outage (no bot, say) is said once, not once per approval and retry. */
+  #warned: string | undefined;
 
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
@@ -83,7 +85,10 @@ export class ApprovalMessenger {
         this.#retry = undefined;
         this.kick();
       }, delay);
-    } else this.#failures = 0;
+    } else {
+      this.#failures = 0;
+      this.#warned = undefined;
+    }
   }
 
   /** Sends everything owed for one approval, in order; false when a send failed (tried again later). */
@@ -117,7 +122,11 @@ export class ApprovalMessenger {
           await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });
         }
       } catch (error) {
-        this.#ctx.logger("notify-webhook").warn("approval %s: %s not sent yet (%s)", row.code, next, errorText(error));
+        const reason = errorText(error);
+        const logger = this.#ctx.logger("notify-webhook");
+        if (reason === this.#warned) logger.debug("approval %s: %s not sent yet (%s)", row.code, next, reason);
+        else logger.warn("approval %s: %s not sent yet (%s); retried until it is, this reason is not logged again meanwhile", row.code, next, reason);
+        this.#warned = reason;
         return false;
       }
       row = await store.get(row.approval_id);

@@ -10,7 +10,7 @@ import { decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgo
 import { closingText, requestText } from "../../server/approvals/messages.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
-import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
+import { captureLog, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
 import { waitUntil } from "../helpers/wait.ts";
@@ -196,6 +196,25 @@ test("the request is retried until the owner gets it; a session that goes away c
   const [approval] = (await call(koishi, "GET", "/operator/approvals?state=all", undefined, OPERATOR_TOKEN)).body.approvals;
   assert.equal(approval.state, "vanished");
   assert.deepEqual((await decide(koishi, code, { decision: "approved" })).body, { error: "approval_expired", state: "vanished" });
+});
+
+test("an owner who cannot be reached is warned about once, not once per approval and retry; it is said again after a recovery", async (t) => {
+  const { koishi, owner, failNextSends } = await server(t);
+  const log = captureLog();
+  t.after(() => log.stop());
+  const unsent = () => log.warnings().filter((line) => line.includes("not sent yet"));
+  failNextSends(4);
+  assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
+  for (const id of ["call-1", "call-2"]) assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: id }))).status, 201);
+  // Two approvals, two passes that fail for both: four failed sends, then both get through.
+  await waitUntil(() => owner[1], "both requests got through after the outage", 15_000);
+  assert.equal(unsent().length, 1, unsent().join("\n"));
+  assert.match(unsent()[0]!, /platform down/);
+
+  failNextSends(1);
+  assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-3" }))).status, 201);
+  await waitUntil(() => owner[2], "the third request got through", 15_000);
+  assert.equal(unsent().length, 2, "a new outage after a recovery is said again");
 });
 
 test("the persona can list approvals but has no way to decide one", async (t) => {

@@ -7,27 +7,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ErrorAnswer } from "../../protocol/wire.ts";
 import { validEvent } from "../../harness/event-client.ts";
-import { startKoishi, useDatabase, type Use } from "../../harness/koishi.ts";
-import { koishi } from "../../server/koishi.ts";
+import { captureLog, startKoishi, useDatabase, type Use } from "../../harness/koishi.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { waitUntil } from "../helpers/wait.ts";
 
-interface LogRecord {
-  type: string;
-  name: string;
-  content: string;
-}
-
-function captureLog(): { warnings: () => string[]; stop: () => void } {
-  const records: LogRecord[] = [];
-  const target = { colors: 0, record: (record: LogRecord) => records.push(record) };
-  const targets = (koishi.Logger as unknown as { targets: object[] }).targets;
-  targets.push(target);
-  return {
-    warnings: () => records.filter((record) => record.name === "notify-webhook" && record.type === "warn").map((record) => record.content),
-    stop: () => void targets.splice(targets.indexOf(target), 1),
-  };
-}
 
 test("without a database every route answers 503 naming it, the log says so once, and a driver brings the routes up", async (t) => {
   const log = captureLog();
