@@ -61,6 +61,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const approvals = installApprovals(pi, {
     runtimeId,
     report,
+    text,
     session: () => {
       const s = state;
       if (!s?.config) return undefined;

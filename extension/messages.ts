@@ -1,11 +1,12 @@
 /**
  * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
- * `/anon-notify-doctor`), in Chinese and English. The language is the config's `language`, else
- * the environment's locale (common/locale.ts). Texts that go to
- * the persona (notice bodies) and the model (tool descriptions) are not here: they follow the
- * persona, not the Pi user.
+ * `/anon-notify-doctor`, the approval dialog), in Chinese and English. The language is the config's
+ * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
+ * as tool results are here too, so they speak the user's language. Texts that go to the persona
+ * (notice bodies) and tool descriptions are not here: they follow the persona, not the Pi user.
  */
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
+import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
 import type { RecipientStatus } from "../protocol/status.ts";
 
@@ -17,6 +18,21 @@ export const isLanguage = (value: unknown): value is Language => (LANGUAGES as r
 export type RecipientNote = "reachable" | "unverified" | "unknown";
 
 export type FooterState = "inactive" | "active" | "suppressed" | "disabled" | "misconfigured";
+
+/** How an approval ended, as the texts about it need it. */
+type AnswerFacts = Pick<ApprovalResolution, "outcome" | "via" | "reason">;
+
+/** Closes every approval text the model reads, whatever the language: a marker it can rely on. */
+const TAG = {
+  timeout: "(approval timed out: rejected)",
+  aborted: "(approval cancelled: run aborted)",
+  rejected: "(rejected by the user)",
+  mismatch: "(approval mismatch)",
+  noPerson: "(approval needs an interactive, switched-on session)",
+};
+
+const minutes = (ms: number) => Math.round(ms / 60_000) || 1;
+const seconds = (ms: number) => Math.round(ms / 1000);
 
 const zh = {
   footer: {
@@ -92,6 +108,54 @@ const zh = {
     invalid: (why: string) => `另一个扩展的 anon-notify:send 请求无效，已忽略：${why}`,
   },
   sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
+  approvals: {
+    via: {
+      chat: "在聊天中",
+      operator: "通过运维接口",
+      console: "在控制台",
+      terminal: "在终端",
+      policy: "按策略",
+      timeout: "超时",
+      aborted: "因运行中断",
+    } satisfies Record<ApprovalVia, string>,
+    dialogTitle: (action: string) => `需要批准：${action}`,
+    dialogMessage: (preview: string, reason: string, timeoutMs: number, remote: boolean) =>
+      [
+        preview,
+        ...(reason ? [`理由：${reason}`] : []),
+        `${minutes(timeoutMs)} 分钟内无人回答则拒绝。${remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
+      ].join("\n"),
+    sentToChat: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
+    answeredElsewhere: (action: string, answer: AnswerFacts) =>
+      answer.outcome === "timeout"
+        ? `「${action}」已超时拒绝，终端对话框已关闭。`
+        : `「${action}」已${zh.approvals.via[answer.via]}${answer.outcome === "approved" ? "批准" : "拒绝"}，终端对话框已关闭。`,
+    requestFailed: (why: string) => `审批请求未能送达服务端，只能在终端回答：${why}`,
+    resolutionFailed: (why: string) => `审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${why}`,
+    /** The reason a policy rule asks for, shown in the dialog and sent to the owner. */
+    rule: (rule: string) => `规则 ${rule}`,
+    previewChars: (count: number) => `（${count} 字符）`,
+    // What the model reads as a tool result: what happened and what to do next, ending in a tag that is the same in every language.
+    refusal: (action: string, answer: AnswerFacts, timeoutMs: number) => {
+      if (answer.outcome === "timeout") {
+        return `「${action}」等待批准超时（${seconds(timeoutMs)} 秒内无人回答），已按拒绝处理；不要重试，向用户说明需要批准后再继续。${TAG.timeout}`;
+      }
+      if (answer.via === "aborted") return `「${action}」的审批因运行被中断而取消，未执行。${TAG.aborted}`;
+      const why = answer.reason ? `，理由：${answer.reason}` : "";
+      return `用户${zh.approvals.via[answer.via]}拒绝了「${action}」${why}。不要重试同一操作，等待用户的进一步指示。${TAG.rejected}`;
+    },
+    askResult: (answer: AnswerFacts) => {
+      const why = answer.reason ? `：${answer.reason}` : "";
+      const via = zh.approvals.via[answer.via];
+      if (answer.outcome === "approved") return `approved — 用户${via}批准了${why}。可以继续执行。`;
+      if (answer.outcome === "timeout") return "timeout — 等待批准超时，无人回答，按拒绝处理；不要执行该操作。";
+      return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? via : `用户${via}`}拒绝${why}。不要执行该操作。`;
+    },
+    mismatch: (action: string) => `「${action}」的参数在等待批准时被改动，批准不适用于改动后的调用。${TAG.mismatch}`,
+    noPerson: (action: string) =>
+      `已拦截「${action}」：需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。${TAG.noPerson}`,
+    nobodyToAsk: "当前没有人能回答审批（需要有界面或已开启 Anon 通知的交互会话）",
+  },
   doctor: {
     description: "诊断 Anon 通知：配置来源、令牌、服务端、目标、在线状态与投递（加 test 发一条测试通知）",
     usage: "用法：/anon-notify-doctor 或 /anon-notify-doctor test（经真实路径发一条测试通知并报告回执）。",
@@ -215,6 +279,52 @@ const en: Messages = {
     invalid: (why) => `Another extension's anon-notify:send request is invalid and was ignored: ${why}`,
   },
   sink: { tokenUnavailable: (file, why) => `Desktop channel off: its token file ${file} is unusable (${why})` },
+  approvals: {
+    via: {
+      chat: "in the chat",
+      operator: "through the operator API",
+      console: "in the console",
+      terminal: "in the terminal",
+      policy: "by the policy",
+      timeout: "by timing out",
+      aborted: "because the run was aborted",
+    },
+    dialogTitle: (action) => `Approval needed: ${action}`,
+    dialogMessage: (preview, reason, timeoutMs, remote) =>
+      [
+        preview,
+        ...(reason ? [`Reason: ${reason}`] : []),
+        `Rejected if nobody answers within ${minutes(timeoutMs)} min.${remote ? " You can also answer in the chat; the first answer counts." : ""}`,
+      ].join("\n"),
+    sentToChat: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
+    answeredElsewhere: (action, answer) =>
+      answer.outcome === "timeout"
+        ? `"${action}" timed out and was rejected; the terminal dialog is closed.`
+        : `"${action}" was ${answer.outcome === "approved" ? "approved" : "rejected"} ${en.approvals.via[answer.via]}; the terminal dialog is closed.`,
+    requestFailed: (why) => `The approval request did not reach the server; it can only be answered in the terminal: ${why}`,
+    resolutionFailed: (why) => `The server was not told how the approval ended (it closes it itself when the session goes offline or it expires): ${why}`,
+    rule: (rule) => `rule ${rule}`,
+    previewChars: (count) => ` (${count} chars)`,
+    refusal: (action, answer, timeoutMs) => {
+      if (answer.outcome === "timeout") {
+        return `"${action}" was not approved in time (nobody answered within ${seconds(timeoutMs)} s) and counts as rejected; do not retry; tell the user it needs approval before going on. ${TAG.timeout}`;
+      }
+      if (answer.via === "aborted") return `The approval of "${action}" was cancelled because the run was aborted; it did not run. ${TAG.aborted}`;
+      const why = answer.reason ? `, reason: ${answer.reason}` : "";
+      return `The user rejected "${action}" ${en.approvals.via[answer.via]}${why}. Do not retry the same operation; wait for the user's further instructions. ${TAG.rejected}`;
+    },
+    askResult: (answer) => {
+      const why = answer.reason ? `: ${answer.reason}` : "";
+      const via = en.approvals.via[answer.via];
+      if (answer.outcome === "approved") return `approved — the user approved ${via}${why}. You may go ahead.`;
+      if (answer.outcome === "timeout") return "timeout — nobody answered in time; this counts as rejected. Do not perform the operation.";
+      return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? "rejected" : "the user rejected it"} ${via}${why}. Do not perform the operation.`;
+    },
+    mismatch: (action) => `The arguments of "${action}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
+    noPerson: (action) =>
+      `Blocked "${action}": it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
+    nobodyToAsk: "nobody can answer an approval now (it needs an interactive session with a UI or with Anon notices switched on)",
+  },
   doctor: {
     description: "Diagnose Anon notices: config sources, token, server, recipient, presence, delivery (add test to send a test notice)",
     usage: "Usage: /anon-notify-doctor, or /anon-notify-doctor test (sends a test notice through the real route and reports its receipt).",

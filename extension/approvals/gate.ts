@@ -18,11 +18,11 @@ import type { EventBody } from "../../protocol/events.ts";
 import type { Config } from "../config/schema.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
+import type { Messages } from "../messages.ts";
 import { buildEvent, truncate, type NoticeContext } from "../notices/notice.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
 import { argsDigest, canonicalJson, commandLine, decideGate, matchCall, personPresent, type RuleMatch } from "./policy.ts";
-import { answeredElsewhereText, askResultText, dialogMessage, dialogTitle, refusalText } from "./texts.ts";
 import { Waits, type Answer } from "./waits.ts";
 
 export const ASK_TOOL_NAME = "ask_approval";
@@ -57,6 +57,8 @@ export interface ApprovalDeps {
   runtimeId: string;
   session(): ApprovalSession | undefined;
   report: Report;
+  /** The bound session's texts: what the person and the model read. */
+  text(): Messages;
 }
 
 export interface Approvals {
@@ -78,19 +80,19 @@ interface PendingCall {
 }
 
 /** A preview for the person: the command line, the file and its size, or the arguments; secrets masked. */
-export function previewOf(tool: string, input: Record<string, unknown>): string {
+export function previewOf(m: Messages["approvals"], tool: string, input: Record<string, unknown>): string {
   const line = commandLine({ tool, input });
   const text =
     line ??
     (typeof input.path === "string" && (tool === "write" || tool === "edit")
-      ? `${tool} ${input.path}${typeof input.content === "string" ? `（${input.content.length} 字符）` : ""}`
+      ? `${tool} ${input.path}${typeof input.content === "string" ? m.previewChars(input.content.length) : ""}`
       : `${tool} ${canonicalJson(input)}`);
   return truncate(redactSecrets(text), APPROVAL_LIMITS.previewChars);
 }
 
 export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approvals {
   const waits = new Waits();
-  const outgoing: Outgoing = createOutgoing((message) => deps.report(message));
+  const outgoing: Outgoing = createOutgoing((message) => deps.report(message), deps.text);
   /** Titles of the dialogs this extension opened: Pi announces them like anyone's. */
   const ownDialogs = new Map<string, number>();
   let runSeq = 0;
@@ -108,6 +110,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
   /** Waits for a person; resolves with the first answer. Never awaits the network. */
   async function askPerson(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall): Promise<Answer> {
     const timeoutMs = s.config.approval.timeoutMs;
+    const m = deps.text().approvals;
     const approvalId = `ap-${randomUUID()}`;
     const binding = { tool_call_id: call.toolCallId, args_digest: argsDigest(call.input), cwd: ctx.cwd };
     const answer = waits.open(approvalId, binding);
@@ -136,7 +139,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
         },
         ended.signal,
         (code) => {
-          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(`审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`, "info");
+          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(m.sentToChat(code), "info");
         },
       );
     }
@@ -148,11 +151,11 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     signal?.addEventListener("abort", onAbort, { once: true });
 
     if (ctx.hasUI) {
-      const title = dialogTitle(call.action);
+      const title = m.dialogTitle(call.action);
       ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
       dialogOpen = true;
       ctx.ui
-        .confirm(title, dialogMessage(call.preview, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
+        .confirm(title, m.dialogMessage(call.preview, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
         .then(
           (yes) => {
             // A dialog dismissed because the wait ended is no answer.
@@ -174,7 +177,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     ended.abort();
     if (dialogOpen && result.via !== "terminal") {
       try {
-        ctx.ui.notify(answeredElsewhereText(call.action, result), result.outcome === "approved" ? "info" : "warning");
+        ctx.ui.notify(m.answeredElsewhere(call.action, result), result.outcome === "approved" ? "info" : "warning");
       } catch {
         // A stale ctx after the session was replaced.
       }
@@ -195,29 +198,29 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     const match: RuleMatch | undefined = matchCall({ tool: event.toolName, input }, place, s.config.approval);
     const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
     if (decision.kind === "allow") return undefined;
-    if (decision.kind === "block") return { block: true, reason: decision.reason };
+    const m = deps.text().approvals;
+    if (decision.kind === "block") return { block: true, reason: m.noPerson(decision.match.action) };
     const digest = argsDigest(input);
     const answer = await askPerson(s, ctx, {
       tool: event.toolName,
       toolCallId: event.toolCallId,
       input,
       action: decision.match.action,
-      reason: `规则 ${decision.match.rule}`,
-      preview: previewOf(event.toolName, input),
+      reason: m.rule(decision.match.rule),
+      preview: previewOf(m, event.toolName, input),
       source: "policy",
     });
-    if (answer.outcome !== "approved") return { block: true, reason: refusalText(decision.match.action, answer, s.config.approval.timeoutMs) };
+    if (answer.outcome !== "approved") return { block: true, reason: m.refusal(decision.match.action, answer, s.config.approval.timeoutMs) };
     // Approved for exactly these arguments: if anything changed them while the call waited, it does not run.
-    if (argsDigest(event.input) !== digest) return { block: true, reason: `「${decision.match.action}」的参数在等待批准时被改动，批准不适用于改动后的调用。(approval mismatch)` };
+    if (argsDigest(event.input) !== digest) return { block: true, reason: m.mismatch(decision.match.action) };
     return undefined;
   });
 
   async function executeAsk(toolCallId: string, params: AskArgs, ctx: ExtensionContext) {
     const s = deps.session();
-    const respond = (answer: Answer) => ({ content: [{ type: "text" as const, text: askResultText(answer) }], details: answer });
-    if (!s?.config.approval.enabled || !present(s, ctx)) {
-      return respond({ outcome: "rejected", via: "policy", reason: "当前没有人能回答审批（需要有界面或已开启 Anon 通知的交互会话）" });
-    }
+    const m = deps.text().approvals;
+    const respond = (answer: Answer) => ({ content: [{ type: "text" as const, text: m.askResult(answer) }], details: answer });
+    if (!s?.config.approval.enabled || !present(s, ctx)) return respond({ outcome: "rejected", via: "policy", reason: m.nobodyToAsk });
     const preview = redactSecrets(params.payload ?? "");
     const answer = await askPerson(s, ctx, {
       tool: ASK_TOOL_NAME,

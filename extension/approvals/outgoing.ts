@@ -6,6 +6,7 @@
 import { errorText } from "../../common/errors.ts";
 import { ApprovalAnswer, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
+import type { Messages } from "../messages.ts";
 import { realSleep, runWithRetry, type Sleep } from "../delivery/retry.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -21,7 +22,7 @@ export interface Outgoing {
   resolve(approvalId: string, body: ApprovalResolution): void;
 }
 
-export function createOutgoing(report: (message: string) => void, sleep: Sleep = realSleep): Outgoing {
+export function createOutgoing(report: (message: string) => void, text: () => Messages, sleep: Sleep = realSleep): Outgoing {
   const chains = new Map<string, { client: ApiClient; sent: Promise<boolean> }>();
 
   return {
@@ -32,7 +33,7 @@ export function createOutgoing(report: (message: string) => void, sleep: Sleep =
           { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
         );
         if (result.ok) accepted(result.value.approval.code);
-        else if (!waitEnded.aborted) report(`审批请求未能送达服务端，只能在终端回答：${result.error.message}`);
+        else if (!waitEnded.aborted) report(text().approvals.requestFailed(result.error.message));
         return result.ok;
       })();
       chains.set(body.approval_id, { client, sent });
@@ -53,7 +54,7 @@ export function createOutgoing(report: (message: string) => void, sleep: Sleep =
             }),
           { maxAttempts: RESOLUTION_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random },
         );
-        if (!result.ok) report(`审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${errorText(result.error)}`);
+        if (!result.ok) report(text().approvals.resolutionFailed(errorText(result.error)));
       })();
     },
   };

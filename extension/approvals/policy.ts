@@ -210,18 +210,15 @@ export function personPresent(facts: PersonFacts): boolean {
 
 export type NoPersonPolicy = "reject" | "allow";
 
-export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch; reason: string };
-
-export const NO_PERSON_REASON =
-  "需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。" +
-  "(approval needs an interactive, switched-on session)";
+/** `block`: nobody can answer, so the call is refused at once (the gate words it in the session's language). */
+export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch };
 
 /** What the gate does with a call. Nothing ever approves itself: without a person, the policy answers at once. */
 export function decideGate(match: RuleMatch | undefined, present: boolean, noPerson: NoPersonPolicy): GateDecision {
   if (!match) return { kind: "allow" };
   if (present) return { kind: "ask", match };
   if (noPerson === "allow") return { kind: "allow" };
-  return { kind: "block", match, reason: `已拦截「${match.action}」：${NO_PERSON_REASON}` };
+  return { kind: "block", match };
 }
 
 // ── Binding ─────────────────────────────────────────────────────────────────

@@ -27,7 +27,8 @@ interface Setup {
   build: string;
 }
 
-async function setup(t: TestContext, options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean } = {}): Promise<Setup> {
+/** The session speaks `language` (Chinese unless asked, whatever the machine's locale). */
+async function setup(t: TestContext, options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean; language?: string } = {}): Promise<Setup> {
   const owner: string[] = [];
   const koishi = await startKoishi({
     config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq },
@@ -42,7 +43,7 @@ async function setup(t: TestContext, options: { approval?: Record<string, unknow
   const root = makeRoot();
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(koishi, root));
-  writeUserConfig(root, { approval: { enabled: true, ...options.approval } });
+  writeUserConfig(root, { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } });
   const pi = await startPi({ root, ...options.pi });
   t.after(async () => {
     await pi.dispose({ keepRoot: true });
@@ -76,8 +77,8 @@ test("answered in the terminal first: the command runs, the owner was asked with
   pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
   const run = pi.prompt("清理构建目录");
   const dialog = await waitUntil(() => term.dialogs[0], "the terminal dialog opened");
-  assert.match(dialog.title, /rm -rf/);
-  assert.match(dialog.message, /rm -rf build/);
+  assert.equal(dialog.title, "需要批准：rm -rf");
+  assert.match(dialog.message, /^rm -rf build\n理由：规则 rm-rf\n10 分钟内无人回答则拒绝。/);
   const request = await waitUntil(() => owner[0], "the owner got the request");
   const code = /审批 ([A-Z]{5})/.exec(request)?.[1];
   assert.ok(code, request);
@@ -290,4 +291,28 @@ test("a decision for other arguments is refused and the call keeps waiting for t
   assert.equal(right.status, 200);
   await run;
   assert.equal(existsSync(build), false);
+});
+
+test("an English session gets the dialog, the terminal notes and the model's refusal in English", { timeout: 90_000 }, async (t) => {
+  const term = answerableTerminal();
+  const { koishi, pi, sessionId, build } = await setup(t, { language: "en-US", pi: { ui: term.ui } });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("ok")]);
+  const run = pi.prompt("clean the build folder");
+  const dialog = await waitUntil(() => term.dialogs[0], "the terminal dialog opened");
+  assert.equal(dialog.title, "Approval needed: rm -rf");
+  assert.equal(dialog.message, "rm -rf build\nReason: rule rm-rf\nRejected if nobody answers within 10 min. You can also answer in the chat; the first answer counts.");
+  const approval = await pendingApproval(koishi, sessionId);
+  await waitUntil(() => pi.notices().includes(`The approval request went to the chat with code ${approval.code}; answer here or there.`), "the terminal was told the code");
+  const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "keep it" }, OPERATOR_TOKEN);
+  assert.equal(denied.status, 200);
+  await run;
+  assert.equal(existsSync(build), true);
+  await dialog.dismissed;
+  assert.ok(pi.notices().includes(`"rm -rf" was rejected through the operator API; the terminal dialog is closed.`), JSON.stringify(pi.notices()));
+  assert.equal(
+    toolResults(pi, "bash")[0]!.text,
+    `The user rejected "rm -rf" through the operator API, reason: keep it. Do not retry the same operation; wait for the user's further instructions. (rejected by the user)`,
+  );
+  const chinese = pi.notices().filter((n) => /\p{Script=Han}/u.test(n));
+  assert.deepEqual(chinese, [], "every note the English session showed is in English");
 });

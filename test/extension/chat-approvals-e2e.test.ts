@@ -16,7 +16,7 @@ import { waitUntil } from "../helpers/wait.ts";
 
 async function setup(t: TestContext) {
   const term = answerableTerminal();
-  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { approval: { enabled: true } } });
+  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true } } });
   await pi.prompt("/anon-notify");
   const build = join(pi.cwd, "build");
   mkdirSync(build, { recursive: true });

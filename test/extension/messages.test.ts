@@ -100,3 +100,21 @@ test("doctorReport shows where each value came from, never the token, and what e
     ].join("\n"),
   );
 });
+
+test("the approval texts the model reads keep their outcome word and tag in both languages", () => {
+  const rows: [string, (m: ReturnType<typeof messagesFor>["approvals"]) => string, RegExp][] = [
+    ["ask approved", (m) => m.askResult({ outcome: "approved", via: "chat", reason: null }), /^approved — /],
+    ["ask rejected", (m) => m.askResult({ outcome: "rejected", via: "terminal", reason: "no" }), /^rejected — .*no/],
+    ["ask timed out", (m) => m.askResult({ outcome: "timeout", via: "timeout", reason: null }), /^timeout — /],
+    ["ask with nobody present", (m) => m.askResult({ outcome: "rejected", via: "policy", reason: m.nobodyToAsk }), /^rejected — /],
+    ["refused", (m) => m.refusal("rm -rf", { outcome: "rejected", via: "chat", reason: "keep it" }, 60_000), /rm -rf.*keep it.*\(rejected by the user\)$/],
+    ["timed out", (m) => m.refusal("rm -rf", { outcome: "timeout", via: "timeout", reason: null }, 90_000), /rm -rf.*90.*\(approval timed out: rejected\)$/],
+    ["aborted", (m) => m.refusal("rm -rf", { outcome: "rejected", via: "aborted", reason: null }, 60_000), /rm -rf.*\(approval cancelled: run aborted\)$/],
+    ["changed while waiting", (m) => m.mismatch("rm -rf"), /rm -rf.*\(approval mismatch\)$/],
+    ["nobody to ask", (m) => m.noPerson("rm -rf"), /rm -rf.*\(approval needs an interactive, switched-on session\)$/],
+  ];
+  for (const [label, text, pattern] of rows) {
+    for (const language of ["zh-CN", "en-US"] as const) assert.match(text(messagesFor(language).approvals), pattern, `${label} (${language})`);
+  }
+  assert.doesNotMatch(rows.map(([, text]) => text(messagesFor("en-US").approvals)).join("\n"), /\p{Script=Han}/u, "the English texts hold no Chinese");
+});
