@@ -1,4 +1,6 @@
 import type { Context } from "@koishijs/client";
+// Before the page, so the parts' own rules come later and refine the shared look.
+import "./common.scss";
 import Page from "./page.vue";
 
 export default (ctx: Context) => {
