@@ -19,7 +19,7 @@ import { imageOf } from "../server/images.ts";
 import { spawnStandalone, type Standalone } from "./support.ts";
 
 /** Every route of docs/protocol.md with a path that exists, and the token it needs. */
-const ROUTES: { method: "GET" | "POST"; path: string; auth: "agent" | "operator" }[] = [
+const ROUTES: { method: "GET" | "POST" | "DELETE"; path: string; auth: "agent" | "operator" }[] = [
   { method: "POST", path: "/events", auth: "agent" },
   { method: "GET", path: "/events/pi:x:run:1", auth: "agent" },
   { method: "GET", path: "/health", auth: "agent" },
@@ -34,6 +34,14 @@ const ROUTES: { method: "GET" | "POST"; path: string; auth: "agent" | "operator"
   { method: "GET", path: "/operator/commands?session_id=s-1", auth: "operator" },
   { method: "POST", path: "/operator/commands/c-1/cancel", auth: "operator" },
   { method: "GET", path: "/operator/audit", auth: "operator" },
+  { method: "POST", path: "/operator/sessions/s-1/stop", auth: "operator" },
+  { method: "GET", path: "/operator/mute", auth: "operator" },
+  { method: "POST", path: "/operator/mute", auth: "operator" },
+  { method: "DELETE", path: "/operator/mute", auth: "operator" },
+  { method: "POST", path: "/approvals", auth: "agent" },
+  { method: "POST", path: "/approvals/ap-1/resolution", auth: "agent" },
+  { method: "GET", path: "/operator/approvals", auth: "operator" },
+  { method: "POST", path: "/operator/approvals/ap-1/decision", auth: "operator" },
 ];
 
 test("every route refuses a missing or wrong token; token files are 0600, never rewritten, and no token leaks anywhere", { timeout: 120_000 }, async (t) => {
@@ -96,7 +104,7 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   let refusals = 0;
   for (const route of ROUTES) {
     for (const credential of refusedCredentials(route.auth)) {
-      const answer = await call(route.method, route.path, credential, route.method === "POST" ? {} : undefined);
+      const answer = await call(route.method, route.path, credential, route.method === "GET" ? undefined : {});
       assert.equal(answer.status, 401, `${route.method} ${route.path} with ${credential === undefined ? "no header" : JSON.stringify(credential.slice(0, 12))}`);
       assert.deepEqual(answer.body, { error: "unauthorized" });
       refusals++;
