@@ -346,6 +346,9 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
     const response = await request(`${server.baseUrl}${fuzz.path}`, {
       method: fuzz.method,
       dispatcher,
+      // A fresh connection per case: a starved test process could otherwise reuse a socket the
+      // server closed as idle meanwhile (ECONNRESET, which says nothing about the route).
+      reset: true,
       headers: fuzz.headers,
       ...(fuzz.body === undefined ? {} : { body: fuzz.body }),
     });
