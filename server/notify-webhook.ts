@@ -211,6 +211,8 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
+  // Where the owner is reached: every part that talks to the owner names the same bot and recipient.
+  const owner = { botId: config.botId, recipientId: config.recipientId };
   const events = new EventStore(ctx);
   const mutes = new MuteStore(ctx);
   const approvalStore = new ApprovalStore(ctx);
@@ -218,8 +220,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     maxAttempts: config.injectMaxAttempts,
     retryDelayMs: config.injectRetryDelayMs,
     personaWaitMs: config.personaWaitMs,
-    botId: config.botId,
-    recipientId: config.recipientId,
+    ...owner,
     audit,
     mute: { store: mutes, breakThrough: config.muteBreakThrough },
   });
@@ -235,7 +236,6 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     eventsWaiting: async () => ({ persona: await events.countPending("anon"), held: worker.heldCount }),
   });
 
-  const owner = { botId: config.botId, recipientId: config.recipientId };
   const messenger = new ApprovalMessenger(ctx, {
     store: approvalStore,
     audit,
@@ -245,14 +245,14 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   });
   const approvals = new ApprovalService({ store: approvalStore, audit, control: commands, changed: () => messenger.kick() });
 
-  ctx.plugin(StatusRoutes, { api, botId: config.botId, recipientId: config.recipientId, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(StatusRoutes, { api, ...owner, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
-  ctx.plugin(ChatCommands, { operator, approvals, audit, botId: config.botId, recipientId: config.recipientId, refusal: config.chatRefusal });
+  ctx.plugin(ChatCommands, { operator, approvals, audit, ...owner, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });
@@ -269,6 +269,6 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     events,
     options: { actions: config.consoleActions, authority: config.consoleAuthority, origins: config.consoleOrigins },
   });
-  ctx.plugin(YesImBotV3, { personas, target: { botId: config.botId, recipientId: config.recipientId, stimulusPriority: config.stimulusPriority } });
+  ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
 }
