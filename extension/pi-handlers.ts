@@ -1,11 +1,44 @@
 /**
- * A group of Pi handlers attached and detached as one, for handlers that only matter in some states
- * (an active session, a running service). `pi.on` returns the handler's own remover; Pi copies the
- * handler list at each emission, so attaching or detaching inside a handler is safe.
+ * Pi handlers and model tools that only matter in some states (an active session, a running
+ * service), switched on and off as the state changes.
+ */
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+/**
+ * A group of Pi handlers attached and detached as one. `pi.on` returns the handler's own remover;
+ * Pi copies the handler list at each emission, so attaching or detaching inside a handler is safe.
  */
 export interface Attachable {
   set(on: boolean): void;
   readonly attached: boolean;
+}
+
+/**
+ * A model tool offered only while a session wants it. Pi cannot unregister a tool, so it is
+ * registered the first time it is offered (which also activates it) and afterwards switched in and
+ * out of Pi's active tools.
+ */
+export interface OfferedTool {
+  offer(): void;
+  withdraw(): void;
+}
+
+export function offeredTool(pi: Pick<ExtensionAPI, "getActiveTools" | "setActiveTools">, name: string, register: () => void): OfferedTool {
+  let registered = false;
+  const setActive = (active: boolean) => {
+    const others = pi.getActiveTools().filter((tool) => tool !== name);
+    pi.setActiveTools(active ? [...others, name] : others);
+  };
+  return {
+    offer() {
+      if (registered) return setActive(true);
+      registered = true;
+      register();
+    },
+    withdraw() {
+      if (registered) setActive(false);
+    },
+  };
 }
 
 export function attachable(register: () => (() => void)[]): Attachable {

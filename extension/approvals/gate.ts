@@ -24,6 +24,7 @@ import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
 import { argsDigest, canonicalJson, commandLine, decideGate, matchCall, personPresent, type RuleMatch } from "./policy.ts";
 import { Waits, type Answer } from "./waits.ts";
+import { offeredTool } from "../pi-handlers.ts";
 
 export const ASK_TOOL_NAME = "ask_approval";
 
@@ -97,7 +98,6 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
   const ownDialogs = new Map<string, number>();
   let runSeq = 0;
   let inRun = false;
-  let registered = false;
 
   pi.on("agent_start", () => {
     if (!inRun) runSeq++;
@@ -243,28 +243,24 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     s.notices.notifier.send(needsYouNotice(event.kind, event.title, context), { final: false, throttled: false });
   });
 
-  const setActive = (active: boolean) => {
-    const others = pi.getActiveTools().filter((name) => name !== ASK_TOOL_NAME);
-    pi.setActiveTools(active ? [...others, ASK_TOOL_NAME] : others);
-  };
+  const askTool = offeredTool(pi, ASK_TOOL_NAME, () =>
+    pi.registerTool({
+      name: ASK_TOOL_NAME,
+      label: "Ask approval",
+      description: ASK_DESCRIPTION,
+      promptSnippet: "执行有风险或不可逆的操作前请用户批准",
+      parameters: AskParams,
+      execute: (toolCallId, params, _signal, _onUpdate, ctx) => executeAsk(toolCallId, params, ctx),
+    }),
+  );
 
   return {
     start() {
       const s = deps.session();
-      if (!s?.config.approval.enabled || s.subagent) return;
-      if (registered) return setActive(true);
-      registered = true;
-      pi.registerTool({
-        name: ASK_TOOL_NAME,
-        label: "Ask approval",
-        description: ASK_DESCRIPTION,
-        promptSnippet: "执行有风险或不可逆的操作前请用户批准",
-        parameters: AskParams,
-        execute: (toolCallId, params, _signal, _onUpdate, ctx) => executeAsk(toolCallId, params, ctx),
-      });
+      if (s?.config.approval.enabled && !s.subagent) askTool.offer();
     },
     async stop() {
-      if (registered) setActive(false);
+      askTool.withdraw();
     },
     decide: (payload) => waits.decide(payload),
   };

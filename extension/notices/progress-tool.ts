@@ -20,6 +20,7 @@ import { buildEvent, type NoticeContext } from "./notice.ts";
 import { type EventBody, type EventStatus } from "../../protocol/events.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 import { errorText } from "../../common/errors.ts";
+import { offeredTool } from "../pi-handlers.ts";
 
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;
@@ -183,7 +184,6 @@ export interface ProgressToolDeps {
  */
 export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): { start(ctx: ExtensionContext): void; stop(): Promise<void> } {
   let reports: ReportState = NO_REPORTS;
-  let registered = false;
   // "Per run": the count and the last stage start again with each settled unit of work.
   pi.on("agent_settled", () => {
     reports = NO_REPORTS;
@@ -235,28 +235,24 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     return { content: [{ type: "text", text: "已提交进度汇报；收件人由系统配置决定。" }], details: { sent: true, event_id: event.event_id } };
   };
 
-  const setActive = (active: boolean) => {
-    const others = pi.getActiveTools().filter((name) => name !== PROGRESS_TOOL_NAME);
-    pi.setActiveTools(active ? [...others, PROGRESS_TOOL_NAME] : others);
-  };
+  // Registering after the session is bound refreshes the tool list and activates the new tool.
+  const progressTool = offeredTool(pi, PROGRESS_TOOL_NAME, () =>
+    pi.registerTool({
+      name: PROGRESS_TOOL_NAME,
+      label: "Report progress",
+      description: PROGRESS_DESCRIPTION,
+      promptSnippet: "在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
+      parameters: ProgressParams,
+      execute: (toolCallId, params) => execute(toolCallId, params),
+    }),
+  );
 
   return {
     start() {
-      if (!deps.offered() || deps.target().kind !== "ready") return;
-      if (registered) return setActive(true);
-      registered = true;
-      // Registering after the session is bound refreshes the tool list and activates the new tool.
-      pi.registerTool({
-        name: PROGRESS_TOOL_NAME,
-        label: "Report progress",
-        description: PROGRESS_DESCRIPTION,
-        promptSnippet: "在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
-        parameters: ProgressParams,
-        execute: (toolCallId, params) => execute(toolCallId, params),
-      });
+      if (deps.offered() && deps.target().kind === "ready") progressTool.offer();
     },
     async stop() {
-      if (registered) setActive(false);
+      progressTool.withdraw();
     },
   };
 }
