@@ -31,7 +31,8 @@ import { freePort } from "../../harness/koishi.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
 import { call as callApi, heartbeatOf, type Answer } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
-import { LONG, commandsOnDisk, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
+import { LONG, commandsOnDisk, seedFrom, seededRandom } from "./support.ts";
+import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? (LONG ? 50 : 3));
 const EVENT_LANES = 2;
@@ -257,13 +258,21 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
   // Drain: the last server runs until every request is answered, every command delivered or cancelled.
   draining = true;
   const { stop, lanes } = await runLoad(live, undefined);
-  await eventually(
-    () => (unanswered.length === 0 && wanted.every((w) => w.refused || (w.commandId && (cancelled.has(w.commandId) || acked.has(w.commandId)))) ? true : undefined),
-    `everything answered, delivered or cancelled (seed ${seed})`,
-    3000,
-  );
-  stop.now = true;
-  await Promise.all(lanes);
+  const unfinished = () => wanted.filter((w) => !(w.refused || (w.commandId && (cancelled.has(w.commandId) || acked.has(w.commandId)))));
+  try {
+    await eventually(
+      () => (unanswered.length === 0 && unfinished().length === 0 ? true : undefined),
+      `everything answered, delivered or cancelled (seed ${seed})`,
+      3000,
+    ).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}: ${unanswered.length} events unanswered, commands unfinished ${JSON.stringify(unfinished())}`);
+    });
+  } finally {
+    // Lanes left running after a failure would keep the connection pool (and the test) open forever.
+    stop.now = true;
+    const ended = await Promise.allSettled(lanes);
+    for (const lane of ended) if (lane.status === "rejected") throw lane.reason;
+  }
   for (const eventId of everAccepted) {
     await eventually(async () => {
       const receipt = await call("GET", `/events/${encodeURIComponent(eventId)}`, "agent");
