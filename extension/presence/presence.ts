@@ -21,6 +21,12 @@ import { modelLabel, projectName } from "../session-labels.ts";
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
+/**
+ * How long a session stays idle before the server hears it: runs that follow each other at once
+ * (queued follow-ups, scripted prompts) then cost no heartbeat at all, while a person waiting for
+ * the idle state cannot tell the difference.
+ */
+export const IDLE_SETTLE_MS = 150;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
 export interface Connection {
@@ -45,6 +51,19 @@ export function nextSend(loop: SendLoop, trigger: SendTrigger): { loop: SendLoop
     return loop.inFlight ? { loop: { inFlight: true, resend: true }, send: false } : { loop: { inFlight: true, resend: false }, send: true };
   }
   return loop.resend ? { loop: { inFlight: true, resend: false }, send: true } : { loop: IDLE_LOOP, send: false };
+}
+
+/** A run starting or settling. */
+export type RunEdge = "started" | "settled";
+
+/**
+ * What a run edge asks for, given the state the server last heard (undefined: unknown, or that
+ * heartbeat failed). A start is sent at once: it ends the idle long poll the server may hold. A
+ * settle waits IDLE_SETTLE_MS, so a run that starts within it leaves the server's state untouched.
+ */
+export function runEdgeAction(edge: RunEdge, heard: SessionRunState | undefined): "send" | "settle" | "none" {
+  if (edge === "started") return heard === "running" ? "none" : "send";
+  return heard === "idle" ? "none" : "settle";
 }
 
 /** What the session was last seen doing. Only real work moves `lastActivityAt`, never the timer. */
@@ -120,6 +139,8 @@ export interface PresenceDeps {
   /** The texts in the bound session's language. */
   text: () => Messages;
   now?: () => number;
+  /** Defaults to IDLE_SETTLE_MS. */
+  idleSettleMs?: number;
 }
 
 export interface Presence {
@@ -155,6 +176,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let lastFailure: string | undefined;
   let accepted = false;
   let serverProtocol = 2;
+  // The run state of the newest heartbeat sent; cleared when one fails (the server may not know it).
+  let heard: SessionRunState | undefined;
+  let settleTimer: ReturnType<typeof setTimeout> | undefined;
   let waiters: ((accepted: boolean) => void)[] = [];
 
   const settleWaiters = (accepted: boolean) => {
@@ -187,6 +211,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       return;
     }
     const controller = new AbortController();
+    heard = body.state;
     const done = connection.client
       .request("POST", "sessions/heartbeat", {
         body: buildHeartbeat(body),
@@ -205,6 +230,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
         (error: unknown) => {
           if (controller.signal.aborted) return;
           accepted = false;
+          heard = undefined;
           const message = deps.text().presence.failed(errorText(error));
           // A refused token is told once by the client, for every channel at once.
           if (message !== lastFailure && !tokenRejected(asDeliveryError(error))) deps.report(message);
@@ -232,15 +258,33 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     if (running) activity = noteActivity(activity, signal, now());
   };
 
+  const cancelSettle = () => {
+    clearTimeout(settleTimer);
+    settleTimer = undefined;
+  };
+  const runEdge = (edge: RunEdge) => {
+    const action = runEdgeAction(edge, heard);
+    if (action === "send") {
+      cancelSettle();
+      beat();
+    } else if (action === "settle" && settleTimer === undefined) {
+      settleTimer = setTimeout(() => {
+        settleTimer = undefined;
+        if (snapshot()?.state !== heard) beat();
+      }, deps.idleSettleMs ?? IDLE_SETTLE_MS);
+      settleTimer.unref();
+    } else if (edge === "started") cancelSettle();
+  };
+
   pi.on("agent_start", (_event, c) => {
     ctx = c;
-    beat();
+    if (running) runEdge("started");
   });
   pi.on("agent_settled", (_event, c) => {
     ctx = c;
     if (!running) return;
     activity = { ...activity, runningTools: new Map() };
-    beat();
+    runEdge("settled");
   });
   pi.on("model_select", (_event, c) => {
     ctx = c;
@@ -259,6 +303,8 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     if (!running) return;
     running = false;
     accepted = false;
+    heard = undefined;
+    cancelSettle();
     clearInterval(timer);
     timer = undefined;
     settleWaiters(false);

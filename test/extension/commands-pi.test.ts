@@ -30,7 +30,7 @@ interface Observed {
 }
 
 /** The two services wired the way index.ts does, started as soon as the session starts (an active session). */
-function servicesExtension(api: ScriptedApi, journalFile: string, observed: Observed, heartbeatIntervalMs = 60_000): ExtensionFactory {
+function servicesExtension(api: ScriptedApi, journalFile: string, observed: Observed, heartbeatIntervalMs = 60_000, idleSettleMs?: number): ExtensionFactory {
   return (pi) => {
     const client = createWebhookClient({ endpoint: api.endpoint, token: api.token, timeoutMs: 5_000 });
     const runtimeId = createRuntimeId();
@@ -42,7 +42,7 @@ function servicesExtension(api: ScriptedApi, journalFile: string, observed: Obse
     };
     const connection = () => ({ client, config });
     const text = () => messagesFor("zh-CN");
-    const presence = installPresence(pi, { runtimeId, connection, report, text });
+    const presence = installPresence(pi, { runtimeId, connection, report, text, ...(idleSettleMs === undefined ? {} : { idleSettleMs }) });
     const channel = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
     observed.presence = presence;
     observed.channel = channel;
@@ -75,6 +75,7 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
         sessionFile?: string;
         tools?: ToolDefinition[];
         heartbeatIntervalMs?: number;
+        idleSettleMs?: number;
         after?: (observed: Observed) => ExtensionFactory;
         commandProtocol?: number;
       } = {},
@@ -89,7 +90,7 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
         root,
         ...(options.sessionFile ? { sessionFile: options.sessionFile } : {}),
         tools: options.tools ?? [],
-        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs), ...(options.after ? [options.after(observed)] : [])],
+        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs, options.idleSettleMs), ...(options.after ? [options.after(observed)] : [])],
       });
       let disposed = false;
       const dispose = async () => {
@@ -145,7 +146,8 @@ test("an idle session receives an instruction through the held claim, journals i
   assert.equal(JSON.stringify(seen.content).includes("c-1"), false, "no id reaches the model");
   assert.ok(JSON.stringify(seen.content).includes("请重新运行测试"));
   assert.deepEqual(observed.reports, []);
-  // Running, then idle again, each reported at once.
+  // Running at once, then idle again once the session stayed idle (IDLE_SETTLE_MS).
+  await api.until(() => api.heartbeats.length === 3, "the idle heartbeat after the run");
   assert.deepEqual(api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
 });
 
@@ -289,6 +291,30 @@ test("heartbeats follow the real state, never move activity on the timer, and en
   const file = readFileSync(sessionFile, "utf8");
   assert.ok(file.includes("编译完成"));
   assert.equal(file.includes("heartbeat"), false, "heartbeats never enter the session file");
+});
+
+/** Until the start's heartbeat is answered and has left the send loop, a run's heartbeat would only be queued behind it. */
+async function firstHeartbeatAnswered(observed: Observed) {
+  assert.equal(await observed.presence!.whenAccepted(), true);
+  await new Promise(setImmediate);
+}
+
+test("runs that follow each other at once send one running state; the idle state follows once the session stays idle", { timeout: 30_000 }, async (t) => {
+  const fixture = fixtures(t);
+  // A settle far longer than any gap between two awaited prompts, so the burst cannot be split by a busy machine.
+  const burst = await fixture.setup({ idleSettleMs: 60_000 });
+  await firstHeartbeatAnswered(burst.observed);
+  burst.pi.script(Array.from({ length: 5 }, (_, i) => ai.fauxAssistantMessage(`第 ${i + 1} 轮`)));
+  for (let i = 0; i < 5; i++) await burst.pi.prompt(`第 ${i + 1} 轮`);
+  await burst.api.until(() => burst.api.heartbeats.length === 2, "the running heartbeat");
+  assert.deepEqual(burst.api.heartbeats.map((h) => h.state), ["idle", "running"], "five back-to-back runs: one running heartbeat, no idle in between");
+
+  const single = await fixture.setup({ idleSettleMs: 50 });
+  await firstHeartbeatAnswered(single.observed);
+  single.pi.script([ai.fauxAssistantMessage("完成")]);
+  await single.pi.prompt("一轮");
+  await single.api.until(() => single.api.heartbeats.length === 3, "the idle heartbeat after the settle");
+  assert.deepEqual(single.api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
 });
 
 test("an instruction still queued when the user presses Esc is written into the session without a run, ACKed and reported", { timeout: 30_000 }, async (t) => {

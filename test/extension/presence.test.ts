@@ -8,6 +8,7 @@ import {
   currentTool,
   nextSend,
   noteActivity,
+  runEdgeAction,
   type Activity,
   type SendLoop,
   type SendTrigger,
@@ -41,6 +42,18 @@ test("a burst of urgent heartbeats during one request costs exactly one follow-u
   apply("finished");
   assert.equal(sends, 2);
   assert.deepEqual(loop, IDLE_LOOP);
+});
+
+test("a run start is sent at once unless the server already heard running; a settle waits, unless it already heard idle", () => {
+  const rows = [
+    { edge: "started", heard: undefined, action: "send" },
+    { edge: "started", heard: "idle", action: "send" },
+    { edge: "started", heard: "running", action: "none" },
+    { edge: "settled", heard: undefined, action: "settle" },
+    { edge: "settled", heard: "running", action: "settle" },
+    { edge: "settled", heard: "idle", action: "none" },
+  ] as const;
+  for (const row of rows) assert.equal(runEdgeAction(row.edge, row.heard), row.action, JSON.stringify(row));
 });
 
 test("activity moves only on model output and tool start or end, and names the newest running tool", () => {
