@@ -2,11 +2,14 @@
  * `npm run bench`: what anon-notify costs a real Pi session (SDK + faux model). The same scripted
  * session — TURNS prompts, every fourth with a tool call — runs without any extension ("absent"),
  * with an extension that registers nothing ("empty"), with anon-notify loaded but the session not
- * switched on ("inactive", what most sessions are), switched on against a webhook that answers
- * ("active"), and switched on against a black-holed webhook that accepts connections and never
- * answers ("black-holed"), interleaved over ROUNDS repetitions after one warm-up. Reports the
- * median wall time of the prompts and the ratio to "absent". The webhook runs in its own process,
- * as the real server does, so only the extension's own work lands on Pi's event loop.
+ * switched on ("inactive", what most sessions are), switched on against the real server (`npm start`,
+ * "active": heartbeats answered, command long polls held, every notice stored and handed over),
+ * and switched on against a black-holed server that accepts connections and never answers
+ * ("black-holed"), interleaved over ROUNDS repetitions after one warm-up. Reports the median wall
+ * time of the prompts and the ratio to "absent". Every variant has its server process running
+ * (the real one, or the black hole), so only the extension's own work lands on Pi's event loop and
+ * the machine's load is the same for all. The prompts follow each other at once, as queued
+ * follow-ups do.
  *
  * Each model call answers after BENCH_MODEL_MS (default "20,0": both). The targets (≤ 1.03 active,
  * ≤ 1.05 black-holed) are judged with provider latency, as a real turn has; with 0 ms a faux turn is
@@ -15,11 +18,15 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
 import { ai, echoTool, makeRoot, startPi, PI_FLAVOUR } from "../harness/pi.ts";
 import { configureExtension } from "../harness/webhook.ts";
+import { freePort } from "../harness/koishi.ts";
+import { rowsOnDisk, spawnStandalone } from "../harness/standalone.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
 const LATENCIES_MS = (process.env.BENCH_MODEL_MS ?? "20,0").split(",").map(Number);
@@ -34,39 +41,54 @@ const VARIANTS: Variant[] = process.env.BENCH_VARIANTS
 const LOADED: readonly Variant[] = ["inactive", "active", "black-holed"];
 const SWITCHED_ON: readonly Variant[] = ["active", "black-holed"];
 
-/** The webhook in a child process: the test webhook answering at once, or a socket that never answers. */
-async function startWebhookProcess(blackHoled: boolean) {
-  const helper = new URL("../harness/webhook.ts", import.meta.url).href;
-  const source = blackHoled
-    ? `import { createServer } from "node:net";
+/** Where a session's notices go, and how many events it accepted once stopped. */
+interface Server {
+  endpoint: string;
+  token?: string;
+  /** Stops the server; resolves to how many events it stored. */
+  stop(): Promise<number>;
+}
+
+/**
+ * The real server (`npm start`: Koishi, SQLite, the log persona) in its own process, as a user
+ * runs it: heartbeats are answered, the command channel holds its long polls, every event is
+ * stored and handed over.
+ */
+async function startRealServer(): Promise<Server> {
+  const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-bench-"));
+  // 200 runs in seconds is a flood to the default rate limit; a person's runs are minutes apart.
+  writeFileSync(join(dataDir, "server.json"), JSON.stringify({ notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000 } }));
+  const server = await spawnStandalone(dataDir, await freePort());
+  return {
+    endpoint: `${server.baseUrl}/events`,
+    token: readFileSync(join(dataDir, "token"), "utf8").trim(),
+    async stop() {
+      await server.stop();
+      const stored = rowsOnDisk(join(dataDir, "koishi.db"), "SELECT event_id FROM anon_notify_event").length;
+      rmSync(dataDir, { recursive: true, force: true });
+      return stored;
+    },
+  };
+}
+
+/** A socket that accepts connections and never answers, in its own process. */
+async function startBlackHole(): Promise<Server> {
+  const source = `import { createServer } from "node:net";
        const held = new Set();
        const server = createServer((socket) => { held.add(socket); socket.on("error", () => {}); });
        server.listen(0, "127.0.0.1", () => process.stdout.write("http://127.0.0.1:" + server.address().port + "/api/agent-notify/v1/events\\n"));
        process.stdin.resume();
-       process.stdin.on("end", () => { for (const s of held) s.destroy(); server.close(); process.stdout.write("0\\n"); });`
-    : `import { startWebhook } from ${JSON.stringify(helper)};
-       const webhook = await startWebhook();
-       process.stdout.write(webhook.endpoint + "\\n");
-       process.stdin.resume();
-       process.stdin.on("end", async () => { const n = webhook.events.length; await webhook.close(); process.stdout.write(n + "\\n"); });`;
+       process.stdin.on("end", () => { for (const s of held) s.destroy(); server.close(); });`;
   const child = spawn(process.execPath, ["--input-type=module", "-e", source], { stdio: ["pipe", "pipe", "inherit"] });
-  const lines: string[] = [];
-  let buffered = "";
   child.stdout.setEncoding("utf8");
-  child.stdout.on("data", (chunk: string) => {
-    buffered += chunk;
-    const parts = buffered.split("\n");
-    buffered = parts.pop() ?? "";
-    lines.push(...parts);
-  });
-  while (lines.length === 0) await once(child.stdout, "data");
+  let first = "";
+  while (!first.includes("\n")) first += (await once(child.stdout, "data"))[0];
   return {
-    endpoint: lines[0]!,
-    /** Stops the webhook and returns how many events it accepted. */
-    async stop(): Promise<number> {
+    endpoint: first.trim(),
+    async stop() {
       child.stdin.end();
       await once(child, "exit");
-      return Number(lines[1] ?? 0);
+      return 0;
     },
   };
 }
@@ -85,9 +107,9 @@ interface Sample {
 
 /** One session of TURNS prompts; returns the wall and CPU time of the prompts alone. */
 async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
-  const webhook = await startWebhookProcess(variant === "black-holed");
+  const webhook = variant === "black-holed" ? await startBlackHole() : await startRealServer();
   const root = makeRoot();
-  configureExtension(root, webhook.endpoint);
+  configureExtension(root, webhook.endpoint, {}, webhook.token);
   const pi = await startPi({
     root,
     extension: LOADED.includes(variant),

@@ -107,7 +107,7 @@ export async function startWebhook(): Promise<Webhook> {
  * Points the extension of a Pi test root at `endpoint`: the user config under the root's agent
  * folder (fast retries, so a test never waits on back-off) and the environment the extension reads.
  */
-export function configureExtension(root: string, endpoint: string, overrides: Record<string, unknown> = {}): void {
+export function configureExtension(root: string, endpoint: string, overrides: Record<string, unknown> = {}, token = TEST_TOKEN): void {
   const agentDir = join(root, "agent");
   const dataDir = join(agentDir, "extension-data", "anon-notify");
   mkdirSync(dataDir, { recursive: true });
@@ -120,7 +120,7 @@ export function configureExtension(root: string, endpoint: string, overrides: Re
       ...overrides,
     }),
   );
-  writeFileSync(join(dataDir, "token"), TEST_TOKEN, { mode: 0o600 });
+  writeFileSync(join(dataDir, "token"), token, { mode: 0o600 });
   process.env.PI_CODING_AGENT_DIR = agentDir;
   for (const name of ["ANON_NOTIFY_ENABLED", "ANON_NOTIFY_ENDPOINT", "ANON_NOTIFY_TOKEN", "ANON_NOTIFY_SUBAGENT"]) delete process.env[name];
 }

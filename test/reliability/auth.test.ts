@@ -16,7 +16,7 @@ import { freePort } from "../../harness/koishi.ts";
 import { eventually, validEvent } from "../../harness/event-client.ts";
 import { heartbeatOf } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
-import { spawnStandalone, type Standalone } from "./support.ts";
+import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
 
 /** Every route of docs/protocol.md with a path that exists, and the token it needs. */
 const ROUTES: { method: "GET" | "POST" | "DELETE"; path: string; auth: "agent" | "operator" }[] = [

@@ -24,7 +24,8 @@ import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { commandMessages } from "../../harness/session-commands.ts";
 import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
-import { LONG, commandsOnDisk, seedFrom, seededRandom, spawnStandalone, type Standalone } from "./support.ts";
+import { LONG, commandsOnDisk, seedFrom, seededRandom } from "./support.ts";
+import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
 
 const KILLS = Number(process.env.EXT_CRASH_KILLS ?? (LONG ? 50 : 2));
 const COMMANDS_PER_ROUND = 3;

@@ -6,13 +6,9 @@
  * runs the short ones so CI keeps guarding every property.
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
-import { createRequire } from "node:module";
-import { resolve } from "node:path";
-import type { Readable } from "node:stream";
 import fc from "fast-check";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
-import { eventually } from "../../harness/event-client.ts";
+import { rowsOnDisk } from "../../harness/standalone.ts";
 
 export const LONG = process.env.RELIABILITY === "long";
 
@@ -79,53 +75,6 @@ export function formatTally(counts: Map<string, number>): string {
   return [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, count]) => `${key}×${count}`).join(" ");
 }
 
-const STANDALONE = resolve(import.meta.dirname, "../../server/standalone.ts");
-
-/** `npm start` as a child process on `port` and `dataDir`, its output captured. */
-export interface Standalone {
-  child: ChildProcessByStdio<null, Readable, Readable>;
-  baseUrl: string;
-  /** Event ids of the blocks the log persona printed, in order: each is a hand-over. */
-  injected: string[];
-  output(): string;
-  exited: Promise<void>;
-  /** Ctrl-C: a clean stop. */
-  stop(): Promise<void>;
-  kill(): Promise<void>;
-}
-
-/**
- * Starts the standalone server and waits for its start text (the operator token line comes last).
- * Pipe writes are synchronous on Linux, so a block on stdout is a hand-over that happened.
- */
-export async function spawnStandalone(dataDir: string, port: number): Promise<Standalone> {
-  const child = spawn(process.execPath, [STANDALONE, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"] });
-  const exited = new Promise<void>((done) => child.once("exit", () => done()));
-  const injected: string[] = [];
-  let output = "";
-  let partial = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    output += chunk;
-    const lines = (partial + chunk).split("\n");
-    partial = lines.pop()!;
-    for (const line of lines) {
-      const match = /^\s*"event_id": "([^"]+)",$/.exec(line);
-      if (match) injected.push(match[1]!);
-    }
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
-  const running = () => child.exitCode === null && child.signalCode === null;
-  const signal = async (name: NodeJS.Signals) => {
-    if (running()) child.kill(name);
-    await exited;
-  };
-  const baseUrl = await eventually(() => {
-    if (!running()) throw new Error(`the server exited: ${output}`);
-    return /运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined;
-  }, `server start: ${output}`, 2000);
-  return { child, baseUrl, injected, output: () => output, exited, stop: () => signal("SIGINT"), kill: () => signal("SIGKILL") };
-}
-
 /** A row of the command table as read straight from the SQLite file. */
 export interface CommandRow {
   command_id: string;
@@ -136,18 +85,7 @@ export interface CommandRow {
   request_key: string | null;
 }
 
-const sqlite = await (async () => {
-  const init = createRequire(import.meta.url)("@minatojs/sql.js");
-  return (init.default ?? init)() as Promise<{ Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void } }>;
-})();
-
 /** The command table as it lies on disk: after a kill, what the restart will load. */
 export function commandsOnDisk(dbPath: string): CommandRow[] {
-  const db = new sqlite.Database(dbPath);
-  try {
-    const [result] = db.exec("SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command");
-    return (result?.values ?? []).map((values) => Object.fromEntries(result!.columns.map((column, i) => [column, values[i]])) as unknown as CommandRow);
-  } finally {
-    db.close();
-  }
+  return rowsOnDisk(dbPath, "SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command") as unknown as CommandRow[];
 }
