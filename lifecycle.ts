@@ -30,6 +30,8 @@ export interface RunFacts {
   abortSeen: boolean;
   /** Pi 0.87.1 skips `agent_before_settle` exactly when the run was aborted; reset per low-level run. */
   beforeSettleSeen: boolean;
+  /** An error reply (a retry may follow) or a compaction: what can be aborted with no live run to see it. */
+  betweenRunsRisk: boolean;
   lastAssistant: AssistantFacts | null;
   finalBatch: ToolBatchFacts | null;
   toolCalls: number;
@@ -43,6 +45,7 @@ export function startRun(now: number): RunFacts {
     lowLevelRuns: 0,
     abortSeen: false,
     beforeSettleSeen: false,
+    betweenRunsRisk: false,
     lastAssistant: null,
     finalBatch: null,
     toolCalls: 0,
@@ -62,12 +65,13 @@ export function withTask(facts: RunFacts, text: string): RunFacts {
 export function withAssistant(facts: RunFacts, assistant: AssistantFacts): RunFacts {
   return {
     ...facts,
+    betweenRunsRisk: facts.betweenRunsRisk || assistant.stopReason === "error",
     lastAssistant: assistant,
     finalBatch: assistant.toolCalls > 0 ? { finished: 0, terminating: 0, errors: 0 } : null,
   };
 }
 
-/** `turn_end` persists the assistant message; its entry id becomes known only there. */
+/** The entry that persisted the last assistant message, found when the run settles. */
 export function withAssistantEntry(facts: RunFacts, entryId: string): RunFacts {
   return facts.lastAssistant ? { ...facts, lastAssistant: { ...facts.lastAssistant, entryId } } : facts;
 }
@@ -94,6 +98,20 @@ export function withBeforeSettle(facts: RunFacts): RunFacts {
   return { ...facts, beforeSettleSeen: true };
 }
 
+export function withCompaction(facts: RunFacts): RunFacts {
+  return { ...facts, betweenRunsRisk: true };
+}
+
+/**
+ * Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run
+ * can be aborted while no low-level run is live (a retry back-off after an error, a compaction, a
+ * continuation). Any other abort hits a live run, whose signal or stop reason tells it. Watching
+ * costs a context preview per settle, so a plain run goes without.
+ */
+export function needsSettleTell(facts: RunFacts): boolean {
+  return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
+}
+
 export type FailureReason =
   | "length"
   | "error"
@@ -116,7 +134,7 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   if (facts.lowLevelRuns === 0) return { kind: "silent" };
   if (settledAborted === true || facts.abortSeen) return { kind: "interrupted" };
   // An abort between low-level runs (retry back-off, compaction) leaves no aborted signal behind.
-  if (settledAborted === undefined && !facts.beforeSettleSeen) return { kind: "interrupted" };
+  if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return { kind: "interrupted" };
   const last = facts.lastAssistant;
   if (!last) return { kind: "silent" };
   const failed = (reason: FailureReason): RunOutcome => ({

@@ -5,8 +5,10 @@
  *
  * A run is one top-level unit of work: from its first `agent_start` to `agent_settled` (retries,
  * compaction and continuations are low-level runs inside it). The recorder listens only while
- * someone observes. `turn_end` and `agent_before_settle` listeners make Pi build a context preview
- * at every turn, so they are attached only while an observer needs the exact outcome.
+ * someone observes. An `agent_before_settle` listener makes Pi build a context preview at every
+ * settle (a `turn_end` one, at every turn: none is used), so it is attached only while an observer
+ * needs the exact outcome and the run can be aborted with no live low-level run to show it
+ * (`needsSettleTell`).
  */
 import type {
   AgentSettledEvent,
@@ -22,6 +24,8 @@ import {
   withAssistant,
   withAssistantEntry,
   withBeforeSettle,
+  withCompaction,
+  needsSettleTell,
   withLowLevelStart,
   withTask,
   withToolEnd,
@@ -33,6 +37,8 @@ import { attachable, type Attachable } from "./pi-handlers.ts";
 /** One top-level run as recorded so far. */
 export interface RecordedRun {
   facts: RunFacts;
+  /** The newest assistant message object, to find its persisted entry when the run settles. */
+  lastMessage?: unknown;
   /** The newest assistant message with text, and when it was produced. */
   answer: { text: string; at: number | undefined } | undefined;
 }
@@ -71,6 +77,26 @@ export function messageText(content: unknown): string {
     .trim();
 }
 
+/** The part of a session entry that links it into the branch. */
+export interface BranchEntry {
+  id: string;
+  parentId: string | null;
+  type: string;
+  message?: unknown;
+}
+
+/**
+ * The id of the entry that persisted `message` (the same object Pi handed to message_end), walking
+ * back from the leaf: at a settle that entry is at or near the leaf, so this costs a step or two,
+ * where a turn_end handler would make Pi build the whole context preview at every turn.
+ */
+export function persistedEntryId(message: unknown, leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string | undefined {
+  for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
+    if (current.type === "message" && current.message === message) return current.id;
+  }
+  return undefined;
+}
+
 const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
 
 /** The recorder of this Pi binding: one per extension runtime, shared by every channel. */
@@ -95,6 +121,7 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
       const first = !run;
       const current = (run ??= { facts: startRun(Date.now()), answer: undefined });
       current.facts = withLowLevelStart(current.facts);
+      syncSettleTell();
       // Esc and ctx.abort() abort this low-level run's signal; a retry gets a new one.
       ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
       if (first) each((o) => o.start?.(current, ctx));
@@ -110,6 +137,8 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
         const text = messageText(message.content);
         const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
         run.facts = withAssistant(run.facts, { stopReason: message.stopReason ?? "stop", errorMessage: message.errorMessage ?? null, text, entryId: null, toolCalls });
+        run.lastMessage = message;
+        syncSettleTell();
         if (text) run.answer = { text, at: message.timestamp };
       }
     }),
@@ -128,32 +157,43 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
     pi.on("agent_end", (_event, ctx) => {
       if (ctx.signal?.aborted) abort();
     }),
+    pi.on("session_before_compact", () => {
+      if (!run) return;
+      run.facts = withCompaction(run.facts);
+      syncSettleTell();
+    }),
     // agent_end is not final (retry, compaction or queued work may follow); agent_settled is, once per run.
     pi.on("agent_settled", (event, ctx) => {
       const finished = run;
       run = undefined;
+      if (finished?.lastMessage && exactWanted()) {
+        const sessionManager = ctx.sessionManager;
+        const entryId = persistedEntryId(finished.lastMessage, sessionManager.getLeafEntry(), (id) => sessionManager.getEntry(id));
+        // The final notice's id comes from the persisted assistant entry.
+        if (entryId) finished.facts = withAssistantEntry(finished.facts, entryId);
+      }
       const aborted = (event as AgentSettledEvent & { aborted?: unknown }).aborted;
       const settled = finished && { run: finished, outcome: classifyRun(finished.facts, typeof aborted === "boolean" ? aborted : undefined) };
+      syncSettleTell();
       each((o) => o.settled?.(settled, ctx));
     }),
   ]);
 
-  const boundaries: Attachable = attachable(() => [
-    pi.on("turn_end", (event, ctx) => {
-      if (!run) return;
-      if (ctx.signal?.aborted) abort();
-      // The final notice's id comes from the persisted assistant entry, known only here.
-      run.facts = withAssistantEntry(run.facts, event.messageEntryId);
-    }),
+  const settleTell: Attachable = attachable(() => [
     // Pi 0.87.1 skips agent_before_settle exactly when the run was aborted.
     pi.on("agent_before_settle", () => {
       if (run) run.facts = withBeforeSettle(run.facts);
     }),
   ]);
+  const exactWanted = () => [...observers.values()].some((o) => o.exact);
+  // Attached from the moment a run can be aborted between low-level runs until it settles.
+  function syncSettleTell() {
+    settleTell.set(run !== undefined && exactWanted() && needsSettleTell(run.facts));
+  }
 
   const sync = () => {
     basic.set(observers.size > 0);
-    boundaries.set([...observers.values()].some((o) => o.exact));
+    syncSettleTell();
     // Nobody listens: a run half-seen would be judged wrongly by a later observer.
     if (observers.size === 0) run = undefined;
   };

@@ -8,12 +8,14 @@ import {
   withAbort,
   withAssistant,
   withBeforeSettle,
+  withCompaction,
   withLowLevelStart,
   withTask,
   withToolEnd,
   type RunFacts,
   type RunOutcome,
 } from "../../lifecycle.ts";
+import { persistedEntryId, type BranchEntry } from "../../extension/run-recorder.ts";
 
 const assistant = (stopReason: string, toolCalls = 0, errorMessage: string | null = null) => ({
   stopReason,
@@ -55,6 +57,21 @@ const cases: { name: string; facts: RunFacts; settledAborted?: boolean; expected
     name: "1.x: settled aborted=false is trusted over a missing agent_before_settle",
     facts: withAssistant(withLowLevelStart(startRun(0)), assistant("stop")),
     settledAborted: false,
+    expected: "completed",
+  },
+  {
+    name: "0.87.1: a plain run is judged without agent_before_settle (its aborts hit a live run)",
+    facts: withAssistant(withLowLevelStart(startRun(0)), assistant("stop")),
+    expected: "completed",
+  },
+  {
+    name: "0.87.1: after a compaction, no agent_before_settle means it was aborted",
+    facts: withCompaction(withAssistant(withLowLevelStart(startRun(0)), assistant("stop"))),
+    expected: "interrupted",
+  },
+  {
+    name: "0.87.1: a compaction that reached agent_before_settle is completed",
+    facts: withBeforeSettle(withCompaction(withAssistant(withLowLevelStart(startRun(0)), assistant("stop")))),
     expected: "completed",
   },
   {
@@ -115,4 +132,27 @@ test("toolErrorDue honours the switch and the cooldown", () => {
   assert.equal(toolErrorDue(true, null, 0, 100), true);
   assert.equal(toolErrorDue(true, 50, 149, 100), false);
   assert.equal(toolErrorDue(true, 50, 150, 100), true);
+});
+
+test("persistedEntryId walks back from the leaf to the entry holding that very message object", () => {
+  const reply = { role: "assistant" };
+  const lookalike = { role: "assistant" };
+  const entries = new Map<string, BranchEntry>([
+    ["u1", { id: "u1", parentId: null, type: "message", message: { role: "user" } }],
+    ["a0", { id: "a0", parentId: "u1", type: "message", message: lookalike }],
+    ["a1", { id: "a1", parentId: "a0", type: "message", message: reply }],
+    ["c1", { id: "c1", parentId: "a1", type: "custom", message: reply }],
+    ["l1", { id: "l1", parentId: "c1", type: "label" }],
+  ]);
+  const rows: { leaf: string | undefined; message: unknown; expected: string | undefined }[] = [
+    { leaf: "a1", message: reply, expected: "a1" },
+    { leaf: "l1", message: reply, expected: "a1" },
+    { leaf: "l1", message: lookalike, expected: "a0" },
+    { leaf: "l1", message: { role: "assistant" }, expected: undefined },
+    { leaf: undefined, message: reply, expected: undefined },
+  ];
+  for (const row of rows) {
+    const leaf = row.leaf === undefined ? undefined : entries.get(row.leaf);
+    assert.equal(persistedEntryId(row.message, leaf, (id) => entries.get(id)), row.expected, JSON.stringify({ leaf: row.leaf, expected: row.expected }));
+  }
 });

@@ -11,6 +11,7 @@ import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { ai, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
+import { finalEventId } from "../../extension/notices/notice.ts";
 import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 
 interface Setup {
@@ -178,6 +179,9 @@ test("a run that continued past a non-terminating batch is judged by its last re
   assert.equal(s.pi.modelCalls.length, 2, "one non-terminating result keeps the run going");
   assert.equal(event!.body.status, "completed");
   assert.match(event!.body.summary, /after the batch/);
+  // The id names the entry that persisted the last reply, so a resend after a crash is the same event.
+  const replies = s.pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant");
+  assert.equal(event!.body.event_id, finalEventId(s.pi.session.sessionManager.getSessionId(), replies.at(-1)!.id, "completed"));
 });
 
 for (const scenario of ABORT_SCENARIOS) {
