@@ -3,8 +3,8 @@
  * steer messages. Idle, the runtime holds one claim request open (long poll), so an instruction
  * arrives within milliseconds and an idle session costs one request per `longPollMs`; when a run
  * starts, a protocol-3 server answers the held request (the run's heartbeat ends it) and whatever
- * it carries is read, while an older server's is abandoned. Busy, it claims one command at a turn
- * boundary and hands it to Pi only at a safe point (a turn end, or once settled). Each
+ * it carries is read, while an older server's is abandoned. Busy, it claims one command at the end
+ * of each tool turn and hands it to Pi only at a safe point (a turn end, or once settled). Each
  * command reaches the session once: its id is journaled and flushed before the ACK, and a command
  * whose id is already journaled, or already in the session, is ACKed without being delivered again.
  *
@@ -34,6 +34,7 @@ import {
   planDelivery,
   repollDelay,
   unansweredAfterInterrupt,
+  wantsTurnEnd,
   type ClaimKind,
   type RunFact,
 } from "./extension/commands/decisions.ts";
@@ -82,6 +83,8 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   let generation = 0;
   let claim: { controller: AbortController; heldOpen: boolean } | undefined;
   let held: Lease | undefined;
+  // The turn in progress ended in tool calls, so the run goes on after them.
+  let toolTurn = false;
   const sent = new Map<string, Lease>();
   const confirming = new Set<Promise<void>>();
   let failures = 0;
@@ -166,6 +169,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       const plan = planDelivery({ alreadyDelivered: false, idle: isIdle(), atBoundary });
       if (plan === "deliver") {
         held = undefined;
+        syncBoundary();
         deliver(lease);
       }
     }
@@ -233,6 +237,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     evaluate(false);
   }
 
+  function syncBoundary() {
+    boundary.set(wantsTurnEnd({ running, held: held !== undefined, toolTurn }));
+  }
+
   function claimed(lease: Lease) {
     const { command_id } = lease.command;
     const plan = planDelivery({
@@ -244,7 +252,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       // Pi already took this one in (a lease retry, a reload, a restart): confirm, never deliver twice.
       if (!sent.has(command_id)) confirm(lease);
     } else if (plan === "deliver") deliver(lease);
-    else held = lease;
+    else {
+      held = lease;
+      syncBoundary();
+    }
   }
 
   function deliver(lease: Lease) {
@@ -310,6 +321,8 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     if (message.role === "assistant") {
       run.facts.push({ kind: "assistant", stopReason: message.stopReason });
       if (message.stopReason === "aborted") run.aborted = true;
+      toolTurn = message.stopReason === "toolUse";
+      syncBoundary();
       return;
     }
     if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
@@ -322,8 +335,9 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     run.instructions.set(details.data.command_id, lease);
     confirm(lease);
   });
-  // Attached only while the channel runs: a turn_end listener makes Pi build a context preview at
-  // every turn. Stopped, agent_end and the aborted stop reason still mark an interrupted run.
+  // Attached only when a turn end is of use (wantsTurnEnd): a turn_end listener makes Pi build a
+  // context preview at every turn. Without it, agent_end and the aborted stop reason still mark an
+  // interrupted run.
   const boundary = attachable(() => [
     pi.on("turn_end", (_event, c) => {
       ctx = c;
@@ -340,6 +354,8 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   });
   pi.on("agent_settled", (_event, c) => {
     ctx = c;
+    toolTurn = false;
+    syncBoundary();
     settleRun();
     evaluate(false);
   });
@@ -382,7 +398,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   async function stop() {
     if (!running) return settleConfirmations();
     running = false;
-    boundary.set(false);
+    syncBoundary();
     controlLane.stop();
     generation++;
     clearTimeout(wakeTimer);
@@ -415,7 +431,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       settings = config;
       heartbeatIntervalMs = current.config.presence.heartbeatIntervalMs;
       running = true;
-      boundary.set(true);
+      syncBoundary();
       failures = 0;
       lastFailure = undefined;
       const mine = ++generation;

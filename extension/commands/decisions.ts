@@ -26,6 +26,16 @@ export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
   return { claim: false };
 }
 
+/**
+ * Whether a turn-end listener is of use now (it makes Pi build a context preview at every turn
+ * end): while a claimed command waits for a boundary, and on a turn whose tool calls the run goes
+ * on after, where a boundary claim lets an instruction steer the rest of the run. A run's last
+ * turn goes without: what arrives then is claimed the moment the run settles.
+ */
+export function wantsTurnEnd(facts: { running: boolean; held: boolean; toolTurn: boolean }): boolean {
+  return facts.running && (facts.held || facts.toolTurn);
+}
+
 export interface DeliveryFacts {
   /** Journaled, or already present in the session (the branch marker). */
   alreadyDelivered: boolean;

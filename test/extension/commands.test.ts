@@ -10,6 +10,7 @@ import {
   planDelivery,
   repollDelay,
   unansweredAfterInterrupt,
+  wantsTurnEnd,
   type ClaimFacts,
   type RunFact,
 } from "../../extension/commands/decisions.ts";
@@ -34,6 +35,17 @@ test("claims: long poll when idle, a quick claim only at a busy turn boundary, n
     { facts: { running: false }, plan: { claim: false } },
   ];
   for (const row of rows) assert.deepEqual(planClaim({ ...ready, ...row.facts }, 25_000), row.plan, JSON.stringify(row.facts));
+});
+
+test("turn ends are listened to only while a command waits for one or the run goes on after the turn's tools", () => {
+  const rows = [
+    { running: false, held: true, toolTurn: true, wanted: false },
+    { running: true, held: false, toolTurn: false, wanted: false },
+    { running: true, held: true, toolTurn: false, wanted: true },
+    { running: true, held: false, toolTurn: true, wanted: true },
+    { running: true, held: true, toolTurn: true, wanted: true },
+  ];
+  for (const { wanted, ...facts } of rows) assert.equal(wantsTurnEnd(facts), wanted, JSON.stringify(facts));
 });
 
 test("delivery: a known id is only ACKed; otherwise deliver idle or at a turn end, hold in between", () => {
