@@ -3,6 +3,7 @@
  * names it survives a crash too (rename and append are only durable once the folder is fsynced).
  */
 import { randomBytes } from "node:crypto";
+import { closeSync, constants, fsync, openSync } from "node:fs";
 import { mkdir, open, rename, unlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 
@@ -54,4 +55,42 @@ export async function syncFolder(dir: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+// Where the platform has it, O_DSYNC makes each write durable before it returns: no separate fsync.
+const DSYNC = constants.O_DSYNC ?? 0;
+
+/** Creates `path` (0600; it must not exist yet) holding `text`, on disk before it resolves. */
+export async function createDurably(path: string, text: string): Promise<void> {
+  const handle = await open(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | DSYNC, 0o600);
+  try {
+    await handle.writeFile(text, "utf8");
+    if (!DSYNC) await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A folder held open, so making its new entries durable costs one fsync each time. */
+export interface DurableFolder {
+  sync(): Promise<void>;
+  close(): void;
+}
+
+export function openDurableFolder(dir: string): DurableFolder {
+  // Windows cannot open a directory for fsync; there a new entry is as durable as the platform makes it.
+  if (process.platform === "win32") return { sync: async () => {}, close: () => {} };
+  let fd: number | undefined = openSync(dir, "r");
+  return {
+    sync: () => {
+      const held = fd;
+      // Closed (a late write after shutdown): open it just for this fsync.
+      if (held === undefined) return syncFolder(dir);
+      return new Promise<void>((resolve, reject) => fsync(held, (error) => (error ? reject(error) : resolve())));
+    },
+    close() {
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+    },
+  };
 }

@@ -5,7 +5,9 @@
  * sort is oldest first.
  *
  * Several Pi processes may share the folder. Before sending, a process claims an entry by renaming
- * it to a name carrying its owner id; rename is atomic, so exactly one claimant wins. A claim whose
+ * it to a name carrying its owner id; rename is atomic, so exactly one claimant wins. A new entry
+ * is written under its writer's claim from the start (nobody else reads it half-written, and its
+ * first send needs no rename); a failed send releases it to the plain name. A claim whose
  * owner is gone (dead pid, or an outbox closed in this process, or older than CLAIM_STALE_MS in case
  * the pid was reused) can be taken over the same way. Nothing is ever deleted except on acceptance,
  * on age, or by moving a corrupt file aside as `.bad`.
@@ -22,7 +24,7 @@ import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { replaceDurably, temporaryFileOwner } from "../../common/durable-file.ts";
+import { createDurably, openDurableFolder, temporaryFileOwner } from "../../common/durable-file.ts";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { formatIssues, Timestamp } from "../../protocol/wire.ts";
@@ -42,8 +44,8 @@ export interface OutboxEntry {
 export interface Outbox {
   readonly dir: string;
   /**
-   * Writes the event durably (write, fsync, rename, folder fsync) off the event loop; resolves once
-   * it is on disk. A second put of the same event_id through this outbox is a no-op. Rejects on an
+   * Writes the event durably, claimed by this outbox (synchronous-durable write, folder fsync) off
+   * the event loop; resolves once it is on disk. A second put of the same event_id through this outbox is a no-op. Rejects on an
    * invalid event or a failed write.
    */
   put(event: EventBody, now?: number): Promise<void>;
@@ -114,6 +116,9 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
   const names = new Map<string, ParsedName>();
   // The newest operation on each event; the next one on the same event starts after it.
   const pending = new Map<string, Promise<unknown>>();
+  // Files this outbox is writing now: half-written, so never read, even by this outbox's own list.
+  const writing = new Set<string>();
+  const folder = openDurableFolder(dir);
 
   const serial = <T>(eventId: string, operation: () => Promise<T>): Promise<T> => {
     const previous = pending.get(eventId) ?? Promise.resolve();
@@ -128,6 +133,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
 
   const scan = async () =>
     (await readdir(dir))
+      .filter((file) => !writing.has(file))
       .sort()
       .map(parseName)
       .filter((p): p is ParsedName => p !== undefined);
@@ -209,7 +215,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
   };
 
   for (const file of readdirSync(dir)) {
-    // A temp file left by a writer that died mid-put: that put never resolved, so nothing was promised.
+    // A temp file left by a writer of an earlier version that died mid-put: that put never resolved, so nothing was promised.
     const writer = temporaryFileOwner(file);
     if (writer !== undefined) {
       if (!pidAlive(writer)) {
@@ -229,8 +235,21 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
       return serial(valid.event_id, async () => {
         if (names.has(valid.event_id)) return;
         const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
-        const name = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}.json`;
-        await replaceDurably(join(dir, name), JSON.stringify(record));
+        // Written straight under this owner's claim: no other process reads it while it is written or
+        // sent, and the send that follows needs no claim rename.
+        const base = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}`;
+        // The claim's age is real time (a lost owner is told by it), whatever queue time the caller gave.
+        const name = `${base}.${process.pid}-${owner}-${Date.now()}.sending`;
+        writing.add(name);
+        try {
+          await createDurably(join(dir, name), JSON.stringify(record));
+          await folder.sync();
+        } catch (error) {
+          await unlink(join(dir, name)).catch(() => undefined);
+          throw error;
+        } finally {
+          writing.delete(name);
+        }
         names.set(valid.event_id, parseName(name)!);
       });
     },
@@ -288,6 +307,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
       await Promise.allSettled([...pending.values()]);
       for (const p of [...names.values()]) await releaseFile(p);
       liveOwners.delete(owner);
+      folder.close();
     },
   };
 }

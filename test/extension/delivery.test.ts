@@ -535,7 +535,7 @@ test("send never throws: an invalid event is logged and nothing is sent", async 
 
 test("flush is bounded and close aborts a send in flight, leaving the final in the outbox", async () => {
   const hole = await scriptedServer(blackHole);
-  const { notifier, dir } = notifierFor(hole.endpoint, { timeoutMs: 60_000 });
+  const { notifier, outbox, dir } = notifierFor(hole.endpoint, { timeoutMs: 60_000 });
   const e = event("completed");
   notifier.send(e, { final: true });
   // The request goes out once the outbox write finished; the black hole then holds it.
@@ -549,6 +549,7 @@ test("flush is bounded and close aborts a send in flight, leaving the final in t
   const late = event("failed");
   notifier.send(late, { final: true });
   assert.equal(await notifier.flush(1_000), true, "a closed notifier is done with a late final at once");
+  await outbox.close(); // the session's shutdown; the next start finds both
   assert.deepEqual(await outboxIds(dir), [e.event_id, late.event_id]);
   assert.equal(hole.received.length, 1, "a closed notifier only keeps finals for the next start");
 });

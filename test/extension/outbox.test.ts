@@ -98,6 +98,7 @@ test("claim and remove issued before their put finished wait for it: nothing sta
   const outbox = open(dir);
   const other = open(dir);
   await other.put(finalEvent("pi:neighbour"), 500);
+  await other.release("pi:neighbour"); // left for any owner, as after a failed send
   const put = outbox.put(finalEvent("pi:racing"), 1_000);
   const claimed = outbox.claim("pi:racing");
   const removed = outbox.remove("pi:racing");
@@ -150,7 +151,9 @@ test("corrupt entries are moved aside as .bad with a warning, never dropped, and
 
 test("opening moves unexpected files aside and removes temp files of dead writers only", async () => {
   const dir = tempDir();
-  await open(dir).put(finalEvent("pi:keep"), 1_000);
+  const writer = open(dir);
+  await writer.put(finalEvent("pi:keep"), 1_000);
+  await writer.close();
   writeFileSync(join(dir, "notes.txt"), "hand-written");
   writeFileSync(join(dir, `.tmp-${deadPid()}-abcd`), "half a record");
   writeFileSync(join(dir, `.tmp-${process.pid}-beef`), "a write in progress");
@@ -164,12 +167,14 @@ test("opening moves unexpected files aside and removes temp files of dead writer
   assert.deepEqual(await ids(outbox), ["pi:keep"]);
 });
 
-test("a claim is exclusive between two outboxes until released", async () => {
+test("a claim is exclusive between two outboxes until released; a new entry is its writer's from the start", async () => {
   const dir = tempDir();
   const first = open(dir);
   const second = open(dir);
   await first.put(finalEvent("pi:one"), 1_000);
   await first.put(finalEvent("pi:two"), 2_000);
+  assert.deepEqual(await ids(second), [], "entries being sent by their writer are not offered");
+  await first.release("pi:two");
 
   assert.equal(await first.claim("pi:one"), true);
   assert.equal(await first.claim("pi:one"), true, "claiming again what it already holds is fine");
@@ -218,6 +223,7 @@ test("an entry claimed by another live process is left alone, and taken over onc
   const dir = tempDir();
   const outbox = open(dir);
   await outbox.put(finalEvent("pi:cross"), 1_000);
+  await outbox.release("pi:cross"); // as after a failed send
   const outboxModule = fileURLToPath(new URL("../../extension/delivery/outbox.ts", import.meta.url));
   const child = spawn(
     process.execPath,
