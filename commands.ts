@@ -177,6 +177,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       {
         running,
         idle: isIdle(),
+        serverHeardIdle: deps.presence.heardIdle(),
         atBoundary,
         claimInFlight: claim !== undefined,
         // Until its ACK is answered the server still holds our lease on the queue's head and would
@@ -307,6 +308,10 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   }
 
   pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, commandMessageRenderer(deps.text));
+  // An idle long poll waits until the server heard idle (planClaim): an accepted heartbeat may be that moment.
+  deps.presence.onAccepted(() => {
+    if (running && journal) evaluate(false);
+  });
 
   pi.on("agent_start", (_event, c) => {
     ctx = c;

@@ -8,6 +8,12 @@ import type { SendRequest } from "../state-bus.ts";
 export interface ClaimFacts {
   running: boolean;
   idle: boolean;
+  /**
+   * The server's newest accepted heartbeat said idle. Before that it would answer an idle long poll
+   * at once (it holds one only for an idle session), so none is sent: runs that follow each other
+   * within the idle settle then cost no claim either.
+   */
+  serverHeardIdle: boolean;
   /** Called from a turn end: the one moment a busy session may claim. */
   atBoundary: boolean;
   claimInFlight: boolean;
@@ -21,7 +27,7 @@ export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitM
 
 export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
   if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
-  if (facts.idle) return { claim: true, kind: "idle", waitMs: longPollMs };
+  if (facts.idle) return facts.serverHeardIdle ? { claim: true, kind: "idle", waitMs: longPollMs } : { claim: false };
   if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
   return { claim: false };
 }

@@ -152,6 +152,10 @@ export interface Presence {
   beat(): void;
   /** Resolves true once the server has accepted this runtime's latest heartbeat, false if presence stops first. */
   whenAccepted(): Promise<boolean>;
+  /** Whether the newest heartbeat the server accepted said idle (only then does it hold an idle long poll). */
+  heardIdle(): boolean;
+  /** Calls `listener` after each accepted heartbeat; returns the unsubscribe. */
+  onAccepted(listener: () => void): () => void;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
   /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
@@ -178,6 +182,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   let serverProtocol = 2;
   // The run state of the newest heartbeat sent; cleared when one fails (the server may not know it).
   let heard: SessionRunState | undefined;
+  // The run state of the newest heartbeat the server accepted.
+  let acceptedState: SessionRunState | undefined;
+  const acceptedListeners = new Set<() => void>();
   let settleTimer: ReturnType<typeof setTimeout> | undefined;
   let waiters: ((accepted: boolean) => void)[] = [];
 
@@ -224,13 +231,16 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
           lastFailure = undefined;
           serverProtocol = answer.command_protocol ?? 2;
           accepted = true;
+          acceptedState = body.state;
           settleWaiters(true);
           deps.answered?.();
+          for (const listener of [...acceptedListeners]) listener();
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;
           accepted = false;
           heard = undefined;
+          acceptedState = undefined;
           const message = deps.text().presence.failed(errorText(error));
           // A refused token is told once by the client, for every channel at once.
           if (message !== lastFailure && !tokenRejected(asDeliveryError(error))) deps.report(message);
@@ -304,6 +314,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     running = false;
     accepted = false;
     heard = undefined;
+    acceptedState = undefined;
     cancelSettle();
     clearInterval(timer);
     timer = undefined;
@@ -345,6 +356,11 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     whenAccepted: () => {
       if (!running) return Promise.resolve(false);
       return accepted ? Promise.resolve(true) : new Promise((resolve) => waiters.push(resolve));
+    },
+    heardIdle: () => running && acceptedState === "idle",
+    onAccepted(listener) {
+      acceptedListeners.add(listener);
+      return () => acceptedListeners.delete(listener);
     },
     supportsImages: () => {
       try {

@@ -304,16 +304,20 @@ test("runs that follow each other at once send one running state; the idle state
   // A settle far longer than any gap between two awaited prompts, so the burst cannot be split by a busy machine.
   const burst = await fixture.setup({ idleSettleMs: 60_000 });
   await firstHeartbeatAnswered(burst.observed);
+  await burst.api.until(() => burst.api.waitingClaims() === 1, "the idle long poll held before the runs");
   burst.pi.script(Array.from({ length: 5 }, (_, i) => ai.fauxAssistantMessage(`第 ${i + 1} 轮`)));
   for (let i = 0; i < 5; i++) await burst.pi.prompt(`第 ${i + 1} 轮`);
   await burst.api.until(() => burst.api.heartbeats.length === 2, "the running heartbeat");
   assert.deepEqual(burst.api.heartbeats.map((h) => h.state), ["idle", "running"], "five back-to-back runs: one running heartbeat, no idle in between");
+  const instructionClaims = () => burst.api.claims.filter((c) => c.query.lane !== "control").length;
+  assert.equal(instructionClaims(), 1, "no idle long poll between the runs: the server never heard idle");
 
   const single = await fixture.setup({ idleSettleMs: 50 });
   await firstHeartbeatAnswered(single.observed);
   single.pi.script([ai.fauxAssistantMessage("完成")]);
   await single.pi.prompt("一轮");
   await single.api.until(() => single.api.heartbeats.length === 3, "the idle heartbeat after the settle");
+  await single.api.until(() => single.api.waitingClaims() === 1, "the idle long poll, held again once the server heard idle");
   assert.deepEqual(single.api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
 });
 

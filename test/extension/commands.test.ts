@@ -20,13 +20,15 @@ import { messagesFor } from "../../extension/messages.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/commands/journal.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
 
-const ready: ClaimFacts = { running: true, idle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
+const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
 
-test("claims: long poll when idle, a quick claim only at a busy turn boundary, never two at once", () => {
+test("claims: long poll when idle and the server heard it, a quick claim only at a busy turn boundary, never two at once", () => {
   const rows: { facts: Partial<ClaimFacts>; plan: ReturnType<typeof planClaim> }[] = [
     { facts: {}, plan: { claim: true, kind: "idle", waitMs: 25_000 } },
     { facts: { idle: false }, plan: { claim: false } },
+    { facts: { serverHeardIdle: false }, plan: { claim: false } },
     { facts: { idle: false, atBoundary: true }, plan: { claim: true, kind: "boundary", waitMs: 0 } },
+    { facts: { idle: false, atBoundary: true, serverHeardIdle: false }, plan: { claim: true, kind: "boundary", waitMs: 0 } },
     { facts: { claimInFlight: true }, plan: { claim: false } },
     { facts: { idle: false, atBoundary: true, claimInFlight: true }, plan: { claim: false } },
     { facts: { outstanding: true }, plan: { claim: false } },
