@@ -4,7 +4,7 @@
  * and an OpenAI-compatible stub model that answers in YesImBot's JSON action format. Where a Pi
  * session is involved it is a real one with this repository's extension.
  */
-import { describe, test, type TestContext } from "node:test";
+import { after, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -33,6 +33,13 @@ import { commandMessages, gatedTool } from "../../harness/session-commands.ts";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
 import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { MockBot } from "../server/persona-standin.ts";
+
+// The real YesImBot 3.0.3 leaves timers and a stdin listener behind after its dispose, so this
+// file's process would never end. It ends itself once its tests have reported, instead of the
+// runner-wide --test-force-exit, which can silently drop other files' verdicts (nodejs/node#64833).
+after(() => {
+  setTimeout(() => process.exit(), 2_000).unref();
+});
 
 const OWNER = "10001";
 const OWNER_CHAT = `private:${OWNER}`;
