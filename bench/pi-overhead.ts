@@ -59,7 +59,7 @@ async function startRealServer(): Promise<Server> {
   const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-bench-"));
   // 200 runs in seconds is a flood to the default rate limit; a person's runs are minutes apart.
   writeFileSync(join(dataDir, "server.json"), JSON.stringify({ notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000 } }));
-  const server = await spawnStandalone(dataDir, await freePort());
+  const server = await spawnStandalone(dataDir, await freePort(), { keepOutput: false });
   return {
     endpoint: `${server.baseUrl}/events`,
     token: readFileSync(join(dataDir, "token"), "utf8").trim(),
