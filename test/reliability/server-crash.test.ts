@@ -198,6 +198,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     for (const w of wanted) if (w.commandId) assert.ok(stored.has(w.commandId), `command ${w.commandId} (answered 2xx) is stored (seed ${seed})`);
     for (const row of rows) {
       if (row.state === "cancelled" && row.session_id !== PROBE_SESSION) cancelled.add(row.command_id); // a cancel whose answer the kill swallowed
+      if (row.state === "accepted" && journal.has(row.command_id)) acked.add(row.command_id); // an ACK whose answer the kill swallowed
       if (row.state === "accepted" || row.state === "cancelled") assert.equal(row.images, "[]", `final command ${row.command_id} holds no image bytes (seed ${seed})`);
     }
     for (const id of acked) assert.equal(stored.get(id)?.state, "accepted", `ACKed ${id} stays accepted (seed ${seed})`);
