@@ -53,8 +53,9 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
+  const presence = installPresence(pi, { runtimeId, connection, report, text });
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
-  const presence = installPresence(pi, { runtimeId, connection, report, text, answered: () => state?.delivery?.notifier.serverAnswered() });
+  presence.onAccepted(() => state?.delivery?.notifier.serverAnswered());
   // Features with a control command kind register their handler here (`commands.onControlCommand`).
   const commands = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
   // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.

@@ -134,8 +134,6 @@ export interface PresenceDeps {
   connection: () => Connection | undefined;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
-  /** Each accepted heartbeat: the server answers (again), so what waited for it can go now. */
-  answered?: () => void;
   /** The texts in the bound session's language. */
   text: () => Messages;
   now?: () => number;
@@ -154,7 +152,7 @@ export interface Presence {
   whenAccepted(): Promise<boolean>;
   /** Whether the newest heartbeat the server accepted said idle (only then does it hold an idle long poll). */
   heardIdle(): boolean;
-  /** Calls `listener` after each accepted heartbeat; returns the unsubscribe. */
+  /** Calls `listener` after each accepted heartbeat (the server answers again: what waited for it can go); returns the unsubscribe. */
   onAccepted(listener: () => void): () => void;
   /** Whether the model of the running session can see images (also what claims declare). */
   supportsImages(): boolean;
@@ -233,7 +231,6 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
           accepted = true;
           acceptedState = body.state;
           settleWaiters(true);
-          deps.answered?.();
           for (const listener of [...acceptedListeners]) listener();
         },
         (error: unknown) => {
@@ -273,17 +270,16 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     settleTimer = undefined;
   };
   const runEdge = (edge: RunEdge) => {
+    if (edge === "started") cancelSettle();
     const action = runEdgeAction(edge, heard);
-    if (action === "send") {
-      cancelSettle();
-      beat();
-    } else if (action === "settle" && settleTimer === undefined) {
+    if (action === "send") beat();
+    else if (action === "settle" && settleTimer === undefined) {
       settleTimer = setTimeout(() => {
         settleTimer = undefined;
         if (snapshot()?.state !== heard) beat();
       }, deps.idleSettleMs ?? IDLE_SETTLE_MS);
       settleTimer.unref();
-    } else if (edge === "started") cancelSettle();
+    }
   };
 
   pi.on("agent_start", (_event, c) => {
