@@ -6,7 +6,19 @@
 import { z } from "zod";
 import { Id, Timestamp } from "./wire.ts";
 
-export const APPROVAL_LIMITS = { actionChars: 40, reasonChars: 200, previewChars: 1000, cwdChars: 4096, toolChars: 128, listMax: 100 } as const;
+export const APPROVAL_LIMITS = {
+  actionChars: 40,
+  reasonChars: 200,
+  /** The display form of a command (`preview`, the terminal dialog, the chat): head and tail past this. */
+  previewChars: 1000,
+  /** The command sent with a request: head and tail past this, `command_hidden_chars` says how many were left out. */
+  commandChars: 16_384,
+  rulesMax: 16,
+  cwdChars: 4096,
+  toolChars: 128,
+  listMax: 100,
+  grantMinutesMax: 240,
+} as const;
 
 /** What the person can decide. */
 export const ApprovalDecision = z.enum(["approved", "rejected"]);
@@ -29,6 +41,16 @@ export type ApprovalSource = z.infer<typeof ApprovalSource>;
 
 /** A sha256 in lower-case hex: the digest of the call's canonical JSON arguments. */
 export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lower-case hex sha256");
+
+/**
+ * A rule the gate matched: a built-in or user rule id, `opaque.*` for a command the analysis could not
+ * see through (fail closed, never grantable), `model.ask` for `ask_approval`.
+ */
+export const RuleId = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be a rule id: lower-case letters, digits, '.', '_', '-' (≤ 64)");
+export type RuleId = z.infer<typeof RuleId>;
+export const OPAQUE_RULE_PREFIX = "opaque.";
+export const ASK_RULE = "model.ask";
+export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX);
 
 /** The exact call an approval is for, beyond its session, runtime and run. */
 export const ApprovalBinding = z.strictObject({
@@ -54,7 +76,14 @@ export const ApprovalRequest = z.strictObject({
   cwd: z.string().min(1).max(APPROVAL_LIMITS.cwdChars),
   action: z.string().min(1).max(APPROVAL_LIMITS.actionChars),
   reason: z.string().max(APPROVAL_LIMITS.reasonChars),
-  preview: z.string().max(APPROVAL_LIMITS.previewChars),
+  /** Exactly what will run (only literal secret values masked); head and tail past `commandChars`. */
+  command: z.string().min(1).max(APPROVAL_LIMITS.commandChars),
+  /** How many characters the client left out between the head and tail of `command`. */
+  command_hidden_chars: z.number().int().min(0).default(0),
+  /** Every rule the gate matched. */
+  rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
+  /** The client's view: no `opaque.*` rule, source `policy`, every rule configured grantable. The server recomputes. */
+  grantable: z.boolean(),
   source: ApprovalSource,
   expires_at: Timestamp,
   created_at: Timestamp,
@@ -78,6 +107,11 @@ export const Approval = z.object({
   tool: z.string(),
   action: z.string(),
   reason: z.string(),
+  command: z.string(),
+  command_hidden_chars: z.number().int().min(0),
+  rules: z.array(z.string()),
+  grantable: z.boolean(),
+  /** The server's display form of `command`: one line, controls visible, head and tail past `previewChars`. */
   preview: z.string(),
   cwd: z.string(),
   source: ApprovalSource,
@@ -97,6 +131,8 @@ export const OperatorApprovalDecision = z.strictObject({
   decision: ApprovalDecision,
   reason: z.string().max(APPROVAL_LIMITS.reasonChars).optional(),
   binding: ApprovalBinding.optional(),
+  /** With `approved`: also a standing grant of the approval's rules for its session, this many minutes. */
+  grant_minutes: z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax).optional(),
 });
 
 /** `GET /operator/approvals`: newest first; `open` = pending or decided. */
@@ -116,6 +152,8 @@ export const ApprovalDecisionPayload = z.strictObject({
   binding: ApprovalBinding,
   /** Where the person answered, for the terminal's note and the resolution. */
   via: PersonVia,
+  /** Set when the owner's standing grant answered: the terminal says so, with its end. */
+  grant: z.strictObject({ grant_id: Id, expires_at: Timestamp }).optional(),
 });
 export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
 /** How the client ACKs an `approval_decision`. */

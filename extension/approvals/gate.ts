@@ -12,8 +12,9 @@ import { randomUUID } from "node:crypto";
 import { tmpdir, homedir } from "node:os";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
+import { commandPreview, cutCommand } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
-import { APPROVAL_LIMITS, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, ASK_RULE, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Config } from "../config/schema.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
@@ -22,7 +23,7 @@ import type { Messages } from "../messages.ts";
 import { buildEvent, truncate, type NoticeContext } from "../notices/notice.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
-import { argsDigest, canonicalJson, commandLine, decideGate, matchCall, personPresent, type RuleMatch } from "./policy.ts";
+import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy.ts";
 import { Waits, type Answer } from "./waits.ts";
 import { offeredTool } from "../pi-handlers.ts";
 
@@ -76,19 +77,32 @@ interface PendingCall {
   input: unknown;
   action: string;
   reason: string;
-  preview: string;
+  /** Exactly what will run, literal secrets masked (not yet cut to the wire's limit). */
+  command: string;
+  rules: string[];
+  grantable: boolean;
   source: ApprovalSource;
 }
 
-/** A preview for the person: the command line, the file and its size, or the arguments; secrets masked. */
-export function previewOf(m: Messages["approvals"], tool: string, input: Record<string, unknown>): string {
+/**
+ * What will run, for the person: a command tool's command verbatim; for write/edit the tool, the
+ * path and the size (the digest binds the exact content); else the canonical arguments. Only
+ * literal secret values are masked.
+ */
+export function commandOf(m: Messages["approvals"], tool: string, input: Record<string, unknown>): string {
   const line = commandLine({ tool, input });
   const text =
     line ??
     (typeof input.path === "string" && (tool === "write" || tool === "edit")
       ? `${tool} ${input.path}${typeof input.content === "string" ? m.previewChars(input.content.length) : ""}`
       : `${tool} ${canonicalJson(input)}`);
-  return truncate(redactSecrets(text), APPROVAL_LIMITS.previewChars);
+  return redactSecrets(text) || tool;
+}
+
+/** The command as the wire carries it: head and tail past `commandChars`, with how much was left out. */
+function wireCommand(text: string): { command: string; command_hidden_chars: number } {
+  const { command, hiddenChars } = cutCommand(text, APPROVAL_LIMITS.commandChars);
+  return { command, command_hidden_chars: hiddenChars };
 }
 
 export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approvals {
@@ -132,7 +146,9 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
           cwd: truncate(ctx.cwd, APPROVAL_LIMITS.cwdChars),
           action: call.action,
           reason: call.reason,
-          preview: call.preview,
+          ...wireCommand(call.command),
+          rules: call.rules,
+          grantable: call.grantable,
           source: call.source,
           expires_at: new Date(now + timeoutMs).toISOString(),
           created_at: new Date(now).toISOString(),
@@ -155,7 +171,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
       dialogOpen = true;
       ctx.ui
-        .confirm(title, m.dialogMessage(call.preview, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
+        .confirm(title, m.dialogMessage(commandPreview(call.command, APPROVAL_LIMITS.previewChars).text, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
         .then(
           (yes) => {
             // A dialog dismissed because the wait ended is no answer.
@@ -207,7 +223,9 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       input,
       action: decision.match.action,
       reason: m.rule(decision.match.rule),
-      preview: previewOf(m, event.toolName, input),
+      command: commandOf(m, event.toolName, input),
+      rules: [decision.match.rule],
+      grantable: grantable([decision.match.rule], s.config.approval),
       source: "policy",
     });
     if (answer.outcome !== "approved") return { block: true, reason: m.refusal(decision.match.action, answer, s.config.approval.timeoutMs) };
@@ -221,14 +239,15 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     const m = deps.text().approvals;
     const respond = (answer: Answer) => ({ content: [{ type: "text" as const, text: m.askResult(answer) }], details: answer });
     if (!s?.config.approval.enabled || !present(s, ctx)) return respond({ outcome: "rejected", via: "policy", reason: m.nobodyToAsk });
-    const preview = redactSecrets(params.payload ?? "");
     const answer = await askPerson(s, ctx, {
       tool: ASK_TOOL_NAME,
       toolCallId,
       input: params,
       action: params.action,
       reason: redactSecrets(params.reason),
-      preview: preview || params.action,
+      command: redactSecrets(params.payload ?? "") || params.action,
+      rules: [ASK_RULE],
+      grantable: false,
       source: "ask_approval",
     });
     return respond(answer);

@@ -8,6 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
+import { isOpaqueRule } from "../../protocol/approvals.ts";
 import { commandName, simpleCommands, type SimpleCommand } from "./shell.ts";
 
 export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
@@ -21,11 +22,15 @@ export interface UserRule {
   command?: string | undefined;
   /** Shown to the person as the action. */
   label?: string | undefined;
+  /** The owner may answer with a standing grant. */
+  grantable?: boolean | undefined;
 }
 
 export interface PolicySettings {
   disabledRules: readonly BuiltinRuleId[];
   rules: readonly UserRule[];
+  /** Built-in rules the owner may answer with a standing grant. */
+  grantableRules: readonly BuiltinRuleId[];
 }
 
 /** Where the call runs: relative paths resolve against `cwd`; `~` against `home`; temp folders are not "the project" but not guarded either. */
@@ -191,6 +196,21 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
     return { rule: rule.id, action: (rule.label ?? rule.id).slice(0, 40) };
   }
   return undefined;
+}
+
+/**
+ * Whether the owner may answer these matched rules with a standing grant: never for a fail-closed
+ * finding, only when the user made every one of them grantable. (The server decides again.)
+ */
+export function grantable(rules: readonly string[], settings: PolicySettings): boolean {
+  return (
+    rules.length > 0 &&
+    rules.every((rule) =>
+      isOpaqueRule(rule)
+        ? false
+        : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
+    )
+  );
 }
 
 /** Who could answer now. */

@@ -5,6 +5,7 @@
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { BUILTIN_RULE_IDS } from "../approvals/policy.ts";
+import { RuleId } from "../../protocol/approvals.ts";
 import { SinkEventType } from "../../protocol/sink.ts";
 import { LANGUAGES } from "../messages.ts";
 import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
@@ -55,10 +56,13 @@ const regexSource = z
 
 /** A rule the user adds: a tool name (or `*`) and, for tools with a command line, a pattern on it. */
 const ApprovalRule = z.strictObject({
-  id: z.string().trim().min(1).max(64),
+  /** Sent with the request as one of its `rules`; the `opaque.` and `model.` names are the gate's own. */
+  id: RuleId.refine((id) => !/^(opaque|model)\./.test(id) && !(BUILTIN_RULE_IDS as readonly string[]).includes(id), "must not be a built-in rule id or start with opaque./model."),
   tool: z.string().trim().min(1).max(128),
   command: regexSource.optional(),
   label: z.string().trim().min(1).max(40).optional(),
+  /** The owner may answer a request this rule matched with a standing grant for the session (default: never). */
+  grantable: z.boolean().optional(),
 });
 
 const SOURCE_VARIABLES = ["project", "cwd", "sessionId", "model", "mode"] as const;
@@ -152,6 +156,8 @@ export const Config = z.strictObject({
     disabledRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
     /** Rules added to the built-in ones. */
     rules: z.array(ApprovalRule).max(100),
+    /** Built-in rules the owner may answer with a standing grant for the session (none by default; never the fail-closed `opaque.*` ones). */
+    grantableRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
     /** How long a call waits for an answer; no answer is a rejection. */
     timeoutMs: ms(SECOND_MS, DAY_MS),
     /** Where nobody can answer (print/json mode, subagents, no UI and not switched on): reject, or let the rules not apply there. */
@@ -198,5 +204,5 @@ export const DEFAULT_CONFIG: Config = {
     events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
   },
   progressTool: { enabled: false },
-  approval: { enabled: false, disabledRules: [], rules: [], timeoutMs: 10 * MINUTE_MS, noPerson: "reject", needsYou: true },
+  approval: { enabled: false, disabledRules: [], rules: [], grantableRules: [], timeoutMs: 10 * MINUTE_MS, noPerson: "reject", needsYou: true },
 };

@@ -34,6 +34,12 @@ export interface ApprovalRecord {
   cwd: string;
   action: string;
   reason: string;
+  /** Exactly what will run, as the agent sent it (redacted again by the server). */
+  command: string;
+  command_hidden_chars: number;
+  rules: string[];
+  grantable: boolean;
+  /** The server's display form of `command` (common/command-text.ts). */
   preview: string;
   source: ApprovalSource;
   request_digest: string;
@@ -181,6 +187,10 @@ export function project(record: ApprovalRecord): Approval {
     tool: record.tool,
     action: record.action,
     reason: record.reason,
+    command: record.command,
+    command_hidden_chars: record.command_hidden_chars,
+    rules: record.rules,
+    grantable: record.grantable,
     preview: record.preview,
     cwd: record.cwd,
     source: record.source,

@@ -6,7 +6,9 @@
  * and every change wakes the messenger, which owes the owner the request and one closing message.
  */
 import { randomInt } from "node:crypto";
-import { OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type PersonVia } from "../../protocol/approvals.ts";
+import { commandPreview } from "../../common/command-text.ts";
+import { redactSecrets } from "../../common/redact.ts";
+import { APPROVAL_LIMITS, OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type PersonVia } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
@@ -87,6 +89,8 @@ export class ApprovalService {
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
       const record = await store.create({
         ...body,
+        command: redactSecrets(body.command),
+        preview: commandPreview(redactSecrets(body.command), APPROVAL_LIMITS.previewChars).text,
         code,
         request_digest: digest,
         state: "pending",

@@ -6,7 +6,7 @@ import { simpleCommands } from "../../extension/approvals/shell.ts";
 import { redactSecrets } from "../../common/redact.ts";
 
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const defaults: PolicySettings = { disabledRules: [], rules: [] };
+const defaults: PolicySettings = { disabledRules: [], rules: [], grantableRules: [] };
 const bash = (command: string) => ({ tool: "bash", input: { command } });
 
 test("bash command lines: which rule each one matches", () => {
@@ -78,6 +78,7 @@ test("file tools: writes outside the project need a person, inside do not", () =
 test("rules can be switched off by id, and user rules match tool names and command patterns", () => {
   const settings: PolicySettings = {
     disabledRules: ["rm-rf"],
+    grantableRules: [],
     rules: [
       { id: "deploy", tool: "bash", command: "\\bkubectl\\s+(apply|delete)\\b", label: "kubectl" },
       { id: "any-mcp", tool: "mcp_call" },

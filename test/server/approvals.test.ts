@@ -22,7 +22,7 @@ const binding = { tool_call_id: "call-1", args_digest: "a".repeat(64), cwd: "/ho
 function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord {
   return {
     seq: 1, approval_id: "ap-1", code: "ACDEF", session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1", ...binding,
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", preview: "rm -rf build", source: "policy", request_digest: "d",
+    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", command: "rm -rf build", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false, preview: "rm -rf build", source: "policy", request_digest: "d",
     state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, outcome_reason: null,
     created_at: NOW, expires_at: new Date(NOW.getTime() + 600_000), decided_at: null, resolved_at: null,
     request_message_id: null, request_sent: false, persona_mentioned: false, closing_sent: false,
@@ -141,7 +141,7 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   const { code, approval_id } = created.body.approval;
   assert.match(code, /^[A-Z]{5}$/);
   assert.equal((await call(koishi, "POST", "/approvals", body)).status, 200, "the same request again is answered with the stored one");
-  assert.deepEqual((await call(koishi, "POST", "/approvals", { ...body, preview: "rm -rf /" })).body, { error: "idempotency_key_reused" });
+  assert.deepEqual((await call(koishi, "POST", "/approvals", { ...body, command: "rm -rf /" })).body, { error: "idempotency_key_reused" });
   const request = await waitUntil(() => owner[0], "the request reached the owner");
   assert.match(request, new RegExp(`审批 ${code}`));
 

@@ -96,6 +96,7 @@ test("timeline lines for held notices, approvals and mutes", () => {
 test("an approval on the page: what the agent wrote is redacted again", () => {
   const approval = consoleApproval({
     approval_id: "ap-1", code: "ACDEF", session_id: "s-1", tool: "bash", action: "curl", reason: "token=abcdef123456 needed",
+    command: "curl", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false,
     preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' https://user:pw@example.com", cwd: "/p", source: "policy",
     state: "pending", decision: null, decided_by: null, via: null, created_at: "2026-01-01T00:00:00.000Z", expires_at: "2026-01-01T00:10:00.000Z", resolved_at: null,
   });

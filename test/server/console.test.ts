@@ -322,7 +322,7 @@ test("the page mutes a real session: its next notice is held (queued) and shown 
 
 /** With a secret in the preview, which the page must show redacted. */
 const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) =>
-  approvalRequestOf({ cwd: "/home/u/shop", preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", ...overrides });
+  approvalRequestOf({ cwd: "/home/u/shop", command: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", ...overrides });
 
 test("open approvals reach the page live; the page's decision reaches the approval and the session; later, late and unknown answers say why", { timeout: 60_000 }, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
