@@ -9,6 +9,7 @@ import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
 import type { RecipientStatus } from "../protocol/status.ts";
+import { enConfig, zhConfig } from "./texts/config.ts";
 
 export { LANGUAGES, localeLanguage, type Language };
 
@@ -35,6 +36,8 @@ const minutes = (ms: number) => Math.round(ms / 60_000) || 1;
 const seconds = (ms: number) => Math.round(ms / 1000);
 
 const zh = {
+  language: "zh-CN" as Language,
+  config: zhConfig,
   footer: {
     inactive: "Anon 通知：未开启",
     active: "Anon 通知：已开启",
@@ -205,6 +208,8 @@ const zh = {
 export type Messages = typeof zh;
 
 const en: Messages = {
+  language: "en-US",
+  config: enConfig,
   footer: {
     inactive: "Anon notices: off",
     active: "Anon notices: on",

@@ -12,7 +12,7 @@ import { ensureSinkToken } from "../extension/sink/token.ts";
 const { values } = parseArgs({ options: { socket: { type: "string" }, "token-file": { type: "string" } } });
 const loaded = loadConfig({ cwd: process.cwd(), env: process.env });
 if (!loaded.ok && (!values.socket || !values["token-file"])) {
-  console.error(`配置无效 (invalid configuration):\n${loaded.errors.join("\n")}`);
+  console.error(loaded.errors.join("\n"));
   process.exit(2);
 }
 const socket = values.socket ?? (loaded.ok ? loaded.config.sink.socket : "");

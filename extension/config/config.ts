@@ -7,8 +7,10 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { z } from "zod";
 import { errorText, isMissingFile } from "../../common/errors.ts";
-import { isLanguage, type Language } from "../messages.ts";
+import { isLanguage, localeLanguage, messagesFor, type Language, type Messages } from "../messages.ts";
+import { SCHEMA_CHECKS, type SchemaCheck } from "../texts/config.ts";
 import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema.ts";
 
 /** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
@@ -34,20 +36,21 @@ function expandHome(path: string, home: string): string {
  * name, duration and tool counts are no longer appended). `notify.cancelled` and
  * `command.maxBatchSize` are kept as read and have no effect.
  */
-export function normaliseLegacy(config: Config): { config: Config; warnings: string[] } {
+export function normaliseLegacy(config: Config, m: Messages): { config: Config; warnings: string[] } {
+  const t = m.config;
   const warnings: string[] = [];
   const command = { ...config.command };
   if (command.deliveryWhenBusy === "followUp") {
     command.deliveryWhenBusy = "steer";
-    warnings.push('command.deliveryWhenBusy 的旧值 "followUp" 已按 "steer" 处理 (legacy value normalised to "steer")');
+    warnings.push(t.legacyFollowUp);
   }
   const content = { ...config.content };
   for (const key of ["includeModel", "includeDuration", "includeToolCounts"] as const) {
-    if (content[key] === true) warnings.push(`content.${key} 已停用，按 false 处理 (legacy key, always false)`);
+    if (content[key] === true) warnings.push(t.legacyContent(key));
     if (content[key] !== undefined) content[key] = false;
   }
-  if (config.notify.cancelled !== undefined) warnings.push("notify.cancelled 仅为兼容保留，不再生效 (legacy key, no effect)");
-  if (command.maxBatchSize !== undefined) warnings.push("command.maxBatchSize 仅为兼容保留，每次只领取一条指令 (legacy key, ignored)");
+  if (config.notify.cancelled !== undefined) warnings.push(t.legacyCancelled);
+  if (command.maxBatchSize !== undefined) warnings.push(t.legacyBatch);
   return { config: { ...config, command, content }, warnings };
 }
 
@@ -63,10 +66,13 @@ export interface ConfigOrigin {
   layer: ConfigLayer | "env";
   where: string;
 }
+/**
+ * `language`: the language every text here is in, and the session's: the newest valid `language`
+ * any layer asked for (even an otherwise invalid one, so its errors are shown in it), else the locale's.
+ */
 export type LoadConfigResult =
-  | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin> }
-  /** `language`: the newest valid `language` any layer asked for, so the errors can be shown in it. */
-  | { ok: false; errors: string[]; files: ConfigFileInfo[]; language?: Language };
+  | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin>; language: Language }
+  | { ok: false; errors: string[]; files: ConfigFileInfo[]; language: Language };
 
 export interface LoadConfigOptions {
   cwd: string;
@@ -120,40 +126,111 @@ function setPath(target: Json, path: string[], value: unknown): Json {
 }
 
 /**
- * Checks one layer on its own, merged over the defaults, so every problem is reported against the
- * file (or variable) that caused it. Returns messages naming `where` and the key path.
+ * A problem found while loading, worded once the language is known: a file read before the one that
+ * sets `language` is reported in that language too.
  */
-function layerProblems(layer: Json, where: string): string[] {
-  const result = Config.safeParse(deepMerge(DEFAULT_CONFIG as unknown as Json, layer));
-  if (result.success) return [];
-  return result.error.issues.flatMap((issue) => {
-    const at = issue.path.map(String).join(".");
-    if (issue.code === "unrecognized_keys") return issue.keys.map((key) => `${where}: 未知配置项 (unknown key) ${at ? `${at}.` : ""}${key}`);
-    return [`${where}: ${at || "(根)"} 无效 (invalid): ${issue.message}`];
-  });
+type Problem = (m: Messages) => string | string[];
+
+const ZOD_LOCALES: Record<Language, () => { localeError: z.core.$ZodErrorMap }> = { "zh-CN": z.locales.zhCN, "en-US": z.locales.en };
+const isSchemaCheck = (value: unknown): value is SchemaCheck => (SCHEMA_CHECKS as readonly unknown[]).includes(value);
+
+/** zod's own words in the language, and the schema's own checks (`params.text`) from the catalogue: never both concatenated. */
+function errorMap(m: Messages): z.core.$ZodErrorMap {
+  const locale = ZOD_LOCALES[m.language]().localeError;
+  return (issue) => {
+    const text: unknown = (issue as { params?: { text?: unknown } }).params?.text;
+    if (isSchemaCheck(text)) return m.config.check[text];
+    return issue.code === "invalid_format" && issue.format === "url" ? m.config.check.httpUrl : locale(issue);
+  };
 }
 
-type ReadOutcome = { status: "missing" } | { status: "loaded"; value: Json } | { status: "invalid"; error: string };
+/** The keys the schema knows at a path (array items by their element), for "did you mean". */
+function knownKeys(path: readonly PropertyKey[]): string[] {
+  let node: z.ZodType = Config;
+  for (const part of [...path, null]) {
+    if (node instanceof z.ZodOptional) node = node.unwrap() as z.ZodType;
+    if (node instanceof z.ZodArray) node = node.element as z.ZodType;
+    if (!(node instanceof z.ZodObject)) return [];
+    if (part === null) return Object.keys(node.shape);
+    if (typeof part === "number") continue;
+    node = (node.shape as Record<string, z.ZodType>)[String(part)]!;
+    if (!node) return [];
+  }
+  return [];
+}
+
+/**
+ * Edits between two keys, a swapped pair counting as one (optimal string alignment). Written here
+ * rather than added as a runtime dependency for one short loop over config keys.
+ */
+export function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, rows[i - 2]![j - 2]! + 1);
+      rows[i]![j] = best;
+    }
+  }
+  return rows[a.length]![b.length]!;
+}
+
+/** The known key a mistyped one most likely meant, when at most a third of its letters (at least one) are off. */
+export function didYouMean(key: string, known: readonly string[]): string | null {
+  const scored = known.map((name) => ({ name, edits: editDistance(key.toLowerCase(), name.toLowerCase()) })).sort((x, y) => x.edits - y.edits);
+  const best = scored[0];
+  return best && best.edits <= Math.max(1, Math.floor(best.name.length / 3)) ? best.name : null;
+}
+
+/**
+ * Checks one layer on its own, merged over the defaults, so every problem is reported against the
+ * file (or variable) that caused it, naming `where` and the key path.
+ */
+function layerProblems(layer: Json, where: (m: Messages) => string): Problem[] {
+  const merged = deepMerge(DEFAULT_CONFIG as unknown as Json, layer);
+  if (Config.safeParse(merged).success) return [];
+  return [
+    (m) => {
+      const result = Config.safeParse(merged, { error: errorMap(m) });
+      if (result.success) return [];
+      return result.error.issues
+        .flatMap((issue) => {
+          const at = issue.path.map(String).join(".");
+          if (issue.code === "unrecognized_keys") {
+            const known = knownKeys(issue.path);
+            return issue.keys.map((key) => {
+              const suggestion = didYouMean(key, known);
+              return m.config.unknownKey(where(m), `${at ? `${at}.` : ""}${key}`, suggestion && `${at ? `${at}.` : ""}${suggestion}`);
+            });
+          }
+          return [m.config.invalid(where(m), at || m.config.root, issue.message)];
+        });
+    },
+  ];
+}
+
+type ReadOutcome = { status: "missing" } | { status: "loaded"; value: Json } | { status: "invalid"; error: Problem };
 function readLayerFile(path: string): ReadOutcome {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
     if (isMissingFile(error)) return { status: "missing" };
-    return { status: "invalid", error: `配置文件 ${path} 无法读取 (unreadable): ${errorText(error)}` };
+    return { status: "invalid", error: (m) => m.config.unreadable(path, errorText(error)) };
   }
   try {
     const value: unknown = JSON.parse(text);
-    if (!isPlainObject(value)) return { status: "invalid", error: `配置文件 ${path}: 顶层必须是 JSON 对象 (top level must be an object)` };
+    if (!isPlainObject(value)) return { status: "invalid", error: (m) => m.config.notObject(path) };
     return { status: "loaded", value };
   } catch (error) {
-    return { status: "invalid", error: `配置文件 ${path} 不是有效的 JSON (invalid JSON): ${errorText(error)}` };
+    return { status: "invalid", error: (m) => m.config.notJson(path, errorText(error)) };
   }
 }
 
-function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[]; names: Record<string, string> } {
+function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; names: Record<string, string> } {
   let layer: Json = {};
-  const errors: string[] = [];
+  const errors: Problem[] = [];
   const names: Record<string, string> = {};
   for (const [name, { path, kind }] of Object.entries(ENV_KEYS)) {
     const raw = env[name];
@@ -163,13 +240,13 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: string[]; name
     if (kind === "boolean") {
       const lower = raw.trim().toLowerCase();
       if (!ENV_TRUE.has(lower) && !ENV_FALSE.has(lower)) {
-        errors.push(`环境变量 ${name}: 应为 true/false/1/0/yes/no/on/off (expected a boolean), 实际为 ${JSON.stringify(raw)}`);
+        errors.push((m) => m.config.envBoolean(name, JSON.stringify(raw)));
         continue;
       }
       value = ENV_TRUE.has(lower);
     }
     const single = setPath({}, path, value);
-    const problems = layerProblems(single, `环境变量 ${name}`);
+    const problems = layerProblems(single, (m) => m.config.env(name));
     if (problems.length > 0) errors.push(...problems);
     else {
       layer = deepMerge(layer, single);
@@ -226,13 +303,13 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   // The package root: where the old single-folder extension kept its config.json.
   const legacyDir = options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url));
   const files: ConfigFileInfo[] = [];
-  const errors: string[] = [];
-  const warnings: string[] = [];
+  const errors: Problem[] = [];
+  const warnings: Problem[] = [];
   let merged = DEFAULT_CONFIG as unknown as Json;
   const origins: Record<string, ConfigOrigin> = {};
   let language: Language | undefined;
 
-  const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => string[]) => {
+  const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => Problem[]) => {
     const read = readLayerFile(path);
     if (read.status === "missing") return files.push({ layer, path, status: "missing" });
     if (read.status === "invalid") {
@@ -240,7 +317,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
       return files.push({ layer, path, status: "invalid" });
     }
     if (isLanguage(read.value.language)) language = read.value.language;
-    const problems = [...(check?.(read.value) ?? []), ...layerProblems(read.value, `配置文件 ${path}`)];
+    const problems = [...(check?.(read.value) ?? []), ...layerProblems(read.value, (m) => m.config.file(path))];
     errors.push(...problems);
     files.push({ layer, path, status: problems.length > 0 ? "invalid" : "loaded" });
     if (problems.length > 0) return;
@@ -251,7 +328,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const legacyPath = join(legacyDir, "config.json");
   applyFile("legacy", legacyPath);
   if (files.at(-1)?.status === "loaded") {
-    warnings.push(`正在使用旧源码目录配置 ${legacyPath}，请迁移到 ${join(dataDirFor(agentDir), "config.json")} (legacy config location)`);
+    warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDirFor(agentDir), "config.json")));
   }
   applyFile("user", join(dataDirFor(agentDir), "config.json"));
 
@@ -259,19 +336,13 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const allowedByUser = merged.projectConfig === true;
   if (allowedByUser && options.projectTrusted === true) {
     applyFile("project", projectPath, (value) => [
-      ...("projectConfig" in value ? [`配置文件 ${projectPath}: 项目配置不能设置 projectConfig (a project cannot trust itself)`] : []),
-      ...USER_ONLY_KEYS.filter((path) => hasKey(value, path)).map(
-        (path) => `配置文件 ${projectPath}: 项目配置不能设置 ${path.join(".")}（Token 从哪里读、文件写到哪里只由用户配置决定） (a project cannot choose where secrets are read or files written)`,
-      ),
-      ...approvalWeakening(value).map((key) => `配置文件 ${projectPath}: 项目配置不能放宽审批（approval.${key}）(a project can only switch approvals on)`),
+      ...("projectConfig" in value ? [(m: Messages) => m.config.selfTrust(projectPath)] : []),
+      ...USER_ONLY_KEYS.filter((path) => hasKey(value, path)).map((path) => (m: Messages) => m.config.userOnly(projectPath, path.join("."))),
+      ...approvalWeakening(value).map((key) => (m: Messages) => m.config.weakensApproval(projectPath, key)),
     ]);
   } else if (readLayerFile(projectPath).status !== "missing") {
     files.push({ layer: "project", path: projectPath, status: "skipped" });
-    warnings.push(
-      allowedByUser
-        ? `项目配置 ${projectPath} 未读取：Pi 未信任此项目 (project not trusted by Pi)`
-        : `项目配置 ${projectPath} 未读取：用户配置未开启 projectConfig (projectConfig is off)`,
-    );
+    warnings.push((m) => (allowedByUser ? m.config.projectUntrusted(projectPath) : m.config.projectConfigOff(projectPath)));
   }
 
   const env = envLayer(options.env);
@@ -279,10 +350,19 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   merged = deepMerge(merged, env.layer);
   for (const [key, name] of Object.entries(env.names)) origins[key] = { layer: "env", where: name };
 
-  if (errors.length > 0) return { ok: false, errors, files, ...(language ? { language } : {}) };
+  const chosen = language ?? localeLanguage(options.env);
+  const m = messagesFor(chosen);
+  if (errors.length > 0) return { ok: false, errors: errors.flatMap((problem) => problem(m)), files, language: chosen };
   // Every layer passed on its own, so the merge of valid sections is valid too; parse to type it.
-  const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged));
-  return { ok: true, config: resolvePaths(config, dataDirFor(agentDir), home), files, warnings: [...warnings, ...legacyWarnings], origins };
+  const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged), m);
+  return {
+    ok: true,
+    config: resolvePaths(config, dataDirFor(agentDir), home),
+    files,
+    warnings: [...warnings.flatMap((warning) => warning(m)), ...legacyWarnings],
+    origins,
+    language: chosen,
+  };
 }
 
 /** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */
@@ -295,14 +375,15 @@ function approvalWeakening(value: Json): string[] {
 }
 
 const QQ_NUMBER = /^[1-9]\d{4,11}$/;
-/** Why `/anon-notify` must refuse to enable with this recipient, in Chinese; undefined when fine. */
-export function recipientProblem(config: Pick<Config, "recipient">): string | undefined {
+/** Why `/anon-notify` must refuse to enable with this recipient, in the session's language; undefined when fine. */
+export function recipientProblem(config: Pick<Config, "recipient">, m: Messages): string | undefined {
   const { qq: target, anonQq } = config.recipient;
-  if (!target) return "未配置目标 QQ（recipient.qq）";
-  if (!QQ_NUMBER.test(target)) return `目标 QQ（recipient.qq）无效：应为 5–12 位数字，实际为 "${target}"`;
-  if (!anonQq) return "未配置 Anon 的 QQ（recipient.anonQq）";
-  if (!QQ_NUMBER.test(anonQq)) return `Anon 的 QQ（recipient.anonQq）无效：应为 5–12 位数字，实际为 "${anonQq}"`;
-  if (target === anonQq) return "目标 QQ 与 Anon 的 QQ 相同，Anon 不能通知自己";
+  const t = m.config;
+  if (!target) return t.noQq;
+  if (!QQ_NUMBER.test(target)) return t.badQq(target);
+  if (!anonQq) return t.noAnonQq;
+  if (!QQ_NUMBER.test(anonQq)) return t.badAnonQq(anonQq);
+  if (target === anonQq) return t.sameQq;
   return undefined;
 }
 
@@ -311,7 +392,7 @@ export function recipientProblem(config: Pick<Config, "recipient">): string | un
  * is set or the file is missing or empty. Throws (naming the file, never its content) when the
  * file exists but cannot be read, so a permissions mistake is not mistaken for "no token".
  */
-export function readToken(config: Pick<Config, "token" | "tokenFile">, env: NodeJS.ProcessEnv): string | undefined {
+export function readToken(config: Pick<Config, "token" | "tokenFile">, env: NodeJS.ProcessEnv, m: Messages): string | undefined {
   const fromEnv = env.ANON_NOTIFY_TOKEN?.trim();
   if (fromEnv) return fromEnv;
   if (config.token) return config.token;
@@ -319,7 +400,7 @@ export function readToken(config: Pick<Config, "token" | "tokenFile">, env: Node
     return readFileSync(config.tokenFile, "utf8").trim() || undefined;
   } catch (error) {
     if (isMissingFile(error)) return undefined;
-    throw new Error(`Token 文件 ${config.tokenFile} 无法读取 (token file unreadable): ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    throw new Error(m.config.tokenUnreadable(config.tokenFile, (error as NodeJS.ErrnoException).code ?? "error"));
   }
 }
 

@@ -8,6 +8,7 @@ import { BUILTIN_RULE_IDS } from "../approvals/policy.ts";
 import { RuleId } from "../../protocol/approvals.ts";
 import { SinkEventType } from "../../protocol/sink.ts";
 import { LANGUAGES } from "../messages.ts";
+import type { SchemaCheck } from "../texts/config.ts";
 import { DEFAULT_ENDPOINT, LIMITS } from "../../protocol/wire.ts";
 
 const SECOND_MS = 1000;
@@ -23,22 +24,28 @@ function looksAbsolute(path: string): boolean {
   return withoutPlaceholder === "~" || withoutPlaceholder.startsWith("~/") || isAbsolute(withoutPlaceholder) || /^[A-Za-z]:[\\/]/.test(withoutPlaceholder);
 }
 
+/**
+ * A check of this schema's own: no fixed message, only the key of its text, so a parse in either
+ * language words it (config.ts passes the error map).
+ */
+const check = (text: SchemaCheck) => ({ params: { text } });
+
 const filePath = z
   .string()
   .min(1)
-  .refine(looksAbsolute, "must be an absolute path, start with ~/, or start with {dataDir}");
+  .refine(looksAbsolute, check("absolutePath"));
 
 const WINDOWS_PIPE = /^\\\\[.?]\\pipe\\/i;
-/** Explains why a sink socket value is not a local socket path, or undefined when it is one. */
-export function sinkSocketProblem(socket: string): string | undefined {
-  if (/^[A-Za-z][A-Za-z0-9+.-]+:/.test(socket)) return "must be a local socket path, not a URL (the desktop channel never leaves this machine)";
-  if (/^[^/\\~]+:\d+$/.test(socket)) return "must be a local socket path, not host:port (the desktop channel never leaves this machine)";
+/** Why a sink socket value is not a local socket path (a text key), or undefined when it is one. */
+export function sinkSocketProblem(socket: string): SchemaCheck | undefined {
+  if (/^[A-Za-z][A-Za-z0-9+.-]+:/.test(socket)) return "socketUrl";
+  if (/^[^/\\~]+:\d+$/.test(socket)) return "socketHostPort";
   if (WINDOWS_PIPE.test(socket)) return undefined;
-  return looksAbsolute(socket) ? undefined : "must be an absolute socket path or start with ~/";
+  return looksAbsolute(socket) ? undefined : "socketNotAbsolute";
 }
 const socketPath = z.string().min(1).superRefine((socket, ctx) => {
   const problem = sinkSocketProblem(socket);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
+  if (problem) ctx.addIssue({ code: "custom", params: { text: problem } });
 });
 
 const regexSource = z
@@ -52,7 +59,7 @@ const regexSource = z
     } catch {
       return false;
     }
-  }, "must be a valid regular expression");
+  }, check("regex"));
 
 /** A rule the user adds: a tool name (or `*`) and, for tools with a command line, a pattern on it. */
 const ApprovalRule = z.strictObject({
@@ -73,7 +80,7 @@ const sourceTemplate = z
   .max(LIMITS.sourceChars)
   .refine(
     (template) => [...template.matchAll(/\{([^{}]*)\}/g)].every((m) => (SOURCE_VARIABLES as readonly string[]).includes(m[1] ?? "")),
-    `may only use the variables ${SOURCE_VARIABLES.map((v) => `{${v}}`).join(" ")}`,
+    check("sourceVariables"),
   );
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
@@ -87,7 +94,8 @@ const SINK_EVENTS = SinkEventType.options;
 export const Config = z.strictObject({
   /** Global master switch; a session still has to be enabled with /anon-notify. */
   enabled: z.boolean(),
-  endpoint: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+  // Worded by config.ts's error map (the only URL here): zod's url check takes no params.
+  endpoint: z.url({ protocol: /^https?$/ }),
   token: z.string().trim().min(1).optional(),
   tokenFile: filePath,
   source: sourceTemplate,

@@ -14,7 +14,7 @@ import { type Config } from "../config/schema.ts";
 import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
 import { createNotifier, type Notifier } from "../delivery/notifier.ts";
 import { openOutbox, type Outbox } from "../delivery/outbox.ts";
-import { footerText, localeLanguage, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
+import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
 import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../state-bus.ts";
 import { inheritActivation } from "./activation-store.ts";
 import type { Report } from "./report.ts";
@@ -71,7 +71,7 @@ export const notifying = (s: SessionState | undefined): s is SessionState & { co
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
   const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
   const config = loaded.ok ? loaded.config : undefined;
-  const language = (loaded.ok ? loaded.config.language : loaded.language) ?? localeLanguage(process.env);
+  const language = loaded.language;
   const text = messagesFor(language);
   let token: string | undefined;
   let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
@@ -79,7 +79,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   if (loaded.ok) {
     for (const warning of loaded.warnings) report(warning);
     try {
-      token = readToken(loaded.config, process.env);
+      token = readToken(loaded.config, process.env, text);
     } catch (error) {
       configErrors.push(errorText(error));
       report(errorText(error), "error");

@@ -46,7 +46,7 @@ async function enablePreflight(s: SessionState): Promise<{ refuse: string } | { 
   const m = s.text;
   if (s.configState === "disabled") return { refuse: m.toggle.disabled };
   if (!s.config) return { refuse: m.toggle.invalidConfig(s.active, s.configErrors) };
-  const problem = recipientProblem(s.config);
+  const problem = recipientProblem(s.config, m);
   if (problem) return { refuse: m.toggle.recipient(problem, join(dataDirFor(agentDirFrom(process.env)), "config.json")) };
   // Without a token every request would only be refused; say which file to create instead.
   if (!s.tokenConfigured) return { refuse: m.toggle.noToken(s.config.tokenFile) };

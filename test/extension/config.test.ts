@@ -4,8 +4,13 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { agentDirFrom, dataDirFor, loadConfig, normaliseLegacy, readToken, recipientProblem, renderSource, type LoadConfigOptions } from "../../extension/config/config.ts";
+import { agentDirFrom, dataDirFor, didYouMean, editDistance, loadConfig, normaliseLegacy, readToken, recipientProblem, renderSource, type LoadConfigOptions } from "../../extension/config/config.ts";
 import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema.ts";
+import { messagesFor } from "../../extension/messages.ts";
+
+const zh = messagesFor("zh-CN");
+const en = messagesFor("en-US");
+const ENGLISH: NodeJS.ProcessEnv = { LANG: "en_US.UTF-8" };
 
 const roots: string[] = [];
 after(() => {
@@ -155,11 +160,12 @@ test("bad environment values are errors that name the variable", () => {
 test("a sink socket that looks like a network address is rejected with a clear reason", () => {
   const rejected = ["http://127.0.0.1:8080", "https://pet.example/event", "tcp://localhost:9", "tcp:localhost:9", "localhost:9000", "unix:///tmp/x.sock"];
   for (const socket of rejected) {
-    assert.match(sinkSocketProblem(socket) ?? "", /not (a URL|host:port)/, socket);
+    const problem = sinkSocketProblem(socket);
+    assert.ok(problem === "socketUrl" || problem === "socketHostPort", socket);
     const f = fixture();
     f.write("user", { sink: { socket } });
-    const errors = failed(f.load());
-    assert.match(errors.join("\n"), /sink\.socket/);
+    assert.deepEqual(failed(f.load()), [`配置文件 ${f.files.user}：sink.socket 无效：${zh.config.check[problem]}`]);
+    assert.deepEqual(failed(f.load({ env: ENGLISH })), [`config file ${f.files.user}: sink.socket is invalid: ${en.config.check[problem]}`]);
   }
   for (const socket of ["/tmp/pet/notify.sock", "~/Library/Application Support/VPet/notify.sock", "\\\\.\\pipe\\vpet-notify"]) {
     assert.equal(sinkSocketProblem(socket), undefined, socket);
@@ -207,10 +213,12 @@ test("legacy keys are read, type-checked and normalised without rewriting the fi
 
 test("normaliseLegacy is pure: it leaves its input alone and a modern config unchanged", () => {
   const input = Config.parse({ ...DEFAULT_CONFIG, command: { ...DEFAULT_CONFIG.command, deliveryWhenBusy: "followUp" } });
-  const { config } = normaliseLegacy(input);
+  const { config, warnings } = normaliseLegacy(input, en);
   assert.equal(input.command.deliveryWhenBusy, "followUp");
   assert.equal(config.command.deliveryWhenBusy, "steer");
-  assert.deepEqual(normaliseLegacy(DEFAULT_CONFIG), { config: DEFAULT_CONFIG, warnings: [] });
+  assert.deepEqual(warnings, ['command.deliveryWhenBusy: the old value "followUp" is treated as "steer"']);
+  assert.deepEqual(normaliseLegacy(input, zh).warnings, ['command.deliveryWhenBusy 的旧值 "followUp" 已按 "steer" 处理']);
+  assert.deepEqual(normaliseLegacy(DEFAULT_CONFIG, zh), { config: DEFAULT_CONFIG, warnings: [] });
 });
 
 test("every numeric limit accepts its bounds and rejects one step beyond, naming file and key", () => {
@@ -264,17 +272,18 @@ test("bad values and unknown keys are reported with their file and key path, fro
 });
 
 test("malformed and unreadable files are errors, not silently skipped", () => {
-  const cases: [string, RegExp][] = [
-    ["{ not json", /JSON/],
-    ["[1, 2]", /object/],
-    ["", /JSON/],
+  const cases: [string, RegExp, RegExp][] = [
+    ["{ not json", /不是有效的 JSON/, /is not valid JSON/],
+    ["[1, 2]", /顶层必须是 JSON 对象/, /must be a JSON object/],
+    ["", /不是有效的 JSON/, /is not valid JSON/],
   ];
-  for (const [text, why] of cases) {
+  for (const [text, chinese, english] of cases) {
     const f = fixture();
     f.write("user", text);
+    assert.match(failed(f.load({ env: ENGLISH }))[0]!, english);
     const result = f.load();
     const errors = failed(result);
-    assert.match(errors[0]!, why);
+    assert.match(errors[0]!, chinese);
     assert.ok(errors[0]!.includes(f.files.user));
     assert.deepEqual(result.files.find((file) => file.layer === "user")?.status, "invalid");
   }
@@ -282,7 +291,8 @@ test("malformed and unreadable files are errors, not silently skipped", () => {
     const f = fixture();
     f.write("user", {});
     chmodSync(f.files.user, 0o000);
-    assert.match(failed(f.load())[0]!, /unreadable/);
+    assert.match(failed(f.load())[0]!, /无法读取/);
+    assert.match(failed(f.load({ env: ENGLISH }))[0]!, /cannot be read/);
   }
 });
 
@@ -355,7 +365,9 @@ test("paths in the config accept ~/ and {dataDir} and reject relative paths", ()
   assert.ok(failed(g.load()).some((e) => e.includes("tokenFile")));
 });
 
-test("recipientProblem explains in Chinese why a recipient cannot be used", () => {
+test("recipientProblem explains in the person's language why a recipient cannot be used", () => {
+  assert.equal(recipientProblem({ recipient: { qq: "", anonQq: "" } }, en), "the recipient's QQ (recipient.qq) is not set");
+  assert.equal(recipientProblem({ recipient: { qq: "1234", anonQq: "" } }, en), 'the recipient\'s QQ (recipient.qq) is invalid: expected 5–12 digits, got "1234"');
   const cases: [string, string, RegExp | undefined][] = [
     ["", "", /未配置目标 QQ/],
     ["1234", "987654321", /recipient\.qq.*5–12/],
@@ -369,7 +381,7 @@ test("recipientProblem explains in Chinese why a recipient cannot be used", () =
     ["123456789012", "987654321", undefined],
   ];
   for (const [qq, anonQq, problem] of cases) {
-    const result = recipientProblem({ recipient: { qq, anonQq } });
+    const result = recipientProblem({ recipient: { qq, anonQq } }, zh);
     if (problem) assert.match(result ?? "", problem, `${qq}/${anonQq}`);
     else assert.equal(result, undefined, `${qq}/${anonQq}`);
   }
@@ -386,15 +398,16 @@ test("readToken prefers the environment, then the inline token, then the token f
     [{ ANON_NOTIFY_TOKEN: "" }, undefined, tokenFile, "from-file"],
     [{}, undefined, join(f.root, "absent"), undefined],
   ];
-  for (const [env, token, file, expected] of cases) assert.equal(readToken({ token, tokenFile: file }, env), expected);
+  for (const [env, token, file, expected] of cases) assert.equal(readToken({ token, tokenFile: file }, env, en), expected);
 
   writeFileSync(tokenFile, " \n");
-  assert.equal(readToken({ tokenFile }, {}), undefined, "an empty file is no token");
+  assert.equal(readToken({ tokenFile }, {}, en), undefined, "an empty file is no token");
 
   const folder = join(f.root, "token-dir");
   mkdirSync(folder);
   writeFileSync(tokenFile, "never-shown");
-  assert.throws(() => readToken({ tokenFile: folder }, {}), (error: Error) => error.message.includes(folder) && !error.message.includes("never-shown"));
+  assert.throws(() => readToken({ tokenFile: folder }, {}, en), (error: Error) => error.message === `token file ${folder} cannot be read (EISDIR)`);
+  assert.throws(() => readToken({ tokenFile: folder }, {}, zh), (error: Error) => error.message === `令牌文件 ${folder} 无法读取（EISDIR）`);
 });
 
 test("renderSource fills every template variable", () => {
@@ -423,4 +436,51 @@ test("a trusted project may change how notices behave, never where secrets are r
   allowed.write("user", { projectConfig: true });
   allowed.write("project", { source: "from project", notify: { toolError: true }, command: { enabled: true } });
   assert.equal(loaded(allowed.load({ projectTrusted: true })).source, "from project");
+});
+
+test("config errors are worded wholly in the person's language: zod's own words from its locale, ours from the catalogue", () => {
+  const f = fixture();
+  f.write("user", { delivery: { timeoutMs: "12s" } });
+  assert.deepEqual(failed(f.load()), [`配置文件 ${f.files.user}：delivery.timeoutMs 无效：无效输入：期望 数字，实际接收 string`]);
+  assert.deepEqual(failed(f.load({ env: ENGLISH })), [`config file ${f.files.user}: delivery.timeoutMs is invalid: Invalid input: expected number, received string`]);
+  // The file's own language wins over the locale, for the errors of the file that set it too.
+  f.write("user", { language: "en-US", tokenFile: "token", endpoint: "ftp://x" });
+  assert.deepEqual(failed(f.load()).sort(), [
+    `config file ${f.files.user}: endpoint is invalid: must be an http(s) URL`,
+    `config file ${f.files.user}: tokenFile is invalid: must be an absolute path, or start with ~/ or {dataDir}`,
+  ]);
+  const g = fixture();
+  g.write("user", { language: "zh-CN" });
+  assert.deepEqual(failed(g.load({ env: { ...ENGLISH, ANON_NOTIFY_ENABLED: "maybe" } })), ["环境变量 ANON_NOTIFY_ENABLED：应为 true/false/1/0/yes/no/on/off，实际为 \"maybe\""]);
+});
+
+test("a mistyped config key gets a did-you-mean in the person's language, at any depth", () => {
+  const cases: [unknown, string, string][] = [
+    [{ langauge: "en-US" }, "未知配置项 langauge，是否想写 language？", "unknown key langauge; did you mean language?"],
+    [{ delivery: { timeoutMS: 5000 } }, "未知配置项 delivery.timeoutMS，是否想写 delivery.timeoutMs？", "unknown key delivery.timeoutMS; did you mean delivery.timeoutMs?"],
+    [{ approval: { rules: [{ id: "a", tool: "bash", lable: "x" }] } }, "未知配置项 approval.rules.0.lable，是否想写 approval.rules.0.label？", "unknown key approval.rules.0.lable; did you mean approval.rules.0.label?"],
+    [{ surprise: 1 }, "未知配置项 surprise", "unknown key surprise"],
+  ];
+  for (const [layer, chinese, english] of cases) {
+    const f = fixture();
+    f.write("user", layer);
+    assert.deepEqual(failed(f.load()), [`配置文件 ${f.files.user}：${chinese}`]);
+    assert.deepEqual(failed(f.load({ env: ENGLISH })), [`config file ${f.files.user}: ${english}`]);
+  }
+});
+
+test("didYouMean picks a close known key and stays quiet when none is close", () => {
+  const keys = ["language", "endpoint", "tokenFile", "id", "tool"];
+  const rows: [string, string | null][] = [
+    ["langauge", "language"],
+    ["Language", "language"],
+    ["endpont", "endpoint"],
+    ["tokenfile", "tokenFile"],
+    ["ip", "id"],
+    ["tol", "tool"],
+    ["surprise", null],
+    ["xy", null],
+  ];
+  for (const [typo, expected] of rows) assert.equal(didYouMean(typo, keys), expected, typo);
+  assert.equal(editDistance("langauge", "language"), 1, "a swapped pair is one edit");
 });
