@@ -19,7 +19,7 @@ import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
 import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
-import { eventually } from "../harness/event-client.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -64,7 +64,7 @@ const CHAT = "owner's chat (anon.approve)";
 
 try {
   await pi.prompt("/anon-notify");
-  await eventually(async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined), "online");
+  await waitUntil(async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined), "online");
   for (const mode of [CHAT, "operator decision", "terminal answer"] as const) {
     const latencies: number[] = [];
     const calls: number[] = [];
@@ -75,7 +75,7 @@ try {
       const run = pi.prompt(`第 ${i + 1} 次`);
       await opened;
       // Both modes start from the same point: the request stored on the server and the dialog open.
-      const pending = await eventually(async () => {
+      const pending = await waitUntil(async () => {
         const open = (await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals;
         return open.length === 1 ? open[0] : undefined;
       }, "the approval is pending on the server");
@@ -93,7 +93,7 @@ try {
       latencies.push((await ran) - answeredAt);
       await run;
       // The resolution closes the approval before the next sample looks for one pending.
-      await eventually(async () => ((await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals.length === 0 ? true : undefined), "closed");
+      await waitUntil(async () => ((await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals.length === 0 ? true : undefined), "closed");
     }
     latencies.sort((a, b) => a - b);
     calls.sort((a, b) => a - b);

@@ -17,7 +17,7 @@ import { dataDirFor } from "../extension/config/config.ts";
 import { startKoishi } from "../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, operatorApi } from "../harness/agent-api.ts";
-import { eventually } from "../harness/event-client.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 const samples = Number(process.argv[2] ?? 50);
 const idleWindowMs = Number(process.argv[3] ?? 30) * 1000;
@@ -59,7 +59,7 @@ try {
     try {
       await pi.prompt("/anon-notify");
       const sessionId = pi.session.sessionManager.getSessionId();
-      await eventually(async () => ((await operator.sessions()).body.sessions.length > 0 ? true : undefined), "online");
+      await waitUntil(async () => ((await operator.sessions()).body.sessions.length > 0 ? true : undefined), "online");
 
       const latencies: number[] = [];
       for (let i = 0; i < samples; i++) {

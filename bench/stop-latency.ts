@@ -16,7 +16,7 @@ import { extensionEnv } from "../harness/extension-env.ts";
 import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi, type ModelStep } from "../harness/pi.ts";
 import { operatorApi } from "../harness/agent-api.ts";
-import { eventually } from "../harness/event-client.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 const samples = Number(process.argv[2] ?? 50);
 
@@ -59,7 +59,7 @@ const pi = await startPi({ root });
 try {
   await pi.prompt("/anon-notify");
   const sessionId = pi.session.sessionManager.getSessionId();
-  await eventually(async () => ((await operator.sessions()).body.sessions.length > 0 ? true : undefined), "online");
+  await waitUntil(async () => ((await operator.sessions()).body.sessions.length > 0 ? true : undefined), "online");
 
   const modes: { name: string; stop: () => Promise<unknown> }[] = [
     { name: "local Esc (session.abort())", stop: () => pi.session.abort() },
@@ -70,7 +70,7 @@ try {
         if (answer.status !== 202) throw new Error(`stop: ${answer.status} ${JSON.stringify(answer.body)}`);
         const id = answer.body.command.command_id as string;
         // The control lane takes the next stop only after this one's ACK, as in real use.
-        await eventually(async () => ((await operator.list(sessionId)).body.commands.find((c: { command_id: string }) => c.command_id === id)?.state === "accepted" ? true : undefined), "stop ACKed");
+        await waitUntil(async () => ((await operator.list(sessionId)).body.commands.find((c: { command_id: string }) => c.command_id === id)?.state === "accepted" ? true : undefined), "stop ACKed");
       },
     },
     {

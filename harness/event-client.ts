@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { Receipt, type EventBodyInput } from "../protocol/events.ts";
 import type { ApiTarget } from "./agent-api.ts";
+import { waitUntil } from "./wait.ts";
 
 export function validEvent(overrides: Partial<Record<keyof EventBodyInput, unknown>> = {}): Record<string, unknown> {
   return {
@@ -41,18 +42,8 @@ export async function getReceipt(koishi: ApiTarget, eventId: string): Promise<Re
   return Receipt.parse(await response.json());
 }
 
-/** Polls until `check` returns a value; fails after `tries` polls. Not a timing assertion. */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, what: string, tries = 500): Promise<T> {
-  for (let attempt = 0; attempt < tries; attempt++) {
-    const value = await check();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error(`never happened: ${what}`);
-}
-
 export async function settledReceipt(koishi: ApiTarget, eventId: string): Promise<Receipt> {
-  return eventually(async () => {
+  return waitUntil(async () => {
     const receipt = await getReceipt(koishi, eventId);
     return receipt && receipt.state !== "queued" && receipt.state !== "processing" ? receipt : undefined;
   }, `event ${eventId} settled`);

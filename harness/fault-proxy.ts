@@ -10,6 +10,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { request } from "undici";
 import { rmSync } from "node:fs";
 import { extensionEnv, writeUserConfig } from "./extension-env.ts";
+import { closeAll } from "./cleanup.ts";
 import { freePort, startKoishi, type KoishiHarness } from "./koishi.ts";
 import { makeRoot } from "./pi.ts";
 
@@ -124,7 +125,10 @@ export interface FaultRig {
 /** The real server behind the proxy, and the process environment set for Pi roots in `root`. */
 export async function startFaultRig(): Promise<FaultRig> {
   const koishi = await startKoishi({ config: { logPersona: true, eventsPerMinute: 100_000, eventBurst: 100_000, watchdogEnabled: false } });
-  const proxy = await startFaultProxy(koishi.baseUrl);
+  const proxy = await startFaultProxy(koishi.baseUrl).catch(async (error: unknown) => {
+    await koishi.stop();
+    throw error;
+  });
   const root = makeRoot();
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(koishi, root), { ANON_NOTIFY_ENDPOINT: proxy.endpoint });
@@ -135,9 +139,7 @@ export async function startFaultRig(): Promise<FaultRig> {
     root,
     async close() {
       process.env = saved;
-      await proxy.close();
-      await koishi.stop();
-      rmSync(root, { recursive: true, force: true });
+      await closeAll(proxy.close, koishi.stop, () => rmSync(root, { recursive: true, force: true }));
     },
   };
 }

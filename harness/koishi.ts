@@ -13,12 +13,17 @@ import type { Context, ForkScope, Plugin } from "koishi";
 import { koishi } from "../server/koishi.ts";
 import * as notifyWebhook from "../server/notify-webhook.ts";
 import { API_BASE_PATH } from "../protocol/wire.ts";
+import { closeAll } from "./cleanup.ts";
+import { waitUntil } from "./wait.ts";
 
 const require = createRequire(import.meta.url);
 // CommonJS builds, so they share koishi's copy of cordis (see server/koishi.ts).
 const serverPlugin = require("@koishijs/plugin-server").default as Plugin<Context>;
 const sqlitePlugin = require("@minatojs/driver-sqlite").default as Plugin<Context>;
 const memoryPlugin = require("@minatojs/driver-memory").default as Plugin<Context>;
+
+/** How long a start or restart may take to listen and load its state on a busy 2-core machine. */
+const READY_MS = 30_000;
 
 export type Use = (plugin: Plugin<Context>, config?: unknown) => ForkScope;
 
@@ -77,8 +82,15 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
   const token = randomBytes(24).toString("hex");
   const database = options.database ?? defaultDriver();
   let pluginConfig: Partial<notifyWebhook.Config> = { ...options.config };
-  let running = await boot();
+  let running: { app: Context; forks: ForkScope[] } | undefined;
+  try {
+    running = await boot();
+  } catch (error) {
+    if (ownsDir) await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
 
+  /** Starts an app; one that fails to become ready is stopped before the error goes up, so no app outlives its test. */
   async function boot() {
     const app = new koishi.Context();
     app.baseDir = dataDir;
@@ -89,20 +101,34 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
       forks.push(fork);
       return fork;
     };
-    use(serverPlugin, { host: "127.0.0.1", port });
-    if (database !== "none") useDatabase(use, database, dataDir);
-    await options.plugins?.(use, app);
-    if (!options.withoutPlugin) use(notifyWebhook, { ...pluginConfig, token });
-    await app.start();
-    await new Promise<void>((resolve) => app.on("server/ready", () => resolve()));
-    if (!options.withoutPlugin && database !== "none") await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
+    let ready = false;
+    app.on("server/ready", () => void (ready = true));
+    try {
+      use(serverPlugin, { host: "127.0.0.1", port });
+      if (database !== "none") useDatabase(use, database, dataDir);
+      await options.plugins?.(use, app);
+      if (!options.withoutPlugin) use(notifyWebhook, { ...pluginConfig, token });
+      await app.start();
+      await waitUntil(() => ready, `Koishi listening on port ${port}`, READY_MS);
+      if (!options.withoutPlugin && database !== "none") await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
+    } catch (error) {
+      await shutdown({ app, forks }).catch(() => {}); // the start's own error is the one to report
+      throw error;
+    }
     return { app, forks };
   }
 
-  async function shutdown() {
+  async function shutdown(target: { app: Context; forks: ForkScope[] }) {
     // plugin-server's own dispose throws once the logger is gone, so dispose forks before app.stop().
-    for (const fork of running.forks.reverse()) fork.dispose();
-    await running.app.stop();
+    for (const fork of target.forks.reverse()) fork.dispose();
+    await target.app.stop();
+  }
+
+  /** Stops the running app, if any; after a failed restart there is none. */
+  async function stopRunning() {
+    const current = running;
+    running = undefined;
+    if (current) await shutdown(current);
   }
 
   const harness: KoishiHarness = {
@@ -111,28 +137,34 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
     dataDir,
     app: running.app,
     async restart(overrides) {
-      await shutdown();
+      await stopRunning();
       pluginConfig = { ...pluginConfig, ...overrides };
       running = await boot();
       harness.app = running.app;
     },
-    async stop() {
-      await shutdown();
-      if (ownsDir) await rm(dataDir, { recursive: true, force: true });
-    },
+    stop: () => closeAll(stopRunning, () => ownsDir && rm(dataDir, { recursive: true, force: true })),
   };
   return harness;
 }
 
-/** Waits while the plugin answers 503 (its state is still loading). */
+/** Waits while the plugin answers 503 (its state is still loading) or the port refuses (a busy machine). */
 async function untilReady(baseUrl: string, token: string): Promise<void> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const response = await fetch(`${baseUrl}/health`, { headers: { authorization: `Bearer ${token}` } });
-    await response.arrayBuffer();
-    if (response.status !== 503) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error("notify-webhook never became ready");
+  let last = "no answer yet";
+  await waitUntil(
+    async () => {
+      try {
+        const response = await fetch(`${baseUrl}/health`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(READY_MS) });
+        await response.arrayBuffer();
+        last = `HTTP ${response.status}`;
+        return response.status !== 503;
+      } catch (error) {
+        last = String(error);
+        return false;
+      }
+    },
+    () => `notify-webhook ready at ${baseUrl} (last: ${last})`,
+    READY_MS,
+  );
 }
 
 interface LogRecord {

@@ -21,6 +21,7 @@ import type {
   ToolDefinition,
 } from "@earendil-works/pi-coding-agent";
 import { PI_AI_PACKAGE, PI_FLAVOUR, PI_PACKAGE } from "./pi-flavour.ts";
+import { closeAll } from "./cleanup.ts";
 import type { AssistantMessage, FauxProviderHandle, SimpleStreamOptions, TranscriptContext } from "@earendil-works/pi-ai";
 
 export { PI_FLAVOUR };
@@ -172,7 +173,14 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
     });
   };
   runtime.setRebindSession(bind);
-  await bind(runtime.session);
+  try {
+    await bind(runtime.session);
+  } catch (error) {
+    // A start that fails leaves nothing running (the extension's timers would keep the test file alive).
+    await runtime.dispose().catch(() => {});
+    if (!options.root) rmSync(root, { recursive: true, force: true });
+    throw error;
+  }
 
   return {
     runtime,
@@ -202,10 +210,11 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
       return calls.at(-1)?.args[1] as string | undefined;
     },
     notices: () => ui.filter((call) => call.method === "notify").map((call) => String(call.args[0])),
-    async dispose(disposeOptions) {
-      await runtime.dispose();
-      if (!disposeOptions?.keepRoot) rmSync(root, { recursive: true, force: true });
-    },
+    dispose: (disposeOptions) =>
+      closeAll(
+        () => runtime.dispose(),
+        () => disposeOptions?.keepRoot || rmSync(root, { recursive: true, force: true }),
+      ),
   };
 }
 

@@ -7,7 +7,7 @@ import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import type { Readable } from "node:stream";
-import { eventually } from "./event-client.ts";
+import { waitUntil } from "./wait.ts";
 
 const STANDALONE = resolve(import.meta.dirname, "../server/standalone.ts");
 
@@ -50,10 +50,17 @@ export async function spawnStandalone(dataDir: string, port: number, options: { 
     if (running()) child.kill(name);
     await exited;
   };
-  const baseUrl = await eventually(() => {
-    if (!running()) throw new Error(`the server exited: ${output}`);
-    return /运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined;
-  }, `server start: ${output}`, 2000);
+  const baseUrl = await waitUntil(
+    () => {
+      if (!running()) throw new Error(`the server exited: ${output}`);
+      return /运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined;
+    },
+    () => `server start: ${output}`,
+    30_000,
+  ).catch(async (error: unknown) => {
+    await signal("SIGKILL"); // a server that never said it started is not left running
+    throw error;
+  });
   if (options.keepOutput === false) {
     // Past the start text, read and drop: a caller that measures its own process (the bench) must
     // not pay for decoding and scanning every block the log persona prints.

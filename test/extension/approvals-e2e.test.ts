@@ -16,7 +16,7 @@ import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { ai, answerableTerminal, makeRoot, startPi, toolResults, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { MockBot } from "../server/persona-standin.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 interface Setup {
   koishi: KoishiHarness;

@@ -12,7 +12,7 @@ import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import type { ChatHarness } from "../../harness/chat.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { piOnChat } from "../helpers/pi-chat.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 async function setup(t: TestContext) {
   const term = answerableTerminal();

@@ -15,7 +15,7 @@ import { settledReceipt } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 import { piOnChat } from "../helpers/pi-chat.ts";
 import { probe } from "../helpers/probe.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 async function setup(t: TestContext) {
   const slow = gatedTool("slow");

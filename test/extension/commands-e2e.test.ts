@@ -14,8 +14,8 @@ import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness } from "../../harness/pi.ts";
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { OPERATOR_TOKEN, call, operatorApi } from "../../harness/agent-api.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const RECIPIENT = { qq: "10001", anonQq: "10002" };
 
@@ -64,10 +64,10 @@ type Operator = ReturnType<typeof operatorApi>;
 
 /** A runtime re-registers within one heartbeat interval (10 s by default), hence the generous bound. */
 async function online(operator: Operator, sessionId: string) {
-  return eventually(async () => {
+  return waitUntil(async () => {
     const { body } = await operator.sessions();
     return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
-  }, `session ${sessionId} online`, 3_000);
+  }, `session ${sessionId} online`, 60_000);
 }
 
 async function commandState(operator: Operator, sessionId: string, commandId: string): Promise<string> {
@@ -76,7 +76,7 @@ async function commandState(operator: Operator, sessionId: string, commandId: st
 }
 
 function untilState(operator: Operator, sessionId: string, commandId: string, state: string) {
-  return eventually(async () => ((await commandState(operator, sessionId, commandId)) === state ? true : undefined), `${commandId} ${state}`, 2_000);
+  return waitUntil(async () => ((await commandState(operator, sessionId, commandId)) === state ? true : undefined), `${commandId} ${state}`, 30_000);
 }
 
 function deliveredIds(pi: PiHarness): string[] {
@@ -111,7 +111,7 @@ test("an activated session is listed online, answers an operator instruction whi
   assert.equal((await operator.cancel(commandId, sessionId)).body.error, "already_accepted");
 
   await pi.prompt("/anon-notify");
-  await eventually(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "offline");
+  await waitUntil(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "offline");
   const refused = await operator.create({ session_id: sessionId, instruction: "离线了还能收到吗" });
   assert.deepEqual([refused.status, refused.body.error], [409, "session_offline"], "an offline session is refused, not queued");
 });
@@ -153,7 +153,7 @@ test("an instruction whose lease expires unconfirmed, across a server restart an
   const done = settled(pi);
   const commandId = (await operator.create({ session_id: sessionId, instruction: "只执行一次" })).body.command.command_id as string;
   await done;
-  await eventually(() => (pi.notices().some((n) => n.includes("写入指令日志失败")) ? true : undefined), "journal failure reported");
+  await waitUntil(() => (pi.notices().some((n) => n.includes("写入指令日志失败")) ? true : undefined), "journal failure reported");
   assert.notEqual(await commandState(operator, sessionId, commandId), "accepted");
 
   // The server restarts mid-lease; the runtime registers again and is handed the expired lease again.
@@ -200,7 +200,7 @@ test("an instruction interrupted before any reply is accepted once and reported 
   const warning = pi.notices().find((n) => n.includes("被中断") && n.includes("整理日志"));
   assert.ok(warning?.startsWith("操作员的指令"), `the warning names who sent it: ${warning}`);
   const eventId = `ext:${sessionId}:cmd-interrupted:${commandId}`;
-  const receipt = await eventually(async () => {
+  const receipt = await waitUntil(async () => {
     const answer = await call(koishi, "GET", `/events/${encodeURIComponent(eventId)}`);
     return answer.status === 200 ? answer.body : undefined;
   }, "warning event received");
@@ -212,7 +212,7 @@ test("a session whose model cannot see images declares it, is refused image inst
   const { pi, operator, sessionId } = await setup(t);
   const textOnly = { ...pi.faux.getModel(), id: "faux-text", name: "faux text only", input: ["text" as const] };
   await pi.session.setModel(textOnly);
-  await eventually(async () => {
+  await waitUntil(async () => {
     const listed = await online(operator, sessionId);
     return listed.model === "faux/faux-text" && listed.supports_images === false ? true : undefined;
   }, "text-only model announced");
@@ -233,7 +233,7 @@ test("a subagent restoring an active session never heartbeats, so it can never b
   await pi.prompt("先说一句话，让会话文件落盘");
   const sessionFile = pi.sessionFile()!;
   await pi.dispose({ keepRoot: true });
-  await eventually(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "the main runtime went offline");
+  await waitUntil(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "the main runtime went offline");
 
   const sub = await open(sessionFile, { [SUBAGENT_FLAG]: true });
   sub.script([ai.fauxAssistantMessage("子 Agent 的回答")]);

@@ -17,7 +17,7 @@ import { ai, latch, makeRoot, startPi, waitForAbortStep } from "../../harness/pi
 import { commandMessages, gatedTool, settled } from "../../harness/session-commands.ts";
 import { command, startScriptedApi, type ScriptedApi } from "../helpers/scripted-api.ts";
 import { echoTool } from "../../harness/pi.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 

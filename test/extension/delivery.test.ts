@@ -16,7 +16,7 @@ import { openOutbox } from "../../extension/delivery/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { firstLine, waitUntil } from "../../harness/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
 const cleanups: (() => unknown)[] = [];
@@ -436,7 +436,7 @@ test("a final survives a crash of the Pi process mid-send and the next start res
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   t.after(() => child.kill("SIGKILL"));
-  await once(child.stdout!, "data");
+  assert.equal(await firstLine(child, "the child sent its final"), "sent");
   // Wait until the request is really in flight (the server holds it), then kill without any cleanup.
   await waitUntil(() => hole.received.length > 0, "the child's final reached the black-holed server");
   child.kill("SIGKILL");

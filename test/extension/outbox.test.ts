@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../extension/delivery/outbox.ts";
 import type { EventBody } from "../../protocol/events.ts";
+import { firstLine } from "../../harness/wait.ts";
 
 const roots: string[] = [];
 const opened: Outbox[] = [];
@@ -238,8 +239,7 @@ test("an entry claimed by another live process is left alone, and taken over onc
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   t.after(() => child.kill("SIGKILL"));
-  const [line] = (await once(child.stdout!, "data")) as [Buffer];
-  assert.equal(line.toString().trim(), "true");
+  assert.equal(await firstLine(child, "the child claimed the entry"), "true");
   assert.equal(await outbox.claim("pi:cross"), false);
   assert.deepEqual(await ids(outbox), []);
   assert.deepEqual(await outbox.prune(0, Date.now() + 1), [], "prune leaves a live owner's claim alone");

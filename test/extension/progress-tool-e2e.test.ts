@@ -12,8 +12,8 @@ import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extensio
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 async function setup(t: TestContext, progressTool: boolean, pi: StartPiOptions = {}) {
   const koishi = await startKoishi({
@@ -100,7 +100,7 @@ test("enabled: offered only while active; reports are rendered, limited, dedupli
   assert.match(answers[3]!, /chat_id/, "a call naming a recipient is refused, and the model is told which parameter");
 
   // Six reports reached the persona, rendered by code; the refused ones reached only the audit trail.
-  const texts = await eventually(() => {
+  const texts = await waitUntil(() => {
     const found = worldState(koishi).recorded.map((r) => r.message).filter((m) => m.includes('"tool":"report_progress"'));
     return found.length === 6 ? found : undefined;
   }, "six reports delivered");
@@ -108,7 +108,7 @@ test("enabled: offered only while active; reports are rendered, limited, dedupli
   assert.ok(texts.some((m) => m.includes("【紧急】等待你确认：需要你确认是否删除旧表")));
   assert.ok(texts.every((m) => !m.includes("attacker-group") && !m.includes("第七条")));
 
-  const rows = await eventually(async () => {
+  const rows = await waitUntil(async () => {
     const all = await audit(koishi, sessionId);
     return all.filter((e) => e.action === "tool_call.refused").length >= 3 ? all : undefined;
   }, "refused calls audited");

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { closeSession, SHUTDOWN_FLUSH_MS, type SessionService, type SessionState } from "../../extension/session/session.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 test("the offline call and the flush run side by side within one budget", async () => {
   const steps: string[] = [];

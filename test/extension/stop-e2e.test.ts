@@ -14,8 +14,7 @@ import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness, type St
 import { settled } from "../../harness/session-commands.ts";
 import { OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
 import { extensionEnv, RECIPIENT } from "../../harness/extension-env.ts";
-import { eventually } from "../../harness/event-client.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 type Operator = ReturnType<typeof operatorApi>;
 
@@ -35,7 +34,7 @@ async function setup(t: TestContext, settings?: StartPiOptions["settings"]) {
   await pi.prompt("/anon-notify");
   const operator = operatorApi(koishi);
   const sessionId = pi.session.sessionManager.getSessionId();
-  await eventually(async () => ((await operator.sessions()).body.sessions.length === 1 ? true : undefined), "the session is online", 1_000);
+  await waitUntil(async () => ((await operator.sessions()).body.sessions.length === 1 ? true : undefined), "the session is online", 20_000);
   return { pi, operator, sessionId, root };
 }
 
@@ -44,7 +43,7 @@ async function stopAndAwaitOutcome(operator: Operator, sessionId: string): Promi
   const requested = await operator.stop(sessionId);
   assert.equal(requested.status, 202, JSON.stringify(requested.body));
   const id = requested.body.command.command_id as string;
-  return eventually(async () => {
+  return waitUntil(async () => {
     const found = ((await operator.list(sessionId)).body.commands as CommandSummary[]).find((c) => c.command_id === id);
     return found?.state === "accepted" ? found : undefined;
   }, `stop ${id} ACKed`);
@@ -89,7 +88,7 @@ test("a stop during a running bash tool kills its processes, ends the run silent
   // Silent: the next, normal run's completion is the first notice this session ever sent.
   pi.script([ai.fauxAssistantMessage("好的，已停止后继续。")]);
   await pi.prompt("继续");
-  const statuses = await eventually(async () => {
+  const statuses = await waitUntil(async () => {
     const seen = await acceptedStatuses(operator, sessionId);
     return seen.length > 0 ? seen : undefined;
   }, "the next run's completion notice");
@@ -132,6 +131,6 @@ test("a stop to an idle session is ACKed already_idle; to a session switched off
   assert.equal(pi.modelCalls.length, 0);
 
   await pi.prompt("/anon-notify");
-  await eventually(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "offline");
+  await waitUntil(async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined), "offline");
   assert.deepEqual(await operator.stop(sessionId), { status: 409, body: { error: "session_offline" } });
 });

@@ -15,11 +15,11 @@ import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extensio
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { EXTENSION_ROOT, ai, latch, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
-/** Long enough for tries at 10 ms to outlast a heartbeat TTL of a few seconds. */
-const PATIENCE = 2_000;
+/** A bound well past a heartbeat TTL of a few seconds, on a busy machine. */
+const PATIENCE = 30_000;
 
 async function setup(t: TestContext) {
   const koishi = await startKoishi({
@@ -58,11 +58,11 @@ async function audit(koishi: KoishiHarness, sessionId: string): Promise<AuditEnt
 }
 
 function untilAudited(koishi: KoishiHarness, sessionId: string, action: string): Promise<AuditEntry> {
-  return eventually(async () => (await audit(koishi, sessionId)).find((e) => e.action === action), `${action} for ${sessionId}`, PATIENCE);
+  return waitUntil(async () => (await audit(koishi, sessionId)).find((e) => e.action === action), `${action} for ${sessionId}`, PATIENCE);
 }
 
 function untilState(koishi: KoishiHarness, sessionId: string, state: "idle" | "running") {
-  return eventually(async () => {
+  return waitUntil(async () => {
     const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
     return body.sessions.find((s: { session_id: string; state: string }) => s.session_id === sessionId && s.state === state);
   }, `${sessionId} ${state}`, PATIENCE);
@@ -90,7 +90,7 @@ test("a real command that hangs gets exactly one stall notice, naming the tool, 
   const stalled = await untilAudited(koishi, sessionId, "watchdog.stalled");
   assert.equal(stalled.actor, "watchdog");
   assert.equal(stalled.data.activity, "bash");
-  const told = await eventually(() => personaTexts(koishi, "可能卡住")[0], "stall notice reached the persona", PATIENCE);
+  const told = await waitUntil(() => personaTexts(koishi, "可能卡住")[0], "stall notice reached the persona", PATIENCE);
   assert.match(told, /正在执行工具 bash/);
   assert.doesNotMatch(told, /released/, "never the tool's output");
 
@@ -149,7 +149,7 @@ test("a killed Pi process gets exactly one vanish notice; a session shut down cl
     child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("RUNNING") && resolve());
     child.once("exit", (code) => reject(new Error(`child exited early (${code})`)));
   });
-  const childSession = await eventually(async () => {
+  const childSession = await waitUntil(async () => {
     const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
     return body.sessions.find((s: { session_id: string; state: string }) => s.session_id !== cleanId && s.state === "running");
   }, "the child session running", PATIENCE);
@@ -167,7 +167,7 @@ test("a killed Pi process gets exactly one vanish notice; a session shut down cl
   const vanished = await untilAudited(koishi, childId, "watchdog.vanished");
   assert.equal(vanished.actor, "watchdog");
   assert.equal(vanished.data.activity, "hang");
-  const told = await eventually(() => personaTexts(koishi, "运行中失联")[0], "vanish notice reached the persona", PATIENCE);
+  const told = await waitUntil(() => personaTexts(koishi, "运行中失联")[0], "vanish notice reached the persona", PATIENCE);
   assert.match(told, /正在执行工具 hang/);
 
   // By now both entries have expired (the clean one stopped heartbeating first): only the kill counts.

@@ -15,7 +15,8 @@ import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from ".
 import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import type { ConsoleView } from "../../server/console/index.ts";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
-import { ChangeWaiters } from "./wait.ts";
+import { closeAll } from "../../harness/cleanup.ts";
+import { ChangeWaiters, waitUntil } from "../../harness/wait.ts";
 
 const require = createRequire(import.meta.url);
 export const consolePlugin = require("@koishijs/plugin-console").default as Plugin<Context>;
@@ -130,19 +131,21 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
   Object.assign(process.env, extensionEnv(koishi, root));
   const harnesses: PiHarness[] = [];
   const sockets: ConsoleSocket[] = [];
-  t.after(async () => {
-    // Pages first: the console refreshes its open pages while it is being disposed, and fails doing so.
-    await Promise.all(sockets.map((socket) => socket.close()));
-    const clients = () => Object.keys((koishi.app.get("console") as { clients?: object } | undefined)?.clients ?? {}).length;
-    for (let tries = 0; clients() > 0; tries++) {
-      if (tries > 200) throw new Error("the console never saw its pages close");
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    for (const pi of harnesses.reverse()) await pi.dispose({ keepRoot: true }).catch(() => undefined);
-    await koishi.stop();
-    process.env = saved;
-    rmSync(root, { recursive: true, force: true });
-  });
+  const clients = () => Object.keys((koishi.app.get("console") as { clients?: object } | undefined)?.clients ?? {}).length;
+  // Every step runs even if one before it failed, so a failed test leaves no app running.
+  t.after(() =>
+    closeAll(
+      // Pages first: the console refreshes its open pages while it is being disposed, and fails doing so.
+      () => Promise.all(sockets.map((socket) => socket.close())),
+      () => waitUntil(() => clients() === 0, "the console saw its pages close"),
+      ...harnesses.reverse().map((pi) => () => pi.dispose({ keepRoot: true })),
+      koishi.stop,
+      () => {
+        process.env = saved;
+        rmSync(root, { recursive: true, force: true });
+      },
+    ),
+  );
   return {
     koishi,
     port: Number(new URL(koishi.baseUrl).port),

@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { PI_FLAVOUR, PI_PACKAGE } from "../../harness/pi-flavour.ts";
+import { closeAll } from "../../harness/cleanup.ts";
 
 export { PI_FLAVOUR };
 export const REPO = resolve(import.meta.dirname, "../..");
@@ -198,11 +199,7 @@ export function makePiHome(model: StubModel, root = mkdtempSync(join(tmpdir(), "
 export async function stubbedPiHome(t: { after(fn: () => Promise<void>): void }, alsoClose: () => Promise<unknown> | unknown = () => {}): Promise<{ model: StubModel; home: PiHome }> {
   const model = await startStubModel();
   const home = makePiHome(model);
-  t.after(async () => {
-    await model.close();
-    await alsoClose();
-    home.dispose();
-  });
+  t.after(() => closeAll(model.close, alsoClose, home.dispose));
   return { model, home };
 }
 

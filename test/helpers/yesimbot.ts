@@ -15,7 +15,7 @@ import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
 import type { Context, Plugin } from "koishi";
 import type { Use } from "../../harness/koishi.ts";
-import { ChangeWaiters } from "./wait.ts";
+import { ChangeWaiters } from "../../harness/wait.ts";
 
 const REPO_ROOT = resolve(import.meta.dirname, "../..");
 const TARBALL = "koishi-plugin-yesimbot-3.0.3.tgz";

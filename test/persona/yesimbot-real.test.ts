@@ -31,8 +31,9 @@ import {
 import { ai, makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { commandMessages, gatedTool } from "../../harness/session-commands.ts";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
-import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
+import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { MockBot } from "../server/persona-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 // The real YesImBot 3.0.3 leaves timers and a stdin listener behind after its dispose, so this
 // file's process would never end. It ends itself once its tests have reported, instead of the
@@ -136,7 +137,7 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
     },
     async untilIdle() {
       const agent = koishi.app["yesimbot.agent"] as { scheduler?: { runningTasks?: Set<string> } };
-      await eventually(() => (agent.scheduler?.runningTasks?.size === 0 ? true : undefined), "YesImBot idle");
+      await waitUntil(() => (agent.scheduler?.runningTasks?.size === 0 ? true : undefined), "YesImBot idle");
     },
     async startPi(tools = []) {
       const root = makeRoot();
@@ -153,7 +154,7 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
       await pi.prompt("/anon-notify");
       const sessionId = pi.session.sessionManager.getSessionId();
       const operator = operatorApi(koishi);
-      await eventually(async () => ((await operator.sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId) ? true : undefined), "the Pi session online", 3_000);
+      await waitUntil(async () => ((await operator.sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId) ? true : undefined), "the Pi session online", 60_000);
       return { pi, sessionId };
     },
   };
@@ -223,7 +224,7 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     assert.ok(text.includes(`<channel id="${OWNER_CHAT}" type="private" platform="mock">`));
     assert.deepEqual(listedTools(request), TOOL_NAMES);
 
-    await eventually(() => (world.sent.length > 0 ? true : undefined), "the persona's reply sent");
+    await waitUntil(() => (world.sent.length > 0 ? true : undefined), "the persona's reply sent");
     assert.deepEqual(world.sent, [[OWNER_CHAT, "登录页修好啦，要我让它再跑一遍测试吗？"]]);
   });
 
@@ -259,7 +260,7 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
 
     const event = validEvent();
     assert.equal((await postEvent(world.koishi, event)).status, 202);
-    const deferred = await eventually(async () => {
+    const deferred = await waitUntil(async () => {
       const receipt = await getReceipt(world.koishi, String(event.event_id));
       return receipt && receipt.attempts >= 2 ? receipt : undefined;
     }, "two attempts while the chat is mid-turn");
@@ -328,10 +329,10 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     const result = observation(await world.model.request(resultOf("agent_command"), "the agent_command result"), "agent_command");
     assert.ok(result?.includes("<status>success</status>"), result);
     const commandId = field(result, "command_id");
-    await eventually(() => (commandMessages(pi).length > 0 ? true : undefined), "the instruction delivered to the Pi session");
+    await waitUntil(() => (commandMessages(pi).length > 0 ? true : undefined), "the instruction delivered to the Pi session");
     assert.deepEqual(commandMessages(pi).map((m) => [m.details.command_id, m.content]), [[commandId, "请再跑一遍测试"]]);
-    await eventually(async () => ((await commandState(world.koishi, sessionId, commandId)) === "accepted" ? true : undefined), "the instruction accepted");
-    await eventually(() => (pi.modelCalls.length >= 2 ? true : undefined), "Pi's model called for the instruction");
+    await waitUntil(async () => ((await commandState(world.koishi, sessionId, commandId)) === "accepted" ? true : undefined), "the instruction accepted");
+    await waitUntil(() => (pi.modelCalls.length >= 2 ? true : undefined), "Pi's model called for the instruction");
     assert.deepEqual(pi.modelCalls[1]!.messages.at(-1)!.content, [{ type: "text", text: "请再跑一遍测试" }]);
     assert.deepEqual(world.sent[0], [OWNER_CHAT, "登录页修好了，我让它再跑一遍测试"]);
   });
@@ -365,7 +366,7 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
 
     slow.release();
     await run;
-    await eventually(async () => ((await commandState(world.koishi, sessionId, kept)) === "accepted" ? true : undefined), "the kept instruction accepted");
+    await waitUntil(async () => ((await commandState(world.koishi, sessionId, kept)) === "accepted" ? true : undefined), "the kept instruction accepted");
     assert.deepEqual(commandMessages(pi).map((m) => m.content), ["请顺便更新 README"]);
     const seen = JSON.stringify(pi.modelCalls.map((c) => c.messages));
     assert.equal(seen.includes("再把日志清理掉"), false, "the withdrawn instruction never reached Pi's model");
@@ -390,20 +391,20 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     // of registration alone would hand the owner's message to YesImBot first.
     await world.untilIdle();
     world.koishi.app.registry.get(notifyWebhook as never)!.restart();
-    await eventually(async () => ((await call(world.koishi, "GET", "/health")).status === 200 ? true : undefined), "notify-webhook answering again");
+    await waitUntil(async () => ((await call(world.koishi, "GET", "/health")).status === 200 ? true : undefined), "notify-webhook answering again");
     await agentApi(world.koishi).heartbeat();
     const created = await call(world.koishi, "POST", "/approvals", approvalRequestOf());
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const { approval_id: id, code } = created.body.approval as { approval_id: string; code: string };
     // The bot's sends are numbered from 1 as they happen (`sent-N`).
-    const position = await eventually(() => {
+    const position = await waitUntil(() => {
       const index = world.sent.findIndex(([channel, text]) => channel === OWNER_CHAT && text.includes(code));
       return index < 0 ? undefined : index + 1;
     }, "the request reached the owner's private chat");
     const ownerMessages = () => world.stimuli.filter((s) => (s as { type: string }).type === "user_message").length;
 
     await world.say("dm", `<quote id="sent-${position}"/>同意`);
-    const decided = await eventually(async () => {
+    const decided = await waitUntil(async () => {
       const { body } = await call(world.koishi, "GET", "/operator/approvals?state=all", undefined, OPERATOR_TOKEN);
       return (body.approvals as { approval_id: string; state: string; via: string }[]).find((a) => a.approval_id === id && a.state === "decided");
     }, "the approval decided from the reply");

@@ -13,10 +13,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import { freePort } from "../../harness/koishi.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
 import { heartbeatOf } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
 import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 /** Every route of docs/protocol.md with a path that exists, and the token it needs. */
 const ROUTES: { method: "GET" | "POST" | "DELETE"; path: string; auth: "agent" | "operator" }[] = [
@@ -130,8 +131,8 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   assert.equal((await call("POST", `/operator/commands/${second.body.command.command_id}/cancel`, operator, { session_id: "s-1" })).status, 200);
   assert.equal((await call("POST", "/audit/tool-calls", agent, { session_id: "s-1", runtime_id: "r-1", tool: "report_progress", tool_call_id: "t-1", decision: "refused", reason: "rate", event_id: null, input: { token: agentToken, summary: "x" }, created_at: new Date().toISOString() })).status, 202);
   // The worker has handed the anon event to the log persona and failed the direct one (no bot).
-  await eventually(async () => ((await call("GET", `/events/${anon.event_id}`, agent)).body.state === "context_injected" ? true : undefined), "anon event injected");
-  await eventually(async () => ((await call("GET", `/events/${direct.event_id}`, agent)).body.state === "failed" ? true : undefined), "direct event failed");
+  await waitUntil(async () => ((await call("GET", `/events/${anon.event_id}`, agent)).body.state === "context_injected" ? true : undefined), "anon event injected");
+  await waitUntil(async () => ((await call("GET", `/events/${direct.event_id}`, agent)).body.state === "failed" ? true : undefined), "direct event failed");
   const audit = await call("GET", "/operator/audit?limit=200", operator);
   assert.ok(audit.body.entries.length >= 8, "the trail has rows to look through");
 

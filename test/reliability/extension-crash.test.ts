@@ -22,10 +22,10 @@ import { RECIPIENT, writeUserConfig } from "../../harness/extension-env.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { commandMessages } from "../../harness/session-commands.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, commandsOnDisk, seedFrom, seededRandom } from "./support.ts";
 import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const KILLS = Number(process.env.EXT_CRASH_KILLS ?? (LONG ? 50 : 2));
 const COMMANDS_PER_ROUND = 3;
@@ -119,21 +119,21 @@ test(`the real command channel across ${KILLS} server SIGKILLs: each instruction
     await live.kill();
     live = await start();
     // Requests keyed before the crash are sent again: the server answers with the same command or creates it.
-    await eventually(async () => {
+    await waitUntil(async () => {
       await queueOpen();
       return wanted.every((w) => w.commandId) ? true : undefined;
-    }, `every instruction queued after restart ${kill} (seed ${seed})`, 1000);
+    }, `every instruction queued after restart ${kill} (seed ${seed})`, 20_000);
   }
 
   // Cancels were awaited before each kill, so the set of cancelled instructions is exact.
   const expected = wanted.filter((w) => !cancelled.has(w.commandId!)).map((w) => w.commandId!);
   const delivered = () => commandMessages(pi).map((message) => message.details.command_id);
-  await eventually(() => (expected.every((id) => delivered().includes(id)) ? true : undefined), `every instruction not cancelled reached the session (seed ${seed})`, 3000);
+  await waitUntil(() => (expected.every((id) => delivered().includes(id)) ? true : undefined), `every instruction not cancelled reached the session (seed ${seed})`, 60_000);
   const dbPath = join(dataDir, "koishi.db");
-  await eventually(() => {
+  await waitUntil(() => {
     const states = new Map(commandsOnDisk(dbPath).map((row) => [row.command_id, row.state]));
     return expected.every((id) => states.get(id) === "accepted") && [...cancelled].every((id) => states.get(id) === "cancelled") ? true : undefined;
-  }, `the server holds each delivered instruction accepted and each cancelled one cancelled (seed ${seed})`, 1000);
+  }, `the server holds each delivered instruction accepted and each cancelled one cancelled (seed ${seed})`, 20_000);
 
   const counts = new Map<string, number>();
   for (const id of delivered()) counts.set(id, (counts.get(id) ?? 0) + 1);

@@ -24,8 +24,8 @@ import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { probe } from "../helpers/probe.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { LONG, hostileString, parseBlock, seedFrom } from "./support.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const RUNS = Number(process.env.BUS_RUNS ?? (LONG ? 10_000 : 300));
 const SEED = seedFrom("BUS_SEED");
@@ -127,10 +127,10 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
   pi.script([ai.fauxAssistantMessage("仍然正常。")]);
   await pi.prompt("after the fuzz");
   const db = koishi.app.database;
-  const rows = await eventually(async () => {
+  const rows = await waitUntil(async () => {
     const all = await db.get(EVENT_TABLE, { session_id: sessionId }, ["event_id", "status", "delivery", "state"]);
     return all.some((row) => row.status === "completed" && !row.event_id.startsWith("ext:")) ? all : undefined;
-  }, "the control run's notice reached the server", 6000);
+  }, "the control run's notice reached the server", 120_000);
   assert.deepEqual(pi.extensionErrors, [], "no extension error");
 
   const received = new Set(rows.filter((row) => row.event_id.startsWith("ext:")).map((row) => row.event_id));
@@ -141,13 +141,13 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
 
   const anon = rows.filter((row) => sent.has(row.event_id) && row.delivery === "anon").map((row) => row.event_id);
   const handed = new Map<string, string[]>();
-  await eventually(async () => {
+  await waitUntil(async () => {
     handed.clear();
     for (const row of await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"])) {
       handed.set(row.subject!, [...(handed.get(row.subject!) ?? []), String(row.data.text)]);
     }
     return anon.every((id) => handed.has(id)) ? true : undefined;
-  }, "every anon request handed to the persona", 6000);
+  }, "every anon request handed to the persona", 120_000);
   const cutOrEqual = (shown: unknown, original: string | undefined, what: string) => {
     if (original === undefined) return;
     assert.equal(typeof shown, "string", what);

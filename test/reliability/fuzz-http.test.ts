@@ -29,9 +29,10 @@ import { APPROVAL_TABLE } from "../../server/approvals/store.ts";
 import { koishi as koishiRuntime } from "../../server/koishi.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { agentApi, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, formatTally, hostileString, parseBlock, seedFrom, tally } from "./support.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? (LONG ? 10_000 : 100));
 const SEED = seedFrom("FUZZ_SEED");
@@ -155,7 +156,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   const baselineCommands = [...knownCommands];
   const claimed = await agent.claim(SESSION, RUNTIME);
   leaseTokens.push(claimed.body.lease.token);
-  await eventually(async () => ((await db.get(EVENT_TABLE, { event_id: baselineId }))[0]?.state === "context_injected" ? true : undefined), "baseline injected");
+  await waitUntil(async () => ((await db.get(EVENT_TABLE, { event_id: baselineId }))[0]?.state === "context_injected" ? true : undefined), "baseline injected");
   // An open approval (no bot is configured, so its request stays owed and nothing is sent meanwhile).
   const approvalTemplate = {
     approval_id: fc.uuid().map((id) => `ap-${id}`),
@@ -380,11 +381,11 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   /** Waits until every accepted event has been handed to the persona; their blocks by event id. */
   async function allHandedOver(): Promise<Map<string, string>> {
     const handedOver = new Map<string, string>();
-    await eventually(async () => {
+    await waitUntil(async () => {
       const rows = await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"]);
       for (const row of rows) handedOver.set(row.subject!, String(row.data.text));
       return accepted.every((event) => handedOver.has(event.event_id)) ? true : undefined;
-    }, `all ${accepted.length} accepted events handed to the persona`, 6000);
+    }, `all ${accepted.length} accepted events handed to the persona`, 120_000);
     return handedOver;
   }
 

@@ -21,7 +21,8 @@ import { EVENT_TABLE } from "../../server/events/store.ts";
 import { FAULTS, startFaultRig, type FaultRig } from "../../harness/fault-proxy.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";
 import { ai, startPi, type PiHarness } from "../../harness/pi.ts";
-import { eventually, settledReceipt } from "../../harness/event-client.ts";
+import { settledReceipt } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 async function setup(t: import("node:test").TestContext): Promise<FaultRig> {
   const rig = await startFaultRig();
@@ -67,19 +68,19 @@ for (const fault of FAULTS) {
 
     if (fault === "429 seconds" || fault === "429 date") {
       // Refused, then tried again after the server's Retry-After (read in both forms).
-      await eventually(() => (proxy.eventPosts.length >= 2 ? true : undefined), "the retry after the 429", 1000);
+      await waitUntil(() => (proxy.eventPosts.length >= 2 ? true : undefined), "the retry after the 429", 20_000);
     }
     if (fault === "slow") {
       // Slow but within the timeout: the same process delivers it.
-      await eventually(async () => ((await handovers(koishi, sessionId)).size === 1 ? true : undefined), "the slow notice delivered", 1000);
+      await waitUntil(async () => ((await handovers(koishi, sessionId)).size === 1 ? true : undefined), "the slow notice delivered", 20_000);
     }
     await pi.dispose({ keepRoot: true });
     if (fault !== "slow") {
       // Kept, and released by the stopped process (a claim still held would be left to its owner).
-      const kept = await eventually(() => {
+      const kept = await waitUntil(() => {
         const files = outboxFiles(root);
         return files.every((name) => name.endsWith(".json")) ? files : undefined;
-      }, `the ${fault} run's outbox entry released`, 500);
+      }, `the ${fault} run's outbox entry released`);
       assert.equal(kept.length, 1, `the undelivered final notice is kept in the outbox (${fault})`);
     }
     await proxy.set("healthy");
@@ -87,14 +88,14 @@ for (const fault of FAULTS) {
     // A new Pi start (any session) sends what the outbox holds.
     const next = await startPi({ root });
     t.after(() => next.dispose({ keepRoot: true }).catch(() => undefined));
-    const counts = await eventually(async () => {
+    const counts = await waitUntil(async () => {
       const seen = await handovers(koishi, sessionId);
       return seen.size === 1 && [...seen.values()][0] === 1 ? seen : undefined;
-    }, `the final notice of the ${fault} run reached the persona`, 1500);
+    }, `the final notice of the ${fault} run reached the persona`, 30_000);
     const [eventId] = counts.keys();
     // Nothing more can arrive: the outbox is empty, both Pi runtimes are gone (the second flushed
     // its notifier) and the server has settled the event. Only then is "exactly once" a fact.
-    await eventually(() => (outboxFiles(root).length === 0 ? true : undefined), "the outbox is empty again");
+    await waitUntil(() => (outboxFiles(root).length === 0 ? true : undefined), "the outbox is empty again");
     await next.dispose({ keepRoot: true });
     await settledReceipt(koishi, eventId!);
     assert.deepEqual([...(await handovers(koishi, sessionId)).values()], [1], "handed to the persona exactly once");

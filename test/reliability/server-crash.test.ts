@@ -28,11 +28,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent } from "undici";
 import { freePort } from "../../harness/koishi.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
 import { call as callApi, heartbeatOf, type Answer } from "../../harness/agent-api.ts";
 import { imageOf } from "../server/images.ts";
 import { LONG, commandsOnDisk, seedFrom, seededRandom } from "./support.ts";
 import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? (LONG ? 50 : 3));
 const EVENT_LANES = 2;
@@ -261,10 +262,10 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
   const { stop, lanes } = await runLoad(live, undefined);
   const unfinished = () => wanted.filter((w) => !(w.refused || (w.commandId && (cancelled.has(w.commandId) || acked.has(w.commandId)))));
   try {
-    await eventually(
+    await waitUntil(
       () => (unanswered.length === 0 && unfinished().length === 0 ? true : undefined),
       `everything answered, delivered or cancelled (seed ${seed})`,
-      3000,
+      60_000,
     ).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}: ${unanswered.length} events unanswered, commands unfinished ${JSON.stringify(unfinished())}`);
     });
@@ -275,7 +276,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     for (const lane of ended) if (lane.status === "rejected") throw lane.reason;
   }
   for (const eventId of everAccepted) {
-    await eventually(async () => {
+    await waitUntil(async () => {
       const receipt = await call("GET", `/events/${encodeURIComponent(eventId)}`, "agent");
       assert.equal(receipt?.status, 200, `accepted event ${eventId} is stored (seed ${seed})`);
       return receipt!.body.state === "context_injected" ? true : undefined;

@@ -13,7 +13,7 @@ import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harn
 import { captureLog, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const OWNER = "10001";
 const NOW = new Date("2026-11-30T03:00:00.000Z");

@@ -8,10 +8,11 @@ import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, operatorApi, startServer } from "../../harness/agent-api.ts";
-import { eventually, settledReceipt, validEvent } from "../../harness/event-client.ts";
+import { settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { imageOf } from "./images.ts";
 import { withPersona, worldState } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const OWNER = "10001";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -79,7 +80,7 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   // A call YesImBot makes without a chat session is refused by the tool, and still recorded.
   assert.equal((await tools.invoke("agent_sessions", {})).status, "error");
 
-  const entries = await eventually(async () => {
+  const entries = await waitUntil(async () => {
     const page = await auditPage(server, { session_id: "s-1", limit: "200" });
     return page.entries.some((e) => e.action === "event.sent_direct") ? page.entries : undefined;
   }, "all rows written");

@@ -11,7 +11,7 @@ import type { ApprovalRequest } from "../../protocol/approvals.ts";
 import { replyDecision } from "../../server/chat/approvals.ts";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
 import { STRANGER, startChat, type ChatHarness } from "../../harness/chat.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 test("reply words: a clear yes approves, a clear no denies with what follows as the reason, anything else decides nothing", () => {
   const table: [string, ReturnType<typeof replyDecision>][] = [

@@ -10,7 +10,7 @@ import { OWNER, STRANGER, startChat, type ChatHarness } from "../../harness/chat
 import type { KoishiOptions } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { MUTE_TABLE } from "../../server/mute/store.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 import { AgentStandIn, WorldStateStandIn, worldState } from "./persona-standin.ts";
 import { imageOf } from "./images.ts";
 

@@ -21,8 +21,8 @@ import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { SessionRoutes } from "../../server/sessions/routes.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer, type ApiTarget } from "../../harness/agent-api.ts";
-import { eventually } from "../../harness/event-client.ts";
 import { imageOf } from "./images.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 test("heartbeats make a session visible as its safe projection until it goes offline", async (t) => {
   const server = await startServer();
@@ -57,7 +57,7 @@ test("an old runtime cannot take a newer one offline, nor claim for it", async (
   const agent = agentApi(server);
   await agent.heartbeat({ runtime_id: "r-old" });
   // The new runtime registers once the old one's heartbeats have expired.
-  await eventually(async () => ((await agent.heartbeat({ runtime_id: "r-new" })).status === 200 ? true : undefined), "r-new registered after r-old expired");
+  await waitUntil(async () => ((await agent.heartbeat({ runtime_id: "r-new" })).status === 200 ? true : undefined), "r-new registered after r-old expired");
 
   assert.deepEqual((await agent.offline("s-1", "r-old")).body, { removed: false });
   assert.equal((await operatorApi(server).sessions()).body.sessions.length, 1);
@@ -189,7 +189,7 @@ test("a new runtime of the session takes over an unexpired lease at once", async
   const lost = await agent.claim("s-1", "r-crashed");
   assert.equal(lost.body.command.command_id, command_id);
 
-  await eventually(async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined), "r-restarted registered after r-crashed expired");
+  await waitUntil(async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined), "r-restarted registered after r-crashed expired");
   const taken = await agent.claim("s-1", "r-restarted");
   assert.equal(taken.body.command.command_id, command_id);
   assert.deepEqual(await agent.ack(command_id, lost.body.lease.token, "s-1", "r-crashed"), { status: 409, body: { error: "lease_mismatch" } });
@@ -276,7 +276,7 @@ test("an ACK wakes a long poll held behind that lease, which then gets the next 
   await held;
   assert.equal((await agent.ack(first.body.command.command_id, first.body.lease.token)).status, 200);
   // Bounded by polls, not by the poll's own wait: unwoken, it would take the command only at its end.
-  await eventually(async () => {
+  await waitUntil(async () => {
     const listed = (await operator.list()).body.commands as CommandSummary[];
     return listed.find((c) => c.command_id === next)?.state === "leased" ? true : undefined;
   }, "the held claim leased the next command after the ACK");
@@ -337,7 +337,7 @@ test("a claim whose client left before the answer is rolled back: pending, still
   const { command_id } = (await operator.create({ session_id: "s-1", instruction: "nobody heard this" })).body.command;
   await left;
 
-  const trail = await eventually(async () => {
+  const trail = await waitUntil(async () => {
     const entries = await commandTrail(server, command_id);
     return entries.length >= 3 ? entries : undefined;
   }, "the roll-back is on the audit trail");
@@ -366,7 +366,7 @@ test("a claim waiting behind a rolled-back one gets the command at once", async 
   await assert.rejects(leavingClaim(server, client), { name: "AbortError" });
 
   // Bounded by polls, not by the held claim's own wait, at whose end it would also take the command.
-  await eventually(async () => ((await commandTrail(server, command_id)).filter((e) => e.action === "command.leased").length === 2 ? true : undefined), "the held claim leased the command again");
+  await waitUntil(async () => ((await commandTrail(server, command_id)).filter((e) => e.action === "command.leased").length === 2 ? true : undefined), "the held claim leased the command again");
   const answer = await waiting!;
   assert.equal(answer.status, 200);
   assert.equal(answer.body.command?.command_id, command_id);

@@ -18,7 +18,7 @@ import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { call, heartbeatOf, onlineServer, operatorApi } from "../../harness/agent-api.ts";
-import { eventually } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 async function commandTrail(operator: ReturnType<typeof operatorApi>, commandId: string) {
   const page = AuditPage.parse((await operator.audit({ session_id: "s-1", limit: "200" })).body);
@@ -125,7 +125,7 @@ test("a held instruction poll is answered as soon as a heartbeat says the run st
   assert.equal(answer, undefined);
   await agent.heartbeat({ state: "running" });
   // Bounded far below the poll's own 25 s wait, at whose end it would also answer.
-  await eventually(() => answer, "the held instruction poll answered after the running heartbeat", 300);
+  await waitUntil(() => answer, "the held instruction poll answered after the running heartbeat", 10_000);
   await held;
   assert.deepEqual(answer!.body, { command: null });
 });

@@ -29,9 +29,10 @@ import { boundHttpServer, ensureToken, runStandalone, secureDataDir } from "../.
 import { vanishedNotices } from "../../server/watchdog/decisions.ts";
 import { freePort, startKoishi } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, onlineServer, startServer } from "../../harness/agent-api.ts";
-import { eventually, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
+import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { hostileString } from "../reliability/support.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const RECEIVED_AT = "2026-11-30T00:00:00.000Z";
 
@@ -348,10 +349,10 @@ describe("slow clients and floods", () => {
     void hold("s-1", "r-1");
     void hold("s-1", "r-1");
     // The two held polls are in once a third is refused.
-    await eventually(async () => ((await status("s-1", "r-1"))[0] === 429 ? true : undefined), "a third poll on s-1 refused");
+    await waitUntil(async () => ((await status("s-1", "r-1"))[0] === 429 ? true : undefined), "a third poll on s-1 refused");
     assert.deepEqual(await status("s-1", "r-1"), [429, "5", "rate_limited"]);
     void hold("s-2", "r-2");
-    await eventually(async () => ((await status("s-2", "r-2"))[0] === 429 ? true : undefined), "a fourth poll in total refused");
+    await waitUntil(async () => ((await status("s-2", "r-2"))[0] === 429 ? true : undefined), "a fourth poll in total refused");
     const immediate = await pi.claim("s-2", "r-2", { waitMs: 0 });
     assert.equal(immediate.status, 200, "a claim that does not wait is never counted");
   });
@@ -400,10 +401,10 @@ describe("slow clients and floods", () => {
     const pi = agentApi(server);
     await Promise.all(Array.from({ length: 300 }, (_, i) => pi.heartbeat({ session_id: `v-${i}`, runtime_id: `r-${i}`, state: "running" })));
     const db = server.app.database;
-    const rows = await eventually(async () => {
+    const rows = await waitUntil(async () => {
       const audit = await db.get(AUDIT_TABLE, { action: "watchdog.vanished" });
       return audit.length === 300 ? audit : undefined;
-    }, "every vanished session on the trail", 3000);
+    }, "every vanished session on the trail", 60_000);
     // Each check coalesces what vanished since the last one; on a loaded machine the 300 heartbeats
     // can spread over a few checks, so a handful of notices is right and one per session is not.
     const notices = new Set(rows.map((row) => row.subject));

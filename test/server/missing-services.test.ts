@@ -9,8 +9,7 @@ import { ErrorAnswer } from "../../protocol/wire.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { captureLog, startKoishi, useDatabase, type Use } from "../../harness/koishi.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
-import { waitUntil } from "../helpers/wait.ts";
-
+import { waitUntil } from "../../harness/wait.ts";
 
 test("without a database every route answers 503 naming it, the log says so once, and a driver brings the routes up", async (t) => {
   const log = captureLog();

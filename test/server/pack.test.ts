@@ -15,7 +15,8 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { freePort } from "../../harness/koishi.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, "../..");
@@ -113,11 +114,11 @@ test("both packed packages install into a Koishi instance, which loads the plugi
 
   const baseUrl = `http://127.0.0.1:${port}${API_BASE_PATH}`;
   const headers = { authorization: `Bearer ${token}` };
-  const health = await eventually(async () => {
+  const health = await waitUntil(async () => {
     const response = await fetch(`${baseUrl}/health`, { headers }).catch(() => undefined);
     const body = await response?.text();
     return response?.status === 200 ? (JSON.parse(body!) as { version: string }) : undefined;
-  }, "Koishi answering /health", 1500).catch((error: Error) => {
+  }, "Koishi answering /health", 30_000).catch((error: Error) => {
     throw new Error(`${error.message}; Koishi's output:\n${output}`);
   });
   assert.equal(health.version, manifest.version, "the plugin knows its own package");
@@ -127,7 +128,7 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   const accepted = await fetch(`${baseUrl}/events`, { method: "POST", headers, body: JSON.stringify(event) });
   assert.equal(accepted.status, 202);
   assert.deepEqual(await accepted.json(), { event_id: event.event_id, state: "queued", duplicate: false });
-  const receipt = await eventually(async () => {
+  const receipt = await waitUntil(async () => {
     const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as { state: string };
     return answer.state === "context_injected" ? answer : undefined;
   }, "event injected by the log persona");

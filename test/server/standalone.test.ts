@@ -9,7 +9,8 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { DEFAULT_PORT, USAGE, ensureToken, parseFlags, piInstructions, readStandaloneFile } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
 const standalone = join(repo, "server/standalone.ts");
@@ -97,7 +98,7 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
     await exited;
   });
 
-  const baseUrl = await eventually(() => /接口地址：(http:\/\/\S+)/.exec(output)?.[1], `bound URL in output: ${output}`, 1000);
+  const baseUrl = await waitUntil(() => /接口地址：(http:\/\/\S+)/.exec(output)?.[1], `bound URL in output: ${output}`, 30_000);
   assert.notEqual(new URL(baseUrl).port, String(wanted), "moved off the busy port");
   const tokenPath = join(dir, "token");
   assert.ok(output.includes(`Token 文件：${tokenPath}`));
@@ -108,7 +109,7 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
 
   const operatorTokenPath = join(dir, "operator.token");
   // Printed right after the Pi setup, possibly in a later chunk of output.
-  await eventually(() => (output.includes(`Token 文件：${operatorTokenPath}`) ? true : undefined), "the operator token path in output");
+  await waitUntil(() => (output.includes(`Token 文件：${operatorTokenPath}`) ? true : undefined), "the operator token path in output");
   assert.equal((await stat(operatorTokenPath)).mode & 0o777, 0o600);
   const operatorToken = (await readFile(operatorTokenPath, "utf8")).trim();
   assert.notEqual(operatorToken, token);
@@ -119,7 +120,7 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   const response = await fetch(`${baseUrl}/events`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(event) });
   assert.equal(response.status, 202);
   await response.arrayBuffer();
-  await eventually(() => (output.includes(`"event_id": "${String(event.event_id)}"`) ? true : undefined), "the log persona printed the block");
+  await waitUntil(() => (output.includes(`"event_id": "${String(event.event_id)}"`) ? true : undefined), "the log persona printed the block");
 
   child.kill("SIGINT");
   assert.equal(await exited, 0);

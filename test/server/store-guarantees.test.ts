@@ -26,7 +26,7 @@ import { DomainError } from "../../server/errors.ts";
 import { EventIntake } from "../../server/events/intake.ts";
 import { newEventRow, bodyHash, parseEvent } from "../../server/events/receipt.ts";
 import { EVENT_TABLE, EventStore } from "../../server/events/store.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 import { imageOf } from "./images.ts";
 
 interface Stores {

@@ -4,7 +4,8 @@ import { EventBody } from "../../protocol/events.ts";
 import { type Heartbeat } from "../../protocol/sessions.ts";
 import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog/decisions.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "../../harness/agent-api.ts";
-import { eventually, validEvent } from "../../harness/event-client.ts";
+import { validEvent } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const MIN = 60_000;
@@ -121,10 +122,10 @@ test("over HTTP: a stall notice takes its token from the event rate limit and go
   const hourAgo = new Date(Date.now() - 60 * MIN).toISOString();
   assert.equal((await agentApi(server).heartbeat({ state: "running", last_activity_at: hourAgo, activity: "npm" })).status, 200);
 
-  const accepted = await eventually(async () => {
+  const accepted = await waitUntil(async () => {
     const answer = await call(server, "GET", "/operator/audit?session_id=s-1", undefined, OPERATOR_TOKEN);
     return (answer.body.entries as { action: string; actor: string; data: { event: EventBody } }[]).find((e) => e.action === "event.accepted" && e.actor === "watchdog");
-  }, "the stall notice accepted", 1_000);
+  }, "the stall notice accepted", 20_000);
   assert.equal(accepted.data.event.delivery, "direct");
   assert.equal(accepted.data.event.session_id, "s-1");
   assert.equal((await call(server, "POST", "/events", validEvent({ session_id: "s-1" }))).status, 429, "the notice took the last token");

@@ -11,8 +11,9 @@ import { NO_PERSONA_ERROR } from "../../server/delivery/worker.ts";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { startKoishi } from "../../harness/koishi.ts";
-import { eventually, getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
+import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { AgentStandIn, MockBot, MockMessenger, WorldStateStandIn, agent, withPersona, worldState } from "./persona-standin.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const target = { botId: "mock:514", recipientId: "10001" };
 
@@ -28,7 +29,7 @@ describe("persona injection", () => {
     const event = validEvent();
     assert.equal((await postEvent(koishi, event)).status, 202);
 
-    const waiting = await eventually(async () => {
+    const waiting = await waitUntil(async () => {
       const receipt = await getReceipt(koishi, String(event.event_id));
       return receipt && receipt.attempts >= 2 ? receipt : undefined;
     }, "two busy attempts");
@@ -184,7 +185,7 @@ describe("durability", () => {
     agent(koishi).busy = true;
     const pending = [validEvent(), validEvent(), validEvent()];
     for (const event of pending) assert.equal((await postEvent(koishi, event)).status, 202);
-    await eventually(async () => ((await getReceipt(koishi, String(pending[0]!.event_id)))?.attempts ?? 0) >= 1 || undefined, "first pending tried");
+    await waitUntil(async () => ((await getReceipt(koishi, String(pending[0]!.event_id)))?.attempts ?? 0) >= 1 || undefined, "first pending tried");
 
     await koishi.restart();
     assert.deepEqual(await getReceipt(koishi, String(first.event_id)), settled);
@@ -226,12 +227,12 @@ describe("durability", () => {
     await postEvent(koishi, second);
     const secondReceipt = await settledReceipt(koishi, String(second.event_id));
     assert.equal(secondReceipt.state, "context_injected");
-    await eventually(() => (refused >= 2 ? true : undefined), "save refused twice");
+    await waitUntil(() => (refused >= 2 ? true : undefined), "save refused twice");
     // This process reports what happened, even before the save lands.
     assert.equal((await getReceipt(koishi, String(first.event_id)))?.state, "context_injected");
 
     refuse = false;
-    await eventually(async () => {
+    await waitUntil(async () => {
       const [row] = await database.get("anon_notify_event", { event_id: String(first.event_id) });
       return row?.state === "context_injected" ? row : undefined;
     }, "first receipt saved");
