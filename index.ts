@@ -48,7 +48,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const target = (): NoticeTarget | undefined => {
     const s = state;
     if (!notifying(s)) return undefined;
-    return { config: s.config, notifier: s.delivery.notifier, context: () => noticeContext(s.ctx, s.sessionId, runtimeId, s.config) };
+    return { config: s.config, notifier: s.delivery.notifier, context: () => noticeContext(s.ctx, s.sessionId, runtimeId, s.config, s.text) };
   };
 
   // The services an active session runs, started and stopped together by syncServices.

@@ -10,6 +10,7 @@ import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
 import type { RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
+import { enDelivery, enNotice, zhDelivery, zhNotice } from "./texts/delivery.ts";
 
 export { LANGUAGES, localeLanguage, type Language };
 
@@ -38,6 +39,8 @@ const seconds = (ms: number) => Math.round(ms / 1000);
 const zh = {
   language: "zh-CN" as Language,
   config: zhConfig,
+  delivery: zhDelivery,
+  notice: zhNotice,
   footer: {
     inactive: "Anon 通知：未开启",
     active: "Anon 通知：已开启",
@@ -98,6 +101,7 @@ const zh = {
     appendFailed: (why: string) => `Anon 指令未能写入会话：${why}`,
     controlClaimFailed: (why: string) => `领取 Anon 控制指令失败：${why}`,
     controlAckFailed: (why: string) => `确认 Anon 控制指令失败（租约到期后会重发并按日志去重）：${why}`,
+    controlFailed: (kind: string, why: string) => `Anon 控制指令（${kind}）执行失败：${why}`,
     origin: { anon: "Anon 的指令", proactive: "Anon 的主动消息", operator: "操作员的指令" } satisfies Record<CommandOrigin, string>,
     label: { anon: "Anon 指令", proactive: "Anon 主动消息", operator: "操作员指令" } satisfies Record<CommandOrigin, string>,
     interrupted: (origin: CommandOrigin, instruction: string) =>
@@ -210,6 +214,8 @@ export type Messages = typeof zh;
 const en: Messages = {
   language: "en-US",
   config: enConfig,
+  delivery: enDelivery,
+  notice: enNotice,
   footer: {
     inactive: "Anon notices: off",
     active: "Anon notices: on",
@@ -271,6 +277,7 @@ const en: Messages = {
     appendFailed: (why) => `An Anon instruction could not be written into the session: ${why}`,
     controlClaimFailed: (why) => `Claiming Anon control commands failed: ${why}`,
     controlAckFailed: (why) => `Confirming an Anon control command failed (it comes back after its lease and the journal dedups it): ${why}`,
+    controlFailed: (kind, why) => `The Anon control command (${kind}) failed: ${why}`,
     origin: { anon: "Anon's instruction", proactive: "Anon's message", operator: "The operator's instruction" },
     label: { anon: "Anon's instruction", proactive: "Message from Anon", operator: "Operator's instruction" },
     interrupted: (origin, instruction) =>

@@ -35,14 +35,15 @@ export class ControlDispatcher {
   }
 
   /** The handler's outcome if it is one its kind allows; `unknown` for a kind nobody handles or a failed handler. */
-  async dispatch(command: ControlCommand, report: (message: string) => void): Promise<CommandOutcome> {
+  /** `failed` hears why a handler threw, to be worded for the person by the caller. */
+  async dispatch(command: ControlCommand, failed: (why: string) => void): Promise<CommandOutcome> {
     const handler = this.#handlers.get(command.kind);
     if (!handler) return "unknown";
     try {
       const outcome = await handler(command);
       return allowedOutcome(command.kind, outcome);
     } catch (error) {
-      report(`Anon 控制指令（${command.kind}）执行失败：${errorText(error)}`);
+      failed(errorText(error));
       return "unknown";
     }
   }
@@ -124,7 +125,9 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
     const { command_id, event_id } = command;
     let outcome = session.journal.outcome(command_id);
     if (!session.journal.has(command_id) || outcome === undefined) {
-      outcome = await dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, session.report);
+      outcome = await dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
+        session.report(session.text().commands.controlFailed(command.kind, why)),
+      );
       try {
         await session.journal.record({ command_id, event_id, session_id: sessionId, delivered_at: new Date().toISOString(), outcome });
       } catch (error) {

@@ -5,6 +5,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type { Config } from "../config/schema.ts";
+import type { Messages } from "../messages.ts";
 import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import type { WebhookClient } from "./http-client.ts";
@@ -59,6 +60,8 @@ export interface NotifierOptions {
   outbox: Outbox;
   delivery: Config["delivery"];
   log: DeliveryLog;
+  /** The warnings' words, in the session's language. */
+  text: Messages["delivery"];
   now?: () => number;
   sleep?: Sleep;
   random?: () => number;
@@ -76,7 +79,7 @@ export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number,
 const ACCEPTED_MEMORY = 1000;
 
 export function createNotifier(options: NotifierOptions): Notifier {
-  const { client, outbox, delivery, log } = options;
+  const { client, outbox, delivery, log, text: t } = options;
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? realSleep;
   const random = options.random ?? Math.random;
@@ -96,7 +99,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   let last: LastDelivery | undefined;
 
   const enqueue = (job: () => Promise<void>): Promise<void> => {
-    tail = tail.then(job).catch((error: unknown) => log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`));
+    tail = tail.then(job).catch((error: unknown) => log.warn(t.internalError(asDeliveryError(error).message)));
     return tail;
   };
 
@@ -127,7 +130,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
     outbox.put(event, now()).then(
       () => true,
       (error: unknown) => {
-        log.warn(`最终通知 ${event.event_id} 无法写入 outbox (${outbox.dir}): ${asDeliveryError(error).message}`);
+        log.warn(t.finalNotWritten(event.event_id, outbox.dir, asDeliveryError(error).message));
         return false;
       },
     );
@@ -135,7 +138,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   /** Sends one outbox entry under a claim; `durable: false` when the outbox write itself failed. */
   const deliverFinal = async (event: EventBody, durable: boolean): Promise<RetryResult<EventAccepted> | undefined> => {
     if (durable && !(await outbox.claim(event.event_id, now()))) {
-      log.debug?.(`最终通知 ${event.event_id} 已由其他进程发送或处理 (claimed elsewhere)`);
+      log.debug?.(`final ${event.event_id} claimed elsewhere`);
       return undefined;
     }
     const result = await post(event);
@@ -143,7 +146,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
       remember(event.event_id);
       // Only now: a crash before this line sends it again, which the server's idempotency absorbs.
       if (durable) await outbox.remove(event.event_id);
-      log.debug?.(`最终通知 ${event.event_id} 已送达 (accepted: ${result.value.state})`);
+      log.debug?.(`final ${event.event_id} accepted: ${result.value.state}`);
     } else {
       if (durable) {
         await outbox.release(event.event_id);
@@ -151,8 +154,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
       }
       warnUnlessTokenRejected(
         result,
-        `最终通知 ${event.event_id} 未送达（${result.attempts} 次尝试）：${result.error.message}` +
-          (durable ? "；已保留在 outbox，服务端恢复后重发 (kept in the outbox)" : "；outbox 不可用，通知已丢失 (outbox unavailable)"),
+        (durable ? t.finalKept : t.finalLost)(event.event_id, result.attempts, result.error.message),
       );
     }
     return result;
@@ -176,7 +178,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   const drainOutbox = async (own?: string) => {
     const pruned = await outbox.prune(delivery.outboxMaxAgeMs, now());
     if (pruned.length > 0) {
-      log.warn(`outbox 中 ${pruned.length} 条最终通知超过保留期仍未送达，已删除 (expired): ${pruned.join(", ")}`);
+      log.warn(t.expired(pruned.length, pruned.join(", ")));
     }
     heldBack = false;
     for (const entry of await outbox.list()) {
@@ -193,7 +195,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
   const deliverNonFinal = async (event: EventBody) => {
     const result = await post(event);
     if (result.ok) remember(event.event_id);
-    else warnUnlessTokenRejected(result, `通知 ${event.event_id}（${event.status}）未送达（${result.attempts} 次尝试）：${result.error.message}`);
+    else warnUnlessTokenRejected(result, t.noticeFailed(event.event_id, event.status, result.attempts, result.error.message));
   };
 
   return {
@@ -201,21 +203,21 @@ export function createNotifier(options: NotifierOptions): Notifier {
       try {
         const parsed = EventBody.safeParse(event);
         if (!parsed.success) {
-          log.warn(`通知事件无效，未发送 (invalid event): ${formatIssues(parsed.error)}`);
+          log.warn(t.invalidEvent(formatIssues(parsed.error)));
           return;
         }
         const valid = parsed.data;
         if (queued.has(valid.event_id) || accepted.has(valid.event_id)) {
-          log.debug?.(`重复的通知 ${valid.event_id} 已忽略 (duplicate)`);
+          log.debug?.(`duplicate notice ${valid.event_id} ignored`);
           return;
         }
         if (!final && stop.signal.aborted) {
-          log.debug?.(`通知 ${valid.event_id}（${valid.status}）在停止后到达，已跳过 (notifier closed)`);
+          log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
           return;
         }
         if (!final && throttled) {
           if (!nonFinalAllowed(lastNonFinalAt, now(), delivery.minIntervalMs)) {
-            log.debug?.(`通知 ${valid.event_id}（${valid.status}）在最小间隔内，已跳过 (rate limited)`);
+            log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
             return;
           }
           lastNonFinalAt = now();
@@ -238,7 +240,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
           }
         });
       } catch (error) {
-        log.warn(`通知发送出现内部错误 (internal delivery error): ${asDeliveryError(error).message}`);
+        log.warn(t.internalError(asDeliveryError(error).message));
       }
     },
 

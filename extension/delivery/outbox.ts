@@ -63,8 +63,9 @@ export interface Outbox {
   close(): Promise<void>;
 }
 
+/** Told of an entry it cannot read (kept as `.bad`); the caller words it in the person's language. */
 export interface OutboxLog {
-  warn(message: string): void;
+  movedAside(file: string, why: string): void;
 }
 
 // `<queued ms, 15 digits>-<seq>-<event_id as base64url>` then `.json` (free) or
@@ -144,7 +145,7 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
   const moveAside = (file: string, why: string) => {
     try {
       renameSync(join(dir, file), join(dir, `${file}.bad`));
-      log.warn(`outbox 文件 ${join(dir, file)} 无法读取，已改名为 .bad 保留 (corrupt outbox entry moved aside): ${why}`);
+      log.movedAside(join(dir, file), why);
     } catch (error) {
       if (!isMissingFile(error)) throw error;
     }

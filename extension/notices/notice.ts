@@ -7,6 +7,10 @@ import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } fr
 import { LIMITS } from "../../protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../state-bus.ts";
+import type { zhNotice } from "../texts/delivery.ts";
+
+/** The words of the notices the extension writes itself, in the session's language. */
+export type NoticeTexts = typeof zhNotice;
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
 export interface PiContextUsage {
@@ -69,31 +73,23 @@ export interface ContentOptions {
   includeFinalReply: boolean;
 }
 
-const FAILURE_TEXT: Record<Extract<RunOutcome, { kind: "failed" }>["reason"], string> = {
-  length: "回复达到长度上限而被截断",
-  error: "模型请求出错",
-  incomplete_tool_batch: "最终工具批次没有全部执行完",
-  tool_error_in_final_batch: "最终工具批次中有工具出错",
-  non_terminating_tool_batch: "最终工具批次没有声明结束",
-  unexpected_stop_reason: "以未知的停止原因结束",
-};
-
-/** The human summary of a settled run: the final reply, or why it failed (Chinese, for Anon). */
+/** The human summary of a settled run: the final reply, or why it failed, in the session's language. */
 export function runSummary(
   outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
   facts: RunFacts,
   content: ContentOptions,
   project: string,
+  t: NoticeTexts,
 ): string {
   const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
   let body: string;
   if (outcome.kind === "completed") {
-    body = reply || "任务已完成。";
+    body = reply || t.completed;
   } else {
-    const why = FAILURE_TEXT[outcome.reason] + (outcome.errorMessage ? `：${outcome.errorMessage}` : "。");
+    const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
     body = reply ? `${why}\n${reply}` : why;
   }
-  return content.includeProject ? `项目 ${project}：${body}` : body;
+  return content.includeProject ? t.inProject(project, body) : body;
 }
 
 export interface NoticeParts {
@@ -141,6 +137,7 @@ export interface NoticeContext {
   content: ContentOptions;
   contextUsage: ContextUsage | null;
   now: Date;
+  text: NoticeTexts;
 }
 
 /** The final notice of a settled run, or undefined when the run is not reported (interrupted, silent). */
@@ -156,7 +153,7 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
       source: context.source,
       task: facts.task,
       status: outcome.kind,
-      summary: runSummary(outcome, facts, context.content, context.project),
+      summary: runSummary(outcome, facts, context.content, context.project, context.text),
       details:
         outcome.kind === "failed"
           ? { stop_reason: outcome.stopReason, failure_reason: outcome.reason }
@@ -184,7 +181,7 @@ export function transientNotice(
       source: context.source,
       task: facts.task,
       status,
-      summary: context.content.includeProject ? `项目 ${context.project}：${summary}` : summary,
+      summary: context.content.includeProject ? context.text.inProject(context.project, summary) : summary,
       details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors },
       contextUsage: context.contextUsage,
       createdAt: context.now,

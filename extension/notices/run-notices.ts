@@ -57,8 +57,8 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     const now = Date.now();
     if (!progressDue(run.facts, marks.progress, now, { ...to.config.progress, progress: to.config.notify.progress })) return;
     marks.progress = { at: now, toolCalls: run.facts.toolCalls };
-    const minutes = Math.floor((now - run.facts.startedAt) / 60_000);
-    sendTransient("progress", `仍在运行：已用 ${minutes} 分钟，已完成 ${run.facts.toolCalls} 次工具调用。`);
+    const t = to.context().text;
+    sendTransient("progress", t.progress(t.minutes(Math.floor((now - run.facts.startedAt) / 60_000)), run.facts.toolCalls));
   };
 
   const observation: Observation = recorder.observe(
@@ -71,17 +71,19 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
         progressTimer.unref();
       },
       request() {
-        if (!marks.startAnnounced && target()?.config.notify.started) sendTransient("started", "开始处理任务。");
+        const to = target();
+        if (!marks.startAnnounced && to?.config.notify.started) sendTransient("started", to.context().text.started);
         marks.startAnnounced = true;
       },
       toolEnd(_run, event) {
-        const config = target()?.config;
+        const to = target();
+        const config = to?.config;
         const now = Date.now();
-        if (event.isError && config && toolErrorDue(config.notify.toolError, marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
+        if (event.isError && to && config && toolErrorDue(config.notify.toolError, marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
           marks.lastToolErrorAt = now;
           const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
           const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
-          sendTransient("tool_error", `工具 ${event.toolName} 出错${detail ? `：${detail}` : "。"}`);
+          sendTransient("tool_error", to.context().text.toolError(event.toolName, detail || null));
         }
         checkProgress();
       },

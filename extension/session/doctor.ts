@@ -67,7 +67,7 @@ async function testNotice(s: SessionState & { config: Config }, client: WebhookC
   const event = externalNotice(
     { status: "info", summary: s.text.doctor.testSummary, eventId: `doctor-${randomUUID()}`, details: { doctor_test: true } },
     randomUUID(),
-    noticeContext(s.ctx, s.sessionId, runtimeId, s.config),
+    noticeContext(s.ctx, s.sessionId, runtimeId, s.config, s.text),
   );
   try {
     await client.postEvent(event);

@@ -117,7 +117,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
 
 function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report): Delivery | undefined {
   try {
-    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { warn: (m) => report(m) });
+    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)) });
     const client = createWebhookClient({
       endpoint: config.endpoint,
       token,
@@ -128,6 +128,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
       client,
       outbox,
       delivery: config.delivery,
+      text: text.delivery,
       log: { info: (m) => report(m, "info"), warn: (m) => report(m), debug },
     });
     return { client, notifier, outbox };

@@ -16,6 +16,7 @@ import { openOutbox } from "../../extension/delivery/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { firstLine, waitUntil } from "../../harness/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
@@ -124,12 +125,13 @@ const delivery = { ...DEFAULT_CONFIG.delivery, maxAttempts: 3, backoffMs: 100 };
 function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number; outboxRetryMs?: number } = {}) {
   const dir = options.dir ?? tempOutboxDir();
   const { lines, log } = logger();
-  const outbox = openOutbox(dir, log);
+  const outbox = openOutbox(dir, { movedAside: (file, why) => log.warn(`${file}: ${why}`) });
   const notifier = createNotifier({
     client: client(endpoint, options.timeoutMs),
     outbox,
     delivery,
     log,
+    text: messagesFor("zh-CN").delivery,
     sleep: options.sleep ?? fakeSleep(),
     random: () => 0.5,
     ...(options.now ? { now: options.now } : {}),
@@ -142,7 +144,7 @@ function notifierFor(endpoint: string, options: { dir?: string; now?: () => numb
   return { notifier, outbox, dir, lines };
 }
 
-const outboxIds = async (dir: string) => (await openOutbox(dir, { warn: () => {} }).list()).map((e) => e.event.event_id);
+const outboxIds = async (dir: string) => (await openOutbox(dir, { movedAside: () => {} }).list()).map((e) => e.event.event_id);
 
 // ── the policy ──────────────────────────────────────────────────────────────
 
@@ -424,11 +426,13 @@ test("a final survives a crash of the Pi process mid-send and the next start res
       `import { createNotifier } from ${here("extension/delivery/notifier.ts")};
        import { createWebhookClient } from ${here("extension/delivery/http-client.ts")};
        import { openOutbox } from ${here("extension/delivery/outbox.ts")};
+       import { messagesFor } from ${here("extension/messages.ts")};
        const notifier = createNotifier({
          client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
-         outbox: openOutbox(${JSON.stringify(dir)}, console),
+         outbox: openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn }),
          delivery: ${JSON.stringify(delivery)},
          log: console,
+         text: messagesFor("zh-CN").delivery,
        });
        notifier.send(${JSON.stringify(e)}, { final: true });
        process.stdout.write("sent\\n");`,
@@ -494,7 +498,7 @@ test("progress-type notices respect the minimum interval; finals and explicit re
 test("resendOutbox sends oldest first, prunes expired entries with a log line, and stops when the server is down", async () => {
   const server = await scriptedServer(accept);
   const dir = tempOutboxDir();
-  const seed = openOutbox(dir, { warn: () => {} });
+  const seed = openOutbox(dir, { movedAside: () => {} });
   const now = Date.UTC(2026, 10, 30, 3, 0, 0);
   const expired = event("failed");
   const older = event("completed");
@@ -510,7 +514,7 @@ test("resendOutbox sends oldest first, prunes expired entries with a log line, a
   assert.deepEqual(await outboxIds(dir), []);
 
   const down = await scriptedServer(status(503));
-  const again = openOutbox(tempOutboxDir(), { warn: () => {} });
+  const again = openOutbox(tempOutboxDir(), { movedAside: () => {} });
   await again.put(event("completed"), now - 2_000);
   await again.put(event("completed"), now - 1_000);
   const stuck = notifierFor(down.endpoint, { dir: again.dir, now: () => now });

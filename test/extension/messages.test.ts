@@ -118,3 +118,32 @@ test("the approval texts the model reads keep their outcome word and tag in both
   }
   assert.doesNotMatch(rows.map(([, text]) => text(messagesFor("en-US").approvals)).join("\n"), /\p{Script=Han}/u, "the English texts hold no Chinese");
 });
+
+/** Every leaf of a catalogue by its dotted key. */
+function leaves(value: unknown, prefix = ""): Map<string, unknown> {
+  if (typeof value !== "object" || value === null) return new Map([[prefix, value]]);
+  return new Map(Object.entries(value).flatMap(([key, inner]) => [...leaves(inner, prefix ? `${prefix}.${key}` : key)]));
+}
+
+/**
+ * Which arguments a text shows: each is called with sentinels that read as text wherever a value
+ * is printed (also joined, as a list would be). A throw counts as its own answer, so both
+ * languages must agree on it too.
+ */
+function shownArguments(text: unknown): string {
+  if (typeof text === "string") return [...new Set(text.match(/\{[^}]*\}/g) ?? [])].sort().join(" ");
+  if (typeof text !== "function") return typeof text;
+  const args = Array.from({ length: text.length }, (_, i) => Object.assign([`⟦${i}⟧`], { toString: () => `⟦${i}⟧` }));
+  try {
+    const out = String(text(...args));
+    return `arity ${text.length}: ${[...new Set(out.match(/⟦\d+⟧/g) ?? [])].sort().join(" ")}`;
+  } catch (error) {
+    return `arity ${text.length}: throws ${(error as Error).name}`;
+  }
+}
+
+test("both languages of the Pi catalogue have the same keys and show the same placeholders", () => {
+  const [zh, en] = (["zh-CN", "en-US"] as const).map((language) => leaves(messagesFor(language)));
+  assert.deepEqual([...en!.keys()].sort(), [...zh!.keys()].sort());
+  for (const [key, text] of zh!) assert.equal(shownArguments(en!.get(key)), shownArguments(text), key);
+});

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { messagesFor } from "../../extension/messages.ts";
 import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice.ts";
 import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
@@ -62,20 +63,24 @@ const facts = withAssistant(withLowLevelStart(startRun(0)), {
 });
 const content = { maxTaskChars: 200, maxSummaryChars: 1200, includeProject: false, includeFinalReply: true };
 
-test("runSummary: completion carries the final reply, or a plain sentence without it", () => {
-  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, content, "p"), "全部测试通过。");
-  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, { ...content, includeFinalReply: false }, "p"), "任务已完成。");
-  assert.equal(runSummary({ kind: "completed", stopReason: "stop" }, facts, { ...content, includeProject: true }, "demo"), "项目 demo：全部测试通过。");
+const zhNotice = messagesFor("zh-CN").notice;
+const enNotice = messagesFor("en-US").notice;
+
+test("runSummary: completion carries the final reply, or a plain sentence without it, in the session's language", () => {
+  const completed = { kind: "completed", stopReason: "stop" } as const;
+  assert.equal(runSummary(completed, facts, content, "p", zhNotice), "全部测试通过。");
+  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", zhNotice), "任务已完成。");
+  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", enNotice), "Task completed.");
+  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", zhNotice), "项目 demo：全部测试通过。");
+  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", enNotice), "Project demo: 全部测试通过。");
 });
 
-test("runSummary: failure says why, with the error message", () => {
-  const summary = runSummary(
-    { kind: "failed", stopReason: "error", reason: "error", errorMessage: "401 unauthorized" },
-    facts,
-    { ...content, includeFinalReply: false },
-    "p",
-  );
-  assert.equal(summary, "模型请求出错：401 unauthorized");
+test("runSummary: failure says why, with the error message, in the session's language", () => {
+  const failed = { kind: "failed", stopReason: "error", reason: "error", errorMessage: "401 unauthorized" } as const;
+  const noReply = { ...content, includeFinalReply: false };
+  assert.equal(runSummary(failed, facts, noReply, "p", zhNotice), "模型请求出错：401 unauthorized");
+  assert.equal(runSummary(failed, facts, noReply, "p", enNotice), "Failed: the model request failed: 401 unauthorized");
+  assert.equal(runSummary({ ...failed, reason: "length", errorMessage: null }, facts, noReply, "p", enNotice), "Failed: the reply was cut off at the length limit.");
 });
 
 test("buildEvent applies the configured and wire limits and yields a valid wire body", () => {

@@ -24,7 +24,7 @@ function tempDir(): string {
 }
 
 function open(dir: string, warnings: string[] = []): Outbox {
-  const outbox = openOutbox(dir, { warn: (message) => warnings.push(message) });
+  const outbox = openOutbox(dir, { movedAside: (file, why) => warnings.push(`${file}: ${why}`) });
   opened.push(outbox);
   return outbox;
 }
@@ -232,7 +232,7 @@ test("an entry claimed by another live process is left alone, and taken over onc
       "--input-type=module",
       "-e",
       `import { openOutbox } from ${JSON.stringify(outboxModule)};
-       const outbox = openOutbox(${JSON.stringify(dir)}, console);
+       const outbox = openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn });
        process.stdout.write(String(await outbox.claim("pi:cross")) + "\\n");
        setInterval(() => {}, 1000);`,
     ],

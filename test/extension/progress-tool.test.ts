@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { ToolCallRecord } from "../../protocol/progress.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import type { NoticeContext } from "../../extension/notices/notice.ts";
 import {
@@ -25,6 +26,7 @@ const context: NoticeContext = {
   content: DEFAULT_CONFIG.content,
   contextUsage: null,
   now: new Date(T0),
+  text: messagesFor("zh-CN").notice,
 };
 
 /** Feeds calls in order at the given times; returns each decision's kind or refusal code. */

@@ -1,0 +1,69 @@
+/**
+ * The texts of the delivery path (the notifier's and the outbox's warnings) and of the notices the
+ * extension writes itself (run outcomes, started, progress, tool errors), in Chinese and English;
+ * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
+ */
+import type { RunOutcome } from "../../lifecycle.ts";
+
+/** A whole number of minutes as the locale writes it ("5 分钟", "5 minutes"). */
+const minutesIn = (locale: string) => (count: number) => new Intl.NumberFormat(locale, { style: "unit", unit: "minute", unitDisplay: "long" }).format(count);
+
+type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
+
+export const zhDelivery = {
+  internalError: (why: string) => `通知发送出现内部错误：${why}`,
+  finalNotWritten: (eventId: string, dir: string, why: string) => `最终通知 ${eventId} 无法写入 outbox（${dir}）：${why}`,
+  finalKept: (eventId: string, attempts: number, why: string) => `最终通知 ${eventId} 未送达（${attempts} 次尝试）：${why}；已保留在 outbox，服务端恢复后重发。`,
+  finalLost: (eventId: string, attempts: number, why: string) => `最终通知 ${eventId} 未送达（${attempts} 次尝试）：${why}；outbox 不可用，这条通知已丢失。`,
+  expired: (count: number, ids: string) => `outbox 中 ${count} 条最终通知超过保留期仍未送达，已删除：${ids}`,
+  noticeFailed: (eventId: string, status: string, attempts: number, why: string) => `通知 ${eventId}（${status}）未送达（${attempts} 次尝试）：${why}`,
+  invalidEvent: (why: string) => `通知事件无效，未发送：${why}`,
+  outboxCorrupt: (file: string, why: string) => `outbox 文件 ${file} 无法读取，已改名为 .bad 保留：${why}`,
+};
+
+export const enDelivery: typeof zhDelivery = {
+  internalError: (why) => `Internal error while sending a notice: ${why}`,
+  finalNotWritten: (eventId, dir, why) => `Final notice ${eventId} could not be written to the outbox (${dir}): ${why}`,
+  finalKept: (eventId, attempts, why) => `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; kept in the outbox and sent again once the server is back.`,
+  finalLost: (eventId, attempts, why) => `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; the outbox is unavailable, so this notice is lost.`,
+  expired: (count, ids) => `${count} final notices in the outbox outlived their retention undelivered and were deleted: ${ids}`,
+  noticeFailed: (eventId, status, attempts, why) => `Notice ${eventId} (${status}) not delivered (${attempts} attempts): ${why}`,
+  invalidEvent: (why) => `Invalid notice event, not sent: ${why}`,
+  outboxCorrupt: (file, why) => `Outbox file ${file} is unreadable and was renamed to .bad: ${why}`,
+};
+
+export const zhNotice = {
+  inProject: (project: string, body: string) => `项目 ${project}：${body}`,
+  completed: "任务已完成。",
+  failure: {
+    length: "回复达到长度上限而被截断",
+    error: "模型请求出错",
+    incomplete_tool_batch: "最终工具批次没有全部执行完",
+    tool_error_in_final_batch: "最终工具批次中有工具出错",
+    non_terminating_tool_batch: "最终工具批次没有声明结束",
+    unexpected_stop_reason: "以未知的停止原因结束",
+  } satisfies Record<FailureReason, string>,
+  failed: (why: string, detail: string | null) => (detail ? `${why}：${detail}` : `${why}。`),
+  started: "开始处理任务。",
+  minutes: minutesIn("zh-CN"),
+  progress: (elapsed: string, toolCalls: number) => `仍在运行：已用 ${elapsed}，已完成 ${toolCalls} 次工具调用。`,
+  toolError: (tool: string, detail: string | null) => `工具 ${tool} 出错${detail ? `：${detail}` : "。"}`,
+};
+
+export const enNotice: typeof zhNotice = {
+  inProject: (project, body) => `Project ${project}: ${body}`,
+  completed: "Task completed.",
+  failure: {
+    length: "the reply was cut off at the length limit",
+    error: "the model request failed",
+    incomplete_tool_batch: "the final tool batch did not run to the end",
+    tool_error_in_final_batch: "a tool in the final batch failed",
+    non_terminating_tool_batch: "the final tool batch did not say it was done",
+    unexpected_stop_reason: "it stopped for an unknown reason",
+  },
+  failed: (why, detail) => `Failed: ${why}${detail ? `: ${detail}` : "."}`,
+  started: "Started working on the task.",
+  minutes: minutesIn("en-US"),
+  progress: (elapsed, toolCalls) => `Still running: ${elapsed} so far, ${toolCalls} tool calls done.`,
+  toolError: (tool, detail) => `Tool ${tool} failed${detail ? `: ${detail}` : "."}`,
+};
