@@ -5,7 +5,9 @@
  * - "plugin": the real Koishi app (plugin-server, SQLite driver, notify-webhook) answering
  *   POST /events — token check, own body reading, zod validation, idempotency lookup, insert;
  * - "bare": a plain node:http handler doing the same work without Koishi's HTTP stack: read the
- *   body, validate it with the same schema, and insert the same row through the same minato table.
+ *   body, validate it with the same schema, insert the same row through the same minato table, and
+ *   force it to disk the same way before answering (`DiskSync`: one fdatasync shared by the rows
+ *   written while the previous one ran), so both sides answer only what is on disk.
  * A kept-alive undici client sends CONCURRENCY requests at a time; rounds alternate between the two.
  * The worker is kept idle (no persona, long wait) so that only ingest is measured.
  * Reports throughput (events/s) and p50/p99 latency, and the plugin/bare throughput ratio.
@@ -21,6 +23,7 @@ import { Pool } from "undici";
 import { EventBody } from "../protocol/events.ts";
 import { bodyHash, newEventRow } from "../server/events/receipt.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/events/store.ts";
+import { DiskSync, databaseFiles } from "../server/disk-sync.ts";
 import { koishi } from "../server/koishi.ts";
 import { freePort, startKoishi } from "../harness/koishi.ts";
 
@@ -65,9 +68,11 @@ async function startBare(dir: string) {
   const table = app.plugin({ name: "bare-table", inject: ["database"], apply: declareEventTable });
   await app.start();
   const database = app.database;
+  const disk = new DiskSync(() => databaseFiles(database.drivers));
   const server = createServer(async (request, response) => {
     const event = EventBody.parse(JSON.parse(await readAll(request)));
     await database.create(EVENT_TABLE, newEventRow(event, bodyHash(event), 0, new Date().toISOString()));
+    await disk.flush();
     response.writeHead(202, { "content-type": "application/json" });
     response.end(JSON.stringify({ event_id: event.event_id, state: "queued", duplicate: false }));
   });
@@ -77,6 +82,7 @@ async function startBare(dir: string) {
     origin: `http://127.0.0.1:${port}`,
     async stop() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await disk.close();
       table.dispose();
       sqlite.dispose();
       await app.stop();

@@ -21,6 +21,7 @@ import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
 import { ownerSender } from "./delivery/owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
+import { DiskSync, databaseFiles } from "./disk-sync.ts";
 import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
@@ -225,7 +226,9 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     mute: { store: mutes, breakThrough: config.muteBreakThrough },
   });
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
-  const intake = new EventIntake({ store: events, worker, limit, audit });
+  const disk = new DiskSync(() => databaseFiles(ctx.database.drivers));
+  ctx.on("dispose", () => disk.close());
+  const intake = new EventIntake({ store: events, worker, limit, audit, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,

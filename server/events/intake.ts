@@ -1,7 +1,7 @@
 /**
  * The one way events enter the server, for POST /events and for producers inside the server (the
  * watchdog) alike: the event rate limit, validation, one request per `event_id` at a time,
- * deduplication by body, the durable receipt before any acceptance is answered, then the worker.
+ * deduplication by body, the receipt on disk (synced) before any acceptance is answered, then the worker.
  */
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { EventAccepted, EventBody, Receipt } from "../../protocol/events.ts";
@@ -19,6 +19,8 @@ export interface EventIntakeDeps {
   limit: RateLimit;
   /** Receives every accepted event. */
   audit?: AuditLog | undefined;
+  /** Resolves once what was written is on disk (`DiskSync.flush`): a 202 is answered only then. */
+  sync?: (() => Promise<void>) | undefined;
 }
 
 export interface Submission {
@@ -88,11 +90,13 @@ export class EventIntake {
   }
 
   async #acceptOnce(event: EventBody): Promise<EventAccepted> {
-    const { store, worker, audit } = this.#deps;
+    const { store, worker, audit, sync } = this.#deps;
     const hash = bodyHash(event);
     const existing = await store.get(event.event_id);
     if (existing) {
       if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
+      // The first answer may have failed at its sync: a replay is answered only once the row is on disk.
+      await sync?.();
       return { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true };
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
@@ -100,6 +104,7 @@ export class EventIntake {
     // Queue before auditing: a stored row that is not queued would wait for the next restart.
     worker.enqueue(row);
     await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
+    await sync?.();
     return { event_id: event.event_id, state: "queued", duplicate: false };
   }
 }
