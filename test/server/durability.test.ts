@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { freePort } from "../../harness/koishi.ts";
 import { postEvent, validEvent } from "../../harness/event-client.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 function straceMissing(): string | undefined {
   try {
