@@ -125,6 +125,15 @@ export const Approval = z.object({
 });
 export type Approval = z.infer<typeof Approval>;
 export const ApprovalAnswer = z.object({ approval: Approval });
+/**
+ * How the owner is reached with a new request: `sent` it is in their chat; `queued` a chat is
+ * configured but the request has not gone through yet (retried while the approval is open); `none`
+ * nobody to send to (no chat configured, or decided at once by a grant): answer in the terminal or the console.
+ */
+export const ApprovalReach = z.enum(["sent", "queued", "none"]);
+export type ApprovalReach = z.infer<typeof ApprovalReach>;
+/** The answer of `POST /approvals`. */
+export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
 export const OperatorApprovalDecision = z.strictObject({

@@ -140,6 +140,7 @@ export const ErrorCode = z.enum([
   "already_decided",
   "approval_expired",
   "approval_mismatch",
+  "too_many_approvals",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -100,6 +100,10 @@ export interface Config {
   auditRetentionDays: number;
   chatRefusal: RefusalMode;
   muteBreakThrough: UrgentKind[];
+  approvalMaxMinutes: number;
+  approvalsOpenPerSession: number;
+  approvalsPerMinute: number;
+  approvalBurst: number;
   consoleActions: boolean;
   consoleAuthority: number;
   consoleOrigins: string[];
@@ -158,6 +162,12 @@ export const Config: SchemaType<Config> = Schema.intersect([
       .default([...URGENT_KINDS])
       .description("静音期间仍然立即送达的通知：failed 运行失败，watchdog 看门狗提醒，approval 审批请求，needs_you 需要你决定的通知。其余通知在静音结束时汇总成一条。"),
   }).description("静音"),
+  Schema.object({
+    approvalMaxMinutes: Schema.natural().min(1).max(24 * 60).default(15).description("一个审批请求最长等待多久（从服务端收到算起）；Pi 要求的期限更长时按此截断，到时按拒绝处理。"),
+    approvalsOpenPerSession: Schema.natural().min(1).default(3).description("每个会话同时待审批的请求上限；超出的请求得到 429 too_many_approvals，不会发给你。"),
+    approvalsPerMinute: Schema.natural().min(1).default(10).description("每个会话每分钟最多发来的审批请求数（重复的请求不计）。"),
+    approvalBurst: Schema.natural().min(1).default(5).description("每个会话短时突发允许的审批请求数。"),
+  }).description("审批"),
   Schema.object({
     consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面操作：发送和撤回指令、打断运行、回答审批、静音。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
     consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
@@ -246,7 +256,19 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
   });
-  const approvals = new ApprovalService({ store: approvalStore, audit, control: commands, changed: () => messenger.kick() });
+  const approvals = new ApprovalService({
+    store: approvalStore,
+    audit,
+    control: commands,
+    changed: () => messenger.kick(),
+    isLive: (sessionId, runtimeId) => registry.isLiveRuntime(sessionId, runtimeId),
+    presenceGraceMs: config.sessionHeartbeatTimeoutMs,
+    limits: {
+      maxOpenMs: config.approvalMaxMinutes * 60_000,
+      openPerSession: config.approvalsOpenPerSession,
+      rate: { perMinute: config.approvalsPerMinute, burst: config.approvalBurst },
+    },
+  });
 
   ctx.plugin(StatusRoutes, { api, ...owner, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(MuteLoader, { api, mutes });

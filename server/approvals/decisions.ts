@@ -20,6 +20,7 @@ import {
   type PersonVia,
 } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
+import { takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
 
 export interface ApprovalRecord {
   seq: number;
@@ -84,6 +85,44 @@ export type RequestDecision = { kind: "create" } | { kind: "reuse"; record: Appr
 export function decideRequest(existing: ApprovalRecord | undefined, digest: string): RequestDecision {
   if (!existing) return { kind: "create" };
   return existing.request_digest === digest ? { kind: "reuse", record: existing } : { kind: "refuse", error: "idempotency_key_reused" };
+}
+
+/** How much one session may ask of the owner: time, open requests, requests per minute. */
+export interface ApprovalLimits {
+  /** The longest an approval may stay open, from when the server took it. */
+  maxOpenMs: number;
+  openPerSession: number;
+  rate: RateLimit;
+}
+
+export interface AdmissionInput {
+  /** The session's current runtime is online and is the one asking. */
+  live: boolean;
+  /** The session's open approvals now. */
+  open: number;
+  /** The session's request bucket (full when it has none yet). */
+  bucket: Bucket;
+  requestedExpiry: Date;
+  now: Date;
+}
+
+export type Admission =
+  | { kind: "admit"; expiresAt: Date; bucket: Bucket }
+  | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket };
+
+/**
+ * Whether a new request may reach the owner: only from the session's live runtime, within the
+ * open and per-minute limits (a refusal for the open limit spends no token), and never open longer
+ * than the server's maximum, whatever the agent asked for.
+ */
+export function decideAdmission(input: AdmissionInput, limits: ApprovalLimits): Admission {
+  const { bucket, now } = input;
+  if (!input.live) return { kind: "refuse", error: "session_offline", bucket };
+  if (input.open >= limits.openPerSession) return { kind: "refuse", error: "too_many_approvals", retryAfterSeconds: 5, bucket };
+  const take = takeToken(bucket, now.getTime(), limits.rate);
+  if (!take.allowed) return { kind: "refuse", error: "rate_limited", retryAfterSeconds: take.retryAfterSeconds, bucket: take.bucket };
+  const cap = now.getTime() + limits.maxOpenMs;
+  return { kind: "admit", expiresAt: new Date(Math.min(input.requestedExpiry.getTime(), cap)), bucket: take.bucket };
 }
 
 /** A code not used by any open approval; `random` gives an index into the alphabet. */

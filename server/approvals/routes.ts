@@ -45,7 +45,7 @@ export const ApprovalRoutes = {
         }
       }),
     );
-    ctx.setInterval(() => background("approval expiry", approvals.expire()), EXPIRY_SWEEP_MS);
+    ctx.setInterval(() => background("approval sweep", approvals.sweep()), EXPIRY_SWEEP_MS);
     // What a previous run of the server still owed the owner, and which sessions have open approvals.
     ctx.on("ready", () => {
       messenger.kick();

@@ -12,8 +12,10 @@ import { APPROVAL_LIMITS, OPEN_APPROVAL_STATES, type Approval, type ApprovalBind
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
+import { fullBucket, type Bucket } from "../rate-limit.ts";
 import {
   bindingOf,
+  decideAdmission,
   decideDecision,
   decideExpiry,
   decideRequest,
@@ -24,6 +26,7 @@ import {
   pickCode,
   project,
   requestDigest,
+  type ApprovalLimits,
   type ApprovalRecord,
   type Transition,
 } from "./decisions.ts";
@@ -46,6 +49,14 @@ export interface ApprovalServiceDeps {
   control: ControlCommands;
   /** Called after every change that may owe the owner a message. */
   changed(): void;
+  /** Whether this runtime is the session's current, online one (the heartbeat registry). */
+  isLive(sessionId: string, runtimeId: string): boolean;
+  /**
+   * How long after start the registry may not know a live runtime yet (it is memory only: live
+   * runtimes register again within one heartbeat); until then the sweep does not judge liveness.
+   */
+  presenceGraceMs: number;
+  limits: ApprovalLimits;
   random?: (size: number) => number;
   now?: () => Date;
 }
@@ -62,9 +73,13 @@ export class ApprovalService {
    * sessions without any cost no database read; undefined until `load` has read the open ones.
    */
   #mayHaveOpen: Set<string> | undefined;
+  /** Each session's request bucket; dropped when the session goes away. */
+  readonly #buckets = new Map<string, Bucket>();
+  readonly #startedAtMs: number;
 
   constructor(deps: ApprovalServiceDeps) {
     this.#deps = deps;
+    this.#startedAtMs = this.#now().getTime();
   }
 
   #now(): Date {
@@ -77,14 +92,37 @@ export class ApprovalService {
     this.#mayHaveOpen = new Set([...(this.#mayHaveOpen ?? []), ...open.map((row) => row.session_id)]);
   }
 
-  /** Stores the request with a code unique among open approvals; a repeat returns the stored one. */
+  /**
+   * Stores the request with a code unique among open approvals. A repeat (same id and body), or
+   * another request for the same call, returns the stored one. A new one must come from the
+   * session's live runtime and within its limits (`session_offline`, `too_many_approvals`,
+   * `rate_limited`); its `expires_at` is capped by the server's maximum.
+   */
   request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
     const run = this.#creations.then(async () => {
-      const { store, audit } = this.#deps;
+      const { store, audit, limits } = this.#deps;
       const digest = requestDigest(body);
       const decision = decideRequest(await store.get(body.approval_id), digest);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
+      const same = await store.byCall(body.session_id, body.tool_call_id, body.args_digest);
+      if (same) return { approval: project(same), created: false };
+      const now = this.#now();
+      const admission = decideAdmission(
+        {
+          live: this.#deps.isLive(body.session_id, body.runtime_id),
+          open: (await store.openFor({ sessionId: body.session_id })).length,
+          bucket: this.#buckets.get(body.session_id) ?? fullBucket(limits.rate, now.getTime()),
+          requestedExpiry: new Date(body.expires_at),
+          now,
+        },
+        limits,
+      );
+      if (admission.kind === "refuse") {
+        if (admission.error !== "session_offline") this.#buckets.set(body.session_id, admission.bucket);
+        throw new DomainError(admission.error, admission.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: admission.retryAfterSeconds });
+      }
+      this.#buckets.set(body.session_id, admission.bucket);
       this.#mayHaveOpen?.add(body.session_id);
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
       const record = await store.create({
@@ -100,7 +138,7 @@ export class ApprovalService {
         via: null,
         outcome_reason: null,
         created_at: new Date(body.created_at),
-        expires_at: new Date(body.expires_at),
+        expires_at: admission.expiresAt,
         decided_at: null,
         resolved_at: null,
         request_message_id: null,
@@ -187,14 +225,21 @@ export class ApprovalService {
   async vanish(sessionId: string, keepRuntime?: string): Promise<void> {
     if (this.#mayHaveOpen && !this.#mayHaveOpen.has(sessionId)) return;
     const open = await this.#deps.store.openFor({ sessionId, ...(keepRuntime ? { notRuntime: keepRuntime } : {}) });
+    if (!keepRuntime) this.#buckets.delete(sessionId);
     if (open.length === 0 && !keepRuntime) this.#mayHaveOpen?.delete(sessionId);
     for (const row of open) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
   }
 
-  /** Approvals past their time whose agent never said: closed as timed out. */
-  async expire(): Promise<void> {
+  /**
+   * Approvals past their time whose agent never said: closed as timed out; open ones whose runtime
+   * is not online (gone while the server was down, say): vanished.
+   */
+  async sweep(): Promise<void> {
+    const now = this.#now();
+    const judgeLiveness = now.getTime() - this.#startedAtMs >= this.#deps.presenceGraceMs;
     for (const row of await this.#deps.store.openFor({})) {
-      if (decideExpiry(row, this.#now(), EXPIRY_GRACE_MS).kind === "apply") await this.#close(row, "approval.expired", (r) => decideExpiry(r, this.#now(), EXPIRY_GRACE_MS));
+      if (decideExpiry(row, now, EXPIRY_GRACE_MS).kind === "apply") await this.#close(row, "approval.expired", (r) => decideExpiry(r, this.#now(), EXPIRY_GRACE_MS));
+      else if (judgeLiveness && !this.#deps.isLive(row.session_id, row.runtime_id)) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
     }
   }
 

@@ -83,6 +83,12 @@ export class ApprovalStore {
     return (await this.#ctx.database.get(APPROVAL_TABLE, { request_message_id: messageId }, { limit: 1 }))[0];
   }
 
+  /** The first approval asked for this exact call (a second request for it is answered with this one). */
+  async byCall(sessionId: string, toolCallId: string, argsDigest: string): Promise<ApprovalRecord | undefined> {
+    const rows = await this.#ctx.database.get(APPROVAL_TABLE, { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest }, { sort: { seq: "asc" }, limit: 1 });
+    return rows[0];
+  }
+
   async openCodes(): Promise<Set<string>> {
     const rows = await this.#ctx.database.get(APPROVAL_TABLE, where({ state: OPEN_APPROVAL_STATES }), ["code"]);
     return new Set(rows.map((row) => row.code));

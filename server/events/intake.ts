@@ -4,7 +4,7 @@
  * deduplication by body, the receipt on disk (synced) before any acceptance is answered, then the worker.
  */
 import type { AuditActor } from "../../protocol/audit.ts";
-import type { EventAccepted, EventBody, Receipt } from "../../protocol/events.ts";
+import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../delivery/worker.ts";
 import { DomainError } from "../errors.ts";
@@ -66,6 +66,9 @@ export class EventIntake {
     const event = parseEvent(body);
     if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
       throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
+    }
+    if (from.actor === "agent" && isServerEventId(event.event_id)) {
+      throw new DomainError("invalid_request", { issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }] });
     }
     const { audit } = this.#deps;
     return audit ? audit.as(from.actor, () => this.#inTurn(event)) : this.#inTurn(event);

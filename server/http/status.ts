@@ -27,6 +27,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   payload_too_large: 413,
   idempotency_key_reused: 422,
   rate_limited: 429,
+  too_many_approvals: 429,
   internal_error: 500,
   not_ready: 503,
   service_missing: 503,

@@ -4,7 +4,7 @@
  * become when a mute ends.
  */
 import { createHash } from "node:crypto";
-import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";
+import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { STATUS_LABELS } from "../delivery/labels.ts";
 
@@ -28,13 +28,16 @@ export function scopeOf(sessionId: string | null): string {
 /**
  * Whether a notice must reach the owner even while muted: a failed run, a watchdog notice, an
  * approval request, or a notice that says it needs the person — each only if `breakThrough` lists it.
+ * Watchdog and approval notices count only when the server made them (its own event ids, which
+ * agents cannot use): an agent's `details.watchdog` or `details.approval` asks for nothing.
  */
-export function isUrgent(event: Pick<EventBody, "status" | "details">, breakThrough: readonly UrgentKind[]): boolean {
+export function isUrgent(event: Pick<EventBody, "event_id" | "status" | "details">, breakThrough: readonly UrgentKind[]): boolean {
   const details = event.details ?? {};
+  const serverMade = isServerEventId(event.event_id);
   const kinds: Record<UrgentKind, boolean> = {
     failed: event.status === "failed",
-    watchdog: details.watchdog !== undefined && details.watchdog !== null,
-    approval: details.approval !== undefined && details.approval !== null,
+    watchdog: serverMade && details.watchdog !== undefined && details.watchdog !== null,
+    approval: serverMade && details.approval !== undefined && details.approval !== null,
     needs_you: details.needs_you === true,
   };
   return breakThrough.some((kind) => kinds[kind]);

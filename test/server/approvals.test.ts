@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context, Plugin } from "koishi";
 import { CODE_ALPHABET, type ApprovalResolution } from "../../protocol/approvals.ts";
-import { decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
+import { decideAdmission, decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
 import { closingText, requestText } from "../../server/approvals/messages.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
@@ -104,6 +104,32 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
   assert.match(closingText(record({ state: "vanished" })), /会话已离线/);
 });
 
+test("admission: only the live runtime, within the open and per-minute limits, never open past the server's maximum", () => {
+  const limits = { maxOpenMs: 15 * 60_000, openPerSession: 3, rate: { perMinute: 6, burst: 2 } };
+  const full = { tokens: 2, updatedAtMs: NOW.getTime() };
+  const input = { live: true, open: 0, bucket: full, requestedExpiry: new Date(NOW.getTime() + 600_000), now: NOW };
+  const table: [string, typeof input, string, number?][] = [
+    ["live, nothing open", input, "admit", NOW.getTime() + 600_000],
+    ["asks for the year 9999", { ...input, requestedExpiry: new Date("9999-01-01T00:00:00Z") }, "admit", NOW.getTime() + 15 * 60_000],
+    ["not online", { ...input, live: false }, "session_offline"],
+    ["three open already", { ...input, open: 3 }, "too_many_approvals"],
+    ["bucket empty", { ...input, bucket: { tokens: 0.5, updatedAtMs: NOW.getTime() } }, "rate_limited"],
+  ];
+  for (const [name, given, expected, expiry] of table) {
+    const result = decideAdmission(given, limits);
+    assert.equal(result.kind === "refuse" ? result.error : result.kind, expected, name);
+    if (expiry !== undefined) assert.equal(result.kind === "admit" && result.expiresAt.getTime(), expiry, name);
+  }
+  assert.equal(decideAdmission({ ...input, open: 3 }, limits).bucket, full, "a refusal for the open limit spends no token");
+  let bucket = full;
+  const kinds = Array.from({ length: 4 }, () => {
+    const result = decideAdmission({ ...input, bucket }, limits);
+    bucket = result.bucket;
+    return result.kind;
+  });
+  assert.deepEqual(kinds, ["admit", "admit", "refuse", "refuse"], "a burst of two, then the rate");
+});
+
 // ── Routes ──────────────────────────────────────────────────────────────────
 
 
@@ -127,6 +153,8 @@ async function server(t: { after(fn: () => Promise<void>): void }, options: { ye
     return [`msg-${owner.length}`];
   };
   t.after(() => koishi.stop());
+  // Approvals come only from a session's live runtime.
+  assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   return { koishi, owner, failNextSends: (n: number) => (failSends = n) };
 }
 
@@ -164,7 +192,7 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   await waitUntil(() => owner.find((m) => m.includes(`${code} 已结束`) && m.includes("通过运维接口批准")), "one closing message");
 
   // A late answer to an approval that timed out.
-  const expired = await call(koishi, "POST", "/approvals", approvalRequestOf({ expires_at: new Date(Date.now() - 1000).toISOString() }));
+  const expired = await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-late", expires_at: new Date(Date.now() - 1000).toISOString() }));
   assert.deepEqual((await decide(koishi, expired.body.approval.code, { decision: "approved" })).body, { error: "approval_expired", state: "pending" });
 
   const open = await call(koishi, "GET", "/operator/approvals", undefined, OPERATOR_TOKEN);
@@ -174,6 +202,29 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   assert.deepEqual(refused.sort(), ["already_decided", "already_decided", "approval_expired", "approval_mismatch"]);
   const decided = audit.body.entries.find((e: { action: string }) => e.action === "approval.decided");
   assert.deepEqual([decided.actor, decided.data.by, decided.data.via, decided.data.reason], ["operator", "operator", "operator", "可以"]);
+});
+
+test("routes: a flood is bounded, a session that was never online is refused, a second request for the same call gets the first", async (t) => {
+  const { koishi, owner } = await server(t);
+  const never = await call(koishi, "POST", "/approvals", approvalRequestOf({ session_id: "ghost", runtime_id: "ghost-r", expires_at: "9999-12-31T00:00:00.000Z" }));
+  assert.deepEqual([never.status, never.body.error], [409, "session_offline"]);
+  const otherRuntime = await call(koishi, "POST", "/approvals", approvalRequestOf({ runtime_id: "r-old" }));
+  assert.deepEqual([otherRuntime.status, otherRuntime.body.error], [409, "session_offline"], "only the session's current runtime may ask");
+
+  const first = await call(koishi, "POST", "/approvals", approvalRequestOf({ expires_at: "9999-12-31T00:00:00.000Z" }));
+  assert.equal(first.status, 201);
+  assert.ok(Date.parse(first.body.approval.expires_at) <= Date.now() + 15 * 60_000, "capped by the server's maximum");
+  const again = await call(koishi, "POST", "/approvals", approvalRequestOf());
+  assert.deepEqual([again.status, again.body.approval.approval_id], [200, first.body.approval.approval_id], "same call, same approval");
+
+  const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: `flood-${i}` }))));
+  const statuses = answers.map((a) => a.status);
+  assert.equal(statuses.filter((s) => s === 201).length, 2, "three open at most");
+  assert.ok(answers.filter((a) => a.status === 429).every((a) => ["too_many_approvals", "rate_limited"].includes(a.body.error)));
+  await waitUntil(() => owner.length >= 3 && owner, "the three requests reached the owner");
+  const open = await call(koishi, "GET", "/operator/approvals", undefined, OPERATOR_TOKEN);
+  assert.equal(open.body.approvals.length, 3);
+  assert.equal(owner.length, 3, "the owner got three requests, not forty");
 });
 
 test("routes: two decisions racing for one approval: exactly one wins", async (t) => {
@@ -250,6 +301,7 @@ test("a restarted server sends the request it still owed, once", async (t) => {
     },
   });
   t.after(() => koishi.stop());
+  assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   const { approval_id, code } = (await call(koishi, "POST", "/approvals", approvalRequestOf())).body.approval;
   await waitUntil(async () => {
     const audit = await call(koishi, "GET", "/operator/audit?limit=200", undefined, OPERATOR_TOKEN);

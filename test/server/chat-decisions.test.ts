@@ -64,20 +64,23 @@ test("session references: numbers stay while a session is online, prefixes and p
   }
 });
 
-test("urgency: failed runs, watchdog notices, approval requests and needs-you notices break through, each configurable", () => {
-  const event = (status: EventBody["status"], details: Record<string, unknown> | null = null) => ({ status, details });
+test("urgency: failed runs, the server's own watchdog notices and approval mentions, and needs-you notices break through, each configurable; an agent's markers ask for nothing", () => {
+  const event = (status: EventBody["status"], details: Record<string, unknown> | null = null, event_id = "pi:s-1:e-1") => ({ event_id, status, details });
   const cases: [ReturnType<typeof event>, boolean][] = [
     [event("completed"), false],
     [event("failed"), true],
-    [event("warning", { watchdog: "stalled" }), true],
-    [event("info", { approval: { code: "ABCDE" } }), true],
+    [event("warning", { watchdog: "stalled" }, "watchdog:stalled:abc"), true],
+    [event("info", { approval: { code: "ABCDE" } }, "approval:ap-1:request"), true],
+    [event("warning", { watchdog: "stalled" }), false],
+    [event("info", { approval: { code: "ABCDE" } }), false],
+    [event("info", { approval: { code: "ABCDE" } }, "x-approval:ap-1"), false],
     [event("info", { needs_you: true }), true],
     [event("info", { needs_you: false }), false],
     [event("progress", { report: {} }), false],
   ];
   for (const [e, urgent] of cases) assert.equal(isUrgent(e, URGENT_KINDS), urgent, JSON.stringify(e));
   assert.equal(isUrgent(event("failed"), ["watchdog"]), false);
-  assert.equal(isUrgent(event("warning", { watchdog: "vanished" }), []), false);
+  assert.equal(isUrgent(event("warning", { watchdog: "vanished" }, "watchdog:vanished:abc"), []), false);
 });
 
 test("durations people type, and which mutes hold a session", () => {

@@ -252,6 +252,7 @@ test("with plugin-auth installed, only a login with enough authority sees the pa
   assert.deepEqual(admin.view!.actions, { allowed: true, via: "auth" });
   assert.deepEqual(await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "session_offline" }, "past the gate, the operator service decides");
   // A decision names the login that made it.
+  assert.equal((await call(stage.koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   const { approval_id } = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest())).body.approval);
   const decided = await admin.call<{ approval: Approval }>("anon-notify/decide", { approval_id, decision: "approved" });
   assert.deepEqual(decided.ok && [decided.value.approval.decided_by, decided.value.approval.via], ["console:admin", "console"]);
