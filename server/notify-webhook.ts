@@ -255,6 +255,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     send: ownerSender(ctx, owner),
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
+    chatConfigured: Boolean(owner.botId && owner.recipientId),
   });
   const approvals = new ApprovalService({
     store: approvalStore,

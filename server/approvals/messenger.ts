@@ -6,9 +6,10 @@
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
+import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { nextOutgoing, type ApprovalRecord } from "./decisions.ts";
+import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
 import { closingText, mentionEvent, requestText } from "./messages.ts";
 import type { ApprovalStore } from "./store.ts";
 
@@ -20,6 +21,8 @@ export interface MessengerDeps {
   /** Hands the persona its mention (the event intake); throws when not accepted yet. */
   mention(event: EventBody): Promise<void>;
   personaPresent(): boolean;
+  /** Whether there is an owner's chat to send to at all (a bot and a recipient configured). */
+  chatConfigured: boolean;
   retryFirstMs?: number;
   retryMaxMs?: number;
 }
@@ -37,6 +40,8 @@ export class ApprovalMessenger {
   #stopped = false;
   /** The reason last warned about: an outage (no bot, say) is said once, not once per approval and retry. */
   #warned: string | undefined;
+  /** Who waits to hear how the first attempt to send an approval's request went. */
+  readonly #attempts = new Map<string, Set<() => void>>();
 
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
@@ -45,6 +50,35 @@ export class ApprovalMessenger {
       this.#stopped = true;
       this.#retry?.();
     });
+  }
+
+  /**
+   * How the owner is reached with this approval's request: `sent` once it is in their chat (waiting
+   * up to `waitMs` for the attempt in progress), `queued` while a configured chat has not taken it
+   * yet, `none` when there is no chat or the request will never be sent (closed first, or granted).
+   */
+  async reach(approvalId: string, waitMs: number): Promise<ApprovalReach> {
+    if (!this.#deps.chatConfigured) return "none";
+    let wake: (() => void) | undefined;
+    const attempted = new Promise<void>((resolve) => (wake = resolve));
+    const waiters = this.#attempts.get(approvalId) ?? new Set();
+    this.#attempts.set(approvalId, waiters.add(wake!));
+    try {
+      const row = await this.#deps.store.get(approvalId);
+      if (!row || row.request_sent) return row ? "sent" : "none";
+      if (!isOpen(row.state) || nextOutgoing(row, false) !== "request") return "none";
+      let timer: (() => void) | undefined;
+      await Promise.race([attempted, new Promise<void>((resolve) => (timer = this.#ctx.setTimeout(resolve, waitMs)))]);
+      timer?.();
+      return (await this.#deps.store.get(approvalId))?.request_sent ? "sent" : "queued";
+    } finally {
+      waiters.delete(wake!);
+      if (waiters.size === 0) this.#attempts.delete(approvalId);
+    }
+  }
+
+  #attempted(approvalId: string): void {
+    for (const wake of this.#attempts.get(approvalId) ?? []) wake();
   }
 
   /** Something may be owed: work through it now (or right after the pass in progress). */
@@ -108,6 +142,7 @@ export class ApprovalMessenger {
           const text = requestText(row, new Date());
           const messageId = await this.#deps.send(text);
           await store.mark(row.approval_id, { request_sent: true, request_message_id: messageId });
+          this.#attempted(row.approval_id);
           await audit.record({ actor: "server", action: "approval.request_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date()));
@@ -122,6 +157,7 @@ export class ApprovalMessenger {
           await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });
         }
       } catch (error) {
+        if (next === "request") this.#attempted(row.approval_id);
         const reason = errorText(error);
         const logger = this.#ctx.logger("notify-webhook");
         if (reason === this.#warned) logger.debug("approval %s: %s not sent yet (%s)", row.code, next, reason);

@@ -14,6 +14,8 @@ import type { ApprovalMessenger } from "./messenger.ts";
 import type { ApprovalService } from "./service.ts";
 
 const EXPIRY_SWEEP_MS = 15_000;
+/** How long `POST /approvals` waits for the first attempt to send the request, to say truly whether it reached the owner. */
+const REACH_WAIT_MS = 2_000;
 
 export interface ApprovalRoutesDeps {
   api: HttpApi;
@@ -55,7 +57,7 @@ export const ApprovalRoutes = {
     api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {
       const body = parseWith(ApprovalRequest, request.body);
       const { approval, created } = await approvals.request(body);
-      return json(created ? 201 : 200, { approval });
+      return json(created ? 201 : 200, { approval, reach: await messenger.reach(approval.approval_id, REACH_WAIT_MS) });
     });
 
     api.route(ctx, { method: "POST", path: "/approvals/:approval_id/resolution", auth: "agent" }, async (request) => {

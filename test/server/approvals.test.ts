@@ -227,6 +227,25 @@ test("routes: a flood is bounded, a session that was never online is refused, a 
   assert.equal(owner.length, 3, "the owner got three requests, not forty");
 });
 
+test("routes: the answer says truly how the owner is reached: sent, queued (retried), or none (no chat)", async (t) => {
+  const { koishi, owner, failNextSends } = await server(t);
+  const sent = await call(koishi, "POST", "/approvals", approvalRequestOf());
+  assert.deepEqual([sent.status, sent.body.reach], [201, "sent"]);
+  assert.equal(owner.length, 1, "sent means the owner has it");
+  assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf())).body.reach, "sent", "a repeat says the same");
+
+  failNextSends(1000);
+  const queued = await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-2" }));
+  assert.deepEqual([queued.status, queued.body.reach], [201, "queued"]);
+  assert.equal(owner.length, 1);
+
+  const standalone = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN } });
+  t.after(() => standalone.stop());
+  assert.equal((await call(standalone, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
+  const none = await call(standalone, "POST", "/approvals", approvalRequestOf());
+  assert.deepEqual([none.status, none.body.reach], [201, "none"]);
+});
+
 test("routes: two decisions racing for one approval: exactly one wins", async (t) => {
   const { koishi } = await server(t);
   const { approval_id } = (await call(koishi, "POST", "/approvals", approvalRequestOf())).body.approval;
