@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "../../harness/agent-api.ts";
 import { startChat } from "../../harness/chat.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 test("under a mute an agent's forged watchdog or approval notice is held; the server's ids are refused to agents; the approval request still reaches the owner", async (t) => {
   const chat = await startChat();
