@@ -32,7 +32,7 @@ const CHANNEL_ON: Variant[] = ["black-holed", "app absent", "responsive"];
 
 /** The stand-in app in a child process: the sink's own listener, answering at once or never. */
 async function startApp(socket: string, token: string, blackHoled: boolean) {
-  const listenerModule = new URL("../extension/sink/listener.ts", import.meta.url).href;
+  const listenerModule = new URL("../harness/sink-listener.ts", import.meta.url).href;
   const source = `
     import { startSinkListener } from ${JSON.stringify(listenerModule)};
     const app = await startSinkListener({ socket: process.env.SOCKET, token: process.env.TOKEN, answerDelayMs: ${blackHoled ? "Infinity" : "0"} });

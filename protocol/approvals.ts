@@ -51,6 +51,9 @@ export type RuleId = z.infer<typeof RuleId>;
 export const OPAQUE_RULE_PREFIX = "opaque.";
 export const ASK_RULE = "model.ask";
 export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX);
+/** The gate's built-in rules: what a request's `rules` may name besides user rules, and what the config may turn off or make grantable. */
+export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
+export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
 
 /** The exact call an approval is for, beyond its session, runtime and run. */
 export const ApprovalBinding = z.strictObject({

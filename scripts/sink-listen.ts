@@ -6,7 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { loadConfig } from "../extension/config/config.ts";
-import { startSinkListener } from "../extension/sink/listener.ts";
+import { startSinkListener } from "../harness/sink-listener.ts";
 import { ensureSinkToken } from "../extension/sink/token.ts";
 
 const { values } = parseArgs({ options: { socket: { type: "string" }, "token-file": { type: "string" } } });

@@ -8,11 +8,8 @@
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
-import { isOpaqueRule } from "../../protocol/approvals.ts";
+import { isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { commandName, simpleCommands, type SimpleCommand } from "./shell.ts";
-
-export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
-export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
 
 export interface UserRule {
   id: string;

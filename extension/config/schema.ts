@@ -4,8 +4,7 @@
  */
 import { isAbsolute } from "node:path";
 import { z } from "zod";
-import { BUILTIN_RULE_IDS } from "../approvals/policy.ts";
-import { RuleId } from "../../protocol/approvals.ts";
+import { BUILTIN_RULE_IDS, RuleId } from "../../protocol/approvals.ts";
 import { SinkEventType } from "../../protocol/sink.ts";
 import { LANGUAGES } from "../messages.ts";
 import type { SchemaCheck } from "../texts/config.ts";

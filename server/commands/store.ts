@@ -7,6 +7,8 @@
  * The writes of one session's commands also take turns inside the process: minato's `set` is
  * atomic on some drivers only (the SQLite driver reads the matching rows, then updates each by
  * primary key, so two writes guarded by the same read could both report `matched: 1`).
+ *
+ * Over 400 lines: every conditional write of the command table is here, each beside the guard it relies on.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
@@ -44,7 +46,7 @@ import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
-import { Turns } from "../turns.ts";
+import { Turns } from "../../common/turns.ts";
 import { CommandNotifier } from "./notifier.ts";
 
 declare module "koishi" {
@@ -97,12 +99,15 @@ export interface CommandStoreOptions {
   now?: (() => Date) | undefined;
 }
 
+const CREATE = "create";
+
 export class CommandStore {
   readonly notifier = new CommandNotifier();
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
-  #creations: Promise<unknown> = Promise.resolve();
+  /** One turn for all creations (key `CREATE`): the budget and request-key checks hold until the insert lands. */
+  readonly #creations = new Turns();
   /** Keyed by session id: every state change of a session's commands runs in its turn. */
   readonly #turns = new Turns();
 
@@ -153,7 +158,7 @@ export class CommandStore {
     const check = checkImages(input.images);
     if (!check.ok) return Promise.reject(new DomainError("invalid_image", { issues: check.issues }));
     const facts = check.facts;
-    const run = this.#creations.then(async () => {
+    return this.#creations.run(CREATE, async () => {
       const db = this.#ctx.database;
       const sameKey = input.request_key ? (await db.get(COMMAND_TABLE, { request_key: input.request_key }))[0] : undefined;
       if (!sameKey) await admit();
@@ -179,8 +184,6 @@ export class CommandStore {
       await this.#changed(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
     });
-    this.#creations = run.catch(() => {});
-    return run;
   }
 
   /**
@@ -191,7 +194,7 @@ export class CommandStore {
     const parsed = CONTROL_PAYLOADS[kind].safeParse(payload);
     if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
     const checked: Record<string, unknown> = parsed.data;
-    const run = this.#creations.then(async () => {
+    return this.#creations.run(CREATE, async () => {
       const record = await this.#insert({
         session_id: sessionId,
         event_id: null,
@@ -209,8 +212,6 @@ export class CommandStore {
       await this.#changed(record, actor, { payload: checked });
       return summarize(record);
     });
-    this.#creations = run.catch(() => {});
-    return run;
   }
 
   async #insert(

@@ -7,10 +7,9 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
-import { BOT_ONLINE, findBot } from "./bot.ts";
+import { BOT_ONLINE, findBot } from "../bot.ts";
 import { STATUS_LABELS } from "./labels.ts";
-
-export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
+import type { DirectOutcome } from "./steps.ts";
 
 export interface DirectTarget {
   botId: string;

@@ -1,7 +1,15 @@
-/** What the event worker does after one delivery attempt, pure: finish, or retry after a delay. */
+/** What one delivery attempt can come to, and what the event worker does after it, pure: finish, or retry after a delay. */
 import type { ReceiptState } from "../../protocol/events.ts";
-import type { InjectOutcome } from "../persona/port.ts";
-import type { DirectOutcome } from "./direct.ts";
+
+/** What handing an event to the persona came to (a persona's `inject` answers it). */
+export type InjectOutcome =
+  | { kind: "injected" }
+  /** The conversation is mid-turn and would drop the trigger: try again later. */
+  | { kind: "busy"; reason: string }
+  | { kind: "error"; retryable: boolean; error: string };
+
+/** What a direct send to the recipient came to. */
+export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
 export type WorkOutcome = InjectOutcome | DirectOutcome;
 

@@ -9,7 +9,7 @@ import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../delivery/worker.ts";
 import { DomainError } from "../errors.ts";
 import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
-import { Turns } from "../turns.ts";
+import { Turns } from "../../common/turns.ts";
 import { bodyHash, newEventRow, parseEvent, receiptOf } from "./receipt.ts";
 import type { EventStore } from "./store.ts";
 

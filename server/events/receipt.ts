@@ -3,10 +3,29 @@
  * problems), what counts as the same body on a replay, the stored row, and the receipt answered.
  */
 import { createHash } from "node:crypto";
-import { EventBody, type Receipt } from "../../protocol/events.ts";
+import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
-import type { EventRow } from "./store.ts";
+
+/** An event as the database stores it. */
+export interface EventRow {
+  event_id: string;
+  session_id: string;
+  status: EventStatus;
+  delivery: DeliveryRoute;
+  /** The validated request body as JSON: what is injected, and what a replay is compared with. */
+  body: string;
+  body_hash: string;
+  /** Acceptance order; the worker handles each delivery route in this order. */
+  seq: number;
+  state: ReceiptState;
+  attempts: number;
+  error: string | null;
+  message_id: string | null;
+  created_at: string;
+  received_at: string;
+  updated_at: string;
+}
 
 /** The body as the protocol reads it; any problem inside `context_usage` gets its own code. */
 export function parseEvent(body: unknown): EventBody {

@@ -4,28 +4,10 @@
  */
 import type { Context, Query } from "koishi";
 import { koishi } from "../koishi.ts";
-import type { DeliveryRoute, EventStatus, ReceiptState } from "../../protocol/events.ts";
+import type { DeliveryRoute, ReceiptState } from "../../protocol/events.ts";
+import type { EventRow } from "./receipt.ts";
 
 export const EVENT_TABLE = "anon_notify_event";
-
-export interface EventRow {
-  event_id: string;
-  session_id: string;
-  status: EventStatus;
-  delivery: DeliveryRoute;
-  /** The validated request body as JSON: what is injected, and what a replay is compared with. */
-  body: string;
-  body_hash: string;
-  /** Acceptance order; the worker handles each delivery route in this order. */
-  seq: number;
-  state: ReceiptState;
-  attempts: number;
-  error: string | null;
-  message_id: string | null;
-  created_at: string;
-  received_at: string;
-  updated_at: string;
-}
 
 declare module "koishi" {
   interface Tables {

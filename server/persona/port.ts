@@ -4,6 +4,7 @@
  */
 import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
+import type { InjectOutcome } from "../delivery/steps.ts";
 
 export interface PersonaEvent {
   eventId: string;
@@ -14,11 +15,6 @@ export interface PersonaEvent {
   attempt: number;
 }
 
-export type InjectOutcome =
-  | { kind: "injected" }
-  /** The conversation is mid-turn and would drop the trigger: try again later. */
-  | { kind: "busy"; reason: string }
-  | { kind: "error"; retryable: boolean; error: string };
 
 export interface Persona {
   readonly name: string;

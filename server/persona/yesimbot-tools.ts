@@ -24,7 +24,7 @@ import { ApprovalListQuery } from "../../protocol/approvals.ts";
 import { ImageMime } from "../../protocol/commands.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS, type ErrorCode } from "../../protocol/wire.ts";
-import { auditedTool } from "../audit/persona-tools.ts";
+import { auditedTool } from "./persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";

@@ -14,9 +14,10 @@
  */
 import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
-import { findBot } from "../delivery/bot.ts";
+import { findBot } from "../bot.ts";
 import { withoutMarkers } from "./block.ts";
-import type { InjectOutcome, PersonaEvent, PersonaSlot } from "./port.ts";
+import type { InjectOutcome } from "../delivery/steps.ts";
+import type { PersonaEvent, PersonaSlot } from "./port.ts";
 
 export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;
 export const YESIMBOT_V3_PRIORITY = 10;

@@ -4,7 +4,7 @@
  */
 import type { Bot } from "koishi";
 import type { RecipientAnswer } from "../../protocol/status.ts";
-import { BOT_ONLINE } from "../delivery/bot.ts";
+import { BOT_ONLINE } from "../bot.ts";
 
 export async function recipientStatus(bot: Bot | undefined, recipientId: string): Promise<RecipientAnswer> {
   const base = { qq: recipientId || null, anon_qq: bot?.selfId ?? null };

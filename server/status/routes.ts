@@ -2,7 +2,7 @@
 import type { Context } from "koishi";
 import type { HealthAnswer } from "../../protocol/status.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
-import { findBot } from "../delivery/bot.ts";
+import { findBot } from "../bot.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { packageRoot } from "../package-root.ts";
 import { recipientStatus } from "./recipient.ts";

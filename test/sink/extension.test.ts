@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startSinkListener } from "../../extension/sink/listener.ts";
+import { startSinkListener } from "../../harness/sink-listener.ts";
 import { ensureSinkToken } from "../../extension/sink/token.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 

@@ -13,7 +13,7 @@ import type { ExtensionAPI, ToolDefinition } from "@earendil-works/pi-coding-age
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { installSink, type InstalledSink, type SinkConfig } from "../../extension/sink/index.ts";
-import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../extension/sink/listener.ts";
+import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../harness/sink-listener.ts";
 import { ensureSinkToken } from "../../extension/sink/token.ts";
 import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
 import { ai, echoTool, latch, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";

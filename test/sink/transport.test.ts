@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
 import { createSinkClient } from "../../extension/sink/client.ts";
-import { startSinkListener } from "../../extension/sink/listener.ts";
+import { startSinkListener } from "../../harness/sink-listener.ts";
 import { buildSinkEnvelope, buildSinkPayload } from "../../extension/sink/payload.ts";
 import { createSinkQueue, SINK_QUEUE_CAPACITY } from "../../extension/sink/queue.ts";
 

@@ -6,8 +6,8 @@
 import { timingSafeEqual } from "node:crypto";
 import { chmodSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { SinkEnvelope } from "../../protocol/sink.ts";
-import { formatIssues } from "../../protocol/wire.ts";
+import { SinkEnvelope } from "../protocol/sink.ts";
+import { formatIssues } from "../protocol/wire.ts";
 
 const MAX_BODY_BYTES = 64 * 1024;
 

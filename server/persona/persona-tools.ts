@@ -1,8 +1,8 @@
 /** Persona tool calls in the audit trail: who, where, inputs (images as digests) and outcome. */
 import { errorText } from "../../common/errors.ts";
 import { Id } from "../../protocol/wire.ts";
-import type { ToolDefinition } from "../persona/yesimbot-tool-service.ts";
-import type { AuditLog } from "./store.ts";
+import type { ToolDefinition } from "./yesimbot-tool-service.ts";
+import type { AuditLog } from "../audit/store.ts";
 
 /** A persona tool that records each call and runs as the `persona`. */
 export function auditedTool(definition: ToolDefinition, audit: AuditLog): ToolDefinition {
