@@ -31,7 +31,7 @@ type ServerMessage = { kind: "ready"; baseUrl: string; token: string } | ({ kind
 async function serve(): Promise<void> {
   const { startKoishi } = await import("../harness/koishi.ts");
   // Thousands of sessions are far beyond the default heartbeat limit (sized for ~100 sessions): lift it for the measurement.
-  const harness = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, heartbeatsPerMinute: 1_000_000_000, heartbeatBurst: 1_000_000_000 } });
+  const harness = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, heartbeatsPerMinute: 1_000_000_000, heartbeatBurst: 1_000_000_000, heartbeatsTotalPerMinute: 1_000_000_000, heartbeatTotalBurst: 1_000_000_000 } });
   process.send!({ kind: "ready", baseUrl: harness.baseUrl, token: harness.token } satisfies ServerMessage);
   process.on("message", async (message: string) => {
     if (message === "stats") {

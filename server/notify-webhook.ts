@@ -81,6 +81,8 @@ export interface Config {
   eventBurst: number;
   heartbeatsPerMinute: number;
   heartbeatBurst: number;
+  heartbeatsTotalPerMinute: number;
+  heartbeatTotalBurst: number;
   longPollsPerSession: number;
   longPollsTotal: number;
   requestBodyTimeoutMs: number;
@@ -122,8 +124,10 @@ export const Config: SchemaType<Config> = Schema.intersect([
   Schema.object({
     eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
     eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
-    heartbeatsPerMinute: Schema.natural().min(1).default(600).description("每分钟接受的心跳数（所有会话合计，同一个 Token）；每个会话约每 10 秒一次。"),
-    heartbeatBurst: Schema.natural().min(1).default(120).description("短时突发允许的心跳数。"),
+    heartbeatsPerMinute: Schema.natural().min(1).default(60).description("每个会话（以及每个 Pi 运行实例）每分钟接受的心跳数；正常约每 10 秒一次。一个会话刷屏只会让它自己收到 429。"),
+    heartbeatBurst: Schema.natural().min(1).default(20).description("每个会话（以及每个运行实例）短时突发允许的心跳数。"),
+    heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000).description("所有会话合计每分钟接受的心跳数（同一个 Token），远高于正常用量的总上限。"),
+    heartbeatTotalBurst: Schema.natural().min(1).default(1000).description("所有会话合计短时突发允许的心跳数。"),
     longPollsPerSession: Schema.natural().min(1).default(4).description("每个会话同时挂起的指令长轮询上限；超出的请求立即得到 429。"),
     longPollsTotal: Schema.natural().min(1).default(256).description("所有会话同时挂起的指令长轮询总上限；超出的请求立即得到 429。"),
     requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000).description("请求正文必须在此时间内传完，否则断开连接（防止慢速客户端占住连接）。"),
@@ -273,7 +277,12 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
 
   ctx.plugin(StatusRoutes, { api, ...owner, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(MuteLoader, { api, mutes });
-  ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst } });
+  ctx.plugin(SessionRoutes, {
+    api,
+    registry,
+    limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst },
+    totalLimit: { perMinute: config.heartbeatsTotalPerMinute, burst: config.heartbeatTotalBurst },
+  });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });

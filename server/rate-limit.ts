@@ -1,4 +1,4 @@
-/** A token bucket as a pure function: the event route's rate limit, kept apart from other traffic. */
+/** Token buckets as pure functions: the rate limits of the event, heartbeat and audit routes, kept apart from other traffic. */
 
 export interface RateLimit {
   perMinute: number;
@@ -16,12 +16,54 @@ export function fullBucket(limit: RateLimit, nowMs: number): Bucket {
   return { tokens: limit.burst, updatedAtMs: nowMs };
 }
 
+/** The bucket as it stands at `nowMs`, refilled by the time elapsed. */
+function refilled(bucket: Bucket, nowMs: number, limit: RateLimit): Bucket {
+  const elapsedMs = Math.max(0, nowMs - bucket.updatedAtMs);
+  return { tokens: Math.min(limit.burst, bucket.tokens + (elapsedMs * limit.perMinute) / 60_000), updatedAtMs: nowMs };
+}
+
 /** Refills by elapsed time, then takes one token or says how long until one is there. */
 export function takeToken(bucket: Bucket, nowMs: number, limit: RateLimit): Take {
-  const refillPerMs = limit.perMinute / 60_000;
-  const elapsedMs = Math.max(0, nowMs - bucket.updatedAtMs);
-  const tokens = Math.min(limit.burst, bucket.tokens + elapsedMs * refillPerMs);
-  if (tokens >= 1) return { allowed: true, bucket: { tokens: tokens - 1, updatedAtMs: nowMs } };
-  const waitMs = (1 - tokens) / refillPerMs;
-  return { allowed: false, bucket: { tokens, updatedAtMs: nowMs }, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
+  const now = refilled(bucket, nowMs, limit);
+  if (now.tokens >= 1) return { allowed: true, bucket: { tokens: now.tokens - 1, updatedAtMs: nowMs } };
+  const waitMs = ((1 - now.tokens) * 60_000) / limit.perMinute;
+  return { allowed: false, bucket: now, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
+}
+
+/**
+ * Takes one token from each bucket (each under its own limit), or none when any is empty: a
+ * request refused by one limit does not use up the others. Retry-After is the longest wait.
+ */
+export function takeFromAll(buckets: readonly { bucket: Bucket; limit: RateLimit }[], nowMs: number): { allowed: boolean; buckets: Bucket[]; retryAfterSeconds: number } {
+  const takes = buckets.map(({ bucket, limit }) => takeToken(bucket, nowMs, limit));
+  const waits = takes.map((take) => (take.allowed ? 0 : take.retryAfterSeconds));
+  if (waits.every((wait) => wait === 0)) return { allowed: true, buckets: takes.map((take) => take.bucket), retryAfterSeconds: 0 };
+  return { allowed: false, buckets: buckets.map(({ bucket, limit }) => refilled(bucket, nowMs, limit)), retryAfterSeconds: Math.max(...waits) };
+}
+
+/**
+ * One bucket per key (a session, a runtime, a remote address), all under the same limit. A bucket
+ * that has refilled completely holds nothing worth keeping, so `prune` forgets it.
+ */
+export class KeyedBuckets {
+  readonly #buckets = new Map<string, Bucket>();
+  readonly limit: RateLimit;
+
+  constructor(limit: RateLimit) {
+    this.limit = limit;
+  }
+
+  get(key: string, nowMs: number): Bucket {
+    return this.#buckets.get(key) ?? fullBucket(this.limit, nowMs);
+  }
+
+  set(key: string, bucket: Bucket): void {
+    this.#buckets.set(key, bucket);
+  }
+
+  prune(nowMs: number): void {
+    for (const [key, bucket] of this.#buckets) {
+      if (refilled(bucket, nowMs, this.limit).tokens >= this.limit.burst) this.#buckets.delete(key);
+    }
+  }
 }

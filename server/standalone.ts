@@ -9,7 +9,6 @@
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import type { Server as HttpServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -19,6 +18,7 @@ import { z } from "zod";
 import { errorText, isMissingFile } from "../common/errors.ts";
 import { localeLanguage, type Language } from "../common/locale.ts";
 import { API_BASE_PATH, formatIssues } from "../protocol/wire.ts";
+import { boundConnections } from "./http/connections.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
 
@@ -254,20 +254,6 @@ function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> 
   }
 }
 
-/** npm start owns its HTTP server, so it bounds what a slow or flooding client can hold. */
-export const HTTP_BOUNDS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, maxConnections: 512 } as const;
-
-/**
- * Headers must arrive within 20 s and a whole request within 30 s (Node checks both every few
- * seconds), and at most 512 connections are open at once, so slow clients cannot starve the file
- * descriptors a legitimate request needs.
- */
-export function boundHttpServer(server: HttpServer): void {
-  server.headersTimeout = HTTP_BOUNDS.headersTimeoutMs;
-  server.requestTimeout = HTTP_BOUNDS.requestTimeoutMs;
-  server.maxConnections = HTTP_BOUNDS.maxConnections;
-}
-
 function loadPlugin(name: string, cwd: string): Plugin<Context> {
   const require = createRequire(join(cwd, "package.json"));
   for (const candidate of [`koishi-plugin-${name}`, `@koishijs/plugin-${name}`, name]) {
@@ -310,6 +296,8 @@ export async function runStandalone(
     forks.push((app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope)(plugin, config));
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
+  // npm start owns this HTTP server (it is created now and listens at start), so it bounds what idle or slow clients can hold.
+  boundConnections(app.server._http);
   // Koishi's http service: the chat commands fetch images the owner attaches with it.
   use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
@@ -326,7 +314,6 @@ export async function runStandalone(
   });
   await app.start();
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
-  boundHttpServer(app.server._http);
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
   const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;

@@ -4,7 +4,7 @@ import { Heartbeat, OfflineBody, type HeartbeatAnswer } from "../../protocol/ses
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
-import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
+import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit.ts";
 import type { SessionRegistry } from "./registry.ts";
 
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
@@ -13,22 +13,43 @@ const SWEEP_INTERVAL_MAX_MS = 10_000;
 export interface SessionRoutesDeps {
   api: HttpApi;
   registry: SessionRegistry;
-  /** Heartbeats of the one agent token, all sessions together. */
+  /** Heartbeats of one session, and likewise of one runtime. */
   limit: RateLimit;
+  /** Heartbeats of the one agent token, all sessions together: a ceiling far above normal use. */
+  totalLimit: RateLimit;
 }
 
 export const SessionRoutes = {
   name: "notify-webhook-sessions",
   reusable: true,
-  apply(ctx: Context, { api, registry, limit }: SessionRoutesDeps) {
-    ctx.setInterval(() => registry.sweep(), Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
+  apply(ctx: Context, { api, registry, limit, totalLimit }: SessionRoutesDeps) {
+    // One session's flood (or a Pi in a reload loop) uses up its own buckets, not the others'.
+    const bySession = new KeyedBuckets(limit);
+    const byRuntime = new KeyedBuckets(limit);
+    let total = fullBucket(totalLimit, Date.now());
+    ctx.setInterval(() => {
+      registry.sweep();
+      bySession.prune(Date.now());
+      byRuntime.prune(Date.now());
+    }, Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
     api.offer(ctx, "presence");
-    let bucket = fullBucket(limit, Date.now());
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
-      const take = takeToken(bucket, Date.now(), limit);
-      bucket = take.bucket;
+      const heartbeat = parseWith(Heartbeat, request.body);
+      const now = Date.now();
+      const take = takeFromAll(
+        [
+          { bucket: bySession.get(heartbeat.session_id, now), limit },
+          { bucket: byRuntime.get(heartbeat.runtime_id, now), limit },
+          { bucket: total, limit: totalLimit },
+        ],
+        now,
+      );
+      const [session, runtime, all] = take.buckets as [Bucket, Bucket, Bucket];
+      bySession.set(heartbeat.session_id, session);
+      byRuntime.set(heartbeat.runtime_id, runtime);
+      total = all;
       if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
-      registry.record(parseWith(Heartbeat, request.body));
+      registry.record(heartbeat);
       return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands } satisfies HeartbeatAnswer);
     });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {

@@ -126,6 +126,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       eventBurst: 1_000_000_000,
       heartbeatsPerMinute: 1_000_000_000,
       heartbeatBurst: 1_000_000_000,
+      heartbeatsTotalPerMinute: 1_000_000_000,
+      heartbeatTotalBurst: 1_000_000_000,
       sessionHeartbeatTimeoutMs: 24 * 60 * 60_000,
       commandLeaseMs: 24 * 60 * 60_000,
       // Stops not handed out would be cancelled by the sweep in the middle of a later route.

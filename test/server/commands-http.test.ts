@@ -504,7 +504,7 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs: 30_000, audit });
           const operator = new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) });
-          ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 } });
+          ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 }, totalLimit: { perMinute: 6000, burst: 1000 } });
           ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });
         },

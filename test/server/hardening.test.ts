@@ -4,9 +4,9 @@
  */
 import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { chmod, mkdtemp, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { createServer as createHttpServer } from "node:http";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Context, Session } from "koishi";
@@ -17,15 +17,17 @@ import { LIMITS, nestsDeeperThan } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
+import { CONNECTION_BOUNDS, boundConnections, connectionToClose } from "../../server/http/connections.ts";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
 import { COMMAND_TABLE } from "../../server/commands/store.ts";
+import { takeFromAll } from "../../server/rate-limit.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
 import { SessionRegistry, pageSessions } from "../../server/sessions/registry.ts";
-import { boundHttpServer, ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
+import { ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
 import { vanishedNotices } from "../../server/watchdog/decisions.ts";
 import { freePort, startKoishi } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, onlineServer, startServer } from "../../harness/agent-api.ts";
@@ -321,12 +323,60 @@ describe("slow clients and floods", () => {
     assert.match(stranger.received(), /connection: close/i);
   });
 
-  test("npm start's HTTP server bounds header and request time and caps connections", () => {
+  test("npm start: hundreds of idle sockets from one address, renewed as they close, leave /health and a heartbeat answering", async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "anon-notify-idle-"));
+    const server = await runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), { announce: () => {} });
+    const idle = new Set<Socket>();
+    let holding = true;
+    t.after(async () => {
+      holding = false;
+      for (const socket of idle) socket.destroy();
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const { port } = new URL(server.baseUrl);
+    // Each idle socket sends nothing; whenever the server closes one, another takes its place.
+    const hold = () => {
+      const socket = connect(Number(port), "127.0.0.1");
+      socket.on("error", () => {});
+      idle.add(socket);
+      socket.once("close", () => {
+        idle.delete(socket);
+        if (holding) setTimeout(hold, 20);
+      });
+    };
+    for (let i = 0; i < 600; i++) hold();
+    await waitUntil(() => idle.size === 600 || undefined, "600 idle sockets opened", 10_000);
+    const target = { baseUrl: server.baseUrl, token: (await readFile(join(dir, "token"), "utf8")).trim() };
+    const answered = async (request: () => Promise<{ status: number }>) => {
+      try {
+        return (await request()).status;
+      } catch {
+        return undefined; // reset by a full server: try again until the bounded wait gives up
+      }
+    };
+    assert.equal(await waitUntil(() => answered(() => call(target, "GET", "/health")), "/health answering", 5_000), 200);
+    assert.equal(await waitUntil(() => answered(() => agentApi(target).heartbeat()), "a heartbeat answering", 5_000), 200);
+  });
+
+  const closeRows: [string, boolean[], number, string | null][] = [
+    ["below the cap: nobody", [true, false], 3, null],
+    ["at the cap: the oldest that never asked", [true, false, false], 3, "1"],
+    ["at the cap, every one asked: the newcomer", [true, true], 2, "newcomer"],
+  ];
+  for (const [label, requested, cap, expected] of closeRows) {
+    test(`connectionToClose, ${label}`, () => {
+      const open = requested.map((asked, i) => ({ connection: String(i), requested: asked }));
+      assert.equal(connectionToClose(open, cap), expected);
+    });
+  }
+
+  test("npm start's bounds: headers within seconds, checked every second, a per-address cap below the total", () => {
     const http = createHttpServer();
-    boundHttpServer(http);
-    assert.ok(http.headersTimeout > 0 && http.headersTimeout <= 30_000, `headersTimeout ${http.headersTimeout}`);
-    assert.ok(http.requestTimeout > 0 && http.requestTimeout <= 60_000, `requestTimeout ${http.requestTimeout}`);
-    assert.ok(http.maxConnections > 0 && http.maxConnections <= 1024, `maxConnections ${http.maxConnections}`);
+    boundConnections(http);
+    assert.ok(http.headersTimeout > 0 && http.headersTimeout <= 10_000, `headersTimeout ${http.headersTimeout}`);
+    assert.ok((http as typeof http & { connectionsCheckingInterval: number }).connectionsCheckingInterval <= 1_000);
+    assert.ok(CONNECTION_BOUNDS.perAddress * 4 <= http.maxConnections, `${CONNECTION_BOUNDS.perAddress} per address, ${http.maxConnections} in all`);
   });
 
   test("held long polls are capped per session and in total; the surplus gets 429 with Retry-After at once", async (t) => {
@@ -357,13 +407,45 @@ describe("slow clients and floods", () => {
     assert.equal(immediate.status, 200, "a claim that does not wait is never counted");
   });
 
-  test("heartbeats are rate limited per token with Retry-After", async (t) => {
-    const { agent: pi } = await onlineServer(t, { config: { heartbeatsPerMinute: 60, heartbeatBurst: 3 } });
-    const answers = [];
-    for (let i = 0; i < 4; i++) answers.push((await pi.heartbeat()).status);
+  test("one session's heartbeat flood gets 429 with Retry-After; another session keeps beating", async (t) => {
+    const { server, agent: pi } = await onlineServer(t, { config: { heartbeatsPerMinute: 60, heartbeatBurst: 3 } });
+    const flood = [];
+    for (let i = 0; i < 6; i++) flood.push((await pi.heartbeat()).status);
     // The first heartbeat was onlineServer's own.
-    assert.deepEqual(answers, [200, 200, 429, 429]);
+    assert.deepEqual(flood, [200, 200, 429, 429, 429, 429]);
+    const refused = await fetch(`${server.baseUrl}/sessions/heartbeat`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+      body: JSON.stringify(heartbeatOf()),
+    });
+    assert.equal(refused.status, 429);
+    assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+    for (let i = 0; i < 3; i++) assert.equal((await pi.heartbeat({ session_id: "s-2", runtime_id: "r-2" })).status, 200, `s-2 heartbeat ${i}`);
   });
+
+  test("one runtime beating for many session ids is limited as one; the total has its own ceiling", async (t) => {
+    const { agent: pi } = await onlineServer(t, { config: { heartbeatsPerMinute: 60, heartbeatBurst: 3, heartbeatsTotalPerMinute: 60, heartbeatTotalBurst: 8 } });
+    const runtime = [];
+    for (let i = 0; i < 4; i++) runtime.push((await pi.heartbeat({ session_id: `x-${i}`, runtime_id: "r-x" })).status);
+    assert.deepEqual(runtime, [200, 200, 200, 429]);
+    const others = [];
+    for (let i = 0; i < 6; i++) others.push((await pi.heartbeat({ session_id: `y-${i}`, runtime_id: `r-y-${i}` })).status);
+    // 1 (onlineServer) + 3 + 4 = 8 heartbeats fill the total; a refused one takes nothing.
+    assert.deepEqual(others, [200, 200, 200, 200, 429, 429]);
+  });
+
+  const takeRows: [string, [number, number][], boolean, number[]][] = [
+    ["every bucket has a token: one taken from each", [[2, 5], [1, 5]], true, [1, 0]],
+    ["one bucket is empty: none taken, longest wait", [[2, 5], [0, 5]], false, [2, 0]],
+  ];
+  for (const [label, tokens, allowed, after] of takeRows) {
+    test(`takeFromAll: ${label}`, () => {
+      const take = takeFromAll(tokens.map(([have, burst]) => ({ bucket: { tokens: have, updatedAtMs: 0 }, limit: { perMinute: 60, burst } })), 0);
+      assert.equal(take.allowed, allowed);
+      assert.deepEqual(take.buckets.map((bucket) => bucket.tokens), after);
+      assert.equal(take.retryAfterSeconds, allowed ? 0 : 1);
+    });
+  }
 
   test("many sessions vanishing in one check make one notice, naming how many", () => {
     const vanished = Array.from({ length: 300 }, (_, i) => ({
@@ -395,7 +477,7 @@ describe("slow clients and floods", () => {
 
   test("300 running sessions that go silent produce a notice per watchdog check, not 300", async (t) => {
     const server = await startServer({
-      config: { sessionHeartbeatTimeoutMs: 1000, watchdogCheckIntervalMs: 2000, eventsPerMinute: 6000, eventBurst: 1000, heartbeatsPerMinute: 60_000, heartbeatBurst: 1000 },
+      config: { sessionHeartbeatTimeoutMs: 1000, watchdogCheckIntervalMs: 2000, eventsPerMinute: 6000, eventBurst: 1000 },
     });
     t.after(() => server.stop());
     const pi = agentApi(server);
