@@ -45,6 +45,8 @@ export interface KoishiOptions {
   withoutPlugin?: boolean;
   /** Reuse a folder (its database survives); default: a fresh temp folder removed by stop(). */
   dataDir?: string;
+  /** Koishi's instance languages in fallback order (its `i18n.locales` setting); Koishi's default when absent. */
+  locales?: string[];
   /** Default `ANON_NOTIFY_DB` or `sqlite`. The memory driver's data does not survive `restart()`. */
   database?: DatabaseDriver;
 }
@@ -92,7 +94,7 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
 
   /** Starts an app; one that fails to become ready is stopped before the error goes up, so no app outlives its test. */
   async function boot() {
-    const app = new koishi.Context();
+    const app = new koishi.Context(options.locales ? { i18n: { locales: options.locales } } : {});
     app.baseDir = dataDir;
     const forks: ForkScope[] = [];
     const plugin = app.plugin.bind(app) as (plugin: Plugin<Context>, config?: unknown) => ForkScope;

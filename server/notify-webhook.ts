@@ -40,6 +40,7 @@ import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
 import { SessionRoutes } from "./sessions/routes.ts";
+import { NoticeRouteReport } from "./status/notices.ts";
 import { StatusRoutes } from "./status/routes.ts";
 import { Watchdog } from "./watchdog/plugin.ts";
 
@@ -275,7 +276,8 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     },
   });
 
-  ctx.plugin(StatusRoutes, { api, ...owner, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, {
     api,

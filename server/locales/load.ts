@@ -28,3 +28,14 @@ export function readLocale(locale: Locale): LocaleTree {
 export function defineLocales(ctx: Context): void {
   for (const locale of LOCALES) ctx.i18n.define(locale, readLocale(locale));
 }
+
+/**
+ * A text outside any chat session (log lines, messages the server starts), in the instance's
+ * language: Koishi's own fallback order from its `i18n.locales` setting. Plain text, unescaped.
+ */
+export function instanceText(ctx: Context, path: string, params: object): string {
+  return ctx.i18n
+    .render([], [path], params)
+    .map((element) => (element.type === "text" ? String(element.attrs.content) : element.toString()))
+    .join("");
+}

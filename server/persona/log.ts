@@ -6,6 +6,8 @@ import type { Context } from "koishi";
 import type { PersonaSlot } from "./port.ts";
 
 export const LOG_PERSONA_PRIORITY = 0;
+/** How /health tells the log persona from a real one. */
+export const LOG_PERSONA_NAME = "log";
 
 export const LogPersona = {
   name: "notify-webhook-log-persona",
@@ -15,7 +17,7 @@ export const LogPersona = {
     personas.provide(
       ctx,
       {
-        name: "log",
+        name: LOG_PERSONA_NAME,
         async inject({ block }) {
           logger.info("收到事件，将注入人格主对话：\n%s", block);
           return { kind: "injected" };

@@ -5,12 +5,15 @@ import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { findBot } from "../bot.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { packageRoot } from "../package-root.ts";
+import type { PersonaSlot } from "../persona/port.ts";
+import { chatReachesOwner, noticeFacts, noticeRoute } from "./notices.ts";
 import { recipientStatus } from "./recipient.ts";
 
 export interface StatusDeps {
   api: HttpApi;
   botId: string;
   recipientId: string;
+  personas: PersonaSlot;
   /** The server's heartbeat TTL, which the extension paces its heartbeats by. */
   sessionHeartbeatTimeoutMs: number;
 }
@@ -18,17 +21,20 @@ export interface StatusDeps {
 export const StatusRoutes = {
   name: "notify-webhook-status",
   reusable: true,
-  apply(ctx: Context, { api, botId, recipientId, sessionHeartbeatTimeoutMs }: StatusDeps) {
+  apply(ctx: Context, { api, botId, recipientId, personas, sessionHeartbeatTimeoutMs }: StatusDeps) {
     const version = packageVersion();
-    api.route(ctx, { method: "GET", path: "/health", auth: "agent" }, () =>
-      json(200, {
+    api.route(ctx, { method: "GET", path: "/health", auth: "agent" }, () => {
+      const facts = noticeFacts(ctx, personas, { botId, recipientId });
+      return json(200, {
         ok: true,
         version,
         protocol: { ...PROTOCOL_VERSIONS },
         capabilities: api.capabilities,
         session_heartbeat_timeout_ms: sessionHeartbeatTimeoutMs,
-      } satisfies HealthAnswer),
-    );
+        notices: noticeRoute(facts),
+        chat: chatReachesOwner(facts),
+      } satisfies HealthAnswer);
+    });
     api.route(ctx, { method: "GET", path: "/recipient", auth: "agent" }, async () => json(200, await recipientStatus(findBot(ctx, botId), recipientId)));
   },
 };
