@@ -4,7 +4,7 @@
  */
 import type { Context } from "koishi";
 import type { NoticesAnswer } from "../../protocol/status.ts";
-import { BOT_ONLINE, findBot } from "../delivery/bot.ts";
+import { BOT_ONLINE, findBot } from "../bot.ts";
 import type { DirectTarget } from "../delivery/direct.ts";
 import { instanceText } from "../locales/load.ts";
 import { LOG_PERSONA_NAME } from "../persona/log.ts";

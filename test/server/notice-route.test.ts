@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { HealthAnswer, type NoticesAnswer } from "../../protocol/status.ts";
 import { captureLog, startKoishi, type KoishiOptions } from "../../harness/koishi.ts";
 import { chatReachesOwner, noticeRoute, type NoticeFacts } from "../../server/status/notices.ts";
-import { waitUntil } from "../helpers/wait.ts";
+import { waitUntil } from "../../harness/wait.ts";
 import { MockBot, withPersona } from "./persona-standin.ts";
 
 describe("noticeRoute", () => {
