@@ -5,6 +5,7 @@
  * as tool results are here too, so they speak the user's language. Texts that go to the persona
  * (notice bodies) and tool descriptions are not here: they follow the persona, not the Pi user.
  */
+import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
@@ -33,8 +34,29 @@ const TAG = {
   noPerson: "(approval needs an interactive, switched-on session)",
 };
 
-const minutes = (ms: number) => Math.round(ms / 60_000) || 1;
 const seconds = (ms: number) => Math.round(ms / 1000);
+/** A wait as a person reads it: the real time, never rounded up to a minute. */
+const duration = (ms: number, unit: { min: string; s: string }) => {
+  const total = Math.max(1, Math.round(ms / 1000));
+  const [m, sec] = [Math.floor(total / 60), total % 60];
+  return [m ? `${m} ${unit.min}` : "", sec ? `${sec} ${unit.s}` : ""].filter(Boolean).join(" ");
+};
+/** A standing grant's end as a local time of day. */
+const clock = (iso: string) => new Date(iso).toTimeString().slice(0, 5);
+
+/** What the terminal dialog shows of the command (common/command-text.ts `commandPreview`). */
+export interface DialogFacts {
+  /** One line, controls written out; head and tail when long. */
+  preview: string;
+  /** How many characters of the command the preview leaves out (the request's own cut included). */
+  hiddenChars: number;
+  /** The command's full length. */
+  totalChars: number;
+  reason: string;
+  timeoutMs: number;
+  /** The owner can answer from the chat too. */
+  remote: boolean;
+}
 
 const zh = {
   language: "zh-CN" as Language,
@@ -125,31 +147,40 @@ const zh = {
       timeout: "超时",
       aborted: "因运行中断",
     } satisfies Record<ApprovalVia, string>,
-    dialogTitle: (action: string) => `需要批准：${action}`,
-    dialogMessage: (preview: string, reason: string, timeoutMs: number, remote: boolean) =>
+    dialogTitle: (action: string) => `需要批准：${visibleControls(action)}`,
+    dialogMessage: (facts: DialogFacts) =>
       [
-        preview,
-        ...(reason ? [`理由：${reason}`] : []),
-        `${minutes(timeoutMs)} 分钟内无人回答则拒绝。${remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
+        "──── 将要运行（原文；控制字符与换行已显示为 ⏎ \\t 等可见符号）────",
+        facts.preview,
+        "──── 命令结束 ────",
+        ...(facts.hiddenChars > 0
+          ? [`命令共 ${facts.totalChars} 字符，中间 ${facts.hiddenChars} 字符未显示；完整命令可在聊天中用 anon.approval <审批码>、控制台或运维接口查看。`]
+          : []),
+        ...(facts.reason ? [`理由：${visibleControls(facts.reason)}`] : []),
+        `${duration(facts.timeoutMs, { min: "分钟", s: "秒" })}内无人回答则拒绝。${facts.remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
       ].join("\n"),
     sentToChat: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
     answeredElsewhere: (action: string, answer: AnswerFacts) =>
       answer.outcome === "timeout"
-        ? `「${action}」已超时拒绝，终端对话框已关闭。`
-        : `「${action}」已${zh.approvals.via[answer.via]}${answer.outcome === "approved" ? "批准" : "拒绝"}，终端对话框已关闭。`,
+        ? `「${visibleControls(action)}」已超时拒绝，终端对话框已关闭。`
+        : `「${visibleControls(action)}」已${zh.approvals.via[answer.via]}${answer.outcome === "approved" ? "批准" : "拒绝"}，终端对话框已关闭。`,
     requestFailed: (why: string) => `审批请求未能送达服务端，只能在终端回答：${why}`,
+    grammarUnavailable: (why: string) => `无法加载 bash 语法分析器，每条命令都将请求批准：${why}`,
     resolutionFailed: (why: string) => `审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${why}`,
-    /** The reason a policy rule asks for, shown in the dialog and sent to the owner. */
-    rule: (rule: string) => `规则 ${rule}`,
+    /** The reason the policy asks, shown in the dialog and sent to the owner. */
+    rules: (rules: readonly string[]) =>
+      `规则 ${rules.join("、")}${rules.some((rule) => rule.startsWith("opaque.")) ? "（看不清将运行什么：程序名或代码来自展开、管道或无法解析的文本，必须由人确认）" : ""}`,
+    grantApplied: (action: string, via: ApprovalVia, expiresAt: string) =>
+      `「${visibleControls(action)}」已由主人${zh.approvals.via[via]}设定的长期授权批准（有效至 ${clock(expiresAt)}）。`,
     previewChars: (count: number) => `（${count} 字符）`,
     // What the model reads as a tool result: what happened and what to do next, ending in a tag that is the same in every language.
     refusal: (action: string, answer: AnswerFacts, timeoutMs: number) => {
       if (answer.outcome === "timeout") {
-        return `「${action}」等待批准超时（${seconds(timeoutMs)} 秒内无人回答），已按拒绝处理；不要重试，向用户说明需要批准后再继续。${TAG.timeout}`;
+        return `「${visibleControls(action)}」等待批准超时（${seconds(timeoutMs)} 秒内无人回答），已按拒绝处理；不要重试，向用户说明需要批准后再继续。${TAG.timeout}`;
       }
-      if (answer.via === "aborted") return `「${action}」的审批因运行被中断而取消，未执行。${TAG.aborted}`;
+      if (answer.via === "aborted") return `「${visibleControls(action)}」的审批因运行被中断而取消，未执行。${TAG.aborted}`;
       const why = answer.reason ? `，理由：${answer.reason}` : "";
-      return `用户${zh.approvals.via[answer.via]}拒绝了「${action}」${why}。不要重试同一操作，等待用户的进一步指示。${TAG.rejected}`;
+      return `用户${zh.approvals.via[answer.via]}拒绝了「${visibleControls(action)}」${why}。不要重试同一操作，等待用户的进一步指示。${TAG.rejected}`;
     },
     askResult: (answer: AnswerFacts) => {
       const why = answer.reason ? `：${answer.reason}` : "";
@@ -158,9 +189,9 @@ const zh = {
       if (answer.outcome === "timeout") return "timeout — 等待批准超时，无人回答，按拒绝处理；不要执行该操作。";
       return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? via : `用户${via}`}拒绝${why}。不要执行该操作。`;
     },
-    mismatch: (action: string) => `「${action}」的参数在等待批准时被改动，批准不适用于改动后的调用。${TAG.mismatch}`,
+    mismatch: (action: string) => `「${visibleControls(action)}」的参数在等待批准时被改动，批准不适用于改动后的调用。${TAG.mismatch}`,
     noPerson: (action: string) =>
-      `已拦截「${action}」：需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。${TAG.noPerson}`,
+      `已拦截「${visibleControls(action)}」：需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。${TAG.noPerson}`,
     nobodyToAsk: "当前没有人能回答审批（需要有界面或已开启 Anon 通知的交互会话）",
   },
   doctor: {
@@ -301,29 +332,37 @@ const en: Messages = {
       timeout: "by timing out",
       aborted: "because the run was aborted",
     },
-    dialogTitle: (action) => `Approval needed: ${action}`,
-    dialogMessage: (preview, reason, timeoutMs, remote) =>
+    dialogTitle: (action) => `Approval needed: ${visibleControls(action)}`,
+    dialogMessage: (facts) =>
       [
-        preview,
-        ...(reason ? [`Reason: ${reason}`] : []),
-        `Rejected if nobody answers within ${minutes(timeoutMs)} min.${remote ? " You can also answer in the chat; the first answer counts." : ""}`,
+        "──── Will run (verbatim; control characters and line breaks shown as ⏎ \\t …) ────",
+        facts.preview,
+        "──── end of command ────",
+        ...(facts.hiddenChars > 0
+          ? [`The command has ${facts.totalChars} characters; ${facts.hiddenChars} in the middle are not shown. See all of it with anon.approval <code> in the chat, in the console or through the operator API.`]
+          : []),
+        ...(facts.reason ? [`Reason: ${visibleControls(facts.reason)}`] : []),
+        `Rejected if nobody answers within ${duration(facts.timeoutMs, { min: "min", s: "s" })}.${facts.remote ? " You can also answer in the chat; the first answer counts." : ""}`,
       ].join("\n"),
     sentToChat: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
     answeredElsewhere: (action, answer) =>
       answer.outcome === "timeout"
-        ? `"${action}" timed out and was rejected; the terminal dialog is closed.`
-        : `"${action}" was ${answer.outcome === "approved" ? "approved" : "rejected"} ${en.approvals.via[answer.via]}; the terminal dialog is closed.`,
+        ? `"${visibleControls(action)}" timed out and was rejected; the terminal dialog is closed.`
+        : `"${visibleControls(action)}" was ${answer.outcome === "approved" ? "approved" : "rejected"} ${en.approvals.via[answer.via]}; the terminal dialog is closed.`,
     requestFailed: (why) => `The approval request did not reach the server; it can only be answered in the terminal: ${why}`,
+    grammarUnavailable: (why) => `The bash grammar could not be loaded, so every command will ask for approval: ${why}`,
     resolutionFailed: (why) => `The server was not told how the approval ended (it closes it itself when the session goes offline or it expires): ${why}`,
-    rule: (rule) => `rule ${rule}`,
+    rules: (rules) =>
+      `rule ${rules.join(", ")}${rules.some((rule) => rule.startsWith("opaque.")) ? " (what will run cannot be seen: a program name or code comes from an expansion, a pipe or unparsable text, so a person must confirm)" : ""}`,
+    grantApplied: (action, via, expiresAt) => `"${visibleControls(action)}" was approved by the owner's standing grant set ${en.approvals.via[via]} (valid until ${clock(expiresAt)}).`,
     previewChars: (count) => ` (${count} chars)`,
     refusal: (action, answer, timeoutMs) => {
       if (answer.outcome === "timeout") {
-        return `"${action}" was not approved in time (nobody answered within ${seconds(timeoutMs)} s) and counts as rejected; do not retry; tell the user it needs approval before going on. ${TAG.timeout}`;
+        return `"${visibleControls(action)}" was not approved in time (nobody answered within ${seconds(timeoutMs)} s) and counts as rejected; do not retry; tell the user it needs approval before going on. ${TAG.timeout}`;
       }
-      if (answer.via === "aborted") return `The approval of "${action}" was cancelled because the run was aborted; it did not run. ${TAG.aborted}`;
+      if (answer.via === "aborted") return `The approval of "${visibleControls(action)}" was cancelled because the run was aborted; it did not run. ${TAG.aborted}`;
       const why = answer.reason ? `, reason: ${answer.reason}` : "";
-      return `The user rejected "${action}" ${en.approvals.via[answer.via]}${why}. Do not retry the same operation; wait for the user's further instructions. ${TAG.rejected}`;
+      return `The user rejected "${visibleControls(action)}" ${en.approvals.via[answer.via]}${why}. Do not retry the same operation; wait for the user's further instructions. ${TAG.rejected}`;
     },
     askResult: (answer) => {
       const why = answer.reason ? `: ${answer.reason}` : "";
@@ -332,9 +371,9 @@ const en: Messages = {
       if (answer.outcome === "timeout") return "timeout — nobody answered in time; this counts as rejected. Do not perform the operation.";
       return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? "rejected" : "the user rejected it"} ${via}${why}. Do not perform the operation.`;
     },
-    mismatch: (action) => `The arguments of "${action}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
+    mismatch: (action) => `The arguments of "${visibleControls(action)}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
     noPerson: (action) =>
-      `Blocked "${action}": it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
+      `Blocked "${visibleControls(action)}": it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
     nobodyToAsk: "nobody can answer an approval now (it needs an interactive session with a UI or with Anon notices switched on)",
   },
   doctor: {

@@ -13,6 +13,7 @@ import { tmpdir, homedir } from "node:os";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
+import { errorText } from "../../common/errors.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS, ASK_RULE, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
@@ -24,6 +25,7 @@ import { buildEvent, truncate, type NoticeContext } from "../notices/notice.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
 import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy.ts";
+import { loadShell, type ShellReader } from "./shell.ts";
 import { Waits, type Answer } from "./waits.ts";
 import { offeredTool } from "../pi-handlers.ts";
 
@@ -170,8 +172,10 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       const title = m.dialogTitle(call.action);
       ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
       dialogOpen = true;
+      const preview = commandPreview(call.command, APPROVAL_LIMITS.previewChars);
+      const facts = { preview: preview.text, hiddenChars: preview.hiddenChars, totalChars: call.command.length, reason: call.reason, timeoutMs, remote: s.client !== undefined };
       ctx.ui
-        .confirm(title, m.dialogMessage(commandPreview(call.command, APPROVAL_LIMITS.previewChars).text, call.reason, timeoutMs, s.client !== undefined), { signal: ended.signal })
+        .confirm(title, m.dialogMessage(facts), { signal: ended.signal })
         .then(
           (yes) => {
             // A dialog dismissed because the wait ended is no answer.
@@ -191,9 +195,10 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
     ended.abort();
-    if (dialogOpen && result.via !== "terminal") {
+    if ((dialogOpen && result.via !== "terminal") || (ctx.hasUI && result.grant)) {
       try {
-        ctx.ui.notify(m.answeredElsewhere(call.action, result), result.outcome === "approved" ? "info" : "warning");
+        if (result.grant) ctx.ui.notify(m.grantApplied(call.action, result.via, result.grant.expires_at), "info");
+        else ctx.ui.notify(m.answeredElsewhere(call.action, result), result.outcome === "approved" ? "info" : "warning");
       } catch {
         // A stale ctx after the session was replaced.
       }
@@ -201,6 +206,17 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     outgoing.resolve(approvalId, { session_id: s.sessionId, runtime_id: deps.runtimeId, outcome: result.outcome, via: result.via, reason: result.reason });
     return result;
   }
+
+  /**
+   * The bash grammar loads once (local WASM; reading is synchronous after that). If it cannot load,
+   * every command reads as unparsable, so each one asks: never let through unseen.
+   */
+  let reader: Promise<ShellReader> | undefined;
+  const shellReader = () =>
+    (reader ??= loadShell().catch((error: unknown) => {
+      deps.report(deps.text().approvals.grammarUnavailable(errorText(error)));
+      return () => undefined;
+    }));
 
   const present = (s: ApprovalSession, ctx: ExtensionContext) =>
     personPresent({ mode: ctx.mode, hasUI: ctx.hasUI, active: s.client !== undefined, subagent: s.subagent });
@@ -211,7 +227,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     if (!s?.config.approval.enabled) return undefined;
     const input = event.input as Record<string, unknown>;
     const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()] };
-    const match: RuleMatch | undefined = matchCall({ tool: event.toolName, input }, place, s.config.approval);
+    const match: RuleMatch | undefined = matchCall({ tool: event.toolName, input }, place, s.config.approval, await shellReader());
     const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
     if (decision.kind === "allow") return undefined;
     const m = deps.text().approvals;
@@ -222,10 +238,10 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       toolCallId: event.toolCallId,
       input,
       action: decision.match.action,
-      reason: m.rule(decision.match.rule),
+      reason: truncate(m.rules(decision.match.rules), APPROVAL_LIMITS.reasonChars),
       command: commandOf(m, event.toolName, input),
-      rules: [decision.match.rule],
-      grantable: grantable([decision.match.rule], s.config.approval),
+      rules: decision.match.rules,
+      grantable: grantable(decision.match.rules, s.config.approval),
       source: "policy",
     });
     if (answer.outcome !== "approved") return { block: true, reason: m.refusal(decision.match.action, answer, s.config.approval.timeoutMs) };

@@ -1,15 +1,19 @@
 /**
  * Which tool calls need a person, and what happens when nobody can answer. Pure: the gate in
- * gate.ts feeds it the call exactly as Pi will run it and the session's facts.
+ * gate.ts feeds it the call exactly as Pi will run it, the session's facts and the shell reader.
  *
- * Built-in rules cover the usual destructive set; the user turns any of them off by id
+ * A command tool's line is read with a real bash grammar (runs.ts follows it into every command
+ * that will run). It needs a person when any of those commands matches a rule, and always when
+ * the analysis cannot see what will run (`opaque.*`; these cannot be switched off). Built-in
+ * rules cover the usual destructive set; the user turns any of them off by id
  * (`approval.disabledRules`) and adds their own (`approval.rules`: a tool name or `*`, and for
  * tools with a command line a regular expression on it).
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
-import { isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
-import { commandName, simpleCommands, type SimpleCommand } from "./shell.ts";
+import { APPROVAL_LIMITS, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
+import { analyzeCommand, GIT_VALUE_OPTIONS, OPAQUE, type Analysis, type Run } from "./runs.ts";
+import type { ShellReader, Word } from "./shell.ts";
 
 export interface UserRule {
   id: string;
@@ -42,9 +46,9 @@ export interface ToolCall {
   input: Record<string, unknown>;
 }
 
+/** Every rule a call matched (fail-closed findings first) and a short label for the person (≤ 40 chars). */
 export interface RuleMatch {
-  rule: string;
-  /** A short label for the person (≤ 40 chars). */
+  rules: string[];
   action: string;
 }
 
@@ -59,69 +63,82 @@ export function commandLine(call: ToolCall): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
-// ── Built-in rules over one simple command ──────────────────────────────────
+// ── Built-in rules over one command that will run ───────────────────────────
 
-function shortFlags(argv: readonly string[]): string {
-  return argv.filter((arg) => /^-[A-Za-z]+$/.test(arg)).map((arg) => arg.slice(1)).join("");
+/** The options before `--`: literal short letters, literal long names, and whether one that expands may be any option. */
+function optionsOf(args: readonly Word[]): { short: string; long: string[]; unknown: boolean } {
+  const end = args.findIndex((arg) => arg.value === "--");
+  const options = end === -1 ? args : args.slice(0, end);
+  const literal = options.map((arg) => arg.value).filter((value): value is string => value !== undefined);
+  return {
+    short: literal.filter((value) => /^-[A-Za-z]+$/.test(value)).map((value) => value.slice(1)).join(""),
+    long: literal.filter((value) => value.startsWith("--")).map((value) => value.split("=")[0]!),
+    unknown: options.some((arg) => arg.value === undefined && arg.mayBeOption),
+  };
 }
 
-function isRmRecursiveForce(argv: readonly string[]): boolean {
-  if (commandName(argv[0]) !== "rm") return false;
-  const args = argv.slice(1);
-  const end = args.indexOf("--");
-  const options = end === -1 ? args : args.slice(0, end);
-  const short = shortFlags(options);
-  const recursive = /[rR]/.test(short) || options.includes("--recursive");
-  const force = short.includes("f") || options.includes("--force");
+/** A long option as getopt reads it: any unambiguous prefix of at least `--x`. */
+const longOption = (given: readonly string[], name: string) => given.some((option) => option.length >= 3 && name.startsWith(option));
+
+function isRecursiveDelete(run: Run): boolean {
+  if (run.name === "find") return run.args.some((arg) => arg.value === "-delete");
+  if (run.name !== "rm") return false;
+  const { short, long, unknown } = optionsOf(run.args);
+  const recursive = /[rR]/.test(short) || longOption(long, "--recursive") || unknown;
+  const force = short.includes("f") || longOption(long, "--force") || unknown;
   return recursive && force;
 }
 
-const ELEVATE = new Set(["sudo", "doas", "su", "pkexec", "run0"]);
+const ELEVATE = new Set(["sudo", "doas", "su", "pkexec", "run0", "runuser"]);
 
-/** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand and its args. */
-function gitSubcommand(argv: readonly string[]): { name: string; args: string[] } | undefined {
-  if (commandName(argv[0]) !== "git") return undefined;
-  let i = 1;
-  while (i < argv.length && argv[i]!.startsWith("-")) {
-    // Options that take the next word as their value.
-    if (["-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"].includes(argv[i]!)) i++;
+/** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand (undefined when it expands) and its args. */
+function gitSubcommand(run: Run): { name: string | undefined; args: Word[] } | undefined {
+  if (run.name !== "git") return undefined;
+  let i = 0;
+  while (i < run.args.length && run.args[i]!.value?.startsWith("-")) {
+    if (GIT_VALUE_OPTIONS.has(run.args[i]!.value!) || run.args[i]!.value === "-c") i++;
     i++;
   }
-  const name = argv[i];
-  return name === undefined ? undefined : { name, args: argv.slice(i + 1) };
+  const name = run.args[i];
+  return name === undefined ? undefined : { name: name.value, args: run.args.slice(i + 1) };
 }
 
-function isForcePush(argv: readonly string[]): boolean {
-  const git = gitSubcommand(argv);
-  if (git?.name !== "push") return false;
-  return git.args.some(
-    (arg) =>
-      arg === "--force" ||
-      arg.startsWith("--force-with-lease") ||
-      arg === "--force-if-includes" ||
-      arg === "--mirror" ||
-      arg === "--delete" ||
-      (/^-[A-Za-z]+$/.test(arg) && /[fd]/.test(arg)) ||
-      // A `+` refspec forces that one ref.
-      /^\+[^\s]+/.test(arg) ||
-      /^:[^\s]+/.test(arg),
+/** A git subcommand that is `name`, or one that expands and so may be. */
+function gitArgs(run: Run, name: string): Word[] | undefined {
+  const git = gitSubcommand(run);
+  return git && (git.name === name || git.name === undefined) ? git.args : undefined;
+}
+
+function isForcePush(run: Run): boolean {
+  const args = gitArgs(run, "push");
+  if (!args) return false;
+  const { short, long, unknown } = optionsOf(args);
+  return (
+    unknown ||
+    /[fd]/.test(short) ||
+    ["--force", "--force-with-lease", "--force-if-includes", "--mirror", "--delete", "--prune"].some((name) => longOption(long, name)) ||
+    // A `+` refspec forces that one ref; `:ref` deletes it.
+    args.some((arg) => /^[+:]./.test(arg.value ?? arg.text))
   );
 }
 
-function isHardReset(argv: readonly string[]): boolean {
-  const git = gitSubcommand(argv);
-  return git?.name === "reset" && git.args.some((arg) => arg === "--hard" || arg === "--merge" || arg === "--keep");
+function isHardReset(run: Run): boolean {
+  const args = gitArgs(run, "reset");
+  if (!args) return false;
+  const { long, unknown } = optionsOf(args);
+  return unknown || ["--hard", "--merge", "--keep"].some((name) => long.includes(name));
 }
 
-function isGitClean(argv: readonly string[]): boolean {
-  const git = gitSubcommand(argv);
-  return git?.name === "clean" && (shortFlags(git.args).includes("f") || git.args.includes("--force"));
+function isGitClean(run: Run): boolean {
+  const args = gitArgs(run, "clean");
+  if (!args) return false;
+  const { short, long, unknown } = optionsOf(args);
+  return unknown || short.includes("f") || longOption(long, "--force");
 }
 
-function isDiskWrite(argv: readonly string[]): boolean {
-  const name = commandName(argv[0]) ?? "";
-  if (/^mkfs(\.|$)/.test(name) || name === "wipefs" || name === "shred" || name === "fdisk" || name === "parted") return true;
-  return name === "dd" && argv.some((arg) => /^of=\/dev\/(?!null$|zero$|stdout$|stderr$)/.test(arg));
+function isDiskWrite(run: Run): boolean {
+  if (/^mkfs(\.|$)/.test(run.name) || ["wipefs", "shred", "fdisk", "sfdisk", "parted", "sgdisk"].includes(run.name)) return true;
+  return run.name === "dd" && run.args.some((arg) => (arg.value === undefined ? arg.text.startsWith("of=") : /^of=\/dev\/(?!null$|zero$|stdout$|stderr$)/.test(arg.value)));
 }
 
 // ── Writes outside the project ──────────────────────────────────────────────
@@ -135,8 +152,8 @@ function expandHome(path: string, home: string): string {
 export function outsideProject(path: string, place: CallPlace): boolean {
   const expanded = expandHome(path.trim(), place.home);
   if (expanded === "" || HARMLESS_TARGETS.has(expanded) || /^\/dev\/fd\//.test(expanded)) return false;
-  // Variables and globs cannot be resolved here: a write through one is treated as outside.
-  if (/[$`*?]/.test(expanded)) return true;
+  // Variables, globs and braces cannot be resolved here: a write through one is treated as outside.
+  if (/[$`*?{[]/.test(expanded)) return true;
   const target = resolve(place.cwd, expanded);
   const inside = (root: string) => {
     const rel = relative(resolve(root), target);
@@ -145,54 +162,63 @@ export function outsideProject(path: string, place: CallPlace): boolean {
   return !inside(place.cwd) && !place.tempDirs.some(inside);
 }
 
-/** Where a simple command writes: its redirections, `tee`'s files, the destination of `cp`/`mv`/`install`/`ln`. */
-function writeTargets(command: SimpleCommand): string[] {
-  const targets = [...command.writes];
-  const name = commandName(command.argv[0]);
-  const operands = command.argv.slice(1).filter((arg) => !arg.startsWith("-"));
-  if (name === "tee") targets.push(...operands);
-  if ((name === "cp" || name === "mv" || name === "install" || name === "ln" || name === "rsync") && operands.length >= 2) {
-    const explicit = command.argv.findIndex((arg) => arg === "-t" || arg === "--target-directory");
-    targets.push(explicit !== -1 && command.argv[explicit + 1] ? command.argv[explicit + 1]! : operands.at(-1)!);
+/** A word as a path: its value, or its text when it expands (which `outsideProject` treats as outside). */
+const pathOf = (word: Word) => word.value ?? (/[$`*?{[]/.test(word.text) ? word.text : `$${word.text}`);
+
+/** Where a command writes besides redirections: `tee`'s files, the destination of `cp`/`mv`/`install`/`ln`/`rsync`. */
+function writeTargets(run: Run): Word[] {
+  const operands = run.args.filter((arg) => !(arg.value ?? "").startsWith("-"));
+  if (run.name === "tee") return operands;
+  if (["cp", "mv", "install", "ln", "rsync"].includes(run.name) && operands.length >= 2) {
+    const explicit = run.args.findIndex((arg) => arg.value === "-t" || arg.value === "--target-directory");
+    return [explicit !== -1 && run.args[explicit + 1] ? run.args[explicit + 1]! : operands.at(-1)!];
   }
-  return targets;
+  return [];
 }
 
 // ── The decision ────────────────────────────────────────────────────────────
 
-const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; action: string; test(argv: readonly string[]): boolean }[] = [
-  { id: "rm-rf", action: "rm -rf", test: isRmRecursiveForce },
-  { id: "sudo", action: "sudo", test: (argv) => ELEVATE.has(commandName(argv[0]) ?? "") },
+const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; action: string; test(run: Run): boolean }[] = [
+  { id: "rm-rf", action: "rm -rf", test: isRecursiveDelete },
+  { id: "sudo", action: "sudo", test: (run) => ELEVATE.has(run.name) },
   { id: "git-push-force", action: "git push --force", test: isForcePush },
   { id: "git-reset-hard", action: "git reset --hard", test: isHardReset },
   { id: "git-clean", action: "git clean -f", test: isGitClean },
   { id: "disk-write", action: "写磁盘设备 (disk write)", test: isDiskWrite },
 ];
 const OUTSIDE_ACTION = "写入项目外 (write outside project)";
+const OPAQUE_ACTION = "看不清将运行什么 (unclear command)";
 
-/** The first rule the call matches, or undefined when it needs nobody. */
-export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings): RuleMatch | undefined {
+/** The rules a command line matches: fail-closed findings (never switched off), then the enabled built-in ones. */
+function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean): { id: string; action: string }[] {
+  const found = [...analysis.opaque].sort().map((id) => ({ id, action: OPAQUE_ACTION }));
+  for (const rule of BUILTIN_COMMAND_RULES) if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: rule.action });
+  const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
+  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place))) found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
+  return found;
+}
+
+/** Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar (shell.ts). */
+export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
   const line = commandLine(call);
+  const found: { id: string; action: string }[] = [];
   if (line !== undefined) {
-    const commands = simpleCommands(line);
-    for (const rule of BUILTIN_COMMAND_RULES) {
-      if (enabled(rule.id) && commands.some((command) => rule.test(command.argv))) return { rule: rule.id, action: rule.action };
-    }
-    if (enabled("write-outside-project") && commands.some((command) => writeTargets(command).some((target) => outsideProject(target, place)))) {
-      return { rule: "write-outside-project", action: OUTSIDE_ACTION };
-    }
+    // PowerShell is not bash: nothing here can see what it will run.
+    if (call.tool === "bash") found.push(...commandRules(analyzeCommand(line, read), place, enabled));
+    else found.push({ id: OPAQUE.parseError, action: OPAQUE_ACTION });
   }
   if (FILE_TOOLS.has(call.tool) && enabled("write-outside-project")) {
     const path = call.input.path ?? call.input.file_path;
-    if (typeof path === "string" && outsideProject(path, place)) return { rule: "write-outside-project", action: OUTSIDE_ACTION };
+    if (typeof path === "string" && outsideProject(path, place)) found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
   }
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;
     if (rule.command !== undefined && (line === undefined || !new RegExp(rule.command).test(line))) continue;
-    return { rule: rule.id, action: (rule.label ?? rule.id).slice(0, 40) };
+    found.push({ id: rule.id, action: (rule.label ?? rule.id).slice(0, APPROVAL_LIMITS.actionChars) });
   }
-  return undefined;
+  if (found.length === 0) return undefined;
+  return { rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax), action: found[0]!.action };
 }
 
 /**
@@ -230,11 +256,15 @@ export type NoPersonPolicy = "reject" | "allow";
 /** `block`: nobody can answer, so the call is refused at once (the gate words it in the session's language). */
 export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch };
 
-/** What the gate does with a call. Nothing ever approves itself: without a person, the policy answers at once. */
+/**
+ * What the gate does with a call. Nothing ever approves itself: without a person, the policy
+ * answers at once — and a command nobody can see through is refused even where the user lets the
+ * rules not apply (`noPerson: "allow"`).
+ */
 export function decideGate(match: RuleMatch | undefined, present: boolean, noPerson: NoPersonPolicy): GateDecision {
   if (!match) return { kind: "allow" };
   if (present) return { kind: "ask", match };
-  if (noPerson === "allow") return { kind: "allow" };
+  if (noPerson === "allow" && !match.rules.some(isOpaqueRule)) return { kind: "allow" };
   return { kind: "block", match };
 }
 

@@ -1,188 +1,254 @@
 /**
- * Reading a shell command line the way a rule needs it: the simple commands it runs (each an argv
- * after environment assignments and transparent wrappers such as `env` or `nohup`), with their
- * output redirections, including those nested in `sh -c '…'`, `eval`, `$(…)` and backticks. Pure.
+ * Reading a bash command line with a real bash grammar (tree-sitter-bash through web-tree-sitter):
+ * every simple command in it, wherever it sits (lists, pipelines, subshells, if/for/while/case
+ * bodies, function bodies, `$(…)`, backticks, `<(…)`, parameter defaults, arithmetic), each with
+ * its words as the shell will see them, where its standard input comes from and where it writes.
+ * Judging what those commands do is runs.ts and policy.ts.
  *
- * This is not a shell: it errs towards finding more commands (every separator splits, quotes only
- * group), because a rule that misses `rm -rf` hidden behind `;` or `$(…)` is worse than a question
- * the person did not need.
+ * A word's literal value is known only when nothing in it expands: quotes and backslashes are
+ * removed, `$'…'` is decoded, and anything with `$`, backticks, globs or braces is not literal.
+ *
+ * The grammar loads once (async, WASM); reading is synchronous after that.
  */
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { Language, Parser, type Node } from "web-tree-sitter";
+
+/** A word of a command as the shell will see it. */
+export interface Word {
+  /** Its source text. */
+  text: string;
+  /** Its value after quote removal, when nothing in it expands. */
+  value: string | undefined;
+  /** Whether it can start with `-` once expanded (a literal that does, or an expansion at its start). */
+  mayBeOption: boolean;
+  /** A `<(…)` or `>(…)`: a file name standing for a command's output. */
+  processSubstitution: boolean;
+}
+
+/** Where a command's standard input comes from. */
+export type Stdin =
+  | { kind: "inherited" }
+  | { kind: "pipe" }
+  | { kind: "file"; literal: boolean }
+  /** A here-document or here-string; `body` when it is literal (nothing in it expands). */
+  | { kind: "inline"; body: string | undefined };
 
 export interface SimpleCommand {
-  argv: string[];
-  /** Targets of `>`, `>>`, `&>`, `2>` …: where the command writes. */
-  writes: string[];
+  /** The program and its arguments; assignments before it are left out. Empty: assignments only. */
+  words: Word[];
+  stdin: Stdin;
 }
 
-const SEPARATORS = new Set([";", "&&", "||", "|", "&", "\n", "(", ")", "{", "}", "|&"]);
-const REDIRECT = /^(?:\d*|&)>>?\|?$/;
-const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
-/** Commands that run their arguments as the real command. */
-const WRAPPERS = new Set(["env", "command", "builtin", "exec", "nohup", "nice", "time", "timeout", "xargs", "stdbuf", "ionice", "chronic"]);
-/** Wrapper options whose value is the next word (`env -u NAME`, `nice -n 5`, `xargs -I {}`). */
-const WRAPPER_VALUE_OPTIONS = new Set(["-u", "-C", "-S", "-s", "-k", "-n", "-c", "-I", "-P", "-d", "-a", "-L", "-E", "--unset", "--chdir", "--signal", "--kill-after"]);
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "fish"]);
-const MAX_DEPTH = 4;
-
-type Token = { kind: "word"; text: string } | { kind: "op"; text: string };
-
-/** Splits into words and operators; quotes group, `$(…)` and backticks become nested command text. */
-function tokenize(line: string, nested: string[]): Token[] {
-  const tokens: Token[] = [];
-  let word = "";
-  let inWord = false;
-  const flush = () => {
-    if (inWord) tokens.push({ kind: "word", text: word });
-    word = "";
-    inWord = false;
-  };
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i]!;
-    if (c === "\\" && i + 1 < line.length) {
-      // A line continuation joins; any other escaped character is literal.
-      if (line[i + 1] !== "\n") {
-        word += line[i + 1];
-        inWord = true;
-      }
-      i++;
-    } else if (c === "'") {
-      const end = line.indexOf("'", i + 1);
-      const stop = end === -1 ? line.length : end;
-      word += line.slice(i + 1, stop);
-      inWord = true;
-      i = stop;
-    } else if (c === '"') {
-      let j = i + 1;
-      while (j < line.length && line[j] !== '"') {
-        if (line[j] === "\\" && j + 1 < line.length) {
-          word += line[j + 1];
-          j += 2;
-          continue;
-        }
-        if (line[j] === "$" && line[j + 1] === "(") {
-          const close = matchingParen(line, j + 1);
-          nested.push(line.slice(j + 2, close));
-          word += line.slice(j, close + 1);
-          j = close + 1;
-          continue;
-        }
-        if (line[j] === "`") {
-          const close = line.indexOf("`", j + 1);
-          const stop = close === -1 ? line.length : close;
-          nested.push(line.slice(j + 1, stop));
-          j = stop + 1;
-          continue;
-        }
-        word += line[j];
-        j++;
-      }
-      inWord = true;
-      i = j;
-    } else if (c === "$" && line[i + 1] === "(") {
-      const close = matchingParen(line, i + 1);
-      nested.push(line.slice(i + 2, close));
-      word += line.slice(i, close + 1);
-      inWord = true;
-      i = close;
-    } else if (c === "`") {
-      const close = line.indexOf("`", i + 1);
-      const stop = close === -1 ? line.length : close;
-      nested.push(line.slice(i + 1, stop));
-      inWord = true;
-      i = stop;
-    } else if (c === " " || c === "\t" || c === "\r") {
-      flush();
-    } else if (c === "#" && !inWord) {
-      const end = line.indexOf("\n", i);
-      i = end === -1 ? line.length : end - 1;
-    } else if (c === ">" || c === "<") {
-      // `2>`, `&>`, `>>`, `>|`: the digits or & before belong to the operator.
-      let op = /^\d+$|^&$/.test(word) && inWord ? word : (flush(), "");
-      word = "";
-      inWord = false;
-      op += c;
-      while (line[i + 1] === ">" || line[i + 1] === "|" || line[i + 1] === "&") op += line[++i];
-      tokens.push({ kind: "op", text: op });
-    } else if (";&|(){}\n".includes(c)) {
-      flush();
-      const two = line.slice(i, i + 2);
-      if (two === "&&" || two === "||" || two === "|&") {
-        tokens.push({ kind: "op", text: two });
-        i++;
-      } else tokens.push({ kind: "op", text: c });
-    } else {
-      word += c;
-      inWord = true;
-    }
-  }
-  flush();
-  return tokens;
+export interface Script {
+  commands: SimpleCommand[];
+  /** Targets of every output redirection in the script. */
+  writes: Word[];
+  /** Names given a function or an alias in the script. */
+  definitions: Set<string>;
 }
 
-function matchingParen(line: string, open: number): number {
-  let depth = 0;
-  for (let i = open; i < line.length; i++) {
-    if (line[i] === "(") depth++;
-    else if (line[i] === ")" && --depth === 0) return i;
-  }
-  return line.length;
+export type ShellReader = (source: string) => Script | undefined;
+
+let loading: Promise<ShellReader> | undefined;
+
+/** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
+export function loadShell(): Promise<ShellReader> {
+  loading ??= (async () => {
+    await Parser.init();
+    const require = createRequire(import.meta.url);
+    const language = await Language.load(join(dirname(require.resolve("tree-sitter-bash/package.json")), "tree-sitter-bash.wasm"));
+    const parser = new Parser();
+    parser.setLanguage(language);
+    return (source: string) => {
+      const tree = parser.parse(source);
+      if (!tree) return undefined;
+      try {
+        return tree.rootNode.hasError ? undefined : readScript(tree.rootNode);
+      } finally {
+        tree.delete();
+      }
+    };
+  })();
+  return loading;
 }
 
-/** Every simple command the line runs, nested ones included. */
-export function simpleCommands(line: string, depth = 0): SimpleCommand[] {
-  if (depth > MAX_DEPTH) return [];
-  const nested: string[] = [];
-  const tokens = tokenize(line, nested);
-  const commands: SimpleCommand[] = [];
-  let current: SimpleCommand = { argv: [], writes: [] };
-  const close = () => {
-    commands.push(...unwrap(current, depth));
-    current = { argv: [], writes: [] };
-  };
-  for (let i = 0; i < tokens.length; i++) {
-    const token = tokens[i]!;
-    if (token.kind === "op" && SEPARATORS.has(token.text)) close();
-    else if (token.kind === "op") {
-      const target = tokens[i + 1];
-      if (target?.kind === "word") {
-        if (REDIRECT.test(token.text) && !target.text.startsWith("&")) current.writes.push(target.text);
-        i++;
-      }
-    } else current.argv.push(token.text);
-  }
-  close();
-  for (const inner of nested) commands.push(...simpleCommands(inner, depth + 1));
-  return commands.filter((command) => command.argv.length > 0 || command.writes.length > 0);
-}
+// ── Words ───────────────────────────────────────────────────────────────────
 
-/** Drops assignments and transparent wrappers; `sh -c '…'` and `eval …` are read as command lines. */
-function unwrap(command: SimpleCommand, depth: number): SimpleCommand[] {
-  let argv = command.argv;
-  for (;;) {
-    while (argv.length > 0 && ASSIGNMENT.test(argv[0]!)) argv = argv.slice(1);
-    const name = commandName(argv[0]);
-    if (name === undefined) break;
-    if (WRAPPERS.has(name)) {
-      argv = argv.slice(1);
-      // The wrapper's own options and values (`env -u X`, `timeout 10`, `nice -n 5`) come first.
-      while (argv.length > 0 && (argv[0]!.startsWith("-") || /^\d+(\.\d+)?[smhd]?$/.test(argv[0]!) || ASSIGNMENT.test(argv[0]!))) {
-        argv = argv.slice(WRAPPER_VALUE_OPTIONS.has(argv[0]!) ? 2 : 1);
-      }
+const EXPANDING = new Set(["simple_expansion", "expansion", "command_substitution", "process_substitution", "arithmetic_expansion", "brace_expression"]);
+
+/** An unquoted word's value: backslashes removed; undefined when it globs. */
+function bareValue(text: string): string | undefined {
+  let out = "";
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === "\\") {
+      if (text[i + 1] === "\n") i++;
+      else if (i + 1 < text.length) out += text[++i];
       continue;
     }
-    if (SHELLS.has(name)) {
-      const flag = argv.findIndex((arg) => /^-[a-z]*c[a-z]*$/.test(arg));
-      const script = flag === -1 ? undefined : argv[flag + 1];
-      if (script !== undefined) return [{ argv, writes: command.writes }, ...simpleCommands(script, depth + 1)];
-    }
-    if (name === "eval") return [{ argv, writes: command.writes }, ...simpleCommands(argv.slice(1).join(" "), depth + 1)];
-    break;
+    if ("*?[]".includes(c)) return undefined;
+    out += c;
   }
-  return [{ argv, writes: command.writes }];
+  return out;
 }
 
-/** `/usr/bin/rm` and `rm` are the same command; `\rm` (alias bypass) too. */
-export function commandName(word: string | undefined): string | undefined {
-  if (word === undefined) return undefined;
-  return word.replace(/^\\/, "").split("/").pop();
+/** The inside of "…" without expansions: only `\$ \` \" \\` and line continuations are escapes there. */
+function doubleQuotedValue(inner: string): string {
+  return inner.replace(/\\([$`"\\\n])/g, (_, c: string) => (c === "\n" ? "" : c));
+}
+
+const C_ESCAPES: Record<string, string> = { a: "\x07", b: "\b", e: "\x1b", E: "\x1b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v", "\\": "\\", "'": "'", '"': '"', "?": "?" };
+
+/** `$'…'`'s inside, decoded as bash does. */
+export function ansiCValue(inner: string): string {
+  return inner.replace(/\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)/gs, (whole, esc: string) => {
+    if (/^x/.test(esc)) return String.fromCodePoint(parseInt(esc.slice(1), 16));
+    if (/^[uU]/.test(esc)) return String.fromCodePoint(Math.min(parseInt(esc.slice(1), 16), 0x10ffff));
+    if (/^[0-7]/.test(esc)) return String.fromCodePoint(parseInt(esc, 8) & 0xff);
+    if (esc[0] === "c" && esc.length === 2) return String.fromCodePoint(esc.charCodeAt(1) & 0x1f);
+    return C_ESCAPES[esc] ?? whole;
+  });
+}
+
+/** `{a,b}` and `{1..3}` expand into several words (a quoted one is counted too: erring towards "expands"). */
+const BRACE_EXPANSION = /\{[^{}]*(,|\.\.)[^{}]*\}/;
+
+/** A word node's value, or undefined when something in it expands. */
+function valueOf(node: Node): string | undefined {
+  if ((node.type === "word" || node.type === "concatenation") && BRACE_EXPANSION.test(node.text)) return undefined;
+  switch (node.type) {
+    case "word":
+    case "number":
+      return bareValue(node.text);
+    case "raw_string":
+      return node.text.slice(1, -1);
+    case "ansi_c_string":
+      return ansiCValue(node.text.slice(2, -1));
+    case "string":
+      return node.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)) ? undefined : doubleQuotedValue(node.text.slice(1, -1));
+    case "translated_string":
+      return node.namedChildren[0] ? valueOf(node.namedChildren[0]) : undefined;
+    case "concatenation": {
+      let out = "";
+      for (const child of node.children) {
+        if (!child) return undefined;
+        const part = valueOf(child);
+        if (part === undefined) return undefined;
+        out += part;
+      }
+      return out;
+    }
+    default:
+      // `$` standing alone is a literal dollar.
+      return node.text === "$" ? "$" : undefined;
+  }
+}
+
+function wordOf(node: Node): Word {
+  const value = valueOf(node);
+  const first = node.type === "concatenation" ? node.children[0] : node;
+  const head = first ? valueOf(first) : undefined;
+  return {
+    text: node.text,
+    value,
+    // An expansion at the start may expand to anything, `-rf` included.
+    mayBeOption: value !== undefined ? value.startsWith("-") : head === undefined || head === "" || head.startsWith("-"),
+    processSubstitution: node.type === "process_substitution",
+  };
+}
+
+// ── Commands ────────────────────────────────────────────────────────────────
+
+interface Context {
+  stdin: Stdin;
+}
+
+const INHERITED: Context = { stdin: { kind: "inherited" } };
+
+/** Where a redirection list sends standard input, when it does. */
+function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
+  let stdin = outer;
+  for (const redirect of redirects) {
+    if (redirect.type === "heredoc_redirect") {
+      const body = redirect.namedChildren.find((child) => child?.type === "heredoc_body");
+      const start = redirect.namedChildren.find((child) => child?.type === "heredoc_start")?.text ?? "";
+      // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
+      const quoted = /['"\\]/.test(start);
+      const literal = body && (quoted || !body.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)));
+      const text = body ? (quoted ? body.text : doubleQuotedValue(body.text)) : "";
+      stdin = { kind: "inline", body: literal || !body ? text : undefined };
+    } else if (redirect.type === "herestring_redirect") {
+      const word = redirect.namedChildren.find((child) => child !== null && child.type !== "file_descriptor");
+      const value = word ? valueOf(word) : undefined;
+      stdin = { kind: "inline", body: value === undefined ? undefined : `${value}\n` };
+    } else if (redirect.type === "file_redirect") {
+      const op = redirect.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
+      const descriptor = redirect.childForFieldName("descriptor")?.text;
+      const destination = redirect.childForFieldName("destination");
+      if (op === "<" && (descriptor === undefined || descriptor === "0") && destination) {
+        stdin = { kind: "file", literal: valueOf(destination) !== undefined };
+      }
+    }
+  }
+  return stdin;
+}
+
+function readScript(root: Node): Script {
+  const script: Script = { commands: [], writes: [], definitions: new Set() };
+
+  const visit = (node: Node, context: Context) => {
+    switch (node.type) {
+      case "pipeline": {
+        // Every stage after the first reads the previous one's output.
+        node.namedChildren.forEach((child, index) => child && visit(child, index === 0 ? context : { stdin: { kind: "pipe" } }));
+        return;
+      }
+      case "redirected_statement": {
+        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
+        const body = node.childForFieldName("body");
+        for (const redirect of redirects) visit(redirect, INHERITED);
+        if (body) visit(body, { stdin: stdinOf(redirects, context.stdin) });
+        return;
+      }
+      case "command": {
+        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
+        const name = node.childForFieldName("name");
+        const args = node.childrenForFieldName("argument").filter((child): child is Node => child !== null);
+        const words = [name?.namedChildren[0] ?? name, ...args].filter((child): child is Node => child !== null && child !== undefined).map(wordOf);
+        script.commands.push({ words, stdin: stdinOf(redirects, context.stdin) });
+        // Aliases defined here are called later by name.
+        if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
+        break;
+      }
+      case "function_definition": {
+        const name = node.childForFieldName("name");
+        if (name) script.definitions.add(valueOf(name) ?? name.text);
+        break;
+      }
+      case "file_redirect": {
+        const op = node.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
+        const destination = node.childForFieldName("destination");
+        // `>&2` and `2>&1` duplicate a descriptor; every other `>` form writes a file.
+        if (destination && op.includes(">") && !(op.endsWith("&") && /^(\d+|-)$/.test(destination.text))) script.writes.push(wordOf(destination));
+        break;
+      }
+      case "heredoc_redirect":
+        // `cat <<EOF | sh`: the pipeline after the delimiter reads the here-document's command's output.
+        for (const child of node.namedChildren) {
+          if (child?.type === "pipeline") for (const stage of child.namedChildren) stage && visit(stage, { stdin: { kind: "pipe" } });
+          else if (child) visit(child, INHERITED);
+        }
+        return;
+      case "command_substitution":
+      case "process_substitution":
+        // Runs on its own: its input is not the enclosing command's.
+        for (const child of node.namedChildren) if (child) visit(child, INHERITED);
+        return;
+    }
+    for (const child of node.namedChildren) if (child) visit(child, context);
+  };
+
+  visit(root, INHERITED);
+  return script;
 }

@@ -9,6 +9,8 @@ export interface Answer {
   outcome: ApprovalOutcome;
   via: ApprovalVia;
   reason: string | null;
+  /** The owner's standing grant that answered, when one did. */
+  grant?: ApprovalDecisionPayload["grant"];
 }
 
 /** Settled ids remembered so a late decision hears "already answered", not "unknown". */
@@ -51,7 +53,7 @@ export class Waits {
     if (!wait) return this.#settled.has(payload.approval_id) ? "already_answered" : "unknown";
     // The call stays waiting: a decision about anything else is no answer to it.
     if (!sameBinding(wait.binding, payload.binding)) return "mismatch";
-    wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason });
+    wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason, ...(payload.grant ? { grant: payload.grant } : {}) });
     return "applied";
   }
 }

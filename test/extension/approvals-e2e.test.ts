@@ -3,73 +3,17 @@
  * calling `bash` with `rm -rf build`), talking to the REAL notify-webhook plugin (loopback, SQLite)
  * with a mock bot whose sends to the owner are recorded, as a platform would answer them.
  */
-import { test, type TestContext } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
-import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
-import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
-import { ai, answerableTerminal, makeRoot, startPi, toolResults, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
-import { MockBot } from "../server/persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
-
-interface Setup {
-  koishi: KoishiHarness;
-  pi: PiHarness;
-  sessionId: string;
-  /** What the bot sent the owner, in order. */
-  owner: string[];
-  build: string;
-}
-
-/** The session speaks `language` (Chinese unless asked, whatever the machine's locale). */
-async function setup(t: TestContext, options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean; language?: string } = {}): Promise<Setup> {
-  const owner: string[] = [];
-  const koishi = await startKoishi({
-    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq },
-    plugins: (use) => void use(MockBot, { selfId: "514" }),
-  });
-  const bot = koishi.app.bots["mock:514"]!;
-  bot.sendPrivateMessage = async (userId, content) => {
-    assert.equal(userId, RECIPIENT.qq, "approval messages go to the configured owner only");
-    owner.push(String(content));
-    return [`msg-${owner.length}`];
-  };
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(koishi, root));
-  writeUserConfig(root, { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } });
-  const pi = await startPi({ root, ...options.pi });
-  t.after(async () => {
-    await pi.dispose({ keepRoot: true });
-    process.env = saved;
-    await koishi.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
-  if (options.activate !== false) await pi.prompt("/anon-notify");
-  const build = join(pi.cwd, "build");
-  mkdirSync(build, { recursive: true });
-  return { koishi, pi, sessionId: pi.session.sessionManager.getSessionId(), owner, build };
-}
-
-const rmBuild = () => ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" });
-const ask = (args: { action: string; reason: string; payload?: string }) => ai.fauxAssistantMessage([ai.fauxToolCall(ASK_TOOL_NAME, args)], { stopReason: "toolUse" });
-
-async function approvals(koishi: KoishiHarness, sessionId: string): Promise<any[]> {
-  const answer = await call(koishi, "GET", `/operator/approvals?state=all&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
-  assert.equal(answer.status, 200);
-  return answer.body.approvals;
-}
-
-async function auditActions(koishi: KoishiHarness, sessionId: string): Promise<string[]> {
-  const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
-  return AuditPage.parse(answer.body).entries.map((e) => e.action).reverse();
-}
+import { approvals, ask, auditActions, pendingApproval, rmBuild, setup } from "./approvals-stage.ts";
 
 test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
   const term = answerableTerminal();
@@ -78,7 +22,16 @@ test("answered in the terminal first: the command runs, the owner was asked with
   const run = pi.prompt("清理构建目录");
   const dialog = await waitUntil(() => term.dialogs[0], "the terminal dialog opened");
   assert.equal(dialog.title, "需要批准：rm -rf");
-  assert.match(dialog.message, /^rm -rf build\n理由：规则 rm-rf\n10 分钟内无人回答则拒绝。/);
+  assert.equal(
+    dialog.message,
+    [
+      "──── 将要运行（原文；控制字符与换行已显示为 ⏎ \\t 等可见符号）────",
+      "rm -rf build",
+      "──── 命令结束 ────",
+      "理由：规则 rm-rf",
+      "10 分钟内无人回答则拒绝。也可以在聊天中回答，先到的答案为准。",
+    ].join("\n"),
+  );
   const request = await waitUntil(() => owner[0], "the owner got the request");
   const code = /审批 ([A-Z]{5})/.exec(request)?.[1];
   assert.ok(code, request);
@@ -233,10 +186,6 @@ test("another extension's dialog sends one urgent 'needs you' notice; this exten
   assert.match(event.summary, /需要你.*部署到生产？/);
 });
 
-/** The approval the server holds open for this session, once the extension's request arrived. */
-const pendingApproval = (koishi: KoishiHarness, sessionId: string) =>
-  waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending"), "the approval is pending on the server");
-
 test("approved by the owner through the server: the command runs, the terminal dialog closes and says so", { timeout: 90_000 }, async (t) => {
   const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
@@ -300,7 +249,16 @@ test("an English session gets the dialog, the terminal notes and the model's ref
   const run = pi.prompt("clean the build folder");
   const dialog = await waitUntil(() => term.dialogs[0], "the terminal dialog opened");
   assert.equal(dialog.title, "Approval needed: rm -rf");
-  assert.equal(dialog.message, "rm -rf build\nReason: rule rm-rf\nRejected if nobody answers within 10 min. You can also answer in the chat; the first answer counts.");
+  assert.equal(
+    dialog.message,
+    [
+      "──── Will run (verbatim; control characters and line breaks shown as ⏎ \\t …) ────",
+      "rm -rf build",
+      "──── end of command ────",
+      "Reason: rule rm-rf",
+      "Rejected if nobody answers within 10 min. You can also answer in the chat; the first answer counts.",
+    ].join("\n"),
+  );
   const approval = await pendingApproval(koishi, sessionId);
   await waitUntil(() => pi.notices().includes(`The approval request went to the chat with code ${approval.code}; answer here or there.`), "the terminal was told the code");
   const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "keep it" }, OPERATOR_TOKEN);

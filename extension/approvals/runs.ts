@@ -1,0 +1,346 @@
+/**
+ * What a command line will run: every simple command (shell.ts) followed through what runs other
+ * commands — wrappers (`env`, `sudo`, `timeout`, `xargs`, `busybox X` …), `find -exec`, the literal
+ * script of `sh -c '…'`, `eval` of literals, literal here-documents fed to a shell — and what the
+ * analysis cannot see through, named by an `opaque.*` id: a program name that is not a literal,
+ * `eval` or `source` of something that expands, interpreters given code that expands or arrives on
+ * standard input, a function or alias defined and then called, text the grammar rejects. Pure
+ * given the reader.
+ */
+import { type ShellReader, type SimpleCommand, type Stdin, type Word } from "./shell.ts";
+
+export const OPAQUE = {
+  dynamicProgram: "opaque.dynamic-program",
+  eval: "opaque.eval",
+  pipedInterpreter: "opaque.piped-interpreter",
+  inlineCode: "opaque.inline-code",
+  function: "opaque.function",
+  source: "opaque.source",
+  parseError: "opaque.parse-error",
+  /** Scripts within scripts deeper than the analysis follows. */
+  nesting: "opaque.nesting",
+} as const;
+
+/** One command that will run: its program (a literal) and arguments. */
+export interface Run {
+  name: string;
+  args: Word[];
+}
+
+export interface Analysis {
+  runs: Run[];
+  /** Where the script's redirections write. */
+  writes: Word[];
+  opaque: Set<string>;
+}
+
+const MAX_DEPTH = 4;
+
+/** `/usr/bin/rm` and `rm` are the same command. */
+export function commandName(value: string): string {
+  return value.split("/").pop() ?? value;
+}
+
+export function analyzeCommand(source: string, read: ShellReader): Analysis {
+  const out: Analysis = { runs: [], writes: [], opaque: new Set() };
+  script(source, { read, out, depth: 0, defined: new Set(), stdin: { kind: "inherited" } });
+  return out;
+}
+
+interface Env {
+  read: ShellReader;
+  out: Analysis;
+  depth: number;
+  /** Functions and aliases the script (or an enclosing one) defines. */
+  defined: ReadonlySet<string>;
+  /** What "inherited" standard input is here: the enclosing command's. */
+  stdin: Stdin;
+}
+
+const RESERVED = new Set(["if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "select", "function", "time", "coproc", "in"]);
+/** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
+const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
+const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
+
+/** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
+function plainCommand(source: string): SimpleCommand | undefined {
+  if (!PLAIN_LINE.test(source)) return undefined;
+  const words = source.split(" ").filter(Boolean);
+  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) words.shift();
+  if (words.length > 0 && RESERVED.has(words[0]!)) return undefined;
+  return { words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })), stdin: { kind: "inherited" } };
+}
+
+function script(source: string, env: Env): void {
+  if (env.depth > MAX_DEPTH) {
+    env.out.opaque.add(OPAQUE.nesting);
+    return;
+  }
+  const plain = plainCommand(source);
+  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>() } : env.read(source);
+  if (!parsed) {
+    env.out.opaque.add(OPAQUE.parseError);
+    return;
+  }
+  env.out.writes.push(...parsed.writes);
+  const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
+  for (const command of parsed.commands) {
+    if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
+  }
+}
+
+/** A nested script (of `sh -c`, `eval`, a here-document): one level deeper, reading `stdin`. */
+function nested(source: string, stdin: Stdin, env: Env): void {
+  script(source, { ...env, depth: env.depth + 1, stdin });
+}
+
+// ── Options of the commands that run other commands ─────────────────────────
+
+interface Options {
+  /** Short options that take a value. */
+  short?: string;
+  /** Long options that take a value (as the next word when not `--name=value`). */
+  long?: readonly string[];
+  /** Words before the command that are not options (`timeout DURATION`). */
+  positionals?: number;
+  /** `NAME=value` words before the command. */
+  assignments?: boolean;
+}
+
+interface Parsed {
+  /** Where the operands start; undefined when there are none. */
+  operands: number | undefined;
+  /** Option values by option (`-c`, `--command`), and the flags seen (value ""). */
+  seen: Map<string, Word | undefined>;
+}
+
+/** Reads the options before the operands, the way getopt does. */
+function parseOptions(args: readonly Word[], spec: Options): Parsed {
+  const seen = new Map<string, Word | undefined>();
+  let positionals = spec.positionals ?? 0;
+  for (let i = 0; i < args.length; i++) {
+    const word = args[i]!;
+    const value = word.value;
+    if (value === undefined) {
+      // `--name=$(…)`: an option with its value attached; anything else that expands is where the operands start.
+      if (/^--?[A-Za-z][\w-]*=/.test(word.text)) continue;
+      return { operands: i, seen };
+    }
+    if (value === "--") return { operands: i + 1 < args.length ? i + 1 : undefined, seen };
+    if (value.startsWith("--")) {
+      const [name, attached] = [value.split("=")[0]!, value.includes("=")];
+      const takes = !attached && (spec.long ?? []).includes(name);
+      seen.set(name, takes ? args[i + 1] : undefined);
+      if (takes) i++;
+      continue;
+    }
+    if (value.startsWith("-") && value.length > 1) {
+      for (let j = 1; j < value.length; j++) {
+        const letter = value[j]!;
+        if (!(spec.short ?? "").includes(letter)) {
+          seen.set(`-${letter}`, undefined);
+          continue;
+        }
+        const rest = value.slice(j + 1);
+        seen.set(`-${letter}`, rest ? { ...word, text: rest, value: rest } : args[i + 1]);
+        if (!rest) i++;
+        break;
+      }
+      continue;
+    }
+    if (spec.assignments && ASSIGNMENT.test(value)) continue;
+    if (positionals > 0) {
+      positionals--;
+      continue;
+    }
+    return { operands: i, seen };
+  }
+  return { operands: undefined, seen };
+}
+
+/** Commands that run their operands as a command, with their own options first. */
+const WRAPPERS: Record<string, Options> = {
+  env: { short: "uCS", long: ["--unset", "--chdir", "--split-string"], assignments: true },
+  command: {},
+  builtin: {},
+  exec: { short: "a" },
+  nohup: {},
+  coproc: {},
+  setsid: {},
+  chronic: {},
+  unbuffer: {},
+  timeout: { short: "sk", long: ["--signal", "--kill-after"], positionals: 1 },
+  nice: { short: "n", long: ["--adjustment"] },
+  ionice: { short: "cnpPu", long: ["--class", "--classdata", "--pid", "--pgid", "--uid"] },
+  stdbuf: { short: "ioe", long: ["--input", "--output", "--error"] },
+  sudo: {
+    short: "aCcDghpRrTtUu",
+    long: ["--auth-type", "--close-from", "--login-class", "--chdir", "--group", "--host", "--prompt", "--chroot", "--role", "--command-timeout", "--type", "--other-user", "--user"],
+    assignments: true,
+  },
+  doas: { short: "uC" },
+  time: { short: "fo", long: ["--format", "--output"] },
+  xargs: { short: "IadELnPs", long: ["--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"] },
+};
+const APPLETS = new Set(["busybox", "toybox"]);
+const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"]);
+const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] };
+/** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
+const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
+const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
+
+interface Interpreter {
+  /** Options whose value is code. */
+  code: readonly string[];
+  options: Options;
+  /** Options after which it runs a module, not a script or standard input. */
+  module?: readonly string[];
+}
+const INTERPRETERS: readonly [RegExp, Interpreter][] = [
+  [/^(python|pypy)[0-9.]*$/, { code: ["-c"], options: { short: "cmWX" }, module: ["-m"] }],
+  [/^(node|nodejs|bun)$/, { code: ["-e", "-p", "--eval", "--print"], options: { short: "eprC", long: ["--eval", "--print", "--require", "--import", "--loader", "--input-type", "--env-file"] } }],
+  [/^perl[0-9.]*$/, { code: ["-e", "-E"], options: { short: "eEIMmx" } }],
+  [/^ruby[0-9.]*$/, { code: ["-e"], options: { short: "eIrCE" } }],
+  [/^php[0-9.]*$/, { code: ["-r", "-B", "-R", "-E"], options: { short: "rBREcdzf" } }],
+  [/^(lua[0-9.]*|luajit)$/, { code: ["-e"], options: { short: "el" } }],
+  [/^(Rscript|osascript)$/, { code: ["-e"], options: { short: "e" } }],
+  [/^(tclsh[0-9.]*|wish)$/, { code: [], options: {} }],
+];
+const AWKS = new Set(["awk", "gawk", "mawk", "nawk"]);
+const STDIN_FILES = new Set(["-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]);
+/** git's own options that take the next word (`-c` and `--config-env` are read for what they set). */
+export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--namespace"]);
+/** git settings whose value git runs as a command. */
+const GIT_COMMAND_KEYS = /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
+
+// ── Following one command ───────────────────────────────────────────────────
+
+function run(words: readonly Word[], stdin: Stdin, env: Env): void {
+  const program = words[0]!;
+  if (program.value === undefined) {
+    env.out.opaque.add(OPAQUE.dynamicProgram);
+    return;
+  }
+  if (env.defined.has(program.value)) env.out.opaque.add(OPAQUE.function);
+  const name = commandName(program.value);
+  const args = words.slice(1);
+  env.out.runs.push({ name, args });
+
+  const wrapper = WRAPPERS[name];
+  if (wrapper) return unwrap(name, args, wrapper, stdin, env);
+  if (APPLETS.has(name)) {
+    const { operands } = parseOptions(args, {});
+    if (operands !== undefined) run(args.slice(operands), stdin, env);
+    return;
+  }
+  if (SHELLS.has(name)) return shell(args, stdin, env);
+  if (name === "su" || name === "runuser") {
+    const code = parseOptions(args, SU_OPTIONS).seen;
+    const script = code.get("-c") ?? code.get("--command");
+    if (script) inline(script, stdin, env);
+    return;
+  }
+  if (name === "watch") {
+    const { operands } = parseOptions(args, WATCH_OPTIONS);
+    if (operands !== undefined) joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
+    return;
+  }
+  if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
+  if (name === "source" || name === ".") {
+    const file = args[0];
+    if (file && (file.value === undefined || file.processSubstitution || (STDIN_FILES.has(file.value) && stdin.kind !== "inherited"))) env.out.opaque.add(OPAQUE.source);
+    return;
+  }
+  if (name === "find") return findExec(args, env);
+  if (name === "git") return gitConfig(args, env);
+  if (AWKS.has(name)) {
+    const { operands, seen } = parseOptions(args, { short: "fvF" });
+    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    return;
+  }
+  const interpreter = INTERPRETERS.find(([pattern]) => pattern.test(name))?.[1];
+  if (interpreter) interpret(args, interpreter, stdin, env);
+}
+
+function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, spec);
+  // `env -S 'cmd args'` splits a string into the command.
+  const split = seen.get("-S") ?? seen.get("--split-string");
+  if (name === "env" && split) return inline(split, stdin, env);
+  // `command -v x` only looks a name up.
+  if (name === "command" && (seen.has("-v") || seen.has("-V"))) return;
+  if (operands === undefined) return;
+  const inner = args.slice(operands);
+  // xargs adds words read from its input: they may be anything, options included.
+  const added: Word[] = name === "xargs" ? [{ text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false }] : [];
+  run([...inner, ...added], name === "xargs" ? { kind: "inherited" } : stdin, env);
+}
+
+/** A script given as one word: read it when it is literal, else nothing can be seen. */
+function inline(script: Word, stdin: Stdin, env: Env): void {
+  if (script.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+  else nested(script.value, stdin, env);
+}
+
+/** Operands a shell joins with spaces and runs (`eval`, `watch`). */
+function joined(words: readonly Word[], stdin: Stdin, env: Env, opaque: string): void {
+  if (words.some((word) => word.value === undefined)) env.out.opaque.add(opaque);
+  else nested(words.map((word) => word.value).join(" "), stdin, env);
+}
+
+/** Code a program reads from standard input: a literal here-document is read; a pipe or anything that expands cannot be seen. */
+function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
+  if (stdin.kind === "pipe" || (stdin.kind === "file" && !stdin.literal) || (stdin.kind === "inline" && stdin.body === undefined)) {
+    env.out.opaque.add(OPAQUE.pipedInterpreter);
+  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) nested(stdin.body, { kind: "inherited" }, env);
+}
+
+function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, SHELL_OPTIONS);
+  const first = operands === undefined ? undefined : args[operands];
+  if (seen.has("-c")) {
+    if (first) inline(first, stdin, env);
+    return;
+  }
+  if (first === undefined || seen.has("-s") || (first.value !== undefined && STDIN_FILES.has(first.value))) return fromStdin(stdin, env, true);
+  if (first.processSubstitution || first.value === undefined) env.out.opaque.add(OPAQUE.pipedInterpreter);
+}
+
+function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, interpreter.options);
+  for (const option of interpreter.code) {
+    if (!seen.has(option)) continue;
+    if (seen.get(option)?.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    return;
+  }
+  if (interpreter.module?.some((option) => seen.has(option))) return;
+  const script = operands === undefined ? undefined : args[operands];
+  if (script === undefined || (script.value !== undefined && STDIN_FILES.has(script.value))) return fromStdin(stdin, env, false);
+  if (script.processSubstitution) env.out.opaque.add(OPAQUE.pipedInterpreter);
+}
+
+/** `find … -exec cmd … ;` runs `cmd` (also `-execdir`, `-ok`, `-okdir`). */
+function findExec(args: readonly Word[], env: Env): void {
+  for (let i = 0; i < args.length; i++) {
+    if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.value ?? "")) continue;
+    let end = i + 1;
+    while (end < args.length && args[end]!.value !== ";" && args[end]!.value !== "+") end++;
+    if (end > i + 1) run(args.slice(i + 1, end), { kind: "inherited" }, env);
+    i = end;
+  }
+}
+
+/** `git -c alias.x='!rm -rf ~' x` and the like make git run a command of the model's choosing. */
+function gitConfig(args: readonly Word[], env: Env): void {
+  for (let i = 0; i < args.length && args[i]!.value?.startsWith("-"); i++) {
+    const option = args[i]!.value!;
+    if (GIT_VALUE_OPTIONS.has(option)) {
+      i++;
+      continue;
+    }
+    const setting = option === "-c" ? args[++i] : option.startsWith("--config-env") ? args[option.includes("=") ? i : ++i] : undefined;
+    if (!setting) continue;
+    const key = setting.value?.replace(/^--config-env=/, "").split("=")[0];
+    if (key === undefined || GIT_COMMAND_KEYS.test(key)) env.out.opaque.add(OPAQUE.inlineCode);
+  }
+}
