@@ -4,6 +4,8 @@
  * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
  * as tool results are here too, so they speak the user's language. Texts that go to the persona
  * (notice bodies) and tool descriptions are not here: they follow the persona, not the Pi user.
+ *
+ * Over 400 lines: both languages of every Pi-side text side by side, so a missing translation is a type error.
  */
 import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
