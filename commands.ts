@@ -17,7 +17,7 @@
  * busy or idle: `stop` aborts the run in progress exactly like Esc, and other kinds go to the
  * handler registered with `onControlCommand`.
  */
-import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { AckAnswer, ClaimAnswer, CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "./protocol/commands.ts";
 import { ControlDispatcher, createControlLane, type ControlHandler } from "./extension/commands/control-lane.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./extension/commands/message.ts";

@@ -6,7 +6,7 @@
  * (commands.ts) and the progress tool. Handlers record and enqueue; none awaits the network.
  */
 import { debuglog } from "node:util";
-import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installApprovals } from "./extension/approvals/gate.ts";

@@ -16,7 +16,7 @@ import type {
   ExtensionContext,
   ToolExecutionEndEvent,
   ToolExecutionStartEvent,
-} from "@mariozechner/pi-coding-agent";
+} from "@earendil-works/pi-coding-agent";
 import {
   classifyRun,
   startRun,

@@ -4,7 +4,7 @@
  * which the model never sees. Plus its TUI renderer, because Pi's default one shows no images.
  */
 import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
-import type { MessageRenderer } from "@mariozechner/pi-coding-agent";
+import type { MessageRenderer } from "@earendil-works/pi-coding-agent";
 import { Box, Container, Image, Spacer, Text } from "@earendil-works/pi-tui";
 import { z } from "zod";
 import { CommandOrigin, type ClaimedCommand } from "../../protocol/commands.ts";

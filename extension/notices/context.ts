@@ -2,7 +2,7 @@
  * What every notice of one session shares, sampled from Pi when a notice is built: the session and
  * runtime ids, the project, the rendered source line, the context usage and the session's words.
  */
-import type { ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { renderSource } from "../config/config.ts";
 import { type Config } from "../config/schema.ts";
 import type { Messages } from "../messages.ts";

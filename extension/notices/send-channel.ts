@@ -4,7 +4,7 @@
  * like the extension's own notices; nothing is sent while the session does not notify.
  */
 import { randomUUID } from "node:crypto";
-import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import { SEND_CHANNEL, SendRequest } from "../state-bus.ts";

@@ -8,7 +8,7 @@
  * `installPresence` is the thin edge holding the timer, the Pi handlers and the HTTP calls.
  */
 import { randomUUID } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Heartbeat, HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import type { Config } from "../config/schema.ts";

@@ -2,7 +2,7 @@
  * Writing the session's activation records through Pi (`appendEntry`), with the rules for a write
  * that fails and for the value a fork or clone inherits. Reading them is activation.ts.
  */
-import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";
 

@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
-import type { ExtensionAPI, ExtensionCommandContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { Receipt } from "../../protocol/events.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";

@@ -2,7 +2,7 @@
  * How the extension tells the user something: the bound session's UI when it has one, stderr
  * otherwise (print and JSON modes), never throwing into Pi.
  */
-import type { ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 
 export type ReportLevel = "info" | "warning" | "error";
 export type Report = (message: string, level?: ReportLevel) => void;

@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { debuglog } from "node:util";
-import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";

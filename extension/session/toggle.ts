@@ -6,7 +6,7 @@
  * written to the session before memory changes.
  */
 import { join } from "node:path";
-import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";
 import { RecipientAnswer } from "../../protocol/status.ts";

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
-import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { isSubagent } from "../../activation.ts";
 import type { Config } from "../config/schema.ts";
 import type { RunOutcome } from "../../lifecycle.ts";
