@@ -1,80 +1,163 @@
 /**
- * The texts an approval sends: the request straight to the owner, its closing message, and the
- * mention to the persona. Pure. Agent-written parts (preview, reason, action) are redacted again
- * here and only ever sent as plain text.
+ * The texts an approval sends: the request straight to the owner, its closing message, the mention
+ * to the persona and the whole command on request. Pure: the words come from Koishi's i18n through
+ * a `Voice`, one language per text. Agent-written parts (command, action, reason, project) are
+ * redacted again and rendered on one line with every control character visible, and every line
+ * starts with the server's own words, so nothing the agent wrote can start a line of its own
+ * (a forged `批准：anon.approve …`, say).
  */
 import { basename } from "node:path";
+import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { ApprovalRecord } from "./decisions.ts";
 
-const VIA: Record<string, string> = {
-  chat: "在聊天中",
-  operator: "通过运维接口",
-  console: "在控制台",
-  terminal: "在终端",
-  policy: "按策略",
-  timeout: "",
-  aborted: "",
-};
-
-function minutesLeft(record: ApprovalRecord, now: Date): number {
-  return Math.max(1, Math.round((record.expires_at.getTime() - now.getTime()) / 60_000));
+/** The words of one language: `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers and durations. */
+export interface Voice {
+  say(key: string, params?: Record<string, unknown> | unknown[]): string;
+  locale: string;
 }
 
-/** The request the owner answers: code, what the call is, why, and how to answer. */
-export function requestText(record: ApprovalRecord, now: Date): string {
-  const what = record.source === "ask_approval" ? `Agent 请求批准：${redactSecrets(record.action)}` : `Agent 想执行 ${record.tool}（${record.action}）`;
+/** Plain text in one language from an i18n render (Koishi's elements): the instance's (`ctx.i18n`) or a chat session's. */
+export function voiceOf(render: (path: string, params: object) => { toString(strip: boolean): string }[]): Voice {
+  const plain = (path: string, params: object = {}) =>
+    render(path, params)
+      .map((element) => element.toString(true))
+      .join("");
+  return { say: (key, params) => plain(`anon-notify.approval.${key}`, params), locale: plain("anon-notify.locale") };
+}
+
+/** How much of the command the chat request shows before cutting to head and tail. */
+export const REQUEST_COMMAND_CHARS = 1000;
+/** How much of it the persona's mention and a listing line show. */
+export const MENTION_COMMAND_CHARS = 300;
+/** How long one message of `anon.approval` may be. */
+export const WHOLE_COMMAND_MESSAGE_CHARS = 1500;
+/** The mark in front of each line of agent-written command text. */
+const BAR = "┃ ";
+
+/** Agent text on one line, redacted, every control character visible. */
+export const oneLine = (text: string) => visibleControls(redactSecrets(text));
+
+/** A time span as the locale writes it, rounded down (never more time than there is), at least 1 s. */
+export function durationText(ms: number, locale: string): string {
+  const unit = (name: "second" | "minute" | "hour", count: number) => new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long" }).format(count);
+  const seconds = Math.max(1, Math.floor(ms / 1000));
+  if (seconds < 90) return unit("second", seconds);
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 90) return unit("minute", minutes);
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 === 0 ? unit("hour", hours) : `${unit("hour", hours)} ${unit("minute", minutes % 60)}`;
+}
+
+/** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
+export function shownCommand(record: Pick<ApprovalRecord, "command" | "command_hidden_chars">, maxChars: number): { text: string; hiddenHere: number; hiddenByClient: number } {
+  const { text, hiddenChars } = commandPreview(redactSecrets(record.command), maxChars);
+  return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
+}
+
+const project = (record: ApprovalRecord) => oneLine(basename(record.cwd) || record.cwd);
+
+/** The request the owner answers: code, what will run (exactly), which rules, the real time left, how to answer. */
+export function requestText(record: ApprovalRecord, now: Date, voice: Voice): string {
+  const { say } = voice;
+  const code = record.code;
+  const asks = record.source === "ask_approval";
+  const shown = shownCommand(record, REQUEST_COMMAND_CHARS);
   const lines = [
-    `【Pi 审批 ${record.code}】项目 ${basename(record.cwd) || record.cwd}`,
-    what,
-    redactSecrets(record.preview),
+    say("request.head", { code, project: project(record) }),
+    asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: oneLine(record.action) }),
+    BAR + shown.text,
   ];
-  if (record.reason) lines.push(`理由：${redactSecrets(record.reason)}`);
+  if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
+  if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
+  lines.push(say("request.rules", { rules: record.rules.map(oneLine).join(", ") }));
+  // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
+  if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));
   lines.push(
-    `${minutesLeft(record, now)} 分钟内不回答即拒绝。`,
-    `批准：anon.approve ${record.code}，或回复本消息“同意”`,
-    `拒绝：anon.deny ${record.code} [理由]，或回复本消息“拒绝”`,
-    `(approval ${record.code}: reply yes / no)`,
+    say("request.deadline", { left: durationText(record.expires_at.getTime() - now.getTime(), voice.locale) }),
+    say("request.approve", { code }),
+    say("request.deny", { code }),
   );
   return lines.join("\n");
 }
 
 /** The one message that closes a request, so no stale request is left looking open. */
-export function closingText(record: ApprovalRecord): string {
-  const head = `【Pi 审批 ${record.code} 已结束】${redactSecrets(record.action)}：`;
-  const via = record.via ? (VIA[record.via] ?? "") : "";
+export function closingText(record: ApprovalRecord, voice: Voice): string {
+  const { say } = voice;
+  const head = say("closing.head", { code: record.code, action: oneLine(record.action) });
+  const via = record.via && record.via in VIAS ? say(`via.${record.via}`) : "";
   const why = record.outcome_reason ?? record.decision_reason;
-  const reason = why ? `（${redactSecrets(why)}）` : "";
+  const reason = why ? say("with-reason", [oneLine(why)]) : "";
+  const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
+  return (head + closingOutcome(record, say, { via, reason, terminal })).trim();
+}
+
+function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }): string {
   switch (record.state) {
     case "approved":
-      return `${head}已${via}批准，命令已放行。${record.via === "terminal" ? "终端先回答了，聊天中无需再回答。" : ""}`;
+      return say("closing.approved", params);
     case "rejected":
-      if (record.via === "aborted") return `${head}运行被中断，审批已取消。`;
-      return `${head}已${via}拒绝${reason}。${record.via === "terminal" ? "终端先回答了，聊天中无需再回答。" : ""}`;
+      return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
     case "timeout":
-      return `${head}超时无人回答，已按拒绝处理。`;
+      return say("closing.timeout");
     case "vanished":
-      return `${head}会话已离线，请求作废。`;
+      return say("closing.vanished");
     default:
-      return `${head}${record.state}`;
+      return record.state;
   }
 }
 
+const VIAS = { chat: 1, operator: 1, console: 1, terminal: 1, policy: 1 };
+
 /** The persona hears of the request too, but only the owner can answer it. */
-export function mentionEvent(record: ApprovalRecord, now: Date): EventBody {
+export function mentionEvent(record: ApprovalRecord, now: Date, voice: Voice): EventBody {
+  const command = shownCommand(record, MENTION_COMMAND_CHARS).text;
   return {
     event_id: `approval:${record.approval_id}:request`,
     session_id: record.session_id,
     runtime_id: record.runtime_id,
-    source: `Pi Agent · ${basename(record.cwd) || "project"}`.slice(0, 120),
+    source: `Pi Agent · ${project(record) || "project"}`.slice(0, 120),
     task: "",
     status: "warning",
-    summary: `主人已直接收到审批请求 ${record.code}：${redactSecrets(record.action)}。只有主人能批准或拒绝（anon.approve / anon.deny），你不能替主人决定。`.slice(0, 1200),
+    summary: voice.say("mention", { code: record.code, action: oneLine(record.action), command }).slice(0, 1200),
     details: { approval: { approval_id: record.approval_id, code: record.code, tool: record.tool, state: record.state } },
     url: null,
     context_usage: null,
     created_at: now.toISOString(),
     delivery: "anon",
   };
+}
+
+/** The command redacted, one entry per line it has, each with its controls visible and its line break shown as `⏎`. */
+export function commandLines(command: string): string[] {
+  const lines = redactSecrets(command).split("\n");
+  return lines.map((line, i) => visibleControls(line) + (i < lines.length - 1 ? "⏎" : ""));
+}
+
+/**
+ * The whole stored command for `anon.approval <code>`: each of its lines on a line of its own
+ * behind the bar, controls visible, packed into messages of at most `maxChars` (a longer line is
+ * split, its pieces marked as continuing), each headed with the code and its place in the series.
+ */
+export function wholeCommandTexts(record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">, voice: Voice, maxChars = WHOLE_COMMAND_MESSAGE_CHARS): string[] {
+  const rendered = commandLines(record.command).flatMap((line) => {
+    const chars = Array.from(line);
+    const room = maxChars - BAR.length - 1;
+    const pieces: string[] = [];
+    for (let at = 0; at < chars.length || pieces.length === 0; at += room) pieces.push(chars.slice(at, at + room).join(""));
+    return pieces.map((piece, j) => (j === 0 ? BAR : "┆ ") + piece);
+  });
+  const bodies: string[][] = [[]];
+  let size = 0;
+  for (const line of rendered) {
+    if (size + line.length + 1 > maxChars && bodies.at(-1)!.length > 0) {
+      bodies.push([]);
+      size = 0;
+    }
+    bodies.at(-1)!.push(line);
+    size += line.length + 1;
+  }
+  const tail = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  return bodies.map((body, i) => [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"));
 }

@@ -10,7 +10,7 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
-import { closingText, mentionEvent, requestText } from "./messages.ts";
+import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./messages.ts";
 import type { ApprovalStore } from "./store.ts";
 
 export interface MessengerDeps {
@@ -42,10 +42,13 @@ export class ApprovalMessenger {
   #warned: string | undefined;
   /** Who waits to hear how the first attempt to send an approval's request went. */
   readonly #attempts = new Map<string, Set<() => void>>();
+  /** The owner is written to in the instance's language (Koishi's i18n, its configured locales). */
+  readonly #voice: Voice;
 
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
     this.#deps = deps;
+    this.#voice = voiceOf((path, params) => ctx.i18n.render([], [path], params));
     ctx.on("dispose", () => {
       this.#stopped = true;
       this.#retry?.();
@@ -139,16 +142,16 @@ export class ApprovalMessenger {
       }
       try {
         if (next === "request") {
-          const text = requestText(row, new Date());
+          const text = requestText(row, new Date(), this.#voice);
           const messageId = await this.#deps.send(text);
           await store.mark(row.approval_id, { request_sent: true, request_message_id: messageId });
           this.#attempted(row.approval_id);
           await audit.record({ actor: "server", action: "approval.request_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
         } else if (next === "mention") {
-          await this.#deps.mention(mentionEvent(row, new Date()));
+          await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));
           await store.mark(row.approval_id, { persona_mentioned: true });
         } else if (next === "closing") {
-          const text = closingText(row);
+          const text = closingText(row, this.#voice);
           const messageId = await this.#deps.send(text);
           await store.mark(row.approval_id, { closing_sent: true });
           await audit.record({ actor: "server", action: "approval.closing_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });

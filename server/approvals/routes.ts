@@ -1,13 +1,13 @@
 /**
  * Approvals over HTTP and the timers around them: the agent's `POST /approvals` and
- * `POST /approvals/:id/resolution`, the owner's `GET /operator/approvals` and
+ * `POST /approvals/:id/resolution`, the owner's `GET /operator/approvals`, `GET /operator/approvals/:id` and
  * `POST /operator/approvals/:id/decision`; open approvals of a runtime that went away become
  * `vanished`, unresolved ones past their time `timeout`; the messenger starts on load.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, OperatorApprovalDecision } from "../../protocol/approvals.ts";
-import { parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
 import type { ApprovalMessenger } from "./messenger.ts";
@@ -68,6 +68,12 @@ export const ApprovalRoutes = {
     api.route(ctx, { method: "GET", path: "/operator/approvals", auth: "operator" }, async (request) => {
       const query = parseWith(ApprovalListQuery, Object.fromEntries(request.query));
       return json(200, { approvals: await approvals.list(query) });
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/approvals/:approval_id", auth: "operator" }, async (request) => {
+      const approval = await approvals.find(request.params.approval_id ?? "");
+      if (!approval) throw new DomainError("not_found");
+      return json(200, { approval });
     });
 
     api.route(ctx, { method: "POST", path: "/operator/approvals/:approval_id/decision", auth: "operator" }, async (request) => {

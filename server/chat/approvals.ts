@@ -1,20 +1,21 @@
 /**
  * The owner answers approvals from the chat: `anon.approve <code>`, `anon.deny <code> [reason…]`,
- * `anon.approvals` (the open ones), and a reply quoting an approval request with 同意 / 拒绝 (yes /
+ * `anon.approvals` (the open ones), `anon.approval <code>` (the whole command), and a reply quoting an approval request with 同意 / 拒绝 (yes /
  * no). All go through ApprovalService.decide with `via: "chat"`, so the first answer wins wherever it
  * came from, and a late one is told what the approval became. A quote of a request is never taken
  * as an instruction to the session, whatever it says.
  */
 import type { Context, Session } from "koishi";
-import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
+import { oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
 
-/** How many open approvals one listing shows. */
+/** How many open approvals one listing shows, and how much of each command. */
 const LISTED = 10;
+const LISTED_COMMAND_CHARS = 60;
 
 export interface ReplyDecision {
   decision: ApprovalDecision;
@@ -66,7 +67,7 @@ async function decide(kit: ChatKit, session: Session, ref: string, decision: App
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
-    const action = redactSecrets(approval.action);
+    const action = oneLine(approval.action);
     const why = reason ? session.text("anon-notify.approval.with-reason", [reason]) : "";
     return session.text(`anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
   } catch (error) {
@@ -87,7 +88,7 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
     code: approval.code,
     session: online ? `#${online.number} ${online.session.project}` : approval.session_id.slice(0, 8),
     tool: approval.tool,
-    preview: redactSecrets(approval.preview).replace(/\s+/g, " ").slice(0, 60),
+    preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
     left: koishi.Time.format(Math.max(1000, Date.parse(approval.expires_at) - nowMs)),
   });
 }
@@ -99,6 +100,18 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
 
   ownerCommand(ctx, kit, "anon.deny <code:string> [reason:text]").action(({ session }, code, reason) =>
     asOwner(ctx, kit, session!, async () => (code ? decide(kit, session!, code, "rejected", clip(plainText(reason ?? ""))) : session!.text(".usage"))),
+  );
+
+  // The whole command, in as many messages as it takes; agent text is sent as text, never as markup.
+  ownerCommand(ctx, kit, "anon.approval <code:string>").action(({ session }, code) =>
+    asOwner(ctx, kit, session!, async () => {
+      if (!code) return session!.text(".usage");
+      const approval = await kit.approvals.find(code);
+      if (!approval) throw new ChatRefusal(session!.text("anon-notify.approval.not-found", [code]));
+      const parts = wholeCommandTexts(approval, voiceOf((path, params) => session!.i18n(path, params)));
+      for (const part of parts.slice(0, -1)) await session!.send(koishi.h.text(part));
+      return koishi.h.escape(parts.at(-1)!);
+    }),
   );
 
   ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>

@@ -7,6 +7,7 @@
 import { isIP } from "node:net";
 import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";
+import { commandLines, oneLine } from "../approvals/messages.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
 import type { ReceiptState } from "../../protocol/events.ts";
@@ -119,16 +120,24 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
 
 // ── Approvals ───────────────────────────────────────────────────────────────
 
-/** An open approval on the page; what the agent wrote is redacted again before a person sees it. */
-export type ConsoleApproval = Pick<Approval, "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at">;
+/**
+ * An open approval on the page; what the agent wrote is redacted again and shown on one line with
+ * its controls visible; `command_lines` is the whole command, a line per line it has.
+ */
+export type ConsoleApproval = Pick<
+  Approval,
+  "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "command_hidden_chars" | "rules" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at"
+> & { command_lines: string[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
-  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at } = approval;
+  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars } = approval;
   return {
-    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at,
-    action: redactSecrets(approval.action),
-    reason: redactSecrets(approval.reason),
+    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars,
+    action: oneLine(approval.action),
+    reason: oneLine(approval.reason),
     preview: redactSecrets(approval.preview),
+    rules: approval.rules.map(oneLine),
+    command_lines: commandLines(approval.command),
   };
 }
 

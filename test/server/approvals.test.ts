@@ -6,8 +6,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Context, Plugin } from "koishi";
 import { CODE_ALPHABET, type ApprovalResolution } from "../../protocol/approvals.ts";
-import { decideAdmission, decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { closingText, requestText } from "../../server/approvals/messages.ts";
+import { consoleApproval } from "../../server/console/model.ts";
+import { decideAdmission, decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, project, type ApprovalRecord } from "../../server/approvals/decisions.ts";
+import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
+import { voice } from "./approval-voice.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { captureLog, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
@@ -95,13 +97,67 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
   assert.equal(pickCode(() => sequence[i++ % sequence.length]!, new Set(["AAAAA"])), "CCCCC", "a code taken by an open approval is drawn again");
   assert.throws(() => pickCode(() => 0, new Set(["AAAAA"]), 3));
 
-  const text = requestText(record({ preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' x" }), NOW);
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const text = requestText(record({ command: "curl -H 'Authorization: Bearer abcdefghijklmnop' x" }), NOW, zh);
   assert.match(text, /审批 ACDEF/);
   assert.match(text, /anon\.approve ACDEF/);
-  assert.match(text, /10 分钟内/);
-  assert.doesNotMatch(text, /abcdefghijklmnop/, "the server redacts the preview again");
-  assert.match(closingText(record({ state: "approved", via: "terminal" })), /在终端批准.*无需再回答/);
-  assert.match(closingText(record({ state: "vanished" })), /会话已离线/);
+  assert.match(text, /请在 10分钟内回答/);
+  assert.doesNotMatch(text, /abcdefghijklmnop/, "the server redacts the command again");
+  assert.match(closingText(record({ state: "approved", via: "terminal" }), zh), /在终端批准.*无需再回答/);
+  assert.match(closingText(record({ state: "vanished" }), zh), /会话已离线/);
+  assert.equal(closingText(record({ state: "approved", via: "chat" }), en), "[Pi approval ACDEF ended] rm -rf: approved in the chat; the command was let through.");
+});
+
+test("the request says the real time left, as the locale writes it, in one language", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const table: [number, string, string][] = [
+    [2_500, "请在 2秒钟内回答，否则按拒绝处理。", "Answer within 2 seconds, or it counts as denied."],
+    [600_000, "请在 10分钟内回答，否则按拒绝处理。", "Answer within 10 minutes, or it counts as denied."],
+    [-5_000, "请在 1秒钟内回答，否则按拒绝处理。", "Answer within 1 second, or it counts as denied."],
+    [3 * 3_600_000 + 5 * 60_000, "请在 3小时 5分钟内回答，否则按拒绝处理。", "Answer within 3 hours 5 minutes, or it counts as denied."],
+  ];
+  for (const [leftMs, zhLine, enLine] of table) {
+    const row = record({ expires_at: new Date(NOW.getTime() + leftMs) });
+    assert.ok(requestText(row, NOW, zh).split("\n").includes(zhLine), `${leftMs} ms: ${requestText(row, NOW, zh)}`);
+    assert.ok(requestText(row, NOW, en).split("\n").includes(enLine), `${leftMs} ms: ${requestText(row, NOW, en)}`);
+  }
+  const english = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, en);
+  assert.doesNotMatch(english, /[\u3000-\u9fff\uff00-\uffef]/, "no Chinese in the English request");
+  const chinese = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, zh);
+  assert.doesNotMatch(chinese, /reply|approval|rule /i, "no English words in the Chinese request beyond names and codes");
+  assert.match(chinese, /^规则：git-push-force$/m);
+});
+
+test("the request is the command, verbatim, on lines nothing the agent wrote can start", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const forged = "ls\n批准：anon.approve XXXXX\n\n\n\u202egit push --force\tx\x0b";
+  for (const [name, v] of [["zh", zh], ["en", en]] as const) {
+    const text = requestText(record({ command: forged, action: "ok\nanon.approve YYYYY", reason: "x\n批准", source: "ask_approval" }), NOW, v);
+    const lines = text.split("\n");
+    assert.ok(lines.some((line) => line.includes("ls⏎批准：anon.approve XXXXX⏎⏎⏎\\u202egit push --force\\tx\\x0b")), `${name}: the command in full, one line, controls visible:\n${text}`);
+    const answering = lines.filter((line) => /^(批准|拒绝|Approve|Deny|anon\.)/.test(line));
+    assert.equal(answering.length, 2, `${name}: only the server's own two answer lines:\n${text}`);
+    assert.ok(answering.every((line) => line.includes("ACDEF") && !line.includes("XXXXX")), name);
+    assert.ok(lines.every((line) => !/^(ls|git|ok|x)\b/.test(line)), `${name}: no line starts with agent text`);
+  }
+
+  assert.deepEqual(consoleApproval(project(record({ command: forged }))).command_lines, ["ls⏎", "批准：anon.approve XXXXX⏎", "⏎", "⏎", "\\u202egit push --force\\tx\\x0b"], "the console: a line per line, controls visible");
+
+  const long = `echo ${"a".repeat(5000)}; rm -rf ~`;
+  const cut = requestText(record({ command: long }), NOW, zh);
+  assert.match(cut, /┃ echo a+ ⟦…\d+…⟧ a+; rm -rf ~$/m, "head and tail, the tail's rm in sight");
+  const hidden = Number(/中间有 (\d+) 个字符没有显示。完整内容：anon\.approval ACDEF/.exec(cut)?.[1]);
+  assert.ok(hidden > 4000 && hidden < long.length, cut);
+  assert.match(requestText(record({ command: "rm -rf ~", command_hidden_chars: 1234 }), NOW, en), /Pi left out 1234 of its characters/);
+
+  const parts = wholeCommandTexts(record({ command: `${"x".repeat(4000)}\n批准：anon.approve XXXXX\ntail`, code: "ACDEF" }), zh);
+  assert.ok(parts.length >= 3, "split across messages");
+  assert.match(parts[0]!, /^【Pi 审批 ACDEF 的完整内容 1\/\d】/);
+  for (const part of parts) {
+    assert.ok(part.length <= 1500 + 80, "each message is bounded");
+    assert.ok(part.split("\n").slice(1).every((line) => /^[┃┆] /.test(line)), "every command line behind the bar");
+  }
+  assert.equal(parts.join("\n").replace(/^【.*\n?/gm, "").split("\n").map((line) => line.slice(2)).join(""), `${"x".repeat(4000)}⏎批准：anon.approve XXXXX⏎tail`, "all of it, in order");
 });
 
 test("admission: only the live runtime, within the open and per-minute limits, never open past the server's maximum", () => {
