@@ -7,6 +7,7 @@ import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import type { Readable } from "node:stream";
+import type { Language } from "../common/locale.ts";
 import { waitUntil } from "./wait.ts";
 
 const STANDALONE = resolve(import.meta.dirname, "../server/standalone.ts");
@@ -29,8 +30,12 @@ export interface Standalone {
  * Pipe writes are synchronous on Linux, so a block on stdout is a hand-over that happened.
  * `keepOutput: false` stops capturing once started (`injected` and `output()` stay as they were then).
  */
-export async function spawnStandalone(dataDir: string, port: number, options: { keepOutput?: boolean } = {}): Promise<Standalone> {
-  const child = spawn(process.execPath, [STANDALONE, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"] });
+export async function spawnStandalone(dataDir: string, port: number, options: { keepOutput?: boolean; language?: Language } = {}): Promise<Standalone> {
+  // The start text is read below, so its language is chosen here rather than left to the caller's locale.
+  const language = options.language ?? "zh-CN";
+  const env = { ...process.env, LC_ALL: language === "en-US" ? "en_US.UTF-8" : "zh_CN.UTF-8" };
+  const child = spawn(process.execPath, [STANDALONE, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"], env });
+  const started = language === "en-US" ? { last: /Operator API/, url: /API: (http:\/\/\S+)/ } : { last: /运维接口/, url: /接口地址：(http:\/\/\S+)/ };
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   const injected: string[] = [];
   let output = "";
@@ -53,7 +58,7 @@ export async function spawnStandalone(dataDir: string, port: number, options: { 
   const baseUrl = await waitUntil(
     () => {
       if (!running()) throw new Error(`the server exited: ${output}`);
-      return /运维接口/.test(output) ? /接口地址：(http:\/\/\S+)/.exec(output)?.[1] : undefined;
+      return started.last.test(output) ? started.url.exec(output)?.[1] : undefined;
     },
     () => `server start: ${output}`,
     30_000,

@@ -6,6 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { localeLanguage } from "../common/locale.ts";
 
 const root = join(import.meta.dirname, "..");
 const client = join(root, "console", "client");
@@ -28,8 +29,9 @@ if (!process.argv.includes("--if-stale") || builtMs() < newestSourceMs()) {
     execFileSync(join(root, "node_modules", ".bin", "koishi-console"), ["build", "console"], { cwd: root, stdio: "pipe" });
   } catch (error) {
     const { stdout, stderr } = error as { stdout?: Buffer; stderr?: Buffer };
-    console.error(`console page build failed:\n${stdout?.toString() ?? ""}${stderr?.toString() ?? ""}`);
+    console.error(`${localeLanguage(process.env) === "en-US" ? "console page build failed" : "控制台页面构建失败"}:\n${stdout?.toString() ?? ""}${stderr?.toString() ?? ""}`);
     process.exit(1);
   }
-  console.log(`console page built: ${built}`);
+  // Part of what npm start prints, so in its language (server.json is not read yet here).
+  console.log(localeLanguage(process.env) === "en-US" ? `console page built: ${built}` : `控制台页面已构建：${built}`);
 }
