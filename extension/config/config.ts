@@ -222,6 +222,8 @@ function readLayerFile(path: string): ReadOutcome {
   try {
     const value: unknown = JSON.parse(text);
     if (!isPlainObject(value)) return { status: "invalid", error: (m) => m.config.notObject(path) };
+    // Where an editor finds config.schema.json, not a setting.
+    delete value.$schema;
     return { status: "loaded", value };
   } catch (error) {
     return { status: "invalid", error: (m) => m.config.notJson(path, errorText(error)) };

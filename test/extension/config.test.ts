@@ -94,6 +94,8 @@ test("config.example.json is valid and names every key of the defaults except th
       ? Object.entries(value).flatMap(([k, v]) => keys(v, `${prefix}${k}.`))
       : [prefix.slice(0, -1)];
   const platformSpecific = ["sink.socket", "sink.tokenFile"];
+  assert.equal(example.$schema, "./config.schema.json", "editors find the schema beside it");
+  delete example.$schema;
   assert.deepEqual(keys(example).sort(), keys(DEFAULT_CONFIG).filter((k) => !platformSpecific.includes(k)).sort());
 });
 

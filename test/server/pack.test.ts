@@ -48,6 +48,7 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
   assert.ok(piPackage.files.includes("package/dist/activation.js"));
   assert.ok(piPackage.files.includes("package/index.ts"), "the extension");
+  assert.ok(piPackage.files.includes("package/config.schema.json"), "the config files' JSON Schema, for editors");
   assert.ok(!piPackage.files.some((file) => file.startsWith("package/packages/")), "the plugin package is not inside the Pi package");
 
   const plugin = await pack(PLUGIN_DIR, work);
