@@ -129,6 +129,7 @@ export const LAYERS: readonly Layer[] = [
       "server/audit/redaction.ts",
       "server/persona/block.ts",
       "server/console/model.ts",
+      "server/approvals/messages.ts",
     ],
   },
   { name: "server: stores and services", side: "server", rank: 2, paths: ["server/"] },
