@@ -10,9 +10,15 @@
  * owner chat, the extension as Pi loads it with approvals on, a real Pi session whose faux model
  * calls a `probe` tool that a user rule guards; the probe notes when it starts running.
  *
+ * Then the gate's own cost per call, the part every tool call pays whether or not it asks: the
+ * policy over a plain `ls` (the fast path that needs no parser), the same line through the bash
+ * grammar, and longer commands the grammar reads and follows, in µs per call side by side.
+ *
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
+import { matchCall } from "../extension/approvals/policy.ts";
+import { loadShell } from "../extension/approvals/shell.ts";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
@@ -116,3 +122,31 @@ if (chat && remote && local) {
   const ratio = (a: number, b: number) => `${(a / Math.max(b, 0.001)).toFixed(1)}×`;
   console.log(`\np50 ratios: chat / operator ${ratio(chat.p50, remote.p50)}, operator / terminal ${ratio(remote.p50, local.p50)}, chat / terminal ${ratio(chat.p50, local.p50)}`);
 }
+
+// ── The gate's own cost per call ────────────────────────────────────────────
+
+const read = await loadShell();
+const gatePlace = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
+const gateSettings = { disabledRules: [], rules: [], grantableRules: [] };
+/** µs per call of `work`, the median of 5 rounds after a warm-up. */
+function microseconds(work: () => unknown, calls = 2_000): number {
+  for (let i = 0; i < calls; i++) work();
+  const rounds = Array.from({ length: 5 }, () => {
+    const start = performance.now();
+    for (let i = 0; i < calls; i++) work();
+    return ((performance.now() - start) * 1000) / calls;
+  }).sort((a, b) => a - b);
+  return rounds[2]!;
+}
+const gateOf = (command: string) => () => matchCall({ tool: "bash", input: { command } }, gatePlace, gateSettings, read);
+const gateRows: [string, number][] = [
+  ["gate, `ls -la` (plain words: no parser)", microseconds(gateOf("ls -la"))],
+  ["`ls -la` through the grammar alone", microseconds(() => read("ls -la"))],
+  ["gate, `git status && echo $(date) | tee build/log.txt`", microseconds(gateOf("git status && echo $(date) | tee build/log.txt"))],
+  ["gate, `bash -c 'find . -name \"*.ts\" -exec grep -l foo {} +'`", microseconds(gateOf(`bash -c 'find . -name "*.ts" -exec grep -l foo {} +'`))],
+  ["gate, a 2 000-character script of 100 commands", microseconds(gateOf(Array.from({ length: 100 }, (_, i) => `echo step${i} >> build/log.txt`).join("; ")), 200)],
+];
+console.log(`\nThe gate's cost per tool call (policy + reading the command; µs, median of 5 rounds)`);
+console.log("| call | µs per call | × plain `ls -la` |");
+console.log("|---|---|---|");
+for (const [name, us] of gateRows) console.log(`| ${name.replaceAll("|", "\\|")} | ${us.toFixed(1)} | ${(us / gateRows[0]![1]).toFixed(1)}× |`);

@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { argsDigest, canonicalJson, decideGate, grantable, matchCall, outsideProject, personPresent, type PolicySettings } from "../../extension/approvals/policy.ts";
 import { analyzeCommand } from "../../extension/approvals/runs.ts";
 import { loadShell } from "../../extension/approvals/shell.ts";
+import { Waits } from "../../extension/approvals/waits.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { BUILTIN_RULE_IDS as BUILTIN_IDS } from "../../protocol/approvals.ts";
 
 const read = await loadShell();
@@ -258,4 +260,29 @@ test("the probe: every evasion reaches a person, named by what it matched", () =
 
 test("an everyday coding session stays quiet", () => {
   assert.deepEqual(QUIET.map((command) => [command, rulesOf(command)]).filter(([, rules]) => rules !== undefined), []);
+});
+
+test("a decision carrying the owner's standing grant settles the wait like an approval, and the terminal says whose grant until when", async () => {
+  const waits = new Waits();
+  const binding = { tool_call_id: "call-1", args_digest: "a".repeat(64), cwd: "/p" };
+  const answer = waits.open("ap-1", binding);
+  const grant = { grant_id: "gr-1", expires_at: "2026-01-01T10:30:00.000Z" };
+  assert.equal(waits.decide({ approval_id: "ap-1", decision: "approved", reason: null, binding, via: "chat", grant }), "applied");
+  assert.deepEqual(await answer, { outcome: "approved", via: "chat", reason: null, grant });
+  const time = new Date(grant.expires_at).toTimeString().slice(0, 5);
+  assert.equal(messagesFor("zh-CN").approvals.grantApplied("rm -rf", "chat", grant.expires_at), `「rm -rf」已由主人在聊天中设定的长期授权批准（有效至 ${time}）。`);
+  assert.equal(messagesFor("en-US").approvals.grantApplied("rm -rf", "chat", grant.expires_at), `"rm -rf" was approved by the owner's standing grant set in the chat (valid until ${time}).`);
+});
+
+test("the dialog: the command in a delimited block on one line, the hidden count and where to read all of it, the real time left", () => {
+  const facts = { preview: "echo a⏎批准：anon.approve XXXXX", hiddenChars: 0, totalChars: 30, reason: "规则 rm-rf", timeoutMs: 2500, remote: true };
+  const zh = messagesFor("zh-CN").approvals;
+  const en = messagesFor("en-US").approvals;
+  assert.equal(zh.dialogMessage(facts).split("\n")[1], facts.preview, "the command is a line of its own, between the delimiters");
+  assert.match(zh.dialogMessage(facts), /\n3 秒内无人回答则拒绝。/, "2.5 s is not 'within 1 minute'");
+  assert.match(en.dialogMessage({ ...facts, timeoutMs: 150_000 }), /within 2 min 30 s\./);
+  const long = { ...facts, hiddenChars: 1234, totalChars: 2234 };
+  assert.match(zh.dialogMessage(long), /命令共 2234 字符，中间 1234 字符未显示；完整命令可在聊天中用 anon\.approval <审批码>/);
+  assert.match(en.dialogMessage(long), /The command has 2234 characters; 1234 in the middle are not shown\. See all of it with anon\.approval <code>/);
+  assert.equal(zh.dialogTitle("a\nb"), "需要批准：a⏎b", "a model-written action cannot break the title either");
 });
