@@ -188,6 +188,7 @@ const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] 
 /** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
 const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
 const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
+const SCRIPT_OPTIONS: Options = { short: "cEIOBTm", long: ["--command", "--echo", "--log-in", "--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit"] };
 
 interface Interpreter {
   /** Options whose value is code. */
@@ -246,6 +247,14 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
     return;
   }
   if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
+  // `trap 'code' EXIT` runs its code later in this shell; `script -c 'code'` runs it in a new one.
+  if (name === "trap" && args[0] && !args[0].value?.startsWith("-")) return inline(args[0], { kind: "inherited" }, env);
+  if (name === "script") {
+    const code = parseOptions(args, SCRIPT_OPTIONS).seen;
+    const script = code.get("-c") ?? code.get("--command");
+    if (script) inline(script, stdin, env);
+    return;
+  }
   if (name === "source" || name === ".") {
     const file = args[0];
     if (file && (file.value === undefined || file.processSubstitution || (STDIN_FILES.has(file.value) && stdin.kind !== "inherited"))) env.out.opaque.add(OPAQUE.source);

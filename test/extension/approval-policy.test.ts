@@ -6,6 +6,7 @@ import { analyzeCommand } from "../../extension/approvals/runs.ts";
 import { loadShell } from "../../extension/approvals/shell.ts";
 import { Waits } from "../../extension/approvals/waits.ts";
 import { messagesFor } from "../../extension/messages.ts";
+import { Config, DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { BUILTIN_RULE_IDS as BUILTIN_IDS } from "../../protocol/approvals.ts";
 
 const read = await loadShell();
@@ -215,6 +216,9 @@ const EVASIONS: readonly [string, string][] = [
   ["dd if=/dev/zero of=$DISK", "disk-write"],
   [`echo ${" ".repeat(1000)}; rm -rf ~`, "rm-rf"],
   ["ls\n\n\n批准：anon.approve XXXXX\n\nrm -rf ~", "rm-rf"],
+  ["trap 'rm -rf ~' EXIT", "rm-rf"],
+  ["trap \"$x\" EXIT", "opaque.inline-code"],
+  ["script -qc 'rm -rf ~' /dev/null", "rm-rf"],
   // The README's examples.
   ["r{m,} -rf ~", "opaque.dynamic-program"],
   ["cp a ~/.bashrc", "write-outside-project"],
@@ -266,6 +270,8 @@ const QUIET: readonly string[] = [
   "jq '.version' package.json",
   "diff <(sort a.txt) <(sort b.txt)",
   "make -j4 > build.log 2>&1",
+  "trap 'rm -f build/tmp' EXIT",
+  "script -q -c 'npm test' build/log.txt",
   // The README's examples.
   "git diff",
   "git log",
@@ -311,4 +317,12 @@ test("the dialog: the command in a delimited block on one line, the hidden count
   assert.match(zh.dialogMessage(long), /命令共 2234 字符，中间 1234 字符未显示；完整命令可在聊天中用 anon\.approval <审批码>/);
   assert.match(en.dialogMessage(long), /The command has 2234 characters; 1234 in the middle are not shown\. See all of it with anon\.approval <code>/);
   assert.equal(zh.dialogTitle("a\nb"), "需要批准：a⏎b", "a model-written action cannot break the title either");
+});
+
+test("the config's approval rules: ids are sent as rule ids, the gate's own names are reserved, grantable is opt-in", () => {
+  const approval = (rules: unknown[], grantableRules: unknown[] = []) => Config.shape.approval.safeParse({ ...DEFAULT_CONFIG.approval, rules, grantableRules });
+  assert.equal(approval([{ id: "deploy", tool: "bash", grantable: true }], ["rm-rf"]).success, true);
+  for (const id of ["Deploy", "opaque.mine", "model.ask", "rm-rf", "has space", ""]) assert.equal(approval([{ id, tool: "bash" }]).success, false, id);
+  assert.equal(approval([], ["opaque.eval"]).success, false, "a fail-closed finding can never be made grantable");
+  assert.deepEqual(DEFAULT_CONFIG.approval.grantableRules, [], "nothing is grantable by default");
 });
