@@ -27,7 +27,7 @@ import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
 import { koishi } from "./koishi.ts";
-import { defineLocales } from "./locales/load.ts";
+import { configDescriptions, defineLocales } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
@@ -113,71 +113,75 @@ export interface Config {
   retentionDays: number;
 }
 
+/** A Config section described in the locale files (`_config.<name>`), in both languages. */
+function section<T>(schema: SchemaType<T>, name: string): SchemaType<T> {
+  return schema.i18n(configDescriptions(name));
+}
+
 export const Config: SchemaType<Config> = Schema.intersect([
-  Schema.object({
-    token: Schema.string().role("secret").required().description("Pi 扩展使用的 Bearer Token（与 Pi 端 token 文件内容一致）。"),
-    operatorToken: Schema.string().role("secret").default("").description("运维接口 `/operator/*` 的 Token；留空则关闭运维接口。必须与上面的 Token 不同。"),
-  }).description("鉴权"),
-  Schema.object({
-    botId: Schema.string().default("").description("发送和注入所用的机器人，格式 `platform:selfId`，例如 `onebot:123456789`。"),
-    recipientId: Schema.string().default("").description("通知目标的用户 ID（QQ 号）。只由此处决定，请求方不能指定。"),
-  }).description("目标"),
-  Schema.object({
-    eventsPerMinute: Schema.natural().min(1).default(60).description("每分钟接受的事件数（与心跳、指令流量分开计算）。"),
-    eventBurst: Schema.natural().min(1).default(20).description("短时突发允许的事件数。"),
-    heartbeatsPerMinute: Schema.natural().min(1).default(60).description("每个会话（以及每个 Pi 运行实例）每分钟接受的心跳数；正常约每 10 秒一次。一个会话刷屏只会让它自己收到 429。"),
-    heartbeatBurst: Schema.natural().min(1).default(20).description("每个会话（以及每个运行实例）短时突发允许的心跳数。"),
-    heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000).description("所有会话合计每分钟接受的心跳数（同一个 Token），远高于正常用量的总上限。"),
-    heartbeatTotalBurst: Schema.natural().min(1).default(1000).description("所有会话合计短时突发允许的心跳数。"),
-    longPollsPerSession: Schema.natural().min(1).default(4).description("每个会话同时挂起的指令长轮询上限；超出的请求立即得到 429。"),
-    longPollsTotal: Schema.natural().min(1).default(256).description("所有会话同时挂起的指令长轮询总上限；超出的请求立即得到 429。"),
-    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000).description("请求正文必须在此时间内传完，否则断开连接（防止慢速客户端占住连接）。"),
-  }).description("限流"),
-  Schema.object({
-    injectMaxAttempts: Schema.natural().min(1).default(20).description("人格忙碌或暂不可用时，单个事件最多尝试注入的次数。"),
-    injectRetryDelayMs: Schema.natural().role("ms").default(15_000).description("两次注入尝试之间的等待时间。"),
-    personaWaitMs: Schema.natural().role("ms").default(10_000).description("没有人格时等待其加载的时间；超时后事件记为失败。"),
-    stimulusPriority: Schema.natural().default(5).description("YesImBot v3 刺激（agent/stimulus）的优先级。"),
-    logPersona: Schema.boolean().default(false).description("在日志中打印将要注入的事件块（没有 YesImBot 时用于试运行）。"),
-  }).description("人格注入"),
-  Schema.object({
-    sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000).description("在线会话的心跳过期时间（服务端权威 TTL）。"),
-  }).description("在线会话"),
-  Schema.object({
-    commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000).description("Pi 领取指令后的租约时长；过期未 ACK 的指令重新进入待发（但不再可撤回）。"),
-    commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024).description("所有待发与已领取指令的图片总字节预算；超出时新图片指令返回 507。"),
-    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000).description("“停止”请求等待 Pi 领取的最长时间；超时未领取即作废（过期），绝不会停止之后的运行。"),
-  }).description("指令队列"),
-  Schema.object({
-    watchdogEnabled: Schema.boolean().default(true).description("由服务端监视运行中的会话：长时间没有活动时提醒“可能卡住”，心跳中断且未下线时提醒“运行中失联”。每次异常只提醒一次。"),
-    watchdogStallAfterMs: Schema.natural().role("ms").min(1000).default(10 * 60_000).description("运行中的会话多久没有新活动（模型输出、工具开始或结束）算作可能卡住。"),
-    watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000).description("看门狗检查间隔。"),
-    watchdogDelivery: Schema.union(["anon", "direct"]).default("anon").description("看门狗提醒的投递方式：anon 交给人格，direct 由机器人按固定格式直接发送。收件人始终是上面配置的目标。"),
-  }).description("看门狗"),
-  Schema.object({
-    auditRetentionDays: Schema.natural().min(1).default(30).description("审计记录保留天数；更早的记录每小时清理一次（启动时也清理一次）。"),
-    retentionDays: Schema.natural().min(1).default(30).description("已结束的事件回执与已结束（已接收或已撤回）的指令保留天数，按最后一次变化计算；待处理的从不清理。应长于 Pi 端 outbox 的保留时间（默认 7 天），否则过期后重发的事件会被当作新事件。"),
-  }).description("审计与保留"),
-  Schema.object({
-    chatRefusal: Schema.union(["reply", "silent"]).default("reply").description("非主人或在群里使用 anon.* 指令时：reply 回一句简短的拒绝，silent 不回应。两种情况都不执行、都记入审计。"),
-  }).description("聊天指令"),
-  Schema.object({
+  section(Schema.object({
+    token: Schema.string().role("secret").required(),
+    operatorToken: Schema.string().role("secret").default(""),
+  }), "auth"),
+  section(Schema.object({
+    botId: Schema.string().default(""),
+    recipientId: Schema.string().default(""),
+  }), "target"),
+  section(Schema.object({
+    eventsPerMinute: Schema.natural().min(1).default(60),
+    eventBurst: Schema.natural().min(1).default(20),
+    heartbeatsPerMinute: Schema.natural().min(1).default(60),
+    heartbeatBurst: Schema.natural().min(1).default(20),
+    heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000),
+    heartbeatTotalBurst: Schema.natural().min(1).default(1000),
+    longPollsPerSession: Schema.natural().min(1).default(4),
+    longPollsTotal: Schema.natural().min(1).default(256),
+    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
+  }), "limits"),
+  section(Schema.object({
+    injectMaxAttempts: Schema.natural().min(1).default(20),
+    injectRetryDelayMs: Schema.natural().role("ms").default(15_000),
+    personaWaitMs: Schema.natural().role("ms").default(10_000),
+    stimulusPriority: Schema.natural().default(5),
+    logPersona: Schema.boolean().default(false),
+  }), "persona"),
+  section(Schema.object({
+    sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000),
+  }), "sessions"),
+  section(Schema.object({
+    commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
+    commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024),
+    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000),
+  }), "commands"),
+  section(Schema.object({
+    watchdogEnabled: Schema.boolean().default(true),
+    watchdogStallAfterMs: Schema.natural().role("ms").min(1000).default(10 * 60_000),
+    watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000),
+    watchdogDelivery: Schema.union(["anon", "direct"]).default("anon"),
+  }), "watchdog"),
+  section(Schema.object({
+    auditRetentionDays: Schema.natural().min(1).default(30),
+    retentionDays: Schema.natural().min(1).default(30),
+  }), "retention"),
+  section(Schema.object({
+    chatRefusal: Schema.union(["reply", "silent"]).default("reply"),
+  }), "chat"),
+  section(Schema.object({
     muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
       .role("checkbox")
-      .default([...URGENT_KINDS])
-      .description("静音期间仍然立即送达的通知：failed 运行失败，watchdog 看门狗提醒，approval 审批请求，needs_you 需要你决定的通知。其余通知在静音结束时汇总成一条。"),
-  }).description("静音"),
-  Schema.object({
-    approvalMaxMinutes: Schema.natural().min(1).max(24 * 60).default(15).description("一个审批请求最长等待多久（从服务端收到算起）；Pi 要求的期限更长时按此截断，到时按拒绝处理。"),
-    approvalsOpenPerSession: Schema.natural().min(1).default(3).description("每个会话同时待审批的请求上限；超出的请求得到 429 too_many_approvals，不会发给你。"),
-    approvalsPerMinute: Schema.natural().min(1).default(10).description("每个会话每分钟最多发来的审批请求数（重复的请求不计）。"),
-    approvalBurst: Schema.natural().min(1).default(5).description("每个会话短时突发允许的审批请求数。"),
-  }).description("审批"),
-  Schema.object({
-    consoleActions: Schema.boolean().default(false).description("未安装 @koishijs/plugin-auth 时，允许任何能打开控制台的人在“Pi 会话”页面操作：发送和撤回指令、打断运行、回答审批、静音。默认关闭（只读）；安装了 auth 插件时由下面的权限等级决定。"),
-    consoleAuthority: Schema.natural().default(4).description("安装了 @koishijs/plugin-auth 时，查看和操作“Pi 会话”页面所需的权限等级。"),
-    consoleOrigins: Schema.array(Schema.string().role("link")).default([]).description("除了本机地址（IP 或 localhost）之外，允许打开“Pi 会话”页面的来源，例如反向代理的 `https://bot.example.com`。其他网站的页面一律被拒绝。"),
-  }).description("控制台"),
+      .default([...URGENT_KINDS]),
+  }), "mute"),
+  section(Schema.object({
+    approvalMaxMinutes: Schema.natural().min(1).max(24 * 60).default(15),
+    approvalsOpenPerSession: Schema.natural().min(1).default(3),
+    approvalsPerMinute: Schema.natural().min(1).default(10),
+    approvalBurst: Schema.natural().min(1).default(5),
+  }), "approvals"),
+  section(Schema.object({
+    consoleActions: Schema.boolean().default(false),
+    consoleAuthority: Schema.natural().default(4),
+    consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
+  }), "console"),
 ]);
 
 /**

@@ -8,7 +8,8 @@ import { errorText } from "../../common/errors.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
-import { STATUS_LABELS } from "./labels.ts";
+import { instanceSay, type Say } from "../locales/load.ts";
+import { statusLabel } from "./labels.ts";
 import type { DirectOutcome } from "./steps.ts";
 
 export interface DirectTarget {
@@ -17,43 +18,51 @@ export interface DirectTarget {
 }
 
 
-export function formatDirectMessage(event: EventBody): string {
+/** The direct notice, in the language `say` speaks. Pure. */
+export function formatDirectMessage(event: EventBody, say: Say): string {
   const usage = event.context_usage;
+  const none = say("anon-notify.direct.none");
   const context =
     usage === null
-      ? "未知"
+      ? say("anon-notify.direct.context-unknown")
       : usage.used_tokens === null || usage.percent === null
-        ? `未知 / ${usage.context_window} tokens`
-        : `${usage.used_tokens} / ${usage.context_window} tokens（${usage.percent}%）`;
+        ? say("anon-notify.direct.context-window", { window: usage.context_window })
+        : say("anon-notify.direct.context-used", { used: usage.used_tokens, window: usage.context_window, percent: usage.percent });
   const lines = [
-    `【Pi Agent 通知 · ${STATUS_LABELS[event.status]}】`,
-    `来源：${event.source || "（无）"}`,
-    `任务：${event.task || "（无）"}`,
+    say("anon-notify.direct.header", { status: statusLabel(event.status, say) }),
+    say("anon-notify.direct.source", [event.source || none]),
+    say("anon-notify.direct.task", [event.task || none]),
     // The summary may span lines; its continuation lines are indented, so none can pass for a header or a label.
-    `摘要：${(event.summary || "（无）").replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")}`,
-    `上下文：${context}`,
+    say("anon-notify.direct.summary", [(event.summary || none).replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")]),
+    say("anon-notify.direct.context", [context]),
   ];
-  if (event.url) lines.push(`链接：${event.url}`);
-  lines.push(`事件：${event.event_id}`);
+  if (event.url) lines.push(say("anon-notify.direct.link", [event.url]));
+  lines.push(say("anon-notify.direct.event", [event.event_id]));
   return lines.join("\n");
-}
-
-export function deliverDirect(ctx: Context, target: DirectTarget, event: EventBody): Promise<DirectOutcome> {
-  return sendDirectText(ctx, target, formatDirectMessage(event));
 }
 
 /** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
 export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
-    return { kind: "error", retryable: false, error: "direct_not_configured: 未配置 botId 或 recipientId，无法直接发送" };
+    return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "direct_not_configured") };
   }
   const bot = findBot(ctx, target.botId);
-  if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
-  if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: `bot_offline: 机器人 ${target.botId} 不在线` };
+  if (!bot) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_not_found", target.botId) };
+  if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_offline", target.botId) };
   try {
     const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
     return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };
   }
+}
+
+export type DeliveryErrorCode = "direct_not_configured" | "bot_not_found" | "bot_offline" | "no_persona";
+
+/**
+ * A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
+ * server's language. Pure.
+ */
+export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
+  return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
 }

@@ -1,5 +1,6 @@
 /** What one delivery attempt can come to, and what the event worker does after it, pure: finish, or retry after a delay. */
 import type { ReceiptState } from "../../protocol/events.ts";
+import type { Say } from "../locales/load.ts";
 
 /** What handing an event to the persona came to (a persona's `inject` answers it). */
 export type InjectOutcome =
@@ -16,6 +17,8 @@ export type WorkOutcome = InjectOutcome | DirectOutcome;
 export interface RetryPolicy {
   maxAttempts: number;
   retryDelayMs: number;
+  /** Words the "gave up" note in the server's language. */
+  say: Say;
 }
 
 export type Step =
@@ -34,7 +37,7 @@ export function decideStep(outcome: WorkOutcome, attempts: number, policy: Retry
       const error = outcome.kind === "busy" ? `persona_busy: ${outcome.reason}` : outcome.error;
       const retryable = outcome.kind === "busy" || outcome.retryable;
       if (retryable && attempts < policy.maxAttempts) return { kind: "retry", error, delayMs: policy.retryDelayMs };
-      const suffix = retryable ? `（已尝试 ${attempts} 次，放弃）` : "";
+      const suffix = retryable ? policy.say("anon-notify.delivery-errors.gave-up", [attempts]) : "";
       return { kind: "finish", state: "failed", error: error + suffix, messageId: null };
     }
   }

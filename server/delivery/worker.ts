@@ -19,15 +19,15 @@ import { digestEvent, digestText, isUrgent, type UrgentKind } from "../mute/deci
 import type { MuteStore } from "../mute/store.ts";
 import { buildEventBlock } from "../persona/block.ts";
 import type { Persona, PersonaSlot } from "../persona/port.ts";
-import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
+import { instanceSay } from "../locales/load.ts";
+import { deliveryError, formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
 import { decideStep, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
-export const NO_PERSONA_ERROR = "no_persona: 没有可用的人格（未检测到 YesImBot v3，也未启用日志人格），事件未注入";
 
 const SAVE_RETRY_FIRST_MS = 1000;
 const SAVE_RETRY_MAX_MS = 30_000;
 
-export interface WorkerOptions extends RetryPolicy, DirectTarget {
+export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
   personaWaitMs: number;
   /** Receives the exact text of every hand-over and its outcome. */
   audit?: AuditLog | undefined;
@@ -56,7 +56,8 @@ export class EventWorker {
   readonly #ctx: Context;
   readonly #store: EventStore;
   readonly #personas: PersonaSlot;
-  readonly #options: WorkerOptions;
+  /** With `say`: every text the worker writes (direct notices, digests, receipt errors) is in the instance's language. */
+  readonly #options: WorkerOptions & RetryPolicy;
   readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
   /** Notices a mute holds (still `queued`), by event id, with their route and session. */
   readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
@@ -74,7 +75,7 @@ export class EventWorker {
     this.#ctx = ctx;
     this.#store = store;
     this.#personas = personas;
-    this.#options = options;
+    this.#options = { ...options, say: instanceSay(ctx) };
     ctx.on("dispose", () => {
       this.#stopped = true;
       this.#wake();
@@ -129,7 +130,7 @@ export class EventWorker {
         if (this.#stopped) return;
         const attempts = row.attempts + 1;
         await this.#store.update(eventId, { state: "processing", attempts });
-        const handOver = { subject: row.event_id, sessionId: row.session_id, delivery: row.delivery, event, receivedAt: row.received_at, directText: formatDirectMessage(event) };
+        const handOver = { subject: row.event_id, sessionId: row.session_id, delivery: row.delivery, event, receivedAt: row.received_at, directText: formatDirectMessage(event, this.#options.say) };
         const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
           if (step.state === "failed") logger.warn("event %s failed: %s", eventId, step.error);
@@ -153,7 +154,7 @@ export class EventWorker {
     let outcome: WorkOutcome;
     try {
       if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text);
-      else if (!persona) outcome = { kind: "error", retryable: false, error: NO_PERSONA_ERROR };
+      else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
       else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: `exception: ${errorText(error)}` };
@@ -253,7 +254,7 @@ export class EventWorker {
         const events = rows.map((row) => EventBody.parse(JSON.parse(row.body)));
         const persona = lane === "anon" ? await this.#awaitPersona() : undefined;
         if (this.#stopped) return;
-        const event = digestEvent(events, lane, new Date());
+        const event = digestEvent(events, lane, new Date(), this.#options.say);
         attempts++;
         const sessions = new Set(events.map((e) => e.session_id));
         const handOver = {
@@ -262,7 +263,7 @@ export class EventWorker {
           delivery: lane,
           event,
           receivedAt: event.created_at,
-          directText: digestText(events),
+          directText: digestText(events, this.#options.say),
         };
         const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {

@@ -24,9 +24,34 @@ export function readLocale(locale: Locale): LocaleTree {
   return LocaleTree.parse(yaml.load(text));
 }
 
+const parsed = new Map<Locale, LocaleTree>();
+
+/**
+ * One Config section's descriptions in every language (`_config.<section>` in the locale files), for
+ * `Schema.i18n`, which shows them in the reader's language in Koishi's console and market.
+ */
+export function configDescriptions(section: string): Record<Locale, LocaleTree> {
+  const entries = LOCALES.map((locale) => {
+    let tree = parsed.get(locale);
+    if (!tree) parsed.set(locale, (tree = readLocale(locale)));
+    const texts = (tree._config as LocaleTree | undefined)?.[section];
+    if (typeof texts !== "object") throw new Error(`${locale}.yml has no _config.${section}`);
+    return [locale, texts] as const;
+  });
+  return Object.fromEntries(entries) as Record<Locale, LocaleTree>;
+}
+
 /** Registers every language for as long as `ctx` lives; Chinese is the first and default. */
 export function defineLocales(ctx: Context): void {
   for (const locale of LOCALES) ctx.i18n.define(locale, readLocale(locale));
+}
+
+/** One text by its locale path, rendered as plain text: how pure code that words things is given a language. */
+export type Say = (path: string, params?: object) => string;
+
+/** `Say` in the instance's language (see `instanceText`). */
+export function instanceSay(ctx: Context): Say {
+  return (path, params = {}) => instanceText(ctx, path, params);
 }
 
 /**

@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { STATUS_LABELS } from "../delivery/labels.ts";
+import { statusLabel } from "../delivery/labels.ts";
+import type { Say } from "../locales/load.ts";
 
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
 export type UrgentKind = (typeof URGENT_KINDS)[number];
@@ -87,36 +88,37 @@ const LINE_SUMMARY_CHARS = 80;
 /** At most this many notices are listed one by one; the rest are counted. */
 const LISTED = 10;
 
-function digestLines(events: readonly EventBody[]): string[] {
+function digestLines(events: readonly EventBody[], say: Say): string[] {
   const lines = events.slice(0, LISTED).map((e, i) => {
     const summary = e.summary.replace(/\s+/g, " ").trim();
     const short = summary.length > LINE_SUMMARY_CHARS ? `${summary.slice(0, LINE_SUMMARY_CHARS - 1)}…` : summary;
-    return `${i + 1}. [${STATUS_LABELS[e.status]}] ${e.source}${short ? `：${short}` : ""}`;
+    const tail = short ? say("anon-notify.digest.line-summary", [short]) : "";
+    return say("anon-notify.digest.line", { n: i + 1, status: statusLabel(e.status, say), source: e.source, summary: tail });
   });
-  if (events.length > LISTED) lines.push(`……另有 ${events.length - LISTED} 条`);
+  if (events.length > LISTED) lines.push(say("anon-notify.digest.more", [events.length - LISTED]));
   return lines;
 }
 
-/** The direct message a route's held notices become: one short text. */
-export function digestText(events: readonly EventBody[]): string {
+/** The direct message a route's held notices become: one short text, in the language `say` speaks. */
+export function digestText(events: readonly EventBody[], say: Say): string {
   const sessions = new Set(events.map((e) => e.session_id));
-  const hint = sessions.size === 1 ? "回复本条即可给该会话发指令。" : "给某个会话发指令：anon.send <会话> <指令>。";
-  return [`【Pi Agent 通知 · 静音期间 ${events.length} 条】`, ...digestLines(events), hint].join("\n");
+  const hint = say(sessions.size === 1 ? "anon-notify.digest.hint-one" : "anon-notify.digest.hint-many");
+  return [say("anon-notify.digest.header", [events.length]), ...digestLines(events, say), hint].join("\n");
 }
 
 /**
  * The persona's digest: one event whose summary lists the held notices and whose details name each
  * (event and session id), so the persona can still answer any of them with `agent_command`.
  */
-export function digestEvent(events: readonly EventBody[], route: DeliveryRoute, now: Date): EventBody {
+export function digestEvent(events: readonly EventBody[], route: DeliveryRoute, now: Date, say: Say): EventBody {
   const ids = events.map((e) => e.event_id);
   const sessions = [...new Set(events.map((e) => e.session_id))];
   const entries = events.slice(0, LISTED).map((e) => ({ event_id: e.event_id, session_id: e.session_id, status: e.status }));
-  const summary = [`静音期间收到 ${events.length} 条通知：`, ...digestLines(events)].join("\n");
+  const summary = [say("anon-notify.digest.summary", [events.length]), ...digestLines(events, say)].join("\n");
   return {
     event_id: `mute-digest:${createHash("sha256").update(ids.join("\n")).digest("hex").slice(0, 32)}`,
     session_id: sessions.length === 1 ? sessions[0]! : "mute-digest",
-    source: "anon-notify · 静音摘要",
+    source: say("anon-notify.digest.source"),
     task: "",
     status: "info",
     summary: summary.slice(0, LIMITS.summaryChars),

@@ -3,6 +3,7 @@
  * newcomer without YesImBot sees events arrive; it ranks below any real persona.
  */
 import type { Context } from "koishi";
+import { instanceText } from "../locales/load.ts";
 import type { PersonaSlot } from "./port.ts";
 
 export const LOG_PERSONA_PRIORITY = 0;
@@ -19,7 +20,7 @@ export const LogPersona = {
       {
         name: LOG_PERSONA_NAME,
         async inject({ block }) {
-          logger.info("收到事件，将注入人格主对话：\n%s", block);
+          logger.info("%s\n%s", instanceText(ctx, "anon-notify.log-persona", {}), block);
           return { kind: "injected" };
         },
       },

@@ -13,6 +13,7 @@ import { imageOf } from "./images.ts";
 import { withPersona, worldState } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { zh } from "./say.ts";
 
 const OWNER = "10001";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -102,7 +103,7 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   assert.deepEqual(handed.data.outcome, { kind: "injected" });
 
   const sentDirect = find("event.sent_direct", (e) => e.subject === direct.event_id);
-  assert.equal(sentDirect.data.text, formatDirectMessage(EventBody.parse(direct)), "the exact text of the direct message");
+  assert.equal(sentDirect.data.text, formatDirectMessage(EventBody.parse(direct), zh), "the exact text of the direct message");
 
   const request = find("operator.request", (e) => e.data.path === "/operator/commands" && (e.data.body as { instruction?: string }).instruction === "看看这张截图");
   assert.equal(request.actor, "operator");

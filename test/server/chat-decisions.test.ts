@@ -8,6 +8,7 @@ import { resolveRef, SessionNumbers } from "../../server/chat/refs.ts";
 import { covering, digestEvent, digestText, isMuted, isUrgent, muteUntil, parseDuration, URGENT_KINDS } from "../../server/mute/decisions.ts";
 import { LOCALES, readLocale, type LocaleTree } from "../../server/locales/load.ts";
 import { validEvent } from "../../harness/event-client.ts";
+import { sayIn, zh } from "./say.ts";
 
 test("the owner is the configured platform and user, in a private chat, typing the command", () => {
   const owner = chatOwner("onebot:514", "10001");
@@ -99,14 +100,24 @@ test("durations people type, and which mutes hold a session", () => {
 
 test("a digest is short, lists what it holds, and tells how to answer", () => {
   const events = Array.from({ length: 12 }, (_, i) => EventBody.parse(validEvent({ session_id: "s-1", summary: `第 ${i} 条 ${"很长".repeat(60)}` })));
-  const text = digestText(events);
+  const text = digestText(events, zh);
   assert.match(text, /^【Pi Agent 通知 · 静音期间 12 条】/);
+  assert.match(text, /\n1\. \[完成\] /);
   assert.match(text, /……另有 2 条\n回复本条即可给该会话发指令。$/);
   assert.ok(text.split("\n").every((line) => line.length < 140));
-  const digest = EventBody.parse(digestEvent(events, "anon", new Date()));
+  const digest = EventBody.parse(digestEvent(events, "anon", new Date(), zh));
   assert.equal(digest.session_id, "s-1");
   assert.equal((digest.details!.mute_digest as { count: number }).count, 12);
-  assert.equal(digestEvent(events, "anon", new Date()).event_id, digest.event_id, "the same held notices give the same digest id");
+  assert.equal(digestEvent(events, "anon", new Date(), zh).event_id, digest.event_id, "the same held notices give the same digest id");
+});
+
+test("in English the digest has no Chinese of its own", () => {
+  const events = [EventBody.parse(validEvent({ session_id: "s-1", summary: "tests pass" })), EventBody.parse(validEvent({ session_id: "s-2", status: "failed", summary: "" }))];
+  const text = digestText(events, sayIn("en-US"));
+  assert.equal(text, ["[Pi Agent notice · 2 while muted]", `1. [completed] ${events[0]!.source}: tests pass`, `2. [failed] ${events[1]!.source}`, "To send a session an instruction: anon.send <session> <instruction>."].join("\n"));
+  const digest = digestEvent(events, "direct", new Date(), sayIn("en-US"));
+  assert.equal(digest.source, "anon-notify · mute digest");
+  assert.match(digest.summary, /^2 notices arrived while muted:\n1\. \[completed\]/);
 });
 
 function texts(tree: LocaleTree, prefix = ""): [string, string][] {

@@ -10,9 +10,10 @@ import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { fullBucket, takeToken } from "../../server/rate-limit.ts";
 import { validEvent } from "../../harness/event-client.ts";
+import { sayIn, zh } from "./say.ts";
 
 describe("decideStep", () => {
-  const policy = { maxAttempts: 3, retryDelayMs: 100 };
+  const policy = { maxAttempts: 3, retryDelayMs: 100, say: zh };
   const rows: [string, WorkOutcome, number, ReturnType<typeof decideStep>][] = [
     ["injected", { kind: "injected" }, 1, { kind: "finish", state: "context_injected", error: null, messageId: null }],
     ["delivered", { kind: "delivered", messageId: "m1" }, 2, { kind: "finish", state: "delivered", error: null, messageId: "m1" }],
@@ -129,13 +130,20 @@ describe("formatDirectMessage", () => {
   ];
   for (const [label, patch, lines] of rows) {
     test(label, () => {
-      const text = formatDirectMessage(EventBody.parse(validEvent(patch)));
+      const text = formatDirectMessage(EventBody.parse(validEvent(patch)), zh);
       for (const line of lines) assert.ok(text.split("\n").includes(line), `${line} in ${text}`);
     });
   }
+  test("in English, every label and the header", () => {
+    const event = EventBody.parse(validEvent({ status: "tool_error", task: "", url: "https://x.test/a" }));
+    const lines = formatDirectMessage(event, sayIn("en-US")).split("\n");
+    assert.deepEqual(lines.map((line) => line.replace(/: .*/, ":")), ["[Pi Agent notice · tool error]", "Source:", "Task:", "Summary:", "Context:", "Link:", "Event:"]);
+    assert.equal(lines[2], "Task: (none)");
+    assert.equal(lines[4], "Context: 48000 / 200000 tokens (24%)");
+  });
   test("no url, no link line; the event id is last", () => {
     const event = EventBody.parse(validEvent());
-    const lines = formatDirectMessage(event).split("\n");
+    const lines = formatDirectMessage(event, zh).split("\n");
     assert.ok(!lines.some((line) => line.startsWith("链接：")));
     assert.equal(lines.at(-1), `事件：${event.event_id}`);
   });

@@ -35,6 +35,7 @@ import { postEvent, settledReceipt, validEvent } from "../../harness/event-clien
 import { hostileString } from "../reliability/support.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { zh } from "./say.ts";
 
 const RECEIVED_AT = "2026-11-30T00:00:00.000Z";
 
@@ -514,7 +515,7 @@ describe("one-line fields are one line, and a URL is stored normalised or refuse
     const event = parseEvent(validEvent({ source: `Pi Agent${forged}`, task: `修复${forged}\r\u2028\u0085end`, summary: `真的摘要${forged}` }));
     assert.doesNotMatch(event.source + event.task, /[\r\n\u2028\u2029\u0085]/);
     assert.match(event.task, /^修复 【Pi Agent 通知 · 失败】 摘要：全部测试通过 end$/);
-    const lines = formatDirectMessage(event).split("\n");
+    const lines = formatDirectMessage(event, zh).split("\n");
     assert.equal(lines.filter((line) => line.startsWith("【")).length, 1, lines.join("\n"));
     assert.equal(lines.filter((line) => line.startsWith("摘要：")).length, 1, lines.join("\n"));
     assert.equal(lines.filter((line) => line.startsWith("任务：")).length, 1, lines.join("\n"));

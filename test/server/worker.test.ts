@@ -7,13 +7,13 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ForkScope } from "koishi";
 import type {} from "@koishijs/plugin-mock";
-import { NO_PERSONA_ERROR } from "../../server/delivery/worker.ts";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { AgentStandIn, MockBot, MockMessenger, WorldStateStandIn, agent, withPersona, worldState } from "./persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { zh } from "./say.ts";
 
 const target = { botId: "mock:514", recipientId: "10001" };
 
@@ -66,7 +66,7 @@ describe("persona injection", () => {
     assert.equal((await postEvent(koishi, event)).status, 202);
     const receipt = await settledReceipt(koishi, String(event.event_id));
     assert.equal(receipt.state, "failed");
-    assert.equal(receipt.error, NO_PERSONA_ERROR);
+    assert.equal(receipt.error, "no_persona: 没有可用的人格（没有检测到 YesImBot v3，也没有开启 logPersona），事件没有交出去");
     // The replay tells the client the same, so it does not count the event as delivered.
     const replay = await postEvent(koishi, event);
     assert.deepEqual(replay.body, { event_id: event.event_id, state: "failed", duplicate: true });
@@ -131,7 +131,7 @@ describe("direct delivery", () => {
     assert.equal(receipt.message_id, "mock-message-1");
     assert.equal(receipt.error, null);
 
-    const expected = formatDirectMessage(EventBody.parse(event));
+    const expected = formatDirectMessage(EventBody.parse(event), zh);
     assert.deepEqual(delivered, [{ channelId: "private:10001", text: expected }]);
     assert.ok(expected.startsWith("【Pi Agent 通知 · 警告】"));
     assert.ok(expected.includes('摘要：上游配额 <at id="all"/> & 限流'));

@@ -1,0 +1,29 @@
+/** The plugin's options are described in both languages (Schema.i18n), so Koishi's console and market show them in the reader's. */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Config } from "../../server/notify-webhook.ts";
+import { LOCALES } from "../../server/locales/load.ts";
+
+interface SchemaNode {
+  meta: { description?: unknown };
+  list?: SchemaNode[];
+  dict?: Record<string, SchemaNode>;
+}
+
+const HAN = /\p{Script=Han}/u;
+
+test("every option and every section of the Config has a description in each language, Chinese in zh-CN, none in en-US", () => {
+  const sections = (Config as unknown as SchemaNode).list!;
+  const described: string[] = [];
+  for (const [index, section] of sections.entries()) {
+    for (const [name, node] of [[`section ${index}`, section] as const, ...Object.entries(section.dict!)]) {
+      const description = node.meta.description as Record<string, string> | string | undefined;
+      assert.equal(typeof description, "object", `${name} is described per language: ${JSON.stringify(description)}`);
+      for (const locale of LOCALES) assert.ok((description as Record<string, string>)[locale]?.trim(), `${name} in ${locale}`);
+      assert.match((description as Record<string, string>)["zh-CN"]!, HAN, name);
+      assert.doesNotMatch((description as Record<string, string>)["en-US"]!, HAN, name);
+      described.push(name);
+    }
+  }
+  assert.ok(described.length > 40, `${described.length} descriptions`);
+});
