@@ -76,7 +76,7 @@ async function commandState(operator: Operator, sessionId: string, commandId: st
 }
 
 function untilState(operator: Operator, sessionId: string, commandId: string, state: string) {
-  return waitUntil(async () => ((await commandState(operator, sessionId, commandId)) === state ? true : undefined), `${commandId} ${state}`, 30_000);
+  return waitUntil(async () => ((await commandState(operator, sessionId, commandId)) === state ? true : undefined), `${commandId} ${state}`, 60_000);
 }
 
 function deliveredIds(pi: PiHarness): string[] {

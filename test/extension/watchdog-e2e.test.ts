@@ -19,7 +19,7 @@ import { withPersona, worldState } from "../server/persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 /** A bound well past a heartbeat TTL of a few seconds, on a busy machine. */
-const PATIENCE = 30_000;
+const PATIENCE = 60_000;
 
 async function setup(t: TestContext) {
   const koishi = await startKoishi({
