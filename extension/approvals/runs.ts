@@ -208,7 +208,10 @@ const INTERPRETERS: readonly [RegExp, Interpreter][] = [
   [/^(tclsh[0-9.]*|wish)$/, { code: [], options: {} }],
 ];
 const AWKS = new Set(["awk", "gawk", "mawk", "nawk"]);
-const STDIN_FILES = new Set(["-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]);
+/** A script path that is standard input. */
+const isStdinPath = (path: string) => path === "-" || path === "/dev/stdin" || path === "/dev/fd/0" || path === "/proc/self/fd/0";
+/** A script path that is another open descriptor (`3< <(curl …)`), not a file anyone can read. */
+const isOtherDescriptor = (path: string) => !isStdinPath(path) && /^\/dev\/fd\/\d+$|^\/proc\/[^/]+\/fd\/\d+$/.test(path);
 /** git's own options that take the next word (`-c` and `--config-env` are read for what they set). */
 export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--namespace"]);
 /** git settings whose value git runs as a command. */
@@ -257,7 +260,7 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
   }
   if (name === "source" || name === ".") {
     const file = args[0];
-    if (file && (file.value === undefined || file.processSubstitution || (STDIN_FILES.has(file.value) && stdin.kind !== "inherited"))) env.out.opaque.add(OPAQUE.source);
+    if (file && (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))) env.out.opaque.add(OPAQUE.source);
     return;
   }
   if (name === "find") return findExec(args, env);
@@ -282,7 +285,8 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
   const inner = args.slice(operands);
   // xargs adds words read from its input: they may be anything, options included.
   const added: Word[] = name === "xargs" ? [{ text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false }] : [];
-  run([...inner, ...added], name === "xargs" ? { kind: "inherited" } : stdin, env);
+  // A coprocess reads what the script writes to it later: a pipe.
+  run([...inner, ...added], name === "xargs" ? { kind: "inherited" } : name === "coproc" ? { kind: "pipe" } : stdin, env);
 }
 
 /** A script given as one word: read it when it is literal, else nothing can be seen. */
@@ -311,8 +315,8 @@ function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
     if (first) inline(first, stdin, env);
     return;
   }
-  if (first === undefined || seen.has("-s") || (first.value !== undefined && STDIN_FILES.has(first.value))) return fromStdin(stdin, env, true);
-  if (first.processSubstitution || first.value === undefined) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (first === undefined || seen.has("-s") || (first.value !== undefined && isStdinPath(first.value))) return fromStdin(stdin, env, true);
+  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) env.out.opaque.add(OPAQUE.pipedInterpreter);
 }
 
 function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
@@ -324,8 +328,8 @@ function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin
   }
   if (interpreter.module?.some((option) => seen.has(option))) return;
   const script = operands === undefined ? undefined : args[operands];
-  if (script === undefined || (script.value !== undefined && STDIN_FILES.has(script.value))) return fromStdin(stdin, env, false);
-  if (script.processSubstitution) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (script === undefined || (script.value !== undefined && isStdinPath(script.value))) return fromStdin(stdin, env, false);
+  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) env.out.opaque.add(OPAQUE.pipedInterpreter);
 }
 
 /** `find … -exec cmd … ;` runs `cmd` (also `-execdir`, `-ok`, `-okdir`). */

@@ -186,8 +186,10 @@ function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
       const op = redirect.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
       const descriptor = redirect.childForFieldName("descriptor")?.text;
       const destination = redirect.childForFieldName("destination");
-      if (op === "<" && (descriptor === undefined || descriptor === "0") && destination) {
-        stdin = { kind: "file", literal: valueOf(destination) !== undefined };
+      if ((descriptor === undefined || descriptor === "0") && destination) {
+        if (op === "<" || op === "<>") stdin = { kind: "file", literal: valueOf(destination) !== undefined };
+        // `<&3`: another descriptor, opened who knows where.
+        else if (op === "<&" && destination.text !== "-") stdin = { kind: "file", literal: false };
       }
     }
   }
@@ -219,6 +221,8 @@ function readScript(root: Node): Script {
         script.commands.push({ words, stdin: stdinOf(redirects, context.stdin) });
         // Aliases defined here are called later by name.
         if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
+        // `hash -p /bin/rm ls` makes `ls` run rm.
+        if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p"))) for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
         break;
       }
       case "function_definition": {
@@ -241,10 +245,12 @@ function readScript(root: Node): Script {
         }
         return;
       case "command_substitution":
-      case "process_substitution":
-        // Runs on its own: its input is not the enclosing command's.
-        for (const child of node.namedChildren) if (child) visit(child, INHERITED);
+      case "process_substitution": {
+        // Runs on its own: its input is not the enclosing command's, except `>(…)`, which reads what is written to it.
+        const inner = node.text.startsWith(">(") ? { stdin: { kind: "pipe" } as const } : INHERITED;
+        for (const child of node.namedChildren) if (child) visit(child, inner);
         return;
+      }
     }
     for (const child of node.namedChildren) if (child) visit(child, context);
   };
