@@ -40,6 +40,7 @@ import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
 import { SessionRoutes } from "./sessions/routes.ts";
+import { missingServicesText } from "./status/missing-services.ts";
 import { NoticeRouteReport } from "./status/notices.ts";
 import { StatusRoutes } from "./status/routes.ts";
 import { Watchdog } from "./watchdog/plugin.ts";
@@ -53,11 +54,8 @@ export const name = "notify-webhook";
  */
 export const inject = { server: { required: false }, database: { required: false } };
 
-/** The services every route needs, and what to do about each one's absence. */
-const NEEDED_SERVICES: Readonly<Record<string, string>> = {
-  server: "请启用 server 插件（@koishijs/plugin-server）/ enable the server plugin (@koishijs/plugin-server)",
-  database: "请安装并启用一个数据库驱动，例如 @minatojs/driver-sqlite（见 README「数据库 / Database」）/ install and enable a database driver, e.g. @minatojs/driver-sqlite (README, \"数据库 / Database\")",
-};
+/** The services every route needs; the locale files say what to do about each one's absence (`anon-notify.services.*`). */
+const NEEDED_SERVICES = ["server", "database"] as const;
 
 export const usage = `
 接收 Pi Agent（anon-notify 扩展）的生命周期事件，写入数据库回执，并注入人格（YesImBot v3）的主对话流；
@@ -196,12 +194,12 @@ export function apply(ctx: Context, config: Config) {
   defineLocales(ctx);
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const logger = ctx.logger("notify-webhook");
-  const missing = () => Object.keys(NEEDED_SERVICES).filter((service) => ctx.get(service) == null);
+  const missing = () => NEEDED_SERVICES.filter((service) => ctx.get(service) == null);
   let reported = false;
   const report = (names: string[]) => {
     if (reported) return;
     reported = true;
-    logger.warn("缺少 Koishi 服务 / missing Koishi services: %s，接口返回 503 / the routes answer 503. %s", names.join(", "), names.map((service) => NEEDED_SERVICES[service]).join("; "));
+    logger.warn(missingServicesText(ctx, names));
   };
   // Once everything is back, the next outage is reported again.
   ctx.on("internal/service", () => {

@@ -5,6 +5,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { ErrorAnswer } from "../../protocol/wire.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { captureLog, startKoishi, useDatabase, type Use } from "../../harness/koishi.ts";
@@ -73,3 +74,22 @@ test("a driver that loads after the plugin in the same start-up is no outage: no
   await waitUntil(async () => (await fetch(`${server.baseUrl}/health`, { headers: { authorization: `Bearer ${token}` } })).status === 200, "/health answering 200");
   assert.deepEqual(log.warnings(), []);
 });
+
+for (const [locale, failedWords, installWords] of [
+  ["zh-CN", /^缺少 Koishi 服务：database，所有接口返回 503。 插件 \S+ 加载了但启动失败：The database directory '.*' is not accessible/, /请安装/],
+  ["en-US", /^Koishi services missing: database; every route answers 503\. The plugin \S+ is loaded but failed to start: The database directory '.*' is not accessible/, /Install and enable/],
+] as const) {
+  test(`a driver that fails to start (the documented path in a fresh folder) is named with its own error, not blamed on a missing driver (${locale})`, async (t) => {
+    const log = captureLog();
+    t.after(log.stop);
+    const server = await startKoishi({
+      database: "none",
+      locales: [locale],
+      plugins: (use, app) => void useDatabase(use, "sqlite", join(app.baseDir, "no-such-folder")),
+    });
+    t.after(() => server.stop());
+    const warning = await waitUntil(() => log.warnings().find((line) => line.includes("database")), "the missing-database warning");
+    assert.match(warning, failedWords);
+    assert.doesNotMatch(warning, installWords);
+  });
+}
