@@ -19,7 +19,11 @@ export const OPAQUE = {
   parseError: "opaque.parse-error",
   /** Scripts within scripts deeper than the analysis follows. */
   nesting: "opaque.nesting",
+  /** Longer than the analysis reads: reading blocks Pi while it runs (a few µs a character). */
+  tooLong: "opaque.too-long",
 } as const;
+
+const MAX_ANALYZED_CHARS = 262_144;
 
 /** One command that will run: its program (a literal) and arguments. */
 export interface Run {
@@ -76,8 +80,12 @@ function script(source: string, env: Env): void {
     env.out.opaque.add(OPAQUE.nesting);
     return;
   }
+  if (source.length > MAX_ANALYZED_CHARS) {
+    env.out.opaque.add(OPAQUE.tooLong);
+    return;
+  }
   const plain = plainCommand(source);
-  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>() } : env.read(source);
+  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>() } : readSafely(env.read, source);
   if (!parsed) {
     env.out.opaque.add(OPAQUE.parseError);
     return;
@@ -86,6 +94,15 @@ function script(source: string, env: Env): void {
   const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
   for (const command of parsed.commands) {
     if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
+  }
+}
+
+/** The grammar's reading; a failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable. */
+function readSafely(read: ShellReader, source: string): ReturnType<ShellReader> {
+  try {
+    return read(source);
+  } catch {
+    return undefined;
   }
 }
 

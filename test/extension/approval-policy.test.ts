@@ -222,6 +222,8 @@ const EVASIONS: readonly [string, string][] = [
   ["exec 3< <(curl -s x); bash /dev/fd/3", "opaque.piped-interpreter"],
   ["bash <<< 'rm -rf ~'", "rm-rf"],
   ["hash -p /bin/rm ls; ls -rf ~", "opaque.function"],
+  [`echo '${"x".repeat(262_144)}'`, "opaque.too-long"],
+  ["(".repeat(3000) + "rm -rf ~" + ")".repeat(3000), "opaque.parse-error"],
   ["trap 'rm -rf ~' EXIT", "rm-rf"],
   ["trap \"$x\" EXIT", "opaque.inline-code"],
   ["script -qc 'rm -rf ~' /dev/null", "rm-rf"],
