@@ -17,6 +17,7 @@ import { AuditLog } from "./audit/store.ts";
 import { ChatCommands } from "./chat/plugin.ts";
 import type { RefusalMode } from "./chat/owner.ts";
 import { ConsolePage } from "./console/index.ts";
+import { consoleTokenProblem } from "./console/sign-in.ts";
 import { CommandRoutes } from "./commands/routes.ts";
 import { CommandStore } from "./commands/store.ts";
 import { ownerSender } from "./delivery/owner.ts";
@@ -67,7 +68,7 @@ export const usage = `
 - 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
 - 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
 - 看门狗：运行中的会话长时间没有新活动时提醒“可能卡住”，心跳中断且没有正常下线时提醒“运行中失联”；每次异常只提醒一次，和普通事件一样投递、一样计入限流。
-- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、审批、静音，发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则只读，除非开启 consoleActions。
+- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、审批、静音，发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则用控制台 Token 登录（consoleToken，留空自动生成在 data/notify-webhook/console.token）。
 - 审计：接受的事件、交给人格或直接发送的原文、人格工具调用、运维请求、指令状态变化都会落库（不含任何 Token，图片只记数量、大小和摘要），用 \`GET /operator/audit\` 查询，按保留天数自动清理。
 `;
 
@@ -106,6 +107,7 @@ export interface Config {
   approvalsPerMinute: number;
   approvalBurst: number;
   consoleActions: boolean;
+  consoleToken: string;
   consoleAuthority: number;
   consoleOrigins: string[];
   retentionDays: number;
@@ -176,6 +178,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
     approvalBurst: Schema.natural().min(1).default(5),
   }), "approvals"),
   section(Schema.object({
+    consoleToken: Schema.string().role("secret").default(""),
     consoleActions: Schema.boolean().default(false),
     consoleAuthority: Schema.natural().default(4),
     consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
@@ -191,6 +194,8 @@ export function apply(ctx: Context, config: Config) {
   if (config.operatorToken && config.operatorToken === config.token) {
     throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
   }
+  const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
+  if (consoleTokenRefused) throw new Error(consoleTokenRefused);
   defineLocales(ctx);
   const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const logger = ctx.logger("notify-webhook");
@@ -306,7 +311,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     approvals,
     audit,
     events,
-    options: { actions: config.consoleActions, authority: config.consoleAuthority, origins: config.consoleOrigins },
+    options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);

@@ -59,15 +59,12 @@ const TEXT = {
     piToken: "Pi 端 Token（与服务端相同）：",
     then: "然后在 Pi 中执行 /reload 和 /anon-notify；/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
     operatorToken: (url: string, path: string) => `运维接口（${url}/operator/*）Token 文件：${path}（与 Pi 端 Token 不同）`,
-    console: (pageUrl: string, actions: boolean, configPath: string) =>
-      actions
-        ? `控制台“Pi 会话”页面：${pageUrl}（可发送和撤回指令）`
-        : `控制台“Pi 会话”页面：${pageUrl}（只读；要在页面上发送和撤回指令，在 ${configPath} 写入 {"notifyWebhook": {"consoleActions": true}}，本机能访问该端口的人都能操作）`,
-    folderNarrowed: (path: string, mode: string) => `数据目录 ${path} 的权限是 ${mode}，其他用户可以访问；已改为 0700`,
-    databaseNarrowed: (path: string, mode: string) => `数据库 ${path} 的权限是 ${mode}；已改为 0600`,
-    badConfigFile: (path: string, why: string) => `配置文件 ${path} 无效：${why}`,
-    configRoot: "（根）",
-    pluginNotFound: (name: string) => `找不到 Koishi 插件 ${name}（试过 koishi-plugin-${name}、@koishijs/plugin-${name}），请先 npm install`,
+    console: (link: string, tokenPath: string, openToAll: boolean) =>
+      [
+        `控制台“Pi 会话”页面（打开此链接即登录）：${link}`,
+        `  登录 Token 文件：${tokenPath}（删除它再重启即换新 Token，所有浏览器退出登录）`,
+        ...(openToAll ? ["  注意：已开启 consoleActions，任何能访问此端口的人不用登录即可查看和操作"] : []),
+      ].join("\n"),
     stopping: (signal: string) => `收到 ${signal}，正在停止…`,
     stopped: "已停止。",
     stopFailed: "停止时出错：",
@@ -107,15 +104,12 @@ const TEXT = {
     piToken: "Pi side token (the same as the server's):",
     then: "Then run /reload and /anon-notify in Pi; /anon-notify-doctor checks the connection. Ctrl-C stops.",
     operatorToken: (url: string, path: string) => `Operator API (${url}/operator/*) token file: ${path} (not the Pi token)`,
-    console: (pageUrl: string, actions: boolean, configPath: string) =>
-      actions
-        ? `Console "Pi sessions" page: ${pageUrl} (can send and cancel instructions)`
-        : `Console "Pi sessions" page: ${pageUrl} (read-only; to send and cancel instructions from the page, write {"notifyWebhook": {"consoleActions": true}} into ${configPath}; anyone who can reach this port could then act)`,
-    folderNarrowed: (path: string, mode: string) => `The data folder ${path} had mode ${mode}, open to other users; changed to 0700`,
-    databaseNarrowed: (path: string, mode: string) => `The database ${path} had mode ${mode}; changed to 0600`,
-    badConfigFile: (path: string, why: string) => `The config file ${path} is invalid: ${why}`,
-    configRoot: "(root)",
-    pluginNotFound: (name: string) => `Koishi plugin ${name} not found (tried koishi-plugin-${name}, @koishijs/plugin-${name}); run npm install first`,
+    console: (link: string, tokenPath: string, openToAll: boolean) =>
+      [
+        `Console "Pi sessions" page (this link signs you in): ${link}`,
+        `  Sign-in token file: ${tokenPath} (delete it and restart for a new token; every browser is signed out)`,
+        ...(openToAll ? ["  Warning: consoleActions is on: anyone who can reach this port can see and act without signing in"] : []),
+      ].join("\n"),
     stopping: (signal: string) => `${signal} received, stopping…`,
     stopped: "Stopped.",
     stopFailed: "Error while stopping:",
@@ -177,7 +171,7 @@ function trialRecipient(recipientId: string): { qq: string; anonQq: string } {
   return { qq, anonQq: qq === TRIAL_QQ.anonQq ? TRIAL_QQ.qq : TRIAL_QQ.anonQq };
 }
 
-/** The console's page, and how to let it act. */
-export function consoleInstructions(pageUrl: string, actions: boolean, configPath: string, language: Language): string {
-  return TEXT[language].console(pageUrl, actions, configPath);
+/** The console's page: the address that signs a browser in, and how to sign every browser out. */
+export function consoleInstructions(signInLink: string, tokenPath: string, openToAll: boolean, language: Language): string {
+  return TEXT[language].console(signInLink, tokenPath, openToAll);
 }

@@ -7,8 +7,7 @@
  *
  *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json] [--help]
  */
-import { randomBytes } from "node:crypto";
-import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -21,6 +20,11 @@ import { boundConnections } from "./http/connections.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleInstructions, piInstructions, standaloneText, usage } from "./standalone-text.ts";
+import { closeConsolePages } from "./console/index.ts";
+import { signInUrl } from "./console/sign-in.ts";
+import { ensureToken, octal } from "./token-file.ts";
+
+export { MIN_TOKEN_CHARS, ensureToken } from "./token-file.ts";
 
 
 /** `<data-dir>/server.json` (or `--config`): who hears direct events, and any extra Koishi plugins (the bot's adapter). */
@@ -62,33 +66,6 @@ export function parseFlags(argv: string[], cwd: string, language: Language = loc
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(standaloneText(language).badPort(values.port));
   const dataDir = resolve(cwd, values["data-dir"]);
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
-}
-
-/** A token anyone could guess or brute-force is no token: generated ones have 64 characters. */
-export const MIN_TOKEN_CHARS = 32;
-
-/**
- * Reads the token, creating it (0600) only when the file does not exist; an existing file is never
- * rewritten. Refused, with what to do: a symlink (the secret would live wherever it points), a file
- * others can read, and a token shorter than `MIN_TOKEN_CHARS`.
- */
-export function ensureToken(path: string): string {
-  try {
-    writeFileSync(path, randomBytes(32).toString("hex") + "\n", { flag: "wx", mode: 0o600 });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-  }
-  const file = lstatSync(path);
-  if (file.isSymbolicLink()) throw new Error(`Token 文件 ${path} 是符号链接；请换成普通文件（cp --remove-destination "$(readlink -f ${path})" ${path}）`);
-  if (file.mode & 0o077) throw new Error(`Token 文件 ${path} 的权限是 ${octal(file.mode)}，其他用户可读；请执行 chmod 600 ${path}`);
-  const token = readFileSync(path, "utf8").trim();
-  if (!token) throw new Error(`Token 文件 ${path} 为空；请写入 Token 或删除该文件后重启以重新生成`);
-  if (token.length < MIN_TOKEN_CHARS) throw new Error(`Token 文件 ${path} 中的 Token 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）；请换一个更长的 Token，或删除该文件后重启以重新生成`);
-  return token;
-}
-
-function octal(mode: number): string {
-  return `0${(mode & 0o777).toString(8)}`;
 }
 
 /**
@@ -185,6 +162,9 @@ export async function runStandalone(
   const operatorTokenPath = join(options.dataDir, "operator.token");
   const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
   assertDistinctTokens(token, operatorToken);
+  // The console page's sign-in: its own secret, so holding it opens neither API.
+  const consoleTokenPath = join(options.dataDir, "console.token");
+  const consoleToken = ensureToken(consoleTokenPath);
 
   const require = createRequire(import.meta.url);
   // Koishi's instance language: the plugin's log lines, direct notices and chat replies (for anyone without a language of their own) follow it.
@@ -207,6 +187,7 @@ export async function runStandalone(
     ...file.notifyWebhook,
     token,
     operatorToken,
+    consoleToken,
     botId: file.botId,
     recipientId: file.recipientId,
     logPersona: true,
@@ -218,7 +199,8 @@ export async function runStandalone(
   const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;
   announce(piInstructions(baseUrl, tokenPath, options.configPath, file, language));
   if (consolePlugin) {
-    announce(consoleInstructions(`http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`, Boolean(file.notifyWebhook.consoleActions), options.configPath, language));
+    const pageUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`;
+    announce(consoleInstructions(signInUrl(pageUrl, consoleToken), consoleTokenPath, Boolean(file.notifyWebhook.consoleActions), language));
   }
   if (!file.operatorToken) announce(standaloneText(language).operatorToken(baseUrl, operatorTokenPath));
 
@@ -227,6 +209,7 @@ export async function runStandalone(
     app,
     language,
     async stop() {
+      await closeConsolePages(app);
       // plugin-server's dispose throws once the logger is gone, so the forks go first, newest first.
       for (const fork of forks.reverse()) fork.dispose();
       await app.stop();

@@ -20,7 +20,7 @@ import type { OperatorService } from "../operator/service.ts";
 import type { TimelineItem } from "./model.ts";
 
 /** The console's own refusals, besides the protocol's error codes. */
-export type ConsoleRefusal = "read_only" | "login_required" | "authority_too_low";
+export type ConsoleRefusal = "sign_in_required" | "login_required" | "authority_too_low" | "bad_token";
 
 /** A refusal's `state` is the approval's state now, with `already_decided` and `approval_expired`. */
 export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; error: string; issues?: WireIssue[]; state?: string };

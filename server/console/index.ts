@@ -5,9 +5,11 @@
  * and full entries, and the action listeners of actions.ts.
  *
  * Who may see and act: with `@koishijs/plugin-auth`, its logins at `authority` or above (the
- * console enforces it before any listener runs; the gate checks again); without it everyone who
- * reaches the console may read, and may act only when the owner turned `consoleActions` on. Pages
- * of other sites never reach any of it (see `originDecision`).
+ * console enforces it before any listener runs; the gate checks again); without it, a connection
+ * that signed in with the console token (sign-in.ts), or everyone when the owner turned
+ * `consoleActions` on. A connection that may not gets no data and every call answers
+ * `unauthorized` (the console's own refusal, decided per client in `console/intercept`). Pages of
+ * other sites never reach any of it (see `originDecision`).
  */
 import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -24,6 +26,7 @@ import type { EventStore } from "../events/store.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
+import { ConsoleSignInInput, consoleTokenFromFile, signInOf, tokenMatches, type SignIn } from "./sign-in.ts";
 import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
 import {
   BOARD_LIMITS,
@@ -48,8 +51,13 @@ export const FEED_KEY = "anonNotify";
 const TIMELINE_PUSHED = 50;
 const COMMANDS_PER_SESSION = 10;
 const REFRESH_THROTTLE_MS = 150;
-/** Marks the console options of this page's data and listeners, so the origin check touches nothing else. */
+/** Marks the console options of this page's data and listeners, so the checks here touch nothing else. */
 const SURFACE = Symbol.for("anon-notify.console");
+/** Marks the sign-in listener: origin-checked like the rest, but open to connections not signed in yet. */
+const SIGN_IN = Symbol.for("anon-notify.console.sign-in");
+export const SIGN_IN_LISTENER = "anon-notify/sign-in";
+/** Refused sign-ins are logged once per this long, with their count, never one line each. */
+const REFUSED_LOG_MS = 60_000;
 
 export interface ConsoleView {
   sessions: ConsoleSession[];
@@ -73,8 +81,10 @@ declare module "@koishijs/console" {
 }
 
 export interface ConsolePageOptions {
-  /** Without plugin-auth: let whoever reaches the console act. */
-  actions: boolean;
+  /** Without plugin-auth: let whoever reaches the console see and act, no sign-in (`consoleActions`). */
+  openToAll: boolean;
+  /** Without plugin-auth: the secret a page presents to sign in; empty: the plugin's own token file. */
+  token: string;
   /** With plugin-auth: the authority needed to see and act. */
   authority: number;
   /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
@@ -114,6 +124,12 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
   let lastView: Omit<ConsoleView, "actions"> | undefined;
 
   const feedOptions = { authority: options.authority, [SURFACE]: true };
+  const token = options.token || ownToken(ctx, logger);
+  /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
+  const signedIn = new WeakMap<Client, SignIn>();
+  if (options.openToAll && !ctx.get("auth")) {
+    logger.warn("consoleActions is on: anyone who reaches this port can read the Pi sessions page and act on it (send instructions, stop runs, answer approvals) without signing in");
+  }
 
   class Feed extends DataService<ConsoleView | null> {
     constructor(ctx: Context) {
@@ -121,19 +137,23 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
     }
 
     override async get(_forced: boolean, client: Client): Promise<ConsoleView | null> {
-      if (cached?.version !== version) cached = { version, view: snapshot() };
-      try {
-        lastView = await cached.view;
-      } catch (error) {
-        // The console does not wait for this answer, so a failure here would go unhandled; a read
-        // still running when the app stops finds the database gone, and the page keeps what it has.
-        if (ctx.scope.isActive) logger.warn("console data not read: %s", error instanceof Error ? error.message : String(error));
-        cached = undefined;
-      }
-      return lastView ? { ...lastView, actions: gateFor(client) } : null;
+      return viewFor(client);
     }
   }
   ctx.plugin(Feed);
+
+  async function viewFor(client: Client): Promise<ConsoleView | null> {
+    if (cached?.version !== version) cached = { version, view: snapshot() };
+    try {
+      lastView = await cached.view;
+    } catch (error) {
+      // The console does not wait for this answer, so a failure here would go unhandled; a read
+      // still running when the app stops finds the database gone, and the page keeps what it has.
+      if (ctx.scope.isActive) logger.warn("console data not read: %s", error instanceof Error ? error.message : String(error));
+      cached = undefined;
+    }
+    return lastView ? { ...lastView, actions: gateFor(client) } : null;
+  }
   const changed = ctx.throttle(() => {
     version++;
     void ctx.get(`console.services.${FEED_KEY}`)?.refresh();
@@ -187,7 +207,8 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
       authInstalled: Boolean(ctx.get("auth")),
       authority: client.auth ? client.auth.authority : null,
       required: options.authority,
-      actionsEnabled: options.actions,
+      signedIn: signedIn.has(client),
+      openToAll: options.openToAll,
     });
   }
 
@@ -196,17 +217,27 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
   }
 
   function who(client: AuthedClient): Record<string, unknown> {
-    return { id: client.id, user: client.auth?.name ?? null, address: client.request?.socket.remoteAddress ?? null, origin: client.request?.headers.origin ?? null };
+    return {
+      id: client.id,
+      user: client.auth?.name ?? null,
+      sign_in: signedIn.get(client) ?? null,
+      address: client.request?.socket.remoteAddress ?? null,
+      origin: client.request?.headers.origin ?? null,
+    };
   }
 
   ctx.on("console/intercept", (client, listener) => {
-    if (!(listener as { [SURFACE]?: boolean })[SURFACE]) return false;
+    const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean };
+    if (!marks[SURFACE] && !marks[SIGN_IN]) return false;
     const selfUrl = (console as { config?: { selfUrl?: string } }).config?.selfUrl;
     const headers = client.request?.headers ?? {};
     const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
-    if (decision.allowed) return false;
-    logger.warn("console: refused a page from %s (%s)", headers.origin ?? "?", decision.reason);
-    return true;
+    if (!decision.allowed) {
+      logger.warn("console: refused a page from %s (%s)", headers.origin ?? "?", decision.reason);
+      return true;
+    }
+    // With plugin-auth, its own intercept has decided by `authority` already.
+    return Boolean(marks[SURFACE]) && !ctx.get("auth") && !gateFor(client).allowed;
   });
 
   const listen = (name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>) => {
@@ -244,8 +275,66 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
     }),
   );
 
+  let refused = 0;
+  const reportRefused = ctx.throttle(() => {
+    logger.warn("console: %d sign-in(s) with a wrong token in the last minute", refused);
+    refused = 0;
+  }, REFUSED_LOG_MS);
+  const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {
+    const client = this as AuthedClient;
+    const gate = gateFor(client);
+    if (gate.allowed) return { ok: true, value: { via: gate.via } };
+    if (ctx.get("auth")) return { ok: false, error: gate.reason };
+    const parsed = ConsoleSignInInput.safeParse(raw);
+    if (!parsed.success || !tokenMatches(parsed.data.token, token)) {
+      refused++;
+      reportRefused();
+      return { ok: false, error: "bad_token" };
+    }
+    signedIn.set(client, signInOf(token, Date.now()));
+    await audit.record({ actor: "console", action: "console.sign_in", session_id: null, subject: signedIn.get(client)!.id, data: { status: "ok", client: who(client) } });
+    // The console pushed this connection nothing so far: its data now, then every change as usual.
+    const view = await viewFor(client);
+    if (view) client.send({ type: "data", body: { key: FEED_KEY, value: view } });
+    return { ok: true, value: { via: "token" } };
+  };
+  (console.addListener as (name: string, callback: unknown, options: object) => void)(SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });
+  ctx.on("dispose", () => {
+    if (console.listeners[SIGN_IN_LISTENER]?.callback === signInListener) delete console.listeners[SIGN_IN_LISTENER];
+    // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
+    for (const client of Object.values(console.clients) as Client[]) {
+      if (!signedIn.has(client) || client.socket.readyState !== 1) continue;
+      client.send({ type: "data", body: { key: FEED_KEY, value: null } });
+    }
+  });
+
   const files = pageFiles(logger);
   if (files) console.addEntry(files);
+}
+
+/**
+ * Closes every console connection and waits (bounded) until the console let them go. Stopping an app
+ * with a page still connected makes the console refresh that page while its own service is gone (an
+ * uncaught TypeError from its client list), so whoever stops the app closes the pages first.
+ */
+export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promise<void> {
+  const console = app.get("console") as { clients: Record<string, Client> } | undefined;
+  if (!console) return;
+  for (const client of Object.values(console.clients)) {
+    const socket = client.socket as { terminate?: () => void; close: () => void };
+    if (socket.terminate) socket.terminate();
+    else socket.close();
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (Object.keys(console.clients).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** The plugin's own console token (its config names none): the page's address is logged, never the token. */
+function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
+  const path = join(ctx.baseDir, "data", "notify-webhook", "console.token");
+  const token = consoleTokenFromFile(path);
+  logger.info("Pi sessions page: sign in by opening /anon-notify?token=<the token in %s> (a new token there, then a restart, signs every browser out)", path);
+  return token;
 }
 
 /**

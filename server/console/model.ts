@@ -228,11 +228,15 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
   return { id: entry.id, at: entry.at, actor: entry.actor, action: entry.action, session_id: entry.session_id, subject: entry.subject, text, outcome, receipt, detail };
 }
 
-// ── Who may act ─────────────────────────────────────────────────────────────
+// ── Who may see and act ─────────────────────────────────────────────────────
 
+/**
+ * What a console client may do on this page: everything (`via` says why) or nothing at all (no
+ * data, every call `unauthorized`), never half. `open` is the owner's explicit `consoleActions`.
+ */
 export type ActionGate =
-  | { allowed: true; via: "auth" | "config" }
-  | { allowed: false; reason: "read_only" | "login_required" | "authority_too_low" };
+  | { allowed: true; via: "auth" | "token" | "open" }
+  | { allowed: false; reason: "sign_in_required" | "login_required" | "authority_too_low" };
 
 export interface GateInput {
   /** `@koishijs/plugin-auth` is loaded: its logins and authority levels decide. */
@@ -240,18 +244,21 @@ export interface GateInput {
   /** The console client's logged-in authority, null when not logged in. */
   authority: number | null;
   required: number;
-  /** Without plugin-auth, the owner turned actions on in the plugin config. */
-  actionsEnabled: boolean;
+  /** Without plugin-auth: this client presented the console token. */
+  signedIn: boolean;
+  /** Without plugin-auth: the owner let whoever reaches the port in (`consoleActions`). */
+  openToAll: boolean;
 }
 
-/** Whether a console client may act (send, cancel, …). Pure. */
+/** Whether a console client may see the page's data and act. Pure. */
 export function actionGate(input: GateInput): ActionGate {
   if (input.authInstalled) {
     if (input.authority === null) return { allowed: false, reason: "login_required" };
     if (input.authority < input.required) return { allowed: false, reason: "authority_too_low" };
     return { allowed: true, via: "auth" };
   }
-  return input.actionsEnabled ? { allowed: true, via: "config" } : { allowed: false, reason: "read_only" };
+  if (input.openToAll) return { allowed: true, via: "open" };
+  return input.signedIn ? { allowed: true, via: "token" } : { allowed: false, reason: "sign_in_required" };
 }
 
 // ── Which pages may reach the console's WebSocket ──────────────────────────

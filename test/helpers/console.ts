@@ -4,6 +4,7 @@
  * WebSocket protocol as its page does: `data`/`patch` messages fill a store, and a call is
  * `{id, type, args}` answered by `{type: "response", body: {id, value, error}}`.
  */
+import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { TestContext } from "node:test";
@@ -13,7 +14,7 @@ import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { extensionEnv } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
 import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
-import type { ConsoleView } from "../../server/console/index.ts";
+import { SIGN_IN_LISTENER, closeConsolePages, type ConsoleView } from "../../server/console/index.ts";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 import { closeAll } from "../../harness/cleanup.ts";
 import { ChangeWaiters, waitUntil } from "../../harness/wait.ts";
@@ -30,6 +31,8 @@ export const CONSOLE_WS_PATH = "/status";
 
 export class ConsoleSocket {
   readonly store: Record<string, unknown> = {};
+  /** Every data message the console pushed to this connection, in order. */
+  readonly pushed: { key: string; value: unknown }[] = [];
   readonly #socket: WebSocket;
   readonly #waiters = new ChangeWaiters();
   readonly #responses = new Map<string, (body: { value?: unknown; error?: unknown }) => void>();
@@ -40,7 +43,10 @@ export class ConsoleSocket {
     this.#socket = socket;
     socket.addEventListener("message", (event) => {
       const message = JSON.parse(String(event.data)) as { type: string; body: { key?: string; value?: unknown; id?: string } };
-      if (message.type === "data") this.store[message.body.key!] = message.body.value;
+      if (message.type === "data") {
+        this.store[message.body.key!] = message.body.value;
+        this.pushed.push({ key: message.body.key!, value: message.body.value });
+      }
       else if (message.type === "response") this.#responses.get(message.body.id!)?.(message.body);
       this.#waiters.changed();
     });
@@ -76,6 +82,11 @@ export class ConsoleSocket {
     });
   }
 
+  /** Presents the console token, as the page does once per connection. */
+  signIn(token: string): Promise<ConsoleAnswer<{ via: string }>> {
+    return this.call(SIGN_IN_LISTENER, { token });
+  }
+
   /** Calls one of the page's listeners, which answer values, never errors. */
   async call<T = unknown>(type: string, input: unknown): Promise<ConsoleAnswer<T>> {
     const body = await this.raw(type, input);
@@ -108,8 +119,14 @@ export class ConsoleSocket {
 export interface ConsoleStage {
   koishi: KoishiHarness;
   port: number;
+  /** The console token the plugin was given (`consoleToken`). */
+  token: string;
+  /** Closes every page's socket and restarts the app with these plugin options (a new console token, say). */
+  restart(config: Partial<NonNullable<KoishiOptions["config"]>>): Promise<void>;
   /** Opens a console page's socket; it is closed before the app stops. */
   open(origin?: string): Promise<ConsoleSocket>;
+  /** Opens a socket and signs it in with the console token. */
+  openSignedIn(origin?: string): Promise<ConsoleSocket>;
   /** Opens a real Pi session with the extension switched on; it is disposed with the stage. */
   openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
 }
@@ -119,8 +136,9 @@ export interface ConsoleStage {
  * real Pi sessions at it. Everything is stopped and removed after the test.
  */
 export async function consoleStage(t: TestContext, options: { config?: KoishiOptions["config"]; plugins?: KoishiOptions["plugins"] } = {}): Promise<ConsoleStage> {
+  const token = randomBytes(32).toString("hex");
   const koishi = await startKoishi({
-    config: options.config ?? {},
+    config: { consoleToken: token, ...options.config },
     plugins: async (use, app) => {
       withConsole(use);
       await options.plugins?.(use, app);
@@ -137,6 +155,7 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
     closeAll(
       // Pages first: the console refreshes its open pages while it is being disposed, and fails doing so.
       () => Promise.all(sockets.map((socket) => socket.close())),
+      () => closeConsolePages(koishi.app),
       () => waitUntil(() => clients() === 0, "the console saw its pages close"),
       ...harnesses.reverse().map((pi) => () => pi.dispose({ keepRoot: true })),
       koishi.stop,
@@ -146,12 +165,24 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
       },
     ),
   );
-  return {
+  const stage: ConsoleStage = {
     koishi,
     port: Number(new URL(koishi.baseUrl).port),
+    token,
+    async restart(config) {
+      await Promise.all(sockets.map((socket) => socket.close()));
+      await closeConsolePages(koishi.app);
+      await koishi.restart(config);
+    },
     async open(origin) {
       const socket = await ConsoleSocket.open(Number(new URL(koishi.baseUrl).port), origin);
       sockets.push(socket);
+      return socket;
+    },
+    async openSignedIn(origin) {
+      const socket = await stage.open(origin);
+      const answer = await socket.signIn(token);
+      if (!answer.ok) throw new Error(`the console token was refused: ${answer.error}`);
       return socket;
     },
     async openPi(tools = []) {
@@ -161,4 +192,5 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
       return { pi, sessionId: pi.session.sessionManager.getSessionId() };
     },
   };
+  return stage;
 }

@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { actionGate, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
+import { consoleTokenProblem, signInUrl, tokenMatches } from "../../server/console/sign-in.ts";
+import { actionGate, type GateInput, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
 
 test("which WebSocket origins reach the page", () => {
   const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [
@@ -22,13 +23,34 @@ test("which WebSocket origins reach the page", () => {
   for (const [origin, host, trusted, expected] of cases) assert.deepEqual(originDecision(origin, host, trusted), expected, `${origin} on ${host}`);
 });
 
-test("who may act", () => {
-  const base = { required: 4, actionsEnabled: false };
-  assert.deepEqual(actionGate({ ...base, authInstalled: false, authority: null }), { allowed: false, reason: "read_only" });
-  assert.deepEqual(actionGate({ ...base, authInstalled: false, authority: null, actionsEnabled: true }), { allowed: true, via: "config" });
-  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: null, actionsEnabled: true }), { allowed: false, reason: "login_required" }, "with auth the config switch does not open it");
-  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: 3 }), { allowed: false, reason: "authority_too_low" });
-  assert.deepEqual(actionGate({ ...base, authInstalled: true, authority: 4 }), { allowed: true, via: "auth" });
+test("who may see and act: plugin-auth's logins, else the console token, else the explicit open switch; never half", () => {
+  type Row = [Partial<GateInput>, ReturnType<typeof actionGate>, string];
+  const base: GateInput = { required: 4, authInstalled: false, authority: null, signedIn: false, openToAll: false };
+  const rows: Row[] = [
+    [{}, { allowed: false, reason: "sign_in_required" }, "no auth, no token: nothing"],
+    [{ signedIn: true }, { allowed: true, via: "token" }, "signed in with the token"],
+    [{ openToAll: true }, { allowed: true, via: "open" }, "consoleActions opens it to the port"],
+    [{ authInstalled: true, openToAll: true, signedIn: true }, { allowed: false, reason: "login_required" }, "with auth, neither the switch nor the token opens it"],
+    [{ authInstalled: true, authority: 3 }, { allowed: false, reason: "authority_too_low" }, "too low"],
+    [{ authInstalled: true, authority: 4 }, { allowed: true, via: "auth" }, "enough authority"],
+  ];
+  for (const [input, expected, why] of rows) assert.deepEqual(actionGate({ ...base, ...input }), expected, why);
+});
+
+test("the console token: compared whole, never a prefix or an empty token; a config token must be long and its own", () => {
+  const token = "a".repeat(64);
+  const rows: [string, string, boolean][] = [
+    [token, token, true],
+    [token.slice(0, 63), token, false],
+    [`${token}b`, token, false],
+    ["", "", false],
+    ["A".repeat(64), token, false],
+  ];
+  for (const [presented, actual, expected] of rows) assert.equal(tokenMatches(presented, actual), expected, `${presented.length} chars`);
+  assert.equal(consoleTokenProblem(token, ["x".repeat(64), ""]), null);
+  assert.match(consoleTokenProblem("short", [])!, /too short/);
+  assert.match(consoleTokenProblem(token, [token])!, /equals the agents' or the operator token/);
+  assert.equal(signInUrl("http://127.0.0.1:5140/anon-notify", "a b"), "http://127.0.0.1:5140/anon-notify?token=a%20b");
 });
 
 const projection = (state: "idle" | "running", seenMs: number): SessionProjection => ({

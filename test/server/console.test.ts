@@ -12,6 +12,7 @@ import { CommandSummary } from "../../protocol/commands.ts";
 import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
 import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { consoleStage } from "../helpers/console.ts";
+import { SIGN_IN_LISTENER } from "../../server/console/index.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 import { imageOf } from "./images.ts";
@@ -25,9 +26,9 @@ function sessionIn(sessions: ConsoleSession[], sessionId: string) {
 
 test("the page's data follows a real Pi session as it comes online, runs a tool, finishes and goes offline", { timeout: 60_000 }, async (t) => {
   const stage = await consoleStage(t, { config: { logPersona: true } });
-  const page = await stage.open();
+  const page = await stage.openSignedIn();
   await page.until((view) => view.sessions.length === 0 && view.actions, "the first data, with no session");
-  assert.deepEqual(page.view!.actions, { allowed: false, reason: "read_only" }, "no plugin-auth and no consoleActions: read-only");
+  assert.deepEqual(page.view!.actions, { allowed: true, via: "token" }, "no plugin-auth: signed in with the console token");
 
   const slow = gatedTool("slow");
   const { pi, sessionId } = await stage.openPi([slow.tool]);
@@ -92,7 +93,7 @@ test("with actions turned on, the page sends an instruction (with an image) that
   const slow = gatedTool("slow");
   const { pi, sessionId } = await stage.openPi([slow.tool]);
   await page.until((view) => sessionIn(view.sessions, sessionId), "the session online");
-  assert.deepEqual(page.view!.actions, { allowed: true, via: "config" });
+  assert.deepEqual(page.view!.actions, { allowed: true, via: "open" });
 
   pi.script([ai.fauxAssistantMessage("收到图片，已经看过了。")]);
   const sent = await page.call("anon-notify/send", { session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64, 1)], request_key: "k-1" });
@@ -201,19 +202,59 @@ test("the page stops a real session's run through the operator service and shows
   );
 });
 
-test("without plugin-auth and without consoleActions the page is read-only, and says so", { timeout: 30_000 }, async (t) => {
+test("without plugin-auth, a local process without the console token learns nothing through the WebSocket; with it, it sees and acts, and the trail names the sign-in", { timeout: 60_000 }, async (t) => {
   const stage = await consoleStage(t);
-  const page = await stage.open();
-  await page.until((view) => view.actions, "the first data");
-  assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "read_only" });
-  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: "s-1", command_id: "c-1" }), { ok: false, error: "read_only" });
-  assert.deepEqual(await page.call("anon-notify/stop", { session_id: "s-1" }), { ok: false, error: "read_only" });
-  assert.deepEqual(await page.call("anon-notify/mute", {}), { ok: false, error: "read_only" });
-  assert.deepEqual(await page.call("anon-notify/unmute", {}), { ok: false, error: "read_only" });
-  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: "ap-1", decision: "approved" }), { ok: false, error: "read_only" });
-  const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 50 });
+  const owner = await stage.openSignedIn();
+  const { sessionId } = await stage.openPi();
+  await owner.until((view) => sessionIn(view.sessions, sessionId), "the session on the owner's page");
+  const secret = "deploy with password hunter2-very-secret";
+  const sent = await owner.call("anon-notify/send", { session_id: sessionId, instruction: secret });
+  assert.ok(sent.ok, JSON.stringify(sent));
+  assert.equal((await call(stage.koishi, "POST", "/approvals", approvalRequest({ session_id: sessionId }))).status, 201);
+
+  // The probe: no token, no Origin (a script on this machine), every listener of the page.
+  const probe = await stage.open();
+  assert.equal((await probe.raw("ping")).value, "pong", "the console itself still answers");
+  for (let id = 1; id <= 30; id++) assert.deepEqual(await probe.raw("anon-notify/entry", { id }), { error: "unauthorized" }, `entry ${id}`);
+  const listeners = Object.keys((stage.koishi.app.get("console") as { listeners: object }).listeners).filter((name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER);
+  assert.ok(listeners.length >= 8, `the page's listeners: ${listeners.join(", ")}`);
+  for (const name of listeners) assert.deepEqual(await probe.raw(name, { session_id: sessionId, instruction: "rm -rf ~", id: 1, approval_id: "ap-1", decision: "approved" }), { error: "unauthorized" }, name);
+  assert.deepEqual(await probe.signIn("0".repeat(64)), { ok: false, error: "bad_token" });
+  assert.deepEqual(await probe.raw("anon-notify/timeline", {}), { error: "unauthorized" }, "a wrong token signs nothing in");
+  assert.equal(probe.store.anonNotify ?? null, null, "no data pushed");
+  assert.deepEqual(probe.pushed.filter((message) => message.key === "anonNotify" && message.value !== null), [], "never any data");
+  assert.ok(!JSON.stringify(probe.pushed).includes("hunter2"), "nothing of the instruction");
+
+  // With the token: the data, and actions.
+  assert.deepEqual(await probe.signIn(stage.token), { ok: true, value: { via: "token" } });
+  const view = await probe.until((current) => sessionIn(current.sessions, sessionId) && current, "the data after signing in");
+  assert.deepEqual(view.actions, { allowed: true, via: "token" });
+  const stop = await probe.call("anon-notify/stop", { session_id: sessionId });
+  assert.ok(stop.ok, JSON.stringify(stop));
+
+  // The trail says which sign-in acted.
+  const trail = await owner.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 20 });
   assert.ok(trail.ok);
-  assert.deepEqual(trail.value.entries.filter((item) => !item.action.startsWith("console.")), [], "a refused page changed nothing: no mute, no decision");
+  const signIns = trail.value.entries.filter((item) => item.action === "console.sign_in");
+  assert.equal(signIns.length, 2, "the owner's and the probe's sign-ins, not the refused one");
+  const stopRow = trail.value.entries.find((item) => item.action === "console.stop")!;
+  const full = await owner.call<AuditEntry>("anon-notify/entry", { id: stopRow.id });
+  assert.ok(full.ok);
+  const signIn = (full.value.data.client as { sign_in: { id: string; generation: string } }).sign_in;
+  assert.equal(signIn.id, signIns[0]!.subject, "the stop names the probe's (newest) sign-in");
+  assert.match(signIn.generation, /^[0-9a-f]{8}$/, "which token generation");
+  assert.ok(!JSON.stringify(full.value).includes(stage.token), "never the token itself");
+});
+
+test("a new console token signs every page out: the old token is refused after the restart", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t);
+  const page = await stage.openSignedIn();
+  await page.until((view) => view.actions, "the data");
+  await stage.restart({ consoleToken: "b".repeat(64) });
+  const again = await stage.open();
+  assert.deepEqual(await again.signIn(stage.token), { ok: false, error: "bad_token" });
+  assert.deepEqual(await again.raw("anon-notify/timeline", {}), { error: "unauthorized" });
+  assert.deepEqual(await again.signIn("b".repeat(64)), { ok: true, value: { via: "token" } });
 });
 
 test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {

@@ -1,0 +1,54 @@
+/**
+ * The console token, the page's sign-in without `@koishijs/plugin-auth` (the way notebook servers
+ * do it): `npm start` prints the page's address with the token; the page presents it once per
+ * WebSocket connection (`anon-notify/sign-in`), and only then gets data and may act. Changing the
+ * token (a new file or config value, then a restart or reload) signs every browser out.
+ */
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { z } from "zod";
+import { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
+
+/** The sign-in call's input; the page sends what the address or its storage holds. */
+export const ConsoleSignInInput = z.strictObject({ token: z.string().max(512) });
+
+/** One browser connection's sign-in, as the audit trail names it. */
+export interface SignIn {
+  /** Random per sign-in: tells two browsers (or two visits) apart on the audit trail. */
+  id: string;
+  at: string;
+  /** Which token it used: the start of its SHA-256, never the token. */
+  generation: string;
+}
+
+function digest(value: string): Buffer {
+  return createHash("sha256").update(value, "utf8").digest();
+}
+
+/** Compares in constant time (over digests, so the lengths never differ). Pure. */
+export function tokenMatches(presented: string, token: string): boolean {
+  return token.length > 0 && timingSafeEqual(digest(presented), digest(token));
+}
+
+export function signInOf(token: string, nowMs: number): SignIn {
+  return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
+}
+
+/** The page's address that signs a browser in. */
+export function signInUrl(pageUrl: string, token: string): string {
+  return `${pageUrl}?token=${encodeURIComponent(token)}`;
+}
+
+/** The plugin's own token when its config names none: created once (0600), kept across restarts. */
+export function consoleTokenFromFile(path: string): string {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  return ensureToken(path);
+}
+
+/** Why a console token from the config cannot be used, or null. Pure. */
+export function consoleTokenProblem(token: string, otherTokens: readonly string[]): string | null {
+  if (token.length < MIN_TOKEN_CHARS) return `consoleToken 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）/ consoleToken is too short (at least ${MIN_TOKEN_CHARS} characters)`;
+  if (otherTokens.includes(token)) return "consoleToken 与 Pi 端或运维接口的 Token 相同，请设为不同的值 / consoleToken equals the agents' or the operator token; use a different one";
+  return null;
+}
