@@ -1,15 +1,19 @@
 import type { Context } from "@koishijs/client";
 // Before the page, so the parts' own rules come later and refine the shared look.
 import "./common.scss";
+import { pageLocale, seedLocale } from "./locale.ts";
+import messages from "./messages.ts";
 import Page from "./page.vue";
 
 export default (ctx: Context) => {
+  seedLocale();
   ctx.page({
     path: "/anon-notify",
-    name: "Pi 会话",
+    // The menu's name follows the console's language like the page.
+    name: () => messages[pageLocale()].pageTitle,
     icon: "activity:default",
     order: 450,
-    fields: ["anonNotify"],
+    // No `fields`: the page shows its sign-in form while the server sends it no data.
     component: Page,
   });
 };

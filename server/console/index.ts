@@ -287,8 +287,11 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
     if (ctx.get("auth")) return { ok: false, error: gate.reason };
     const parsed = ConsoleSignInInput.safeParse(raw);
     if (!parsed.success || !tokenMatches(parsed.data.token, token)) {
-      refused++;
-      reportRefused();
+      // An empty token is a page asking whether it needs one, not a guess.
+      if (!parsed.success || parsed.data.token) {
+        refused++;
+        reportRefused();
+      }
       return { ok: false, error: "bad_token" };
     }
     signedIn.set(client, signInOf(token, Date.now()));

@@ -25,12 +25,26 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   // Launched first so it closes first: the app stops only once its pages are gone.
   const browser = await chromium.launch({ executablePath: CHROMIUM!, args: ["--no-sandbox"] });
   t.after(() => browser.close());
-  const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
-  const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const stage = await consoleStage(t, { config: { logPersona: true } });
+  const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, locale: "zh-CN" });
   const pageErrors: string[] = [];
   page.on("pageerror", (error) => pageErrors.push(error.message));
+
+  // The bare address: the sign-in form, the whole sentence (an `@` once cut it short), no data.
   await page.goto(`http://127.0.0.1:${stage.port}/anon-notify`);
+  await page.locator("[data-test=sign-in]").waitFor({ timeout: 20_000 });
+  assert.equal(
+    await page.locator("[data-test=sign-in-why]").innerText(),
+    "这个页面需要控制台 Token 才能查看和操作（没有安装 @koishijs/plugin-auth 时的登录方式）。打开 npm start 打印的链接即自动登录，或在下面粘贴 Token。",
+  );
+  assert.equal(await page.locator("[data-test=session], [data-test=timeline-item], [data-test=gate]").count(), 0, "no data without the token");
+
+  // The link with the token signs in; the token leaves the address bar for the page's storage.
+  await page.goto(`http://127.0.0.1:${stage.port}/anon-notify?token=${stage.token}`);
   await page.getByText("还没有会话上线", { exact: false }).waitFor({ timeout: 20_000 });
+  assert.equal(new URL(page.url()).search, "", "the token is out of the address bar");
+  assert.equal(await page.evaluate(() => localStorage.getItem("anon-notify.console-token")), stage.token);
+  assert.match(await page.locator("[data-test=gate]").innerText(), /已用控制台 Token 登录/);
 
   const slow = gatedTool("slow");
   const { pi, sessionId } = await stage.openPi([slow.tool]);
@@ -99,5 +113,14 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   slow.release();
   await run;
   assert.ok(!JSON.stringify(pi.modelCalls.map((call) => call.messages)).includes("这条要撤回"), "the cancelled instruction never reached the model");
-  assert.deepEqual(pageErrors, [], "no errors in the page");
+
+  // A new token on the server signs this browser out: after the restart the page asks again.
+  await stage.restart({ consoleToken: "c".repeat(64) });
+  await page.locator("[data-test=sign-in][data-state=refused]").waitFor({ timeout: 30_000 }).catch(async (error) => {
+    throw new Error(`${error.message}\n${page.url()}\n${await page.locator("body").innerText()}`);
+  });
+  assert.equal(await page.locator("[data-test=session]").count(), 0, "no data after the token changed");
+  assert.equal(await page.evaluate(() => localStorage.getItem("anon-notify.console-token")), null, "the old token is forgotten");
+  // @koishijs/client reconnects with `.then(location.reload)`, which throws unbound: the console's own, harmless here.
+  assert.deepEqual(pageErrors.filter((message) => message !== "Illegal invocation"), [], "no errors in the page");
 });
