@@ -11,7 +11,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { consoleStage } from "../helpers/console.ts";
-import { call } from "../../harness/agent-api.ts";
+import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { ai } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 
@@ -88,14 +88,12 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   assert.match(await page.locator("[data-test=result]").innerText(), /已静音 work 的通知，到 /);
 
   // An approval the agent asks for shows up live, with its code and the redacted preview.
-  const now = Date.now();
-  const asked = await call(stage.koishi, "POST", "/approvals", {
-    approval_id: "ap-browser", session_id: sessionId, runtime_id: "r-browser", run_id: "r-browser.run.1", tool_call_id: "call-1",
-    args_digest: "a".repeat(64), cwd: "/home/u/work", tool: "bash", action: "rm -rf", reason: "规则 rm-rf",
-    preview: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", source: "policy",
-    expires_at: new Date(now + 600_000).toISOString(), created_at: new Date(now).toISOString(),
-  });
-  assert.equal(asked.status, 201);
+  // (From a second, API-only session: the approval must come from the runtime the server knows.)
+  assert.equal((await call(stage.koishi, "POST", "/sessions/heartbeat", heartbeatOf({ project: "shop" }))).status, 200);
+  const asked = await call(stage.koishi, "POST", "/approvals", approvalRequestOf({
+    approval_id: "ap-browser", cwd: "/home/u/shop", command: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x",
+  }));
+  assert.equal(asked.status, 201, JSON.stringify(asked.body));
   const approval = page.locator("[data-test=approval][data-approval-id=ap-browser]");
   await approval.waitFor({ timeout: 10_000 });
   assert.match(await approval.innerText(), new RegExp(asked.body.approval.code));
