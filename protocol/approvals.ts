@@ -171,3 +171,34 @@ export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
 /** How the client ACKs an `approval_decision`. */
 export const ApprovalDecisionOutcome = z.enum(["applied", "already_answered", "mismatch", "unknown"]);
 export type ApprovalDecisionOutcome = z.infer<typeof ApprovalDecisionOutcome>;
+
+/**
+ * A standing grant: the owner approved an approval's rules for its session for a while, so a later
+ * request of that session whose rules it all covers is approved at once. Never for `opaque.*` rules
+ * or `ask_approval`; revocable; each use counted.
+ */
+export const GrantId = z.string().regex(new RegExp(`^G[${CODE_ALPHABET}]{4}$`), "must be a grant id: G and 4 letters");
+export const Grant = z.object({
+  grant_id: GrantId,
+  session_id: Id,
+  rules: z.array(z.string()),
+  /** The approval it was given with. */
+  approval_id: Id,
+  created_by: z.string(),
+  via: PersonVia,
+  created_at: Timestamp,
+  expires_at: Timestamp,
+  revoked_at: Timestamp.nullable(),
+  revoked_by: z.string().nullable(),
+  uses: z.number().int().min(0),
+});
+export type Grant = z.infer<typeof Grant>;
+export const GrantAnswer = z.object({ grant: Grant });
+/** `GET /operator/grants`: newest first; `live` = neither revoked nor expired. */
+export const GrantListQuery = z.strictObject({
+  state: z.enum(["live", "all"]).default("live"),
+  session_id: Id.optional(),
+  limit: z.coerce.number().int().min(1).max(APPROVAL_LIMITS.listMax).default(20),
+});
+export type GrantListQuery = z.infer<typeof GrantListQuery>;
+export const GrantList = z.object({ grants: z.array(Grant).max(APPROVAL_LIMITS.listMax) });

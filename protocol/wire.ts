@@ -141,6 +141,7 @@ export const ErrorCode = z.enum([
   "approval_expired",
   "approval_mismatch",
   "too_many_approvals",
+  "not_grantable",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -11,6 +11,8 @@ import { ApprovalMessenger } from "./approvals/messenger.ts";
 import { ApprovalRoutes } from "./approvals/routes.ts";
 import { ApprovalService } from "./approvals/service.ts";
 import { ApprovalStore } from "./approvals/store.ts";
+import { GrantService } from "./approvals/grants.ts";
+import { GrantStore } from "./approvals/grant-store.ts";
 import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
@@ -106,6 +108,7 @@ export interface Config {
   approvalsOpenPerSession: number;
   approvalsPerMinute: number;
   approvalBurst: number;
+  grantMaxMinutes: number;
   consoleActions: boolean;
   consoleToken: string;
   consoleAuthority: number;
@@ -176,6 +179,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
     approvalsOpenPerSession: Schema.natural().min(1).default(3),
     approvalsPerMinute: Schema.natural().min(1).default(10),
     approvalBurst: Schema.natural().min(1).default(5),
+    grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
   }), "approvals"),
   section(Schema.object({
     consoleToken: Schema.string().role("secret").default(""),
@@ -269,6 +273,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
   });
+  const grants = new GrantService({ store: new GrantStore(ctx), audit, maxMinutes: config.grantMaxMinutes });
   const approvals = new ApprovalService({
     store: approvalStore,
     audit,
@@ -281,6 +286,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
       openPerSession: config.approvalsOpenPerSession,
       rate: { perMinute: config.approvalsPerMinute, burst: config.approvalBurst },
     },
+    grants,
   });
 
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
@@ -296,9 +302,9 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
-  ctx.plugin(ChatCommands, { operator, approvals, audit, ...owner, refusal: config.chatRefusal });
+  ctx.plugin(ChatCommands, { operator, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(ApprovalRoutes, { api, approvals, messenger, registry });
+  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });
   ctx.plugin(Retention, { api, audit, events, commands, approvals: approvalStore, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {

@@ -19,6 +19,7 @@ import {
   type ApprovalVia,
   type PersonVia,
 } from "../../protocol/approvals.ts";
+import type { AuditActor } from "../../protocol/audit.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import { takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
 
@@ -59,6 +60,15 @@ export interface ApprovalRecord {
   request_sent: boolean;
   persona_mentioned: boolean;
   closing_sent: boolean;
+  /** The standing grant that approved it at once, and which use of it this was; null when a person answered. */
+  grant_id: string | null;
+  grant_use: number | null;
+}
+
+/** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
+export interface Decider {
+  actor: AuditActor;
+  name: string;
 }
 
 export type ApprovalPatch = Partial<Omit<ApprovalRecord, "seq" | "approval_id">>;

@@ -90,12 +90,13 @@ export function closingText(record: ApprovalRecord, voice: Voice): string {
   const why = record.outcome_reason ?? record.decision_reason;
   const reason = why ? say("with-reason", [oneLine(why)]) : "";
   const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
-  return (head + closingOutcome(record, say, { via, reason, terminal })).trim();
+  return (head + closingOutcome(record, say, { via, reason, terminal }, voice.locale)).trim();
 }
 
-function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }): string {
+function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }, locale: string): string {
   switch (record.state) {
     case "approved":
+      if (record.grant_id && record.grant_use) return say("closing.approved-grant", { grant: record.grant_id, use: ordinal(record.grant_use, say, locale) });
       return say("closing.approved", params);
     case "rejected":
       return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
@@ -106,6 +107,11 @@ function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via
     default:
       return record.state;
   }
+}
+
+/** "3rd use" / "第 3 次使用": the locale's ordinal category picks the words. */
+function ordinal(n: number, say: Voice["say"], locale: string): string {
+  return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
 }
 
 const VIAS = { chat: 1, operator: 1, console: 1, terminal: 1, policy: 1 };

@@ -68,7 +68,8 @@ export class ApprovalMessenger {
     this.#attempts.set(approvalId, waiters.add(wake!));
     try {
       const row = await this.#deps.store.get(approvalId);
-      if (!row || row.request_sent) return row ? "sent" : "none";
+      if (!row || row.grant_id) return "none";
+      if (row.request_sent) return "sent";
       if (!isOpen(row.state) || nextOutgoing(row, false) !== "request") return "none";
       let timer: (() => void) | undefined;
       await Promise.race([attempted, new Promise<void>((resolve) => (timer = this.#ctx.setTimeout(resolve, waitMs)))]);

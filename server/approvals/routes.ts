@@ -1,16 +1,18 @@
 /**
  * Approvals over HTTP and the timers around them: the agent's `POST /approvals` and
  * `POST /approvals/:id/resolution`, the owner's `GET /operator/approvals`, `GET /operator/approvals/:id` and
- * `POST /operator/approvals/:id/decision`; open approvals of a runtime that went away become
+ * `POST /operator/approvals/:id/decision` (with `grant_minutes`, a standing grant), `GET /operator/grants`,
+ * `POST /operator/grants/:id/revoke`; open approvals of a runtime that went away become
  * `vanished`, unresolved ones past their time `timeout`; the messenger starts on load.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
-import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, OperatorApprovalDecision } from "../../protocol/approvals.ts";
+import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, GrantListQuery, OperatorApprovalDecision } from "../../protocol/approvals.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
 import type { ApprovalMessenger } from "./messenger.ts";
+import type { GrantService } from "./grants.ts";
 import type { ApprovalService } from "./service.ts";
 
 const EXPIRY_SWEEP_MS = 15_000;
@@ -20,6 +22,7 @@ const REACH_WAIT_MS = 2_000;
 export interface ApprovalRoutesDeps {
   api: HttpApi;
   approvals: ApprovalService;
+  grants: GrantService;
   messenger: ApprovalMessenger;
   registry: SessionRegistry;
 }
@@ -27,7 +30,7 @@ export interface ApprovalRoutesDeps {
 export const ApprovalRoutes = {
   name: "notify-webhook-approvals",
   reusable: true,
-  apply(ctx: Context, { api, approvals, messenger, registry }: ApprovalRoutesDeps) {
+  apply(ctx: Context, { api, approvals, grants, messenger, registry }: ApprovalRoutesDeps) {
     const logger = ctx.logger("notify-webhook");
     api.offer(ctx, "approvals");
     const background = (what: string, work: Promise<void>) => void work.catch((error: unknown) => logger.warn("%s failed: %s", what, errorText(error)));
@@ -78,8 +81,20 @@ export const ApprovalRoutes = {
 
     api.route(ctx, { method: "POST", path: "/operator/approvals/:approval_id/decision", auth: "operator" }, async (request) => {
       const body = parseWith(OperatorApprovalDecision, request.body);
-      const approval = await approvals.decide(request.params.approval_id ?? "", body.decision, { actor: "operator", name: "operator" }, "operator", body.reason ?? null, body.binding);
-      return json(200, { approval });
+      const ref = request.params.approval_id ?? "";
+      const operator = { actor: "operator", name: "operator" } as const;
+      if (body.grant_minutes === undefined) return json(200, { approval: await approvals.decide(ref, body.decision, operator, "operator", body.reason ?? null, body.binding) });
+      if (body.decision !== "approved") throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
+      return json(200, await approvals.approveWithGrant(ref, body.grant_minutes, operator, "operator", body.reason ?? null, body.binding));
+    });
+
+    api.route(ctx, { method: "GET", path: "/operator/grants", auth: "operator" }, async (request) => {
+      const query = parseWith(GrantListQuery, Object.fromEntries(request.query));
+      return json(200, { grants: await grants.list(query) });
+    });
+
+    api.route(ctx, { method: "POST", path: "/operator/grants/:grant_id/revoke", auth: "operator" }, async (request) => {
+      return json(200, await grants.revoke(request.params.grant_id ?? "", { actor: "operator", name: "operator" }));
     });
   },
 };

@@ -8,9 +8,10 @@
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
-import { APPROVAL_LIMITS, OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type PersonVia } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type Grant, type PersonVia } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
+import { errorText } from "../../common/errors.ts";
 import { DomainError } from "../errors.ts";
 import { fullBucket, type Bucket } from "../rate-limit.ts";
 import {
@@ -28,20 +29,20 @@ import {
   requestDigest,
   type ApprovalLimits,
   type ApprovalRecord,
+  type Decider,
   type Transition,
 } from "./decisions.ts";
+import { serverGrantable, type GrantRecord } from "./grant-decisions.ts";
+import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
+
+export type { Decider } from "./decisions.ts";
 
 /** The commands store's control lane, as far as approvals use it. */
 export interface ControlCommands {
   createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown>;
 }
 
-/** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
-export interface Decider {
-  actor: AuditActor;
-  name: string;
-}
 
 export interface ApprovalServiceDeps {
   store: ApprovalStore;
@@ -57,6 +58,7 @@ export interface ApprovalServiceDeps {
    */
   presenceGraceMs: number;
   limits: ApprovalLimits;
+  grants: GrantService;
   random?: (size: number) => number;
   now?: () => Date;
 }
@@ -64,6 +66,36 @@ export interface ApprovalServiceDeps {
 /** How long after `expires_at` the server closes an approval the agent never resolved. */
 export const EXPIRY_GRACE_MS = 60_000;
 const CODE_PATTERN = /^[A-Za-z]{5}$/;
+
+/** A new approval nobody has answered yet: the owner is owed the request and a mention. */
+const PENDING_FIELDS = {
+  state: "pending",
+  decision: null,
+  decision_reason: null,
+  decided_by: null,
+  via: null,
+  decided_at: null,
+  request_sent: false,
+  persona_mentioned: false,
+  grant_id: null,
+  grant_use: null,
+} as const satisfies Partial<ApprovalRecord>;
+
+/** A new approval a standing grant answered at once: nothing to ask, only the closing message is owed. */
+function grantedFields(grant: GrantRecord, use: number, now: Date) {
+  return {
+    state: "decided",
+    decision: "approved",
+    decision_reason: null,
+    decided_by: grant.created_by,
+    via: grant.via,
+    decided_at: now,
+    request_sent: true,
+    persona_mentioned: true,
+    grant_id: grant.grant_id,
+    grant_use: use,
+  } as const satisfies Partial<ApprovalRecord>;
+}
 
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
@@ -125,33 +157,52 @@ export class ApprovalService {
       this.#buckets.set(body.session_id, admission.bucket);
       this.#mayHaveOpen?.add(body.session_id);
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
+      // The server's own view of what may be granted, whatever the client said.
+      const grantable = serverGrantable(body);
+      const granted = await this.#deps.grants.use({ ...body, grantable });
       const record = await store.create({
         ...body,
+        grantable,
         command: redactSecrets(body.command),
         preview: commandPreview(redactSecrets(body.command), APPROVAL_LIMITS.previewChars).text,
         code,
         request_digest: digest,
-        state: "pending",
-        decision: null,
-        decision_reason: null,
-        decided_by: null,
-        via: null,
+        ...(granted ? grantedFields(granted.grant, granted.use, now) : PENDING_FIELDS),
         outcome_reason: null,
         created_at: new Date(body.created_at),
         expires_at: admission.expiresAt,
-        decided_at: null,
         resolved_at: null,
         request_message_id: null,
-        request_sent: false,
-        persona_mentioned: false,
         closing_sent: false,
       });
       await audit.record({ actor: "agent", action: "approval.requested", session_id: record.session_id, subject: record.approval_id, data: { ...body, code } });
+      if (granted) await this.#sendGranted(record, granted.grant);
       this.#deps.changed();
-      return { approval: project(record), created: true };
+      return { approval: project((await store.get(record.approval_id)) ?? record), created: true };
     });
     this.#creations = run.catch(() => {});
     return run;
+  }
+
+  /** A grant's decision goes to the waiting runtime; if it cannot be queued, a person is asked after all. */
+  async #sendGranted(record: ApprovalRecord, grant: GrantRecord): Promise<void> {
+    const { store, audit } = this.#deps;
+    const payload: ApprovalDecisionPayload = {
+      approval_id: record.approval_id,
+      decision: "approved",
+      reason: null,
+      binding: bindingOf(record),
+      via: grant.via,
+      grant: { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() },
+    };
+    try {
+      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
+    } catch (error) {
+      await store.transition(record.approval_id, (r) => (r?.state === "decided" ? { kind: "apply", from: "decided", patch: { ...PENDING_FIELDS, grant_id: null, grant_use: null } } : { kind: "unchanged" }));
+      await audit.record({ actor: "server", action: "grant.unused", session_id: record.session_id, subject: grant.grant_id, data: { code: record.code, error: errorText(error) } });
+      return;
+    }
+    await audit.record({ actor: "server", action: "approval.granted", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules } });
   }
 
   /** The agent's word on what happened to the call; idempotent. */
@@ -170,6 +221,19 @@ export class ApprovalService {
    * the persona, which may never decide. Each refusal is audited with who tried.
    */
   async decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<Approval> {
+    return project(await this.#decide(ref, decision, decider, via, reason, binding));
+  }
+
+  /**
+   * Approves and grants the approval's rules to its session for `minutes` (capped by the server's
+   * maximum); refused `not_grantable`, before anything is decided, where the server may not grant.
+   */
+  async approveWithGrant(ref: string, minutes: number, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<{ approval: Approval; grant: Grant }> {
+    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, minutes));
+    return { approval: project(record), grant: await this.#deps.grants.create(record, minutes, decider, via) };
+  }
+
+  async #decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding, precheck?: (found: ApprovalRecord) => void): Promise<ApprovalRecord> {
     const { store, audit } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
@@ -178,6 +242,11 @@ export class ApprovalService {
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
     if (!found) throw await refused(new DomainError("not_found"));
+    try {
+      precheck?.(found);
+    } catch (error) {
+      throw error instanceof DomainError ? await refused(error) : error;
+    }
     let result: { record: ApprovalRecord; changed: boolean };
     try {
       result = await store.transition(found.approval_id, (r) =>
@@ -196,7 +265,7 @@ export class ApprovalService {
     }
     await audit.record({ actor: decider.actor, action: "approval.decided", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via } });
     this.#deps.changed();
-    return project(record);
+    return record;
   }
 
   /** An approval by id or code, as `decide` finds it (a code names the newest approval that had it). */

@@ -64,6 +64,8 @@ export class ApprovalStore {
         request_sent: "boolean",
         persona_mentioned: "boolean",
         closing_sent: "boolean",
+        grant_id: { type: "string", length: 8, nullable: true },
+        grant_use: { type: "unsigned", nullable: true },
       },
       { primary: "seq", autoInc: true, unique: ["approval_id"] },
     );

@@ -7,7 +7,9 @@
  */
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
-import { oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { z } from "zod";
+import { durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
@@ -72,12 +74,39 @@ async function decide(kit: ChatKit, session: Session, ref: string, decision: App
     return session.text(`anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;
-    if (error.code === "not_found") throw new ChatRefusal(session.text("anon-notify.approval.not-found", [ref]));
-    if (error.code === "already_decided" || error.code === "approval_expired") {
-      const approval = await kit.approvals.find(ref);
-      const key = error.code === "already_decided" ? "already" : "expired";
-      if (approval) throw new ChatRefusal(session.text(`anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
-    }
+    return decideRefusal(kit, session, ref, error);
+  }
+}
+
+/** A refused decision in words: what the approval became, or that there is none. */
+async function decideRefusal(kit: ChatKit, session: Session, ref: string, error: DomainError): Promise<never> {
+  if (error.code === "not_found") throw new ChatRefusal(session.text("anon-notify.approval.not-found", [ref]));
+  if (error.code === "already_decided" || error.code === "approval_expired") {
+    const approval = await kit.approvals.find(ref);
+    const key = error.code === "already_decided" ? "already" : "expired";
+    if (approval) throw new ChatRefusal(session.text(`anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
+  }
+  throw error;
+}
+
+/** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
+const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
+
+async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
+  const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
+  try {
+    const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");
+    const voice = voiceOf((path, params) => session.i18n(path, params));
+    return session.text("anon-notify.approval.granted", {
+      code: approval.code,
+      action: oneLine(approval.action),
+      grant: grant.grant_id,
+      rules: grant.rules.map(oneLine).join(", "),
+      left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
+    });
+  } catch (error) {
+    // `not_grantable` is worded by the error's own text (refusalText).
+    if (error instanceof DomainError && error.code !== "not_grantable") return decideRefusal(kit, session, ref, error);
     throw error;
   }
 }
@@ -94,8 +123,15 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
 }
 
 export function approvalCommands(ctx: Context, kit: ChatKit): void {
-  ownerCommand(ctx, kit, "anon.approve <code:string>").action(({ session }, code) =>
-    asOwner(ctx, kit, session!, async () => (code ? decide(kit, session!, code, "approved", null) : session!.text(".usage"))),
+  // `anon.approve CODE 30m`: approve, and grant the approval's rules to its session for that long.
+  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string]").action(({ session }, code, duration) =>
+    asOwner(ctx, kit, session!, async () => {
+      if (!code) return session!.text(".usage");
+      if (duration === undefined) return decide(kit, session!, code, "approved", null);
+      const minutes = GrantMinutes.safeParse(parseDuration(duration));
+      if (!minutes.success) throw new ChatRefusal(session!.text(".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
+      return approveWithGrant(kit, session!, code, minutes.data);
+    }),
   );
 
   ownerCommand(ctx, kit, "anon.deny <code:string> [reason:text]").action(({ session }, code, reason) =>

@@ -4,6 +4,7 @@
  * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
  */
 import type { Command, Context, Session } from "koishi";
+import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
@@ -15,7 +16,9 @@ export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
   /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
-  approvals: Pick<ApprovalService, "decide" | "find" | "list" | "byRequestMessage">;
+  approvals: Pick<ApprovalService, "decide" | "approveWithGrant" | "find" | "list" | "byRequestMessage">;
+  /** The owner's standing grants: listed and revoked through the same service as everywhere. */
+  grants: Pick<GrantService, "list" | "revoke">;
   audit: AuditLog;
   numbers: SessionNumbers;
 }

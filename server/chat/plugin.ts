@@ -10,6 +10,7 @@ import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
+import { grantCommands } from "./grants.ts";
 import { commandCommands } from "./commands.ts";
 import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
@@ -19,6 +20,7 @@ import { stopCommands } from "./stop.ts";
 export interface ChatCommandsDeps {
   operator: OperatorService;
   approvals: ChatKit["approvals"];
+  grants: ChatKit["grants"];
   audit: AuditLog;
   botId: string;
   recipientId: string;
@@ -32,12 +34,13 @@ export const ChatCommands = {
   inject: { http: { required: false } },
   apply(ctx: Context, deps: ChatCommandsDeps) {
     const guard = new OwnerGuard({ owner: chatOwner(deps.botId, deps.recipientId), refusal: deps.refusal, audit: deps.audit });
-    const kit: ChatKit = { guard, operator: deps.operator, approvals: deps.approvals, audit: deps.audit, numbers: new SessionNumbers() };
+    const kit: ChatKit = { guard, operator: deps.operator, approvals: deps.approvals, grants: deps.grants, audit: deps.audit, numbers: new SessionNumbers() };
     // The group itself only shows its subcommands (Koishi's help), but is guarded like them.
     ownerCommand(ctx, kit, "anon").action(({ session }) => session!.execute("help anon", true));
     sessionCommands(ctx, kit);
     // Before the replies to notices: a quote of an approval request is a decision, never an instruction.
     approvalCommands(ctx, kit);
+    grantCommands(ctx, kit);
     sendCommands(ctx, kit);
     commandCommands(ctx, kit);
     muteCommands(ctx, kit);

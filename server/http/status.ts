@@ -24,6 +24,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   approval_expired: 409,
   approval_mismatch: 409,
   capability_missing: 409,
+  not_grantable: 409,
   payload_too_large: 413,
   idempotency_key_reused: 422,
   rate_limited: 429,

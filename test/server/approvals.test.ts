@@ -27,7 +27,7 @@ function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord {
     tool: "bash", action: "rm -rf", reason: "规则 rm-rf", command: "rm -rf build", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false, preview: "rm -rf build", source: "policy", request_digest: "d",
     state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, outcome_reason: null,
     created_at: NOW, expires_at: new Date(NOW.getTime() + 600_000), decided_at: null, resolved_at: null,
-    request_message_id: null, request_sent: false, persona_mentioned: false, closing_sent: false,
+    request_message_id: null, request_sent: false, persona_mentioned: false, closing_sent: false, grant_id: null, grant_use: null,
     ...overrides,
   };
 }

@@ -1,0 +1,93 @@
+/**
+ * GrantService: the owner's standing grants, for every surface (operator API, chat, console). A
+ * grant is made only with an approval the server finds grantable, for a bounded time; a later
+ * request of the same session whose rules one covers is approved at once by it, each use counted
+ * and audited; revocation takes effect for the next request. Only a person makes or revokes one.
+ */
+import { randomInt } from "node:crypto";
+import type { ApprovalRequest, Grant, GrantListQuery, PersonVia } from "../../protocol/approvals.ts";
+import type { AuditLog } from "../audit/store.ts";
+import { DomainError } from "../errors.ts";
+import type { ApprovalRecord } from "./decisions.ts";
+import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord } from "./grant-decisions.ts";
+import type { GrantStore } from "./grant-store.ts";
+import type { Decider } from "./service.ts";
+
+export interface GrantServiceDeps {
+  store: GrantStore;
+  audit: AuditLog;
+  /** The longest grant the server gives, in minutes. */
+  maxMinutes: number;
+  random?: (size: number) => number;
+  now?: () => Date;
+}
+
+export class GrantService {
+  readonly #deps: GrantServiceDeps;
+
+  constructor(deps: GrantServiceDeps) {
+    this.#deps = deps;
+  }
+
+  #now(): Date {
+    return this.#deps.now?.() ?? new Date();
+  }
+
+  /** Refuses (`not_grantable`) before anything is decided when the approval cannot be granted. */
+  check(approval: Pick<ApprovalRecord, "grantable" | "source" | "rules">, minutes: number): void {
+    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, this.#now());
+    if (decision.kind === "refuse") throw new DomainError(decision.error);
+  }
+
+  /** The grant of an approval the owner just approved with `minutes`. */
+  async create(approval: ApprovalRecord, minutes: number, decider: Decider, via: PersonVia): Promise<Grant> {
+    const { store, audit } = this.#deps;
+    const now = this.#now();
+    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, now);
+    if (decision.kind === "refuse") throw new DomainError(decision.error);
+    const grant = await store.create({
+      grant_id: pickGrantId(this.#deps.random ?? randomInt, await store.ids()),
+      session_id: approval.session_id,
+      rules: approval.rules,
+      approval_id: approval.approval_id,
+      created_by: decider.name,
+      via,
+      created_at: now,
+      expires_at: decision.expiresAt,
+      revoked_at: null,
+      revoked_by: null,
+      uses: 0,
+    });
+    await audit.record({ actor: decider.actor, action: "grant.created", session_id: grant.session_id, subject: grant.grant_id, data: { ...projectGrant(grant), code: approval.code } });
+    return projectGrant(grant);
+  }
+
+  /**
+   * The live grant that covers a new request, with this use already counted; undefined when none
+   * does (or the one that did was revoked or ran out a moment ago).
+   */
+  async use(request: ApprovalRequest & { grantable: boolean }): Promise<{ grant: GrantRecord; use: number } | undefined> {
+    const now = this.#now();
+    const grant = coveringGrant(await this.#deps.store.live(now, request.session_id), request, now);
+    if (!grant || !(await this.#deps.store.use(grant.grant_id, grant.uses, now))) return undefined;
+    return { grant, use: grant.uses + 1 };
+  }
+
+  async list(query: GrantListQuery): Promise<Grant[]> {
+    const rows = await this.#deps.store.list({ ...(query.state === "live" ? { live: this.#now() } : {}), sessionId: query.session_id, limit: query.limit });
+    return rows.map(projectGrant);
+  }
+
+  /** Ends a grant now (`revoked: true`); one already ended is answered as it is (`revoked: false`). Only a person may revoke. */
+  async revoke(grantId: string, decider: Decider): Promise<{ grant: Grant; revoked: boolean }> {
+    const { store, audit } = this.#deps;
+    if (decider.actor === "persona") throw new DomainError("unauthorized");
+    const id = grantId.trim().toUpperCase();
+    const grant = await store.get(id);
+    const decision = decideRevoke(grant, decider.name, this.#now());
+    if (decision.kind === "refuse") throw new DomainError(decision.error);
+    const revoked = decision.kind === "apply" && (await store.revoke(id, decision.patch));
+    if (revoked) await audit.record({ actor: decider.actor, action: "grant.revoked", session_id: grant!.session_id, subject: id, data: { by: decider.name, uses: grant!.uses } });
+    return { grant: projectGrant((await store.get(id))!), revoked };
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The owner's standing grants from the chat: `anon.grants` (the live ones) and `anon.revoke <id>`.
+ * Both go through GrantService, like the operator API and the console, with the same audit rows.
+ */
+import type { Context, Session } from "koishi";
+import type { Grant } from "../../protocol/approvals.ts";
+import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
+import { DomainError } from "../errors.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+
+/** How many live grants one listing shows. */
+const LISTED = 20;
+
+function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {
+  const online = numbered(kit).find((s) => s.session.session_id === grant.session_id);
+  const locale = voiceOf((path, params) => session.i18n(path, params)).locale;
+  return session.text("commands.anon.grants.messages.line", {
+    grant: grant.grant_id,
+    session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
+    rules: grant.rules.map(oneLine).join(", "),
+    left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
+    uses: grant.uses,
+  });
+}
+
+export function grantCommands(ctx: Context, kit: ChatKit): void {
+  ownerCommand(ctx, kit, "anon.grants").action(({ session }) =>
+    asOwner(ctx, kit, session!, async () => {
+      const live = await kit.grants.list({ state: "live", limit: LISTED });
+      if (live.length === 0) return session!.text(".empty");
+      const now = Date.now();
+      return [session!.text(".header", [live.length]), ...live.map((grant) => grantLine(kit, session!, grant, now)), session!.text(".footer")].join("\n");
+    }),
+  );
+
+  ownerCommand(ctx, kit, "anon.revoke <grant:string>").action(({ session }, ref) =>
+    asOwner(ctx, kit, session!, async () => {
+      if (!ref) return session!.text(".usage");
+      const decider = { actor: "operator" as const, name: `chat:${session!.platform}:${session!.userId ?? ""}` };
+      try {
+        const { grant, revoked } = await kit.grants.revoke(ref, decider);
+        return session!.text(revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: grant.uses });
+      } catch (error) {
+        if (error instanceof DomainError && error.code === "not_found") throw new ChatRefusal(session!.text(".not-found", [ref]));
+        throw error;
+      }
+    }),
+  );
+}
