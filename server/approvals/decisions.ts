@@ -135,14 +135,17 @@ export function decideAdmission(input: AdmissionInput, limits: ApprovalLimits): 
   return { kind: "admit", expiresAt: new Date(Math.min(input.requestedExpiry.getTime(), cap)), bucket: take.bucket };
 }
 
-/** A code not used by any open approval; `random` gives an index into the alphabet. */
-export function pickCode(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64): string {
+/**
+ * A code not used by any open approval (or, with `prefix` and `letters`, any other id people type,
+ * e.g. a grant's); `random` gives an index into the alphabet.
+ */
+export function pickCode(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64, prefix = "", letters = 5): string {
   for (let attempt = 0; attempt < attempts; attempt++) {
-    let code = "";
-    for (let i = 0; i < 5; i++) code += CODE_ALPHABET[random(CODE_ALPHABET.length)];
+    let code = prefix;
+    for (let i = 0; i < letters; i++) code += CODE_ALPHABET[random(CODE_ALPHABET.length)];
     if (!taken.has(code)) return code;
   }
-  throw new Error("no free approval code");
+  throw new Error(`no free ${prefix ? "id" : "approval code"}`);
 }
 
 /** Codes are typed by people: spaces and case do not matter; look-alike digits read as their letters cannot occur. */

@@ -4,8 +4,9 @@
  * and its revocation. A grant covers a request when it is of the same session, neither revoked nor
  * expired, and holds every rule the request matched.
  */
-import { ASK_RULE, CODE_ALPHABET, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
+import { ASK_RULE, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
+import { pickCode } from "./decisions.ts";
 
 export interface GrantRecord {
   seq: number;
@@ -60,14 +61,7 @@ export function decideRevoke(grant: GrantRecord | undefined, by: string, now: Da
 }
 
 /** A grant id not taken yet: `G` and 4 letters of the approval codes' alphabet. */
-export function pickGrantId(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64): string {
-  for (let attempt = 0; attempt < attempts; attempt++) {
-    let id = "G";
-    for (let i = 0; i < 4; i++) id += CODE_ALPHABET[random(CODE_ALPHABET.length)];
-    if (!taken.has(id)) return id;
-  }
-  throw new Error("no free grant id");
-}
+export const pickGrantId = (random: (size: number) => number, taken: ReadonlySet<string>) => pickCode(random, taken, 64, "G", 4);
 
 export function projectGrant(grant: GrantRecord): Grant {
   return {
