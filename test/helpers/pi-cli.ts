@@ -198,8 +198,9 @@ export function makePiHome(model: StubModel, root = mkdtempSync(join(tmpdir(), "
 /** A stub model and a Pi home using it, for one test: both go when it ends, after `alsoClose` (the test's server). */
 export async function stubbedPiHome(t: { after(fn: () => Promise<void>): void }, alsoClose: () => Promise<unknown> | unknown = () => {}): Promise<{ model: StubModel; home: PiHome }> {
   const model = await startStubModel();
-  const home = makePiHome(model);
-  t.after(() => closeAll(model.close, alsoClose, home.dispose));
+  let home: PiHome | undefined;
+  t.after(() => closeAll(model.close, alsoClose, () => home?.dispose()));
+  home = makePiHome(model);
   return { model, home };
 }
 
