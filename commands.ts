@@ -313,33 +313,6 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     if (running && journal) evaluate(false);
   });
 
-  pi.on("agent_start", (_event, c) => {
-    ctx = c;
-    // A busy session claims only at turn ends. A protocol-3 server ends the held idle claim itself
-    // on the run's heartbeat, and a command it leased in that instant is read and held for the first
-    // turn end; an older server's is abandoned (a lease granted in that instant then expires).
-    if (claim?.heldOpen && !speaksControl()) claim.controller.abort();
-  });
-  pi.on("message_end", (event, c) => {
-    ctx = c;
-    const message = event.message;
-    if (message.role === "assistant") {
-      run.facts.push({ kind: "assistant", stopReason: message.stopReason });
-      if (message.stopReason === "aborted") run.aborted = true;
-      toolTurn = message.stopReason === "toolUse";
-      syncBoundary();
-      return;
-    }
-    if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
-    const details = CommandDetails.safeParse(message.details);
-    if (!details.success) return;
-    const lease = sent.get(details.data.command_id);
-    if (!lease) return;
-    sent.delete(details.data.command_id);
-    run.facts.push({ kind: "command", commandId: details.data.command_id });
-    run.instructions.set(details.data.command_id, lease);
-    confirm(lease);
-  });
   // Attached only when a turn end is of use (wantsTurnEnd): a turn_end listener makes Pi build a
   // context preview at every turn. Without it, agent_end and the aborted stop reason still mark an
   // interrupted run.
@@ -354,20 +327,53 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       evaluate(true);
     }),
   ]);
-  pi.on("agent_end", (_event, c) => {
-    if (c.signal?.aborted) run.aborted = true;
-  });
-  pi.on("agent_settled", (_event, c) => {
-    ctx = c;
-    toolTurn = false;
-    syncBoundary();
-    settleRun();
-    evaluate(false);
-  });
-  pi.on("session_compact", (_event, c) => {
-    ctx = c;
-    evaluate(false);
-  });
+  // Attached while the channel runs, and after a stop until what was handed to Pi is confirmed: a
+  // session that is not switched on runs none of these per turn.
+  const lifecycle = attachable(() => [
+    pi.on("agent_start", (_event, c) => {
+      ctx = c;
+      // A busy session claims only at turn ends. A protocol-3 server ends the held idle claim itself
+      // on the run's heartbeat, and a command it leased in that instant is read and held for the first
+      // turn end; an older server's is abandoned (a lease granted in that instant then expires).
+      if (claim?.heldOpen && !speaksControl()) claim.controller.abort();
+    }),
+    pi.on("message_end", (event, c) => {
+      ctx = c;
+      const message = event.message;
+      if (message.role === "assistant") {
+        run.facts.push({ kind: "assistant", stopReason: message.stopReason });
+        if (message.stopReason === "aborted") run.aborted = true;
+        toolTurn = message.stopReason === "toolUse";
+        syncBoundary();
+        return;
+      }
+      if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
+      const details = CommandDetails.safeParse(message.details);
+      if (!details.success) return;
+      const lease = sent.get(details.data.command_id);
+      if (!lease) return;
+      sent.delete(details.data.command_id);
+      run.facts.push({ kind: "command", commandId: details.data.command_id });
+      run.instructions.set(details.data.command_id, lease);
+      confirm(lease);
+    }),
+    pi.on("agent_end", (_event, c) => {
+      if (c.signal?.aborted) run.aborted = true;
+    }),
+    pi.on("agent_settled", (_event, c) => {
+      ctx = c;
+      toolTurn = false;
+      syncBoundary();
+      settleRun();
+      evaluate(false);
+      syncLifecycle();
+    }),
+    pi.on("session_compact", (_event, c) => {
+      ctx = c;
+      evaluate(false);
+    }),
+  ]);
+  const syncLifecycle = () => lifecycle.set(running || sent.size > 0 || run.instructions.size > 0);
 
   function settleRun() {
     const finished = run;
@@ -404,6 +410,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     if (!running) return settleConfirmations();
     running = false;
     syncBoundary();
+    syncLifecycle();
     controlLane.stop();
     generation++;
     clearTimeout(wakeTimer);
@@ -437,6 +444,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       heartbeatIntervalMs = current.config.presence.heartbeatIntervalMs;
       running = true;
       syncBoundary();
+      syncLifecycle();
       failures = 0;
       lastFailure = undefined;
       const mine = ++generation;

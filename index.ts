@@ -101,7 +101,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   const changed = async (s: SessionState) => {
     publish(pi, s);
-    notices?.setActive(notifying(s));
+    notices?.setActive(notifying(s), s.ctx);
     await syncServices(s, services);
   };
 
@@ -114,7 +114,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     notices?.close();
     const s = (state = openSession(pi, event, ctx, report));
     // A session that can never notify (subagent, bad or disabled configuration) records no runs.
-    notices = s.delivery ? observeRunNotices(recorder, target, handOver, notifying(s)) : undefined;
+    notices = s.delivery ? observeRunNotices(recorder, target, handOver) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
     if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message), text: s.text });
     void changed(s);

@@ -5,7 +5,8 @@
  *
  * A run is one top-level unit of work: from its first `agent_start` to `agent_settled` (retries,
  * compaction and continuations are low-level runs inside it). The recorder listens only while
- * someone observes. An `agent_before_settle` listener makes Pi build a context preview at every
+ * someone observes (an inactive session's turns cost it nothing); an observer that joins while a run
+ * is in progress gets that run from then on, its task read back from the session. An `agent_before_settle` listener makes Pi build a context preview at every
  * settle (a `turn_end` one, at every turn: none is used), so it is attached only while an observer
  * needs the exact outcome and the run can be aborted with no live low-level run to show it
  * (`needsSettleTell`).
@@ -64,7 +65,11 @@ export interface Observation {
 export interface RunRecorder {
   /** The run in progress, if any. */
   current(): RecordedRun | undefined;
-  observe(observer: RunObserver, options: { exact: boolean }): Observation;
+  /**
+   * `joining`: the session now; when nobody listened yet and a run is in progress there, that run
+   * is recorded from now on, its task taken from the branch (`taskInProgress`).
+   */
+  observe(observer: RunObserver, options: { exact: boolean }, joining?: ExtensionContext): Observation;
 }
 
 /** An assistant or user message's text: its text blocks, one per line, as Pi prints them; trimmed. */
@@ -95,6 +100,31 @@ export function persistedEntryId(message: unknown, leaf: BranchEntry | undefined
     if (current.type === "message" && current.message === message) return current.id;
   }
   return undefined;
+}
+
+/**
+ * The task of the run in progress, read back from the branch: the text of the newest user message
+ * (its prompt; a steer since would also be one, as when the recorder saw it). Walks back from the leaf.
+ */
+export function taskInProgress(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string {
+  for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
+    const message = current.message as { role?: unknown; content?: unknown } | undefined;
+    if (current.type === "message" && message?.role === "user") return messageText(message.content);
+  }
+  return "";
+}
+
+/** A run the recorder joins in progress: started now, one low-level run, its task from the session. */
+function joinedRun(ctx: ExtensionContext): RecordedRun | undefined {
+  try {
+    if (ctx.isIdle()) return undefined;
+    const sessionManager = ctx.sessionManager;
+    const task = taskInProgress(sessionManager.getLeafEntry(), (id) => sessionManager.getEntry(id));
+    return { facts: withTask(withLowLevelStart(startRun(Date.now())), task), answer: undefined };
+  } catch {
+    // A stale ctx (the runtime was replaced): nothing to join.
+    return undefined;
+  }
 }
 
 const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
@@ -200,7 +230,8 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
 
   return {
     current: () => run,
-    observe(observer, options) {
+    observe(observer, options, joining) {
+      if (observers.size === 0 && joining) run = joinedRun(joining);
       observers.set(observer, { exact: options.exact });
       sync();
       return {

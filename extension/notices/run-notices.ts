@@ -1,14 +1,15 @@
 /**
  * The run notices: what the recorded runs of an active session become on the chat channel. A
  * final notice when a run settles completed or failed; the optional started, progress and
- * tool-error notices while it runs. Observes the run recorder from session start, active or not,
- * so a session switched on mid-run still reports that run; only the exact-outcome listeners wait
- * for activation.
+ * tool-error notices while it runs. Observes the run recorder only while the session notifies, so
+ * an inactive session's turns run none of this; switched on mid-run, it joins the run in progress
+ * (the recorder reads its task back from the session) and reports it.
  */
+import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Config } from "../config/schema.ts";
 import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts";
 import type { Notifier } from "../delivery/notifier.ts";
-import type { RunRecorder, Observation } from "../run-recorder.ts";
+import type { RunRecorder, RunObserver, Observation } from "../run-recorder.ts";
 import type { HandOver } from "./hand-over.ts";
 import { finalNotice, transientNotice, type NoticeContext } from "./notice.ts";
 
@@ -20,8 +21,8 @@ export interface NoticeTarget {
 }
 
 export interface RunNotices {
-  /** Follow the session's activation: exact outcomes are recorded only while it notifies. */
-  setActive(active: boolean): void;
+  /** Follow the session's activation (`ctx`: the session now, for a run already in progress). */
+  setActive(active: boolean, ctx: ExtensionContext): void;
   close(): void;
 }
 
@@ -32,7 +33,7 @@ interface RunMarks {
   lastToolErrorAt: number | null;
 }
 
-export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver, active: boolean): RunNotices {
+export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver): RunNotices {
   let marks: RunMarks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
   let progressTimer: ReturnType<typeof setInterval> | undefined;
   let transientSequence = 0;
@@ -61,51 +62,57 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     sendTransient("progress", t.progress(t.minutes(Math.floor((now - run.facts.startedAt) / 60_000)), run.facts.toolCalls));
   };
 
-  const observation: Observation = recorder.observe(
-    {
-      start() {
-        marks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
-        const config = target()?.config;
-        if (!config?.notify.progress) return;
-        progressTimer = setInterval(checkProgress, Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
-        progressTimer.unref();
-      },
-      request() {
-        const to = target();
-        if (!marks.startAnnounced && to?.config.notify.started) sendTransient("started", to.context().text.started);
-        marks.startAnnounced = true;
-      },
-      toolEnd(_run, event) {
-        const to = target();
-        const config = to?.config;
-        const now = Date.now();
-        if (event.isError && to && config && toolErrorDue(config.notify.toolError, marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
-          marks.lastToolErrorAt = now;
-          const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
-          const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
-          sendTransient("tool_error", to.context().text.toolError(event.toolName, detail || null));
-        }
-        checkProgress();
-      },
-      settled(settled) {
-        stopProgressTimer();
-        const to = target();
-        if (!settled || !to) return;
-        const { outcome, run } = settled;
-        if (outcome.kind === "completed" && !to.config.notify.completed) return;
-        if (outcome.kind === "failed" && !to.config.notify.failed) return;
-        const notice = finalNotice(outcome, run.facts, to.context());
-        if (notice) handOver.enqueue(to.notifier, notice, { final: true });
-      },
+  const observer: RunObserver = {
+    start() {
+      marks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+      const config = target()?.config;
+      if (!config?.notify.progress) return;
+      progressTimer = setInterval(checkProgress, Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
+      progressTimer.unref();
     },
-    { exact: active },
-  );
+    request() {
+      const to = target();
+      if (!marks.startAnnounced && to?.config.notify.started) sendTransient("started", to.context().text.started);
+      marks.startAnnounced = true;
+    },
+    toolEnd(_run, event) {
+      const to = target();
+      const config = to?.config;
+      const now = Date.now();
+      if (event.isError && to && config && toolErrorDue(config.notify.toolError, marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
+        marks.lastToolErrorAt = now;
+        const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
+        const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
+        sendTransient("tool_error", to.context().text.toolError(event.toolName, detail || null));
+      }
+      checkProgress();
+    },
+    settled(settled) {
+      stopProgressTimer();
+      const to = target();
+      if (!settled || !to) return;
+      const { outcome, run } = settled;
+      if (outcome.kind === "completed" && !to.config.notify.completed) return;
+      if (outcome.kind === "failed" && !to.config.notify.failed) return;
+      const notice = finalNotice(outcome, run.facts, to.context());
+      if (notice) handOver.enqueue(to.notifier, notice, { final: true });
+    },
+  };
+  let observation: Observation | undefined;
 
   return {
-    setActive: (on) => observation.exact(on),
+    setActive(on, ctx) {
+      if (on && !observation) observation = recorder.observe(observer, { exact: true }, ctx);
+      else if (!on && observation) {
+        stopProgressTimer();
+        observation.close();
+        observation = undefined;
+      }
+    },
     close() {
       stopProgressTimer();
-      observation.close();
+      observation?.close();
+      observation = undefined;
     },
   };
 }

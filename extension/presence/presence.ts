@@ -16,6 +16,7 @@ import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
 import type { Messages } from "../messages.ts";
+import { attachable } from "../pi-handlers.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
@@ -262,9 +263,9 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
   };
 
   const beat = () => step("due");
-  // Stopped, activity is not tracked: start() begins afresh, and an inactive turn costs nothing here.
+  // Stopped, activity is not tracked (the handlers are off): start() begins afresh.
   const track = (signal: ActivitySignal) => {
-    if (running) activity = noteActivity(activity, signal, now());
+    activity = noteActivity(activity, signal, now());
   };
 
   const cancelSettle = () => {
@@ -284,32 +285,35 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
     }
   };
 
-  pi.on("agent_start", (_event, c) => {
-    ctx = c;
-    if (running) runEdge("started");
-  });
-  pi.on("agent_settled", (_event, c) => {
-    ctx = c;
-    if (!running) return;
-    activity = { ...activity, runningTools: new Map() };
-    runEdge("settled");
-  });
-  pi.on("model_select", (_event, c) => {
-    ctx = c;
-    beat();
-  });
-  pi.on("message_update", (event) => {
-    if (running && event.message.role === "assistant") track({ kind: "model_output" });
-  });
-  pi.on("message_end", (event) => {
-    if (event.message.role === "assistant") track({ kind: "model_output" });
-  });
-  pi.on("tool_execution_start", (event) => track({ kind: "tool_start", toolCallId: event.toolCallId, toolName: event.toolName }));
-  pi.on("tool_execution_end", (event) => track({ kind: "tool_end", toolCallId: event.toolCallId }));
+  // Attached only while running: a session that is not switched on runs none of these per turn.
+  const handlers = attachable(() => [
+    pi.on("agent_start", (_event, c) => {
+      ctx = c;
+      runEdge("started");
+    }),
+    pi.on("agent_settled", (_event, c) => {
+      ctx = c;
+      activity = { ...activity, runningTools: new Map() };
+      runEdge("settled");
+    }),
+    pi.on("model_select", (_event, c) => {
+      ctx = c;
+      beat();
+    }),
+    pi.on("message_update", (event) => {
+      if (event.message.role === "assistant") track({ kind: "model_output" });
+    }),
+    pi.on("message_end", (event) => {
+      if (event.message.role === "assistant") track({ kind: "model_output" });
+    }),
+    pi.on("tool_execution_start", (event) => track({ kind: "tool_start", toolCallId: event.toolCallId, toolName: event.toolName })),
+    pi.on("tool_execution_end", (event) => track({ kind: "tool_end", toolCallId: event.toolCallId })),
+  ]);
 
   const stop = async () => {
     if (!running) return;
     running = false;
+    handlers.set(false);
     accepted = false;
     heard = undefined;
     acceptedState = undefined;
@@ -343,6 +347,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
       if (!current) return deps.report(deps.text().presence.noConnection);
       connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
       running = true;
+      handlers.set(true);
       lastFailure = undefined;
       activity = { lastActivityAt: now(), runningTools: new Map() };
       timer = setInterval(beat, connection.intervalMs);

@@ -15,7 +15,7 @@ import {
   type RunFacts,
   type RunOutcome,
 } from "../../lifecycle.ts";
-import { persistedEntryId, type BranchEntry } from "../../extension/run-recorder.ts";
+import { persistedEntryId, taskInProgress, type BranchEntry } from "../../extension/run-recorder.ts";
 
 const assistant = (stopReason: string, toolCalls = 0, errorMessage: string | null = null) => ({
   stopReason,
@@ -132,6 +132,27 @@ test("toolErrorDue honours the switch and the cooldown", () => {
   assert.equal(toolErrorDue(true, null, 0, 100), true);
   assert.equal(toolErrorDue(true, 50, 149, 100), false);
   assert.equal(toolErrorDue(true, 50, 150, 100), true);
+});
+
+test("taskInProgress reads the newest user message's text back from the branch (a run joined mid-way)", () => {
+  const entries = new Map<string, BranchEntry>([
+    ["u0", { id: "u0", parentId: null, type: "message", message: { role: "user", content: "older task" } }],
+    ["a0", { id: "a0", parentId: "u0", type: "message", message: { role: "assistant", content: [{ type: "text", text: "done" }] } }],
+    ["u1", { id: "u1", parentId: "a0", type: "message", message: { role: "user", content: [{ type: "text", text: "long job" }, { type: "image" }] } }],
+    ["a1", { id: "a1", parentId: "u1", type: "message", message: { role: "assistant", content: [{ type: "toolCall" }] } }],
+    ["t1", { id: "t1", parentId: "a1", type: "message", message: { role: "toolResult", content: "ok" } }],
+    ["l1", { id: "l1", parentId: "t1", type: "label" }],
+  ]);
+  const rows: { leaf: string | undefined; expected: string }[] = [
+    { leaf: "l1", expected: "long job" },
+    { leaf: "u1", expected: "long job" },
+    { leaf: "a0", expected: "older task" },
+    { leaf: undefined, expected: "" },
+  ];
+  for (const row of rows) {
+    const leaf = row.leaf === undefined ? undefined : entries.get(row.leaf);
+    assert.equal(taskInProgress(leaf, (id) => entries.get(id)), row.expected, JSON.stringify(row));
+  }
 });
 
 test("persistedEntryId walks back from the leaf to the entry holding that very message object", () => {

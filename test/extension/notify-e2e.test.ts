@@ -94,6 +94,30 @@ test("switching off stops notices again", async (t) => {
   await control(s);
 });
 
+test("an inactive session runs none of the extension's per-message handlers; switching on attaches them, off detaches them", async (t) => {
+  const webhook = await startWebhook();
+  const root = makeRoot();
+  configureExtension(root, webhook.endpoint);
+  // No probe: only this extension's handlers are counted.
+  const pi = await startPi({ root });
+  t.after(async () => {
+    await pi.dispose({ keepRoot: true }).catch(() => undefined);
+    await webhook.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+  const perMessage = ["message_update", "message_end", "agent_end"] as const;
+  const listening = () => perMessage.filter((event) => pi.session.hasExtensionHandlers(event));
+  pi.script([text("inactive run")]);
+  await pi.prompt("while inactive");
+  assert.deepEqual(listening(), [], "inactive: nothing runs per message");
+  await pi.prompt("/anon-notify");
+  assert.deepEqual(listening(), [...perMessage], "active: the recorder, presence and the command channel listen");
+  await pi.prompt("/anon-notify");
+  pi.script([text("switched off again")]);
+  await pi.prompt("after switching off");
+  assert.deepEqual(listening(), [], "switched off: detached again");
+});
+
 test("a session switched on while a run is in progress reports that run's completion", async (t) => {
   const running = latch();
   const release = latch();
