@@ -29,8 +29,9 @@ import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
+import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
 import { koishi } from "./koishi.ts";
-import { configDescriptions, defineLocales } from "./locales/load.ts";
+import { configDescriptions, defineLocales, instanceText } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
@@ -201,8 +202,14 @@ export function apply(ctx: Context, config: Config) {
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
   if (consoleTokenRefused) throw new Error(consoleTokenRefused);
   defineLocales(ctx);
-  const api = new HttpApi({ agentToken: config.token, operatorToken: config.operatorToken, bodyTimeoutMs: config.requestBodyTimeoutMs });
   const logger = ctx.logger("notify-webhook");
+  const api = new HttpApi({
+    agentToken: config.token,
+    operatorToken: config.operatorToken,
+    bodyTimeoutMs: config.requestBodyTimeoutMs,
+    onFailureBurst: (address) =>
+      logger.warn(instanceText(ctx, "anon-notify.wrong-tokens", { address, burst: AUTH_FAILURE_LIMIT.burst })),
+  });
   const missing = () => NEEDED_SERVICES.filter((service) => ctx.get(service) == null);
   let reported = false;
   const report = (names: string[]) => {

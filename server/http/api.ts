@@ -14,6 +14,7 @@ import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
 import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
+import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
 import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./status.ts";
 
 export { json, type JsonAnswer } from "./status.ts";
@@ -54,6 +55,8 @@ export interface HttpAccess {
   operatorToken: string;
   /** How long a request body may take to arrive; a slower one loses its connection. */
   bodyTimeoutMs?: number;
+  /** Told once per burst of wrong tokens from one address (the burst's later failures get 429). */
+  onFailureBurst?: (address: string) => void;
 }
 
 export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
@@ -71,12 +74,14 @@ export class HttpApi {
   readonly #bodyTimeoutMs: number;
   readonly #holds = new Set<symbol>();
   readonly #capabilities = new Map<symbol, string>();
+  readonly #failures: AuthFailures;
   #operatorHook: OperatorRequestHook | undefined;
 
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
     this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
     this.#bodyTimeoutMs = access.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.#failures = new AuthFailures(AUTH_FAILURE_LIMIT, access.onFailureBurst ?? (() => {}));
   }
 
   get ready(): boolean {
@@ -120,7 +125,7 @@ export class HttpApi {
         if (error instanceof DomainError) {
           answer = errorAnswer(error);
           // The rest of the body is never read (too large, or from a stranger), so the connection is closed after the answer.
-          if (error.code === "payload_too_large" || error.code === "unauthorized") c.set("Connection", "close");
+          if (error.code === "payload_too_large" || error.code === "unauthorized" || error instanceof Unauthorized) c.set("Connection", "close");
         } else {
           logger.error("%s %s failed: %s", spec.method, spec.path, errorText(error));
           answer = json(500, { error: "internal_error" });
@@ -150,7 +155,7 @@ export class HttpApi {
       if (names.length === 0) return next();
       let answer: JsonAnswer;
       try {
-        this.#authorizeAny(c.get("authorization"));
+        this.#authorizeAny(c);
         onRefused(names);
         answer = json(HTTP_STATUS.service_missing, { error: "service_missing", missing: names });
       } catch (error) {
@@ -166,7 +171,7 @@ export class HttpApi {
   }
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
-    this.#authorize(c.get("authorization"), spec.auth);
+    this.#authorize(c, spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
     const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes, this.#bodyTimeoutMs));
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
@@ -197,16 +202,24 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
-  #authorize(header: string, auth: RouteAuth): void {
+  #authorize(c: KoaContext, auth: RouteAuth): void {
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
-    if (!presents(header, expected)) throw new DomainError("unauthorized");
+    if (!presents(c.get("authorization"), expected)) this.#refuse(c);
   }
 
-  #authorizeAny(header: string): void {
+  #authorizeAny(c: KoaContext): void {
+    const header = c.get("authorization");
     const agent = presents(header, this.#agentDigest);
     const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
-    if (!agent && !operator) throw new DomainError("unauthorized");
+    if (!agent && !operator) this.#refuse(c);
+  }
+
+  /** A wrong or missing token: 401, or 429 once this address has failed a burst of times. */
+  #refuse(c: KoaContext): never {
+    const retryAfterSeconds = this.#failures.record(c.req.socket.remoteAddress ?? "");
+    if (retryAfterSeconds === null) throw new DomainError("unauthorized");
+    throw new Unauthorized("rate_limited", { retryAfterSeconds });
   }
 }
 
@@ -227,6 +240,9 @@ function write(c: KoaContext, answer: JsonAnswer): void {
 function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
+
+/** A refusal for a wrong token that is not a 401 (a throttled address): its body is never read either. */
+class Unauthorized extends DomainError {}
 
 /** A body that missed its deadline: its connection has been closed. */
 class BodyCutOff extends Error {}
@@ -257,10 +273,19 @@ async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Pro
   return Buffer.concat(chunks, total);
 }
 
+/** Fatal: a body that is not UTF-8 is refused, never rewritten with U+FFFD. The BOM is kept, so JSON.parse refuses it as before. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 function parseJson(raw: Buffer): unknown {
+  let text: string;
+  try {
+    text = UTF8.decode(raw);
+  } catch {
+    throw new DomainError("invalid_request", { issues: [{ path: "", message: "the body is not valid UTF-8" }] });
+  }
   let value: unknown;
   try {
-    value = JSON.parse(raw.toString("utf8"));
+    value = JSON.parse(text);
   } catch {
     throw new DomainError("invalid_json");
   }

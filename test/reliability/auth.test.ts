@@ -4,7 +4,9 @@
  * agent routes the operator's), the token files are 0600 and are never rewritten across restarts
  * (a token the user wrote is kept as is), and no token — nor a near-miss of one a client sent —
  * appears in the server's stdout/stderr (which carries the log persona's text), in any answer,
- * receipt or error, or in any audit row, after a session of ordinary and failing traffic.
+ * receipt or error, or in any audit row, after a session of ordinary and failing traffic. Each
+ * route's refusals come from their own loopback address (127.0.0.x), below the per-address burst
+ * of wrong tokens; a burst from one address then gets 429, one log line, and the right token still works.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -77,10 +79,10 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   assert.equal((await stat(dataDir)).mode & 0o777, 0o700, "the data folder is 0700");
 
   const answers: string[] = [];
-  async function call(method: string, path: string, authorization: string | undefined, body?: unknown) {
+  async function call(method: string, path: string, authorization: string | undefined, body?: unknown, from: Agent = dispatcher) {
     const response = await request(`${server.baseUrl}${path}`, {
       method: method as "GET",
-      dispatcher,
+      dispatcher: from,
       headers: { ...(authorization === undefined ? {} : { authorization }), "content-type": "application/json" },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
@@ -103,14 +105,26 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
     `Bearer ${operatorToken.toUpperCase()}`,
   ];
   let refusals = 0;
-  for (const route of ROUTES) {
+  for (const [index, route] of ROUTES.entries()) {
+    // Wrong tokens are counted per address: each route's ten come from an address of their own.
+    const from = new Agent({ connections: 2, localAddress: `127.0.0.${10 + index}` });
+    t.after(() => from.close());
     for (const credential of refusedCredentials(route.auth)) {
-      const answer = await call(route.method, route.path, credential, route.method === "GET" ? undefined : {});
+      const answer = await call(route.method, route.path, credential, route.method === "GET" ? undefined : {}, from);
       assert.equal(answer.status, 401, `${route.method} ${route.path} with ${credential === undefined ? "no header" : JSON.stringify(credential.slice(0, 12))}`);
       assert.deepEqual(answer.body, { error: "unauthorized" });
       refusals++;
     }
   }
+
+  // A burst from one address: 401 up to the burst, then 429 with Retry-After; the right token is still served.
+  const guesser = new Agent({ connections: 2, localAddress: "127.0.0.9" });
+  t.after(() => guesser.close());
+  const burst: number[] = [];
+  for (let i = 0; i < 40; i++) burst.push((await call("GET", "/health", `Bearer ${nearMiss}`, undefined, guesser)).status);
+  assert.deepEqual(burst.slice(0, 20), Array(20).fill(401));
+  assert.deepEqual(burst.slice(20), Array(20).fill(429));
+  assert.equal((await call("GET", "/health", `Bearer ${agentToken}`, undefined, guesser)).status, 200, "the right token from the throttled address");
 
   // Ordinary and failing traffic with the right tokens, so logs, receipts and the trail have content.
   const agent = `Bearer ${agentToken}`;
@@ -146,6 +160,9 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   await server.stop();
 
   const everything = { output: servers.map((s) => s.output()).join("\n"), answers: answers.join("\n") };
+  const burstLines = everything.output.split("\n").filter((line) => /wrong tokens|错误 Token/.test(line));
+  assert.equal(burstLines.length, 1, `one log line for the burst, none for the routes: ${burstLines.join(" | ")}`);
+  assert.match(burstLines[0]!, /127\.0\.0\.9/);
   assert.match(everything.output, /EXTERNAL_AUTOMATION_EVENT/, "the log persona's text is in the captured output");
   for (const [where, text] of Object.entries(everything)) {
     for (const [name, secret] of Object.entries({ agentToken, operatorToken, nearMiss, leaseToken: claim.body.lease.token as string })) {
@@ -154,5 +171,5 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
     }
   }
   for (const secret of [agentToken, operatorToken, nearMiss, claim.body.lease.token]) assert.ok(!audit.text.includes(secret), "no token in the audit trail");
-  t.diagnostic(`${ROUTES.length} routes × refused credentials: ${refusals} answers, all 401 unauthorized; ${answers.length} answers, ${everything.output.length} characters of server output and ${audit.body.entries.length} audit rows without a token`);
+  t.diagnostic(`${ROUTES.length} routes × refused credentials: ${refusals} answers, all 401 unauthorized; 40 from one address: 20 × 401, 20 × 429; ${answers.length} answers, ${everything.output.length} characters of server output and ${audit.body.entries.length} audit rows without a token`);
 });

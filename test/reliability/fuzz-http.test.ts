@@ -48,7 +48,8 @@ const REFUSAL_AUDIT = ["approval.refused"];
 interface FuzzRequest {
   method: "GET" | "POST";
   path: string;
-  body?: string;
+  /** Bytes when the case carries invalid UTF-8. */
+  body?: string | Buffer;
   headers: Record<string, string>;
 }
 
@@ -80,11 +81,22 @@ function mutated(template: Record<string, fc.Arbitrary<unknown>>, hostile: Recor
 }
 
 /** Mostly mutated valid bodies; sometimes any JSON, sometimes text that is not JSON. */
-function bodyOf(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<string> {
+/** Byte sequences no UTF-8 decoder may accept: stray bytes, overlong forms, a cut sequence, an encoded surrogate. */
+const INVALID_UTF8 = [[0xff, 0xfe, 0xc0, 0xaf], [0x80], [0xc0, 0x80], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]].map((bytes) => Buffer.from(bytes));
+
+/** The JSON with `bad` spliced into its first string value (a key would be refused as unknown anyway). */
+function withInvalidUtf8(json: string, bad: Buffer): Buffer {
+  const at = json.indexOf('":"');
+  const cut = at < 0 ? json.length : at + 3;
+  return Buffer.concat([Buffer.from(json.slice(0, cut)), bad, Buffer.from(json.slice(cut))]);
+}
+
+function bodyOf(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<string | Buffer> {
   return fc.oneof(
-    { weight: 8, arbitrary: valid.map((body) => JSON.stringify(body)) },
+    { weight: 8, arbitrary: valid.map((body): string | Buffer => JSON.stringify(body)) },
     { weight: 1, arbitrary: anyJson.map((value) => JSON.stringify(value)) },
     { weight: 1, arbitrary: fc.string({ maxLength: 60 }) },
+    { weight: 1, arbitrary: fc.tuple(valid, fc.constantFrom(...INVALID_UTF8)).map(([body, bad]) => withInvalidUtf8(JSON.stringify(body), bad)) },
   );
 }
 
@@ -246,7 +258,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   };
   const agentAuth = { authorization: `Bearer ${server.token}` };
   const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
-  const post = (path: fc.Arbitrary<string>, body: fc.Arbitrary<string>, auth: Record<string, string>, extraHeaders: fc.Arbitrary<Record<string, string>> = fc.constant({})) =>
+  const post = (path: fc.Arbitrary<string>, body: fc.Arbitrary<string | Buffer>, auth: Record<string, string>, extraHeaders: fc.Arbitrary<Record<string, string>> = fc.constant({})) =>
     fc.tuple(path, body, contentType, extraHeaders).map(([p, b, ct, extra]): FuzzRequest => ({ method: "POST", path: p, body: b, headers: { ...auth, ...ct, ...extra } }));
   const get = (path: fc.Arbitrary<string>, auth: Record<string, string>) => path.map((p): FuzzRequest => ({ method: "GET", path: p, headers: auth }));
 
@@ -419,6 +431,10 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
         } else {
           assert.ok(answer.status < 500, `no 5xx — ${where}`);
         }
+        if (Buffer.isBuffer(fuzz.body)) {
+          assert.deepEqual([answer.status, body.error], [400, "invalid_request"], `invalid UTF-8 is refused, never rewritten — ${where}`);
+          tally(codes, "invalid UTF-8");
+        }
         const after = await fingerprint(name);
         if (answer.status >= 400) {
           const error = ErrorAnswer.safeParse(body);
@@ -432,7 +448,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           const afterRepeat = await fingerprint(name);
           assert.equal(afterRepeat, current, `the repeated refusal changed nothing — ${where}\nbefore ${current}\nafter  ${afterRepeat}`);
         } else if (name.startsWith("POST /events") && answer.status === 202 && body.duplicate === false) {
-          accepted.push(EventBody.parse(JSON.parse(fuzz.body!)));
+          accepted.push(EventBody.parse(JSON.parse(String(fuzz.body))));
           knownEvents.push(String(body.event_id));
         } else if (name === "POST /operator/commands" && answer.status === 201) {
           knownCommands.push(String((body.command as { command_id: string }).command_id));

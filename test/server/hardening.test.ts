@@ -17,6 +17,7 @@ import { LIMITS, nestsDeeperThan } from "../../protocol/wire.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { mayHoldPoll } from "../../server/commands/state.ts";
 import { DomainError } from "../../server/errors.ts";
+import { AUTH_FAILURE_LIMIT, recordFailure, type FailureState } from "../../server/http/auth-failures.ts";
 import { CONNECTION_BOUNDS, boundConnections, connectionToClose } from "../../server/http/connections.ts";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
@@ -29,7 +30,7 @@ import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tool
 import { SessionRegistry, pageSessions } from "../../server/sessions/registry.ts";
 import { ensureToken, runStandalone, secureDataDir } from "../../server/standalone.ts";
 import { vanishedNotices } from "../../server/watchdog/decisions.ts";
-import { freePort, startKoishi } from "../../harness/koishi.ts";
+import { captureLog, freePort, startKoishi } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, onlineServer, startServer } from "../../harness/agent-api.ts";
 import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { hostileString } from "../reliability/support.ts";
@@ -163,6 +164,19 @@ describe("every text reaching the database round-trips or is refused with 400", 
     const list = await operator.list();
     assert.equal(list.body.commands[0].preview, text);
     void server;
+  });
+
+  test("a body that is not valid UTF-8 is 400 invalid_request on every route, never rewritten", async (t) => {
+    const { server, agent: pi, operator } = await onlineServer(t);
+    const invalid = Buffer.concat([Buffer.from('{"session_id":"s-1","instruction":"a'), Buffer.from([0xff, 0xfe, 0xc0, 0xaf]), Buffer.from('b"}')]);
+    for (const [path, token] of [["/operator/commands", OPERATOR_TOKEN], ["/events", server.token], ["/sessions/heartbeat", server.token]] as const) {
+      const response = await fetch(server.baseUrl + path, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: invalid });
+      const body = (await response.json()) as { error: string; issues: { message: string }[] };
+      assert.deepEqual([response.status, body.error], [400, "invalid_request"], path);
+      assert.match(body.issues[0]!.message, /UTF-8/);
+    }
+    assert.deepEqual((await operator.list()).body.commands, [], "nothing was queued");
+    assert.deepEqual((await pi.claim()).body, { command: null });
   });
 
   test("a NUL or other junk in a path parameter is 400, never 500", async (t) => {
@@ -309,6 +323,48 @@ async function closedWithin(closed: Promise<void>, what: string, ms = 10_000): P
     clearTimeout(timer);
   }
 }
+
+describe("wrong tokens", () => {
+  test("a burst of wrong tokens from one address gets 429 with Retry-After and one log line; the right token is still served", async (t) => {
+    const log = captureLog();
+    t.after(() => log.stop());
+    const { server } = await onlineServer(t);
+    const statuses: number[] = [];
+    let retryAfter: string | null = null;
+    for (let i = 0; i < AUTH_FAILURE_LIMIT.burst + 15; i++) {
+      const response = await fetch(`${server.baseUrl}/health`, { headers: { authorization: `Bearer wrong-${i}` } });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+      retryAfter ??= response.headers.get("retry-after");
+    }
+    assert.deepEqual(statuses.slice(0, AUTH_FAILURE_LIMIT.burst), Array(AUTH_FAILURE_LIMIT.burst).fill(401));
+    assert.deepEqual(statuses.slice(AUTH_FAILURE_LIMIT.burst), Array(15).fill(429));
+    assert.ok(Number(retryAfter) >= 1, `Retry-After ${retryAfter}`);
+    assert.equal((await call(server, "GET", "/health")).status, 200, "the right token from the same address");
+    const lines = log.warnings().filter((line) => /wrong tokens|错误 Token/.test(line));
+    assert.equal(lines.length, 1, lines.join("\n"));
+    assert.match(lines[0]!, /127\.0\.0\.1/);
+  });
+
+  const failureRows: [string, number[], boolean[], boolean[]][] = [
+    // [label, ms of each failure, refused?, logged?] under 60/min, burst 2
+    ["a burst: the third in a second is refused and logged once", [0, 10, 20, 30], [false, false, true, true], [false, false, true, false]],
+    ["one token refilled mid-burst does not start a new burst", [0, 10, 20, 1020, 1030], [false, false, true, false, true], [false, false, true, false, false]],
+    ["after a quiet spell, a new burst is logged again", [0, 10, 20, 5000, 5010, 5020], [false, false, true, false, false, true], [false, false, true, false, false, true]],
+  ];
+  for (const [label, times, refused, logged] of failureRows) {
+    test(`recordFailure: ${label}`, () => {
+      let state: FailureState | undefined;
+      const verdicts = times.map((ms) => {
+        const step = recordFailure(state, ms, { perMinute: 60, burst: 2 });
+        state = step.state;
+        return step.verdict;
+      });
+      assert.deepEqual(verdicts.map((v) => v.refuse), refused);
+      assert.deepEqual(verdicts.map((v) => v.refuse && v.firstOfBurst), logged);
+    });
+  }
+});
 
 describe("slow clients and floods", () => {
   test("a body trickled past the body deadline loses its connection; so does one after a 401", async (t) => {
