@@ -25,7 +25,7 @@ import { openCommandJournal, type CommandJournal } from "./extension/commands/jo
 import { errorText } from "./common/errors.ts";
 import type { ApiClient } from "./extension/delivery/http-client.ts";
 import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry, tokenRejected } from "./extension/delivery/retry.ts";
+import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
 import { attachable } from "./extension/pi-handlers.ts";
 import { SEND_CHANNEL } from "./extension/state-bus.ts";
 import {
@@ -231,7 +231,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       // The server lost this runtime (restart, TTL): a heartbeat now re-registers it before the retry.
       if (error.code === "session_offline") deps.presence.beat();
       // A refused token is told once by the client, for every channel at once.
-      if (!tokenRejected(error)) reportOnce(deps.text().commands.claimFailed(error.message));
+      if (!needsNoWarning(error)) reportOnce(deps.text().commands.claimFailed(error.message));
       // Capped at the heartbeat interval: a server that comes back is claimed from within one heartbeat.
       return wakeAfter(Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), heartbeatIntervalMs));
     }
@@ -298,7 +298,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         },
         { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
       );
-      if (!acked.ok && !tokenRejected(acked.error)) reportOnce(deps.text().commands.ackFailed(acked.error.message));
+      if (!acked.ok && !needsNoWarning(acked.error)) reportOnce(deps.text().commands.ackFailed(acked.error.message));
     })();
     confirming.add(task);
     void task.finally(() => {

@@ -11,16 +11,18 @@ import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
-import type { RecipientStatus } from "../protocol/status.ts";
+import type { NoticeRoute, RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
 import { enDelivery, enNotice, zhDelivery, zhNotice } from "./texts/delivery.ts";
+import { formatsIn } from "./texts/format.ts";
+import { enLink, zhLink } from "./texts/link.ts";
 
 export { LANGUAGES, localeLanguage, type Language };
 
 export const isLanguage = (value: unknown): value is Language => (LANGUAGES as readonly unknown[]).includes(value);
 
 /** What the server said about the recipient when the session was switched on. */
-export type RecipientNote = "reachable" | "unverified" | "unknown";
+export type RecipientNote = "reachable" | "unverified" | "unknown" | "no_chat";
 
 export type FooterState = "inactive" | "active" | "suppressed" | "disabled" | "misconfigured";
 
@@ -65,6 +67,8 @@ const zh = {
   config: zhConfig,
   delivery: zhDelivery,
   notice: zhNotice,
+  link: zhLink,
+  format: formatsIn("zh-CN"),
   footer: {
     inactive: "Anon 通知：未开启",
     active: "Anon 通知：已开启",
@@ -75,7 +79,7 @@ const zh = {
     target: (qq: string) => ` → QQ ${qq}`,
     note: (note: string) => `（${note}）`,
   },
-  notes: { reachable: "目标可达", unverified: "状态未核验", unknown: "状态未知" } satisfies Record<RecipientNote, string>,
+  notes: { reachable: "目标可达", unverified: "状态未核验", unknown: "状态未知", no_chat: "服务端没有聊天" } satisfies Record<RecipientNote, string>,
   notesExplained:
     "状态栏括号里的说明：（目标可达）服务端确认 Anon 能私聊目标；（状态未核验）开启时连不上服务端，没能检查；" +
     "（状态未知）服务端无法可靠检查好友关系（例如适配器不提供好友列表）。后两种情况通知照常发送，但请自己确认私聊可达。",
@@ -98,6 +102,15 @@ const zh = {
     enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
     disabledNow: "已关闭当前会话的 Anon 通知。",
     unverified: (why: string) => `无法连接通知服务（${why}），目标状态未核验；已开启，服务端恢复后会补发。`,
+    noChat: "这个服务端没有聊天（例如 npm start 的试用服务端），不会私聊任何人，因此不检查私聊是否可达。",
+    route: {
+      none: (reason: string) =>
+        `注意：这个服务端无法把通知送到任何人（${reason}），在 notify-webhook 配置人格（YesImBot）或直接发送的机器人之前，每条通知都会失败。已开启：指令与审批照常工作。`,
+      directOnly: (reason: string) =>
+        `注意：这个服务端没有人格（${reason}），只有直接发送（delivery: "direct"）的通知能送达；本扩展的通知交给人格，会失败。已开启：指令与审批照常工作。`,
+      directNotReady: (reason: string) => `注意：这个服务端的直接发送尚未就绪（${reason}），通知可能失败，直到机器人上线。`,
+      log: "这是试用服务端：通知只打印在服务端的终端里，不会发给任何人。",
+    },
     unknown: (qq: string, anonQq: string, reason: string) =>
       `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${reason}），已开启，但请确认私聊可达。`,
     refusedRecipient: (status: Extract<RecipientStatus, "not_added" | "unreachable">, qq: string, anonQq: string) =>
@@ -218,8 +231,16 @@ const zh = {
       `${endpoint} 可达：版本 ${version}，协议 events ${events} / commands ${commands}`,
     unreachable: (endpoint: string, why: string) => `${endpoint} 不可达：${why}`,
     capabilities: (list: string) => `能力：${list}`,
+    routes: {
+      persona: "交给人格（Anon）转述",
+      direct: "由机器人直接私聊发送",
+      log: "只打印在服务端终端（试用，不发给任何人）",
+      none: "无处可去",
+    } satisfies Record<NoticeRoute, string>,
+    noticeRoute: (route: string, problem: string | null) => `通知去向：${route}${problem ? `；未就绪：${problem}` : ""}`,
+    chat: (loaded: boolean): string => (loaded ? "聊天：已加载能私聊目标的机器人" : "聊天：没有（这个服务端不能私聊任何人）"),
     recipientAnswer: (qq: string, anonQq: string, status: string, reason: string | null) =>
-      `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `（${reason}）` : ""}`,
+      `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `，${reason}` : ""}`,
     recipientError: (why: string) => `无法询问：${why}`,
     sessionLine: (status: string) => `状态：${status}`,
     presenceLine: (running: boolean, accepted: boolean) =>
@@ -232,6 +253,7 @@ const zh = {
     lastDelivery: (eventId: string, status: string, at: string, result: string) => `最近一次投递：${eventId}（${status}，${at}）→ ${result}`,
     lastDeliveryNone: "本次启动以来尚未投递通知",
     accepted: (state: string) => `已接受，回执 ${state}`,
+    receiptNow: (state: string, reason: string | null) => `已接受，当前回执 ${state}${reason ? `：${reason}` : ""}`,
     failed: (attempts: number, why: string) => `失败（${attempts} 次尝试）：${why}`,
     testHint: "发送测试通知：/anon-notify-doctor test",
     testSent: (eventId: string) => `已发送 ${eventId}`,
@@ -249,6 +271,8 @@ const en: Messages = {
   config: enConfig,
   delivery: enDelivery,
   notice: enNotice,
+  link: enLink,
+  format: formatsIn("en-US"),
   footer: {
     inactive: "Anon notices: off",
     active: "Anon notices: on",
@@ -259,7 +283,7 @@ const en: Messages = {
     target: (qq) => ` → QQ ${qq}`,
     note: (note) => ` (${note})`,
   },
-  notes: { reachable: "recipient reachable", unverified: "status unverified", unknown: "status unknown" },
+  notes: { reachable: "recipient reachable", unverified: "status unverified", unknown: "status unknown", no_chat: "no chat on the server" },
   notesExplained:
     "The note in brackets in the footer: (recipient reachable) the server confirmed Anon can message the recipient; " +
     "(status unverified) the server could not be reached when the session was switched on; (status unknown) the server cannot check " +
@@ -283,6 +307,15 @@ const en: Messages = {
     enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
     disabledNow: "Anon notices are off for this session.",
     unverified: (why) => `Cannot reach the notify server (${why}); the recipient is unverified. Switched on; notices go out once the server is back.`,
+    noChat: "This server has no chat (e.g. npm start's trial server): it messages nobody, so no private chat is checked.",
+    route: {
+      none: (reason) =>
+        `Note: this server cannot deliver notices to anyone (${reason}); every notice fails until a persona (YesImBot) or a direct bot is configured in notify-webhook. Switched on: instructions and approvals still work.`,
+      directOnly: (reason) =>
+        `Note: this server has no persona (${reason}); only notices sent directly (delivery: "direct") arrive, and this extension's notices go to the persona, so they fail. Switched on: instructions and approvals still work.`,
+      directNotReady: (reason) => `Note: this server's direct sending is not ready (${reason}); notices may fail until its bot is online.`,
+      log: "This is a trial server: notices are only printed in the server's terminal; nobody is messaged.",
+    },
     unknown: (qq, anonQq, reason) =>
       `The server cannot reliably check whether QQ ${qq} and Anon (QQ ${anonQq}) are friends (${reason}). Switched on; check that a private chat works.`,
     refusedRecipient: (status, qq, anonQq) =>
@@ -399,7 +432,15 @@ const en: Messages = {
     reachable: (endpoint, version, events, commands) => `${endpoint} reachable: version ${version}, protocol events ${events} / commands ${commands}`,
     unreachable: (endpoint, why) => `${endpoint} unreachable: ${why}`,
     capabilities: (list) => `capabilities: ${list}`,
-    recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? ` (${reason})` : ""}`,
+    routes: {
+      persona: "handed to the persona (Anon), who tells them",
+      direct: "sent directly by the bot in a private chat",
+      log: "only printed in the server's terminal (trial: nobody is messaged)",
+      none: "nowhere",
+    },
+    noticeRoute: (route, problem) => `notices go: ${route}${problem ? `; not ready: ${problem}` : ""}`,
+    chat: (loaded) => (loaded ? "chat: a bot that can message the recipient is loaded" : "chat: none (this server cannot message anyone)"),
+    recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,
     presenceLine: (running, accepted) => `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
@@ -411,6 +452,7 @@ const en: Messages = {
     lastDelivery: (eventId, status, at, result) => `last delivery: ${eventId} (${status}, ${at}) → ${result}`,
     lastDeliveryNone: "no notice delivered since this start",
     accepted: (state) => `accepted, receipt ${state}`,
+    receiptNow: (state, reason) => `accepted; receipt now ${state}${reason ? `: ${reason}` : ""}`,
     failed: (attempts, why) => `failed (${attempts} attempts): ${why}`,
     testHint: "send a test notice: /anon-notify-doctor test",
     testSent: (eventId) => `sent ${eventId}`,
@@ -426,9 +468,16 @@ export function messagesFor(language: Language): Messages {
   return CATALOGUES[language];
 }
 
-/** The footer text: the saved switch always shows, with what keeps it from working. */
-export function footerText(m: Messages, state: FooterState, active: boolean, target: { qq: string; note: RecipientNote | null } | null): string {
+/** The footer text: the saved switch always shows, with what keeps it from working, and an outage while it lasts. */
+export function footerText(
+  m: Messages,
+  state: FooterState,
+  active: boolean,
+  target: { qq: string; note: RecipientNote | null } | null,
+  outage: { since: number; held: number } | null = null,
+): string {
   if (state === "misconfigured") return active ? m.footer.misconfiguredOn : m.footer.misconfiguredOff;
   if (state !== "active" || !target) return m.footer[state];
-  return m.footer.active + m.footer.target(target.qq) + (target.note ? m.footer.note(m.notes[target.note]) : "");
+  const down = outage ? m.link.down(m.format.clock(outage.since), outage.held) : "";
+  return m.footer.active + m.footer.target(target.qq) + (target.note ? m.footer.note(m.notes[target.note]) : "") + down;
 }

@@ -2,7 +2,7 @@
  * Presence: heartbeats, offline, and the safe projection of an online session.
  */
 import { z } from "zod";
-import { Id, LIMITS, Timestamp, oneLine } from "./wire.ts";
+import { Id, LIMITS, Timestamp } from "./wire.ts";
 
 export const SessionRunState = z.enum(["idle", "running"]);
 export type SessionRunState = z.infer<typeof SessionRunState>;
@@ -10,20 +10,18 @@ export type SessionRunState = z.infer<typeof SessionRunState>;
 export const Heartbeat = z.strictObject({
   session_id: Id,
   runtime_id: Id,
-  // The owner reads project, model and activity as the rows of a listing: each is folded to one line at intake.
-  project: oneLine(LIMITS.projectChars).pipe(
-    z
-      .string()
-      .min(1)
-      .refine((p) => !/[\\/]/.test(p), "must be a directory basename, not a path"),
-  ),
-  model: oneLine(LIMITS.modelChars).nullable(),
+  project: z
+    .string()
+    .min(1)
+    .max(LIMITS.projectChars)
+    .refine((p) => !/[\\/]/.test(p), "must be a directory basename, not a path"),
+  model: z.string().max(LIMITS.modelChars).nullable(),
   state: SessionRunState,
   supports_images: z.boolean(),
   command_protocol: z.number().int().positive(),
   last_activity_at: Timestamp,
   // What the session was doing at its last activity (a tool name, never its output).
-  activity: oneLine(LIMITS.modelChars).nullable().optional(),
+  activity: z.string().max(LIMITS.modelChars).nullable().optional(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 

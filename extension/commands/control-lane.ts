@@ -9,7 +9,7 @@ import { AckAnswer, ClaimAnswer, OUTCOMES, type ClaimedCommand, type CommandOutc
 import { LIMITS } from "../../protocol/wire.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
-import { asDeliveryError, realSleep, retryDelayMs, runWithRetry, tokenRejected } from "../delivery/retry.ts";
+import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../delivery/retry.ts";
 import type { Messages } from "../messages.ts";
 import type { CommandJournal } from "./journal.ts";
 
@@ -114,7 +114,7 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
         if (error.code === "session_offline") session.beat();
         const message = session.text().commands.controlClaimFailed(error.message);
         // A refused token is told once by the client, for every channel at once.
-        if (message !== lastFailure && !tokenRejected(error)) session.report(message);
+        if (message !== lastFailure && !needsNoWarning(error)) session.report(message);
         lastFailure = message;
         await realSleep(Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), session.heartbeatIntervalMs), stopped).catch(() => undefined);
       }
@@ -146,7 +146,7 @@ export function createControlLane(dispatcher: ControlDispatcher): ControlLane {
         }),
       { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
     );
-    if (!acked.ok && !tokenRejected(acked.error)) session.report(session.text().commands.controlAckFailed(acked.error.message));
+    if (!acked.ok && !needsNoWarning(acked.error)) session.report(session.text().commands.controlAckFailed(acked.error.message));
   }
 
   return {

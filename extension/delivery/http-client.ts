@@ -7,6 +7,7 @@ import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
 import { EventAccepted, type EventBody } from "../../protocol/events.ts";
+import type { Link } from "./link.ts";
 import { endpointUrl, ErrorAnswer, formatIssues } from "../../protocol/wire.ts";
 import { aborted, classifyHttpFailure, DeliveryError } from "./retry.ts";
 
@@ -35,6 +36,8 @@ export interface WebhookClientOptions {
   now?: () => number;
   /** Called when the server starts refusing the token (a 401 after none or after a success), not on every 401. */
   onTokenRejected?: () => void;
+  /** Hears whether each request found the server (not requests this side aborted). */
+  link?: Pick<Link, "signal" | "quiet">;
 }
 
 // Node and undici codes for a connection that failed or broke; trying again may work.
@@ -71,6 +74,15 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
   const redact = (text: string) => (options.token ? text.split(options.token).join("[token]") : text);
   let rejected = false;
+  // The link decides what a failure says about the server: an answer with a refusal is still an answer.
+  const failed = (error: DeliveryError): DeliveryError => {
+    const link = options.link;
+    if (link) {
+      link.signal({ kind: "failed", error });
+      error.quiet = link.quiet(error);
+    }
+    return error;
+  };
 
   async function request<T>(method: "GET" | "POST", path: string, opts: RequestOptions<T>): Promise<T> {
     const url = new URL(endpointUrl(options.endpoint, path));
@@ -95,13 +107,15 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       text = await response.body.text();
     } catch (error) {
       if (opts.signal?.aborted) throw aborted();
-      if (timeout.aborted) throw new DeliveryError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout" });
+      if (timeout.aborted) throw failed(new DeliveryError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout" }));
       const code = networkCode(error);
       const message = redact(errorText(error));
-      throw new DeliveryError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
-        retryable: code !== undefined && NETWORK_CODES.has(code),
-        code: code ?? "network",
-      });
+      throw failed(
+        new DeliveryError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
+          retryable: code !== undefined && NETWORK_CODES.has(code),
+          code: code ?? "network",
+        }),
+      );
     }
 
     let json: unknown;
@@ -116,8 +130,9 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     } else if (response.statusCode >= 200 && response.statusCode <= 299) rejected = false;
     if (response.statusCode < 200 || response.statusCode > 299) {
       const serverError = ErrorAnswer.safeParse(json);
-      throw classifyHttpFailure(response.statusCode, response.headers, now(), serverError.success ? serverError.data.error : undefined);
+      throw failed(classifyHttpFailure(response.statusCode, response.headers, now(), serverError.success ? serverError.data.error : undefined));
     }
+    options.link?.signal({ kind: "answered" });
     const answer = opts.schema.safeParse(json);
     if (!answer.success) {
       throw new DeliveryError(`HTTP ${response.statusCode} with an invalid answer: ${formatIssues(answer.error, "(body)")}`, {

@@ -10,7 +10,7 @@ import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues } from "../../protocol/wire.ts";
 import type { WebhookClient } from "./http-client.ts";
 import type { Outbox } from "./outbox.ts";
-import { asDeliveryError, realSleep, runWithRetry, tokenRejected, type DeliveryError, type RetryResult, type Sleep } from "./retry.ts";
+import { asDeliveryError, needsNoWarning, realSleep, runWithRetry, tokenRejected, type DeliveryError, type RetryResult, type Sleep } from "./retry.ts";
 
 export interface DeliveryLog {
   info(message: string): void;
@@ -67,6 +67,10 @@ export interface NotifierOptions {
   random?: () => number;
   /** While finals are held back, the outbox is tried again this often (default 60 s). */
   outboxRetryMs?: number;
+  /** The outbox may hold more or fewer undelivered finals now (one was held back, or a resend ended). */
+  heldChanged?: () => void;
+  /** The server took a notice, with the receipt state it answered (to follow one still in progress). */
+  accepted?: (eventId: string, state: EventAccepted["state"]) => void;
 }
 
 const OUTBOX_RETRY_MS = 60_000;
@@ -118,11 +122,12 @@ export function createNotifier(options: NotifierOptions): Notifier {
     });
     const done = { eventId: event.event_id, status: event.status, at: now() };
     last = result.ok ? { ...done, ok: true, state: result.value.state } : { ...done, ok: false, attempts: result.attempts, error: result.error.message };
+    if (result.ok) options.accepted?.(event.event_id, result.value.state);
     return result;
   };
   // A refused token is told once by the client; these warnings would only repeat it per notice.
   const warnUnlessTokenRejected = (result: { error: DeliveryError }, message: string) => {
-    if (!tokenRejected(result.error)) log.warn(message);
+    if (!needsNoWarning(result.error)) log.warn(message);
   };
 
   /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
@@ -162,6 +167,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
 
   const holdBack = () => {
     heldBack = true;
+    options.heldChanged?.();
     if (retryTimer || stop.signal.aborted) return;
     retryTimer = setTimeout(() => {
       retryTimer = undefined;
@@ -181,12 +187,20 @@ export function createNotifier(options: NotifierOptions): Notifier {
       log.warn(t.expired(pruned.length, pruned.join(", ")));
     }
     heldBack = false;
-    for (const entry of await outbox.list()) {
-      if (stop.signal.aborted) return;
-      if (queued.has(entry.event.event_id) && entry.event.event_id !== own) continue;
-      const result = await deliverFinal(entry.event, true);
-      // Unreachable, busy or the token refused: the rest would fail the same way.
-      if (result && !result.ok && (result.error.retryable || tokenRejected(result.error))) return;
+    let resent = 0;
+    try {
+      for (const entry of await outbox.list()) {
+        if (stop.signal.aborted) return;
+        if (queued.has(entry.event.event_id) && entry.event.event_id !== own) continue;
+        const result = await deliverFinal(entry.event, true);
+        if (result?.ok && entry.event.event_id !== own) resent += 1;
+        // Unreachable, busy or the token refused: the rest would fail the same way.
+        if (result && !result.ok && (result.error.retryable || tokenRejected(result.error))) return;
+      }
+    } finally {
+      // What went out after an outage is said once, with how many; the footer's count follows.
+      if (resent > 0) log.info(t.resent(resent));
+      options.heldChanged?.();
     }
   };
 

@@ -20,6 +20,8 @@ export class DeliveryError extends Error {
   readonly retryAfterMs?: number;
   readonly status?: number;
   readonly code?: string;
+  /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
+  quiet = false;
 
   constructor(message: string, details: DeliveryErrorDetails) {
     super(message);
@@ -60,6 +62,9 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
  * heartbeat, the command channel and the notifier do not each report it again in their own words.
  */
 export const tokenRejected = (error: DeliveryError): boolean => error.status === 401;
+
+/** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */
+export const needsNoWarning = (error: DeliveryError): boolean => error.quiet || tokenRejected(error);
 
 /** Any thrown value as a DeliveryError; something that is not one is a bug, and bugs are not retried. */
 export function asDeliveryError(error: unknown): DeliveryError {

@@ -14,7 +14,7 @@ import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import type { Config } from "../config/schema.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
-import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
+import { asDeliveryError, needsNoWarning } from "../delivery/retry.ts";
 import type { Messages } from "../messages.ts";
 import { attachable } from "../pi-handlers.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
@@ -242,8 +242,8 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
           heard = undefined;
           acceptedState = undefined;
           const message = deps.text().presence.failed(errorText(error));
-          // A refused token is told once by the client, for every channel at once.
-          if (message !== lastFailure && !tokenRejected(asDeliveryError(error))) deps.report(message);
+          // A refused token is told once by the client, an outage by the footer, for every channel at once.
+          if (message !== lastFailure && !needsNoWarning(asDeliveryError(error))) deps.report(message);
           lastFailure = message;
         },
       )

@@ -3,13 +3,15 @@
  * server's answers, the services' state) and this turns them into lines in the session's language.
  * Never a token's value: only where it comes from and whether its file is there.
  */
-import type { Receipt, ReceiptState } from "../../protocol/events.ts";
+import type { Receipt } from "../../protocol/events.ts";
 import type { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { ConfigFileInfo, ConfigOrigin } from "../config/config.ts";
+import type { ServerCause } from "../delivery/decisions.ts";
 import type { LastDelivery } from "../delivery/notifier.ts";
 import type { Messages } from "../messages.ts";
 
-export type Probe<T> = { kind: "ok"; value: T } | { kind: "error"; message: string } | { kind: "skipped"; why: string };
+/** A question to the server: its answer, its failure (with the real cause when there is one), or why it was not asked. */
+export type Probe<T> = { kind: "ok"; value: T } | { kind: "error"; message: string; cause?: ServerCause | null } | { kind: "skipped"; why: string };
 
 export interface DoctorFacts {
   configErrors: readonly string[];
@@ -26,12 +28,12 @@ export interface DoctorFacts {
   commands: { enabled: boolean; running: boolean; held: string | null; queued: number };
   outbox: Probe<{ count: number; oldest: number | null }>;
   lastDelivery: LastDelivery | undefined;
+  /** The last accepted notice's receipt as the server has it now. */
+  lastReceipt?: Probe<Pick<Receipt, "state" | "error">>;
   /** Present when the user asked for a test notice. */
   test?: Probe<{ eventId: string; receipt: Pick<Receipt, "state" | "error"> | null; final: boolean }>;
 }
 
-/** A receipt state nothing will change any more. */
-export const FINAL_RECEIPT_STATES: readonly ReceiptState[] = ["context_injected", "delivered", "failed"];
 
 const SECRET_KEYS = new Set(["token"]);
 
@@ -45,13 +47,11 @@ function originText(m: Messages, origin: ConfigOrigin | undefined): string {
   return `${m.doctor.layer[origin.layer]} ${origin.where}`;
 }
 
-function probeLine<T>(m: Messages, probe: Probe<T>, ok: (value: T) => string[], error: (message: string) => string): string[] {
+function probeLine<T>(m: Messages, probe: Probe<T>, ok: (value: T) => string[], error: (message: string) => string, endpoint = "—"): string[] {
   if (probe.kind === "ok") return ok(probe.value);
-  if (probe.kind === "error") return [error(probe.message)];
+  if (probe.kind === "error") return [probe.cause ? m.link.cause[probe.cause](endpoint, probe.message) : error(probe.message)];
   return [m.doctor.notChecked(probe.why)];
 }
-
-const time = (ms: number) => new Date(ms).toISOString();
 
 export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const d = m.doctor;
@@ -68,14 +68,24 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const server = probeLine(
     m,
     facts.health,
-    (health) => [d.reachable(endpoint, health.version, health.protocol.events, health.protocol.commands), d.capabilities(health.capabilities.join(", ") || d.none)],
+    (health) => [
+      d.reachable(endpoint, health.version, health.protocol.events, health.protocol.commands),
+      d.capabilities(health.capabilities.join(", ") || d.none),
+      // Said by servers since 2026-12; an older one says nothing about where notices go.
+      ...(health.notices
+        ? [d.noticeRoute(d.routes[health.notices.route], health.notices.ready ? null : m.link.reason(health.notices.reason ?? "no_persona"))]
+        : []),
+      ...(health.chat === undefined ? [] : [d.chat(health.chat)]),
+    ],
     (message) => d.unreachable(endpoint, message),
+    endpoint,
   );
   const recipient = probeLine(
     m,
     facts.recipient,
-    (answer) => [d.recipientAnswer(answer.qq ?? "—", answer.anon_qq ?? "—", answer.status, answer.reason)],
+    (answer) => [d.recipientAnswer(answer.qq ?? "—", answer.anon_qq ?? "—", answer.status, answer.reason && m.link.reason(answer.reason))],
     d.recipientError,
+    endpoint,
   );
   const session = [
     d.sessionLine(facts.footer),
@@ -83,18 +93,19 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
     ...(facts.presence.lastFailure ? [`  ${d.lastFailure(facts.presence.lastFailure)}`] : []),
     d.commandsLine(facts.commands.running, facts.commands.enabled, facts.commands.held, facts.commands.queued),
   ];
+  const time = m.format.dateTime;
   const last = facts.lastDelivery;
+  const now = facts.lastReceipt?.kind === "ok" ? facts.lastReceipt.value : null;
+  const accepted = (state: Receipt["state"]) => (now ? d.receiptNow(now.state, now.error && m.link.reason(now.error)) : d.accepted(state));
   const delivery = [
     ...probeLine(m, facts.outbox, ({ count, oldest }) => [d.outbox(count, oldest === null ? null : time(oldest))], d.outboxError),
-    last
-      ? d.lastDelivery(last.eventId, last.status, time(last.at), last.ok ? d.accepted(last.state) : d.failed(last.attempts, last.error))
-      : d.lastDeliveryNone,
+    last ? d.lastDelivery(last.eventId, last.status, time(last.at), last.ok ? accepted(last.state) : d.failed(last.attempts, last.error)) : d.lastDeliveryNone,
   ];
   const test = facts.test
     ? probeLine(
         m,
         facts.test,
-        ({ eventId, receipt, final }) => [d.testSent(eventId), ...(receipt ? [d.testReceipt(receipt.state, receipt.error, final)] : [])],
+        ({ eventId, receipt, final }) => [d.testSent(eventId), ...(receipt ? [d.testReceipt(receipt.state, receipt.error && m.link.reason(receipt.error), final)] : [])],
         d.testFailed,
       )
     : [d.testHint];

@@ -19,8 +19,11 @@ import { noticeContext } from "../notices/context.ts";
 import { externalNotice } from "../notices/notice.ts";
 import type { Presence } from "../presence/presence.ts";
 import { sessionStatus } from "../state-bus.ts";
-import { FINAL_RECEIPT_STATES, doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
-import { sessionFacts, type SessionState } from "./session.ts";
+import { serverCause } from "../delivery/decisions.ts";
+import { FINAL_RECEIPT_STATES } from "../delivery/receipt-watch.ts";
+import { asDeliveryError } from "../delivery/retry.ts";
+import { doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
+import { outage, sessionFacts, type SessionState } from "./session.ts";
 
 /** Each question to the server gets this long. */
 export const DOCTOR_REQUEST_TIMEOUT_MS = 5_000;
@@ -54,11 +57,12 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
   return { used, file: config.tokenFile, fileState };
 }
 
-async function ask<T>(run: () => Promise<T>): Promise<Probe<T>> {
+/** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
+async function ask<T>(run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
   try {
     return { kind: "ok", value: await run() };
   } catch (error) {
-    return { kind: "error", message: errorText(error) };
+    return { kind: "error", message: errorText(error), cause: serverCause(asDeliveryError(error), hasToken) };
   }
 }
 
@@ -95,12 +99,15 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
   const config = s.config;
   const client = s.delivery?.client;
   const noServer: Probe<never> = { kind: "skipped", why: !config ? m.doctor.configInvalid : m.doctor.noClient };
-  const [health, recipient] = client
+  const last = s.delivery?.notifier.lastDelivery();
+  const [health, recipient, lastReceipt] = client
     ? await Promise.all([
-        ask(() => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })),
-        ask(() => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })),
+        ask(() => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
+        ask(() => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
+        // What became of the last notice since the server took it: its receipt now, not the one it answered then.
+        last?.ok ? ask(() => client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })) : noServer,
       ])
-    : [noServer, noServer];
+    : [noServer, noServer, noServer];
   const outbox = s.delivery?.outbox;
   const pending = deps.commands.pending();
   const values = config
@@ -118,7 +125,7 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
     endpoint: config?.endpoint,
     health,
     recipient,
-    footer: footerText(m, sessionStatus(sessionFacts(s)), s.active, config ? { qq: config.recipient.qq, note: s.recipientNote } : null),
+    footer: footerText(m, sessionStatus(sessionFacts(s)), s.active, config ? { qq: config.recipient.qq, note: s.recipientNote } : null, outage(s)),
     presence: deps.presence.status(),
     commands: { enabled: config?.command.enabled ?? false, running: s.servicesRunning && (config?.command.enabled ?? false), held: pending.held, queued: pending.queued.length },
     outbox: outbox
@@ -127,7 +134,8 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
           return { count: entries.length, oldest: entries[0]?.queuedAt ?? null };
         })
       : noServer,
-    lastDelivery: s.delivery?.notifier.lastDelivery(),
+    lastDelivery: last,
+    ...(last?.ok ? { lastReceipt } : {}),
     ...(withTest
       ? {
           test:

@@ -12,6 +12,8 @@ import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
 import { type Config } from "../config/schema.ts";
 import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
+import { Link } from "../delivery/link.ts";
+import { ReceiptWatch } from "../delivery/receipt-watch.ts";
 import { createNotifier, type Notifier } from "../delivery/notifier.ts";
 import { openOutbox, type Outbox } from "../delivery/outbox.ts";
 import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
@@ -35,6 +37,11 @@ export interface Delivery {
   client: WebhookClient;
   notifier: Notifier;
   outbox: Outbox;
+  /** Whether the server answers; an outage shows in the footer, its end is said once. */
+  link: Link;
+  /** Finals the outbox holds undelivered, as last counted (the footer's "notices held"). */
+  held: number;
+  receipts: ReceiptWatch;
 }
 
 export interface SessionState {
@@ -96,7 +103,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   const reading = readActivation(ctx.sessionManager.getEntries());
   if (reading.record === "invalid") report(text.session.recordInvalid(reading.problem));
   const active = event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error")) : reading.active;
-  return {
+  const s: SessionState = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
     language,
@@ -110,32 +117,72 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
     subagent,
     active,
     recipientNote: null,
-    delivery: config && configState === "valid" && !subagent ? openDelivery(config, token, text, report) : undefined,
+    delivery: undefined,
     servicesRunning: false,
   };
+  if (config && configState === "valid" && !subagent) s.delivery = openDelivery(config, token, text, report, () => countHeld(pi, s));
+  return s;
 }
 
-function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report): Delivery | undefined {
+/** Counts what the outbox holds and shows it: the footer's outage state follows the link and the outbox. */
+function countHeld(pi: ExtensionAPI, s: SessionState): void {
+  const delivery = s.delivery;
+  if (!delivery) return;
+  void delivery.outbox.list().then(
+    (entries) => {
+      delivery.held = entries.length;
+      publishQuietly(pi, s);
+    },
+    () => publishQuietly(pi, s),
+  );
+}
+
+/** From a timer or a request's end: the session may have been replaced meanwhile, and its ctx gone stale. */
+function publishQuietly(pi: ExtensionAPI, s: SessionState): void {
+  try {
+    publish(pi, s);
+  } catch (error) {
+    debug(`footer not updated: ${errorText(error)}`);
+  }
+}
+
+function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
   try {
     const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)) });
+    const link = new Link((_state, back) => {
+      if (back !== undefined) report(text.link.back(text.format.duration(back)), "info");
+      changed();
+    });
     const client = createWebhookClient({
       endpoint: config.endpoint,
       token,
       timeoutMs: config.delivery.timeoutMs,
-      onTokenRejected: () => report(text.session.tokenRejected(config.tokenFile), "error"),
+      // Without a token the 401 is no refusal of a token: say that there is none here.
+      onTokenRejected: () => report(token ? text.session.tokenRejected(config.tokenFile) : text.link.noToken(config.tokenFile), "error"),
+      link,
     });
+    // The first notice the server took but cannot deliver is said once: every later one fails the same way.
+    const receipts = new ReceiptWatch(client, (eventId, error) => report(text.link.firstFailedReceipt(eventId, text.link.reason(error ?? "failed"))), { debug });
     const notifier = createNotifier({
       client,
       outbox,
       delivery: config.delivery,
       text: text.delivery,
       log: { info: (m) => report(m, "info"), warn: (m) => report(m), debug },
+      heldChanged: changed,
+      accepted: (eventId, state) => receipts.accepted(eventId, state),
     });
-    return { client, notifier, outbox };
+    return { client, notifier, outbox, link, held: 0, receipts };
   } catch (error) {
     report(text.session.deliveryFailed(errorText(error)), "error");
     return undefined;
   }
+}
+
+/** The footer's outage part: only while the session notifies and the server stopped answering. */
+export function outage(s: SessionState): { since: number; held: number } | null {
+  const link = s.delivery?.link.state;
+  return link?.phase === "down" && s.servicesRunning ? { since: link.since, held: s.delivery!.held } : null;
 }
 
 /** The status bar and the `anon-notify:state` payload, from the session's current facts. */
@@ -143,7 +190,7 @@ export function publish(pi: ExtensionAPI, s: SessionState): void {
   const facts = sessionFacts(s);
   const status = sessionStatus(facts);
   if (s.ctx.hasUI) {
-    s.ctx.ui.setStatus(STATUS_KEY, footerText(s.text, status, s.active, s.config ? { qq: s.config.recipient.qq, note: s.recipientNote } : null));
+    s.ctx.ui.setStatus(STATUS_KEY, footerText(s.text, status, s.active, s.config ? { qq: s.config.recipient.qq, note: s.recipientNote } : null, outage(s)));
   }
   const payload: StatePayload = {
     version: 1,
@@ -177,6 +224,7 @@ export async function closeSession(s: SessionState, services: readonly SessionSe
   if (!s.delivery) return;
   const drained = await flushed;
   if (!drained) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
+  s.delivery.receipts.close();
   await s.delivery.notifier.close();
   await s.delivery.client.close();
   await s.delivery.outbox.close();

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";
-import { RecipientAnswer } from "../../protocol/status.ts";
+import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";
 import type { WebhookClient } from "../delivery/http-client.ts";
 import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
@@ -41,6 +41,26 @@ async function checkRecipient(client: WebhookClient): Promise<RecipientCheck | {
   }
 }
 
+/** What the server says of itself (where its notices go, whether it has a chat); null when it did not say (an older server, or no answer). */
+async function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
+  try {
+    return await client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
+  } catch {
+    return null; // the recipient check, asked beside it, says what went wrong
+  }
+}
+
+/** What to tell before switching on about where the server's notices go; null when they reach a person. */
+export function routeWarning(m: Messages, health: Pick<HealthAnswer, "notices"> | null): string | null {
+  const notices = health?.notices;
+  if (!notices) return null;
+  const reason = m.link.reason(notices.reason ?? "no_persona");
+  if (notices.route === "none") return m.toggle.route.none(reason);
+  if (notices.route === "log") return m.toggle.route.log;
+  if (notices.route === "direct") return notices.ready ? m.toggle.route.directOnly(reason) : m.toggle.route.directNotReady(reason);
+  return null;
+}
+
 /** Why this session cannot be switched on, or the note and warning to enable it with. */
 async function enablePreflight(s: SessionState): Promise<{ refuse: string } | { note: RecipientNote; warning: string | null }> {
   const m = s.text;
@@ -51,14 +71,21 @@ async function enablePreflight(s: SessionState): Promise<{ refuse: string } | { 
   // Without a token every request would only be refused; say which file to create instead.
   if (!s.tokenConfigured) return { refuse: m.toggle.noToken(s.config.tokenFile) };
   if (!s.delivery) return { refuse: m.toggle.noDelivery };
-  const check = await checkRecipient(s.delivery.client);
+  const [check, health] = await Promise.all([checkRecipient(s.delivery.client), checkHealth(s.delivery.client)]);
   // The client has just said that the token was refused, and how to fix it.
   if (check.kind === "token_rejected") return { refuse: m.toggle.tokenRejected };
   const verdict = enableVerdict(check);
   if (!verdict.allow) return { refuse: m.toggle.refusedRecipient(verdict.status, s.config.recipient.qq, s.config.recipient.anonQq) };
-  if (verdict.note === "reachable") return { note: verdict.note, warning: null };
-  const warning = verdict.note === "unverified" ? m.toggle.unverified(verdict.why) : m.toggle.unknown(s.config.recipient.qq, s.config.recipient.anonQq, verdict.why);
-  return { note: verdict.note, warning: `${warning}\n${m.notesExplained}` };
+  const route = routeWarning(m, health);
+  const warnings = (...lines: (string | null)[]) => lines.filter((line) => line !== null).join("\n") || null;
+  if (verdict.note === "reachable") return { note: verdict.note, warning: warnings(route) };
+  // No chat at all (the plain standalone server): there is no private chat to check or to warn about.
+  if (verdict.note === "unknown" && health?.chat === false) return { note: "no_chat", warning: warnings(route, m.toggle.noChat) };
+  const warning =
+    verdict.note === "unverified"
+      ? m.toggle.unverified(verdict.why)
+      : m.toggle.unknown(s.config.recipient.qq, s.config.recipient.anonQq, m.link.reason(verdict.why));
+  return { note: verdict.note, warning: warnings(route, warning, m.notesExplained) };
 }
 
 export function registerToggleCommand(pi: ExtensionAPI, deps: ToggleDeps): void {

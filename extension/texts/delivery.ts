@@ -4,9 +4,7 @@
  * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
  */
 import type { RunOutcome } from "../../lifecycle.ts";
-
-/** A whole number of minutes as the locale writes it ("5 分钟", "5 minutes"). */
-const minutesIn = (locale: string) => (count: number) => new Intl.NumberFormat(locale, { style: "unit", unit: "minute", unitDisplay: "long" }).format(count);
+import { formatsIn } from "./format.ts";
 
 type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
 
@@ -19,6 +17,7 @@ export const zhDelivery = {
   noticeFailed: (eventId: string, status: string, attempts: number, why: string) => `通知 ${eventId}（${status}）未送达（${attempts} 次尝试）：${why}`,
   invalidEvent: (why: string) => `通知事件无效，未发送：${why}`,
   outboxCorrupt: (file: string, why: string) => `outbox 文件 ${file} 无法读取，已改名为 .bad 保留：${why}`,
+  resent: (count: number) => `已补发服务端中断期间暂存的 ${count} 条通知。`,
 };
 
 export const enDelivery: typeof zhDelivery = {
@@ -30,6 +29,7 @@ export const enDelivery: typeof zhDelivery = {
   noticeFailed: (eventId, status, attempts, why) => `Notice ${eventId} (${status}) not delivered (${attempts} attempts): ${why}`,
   invalidEvent: (why) => `Invalid notice event, not sent: ${why}`,
   outboxCorrupt: (file, why) => `Outbox file ${file} is unreadable and was renamed to .bad: ${why}`,
+  resent: (count) => `Sent ${count} ${count === 1 ? "notice" : "notices"} held while the server was unreachable.`,
 };
 
 export const zhNotice = {
@@ -45,7 +45,7 @@ export const zhNotice = {
   } satisfies Record<FailureReason, string>,
   failed: (why: string, detail: string | null) => (detail ? `${why}：${detail}` : `${why}。`),
   started: "开始处理任务。",
-  minutes: minutesIn("zh-CN"),
+  minutes: formatsIn("zh-CN").minutes,
   progress: (elapsed: string, toolCalls: number) => `仍在运行：已用 ${elapsed}，已完成 ${toolCalls} 次工具调用。`,
   toolError: (tool: string, detail: string | null) => `工具 ${tool} 出错${detail ? `：${detail}` : "。"}`,
 };
@@ -63,7 +63,7 @@ export const enNotice: typeof zhNotice = {
   },
   failed: (why, detail) => `Failed: ${why}${detail ? `: ${detail}` : "."}`,
   started: "Started working on the task.",
-  minutes: minutesIn("en-US"),
+  minutes: formatsIn("en-US").minutes,
   progress: (elapsed, toolCalls) => `Still running: ${elapsed} so far, ${toolCalls} tool calls done.`,
   toolError: (tool, detail) => `Tool ${tool} failed${detail ? `: ${detail}` : "."}`,
 };

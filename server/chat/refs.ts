@@ -1,10 +1,9 @@
 /**
  * Short references to online sessions for people typing on a phone: `#1`, `#2` … given in the order
  * sessions are first seen and kept while a session stays online (a number is reused only after its
- * session went offline). A reference may also be the number alone, a whole session id or project
- * name, or the start of either (at least 4 characters), tried in that order: a look-alike such as
- * `shop-evil-0001` never wins over the exact `shop`. A reference that fits several sessions at the
- * first step that fits any is refused with the candidates, never guessed.
+ * session went offline). A reference may also be the number alone, the start of the session id (at
+ * least 4 characters) or the project's name; a reference that fits several sessions is refused
+ * with the candidates, never guessed.
  */
 import type { SessionProjection } from "../../protocol/sessions.ts";
 
@@ -29,10 +28,14 @@ export function resolveRef(ref: string, sessions: readonly NumberedSession[]): R
     return matches.length === 0 ? { kind: "none" } : { kind: "ambiguous", candidates: matches };
   };
   if (numbered) return pick(sessions.filter((s) => s.number === Number(numbered[1])));
+  const exact = sessions.filter((s) => s.session.session_id === text);
+  if (exact.length > 0) return pick(exact);
   const lower = text.toLowerCase();
-  const exact = sessions.filter((s) => s.session.session_id === text || s.session.project.toLowerCase() === lower);
-  if (exact.length > 0 || lower.length < MIN_PREFIX) return pick(exact);
-  return pick(sessions.filter((s) => s.session.session_id.toLowerCase().startsWith(lower) || s.session.project.toLowerCase().startsWith(lower)));
+  if (lower.length >= MIN_PREFIX) {
+    const prefixed = sessions.filter((s) => s.session.session_id.toLowerCase().startsWith(lower));
+    if (prefixed.length > 0) return pick(prefixed);
+  }
+  return pick(sessions.filter((s) => s.session.project.toLowerCase() === lower));
 }
 
 /** The numbers given so far; one instance per plugin, in memory (a restart numbers afresh). */

@@ -17,24 +17,12 @@ export function sessionLine(session: Session, number: number, s: SessionProjecti
   });
 }
 
-/** Sessions per chat message: a phone screen, and no flood of agent-named rows in one reply. */
-export const CHAT_PAGE_SIZE = 10;
-
-/** Page `page` (from 1, clamped to the last) of `items`. Pure. */
-export function pageOf<T>(items: readonly T[], page: number, size: number): { items: T[]; page: number; pages: number } {
-  const pages = Math.max(1, Math.ceil(items.length / size));
-  const shown = Math.min(Math.max(1, page), pages);
-  return { items: items.slice((shown - 1) * size, shown * size), page: shown, pages };
-}
-
 export function sessionCommands(ctx: Context, kit: ChatKit): void {
-  ownerCommand(ctx, kit, "anon.sessions [page:posint]").action(({ session }, page) => {
+  ownerCommand(ctx, kit, "anon.sessions").action(({ session }) => {
     const online = numbered(kit);
     if (online.length === 0) return session!.text(".empty");
     const now = Date.now();
-    const shown = pageOf(online, page ?? 1, CHAT_PAGE_SIZE);
-    const lines = shown.items.map(({ number, session: s }) => sessionLine(session!, number, s, now));
-    const more = shown.pages > 1 ? [session!.text(".page", { page: shown.page, pages: shown.pages, next: (shown.page % shown.pages) + 1 })] : [];
-    return [session!.text(".header", [online.length]), ...lines, ...more, session!.text(".footer", { ref: `#${shown.items[0]!.number}` })].join("\n");
+    const lines = online.map(({ number, session: s }) => sessionLine(session!, number, s, now));
+    return [session!.text(".header", [online.length]), ...lines, session!.text(".footer", { ref: `#${online[0]!.number}` })].join("\n");
   });
 }

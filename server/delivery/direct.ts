@@ -18,9 +18,6 @@ export interface DirectTarget {
 }
 
 
-/** Every mandatory line break of Unicode (UAX #14: BK, CR, LF, NL), CR LF counting as one. */
-const MANDATORY_BREAK = /\r\n?|[\n\u000b\u000c\u0085\u2028\u2029]/g;
-
 /** The direct notice, in the language `say` speaks. Pure. */
 export function formatDirectMessage(event: EventBody, say: Say): string {
   const usage = event.context_usage;
@@ -36,7 +33,7 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
     say("anon-notify.direct.source", [event.source || none]),
     say("anon-notify.direct.task", [event.task || none]),
     // The summary may span lines; its continuation lines are indented, so none can pass for a header or a label.
-    say("anon-notify.direct.summary", [(event.summary || none).replace(MANDATORY_BREAK, "\n  ")]),
+    say("anon-notify.direct.summary", [(event.summary || none).replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")]),
     say("anon-notify.direct.context", [context]),
   ];
   if (event.url) lines.push(say("anon-notify.direct.link", [event.url]));

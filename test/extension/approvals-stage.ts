@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
 import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
-import { closeAll } from "../../harness/cleanup.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
@@ -42,18 +41,14 @@ export async function setup(t: TestContext, options: { approval?: Record<string,
   const root = makeRoot();
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(koishi, root));
-  let pi: PiHarness | undefined;
-  // Registered before Pi starts, so a start that throws still stops the Koishi app.
-  t.after(() =>
-    closeAll(
-      () => pi?.dispose({ keepRoot: true }),
-      () => void (process.env = saved),
-      koishi.stop,
-      () => rmSync(root, { recursive: true, force: true }),
-    ),
-  );
   writeUserConfig(root, { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } });
-  pi = await startPi({ root, ...options.pi });
+  const pi = await startPi({ root, ...options.pi });
+  t.after(async () => {
+    await pi.dispose({ keepRoot: true });
+    process.env = saved;
+    await koishi.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
   if (options.activate !== false) await pi.prompt("/anon-notify");
   const build = join(pi.cwd, "build");
   mkdirSync(build, { recursive: true });

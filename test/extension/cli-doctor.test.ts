@@ -13,6 +13,7 @@ import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { runStandalone } from "../../server/standalone.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { configureExtension } from "../../harness/webhook.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { REPO, describeRun, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 
 const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;
@@ -53,14 +54,23 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
     "在线心跳：未运行",
     "outbox 待重发：0 条",
     "发送测试通知：/anon-notify-doctor test",
+    // The standalone server prints notices with its log persona and has no chat.
+    "通知去向：只打印在服务端终端（试用，不发给任何人）",
+    "聊天：没有（这个服务端不能私聊任何人）",
   ]) {
     assert.ok(before.stderr.includes(line), `doctor says ${JSON.stringify(line)}\n${describeRun(before)}`);
   }
-  assert.match(before.stderr, /QQ —，Anon QQ —：unknown（not_configured）/, describeRun(before));
+  assert.ok(before.stderr.includes("QQ —，Anon QQ —：unknown，服务端没有配置要通知的 QQ（not_configured）"), describeRun(before));
   assert.ok(!before.stderr.includes(readFileSync(join(serverDir, "token"), "utf8").trim()), "the token itself is never shown");
 
   const on = await pi(["/anon-notify"]);
   assert.equal(on.code, 0, describeRun(on));
+  // The trial path: said where notices go, no warning about a private chat that cannot exist here.
+  const zh = messagesFor("zh-CN");
+  for (const text of [zh.toggle.route.log, zh.toggle.noChat]) {
+    assert.ok(on.stderr.includes(text), `${text}\n${describeRun(on)}`);
+  }
+  assert.ok(!on.stderr.includes("私聊可达"), describeRun(on));
   const run = await pi(["/anon-notify-doctor test"], { LANG: "en_US.UTF-8" });
   assert.equal(run.code, 0, describeRun(run));
   for (const line of ["Anon notices doctor", "state: Anon notices: on → QQ", "presence: running", "instruction channel: running", "receipt: context_injected"]) {
@@ -70,4 +80,14 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
 
   const usage = await pi(["/anon-notify-doctor now"]);
   assert.match(usage.stderr, /用法：\/anon-notify-doctor/, describeRun(usage));
+
+  // The token file deleted: the real cause is named (no token here), not a refused token or an unreachable server.
+  rmSync(join(dataDir, "token"));
+  const noToken = await pi(["/anon-notify-doctor"], { LANG: "en_US.UTF-8" });
+  assert.ok(noToken.stderr.includes(`${endpoint} answered, but there is no token here (HTTP 401)`), describeRun(noToken));
+  assert.ok(!noToken.stderr.includes("unreachable"), describeRun(noToken));
+  model.script({ text: "done" });
+  const reload = await pi(["task after the token went"], { LANG: "en_US.UTF-8" });
+  assert.ok(reload.stderr.includes(messagesFor("en-US").link.noToken(join(dataDir, "token"))), describeRun(reload));
+  assert.ok(!reload.stderr.includes("rejected the token"), describeRun(reload));
 });

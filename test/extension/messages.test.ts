@@ -44,6 +44,9 @@ describe("footerText", () => {
   });
 });
 
+/** A date and time as an English reader of this machine's zone reads it. */
+const localTime = (ms: number) => new Intl.DateTimeFormat("en-US", { dateStyle: "medium", timeStyle: "medium" }).format(ms);
+
 test("doctorReport shows where each value came from, never the token, and what each probe found", () => {
   const facts: DoctorFacts = {
     configErrors: [],
@@ -92,8 +95,8 @@ test("doctorReport shows where each value came from, never the token, and what e
       "    last failure: Presence heartbeat failed: timeout",
       "  instruction channel: running",
       "Delivery",
-      "  outbox backlog: 2 (oldest 2026-01-02T03:04:05.000Z)",
-      "  last delivery: pi:s:e:completed (completed, 2026-01-02T03:04:06.000Z) → failed (3 attempts): HTTP 503",
+      `  outbox backlog: 2 (oldest ${localTime(Date.UTC(2026, 0, 2, 3, 4, 5))})`,
+      `  last delivery: pi:s:e:completed (completed, ${localTime(Date.UTC(2026, 0, 2, 3, 4, 6))}) → failed (3 attempts): HTTP 503`,
       "Test notice",
       "  sent ext:s:doctor-1",
       "  receipt: queued (timed out before it was final)",
@@ -146,4 +149,78 @@ test("both languages of the Pi catalogue have the same keys and show the same pl
   const [zh, en] = (["zh-CN", "en-US"] as const).map((language) => leaves(messagesFor(language)));
   assert.deepEqual([...en!.keys()].sort(), [...zh!.keys()].sort());
   for (const [key, text] of zh!) assert.equal(shownArguments(en!.get(key)), shownArguments(text), key);
+});
+
+/** Facts of a doctor run with every probe answered; each test changes what it is about. */
+function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
+  return {
+    configErrors: [],
+    files: [],
+    values: [],
+    token: { used: "file", file: "/a/token", fileState: "present" },
+    endpoint: "http://127.0.0.1:5140/api/agent-notify/v1/events",
+    health: { kind: "ok", value: { ok: true, version: "0.5.0", protocol: { events: 1, commands: 3 }, capabilities: [], session_heartbeat_timeout_ms: 30_000 } },
+    recipient: { kind: "ok", value: { qq: "10001", anon_qq: "10002", status: "ok", reason: null } },
+    footer: "",
+    presence: { running: true, accepted: true, lastFailure: null },
+    commands: { enabled: true, running: true, held: null, queued: 0 },
+    outbox: { kind: "ok", value: { count: 0, oldest: null } },
+    lastDelivery: undefined,
+    ...overrides,
+  };
+}
+
+test("the doctor names the real cause of a failed question to the server, in both languages", () => {
+  const endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events";
+  const rows: [string, DoctorFacts["health"], string, string][] = [
+    ["no token here", { kind: "error", message: "HTTP 401 unauthorized", cause: "no_token" }, `${endpoint} answered, but there is no token here (HTTP 401)`, `${endpoint} 有应答，但本机没有令牌（HTTP 401）`],
+    ["a refused token", { kind: "error", message: "HTTP 401 unauthorized", cause: "token_refused" }, `${endpoint} refused this machine's token (HTTP 401)`, `${endpoint} 拒绝了本机的令牌（HTTP 401）`],
+    [
+      "no answer",
+      { kind: "error", message: "GET health failed: ECONNREFUSED", cause: "no_answer" },
+      `${endpoint} did not answer (GET health failed: ECONNREFUSED): the server is not running, or the address or port is wrong`,
+      `${endpoint} 没有应答（GET health failed: ECONNREFUSED）：服务端没有运行，或地址、端口不对`,
+    ],
+    ["a wrong URL", { kind: "error", message: "HTTP 404", cause: "not_our_server" }, `${endpoint} is not the notify server (HTTP 404): check the endpoint URL`, `${endpoint} 处不是通知服务（HTTP 404）：请检查 endpoint 网址`],
+  ];
+  for (const [label, health, english, chinese] of rows) {
+    assert.ok(doctorReport(messagesFor("en-US"), doctorFacts({ health })).includes(`Server\n  ${english}\n`), label);
+    assert.ok(doctorReport(messagesFor("zh-CN"), doctorFacts({ health })).includes(`服务端\n  ${chinese}\n`), label);
+  }
+});
+
+test("the doctor shows where the server's notices go, whether it has a chat, and the last notice's receipt as it is now", () => {
+  const health: DoctorFacts["health"] = {
+    kind: "ok",
+    value: { ok: true, version: "0.5.0", protocol: { events: 1, commands: 3 }, capabilities: [], session_heartbeat_timeout_ms: 30_000, notices: { route: "none", ready: false, reason: "no_persona" }, chat: false },
+  };
+  const facts = doctorFacts({
+    health,
+    recipient: { kind: "ok", value: { qq: "10001", anon_qq: "10002", status: "unknown", reason: "bot_not_found" } },
+    lastDelivery: { eventId: "pi:s:e:completed", status: "completed", at: Date.UTC(2026, 0, 2, 3, 4, 6), ok: true, state: "queued" },
+    lastReceipt: { kind: "ok", value: { state: "failed", error: "no_persona: 没有可用的人格" } },
+  });
+  const english = doctorReport(messagesFor("en-US"), facts);
+  for (const line of [
+    "  notices go: nowhere; not ready: the server has no persona (YesImBot) (no_persona)",
+    "  chat: none (this server cannot message anyone)",
+    "  QQ 10001, Anon QQ 10002: unknown, the server has no chat bot loaded (bot_not_found)",
+    `  last delivery: pi:s:e:completed (completed, ${localTime(Date.UTC(2026, 0, 2, 3, 4, 6))}) → accepted; receipt now failed: the server has no persona (YesImBot) (no_persona)`,
+  ]) {
+    assert.ok(english.includes(`${line}\n`), `${line}\n${english}`);
+  }
+  assert.doesNotMatch(english, /\p{Script=Han}/u, "the server's Chinese detail is not shown in English");
+  const chinese = doctorReport(messagesFor("zh-CN"), facts);
+  for (const line of ["  通知去向：无处可去；未就绪：服务端没有可用的人格（YesImBot）（no_persona）", "  聊天：没有（这个服务端不能私聊任何人）", "已接受，当前回执 failed：服务端没有可用的人格（YesImBot）（no_persona）"]) {
+    assert.ok(chinese.includes(line), `${line}\n${chinese}`);
+  }
+});
+
+test("the footer shows an outage while it lasts: since when, and the notices held", () => {
+  const since = Date.UTC(2026, 0, 2, 3, 4, 5);
+  const clock = (locale: string) => new Intl.DateTimeFormat(locale, { timeStyle: "medium" }).format(since);
+  const target = { qq: "10001", note: "reachable" as const };
+  assert.equal(footerText(messagesFor("en-US"), "active", true, target, { since, held: 2 }), `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}, notices held: 2`);
+  assert.equal(footerText(messagesFor("zh-CN"), "active", true, target, { since, held: 2 }), `Anon 通知：已开启 → QQ 10001（目标可达） · 服务端不可达（自 ${clock("zh-CN")} 起），暂存通知 2 条`);
+  assert.equal(footerText(messagesFor("en-US"), "active", true, target, { since, held: 0 }), `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}`);
 });

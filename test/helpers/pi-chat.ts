@@ -7,8 +7,7 @@ import type { TestContext } from "node:test";
 import { rmSync } from "node:fs";
 import { startChat } from "../../harness/chat.ts";
 import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
-import { closeAll } from "../../harness/cleanup.ts";
-import { makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { makeRoot, startPi, type StartPiOptions } from "../../harness/pi.ts";
 
 export async function piOnChat(t: TestContext, options: StartPiOptions & { userConfig?: Record<string, unknown> } = {}) {
   const { userConfig, ...piOptions } = options;
@@ -16,19 +15,13 @@ export async function piOnChat(t: TestContext, options: StartPiOptions & { userC
   const root = makeRoot();
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(chat, root));
-  let pi: PiHarness | undefined;
-  // Registered before Pi starts, so a start that throws still stops the chat app.
-  t.after(() =>
-    closeAll(
-      () => pi?.dispose({ keepRoot: true }),
-      chat.stop,
-      () => {
-        process.env = saved;
-        rmSync(root, { recursive: true, force: true });
-      },
-    ),
-  );
   if (userConfig) writeUserConfig(root, userConfig);
-  pi = await startPi({ root, ...piOptions });
+  const pi = await startPi({ root, ...piOptions });
+  t.after(async () => {
+    await pi.dispose({ keepRoot: true }).catch(() => undefined);
+    await chat.stop();
+    process.env = saved;
+    rmSync(root, { recursive: true, force: true });
+  });
   return { chat, pi };
 }

@@ -47,32 +47,6 @@ test("only the owner in a private chat is answered; a stranger and the owner in 
   );
 });
 
-test("agent text cannot forge rows in anon.sessions, the listing is paged, and anon.send shop picks shop over a look-alike", async (t) => {
-  const harness = await chat(t);
-  const agent = agentApi(harness);
-  assert.equal((await agent.heartbeat({ session_id: "s-owner", runtime_id: "r-owner", project: "shop" })).status, 200);
-  const breaks = ["\n", "\r", "\u000b", "\u000c", "\u0085", "\u2028", "\u2029"];
-  for (const [i, br] of breaks.entries()) {
-    const forged = await agent.heartbeat({ session_id: `shop-evil-000${i}`, runtime_id: `r-evil-${i}`, project: `shop-evil${br}#1 bank`, model: `claude${br}#2 bank · x`, activity: `bash${br}#3 bank` });
-    assert.equal(forged.status, 200, JSON.stringify(br));
-  }
-  for (let i = 0; i < 4; i++) await agent.heartbeat({ session_id: `s-more-${i}`, runtime_id: `r-more-${i}`, project: `more-${i}` });
-  const [first] = await harness.owner().receive("anon.sessions");
-  const rows = (listing: string) => listing.split("\n").filter((line) => /^#\d+ /.test(line));
-  assert.equal(rows(first ?? "").length, 10, first);
-  assert.match(first ?? "", /在线会话（12 个）/);
-  assert.match(first ?? "", /第 1\/2 页；anon.sessions 2 看下一页/);
-  const [second] = await harness.owner().receive("anon.sessions 2");
-  assert.equal(rows(second ?? "").length, 2, second);
-  const all = [...rows(first ?? ""), ...rows(second ?? "")];
-  assert.deepEqual(all.map((line) => line.split(" ")[0]), Array.from({ length: 12 }, (_, i) => `#${i + 1}`), "every row is a session, numbered once");
-
-  const [queued] = await harness.owner().receive("anon.send shop 看一下");
-  assert.match(queued ?? "", /shop\)|（shop）/);
-  const claimed = await agent.claim("s-owner", "r-owner");
-  assert.equal(claimed.body.command?.instruction, "看一下", "the owner's shop got it, not shop-evil-…");
-});
-
 test("silent refusals answer nothing and are still audited", async (t) => {
   const harness = await chat(t, { config: { chatRefusal: "silent" } });
   await harness.stranger().shouldNotReply("anon.sessions");

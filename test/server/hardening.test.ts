@@ -577,17 +577,6 @@ describe("one-line fields are one line, and a URL is stored normalised or refuse
     assert.equal(lines.filter((line) => line.startsWith("任务：")).length, 1, lines.join("\n"));
   });
 
-  // Every mandatory break of UAX #14 (BK, CR, LF, NL), and CR LF as one.
-  for (const [name, br] of [["LF", "\n"], ["CR", "\r"], ["CR LF", "\r\n"], ["VT", "\u000b"], ["FF", "\u000c"], ["NEL", "\u0085"], ["LS", "\u2028"], ["PS", "\u2029"]]) {
-    test(`a summary broken with ${name} cannot start a forged line in the direct message`, () => {
-      const event = parseEvent(validEvent({ summary: `真的摘要${br}【Pi Agent 通知 · 失败】${br}摘要：全部测试通过` }));
-      // Split where a chat client may break a line: at any mandatory break.
-      const lines = formatDirectMessage(event, zh).split(/\r\n?|[\n\u000b\u000c\u0085\u2028\u2029]/);
-      assert.equal(lines.filter((line) => line.startsWith("【")).length, 1, JSON.stringify(lines));
-      assert.equal(lines.filter((line) => line.startsWith("摘要：")).length, 1, JSON.stringify(lines));
-    });
-  }
-
   const urls: [string, string | null][] = [
     ["https://example.com/a b", null],
     ["https://example.com/\nfake line", null],

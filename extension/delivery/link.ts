@@ -1,0 +1,34 @@
+/**
+ * The link to the notify server as every request of one session sees it: up, down since when, or
+ * not known yet. The client feeds it each request's outcome; the session shows the outage in the
+ * footer and says once when it ends, and the channels stay quiet about failures that are the
+ * outage itself or its expected aftermath. The decisions are decisions.ts.
+ */
+import { LINK_UNKNOWN, linkStep, quietFailure, type Failure, type LinkSignal, type LinkState } from "./decisions.ts";
+
+export class Link {
+  #state: LinkState = LINK_UNKNOWN;
+  readonly #now: () => number;
+  readonly #changed: (state: LinkState, back: number | undefined) => void;
+
+  /** `changed` hears every change of phase, with how long the outage lasted when one ended. */
+  constructor(changed: (state: LinkState, back: number | undefined) => void, now: () => number = Date.now) {
+    this.#changed = changed;
+    this.#now = now;
+  }
+
+  get state(): LinkState {
+    return this.#state;
+  }
+
+  signal(signal: LinkSignal): void {
+    const next = linkStep(this.#state, signal, this.#now());
+    if (next.state === this.#state) return;
+    this.#state = next.state;
+    this.#changed(next.state, next.back);
+  }
+
+  quiet(error: Failure): boolean {
+    return quietFailure(error, this.#state);
+  }
+}

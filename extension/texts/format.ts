@@ -1,0 +1,26 @@
+/**
+ * Times, dates and durations as a locale writes them (Intl), for the catalogue's two languages:
+ * never an ISO string or a bare number of milliseconds in a text a person reads.
+ */
+
+const unit = (locale: string, name: "second" | "minute" | "hour", count: number) =>
+  new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long", maximumFractionDigits: 0 }).format(count);
+
+/** The texts' formatters in one locale. */
+export function formatsIn(locale: string) {
+  return {
+    /** A whole number of minutes ("5 分钟", "5 minutes"). */
+    minutes: (count: number) => unit(locale, "minute", count),
+    /** A span in the largest unit that keeps it readable: seconds up to 90 s, minutes up to 90 min, then hours. */
+    duration: (ms: number) => {
+      const seconds = Math.max(0, Math.round(ms / 1000));
+      if (seconds < 90) return unit(locale, "second", seconds);
+      if (seconds < 90 * 60) return unit(locale, "minute", Math.round(seconds / 60));
+      return unit(locale, "hour", Math.round(seconds / 3600));
+    },
+    /** The time of day, to the second (the footer's "since …"). */
+    clock: (ms: number) => new Intl.DateTimeFormat(locale, { timeStyle: "medium" }).format(ms),
+    /** A date and time (the doctor's outbox and last delivery). */
+    dateTime: (ms: number) => new Intl.DateTimeFormat(locale, { dateStyle: "medium", timeStyle: "medium" }).format(ms),
+  };
+}
