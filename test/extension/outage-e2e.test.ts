@@ -1,7 +1,7 @@
 /**
  * A server restart as the person in Pi lives it: a REAL Pi session (SDK, faux model) switched on
- * against the REAL standalone server (`npm start` as a child process), which is stopped and
- * killed and started again on the same port and data folder. While it is away the footer says so (since when,
+ * against the REAL standalone server (`npm start` as a child process), which is killed and
+ * started again on the same port and data folder. While it is away the footer says so (since when,
  * notices held); the heartbeat's failures, the restarting server's 404s and the `409
  * session_offline` claims after it are not warnings; its return and what was sent are said once.
  */
