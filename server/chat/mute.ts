@@ -4,12 +4,15 @@ import type { MuteEntry } from "../../protocol/operator.ts";
 import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
 
-/** A mute's end as people read it on the server's clock: `21:30`, or `12-01 21:30` on another day. Pure. */
-export function clockText(iso: string, now: Date): string {
+/**
+ * A mute's end as the locale writes it on the server's clock (Intl): the time, with the date when it
+ * is another day (`21:30`; `12月2日 21:30` / `Dec 2, 21:30`). Pure.
+ */
+export function clockText(iso: string, now: Date, locale: string): string {
   const at = new Date(iso);
-  const pad = (n: number) => String(n).padStart(2, "0");
-  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
-  return at.toDateString() === now.toDateString() ? time : `${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
+  const time = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" } as const;
+  const sameDay = at.toDateString() === now.toDateString();
+  return new Intl.DateTimeFormat(locale, sameDay ? time : { ...time, month: "short", day: "numeric" }).format(at);
 }
 
 function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): string {
@@ -18,10 +21,10 @@ function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): 
   const online = numbered(kit);
   return mutes
     .map((mute) => {
-      if (mute.session_id === null) return session.text(".mute-all", [clockText(mute.until, now)]);
+      if (mute.session_id === null) return session.text(".mute-all", [clockText(mute.until, now, session.text("anon-notify.locale"))]);
       const found = online.find((s) => s.session.session_id === mute.session_id);
       const name = found ? `#${found.number} ${found.session.project}` : mute.session_id;
-      return session.text(".mute-session", [name, clockText(mute.until, now)]);
+      return session.text(".mute-session", [name, clockText(mute.until, now, session.text("anon-notify.locale"))]);
     })
     .join("；");
 }
@@ -35,7 +38,7 @@ export function muteCommands(ctx: Context, kit: ChatKit): void {
       const ref = minutes === null ? first : second;
       const target = ref === undefined ? null : sessionByRef(kit, session!, ref);
       const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
-      const until = clockText(mute.until, new Date());
+      const until = clockText(mute.until, new Date(), session!.text("anon-notify.locale"));
       if (!target) return session!.text(".muted-all", { until });
       return session!.text(".muted-session", { until, ref: `#${target.number}`, project: target.session.project });
     }),

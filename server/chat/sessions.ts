@@ -1,7 +1,7 @@
 /** `anon.sessions`: the online sessions, each with the short reference the other commands take. */
 import type { Context, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { koishi } from "../koishi.ts";
+import { durationText } from "../approvals/messages.ts";
 import { numbered, ownerCommand, type ChatKit } from "./kit.ts";
 
 export function sessionLine(session: Session, number: number, s: SessionProjection, nowMs: number): string {
@@ -11,8 +11,8 @@ export function sessionLine(session: Session, number: number, s: SessionProjecti
     project: s.project,
     model: s.model ?? "?",
     state,
-    // Whole seconds at least: "817ms ago" is noise on a phone.
-    since: koishi.Time.format(Math.max(1000, Math.floor((nowMs - Date.parse(s.last_activity_at)) / 1000) * 1000)),
+    // In the reader's language (Intl), whole seconds at least: "817ms ago" is noise on a phone.
+    since: durationText(nowMs - Date.parse(s.last_activity_at), session.text("anon-notify.locale")),
     images: s.supports_images ? session.text(".images") : "",
   });
 }

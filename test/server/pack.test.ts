@@ -1,9 +1,10 @@
 /**
  * Both packages, packed as npm publishes them (prepack builds them), installed into a temp Koishi
  * instance folder (from npm's cache where it can, the registry otherwise): the Pi package, and the
- * Koishi plugin package that Koishi's loader finds by name. Koishi's own CLI starts from a
- * `koishi.yml` naming the plugin `@cr1ms0n/notify-webhook`, and an event gets a 202 and an
- * injected receipt.
+ * Koishi plugin package that Koishi's loader finds by name. Koishi's own CLI starts from the
+ * README's `koishi.yml` (placeholders filled in) in a folder made as the README says; the server
+ * says at start and in /health that notices have no persona, and an event gets a 202 and a receipt
+ * that fails saying so.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -13,6 +14,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
+import type { HealthAnswer } from "../../protocol/status.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { validEvent } from "../../harness/event-client.ts";
@@ -70,7 +72,7 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   for (const optional of ["console", "yesimbot.agent", "yesimbot.tool"]) assert.ok(manifest.koishi?.service?.optional?.includes(optional), optional);
 
   const instance = join(work, "instance");
-  await mkdir(join(instance, "data"), { recursive: true });
+  await mkdir(instance, { recursive: true });
   await writeFile(join(instance, "package.json"), JSON.stringify({ name: "koishi-instance", private: true }));
   // A real instance: Koishi installed in it (its loader resolves plugin names from its own place),
   // at the versions this repository tests.
@@ -80,23 +82,26 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   }));
   await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", ...instanceDeps, piPackage.tarball, plugin.tarball], { cwd: instance });
 
+  // The README's own steps after the install: its folder, then its koishi.yml with only the placeholders filled in.
+  const readme = await readFile(join(repo, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("### Into an existing Koishi"));
+  const install = /```bash\n([\s\S]*?)```/.exec(section)![1]!;
+  assert.match(install, /^mkdir -p data\b/m, "the README creates the database folder");
+  await mkdir(join(instance, "data"));
   const port = await freePort();
   const token = randomBytes(16).toString("hex");
+  const documented = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+  assert.match(documented, /path: \.\/data\/koishi\.db/);
+  assert.doesNotMatch(documented, /logPersona/, "the documented config has no log persona");
   await writeFile(
     join(instance, "koishi.yml"),
-    [
-      "plugins:",
-      "  server:",
-      "    host: 127.0.0.1",
-      `    port: ${port}`,
-      "  ./node_modules/@minatojs/driver-sqlite:",
-      "    path: ./data/koishi.db",
-      '  "@cr1ms0n/notify-webhook":',
-      `    token: ${token}`,
-      "    logPersona: true",
-      "",
-    ].join("\n"),
+    documented
+      .replace("port: 5140", `port: ${port}`)
+      .replace("<the token on the Pi side>", token)
+      .replace("<Anon's QQ>", "20002")
+      .replace("<your QQ>", "10001"),
   );
+  assert.doesNotMatch(await readFile(join(instance, "koishi.yml"), "utf8"), /</, "every placeholder filled");
 
   const koishiCli = spawn(process.execPath, [join(instance, "node_modules/koishi/lib/cli/index.js"), "start"], {
     cwd: instance,
@@ -118,21 +123,24 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   const health = await waitUntil(async () => {
     const response = await fetch(`${baseUrl}/health`, { headers }).catch(() => undefined);
     const body = await response?.text();
-    return response?.status === 200 ? (JSON.parse(body!) as { version: string }) : undefined;
+    return response?.status === 200 ? (JSON.parse(body!) as HealthAnswer) : undefined;
   }, "Koishi answering /health", 30_000).catch((error: Error) => {
     throw new Error(`${error.message}; Koishi's output:\n${output}`);
   });
   assert.equal(health.version, manifest.version, "the plugin knows its own package");
   assert.match(output, /apply plugin @cr1ms0n\/notify-webhook/, "loaded by its name");
+  // No YesImBot, no log persona, and the bot's adapter not installed: the server says where notices go, at start and in /health.
+  assert.deepEqual(health.notices, { route: "direct", ready: false, reason: "bot_not_found" });
+  assert.equal(health.chat, false);
+  await waitUntil(() => (output.includes("没有人格（没有检测到 YesImBot v3，也没有开启 logPersona）") ? true : undefined), () => `the start-up warning in Koishi's log:\n${output}`);
 
   const event = validEvent();
   const accepted = await fetch(`${baseUrl}/events`, { method: "POST", headers, body: JSON.stringify(event) });
   assert.equal(accepted.status, 202);
   assert.deepEqual(await accepted.json(), { event_id: event.event_id, state: "queued", duplicate: false });
   const receipt = await waitUntil(async () => {
-    const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as { state: string };
-    return answer.state === "context_injected" ? answer : undefined;
-  }, "event injected by the log persona");
-  assert.equal(receipt.state, "context_injected");
-  assert.match(output, /\[EXTERNAL_AUTOMATION_EVENT\]/);
+    const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as { state: string; error: string | null };
+    return answer.state === "failed" ? answer : undefined;
+  }, "the event failing for want of a persona", 30_000);
+  assert.match(receipt.error ?? "", /^no_persona: 没有可用的人格/);
 });
