@@ -12,6 +12,7 @@ import { join } from "node:path";
 import type {} from "@koishijs/plugin-mock";
 import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/commands/message.ts";
 import { finalEventId } from "../extension/notices/notice.ts";
+import { localeLanguage, type Language } from "../common/locale.ts";
 import { runStandalone } from "../server/standalone.ts";
 import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
 import { operatorApi } from "../harness/agent-api.ts";
@@ -20,6 +21,106 @@ import { freePort } from "../harness/koishi.ts";
 import { gatedTool } from "../harness/session-commands.ts";
 
 const RECIPIENT = { qq: "10001", anonQq: "10002" };
+
+/** The demo's narration and the scripted conversation, in the language of `npm start`'s rule (LC_ALL / LANG). */
+const TEXT = {
+  "zh-CN": {
+    timeout: (what: string) => `演示中断：等待「${what}」超时`,
+    step1: "1. 启动独立服务端（notify-webhook + 日志人格，代替 YesImBot 打印它会收到的内容）",
+    serverAt: (url: string) => `服务端地址：${url}（临时目录，用完即删）`,
+    step2: "2. 启动真实的 Pi 会话（faux 模型脚本作答，不需要 API Key）",
+    noPiDir: "Pi 端用环境变量指向这个服务端（ANON_NOTIFY_ENDPOINT / ANON_NOTIFY_TOKEN），不写 ~/.pi。",
+    sessionId: (id: string) => `会话 ID：${id}`,
+    waitNotice: "完成通知送达",
+    step3: "3. 用户在 Pi 中执行 /anon-notify 开启当前会话",
+    piSays: (notice: string) => `Pi 提示：${notice}`,
+    waitOnline: "会话上线",
+    anonSees: (json: string) => `Anon 用 agent_sessions 能看到它：${json}`,
+    step4: "4. 用户让 Agent 干活；运行结束后，完成通知送到 Anon 的主对话",
+    reply1: "登录页的空指针已经修好，测试全部通过。",
+    prompt1: "修复登录页的空指针错误",
+    noticeState: (id: string, state: string) => `完成通知 ${id} 的状态：${state}（上面的日志就是人格会收到的事件块）`,
+    step5: "5. Anon 决定继续：通过运维接口（与 agent_command 同一服务）发一条指令",
+    reply2: "好的，已经给登录页补上了回归测试。",
+    instruction1: "顺便给登录页加一个回归测试",
+    queued: (id: string, state: string, cancellable: boolean) => `已入队：${id}（状态 ${state}，可撤回：${cancellable ? "是" : "否"}）`,
+    arrived: (text: string, ms: string) => `Pi 会话收到可见的指令消息：「${text}」，耗时 ${ms} ms（空闲会话挂着长轮询）`,
+    answer: (text: string) => `Agent 的回答：「${text}」`,
+    waitAccepted: "指令被确认",
+    recorded: (id: string, state: string) => `服务端记录：${id} → ${state}（Pi 先写本地 journal 再 ACK）`,
+    alsoNotified: (id: string) => `这次回答的完成通知同样送到了 Anon（上面的日志）：${id}`,
+    step6: "6. Agent 忙时又来一条指令，Anon 在它被领取前撤回：它永远不会到达会话",
+    reply3: "长任务完成。",
+    prompt2: "跑一个很长的任务",
+    doomed: "把数据库删掉（这条会被撤回）",
+    pending: (id: string, cancellable: boolean) => `Agent 正在执行工具，指令待发：${id}（可撤回：${cancellable ? "是" : "否"}）`,
+    cancelled: (json: string) => `撤回结果：${json}`,
+    longNotified: (id: string) => `长任务的完成通知也送到了 Anon（上面的日志）：${id}`,
+    delivered: (json: string) => `会话里实际收到的指令：${json}`,
+    step7: "7. 没有 YesImBot 也行：主人在和机器人的私聊里直接遥控（Koishi 指令；这里由 plugin-mock 模拟聊天）",
+    owner: "主人",
+    stranger: "陌生人",
+    bot: "机器人",
+    reply4: "README 的安装步骤已经更新。",
+    sendFromChat: "anon.send #1 把 README 的安装步骤更新一下",
+    piGot: (text: string) => `Pi 会话收到：「${text}」`,
+    chatNotified: (id: string) => `这次的完成通知也送到了 Anon（上面的日志）：${id}`,
+    step8: "8. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失",
+    waitOffline: "会话下线",
+    stillThere: "还在吗？",
+    refused: (status: number, error: string) => `向离线会话主动发消息：HTTP ${status} ${error}（直接拒绝，不排队）`,
+    done: "演示结束，临时目录已清理。",
+  },
+  "en-US": {
+    timeout: (what: string) => `Demo stopped: timed out waiting for "${what}"`,
+    step1: "1. Start the standalone server (notify-webhook with the log persona, which prints what YesImBot would receive)",
+    serverAt: (url: string) => `Server: ${url} (a temp folder, removed at the end)`,
+    step2: "2. Start a real Pi session (a faux model answers from a script; no API key needed)",
+    noPiDir: "The Pi side points at this server through environment variables (ANON_NOTIFY_ENDPOINT / ANON_NOTIFY_TOKEN) and writes nothing to ~/.pi.",
+    sessionId: (id: string) => `Session id: ${id}`,
+    waitNotice: "the completion notice to arrive",
+    step3: "3. The user runs /anon-notify in Pi to switch this session on",
+    piSays: (notice: string) => `Pi says: ${notice}`,
+    waitOnline: "the session to come online",
+    anonSees: (json: string) => `Anon sees it with agent_sessions: ${json}`,
+    step4: "4. The user gives the agent work; when the run ends, the completion notice reaches Anon's main conversation",
+    reply1: "The null pointer on the login page is fixed and all tests pass.",
+    prompt1: "Fix the null pointer error on the login page",
+    noticeState: (id: string, state: string) => `Completion notice ${id} is ${state} (the log above is the event block the persona receives)`,
+    step5: "5. Anon decides to go on: it sends an instruction through the operator API (the same service as agent_command)",
+    reply2: "Done: the login page has a regression test now.",
+    instruction1: "While you are at it, add a regression test for the login page",
+    queued: (id: string, state: string, cancellable: boolean) => `Queued: ${id} (state ${state}, can be cancelled: ${cancellable ? "yes" : "no"})`,
+    arrived: (text: string, ms: string) => `The Pi session shows the instruction as a visible message: "${text}", after ${ms} ms (an idle session holds a long poll)`,
+    answer: (text: string) => `The agent answers: "${text}"`,
+    waitAccepted: "the instruction to be acknowledged",
+    recorded: (id: string, state: string) => `The server records: ${id} → ${state} (Pi writes its local journal first, then ACKs)`,
+    alsoNotified: (id: string) => `This answer's completion notice reached Anon too (the log above): ${id}`,
+    step6: "6. Another instruction arrives while the agent is busy; Anon cancels it before it is claimed, so it never reaches the session",
+    reply3: "The long task is done.",
+    prompt2: "Run a very long task",
+    doomed: "Drop the database (this one will be cancelled)",
+    pending: (id: string, cancellable: boolean) => `The agent is running a tool; the instruction waits: ${id} (can be cancelled: ${cancellable ? "yes" : "no"})`,
+    cancelled: (json: string) => `Cancelled: ${json}`,
+    longNotified: (id: string) => `The long task's completion notice reached Anon too (the log above): ${id}`,
+    delivered: (json: string) => `Instructions the session actually received: ${json}`,
+    step7: "7. No YesImBot needed: the owner steers from a private chat with the bot (Koishi commands; plugin-mock stands in for the chat here)",
+    owner: "Owner",
+    stranger: "Stranger",
+    bot: "Bot",
+    reply4: "The README's install steps are updated.",
+    sendFromChat: "anon.send #1 update the install steps in the README",
+    piGot: (text: string) => `The Pi session received: "${text}"`,
+    chatNotified: (id: string) => `This completion notice reached Anon too (the log above): ${id}`,
+    step8: "8. The user runs /anon-notify again to switch off: heartbeats stop, the session signs off and leaves the online list",
+    waitOffline: "the session to go offline",
+    stillThere: "Still there?",
+    refused: (status: number, error: string) => `A message to the offline session: HTTP ${status} ${error} (refused at once, not queued)`,
+    done: "Demo finished; the temp folders are removed.",
+  },
+} satisfies Record<Language, unknown>;
+const language = localeLanguage(process.env);
+const T = TEXT[language];
 
 function step(title: string) {
   console.log(`\n━━ ${title} ━━`);
@@ -36,7 +137,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>): Prom
     if (value !== undefined) return value;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new Error(`演示中断：等待「${what}」超时`);
+  throw new Error(T.timeout(what));
 }
 
 function nextCommandMessage(pi: PiHarness): Promise<{ message: CommandMessage; at: number }> {
@@ -57,23 +158,23 @@ async function main() {
   const savedEnv = { ...process.env };
   let finished = false;
   try {
-    step("1. 启动独立服务端（notify-webhook + 日志人格，代替 YesImBot 打印它会收到的内容）");
+    step(T.step1);
     const port = await freePort();
     const configPath = join(serverDir, "server.json");
     mkdirSync(serverDir, { recursive: true });
     // plugin-mock plays the chat platform, so the owner's private chat can be shown without QQ.
     writeFileSync(configPath, JSON.stringify({ recipientId: RECIPIENT.qq, botId: `mock:${RECIPIENT.anonQq}`, plugins: { mock: { selfId: RECIPIENT.anonQq } } }));
     // Its own start-up text tells a real user what to write under ~/.pi; the demo needs none of it.
-    const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath }, process.cwd(), { announce: () => {} });
+    const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath }, process.cwd(), { announce: () => {}, language });
     cleanup.unshift(() => server.stop());
     const agentToken = readFileSync(join(serverDir, "token"), "utf8").trim();
     const operatorToken = readFileSync(join(serverDir, "operator.token"), "utf8").trim();
     const agent = { baseUrl: server.baseUrl, token: agentToken };
     const operator = operatorApi(agent, operatorToken);
-    say(`服务端地址：${server.baseUrl}（临时目录，用完即删）`);
+    say(T.serverAt(server.baseUrl));
 
-    step("2. 启动真实的 Pi 会话（faux 模型脚本作答，不需要 API Key）");
-    say("Pi 端用环境变量指向这个服务端（ANON_NOTIFY_ENDPOINT / ANON_NOTIFY_TOKEN），不写 ~/.pi。");
+    step(T.step2);
+    say(T.noPiDir);
     const root = makeRoot();
     cleanup.unshift(() => rmSync(root, { recursive: true, force: true }));
     Object.assign(process.env, {
@@ -87,110 +188,110 @@ async function main() {
     const pi = await startPi({ root, tools: [slow.tool] });
     cleanup.unshift(() => pi.dispose({ keepRoot: true }));
     const sessionId = pi.session.sessionManager.getSessionId();
-    say(`会话 ID：${sessionId}`);
+    say(T.sessionId(sessionId));
     // Each step waits for the completion notice it causes, so the persona's log lines stay in their step.
     const lastFinalId = () => {
       const reply = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
       return finalEventId(sessionId, reply.id, "completed");
     };
     const injected = (eventId: string) =>
-      until("完成通知送达", async () => {
+      until(T.waitNotice, async () => {
         const current = await getReceipt(agent, eventId);
         return current?.state === "context_injected" ? current : undefined;
       });
 
-    step("3. 用户在 Pi 中执行 /anon-notify 开启当前会话");
+    step(T.step3);
     await pi.prompt("/anon-notify");
-    for (const notice of pi.notices()) say(`Pi 提示：${notice}`);
-    const online = await until("会话上线", async () => {
+    for (const notice of pi.notices()) say(T.piSays(notice));
+    const online = await until(T.waitOnline, async () => {
       const { body } = await operator.sessions();
       return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
     });
-    say(`Anon 用 agent_sessions 能看到它：${JSON.stringify(online)}`);
+    say(T.anonSees(JSON.stringify(online)));
 
-    step("4. 用户让 Agent 干活；运行结束后，完成通知送到 Anon 的主对话");
-    pi.script([ai.fauxAssistantMessage("登录页的空指针已经修好，测试全部通过。")]);
-    await pi.prompt("修复登录页的空指针错误");
+    step(T.step4);
+    pi.script([ai.fauxAssistantMessage(T.reply1)]);
+    await pi.prompt(T.prompt1);
     const noticeId = lastFinalId();
     const receipt = await injected(noticeId);
-    say(`完成通知 ${receipt.event_id} 的状态：${receipt.state}（上面的日志就是人格会收到的事件块）`);
+    say(T.noticeState(receipt.event_id, receipt.state));
 
-    step("5. Anon 决定继续：通过运维接口（与 agent_command 同一服务）发一条指令");
-    pi.script([ai.fauxAssistantMessage("好的，已经给登录页补上了回归测试。")]);
+    step(T.step5);
+    pi.script([ai.fauxAssistantMessage(T.reply2)]);
     const arrived = nextCommandMessage(pi);
     const sentAt = performance.now();
-    const created = await operator.create({ session_id: sessionId, event_id: noticeId, instruction: "顺便给登录页加一个回归测试" });
-    say(`已入队：${created.body.command.command_id}（状态 ${created.body.command.state}，可撤回：${created.body.command.cancellable}）`);
+    const created = await operator.create({ session_id: sessionId, event_id: noticeId, instruction: T.instruction1 });
+    say(T.queued(created.body.command.command_id, created.body.command.state, created.body.command.cancellable));
     const { message, at } = await arrived;
-    say(`Pi 会话收到可见的指令消息：「${instructionText(message.content)}」，耗时 ${(at - sentAt).toFixed(1)} ms（空闲会话挂着长轮询）`);
+    say(T.arrived(instructionText(message.content), (at - sentAt).toFixed(1)));
     await pi.session.waitForIdle();
     const answer = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
-    say(`Agent 的回答：「${(answer as { message: { content: { text?: string }[] } }).message.content.map((c) => c.text ?? "").join("")}」`);
-    const accepted = await until("指令被确认", async () => {
+    say(T.answer((answer as { message: { content: { text?: string }[] } }).message.content.map((c) => c.text ?? "").join("")));
+    const accepted = await until(T.waitAccepted, async () => {
       const { body } = await operator.list(sessionId);
       const found = body.commands.find((c: { command_id: string }) => c.command_id === created.body.command.command_id);
       return found?.state === "accepted" ? found : undefined;
     });
-    say(`服务端记录：${accepted.command_id} → ${accepted.state}（Pi 先写本地 journal 再 ACK）`);
-    say(`这次回答的完成通知同样送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
+    say(T.recorded(accepted.command_id, accepted.state));
+    say(T.alsoNotified((await injected(lastFinalId())).event_id));
 
-    step("6. Agent 忙时又来一条指令，Anon 在它被领取前撤回：它永远不会到达会话");
+    step(T.step6);
     const toolStarted = latch();
     void slow.started.then(toolStarted.signal);
-    pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("long_task", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("长任务完成。")]);
-    const busyRun = pi.prompt("跑一个很长的任务");
+    pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("long_task", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage(T.reply3)]);
+    const busyRun = pi.prompt(T.prompt2);
     await toolStarted.promise;
     // A moment later, as a person would: the session withdrew its idle claim when the run started,
     // and the server should have seen that request go before the next instruction arrives.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const doomed = await operator.create({ session_id: sessionId, instruction: "把数据库删掉（这条会被撤回）" });
-    say(`Agent 正在执行工具，指令待发：${doomed.body.command.command_id}（可撤回：${doomed.body.command.cancellable}）`);
+    const doomed = await operator.create({ session_id: sessionId, instruction: T.doomed });
+    say(T.pending(doomed.body.command.command_id, doomed.body.command.cancellable));
     const cancel = await operator.cancel(doomed.body.command.command_id, sessionId);
-    say(`撤回结果：${JSON.stringify(cancel.body)}`);
+    say(T.cancelled(JSON.stringify(cancel.body)));
     slow.release();
     await busyRun;
     await pi.session.waitForIdle();
-    say(`长任务的完成通知也送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
+    say(T.longNotified((await injected(lastFinalId())).event_id));
     const delivered = pi.session.sessionManager
       .getEntries()
       .filter((e) => e.type === "custom_message" && e.customType === COMMAND_MESSAGE_TYPE)
       .map((e) => instructionText((e as unknown as CommandMessage).content));
-    say(`会话里实际收到的指令：${JSON.stringify(delivered)}`);
+    say(T.delivered(JSON.stringify(delivered)));
     const { body: list } = await operator.list(sessionId);
     for (const c of list.commands) say(`  ${c.command_id}  ${c.state.padEnd(9)} ${c.preview}`);
 
-    step("7. 没有 YesImBot 也行：主人在和机器人的私聊里直接遥控（Koishi 指令；这里由 plugin-mock 模拟聊天）");
+    step(T.step7);
     const owner = server.app.mock.client(RECIPIENT.qq);
     const chat = async (client: typeof owner, who: string, text: string) => {
-      say(`${who}：${text}`);
-      for (const reply of await client.receive(text)) say(`机器人：${reply.replace(/\n/g, "\n          ")}`);
+      say(`${who}${language === "zh-CN" ? "：" : ": "}${text}`);
+      for (const reply of await client.receive(text)) say(`${T.bot}${language === "zh-CN" ? "：" : ": "}${reply.replace(/\n/g, "\n          ")}`);
     };
-    await chat(owner, "主人", "anon.sessions");
-    pi.script([ai.fauxAssistantMessage("README 的安装步骤已经更新。")]);
+    await chat(owner, T.owner, "anon.sessions");
+    pi.script([ai.fauxAssistantMessage(T.reply4)]);
     const fromChat = nextCommandMessage(pi);
-    await chat(owner, "主人", "anon.send #1 把 README 的安装步骤更新一下");
+    await chat(owner, T.owner, T.sendFromChat);
     const { message: chatMessage } = await fromChat;
-    say(`Pi 会话收到：「${instructionText(chatMessage.content)}」`);
+    say(T.piGot(instructionText(chatMessage.content)));
     await pi.session.waitForIdle();
     // Handed over before the mute below, which would otherwise hold it for the digest.
-    say(`这次的完成通知也送到了 Anon（上面的日志）：${(await injected(lastFinalId())).event_id}`);
-    await chat(owner, "主人", "anon.mute 30m");
-    await chat(owner, "主人", "anon.status");
-    await chat(owner, "主人", "anon.unmute");
-    await chat(server.app.mock.client("20002"), "陌生人", "anon.sessions");
+    say(T.chatNotified((await injected(lastFinalId())).event_id));
+    await chat(owner, T.owner, "anon.mute 30m");
+    await chat(owner, T.owner, "anon.status");
+    await chat(owner, T.owner, "anon.unmute");
+    await chat(server.app.mock.client("20002"), T.stranger, "anon.sessions");
 
-    step("8. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失");
+    step(T.step8);
     await pi.prompt("/anon-notify");
-    await until("会话下线", async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
-    const refused = await operator.create({ session_id: sessionId, instruction: "还在吗？" });
-    say(`向离线会话主动发消息：HTTP ${refused.status} ${refused.body.error}（直接拒绝，不排队）`);
+    await until(T.waitOffline, async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
+    const refused = await operator.create({ session_id: sessionId, instruction: T.stillThere });
+    say(T.refused(refused.status, refused.body.error));
     finished = true;
   } finally {
     for (const step of cleanup) await step();
     process.env = savedEnv;
   }
   // Last, once Pi and the server are gone: nothing of theirs can print after it.
-  if (finished) console.log("\n演示结束，临时目录已清理。");
+  if (finished) console.log(`\n${T.done}`);
 }
 
 await main();
