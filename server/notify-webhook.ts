@@ -210,7 +210,10 @@ export function apply(ctx: Context, config: Config) {
     onFailureBurst: (address) =>
       logger.warn(instanceText(ctx, "anon-notify.wrong-tokens", { address, burst: AUTH_FAILURE_LIMIT.burst })),
   });
-  const missing = () => NEEDED_SERVICES.filter((service) => ctx.get(service) == null);
+  // Asked on every request (the 503 guard): ctx.get walks Koishi's service registry, a third of a
+  // heartbeat's JavaScript, so the answer is kept until a service changes.
+  let missingNow: string[] | undefined;
+  const missing = () => (missingNow ??= NEEDED_SERVICES.filter((service) => ctx.get(service) == null));
   let reported = false;
   const report = (names: string[]) => {
     if (reported) return;
@@ -219,6 +222,7 @@ export function apply(ctx: Context, config: Config) {
   };
   // Once everything is back, the next outage is reported again.
   ctx.on("internal/service", () => {
+    missingNow = undefined;
     if (missing().length === 0) reported = false;
   });
   // Drivers provide `database` from their own start-up work, so look only once start-up has settled.
