@@ -205,8 +205,8 @@ const zh = {
       return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? via : `用户${via}`}拒绝${why}。不要执行该操作。`;
     },
     mismatch: (action: string) => `「${visibleControls(action)}」的参数在等待批准时被改动，批准不适用于改动后的调用。${TAG.mismatch}`,
-    noPerson: (action: string) =>
-      `已拦截「${visibleControls(action)}」：需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。${TAG.noPerson}`,
+    noPerson: (action: string, rules: readonly string[]) =>
+      `已拦截「${visibleControls(action)}」（${zh.approvals.rules(rules)}）：需要人工批准，但当前没有人能回答（审批只在有界面或已开启 Anon 通知的交互会话中进行；打印/JSON 模式与子 Agent 中直接拒绝）。${TAG.noPerson}`,
     nobodyToAsk: "当前没有人能回答审批（需要有界面或已开启 Anon 通知的交互会话）",
   },
   doctor: {
@@ -407,8 +407,8 @@ const en: Messages = {
       return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? "rejected" : "the user rejected it"} ${via}${why}. Do not perform the operation.`;
     },
     mismatch: (action) => `The arguments of "${visibleControls(action)}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
-    noPerson: (action) =>
-      `Blocked "${visibleControls(action)}": it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
+    noPerson: (action, rules) =>
+      `Blocked "${visibleControls(action)}" (${en.approvals.rules(rules)}): it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
     nobodyToAsk: "nobody can answer an approval now (it needs an interactive session with a UI or with Anon notices switched on)",
   },
   doctor: {

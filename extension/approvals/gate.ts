@@ -231,7 +231,7 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
     if (decision.kind === "allow") return undefined;
     const m = deps.text().approvals;
-    if (decision.kind === "block") return { block: true, reason: m.noPerson(decision.match.action) };
+    if (decision.kind === "block") return { block: true, reason: m.noPerson(decision.match.action, decision.match.rules) };
     const digest = argsDigest(input);
     const answer = await askPerson(s, ctx, {
       tool: event.toolName,

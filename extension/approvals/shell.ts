@@ -52,6 +52,9 @@ export type ShellReader = (source: string) => Script | undefined;
 
 let loading: Promise<ShellReader> | undefined;
 
+/** A backslash-newline that is not itself escaped. */
+const LINE_CONTINUATION = /(?<!\\)((?:\\\\)*)\\\n/g;
+
 /** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
 export function loadShell(): Promise<ShellReader> {
   loading ??= (async () => {
@@ -61,7 +64,10 @@ export function loadShell(): Promise<ShellReader> {
     const parser = new Parser();
     parser.setLanguage(language);
     return (source: string) => {
-      const tree = parser.parse(source);
+      // The grammar takes `\` + CR LF for a line continuation; bash does not.
+      if (source.includes("\\\r")) return undefined;
+      // bash joins lines at `\⏎` before it splits words; the grammar takes it for a blank.
+      const tree = parser.parse(source.replace(LINE_CONTINUATION, "$1"));
       if (!tree) return undefined;
       try {
         return tree.rootNode.hasError ? undefined : readScript(tree.rootNode);
@@ -196,10 +202,22 @@ function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
   return stdin;
 }
 
-function readScript(root: Node): Script {
+/**
+ * Where the grammar and bash disagree, bash wins: an unquoted word never holds a raw blank or line
+ * break in bash, so a word node that does (tree-sitter-bash glues `a⏎\rm -rf x` into one command)
+ * means the reading cannot be trusted.
+ */
+const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
+
+/** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
+function readScript(root: Node): Script | undefined {
   const script: Script = { commands: [], writes: [], definitions: new Set() };
+  let trusted = true;
 
   const visit = (node: Node, context: Context) => {
+    if (node.type === "word" && BLANK_IN_WORD.test(node.text)) trusted = false;
+    // Escaped backticks nest a substitution inside a backtick one; the grammar reads them as text.
+    if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) trusted = false;
     switch (node.type) {
       case "pipeline": {
         // Every stage after the first reads the previous one's output.
@@ -256,5 +274,5 @@ function readScript(root: Node): Script {
   };
 
   visit(root, INHERITED);
-  return script;
+  return trusted ? script : undefined;
 }

@@ -109,7 +109,7 @@ test("print mode and subagents never wait: the policy rejects at once and nothin
       pi.script([rmBuild(), ai.fauxAssistantMessage("被拦截")]);
       await pi.prompt("清理构建目录");
       assert.equal(existsSync(build), true);
-      assert.match(toolResults(pi, "bash")[0]!.text, /interactive, switched-on session/);
+      assert.match(toolResults(pi, "bash")[0]!.text, /^已拦截「rm -rf」（规则 rm-rf）：.*interactive, switched-on session/);
       assert.deepEqual(await approvals(koishi, sessionId), []);
       assert.deepEqual(owner, []);
     });

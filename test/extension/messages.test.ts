@@ -114,7 +114,7 @@ test("the approval texts the model reads keep their outcome word and tag in both
     ["timed out", (m) => m.refusal("rm -rf", { outcome: "timeout", via: "timeout", reason: null }, 90_000), /rm -rf.*90.*\(approval timed out: rejected\)$/],
     ["aborted", (m) => m.refusal("rm -rf", { outcome: "rejected", via: "aborted", reason: null }, 60_000), /rm -rf.*\(approval cancelled: run aborted\)$/],
     ["changed while waiting", (m) => m.mismatch("rm -rf"), /rm -rf.*\(approval mismatch\)$/],
-    ["nobody to ask", (m) => m.noPerson("rm -rf"), /rm -rf.*\(approval needs an interactive, switched-on session\)$/],
+    ["nobody to ask", (m) => m.noPerson("rm -rf", ["rm-rf"]), /rm -rf.*rm-rf.*\(approval needs an interactive, switched-on session\)$/],
   ];
   for (const [label, text, pattern] of rows) {
     for (const language of ["zh-CN", "en-US"] as const) assert.match(text(messagesFor(language).approvals), pattern, `${label} (${language})`);
