@@ -326,6 +326,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     registry,
     operator,
     approvals,
+    grants,
     audit,
     events,
     options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },

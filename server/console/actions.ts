@@ -10,9 +10,10 @@
  */
 import { z } from "zod";
 import { AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
-import { OperatorApprovalDecision } from "../../protocol/approvals.ts";
+import { GrantId, OperatorApprovalDecision } from "../../protocol/approvals.ts";
 import { MuteBody, OperatorCreateCommand, UnmuteBody } from "../../protocol/operator.ts";
 import { Id, wireIssues } from "../../protocol/wire.ts";
+import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError, type WireIssue } from "../errors.ts";
@@ -31,6 +32,7 @@ export const ConsoleStopInput = z.strictObject({ session_id: Id });
 export const ConsoleMuteInput = MuteBody;
 export const ConsoleUnmuteInput = UnmuteBody;
 export const ConsoleDecideInput = OperatorApprovalDecision.extend({ approval_id: Id });
+export const ConsoleRevokeInput = z.strictObject({ grant_id: GrantId });
 export const ConsoleEntryInput = z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
 export const ConsoleTimelineInput = AuditQuery;
 
@@ -40,6 +42,7 @@ export const STOP_WAIT_MS = 10_000;
 export interface ConsoleActionDeps {
   operator: OperatorService;
   approvals: ApprovalService;
+  grants: GrantService;
 }
 
 /** Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided). */
@@ -93,9 +96,18 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
   action({
     name: "anon-notify/decide",
     input: ConsoleDecideInput,
-    run: async ({ approvals }, input, caller) => ({
-      approval: await approvals.decide(input.approval_id, input.decision, { actor: "console", name: caller.name }, "console", input.reason ?? null, input.binding),
-    }),
+    // With `grant_minutes` (only `approved`): approve, and grant the approval's rules to its session for that long.
+    run: async ({ approvals }, input, caller) => {
+      const decider = { actor: "console" as const, name: caller.name };
+      if (input.grant_minutes === undefined) return { approval: await approvals.decide(input.approval_id, input.decision, decider, "console", input.reason ?? null, input.binding) };
+      if (input.decision !== "approved") throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
+      return approvals.approveWithGrant(input.approval_id, input.grant_minutes, decider, "console", input.reason ?? null, input.binding);
+    },
+  }),
+  action({
+    name: "anon-notify/revoke",
+    input: ConsoleRevokeInput,
+    run: ({ grants }, input, caller) => grants.revoke(input.grant_id, { actor: "console", name: caller.name }),
   }),
 ];
 
@@ -127,10 +139,12 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
 /** One audit row per console action, with what was asked (images as digests) and how it ended. */
 export async function auditAction(audit: AuditLog, name: string, input: unknown, result: ConsoleAnswer, who: Record<string, unknown>): Promise<void> {
   const fields = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
-  // A send answers `{command}`, a stop the command itself, a decision `{approval}` (whose session the input does not name).
-  const value = result.ok ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown } } | undefined) : undefined;
-  const sessionId = Id.safeParse(fields.session_id ?? value?.approval?.session_id);
-  const subject = [fields.command_id, fields.approval_id, value?.command?.command_id, value?.command_id].find((item): item is string => typeof item === "string");
+  // A send answers `{command}`, a stop the command itself, a decision `{approval}` and a revocation `{grant}` (whose session the input does not name).
+  const value = result.ok
+    ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown }; grant?: { session_id?: unknown } } | undefined)
+    : undefined;
+  const sessionId = Id.safeParse(fields.session_id ?? value?.approval?.session_id ?? value?.grant?.session_id);
+  const subject = [fields.command_id, fields.approval_id, fields.grant_id, value?.command?.command_id, value?.command_id].find((item): item is string => typeof item === "string");
   await audit.record({
     actor: "console",
     action: `console.${name.slice(name.indexOf("/") + 1)}`,

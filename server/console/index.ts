@@ -16,10 +16,11 @@ import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
-import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
 import type { MuteEntry } from "../../protocol/operator.ts";
+import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
@@ -66,6 +67,8 @@ export interface ConsoleView {
   held: number;
   /** Open approvals (pending, or decided and on their way to the session), newest first. */
   approvals: ConsoleApproval[];
+  /** Live standing grants, newest first. */
+  grants: Grant[];
   timeline: TimelineItem[];
   /** Whether this page may act, and if not, why. */
   actions: ActionGate;
@@ -95,6 +98,7 @@ export interface ConsolePageDeps {
   registry: SessionRegistry;
   operator: OperatorService;
   approvals: ApprovalService;
+  grants: GrantService;
   audit: AuditLog;
   events: EventStore;
   options: ConsolePageOptions;
@@ -110,7 +114,7 @@ export const ConsolePage = {
   },
 };
 
-function setUp(ctx: Context, { registry, operator, approvals, audit, events, options }: ConsolePageDeps): void {
+function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, options }: ConsolePageDeps): void {
   const logger = ctx.logger("notify-webhook");
   const console = ctx.console;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
@@ -184,12 +188,17 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
     const commands = new Map<string, CommandSummary[]>();
     for (const sessionId of board.keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
     const page = await operator.audit({ limit: TIMELINE_PUSHED });
-    const [status, open] = await Promise.all([operator.status(), approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax })]);
+    const [status, open, live] = await Promise.all([
+      operator.status(),
+      approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax }),
+      grants.list({ state: "live", limit: APPROVAL_LIMITS.listMax }),
+    ]);
     return {
       sessions: boardView(board, commands),
       mutes: status.mutes,
       held: status.held,
       approvals: open.map(consoleApproval),
+      grants: live,
       timeline: await items(page.entries),
       server_time: new Date().toISOString(),
     };
@@ -255,7 +264,7 @@ function setUp(ctx: Context, { registry, operator, approvals, audit, events, opt
     listen(action.name, async (client, raw) => {
       const gate = gateFor(client);
       const result = gate.allowed
-        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals }, input, caller(client))))
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants }, input, caller(client))))
         : ({ ok: false, error: gate.reason } as const);
       await auditAction(audit, action.name, raw, result, who(client));
       if (result.ok) changed();

@@ -126,13 +126,13 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
  */
 export type ConsoleApproval = Pick<
   Approval,
-  "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "command_hidden_chars" | "rules" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at"
+  "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "command_hidden_chars" | "rules" | "grantable" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at"
 > & { command_lines: string[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
-  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars } = approval;
+  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable } = approval;
   return {
-    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars,
+    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable,
     action: oneLine(approval.action),
     reason: oneLine(approval.reason),
     preview: redactSecrets(approval.preview),

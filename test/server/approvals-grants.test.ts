@@ -16,6 +16,7 @@ import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call, operatorApi } from "
 import { startChat, type ChatHarness } from "../../harness/chat.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { consoleStage } from "../helpers/console.ts";
 
 const NOW = new Date("2026-12-01T10:00:00.000Z");
 const minutes = (n: number) => new Date(NOW.getTime() + n * 60_000);
@@ -188,4 +189,27 @@ test("the operator API: grant_minutes only where grantable (else 409 not_grantab
   assert.deepEqual((await call(chat, "GET", "/operator/grants", undefined, OPERATOR_TOKEN)).body.grants, []);
   assert.equal((await call(chat, "GET", "/operator/grants?state=all", undefined, OPERATOR_TOKEN)).body.grants.length, 1);
   assert.equal((await call(chat, "POST", "/operator/grants/GZZZZ/revoke", {}, OPERATOR_TOKEN)).status, 404);
+});
+
+test("the console: a grantable approval is approved with a grant from the page, the grant is listed live and revoked from it", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleActions: true } });
+  const page = await stage.open();
+  await page.until((view) => view.grants, "the first data");
+  assert.equal((await agentApi(stage.koishi).heartbeat({ project: "shop" })).status, 200);
+  const opaque = (await call(stage.koishi, "POST", "/approvals", grantable({ rules: ["opaque.eval"] }))).body.approval;
+  const plain = (await call(stage.koishi, "POST", "/approvals", grantable())).body.approval;
+  const shown = await page.until((view) => (view.approvals.length === 2 ? view.approvals : undefined), "both approvals on the page");
+  assert.deepEqual(shown.map((a) => [a.code, a.grantable]).sort(), [[opaque.code, false], [plain.code, true]].sort(), "the page knows which one may be granted");
+
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: opaque.approval_id, decision: "approved", grant_minutes: 30 }), { ok: false, error: "not_grantable" });
+  const made = await page.call<{ approval: { state: string }; grant: { grant_id: string; via: string; created_by: string } }>("anon-notify/decide", { approval_id: plain.approval_id, decision: "approved", grant_minutes: 30 });
+  assert.ok(made.ok, JSON.stringify(made));
+  assert.deepEqual([made.value.approval.state, made.value.grant.via, made.value.grant.created_by], ["decided", "console", "console"]);
+  const listed = await page.until((view) => view.grants[0], "the grant listed on the page");
+  assert.deepEqual([listed.grant_id, listed.rules, listed.uses], [made.value.grant.grant_id, ["rm-rf"], 0]);
+
+  const revoked = await page.call<{ revoked: boolean }>("anon-notify/revoke", { grant_id: listed.grant_id });
+  assert.deepEqual(revoked.ok && revoked.value.revoked, true);
+  await page.until((view) => (view.grants.length === 0 ? true : undefined), "the revoked grant gone from the page");
+  assert.deepEqual(await page.call("anon-notify/revoke", { grant_id: "nope" }), { ok: false, error: "invalid_request", issues: [{ path: "grant_id", message: "must be a grant id: G and 4 letters" }] });
 });
