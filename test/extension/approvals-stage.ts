@@ -5,13 +5,13 @@
  */
 import type { TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
-import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
+import { RECIPIENT, piOnServer } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
-import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { MockBot } from "../server/persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -38,17 +38,7 @@ export async function setup(t: TestContext, options: { approval?: Record<string,
     owner.push(String(content));
     return [`msg-${owner.length}`];
   };
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(koishi, root));
-  writeUserConfig(root, { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } });
-  const pi = await startPi({ root, ...options.pi });
-  t.after(async () => {
-    await pi.dispose({ keepRoot: true });
-    process.env = saved;
-    await koishi.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const pi = await piOnServer(t, koishi, { ...options.pi, userConfig: { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } } });
   if (options.activate !== false) await pi.prompt("/anon-notify");
   const build = join(pi.cwd, "build");
   mkdirSync(build, { recursive: true });

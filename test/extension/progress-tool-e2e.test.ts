@@ -5,12 +5,11 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
 import { PROGRESS_TOOL_NAME } from "../../extension/notices/progress-tool.ts";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
-import { RECIPIENT, extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
+import { RECIPIENT, piOnServer } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
-import { ai, makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { withPersona, worldState } from "../server/persona-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -20,17 +19,7 @@ async function setup(t: TestContext, progressTool: boolean, pi: StartPiOptions =
     config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq, injectRetryDelayMs: 10 },
     plugins: withPersona,
   });
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(koishi, root));
-  writeUserConfig(root, { progressTool: { enabled: progressTool } });
-  const harness = await startPi({ root, ...pi });
-  t.after(async () => {
-    await harness.dispose({ keepRoot: true });
-    process.env = saved;
-    await koishi.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const harness = await piOnServer(t, koishi, { ...pi, userConfig: { progressTool: { enabled: progressTool } } });
   return { koishi, pi: harness, sessionId: harness.session.sessionManager.getSessionId() };
 }
 

@@ -14,15 +14,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
 import fc from "fast-check";
 import { LIMITS, oneLine } from "../../protocol/wire.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
-import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
+import { piOnServer } from "../../harness/extension-env.ts";
 import { startKoishi } from "../../harness/koishi.ts";
-import { ai, makeRoot, startPi } from "../../harness/pi.ts";
+import { ai } from "../../harness/pi.ts";
 import { probe } from "../helpers/probe.ts";
 import { LONG, hostileString, parseBlock, seedFrom } from "./support.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -53,18 +52,8 @@ function inMemoryOddities(n: number): unknown[] {
 
 test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no throw, valid ones delivered once, blocks closed`, { timeout: LONG ? 2 * 60 * 60_000 : 5 * 60_000 }, async (t) => {
   const koishi = await startKoishi({ config: { logPersona: true, eventsPerMinute: 1_000_000_000, eventBurst: 1_000_000_000, watchdogEnabled: false } });
-  const root = makeRoot();
-  const saved = { ...process.env };
-  Object.assign(process.env, extensionEnv(koishi, root));
-  writeUserConfig(root, { delivery: { minIntervalMs: 0 } });
   const observer = probe();
-  const pi = await startPi({ root, extensions: [observer.extension] });
-  t.after(async () => {
-    await pi.dispose({ keepRoot: true });
-    process.env = saved;
-    await koishi.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const pi = await piOnServer(t, koishi, { extensions: [observer.extension], userConfig: { delivery: { minIntervalMs: 0 } } });
   await pi.prompt("/anon-notify");
   assert.equal(observer.last()?.status, "active");
   const sessionId = pi.session.sessionManager.getSessionId();
