@@ -1,0 +1,66 @@
+/**
+ * Notices that cannot reach anyone are not dropped without a word: a REAL Pi session (SDK, faux
+ * model) against the REAL notify-webhook plugin in a Koishi app with no persona and no bot (the
+ * documented SQLite koishi.yml without YesImBot). `/anon-notify` warns before switching on, the
+ * first failed receipt is told once, and the doctor shows the receipt as it is now, in the
+ * session's language.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { messagesFor, type Language } from "../../extension/messages.ts";
+import { startKoishi } from "../../harness/koishi.ts";
+import { ai, makeRoot, startPi } from "../../harness/pi.ts";
+import { waitUntil } from "../../harness/wait.ts";
+import { TEST_QQ, configureExtension } from "../../harness/webhook.ts";
+
+const FIRST_FAILED: Record<Language, RegExp> = { "en-US": /^Notice (\S+) reached the server/, "zh-CN": /^通知 (\S+) 已被服务端接收/ };
+
+for (const language of ["en-US", "zh-CN"] as const) {
+  test(`(${language}) with no persona and no bot, /anon-notify warns first, the first failed receipt is told once, the doctor shows it failed`, { timeout: 120_000 }, async (t) => {
+    const m = messagesFor(language);
+    const koishi = await startKoishi();
+    const root = makeRoot();
+    const savedEnv = { ...process.env };
+    configureExtension(root, `${koishi.baseUrl}/events`, { language }, koishi.token);
+    const pi = await startPi({ root });
+    t.after(async () => {
+      await pi.dispose();
+      await koishi.stop();
+      process.env = savedEnv;
+      rmSync(root, { recursive: true, force: true });
+    });
+
+    await pi.prompt("/anon-notify");
+    const warning = m.toggle.route.none(m.link.reason("no_persona"));
+    const notices = pi.notices();
+    const warned = notices.findIndex((n) => n.startsWith(warning));
+    // No bot at all: the server says it has no chat, so no private chat is warned about.
+    const enabled = notices.indexOf(m.toggle.enabled(TEST_QQ, "no_chat"));
+    assert.ok(warned >= 0, `warned:\n${notices.join("\n")}`);
+    assert.ok(enabled > warned, `the warning comes before the switch-on:\n${notices.join("\n")}`);
+
+    pi.script([ai.fauxAssistantMessage("first"), ai.fauxAssistantMessage("second")]);
+    await pi.prompt("task one");
+    const told = await waitUntil(
+      () => pi.notices().find((n) => FIRST_FAILED[language].test(n)),
+      () => `the failed receipt is told:\n${pi.notices().join("\n")}`,
+      30_000,
+    );
+    const eventId = FIRST_FAILED[language].exec(told)![1]!;
+    assert.equal(told, m.link.firstFailedReceipt(eventId, m.link.reason("no_persona")));
+
+    await pi.prompt("task two");
+    await pi.prompt("/anon-notify-doctor");
+    const doctor = await waitUntil(() => pi.notices().find((n) => n.startsWith(m.doctor.title)), "the doctor answered", 30_000);
+    assert.ok(doctor.includes(m.doctor.noticeRoute(m.doctor.routes.none, m.link.reason("no_persona"))), doctor);
+    assert.ok(doctor.includes(m.doctor.receiptNow("failed", m.link.reason("no_persona"))), doctor);
+    // The second failure is not told again: once per session.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    assert.equal(pi.notices().filter((n) => FIRST_FAILED[language].test(n)).length, 1, pi.notices().join("\n"));
+    if (language === "en-US") {
+      const read = [...pi.notices(), ...pi.ui.filter((call) => call.method === "setStatus").map((call) => String(call.args[1]))];
+      assert.deepEqual(read.filter((text) => /\p{Script=Han}/u.test(text)), [], "nothing the person reads is in Chinese");
+    }
+  });
+}
