@@ -29,6 +29,7 @@ import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
+import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
 import { koishi } from "./koishi.ts";
 import { configDescriptions, defineLocales, instanceText } from "./locales/load.ts";
@@ -202,6 +203,10 @@ export function apply(ctx: Context, config: Config) {
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
   if (consoleTokenRefused) throw new Error(consoleTokenRefused);
   defineLocales(ctx);
+  // The same minimum as the token files: a short token in koishi.yml is as guessable as one in a file.
+  for (const [key, value] of [["token", config.token], ["operatorToken", config.operatorToken]] as const) {
+    if (value && value.length < MIN_TOKEN_CHARS) throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
+  }
   const logger = ctx.logger("notify-webhook");
   const api = new HttpApi({
     agentToken: config.token,

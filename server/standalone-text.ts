@@ -68,6 +68,9 @@ const TEXT = {
     folderNarrowed: (path: string, mode: string) => `数据目录 ${path} 的权限是 ${mode}，其他用户可以访问；已改为 0700`,
     databaseNarrowed: (path: string, mode: string) => `数据库 ${path} 的权限是 ${mode}；已改为 0600`,
     badConfigFile: (path: string, why: string) => `配置文件 ${path} 无效：${why}`,
+    weakConfigToken: (path: string, length: number, min: number) =>
+      `配置文件 ${path} 中的 operatorToken 太短（${length} 个字符，至少 ${min} 个）；请换一个更长的，或删掉这一项，让服务端生成 operator.token 文件`,
+    openConfigFile: (path: string, mode: string) => `配置文件 ${path} 里写着 operatorToken，但它的权限是 ${mode}，其他用户可读；请执行 chmod 600 ${path}`,
     configRoot: "（根）",
     pluginNotFound: (name: string) => `找不到 Koishi 插件 ${name}（试过 koishi-plugin-${name}、@koishijs/plugin-${name}），请先 npm install`,
     stopping: (signal: string) => `收到 ${signal}，正在停止…`,
@@ -118,6 +121,9 @@ const TEXT = {
     folderNarrowed: (path: string, mode: string) => `The data folder ${path} had mode ${mode}, open to other users; changed to 0700`,
     databaseNarrowed: (path: string, mode: string) => `The database ${path} had mode ${mode}; changed to 0600`,
     badConfigFile: (path: string, why: string) => `The config file ${path} is invalid: ${why}`,
+    weakConfigToken: (path: string, length: number, min: number) =>
+      `The operatorToken in ${path} is too short (${length} characters, at least ${min}); use a longer one, or remove it and let the server create the operator.token file`,
+    openConfigFile: (path: string, mode: string) => `${path} holds an operatorToken but its mode is ${mode}, readable by other users; run chmod 600 ${path}`,
     configRoot: "(root)",
     pluginNotFound: (name: string) => `Koishi plugin ${name} not found (tried koishi-plugin-${name}, @koishijs/plugin-${name}); run npm install first`,
     stopping: (signal: string) => `${signal} received, stopping…`,

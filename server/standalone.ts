@@ -22,7 +22,7 @@ import * as notifyWebhook from "./notify-webhook.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleInstructions, piInstructions, standaloneText, usage } from "./standalone-text.ts";
 import { closeConsolePages } from "./console/index.ts";
 import { signInUrl } from "./console/sign-in.ts";
-import { ensureToken, octal } from "./token-file.ts";
+import { MIN_TOKEN_CHARS, ensureToken, octal } from "./token-file.ts";
 
 export { MIN_TOKEN_CHARS, ensureToken } from "./token-file.ts";
 
@@ -99,6 +99,18 @@ export function assertDistinctTokens(token: string, operatorToken: string): void
   }
 }
 
+/**
+ * A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
+ * characters, and a file only its owner can read (a symlink's target is what is checked).
+ */
+export function assertConfigTokenKept(path: string, file: StandaloneFile, language: Language): void {
+  if (!file.operatorToken) return;
+  const text = standaloneText(language);
+  if (file.operatorToken.length < MIN_TOKEN_CHARS) throw new Error(text.weakConfigToken(path, file.operatorToken.length, MIN_TOKEN_CHARS));
+  const mode = statSync(path).mode;
+  if (mode & 0o077) throw new Error(text.openConfigFile(path, octal(mode)));
+}
+
 export function readStandaloneFile(path: string, language: Language = localeLanguage(process.env)): StandaloneFile {
   let raw: string;
   try {
@@ -160,6 +172,7 @@ export async function runStandalone(
   const tokenPath = join(options.dataDir, "token");
   const token = ensureToken(tokenPath);
   const operatorTokenPath = join(options.dataDir, "operator.token");
+  assertConfigTokenKept(options.configPath, file, language);
   const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
   assertDistinctTokens(token, operatorToken);
   // The console page's sign-in: its own secret, so holding it opens neither API.

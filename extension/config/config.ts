@@ -270,11 +270,23 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
 }
 
 /**
- * Where secrets are read from and files are written to: only the layers a project cannot write
- * may set these, so a project's file cannot make the extension read another one-line secret as its
- * token, append its journal to any file, or send the token to another socket.
+ * Where secrets are read from, where the token is sent and where files are written: only the
+ * layers a project cannot write may set these, so a project's file cannot send the bearer token to
+ * another endpoint, make the extension read another one-line secret as its token, append its
+ * journal to any file, or send the token to another socket. A project file naming one gets a
+ * warning and those keys are ignored; the rest of it applies.
  */
-const USER_ONLY_KEYS: readonly (readonly string[])[] = [["token"], ["tokenFile"], ["command", "journal"], ["sink", "tokenFile"], ["sink", "socket"]];
+const USER_ONLY_KEYS: readonly (readonly string[])[] = [["endpoint"], ["token"], ["tokenFile"], ["command", "journal"], ["sink", "tokenFile"], ["sink", "socket"]];
+
+/** `value` without the key at `path` (a copy; the file's other keys untouched). */
+function withoutKey(value: Json, path: readonly string[]): Json {
+  const [key, ...rest] = path;
+  if (key === undefined || !(key in value)) return value;
+  const copy = { ...value };
+  if (rest.length === 0) delete copy[key];
+  else if (copy[key] !== null && typeof copy[key] === "object" && !Array.isArray(copy[key])) copy[key] = withoutKey(copy[key] as Json, rest);
+  return copy;
+}
 
 function hasKey(value: Json, path: readonly string[]): boolean {
   let node: unknown = value;
@@ -311,7 +323,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const origins: Record<string, ConfigOrigin> = {};
   let language: Language | undefined;
 
-  const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => Problem[]) => {
+  const applyFile = (layer: ConfigLayer, path: string, check?: (value: Json) => Problem[], ignored: readonly (readonly string[])[] = []) => {
     const read = readLayerFile(path);
     if (read.status === "missing") return files.push({ layer, path, status: "missing" });
     if (read.status === "invalid") {
@@ -319,12 +331,17 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
       return files.push({ layer, path, status: "invalid" });
     }
     if (isLanguage(read.value.language)) language = read.value.language;
-    const problems = [...(check?.(read.value) ?? []), ...layerProblems(read.value, (m) => m.config.file(path))];
+    let value = read.value;
+    for (const key of ignored.filter((key) => hasKey(value, key))) {
+      warnings.push((m) => m.config.userOnly(path, key.join(".")));
+      value = withoutKey(value, key);
+    }
+    const problems = [...(check?.(value) ?? []), ...layerProblems(value, (m) => m.config.file(path))];
     errors.push(...problems);
     files.push({ layer, path, status: problems.length > 0 ? "invalid" : "loaded" });
     if (problems.length > 0) return;
-    merged = deepMerge(merged, read.value);
-    for (const key of leafPaths(read.value)) origins[key] = { layer, where: path };
+    merged = deepMerge(merged, value);
+    for (const key of leafPaths(value)) origins[key] = { layer, where: path };
   };
 
   const legacyPath = join(legacyDir, "config.json");
@@ -337,11 +354,15 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const projectPath = join(options.cwd, ".pi", "anon-notify.json");
   const allowedByUser = merged.projectConfig === true;
   if (allowedByUser && options.projectTrusted === true) {
-    applyFile("project", projectPath, (value) => [
-      ...("projectConfig" in value ? [(m: Messages) => m.config.selfTrust(projectPath)] : []),
-      ...USER_ONLY_KEYS.filter((path) => hasKey(value, path)).map((path) => (m: Messages) => m.config.userOnly(projectPath, path.join("."))),
-      ...approvalWeakening(value).map((key) => (m: Messages) => m.config.weakensApproval(projectPath, key)),
-    ]);
+    applyFile(
+      "project",
+      projectPath,
+      (value) => [
+        ...("projectConfig" in value ? [(m: Messages) => m.config.selfTrust(projectPath)] : []),
+        ...approvalWeakening(value).map((key) => (m: Messages) => m.config.weakensApproval(projectPath, key)),
+      ],
+      USER_ONLY_KEYS,
+    );
   } else if (readLayerFile(projectPath).status !== "missing") {
     files.push({ layer: "project", path: projectPath, status: "skipped" });
     warnings.push((m) => (allowedByUser ? m.config.projectUntrusted(projectPath) : m.config.projectConfigOff(projectPath)));

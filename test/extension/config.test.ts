@@ -419,21 +419,35 @@ test("renderSource fills every template variable", () => {
   assert.equal(renderSource("Pi ({model})", { ...vars, model: null }), "Pi ()");
 });
 
-test("a trusted project may change how notices behave, never where secrets are read or files are written", () => {
-  const forbidden: [string, unknown][] = [
-    ["token", { token: "project-token" }],
-    ["tokenFile", { tokenFile: "/home/me/.ssh/id_ed25519" }],
-    ["command.journal", { command: { journal: "/home/me/.bashrc" } }],
-    ["sink.tokenFile", { sink: { tokenFile: "/etc/passwd" } }],
-    ["sink.socket", { sink: { socket: "/tmp/elsewhere.sock" } }],
+test("a trusted project may change how notices behave, never where the token goes, where secrets are read or files are written", () => {
+  const forbidden: [string, Record<string, unknown>, (config: Config) => unknown][] = [
+    ["endpoint", { endpoint: "https://evil.example/api/agent-notify/v1/events" }, (c) => c.endpoint],
+    ["token", { token: "project-token" }, (c) => c.token],
+    ["tokenFile", { tokenFile: "/home/me/.ssh/id_ed25519" }, (c) => c.tokenFile],
+    ["command.journal", { command: { journal: "/home/me/.bashrc" } }, (c) => c.command.journal],
+    ["sink.tokenFile", { sink: { tokenFile: "/etc/passwd" } }, (c) => c.sink.tokenFile],
+    ["sink.socket", { sink: { socket: "/tmp/elsewhere.sock" } }, (c) => c.sink.socket],
   ];
-  for (const [key, value] of forbidden) {
+  for (const [key, value, read] of forbidden) {
     const f = fixture();
     f.write("user", { projectConfig: true });
-    f.write("project", value);
-    const errors = failed(f.load({ projectTrusted: true }));
-    assert.ok(errors.some((e) => e.includes(f.files.project) && e.includes(key)), `${key}: ${errors.join("; ")}`);
+    const without = loaded(f.load({ projectTrusted: true }));
+    f.write("project", { ...value, source: "from project", language: "en-US" });
+    const result = f.load({ projectTrusted: true });
+    assert.ok(result.ok, `${key}: the rest of the project file still applies`);
+    assert.equal(result.config.source, "from project", key);
+    assert.deepEqual(read(result.config), read(without), `${key} is ignored`);
+    assert.ok(
+      result.warnings.some((w) => w === `config file ${f.files.project}: a project config cannot set ${key}; ignored (only the user's config or the environment decides where notices and the token go, where the token is read and where files are written)`),
+      `${key}: ${result.warnings.join("; ")}`,
+    );
   }
+  const env = fixture();
+  env.write("user", { projectConfig: true });
+  env.write("project", { endpoint: "https://evil.example/events" });
+  const fromEnv = env.load({ projectTrusted: true, env: { ANON_NOTIFY_ENDPOINT: "http://127.0.0.1:6000/api/agent-notify/v1/events" } });
+  assert.ok(fromEnv.ok);
+  assert.equal(fromEnv.config.endpoint, "http://127.0.0.1:6000/api/agent-notify/v1/events", "the environment still sets it");
   const allowed = fixture();
   allowed.write("user", { projectConfig: true });
   allowed.write("project", { source: "from project", notify: { toolError: true }, command: { enabled: true } });

@@ -25,6 +25,7 @@ import { EVENT_TABLE } from "../../server/events/store.ts";
 import { COMMAND_TABLE } from "../../server/commands/store.ts";
 import { takeFromAll } from "../../server/rate-limit.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
+import { koishi } from "../../server/koishi.ts";
 import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
 import { SessionRegistry, pageSessions } from "../../server/sessions/registry.ts";
@@ -219,9 +220,32 @@ describe("tokens and the data folder", () => {
     const dir = await tempDir(t);
     const token = "a".repeat(40);
     await writeFile(join(dir, "token"), `${token}\n`, { mode: 0o600 });
-    await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken: token }));
-    await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }), /operatorToken/);
+    await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken: token }), { mode: 0o600 });
+    await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }), /operatorToken 与 Pi 端 Token 相同/);
   });
+
+  for (const [label, config, message] of [
+    ["a short operatorToken", { token: "t".repeat(40), operatorToken: "abc" }, /operatorToken in the plugin config is too short \(3 characters, at least 32\)/],
+    ["a short token", { token: "short-agent-token", operatorToken: "" }, /token in the plugin config is too short \(17 characters, at least 32\)/],
+  ] as const) {
+    test(`the plugin refuses to start with ${label} in its config, saying why in the instance's language`, () => {
+      const app = new koishi.Context({ i18n: { locales: ["en-US"] } });
+      assert.throws(() => notifyWebhook.apply(app, config as unknown as notifyWebhook.Config), message);
+    });
+  }
+
+  const configTokens: [string, string, number, RegExp][] = [
+    ["a short operatorToken in server.json", "abc", 0o600, /operatorToken 太短（3 个字符，至少 32 个）/],
+    ["an operatorToken in a server.json others can read", "o".repeat(40), 0o644, /权限是 0644.*chmod 600/],
+  ];
+  for (const [label, operatorToken, mode, message] of configTokens) {
+    test(`npm start refuses ${label}, saying why`, async (t) => {
+      const dir = await tempDir(t);
+      await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken, language: "zh-CN" }), { mode });
+      await chmod(join(dir, "server.json"), mode);
+      await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), { announce: () => {} }), message);
+    });
+  }
 
   const refusedFiles: [string, (path: string, dir: string) => Promise<void>, RegExp][] = [
     ["a symlink", async (path, dir) => {
