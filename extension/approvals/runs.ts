@@ -65,6 +65,7 @@ const RESERVED = new Set(["if", "then", "else", "elif", "fi", "for", "while", "u
 /** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
+const ENV_ASSIGNMENT = /^([^=-][^=]*)=([\s\S]*)$/;
 
 /** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
 function plainCommand(source: string): SimpleCommand | undefined {
@@ -85,12 +86,13 @@ function script(source: string, env: Env): void {
     return;
   }
   const plain = plainCommand(source);
-  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>() } : readSafely(env.read, source);
+  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>(), assignments: [] } : readSafely(env.read, source);
   if (!parsed) {
     env.out.opaque.add(OPAQUE.parseError);
     return;
   }
   env.out.writes.push(...parsed.writes);
+  for (const { name, value } of parsed.assignments) assignment(name, value, env);
   const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
   for (const command of parsed.commands) {
     if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
@@ -165,7 +167,8 @@ function parseOptions(args: readonly Word[], spec: Options): Parsed {
       }
       continue;
     }
-    if (spec.assignments && ASSIGNMENT.test(value)) continue;
+    // env takes any `NAME=value` (even a name bash would not), up to the command.
+    if (spec.assignments && ENV_ASSIGNMENT.test(value)) continue;
     if (positionals > 0) {
       positionals--;
       continue;
@@ -234,6 +237,19 @@ export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--n
 /** git settings whose value git runs as a command. */
 const GIT_COMMAND_KEYS = /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
 
+/**
+ * Variables whose value bash or a common tool runs as code or as a command line (`PS4='$(…)' bash
+ * -x`, `GIT_SSH_COMMAND`, `LESSOPEN`, exported functions …): set to anything but one plain word,
+ * what will run cannot be seen.
+ */
+const CODE_VARIABLES =
+  /^(BASH_ENV|ENV|PS[0-4]|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|PAGER|GIT_PAGER|MANPAGER|SYSTEMD_PAGER|EDITOR|VISUAL|GIT_EDITOR|GIT_SEQUENCE_EDITOR|GIT_SSH|GIT_SSH_COMMAND|GIT_EXTERNAL_DIFF|GIT_ASKPASS|SSH_ASKPASS|SUDO_ASKPASS|GIT_PROXY_COMMAND|GIT_CONFIG_PARAMETERS|GIT_CONFIG_(KEY|VALUE)_\d+|LESSOPEN|LESSCLOSE|NODE_OPTIONS|PERL5OPT|RUBYOPT|PYTHONSTARTUP|PYTHONINSPECT|BROWSER|LD_PRELOAD|LD_AUDIT)$/;
+
+function assignment(name: string, value: Word | undefined, env: Env): void {
+  if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
+  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) env.out.opaque.add(OPAQUE.inlineCode);
+}
+
 // ── Following one command ───────────────────────────────────────────────────
 
 function run(words: readonly Word[], stdin: Stdin, env: Env): void {
@@ -293,6 +309,11 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
 
 function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, spec);
+  // `env NAME=value cmd` sets NAME for cmd.
+  for (const word of spec.assignments ? args.slice(0, operands ?? args.length) : []) {
+    const set = word.value === undefined ? null : ENV_ASSIGNMENT.exec(word.value);
+    if (set) assignment(set[1]!, { ...word, text: set[2]!, value: set[2]! }, env);
+  }
   // `env -S 'cmd args'` splits a string into the command.
   const split = seen.get("-S") ?? seen.get("--split-string");
   if (name === "env" && split) return inline(split, stdin, env);

@@ -46,6 +46,8 @@ export interface Script {
   writes: Word[];
   /** Names given a function or an alias in the script. */
   definitions: Set<string>;
+  /** Every variable the script sets (`X=…`, `export X=…`), with the value when it is one word. */
+  assignments: { name: string; value: Word | undefined }[];
 }
 
 export type ShellReader = (source: string) => Script | undefined;
@@ -211,7 +213,7 @@ const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
 
 /** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
 function readScript(root: Node): Script | undefined {
-  const script: Script = { commands: [], writes: [], definitions: new Set() };
+  const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [] };
   let trusted = true;
 
   const visit = (node: Node, context: Context) => {
@@ -243,6 +245,20 @@ function readScript(root: Node): Script | undefined {
         if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p"))) for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
         break;
       }
+      case "variable_assignment": {
+        const name = node.childForFieldName("name");
+        const value = node.childForFieldName("value");
+        if (name) script.assignments.push({ name: name.text, value: value && value.type !== "array" ? wordOf(value) : undefined });
+        break;
+      }
+      case "declaration_command":
+        // `export "PS4=…"`: an assignment written as a quoted word.
+        for (const child of node.namedChildren) {
+          const value = child && child.type !== "variable_assignment" ? valueOf(child) : undefined;
+          const match = value === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*)=([\s\S]*)$/.exec(value);
+          if (match) script.assignments.push({ name: match[1]!, value: { text: match[2]!, value: match[2]!, mayBeOption: false, processSubstitution: false } });
+        }
+        break;
       case "function_definition": {
         const name = node.childForFieldName("name");
         if (name) script.definitions.add(valueOf(name) ?? name.text);
