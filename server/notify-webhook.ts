@@ -289,7 +289,8 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
   });
-  const grants = new GrantService({ store: new GrantStore(ctx), audit, maxMinutes: config.grantMaxMinutes });
+  const grantStore = new GrantStore(ctx);
+  const grants = new GrantService({ store: grantStore, audit, maxMinutes: config.grantMaxMinutes });
   const approvals = new ApprovalService({
     store: approvalStore,
     audit,
@@ -322,7 +323,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });
-  ctx.plugin(Retention, { api, audit, events, commands, approvals: approvalStore, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
+  ctx.plugin(Retention, { api, audit, events, commands, approvals: approvalStore, grants: grantStore, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

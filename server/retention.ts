@@ -1,13 +1,14 @@
 /**
  * Retention: what the server deletes, at start and every hour. Audit rows older than
- * `auditRetentionDays`; final event receipts and final commands last changed, and closed approvals
- * created, more than `retentionDays` ago. Pending events and active commands are never pruned, whatever their age, and
+ * `auditRetentionDays`; final event receipts and final commands last changed, closed approvals
+ * created, and standing grants ended, more than `retentionDays` ago. Pending events and active commands are never pruned, whatever their age, and
  * the window is longer than a client resends an event (its outbox), so idempotency holds for every
  * event a client can still repeat. The API is held at 503 until the first pass has run.
  */
 import type { Context } from "koishi";
 import { errorText } from "../common/errors.ts";
 import { retentionCutoff, type AuditLog } from "./audit/store.ts";
+import type { GrantStore } from "./approvals/grant-store.ts";
 import type { ApprovalStore } from "./approvals/store.ts";
 import type { CommandStore } from "./commands/store.ts";
 import type { EventStore } from "./events/store.ts";
@@ -21,6 +22,7 @@ export interface RetentionDeps {
   events: EventStore;
   commands: CommandStore;
   approvals: ApprovalStore;
+  grants: GrantStore;
   auditRetentionDays: number;
   retentionDays: number;
 }
@@ -28,13 +30,14 @@ export interface RetentionDeps {
 export const Retention = {
   name: "notify-webhook-retention",
   reusable: true,
-  apply(ctx: Context, { api, audit, events, commands, approvals, auditRetentionDays, retentionDays }: RetentionDeps) {
+  apply(ctx: Context, { api, audit, events, commands, approvals, grants, auditRetentionDays, retentionDays }: RetentionDeps) {
     const logger = ctx.logger("notify-webhook");
     const tables: [string, number, (cutoff: Date) => Promise<number>][] = [
       ["audit rows", auditRetentionDays, (cutoff) => audit.prune(cutoff)],
       ["final event receipts", retentionDays, (cutoff) => events.prune(cutoff)],
       ["final commands", retentionDays, (cutoff) => commands.prune(cutoff)],
       ["closed approvals", retentionDays, (cutoff) => approvals.prune(cutoff)],
+      ["ended grants", retentionDays, (cutoff) => grants.prune(cutoff)],
     ];
     const prune = async () => {
       for (const [what, days, remove] of tables) {

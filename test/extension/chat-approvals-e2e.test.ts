@@ -80,3 +80,39 @@ test("a command that tries to forge an approve line reaches the owner as one vis
   await run;
   assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [true], "denied: nothing ran");
 });
+
+test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", { timeout: 120_000 }, async (t) => {
+  const term = answerableTerminal();
+  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true, grantableRules: ["rm-rf"] } } });
+  await pi.prompt("/anon-notify");
+  const dirs = ["a", "b", "c"].map((name) => join(pi.cwd, name));
+  for (const dir of dirs) mkdirSync(dir, { recursive: true });
+  const remove = (name: string) => [ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `rm -rf ${name}` })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好的")];
+  const requests = () => chat.sent.filter((m) => /【Pi 审批 [A-Z]{5}】/.test(m.text));
+
+  pi.script(remove("a"));
+  const first = pi.prompt("清理 a");
+  const request = await waitUntil(() => requests()[0], "the first request reached the owner", 30_000);
+  const code = /审批 ([A-Z]{5})/.exec(request.text)![1]!;
+  const [granted] = await chat.owner().receive(`anon.approve ${code} 30m`);
+  const grantId = /授权 (G[A-Z]{4})/.exec(granted ?? "")?.[1];
+  assert.ok(grantId, granted);
+  await first;
+  assert.equal(existsSync(dirs[0]!), false, "approved: the first ran");
+
+  pi.script(remove("b"));
+  await pi.prompt("清理 b");
+  assert.equal(existsSync(dirs[1]!), false, "the grant approved the second at once");
+  assert.equal(requests().length, 1, "no second request was sent to the owner");
+  const closing = await waitUntil(() => chat.sent.find((m) => m.text.includes(`已按授权 ${grantId} 批准（第 1 次使用）`)), "the owner's closing line for the grant's use");
+  assert.match(closing.text, /^【Pi 审批 [A-Z]{5} 已结束】rm -rf：已按授权 G[A-Z]{4} 批准（第 1 次使用），命令已放行。$/);
+
+  assert.deepEqual(await chat.owner().receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（用过 1 次）。之后的请求会再问你。`]);
+  pi.script(remove("c"));
+  const third = pi.prompt("清理 c");
+  const again = await waitUntil(() => requests()[1], "revoked: the third asks the owner again", 30_000);
+  assert.equal(existsSync(dirs[2]!), true, "nothing ran before the owner answered");
+  await chat.owner().receive(`anon.deny ${/审批 ([A-Z]{5})/.exec(again.text)![1]!}`);
+  await third;
+  assert.equal(existsSync(dirs[2]!), true, "denied: the third did not run");
+});

@@ -64,6 +64,7 @@ test("which live grant covers a request: same session, not revoked, not expired,
 
 test("the service on a real database: a grant expires on time and a revocation holds for the next request; each use is counted once", async (t) => {
   let service: GrantService | undefined;
+  let store: GrantStore | undefined;
   let now = NOW;
   const server = await startKoishi({
     withoutPlugin: true,
@@ -71,7 +72,10 @@ test("the service on a real database: a grant expires on time and a revocation h
       void use({
         name: "grant-service",
         inject: ["database"],
-        apply: (ctx: Context) => void (service = new GrantService({ store: new GrantStore(ctx), audit: new AuditLog(ctx), maxMinutes: 120, now: () => now })),
+        apply: (ctx: Context) => {
+          store = new GrantStore(ctx);
+          service = new GrantService({ store, audit: new AuditLog(ctx), maxMinutes: 120, now: () => now });
+        },
       }),
   });
   t.after(() => server.stop());
@@ -100,6 +104,10 @@ test("the service on a real database: a grant expires on time and a revocation h
   assert.equal(await grants.use(request), undefined, "revoked: the next request is not granted");
   assert.equal((await grants.revoke(second.grant_id, operator)).revoked, false, "revoking again changes nothing");
   await assert.rejects(grants.revoke(second.grant_id, { actor: "persona", name: "persona" }), { code: "unauthorized" });
+
+  // Retention: grants that ended before the cutoff go; the record of later ones stays.
+  assert.equal(await store!.prune(minutes(35)), 1);
+  assert.deepEqual((await grants.list({ state: "all", limit: 10 })).map((g) => g.grant_id), [second.grant_id]);
 });
 
 // ── The whole path ──────────────────────────────────────────────────────────
