@@ -70,7 +70,7 @@ export default {
     gone: { offline: "已下线", expired: "失联" },
     flag: { stalled: "可能卡住", vanished: "运行中失联" },
     running: "正在执行 {tool}",
-    since: "{ago}起",
+    since: "{ago}进入此状态",
     noModel: "未知模型",
     lastActivity: "最后活动 {ago}",
     command: { pending: "待发", leased: "已领取", accepted: "已送达", cancelled: "已撤回" },
@@ -90,7 +90,6 @@ export default {
     actor: { agent: "Pi", persona: "人格", operator: "运维", console: "控制台", server: "服务端", watchdog: "看门狗" },
     noEntries: "没有记录。",
     older: "更早的记录",
-    ago: { seconds: "{n} 秒前", minutes: "{n} 分钟前", hours: "{n} 小时前", days: "{n} 天前" },
     error: {
       sign_in_required: "被拒绝：请先用控制台 Token 登录。",
       bad_token: "被拒绝：Token 不对。",
@@ -185,7 +184,7 @@ export default {
     gone: { offline: "offline", expired: "lost" },
     flag: { stalled: "may be stuck", vanished: "lost while running" },
     running: "running {tool}",
-    since: "since {ago}",
+    since: "in this state since {ago}",
     noModel: "unknown model",
     lastActivity: "last activity {ago}",
     command: { pending: "pending", leased: "taken", accepted: "delivered", cancelled: "cancelled" },
@@ -205,7 +204,6 @@ export default {
     actor: { agent: "Pi", persona: "persona", operator: "operator", console: "console", server: "server", watchdog: "watchdog" },
     noEntries: "Nothing recorded.",
     older: "Older entries",
-    ago: { seconds: "{n} s ago", minutes: "{n} min ago", hours: "{n} h ago", days: "{n} d ago" },
     error: {
       sign_in_required: "Refused: sign in with the console token first.",
       bad_token: "Refused: wrong token.",

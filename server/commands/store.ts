@@ -181,7 +181,8 @@ export class CommandStore {
         request_key: input.request_key,
         request_digest: digest,
       });
-      await this.#changed(record, record.origin === "operator" ? "operator" : "persona", { instruction: record.instruction, request_key: record.request_key });
+      // An operator-origin command is recorded as whoever asked (the operator API, the chat, the console page).
+      await this.#changed(record, record.origin === "operator" ? undefined : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
     });
   }

@@ -117,9 +117,12 @@ export interface ConsoleReads {
   entry(id: number): Promise<AuditEntry | undefined>;
 }
 
+export const ConsoleSessionInput = z.strictObject({ session_id: Id });
+
 export const CONSOLE_READS = {
   timeline: { name: "anon-notify/timeline", input: ConsoleTimelineInput },
   entry: { name: "anon-notify/entry", input: ConsoleEntryInput },
+  session: { name: "anon-notify/session", input: ConsoleSessionInput },
 } as const;
 
 /** Parses, runs and turns every failure into an answer. */

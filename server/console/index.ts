@@ -17,7 +17,7 @@ import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
 import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
-import type { AuditEntry } from "../../protocol/audit.ts";
+import { AUDIT_PAGE_MAX, type AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import type { GrantService } from "../approvals/grants.ts";
@@ -27,6 +27,7 @@ import type { EventStore } from "../events/store.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
+import { sessionRuns } from "./runs.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signInOf, tokenMatches, type SignIn } from "./sign-in.ts";
 import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
 import {
@@ -275,6 +276,16 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     answer(CONSOLE_READS.timeline.input, raw, async (query) => {
       const page = await operator.audit(query);
       return { entries: await items(page.entries), next_before: page.next_before };
+    }),
+  );
+  listen(CONSOLE_READS.session.name, (_client, raw) =>
+    answer(CONSOLE_READS.session.input, raw, async ({ session_id }) => {
+      // The newest rows of the two kinds a run is made of, read in full: the events' bodies and the commands' states.
+      const [notices, commands] = await Promise.all([
+        operator.audit({ session_id, kind: "event", limit: AUDIT_PAGE_MAX }),
+        operator.audit({ session_id, kind: "command", limit: AUDIT_PAGE_MAX }),
+      ]);
+      return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
     }),
   );
   listen(CONSOLE_READS.entry.name, (_client, raw) =>

@@ -12,6 +12,7 @@ import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/commands.ts";
 import type { ReceiptState } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
+import { timelineSay, type Say } from "./runs.ts";
 
 // ── Session board ───────────────────────────────────────────────────────────
 
@@ -24,6 +25,8 @@ export interface BoardEntry {
   activity: string | null;
   /** When the server first saw the session in its current state (a restart starts the clock again). */
   stateSinceMs: number;
+  /** The state it left last, and when: a flicker back to it within `STATE_FLICKER_MS` keeps that state's start. */
+  left: { state: SessionProjection["state"]; sinceMs: number; atMs: number } | null;
   goneAtMs: number | null;
   goneReason: GoneReason | null;
   flags: WatchdogFlag[];
@@ -40,15 +43,24 @@ export interface BoardLimits {
 
 export const BOARD_LIMITS: BoardLimits = { keepGoneMs: 24 * 60 * 60 * 1000, maxGone: 20 };
 
+/**
+ * A session between two tool turns reports idle for a moment (its presence settles) and then runs
+ * again: a return to the state it left this recently is the same stretch, not a new one.
+ */
+export const STATE_FLICKER_MS = 3_000;
+
 /** A heartbeat was recorded: the session is online (again) with this projection and activity. */
 export function boardRecorded(board: Board, projection: SessionProjection, activity: string | null, nowMs: number): Board {
   const previous = board.get(projection.session_id);
-  const sameState = previous && previous.goneAtMs === null && previous.projection.state === projection.state;
+  const online = previous !== undefined && previous.goneAtMs === null;
+  const sameState = online && previous.projection.state === projection.state;
+  const flickeredBack = online && !sameState && previous.left?.state === projection.state && nowMs - previous.left.atMs <= STATE_FLICKER_MS;
   const next = new Map(board);
   next.set(projection.session_id, {
     projection,
     activity: projection.state === "running" ? activity : null,
-    stateSinceMs: sameState ? previous.stateSinceMs : nowMs,
+    stateSinceMs: sameState ? previous.stateSinceMs : flickeredBack ? previous.left!.sinceMs : nowMs,
+    left: sameState ? previous.left : online ? { state: previous.projection.state, sinceMs: previous.stateSinceMs, atMs: nowMs } : null,
     goneAtMs: null,
     goneReason: null,
     // A session that is back has not vanished; a stall is only cleared by the watchdog itself.
@@ -62,7 +74,7 @@ export function boardGone(board: Board, sessionId: string, reason: GoneReason, n
   const previous = board.get(sessionId);
   if (!previous || previous.goneAtMs !== null) return board;
   const next = new Map(board);
-  next.set(sessionId, { ...previous, goneAtMs: nowMs, goneReason: reason, stateSinceMs: nowMs, activity: null });
+  next.set(sessionId, { ...previous, goneAtMs: nowMs, goneReason: reason, stateSinceMs: nowMs, activity: null, left: null });
   return next;
 }
 
@@ -165,6 +177,8 @@ export interface TimelineItem {
   receipt: TimelineReceipt | null;
   /** Whether the full entry holds more than this line (an exact hand-over text, an event body). */
   detail: boolean;
+  /** The line in words (runs.ts). */
+  say: Say;
 }
 
 const TEXT_CHARS = 200;
@@ -225,7 +239,7 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     text = clip(field(data, "activity") ?? field(data, "reason") ?? "");
     outcome = entry.action.slice("watchdog.".length);
   }
-  return { id: entry.id, at: entry.at, actor: entry.actor, action: entry.action, session_id: entry.session_id, subject: entry.subject, text, outcome, receipt, detail };
+  return { id: entry.id, at: entry.at, actor: entry.actor, action: entry.action, session_id: entry.session_id, subject: entry.subject, text, outcome, receipt, detail: detail || family === "approval" || family === "command", say: timelineSay(entry) };
 }
 
 // ── Who may see and act ─────────────────────────────────────────────────────

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { consoleTokenProblem, signInUrl, tokenMatches } from "../../server/console/sign-in.ts";
-import { actionGate, type GateInput, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
+import { STATE_FLICKER_MS, actionGate, type GateInput, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
 
 test("which WebSocket origins reach the page", () => {
   const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [
@@ -86,6 +86,22 @@ test("the board keeps since-when per state, marks gone sessions, and follows wat
   assert.equal(boardPruned(board, 6000 + 10, { keepGoneMs: 100, maxGone: 5 }).size, 1);
   assert.equal(boardPruned(board, 6000 + 101, { keepGoneMs: 100, maxGone: 5 }).size, 0);
   assert.equal(boardPruned(board, 6000, { keepGoneMs: 100, maxGone: 0 }).size, 0);
+});
+
+test("a running session's since survives the idle blink between two tool turns, not a real pause", () => {
+  type Step = [state: "idle" | "running", atMs: number, since: number, why: string];
+  const steps: Step[] = [
+    ["running", 10_000, 10_000, "starts running"],
+    ["idle", 20_000, 20_000, "idle between two tool turns"],
+    ["running", 20_000 + STATE_FLICKER_MS, 10_000, "running again at once: the same stretch"],
+    ["idle", 40_000, 40_000, "the run ends"],
+    ["running", 40_000 + STATE_FLICKER_MS + 1, 40_000 + STATE_FLICKER_MS + 1, "a new run after a real pause starts its own clock"],
+  ];
+  let board: Board = new Map();
+  for (const [state, atMs, since, why] of steps) {
+    board = boardRecorded(board, projection(state, atMs), null, atMs);
+    assert.equal(board.get("s-1")!.stateSinceMs, since, why);
+  }
 });
 
 test("a timeline line says what it was about and how it ended", () => {

@@ -1,0 +1,204 @@
+/**
+ * What each session did, as the owner wants to read it: its runs, built from what the server
+ * already stores (the audit trail's accepted events, with their bodies, and its command rows), and
+ * one sentence per timeline line. Pure; the page's wire.
+ *
+ * A run begins with its `started` notice, or with the instruction the session took, or, when
+ * neither is on the trail (start notices are off by default), with its first notice (its start and
+ * duration are then unknown). It ends with its `completed` or `failed` notice, with a stop the
+ * session confirmed (`stopped`, naming who asked), or, when the next run begins first, as
+ * `interrupted`. A run still open is `running`.
+ */
+import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
+import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
+
+export type RunOutcome = "running" | "done" | "failed" | "stopped" | "interrupted";
+
+export interface RunNotice {
+  at: string;
+  status: EventStatus;
+  summary: string;
+}
+
+export interface RunView {
+  /** The id of the audit row that opened it. */
+  key: number;
+  task: string;
+  /** When it began, if the trail says (a `started` notice or the instruction taken). */
+  started_at: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+  outcome: RunOutcome;
+  /** Why it failed (the notice's `failure_reason`, else its stop reason). */
+  failure: string | null;
+  /** Who asked for the stop the session confirmed. */
+  stopped_by: AuditActor | null;
+  /** The final notice's summary as the notice carried it (the reply, when replies are included): markdown. */
+  reply: string | null;
+  context: ContextUsage | null;
+  /** The newest progress or tool-error notice. */
+  latest: RunNotice | null;
+  /** The audit row of the final notice (its stored detail). */
+  final_id: number | null;
+}
+
+export interface RunLimits {
+  /** Runs kept, newest first. */
+  maxRuns: number;
+}
+
+export const RUN_LIMITS: RunLimits = { maxRuns: 30 };
+
+function record(value: unknown): Record<string, unknown> {
+  return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+function text(value: unknown): string | null {
+  return typeof value === "string" && value ? value : null;
+}
+
+function durationOf(run: RunView): number | null {
+  return run.started_at && run.ended_at ? Math.max(0, Date.parse(run.ended_at) - Date.parse(run.started_at)) : null;
+}
+
+/** The runs of one session from its audit rows (any order), newest first. Pure. */
+export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN_LIMITS): RunView[] {
+  const runs: RunView[] = [];
+  // A holder, not a `let`: the helpers below change it, which narrowing would not see.
+  const current: { open: RunView | null } = { open: null };
+  /** Who queued each command, and an instruction's text, from its `command.pending` row. */
+  const pending = new Map<string, { actor: AuditActor; instruction: string | null }>();
+
+  const begin = (entry: AuditEntry, task: string, startedAt: string | null): RunView => {
+    if (current.open) end(current.open, "interrupted", current.open.latest?.at ?? current.open.started_at);
+    const run: RunView = { key: entry.id, task, started_at: startedAt, ended_at: null, duration_ms: null, outcome: "running", failure: null, stopped_by: null, reply: null, context: null, latest: null, final_id: null };
+    current.open = run;
+    runs.push(run);
+    return run;
+  };
+  const end = (run: RunView, outcome: RunOutcome, at: string | null) => {
+    run.outcome = outcome;
+    run.ended_at = at;
+    run.duration_ms = durationOf(run);
+    if (current.open === run) current.open = null;
+  };
+
+  for (const entry of [...rows].sort((a, b) => a.id - b.id)) {
+    const data = record(entry.data);
+    if (entry.action === "command.pending" && entry.subject) {
+      pending.set(entry.subject, { actor: entry.actor, instruction: text(data.instruction) });
+    } else if (entry.action === "command.accepted" && entry.subject) {
+      const queued = pending.get(entry.subject);
+      if (data.kind === "stop" && data.outcome === "stopped" && current.open) {
+        current.open.stopped_by = queued?.actor ?? entry.actor;
+        end(current.open, "stopped", entry.at);
+      } else if (data.kind === "instruction" && !current.open) {
+        begin(entry, queued?.instruction ?? "", entry.at);
+      }
+    } else if (entry.action === "event.accepted") {
+      const event = record(data.event);
+      const status = event.status as EventStatus;
+      const task = text(event.task) ?? "";
+      const at = text(event.created_at) ?? entry.at;
+      const context = (event.context_usage as ContextUsage | null | undefined) ?? null;
+      if (status === "started") {
+        begin(entry, task, at);
+      } else if (status === "progress" || status === "tool_error") {
+        const run = current.open ?? begin(entry, task, null);
+        run.latest = { at, status, summary: String(event.summary ?? "") };
+        run.context = context ?? run.context;
+        if (!run.task) run.task = task;
+      } else if (status === "completed" || status === "failed") {
+        const run = current.open ?? begin(entry, task, null);
+        const details = record(event.details);
+        if (!run.task) run.task = task;
+        run.reply = String(event.summary ?? "");
+        run.context = context ?? run.context;
+        run.final_id = entry.id;
+        run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
+        end(run, status === "completed" ? "done" : "failed", at);
+      }
+    }
+  }
+  return runs.reverse().slice(0, limits.maxRuns);
+}
+
+// ── The timeline in words ───────────────────────────────────────────────────
+
+/**
+ * One timeline line as a sentence: a key of the page's `say` texts and its values. The page fills
+ * in the project's name and words the codes (`by` an actor, `decision`, `via`, `outcome`).
+ */
+export interface Say {
+  key: string;
+  params: Record<string, string>;
+}
+
+const SAY_CHARS = 160;
+
+function clipped(value: unknown): string {
+  const line = typeof value === "string" ? value.replace(/\s+/g, " ").trim() : "";
+  return line.length > SAY_CHARS ? `${line.slice(0, SAY_CHARS - 1)}…` : line;
+}
+
+const EVENT_SAY: Partial<Record<string, string>> = { started: "started", progress: "progress", tool_error: "tool_error", completed: "finished", failed: "failed", warning: "notice", info: "notice" };
+
+/** The sentence for one audit row. Pure. */
+export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">): Say {
+  const data = record(entry.data);
+  const say = (key: string, params: Record<string, unknown> = {}): Say => ({
+    key,
+    params: Object.fromEntries(Object.entries(params).map(([name, value]) => [name, clipped(typeof value === "number" ? String(value) : value)])),
+  });
+  const family = entry.action.split(".", 1)[0];
+  const rest = entry.action.slice(family!.length + 1);
+  switch (entry.action) {
+    case "event.accepted": {
+      const event = record(data.event);
+      const details = record(event.details);
+      return say(EVENT_SAY[String(event.status)] ?? "notice", { task: event.task, summary: event.summary, why: details.failure_reason ?? details.stop_reason });
+    }
+    case "event.handed_to_persona":
+    case "event.sent_direct": {
+      const outcome = record(data.outcome);
+      const ok = outcome.kind === "injected" || outcome.kind === "sent" || outcome.kind === "delivered";
+      const key = entry.action === "event.handed_to_persona" ? "told_anon" : "sent_direct";
+      return ok ? say(key) : say(`${key}_failed`, { why: outcome.error ?? outcome.reason ?? outcome.kind });
+    }
+    case "event.held":
+      return say("held");
+    case "command.pending":
+      return data.kind === "instruction" ? say("queued", { by: entry.actor, text: data.instruction }) : say(data.kind === "stop" ? "stop_asked" : "answer_queued", { by: entry.actor });
+    case "command.leased":
+      return say("command_taken");
+    case "command.accepted":
+      if (data.kind === "stop") return say(data.outcome === "stopped" ? "stopped" : "already_idle");
+      return say(data.kind === "instruction" ? "instruction_delivered" : "answer_delivered");
+    case "command.cancelled":
+      return say(data.cancel_reason === "expired" ? "command_expired" : "command_cancelled");
+    case "approval.requested":
+      return say("approval_requested", { code: data.code, action: data.action ?? data.command });
+    case "approval.request_sent":
+      return say("approval_sent", { code: data.code });
+    case "approval.decided":
+      return say("approval_decided", { code: data.code, decision: data.decision, via: data.via });
+    case "approval.resolved":
+      return say("approval_resolved", { code: data.code, outcome: data.outcome, via: data.via });
+    case "approval.refused":
+      return say("approval_refused", { error: data.error });
+    case "mute.set":
+      return say("muted", { until: data.until });
+    case "mute.ended":
+      return say("unmuted");
+    case "tool_call.refused":
+      return say("tool_refused", { reason: data.reason });
+    case "console.sign_in":
+      return say("signed_in");
+    case "operator.request":
+      return say("operator_request", { method: data.method, path: data.path, status: data.status });
+  }
+  if (family === "watchdog") return say(rest.endsWith("_cleared") ? "watchdog_cleared" : `watchdog_${rest}`);
+  if (family === "console") return say("page_action", { name: rest, status: data.error ?? data.status });
+  if (family === "persona") return say("persona_tool", { name: rest, status: data.error ?? data.status });
+  return say("other", { action: entry.action });
+}
