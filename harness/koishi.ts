@@ -22,7 +22,7 @@ const serverPlugin = require("@koishijs/plugin-server").default as Plugin<Contex
 const sqlitePlugin = require("@minatojs/driver-sqlite").default as Plugin<Context>;
 const memoryPlugin = require("@minatojs/driver-memory").default as Plugin<Context>;
 
-/** How long a start or restart may take to listen and load its state on a busy 2-core machine. */
+/** How long a start or restart may take by default to listen and load its state on a busy 2-core machine. */
 const READY_MS = 30_000;
 
 export type Use = (plugin: Plugin<Context>, config?: unknown) => ForkScope;
@@ -49,6 +49,8 @@ export interface KoishiOptions {
   locales?: string[];
   /** Default `ANON_NOTIFY_DB` or `sqlite`. The memory driver's data does not survive `restart()`. */
   database?: DatabaseDriver;
+  /** How long a start or restart may take before it fails (and stops what it started); default 30 s. */
+  readyMs?: number;
 }
 
 export interface KoishiHarness {
@@ -83,6 +85,7 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
   const port = await freePort();
   const token = randomBytes(24).toString("hex");
   const database = options.database ?? defaultDriver();
+  const readyMs = options.readyMs ?? READY_MS;
   let pluginConfig: Partial<notifyWebhook.Config> = { ...options.config };
   let running: { app: Context; forks: ForkScope[] } | undefined;
   try {
@@ -111,8 +114,8 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
       await options.plugins?.(use, app);
       if (!options.withoutPlugin) use(notifyWebhook, { ...pluginConfig, token });
       await app.start();
-      await waitUntil(() => ready, `Koishi listening on port ${port}`, READY_MS);
-      if (!options.withoutPlugin && database !== "none") await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token);
+      await waitUntil(() => ready, `Koishi listening on port ${port}`, readyMs);
+      if (!options.withoutPlugin && database !== "none") await untilReady(`http://127.0.0.1:${port}${API_BASE_PATH}`, token, readyMs);
     } catch (error) {
       await shutdown({ app, forks }).catch(() => {}); // the start's own error is the one to report
       throw error;
@@ -120,10 +123,10 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
     return { app, forks };
   }
 
-  async function shutdown(target: { app: Context; forks: ForkScope[] }) {
-    // plugin-server's own dispose throws once the logger is gone, so dispose forks before app.stop().
-    for (const fork of target.forks.reverse()) fork.dispose();
-    await target.app.stop();
+  function shutdown(target: { app: Context; forks: ForkScope[] }) {
+    // plugin-server's own dispose throws once the logger is gone, so dispose forks before app.stop();
+    // the app stops even if a fork's dispose throws.
+    return closeAll(...target.forks.reverse().map((fork) => () => fork.dispose()), () => target.app.stop());
   }
 
   /** Stops the running app, if any; after a failed restart there is none. */
@@ -150,12 +153,12 @@ export async function startKoishi(options: KoishiOptions = {}): Promise<KoishiHa
 }
 
 /** Waits while the plugin answers 503 (its state is still loading) or the port refuses (a busy machine). */
-async function untilReady(baseUrl: string, token: string): Promise<void> {
+async function untilReady(baseUrl: string, token: string, readyMs: number): Promise<void> {
   let last = "no answer yet";
   await waitUntil(
     async () => {
       try {
-        const response = await fetch(`${baseUrl}/health`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(READY_MS) });
+        const response = await fetch(`${baseUrl}/health`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(readyMs) });
         await response.arrayBuffer();
         last = `HTTP ${response.status}`;
         return response.status !== 503;
@@ -165,7 +168,7 @@ async function untilReady(baseUrl: string, token: string): Promise<void> {
       }
     },
     () => `notify-webhook ready at ${baseUrl} (last: ${last})`,
-    READY_MS,
+    readyMs,
   );
 }
 

@@ -5,7 +5,10 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import test from "node:test";
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:net";
 import { closeAll } from "../../harness/cleanup.ts";
+import { startKoishi } from "../../harness/koishi.ts";
 import { firstLine, waitUntil } from "../../harness/wait.ts";
 
 test("a wait whose every check is slow still gives up at its time bound, saying what was last seen", async () => {
@@ -64,4 +67,24 @@ test("a tear-down runs every step when some throw, and reports the failures", as
     else await done;
     assert.deepEqual(ran, steps.map((_, i) => i), `every step ran for ${steps.join(", ")}`);
   }
+});
+
+test("a Koishi restart that never gets ready fails within its bound instead of hanging, and stop() still cleans up", async (t) => {
+  let starts = 0;
+  let port = 0;
+  let blocker: Server | undefined;
+  t.after(() => new Promise<void>((resolve) => (blocker ? blocker.close(() => resolve()) : resolve())));
+  const koishi = await startKoishi({
+    readyMs: 1_500,
+    // On the restart, something else takes the port first, so the new app can never listen.
+    plugins: async () => {
+      if (starts++ === 0) return;
+      blocker = createServer();
+      await new Promise<void>((resolve) => blocker!.listen(port, "127.0.0.1", resolve));
+    },
+  });
+  port = Number(new URL(koishi.baseUrl).port);
+  await assert.rejects(koishi.restart(), /never happened within 1500 ms: Koishi listening on port/);
+  await koishi.stop();
+  assert.equal(existsSync(koishi.dataDir), false, "the temp folder is gone");
 });
