@@ -80,3 +80,31 @@ test("the request shows the code a secret-looking name hides, and a long or mult
   assert.equal(existsSync(join(pi.cwd, "home", "gone")), true, "nothing denied ran");
   assert.deepEqual(toolResults(pi, "bash").map((result) => result.isError), cases.map(() => true));
 });
+
+test("a standing grant answers the next call of a grantable rule at once, the terminal says so, and never covers what cannot be seen", { timeout: 120_000 }, async (t) => {
+  const term = answerableTerminal();
+  const { koishi, pi, sessionId } = await setup(t, { approval: { grantableRules: ["rm-rf"] }, pi: { ui: term.ui } });
+  for (const target of ["g1", "g2", "g3"]) mkdirSync(join(pi.cwd, target), { recursive: true });
+  const commands = ["rm -rf g1", "rm -rf g2", "$(echo rm) -rf g3"];
+  pi.script([...commands.map(bashCall), ai.fauxAssistantMessage("done")]);
+  const run = pi.prompt("clean up");
+
+  const first = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending" && a.command === commands[0]), "the first request");
+  assert.deepEqual([first.rules, first.grantable], [["rm-rf"], true], "the user made rm-rf grantable");
+  const granted = await call(koishi, "POST", `/operator/approvals/${first.approval_id}/decision`, { decision: "approved", grant_minutes: 30 }, OPERATOR_TOKEN);
+  assert.equal(granted.status, 200, JSON.stringify(granted.body));
+
+  // The second rm -rf is answered by the grant, nobody touches it.
+  await waitUntil(() => !existsSync(join(pi.cwd, "g2")), "the granted call ran");
+  const note = await waitUntil(() => pi.notices().find((n) => n.includes("长期授权")), "the terminal told whose grant answered");
+  assert.match(note, /^「rm -rf」已由主人通过运维接口设定的长期授权批准（有效至 \d\d:\d\d）。$/);
+
+  const opaque = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending" && a.command === commands[2]), "the unclear command still asks");
+  assert.equal(opaque.grantable, false);
+  assert.ok(opaque.rules.includes("opaque.dynamic-program"));
+  assert.equal(existsSync(join(pi.cwd, "g3")), true, "no grant covers what cannot be seen");
+  (await waitUntil(() => term.dialogs.find((d) => d.message.includes(commands[2]!)), "its dialog")).answer(false);
+  await run;
+  assert.equal(existsSync(join(pi.cwd, "g3")), true);
+  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false, false, true]);
+});
