@@ -82,14 +82,15 @@ export function declareAuditTable(ctx: Context): void {
 }
 
 export class AuditLog {
-  readonly #ctx: Context;
+  /** Taken once, as in EventStore: each `ctx.database` goes through Koishi's service proxies. */
+  readonly #database: Context["database"];
   // Taken once: a write that fails while the app is being disposed must still be able to say so.
   readonly #logger: ReturnType<Context["logger"]>;
   readonly #actor = new AsyncLocalStorage<AuditActor>();
   readonly #listeners = new Set<(entry: AuditEntry) => void>();
 
   constructor(ctx: Context) {
-    this.#ctx = ctx;
+    this.#database = ctx.database;
     this.#logger = ctx.logger("notify-webhook");
     declareAuditTable(ctx);
   }
@@ -117,7 +118,7 @@ export class AuditLog {
     };
     let created: AuditRow;
     try {
-      created = await this.#ctx.database.create(AUDIT_TABLE, row);
+      created = await this.#database.create(AUDIT_TABLE, row);
     } catch (error) {
       this.#logger.warn("audit row %s not written: %s", input.action, errorText(error));
       return;
@@ -140,14 +141,14 @@ export class AuditLog {
       filter.at = { ...(query.since ? { $gte: new Date(query.since) } : {}), ...(query.until ? { $lt: new Date(query.until) } : {}) };
     }
     if (query.before) filter.id = { $lt: query.before };
-    const rows = await this.#ctx.database.get(AUDIT_TABLE, filter, { sort: { id: "desc" }, limit: query.limit + 1 });
+    const rows = await this.#database.get(AUDIT_TABLE, filter, { sort: { id: "desc" }, limit: query.limit + 1 });
     const page = rows.slice(0, query.limit);
     return { entries: page.map(toEntry), next_before: rows.length > query.limit ? page.at(-1)!.id : null };
   }
 
   /** Removes rows older than `cutoff`; returns how many went. */
   async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(AUDIT_TABLE, { at: { $lt: cutoff } });
+    const result = await this.#database.remove(AUDIT_TABLE, { at: { $lt: cutoff } });
     return result.removed ?? 0;
   }
 }
