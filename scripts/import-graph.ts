@@ -129,6 +129,7 @@ export const LAYERS: readonly Layer[] = [
       "server/audit/redaction.ts",
       "server/persona/block.ts",
       "server/console/model.ts",
+      "server/console/runs.ts",
       "server/approvals/messages.ts",
     ],
   },

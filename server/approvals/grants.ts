@@ -8,10 +8,9 @@ import { randomInt } from "node:crypto";
 import type { ApprovalRequest, Grant, GrantListQuery, PersonVia } from "../../protocol/approvals.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
-import type { ApprovalRecord } from "./decisions.ts";
+import type { ApprovalRecord, Decider } from "./decisions.ts";
 import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord } from "./grant-decisions.ts";
 import type { GrantStore } from "./grant-store.ts";
-import type { Decider } from "./service.ts";
 
 export interface GrantServiceDeps {
   store: GrantStore;

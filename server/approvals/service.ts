@@ -35,6 +35,7 @@ import {
 import { serverGrantable, type GrantRecord } from "./grant-decisions.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
+import { Turns } from "../../common/turns.ts";
 
 export type { Decider } from "./decisions.ts";
 
@@ -97,9 +98,12 @@ function grantedFields(grant: GrantRecord, use: number, now: Date) {
   } as const satisfies Partial<ApprovalRecord>;
 }
 
+const CREATE = "create";
+
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
-  #creations: Promise<unknown> = Promise.resolve();
+  /** One turn for all requests (key `CREATE`): the code stays unique and the open cap holds until the insert lands. */
+  readonly #creations = new Turns();
   /**
    * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
    * sessions without any cost no database read; undefined until `load` has read the open ones.
@@ -131,7 +135,7 @@ export class ApprovalService {
    * `rate_limited`); its `expires_at` is capped by the server's maximum.
    */
   request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
-    const run = this.#creations.then(async () => {
+    return this.#creations.run(CREATE, async () => {
       const { store, audit, limits } = this.#deps;
       const digest = requestDigest(body);
       const decision = decideRequest(await store.get(body.approval_id), digest);
@@ -180,8 +184,6 @@ export class ApprovalService {
       this.#deps.changed();
       return { approval: project((await store.get(record.approval_id)) ?? record), created: true };
     });
-    this.#creations = run.catch(() => {});
-    return run;
   }
 
   /** A grant's decision goes to the waiting runtime; if it cannot be queued, a person is asked after all. */
