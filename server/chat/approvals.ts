@@ -164,7 +164,8 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
   // Ahead of other plugins' middleware (a persona's), which would otherwise also take the answer as chat.
   ctx.middleware(async (session, next) => {
     const quoted = session.quote?.id;
-    if (!quoted || session.argv?.command) return next();
+    // A stranger's quote goes on like any other message, whatever it quotes: nothing tells them which messages matter here.
+    if (!quoted || session.argv?.command || !kit.guard.isOwner(session)) return next();
     const approval = await kit.approvals.byRequestMessage(quoted);
     if (!approval) return next();
     const content = session.content ?? "";

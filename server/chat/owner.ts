@@ -2,11 +2,23 @@
  * Who may use the chat commands: the owner, that is the configured target (`recipientId` on the
  * platform of `botId`: a platform and user id pair), writing in a private chat. Anyone else, and
  * the owner in a group, is refused and changes nothing; every attempt, allowed or refused, is on
- * the audit trail. A command must come from a message the owner typed (Koishi marks those as the
- * root of the parse): another plugin, such as the persona, calling `session.execute` is refused.
+ * the audit trail. A command must be the one the platform event itself carries (the owner's own
+ * message, or a native command interaction): another plugin, such as the persona, calling
+ * `session.execute` is refused whatever flags its argv carries. Anyone but the owner is answered
+ * once and then silently for `REFUSAL_QUIET_MS`; the trail keeps a short excerpt of refused input
+ * and a count of the refusals it did not write out, so strangers can neither make the bot talk nor
+ * fill the table.
  */
+import { isDeepStrictEqual } from "node:util";
 import type { Argv, Command, Session } from "koishi";
 import type { AuditLog } from "../audit/store.ts";
+
+/** After a refusal is answered, the same user's further refusals get no answer (and one audit row) for this long. */
+export const REFUSAL_QUIET_MS = 10 * 60_000;
+/** Characters of refused input kept on the trail. */
+export const REFUSED_EXCERPT_CHARS = 200;
+/** Users remembered at most; the oldest are forgotten first. */
+const MAX_REFUSED_USERS = 10_000;
 
 export interface ChatOwner {
   platform: string;
@@ -48,6 +60,44 @@ export interface OwnerGuardOptions {
   audit: AuditLog;
 }
 
+/**
+ * Whether `argv` is the command the platform event itself carries: the one Koishi parsed from the
+ * message's own text (and keeps as `session.argv`), or a native command interaction's name,
+ * arguments and options (`interaction/command`, as the Telegram and Discord adapters send it).
+ * `session.execute` from a plugin builds another argv, whatever `root` flag it sets.
+ */
+export function fromPlatformEvent(argv: Argv): boolean {
+  const session = argv.session;
+  if (!session) return false;
+  if (session.argv === argv) return true;
+  const native = session.type === "interaction/command" ? session.event.argv : undefined;
+  if (!native) return false;
+  return (
+    session.app.$commander.get(native.name) === argv.command &&
+    isDeepStrictEqual(native.arguments ?? [], argv.args ?? []) &&
+    isDeepStrictEqual(native.options ?? {}, argv.options ?? {})
+  );
+}
+
+export interface RefusalState {
+  /** When the last answered refusal was; later ones within the quiet time are not answered. */
+  answeredAtMs: number;
+  /** Refusals since then that got no answer and no audit row of their own. */
+  unanswered: number;
+}
+
+/** One more refusal for a user: answer it (and write it out with the count of silent ones before), or stay silent. Pure. */
+export function refusalStep(state: RefusalState | undefined, nowMs: number, quietMs: number): { state: RefusalState; answer: boolean; unansweredBefore: number } {
+  if (state && nowMs - state.answeredAtMs < quietMs) return { state: { ...state, unanswered: state.unanswered + 1 }, answer: false, unansweredBefore: 0 };
+  return { state: { answeredAtMs: nowMs, unanswered: 0 }, answer: true, unansweredBefore: state?.unanswered ?? 0 };
+}
+
+/** A refused input as the trail keeps it: its JSON, cut to `REFUSED_EXCERPT_CHARS` with the full length noted. */
+export function refusedExcerpt(input: Record<string, unknown>): string {
+  const text = JSON.stringify(input);
+  return text.length <= REFUSED_EXCERPT_CHARS ? text : `${text.slice(0, REFUSED_EXCERPT_CHARS)}… (${text.length} chars)`;
+}
+
 export function speakerOf(session: Session, typed: boolean): Speaker {
   return { platform: session.platform, userId: session.userId, isDirect: session.isDirect, typed };
 }
@@ -59,29 +109,53 @@ function chatOf(session: Session) {
 /** The guard every owner command and the owner's replies to notices pass. */
 export class OwnerGuard {
   readonly #options: OwnerGuardOptions;
+  /** Per `platform:userId`, oldest first. */
+  readonly #refused = new Map<string, RefusalState>();
+  /** Sessions whose refusal is not answered (the user's quiet time). */
+  readonly #quiet = new WeakSet<Session>();
 
   constructor(options: OwnerGuardOptions) {
     this.#options = options;
   }
 
+  /** Whether `session` comes from the owner at all (in any chat): strangers' messages are none of this plugin's business. */
+  isOwner(session: Session): boolean {
+    const verdict = verdictOf(this.#options.owner, speakerOf(session, true));
+    return verdict !== "stranger" && verdict !== "not_configured";
+  }
+
   /**
    * Decides and records one attempt. Returns the verdict; for anything but `owner` the caller
-   * answers with `refusalText` and does nothing else.
+   * answers with `refusalText` and does nothing else. A refusal in the user's quiet time is only counted.
    */
   async admit(session: Session, typed: boolean, what: string, input: Record<string, unknown>): Promise<Verdict> {
     const verdict = verdictOf(this.#options.owner, speakerOf(session, typed));
-    const allowed = verdict === "owner";
-    await this.#options.audit.record({
-      actor: allowed ? "operator" : "server",
-      action: allowed ? "chat.command" : "chat.refused",
-      data: { command: what, input, chat: chatOf(session), ...(allowed ? {} : { reason: verdict }) },
-    });
+    if (verdict === "owner") {
+      await this.#options.audit.record({ actor: "operator", action: "chat.command", data: { command: what, input, chat: chatOf(session) } });
+      return verdict;
+    }
+    // The owner in a group, or a plugin acting for them, is always told; only other people are rate limited.
+    if (verdict === "group" || verdict === "not_typed") {
+      await this.#options.audit.record({ actor: "server", action: "chat.refused", data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict } });
+      return verdict;
+    }
+    const user = `${session.platform}:${session.userId ?? ""}`;
+    const step = refusalStep(this.#refused.get(user), Date.now(), REFUSAL_QUIET_MS);
+    this.#refused.delete(user);
+    this.#refused.set(user, step.state);
+    if (this.#refused.size > MAX_REFUSED_USERS) this.#refused.delete(this.#refused.keys().next().value!);
+    if (!step.answer) {
+      this.#quiet.add(session);
+      return verdict;
+    }
+    const unanswered = step.unansweredBefore > 0 ? { unanswered_before: step.unansweredBefore } : {};
+    await this.#options.audit.record({ actor: "server", action: "chat.refused", data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered } });
     return verdict;
   }
 
-  /** The answer to a refused attempt: a short sentence, or nothing in silent mode. */
+  /** The answer to a refused attempt: a short sentence, or nothing in silent mode or the user's quiet time. */
   refusalText(session: Session, verdict: Verdict): string {
-    if (this.#options.refusal === "silent") return "";
+    if (this.#options.refusal === "silent" || this.#quiet.has(session)) return "";
     return session.text(`anon-notify.refused.${verdict}`);
   }
 
@@ -89,7 +163,7 @@ export class OwnerGuard {
   protect<C extends Command>(command: C): C {
     command.before(async (argv: Argv) => {
       const session = argv.session!;
-      const verdict = await this.admit(session, argv.root === true, command.name, { args: argv.args ?? [], options: argv.options ?? {} });
+      const verdict = await this.admit(session, fromPlatformEvent(argv), command.name, { args: argv.args ?? [], options: argv.options ?? {} });
       return verdict === "owner" ? undefined : this.refusalText(session, verdict);
     });
     return command;

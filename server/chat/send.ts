@@ -37,7 +37,8 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
   // plugins' middleware (a persona's), which would otherwise also take the instruction as chat.
   ctx.middleware(async (session, next) => {
     const quoted = session.quote?.id;
-    if (!quoted || session.argv?.command) return next();
+    // A stranger's quote goes on like any other message, whatever it quotes: nothing tells them which messages matter here.
+    if (!quoted || session.argv?.command || !kit.guard.isOwner(session)) return next();
     const notices = await kit.operator.noticesOfMessage(quoted);
     const text = plainText(session.content ?? "");
     if (notices.length === 0 || !text) return next();

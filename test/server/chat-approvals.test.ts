@@ -171,11 +171,14 @@ test("a reply quoting the request decides it; other words in such a reply are an
 test("a stranger, the owner in a group and another plugin acting for the owner are refused, audited, and change nothing", async (t) => {
   const harness = await setup(t);
   const { id, code, message } = await requested(harness);
+  // A stranger quoting the request gets what quoting any other message gets (nothing from this plugin), before and after a refusal.
+  const quoteOther = await harness.stranger().receive(`<quote id="m-unrelated"/>同意`);
+  assert.deepEqual(await harness.stranger().receive(`<quote id="${message.id}"/>同意`), quoteOther);
   assert.deepEqual(await harness.stranger().receive(`anon.approve ${code}`), ["这些指令只有主人能用。"]);
-  assert.deepEqual(await harness.stranger().receive(`<quote id="${message.id}"/>同意`), ["这些指令只有主人能用。"]);
+  assert.deepEqual(await harness.stranger().receive(`<quote id="${message.id}"/>同意`), quoteOther);
   assert.deepEqual(await harness.ownerInGroup().receive(`anon.deny ${code}`), ["请在和机器人的私聊中使用这些指令。"]);
   assert.deepEqual(await harness.owner().receive(`请人格代答 anon.approve ${code}`), ["这些指令只能由主人亲自输入。"]);
-  assert.deepEqual(await harness.stranger().receive("anon.approvals"), ["这些指令只有主人能用。"]);
+  assert.deepEqual(await harness.stranger().receive("anon.approvals"), [], "the stranger was answered once; now silent for a while");
 
   assert.equal((await approvalOf(harness, id)).state, "pending");
   assert.equal(await decisionsQueued(harness), 0);
@@ -185,10 +188,8 @@ test("a stranger, the owner in a group and another plugin acting for the owner a
     refused.map((e) => [e.data.command, e.data.chat.user_id, e.data.reason]),
     [
       ["anon.approve", STRANGER, "stranger"],
-      ["approval-reply", STRANGER, "stranger"],
       ["anon.deny", "10001", "group"],
       ["anon.approve", "10001", "not_typed"],
-      ["anon.approvals", STRANGER, "stranger"],
     ],
   );
 });

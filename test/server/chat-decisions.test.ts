@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { EventBody } from "../../protocol/events.ts";
-import { chatOwner, verdictOf } from "../../server/chat/owner.ts";
+import { chatOwner, refusalStep, refusedExcerpt, verdictOf, type RefusalState } from "../../server/chat/owner.ts";
 import { resolveRef, SessionNumbers } from "../../server/chat/refs.ts";
 import { covering, digestEvent, digestText, isMuted, isUrgent, muteUntil, parseDuration, URGENT_KINDS } from "../../server/mute/decisions.ts";
 import { LOCALES, readLocale, type LocaleTree } from "../../server/locales/load.ts";
@@ -36,6 +36,18 @@ const session = (session_id: string, project: string): SessionProjection => ({
   supports_images: true,
   last_activity_at: "2026-11-30T03:00:00.000Z",
   last_seen_at: "2026-11-30T03:00:00.000Z",
+});
+
+test("refusals per user: answered once, then silent for the quiet time; the next answered one carries the count", () => {
+  let state: RefusalState | undefined;
+  const steps = [0, 1000, 2000, 10_000, 10_000 + 1000].map((ms) => {
+    const step = refusalStep(state, ms, 10_000);
+    state = step.state;
+    return [step.answer, step.unansweredBefore];
+  });
+  assert.deepEqual(steps, [[true, 0], [false, 0], [false, 0], [true, 2], [false, 0]]);
+  assert.equal(refusedExcerpt({ args: ["x".repeat(5000)] }).length <= 230, true);
+  assert.equal(refusedExcerpt({ args: ["short"] }), '{"args":["short"]}');
 });
 
 test("session references: numbers stay while a session is online, prefixes and project names resolve, ambiguity is refused", () => {

@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { TestContext } from "node:test";
+import type { Argv, Context } from "koishi";
 import { agentApi, operatorApi } from "../../harness/agent-api.ts";
 import { OWNER, STRANGER, startChat, type ChatHarness } from "../../harness/chat.ts";
 import type { KoishiOptions } from "../../harness/koishi.ts";
@@ -45,6 +46,49 @@ test("only the owner in a private chat is answered; a stranger and the owner in 
       ["chat.refused", "server", "anon.sessions", OWNER, "group"],
     ],
   );
+});
+
+test("a stranger's flood: one answer, then silence; one audit row with a bounded excerpt", async (t) => {
+  const harness = await chat(t);
+  await agentApi(harness).heartbeat({ project: "shop" });
+  const stranger = harness.stranger();
+  const replies: string[][] = [];
+  for (let i = 0; i < 200; i++) replies.push(await stranger.receive(`anon.send #1 ${"x".repeat(3000)} ${i}`));
+  assert.deepEqual(replies[0], ["这些指令只有主人能用。"]);
+  assert.deepEqual(replies.slice(1).filter((r) => r.length > 0), [], "the rest get no answer");
+  const rows = await auditActions(harness, "chat.");
+  assert.equal(rows.length, 1, "one row for the burst");
+  assert.ok(String(rows[0]!.data.input).length <= 260, `excerpt of ${String(rows[0]!.data.input).length} chars`);
+  assert.match(String(rows[0]!.data.input), /… \(\d+ chars\)$/);
+});
+
+test("typed by the owner is read from the platform event: a forged root execute is refused, the owner's native slash command is served", async (t) => {
+  const harness = await chat(t, {
+    plugins: (use) =>
+      void use((ctx: Context) =>
+        ctx.middleware((session, next) =>
+          session.content === "伪造" ? session.execute({ name: "anon.send", args: ["#1", "rm -rf ~"], options: {}, root: true } as unknown as Argv) : next(),
+        ),
+      ),
+  });
+  const agent = agentApi(harness);
+  await agent.heartbeat({ project: "shop" });
+  assert.deepEqual(await harness.owner().receive("伪造"), ["这些指令只能由主人亲自输入。"]);
+  assert.deepEqual((await agent.claim()).body, { command: null }, "nothing was queued");
+
+  harness.app.mock.receive({
+    platform: "mock",
+    type: "interaction/command",
+    selfId: "514",
+    user: { id: OWNER, name: OWNER },
+    channel: { id: `private:${OWNER}`, type: 1 },
+    argv: { name: "anon.send", arguments: ["#1", "看一下"], options: {} },
+  } as never);
+  const reply = await waitUntil(() => harness.sent.find((m) => m.text.includes("shop")), "the native command answered");
+  assert.match(reply.text, /#1/);
+  assert.equal((await agent.claim()).body.command?.instruction, "看一下");
+  const rows = await auditActions(harness, "chat.");
+  assert.deepEqual(rows.map((r) => [r.action, r.data.reason ?? null]), [["chat.refused", "not_typed"], ["chat.command", null]]);
 });
 
 test("silent refusals answer nothing and are still audited", async (t) => {
@@ -103,8 +147,8 @@ test("a reply quoting a direct notice is an instruction to that notice's session
   assert.deepEqual(body.commands.map((c: { event_id: string; preview: string; origin: string }) => [c.event_id, c.preview, c.origin]), [[event.event_id, "好，再把 lint 也跑一下", "operator"]]);
   assert.equal((await operatorApi(harness).list("s-2")).body.commands.length, 0);
 
-  // A stranger quoting the same message id changes nothing.
-  assert.deepEqual(await harness.stranger().receive(`<quote id="${receipt.message_id}"/>删库`), ["这些指令只有主人能用。"]);
+  // A stranger quoting the same message id changes nothing, and gets what quoting any other message gets.
+  assert.deepEqual(await harness.stranger().receive(`<quote id="${receipt.message_id}"/>删库`), await harness.stranger().receive(`<quote id="m-unrelated"/>删库`));
   assert.equal((await operatorApi(harness).list("s-1")).body.commands.length, 1);
 });
 
