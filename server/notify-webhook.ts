@@ -196,13 +196,11 @@ export const Config: SchemaType<Config> = Schema.intersect([
  * 503 `service_missing` naming what is missing, and says so in the log once per outage.
  */
 export function apply(ctx: Context, config: Config) {
+  defineLocales(ctx);
   // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
-  if (config.operatorToken && config.operatorToken === config.token) {
-    throw new Error("operatorToken 与 token 相同：任何 Pi 端都将能使用运维接口。请为 operatorToken 设置不同的值，或留空以关闭运维接口。");
-  }
+  if (config.operatorToken && config.operatorToken === config.token) throw new Error(instanceText(ctx, "anon-notify.services.same-tokens", {}));
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
   if (consoleTokenRefused) throw new Error(consoleTokenRefused);
-  defineLocales(ctx);
   // The same minimum as the token files: a short token in koishi.yml is as guessable as one in a file.
   for (const [key, value] of [["token", config.token], ["operatorToken", config.operatorToken]] as const) {
     if (value && value.length < MIN_TOKEN_CHARS) throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));

@@ -93,10 +93,8 @@ export function secureDataDir(dataDir: string, language: Language = localeLangua
 }
 
 /** The operator token opens more than the agents' one; the same string for both would give every agent the operator API. */
-export function assertDistinctTokens(token: string, operatorToken: string): void {
-  if (operatorToken && operatorToken === token) {
-    throw new Error("operatorToken 与 Pi 端 Token 相同：这样任何 Pi 端都能使用运维接口。请为 operatorToken 设置不同的值（或留空以关闭运维接口）");
-  }
+export function assertDistinctTokens(token: string, operatorToken: string, language: Language): void {
+  if (operatorToken && operatorToken === token) throw new Error(standaloneText(language).sameTokens);
 }
 
 /**
@@ -174,7 +172,7 @@ export async function runStandalone(
   const operatorTokenPath = join(options.dataDir, "operator.token");
   assertConfigTokenKept(options.configPath, file, language);
   const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
-  assertDistinctTokens(token, operatorToken);
+  assertDistinctTokens(token, operatorToken, language);
   // The console page's sign-in: its own secret, so holding it opens neither API.
   const consoleTokenPath = join(options.dataDir, "console.token");
   const consoleToken = ensureToken(consoleTokenPath);

@@ -118,7 +118,7 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
     session: online ? `#${online.number} ${online.session.project}` : approval.session_id.slice(0, 8),
     tool: approval.tool,
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
-    left: koishi.Time.format(Math.max(1000, Date.parse(approval.expires_at) - nowMs)),
+    left: durationText(Date.parse(approval.expires_at) - nowMs, session.text("anon-notify.locale")),
   });
 }
 

@@ -10,7 +10,7 @@ import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { statusLabel } from "./labels.ts";
-import type { DirectOutcome } from "./steps.ts";
+import { deliveryError, type DirectOutcome } from "./steps.ts";
 
 export interface DirectTarget {
   botId: string;
@@ -55,14 +55,4 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
   } catch (error) {
     return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };
   }
-}
-
-export type DeliveryErrorCode = "direct_not_configured" | "bot_not_found" | "bot_offline" | "no_persona";
-
-/**
- * A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
- * server's language. Pure.
- */
-export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
-  return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
 }

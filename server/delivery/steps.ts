@@ -42,3 +42,13 @@ export function decideStep(outcome: WorkOutcome, attempts: number, policy: Retry
     }
   }
 }
+
+export type DeliveryErrorCode = "direct_not_configured" | "persona_not_configured" | "bot_not_found" | "bot_offline" | "no_persona";
+
+/**
+ * A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
+ * server's language. Pure.
+ */
+export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
+  return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
+}

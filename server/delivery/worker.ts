@@ -20,8 +20,8 @@ import type { MuteStore } from "../mute/store.ts";
 import { buildEventBlock } from "../persona/block.ts";
 import type { Persona, PersonaSlot } from "../persona/port.ts";
 import { instanceSay } from "../locales/load.ts";
-import { deliveryError, formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
-import { decideStep, type RetryPolicy, type WorkOutcome } from "./steps.ts";
+import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
+import { decideStep, deliveryError, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
 
 const SAVE_RETRY_FIRST_MS = 1000;

@@ -16,7 +16,8 @@ import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
 import { findBot } from "../bot.ts";
 import { withoutMarkers } from "./block.ts";
-import type { InjectOutcome } from "../delivery/steps.ts";
+import { deliveryError, type InjectOutcome } from "../delivery/steps.ts";
+import { instanceSay, instanceText } from "../locales/load.ts";
 import type { PersonaEvent, PersonaSlot } from "./port.ts";
 
 export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;
@@ -92,10 +93,10 @@ function isMidTurn(ctx: Context, channelCid: string): boolean {
 
 async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<string>, { eventId, block, event }: PersonaEvent): Promise<InjectOutcome> {
   if (!target.botId || !target.recipientId) {
-    return { kind: "error", retryable: false, error: "persona_not_configured: 未配置 botId 或 recipientId，无法确定 Anon 的主会话" };
+    return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "persona_not_configured") };
   }
   const bot = findBot(ctx, target.botId);
-  if (!bot) return { kind: "error", retryable: true, error: `bot_not_found: 找不到机器人 ${target.botId}` };
+  if (!bot) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_not_found", target.botId) };
   // OneBot names a private chat `private:<user id>` (adapter-onebot createDirectChannel).
   const channelId = `private:${target.recipientId}`;
   const session = bot.session({
@@ -104,7 +105,7 @@ async function injectV3(ctx: Context, target: YesImBotTarget, recorded: Set<stri
     channel: { id: channelId, type: 1 /* Universal.Channel.Type.DIRECT */ },
     user: { id: target.recipientId },
   });
-  const busy = { kind: "busy", reason: `YesImBot 会话 ${session.cid} 正在进行回合` } as const;
+  const busy = { kind: "busy", reason: instanceText(ctx, "anon-notify.delivery-errors.persona-mid-turn", [session.cid]) } as const;
   // Handed on as an object, so its agent-written text is defused the way the block's is.
   const eventObject = withoutMarkers({ ...event }) as object;
   if (!recorded.has(eventId)) {

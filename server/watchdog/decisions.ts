@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
+import type { Say } from "../locales/load.ts";
 
 export interface Watched {
   sessionId: string;
@@ -105,24 +106,25 @@ function minutes(ms: number): number {
   return Math.max(1, Math.round(ms / 60_000));
 }
 
-function doing(activity: string | null): string {
-  return activity ? `正在执行工具 ${activity}` : "没有正在执行的工具";
+function doing(activity: string | null, say: Say): string {
+  return activity ? say("anon-notify.watchdog.doing-tool", [activity]) : say("anon-notify.watchdog.doing-nothing");
 }
 
 /** The notice as an event. Deterministic id per episode, so a retried submit is a duplicate. */
-export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowMs: number, delivery: DeliveryRoute, ttlMs: number): EventBody {
+export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): EventBody {
   const episodeMs = notice.kind === "stalled" ? notice.sinceMs : watched.vanishedAtMs!;
   const digest = createHash("sha256").update(`${watched.sessionId}\0${watched.runtimeId}\0${episodeMs}`).digest("hex").slice(0, 32);
   const lastActivity = new Date(watched.lastActivityMs).toISOString();
+  const facts = { project: watched.project, lastActivity, doing: doing(watched.activity, say) };
   const summary =
     notice.kind === "stalled"
-      ? `可能卡住：项目 ${watched.project} 的会话正在运行，但已约 ${minutes(nowMs - notice.sinceMs)} 分钟没有新的活动。最后活动时间 ${lastActivity}，当时${doing(watched.activity)}。`
-      : `运行中失联：项目 ${watched.project} 的会话在运行中停止了心跳（超过 ${Math.round(ttlMs / 1000)} 秒），也没有正常下线。最后心跳 ${new Date(watched.lastSeenMs).toISOString()}，最后活动时间 ${lastActivity}，当时${doing(watched.activity)}。`;
+      ? say("anon-notify.watchdog.stalled", { ...facts, minutes: minutes(nowMs - notice.sinceMs) })
+      : say("anon-notify.watchdog.vanished", { ...facts, seconds: Math.round(ttlMs / 1000), lastSeen: new Date(watched.lastSeenMs).toISOString() });
   return EventBody.parse({
     event_id: `watchdog:${notice.kind}:${digest}`,
     session_id: watched.sessionId,
     runtime_id: watched.runtimeId,
-    source: `Pi 看门狗 · ${watched.project}`.slice(0, LIMITS.sourceChars),
+    source: say("anon-notify.watchdog.source", [watched.project]).slice(0, LIMITS.sourceChars),
     task: "",
     status: "warning",
     summary: summary.slice(0, LIMITS.summaryChars),
@@ -156,21 +158,22 @@ const LISTED_PROJECTS = 5;
  * `running` sessions) is one message, not hundreds. Deterministic id per group, so a retried
  * submit is a duplicate.
  */
-export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number): VanishedNotice[] {
+export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
   if (vanished.length === 0) return [];
-  if (vanished.length === 1) return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs), sessions: [vanished[0]!.sessionId] }];
+  if (vanished.length === 1) return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs, say), sessions: [vanished[0]!.sessionId] }];
   const sorted = [...vanished].sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
   const first = sorted[0]!;
   const digest = createHash("sha256");
   for (const w of sorted) digest.update(`${w.sessionId}\0${w.runtimeId}\0${w.vanishedAtMs}\n`);
   const projects = [...new Set(sorted.map((w) => w.project))];
-  const named = projects.slice(0, LISTED_PROJECTS).join("、") + (projects.length > LISTED_PROJECTS ? ` 等 ${projects.length} 个项目` : "");
-  const summary = `运行中失联：${sorted.length} 个运行中的会话在同一次检查中停止了心跳（超过 ${Math.round(ttlMs / 1000)} 秒），也没有正常下线。项目：${named}。`;
+  const more = projects.length > LISTED_PROJECTS ? say("anon-notify.watchdog.more-projects", [projects.length]) : "";
+  const named = projects.slice(0, LISTED_PROJECTS).join(say("anon-notify.watchdog.project-separator")) + more;
+  const summary = say("anon-notify.watchdog.many", { count: sorted.length, seconds: Math.round(ttlMs / 1000), projects: named });
   const event = EventBody.parse({
     event_id: `watchdog:vanished:${digest.digest("hex").slice(0, 32)}`,
     session_id: first.sessionId,
     runtime_id: first.runtimeId,
-    source: "Pi 看门狗",
+    source: say("anon-notify.watchdog.source-all"),
     task: "",
     status: "warning",
     summary: summary.slice(0, LIMITS.summaryChars),

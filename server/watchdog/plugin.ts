@@ -9,6 +9,7 @@ import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventIntake } from "../events/intake.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
+import { instanceSay } from "../locales/load.ts";
 import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
 export interface WatchdogOptions {
@@ -29,6 +30,8 @@ export const Watchdog = {
   reusable: true,
   apply(ctx: Context, { registry, intake, audit, options }: WatchdogDeps) {
     const logger = ctx.logger("notify-webhook");
+    // Its notices are in the instance's language, like every text the server starts.
+    const say = instanceSay(ctx);
     const watched = new Map<string, Watched>();
 
     const apply = (sessionId: string, input: WatchInput) => {
@@ -61,7 +64,7 @@ export const Watchdog = {
             vanished.push(entry);
             continue;
           }
-          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs);
+          const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs, say);
           if (!(await submit(event, sessionId))) continue;
           await audit.record({ actor: "watchdog", action: "watchdog.stalled", session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
           // The session may have moved on while the notice was being stored; only the raised episode is marked.
@@ -71,7 +74,7 @@ export const Watchdog = {
             watched.set(sessionId, { ...current, stalledAtActivityMs: entry.lastActivityMs });
           }
         }
-        for (const { event, sessions } of vanishedNotices(vanished, nowMs, options.delivery, registry.ttlMs)) {
+        for (const { event, sessions } of vanishedNotices(vanished, nowMs, options.delivery, registry.ttlMs, say)) {
           if (!(await submit(event, sessions.length === 1 ? sessions[0]! : `${sessions.length} sessions`))) continue;
           const covered = new Set(sessions);
           for (const entry of vanished.filter((w) => covered.has(w.sessionId))) {

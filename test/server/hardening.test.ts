@@ -213,7 +213,8 @@ describe("tokens and the data folder", () => {
 
   test("the plugin refuses to start when the operator token equals the agents' token", () => {
     const config = { token: "same-token-0123456789abcdef0123456789", operatorToken: "same-token-0123456789abcdef0123456789" } as notifyWebhook.Config;
-    assert.throws(() => notifyWebhook.apply({} as Context, config), /operatorToken.*(相同|same)/s);
+    assert.throws(() => notifyWebhook.apply(new koishi.Context(), config), /operatorToken 与 token 相同/);
+    assert.throws(() => notifyWebhook.apply(new koishi.Context({ i18n: { locales: ["en-US"] } }), config), /operatorToken is the same as token/);
   });
 
   test("npm start refuses an operator token equal to the agents' token, saying why", async (t) => {
@@ -541,19 +542,19 @@ describe("slow clients and floods", () => {
       stalledAtActivityMs: null,
       vanishedAtMs: 50_000,
     }));
-    const single = vanishedNotices(vanished.slice(0, 1), 60_000, "anon", 30_000);
+    const single = vanishedNotices(vanished.slice(0, 1), 60_000, "anon", 30_000, zh);
     assert.equal(single.length, 1);
     assert.equal(single[0]!.event.session_id, "s-0");
     assert.deepEqual(single[0]!.sessions, ["s-0"]);
-    const many = vanishedNotices(vanished, 60_000, "anon", 30_000);
+    const many = vanishedNotices(vanished, 60_000, "anon", 30_000, zh);
     assert.equal(many.length, 1);
     const [notice] = many;
     assert.equal(notice!.sessions.length, 300);
     assert.match(notice!.event.summary, /^运行中失联：300 个/);
     assert.equal(notice!.event.details?.count, 300);
     assert.ok(Buffer.byteLength(JSON.stringify(notice!.event.details)) <= LIMITS.detailsBytes);
-    assert.deepEqual(vanishedNotices(vanished, 60_000, "anon", 30_000)[0]!.event.event_id, notice!.event.event_id, "a retried submit is a duplicate");
-    assert.deepEqual(vanishedNotices([], 60_000, "anon", 30_000), []);
+    assert.deepEqual(vanishedNotices(vanished, 60_000, "anon", 30_000, zh)[0]!.event.event_id, notice!.event.event_id, "a retried submit is a duplicate");
+    assert.deepEqual(vanishedNotices([], 60_000, "anon", 30_000, zh), []);
   });
 
   test("300 running sessions that go silent produce a notice per watchdog check, not 300", async (t) => {

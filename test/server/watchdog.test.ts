@@ -6,6 +6,7 @@ import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "../../harness/agent-api.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { sayIn, zh } from "./say.ts";
 
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const MIN = 60_000;
@@ -93,7 +94,7 @@ test("expiry while running is a vanish; an offline call or an idle session is no
 
 test("the notice event names the tool, never its output, and keeps one id per episode", () => {
   const watched = run([beat(T0, { project: "shop" })]).watched!;
-  const event = watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 12 * MIN, "anon", 30_000);
+  const event = watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 12 * MIN, "anon", 30_000, zh);
   assert.equal(EventBody.parse(event).status, "warning");
   assert.match(event.summary, /^可能卡住：项目 shop/);
   assert.match(event.summary, /正在执行工具 bash/);
@@ -105,12 +106,15 @@ test("the notice event names the tool, never its output, and keeps one id per ep
     last_seen_at: "2026-11-30T03:00:00.000Z",
     running_since: "2026-11-30T03:00:00.000Z",
   });
-  assert.equal(watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 20 * MIN, "anon", 30_000).event_id, event.event_id, "a retry is a duplicate");
+  assert.equal(watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 20 * MIN, "anon", 30_000, zh).event_id, event.event_id, "a retry is a duplicate");
   const vanished = run([{ kind: "expired", atMs: T0 + MIN }], watched).watched!;
-  const gone = watchdogEvent(vanished, { kind: "vanished" }, T0 + MIN, "direct", 30_000);
+  const gone = watchdogEvent(vanished, { kind: "vanished" }, T0 + MIN, "direct", 30_000, zh);
   assert.match(gone.summary, /^运行中失联：项目 shop/);
   assert.equal(gone.delivery, "direct");
   assert.notEqual(gone.event_id, event.event_id);
+  const english = watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 12 * MIN, "anon", 30_000, sayIn("en-US"));
+  assert.match(english.summary, /^May be stuck: the session of project shop is running but has had no new activity for about 12 minutes\. Last activity 2026-11-30T03:00:00\.000Z, running the tool bash then\.$/);
+  assert.equal(english.source, "Pi watchdog · shop");
 });
 
 test("over HTTP: a stall notice takes its token from the event rate limit and goes the configured route", async (t) => {
