@@ -60,7 +60,7 @@ test("without a database every route answers 503 naming it, the log says so once
 test("a driver that loads after the plugin in the same start-up is no outage: no warning", async (t) => {
   const log = captureLog();
   t.after(log.stop);
-  const token = "token-for-a-late-driver";
+  const token = "token-for-a-late-driver-0123456789abcdef";
   const server = await startKoishi({
     database: "none",
     withoutPlugin: true,
