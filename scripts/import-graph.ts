@@ -101,6 +101,7 @@ export const LAYERS: readonly Layer[] = [
       "*/decisions.ts",
       "extension/config/schema.ts",
       "extension/approvals/policy.ts",
+      "extension/approvals/programs.ts",
       "extension/approvals/runs.ts",
       "extension/approvals/shell.ts",
       "extension/notices/notice.ts",

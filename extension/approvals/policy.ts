@@ -12,7 +12,8 @@
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
 import { APPROVAL_LIMITS, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
-import { analyzeCommand, GIT_VALUE_OPTIONS, OPAQUE, type Analysis, type Run } from "./runs.ts";
+import { GIT_VALUE_OPTIONS } from "./programs.ts";
+import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./runs.ts";
 import type { ShellReader, Word } from "./shell.ts";
 
 export interface UserRule {

@@ -8,6 +8,27 @@
  * given the reader.
  */
 import { type ShellReader, type SimpleCommand, type Stdin, type Word } from "./shell.ts";
+import {
+  APPLETS,
+  ASSIGNMENT,
+  AWKS,
+  CODE_VARIABLES,
+  ENV_ASSIGNMENT,
+  GIT_COMMAND_KEYS,
+  GIT_VALUE_OPTIONS,
+  INTERPRETERS,
+  isOtherDescriptor,
+  isStdinPath,
+  parseOptions,
+  SCRIPT_OPTIONS,
+  SHELL_OPTIONS,
+  SHELLS,
+  SU_OPTIONS,
+  WATCH_OPTIONS,
+  WRAPPERS,
+  type Interpreter,
+  type Options,
+} from "./programs.ts";
 
 export const OPAQUE = {
   dynamicProgram: "opaque.dynamic-program",
@@ -64,8 +85,6 @@ interface Env {
 const RESERVED = new Set(["if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "select", "function", "time", "coproc", "in"]);
 /** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
-const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
-const ENV_ASSIGNMENT = /^([^=-][^=]*)=([\s\S]*)$/;
 
 /** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
 function plainCommand(source: string): SimpleCommand | undefined {
@@ -112,138 +131,6 @@ function readSafely(read: ShellReader, source: string): ReturnType<ShellReader> 
 function nested(source: string, stdin: Stdin, env: Env): void {
   script(source, { ...env, depth: env.depth + 1, stdin });
 }
-
-// ── Options of the commands that run other commands ─────────────────────────
-
-interface Options {
-  /** Short options that take a value. */
-  short?: string;
-  /** Long options that take a value (as the next word when not `--name=value`). */
-  long?: readonly string[];
-  /** Words before the command that are not options (`timeout DURATION`). */
-  positionals?: number;
-  /** `NAME=value` words before the command. */
-  assignments?: boolean;
-}
-
-interface Parsed {
-  /** Where the operands start; undefined when there are none. */
-  operands: number | undefined;
-  /** Option values by option (`-c`, `--command`), and the flags seen (value ""). */
-  seen: Map<string, Word | undefined>;
-}
-
-/** Reads the options before the operands, the way getopt does. */
-function parseOptions(args: readonly Word[], spec: Options): Parsed {
-  const seen = new Map<string, Word | undefined>();
-  let positionals = spec.positionals ?? 0;
-  for (let i = 0; i < args.length; i++) {
-    const word = args[i]!;
-    const value = word.value;
-    if (value === undefined) {
-      // `--name=$(…)`: an option with its value attached; anything else that expands is where the operands start.
-      if (/^--?[A-Za-z][\w-]*=/.test(word.text)) continue;
-      return { operands: i, seen };
-    }
-    if (value === "--") return { operands: i + 1 < args.length ? i + 1 : undefined, seen };
-    if (value.startsWith("--")) {
-      const [name, attached] = [value.split("=")[0]!, value.includes("=")];
-      const takes = !attached && (spec.long ?? []).includes(name);
-      seen.set(name, takes ? args[i + 1] : undefined);
-      if (takes) i++;
-      continue;
-    }
-    if (value.startsWith("-") && value.length > 1) {
-      for (let j = 1; j < value.length; j++) {
-        const letter = value[j]!;
-        if (!(spec.short ?? "").includes(letter)) {
-          seen.set(`-${letter}`, undefined);
-          continue;
-        }
-        const rest = value.slice(j + 1);
-        seen.set(`-${letter}`, rest ? { ...word, text: rest, value: rest } : args[i + 1]);
-        if (!rest) i++;
-        break;
-      }
-      continue;
-    }
-    // env takes any `NAME=value` (even a name bash would not), up to the command.
-    if (spec.assignments && ENV_ASSIGNMENT.test(value)) continue;
-    if (positionals > 0) {
-      positionals--;
-      continue;
-    }
-    return { operands: i, seen };
-  }
-  return { operands: undefined, seen };
-}
-
-/** Commands that run their operands as a command, with their own options first. */
-const WRAPPERS: Record<string, Options> = {
-  env: { short: "uCS", long: ["--unset", "--chdir", "--split-string"], assignments: true },
-  command: {},
-  builtin: {},
-  exec: { short: "a" },
-  nohup: {},
-  coproc: {},
-  setsid: {},
-  chronic: {},
-  unbuffer: {},
-  timeout: { short: "sk", long: ["--signal", "--kill-after"], positionals: 1 },
-  nice: { short: "n", long: ["--adjustment"] },
-  ionice: { short: "cnpPu", long: ["--class", "--classdata", "--pid", "--pgid", "--uid"] },
-  stdbuf: { short: "ioe", long: ["--input", "--output", "--error"] },
-  sudo: {
-    short: "aCcDghpRrTtUu",
-    long: ["--auth-type", "--close-from", "--login-class", "--chdir", "--group", "--host", "--prompt", "--chroot", "--role", "--command-timeout", "--type", "--other-user", "--user"],
-    assignments: true,
-  },
-  doas: { short: "uC" },
-  time: { short: "fo", long: ["--format", "--output"] },
-  xargs: { short: "IadELnPs", long: ["--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"] },
-};
-const APPLETS = new Set(["busybox", "toybox"]);
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"]);
-const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] };
-/** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
-const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
-const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
-const SCRIPT_OPTIONS: Options = { short: "cEIOBTm", long: ["--command", "--echo", "--log-in", "--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit"] };
-
-interface Interpreter {
-  /** Options whose value is code. */
-  code: readonly string[];
-  options: Options;
-  /** Options after which it runs a module, not a script or standard input. */
-  module?: readonly string[];
-}
-const INTERPRETERS: readonly [RegExp, Interpreter][] = [
-  [/^(python|pypy)[0-9.]*$/, { code: ["-c"], options: { short: "cmWX" }, module: ["-m"] }],
-  [/^(node|nodejs|bun)$/, { code: ["-e", "-p", "--eval", "--print"], options: { short: "eprC", long: ["--eval", "--print", "--require", "--import", "--loader", "--input-type", "--env-file"] } }],
-  [/^perl[0-9.]*$/, { code: ["-e", "-E"], options: { short: "eEIMmx" } }],
-  [/^ruby[0-9.]*$/, { code: ["-e"], options: { short: "eIrCE" } }],
-  [/^php[0-9.]*$/, { code: ["-r", "-B", "-R", "-E"], options: { short: "rBREcdzf" } }],
-  [/^(lua[0-9.]*|luajit)$/, { code: ["-e"], options: { short: "el" } }],
-  [/^(Rscript|osascript)$/, { code: ["-e"], options: { short: "e" } }],
-  [/^(tclsh[0-9.]*|wish)$/, { code: [], options: {} }],
-];
-const AWKS = new Set(["awk", "gawk", "mawk", "nawk"]);
-/** A script path that is standard input. */
-const isStdinPath = (path: string) => path === "-" || path === "/dev/stdin" || path === "/dev/fd/0" || path === "/proc/self/fd/0";
-/** A script path that is another open descriptor (`3< <(curl …)`), not a file anyone can read. */
-const isOtherDescriptor = (path: string) => !isStdinPath(path) && /^\/dev\/fd\/\d+$|^\/proc\/[^/]+\/fd\/\d+$/.test(path);
-/** git's own options that take the next word (`-c` and `--config-env` are read for what they set). */
-export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--namespace"]);
-/** git settings whose value git runs as a command. */
-const GIT_COMMAND_KEYS = /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
-
-/**
- * Variables whose value bash or a common tool runs as code or as a command line (`PS4='$(…)' bash
- * -x`, `GIT_SSH_COMMAND`, `LESSOPEN`, exported functions …): set to anything but one plain word,
- * what will run cannot be seen.
- */
-const CODE_VARIABLES =
-  /^(BASH_ENV|ENV|PS[0-4]|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|PAGER|GIT_PAGER|MANPAGER|SYSTEMD_PAGER|EDITOR|VISUAL|GIT_EDITOR|GIT_SEQUENCE_EDITOR|GIT_SSH|GIT_SSH_COMMAND|GIT_EXTERNAL_DIFF|GIT_ASKPASS|SSH_ASKPASS|SUDO_ASKPASS|GIT_PROXY_COMMAND|GIT_CONFIG_PARAMETERS|GIT_CONFIG_(KEY|VALUE)_\d+|LESSOPEN|LESSCLOSE|NODE_OPTIONS|PERL5OPT|RUBYOPT|PYTHONSTARTUP|PYTHONINSPECT|BROWSER|LD_PRELOAD|LD_AUDIT)$/;
 
 function assignment(name: string, value: Word | undefined, env: Env): void {
   if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
@@ -321,10 +208,21 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
   if (name === "command" && (seen.has("-v") || seen.has("-V"))) return;
   if (operands === undefined) return;
   const inner = args.slice(operands);
-  // xargs adds words read from its input: they may be anything, options included.
-  const added: Word[] = name === "xargs" ? [{ text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false }] : [];
-  // A coprocess reads what the script writes to it later: a pipe.
-  run([...inner, ...added], name === "xargs" ? { kind: "inherited" } : name === "coproc" ? { kind: "pipe" } : stdin, env);
+  if (name !== "xargs") {
+    // A coprocess reads what the script writes to it later: a pipe.
+    run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
+    return;
+  }
+  // xargs puts words read from its input in place of the replace string, else after the command: they may be anything, options included.
+  const replace = (seen.get("-I") ?? seen.get("--replace"))?.value ?? (seen.has("-i") ? "{}" : undefined);
+  const input: Word = { text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false };
+  if (replace) run(substituted(inner, replace, input), { kind: "inherited" }, env);
+  else run([...inner, input], { kind: "inherited" }, env);
+}
+
+/** Words holding `marker` stand for what will be put there at run time: unknown. */
+function substituted(words: readonly Word[], marker: string, unknown: Word): Word[] {
+  return words.map((word) => (word.value?.includes(marker) || (word.value === undefined && word.text.includes(marker)) ? { ...unknown, text: word.text } : word));
 }
 
 /** A script given as one word: read it when it is literal, else nothing can be seen. */
@@ -376,7 +274,9 @@ function findExec(args: readonly Word[], env: Env): void {
     if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.value ?? "")) continue;
     let end = i + 1;
     while (end < args.length && args[end]!.value !== ";" && args[end]!.value !== "+") end++;
-    if (end > i + 1) run(args.slice(i + 1, end), { kind: "inherited" }, env);
+    // `{}` is a found path (`./…`, never an option), but any name the model could have given a file.
+    const found: Word = { text: "{}", value: undefined, mayBeOption: false, processSubstitution: false };
+    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", found), { kind: "inherited" }, env);
     i = end;
   }
 }
