@@ -11,6 +11,10 @@ import { decideAdmission, decideDecision, decideExpiry, decideResolution, decide
 import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
 import { voice } from "./approval-voice.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
+import { ApprovalService } from "../../server/approvals/service.ts";
+import { GrantService } from "../../server/approvals/grants.ts";
+import { GrantStore } from "../../server/approvals/grant-store.ts";
+import { AuditLog } from "../../server/audit/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { captureLog, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
@@ -421,4 +425,51 @@ test("retention removes closed approvals past the window whose messages went out
   assert.equal(await approvals.prune(new Date(NOW.getTime() - 30 * 24 * 60 * 60 * 1000)), 2);
   const left = (await approvals.list({ limit: 10 })).map((row) => row.approval_id).sort();
   assert.deepEqual(left, ["old-decided", "old-owing", "old-pending", "recent-approved"]);
+});
+
+test("the sweep ends what nobody can answer: past its time, or its runtime not online once the server has been up a heartbeat timeout", async (t) => {
+  let service: ApprovalService | undefined;
+  let now = NOW;
+  const live = new Set(["r-1"]);
+  const server = await startKoishi({
+    withoutPlugin: true,
+    plugins: (use) =>
+      void use({
+        name: "approval-service",
+        inject: ["database"],
+        apply: (ctx: Context) =>
+          void (service = new ApprovalService({
+            store: new ApprovalStore(ctx),
+            audit: new AuditLog(ctx),
+            control: { createControlCommand: async () => ({}) },
+            changed: () => {},
+            isLive: (_session, runtime) => live.has(runtime),
+            presenceGraceMs: 30_000,
+            limits: { maxOpenMs: 15 * 60_000, openPerSession: 10, rate: { perMinute: 100, burst: 100 } },
+            grants: new GrantService({ store: new GrantStore(ctx), audit: new AuditLog(ctx), maxMinutes: 120, now: () => now }),
+            now: () => now,
+          })),
+      }),
+  });
+  t.after(() => server.stop());
+  const approvals = await waitUntil(() => service, "the service built once the database is there");
+  const ask = (runtime: string, call: string, expiresInMs: number) =>
+    approvals.request(approvalRequestOf({ session_id: `s-${runtime}`, runtime_id: runtime, tool_call_id: call, created_at: now.toISOString(), expires_at: new Date(now.getTime() + expiresInMs).toISOString() }));
+  const soon = (await ask("r-1", "c-soon", 60_000)).approval;
+  live.add("r-2");
+  const gone = (await ask("r-2", "c-gone", 600_000)).approval;
+  const forever = (await ask("r-1", "c-forever", 10 * 365 * 24 * 3_600_000)).approval;
+  assert.equal(Date.parse(forever.expires_at), NOW.getTime() + 15 * 60_000, "capped at the server's maximum");
+  live.delete("r-2");
+
+  const state = async (id: string) => (await approvals.find(id))!.state;
+  now = new Date(NOW.getTime() + 20_000);
+  await approvals.sweep();
+  assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id)], ["pending", "pending"], "within the grace after start liveness is not judged");
+  now = new Date(NOW.getTime() + 60_000 + 60_000);
+  await approvals.sweep();
+  assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id), await state(forever.approval_id)], ["timeout", "vanished", "pending"]);
+  now = new Date(NOW.getTime() + 16 * 60_000 + 1);
+  await approvals.sweep();
+  assert.equal(await state(forever.approval_id), "timeout", "closed at its capped time");
 });
