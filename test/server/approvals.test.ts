@@ -4,37 +4,17 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { Context, Plugin } from "koishi";
+import type { Context } from "koishi";
 import { CODE_ALPHABET, type ApprovalResolution } from "../../protocol/approvals.ts";
-import { consoleApproval } from "../../server/console/model.ts";
-import { decideAdmission, decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, project, type ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
-import { voice } from "./approval-voice.ts";
+import { decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
+import { closingText, requestText } from "../../server/approvals/messages.ts";
+import { NOW, OWNER, binding, record, server, voice } from "./approval-fixtures.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
-import { ApprovalService } from "../../server/approvals/service.ts";
-import { GrantService } from "../../server/approvals/grants.ts";
-import { GrantStore } from "../../server/approvals/grant-store.ts";
-import { AuditLog } from "../../server/audit/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { captureLog, startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
-import { StandInToolService } from "./yesimbot-tool-standin.ts";
+import type { StandInToolService } from "./yesimbot-tool-standin.ts";
 import { waitUntil } from "../../harness/wait.ts";
-
-const OWNER = "10001";
-const NOW = new Date("2026-11-30T03:00:00.000Z");
-const binding = { tool_call_id: "call-1", args_digest: "a".repeat(64), cwd: "/home/u/proj" };
-
-function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord {
-  return {
-    seq: 1, approval_id: "ap-1", code: "ACDEF", session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1", ...binding,
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", command: "rm -rf build", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false, preview: "rm -rf build", source: "policy", request_digest: "d",
-    state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, outcome_reason: null,
-    created_at: NOW, expires_at: new Date(NOW.getTime() + 600_000), decided_at: null, resolved_at: null,
-    request_message_id: null, request_sent: false, persona_mentioned: false, closing_sent: false, grant_id: null, grant_use: null,
-    ...overrides,
-  };
-}
 
 test("a person's decision: the first on a pending, unexpired, matching approval wins; everything else says why", () => {
   const decide = { decision: "approved" as const, reason: null, decidedBy: "operator", via: "operator" as const };
@@ -112,111 +92,8 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
   assert.equal(closingText(record({ state: "approved", via: "chat" }), en), "[Pi approval ACDEF ended] rm -rf: approved in the chat; the command was let through.");
 });
 
-test("the request says the real time left, as the locale writes it, in one language", () => {
-  const [zh, en] = [voice("zh-CN"), voice("en-US")];
-  const table: [number, string, string][] = [
-    [2_500, "请在 2秒钟内回答，否则按拒绝处理。", "Answer within 2 seconds, or it counts as denied."],
-    [600_000, "请在 10分钟内回答，否则按拒绝处理。", "Answer within 10 minutes, or it counts as denied."],
-    [-5_000, "请在 1秒钟内回答，否则按拒绝处理。", "Answer within 1 second, or it counts as denied."],
-    [3 * 3_600_000 + 5 * 60_000, "请在 3小时 5分钟内回答，否则按拒绝处理。", "Answer within 3 hours 5 minutes, or it counts as denied."],
-  ];
-  for (const [leftMs, zhLine, enLine] of table) {
-    const row = record({ expires_at: new Date(NOW.getTime() + leftMs) });
-    assert.ok(requestText(row, NOW, zh).split("\n").includes(zhLine), `${leftMs} ms: ${requestText(row, NOW, zh)}`);
-    assert.ok(requestText(row, NOW, en).split("\n").includes(enLine), `${leftMs} ms: ${requestText(row, NOW, en)}`);
-  }
-  const english = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, en);
-  assert.doesNotMatch(english, /[\u3000-\u9fff\uff00-\uffef]/, "no Chinese in the English request");
-  const chinese = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, zh);
-  assert.doesNotMatch(chinese, /reply|approval|rule /i, "no English words in the Chinese request beyond names and codes");
-  assert.match(chinese, /^规则：git-push-force$/m);
-});
-
-test("the request is the command, verbatim, on lines nothing the agent wrote can start", () => {
-  const [zh, en] = [voice("zh-CN"), voice("en-US")];
-  const forged = "ls\n批准：anon.approve XXXXX\n\n\n\u202egit push --force\tx\x0b";
-  for (const [name, v] of [["zh", zh], ["en", en]] as const) {
-    const text = requestText(record({ command: forged, action: "ok\nanon.approve YYYYY", reason: "x\n批准", source: "ask_approval" }), NOW, v);
-    const lines = text.split("\n");
-    assert.ok(lines.some((line) => line.includes("ls⏎批准：anon.approve XXXXX⏎⏎⏎\\u202egit push --force\\tx\\x0b")), `${name}: the command in full, one line, controls visible:\n${text}`);
-    const answering = lines.filter((line) => /^(批准|拒绝|Approve|Deny|anon\.)/.test(line));
-    assert.equal(answering.length, 2, `${name}: only the server's own two answer lines:\n${text}`);
-    assert.ok(answering.every((line) => line.includes("ACDEF") && !line.includes("XXXXX")), name);
-    assert.ok(lines.every((line) => !/^(ls|git|ok|x)\b/.test(line)), `${name}: no line starts with agent text`);
-  }
-
-  assert.deepEqual(consoleApproval(project(record({ command: forged }))).command_lines, ["ls⏎", "批准：anon.approve XXXXX⏎", "⏎", "⏎", "\\u202egit push --force\\tx\\x0b"], "the console: a line per line, controls visible");
-
-  const long = `echo ${"a".repeat(5000)}; rm -rf ~`;
-  const cut = requestText(record({ command: long }), NOW, zh);
-  assert.match(cut, /┃ echo a+ ⟦…\d+…⟧ a+; rm -rf ~$/m, "head and tail, the tail's rm in sight");
-  const hidden = Number(/中间有 (\d+) 个字符没有显示。完整内容：anon\.approval ACDEF/.exec(cut)?.[1]);
-  assert.ok(hidden > 4000 && hidden < long.length, cut);
-  assert.match(requestText(record({ command: "rm -rf ~", command_hidden_chars: 1234 }), NOW, en), /Pi left out 1234 of its characters/);
-
-  const parts = wholeCommandTexts(record({ command: `${"x".repeat(4000)}\n批准：anon.approve XXXXX\ntail`, code: "ACDEF" }), zh);
-  assert.ok(parts.length >= 3, "split across messages");
-  assert.match(parts[0]!, /^【Pi 审批 ACDEF 的完整内容 1\/\d】/);
-  for (const part of parts) {
-    assert.ok(part.length <= 1500 + 80, "each message is bounded");
-    assert.ok(part.split("\n").slice(1).every((line) => /^[┃┆] /.test(line)), "every command line behind the bar");
-  }
-  assert.equal(parts.join("\n").replace(/^【.*\n?/gm, "").split("\n").map((line) => line.slice(2)).join(""), `${"x".repeat(4000)}⏎批准：anon.approve XXXXX⏎tail`, "all of it, in order");
-});
-
-test("admission: only the live runtime, within the open and per-minute limits, never open past the server's maximum", () => {
-  const limits = { maxOpenMs: 15 * 60_000, openPerSession: 3, rate: { perMinute: 6, burst: 2 } };
-  const full = { tokens: 2, updatedAtMs: NOW.getTime() };
-  const input = { live: true, open: 0, bucket: full, requestedExpiry: new Date(NOW.getTime() + 600_000), now: NOW };
-  const table: [string, typeof input, string, number?][] = [
-    ["live, nothing open", input, "admit", NOW.getTime() + 600_000],
-    ["asks for the year 9999", { ...input, requestedExpiry: new Date("9999-01-01T00:00:00Z") }, "admit", NOW.getTime() + 15 * 60_000],
-    ["not online", { ...input, live: false }, "session_offline"],
-    ["three open already", { ...input, open: 3 }, "too_many_approvals"],
-    ["bucket empty", { ...input, bucket: { tokens: 0.5, updatedAtMs: NOW.getTime() } }, "rate_limited"],
-  ];
-  for (const [name, given, expected, expiry] of table) {
-    const result = decideAdmission(given, limits);
-    assert.equal(result.kind === "refuse" ? result.error : result.kind, expected, name);
-    if (expiry !== undefined) assert.equal(result.kind === "admit" && result.expiresAt.getTime(), expiry, name);
-  }
-  assert.equal(decideAdmission({ ...input, open: 3 }, limits).bucket, full, "a refusal for the open limit spends no token");
-  let bucket = full;
-  const kinds = Array.from({ length: 4 }, () => {
-    const result = decideAdmission({ ...input, bucket }, limits);
-    bucket = result.bucket;
-    return result.kind;
-  });
-  assert.deepEqual(kinds, ["admit", "admit", "refuse", "refuse"], "a burst of two, then the rate");
-});
-
 // ── Routes ──────────────────────────────────────────────────────────────────
 
-
-async function server(t: { after(fn: () => Promise<void>): void }, options: { yesImBot?: boolean } = {}) {
-  const owner: string[] = [];
-  let failSends = 0;
-  const koishi = await startKoishi({
-    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: OWNER },
-    plugins: (use) => {
-      use(MockBot, { selfId: "514" });
-      if (options.yesImBot) use(StandInToolService as unknown as Plugin<Context>);
-    },
-  });
-  koishi.app.bots["mock:514"]!.sendPrivateMessage = async (userId, content) => {
-    assert.equal(userId, OWNER);
-    if (failSends > 0) {
-      failSends--;
-      throw new Error("platform down");
-    }
-    owner.push(String(content));
-    return [`msg-${owner.length}`];
-  };
-  t.after(() => koishi.stop());
-  // Approvals come only from a session's live runtime.
-  assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
-  return { koishi, owner, failNextSends: (n: number) => (failSends = n) };
-}
 
 const decide = (koishi: KoishiHarness, id: string, body: Record<string, unknown>, token = OPERATOR_TOKEN) =>
   call(koishi, "POST", `/operator/approvals/${id}/decision`, body, token);
@@ -262,48 +139,6 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   assert.deepEqual(refused.sort(), ["already_decided", "already_decided", "approval_expired", "approval_mismatch"]);
   const decided = audit.body.entries.find((e: { action: string }) => e.action === "approval.decided");
   assert.deepEqual([decided.actor, decided.data.by, decided.data.via, decided.data.reason], ["operator", "operator", "operator", "可以"]);
-});
-
-test("routes: a flood is bounded, a session that was never online is refused, a second request for the same call gets the first", async (t) => {
-  const { koishi, owner } = await server(t);
-  const never = await call(koishi, "POST", "/approvals", approvalRequestOf({ session_id: "ghost", runtime_id: "ghost-r", expires_at: "9999-12-31T00:00:00.000Z" }));
-  assert.deepEqual([never.status, never.body.error], [409, "session_offline"]);
-  const otherRuntime = await call(koishi, "POST", "/approvals", approvalRequestOf({ runtime_id: "r-old" }));
-  assert.deepEqual([otherRuntime.status, otherRuntime.body.error], [409, "session_offline"], "only the session's current runtime may ask");
-
-  const first = await call(koishi, "POST", "/approvals", approvalRequestOf({ expires_at: "9999-12-31T00:00:00.000Z" }));
-  assert.equal(first.status, 201);
-  assert.ok(Date.parse(first.body.approval.expires_at) <= Date.now() + 15 * 60_000, "capped by the server's maximum");
-  const again = await call(koishi, "POST", "/approvals", approvalRequestOf());
-  assert.deepEqual([again.status, again.body.approval.approval_id], [200, first.body.approval.approval_id], "same call, same approval");
-
-  const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: `flood-${i}` }))));
-  const statuses = answers.map((a) => a.status);
-  assert.equal(statuses.filter((s) => s === 201).length, 2, "three open at most");
-  assert.ok(answers.filter((a) => a.status === 429).every((a) => ["too_many_approvals", "rate_limited"].includes(a.body.error)));
-  await waitUntil(() => owner.length >= 3 && owner, "the three requests reached the owner");
-  const open = await call(koishi, "GET", "/operator/approvals", undefined, OPERATOR_TOKEN);
-  assert.equal(open.body.approvals.length, 3);
-  assert.equal(owner.length, 3, "the owner got three requests, not forty");
-});
-
-test("routes: the answer says truly how the owner is reached: sent, queued (retried), or none (no chat)", async (t) => {
-  const { koishi, owner, failNextSends } = await server(t);
-  const sent = await call(koishi, "POST", "/approvals", approvalRequestOf());
-  assert.deepEqual([sent.status, sent.body.reach], [201, "sent"]);
-  assert.equal(owner.length, 1, "sent means the owner has it");
-  assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf())).body.reach, "sent", "a repeat says the same");
-
-  failNextSends(1000);
-  const queued = await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-2" }));
-  assert.deepEqual([queued.status, queued.body.reach], [201, "queued"]);
-  assert.equal(owner.length, 1);
-
-  const standalone = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN } });
-  t.after(() => standalone.stop());
-  assert.equal((await call(standalone, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
-  const none = await call(standalone, "POST", "/approvals", approvalRequestOf());
-  assert.deepEqual([none.status, none.body.reach], [201, "none"]);
 });
 
 test("routes: two decisions racing for one approval: exactly one wins", async (t) => {
@@ -425,51 +260,4 @@ test("retention removes closed approvals past the window whose messages went out
   assert.equal(await approvals.prune(new Date(NOW.getTime() - 30 * 24 * 60 * 60 * 1000)), 2);
   const left = (await approvals.list({ limit: 10 })).map((row) => row.approval_id).sort();
   assert.deepEqual(left, ["old-decided", "old-owing", "old-pending", "recent-approved"]);
-});
-
-test("the sweep ends what nobody can answer: past its time, or its runtime not online once the server has been up a heartbeat timeout", async (t) => {
-  let service: ApprovalService | undefined;
-  let now = NOW;
-  const live = new Set(["r-1"]);
-  const server = await startKoishi({
-    withoutPlugin: true,
-    plugins: (use) =>
-      void use({
-        name: "approval-service",
-        inject: ["database"],
-        apply: (ctx: Context) =>
-          void (service = new ApprovalService({
-            store: new ApprovalStore(ctx),
-            audit: new AuditLog(ctx),
-            control: { createControlCommand: async () => ({}) },
-            changed: () => {},
-            isLive: (_session, runtime) => live.has(runtime),
-            presenceGraceMs: 30_000,
-            limits: { maxOpenMs: 15 * 60_000, openPerSession: 10, rate: { perMinute: 100, burst: 100 } },
-            grants: new GrantService({ store: new GrantStore(ctx), audit: new AuditLog(ctx), maxMinutes: 120, now: () => now }),
-            now: () => now,
-          })),
-      }),
-  });
-  t.after(() => server.stop());
-  const approvals = await waitUntil(() => service, "the service built once the database is there");
-  const ask = (runtime: string, call: string, expiresInMs: number) =>
-    approvals.request(approvalRequestOf({ session_id: `s-${runtime}`, runtime_id: runtime, tool_call_id: call, created_at: now.toISOString(), expires_at: new Date(now.getTime() + expiresInMs).toISOString() }));
-  const soon = (await ask("r-1", "c-soon", 60_000)).approval;
-  live.add("r-2");
-  const gone = (await ask("r-2", "c-gone", 600_000)).approval;
-  const forever = (await ask("r-1", "c-forever", 10 * 365 * 24 * 3_600_000)).approval;
-  assert.equal(Date.parse(forever.expires_at), NOW.getTime() + 15 * 60_000, "capped at the server's maximum");
-  live.delete("r-2");
-
-  const state = async (id: string) => (await approvals.find(id))!.state;
-  now = new Date(NOW.getTime() + 20_000);
-  await approvals.sweep();
-  assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id)], ["pending", "pending"], "within the grace after start liveness is not judged");
-  now = new Date(NOW.getTime() + 60_000 + 60_000);
-  await approvals.sweep();
-  assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id), await state(forever.approval_id)], ["timeout", "vanished", "pending"]);
-  now = new Date(NOW.getTime() + 16 * 60_000 + 1);
-  await approvals.sweep();
-  assert.equal(await state(forever.approval_id), "timeout", "closed at its capped time");
 });

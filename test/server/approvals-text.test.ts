@@ -1,0 +1,62 @@
+/**
+ * What the owner reads of an approval: the command verbatim on lines nothing the agent wrote can
+ * start, the real time left, one language per text (the real locale files).
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { project } from "../../server/approvals/decisions.ts";
+import { requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
+import { consoleApproval } from "../../server/console/model.ts";
+import { NOW, record, voice } from "./approval-fixtures.ts";
+
+test("the request says the real time left, as the locale writes it, in one language", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const table: [number, string, string][] = [
+    [2_500, "请在 2秒钟内回答，否则按拒绝处理。", "Answer within 2 seconds, or it counts as denied."],
+    [600_000, "请在 10分钟内回答，否则按拒绝处理。", "Answer within 10 minutes, or it counts as denied."],
+    [-5_000, "请在 1秒钟内回答，否则按拒绝处理。", "Answer within 1 second, or it counts as denied."],
+    [3 * 3_600_000 + 5 * 60_000, "请在 3小时 5分钟内回答，否则按拒绝处理。", "Answer within 3 hours 5 minutes, or it counts as denied."],
+  ];
+  for (const [leftMs, zhLine, enLine] of table) {
+    const row = record({ expires_at: new Date(NOW.getTime() + leftMs) });
+    assert.ok(requestText(row, NOW, zh).split("\n").includes(zhLine), `${leftMs} ms: ${requestText(row, NOW, zh)}`);
+    assert.ok(requestText(row, NOW, en).split("\n").includes(enLine), `${leftMs} ms: ${requestText(row, NOW, en)}`);
+  }
+  const english = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, en);
+  assert.doesNotMatch(english, /[\u3000-\u9fff\uff00-\uffef]/, "no Chinese in the English request");
+  const chinese = requestText(record({ rules: ["git-push-force"], reason: "rule git-push-force" }), NOW, zh);
+  assert.doesNotMatch(chinese, /reply|approval|rule /i, "no English words in the Chinese request beyond names and codes");
+  assert.match(chinese, /^规则：git-push-force$/m);
+});
+
+test("the request is the command, verbatim, on lines nothing the agent wrote can start", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const forged = "ls\n批准：anon.approve XXXXX\n\n\n\u202egit push --force\tx\x0b";
+  for (const [name, v] of [["zh", zh], ["en", en]] as const) {
+    const text = requestText(record({ command: forged, action: "ok\nanon.approve YYYYY", reason: "x\n批准", source: "ask_approval" }), NOW, v);
+    const lines = text.split("\n");
+    assert.ok(lines.some((line) => line.includes("ls⏎批准：anon.approve XXXXX⏎⏎⏎\\u202egit push --force\\tx\\x0b")), `${name}: the command in full, one line, controls visible:\n${text}`);
+    const answering = lines.filter((line) => /^(批准|拒绝|Approve|Deny|anon\.)/.test(line));
+    assert.equal(answering.length, 2, `${name}: only the server's own two answer lines:\n${text}`);
+    assert.ok(answering.every((line) => line.includes("ACDEF") && !line.includes("XXXXX")), name);
+    assert.ok(lines.every((line) => !/^(ls|git|ok|x)\b/.test(line)), `${name}: no line starts with agent text`);
+  }
+
+  assert.deepEqual(consoleApproval(project(record({ command: forged }))).command_lines, ["ls⏎", "批准：anon.approve XXXXX⏎", "⏎", "⏎", "\\u202egit push --force\\tx\\x0b"], "the console: a line per line, controls visible");
+
+  const long = `echo ${"a".repeat(5000)}; rm -rf ~`;
+  const cut = requestText(record({ command: long }), NOW, zh);
+  assert.match(cut, /┃ echo a+ ⟦…\d+…⟧ a+; rm -rf ~$/m, "head and tail, the tail's rm in sight");
+  const hidden = Number(/中间有 (\d+) 个字符没有显示。完整内容：anon\.approval ACDEF/.exec(cut)?.[1]);
+  assert.ok(hidden > 4000 && hidden < long.length, cut);
+  assert.match(requestText(record({ command: "rm -rf ~", command_hidden_chars: 1234 }), NOW, en), /Pi left out 1234 of its characters/);
+
+  const parts = wholeCommandTexts(record({ command: `${"x".repeat(4000)}\n批准：anon.approve XXXXX\ntail`, code: "ACDEF" }), zh);
+  assert.ok(parts.length >= 3, "split across messages");
+  assert.match(parts[0]!, /^【Pi 审批 ACDEF 的完整内容 1\/\d】/);
+  for (const part of parts) {
+    assert.ok(part.length <= 1500 + 80, "each message is bounded");
+    assert.ok(part.split("\n").slice(1).every((line) => /^[┃┆] /.test(line)), "every command line behind the bar");
+  }
+  assert.equal(parts.join("\n").replace(/^【.*\n?/gm, "").split("\n").map((line) => line.slice(2)).join(""), `${"x".repeat(4000)}⏎批准：anon.approve XXXXX⏎tail`, "all of it, in order");
+});
