@@ -20,7 +20,8 @@ import { localeLanguage, messagesFor } from "./extension/messages.ts";
 import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
-import { closeSession, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
+import { closeSession, explainFailure, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
+import { errorText } from "./common/errors.ts";
 import { swallowedByFlag, swallowedPromptMessage } from "./extension/session/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/session/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
@@ -53,7 +54,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
-  const presence = installPresence(pi, { runtimeId, connection, report, text });
+  const presence = installPresence(pi, { runtimeId, connection, report, text, explain: (error) => (state ? explainFailure(state, error) : errorText(error)) });
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
   presence.onAccepted(() => state?.delivery?.notifier.serverAnswered());
   // Features with a control command kind register their handler here (`commands.onControlCommand`).

@@ -101,7 +101,7 @@ const zh = {
     writeFailed: (why: string) => `无法写入会话文件，Anon 通知状态未改变：${why}`,
     enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
     disabledNow: "已关闭当前会话的 Anon 通知。",
-    unverified: (why: string) => `无法连接通知服务（${why}），目标状态未核验；已开启，服务端恢复后会补发。`,
+    unverified: (why: string) => `目标状态未核验：${why}。已开启，服务端能应答后通知会补发。`,
     noChat: "这个服务端没有聊天（例如 npm start 的试用服务端），不会私聊任何人，因此不检查私聊是否可达。",
     route: {
       none: (reason: string) =>
@@ -306,7 +306,7 @@ const en: Messages = {
     writeFailed: (why) => `Could not write the session file; Anon notices unchanged: ${why}`,
     enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
     disabledNow: "Anon notices are off for this session.",
-    unverified: (why) => `Cannot reach the notify server (${why}); the recipient is unverified. Switched on; notices go out once the server is back.`,
+    unverified: (why) => `The recipient is unverified: ${why}. Switched on; notices go out once the server answers.`,
     noChat: "This server has no chat (e.g. npm start's trial server): it messages nobody, so no private chat is checked.",
     route: {
       none: (reason) =>

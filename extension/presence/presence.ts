@@ -139,6 +139,8 @@ export interface PresenceDeps {
   report: (message: string) => void;
   /** The texts in the bound session's language. */
   text: () => Messages;
+  /** A failed heartbeat as the person should read it (its real cause: not our server, no token here, …); default: its message. */
+  explain?: (error: unknown) => string;
   now?: () => number;
   /** Defaults to IDLE_SETTLE_MS. */
   idleSettleMs?: number;
@@ -241,7 +243,7 @@ export function installPresence(pi: ExtensionAPI, deps: PresenceDeps): Presence 
           accepted = false;
           heard = undefined;
           acceptedState = undefined;
-          const message = deps.text().presence.failed(errorText(error));
+          const message = deps.text().presence.failed((deps.explain ?? errorText)(error));
           // A refused token is told once by the client, an outage by the footer, for every channel at once.
           if (message !== lastFailure && !needsNoWarning(asDeliveryError(error))) deps.report(message);
           lastFailure = message;

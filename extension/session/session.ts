@@ -12,7 +12,9 @@ import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
 import { type Config } from "../config/schema.ts";
 import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
+import { serverCause } from "../delivery/decisions.ts";
 import { Link } from "../delivery/link.ts";
+import { asDeliveryError } from "../delivery/retry.ts";
 import { ReceiptWatch } from "../delivery/receipt-watch.ts";
 import { createNotifier, type Notifier } from "../delivery/notifier.ts";
 import { openOutbox, type Outbox } from "../delivery/outbox.ts";
@@ -177,6 +179,12 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
     report(text.session.deliveryFailed(errorText(error)), "error");
     return undefined;
   }
+}
+
+/** A failed request as the person should read it: its real cause when there is one (no token here, not our server, …), else its message. */
+export function explainFailure(s: SessionState, error: unknown): string {
+  const cause = serverCause(asDeliveryError(error), s.tokenConfigured);
+  return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, errorText(error)) : errorText(error);
 }
 
 /** The footer's outage part: only while the session notifies and the server stopped answering. */

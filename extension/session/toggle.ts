@@ -16,7 +16,7 @@ import { asDeliveryError, tokenRejected } from "../delivery/retry.ts";
 import type { Messages, RecipientNote } from "../messages.ts";
 import { writeActivation } from "./activation-store.ts";
 import type { Report } from "./report.ts";
-import type { SessionState } from "./session.ts";
+import { explainFailure, type SessionState } from "./session.ts";
 
 /** `/anon-notify` waits this long for the server's recipient status before enabling unverified. */
 export const RECIPIENT_CHECK_TIMEOUT_MS = 5_000;
@@ -32,12 +32,12 @@ export interface ToggleDeps {
 }
 
 /** The server's recipient status; `token_rejected` apart, since the server did answer, with a refusal. */
-async function checkRecipient(client: WebhookClient): Promise<RecipientCheck | { kind: "token_rejected" }> {
+async function checkRecipient(s: SessionState, client: WebhookClient): Promise<RecipientCheck | { kind: "token_rejected" }> {
   try {
     const answer = await client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
     return { kind: "answer", status: answer.status, reason: answer.reason };
   } catch (error) {
-    return tokenRejected(asDeliveryError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: errorText(error) };
+    return tokenRejected(asDeliveryError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: explainFailure(s, error) };
   }
 }
 
@@ -71,7 +71,7 @@ async function enablePreflight(s: SessionState): Promise<{ refuse: string } | { 
   // Without a token every request would only be refused; say which file to create instead.
   if (!s.tokenConfigured) return { refuse: m.toggle.noToken(s.config.tokenFile) };
   if (!s.delivery) return { refuse: m.toggle.noDelivery };
-  const [check, health] = await Promise.all([checkRecipient(s.delivery.client), checkHealth(s.delivery.client)]);
+  const [check, health] = await Promise.all([checkRecipient(s, s.delivery.client), checkHealth(s.delivery.client)]);
   // The client has just said that the token was refused, and how to fix it.
   if (check.kind === "token_rejected") return { refuse: m.toggle.tokenRejected };
   const verdict = enableVerdict(check);
