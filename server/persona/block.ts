@@ -5,8 +5,9 @@
  * - Size: one field per line, each value as compact JSON, so the block grows with the event and
  *   never with its nesting (indentation used to multiply a deep `details` many times over).
  * - Markers: anything a reader would take for the marker name — any letter case, full-width or
- *   styled letters, Cyrillic or Greek look-alikes, zero-width or other invisible characters inside,
- *   spaces, dashes, dots or plus signs for the underscores — is written as `\uXXXX` escapes. That is the same string
+ *   styled letters, Cyrillic or Greek look-alikes, `0` for `O` and `1` for `I`, zero-width or other
+ *   invisible characters inside, any dash, dot, slash, colon or low line (or `%5F`, `&#95;`) for
+ *   the underscores, letters spaced out — is written as `\uXXXX` escapes. That is the same string
  *   to a JSON parser, but no longer reads as a marker, so agent-written text can neither end the
  *   block nor open a fake one. Each escaped UTF-16 unit takes 6 bytes, so the block stays within
  *   6× the event's JSON plus a constant.
@@ -35,24 +36,38 @@ export function blockPayload(event: EventBody, receivedAt: string) {
   };
 }
 
-/** Between the words: nothing, or what a reader takes for a separator (URL-encoded spaces included). */
-const MARKER_NAME = /EXTERNAL(?:[\s_\-+.]|%20)*AUTOMATION(?:[\s_\-+.]|%20)*EVENT/g;
-/** Characters a reader does not see: format characters (zero-width, soft hyphen, BOM, bidi marks), controls, combining marks. */
+/**
+ * A reader's skeleton of the text, character by character (`fold`): compatibility-normalised
+ * (NFKD, which folds all NFKC folds and also splits off accents), invisible characters dropped,
+ * confusable letters and digits mapped to the Latin letter they are drawn like, every separator a
+ * reader would take for an underscore folded to `_`, upper case. A small table is enough here, not
+ * a full confusables database: only the 14 letters of the marker name need their look-alikes.
+ */
 const INVISIBLE = /^[\p{Cf}\p{Cc}\p{M}]$/u;
-/** Cyrillic and Greek letters drawn like the Latin letters of the marker name (NFKD leaves them apart). */
+/** Cyrillic and Greek letters, and digits, drawn like the Latin letters of the marker name (NFKD leaves them apart). */
 const LOOK_ALIKES: Readonly<Record<string, string>> = {
   А: "A", В: "B", Е: "E", К: "K", М: "M", Н: "H", О: "O", Р: "P", С: "C", Т: "T", Х: "X", У: "Y", І: "I", Ј: "J", Ѕ: "S", Ӏ: "I",
   а: "a", е: "e", о: "o", р: "p", с: "c", х: "x", у: "y", і: "i", ј: "j", ѕ: "s", ӏ: "l", ԁ: "d", һ: "h",
   Α: "A", Β: "B", Ε: "E", Ζ: "Z", Η: "H", Ι: "I", Κ: "K", Μ: "M", Ν: "N", Ο: "O", Ρ: "P", Τ: "T", Υ: "Y", Χ: "X",
   α: "a", ε: "e", ι: "i", κ: "k", ν: "v", ο: "o", ρ: "p", τ: "t", υ: "u", χ: "x", ı: "i",
+  "0": "O", "1": "I", "|": "I", Ɩ: "I", ǀ: "I",
 };
+/**
+ * What a reader takes for an underscore between letters: spaces, dashes of every kind (U+2010,
+ * U+2013, U+2014 …), the minus sign, middle dots (U+00B7, U+30FB, U+2027, U+2219, U+22C5), `/`, `:`,
+ * `+`, `.`, and low lines drawn differently (U+203F, U+2040, U+2581, U+02CD).
+ */
+const SEPARATOR = /^[\s_\p{Pd}\u2212\u00b7\u30fb\u2027\u2219\u22c5/:+.\u203f\u2040\u2581\u02cd]$/u;
+/** Between any two letters of the name: nothing, separators, or an underscore or space written as `%5F`, `%20`, `&#95;`, `&#x5F;` (digits already folded). */
+const GAP = "(?:_|%5F|%2[0O]|&#[0O]*95;|&#X[0O]*5F;)*";
+const MARKER_NAME = new RegExp(["EXTERNAL", "AUTOMATION", "EVENT"].map((word) => [...word].join(GAP)).join(GAP), "g");
 
-/** How a reader sees one character: plain upper-case Latin, or nothing at all. */
+/** How a reader sees one character: plain upper-case Latin, `_` for a separator, or nothing at all. */
 function fold(char: string): string {
   let seen = "";
   for (const part of char.normalize("NFKD")) {
     if (INVISIBLE.test(part)) continue;
-    seen += LOOK_ALIKES[part] ?? part;
+    seen += SEPARATOR.test(part) ? "_" : (LOOK_ALIKES[part] ?? part);
   }
   return seen.toUpperCase();
 }
