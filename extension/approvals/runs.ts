@@ -132,6 +132,7 @@ function nested(source: string, stdin: Stdin, env: Env): void {
   script(source, { ...env, depth: env.depth + 1, stdin });
 }
 
+/** A variable set for the script or one command: an exported function, or code for a variable something runs. */
 function assignment(name: string, value: Word | undefined, env: Env): void {
   if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
   else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) env.out.opaque.add(OPAQUE.inlineCode);
