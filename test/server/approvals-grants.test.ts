@@ -156,7 +156,9 @@ test("approve for a while from the chat: the next request of the session with th
   assert.equal(chat.sent.slice(sent).length, 1, "no request was sent for it, only its closing");
 
   // Never for what the server cannot see through, nor for a rule the grant does not hold.
-  assert.equal((await requested(chat, { rules: ["rm-rf", "opaque.eval"] })).approval.state, "pending");
+  const opaque = await requested(chat, { rules: ["rm-rf", "opaque.eval"] });
+  assert.equal(opaque.approval.state, "pending");
+  assert.deepEqual(await owner.receive(`anon.approve ${opaque.approval.code} 30m`), ["这个审批不能授权（命中的规则无法看清要运行什么、是模型自己的请求，或该规则没有设为可授权）。可以只批准这一次。"]);
   assert.equal((await requested(chat, { rules: ["sudo"] })).approval.state, "pending");
   assert.equal((await requested(chat, { source: "ask_approval", rules: ["model.ask"] })).approval.state, "pending");
 

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { project } from "../../server/approvals/decisions.ts";
-import { requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
+import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
 import { consoleApproval } from "../../server/console/model.ts";
 import { NOW, record, voice } from "./approval-fixtures.ts";
 
@@ -59,4 +59,12 @@ test("the request is the command, verbatim, on lines nothing the agent wrote can
     assert.ok(part.split("\n").slice(1).every((line) => /^[┃┆] /.test(line)), "every command line behind the bar");
   }
   assert.equal(parts.join("\n").replace(/^【.*\n?/gm, "").split("\n").map((line) => line.slice(2)).join(""), `${"x".repeat(4000)}⏎批准：anon.approve XXXXX⏎tail`, "all of it, in order");
+});
+
+test("a grant's use is named in the closing message, its ordinal as the locale writes it", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const used = (n: number) => record({ state: "approved", via: "chat", grant_id: "GKXMT", grant_use: n });
+  assert.equal(closingText(used(3), zh), "【Pi 审批 ACDEF 已结束】rm -rf：已按授权 GKXMT 批准（第 3 次使用），命令已放行。");
+  assert.deepEqual([1, 2, 3, 4, 11, 22].map((n) => /\((\d+\w+) use\)/.exec(closingText(used(n), en))?.[1]), ["1st", "2nd", "3rd", "4th", "11th", "22nd"]);
+  assert.equal(closingText(used(1), en), "[Pi approval ACDEF ended] rm -rf: approved by grant GKXMT (1st use); the command was let through.");
 });
