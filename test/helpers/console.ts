@@ -4,14 +4,17 @@
  * WebSocket protocol as its page does: `data`/`patch` messages fill a store, and a call is
  * `{id, type, args}` answered by `{type: "response", body: {id, value, error}}`.
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { chromium, type Browser } from "playwright-core";
 import { createRequire } from "node:module";
 import type { TestContext } from "node:test";
 import { WebSocket } from "undici";
 import type { Context, Plugin } from "koishi";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { extensionEnv } from "../../harness/extension-env.ts";
+import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
 import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { SIGN_IN_LISTENER, closeConsolePages, type ConsoleView } from "../../server/console/index.ts";
@@ -135,7 +138,10 @@ export interface ConsoleStage {
  * A Koishi app with the console and notify-webhook (plus `plugins`), and the environment that points
  * real Pi sessions at it. Everything is stopped and removed after the test.
  */
-export async function consoleStage(t: TestContext, options: { config?: KoishiOptions["config"]; plugins?: KoishiOptions["plugins"] } = {}): Promise<ConsoleStage> {
+export async function consoleStage(
+  t: TestContext,
+  options: { config?: KoishiOptions["config"]; plugins?: KoishiOptions["plugins"]; userConfig?: Record<string, unknown> } = {},
+): Promise<ConsoleStage> {
   const token = randomBytes(32).toString("hex");
   const koishi = await startKoishi({
     config: { consoleToken: token, ...options.config },
@@ -145,6 +151,7 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
     },
   });
   const root = makeRoot();
+  if (options.userConfig) writeUserConfig(root, options.userConfig);
   const saved = { ...process.env };
   Object.assign(process.env, extensionEnv(koishi, root));
   const harnesses: PiHarness[] = [];
@@ -193,4 +200,22 @@ export async function consoleStage(t: TestContext, options: { config?: KoishiOpt
     },
   };
   return stage;
+}
+
+const repo = join(import.meta.dirname, "..", "..");
+
+/** Debian's Chromium (or CHROMIUM_PATH) for the page in a real browser, if installed. */
+export const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string => Boolean(path && existsSync(path)));
+/** `skip` for the browser tests: false, or why they cannot run here. */
+export const CHROMIUM_SKIP = CHROMIUM ? false : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
+
+/**
+ * The built page (built first when stale) and a headless Chromium, closed after the test. Launch it
+ * before the stage, so it closes first: the app stops only once its pages are gone.
+ */
+export async function consoleBrowser(t: TestContext): Promise<Browser> {
+  execFileSync(process.execPath, [join(repo, "scripts", "build-console.ts"), "--if-stale"], { cwd: repo, stdio: "pipe" });
+  const browser = await chromium.launch({ executablePath: CHROMIUM!, args: ["--no-sandbox"] });
+  t.after(() => browser.close());
+  return browser;
 }

@@ -2,29 +2,18 @@
  * The console page in a real headless browser (Debian's `chromium`, driven by playwright-core
  * through its executable path), on a phone-sized window: a real Pi session comes online, an
  * instruction sent from the page is answered, a queued one is cancelled, the session is muted and
- * an approval answered with a click, and a screenshot is saved to `.tmp/console-page.png`. Skipped, saying so, when no Chromium is installed.
+ * an approval answered with a click; the link with the console token signs in, the bare address
+ * asks for it, a new token signs the browser out. Skipped, saying so, when no Chromium is installed.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { chromium } from "playwright-core";
-import { consoleStage } from "../helpers/console.ts";
+import { CHROMIUM_SKIP, consoleBrowser, consoleStage } from "../helpers/console.ts";
 import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { ai } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 
-const repo = resolve(import.meta.dirname, "../..");
-const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string => Boolean(path && existsSync(path)));
-const SKIP = CHROMIUM ? false : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
-export const SCREENSHOT = join(repo, ".tmp", "console-page.png");
-
-test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, cancels a queued one, mutes it and answers an approval", { skip: SKIP, timeout: 120_000 }, async (t) => {
-  execFileSync(process.execPath, [join(repo, "scripts", "build-console.ts"), "--if-stale"], { cwd: repo, stdio: "pipe" });
-  // Launched first so it closes first: the app stops only once its pages are gone.
-  const browser = await chromium.launch({ executablePath: CHROMIUM!, args: ["--no-sandbox"] });
-  t.after(() => browser.close());
+test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, cancels a queued one, mutes it and answers an approval", { skip: CHROMIUM_SKIP, timeout: 120_000 }, async (t) => {
+  const browser = await consoleBrowser(t);
   const stage = await consoleStage(t, { config: { logPersona: true } });
   const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, locale: "zh-CN" });
   const pageErrors: string[] = [];
@@ -98,9 +87,6 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   await approval.waitFor({ timeout: 10_000 });
   assert.match(await approval.innerText(), new RegExp(asked.body.approval.code));
   assert.doesNotMatch(await approval.innerText(), /abcdefghijklmnop/);
-
-  mkdirSync(join(repo, ".tmp"), { recursive: true });
-  await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
   await approval.locator("[data-test=decision-reason]").fill("先备份");
   await approval.locator("[data-test=deny]").click();
