@@ -31,6 +31,7 @@ import { koishi } from "../koishi.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { ToolCallResult, ToolDefinition } from "./yesimbot-tool-service.ts";
+import { instanceSay, type Say } from "../locales/load.ts";
 
 const { Schema } = koishi;
 
@@ -66,87 +67,92 @@ const ToolArgs = {
 };
 type ToolName = keyof typeof ToolArgs;
 
-/** What the model reads when a call is refused, by protocol error code. */
-const REFUSALS: Partial<Record<ErrorCode, string>> = {
-  not_found: "找不到对应的记录（事件、会话或指令 ID 不存在，或不属于该 session）。",
-  event_session_mismatch: "该通知事件不属于这个 session。",
-  session_offline: "该 session 当前不在线（heartbeat 已过期、未开启或未知），内容没有入队。",
-  images_not_supported: "该 session 的 Pi 客户端不支持图片指令。",
-  delivery_started: "该指令已经开始交付，不能撤回。",
-  already_accepted: "Pi 已经接收该指令，不能撤回。",
-  idempotency_key_reused: "同一次工具调用的内容发生了变化，已拒绝。",
-  image_budget_exceeded: "服务端待发图片总量已满，请稍后再试或不带图片发送。",
-  invalid_image: "图片无效：需要不带 data: 前缀的 base64，PNG/JPEG/GIF/WebP，单张不超过 4 MiB、合计不超过 8 MiB。",
-  invalid_request: "参数不符合要求。",
-  not_ready: "服务端暂时不可用，请稍后重试。",
-};
+/** Refusal codes the model is told in words (`anon-notify.persona-tools.refusals.<code>`); others by their code. */
+const WORDED_REFUSALS = new Set<string>([
+  "not_found",
+  "event_session_mismatch",
+  "session_offline",
+  "images_not_supported",
+  "delivery_started",
+  "already_accepted",
+  "idempotency_key_reused",
+  "image_budget_exceeded",
+  "invalid_image",
+  "invalid_request",
+  "not_ready",
+  "forbidden",
+]);
 
-function imagesSchema() {
-  // YesImBot's prompt shows only top-level parameters, so the item shape is spelled out here too.
-  return Schema.array(
-    Schema.object({
-      data: Schema.string().required().description("不带 data: 前缀的 base64 图片内容"),
-      mime_type: Schema.union(ImageMime.options).required().description("图片类型"),
-    }),
-  ).description(`可选图片，最多 ${LIMITS.imagesPerCommand} 张；每项为 {"data": 不带 data: 前缀的 base64, "mime_type": ${ImageMime.options.map((m) => `"${m}"`).join(" | ")}}`);
+function refusalText(say: Say, code: string): string {
+  return WORDED_REFUSALS.has(code) ? say(`anon-notify.persona-tools.refusals.${code}`) : code;
 }
 
-const DESCRIPTIONS: Record<ToolName, { description: string; parameters: () => SchemaType }> = {
-  agent_command: {
-    description:
-      "根据一条已收到的 Pi Agent 通知，向产生该通知的 session 发送一条明确指令（进入指令队列，在 Pi 的安全边界以 steer 交付）。返回“已入队”只表示进入队列，不表示 Agent 已完成。",
-    parameters: () =>
+/** The tools' descriptions for the model, in the instance's language (the persona's). */
+function descriptions(say: Say): Record<ToolName, { description: string; parameters: () => SchemaType }> {
+  const t = (key: string, params: object = {}) => say(`anon-notify.persona-tools.${key}`, params);
+  const imagesSchema = () =>
+    // YesImBot's prompt shows only top-level parameters, so the item shape is spelled out here too.
+    Schema.array(
       Schema.object({
-        event_id: Schema.string().required().description("通知事件的精确 ID"),
-        session_id: Schema.string().required().description("产生该通知的 Pi Agent session ID"),
-        instruction: Schema.string().required().description(`给 Agent 的指令，最多 ${LIMITS.instructionChars} 字`),
-        images: imagesSchema(),
+        data: Schema.string().required().description(t("image-data")),
+        mime_type: Schema.union(ImageMime.options).required().description(t("image-type")),
       }),
-  },
-  agent_sessions: {
-    description: `列出当前在线（heartbeat 有效）的 Pi Agent session：ID、项目名、模型、idle/running、是否支持图片、最近活动与最近心跳时间。最近心跳的在前，每次最多 ${AGENT_SESSIONS_PAGE_MAX} 个；返回的 next_cursor 不为空时，把它作为 cursor 再调用一次可以看到更多。`,
-    parameters: () =>
-      Schema.object({
-        limit: Schema.natural().max(AGENT_SESSIONS_PAGE_MAX).description(`最多返回个数（1-${AGENT_SESSIONS_PAGE_MAX}，默认 ${AGENT_SESSIONS_PAGE_DEFAULT}）`),
-        cursor: Schema.string().description("上一次结果中的 next_cursor，用于查看更多"),
-      }),
-  },
-  agent_session_message: {
-    description: "向一个在线的 Pi Agent session 主动投递内容。离线、过期或未知的 session 会被直接拒绝，不会排队等待。",
-    parameters: () =>
-      Schema.object({
-        session_id: Schema.string().required().description("在线 session 的 ID（来自 agent_sessions）"),
-        content: Schema.string().required().description(`要投递的内容，最多 ${LIMITS.instructionChars} 字`),
-        images: imagesSchema(),
-      }),
-  },
-  agent_commands: {
-    description: "查询某个 session 的指令：ID、来源、状态、是否可撤回、时间和内容预览（最新在前）。",
-    parameters: () =>
-      Schema.object({
-        session_id: Schema.string().required().description("session ID"),
-        limit: Schema.natural().max(LIMITS.commandListMax).description(`最多返回条数（1-${LIMITS.commandListMax}）`),
-      }),
-  },
-  agent_command_cancel: {
-    description: "撤回一条尚未开始交付的指令。已开始交付或 Pi 已接收的指令不能撤回；重复撤回无副作用。",
-    parameters: () =>
-      Schema.object({
-        session_id: Schema.string().required().description("session ID"),
-        command_id: Schema.string().required().description("要撤回的指令 ID"),
-      }),
-  },
-  agent_approvals: {
-    description:
-      "查看 Pi Agent 的审批请求（默认只看未结束的）：审批码、工具、操作、理由、状态与谁决定的。只能查看：审批只能由主人本人用 anon.approve / anon.deny 回答，你不能替主人批准或拒绝。",
-    parameters: () =>
-      Schema.object({
-        state: Schema.union(["open", "all"]).description("open：未结束的（默认）；all：全部"),
-        session_id: Schema.string().description("只看这个 session"),
-        limit: Schema.natural().max(100).description("最多返回条数（1-100）"),
-      }),
-  },
-};
+    ).description(t("images", { max: LIMITS.imagesPerCommand, shape: `{"data": ${t("image-data")}, "mime_type": ${ImageMime.options.map((m) => `"${m}"`).join(" | ")}}` }));
+  return {
+    agent_command: {
+      description: t("agent_command.description"),
+      parameters: () =>
+        Schema.object({
+          event_id: Schema.string().required().description(t("agent_command.event_id")),
+          session_id: Schema.string().required().description(t("agent_command.session_id")),
+          instruction: Schema.string().required().description(t("instruction", { max: LIMITS.instructionChars })),
+          images: imagesSchema(),
+        }),
+    },
+    agent_sessions: {
+      description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
+      parameters: () =>
+        Schema.object({
+          limit: Schema.natural().max(AGENT_SESSIONS_PAGE_MAX).description(t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+          cursor: Schema.string().description(t("agent_sessions.cursor")),
+        }),
+    },
+    agent_session_message: {
+      description: t("agent_session_message.description"),
+      parameters: () =>
+        Schema.object({
+          session_id: Schema.string().required().description(t("agent_session_message.session_id")),
+          content: Schema.string().required().description(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+          images: imagesSchema(),
+        }),
+    },
+    agent_commands: {
+      description: t("agent_commands.description"),
+      parameters: () =>
+        Schema.object({
+          session_id: Schema.string().required().description("session ID"),
+          limit: Schema.natural().max(LIMITS.commandListMax).description(t("limit", { max: LIMITS.commandListMax })),
+        }),
+    },
+    agent_command_cancel: {
+      description: t("agent_command_cancel.description"),
+      parameters: () =>
+        Schema.object({
+          session_id: Schema.string().required().description("session ID"),
+          command_id: Schema.string().required().description(t("agent_command_cancel.command_id")),
+        }),
+    },
+    agent_approvals: {
+      description: t("agent_approvals.description"),
+      parameters: () =>
+        Schema.object({
+          state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
+          session_id: Schema.string().description(t("agent_approvals.session_id")),
+          limit: Schema.natural().max(100).description(t("limit", { max: 100 })),
+        }),
+    },
+  };
+}
 
 export interface PersonaToolsDeps {
   operator: OperatorService;
@@ -162,7 +168,7 @@ export const PersonaTools = {
   reusable: true,
   apply(ctx: Context, deps: PersonaToolsDeps) {
     ctx.inject(["yesimbot.tool"], (scope) => {
-      const definitions = toolDefinitions(deps, randomUUID()).map((definition) => (deps.audit ? auditedTool(definition, deps.audit) : definition));
+      const definitions = toolDefinitions(deps, randomUUID(), instanceSay(scope)).map((definition) => (deps.audit ? auditedTool(definition, deps.audit) : definition));
       const service = scope["yesimbot.tool"];
       for (const definition of definitions) service.registerTool(definition);
       // YesImBot v3 does not remove tools registered with registerTool() on its own.
@@ -200,7 +206,8 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
   });
 }
 
-export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string): ToolDefinition[] {
+export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string, say: Say): ToolDefinition[] {
+  const texts = descriptions(say);
   const turns = new WeakMap<Session, string>();
   const requestKey = (session: Session, name: ToolName, args: unknown) => {
     let turn = turns.get(session);
@@ -229,22 +236,22 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   const names = Object.keys(ToolArgs) as ToolName[];
   return names.map((name) => ({
     name,
-    description: DESCRIPTIONS[name].description,
-    parameters: DESCRIPTIONS[name].parameters(),
+    description: texts[name].description,
+    parameters: texts[name].parameters(),
     isSupported: (session) => isOwnerChat(owner, session),
     execute: async ({ session, ...params }) => {
       // YesImBot skips isSupported when a call comes without a session, so check again here.
-      if (!session || !isOwnerChat(owner, session)) return refusal("forbidden", "这些工具只在已配置主人的私聊中可用。");
+      if (!session || !isOwnerChat(owner, session)) return refusal("forbidden", refusalText(say, "forbidden"));
       const parsed = ToolArgs[name].safeParse(withoutYesImBotExtras(params));
       if (!parsed.success) {
-        return refusal("invalid_request", `${REFUSALS.invalid_request} ${formatIssues(parsed.error)}`);
+        return refusal("invalid_request", `${refusalText(say, "invalid_request")} ${formatIssues(parsed.error)}`);
       }
       try {
         return { status: "success", result: await (run[name] as (a: unknown, s: Session) => Promise<unknown>)(parsed.data, session) };
       } catch (error) {
         if (error instanceof DomainError) {
           const detail = error.issues?.map((i) => `${i.path}: ${i.message}`).join("; ");
-          return refusal(error.code, [REFUSALS[error.code] ?? error.code, detail].filter(Boolean).join(" "), error.code === "not_ready");
+          return refusal(error.code, [refusalText(say, error.code), detail].filter(Boolean).join(" "), error.code === "not_ready");
         }
         throw error;
       }

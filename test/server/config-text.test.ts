@@ -1,8 +1,13 @@
-/** The plugin's options are described in both languages (Schema.i18n), so Koishi's console and market show them in the reader's. */
+/**
+ * The plugin's options are described in both languages (Schema.i18n), so Koishi's console and
+ * market show them in the reader's; the persona tools are described in the instance's.
+ */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Config } from "../../server/notify-webhook.ts";
 import { LOCALES } from "../../server/locales/load.ts";
+import { toolDefinitions } from "../../server/persona/yesimbot-tools.ts";
+import { sayIn } from "./say.ts";
 
 interface SchemaNode {
   meta: { description?: unknown };
@@ -26,4 +31,20 @@ test("every option and every section of the Config has a description in each lan
     }
   }
   assert.ok(described.length > 40, `${described.length} descriptions`);
+});
+
+test("the persona tools are described to the model in the instance's language, every parameter included", () => {
+  for (const locale of LOCALES) {
+    const definitions = toolDefinitions({ operator: {} as never, approvals: {} as never, owner: { botId: "mock:514", recipientId: "10001" } as never }, "r-1", sayIn(locale));
+    assert.equal(definitions.length, 6);
+    for (const definition of definitions) {
+      const parameters = Object.values((definition.parameters as unknown as SchemaNode).dict ?? {}).map((node) => String(node.meta.description ?? ""));
+      for (const text of [definition.description, ...parameters]) {
+        assert.ok(text.trim(), `${definition.name} in ${locale}`);
+        if (locale === "en-US") assert.doesNotMatch(text, HAN, `${definition.name}: ${text}`);
+        assert.doesNotMatch(text, /anon-notify\.persona-tools/, "no missing text shown by its key");
+      }
+      if (locale === "zh-CN") assert.match(definition.description, HAN, definition.name);
+    }
+  }
 });
