@@ -94,6 +94,11 @@ export interface Claimer {
   stopTtlMs: number;
 }
 
+/** The runtime that held `record`'s last lease when `runtimeId` now claims it, or null when it is the same or none. */
+export function reboundFrom(record: CommandRecord, runtimeId: string): string | null {
+  return record.first_claimed_at !== null && record.lease_runtime_id !== null && record.lease_runtime_id !== runtimeId ? record.lease_runtime_id : null;
+}
+
 /** A stop older than its time to live must never stop a later run: it is not handed out again. */
 export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
   return record.kind === "stop" && record.created_at.getTime() + stopTtlMs <= now.getTime();
@@ -104,9 +109,10 @@ export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number)
  * is a queue of its own: a claim sees only its lane's kinds, so a control command never waits
  * behind an instruction's lease and a protocol-2 claim (instructions only) never gets one. A client
  * without the image capability never gets an image command (no silent downgrade to text), but one
- * it cannot take does not hold up the others. An unexpired lease of this same runtime holds the
- * lane until its ACK, so commands arrive in order; a lease of any other runtime is taken over at
- * once, because the claimer is the session's registered runtime and the holder has been replaced.
+ * it cannot take does not hold up the others. An unexpired lease holds the lane until its ACK or
+ * its expiry, whichever runtime holds it: commands arrive in order, and an instruction leased by a
+ * runtime that went away reaches whoever registers next only after the lease ran out (and the
+ * store writes `command.rebound` for the owner to see), never at once.
  */
 export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: Claimer): CommandRecord | null {
   for (const record of active) {
@@ -114,7 +120,7 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
     if (record.image_count > 0 && !claimer.supportsImages) continue;
     if (record.state === "pending") return record;
     if (record.state !== "leased") continue;
-    if (leaseExpired(record, now) || record.lease_runtime_id !== claimer.runtimeId) return record;
+    if (leaseExpired(record, now)) return record;
     return null;
   }
   return null;

@@ -34,6 +34,7 @@ import {
   expiryPatch,
   guardOf,
   pickClaim,
+  reboundFrom,
   requestDigest,
   rollbackPatch,
   stopExpiryPatch,
@@ -292,6 +293,9 @@ export class CommandStore {
       if (matched === 1) {
         const leased = { ...picked, ...patch };
         await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
+        const from = reboundFrom(picked, runtimeId);
+        // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
+        if (from) await this.#options.audit?.record({ actor: "server", action: "command.rebound", session_id: sessionId, subject: picked.command_id, data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind } });
         const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
         // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
         if (clientGone?.aborted) {

@@ -179,8 +179,8 @@ test("an expired lease is redelivered, is no longer cancellable, and only the ne
   assert.deepEqual(await agent.ack(command_id, second.body.lease.token), { status: 200, body: { state: "accepted" } });
 });
 
-test("a new runtime of the session takes over an unexpired lease at once", async (t) => {
-  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000 } });
+test("a leased instruction stays with the runtime that leased it; the next runtime gets it only after the lease ran out, and the trail says so", async (t) => {
+  const server = await startServer({ config: { sessionHeartbeatTimeoutMs: 1000, commandLeaseMs: 4000, heartbeatsPerMinute: 60_000, heartbeatBurst: 1000 } });
   t.after(() => server.stop());
   const agent = agentApi(server);
   const operator = operatorApi(server);
@@ -188,10 +188,20 @@ test("a new runtime of the session takes over an unexpired lease at once", async
   const { command_id } = (await operator.create({ session_id: "s-1", instruction: "survive a restart" })).body.command;
   const lost = await agent.claim("s-1", "r-crashed");
   assert.equal(lost.body.command.command_id, command_id);
+  const leaseEnds = Date.parse(lost.body.lease.expires_at);
 
   await waitUntil(async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined), "r-restarted registered after r-crashed expired");
-  const taken = await agent.claim("s-1", "r-restarted");
+  if (Date.now() < leaseEnds - 500) assert.deepEqual((await agent.claim("s-1", "r-restarted")).body, { command: null }, "not while r-crashed's lease runs");
+  const taken = await waitUntil(async () => {
+    await agent.heartbeat({ runtime_id: "r-restarted" }); // its own TTL is 1 s
+    const claim = await agent.claim("s-1", "r-restarted");
+    return claim.body.command ? claim : undefined;
+  }, "handed on once the lease ran out");
   assert.equal(taken.body.command.command_id, command_id);
+  assert.ok(Date.now() >= leaseEnds, "never before the lease's end");
+  const trail = await operator.audit({ limit: "200" });
+  const rebound = (trail.body.entries as { action: string; subject: string; data: Record<string, unknown> }[]).filter((e) => e.action === "command.rebound");
+  assert.deepEqual(rebound.map((e) => [e.subject, e.data.from_runtime_id, e.data.to_runtime_id]), [[command_id, "r-crashed", "r-restarted"]]);
   assert.deepEqual(await agent.ack(command_id, lost.body.lease.token, "s-1", "r-crashed"), { status: 409, body: { error: "lease_mismatch" } });
   assert.deepEqual(await agent.ack(command_id, taken.body.lease.token, "s-1", "r-restarted"), { status: 200, body: { state: "accepted" } });
 });
