@@ -16,13 +16,23 @@ import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extension/notices/run-notices.ts";
 import { installSendChannel } from "./extension/notices/send-channel.ts";
-import { localeLanguage, messagesFor } from "./extension/messages.ts";
+import { messagesFor } from "./extension/messages.ts";
+import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
-import { closeSession, explainFailure, notifying, openSession, publish, syncServices, type SessionService, type SessionState } from "./extension/session/session.ts";
+import {
+  closeSession,
+  explainFailure,
+  notifying,
+  openSession,
+  publish,
+  syncServices,
+  type SessionService,
+  type SessionState,
+} from "./extension/session/session.ts";
 import { errorText } from "./common/errors.ts";
-import { swallowedByFlag, swallowedPromptMessage } from "./extension/session/subagent-flag.ts";
+import { quotedPrompt, swallowedByFlag } from "./extension/session/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/session/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { installSink } from "./extension/sink/index.ts";
@@ -30,12 +40,14 @@ import { installSink } from "./extension/sink/index.ts";
 const debug = debuglog("anon-notify");
 
 export default function anonNotify(pi: ExtensionAPI): void {
+  // Before a session is bound: the language the config asks for (its errors wait for the session), else the locale's.
+  const early = messagesFor(loadConfig({ cwd: process.cwd(), env: process.env }).language);
   const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
-  if (swallowed !== undefined) throw new Error(swallowedPromptMessage(SUBAGENT_FLAG, swallowed, SUBAGENT_ENV));
+  if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
   pi.registerFlag(SUBAGENT_FLAG, {
     type: "boolean",
     default: false,
-    description: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
+    description: early.session.flagDescription,
   });
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
@@ -43,8 +55,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const handOver = createHandOver();
   let state: SessionState | undefined;
   let notices: RunNotices | undefined;
-  // The session's language once one is bound; before that, the locale's.
-  const text = () => state?.text ?? messagesFor(localeLanguage(process.env));
+  // The session's language once one is bound; before that, the config's or the locale's.
+  const text = () => state?.text ?? early;
 
   const target = (): NoticeTarget | undefined => {
     const s = state;
@@ -91,7 +103,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
       target: (): ProgressTarget => {
         const to = target();
         const s = state;
-        if (to && s?.delivery) return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task: recorder.current()?.facts.task ?? "" };
+        if (to && s?.delivery)
+          return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task: recorder.current()?.facts.task ?? "" };
         const recorded = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId, now: new Date() } } : {};
         return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };
       },

@@ -122,6 +122,10 @@ const zh = {
     recordInvalid: (problem: string) => `会话中的 Anon 通知记录无效（${problem}），按未开启处理。`,
     deliveryFailed: (why: string) => `Anon 通知无法启动发送：${why}`,
     inheritFailed: (why: string) => `无法写入继承的 Anon 通知状态，此会话按未开启处理：${why}`,
+    swallowedPrompt: (flag: string, quoted: string, envName: string) =>
+      `--${flag} 不带值，但 Pi 解析参数时把紧随其后的 ${quoted} 当成了它的值，这段提示词不会执行。` +
+      `请把 --${flag} 放在提示词之后（pi -p "任务" --${flag}），或在提示词前加 --（pi -p --${flag} -- "任务"），或改用环境变量 ${envName}=1。`,
+    flagDescription: "这个 Pi 进程从不发送 anon-notify 通知（由启动子 Agent 的父进程设置）",
     tokenRejected: (tokenFile: string) =>
       `通知服务拒绝了令牌（HTTP 401）：在线状态、指令和通知都不会生效，未送达的最终通知留在 outbox。` +
       `请确认 ${tokenFile}（或 ANON_NOTIFY_TOKEN）与服务端的令牌一致，然后执行 /reload。`,
@@ -243,8 +247,7 @@ const zh = {
       `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `，${reason}` : ""}`,
     recipientError: (why: string) => `无法询问：${why}`,
     sessionLine: (status: string) => `状态：${status}`,
-    presenceLine: (running: boolean, accepted: boolean) =>
-      `在线心跳：${running ? (accepted ? "运行中，服务端已接受" : "运行中，尚未被服务端接受") : "未运行"}`,
+    presenceLine: (running: boolean, accepted: boolean) => `在线心跳：${running ? (accepted ? "运行中，服务端已接受" : "运行中，尚未被服务端接受") : "未运行"}`,
     commandsLine: (running: boolean, enabled: boolean, held: string | null, queued: number) =>
       `指令通道：${!enabled ? "已在配置中关闭" : running ? "运行中" : "未运行"}${held ? `，等待交付 ${held}` : ""}${queued > 0 ? `，已交给 Pi ${queued} 条` : ""}`,
     lastFailure: (why: string) => `最近一次失败：${why}`,
@@ -290,7 +293,8 @@ const en: Messages = {
     "the friend list reliably (e.g. the adapter offers none). In the last two cases notices are still sent: check that a private chat works.",
   toggle: {
     description: "Switch Anon notices for this session on or off (no arguments)",
-    usage: "Usage: /anon-notify (no arguments). Switches this session on when it is off and off when it is on; with arguments nothing changes. For diagnostics use /anon-notify-doctor.",
+    usage:
+      "Usage: /anon-notify (no arguments). Switches this session on when it is off and off when it is on; with arguments nothing changes. For diagnostics use /anon-notify-doctor.",
     notReady: "Anon notices are not ready yet; try again in a moment.",
     subagent: "A subagent session cannot switch Anon notices on.",
     invalidConfig: (active, errors) =>
@@ -299,7 +303,7 @@ const en: Messages = {
     recipient: (problem, file) => `Cannot switch Anon notices on: ${problem}. Set recipient.qq and recipient.anonQq in ${file}, then run /reload.`,
     noToken: (tokenFile) =>
       `Cannot switch Anon notices on: there is no token. Create ${tokenFile} (mode 600) holding the server's token: ` +
-      "npm start printed where it is on its \"Token\" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin's config. " +
+      'npm start printed where it is on its "Token" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin\'s config. ' +
       "ANON_NOTIFY_TOKEN works too. Then run /reload and /anon-notify.",
     noDelivery: "Anon notices could not start their sender, so they cannot be switched on.",
     tokenRejected: "Anon notices not switched on: the server refused the token (see above).",
@@ -327,6 +331,10 @@ const en: Messages = {
     recordInvalid: (problem) => `The session's Anon notices record is invalid (${problem}); treated as off.`,
     deliveryFailed: (why) => `Anon notices cannot start their sender: ${why}`,
     inheritFailed: (why) => `Could not write the inherited Anon notices state; this session is treated as off: ${why}`,
+    swallowedPrompt: (flag, quoted, envName) =>
+      `--${flag} takes no value, but Pi's argument parser took the ${quoted} after it as its value, so that prompt would never run. ` +
+      `Put --${flag} after the prompt (pi -p "task" --${flag}), end the options with -- (pi -p --${flag} -- "task"), or set ${envName}=1 instead.`,
+    flagDescription: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
     tokenRejected: (tokenFile) =>
       "The notify server rejected the token (HTTP 401): presence, instructions and notices do not work; undelivered finals stay in the outbox. " +
       `Check that ${tokenFile} (or ANON_NOTIFY_TOKEN) holds the server's token, then run /reload.`,
@@ -374,7 +382,9 @@ const en: Messages = {
         facts.preview,
         "──── end of command ────",
         ...(facts.hiddenChars > 0
-          ? [`The command has ${facts.totalChars} characters; ${facts.hiddenChars} in the middle are not shown. See all of it with anon.approval <code> in the chat, in the console or through the operator API.`]
+          ? [
+              `The command has ${facts.totalChars} characters; ${facts.hiddenChars} in the middle are not shown. See all of it with anon.approval <code> in the chat, in the console or through the operator API.`,
+            ]
           : []),
         ...(facts.reason ? [`Reason: ${visibleControls(facts.reason)}`] : []),
         `Rejected if nobody answers within ${duration(facts.timeoutMs, { min: "min", s: "s" })}.${facts.remote ? " You can also answer in the chat; the first answer counts." : ""}`,
@@ -389,13 +399,15 @@ const en: Messages = {
     resolutionFailed: (why) => `The server was not told how the approval ended (it closes it itself when the session goes offline or it expires): ${why}`,
     rules: (rules) =>
       `rule ${rules.join(", ")}${rules.some((rule) => rule.startsWith("opaque.")) ? " (what will run cannot be seen: a program name or code comes from an expansion, a pipe or unparsable text, so a person must confirm)" : ""}`,
-    grantApplied: (action, via, expiresAt) => `"${visibleControls(action)}" was approved by the owner's standing grant set ${en.approvals.via[via]} (valid until ${clock(expiresAt)}).`,
+    grantApplied: (action, via, expiresAt) =>
+      `"${visibleControls(action)}" was approved by the owner's standing grant set ${en.approvals.via[via]} (valid until ${clock(expiresAt)}).`,
     previewChars: (count) => ` (${count} chars)`,
     refusal: (action, answer, timeoutMs) => {
       if (answer.outcome === "timeout") {
         return `"${visibleControls(action)}" was not approved in time (nobody answered within ${seconds(timeoutMs)} s) and counts as rejected; do not retry; tell the user it needs approval before going on. ${TAG.timeout}`;
       }
-      if (answer.via === "aborted") return `The approval of "${visibleControls(action)}" was cancelled because the run was aborted; it did not run. ${TAG.aborted}`;
+      if (answer.via === "aborted")
+        return `The approval of "${visibleControls(action)}" was cancelled because the run was aborted; it did not run. ${TAG.aborted}`;
       const why = answer.reason ? `, reason: ${answer.reason}` : "";
       return `The user rejected "${visibleControls(action)}" ${en.approvals.via[answer.via]}${why}. Do not retry the same operation; wait for the user's further instructions. ${TAG.rejected}`;
     },
@@ -406,7 +418,8 @@ const en: Messages = {
       if (answer.outcome === "timeout") return "timeout — nobody answered in time; this counts as rejected. Do not perform the operation.";
       return `rejected — ${answer.via === "aborted" || answer.via === "policy" ? "rejected" : "the user rejected it"} ${via}${why}. Do not perform the operation.`;
     },
-    mismatch: (action) => `The arguments of "${visibleControls(action)}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
+    mismatch: (action) =>
+      `The arguments of "${visibleControls(action)}" changed while it waited for approval; the approval does not apply to the changed call. ${TAG.mismatch}`,
     noPerson: (action, rules) =>
       `Blocked "${visibleControls(action)}" (${en.approvals.rules(rules)}): it needs a person's approval, but nobody can answer now (approvals happen only in an interactive session with a UI or with Anon notices switched on; print/JSON mode and subagents reject at once). ${TAG.noPerson}`,
     nobodyToAsk: "nobody can answer an approval now (it needs an interactive session with a UI or with Anon notices switched on)",
@@ -443,7 +456,8 @@ const en: Messages = {
     recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,
-    presenceLine: (running, accepted) => `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
+    presenceLine: (running, accepted) =>
+      `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
     commandsLine: (running, enabled, held, queued) =>
       `instruction channel: ${!enabled ? "disabled in the config" : running ? "running" : "not running"}${held ? `, holding ${held}` : ""}${queued > 0 ? `, ${queued} handed to Pi` : ""}`,
     lastFailure: (why) => `last failure: ${why}`,

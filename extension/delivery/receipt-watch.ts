@@ -25,7 +25,11 @@ export class ReceiptWatch {
   #closed = false;
 
   /** `failed` hears the first receipt that ended failed; `debug` why a look did not answer. */
-  constructor(client: ApiClient, failed: (eventId: string, error: string | null) => void, options: { looks?: readonly number[]; debug?: (message: string) => void } = {}) {
+  constructor(
+    client: ApiClient,
+    failed: (eventId: string, error: string | null) => void,
+    options: { looks?: readonly number[]; debug?: (message: string) => void } = {},
+  ) {
     this.#client = client;
     this.#failed = failed;
     this.#looks = options.looks ?? RECEIPT_LOOKS_MS;

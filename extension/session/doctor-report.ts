@@ -34,7 +34,6 @@ export interface DoctorFacts {
   test?: Probe<{ eventId: string; receipt: Pick<Receipt, "state" | "error"> | null; final: boolean }>;
 }
 
-
 const SECRET_KEYS = new Set(["token"]);
 
 function shown(key: string, value: unknown): string {
@@ -105,7 +104,10 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
     ? probeLine(
         m,
         facts.test,
-        ({ eventId, receipt, final }) => [d.testSent(eventId), ...(receipt ? [d.testReceipt(receipt.state, receipt.error && m.link.reason(receipt.error), final)] : [])],
+        ({ eventId, receipt, final }) => [
+          d.testSent(eventId),
+          ...(receipt ? [d.testReceipt(receipt.state, receipt.error && m.link.reason(receipt.error), final)] : []),
+        ],
         d.testFailed,
       )
     : [d.testHint];

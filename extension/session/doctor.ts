@@ -105,7 +105,9 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
         ask(() => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
         ask(() => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
         // What became of the last notice since the server took it: its receipt now, not the one it answered then.
-        last?.ok ? ask(() => client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS })) : noServer,
+        last?.ok
+          ? ask(() => client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }))
+          : noServer,
       ])
     : [noServer, noServer, noServer];
   const outbox = s.delivery?.outbox;
@@ -127,7 +129,12 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
     recipient,
     footer: footerText(m, sessionStatus(sessionFacts(s)), s.active, config ? { qq: config.recipient.qq, note: s.recipientNote } : null, outage(s)),
     presence: deps.presence.status(),
-    commands: { enabled: config?.command.enabled ?? false, running: s.servicesRunning && (config?.command.enabled ?? false), held: pending.held, queued: pending.queued.length },
+    commands: {
+      enabled: config?.command.enabled ?? false,
+      running: s.servicesRunning && (config?.command.enabled ?? false),
+      held: pending.held,
+      queued: pending.queued.length,
+    },
     outbox: outbox
       ? await ask(async () => {
           const entries = await outbox.list();

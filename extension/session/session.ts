@@ -10,7 +10,7 @@ import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendi
 import { errorText } from "../../common/errors.ts";
 import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
-import { type Config } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
 import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
 import { serverCause } from "../delivery/decisions.ts";
 import { Link } from "../delivery/link.ts";
@@ -104,7 +104,8 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   // Restored from all entries on every start: the reason cannot tell new from resumed.
   const reading = readActivation(ctx.sessionManager.getEntries());
   if (reading.record === "invalid") report(text.session.recordInvalid(reading.problem));
-  const active = event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error")) : reading.active;
+  const active =
+    event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error")) : reading.active;
   const s: SessionState = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
@@ -150,7 +151,9 @@ function publishQuietly(pi: ExtensionAPI, s: SessionState): void {
 
 function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
   try {
-    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), { movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)) });
+    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
+      movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)),
+    });
     const link = new Link((_state, back) => {
       if (back !== undefined) report(text.link.back(text.format.duration(back)), "info");
       changed();
@@ -164,7 +167,9 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
       link,
     });
     // The first notice the server took but cannot deliver is said once: every later one fails the same way.
-    const receipts = new ReceiptWatch(client, (eventId, error) => report(text.link.firstFailedReceipt(eventId, text.link.reason(error ?? "failed"))), { debug });
+    const receipts = new ReceiptWatch(client, (eventId, error) => report(text.link.firstFailedReceipt(eventId, text.link.reason(error ?? "failed"))), {
+      debug,
+    });
     const notifier = createNotifier({
       client,
       outbox,

@@ -21,12 +21,7 @@ export function swallowedByFlag(args: readonly string[], flag: string): string |
 
 const QUOTE_LIMIT = 40;
 
-export function swallowedPromptMessage(flag: string, swallowed: string, envName: string): string {
-  const quoted = JSON.stringify(swallowed.length > QUOTE_LIMIT ? `${swallowed.slice(0, QUOTE_LIMIT)}…` : swallowed);
-  return [
-    `--${flag} 不带值，但 Pi 解析参数时把紧随其后的 ${quoted} 当成了它的值，这段提示词不会执行。` +
-      `请把 --${flag} 放在提示词之后（pi -p "任务" --${flag}），或在提示词前加 --（pi -p --${flag} -- "任务"），或改用环境变量 ${envName}=1。`,
-    `--${flag} takes no value, but Pi's argument parser took the ${quoted} after it as its value, so that prompt would never run. ` +
-      `Put --${flag} after the prompt (pi -p "task" --${flag}), end the options with -- (pi -p --${flag} -- "task"), or set ${envName}=1 instead.`,
-  ].join("\n");
+/** The swallowed prompt as quoted in the refusal (messages.ts `session.swallowedPrompt`): shortened, JSON-quoted. */
+export function quotedPrompt(swallowed: string): string {
+  return JSON.stringify(swallowed.length > QUOTE_LIMIT ? `${swallowed.slice(0, QUOTE_LIMIT)}…` : swallowed);
 }

@@ -7,7 +7,6 @@
  */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";

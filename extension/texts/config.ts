@@ -12,15 +12,15 @@ export const zhConfig = {
   file: (path: string) => `配置文件 ${path}`,
   env: (name: string) => `环境变量 ${name}`,
   root: "（顶层）",
-  unknownKey: (where: string, key: string, suggestion: string | null) =>
-    `${where}：未知配置项 ${key}${suggestion ? `，是否想写 ${suggestion}？` : ""}`,
+  unknownKey: (where: string, key: string, suggestion: string | null) => `${where}：未知配置项 ${key}${suggestion ? `，是否想写 ${suggestion}？` : ""}`,
   invalid: (where: string, key: string, why: string) => `${where}：${key} 无效：${why}`,
   unreadable: (path: string, why: string) => `配置文件 ${path} 无法读取：${why}`,
   notObject: (path: string) => `配置文件 ${path}：顶层必须是 JSON 对象`,
   notJson: (path: string, why: string) => `配置文件 ${path} 不是有效的 JSON：${why}`,
   envBoolean: (name: string, raw: string) => `环境变量 ${name}：应为 true/false/1/0/yes/no/on/off，实际为 ${raw}`,
   selfTrust: (path: string) => `配置文件 ${path}：项目配置不能设置 projectConfig（项目不能信任自己）`,
-  userOnly: (path: string, key: string) => `配置文件 ${path}：项目配置不能设置 ${key}，已忽略这一项（通知发到哪里、令牌从哪里读、文件写到哪里只由用户配置或环境变量决定）`,
+  userOnly: (path: string, key: string) =>
+    `配置文件 ${path}：项目配置不能设置 ${key}，已忽略这一项（通知发到哪里、令牌从哪里读、文件写到哪里只由用户配置或环境变量决定）`,
   weakensApproval: (path: string, key: string) => `配置文件 ${path}：项目配置只能开启审批，不能放宽（approval.${key}）`,
   legacyLocation: (old: string, current: string) => `正在使用旧源码目录的配置 ${old}，请迁移到 ${current}`,
   projectUntrusted: (path: string) => `项目配置 ${path} 未读取：Pi 未信任此项目`,
@@ -57,7 +57,8 @@ export const enConfig: typeof zhConfig = {
   notJson: (path, why) => `config file ${path} is not valid JSON: ${why}`,
   envBoolean: (name, raw) => `environment variable ${name}: expected true/false/1/0/yes/no/on/off, got ${raw}`,
   selfTrust: (path) => `config file ${path}: a project config cannot set projectConfig (a project cannot trust itself)`,
-  userOnly: (path, key) => `config file ${path}: a project config cannot set ${key}; ignored (only the user's config or the environment decides where notices and the token go, where the token is read and where files are written)`,
+  userOnly: (path, key) =>
+    `config file ${path}: a project config cannot set ${key}; ignored (only the user's config or the environment decides where notices and the token go, where the token is read and where files are written)`,
   weakensApproval: (path, key) => `config file ${path}: a project config can only switch approvals on, never weaken them (approval.${key})`,
   legacyLocation: (old, current) => `Using the config in the old source folder ${old}; move it to ${current}`,
   projectUntrusted: (path) => `Project config ${path} not read: Pi does not trust this project`,

@@ -11,7 +11,8 @@ type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
 export const zhDelivery = {
   internalError: (why: string) => `通知发送出现内部错误：${why}`,
   finalNotWritten: (eventId: string, dir: string, why: string) => `最终通知 ${eventId} 无法写入 outbox（${dir}）：${why}`,
-  finalKept: (eventId: string, attempts: number, why: string) => `最终通知 ${eventId} 未送达（${attempts} 次尝试）：${why}；已保留在 outbox，服务端恢复后重发。`,
+  finalKept: (eventId: string, attempts: number, why: string) =>
+    `最终通知 ${eventId} 未送达（${attempts} 次尝试）：${why}；已保留在 outbox，服务端恢复后重发。`,
   finalLost: (eventId: string, attempts: number, why: string) => `最终通知 ${eventId} 未送达（${attempts} 次尝试）：${why}；outbox 不可用，这条通知已丢失。`,
   expired: (count: number, ids: string) => `outbox 中 ${count} 条最终通知超过保留期仍未送达，已删除：${ids}`,
   noticeFailed: (eventId: string, status: string, attempts: number, why: string) => `通知 ${eventId}（${status}）未送达（${attempts} 次尝试）：${why}`,
@@ -23,8 +24,10 @@ export const zhDelivery = {
 export const enDelivery: typeof zhDelivery = {
   internalError: (why) => `Internal error while sending a notice: ${why}`,
   finalNotWritten: (eventId, dir, why) => `Final notice ${eventId} could not be written to the outbox (${dir}): ${why}`,
-  finalKept: (eventId, attempts, why) => `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; kept in the outbox and sent again once the server is back.`,
-  finalLost: (eventId, attempts, why) => `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; the outbox is unavailable, so this notice is lost.`,
+  finalKept: (eventId, attempts, why) =>
+    `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; kept in the outbox and sent again once the server is back.`,
+  finalLost: (eventId, attempts, why) =>
+    `Final notice ${eventId} not delivered (${attempts} attempts): ${why}; the outbox is unavailable, so this notice is lost.`,
   expired: (count, ids) => `${count} final notices in the outbox outlived their retention undelivered and were deleted: ${ids}`,
   noticeFailed: (eventId, status, attempts, why) => `Notice ${eventId} (${status}) not delivered (${attempts} attempts): ${why}`,
   invalidEvent: (why) => `Invalid notice event, not sent: ${why}`,

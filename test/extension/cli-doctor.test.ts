@@ -18,13 +18,13 @@ import { REPO, describeRun, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 
 const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;
 
-test("through Pi's CLI, /anon-notify-doctor reports config sources, token, server, recipient, session and delivery, and `test` follows a notice to its receipt", { timeout: 120_000 }, async (t) => {
+test("through Pi's CLI, /anon-notify-doctor reports config sources, token, server, recipient, session and delivery, and `test` follows a notice to its receipt", {
+  timeout: 120_000,
+}, async (t) => {
   const serverDir = mkdtempSync(join(tmpdir(), "anon-notify-doctor-"));
-  const server = await runStandalone(
-    { host: "127.0.0.1", port: await freePort(), dataDir: serverDir, configPath: join(serverDir, "server.json") },
-    REPO,
-    { announce: () => {} },
-  );
+  const server = await runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: serverDir, configPath: join(serverDir, "server.json") }, REPO, {
+    announce: () => {},
+  });
   const { model, home } = await stubbedPiHome(t, async () => {
     await server.stop();
     rmSync(serverDir, { recursive: true, force: true });
@@ -73,7 +73,13 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
   assert.ok(!on.stderr.includes("私聊可达"), describeRun(on));
   const run = await pi(["/anon-notify-doctor test"], { LANG: "en_US.UTF-8" });
   assert.equal(run.code, 0, describeRun(run));
-  for (const line of ["Anon notices doctor", "state: Anon notices: on → QQ", "presence: running", "instruction channel: running", "receipt: context_injected"]) {
+  for (const line of [
+    "Anon notices doctor",
+    "state: Anon notices: on → QQ",
+    "presence: running",
+    "instruction channel: running",
+    "receipt: context_injected",
+  ]) {
     assert.ok(run.stderr.includes(line), `doctor says ${JSON.stringify(line)}\n${describeRun(run)}`);
   }
   assert.match(run.stderr, /sent ext:[^:]+:doctor-/, describeRun(run));

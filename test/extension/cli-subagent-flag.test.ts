@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "../../activation.ts";
 import { swallowedByFlag } from "../../extension/session/subagent-flag.ts";
+import { messagesFor } from "../../extension/messages.ts";
 import { REPO, describeRun, lastUserText, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
@@ -57,8 +58,10 @@ test("through Pi's CLI, --anon-notify-off silences the run when placed safely, a
   assert.equal(swallowed.code, 1, describeRun(swallowed));
   assert.equal(model.requests.length, requestsBefore, "no model request for the refused invocation");
   assert.equal(swallowed.stdout, "", "the previous reply is not printed as if it answered the task");
-  assert.match(swallowed.stderr, /"swallowed task"/);
-  assert.ok(swallowed.stderr.includes(`pi -p "task" --${SUBAGENT_FLAG}`), describeRun(swallowed));
+  assert.ok(swallowed.stderr.includes(messagesFor("zh-CN").session.swallowedPrompt(SUBAGENT_FLAG, '"swallowed task"', SUBAGENT_ENV)), describeRun(swallowed));
+  const english = await pi([`--${SUBAGENT_FLAG}`, "swallowed task"], { LANG: "en_US.UTF-8" });
+  assert.ok(english.stderr.includes(messagesFor("en-US").session.swallowedPrompt(SUBAGENT_FLAG, '"swallowed task"', SUBAGENT_ENV)), describeRun(english));
+  assert.doesNotMatch(english.stderr, /\p{Script=Han}/u, "one language: the English refusal holds no Chinese");
 
   await ranTask("task two", ["task two"]);
   // Every run has exited and flushed its outbox on shutdown: these are all the notices there will be.

@@ -4,7 +4,18 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { agentDirFrom, dataDirFor, didYouMean, editDistance, loadConfig, normaliseLegacy, readToken, recipientProblem, renderSource, type LoadConfigOptions } from "../../extension/config/config.ts";
+import {
+  agentDirFrom,
+  dataDirFor,
+  didYouMean,
+  editDistance,
+  loadConfig,
+  normaliseLegacy,
+  readToken,
+  recipientProblem,
+  renderSource,
+  type LoadConfigOptions,
+} from "../../extension/config/config.ts";
 import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema.ts";
 import { messagesFor } from "../../extension/messages.ts";
 
@@ -77,7 +88,10 @@ test("with no files and no environment the defaults load, paths resolved under t
   assert.ok(result.ok && result.warnings.length === 0);
   assert.deepEqual(
     result.files.map((file) => [file.layer, file.status]),
-    [["legacy", "missing"], ["user", "missing"]],
+    [
+      ["legacy", "missing"],
+      ["user", "missing"],
+    ],
   );
 });
 
@@ -90,13 +104,16 @@ test("config.example.json is valid and names every key of the defaults except th
   assert.equal(config.endpoint, DEFAULT_CONFIG.endpoint);
 
   const keys = (value: unknown, prefix = ""): string[] =>
-    typeof value === "object" && value !== null
-      ? Object.entries(value).flatMap(([k, v]) => keys(v, `${prefix}${k}.`))
-      : [prefix.slice(0, -1)];
+    typeof value === "object" && value !== null ? Object.entries(value).flatMap(([k, v]) => keys(v, `${prefix}${k}.`)) : [prefix.slice(0, -1)];
   const platformSpecific = ["sink.socket", "sink.tokenFile"];
   assert.equal(example.$schema, "./config.schema.json", "editors find the schema beside it");
   delete example.$schema;
-  assert.deepEqual(keys(example).sort(), keys(DEFAULT_CONFIG).filter((k) => !platformSpecific.includes(k)).sort());
+  assert.deepEqual(
+    keys(example).sort(),
+    keys(DEFAULT_CONFIG)
+      .filter((k) => !platformSpecific.includes(k))
+      .sort(),
+  );
 });
 
 test("layers merge in the specified order: defaults < legacy < user < project < environment", () => {
@@ -113,7 +130,11 @@ test("layers merge in the specified order: defaults < legacy < user < project < 
   assert.deepEqual(config.notify, { started: true, progress: true, completed: true, failed: true, toolError: true });
   assert.deepEqual(
     result.files.map((file) => [file.layer, file.status]),
-    [["legacy", "loaded"], ["user", "loaded"], ["project", "loaded"]],
+    [
+      ["legacy", "loaded"],
+      ["user", "loaded"],
+      ["project", "loaded"],
+    ],
   );
   assert.ok(result.ok && result.warnings.some((w) => w.includes(f.files.legacy)), "the legacy location is named in a warning");
 });
@@ -194,7 +215,10 @@ test("legacy keys are read, type-checked and normalised without rewriting the fi
   assert.equal(readFileSync(f.files.user, "utf8"), before, "the user's file is untouched");
   assert.ok(result.ok);
   for (const key of ["deliveryWhenBusy", "includeModel", "includeDuration", "notify.cancelled", "maxBatchSize"]) {
-    assert.ok(result.warnings.some((w) => w.includes(key)), `a warning mentions ${key}`);
+    assert.ok(
+      result.warnings.some((w) => w.includes(key)),
+      `a warning mentions ${key}`,
+    );
   }
 
   const badTypes: [unknown, string][] = [
@@ -209,7 +233,10 @@ test("legacy keys are read, type-checked and normalised without rewriting the fi
     const g = fixture();
     g.write("user", layer);
     const errors = failed(g.load());
-    assert.ok(errors.some((e) => e.includes(g.files.user) && e.includes(key)), `${key}: ${errors.join("; ")}`);
+    assert.ok(
+      errors.some((e) => e.includes(g.files.user) && e.includes(key)),
+      `${key}: ${errors.join("; ")}`,
+    );
   }
 });
 
@@ -247,12 +274,22 @@ test("every numeric limit accepts its bounds and rejects one step beyond, naming
     return { [section]: { [field]: value } };
   };
   for (const [key, min, max] of limits) {
-    for (const [value, ok] of [[min, true], [max, true], [min - 1, false], [max + 1, false], [min + 0.5, false]] as [number, boolean][]) {
+    for (const [value, ok] of [
+      [min, true],
+      [max, true],
+      [min - 1, false],
+      [max + 1, false],
+      [min + 0.5, false],
+    ] as [number, boolean][]) {
       const f = fixture();
       f.write("user", layerFor(key, value));
       const result = f.load();
       assert.equal(result.ok, ok, `${key}=${value}`);
-      if (!result.ok) assert.ok(result.errors.some((e) => e.includes(f.files.user) && e.includes(key)), `${key}=${value}: ${result.errors}`);
+      if (!result.ok)
+        assert.ok(
+          result.errors.some((e) => e.includes(f.files.user) && e.includes(key)),
+          `${key}=${value}: ${result.errors}`,
+        );
     }
   }
 });
@@ -268,7 +305,11 @@ test("bad values and unknown keys are reported with their file and key path, fro
     [f.files.user, "delivery.timeoutMs"],
     [f.files.user, "surprise"],
   ];
-  for (const [file, key] of expect) assert.ok(errors.some((e) => e.includes(file) && e.includes(key)), `${file} ${key}: ${errors.join("\n")}`);
+  for (const [file, key] of expect)
+    assert.ok(
+      errors.some((e) => e.includes(file) && e.includes(key)),
+      `${file} ${key}: ${errors.join("\n")}`,
+    );
   // The user layer is invalid, so its projectConfig never took effect and the project file was not read.
   assert.ok(!errors.some((e) => e.includes(f.files.project)));
 });
@@ -369,7 +410,10 @@ test("paths in the config accept ~/ and {dataDir} and reject relative paths", ()
 
 test("recipientProblem explains in the person's language why a recipient cannot be used", () => {
   assert.equal(recipientProblem({ recipient: { qq: "", anonQq: "" } }, en), "the recipient's QQ (recipient.qq) is not set");
-  assert.equal(recipientProblem({ recipient: { qq: "1234", anonQq: "" } }, en), 'the recipient\'s QQ (recipient.qq) is invalid: expected 5–12 digits, got "1234"');
+  assert.equal(
+    recipientProblem({ recipient: { qq: "1234", anonQq: "" } }, en),
+    'the recipient\'s QQ (recipient.qq) is invalid: expected 5–12 digits, got "1234"',
+  );
   const cases: [string, string, RegExp | undefined][] = [
     ["", "", /未配置目标 QQ/],
     ["1234", "987654321", /recipient\.qq.*5–12/],
@@ -408,8 +452,14 @@ test("readToken prefers the environment, then the inline token, then the token f
   const folder = join(f.root, "token-dir");
   mkdirSync(folder);
   writeFileSync(tokenFile, "never-shown");
-  assert.throws(() => readToken({ tokenFile: folder }, {}, en), (error: Error) => error.message === `token file ${folder} cannot be read (EISDIR)`);
-  assert.throws(() => readToken({ tokenFile: folder }, {}, zh), (error: Error) => error.message === `令牌文件 ${folder} 无法读取（EISDIR）`);
+  assert.throws(
+    () => readToken({ tokenFile: folder }, {}, en),
+    (error: Error) => error.message === `token file ${folder} cannot be read (EISDIR)`,
+  );
+  assert.throws(
+    () => readToken({ tokenFile: folder }, {}, zh),
+    (error: Error) => error.message === `令牌文件 ${folder} 无法读取（EISDIR）`,
+  );
 });
 
 test("renderSource fills every template variable", () => {
@@ -438,7 +488,11 @@ test("a trusted project may change how notices behave, never where the token goe
     assert.equal(result.config.source, "from project", key);
     assert.deepEqual(read(result.config), read(without), `${key} is ignored`);
     assert.ok(
-      result.warnings.some((w) => w === `config file ${f.files.project}: a project config cannot set ${key}; ignored (only the user's config or the environment decides where notices and the token go, where the token is read and where files are written)`),
+      result.warnings.some(
+        (w) =>
+          w ===
+          `config file ${f.files.project}: a project config cannot set ${key}; ignored (only the user's config or the environment decides where notices and the token go, where the token is read and where files are written)`,
+      ),
       `${key}: ${result.warnings.join("; ")}`,
     );
   }
@@ -458,7 +512,9 @@ test("config errors are worded wholly in the person's language: zod's own words 
   const f = fixture();
   f.write("user", { delivery: { timeoutMs: "12s" } });
   assert.deepEqual(failed(f.load()), [`配置文件 ${f.files.user}：delivery.timeoutMs 无效：无效输入：期望 数字，实际接收 string`]);
-  assert.deepEqual(failed(f.load({ env: ENGLISH })), [`config file ${f.files.user}: delivery.timeoutMs is invalid: Invalid input: expected number, received string`]);
+  assert.deepEqual(failed(f.load({ env: ENGLISH })), [
+    `config file ${f.files.user}: delivery.timeoutMs is invalid: Invalid input: expected number, received string`,
+  ]);
   // The file's own language wins over the locale, for the errors of the file that set it too.
   f.write("user", { language: "en-US", tokenFile: "token", endpoint: "ftp://x" });
   assert.deepEqual(failed(f.load()).sort(), [
@@ -467,14 +523,24 @@ test("config errors are worded wholly in the person's language: zod's own words 
   ]);
   const g = fixture();
   g.write("user", { language: "zh-CN" });
-  assert.deepEqual(failed(g.load({ env: { ...ENGLISH, ANON_NOTIFY_ENABLED: "maybe" } })), ["环境变量 ANON_NOTIFY_ENABLED：应为 true/false/1/0/yes/no/on/off，实际为 \"maybe\""]);
+  assert.deepEqual(failed(g.load({ env: { ...ENGLISH, ANON_NOTIFY_ENABLED: "maybe" } })), [
+    '环境变量 ANON_NOTIFY_ENABLED：应为 true/false/1/0/yes/no/on/off，实际为 "maybe"',
+  ]);
 });
 
 test("a mistyped config key gets a did-you-mean in the person's language, at any depth", () => {
   const cases: [unknown, string, string][] = [
     [{ langauge: "en-US" }, "未知配置项 langauge，是否想写 language？", "unknown key langauge; did you mean language?"],
-    [{ delivery: { timeoutMS: 5000 } }, "未知配置项 delivery.timeoutMS，是否想写 delivery.timeoutMs？", "unknown key delivery.timeoutMS; did you mean delivery.timeoutMs?"],
-    [{ approval: { rules: [{ id: "a", tool: "bash", lable: "x" }] } }, "未知配置项 approval.rules.0.lable，是否想写 approval.rules.0.label？", "unknown key approval.rules.0.lable; did you mean approval.rules.0.label?"],
+    [
+      { delivery: { timeoutMS: 5000 } },
+      "未知配置项 delivery.timeoutMS，是否想写 delivery.timeoutMs？",
+      "unknown key delivery.timeoutMS; did you mean delivery.timeoutMs?",
+    ],
+    [
+      { approval: { rules: [{ id: "a", tool: "bash", lable: "x" }] } },
+      "未知配置项 approval.rules.0.lable，是否想写 approval.rules.0.label？",
+      "unknown key approval.rules.0.lable; did you mean approval.rules.0.label?",
+    ],
     [{ surprise: 1 }, "未知配置项 surprise", "unknown key surprise"],
   ];
   for (const [layer, chinese, english] of cases) {

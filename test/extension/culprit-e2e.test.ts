@@ -13,7 +13,9 @@ import { waitUntil } from "../../harness/wait.ts";
 import { configureExtension } from "../../harness/webhook.ts";
 
 for (const language of ["en-US", "zh-CN"] as const) {
-  test(`(${language}) an endpoint that is not the notify server is named as a wrong URL when switching on and by the heartbeat`, { timeout: 60_000 }, async (t) => {
+  test(`(${language}) an endpoint that is not the notify server is named as a wrong URL when switching on and by the heartbeat`, {
+    timeout: 60_000,
+  }, async (t) => {
     const m = messagesFor(language);
     const other = createServer((_request, response) => response.writeHead(404, { "content-type": "text/html" }).end("<h1>Not Found</h1>"));
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
@@ -31,10 +33,17 @@ for (const language of ["en-US", "zh-CN"] as const) {
     await pi.prompt("/anon-notify");
     const notOurs = (detail: string) => m.link.cause.not_our_server(endpoint, detail);
     const switchedOn = m.toggle.unverified(notOurs("HTTP 404"));
-    assert.ok(pi.notices().some((n) => n.startsWith(switchedOn)), `${switchedOn}\n---\n${pi.notices().join("\n")}`);
+    assert.ok(
+      pi.notices().some((n) => n.startsWith(switchedOn)),
+      `${switchedOn}\n---\n${pi.notices().join("\n")}`,
+    );
     pi.script([ai.fauxAssistantMessage("ok")]);
     await pi.prompt("hello");
     const heartbeat = m.presence.failed(notOurs("HTTP 404"));
-    await waitUntil(() => (pi.notices().includes(heartbeat) ? true : undefined), () => `${heartbeat}\n---\n${pi.notices().join("\n")}`, 30_000);
+    await waitUntil(
+      () => (pi.notices().includes(heartbeat) ? true : undefined),
+      () => `${heartbeat}\n---\n${pi.notices().join("\n")}`,
+      30_000,
+    );
   });
 }

@@ -61,7 +61,10 @@ test("doctorReport shows where each value came from, never the token, and what e
     ],
     token: { used: "env", file: "/a/token", fileState: "missing" },
     endpoint: "http://127.0.0.1:5140/api/agent-notify/v1/events",
-    health: { kind: "ok", value: { ok: true, version: "0.4.0", protocol: { events: 1, commands: 2 }, capabilities: ["images"], session_heartbeat_timeout_ms: 30_000 } },
+    health: {
+      kind: "ok",
+      value: { ok: true, version: "0.4.0", protocol: { events: 1, commands: 2 }, capabilities: ["images"], session_heartbeat_timeout_ms: 30_000 },
+    },
     recipient: { kind: "error", message: "HTTP 503 not_ready" },
     footer: "Anon notices: on → QQ 10001 (status unknown)",
     presence: { running: true, accepted: false, lastFailure: "Presence heartbeat failed: timeout" },
@@ -173,15 +176,30 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
 test("the doctor names the real cause of a failed question to the server, in both languages", () => {
   const endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events";
   const rows: [string, DoctorFacts["health"], string, string][] = [
-    ["no token here", { kind: "error", message: "HTTP 401 unauthorized", cause: "no_token" }, `${endpoint} answered, but there is no token here (HTTP 401)`, `${endpoint} 有应答，但本机没有令牌（HTTP 401）`],
-    ["a refused token", { kind: "error", message: "HTTP 401 unauthorized", cause: "token_refused" }, `${endpoint} refused this machine's token (HTTP 401)`, `${endpoint} 拒绝了本机的令牌（HTTP 401）`],
+    [
+      "no token here",
+      { kind: "error", message: "HTTP 401 unauthorized", cause: "no_token" },
+      `${endpoint} answered, but there is no token here (HTTP 401)`,
+      `${endpoint} 有应答，但本机没有令牌（HTTP 401）`,
+    ],
+    [
+      "a refused token",
+      { kind: "error", message: "HTTP 401 unauthorized", cause: "token_refused" },
+      `${endpoint} refused this machine's token (HTTP 401)`,
+      `${endpoint} 拒绝了本机的令牌（HTTP 401）`,
+    ],
     [
       "no answer",
       { kind: "error", message: "GET health failed: ECONNREFUSED", cause: "no_answer" },
       `${endpoint} did not answer (GET health failed: ECONNREFUSED): the server is not running, or the address or port is wrong`,
       `${endpoint} 没有应答（GET health failed: ECONNREFUSED）：服务端没有运行，或地址、端口不对`,
     ],
-    ["a wrong URL", { kind: "error", message: "HTTP 404", cause: "not_our_server" }, `${endpoint} is not the notify server (HTTP 404): check the endpoint URL`, `${endpoint} 处不是通知服务（HTTP 404）：请检查 endpoint 网址`],
+    [
+      "a wrong URL",
+      { kind: "error", message: "HTTP 404", cause: "not_our_server" },
+      `${endpoint} is not the notify server (HTTP 404): check the endpoint URL`,
+      `${endpoint} 处不是通知服务（HTTP 404）：请检查 endpoint 网址`,
+    ],
   ];
   for (const [label, health, english, chinese] of rows) {
     assert.ok(doctorReport(messagesFor("en-US"), doctorFacts({ health })).includes(`Server\n  ${english}\n`), label);
@@ -192,7 +210,15 @@ test("the doctor names the real cause of a failed question to the server, in bot
 test("the doctor shows where the server's notices go, whether it has a chat, and the last notice's receipt as it is now", () => {
   const health: DoctorFacts["health"] = {
     kind: "ok",
-    value: { ok: true, version: "0.5.0", protocol: { events: 1, commands: 3 }, capabilities: [], session_heartbeat_timeout_ms: 30_000, notices: { route: "none", ready: false, reason: "no_persona" }, chat: false },
+    value: {
+      ok: true,
+      version: "0.5.0",
+      protocol: { events: 1, commands: 3 },
+      capabilities: [],
+      session_heartbeat_timeout_ms: 30_000,
+      notices: { route: "none", ready: false, reason: "no_persona" },
+      chat: false,
+    },
   };
   const facts = doctorFacts({
     health,
@@ -211,7 +237,11 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
   }
   assert.doesNotMatch(english, /\p{Script=Han}/u, "the server's Chinese detail is not shown in English");
   const chinese = doctorReport(messagesFor("zh-CN"), facts);
-  for (const line of ["  通知去向：无处可去；未就绪：服务端没有可用的人格（YesImBot）（no_persona）", "  聊天：没有（这个服务端不能私聊任何人）", "已接受，当前回执 failed：服务端没有可用的人格（YesImBot）（no_persona）"]) {
+  for (const line of [
+    "  通知去向：无处可去；未就绪：服务端没有可用的人格（YesImBot）（no_persona）",
+    "  聊天：没有（这个服务端不能私聊任何人）",
+    "已接受，当前回执 failed：服务端没有可用的人格（YesImBot）（no_persona）",
+  ]) {
     assert.ok(chinese.includes(line), `${line}\n${chinese}`);
   }
 });
@@ -220,7 +250,16 @@ test("the footer shows an outage while it lasts: since when, and the notices hel
   const since = Date.UTC(2026, 0, 2, 3, 4, 5);
   const clock = (locale: string) => new Intl.DateTimeFormat(locale, { timeStyle: "medium" }).format(since);
   const target = { qq: "10001", note: "reachable" as const };
-  assert.equal(footerText(messagesFor("en-US"), "active", true, target, { since, held: 2 }), `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}, notices held: 2`);
-  assert.equal(footerText(messagesFor("zh-CN"), "active", true, target, { since, held: 2 }), `Anon 通知：已开启 → QQ 10001（目标可达） · 服务端不可达（自 ${clock("zh-CN")} 起），暂存通知 2 条`);
-  assert.equal(footerText(messagesFor("en-US"), "active", true, target, { since, held: 0 }), `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}`);
+  assert.equal(
+    footerText(messagesFor("en-US"), "active", true, target, { since, held: 2 }),
+    `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}, notices held: 2`,
+  );
+  assert.equal(
+    footerText(messagesFor("zh-CN"), "active", true, target, { since, held: 2 }),
+    `Anon 通知：已开启 → QQ 10001（目标可达） · 服务端不可达（自 ${clock("zh-CN")} 起），暂存通知 2 条`,
+  );
+  assert.equal(
+    footerText(messagesFor("en-US"), "active", true, target, { since, held: 0 }),
+    `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}`,
+  );
 });

@@ -59,14 +59,27 @@ for (const language of ["en-US", "zh-CN"] as const) {
     pi.script([ai.fauxAssistantMessage("42")]);
     await pi.prompt("what is six times seven");
     const summary = JSON.stringify(m.notice.inProject("work", "42"));
-    await waitUntil(() => (server.output().includes(`"summary": ${summary}`) ? true : undefined), () => `the notice reached the server: ${server.output()}`, 30_000);
+    await waitUntil(
+      () => (server.output().includes(`"summary": ${summary}`) ? true : undefined),
+      () => `the notice reached the server: ${server.output()}`,
+      30_000,
+    );
     await pi.prompt("/anon-notify-doctor test");
     await waitUntil(() => pi.notices().find((n) => n.startsWith(m.doctor.title)), "the doctor answered", 30_000);
     await pi.prompt("/anon-notify");
     assert.ok(pi.notices().includes(m.toggle.disabledNow), pi.notices().join("\n"));
 
-    const read = [summary, ...pi.notices(), ...pi.ui.filter((call) => call.method === "setStatus" && call.args[0] === STATUS_KEY).map((call) => String(call.args[1]))];
-    if (language === "en-US") assert.deepEqual(read.filter((text) => /\p{Script=Han}/u.test(text)), [], "no Chinese text");
+    const read = [
+      summary,
+      ...pi.notices(),
+      ...pi.ui.filter((call) => call.method === "setStatus" && call.args[0] === STATUS_KEY).map((call) => String(call.args[1])),
+    ];
+    if (language === "en-US")
+      assert.deepEqual(
+        read.filter((text) => /\p{Script=Han}/u.test(text)),
+        [],
+        "no Chinese text",
+      );
     else assert.deepEqual(read.flatMap(strayEnglish), [], `no English words but names and codes:\n${read.join("\n")}`);
   });
 }

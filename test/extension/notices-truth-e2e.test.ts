@@ -17,7 +17,9 @@ import { TEST_QQ, configureExtension } from "../../harness/webhook.ts";
 const FIRST_FAILED: Record<Language, RegExp> = { "en-US": /^Notice (\S+) reached the server/, "zh-CN": /^通知 (\S+) 已被服务端接收/ };
 
 for (const language of ["en-US", "zh-CN"] as const) {
-  test(`(${language}) with no persona and no bot, /anon-notify warns first, the first failed receipt is told once, the doctor shows it failed`, { timeout: 120_000 }, async (t) => {
+  test(`(${language}) with no persona and no bot, /anon-notify warns first, the first failed receipt is told once, the doctor shows it failed`, {
+    timeout: 120_000,
+  }, async (t) => {
     const m = messagesFor(language);
     const koishi = await startKoishi();
     const root = makeRoot();
@@ -60,7 +62,11 @@ for (const language of ["en-US", "zh-CN"] as const) {
     assert.equal(pi.notices().filter((n) => FIRST_FAILED[language].test(n)).length, 1, pi.notices().join("\n"));
     if (language === "en-US") {
       const read = [...pi.notices(), ...pi.ui.filter((call) => call.method === "setStatus").map((call) => String(call.args[1]))];
-      assert.deepEqual(read.filter((text) => /\p{Script=Han}/u.test(text)), [], "nothing the person reads is in Chinese");
+      assert.deepEqual(
+        read.filter((text) => /\p{Script=Han}/u.test(text)),
+        [],
+        "nothing the person reads is in Chinese",
+      );
     }
   });
 }

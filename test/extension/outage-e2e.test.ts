@@ -21,7 +21,9 @@ import { TEST_QQ, configureExtension } from "../../harness/webhook.ts";
 const en = messagesFor("en-US");
 const HAN = /\p{Script=Han}/u;
 
-test("through a real Pi session, a server restart is one footer state, not warnings; its end and the held notice are said once", { timeout: 180_000 }, async (t) => {
+test("through a real Pi session, a server restart is one footer state, not warnings; its end and the held notice are said once", {
+  timeout: 180_000,
+}, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-outage-"));
   const port = await freePort();
   const servers: Standalone[] = [];
@@ -47,7 +49,12 @@ test("through a real Pi session, a server restart is one footer state, not warni
     rmSync(dataDir, { recursive: true, force: true });
   });
   const footer = () => pi.statusText(STATUS_KEY) ?? "";
-  const footerSays = (pattern: RegExp, what: string) => waitUntil(() => (pattern.test(footer()) ? true : undefined), () => `${what}; footer: ${footer()}`, 60_000);
+  const footerSays = (pattern: RegExp, what: string) =>
+    waitUntil(
+      () => (pattern.test(footer()) ? true : undefined),
+      () => `${what}; footer: ${footer()}`,
+      60_000,
+    );
 
   await pi.prompt("/anon-notify");
   await footerSays(/^Anon notices: on → QQ/, "switched on");
@@ -63,12 +70,28 @@ test("through a real Pi session, a server restart is one footer state, not warni
 
   const second = await serve();
   const back = /^The notify server is back \(it was unreachable for about .+\)\.$/;
-  await waitUntil(() => (pi.notices().some((n) => back.test(n)) ? true : undefined), () => `the return is said: ${pi.notices().join("\n")}`, 60_000);
-  await waitUntil(() => (pi.notices().includes(en.delivery.resent(1)) ? true : undefined), () => `what was sent is said: ${pi.notices().join("\n")}`, 60_000);
-  await waitUntil(() => (second.injected.some((id) => id.endsWith(":completed")) ? true : undefined), () => `the held final reached the persona: ${second.output()}`, 30_000);
+  await waitUntil(
+    () => (pi.notices().some((n) => back.test(n)) ? true : undefined),
+    () => `the return is said: ${pi.notices().join("\n")}`,
+    60_000,
+  );
+  await waitUntil(
+    () => (pi.notices().includes(en.delivery.resent(1)) ? true : undefined),
+    () => `what was sent is said: ${pi.notices().join("\n")}`,
+    60_000,
+  );
+  await waitUntil(
+    () => (second.injected.some((id) => id.endsWith(":completed")) ? true : undefined),
+    () => `the held final reached the persona: ${second.output()}`,
+    30_000,
+  );
   // The plain standalone server has no chat, and says so: the note the switch-on gave stays.
   const normal = footerText(en, "active", true, { qq: TEST_QQ, note: "no_chat" });
-  await waitUntil(() => (footer() === normal ? true : undefined), () => `the footer is back to normal; footer: ${footer()}`, 60_000);
+  await waitUntil(
+    () => (footer() === normal ? true : undefined),
+    () => `the footer is back to normal; footer: ${footer()}`,
+    60_000,
+  );
   // A few more heartbeats and claims after the return: the restart's aftermath stays quiet too.
   await new Promise((resolve) => setTimeout(resolve, 3_000));
 
@@ -79,5 +102,9 @@ test("through a real Pi session, a server restart is one footer state, not warni
     assert.ok(!notices.some((n) => n.includes(noise)), `no "${noise}" warning:\n${notices.join("\n")}`);
   }
   const read = [...notices, ...pi.ui.filter((call) => call.method === "setStatus").map((call) => String(call.args[1]))];
-  assert.deepEqual(read.filter((text) => HAN.test(text)), [], "nothing the person reads is in Chinese under language en-US");
+  assert.deepEqual(
+    read.filter((text) => HAN.test(text)),
+    [],
+    "nothing the person reads is in Chinese under language en-US",
+  );
 });

@@ -8,7 +8,9 @@ const ROOT = join(import.meta.dirname, "../..");
 
 test("the README names exactly the runtime dependencies of package.json, in the Chinese and the English section", () => {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const dependencies = Object.keys((JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> }).dependencies).sort();
+  const dependencies = Object.keys(
+    (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string> }).dependencies,
+  ).sort();
   const statements = [/扩展运行时的依赖是([^；\n]*)/, /At run time the extension needs ([^;\n]*)/].map((pattern) => pattern.exec(readme)?.[1]);
   for (const statement of statements) {
     assert.ok(statement, "the statement is there");
