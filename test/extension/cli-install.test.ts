@@ -11,6 +11,7 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { copyFile, mkdir, readdir, readFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -21,8 +22,25 @@ import { configureExtension, startWebhook } from "../../harness/webhook.ts";
 
 const run = promisify(execFile);
 const PREFER_OFFLINE = { npm_config_prefer_offline: "true" };
-/** What the package needs at run time (image-size for the server's image check); Pi itself provides its own packages and typebox. */
-const RUNTIME_DEPENDENCIES = ["image-size", "undici", "zod"];
+/**
+ * What the package needs at run time: its `dependencies` and theirs (optional peers are not installed), read from the
+ * installed tree. Pi itself provides its own packages and typebox; nothing from devDependencies may come along.
+ */
+const RUNTIME_DEPENDENCIES = runtimeClosure();
+
+function runtimeClosure(): string[] {
+  const seen = new Set<string>();
+  const visit = (manifest: string) => {
+    const { dependencies = {} } = JSON.parse(readFileSync(manifest, "utf8")) as { dependencies?: Record<string, string> };
+    for (const name of Object.keys(dependencies)) {
+      if (seen.has(name)) continue;
+      seen.add(name);
+      visit(join(REPO, "node_modules", name, "package.json"));
+    }
+  };
+  visit(join(REPO, "package.json"));
+  return [...seen].sort();
+}
 const INSTALL_TIMEOUT_MS = 180_000;
 
 async function setup(t: TestContext) {
@@ -43,14 +61,22 @@ async function freshClone(dest: string): Promise<string> {
   return dest;
 }
 
+/** Every package name installed below `dir`, nested ones included: npm hoists differently with and without a lock. */
 async function installed(dir: string): Promise<string[]> {
-  const names: string[] = [];
-  for (const entry of await readdir(join(dir, "node_modules"))) {
-    if (entry.startsWith(".")) continue;
-    if (entry.startsWith("@")) for (const scoped of await readdir(join(dir, "node_modules", entry))) names.push(`${entry}/${scoped}`);
-    else names.push(entry);
-  }
-  return names.sort();
+  const names = new Set<string>();
+  const walk = async (modules: string) => {
+    const entries = await readdir(modules).catch((error: NodeJS.ErrnoException) => (error.code === "ENOENT" ? [] : Promise.reject(error)));
+    for (const entry of entries) {
+      if (entry.startsWith(".")) continue;
+      const packages = entry.startsWith("@") ? (await readdir(join(modules, entry))).map((scoped) => `${entry}/${scoped}`) : [entry];
+      for (const name of packages) {
+        names.add(name);
+        await walk(join(modules, name, "node_modules"));
+      }
+    }
+  };
+  await walk(join(dir, "node_modules"));
+  return [...names].sort();
 }
 
 async function piInstall(home: PiHome, source: string): Promise<void> {
@@ -79,7 +105,7 @@ async function assertNotifies(t: TestContext, home: PiHome, model: StubModel): P
   assert.deepEqual([event!.body.status, event!.body.task], ["completed", "task one"]);
 }
 
-test("local path: Pi installs nothing for it; after `npm install --omit=dev` (only zod, undici and image-size) the clone loads", async (t) => {
+test("local path: Pi installs nothing for it; after `npm install --omit=dev` (only the runtime dependencies) the clone loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   await piInstall(home, clone);
@@ -93,7 +119,7 @@ test("local path: Pi installs nothing for it; after `npm install --omit=dev` (on
   await assertNotifies(t, home, model);
 });
 
-test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs the package with zod, undici and image-size only, and it loads", async (t) => {
+test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs the package with its runtime dependencies only, and it loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   // The extension ships as TypeScript; the build (prepack) only adds the server's dist/.
@@ -104,7 +130,7 @@ test("npm source: `pi install npm:@cr1ms0n/anon-notify@file:<tarball>` installs 
   await assertNotifies(t, home, model);
 });
 
-test("git source: `pi install git:<url>` clones, installs zod, undici and image-size only, and it loads", async (t) => {
+test("git source: `pi install git:<url>` clones, installs its runtime dependencies only, and it loads", async (t) => {
   const { model, home } = await setup(t);
   const clone = await freshClone(join(home.root, "anon-notify"));
   const git = (args: string[], cwd: string) => run("git", ["-c", "user.name=test", "-c", "user.email=test@example.invalid", ...args], { cwd });
