@@ -109,6 +109,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
         return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };
       },
       report,
+      text,
     }),
     approvals,
   ];

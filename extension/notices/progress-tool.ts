@@ -21,6 +21,7 @@ import { type EventBody, type EventStatus } from "../../protocol/events.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 import { errorText } from "../../common/errors.ts";
 import { offeredTool } from "../pi-handlers.ts";
+import type { Messages } from "../messages.ts";
 
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;
@@ -97,15 +98,6 @@ function argumentProblem(input: unknown): string | undefined {
   return undefined;
 }
 
-const STAGE_LABELS: Record<ProgressStage, string> = {
-  started: "开始",
-  progress: "进展",
-  blocked: "受阻",
-  awaiting_approval: "等待你确认",
-  done: "阶段完成",
-  failed: "失败",
-};
-
 // A report is never the run's own completion or failure (those come from the lifecycle); a stage
 // that needs a person is a warning.
 const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
@@ -117,8 +109,6 @@ const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
   failed: "warning",
 };
 
-const SEVERITY_MARKS: Record<ProgressSeverity, string> = { info: "", warn: "【注意】", critical: "【紧急】" };
-
 /** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
 export function progressEventId(sessionId: string, toolCallId: string): string {
   return `pi:${sessionId}:report:${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`;
@@ -127,7 +117,8 @@ export function progressEventId(sessionId: string, toolCallId: string): string {
 /** The notice a sent report becomes, rendered by code from the structure. Pure. */
 export function progressEvent(args: ProgressArgs, toolCallId: string, task: string, context: NoticeContext): EventBody {
   const severity = args.severity ?? "info";
-  const line = `${SEVERITY_MARKS[severity]}${STAGE_LABELS[args.stage]}：${args.summary}` + (args.detail ? `\n详情：${args.detail}` : "");
+  const t = context.text;
+  const line = t.report(t.severity[severity], t.stage[args.stage], args.summary, args.detail ?? null);
   return buildEvent(
     {
       eventId: progressEventId(context.sessionId, toolCallId),
@@ -136,7 +127,7 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
       source: context.source,
       task,
       status: STAGE_STATUS[args.stage],
-      summary: context.content.includeProject ? `项目 ${context.project}：${line}` : line,
+      summary: context.content.includeProject ? t.inProject(context.project, line) : line,
       details: { report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null }, tool: PROGRESS_TOOL_NAME },
       url: args.artifact ?? null,
       contextUsage: context.contextUsage,
@@ -176,6 +167,8 @@ export interface ProgressToolDeps {
   /** Whether the configuration offers the tool at all (`progressTool.enabled`). */
   offered(): boolean;
   report(message: string): void;
+  /** The texts in the bound session's language. */
+  text(): Messages;
 }
 
 /**
@@ -195,7 +188,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     // Not awaited: the model's turn never waits on the network.
     client
       .request("POST", "audit/tool-calls", { body: refusedCallRecord(input, toolCallId, reason, context), schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS })
-      .catch((error: unknown) => deps.report(`被拒绝的进度汇报未能写入服务端审计：${errorText(error)}`));
+      .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
   };
 
   /** `details` is for the session file and renderers; the model reads only the text. */

@@ -4,6 +4,7 @@
  * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
  */
 import type { RunOutcome } from "../../lifecycle.ts";
+import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
 import { formatsIn } from "./format.ts";
 
 type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
@@ -51,6 +52,18 @@ export const zhNotice = {
   minutes: formatsIn("zh-CN").minutes,
   progress: (elapsed: string, toolCalls: number) => `仍在运行：已用 ${elapsed}，已完成 ${toolCalls} 次工具调用。`,
   toolError: (tool: string, detail: string | null) => `工具 ${tool} 出错${detail ? `：${detail}` : "。"}`,
+  stage: {
+    started: "开始",
+    progress: "进展",
+    blocked: "受阻",
+    awaiting_approval: "等待你确认",
+    done: "阶段完成",
+    failed: "失败",
+  } satisfies Record<ProgressStage, string>,
+  severity: { info: "", warn: "【注意】", critical: "【紧急】" } satisfies Record<ProgressSeverity, string>,
+  /** A report_progress call as the persona reads it: mark, stage, the agent's sentence, its detail. */
+  report: (mark: string, stage: string, summary: string, detail: string | null) => `${mark}${stage}：${summary}${detail ? `\n详情：${detail}` : ""}`,
+  reportNotAudited: (why: string) => `被拒绝的进度汇报未能写入服务端审计：${why}`,
 };
 
 export const enNotice: typeof zhNotice = {
@@ -69,4 +82,15 @@ export const enNotice: typeof zhNotice = {
   minutes: formatsIn("en-US").minutes,
   progress: (elapsed, toolCalls) => `Still running: ${elapsed} so far, ${toolCalls} tool calls done.`,
   toolError: (tool, detail) => `Tool ${tool} failed${detail ? `: ${detail}` : "."}`,
+  stage: {
+    started: "Started",
+    progress: "Progress",
+    blocked: "Blocked",
+    awaiting_approval: "Waiting for you",
+    done: "Stage done",
+    failed: "Failed",
+  },
+  severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
+  report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
+  reportNotAudited: (why) => `A refused progress report could not be written to the server's audit trail: ${why}`,
 };

@@ -102,6 +102,13 @@ test("a report renders into a notice by code: stage label, severity mark, detail
   );
   assert.equal(EventBody.parse(event).status, "warning");
   assert.equal(event.summary, "项目 shop：【紧急】等待你确认：需要你确认是否修改 ci-gate 的 3 个文件\n详情：改动会加入 HMAC 时间窗校验");
+  const english = progressEvent(
+    { stage: "awaiting_approval", summary: "Change 3 files of ci-gate?", detail: "adds an HMAC time window", severity: "critical" },
+    "call_1",
+    "",
+    { ...context, text: messagesFor("en-US").notice },
+  );
+  assert.equal(english.summary, "Project shop: [Urgent] Waiting for you: Change 3 files of ci-gate?\nDetails: adds an HMAC time window", "in the session's language");
   assert.equal(event.url, "https://git.example.com/pr/7");
   assert.equal(event.task, "支付回归任务");
   assert.deepEqual(event.details, {
