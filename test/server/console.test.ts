@@ -4,7 +4,9 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
+import { join } from "node:path";
 import type { Context, Plugin } from "koishi";
 import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
 import { AuditEntry } from "../../protocol/audit.ts";
@@ -163,6 +165,24 @@ test("with actions turned on, the page sends an instruction (with an image) that
     ],
   );
   assert.ok(trail.value.entries.every((item) => item.actor === "console"));
+  // The instructions themselves are the page's too, the first as the later ones (once labelled the operator's).
+  const queuedRows = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "command", limit: 50 });
+  assert.ok(queuedRows.ok);
+  const pendingActors = queuedRows.value.entries.filter((item) => item.action === "command.pending").map((item) => item.actor);
+  assert.deepEqual(pendingActors, ["console", "console", "console"]);
+});
+
+test("the plugin loaded without a console token makes its own (0600, in its data folder, never logged) and signs in with it", { timeout: 30_000 }, async (t) => {
+  const stage = await consoleStage(t, { config: { consoleToken: "" } });
+  const path = join(stage.koishi.dataDir, "data", "notify-webhook", "console.token");
+  assert.equal(statSync(path).mode & 0o777, 0o600);
+  const token = readFileSync(path, "utf8").trim();
+  assert.equal(token.length, 64);
+  const page = await stage.open();
+  assert.deepEqual(await page.signIn(stage.token), { ok: false, error: "bad_token" }, "not the harness's token");
+  assert.deepEqual(await page.raw("anon-notify/timeline", {}), { error: "unauthorized" });
+  assert.deepEqual(await page.signIn(token), { ok: true, value: { via: "token" } });
+  await page.until((view) => view.actions.allowed, "the data after signing in with the file's token");
 });
 
 test("the page stops a real session's run through the operator service and shows what the session did; refusals come back as reasons", { timeout: 60_000 }, async (t) => {
