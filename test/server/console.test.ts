@@ -4,9 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join } from "node:path";
 import type { Context, Plugin } from "koishi";
 import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
 import { AuditEntry } from "../../protocol/audit.ts";
@@ -14,11 +12,12 @@ import { CommandSummary } from "../../protocol/commands.ts";
 import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
 import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { consoleStage } from "../helpers/console.ts";
-import { SIGN_IN_LISTENER } from "../../server/console/index.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 import { imageOf } from "./images.ts";
 import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
+import type { RunView } from "../../server/console/runs.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -172,19 +171,6 @@ test("with actions turned on, the page sends an instruction (with an image) that
   assert.deepEqual(pendingActors, ["console", "console", "console"]);
 });
 
-test("the plugin loaded without a console token makes its own (0600, in its data folder, never logged) and signs in with it", { timeout: 30_000 }, async (t) => {
-  const stage = await consoleStage(t, { config: { consoleToken: "" } });
-  const path = join(stage.koishi.dataDir, "data", "notify-webhook", "console.token");
-  assert.equal(statSync(path).mode & 0o777, 0o600);
-  const token = readFileSync(path, "utf8").trim();
-  assert.equal(token.length, 64);
-  const page = await stage.open();
-  assert.deepEqual(await page.signIn(stage.token), { ok: false, error: "bad_token" }, "not the harness's token");
-  assert.deepEqual(await page.raw("anon-notify/timeline", {}), { error: "unauthorized" });
-  assert.deepEqual(await page.signIn(token), { ok: true, value: { via: "token" } });
-  await page.until((view) => view.actions.allowed, "the data after signing in with the file's token");
-});
-
 test("the page stops a real session's run through the operator service and shows what the session did; refusals come back as reasons", { timeout: 60_000 }, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
   const page = await stage.open();
@@ -220,60 +206,6 @@ test("the page stops a real session's run through the operator service and shows
       ["console.stop", null, "session_offline"],
     ],
   );
-});
-
-test("without plugin-auth, a local process without the console token learns nothing through the WebSocket; with it, it sees and acts, and the trail names the sign-in", { timeout: 60_000 }, async (t) => {
-  const stage = await consoleStage(t);
-  const owner = await stage.openSignedIn();
-  const { sessionId } = await stage.openPi();
-  await owner.until((view) => sessionIn(view.sessions, sessionId), "the session on the owner's page");
-  const secret = "deploy with password hunter2-very-secret";
-  const sent = await owner.call("anon-notify/send", { session_id: sessionId, instruction: secret });
-  assert.ok(sent.ok, JSON.stringify(sent));
-
-  // The probe: no token, no Origin (a script on this machine), every listener of the page.
-  const probe = await stage.open();
-  assert.equal((await probe.raw("ping")).value, "pong", "the console itself still answers");
-  for (let id = 1; id <= 30; id++) assert.deepEqual(await probe.raw("anon-notify/entry", { id }), { error: "unauthorized" }, `entry ${id}`);
-  const listeners = Object.keys((stage.koishi.app.get("console") as { listeners: object }).listeners).filter((name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER);
-  assert.ok(listeners.length >= 8, `the page's listeners: ${listeners.join(", ")}`);
-  for (const name of listeners) assert.deepEqual(await probe.raw(name, { session_id: sessionId, instruction: "rm -rf ~", id: 1, approval_id: "ap-1", decision: "approved" }), { error: "unauthorized" }, name);
-  assert.deepEqual(await probe.signIn("0".repeat(64)), { ok: false, error: "bad_token" });
-  assert.deepEqual(await probe.raw("anon-notify/timeline", {}), { error: "unauthorized" }, "a wrong token signs nothing in");
-  assert.equal(probe.store.anonNotify ?? null, null, "no data pushed");
-  assert.deepEqual(probe.pushed.filter((message) => message.key === "anonNotify" && message.value !== null), [], "never any data");
-  assert.ok(!JSON.stringify(probe.pushed).includes("hunter2"), "nothing of the instruction");
-
-  // With the token: the data, and actions.
-  assert.deepEqual(await probe.signIn(stage.token), { ok: true, value: { via: "token" } });
-  const view = await probe.until((current) => sessionIn(current.sessions, sessionId) && current, "the data after signing in");
-  assert.deepEqual(view.actions, { allowed: true, via: "token" });
-  const stop = await probe.call("anon-notify/stop", { session_id: sessionId });
-  assert.ok(stop.ok, JSON.stringify(stop));
-
-  // The trail says which sign-in acted.
-  const trail = await owner.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 20 });
-  assert.ok(trail.ok);
-  const signIns = trail.value.entries.filter((item) => item.action === "console.sign_in");
-  assert.equal(signIns.length, 2, "the owner's and the probe's sign-ins, not the refused one");
-  const stopRow = trail.value.entries.find((item) => item.action === "console.stop")!;
-  const full = await owner.call<AuditEntry>("anon-notify/entry", { id: stopRow.id });
-  assert.ok(full.ok);
-  const signIn = (full.value.data.client as { sign_in: { id: string; generation: string } }).sign_in;
-  assert.equal(signIn.id, signIns[0]!.subject, "the stop names the probe's (newest) sign-in");
-  assert.match(signIn.generation, /^[0-9a-f]{8}$/, "which token generation");
-  assert.ok(!JSON.stringify(full.value).includes(stage.token), "never the token itself");
-});
-
-test("a new console token signs every page out: the old token is refused after the restart", { timeout: 60_000 }, async (t) => {
-  const stage = await consoleStage(t);
-  const page = await stage.openSignedIn();
-  await page.until((view) => view.actions, "the data");
-  await stage.restart({ consoleToken: "b".repeat(64) });
-  const again = await stage.open();
-  assert.deepEqual(await again.signIn(stage.token), { ok: false, error: "bad_token" });
-  assert.deepEqual(await again.raw("anon-notify/timeline", {}), { error: "unauthorized" });
-  assert.deepEqual(await again.signIn("b".repeat(64)), { ok: true, value: { via: "token" } });
 });
 
 test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {
@@ -436,4 +368,30 @@ test("open approvals reach the page live; the page's decision reaches the approv
   const decidedRow = await page.call<AuditEntry>("anon-notify/entry", { id: trail.value.entries.find((item) => item.action === "approval.decided")!.id });
   assert.ok(decidedRow.ok);
   assert.deepEqual([decidedRow.value.actor, decidedRow.value.data.by, decidedRow.value.data.via, decidedRow.value.data.reason], ["console", "console", "console", "先备份"]);
+});
+
+test("anon-notify/session answers a real session's runs: a finished one with its start, duration, reply and context use", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t, {
+    userConfig: {
+      notify: { started: true, progress: false, completed: true, failed: true, toolError: false },
+      delivery: { timeoutMs: 12_000, maxAttempts: 3, backoffMs: 1_000, minIntervalMs: 0, outboxMaxAgeMs: 7 * 24 * 3_600_000 },
+    },
+  });
+  const page = await stage.openSignedIn();
+  const { pi, sessionId } = await stage.openPi();
+  pi.script([ai.fauxAssistantMessage("## 完成\n\n改好了 `README.md`。")]);
+  await pi.prompt("更新 README");
+  const runs = await waitUntil(async () => {
+    const answer = await page.call<{ session_id: string; runs: RunView[] }>("anon-notify/session", { session_id: sessionId });
+    return answer.ok && answer.value.runs[0]?.outcome === "done" ? answer.value.runs : undefined;
+  }, "the finished run in the session's runs");
+  const [run] = runs;
+  assert.equal(runs.length, 1);
+  assert.equal(run!.task, "更新 README");
+  assert.ok(run!.started_at && run!.duration_ms !== null && run!.duration_ms >= 0, JSON.stringify(run));
+  assert.match(run!.reply!, /## 完成\n\n改好了 `README\.md`。/);
+  assert.equal(typeof run!.context?.context_window, "number");
+  assert.deepEqual(await page.call("anon-notify/session", { session_id: "s-nobody" }), { ok: true, value: { session_id: "s-nobody", runs: [] } });
+  const invalid = await page.call("anon-notify/session", {});
+  assert.equal(!invalid.ok && invalid.error, "invalid_request");
 });
