@@ -30,6 +30,7 @@ test("the offline call and the flush run side by side within one budget", async 
         },
         close: async () => void steps.push("notifier closed"),
       },
+      receipts: { close: () => void steps.push("receipts closed") },
       client: { close: async () => void steps.push("client closed") },
       outbox: { close: async () => void steps.push("outbox closed") },
     },
@@ -41,6 +42,6 @@ test("the offline call and the flush run side by side within one budget", async 
   finishStop();
   finishFlush(false);
   await closing;
-  assert.deepEqual(steps, ["flush", "stopped", "notifier closed", "client closed", "outbox closed"]);
+  assert.deepEqual(steps, ["flush", "stopped", "receipts closed", "notifier closed", "client closed", "outbox closed"]);
   assert.deepEqual(flushBudgets, [SHUTDOWN_FLUSH_MS]);
 });
