@@ -2,18 +2,20 @@
  * The owner's view of what a session did, in a real headless Chromium against a real Pi session:
  * a run that finished with a markdown reply (after a tool-error notice), a failed one and one stopped
  * from the page, with their outcomes and durations; the reply rendered without HTML or images; the
- * page in Chinese and in English, at a phone's and a laptop's size, screenshots written into
- * docs/images/ for the README. Skipped, saying so, when no Chromium is installed.
+ * page in Chinese and in English, at a phone's and a laptop's size. The screenshots go to a temp
+ * folder, or into docs/images/ for the README with UPDATE_SCREENSHOTS=1, so a test run leaves the
+ * tree as it was. Skipped, saying so, when no Chromium is installed.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { CHROMIUM_SKIP, consoleBrowser, consoleStage, type ConsoleStage } from "../helpers/console.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 
-const IMAGES = resolve(import.meta.dirname, "../../docs/images");
+const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
 const REPLY = "**README** 已更新：\n\n- 安装步骤\n- `npm start`\n\n<img src=\"https://evil.example/x.png\" onerror=\"alert(1)\"> <script>alert(1)</script>";
 
