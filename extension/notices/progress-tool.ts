@@ -66,35 +66,38 @@ export type ReportDecision =
 
 export interface ReportFacts {
   nowMs: number;
+  /** The refusals' words, in the session's language (the model reads them). */
+  text: Messages["notice"]["refusal"];
   /** Why nothing can be sent from this session at all, if so. */
   unavailable?: "subagent" | "inactive";
 }
 
 /** Whether a call goes out, and the run's state after it. Pure. */
 export function decideReport(state: ReportState, input: unknown, facts: ReportFacts): ReportDecision {
-  if (facts.unavailable === "subagent") return { kind: "refuse", code: "subagent", reason: "子 Agent 不能向用户汇报进度（refused in subagents）。" };
-  if (facts.unavailable === "inactive") return { kind: "refuse", code: "inactive", reason: "当前会话没有开启 Anon 通知，进度汇报未发送。" };
-  const problem = argumentProblem(input);
-  if (problem) return { kind: "refuse", code: "invalid", reason: `参数无效：${problem}` };
+  const t = facts.text;
+  if (facts.unavailable === "subagent") return { kind: "refuse", code: "subagent", reason: t.subagent };
+  if (facts.unavailable === "inactive") return { kind: "refuse", code: "inactive", reason: t.inactive };
+  const problem = argumentProblem(input, t);
+  if (problem) return { kind: "refuse", code: "invalid", reason: t.invalid(problem) };
   const args = input as ProgressArgs;
   const recent = state.sentAt.filter((at) => facts.nowMs - at < MINUTE_MS);
   if (recent.length >= REPORTS_PER_MINUTE) {
     const waitSeconds = Math.ceil((recent[0]! + MINUTE_MS - facts.nowMs) / 1000);
-    return { kind: "refuse", code: "rate_limited", reason: `已达到每分钟 ${REPORTS_PER_MINUTE} 条的上限，本条未发送；约 ${waitSeconds} 秒后才能再汇报，只在关键节点汇报。` };
+    return { kind: "refuse", code: "rate_limited", reason: t.rateLimited(REPORTS_PER_MINUTE, waitSeconds) };
   }
   if (args.stage === "progress" && state.lastStage === "progress") {
-    return { kind: "refuse", code: "duplicate", reason: "上一条已是 progress，同一阶段不重复汇报；等阶段完成、失败或需要用户决定时再汇报。" };
+    return { kind: "refuse", code: "duplicate", reason: t.duplicate };
   }
   return { kind: "send", args, state: { sentAt: [...recent, facts.nowMs], lastStage: args.stage } };
 }
 
-function argumentProblem(input: unknown): string | undefined {
+function argumentProblem(input: unknown, t: ReportFacts["text"]): string | undefined {
   if (!Value.Check(ProgressParams, input)) {
     const first = Value.Errors(ProgressParams, input)[0];
-    return first ? `${first.instancePath || "(参数)"} ${first.message}` : "不符合参数结构";
+    return first ? `${first.instancePath || t.arguments} ${first.message}` : t.shape;
   }
   const { artifact } = input as ProgressArgs;
-  if (artifact !== undefined && !URL.canParse(artifact)) return "artifact 必须是 http(s) 链接";
+  if (artifact !== undefined && !URL.canParse(artifact)) return t.artifact;
   return undefined;
 }
 
@@ -215,7 +218,11 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
     unchecked.delete(toolCallId);
     const target = deps.target();
-    const decision = decideReport(reports, input, { nowMs: Date.now(), ...(target.kind === "unavailable" ? { unavailable: target.why } : {}) });
+    const decision = decideReport(reports, input, {
+      nowMs: Date.now(),
+      text: deps.text().notice.refusal,
+      ...(target.kind === "unavailable" ? { unavailable: target.why } : {}),
+    });
     if (decision.kind === "refuse" || target.kind === "unavailable") {
       const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: "当前会话不能汇报进度。" };
       recordRefusal(target, input, toolCallId, refusal.reason);

@@ -64,6 +64,17 @@ export const zhNotice = {
   /** A report_progress call as the persona reads it: mark, stage, the agent's sentence, its detail. */
   report: (mark: string, stage: string, summary: string, detail: string | null) => `${mark}${stage}：${summary}${detail ? `\n详情：${detail}` : ""}`,
   reportNotAudited: (why: string) => `被拒绝的进度汇报未能写入服务端审计：${why}`,
+  /** Why report_progress sent nothing, as the model reads it. */
+  refusal: {
+    subagent: "子 Agent 不能向用户汇报进度。",
+    inactive: "当前会话没有开启 Anon 通知，进度汇报未发送。",
+    invalid: (problem: string) => `参数无效：${problem}`,
+    arguments: "（参数）",
+    shape: "不符合参数结构",
+    artifact: "artifact 必须是 http(s) 链接",
+    rateLimited: (perMinute: number, seconds: number) => `已达到每分钟 ${perMinute} 条的上限，本条未发送；约 ${seconds} 秒后才能再汇报，只在关键节点汇报。`,
+    duplicate: "上一条已是 progress，同一阶段不重复汇报；等阶段完成、失败或需要用户决定时再汇报。",
+  },
 };
 
 export const enNotice: typeof zhNotice = {
@@ -93,4 +104,15 @@ export const enNotice: typeof zhNotice = {
   severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
   report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
   reportNotAudited: (why) => `A refused progress report could not be written to the server's audit trail: ${why}`,
+  refusal: {
+    subagent: "A subagent cannot report progress to the user.",
+    inactive: "Anon notices are not switched on for this session; the progress report was not sent.",
+    invalid: (problem) => `Invalid arguments: ${problem}`,
+    arguments: "(arguments)",
+    shape: "does not match the parameters",
+    artifact: "artifact must be an http(s) link",
+    rateLimited: (perMinute, seconds) =>
+      `The limit of ${perMinute} reports a minute is reached; this one was not sent. Report again in about ${seconds} s, and only at key moments.`,
+    duplicate: "The last report was already a progress report; the same stage is not reported twice. Report again when the stage is done, fails or needs the user.",
+  },
 };

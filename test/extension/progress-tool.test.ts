@@ -17,6 +17,7 @@ import {
   type ReportState,
 } from "../../extension/notices/progress-tool.ts";
 
+const zhRefusal = messagesFor("zh-CN").notice.refusal;
 const T0 = Date.parse("2026-11-30T03:00:00.000Z");
 const context: NoticeContext = {
   sessionId: "019a-session",
@@ -33,7 +34,7 @@ const context: NoticeContext = {
 function replay(calls: [atMs: number, input: unknown][], start: ReportState = NO_REPORTS): string[] {
   let state = start;
   return calls.map(([atMs, input]) => {
-    const decision = decideReport(state, input, { nowMs: atMs });
+    const decision = decideReport(state, input, { nowMs: atMs, text: zhRefusal });
     if (decision.kind === "send") state = decision.state;
     return decision.kind === "send" ? "send" : decision.code;
   });
@@ -79,16 +80,21 @@ test("at most six reports a minute per run, and a progress right after a progres
     ]),
     ["send", "duplicate", "send", "send", "send", "send", "send", "rate_limited", "rate_limited", "send"],
   );
-  const full = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), { nowMs: T0 + 30_000 });
+  const full = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), { nowMs: T0 + 30_000, text: zhRefusal });
   assert.equal(full.kind, "refuse");
   assert.match(full.kind === "refuse" ? full.reason : "", /每分钟 6 条.*约 30 秒/, "the model reads why and for how long");
+  const english = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), {
+    nowMs: T0 + 30_000,
+    text: messagesFor("en-US").notice.refusal,
+  });
+  assert.match(english.kind === "refuse" ? english.reason : "", /limit of 6 reports a minute.*about 30 s/, "in the session's language");
   // Refused calls do not count towards the limit.
   assert.deepEqual(replay([[T0, report("progress")], ...Array.from({ length: 10 }, (_, i): [number, unknown] => [T0 + i, report("progress")]), [T0 + 20, report("done")]]).at(-1), "send");
 });
 
 test("subagents and inactive sessions are refused before anything else", () => {
   for (const unavailable of ["subagent", "inactive"] as const) {
-    const decision = decideReport(NO_REPORTS, { stage: "done", summary: "好了" }, { nowMs: T0, unavailable });
+    const decision = decideReport(NO_REPORTS, { stage: "done", summary: "好了" }, { nowMs: T0, unavailable, text: zhRefusal });
     assert.equal(decision.kind === "refuse" && decision.code, unavailable);
   }
 });
