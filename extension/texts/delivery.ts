@@ -113,6 +113,7 @@ export const enNotice: typeof zhNotice = {
     artifact: "artifact must be an http(s) link",
     rateLimited: (perMinute, seconds) =>
       `The limit of ${perMinute} reports a minute is reached; this one was not sent. Report again in about ${seconds} s, and only at key moments.`,
-    duplicate: "The last report was already a progress report; the same stage is not reported twice. Report again when the stage is done, fails or needs the user.",
+    duplicate:
+      "The last report was already a progress report; the same stage is not reported twice. Report again when the stage is done, fails or needs the user.",
   },
 };
