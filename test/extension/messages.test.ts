@@ -263,3 +263,16 @@ test("the footer shows an outage while it lasts: since when, and the notices hel
     `Anon notices: on → QQ 10001 (recipient reachable) · server unreachable since ${clock("en-US")}`,
   );
 });
+
+test("no text of the English catalogue holds Chinese, whatever it is called with", () => {
+  const rendered = [...leaves(messagesFor("en-US"))].map(([key, text]) => {
+    if (typeof text !== "function") return [key, String(text)] as const;
+    const args = Array.from({ length: text.length }, (_, i) => Object.assign([`arg${i}`], { toString: () => `arg${i}` }));
+    try {
+      return [key, String(text(...args))] as const;
+    } catch {
+      return [key, ""] as const;
+    }
+  });
+  assert.deepEqual(rendered.filter(([, text]) => /\p{Script=Han}/u.test(text)).map(([key]) => key), []);
+});
