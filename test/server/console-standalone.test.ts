@@ -12,6 +12,7 @@ import { freePort } from "../../harness/koishi.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { ConsoleSocket } from "../helpers/console.ts";
+import { agentApi } from "../../harness/agent-api.ts";
 
 test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", { timeout: 60_000 }, async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-console-"));
@@ -41,4 +42,22 @@ test("npm start prints the page's sign-in link; its token signs a WebSocket in, 
   assert.equal(server.child.exitCode, 0, server.output());
   assert.match(server.output(), /已停止。/);
   assert.doesNotMatch(server.output(), /TypeError|Unhandled|at .*console\/lib/);
+});
+
+test("Ctrl-C while a Pi session holds a long poll and keeps a connection alive still exits 0, bounded", { timeout: 60_000 }, async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-stop-"));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const server = await spawnStandalone(dataDir, await freePort());
+  t.after(() => server.kill());
+  const api = agentApi({ baseUrl: server.baseUrl, token: (await readFile(join(dataDir, "token"), "utf8")).trim() });
+  assert.equal((await api.heartbeat()).status, 200);
+  // Held by the server until an instruction comes or the wait ends; the stop must not wait for it.
+  const held = Promise.all(
+    (["instructions", "control"] as const).map((lane) => api.claim("s-1", "r-1", { waitMs: 25_000, lane }).catch((error: unknown) => error)),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 300)); // let the poll reach the server; the stop's outcome is asserted, not this pause
+  server.child.kill("SIGINT");
+  await waitUntil(() => server.child.exitCode !== null || server.child.signalCode !== null, () => `npm start still running 20 s after Ctrl-C: ${server.output()}`, 20_000);
+  assert.equal(server.child.exitCode, 0, server.output());
+  await held;
 });
