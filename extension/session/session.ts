@@ -66,6 +66,8 @@ export interface SessionState {
   recipientNote: RecipientNote | null;
   delivery: Delivery | undefined;
   servicesRunning: boolean;
+  /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
+  lastPublished?: string;
 }
 
 const debug = debuglog("anon-notify");
@@ -213,6 +215,9 @@ export function publish(pi: ExtensionAPI, s: SessionState): void {
     servicesEnabled: servicesEnabled(facts),
     tokenConfigured: s.tokenConfigured,
   };
+  const serialized = JSON.stringify(payload);
+  if (serialized === s.lastPublished) return;
+  s.lastPublished = serialized;
   pi.events.emit(STATE_CHANNEL, payload);
 }
 
