@@ -18,7 +18,7 @@ const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 10_000);
 const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 10_000);
 const LOAD_MS = Number(process.env.BENCH_LOAD_MS ?? 30_000);
 const CONNECTIONS = 32;
-const OPERATOR_TOKEN = "bench-operator-token";
+const OPERATOR_TOKEN = "bench-operator-token-with-at-least-32-characters";
 
 interface ServerStats {
   cpu: NodeJS.CpuUsage;
