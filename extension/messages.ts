@@ -9,7 +9,7 @@
  */
 import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
-import type { ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
+import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { CommandOrigin } from "../protocol/commands.ts";
 import type { NoticeRoute, RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
@@ -178,7 +178,14 @@ const zh = {
         ...(facts.reason ? [`理由：${visibleControls(facts.reason)}`] : []),
         `${duration(facts.timeoutMs, { min: "分钟", s: "秒" })}内无人回答则拒绝。${facts.remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
       ].join("\n"),
-    sentToChat: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
+    /** What the server said of the request's way to the owner (`reach`), truly. */
+    requestReach: {
+      sent: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
+      queued: (code: string) => `审批请求还没送到聊天（服务端会一直重试），审批码 ${code}；可以在这里、控制台或送到后在聊天中回答。`,
+      none: (code: string) => `没有可发的聊天，审批请求没有发出（审批码 ${code}）；请在这里或控制台回答。`,
+      // An older server does not say; only that it took the request is known.
+      unknown: (code: string) => `服务端已收到审批请求，审批码 ${code}；在这里回答即可。`,
+    } satisfies Record<ApprovalReach | "unknown", (code: string) => string>,
     answeredElsewhere: (action: string, answer: AnswerFacts) =>
       answer.outcome === "timeout"
         ? `「${visibleControls(action)}」已超时拒绝，终端对话框已关闭。`
@@ -389,7 +396,12 @@ const en: Messages = {
         ...(facts.reason ? [`Reason: ${visibleControls(facts.reason)}`] : []),
         `Rejected if nobody answers within ${duration(facts.timeoutMs, { min: "min", s: "s" })}.${facts.remote ? " You can also answer in the chat; the first answer counts." : ""}`,
       ].join("\n"),
-    sentToChat: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
+    requestReach: {
+      sent: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
+      queued: (code) => `The approval request has not reached the chat yet (the server keeps retrying), code ${code}; answer here, in the console, or in the chat once it arrives.`,
+      none: (code) => `There is no chat to send to, so no approval request was sent (code ${code}); answer here or in the console.`,
+      unknown: (code) => `The server took the approval request, code ${code}; answer here.`,
+    },
     answeredElsewhere: (action, answer) =>
       answer.outcome === "timeout"
         ? `"${visibleControls(action)}" timed out and was rejected; the terminal dialog is closed.`

@@ -156,8 +156,8 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
           created_at: new Date(now).toISOString(),
         },
         ended.signal,
-        (code) => {
-          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(m.sentToChat(code), "info");
+        (code, reach) => {
+          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
         },
       );
     }

@@ -4,20 +4,22 @@
  * once it ended, in that order per approval. Nothing here is awaited by a Pi handler.
  */
 import { errorText } from "../../common/errors.ts";
-import { ApprovalAnswer, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
+import { ApprovalAnswer, ApprovalReach, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import type { Messages } from "../messages.ts";
 import { realSleep, runWithRetry, type Sleep } from "../delivery/retry.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
+/** A server before `reach` answers without it: how the owner is reached is then unknown. */
+const RequestAnswer = ApprovalAnswer.extend({ reach: ApprovalReach.optional() });
 const BACKOFF_MS = 500;
 /** While the call waits the request is tried again and again; the wait's end stops it. */
 const REQUEST_ATTEMPTS = 1_000;
 const RESOLUTION_ATTEMPTS = 8;
 
 export interface Outgoing {
-  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code. */
-  request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string) => void): void;
+  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code and how it reaches the owner. */
+  request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string, reach: ApprovalReach | "unknown") => void): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
 }
@@ -29,10 +31,10 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
     request(client, body, waitEnded, accepted) {
       const sent = (async () => {
         const result = await runWithRetry(
-          () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: ApprovalAnswer }),
+          () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }),
           { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
         );
-        if (result.ok) accepted(result.value.approval.code);
+        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(result.error.message));
         return result.ok;
       })();

@@ -8,7 +8,8 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
+import { OPERATOR_TOKEN, call, startServer } from "../../harness/agent-api.ts";
+import { piOnServer } from "../../harness/extension-env.ts";
 import type { ChatHarness } from "../../harness/chat.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { piOnChat } from "../helpers/pi-chat.ts";
@@ -115,4 +116,27 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   await chat.owner().receive(`anon.deny ${/审批 ([A-Z]{5})/.exec(again.text)![1]!}`);
   await third;
   assert.equal(existsSync(dirs[2]!), true, "denied: the third did not run");
+});
+
+test("Pi says truly how the owner was reached: sent to the chat, or (a server with no chat) not sent at all, in the session's language", { timeout: 120_000 }, async (t) => {
+  const { chat, pi, term, run, code } = await setup(t);
+  const sent = await waitUntil(() => pi.notices().find((n) => n.includes(code)), "the terminal heard how the request went");
+  assert.equal(sent, `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`);
+  assert.ok(chat.sent.some((m) => m.text.includes(`审批 ${code}】`)), "and it was");
+  term.dialogs[0]!.answer(false);
+  await run;
+
+  // The standalone server without a bot: nobody to send to, and Pi says so.
+  const alone = await startServer();
+  t.after(() => alone.stop());
+  const lone = answerableTerminal();
+  const pi2 = await piOnServer(t, alone, { ui: lone.ui, userConfig: { language: "en-US", approval: { enabled: true } } });
+  await pi2.prompt("/anon-notify");
+  mkdirSync(join(pi2.cwd, "build"), { recursive: true });
+  pi2.script([ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("ok")]);
+  const run2 = pi2.prompt("clean up");
+  const none = await waitUntil(() => pi2.notices().find((n) => n.includes("approval request")), "the terminal heard there was no chat", 30_000);
+  assert.match(none, /^There is no chat to send to, so no approval request was sent \(code [A-Z]{5}\); answer here or in the console\.$/);
+  (await waitUntil(() => lone.dialogs[0], "the dialog")).answer(false);
+  await run2;
 });
