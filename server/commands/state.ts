@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { imageSize } from "image-size";
+import { wholeImageProblem } from "./image-decode.ts";
 import {
   laneOf,
   OUTCOMES,
@@ -329,8 +330,8 @@ export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: 
 
 /**
  * Reads the image's header with image-size (a small, dependency-free, widely used parser; we keep
- * no hand-written one): its real type and its dimensions, which must be within `IMAGE_BOUNDS`.
- * Magic bytes alone are not an image: an 8-byte "PNG" has no header to decode.
+ * no hand-written one): its real type and its dimensions, which must be within `IMAGE_BOUNDS`;
+ * then decodes the whole image (image-decode.ts). Magic bytes alone are not an image.
  */
 export function decodeImage(bytes: Buffer): ImageDecoding {
   let size: ReturnType<typeof imageSize>;
@@ -348,6 +349,8 @@ export function decodeImage(bytes: Buffer): ImageDecoding {
   if (!sane(width) || !sane(height) || width * height > IMAGE_BOUNDS.maxPixels) {
     return { ok: false, problem: `${mime} header gives dimensions ${width}×${height}; each side must be 1–${IMAGE_BOUNDS.maxSide}, at most ${IMAGE_BOUNDS.maxPixels} pixels` };
   }
+  const whole = wholeImageProblem(mime, bytes, IMAGE_BOUNDS.maxPixels);
+  if (whole) return { ok: false, problem: whole };
   return { ok: true, mime, width, height };
 }
 

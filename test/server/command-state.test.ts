@@ -288,7 +288,18 @@ test("the request digest covers session, event, instruction and images", () => {
   assert.notEqual(requestDigest({ ...stop, control: { kind: "approval_decision", payload: {} } }), requestDigest(stop));
 });
 
-test("the decoded header decides the image type and its dimensions, never magic bytes alone", () => {
+/** The signature and IHDR chunk (with its CRC) of a real 1×1 PNG, and nothing after. */
+function realPngHead(): Buffer {
+  return Buffer.from(imageOf("image/png", 1).data, "base64").subarray(0, 33);
+}
+
+function withBadHeaderCrc(png: Buffer): Buffer {
+  const copy = Buffer.from(png);
+  copy.writeUInt8(copy.readUInt8(29) ^ 0xff, 29); // the IHDR chunk's CRC
+  return copy;
+}
+
+test("the decoded header decides the image type and its dimensions, never magic bytes alone; the whole image must decode", () => {
   const bytes = (buffer: Buffer, mime: CommandImage["mime_type"] = "image/png"): CommandImage[] => [{ mime_type: mime, data: buffer.toString("base64") }];
   const cases: [string, CommandImage[], RegExp | null][] = [
     ...(["image/png", "image/jpeg", "image/gif", "image/webp"] as const).map((mime): [string, CommandImage[], null] => [`a ${mime} header`, [imageOf(mime, 64)], null]),
@@ -303,6 +314,12 @@ test("the decoded header decides the image type and its dimensions, never magic 
     ["text", bytes(Buffer.from("hello world, not an image")), /not a PNG, JPEG, GIF or WebP image/],
     ["nothing", bytes(Buffer.alloc(0)), /not a PNG, JPEG, GIF or WebP image/],
     ["a GIF declared as PNG", [{ ...imageOf("image/gif", 64), mime_type: "image/png" }], /content is image\/gif, declared image\/png/],
+    // A header that decodes is not yet an image: the whole of it must.
+    ["a valid 1×1 PNG header followed by 2 KB of garbage", bytes(Buffer.concat([realPngHead(), Buffer.alloc(2048, 0x5a)])), /does not decode as a whole/],
+    ["a PNG whose header checksum is wrong", bytes(withBadHeaderCrc(Buffer.from(imageOf("image/png", 100).data, "base64"))), /does not decode as a whole/],
+    ["a GIF header followed by garbage", bytes(Buffer.concat([imageHeader("image/gif", 1, 1), Buffer.alloc(2048, 0x5a)]), "image/gif"), /does not decode as a whole/],
+    ["a JPEG cut after its frame header", bytes(Buffer.from(imageOf("image/jpeg", 64).data, "base64").subarray(0, 200), "image/jpeg"), /does not decode as a whole/],
+    ["a GIF cut before its trailer", bytes(Buffer.from(imageOf("image/gif", 64).data, "base64").subarray(0, 30), "image/gif"), /does not decode as a whole/],
   ];
   for (const [name, images, problem] of cases) {
     const check = checkImages(images);

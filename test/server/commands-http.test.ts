@@ -444,8 +444,8 @@ test("images: every per-command limit is checked before anything is queued", asy
 });
 
 test("images: the budget counts pending and leased commands and is released at final states", async (t) => {
-  const { server, agent, operator } = await onlineServer(t, { config: { commandImageBudgetBytes: 1000 } });
-  const withImage = (instruction: string) => operator.create({ session_id: "s-1", instruction, images: [imageOf("image/jpeg", 600)] });
+  const { server, agent, operator } = await onlineServer(t, { config: { commandImageBudgetBytes: 1400 } });
+  const withImage = (instruction: string) => operator.create({ session_id: "s-1", instruction, images: [imageOf("image/jpeg", 800)] });
 
   const first = await withImage("first");
   assert.equal(first.status, 201);
@@ -469,7 +469,7 @@ test("images: the budget counts pending and leased commands and is released at f
   assert.equal(rows.length, 2);
   for (const row of rows) {
     assert.deepEqual(row.images, [], `${row.state} keeps no image bytes`);
-    assert.deepEqual([row.image_count, row.image_bytes, row.image_digest?.length], [1, 600, 64]);
+    assert.deepEqual([row.image_count, row.image_bytes, row.image_digest?.length], [1, 800, 64]);
   }
 });
 
