@@ -124,6 +124,7 @@ export const LAYERS: readonly Layer[] = [
       "server/locales/",
       "*/decisions.ts",
       "server/commands/state.ts",
+      "server/commands/image-decode.ts",
       "server/events/receipt.ts",
       "server/delivery/steps.ts",
       "server/delivery/labels.ts",
