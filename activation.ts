@@ -94,8 +94,7 @@ export interface DormantActivation {
 export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
   const header = entries.find(
-    (entry): entry is { id: string } =>
-      typeof entry === "object" && entry !== null && (entry as { type?: unknown }).type === "session",
+    (entry): entry is { id: string } => typeof entry === "object" && entry !== null && (entry as { type?: unknown }).type === "session",
   );
   const reading = readActivation(entries);
   return {
@@ -131,9 +130,7 @@ export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean
 }
 
 /** The server's answer to `GET /recipient`, or why there is none. */
-export type RecipientCheck =
-  | { kind: "answer"; status: RecipientStatus; reason: string | null }
-  | { kind: "network_error"; message: string };
+export type RecipientCheck = { kind: "answer"; status: RecipientStatus; reason: string | null } | { kind: "network_error"; message: string };
 
 /**
  * `allow` with the footer's note: `reachable`, `unverified` (no answer: warn with `why`), `unknown`

@@ -71,7 +71,10 @@ const CHAT = "owner's chat (anon.approve)";
 
 try {
   await pi.prompt("/anon-notify");
-  await waitUntil(async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined), "online");
+  await waitUntil(
+    async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined),
+    "online",
+  );
   for (const mode of [CHAT, "operator decision", "terminal answer"] as const) {
     const latencies: number[] = [];
     const calls: number[] = [];
@@ -100,11 +103,21 @@ try {
       latencies.push((await ran) - answeredAt);
       await run;
       // The resolution closes the approval before the next sample looks for one pending.
-      await waitUntil(async () => ((await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals.length === 0 ? true : undefined), "closed");
+      await waitUntil(
+        async () => ((await call(koishi, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body.approvals.length === 0 ? true : undefined),
+        "closed",
+      );
     }
     latencies.sort((a, b) => a - b);
     calls.sort((a, b) => a - b);
-    rows.push({ mode, n: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1)!, callP50: calls.length ? percentile(calls, 50) : null });
+    rows.push({
+      mode,
+      n: latencies.length,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      max: latencies.at(-1)!,
+      callP50: calls.length ? percentile(calls, 50) : null,
+    });
   }
 } finally {
   await pi.dispose({ keepRoot: true });
@@ -116,11 +129,14 @@ try {
 console.log(`\nApproval latency, answer → guarded tool running (Node ${process.version}, loopback, ${samples} samples each)`);
 console.log("| answered by | samples | p50 ms | p99 ms | max ms | the decision call / chat reply, p50 ms |");
 console.log("|---|---|---|---|---|---|");
-for (const row of rows) console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} | ${row.callP50?.toFixed(1) ?? "—"} |`);
+for (const row of rows)
+  console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} | ${row.callP50?.toFixed(1) ?? "—"} |`);
 const [chat, remote, local] = rows;
 if (chat && remote && local) {
   const ratio = (a: number, b: number) => `${(a / Math.max(b, 0.001)).toFixed(1)}×`;
-  console.log(`\np50 ratios: chat / operator ${ratio(chat.p50, remote.p50)}, operator / terminal ${ratio(remote.p50, local.p50)}, chat / terminal ${ratio(chat.p50, local.p50)}`);
+  console.log(
+    `\np50 ratios: chat / operator ${ratio(chat.p50, remote.p50)}, operator / terminal ${ratio(remote.p50, local.p50)}, chat / terminal ${ratio(chat.p50, local.p50)}`,
+  );
 }
 
 // ── The gate's own cost per call ────────────────────────────────────────────
@@ -144,7 +160,10 @@ const gateRows: [string, number][] = [
   ["`ls -la` through the grammar alone", microseconds(() => read("ls -la"))],
   ["gate, `git status && echo $(date) | tee build/log.txt`", microseconds(gateOf("git status && echo $(date) | tee build/log.txt"))],
   ["gate, `bash -c 'find . -name \"*.ts\" -exec grep -l foo {} +'`", microseconds(gateOf(`bash -c 'find . -name "*.ts" -exec grep -l foo {} +'`))],
-  ["gate, a 2 000-character script of 100 commands", microseconds(gateOf(Array.from({ length: 100 }, (_, i) => `echo step${i} >> build/log.txt`).join("; ")), 200)],
+  [
+    "gate, a 2 000-character script of 100 commands",
+    microseconds(gateOf(Array.from({ length: 100 }, (_, i) => `echo step${i} >> build/log.txt`).join("; ")), 200),
+  ],
 ];
 console.log(`\nThe gate's cost per tool call (policy + reading the command; µs, median of 5 rounds)`);
 console.log("| call | µs per call | × plain `ls -la` |");

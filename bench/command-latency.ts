@@ -33,7 +33,9 @@ const MODES = [
 
 // Fifty runs a minute is far beyond the per-session heartbeat limit (60/min, burst 20): a 429 there
 // would measure its Retry-After, not the channel. Lifted for the measurement, as bench:presence does.
-const koishi = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, recipientId: "10001", heartbeatsPerMinute: 1_000_000, heartbeatBurst: 1_000_000 } });
+const koishi = await startKoishi({
+  config: { operatorToken: OPERATOR_TOKEN, recipientId: "10001", heartbeatsPerMinute: 1_000_000, heartbeatBurst: 1_000_000 },
+});
 const operator = operatorApi(koishi);
 // Claim requests are counted where they arrive: Koishi's own HTTP server.
 const http = (koishi.app as unknown as { server: { _http: Server } }).server._http;
@@ -127,7 +129,16 @@ try {
       const perMinute = ((claimRequests - before) * 60_000) / idleWindowMs;
 
       latencies.sort((a, b) => a - b);
-      rows.push({ mode: mode.name, n: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1)!, perMinute, perRun, perBackToBack });
+      rows.push({
+        mode: mode.name,
+        n: latencies.length,
+        p50: percentile(latencies, 50),
+        p99: percentile(latencies, 99),
+        max: latencies.at(-1)!,
+        perMinute,
+        perRun,
+        perBackToBack,
+      });
     } finally {
       await pi.dispose({ keepRoot: true });
       rmSync(root, { recursive: true, force: true });

@@ -38,7 +38,9 @@ try {
   console.log(`anon-notify under webhook faults — ${TURNS} turns, median of ${ROUNDS} interleaved rounds; prompt wall time under fault / healthy`);
   for (const [fault, samples] of perFault) {
     const median = samples.sort((a, b) => a.ratio - b.ratio)[Math.floor(samples.length / 2)]!;
-    console.log(`  ${fault.padEnd(15)} ratio ${median.ratio.toFixed(3)}  (${(median.faulty / TURNS).toFixed(2)} vs ${(median.healthy / TURNS).toFixed(2)} ms/turn)`);
+    console.log(
+      `  ${fault.padEnd(15)} ratio ${median.ratio.toFixed(3)}  (${(median.faulty / TURNS).toFixed(2)} vs ${(median.healthy / TURNS).toFixed(2)} ms/turn)`,
+    );
   }
 } finally {
   await rig.close();

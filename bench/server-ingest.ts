@@ -145,7 +145,9 @@ async function main() {
   for (const name of ["plugin", "bare"] as const) {
     const rows = results[name];
     console.log(
-      `  ${name.padEnd(6)}  ${median(rows.map((r) => r.perSecond)).toFixed(0).padStart(6)} events/s   p50 ${median(rows.map((r) => r.p50)).toFixed(2)} ms   p99 ${median(rows.map((r) => r.p99)).toFixed(2)} ms`,
+      `  ${name.padEnd(6)}  ${median(rows.map((r) => r.perSecond))
+        .toFixed(0)
+        .padStart(6)} events/s   p50 ${median(rows.map((r) => r.p50)).toFixed(2)} ms   p99 ${median(rows.map((r) => r.p99)).toFixed(2)} ms`,
     );
   }
   const ratio = median(results.plugin.map((r) => r.perSecond)) / median(results.bare.map((r) => r.perSecond));

@@ -31,7 +31,15 @@ type ServerMessage = { kind: "ready"; baseUrl: string; token: string } | ({ kind
 async function serve(): Promise<void> {
   const { startKoishi } = await import("../harness/koishi.ts");
   // Thousands of sessions are far beyond the default heartbeat limit (sized for ~100 sessions): lift it for the measurement.
-  const harness = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, heartbeatsPerMinute: 1_000_000_000, heartbeatBurst: 1_000_000_000, heartbeatsTotalPerMinute: 1_000_000_000, heartbeatTotalBurst: 1_000_000_000 } });
+  const harness = await startKoishi({
+    config: {
+      operatorToken: OPERATOR_TOKEN,
+      heartbeatsPerMinute: 1_000_000_000,
+      heartbeatBurst: 1_000_000_000,
+      heartbeatsTotalPerMinute: 1_000_000_000,
+      heartbeatTotalBurst: 1_000_000_000,
+    },
+  });
   process.send!({ kind: "ready", baseUrl: harness.baseUrl, token: harness.token } satisfies ServerMessage);
   process.on("message", async (message: string) => {
     if (message === "stats") {
@@ -157,10 +165,16 @@ async function main(): Promise<void> {
   await dispatcher.close();
   await server.stop();
 
-  console.log(`notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s)`);
-  console.log(`  idle (no sessions, ${IDLE_MS / 1000} s):  server CPU ${cpuShare(idleStart, idleEnd).toFixed(2)} % of one core, RSS ${mib(idleEnd.memory.rss)} MiB, heap ${mib(idleEnd.memory.heapUsed)} MiB`);
+  console.log(
+    `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s)`,
+  );
+  console.log(
+    `  idle (no sessions, ${IDLE_MS / 1000} s):  server CPU ${cpuShare(idleStart, idleEnd).toFixed(2)} % of one core, RSS ${mib(idleEnd.memory.rss)} MiB, heap ${mib(idleEnd.memory.heapUsed)} MiB`,
+  );
   console.log(`  under load (${LOAD_MS / 1000} s, ${sent} heartbeats, ${errors} errors):`);
-  console.log(`    server CPU ${cpuShare(loadStart, loadEnd).toFixed(1)} % of one core, RSS ${mib(loadEnd.memory.rss)} MiB, heap ${mib(loadEnd.memory.heapUsed)} MiB`);
+  console.log(
+    `    server CPU ${cpuShare(loadStart, loadEnd).toFixed(1)} % of one core, RSS ${mib(loadEnd.memory.rss)} MiB, heap ${mib(loadEnd.memory.heapUsed)} MiB`,
+  );
   console.log(`    heartbeat latency p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms`);
   console.log(`  GET /operator/sessions: ${listed} sessions listed in ${listMs.toFixed(1)} ms`);
   if (errors > 0 || listed !== SESSIONS) process.exitCode = 1;

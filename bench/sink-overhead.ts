@@ -67,10 +67,7 @@ async function session(variant: Variant): Promise<Measured> {
   const root = makeRoot();
   const socket = join(dir, "notify.sock");
   const tokenFile = join(dir, "notify.token");
-  const app =
-    variant === "black-holed" || variant === "responsive"
-      ? await startApp(socket, ensureSinkToken(tokenFile), variant === "black-holed")
-      : undefined;
+  const app = variant === "black-holed" || variant === "responsive" ? await startApp(socket, ensureSinkToken(tokenFile), variant === "black-holed") : undefined;
   const saved = { ...process.env };
   // A private agent folder: no user configuration of this machine leaks into the figures.
   process.env.PI_CODING_AGENT_DIR = join(root, "agent");

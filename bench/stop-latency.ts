@@ -44,10 +44,14 @@ function streamingUntilAbort(): { step: ModelStep; started: Promise<void>; abort
     await new Promise<void>((resolve) => {
       const signal = options?.signal;
       if (!signal) return resolve();
-      signal.addEventListener("abort", () => {
-        aborted(performance.now());
-        resolve();
-      }, { once: true });
+      signal.addEventListener(
+        "abort",
+        () => {
+          aborted(performance.now());
+          resolve();
+        },
+        { once: true },
+      );
     });
     return ai.fauxAssistantMessage("", { stopReason: "aborted", errorMessage: "Request was aborted" });
   };
@@ -70,7 +74,11 @@ try {
         if (answer.status !== 202) throw new Error(`stop: ${answer.status} ${JSON.stringify(answer.body)}`);
         const id = answer.body.command.command_id as string;
         // The control lane takes the next stop only after this one's ACK, as in real use.
-        await waitUntil(async () => ((await operator.list(sessionId)).body.commands.find((c: { command_id: string }) => c.command_id === id)?.state === "accepted" ? true : undefined), "stop ACKed");
+        await waitUntil(
+          async () =>
+            (await operator.list(sessionId)).body.commands.find((c: { command_id: string }) => c.command_id === id)?.state === "accepted" ? true : undefined,
+          "stop ACKed",
+        );
       },
     },
     {

@@ -22,16 +22,14 @@ const SECRET_NAME = "[A-Za-z0-9_.-]*(?:token|secret|password|passwd|pwd|api[_-]?
  * `NAME=value`, `--name=value`, `name: value` (a header, free text) and `--name value` (a flag with
  * its value as the next word), optionally quoted, where the name says secret and the value is plain.
  */
-const NAMED_SECRET = new RegExp(
-  `((?:^|[\\s"'{,;&(])(?:-{1,2}${SECRET_NAME}(?:=|\\s+)|${SECRET_NAME}["']?(?:=|:\\s*))["']?)(${PLAIN}+)${WORD_END}`,
-  "gi",
-);
+const NAMED_SECRET = new RegExp(`((?:^|[\\s"'{,;&(])(?:-{1,2}${SECRET_NAME}(?:=|\\s+)|${SECRET_NAME}["']?(?:=|:\\s*))["']?)(${PLAIN}+)${WORD_END}`, "gi");
 /** `Authorization: Bearer x`, `Basic x`. */
 const AUTH_SCHEME = new RegExp(`\\b(Bearer|Basic|Token)\\s+[A-Za-z0-9._~+/=-]{8,}${WORD_END}`, "g");
 /** Credentials inside a URL: `https://user:pass@host`, the password plain. */
 const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/[A-Za-z0-9_.~%+-]+):[A-Za-z0-9_.~%!*+,;=-]+@/gi;
 /** Well-known key shapes: OpenAI/Anthropic `sk-…`, GitHub `ghp_…`, Slack `xox…`, AWS access key ids, JWTs. */
-const KEY_SHAPES = /\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})\b/g;
+const KEY_SHAPES =
+  /\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})\b/g;
 
 export function redactSecrets(text: string): string {
   return (

@@ -398,7 +398,8 @@ const en: Messages = {
       ].join("\n"),
     requestReach: {
       sent: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
-      queued: (code) => `The approval request has not reached the chat yet (the server keeps retrying), code ${code}; answer here, in the console, or in the chat once it arrives.`,
+      queued: (code) =>
+        `The approval request has not reached the chat yet (the server keeps retrying), code ${code}; answer here, in the console, or in the chat once it arrives.`,
       none: (code) => `There is no chat to send to, so no approval request was sent (code ${code}); answer here or in the console.`,
       unknown: (code) => `The server took the approval request, code ${code}; answer here.`,
     },

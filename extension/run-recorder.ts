@@ -11,13 +11,7 @@
  * needs the exact outcome and the run can be aborted with no live low-level run to show it
  * (`needsSettleTell`).
  */
-import type {
-  AgentSettledEvent,
-  ExtensionAPI,
-  ExtensionContext,
-  ToolExecutionEndEvent,
-  ToolExecutionStartEvent,
-} from "@earendil-works/pi-coding-agent";
+import type { AgentSettledEvent, ExtensionAPI, ExtensionContext, ToolExecutionEndEvent, ToolExecutionStartEvent } from "@earendil-works/pi-coding-agent";
 import {
   classifyRun,
   startRun,
@@ -166,7 +160,13 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
       } else if (message.role === "assistant") {
         const text = messageText(message.content);
         const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
-        run.facts = withAssistant(run.facts, { stopReason: message.stopReason ?? "stop", errorMessage: message.errorMessage ?? null, text, entryId: null, toolCalls });
+        run.facts = withAssistant(run.facts, {
+          stopReason: message.stopReason ?? "stop",
+          errorMessage: message.errorMessage ?? null,
+          text,
+          entryId: null,
+          toolCalls,
+        });
         run.lastMessage = message;
         syncSettleTell();
         if (text) run.answer = { text, at: message.timestamp };

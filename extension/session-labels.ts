@@ -7,7 +7,11 @@ import { LIMITS } from "../protocol/wire.ts";
 /** A directory basename only: the server, the persona and the app never learn the full path. */
 export function projectName(cwd: string): string {
   // Split on both separators: a Windows cwd reported to a Linux server is still cut to its last part.
-  const name = cwd.split(/[\\/]+/).filter(Boolean).at(-1) ?? "";
+  const name =
+    cwd
+      .split(/[\\/]+/)
+      .filter(Boolean)
+      .at(-1) ?? "";
   return (name || "root").slice(0, LIMITS.projectChars);
 }
 

@@ -65,7 +65,14 @@ function record(bot: Bot, sent: SentMessage[]): void {
   bot.sendMessage = async (channelId: string, fragment: Fragment, guildId?: string, options?: { session?: unknown }) => {
     if ((options?.session as { client?: unknown } | undefined)?.client) return original(channelId, fragment, guildId, options as never);
     const id = `m-${sent.length + 1}`;
-    sent.push({ id, channelId, text: koishi.h.normalize(fragment).map((element) => element.toString(true)).join("") });
+    sent.push({
+      id,
+      channelId,
+      text: koishi.h
+        .normalize(fragment)
+        .map((element) => element.toString(true))
+        .join(""),
+    });
     return [id];
   };
 }

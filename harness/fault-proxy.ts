@@ -69,7 +69,12 @@ export async function startFaultProxy(target: string) {
           return json(res, 429, { error: "rate_limited" }, { "retry-after": String(RETRY_AFTER_S) });
         case "429 date":
           // An HTTP date has whole seconds: one second ahead of the next full second.
-          return json(res, 429, { error: "rate_limited" }, { "retry-after": new Date(Math.ceil(Date.now() / 1000) * 1000 + RETRY_AFTER_S * 1000).toUTCString() });
+          return json(
+            res,
+            429,
+            { error: "rate_limited" },
+            { "retry-after": new Date(Math.ceil(Date.now() / 1000) * 1000 + RETRY_AFTER_S * 1000).toUTCString() },
+          );
         case "failed receipt":
           if (isEvent) return json(res, 202, { event_id: JSON.parse(body.toString("utf8")).event_id, state: "failed", duplicate: false });
           return forward(req, res, body);

@@ -12,14 +12,7 @@ import { join, resolve } from "node:path";
 import { Type } from "typebox";
 import type * as PiSdk from "@earendil-works/pi-coding-agent";
 import type * as PiAi from "@earendil-works/pi-ai";
-import type {
-  AgentSession,
-  AgentSessionRuntime,
-  ExtensionAPI,
-  ExtensionUIContext,
-  InlineExtension,
-  ToolDefinition,
-} from "@earendil-works/pi-coding-agent";
+import type { AgentSession, AgentSessionRuntime, ExtensionAPI, ExtensionUIContext, InlineExtension, ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { PI_AI_PACKAGE, PI_FLAVOUR, PI_PACKAGE } from "./pi-flavour.ts";
 import { closeAll } from "./cleanup.ts";
 import type { AssistantMessage, FauxProviderHandle, SimpleStreamOptions, TranscriptContext } from "@earendil-works/pi-ai";
@@ -31,7 +24,9 @@ export const ai = (await import(PI_AI_PACKAGE)) as typeof PiAi;
 
 export const EXTENSION_ROOT = resolve(import.meta.dirname, "..");
 
-export type ModelStep = AssistantMessage | ((context: TranscriptContext, options: SimpleStreamOptions | undefined) => AssistantMessage | Promise<AssistantMessage>);
+export type ModelStep =
+  | AssistantMessage
+  | ((context: TranscriptContext, options: SimpleStreamOptions | undefined) => AssistantMessage | Promise<AssistantMessage>);
 
 /** One call the faux model received: exactly what Pi sent it (system prompt and tools ride in system messages). */
 export interface ModelCall {
@@ -344,10 +339,14 @@ export function answerableTerminal() {
         let dismiss!: () => void;
         const dismissed = new Promise<void>((r) => (dismiss = r));
         dialogs.push({ title, message, answer: resolveDialog, dismissed });
-        opts?.signal?.addEventListener("abort", () => {
-          dismiss();
-          resolveDialog(false);
-        }, { once: true });
+        opts?.signal?.addEventListener(
+          "abort",
+          () => {
+            dismiss();
+            resolveDialog(false);
+          },
+          { once: true },
+        );
       }),
   };
   return { ui, dialogs };

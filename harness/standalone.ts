@@ -77,10 +77,11 @@ export async function spawnStandalone(dataDir: string, port: number, options: { 
   return { child, baseUrl, injected, output: () => output, exited, stop: () => signal("SIGINT"), kill: () => signal("SIGKILL") };
 }
 
-
 const sqlite = await (async () => {
   const init = createRequire(import.meta.url)("@minatojs/sql.js");
-  return (init.default ?? init)() as Promise<{ Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void } }>;
+  return (init.default ?? init)() as Promise<{
+    Database: new (path: string) => { exec(sql: string): { columns: string[]; values: unknown[][] }[]; close(): void };
+  }>;
 })();
 
 /** The rows a query finds in the server's SQLite file as it lies on disk (after a kill: what a restart loads). */

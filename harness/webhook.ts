@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { EventBody } from "../protocol/events.ts";
-import { type RecipientStatus } from "../protocol/status.ts";
+import type { RecipientStatus } from "../protocol/status.ts";
 import { API_BASE_PATH } from "../protocol/wire.ts";
 
 export const TEST_TOKEN = "test-token-0123456789";
@@ -68,7 +68,12 @@ export async function startWebhook(): Promise<Webhook> {
     if (request.headers.authorization !== `Bearer ${TEST_TOKEN}`) return reply(401, { error: "unauthorized" });
     const path = request.url?.split("?")[0];
     if (request.method === "GET" && path === `${API_BASE_PATH}/recipient`) {
-      return reply(200, { qq: TEST_QQ, anon_qq: TEST_ANON_QQ, status: webhook.recipientStatus, reason: webhook.recipientStatus === "unknown" ? "not_checked" : null });
+      return reply(200, {
+        qq: TEST_QQ,
+        anon_qq: TEST_ANON_QQ,
+        status: webhook.recipientStatus,
+        reason: webhook.recipientStatus === "unknown" ? "not_checked" : null,
+      });
     }
     if (request.method === "POST" && path === `${API_BASE_PATH}/events`) {
       const raw = await readBody(request);

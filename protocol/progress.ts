@@ -27,4 +27,3 @@ export const ToolCallRecord = z.strictObject({
 export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
 export const ToolCallRecorded = z.object({ recorded: z.literal(true) });
 export type ToolCallRecorded = z.infer<typeof ToolCallRecorded>;
-

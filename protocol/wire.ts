@@ -39,7 +39,7 @@ export const LIMITS = {
 /** Replaces the last path segment of the configured events endpoint, e.g. `events` → `sessions/heartbeat`. */
 export function endpointUrl(eventsEndpoint: string, path: string): string {
   const url = new URL(eventsEndpoint);
-  url.pathname = url.pathname.replace(/\/[^/]*$/, "") + "/" + path.replace(/^\//, "");
+  url.pathname = `${url.pathname.replace(/\/[^/]*$/, "")}/${path.replace(/^\//, "")}`;
   url.search = "";
   return url.toString();
 }

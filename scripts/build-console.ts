@@ -29,7 +29,9 @@ if (!process.argv.includes("--if-stale") || builtMs() < newestSourceMs()) {
     execFileSync(join(root, "node_modules", ".bin", "koishi-console"), ["build", "console"], { cwd: root, stdio: "pipe" });
   } catch (error) {
     const { stdout, stderr } = error as { stdout?: Buffer; stderr?: Buffer };
-    console.error(`${localeLanguage(process.env) === "en-US" ? "console page build failed" : "控制台页面构建失败"}:\n${stdout?.toString() ?? ""}${stderr?.toString() ?? ""}`);
+    console.error(
+      `${localeLanguage(process.env) === "en-US" ? "console page build failed" : "控制台页面构建失败"}:\n${stdout?.toString() ?? ""}${stderr?.toString() ?? ""}`,
+    );
     process.exit(1);
   }
   // Part of what npm start prints, so in its language (server.json is not read yet here).

@@ -91,7 +91,8 @@ const TEXT = {
     reply2: "Done: the login page has a regression test now.",
     instruction1: "While you are at it, add a regression test for the login page",
     queued: (id: string, state: string, cancellable: boolean) => `Queued: ${id} (state ${state}, can be cancelled: ${cancellable ? "yes" : "no"})`,
-    arrived: (text: string, ms: string) => `The Pi session shows the instruction as a visible message: "${text}", after ${ms} ms (an idle session holds a long poll)`,
+    arrived: (text: string, ms: string) =>
+      `The Pi session shows the instruction as a visible message: "${text}", after ${ms} ms (an idle session holds a long poll)`,
     answer: (text: string) => `The agent answers: "${text}"`,
     waitAccepted: "the instruction to be acknowledged",
     recorded: (id: string, state: string) => `The server records: ${id} → ${state} (Pi writes its local journal first, then ACKs)`,
@@ -100,7 +101,8 @@ const TEXT = {
     reply3: "The long task is done.",
     prompt2: "Run a very long task",
     doomed: "Drop the database (this one will be cancelled)",
-    pending: (id: string, cancellable: boolean) => `The agent is running a tool; the instruction waits: ${id} (can be cancelled: ${cancellable ? "yes" : "no"})`,
+    pending: (id: string, cancellable: boolean) =>
+      `The agent is running a tool; the instruction waits: ${id} (can be cancelled: ${cancellable ? "yes" : "no"})`,
     cancelled: (json: string) => `Cancelled: ${json}`,
     longNotified: (id: string) => `The long task's completion notice reached Anon too (the log above): ${id}`,
     delivered: (json: string) => `Instructions the session actually received: ${json}`,
@@ -163,7 +165,10 @@ async function main() {
     const configPath = join(serverDir, "server.json");
     mkdirSync(serverDir, { recursive: true });
     // plugin-mock plays the chat platform, so the owner's private chat can be shown without QQ.
-    writeFileSync(configPath, JSON.stringify({ recipientId: RECIPIENT.qq, botId: `mock:${RECIPIENT.anonQq}`, plugins: { mock: { selfId: RECIPIENT.anonQq } } }));
+    writeFileSync(
+      configPath,
+      JSON.stringify({ recipientId: RECIPIENT.qq, botId: `mock:${RECIPIENT.anonQq}`, plugins: { mock: { selfId: RECIPIENT.anonQq } } }),
+    );
     // Its own start-up text tells a real user what to write under ~/.pi; the demo needs none of it.
     const server = await runStandalone({ host: "127.0.0.1", port, dataDir: serverDir, configPath }, process.cwd(), { announce: () => {}, language });
     cleanup.unshift(() => server.stop());
@@ -191,7 +196,10 @@ async function main() {
     say(T.sessionId(sessionId));
     // Each step waits for the completion notice it causes, so the persona's log lines stay in their step.
     const lastFinalId = () => {
-      const reply = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
+      const reply = pi.session.sessionManager
+        .getBranch()
+        .filter((e) => e.type === "message" && e.message.role === "assistant")
+        .at(-1)!;
       return finalEventId(sessionId, reply.id, "completed");
     };
     const injected = (eventId: string) =>
@@ -225,7 +233,10 @@ async function main() {
     const { message, at } = await arrived;
     say(T.arrived(instructionText(message.content), (at - sentAt).toFixed(1)));
     await pi.session.waitForIdle();
-    const answer = pi.session.sessionManager.getBranch().filter((e) => e.type === "message" && e.message.role === "assistant").at(-1)!;
+    const answer = pi.session.sessionManager
+      .getBranch()
+      .filter((e) => e.type === "message" && e.message.role === "assistant")
+      .at(-1)!;
     say(T.answer((answer as { message: { content: { text?: string }[] } }).message.content.map((c) => c.text ?? "").join("")));
     const accepted = await until(T.waitAccepted, async () => {
       const { body } = await operator.list(sessionId);

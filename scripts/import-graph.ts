@@ -171,7 +171,15 @@ export function layerOf(file: string, layers: readonly Layer[] = LAYERS): Layer 
   for (const layer of layers) {
     for (const path of layer.paths) {
       const score =
-        path === file ? 10_000 : path.startsWith("*/") ? (path.slice(2) === base && layer.side === side ? 5_000 : -1) : path.endsWith("/") && file.startsWith(path) ? path.length : -1;
+        path === file
+          ? 10_000
+          : path.startsWith("*/")
+            ? path.slice(2) === base && layer.side === side
+              ? 5_000
+              : -1
+            : path.endsWith("/") && file.startsWith(path)
+              ? path.length
+              : -1;
       if (score >= 0 && (!best || score > best.score)) best = { layer, score };
     }
   }
@@ -187,7 +195,8 @@ export function climbs(graph: Map<string, string[]>, layers: readonly Layer[] = 
     for (const to of targets) {
       const target = layerOf(to, layers);
       if (!target || known.has(`${from} -> ${to}`)) continue;
-      if ((source.side === "extension" || source.side === "server") && (target.side === "extension" || target.side === "server") && source.side !== target.side) found.push(`${from} -> ${to} (the ${source.side} imports the ${target.side})`);
+      if ((source.side === "extension" || source.side === "server") && (target.side === "extension" || target.side === "server") && source.side !== target.side)
+        found.push(`${from} -> ${to} (the ${source.side} imports the ${target.side})`);
       else if (target.rank > source.rank) found.push(`${from} -> ${to} (${source.name} imports ${target.name})`);
     }
   }

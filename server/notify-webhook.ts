@@ -124,71 +124,113 @@ function section<T>(schema: SchemaType<T>, name: string): SchemaType<T> {
 }
 
 export const Config: SchemaType<Config> = Schema.intersect([
-  section(Schema.object({
-    token: Schema.string().role("secret").required(),
-    operatorToken: Schema.string().role("secret").default(""),
-  }), "auth"),
-  section(Schema.object({
-    botId: Schema.string().default(""),
-    recipientId: Schema.string().default(""),
-  }), "target"),
-  section(Schema.object({
-    eventsPerMinute: Schema.natural().min(1).default(60),
-    eventBurst: Schema.natural().min(1).default(20),
-    heartbeatsPerMinute: Schema.natural().min(1).default(60),
-    heartbeatBurst: Schema.natural().min(1).default(20),
-    heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000),
-    heartbeatTotalBurst: Schema.natural().min(1).default(1000),
-    longPollsPerSession: Schema.natural().min(1).default(4),
-    longPollsTotal: Schema.natural().min(1).default(256),
-    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
-  }), "limits"),
-  section(Schema.object({
-    injectMaxAttempts: Schema.natural().min(1).default(20),
-    injectRetryDelayMs: Schema.natural().role("ms").default(15_000),
-    personaWaitMs: Schema.natural().role("ms").default(10_000),
-    stimulusPriority: Schema.natural().default(5),
-    logPersona: Schema.boolean().default(false),
-  }), "persona"),
-  section(Schema.object({
-    sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000),
-  }), "sessions"),
-  section(Schema.object({
-    commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
-    commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024),
-    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000),
-  }), "commands"),
-  section(Schema.object({
-    watchdogEnabled: Schema.boolean().default(true),
-    watchdogStallAfterMs: Schema.natural().role("ms").min(1000).default(10 * 60_000),
-    watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000),
-    watchdogDelivery: Schema.union(["anon", "direct"]).default("anon"),
-  }), "watchdog"),
-  section(Schema.object({
-    auditRetentionDays: Schema.natural().min(1).default(30),
-    retentionDays: Schema.natural().min(1).default(30),
-  }), "retention"),
-  section(Schema.object({
-    chatRefusal: Schema.union(["reply", "silent"]).default("reply"),
-  }), "chat"),
-  section(Schema.object({
-    muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
-      .role("checkbox")
-      .default([...URGENT_KINDS]),
-  }), "mute"),
-  section(Schema.object({
-    approvalMaxMinutes: Schema.natural().min(1).max(24 * 60).default(15),
-    approvalsOpenPerSession: Schema.natural().min(1).default(3),
-    approvalsPerMinute: Schema.natural().min(1).default(10),
-    approvalBurst: Schema.natural().min(1).default(5),
-    grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
-  }), "approvals"),
-  section(Schema.object({
-    consoleToken: Schema.string().role("secret").default(""),
-    consoleActions: Schema.boolean().default(false),
-    consoleAuthority: Schema.natural().default(4),
-    consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
-  }), "console"),
+  section(
+    Schema.object({
+      token: Schema.string().role("secret").required(),
+      operatorToken: Schema.string().role("secret").default(""),
+    }),
+    "auth",
+  ),
+  section(
+    Schema.object({
+      botId: Schema.string().default(""),
+      recipientId: Schema.string().default(""),
+    }),
+    "target",
+  ),
+  section(
+    Schema.object({
+      eventsPerMinute: Schema.natural().min(1).default(60),
+      eventBurst: Schema.natural().min(1).default(20),
+      heartbeatsPerMinute: Schema.natural().min(1).default(60),
+      heartbeatBurst: Schema.natural().min(1).default(20),
+      heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000),
+      heartbeatTotalBurst: Schema.natural().min(1).default(1000),
+      longPollsPerSession: Schema.natural().min(1).default(4),
+      longPollsTotal: Schema.natural().min(1).default(256),
+      requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
+    }),
+    "limits",
+  ),
+  section(
+    Schema.object({
+      injectMaxAttempts: Schema.natural().min(1).default(20),
+      injectRetryDelayMs: Schema.natural().role("ms").default(15_000),
+      personaWaitMs: Schema.natural().role("ms").default(10_000),
+      stimulusPriority: Schema.natural().default(5),
+      logPersona: Schema.boolean().default(false),
+    }),
+    "persona",
+  ),
+  section(
+    Schema.object({
+      sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000),
+    }),
+    "sessions",
+  ),
+  section(
+    Schema.object({
+      commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
+      commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024),
+      stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000),
+    }),
+    "commands",
+  ),
+  section(
+    Schema.object({
+      watchdogEnabled: Schema.boolean().default(true),
+      watchdogStallAfterMs: Schema.natural()
+        .role("ms")
+        .min(1000)
+        .default(10 * 60_000),
+      watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000),
+      watchdogDelivery: Schema.union(["anon", "direct"]).default("anon"),
+    }),
+    "watchdog",
+  ),
+  section(
+    Schema.object({
+      auditRetentionDays: Schema.natural().min(1).default(30),
+      retentionDays: Schema.natural().min(1).default(30),
+    }),
+    "retention",
+  ),
+  section(
+    Schema.object({
+      chatRefusal: Schema.union(["reply", "silent"]).default("reply"),
+    }),
+    "chat",
+  ),
+  section(
+    Schema.object({
+      muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
+        .role("checkbox")
+        .default([...URGENT_KINDS]),
+    }),
+    "mute",
+  ),
+  section(
+    Schema.object({
+      approvalMaxMinutes: Schema.natural()
+        .min(1)
+        .max(24 * 60)
+        .default(15),
+      approvalsOpenPerSession: Schema.natural().min(1).default(3),
+      approvalsPerMinute: Schema.natural().min(1).default(10),
+      approvalBurst: Schema.natural().min(1).default(5),
+      grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
+    }),
+    "approvals",
+  ),
+  section(
+    Schema.object({
+      consoleToken: Schema.string().role("secret").default(""),
+      consoleActions: Schema.boolean().default(false),
+      consoleAuthority: Schema.natural().default(4),
+      consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
+    }),
+    "console",
+  ),
 ]);
 
 /**
@@ -202,16 +244,19 @@ export function apply(ctx: Context, config: Config) {
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
   if (consoleTokenRefused) throw new Error(consoleTokenRefused);
   // The same minimum as the token files: a short token in koishi.yml is as guessable as one in a file.
-  for (const [key, value] of [["token", config.token], ["operatorToken", config.operatorToken]] as const) {
-    if (value && value.length < MIN_TOKEN_CHARS) throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
+  for (const [key, value] of [
+    ["token", config.token],
+    ["operatorToken", config.operatorToken],
+  ] as const) {
+    if (value && value.length < MIN_TOKEN_CHARS)
+      throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
   }
   const logger = ctx.logger("notify-webhook");
   const api = new HttpApi({
     agentToken: config.token,
     operatorToken: config.operatorToken,
     bodyTimeoutMs: config.requestBodyTimeoutMs,
-    onFailureBurst: (address) =>
-      logger.warn(instanceText(ctx, "anon-notify.wrong-tokens", { address, burst: AUTH_FAILURE_LIMIT.burst })),
+    onFailureBurst: (address) => logger.warn(instanceText(ctx, "anon-notify.wrong-tokens", { address, burst: AUTH_FAILURE_LIMIT.burst })),
   });
   // Asked on every request (the 503 guard): ctx.get walks Koishi's service registry, a third of a
   // heartbeat's JavaScript, so the answer is kept until a service changes.
@@ -251,7 +296,12 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
-  const commands = new CommandStore(ctx, { leaseMs: config.commandLeaseMs, imageBudgetBytes: config.commandImageBudgetBytes, stopTtlMs: config.stopTtlMs, audit });
+  const commands = new CommandStore(ctx, {
+    leaseMs: config.commandLeaseMs,
+    imageBudgetBytes: config.commandImageBudgetBytes,
+    stopTtlMs: config.stopTtlMs,
+    audit,
+  });
   // Where the owner is reached: every part that talks to the owner names the same bot and recipient.
   const owner = { botId: config.botId, recipientId: config.recipientId };
   const events = new EventStore(ctx);
@@ -321,7 +371,16 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(EventRoutes, { api, intake });
   ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
   ctx.plugin(AuditRoutes, { api, audit, limit });
-  ctx.plugin(Retention, { api, audit, events, commands, approvals: approvalStore, grants: grantStore, auditRetentionDays: config.auditRetentionDays, retentionDays: config.retentionDays });
+  ctx.plugin(Retention, {
+    api,
+    audit,
+    events,
+    commands,
+    approvals: approvalStore,
+    grants: grantStore,
+    auditRetentionDays: config.auditRetentionDays,
+    retentionDays: config.retentionDays,
+  });
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

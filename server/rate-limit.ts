@@ -34,7 +34,10 @@ export function takeToken(bucket: Bucket, nowMs: number, limit: RateLimit): Take
  * Takes one token from each bucket (each under its own limit), or none when any is empty: a
  * request refused by one limit does not use up the others. Retry-After is the longest wait.
  */
-export function takeFromAll(buckets: readonly { bucket: Bucket; limit: RateLimit }[], nowMs: number): { allowed: boolean; buckets: Bucket[]; retryAfterSeconds: number } {
+export function takeFromAll(
+  buckets: readonly { bucket: Bucket; limit: RateLimit }[],
+  nowMs: number,
+): { allowed: boolean; buckets: Bucket[]; retryAfterSeconds: number } {
   const takes = buckets.map(({ bucket, limit }) => takeToken(bucket, nowMs, limit));
   const waits = takes.map((take) => (take.allowed ? 0 : take.retryAfterSeconds));
   if (waits.every((wait) => wait === 0)) return { allowed: true, buckets: takes.map((take) => take.bucket), retryAfterSeconds: 0 };

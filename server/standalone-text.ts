@@ -48,8 +48,7 @@ const TEXT = {
     sessions: "在线会话、Pi 的指令通道、运维接口（/operator/*）和看门狗（提醒同样由日志人格打印）",
     noChat: "这个服务端没有聊天：没有配置机器人，所以不会给任何人发消息，通知只打印在这个终端里。",
     needsConfig: (configPath: string) => `需要配置才能用（写在 ${configPath}）：`,
-    direct: (missing: string) =>
-      `由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 /anon-notify 开启前的好友检查）需要 ${missing} 和机器人的适配器插件：`,
+    direct: (missing: string) => `由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 /anon-notify 开启前的好友检查）需要 ${missing} 和机器人的适配器插件：`,
     directExample: '{"botId": "onebot:<Anon 的 QQ>", "recipientId": "<你的 QQ>", "plugins": {"adapter-onebot": {...}}}',
     persona: "真正的人格（YesImBot）：把 notify-webhook 装进已有的 Koishi，见 README“装进已有的 Koishi”",
     botAndTarget: (bot: string, target: string, configPath: string) => `机器人与目标：${bot} → ${target}（配置文件 ${configPath}）`,
@@ -98,7 +97,8 @@ const TEXT = {
     url: "API",
     tokenFile: "Token file",
     worksNow: "Works now:",
-    logPersona: "notices from the Pi extension are printed here by the log persona, which stands in for YesImBot's persona and prints the event block it would receive",
+    logPersona:
+      "notices from the Pi extension are printed here by the log persona, which stands in for YesImBot's persona and prints the event block it would receive",
     sessions: "online sessions, Pi's instruction channel, the operator API (/operator/*) and the watchdog (its notices are printed by the log persona too)",
     noChat: "This server has no chat: no bot is configured, so it messages nobody; notices are only printed in this terminal.",
     needsConfig: (configPath: string) => `Needs configuring (in ${configPath}):`,
@@ -126,7 +126,8 @@ const TEXT = {
       `The operatorToken in ${path} is too short (${length} characters, at least ${min}); use a longer one, or remove it and let the server create the operator.token file`,
     openConfigFile: (path: string, mode: string) => `${path} holds an operatorToken but its mode is ${mode}, readable by other users; run chmod 600 ${path}`,
     configRoot: "(root)",
-    sameTokens: "operatorToken is the same as the Pi side's token: every Pi could then use the operator API. Give operatorToken a different value (or leave it empty to turn the operator API off)",
+    sameTokens:
+      "operatorToken is the same as the Pi side's token: every Pi could then use the operator API. Give operatorToken a different value (or leave it empty to turn the operator API off)",
     pluginNotFound: (name: string) => `Koishi plugin ${name} not found (tried koishi-plugin-${name}, @koishijs/plugin-${name}); run npm install first`,
     stopping: (signal: string) => `${signal} received, stopping…`,
     stopped: "Stopped.",

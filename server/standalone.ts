@@ -26,7 +26,6 @@ import { MIN_TOKEN_CHARS, ensureToken, octal } from "./token-file.ts";
 
 export { MIN_TOKEN_CHARS, ensureToken } from "./token-file.ts";
 
-
 /** `<data-dir>/server.json` (or `--config`): who hears direct events, and any extra Koishi plugins (the bot's adapter). */
 export const StandaloneFile = z.strictObject({
   botId: z.string().default(""),

@@ -15,7 +15,7 @@ export const MIN_TOKEN_CHARS = 32;
  */
 export function ensureToken(path: string): string {
   try {
-    writeFileSync(path, randomBytes(32).toString("hex") + "\n", { flag: "wx", mode: 0o600 });
+    writeFileSync(path, `${randomBytes(32).toString("hex")}\n`, { flag: "wx", mode: 0o600 });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }
@@ -24,11 +24,13 @@ export function ensureToken(path: string): string {
   if (file.mode & 0o077) throw new Error(`Token 文件 ${path} 的权限是 ${octal(file.mode)}，其他用户可读；请执行 chmod 600 ${path}`);
   const token = readFileSync(path, "utf8").trim();
   if (!token) throw new Error(`Token 文件 ${path} 为空；请写入 Token 或删除该文件后重启以重新生成`);
-  if (token.length < MIN_TOKEN_CHARS) throw new Error(`Token 文件 ${path} 中的 Token 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）；请换一个更长的 Token，或删除该文件后重启以重新生成`);
+  if (token.length < MIN_TOKEN_CHARS)
+    throw new Error(
+      `Token 文件 ${path} 中的 Token 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）；请换一个更长的 Token，或删除该文件后重启以重新生成`,
+    );
   return token;
 }
 
 export function octal(mode: number): string {
   return `0${(mode & 0o777).toString(8)}`;
 }
-

@@ -28,7 +28,9 @@ export function useSignIn() {
     // Not connected: the connection's watcher presents it once the socket is back.
     if (!socket.value) return;
     state.value = "checking";
-    const answer = await (send("anon-notify/sign-in" as never, { token } as never) as unknown as Promise<ConsoleAnswer<{ via: string }> | undefined>).catch(() => undefined);
+    const answer = await (send("anon-notify/sign-in" as never, { token } as never) as unknown as Promise<ConsoleAnswer<{ via: string }> | undefined>).catch(
+      () => undefined,
+    );
     if (!answer) state.value = "needed";
     else if (answer.ok) {
       if (token) localStorage.setItem(STORAGE_KEY, token);

@@ -173,7 +173,14 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
       ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
       dialogOpen = true;
       const preview = commandPreview(call.command, APPROVAL_LIMITS.previewChars);
-      const facts = { preview: preview.text, hiddenChars: preview.hiddenChars, totalChars: call.command.length, reason: call.reason, timeoutMs, remote: s.client !== undefined };
+      const facts = {
+        preview: preview.text,
+        hiddenChars: preview.hiddenChars,
+        totalChars: call.command.length,
+        reason: call.reason,
+        timeoutMs,
+        remote: s.client !== undefined,
+      };
       ctx.ui
         .confirm(title, m.dialogMessage(facts), { signal: ended.signal })
         .then(

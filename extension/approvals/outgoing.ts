@@ -30,10 +30,13 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
   return {
     request(client, body, waitEnded, accepted) {
       const sent = (async () => {
-        const result = await runWithRetry(
-          () => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }),
-          { maxAttempts: REQUEST_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random, signal: waitEnded },
-        );
+        const result = await runWithRetry(() => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
+          maxAttempts: REQUEST_ATTEMPTS,
+          backoffMs: BACKOFF_MS,
+          sleep,
+          random: Math.random,
+          signal: waitEnded,
+        });
         if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(result.error.message));
         return result.ok;

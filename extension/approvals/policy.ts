@@ -72,7 +72,10 @@ function optionsOf(args: readonly Word[]): { short: string; long: string[]; unkn
   const options = end === -1 ? args : args.slice(0, end);
   const literal = options.map((arg) => arg.value).filter((value): value is string => value !== undefined);
   return {
-    short: literal.filter((value) => /^-[A-Za-z]+$/.test(value)).map((value) => value.slice(1)).join(""),
+    short: literal
+      .filter((value) => /^-[A-Za-z]+$/.test(value))
+      .map((value) => value.slice(1))
+      .join(""),
     long: literal.filter((value) => value.startsWith("--")).map((value) => value.split("=")[0]!),
     unknown: options.some((arg) => arg.value === undefined && arg.mayBeOption),
   };
@@ -139,7 +142,10 @@ function isGitClean(run: Run): boolean {
 
 function isDiskWrite(run: Run): boolean {
   if (/^mkfs(\.|$)/.test(run.name) || ["wipefs", "shred", "fdisk", "sfdisk", "parted", "sgdisk"].includes(run.name)) return true;
-  return run.name === "dd" && run.args.some((arg) => (arg.value === undefined ? arg.text.startsWith("of=") : /^of=\/dev\/(?!null$|zero$|stdout$|stderr$)/.test(arg.value)));
+  return (
+    run.name === "dd" &&
+    run.args.some((arg) => (arg.value === undefined ? arg.text.startsWith("of=") : /^of=\/dev\/(?!null$|zero$|stdout$|stderr$)/.test(arg.value)))
+  );
 }
 
 // ── Writes outside the project ──────────────────────────────────────────────
@@ -195,7 +201,8 @@ function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: Builti
   const found = [...analysis.opaque].sort().map((id) => ({ id, action: OPAQUE_ACTION }));
   for (const rule of BUILTIN_COMMAND_RULES) if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: rule.action });
   const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
-  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place))) found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
+  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place)))
+    found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
   return found;
 }
 

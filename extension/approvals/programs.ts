@@ -90,7 +90,21 @@ export const WRAPPERS: Record<string, Options> = {
   stdbuf: { short: "ioe", long: ["--input", "--output", "--error"] },
   sudo: {
     short: "aCcDghpRrTtUu",
-    long: ["--auth-type", "--close-from", "--login-class", "--chdir", "--group", "--host", "--prompt", "--chroot", "--role", "--command-timeout", "--type", "--other-user", "--user"],
+    long: [
+      "--auth-type",
+      "--close-from",
+      "--login-class",
+      "--chdir",
+      "--group",
+      "--host",
+      "--prompt",
+      "--chroot",
+      "--role",
+      "--command-timeout",
+      "--type",
+      "--other-user",
+      "--user",
+    ],
     assignments: true,
   },
   doas: { short: "uC" },
@@ -103,7 +117,10 @@ export const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-
 /** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
 export const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
 export const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
-export const SCRIPT_OPTIONS: Options = { short: "cEIOBTm", long: ["--command", "--echo", "--log-in", "--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit"] };
+export const SCRIPT_OPTIONS: Options = {
+  short: "cEIOBTm",
+  long: ["--command", "--echo", "--log-in", "--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit"],
+};
 
 export interface Interpreter {
   /** Options whose value is code. */
@@ -114,7 +131,13 @@ export interface Interpreter {
 }
 export const INTERPRETERS: readonly [RegExp, Interpreter][] = [
   [/^(python|pypy)[0-9.]*$/, { code: ["-c"], options: { short: "cmWX" }, module: ["-m"] }],
-  [/^(node|nodejs|bun)$/, { code: ["-e", "-p", "--eval", "--print"], options: { short: "eprC", long: ["--eval", "--print", "--require", "--import", "--loader", "--input-type", "--env-file"] } }],
+  [
+    /^(node|nodejs|bun)$/,
+    {
+      code: ["-e", "-p", "--eval", "--print"],
+      options: { short: "eprC", long: ["--eval", "--print", "--require", "--import", "--loader", "--input-type", "--env-file"] },
+    },
+  ],
   [/^perl[0-9.]*$/, { code: ["-e", "-E"], options: { short: "eEIMmx" } }],
   [/^ruby[0-9.]*$/, { code: ["-e"], options: { short: "eIrCE" } }],
   [/^php[0-9.]*$/, { code: ["-r", "-B", "-R", "-E"], options: { short: "rBREcdzf" } }],
@@ -130,7 +153,8 @@ export const isOtherDescriptor = (path: string) => !isStdinPath(path) && /^\/dev
 /** git's own options that take the next word (`-c` and `--config-env` are read for what they set). */
 export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--namespace"]);
 /** git settings whose value git runs as a command. */
-export const GIT_COMMAND_KEYS = /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
+export const GIT_COMMAND_KEYS =
+  /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
 
 /**
  * Variables whose value bash or a common tool runs as code or as a command line (`PS4='$(…)' bash

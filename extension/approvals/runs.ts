@@ -7,7 +7,7 @@
  * standard input, a function or alias defined and then called, text the grammar rejects. Pure
  * given the reader.
  */
-import { type ShellReader, type SimpleCommand, type Stdin, type Word } from "./shell.ts";
+import type { ShellReader, SimpleCommand, Stdin, Word } from "./shell.ts";
 import {
   APPLETS,
   ASSIGNMENT,
@@ -82,7 +82,25 @@ interface Env {
   stdin: Stdin;
 }
 
-const RESERVED = new Set(["if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "select", "function", "time", "coproc", "in"]);
+const RESERVED = new Set([
+  "if",
+  "then",
+  "else",
+  "elif",
+  "fi",
+  "for",
+  "while",
+  "until",
+  "do",
+  "done",
+  "case",
+  "esac",
+  "select",
+  "function",
+  "time",
+  "coproc",
+  "in",
+]);
 /** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 
@@ -181,7 +199,11 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
   }
   if (name === "source" || name === ".") {
     const file = args[0];
-    if (file && (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))) env.out.opaque.add(OPAQUE.source);
+    if (
+      file &&
+      (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))
+    )
+      env.out.opaque.add(OPAQUE.source);
     return;
   }
   if (name === "find") return findExec(args, env);
@@ -223,7 +245,9 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
 
 /** Words holding `marker` stand for what will be put there at run time: unknown. */
 function substituted(words: readonly Word[], marker: string, unknown: Word): Word[] {
-  return words.map((word) => (word.value?.includes(marker) || (word.value === undefined && word.text.includes(marker)) ? { ...unknown, text: word.text } : word));
+  return words.map((word) =>
+    word.value?.includes(marker) || (word.value === undefined && word.text.includes(marker)) ? { ...unknown, text: word.text } : word,
+  );
 }
 
 /** A script given as one word: read it when it is literal, else nothing can be seen. */

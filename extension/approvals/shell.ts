@@ -106,7 +106,21 @@ function doubleQuotedValue(inner: string): string {
   return inner.replace(/\\([$`"\\\n])/g, (_, c: string) => (c === "\n" ? "" : c));
 }
 
-const C_ESCAPES: Record<string, string> = { a: "\x07", b: "\b", e: "\x1b", E: "\x1b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v", "\\": "\\", "'": "'", '"': '"', "?": "?" };
+const C_ESCAPES: Record<string, string> = {
+  a: "\x07",
+  b: "\b",
+  e: "\x1b",
+  E: "\x1b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+  v: "\v",
+  "\\": "\\",
+  "'": "'",
+  '"': '"',
+  "?": "?",
+};
 
 /** `$'…'`'s inside, decoded as bash does. */
 export function ansiCValue(inner: string): string {
@@ -223,7 +237,7 @@ function readScript(root: Node): Script | undefined {
     switch (node.type) {
       case "pipeline": {
         // Every stage after the first reads the previous one's output.
-        node.namedChildren.forEach((child, index) => child && visit(child, index === 0 ? context : { stdin: { kind: "pipe" } }));
+        for (const [index, child] of node.namedChildren.entries()) if (child) visit(child, index === 0 ? context : { stdin: { kind: "pipe" } });
         return;
       }
       case "redirected_statement": {
@@ -242,7 +256,8 @@ function readScript(root: Node): Script | undefined {
         // Aliases defined here are called later by name.
         if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
         // `hash -p /bin/rm ls` makes `ls` run rm.
-        if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p"))) for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
+        if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p")))
+          for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
         break;
       }
       case "variable_assignment": {

@@ -69,7 +69,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
       record(entry) {
         const parsed = JournalRecord.safeParse({ version: 1, ...entry });
         if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
-        const line = JSON.stringify(parsed.data) + "\n";
+        const line = `${JSON.stringify(parsed.data)}\n`;
         // Appends are chained so two records never interleave and each resolves after its own fsync.
         const written = tail.then(() => appendDurably(file, line));
         tail = written.catch(() => undefined);
@@ -100,5 +100,5 @@ async function readLines(file: string): Promise<string[]> {
 }
 
 async function compact(file: string, keep: JournalRecord[]): Promise<void> {
-  await replaceDurably(file, keep.map((r) => JSON.stringify(r) + "\n").join(""));
+  await replaceDurably(file, keep.map((r) => `${JSON.stringify(r)}\n`).join(""));
 }

@@ -194,18 +194,17 @@ function layerProblems(layer: Json, where: (m: Messages) => string): Problem[] {
     (m) => {
       const result = Config.safeParse(merged, { error: errorMap(m) });
       if (result.success) return [];
-      return result.error.issues
-        .flatMap((issue) => {
-          const at = issue.path.map(String).join(".");
-          if (issue.code === "unrecognized_keys") {
-            const known = knownKeys(issue.path);
-            return issue.keys.map((key) => {
-              const suggestion = didYouMean(key, known);
-              return m.config.unknownKey(where(m), `${at ? `${at}.` : ""}${key}`, suggestion && `${at ? `${at}.` : ""}${suggestion}`);
-            });
-          }
-          return [m.config.invalid(where(m), at || m.config.root, issue.message)];
-        });
+      return result.error.issues.flatMap((issue) => {
+        const at = issue.path.map(String).join(".");
+        if (issue.code === "unrecognized_keys") {
+          const known = knownKeys(issue.path);
+          return issue.keys.map((key) => {
+            const suggestion = didYouMean(key, known);
+            return m.config.unknownKey(where(m), `${at ? `${at}.` : ""}${key}`, suggestion && `${at ? `${at}.` : ""}${suggestion}`);
+          });
+        }
+        return [m.config.invalid(where(m), at || m.config.root, issue.message)];
+      });
     },
   ];
 }
@@ -276,7 +275,14 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
  * journal to any file, or send the token to another socket. A project file naming one gets a
  * warning and those keys are ignored; the rest of it applies.
  */
-const USER_ONLY_KEYS: readonly (readonly string[])[] = [["endpoint"], ["token"], ["tokenFile"], ["command", "journal"], ["sink", "tokenFile"], ["sink", "socket"]];
+const USER_ONLY_KEYS: readonly (readonly string[])[] = [
+  ["endpoint"],
+  ["token"],
+  ["tokenFile"],
+  ["command", "journal"],
+  ["sink", "tokenFile"],
+  ["sink", "socket"],
+];
 
 /** `value` without the key at `path` (a copy; the file's other keys untouched). */
 function withoutKey(value: Json, path: readonly string[]): Json {
@@ -431,4 +437,3 @@ export function readToken(config: Pick<Config, "token" | "tokenFile">, env: Node
 export function renderSource(template: string, vars: SourceVariables): string {
   return template.replace(/\{(project|cwd|sessionId|model|mode)\}/g, (_, name: keyof SourceVariables) => vars[name] ?? "");
 }
-

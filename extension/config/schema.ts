@@ -19,7 +19,7 @@ const DAY_MS = 24 * HOUR_MS;
 const PATH_PLACEHOLDERS = ["{dataDir}", "{socketDir}"] as const;
 
 function looksAbsolute(path: string): boolean {
-  const withoutPlaceholder = PATH_PLACEHOLDERS.reduce((p, token) => (p.startsWith(token) ? "/x" + p.slice(token.length) : p), path);
+  const withoutPlaceholder = PATH_PLACEHOLDERS.reduce((p, token) => (p.startsWith(token) ? `/x${p.slice(token.length)}` : p), path);
   return withoutPlaceholder === "~" || withoutPlaceholder.startsWith("~/") || isAbsolute(withoutPlaceholder) || /^[A-Za-z]:[\\/]/.test(withoutPlaceholder);
 }
 
@@ -29,10 +29,7 @@ function looksAbsolute(path: string): boolean {
  */
 const check = (text: SchemaCheck) => ({ params: { text } });
 
-const filePath = z
-  .string()
-  .min(1)
-  .refine(looksAbsolute, check("absolutePath"));
+const filePath = z.string().min(1).refine(looksAbsolute, check("absolutePath"));
 
 const WINDOWS_PIPE = /^\\\\[.?]\\pipe\\/i;
 /** Why a sink socket value is not a local socket path (a text key), or undefined when it is one. */
@@ -42,10 +39,13 @@ export function sinkSocketProblem(socket: string): SchemaCheck | undefined {
   if (WINDOWS_PIPE.test(socket)) return undefined;
   return looksAbsolute(socket) ? undefined : "socketNotAbsolute";
 }
-const socketPath = z.string().min(1).superRefine((socket, ctx) => {
-  const problem = sinkSocketProblem(socket);
-  if (problem) ctx.addIssue({ code: "custom", params: { text: problem } });
-});
+const socketPath = z
+  .string()
+  .min(1)
+  .superRefine((socket, ctx) => {
+    const problem = sinkSocketProblem(socket);
+    if (problem) ctx.addIssue({ code: "custom", params: { text: problem } });
+  });
 
 const regexSource = z
   .string()
@@ -63,7 +63,10 @@ const regexSource = z
 /** A rule the user adds: a tool name (or `*`) and, for tools with a command line, a pattern on it. */
 const ApprovalRule = z.strictObject({
   /** Sent with the request as one of its `rules`; the `opaque.` and `model.` names are the gate's own. */
-  id: RuleId.refine((id) => !/^(opaque|model)\./.test(id) && !(BUILTIN_RULE_IDS as readonly string[]).includes(id), "must not be a built-in rule id or start with opaque./model."),
+  id: RuleId.refine(
+    (id) => !/^(opaque|model)\./.test(id) && !(BUILTIN_RULE_IDS as readonly string[]).includes(id),
+    "must not be a built-in rule id or start with opaque./model.",
+  ),
   tool: z.string().trim().min(1).max(128),
   command: regexSource.optional(),
   label: z.string().trim().min(1).max(40).optional(),

@@ -157,10 +157,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
         await outbox.release(event.event_id);
         holdBack();
       }
-      warnUnlessTokenRejected(
-        result,
-        (durable ? t.finalKept : t.finalLost)(event.event_id, result.attempts, result.error.message),
-      );
+      warnUnlessTokenRejected(result, (durable ? t.finalKept : t.finalLost)(event.event_id, result.attempts, result.error.message));
     }
     return result;
   };
@@ -260,10 +257,7 @@ export function createNotifier(options: NotifierOptions): Notifier {
 
     async flush(timeoutMs) {
       const timer = new AbortController();
-      const drained = await Promise.race([
-        tail.then(() => true),
-        delay(timeoutMs, false, { signal: timer.signal, ref: false }).catch(() => false),
-      ]);
+      const drained = await Promise.race([tail.then(() => true), delay(timeoutMs, false, { signal: timer.signal, ref: false }).catch(() => false)]);
       timer.abort();
       return drained;
     },

@@ -114,4 +114,3 @@ export async function runWithRetry<T>(attempt: (attemptNumber: number) => Promis
     }
   }
 }
-

@@ -4,7 +4,7 @@
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { renderSource } from "../config/config.ts";
-import { type Config } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
 import type { Messages } from "../messages.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
 import { sampleContextUsage, type NoticeContext } from "./notice.ts";

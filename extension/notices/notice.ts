@@ -45,7 +45,7 @@ export function sampleContextUsage(read: () => PiContextUsage | undefined): Cont
 export function truncate(text: string, max: number): string {
   const chars = Array.from(text);
   if (chars.length <= max) return text;
-  return chars.slice(0, Math.max(0, max - 1)).join("") + "…";
+  return `${chars.slice(0, Math.max(0, max - 1)).join("")}…`;
 }
 
 /**
@@ -154,10 +154,7 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
       task: facts.task,
       status: outcome.kind,
       summary: runSummary(outcome, facts, context.content, context.project, context.text),
-      details:
-        outcome.kind === "failed"
-          ? { stop_reason: outcome.stopReason, failure_reason: outcome.reason }
-          : { stop_reason: outcome.stopReason },
+      details: outcome.kind === "failed" ? { stop_reason: outcome.stopReason, failure_reason: outcome.reason } : { stop_reason: outcome.stopReason },
       contextUsage: context.contextUsage,
       createdAt: context.now,
     },

@@ -17,7 +17,7 @@ import { Value } from "typebox/value";
 import type { WebhookClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
 import { buildEvent, type NoticeContext } from "./notice.ts";
-import { type EventBody, type EventStatus } from "../../protocol/events.ts";
+import type { EventBody, EventStatus } from "../../protocol/events.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 import { errorText } from "../../common/errors.ts";
 import { offeredTool } from "../pi-handlers.ts";
@@ -36,7 +36,9 @@ export const ProgressParams = Type.Object(
     stage: Type.Enum([...ProgressStage.options], { description: "阶段" }),
     summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: "一句话结论，不要罗列过程" }),
     detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: "失败原因、需要用户决定的事或产物路径，可省略" })),
-    artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: "可跳转的链接（http/https）：trace、PR、报告页" })),
+    artifact: Type.Optional(
+      Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: "可跳转的链接（http/https）：trace、PR、报告页" }),
+    ),
     severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: "严重程度，默认 info" })),
   },
   { additionalProperties: false },
@@ -60,9 +62,7 @@ export const NO_REPORTS: ReportState = { sentAt: [], lastStage: null };
 
 export type RefusalCode = "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate";
 
-export type ReportDecision =
-  | { kind: "send"; args: ProgressArgs; state: ReportState }
-  | { kind: "refuse"; code: RefusalCode; reason: string };
+export type ReportDecision = { kind: "send"; args: ProgressArgs; state: ReportState } | { kind: "refuse"; code: RefusalCode; reason: string };
 
 export interface ReportFacts {
   nowMs: number;
@@ -141,7 +141,12 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
 }
 
 /** What the server's audit trail receives for a refused call. Pure. */
-export function refusedCallRecord(input: unknown, toolCallId: string, reason: string, context: Pick<NoticeContext, "sessionId" | "runtimeId" | "now">): ToolCallRecord {
+export function refusedCallRecord(
+  input: unknown,
+  toolCallId: string,
+  reason: string,
+  context: Pick<NoticeContext, "sessionId" | "runtimeId" | "now">,
+): ToolCallRecord {
   const asObject = typeof input === "object" && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>) : { value: input };
   const serialised = JSON.stringify(asObject);
   return {
@@ -163,7 +168,12 @@ export function refusedCallRecord(input: unknown, toolCallId: string, reason: st
 /** Where a report goes now, or why this session cannot report (with what can still record the refusal). */
 export type ProgressTarget =
   | { kind: "ready"; notifier: Notifier; client: Pick<WebhookClient, "request">; context: NoticeContext; task: string }
-  | { kind: "unavailable"; why: "subagent" | "inactive"; client?: Pick<WebhookClient, "request">; context?: Pick<NoticeContext, "sessionId" | "runtimeId" | "now"> };
+  | {
+      kind: "unavailable";
+      why: "subagent" | "inactive";
+      client?: Pick<WebhookClient, "request">;
+      context?: Pick<NoticeContext, "sessionId" | "runtimeId" | "now">;
+    };
 
 export interface ProgressToolDeps {
   target(): ProgressTarget;
@@ -190,7 +200,11 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     if (!context || !client) return;
     // Not awaited: the model's turn never waits on the network.
     client
-      .request("POST", "audit/tool-calls", { body: refusedCallRecord(input, toolCallId, reason, context), schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS })
+      .request("POST", "audit/tool-calls", {
+        body: refusedCallRecord(input, toolCallId, reason, context),
+        schema: ToolCallRecorded,
+        timeoutMs: RECORD_TIMEOUT_MS,
+      })
       .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
   };
 

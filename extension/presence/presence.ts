@@ -76,10 +76,7 @@ export interface Activity {
   runningTools: ReadonlyMap<string, string>;
 }
 
-export type ActivitySignal =
-  | { kind: "model_output" }
-  | { kind: "tool_start"; toolCallId: string; toolName: string }
-  | { kind: "tool_end"; toolCallId: string };
+export type ActivitySignal = { kind: "model_output" } | { kind: "tool_start"; toolCallId: string; toolName: string } | { kind: "tool_end"; toolCallId: string };
 
 export function noteActivity(activity: Activity, signal: ActivitySignal, now: number): Activity {
   if (signal.kind === "model_output") return { ...activity, lastActivityAt: now };

@@ -32,8 +32,7 @@ export interface HoldDecision {
  */
 export function mergeRounds(earlier: CompletedRound | null, later: Round): Round {
   if (earlier === null) return later;
-  const duration_ms =
-    earlier.duration_ms === undefined || later.duration_ms === undefined ? undefined : earlier.duration_ms + later.duration_ms;
+  const duration_ms = earlier.duration_ms === undefined || later.duration_ms === undefined ? undefined : earlier.duration_ms + later.duration_ms;
   const agent_name = earlier.agent_name || later.agent_name || undefined;
   if (later.kind !== "completed") return { ...later, duration_ms, agent_name };
   const lastAnswer = later.answer !== undefined ? later : earlier;

@@ -35,12 +35,7 @@ export function buildSinkPayload<T extends SinkEventType>(type: T, facts: Record
 }
 
 /** The envelope carries its own `ts` (when the event is emitted), distinct from `answered_at`. */
-export function buildSinkEnvelope<T extends SinkEventType>(
-  type: T,
-  sessionId: string,
-  payload: SinkPayload<T>,
-  now: Date,
-): SinkEnvelope {
+export function buildSinkEnvelope<T extends SinkEventType>(type: T, sessionId: string, payload: SinkPayload<T>, now: Date): SinkEnvelope {
   // The payload was validated when built; the rest is ours, so no second parse on the hot path.
   return { type, ts: now.toISOString(), session_id: sessionId, payload } as SinkEnvelope;
 }

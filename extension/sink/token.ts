@@ -38,7 +38,7 @@ export function ensureSinkToken(tokenFile: string): string {
   const fd = openSync(temp, "wx", 0o600);
   try {
     fchmodSync(fd, 0o600);
-    writeSync(fd, randomBytes(SINK_TOKEN_BYTES).toString("hex") + "\n");
+    writeSync(fd, `${randomBytes(SINK_TOKEN_BYTES).toString("hex")}\n`);
   } finally {
     closeSync(fd);
   }

@@ -116,9 +116,7 @@ export interface AdmissionInput {
   now: Date;
 }
 
-export type Admission =
-  | { kind: "admit"; expiresAt: Date; bucket: Bucket }
-  | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket };
+export type Admission = { kind: "admit"; expiresAt: Date; bucket: Bucket } | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket };
 
 /**
  * Whether a new request may reach the owner: only from the session's live runtime, within the

@@ -29,13 +29,20 @@ export interface GrantRecord {
  * `ask_approval` whatever the client said.
  */
 export function serverGrantable(request: { grantable: boolean; source: ApprovalSource; rules: readonly string[] }): boolean {
-  return request.grantable && request.source === "policy" && request.rules.length > 0 && request.rules.every((rule) => !isOpaqueRule(rule) && rule !== ASK_RULE);
+  return (
+    request.grantable && request.source === "policy" && request.rules.length > 0 && request.rules.every((rule) => !isOpaqueRule(rule) && rule !== ASK_RULE)
+  );
 }
 
-export const isLiveGrant = (grant: Pick<GrantRecord, "revoked_at" | "expires_at">, now: Date) => grant.revoked_at === null && now.getTime() < grant.expires_at.getTime();
+export const isLiveGrant = (grant: Pick<GrantRecord, "revoked_at" | "expires_at">, now: Date) =>
+  grant.revoked_at === null && now.getTime() < grant.expires_at.getTime();
 
 /** The live grant that covers a request (the one running longest when several do), if the request may be granted at all. */
-export function coveringGrant(grants: readonly GrantRecord[], request: { session_id: string; grantable: boolean; source: ApprovalSource; rules: readonly string[] }, now: Date): GrantRecord | undefined {
+export function coveringGrant(
+  grants: readonly GrantRecord[],
+  request: { session_id: string; grantable: boolean; source: ApprovalSource; rules: readonly string[] },
+  now: Date,
+): GrantRecord | undefined {
   if (!serverGrantable(request)) return undefined;
   return grants
     .filter((grant) => grant.session_id === request.session_id && isLiveGrant(grant, now) && request.rules.every((rule) => grant.rules.includes(rule)))
@@ -45,13 +52,21 @@ export function coveringGrant(grants: readonly GrantRecord[], request: { session
 export type GrantDecision = { kind: "grant"; expiresAt: Date } | { kind: "refuse"; error: ErrorCode };
 
 /** A grant asked for with an approval: only where the server may grant, for at most `maxMinutes`. */
-export function decideGrant(approval: { grantable: boolean; source: ApprovalSource; rules: readonly string[] }, minutes: number, maxMinutes: number, now: Date): GrantDecision {
+export function decideGrant(
+  approval: { grantable: boolean; source: ApprovalSource; rules: readonly string[] },
+  minutes: number,
+  maxMinutes: number,
+  now: Date,
+): GrantDecision {
   if (!serverGrantable(approval)) return { kind: "refuse", error: "not_grantable" };
   const bounded = Math.min(Math.max(1, Math.round(minutes)), maxMinutes);
   return { kind: "grant", expiresAt: new Date(now.getTime() + bounded * 60_000) };
 }
 
-export type RevokeDecision = { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> } | { kind: "unchanged" } | { kind: "refuse"; error: ErrorCode };
+export type RevokeDecision =
+  | { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> }
+  | { kind: "unchanged" }
+  | { kind: "refuse"; error: ErrorCode };
 
 /** Revoking a live grant ends it now; one already ended is left as it is. */
 export function decideRevoke(grant: GrantRecord | undefined, by: string, now: Date): RevokeDecision {

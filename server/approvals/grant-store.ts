@@ -70,7 +70,11 @@ export class GrantStore {
 
   /** Counts one use if the grant is still unrevoked, unexpired at `now`, and used `uses` times so far; false otherwise. */
   async use(grantId: string, uses: number, now: Date): Promise<boolean> {
-    const { matched } = await this.#ctx.database.set(GRANT_TABLE, { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses }, { uses: uses + 1 });
+    const { matched } = await this.#ctx.database.set(
+      GRANT_TABLE,
+      { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses },
+      { uses: uses + 1 },
+    );
     return matched === 1;
   }
 

@@ -41,7 +41,8 @@ export const oneLine = (text: string) => visibleControls(redactSecrets(text));
 
 /** A time span as the locale writes it, rounded down (never more time than there is), at least 1 s. */
 export function durationText(ms: number, locale: string): string {
-  const unit = (name: "second" | "minute" | "hour", count: number) => new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long" }).format(count);
+  const unit = (name: "second" | "minute" | "hour", count: number) =>
+    new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long" }).format(count);
   const seconds = Math.max(1, Math.floor(ms / 1000));
   if (seconds < 90) return unit("second", seconds);
   const minutes = Math.floor(seconds / 60);
@@ -51,7 +52,10 @@ export function durationText(ms: number, locale: string): string {
 }
 
 /** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
-export function shownCommand(record: Pick<ApprovalRecord, "command" | "command_hidden_chars">, maxChars: number): { text: string; hiddenHere: number; hiddenByClient: number } {
+export function shownCommand(
+  record: Pick<ApprovalRecord, "command" | "command_hidden_chars">,
+  maxChars: number,
+): { text: string; hiddenHere: number; hiddenByClient: number } {
   const { text, hiddenChars } = commandPreview(redactSecrets(record.command), maxChars);
   return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
 }
@@ -146,7 +150,11 @@ export function commandLines(command: string): string[] {
  * behind the bar, controls visible, packed into messages of at most `maxChars` (a longer line is
  * split, its pieces marked as continuing), each headed with the code and its place in the series.
  */
-export function wholeCommandTexts(record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">, voice: Voice, maxChars = WHOLE_COMMAND_MESSAGE_CHARS): string[] {
+export function wholeCommandTexts(
+  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">,
+  voice: Voice,
+  maxChars = WHOLE_COMMAND_MESSAGE_CHARS,
+): string[] {
   const rendered = commandLines(record.command).flatMap((line) => {
     const chars = Array.from(line);
     const room = maxChars - BAR.length - 1;
@@ -165,5 +173,7 @@ export function wholeCommandTexts(record: Pick<ApprovalRecord, "code" | "command
     size += line.length + 1;
   }
   const tail = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
-  return bodies.map((body, i) => [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"));
+  return bodies.map((body, i) =>
+    [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"),
+  );
 }

@@ -147,7 +147,13 @@ export class ApprovalMessenger {
           const messageId = await this.#deps.send(text);
           await store.mark(row.approval_id, { request_sent: true, request_message_id: messageId });
           this.#attempted(row.approval_id);
-          await audit.record({ actor: "server", action: "approval.request_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
+          await audit.record({
+            actor: "server",
+            action: "approval.request_sent",
+            session_id: row.session_id,
+            subject: row.approval_id,
+            data: { code: row.code, message_id: messageId, text },
+          });
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));
           await store.mark(row.approval_id, { persona_mentioned: true });
@@ -155,7 +161,13 @@ export class ApprovalMessenger {
           const text = closingText(row, this.#voice);
           const messageId = await this.#deps.send(text);
           await store.mark(row.approval_id, { closing_sent: true });
-          await audit.record({ actor: "server", action: "approval.closing_sent", session_id: row.session_id, subject: row.approval_id, data: { code: row.code, message_id: messageId, text } });
+          await audit.record({
+            actor: "server",
+            action: "approval.closing_sent",
+            session_id: row.session_id,
+            subject: row.approval_id,
+            data: { code: row.code, message_id: messageId, text },
+          });
         } else {
           // The owner never saw the request: no closing message for it either.
           await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });

@@ -4,11 +4,24 @@
  * may list. A decision is a conditional write on `pending` (first wins) and then an
  * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
  * and every change wakes the messenger, which owes the owner the request and one closing message.
+ * Over 400 lines: each state change of an approval sits beside the audit row and wake-up it owes.
  */
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
-import { APPROVAL_LIMITS, OPEN_APPROVAL_STATES, type Approval, type ApprovalBinding, type ApprovalDecision, type ApprovalDecisionPayload, type ApprovalListQuery, type ApprovalRequest, type ApprovalResolution, type Grant, type PersonVia } from "../../protocol/approvals.ts";
+import {
+  APPROVAL_LIMITS,
+  OPEN_APPROVAL_STATES,
+  type Approval,
+  type ApprovalBinding,
+  type ApprovalDecision,
+  type ApprovalDecisionPayload,
+  type ApprovalListQuery,
+  type ApprovalRequest,
+  type ApprovalResolution,
+  type Grant,
+  type PersonVia,
+} from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { errorText } from "../../common/errors.ts";
@@ -43,7 +56,6 @@ export type { Decider } from "./decisions.ts";
 export interface ControlCommands {
   createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown>;
 }
-
 
 export interface ApprovalServiceDeps {
   store: ApprovalStore;
@@ -200,18 +212,38 @@ export class ApprovalService {
     try {
       await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
     } catch (error) {
-      await store.transition(record.approval_id, (r) => (r?.state === "decided" ? { kind: "apply", from: "decided", patch: { ...PENDING_FIELDS, grant_id: null, grant_use: null } } : { kind: "unchanged" }));
-      await audit.record({ actor: "server", action: "grant.unused", session_id: record.session_id, subject: grant.grant_id, data: { code: record.code, error: errorText(error) } });
+      await store.transition(record.approval_id, (r) =>
+        r?.state === "decided" ? { kind: "apply", from: "decided", patch: { ...PENDING_FIELDS, grant_id: null, grant_use: null } } : { kind: "unchanged" },
+      );
+      await audit.record({
+        actor: "server",
+        action: "grant.unused",
+        session_id: record.session_id,
+        subject: grant.grant_id,
+        data: { code: record.code, error: errorText(error) },
+      });
       return;
     }
-    await audit.record({ actor: "server", action: "approval.granted", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules } });
+    await audit.record({
+      actor: "server",
+      action: "approval.granted",
+      session_id: record.session_id,
+      subject: record.approval_id,
+      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules },
+    });
   }
 
   /** The agent's word on what happened to the call; idempotent. */
   async resolve(approvalId: string, body: ApprovalResolution): Promise<Approval> {
     const { record, changed } = await this.#deps.store.transition(approvalId, (r) => decideResolution(r, body, this.#now()));
     if (changed) {
-      await this.#deps.audit.record({ actor: "agent", action: "approval.resolved", session_id: record.session_id, subject: approvalId, data: { ...body, code: record.code } });
+      await this.#deps.audit.record({
+        actor: "agent",
+        action: "approval.resolved",
+        session_id: record.session_id,
+        subject: approvalId,
+        data: { ...body, code: record.code },
+      });
       this.#deps.changed();
     }
     return project(record);
@@ -222,7 +254,14 @@ export class ApprovalService {
    * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
    * the persona, which may never decide. Each refusal is audited with who tried.
    */
-  async decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<Approval> {
+  async decide(
+    ref: string,
+    decision: ApprovalDecision,
+    decider: Decider,
+    via: PersonVia,
+    reason?: string | null,
+    binding?: ApprovalBinding,
+  ): Promise<Approval> {
     return project(await this.#decide(ref, decision, decider, via, reason, binding));
   }
 
@@ -230,16 +269,37 @@ export class ApprovalService {
    * Approves and grants the approval's rules to its session for `minutes` (capped by the server's
    * maximum); refused `not_grantable`, before anything is decided, where the server may not grant.
    */
-  async approveWithGrant(ref: string, minutes: number, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding): Promise<{ approval: Approval; grant: Grant }> {
+  async approveWithGrant(
+    ref: string,
+    minutes: number,
+    decider: Decider,
+    via: PersonVia,
+    reason?: string | null,
+    binding?: ApprovalBinding,
+  ): Promise<{ approval: Approval; grant: Grant }> {
     const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, minutes));
     return { approval: project(record), grant: await this.#deps.grants.create(record, minutes, decider, via) };
   }
 
-  async #decide(ref: string, decision: ApprovalDecision, decider: Decider, via: PersonVia, reason?: string | null, binding?: ApprovalBinding, precheck?: (found: ApprovalRecord) => void): Promise<ApprovalRecord> {
+  async #decide(
+    ref: string,
+    decision: ApprovalDecision,
+    decider: Decider,
+    via: PersonVia,
+    reason?: string | null,
+    binding?: ApprovalBinding,
+    precheck?: (found: ApprovalRecord) => void,
+  ): Promise<ApprovalRecord> {
     const { store, audit } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
-      await audit.record({ actor: decider.actor, action: "approval.refused", session_id: found?.session_id ?? null, subject: found?.approval_id ?? ref, data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null } });
+      await audit.record({
+        actor: decider.actor,
+        action: "approval.refused",
+        session_id: found?.session_id ?? null,
+        subject: found?.approval_id ?? ref,
+        data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null },
+      });
       return error;
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
@@ -265,7 +325,13 @@ export class ApprovalService {
       await store.transition(record.approval_id, decideUndo);
       throw error;
     }
-    await audit.record({ actor: decider.actor, action: "approval.decided", session_id: record.session_id, subject: record.approval_id, data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via } });
+    await audit.record({
+      actor: decider.actor,
+      action: "approval.decided",
+      session_id: record.session_id,
+      subject: record.approval_id,
+      data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via },
+    });
     this.#deps.changed();
     return record;
   }
@@ -282,7 +348,11 @@ export class ApprovalService {
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {
-    const rows = await this.#deps.store.list({ states: query.state === "open" ? OPEN_APPROVAL_STATES : undefined, sessionId: query.session_id, limit: query.limit });
+    const rows = await this.#deps.store.list({
+      states: query.state === "open" ? OPEN_APPROVAL_STATES : undefined,
+      sessionId: query.session_id,
+      limit: query.limit,
+    });
     return rows.map(project);
   }
 
@@ -309,15 +379,23 @@ export class ApprovalService {
     const now = this.#now();
     const judgeLiveness = now.getTime() - this.#startedAtMs >= this.#deps.presenceGraceMs;
     for (const row of await this.#deps.store.openFor({})) {
-      if (decideExpiry(row, now, EXPIRY_GRACE_MS).kind === "apply") await this.#close(row, "approval.expired", (r) => decideExpiry(r, this.#now(), EXPIRY_GRACE_MS));
-      else if (judgeLiveness && !this.#deps.isLive(row.session_id, row.runtime_id)) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
+      if (decideExpiry(row, now, EXPIRY_GRACE_MS).kind === "apply")
+        await this.#close(row, "approval.expired", (r) => decideExpiry(r, this.#now(), EXPIRY_GRACE_MS));
+      else if (judgeLiveness && !this.#deps.isLive(row.session_id, row.runtime_id))
+        await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
     }
   }
 
   async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => Transition): Promise<void> {
     const { record, changed } = await this.#deps.store.transition(row.approval_id, (r) => (r ? decide(r) : { kind: "unchanged" }));
     if (!changed) return;
-    await this.#deps.audit.record({ actor: "server", action, session_id: record.session_id, subject: record.approval_id, data: { code: record.code, state: record.state } });
+    await this.#deps.audit.record({
+      actor: "server",
+      action,
+      session_id: record.session_id,
+      subject: record.approval_id,
+      data: { code: record.code, state: record.state },
+    });
     this.#deps.changed();
   }
 }

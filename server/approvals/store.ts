@@ -87,7 +87,11 @@ export class ApprovalStore {
 
   /** The first approval asked for this exact call (a second request for it is answered with this one). */
   async byCall(sessionId: string, toolCallId: string, argsDigest: string): Promise<ApprovalRecord | undefined> {
-    const rows = await this.#ctx.database.get(APPROVAL_TABLE, { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest }, { sort: { seq: "asc" }, limit: 1 });
+    const rows = await this.#ctx.database.get(
+      APPROVAL_TABLE,
+      { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest },
+      { sort: { seq: "asc" }, limit: 1 },
+    );
     return rows[0];
   }
 

@@ -34,7 +34,14 @@ export const AuditRoutes = {
         action: `tool_call.${call.decision}`,
         session_id: call.session_id,
         subject: call.event_id ?? call.tool_call_id,
-        data: { tool: call.tool, tool_call_id: call.tool_call_id, runtime_id: call.runtime_id, reason: call.reason, input: call.input, created_at: call.created_at },
+        data: {
+          tool: call.tool,
+          tool_call_id: call.tool_call_id,
+          runtime_id: call.runtime_id,
+          reason: call.reason,
+          input: call.input,
+          created_at: call.created_at,
+        },
       });
       return json(202, { recorded: true } satisfies ToolCallRecorded);
     });

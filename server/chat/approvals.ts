@@ -144,7 +144,10 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
       if (!code) return session!.text(".usage");
       const approval = await kit.approvals.find(code);
       if (!approval) throw new ChatRefusal(session!.text("anon-notify.approval.not-found", [code]));
-      const parts = wholeCommandTexts(approval, voiceOf((path, params) => session!.i18n(path, params)));
+      const parts = wholeCommandTexts(
+        approval,
+        voiceOf((path, params) => session!.i18n(path, params)),
+      );
       for (const part of parts.slice(0, -1)) await session!.send(koishi.h.text(part));
       return koishi.h.escape(parts.at(-1)!);
     }),

@@ -15,7 +15,10 @@ const MIB = 1024 * 1024;
 
 /** The `src` of every image element of the message, in order. */
 export function imageSources(session: Session): string[] {
-  return koishi.h.select(session.elements ?? [], "img").map((element) => String(element.attrs.src ?? "")).filter(Boolean);
+  return koishi.h
+    .select(session.elements ?? [], "img")
+    .map((element) => String(element.attrs.src ?? ""))
+    .filter(Boolean);
 }
 
 export async function fetchImages(ctx: Context, session: Session, sources: readonly string[]): Promise<CommandImage[]> {

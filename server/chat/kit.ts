@@ -10,7 +10,7 @@ import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { OwnerGuard } from "./owner.ts";
-import { resolveRef, SessionNumbers, type NumberedSession } from "./refs.ts";
+import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";
 
 export interface ChatKit {
   guard: OwnerGuard;

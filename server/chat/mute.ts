@@ -47,7 +47,8 @@ export function muteCommands(ctx: Context, kit: ChatKit): void {
   ownerCommand(ctx, kit, "anon.unmute [session:string]").action(({ session }, ref) =>
     asOwner(ctx, kit, session!, async () => {
       // A session that went offline can still be named by its full id.
-      const sessionId = ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session!, ref).session.session_id;
+      const sessionId =
+        ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session!, ref).session.session_id;
       const ended = await kit.operator.unmute(sessionId);
       return session!.text(ended > 0 ? ".unmuted" : ".none");
     }),

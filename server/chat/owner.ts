@@ -87,7 +87,11 @@ export interface RefusalState {
 }
 
 /** One more refusal for a user: answer it (and write it out with the count of silent ones before), or stay silent. Pure. */
-export function refusalStep(state: RefusalState | undefined, nowMs: number, quietMs: number): { state: RefusalState; answer: boolean; unansweredBefore: number } {
+export function refusalStep(
+  state: RefusalState | undefined,
+  nowMs: number,
+  quietMs: number,
+): { state: RefusalState; answer: boolean; unansweredBefore: number } {
   if (state && nowMs - state.answeredAtMs < quietMs) return { state: { ...state, unanswered: state.unanswered + 1 }, answer: false, unansweredBefore: 0 };
   return { state: { answeredAtMs: nowMs, unanswered: 0 }, answer: true, unansweredBefore: state?.unanswered ?? 0 };
 }
@@ -136,7 +140,11 @@ export class OwnerGuard {
     }
     // The owner in a group, or a plugin acting for them, is always told; only other people are rate limited.
     if (verdict === "group" || verdict === "not_typed") {
-      await this.#options.audit.record({ actor: "server", action: "chat.refused", data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict } });
+      await this.#options.audit.record({
+        actor: "server",
+        action: "chat.refused",
+        data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict },
+      });
       return verdict;
     }
     const user = `${session.platform}:${session.userId ?? ""}`;
@@ -149,7 +157,11 @@ export class OwnerGuard {
       return verdict;
     }
     const unanswered = step.unansweredBefore > 0 ? { unanswered_before: step.unansweredBefore } : {};
-    await this.#options.audit.record({ actor: "server", action: "chat.refused", data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered } });
+    await this.#options.audit.record({
+      actor: "server",
+      action: "chat.refused",
+      data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered },
+    });
     return verdict;
   }
 

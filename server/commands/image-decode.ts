@@ -14,7 +14,15 @@ const require = createRequire(import.meta.url);
 const { PNG } = require("pngjs") as { PNG: { sync: { read(data: Buffer, options: { checkCRC: boolean }): { width: number; height: number } } } };
 const jpeg = require("jpeg-js") as typeof import("jpeg-js");
 const { GifReader } = require("omggif") as {
-  GifReader: new (data: Uint8Array) => { width: number; height: number; numFrames(): number; frameInfo(index: number): { data_offset: number; data_length: number }; decodeAndBlitFrameRGBA(index: number, pixels: Uint8Array): void };
+  GifReader: new (
+    data: Uint8Array,
+  ) => {
+    width: number;
+    height: number;
+    numFrames(): number;
+    frameInfo(index: number): { data_offset: number; data_length: number };
+    decodeAndBlitFrameRGBA(index: number, pixels: Uint8Array): void;
+  };
 };
 
 const GIF_TRAILER = 0x3b;

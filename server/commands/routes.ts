@@ -35,9 +35,12 @@ export const CommandRoutes = {
     ctx.on("dispose", () => notifier.close());
     for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
     const logger = ctx.logger("notify-webhook");
-    ctx.setInterval(() => {
-      commands.sweep().catch((error: unknown) => logger.warn("command sweep failed: %s", errorText(error)));
-    }, Math.min(SWEEP_MAX_MS, Math.max(100, Math.floor(sweepMs / 2))));
+    ctx.setInterval(
+      () => {
+        commands.sweep().catch((error: unknown) => logger.warn("command sweep failed: %s", errorText(error)));
+      },
+      Math.min(SWEEP_MAX_MS, Math.max(100, Math.floor(sweepMs / 2))),
+    );
     // A run starting ends the held instruction claims (see mayHoldClaim).
     const unfollow = registry.onChange((change) => {
       if (change.kind === "recorded" && change.entry.heartbeat.state === "running") notifier.notify(change.entry.heartbeat.session_id, "instructions");
@@ -46,7 +49,10 @@ export const CommandRoutes = {
 
     api.route(ctx, { method: "GET", path: "/commands", auth: "agent" }, async (request) => {
       const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
-      const withImages = (query.capabilities ?? "").split(",").map((c) => c.trim()).includes("images");
+      const withImages = (query.capabilities ?? "")
+        .split(",")
+        .map((c) => c.trim())
+        .includes("images");
       const deadline = Date.now() + query.wait_ms;
       const release = query.wait_ms > 0 ? holdPoll(query.session_id) : () => {};
       try {

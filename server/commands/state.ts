@@ -259,9 +259,7 @@ export function decideCreate(
   imageBudgetBytes: number,
 ): CreateDecision {
   if (sameKey) {
-    return sameKey.request_digest === requestDigest
-      ? { kind: "reuse", record: sameKey }
-      : { kind: "refuse", error: "idempotency_key_reused" };
+    return sameKey.request_digest === requestDigest ? { kind: "reuse", record: sameKey } : { kind: "refuse", error: "idempotency_key_reused" };
   }
   if (newImageBytes > 0 && activeImageBytes + newImageBytes > imageBudgetBytes) {
     return { kind: "refuse", error: "image_budget_exceeded" };
@@ -286,7 +284,7 @@ export function requestDigest(content: RequestContent): string {
 
 function preview(text: string): string {
   const chars = Array.from(text);
-  return chars.length <= LIMITS.previewChars ? text : chars.slice(0, LIMITS.previewChars - 1).join("") + "…";
+  return chars.length <= LIMITS.previewChars ? text : `${chars.slice(0, LIMITS.previewChars - 1).join("")}…`;
 }
 
 /** The listing shape: no image bytes, no lease token, nothing of other sessions. */
@@ -347,7 +345,10 @@ export function decodeImage(bytes: Buffer): ImageDecoding {
   const { width, height } = size;
   const sane = (side: number) => Number.isInteger(side) && side >= 1 && side <= IMAGE_BOUNDS.maxSide;
   if (!sane(width) || !sane(height) || width * height > IMAGE_BOUNDS.maxPixels) {
-    return { ok: false, problem: `${mime} header gives dimensions ${width}×${height}; each side must be 1–${IMAGE_BOUNDS.maxSide}, at most ${IMAGE_BOUNDS.maxPixels} pixels` };
+    return {
+      ok: false,
+      problem: `${mime} header gives dimensions ${width}×${height}; each side must be 1–${IMAGE_BOUNDS.maxSide}, at most ${IMAGE_BOUNDS.maxPixels} pixels`,
+    };
   }
   const whole = wholeImageProblem(mime, bytes, IMAGE_BOUNDS.maxPixels);
   if (whole) return { ok: false, problem: whole };
@@ -379,7 +380,8 @@ export function checkImages(images: readonly CommandImage[]): ImageCheck {
     }
     const decoded = decodeImage(bytes);
     if (!decoded.ok) issues.push({ path: `images.${index}.data`, message: decoded.problem });
-    else if (decoded.mime !== image.mime_type) issues.push({ path: `images.${index}.data`, message: `content is ${decoded.mime}, declared ${image.mime_type}` });
+    else if (decoded.mime !== image.mime_type)
+      issues.push({ path: `images.${index}.data`, message: `content is ${decoded.mime}, declared ${image.mime_type}` });
   });
   if (total > LIMITS.commandImageBytes) {
     issues.push({ path: "images", message: `images decode to ${total} bytes together; at most ${LIMITS.commandImageBytes}` });

@@ -63,9 +63,29 @@ const MAX_RACE_RETRIES = 5;
 const FINAL_STATE_LIST: CommandRecord["state"][] = ["accepted", "cancelled"];
 /** Every column but the image bytes, for reads that never need them. */
 const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
-  "seq", "command_id", "session_id", "event_id", "origin", "kind", "payload", "instruction", "image_count", "image_bytes",
-  "image_digest", "request_key", "request_digest", "state", "lease_token", "lease_runtime_id", "lease_expires_at",
-  "first_claimed_at", "deliveries", "outcome", "cancel_reason", "created_at", "updated_at",
+  "seq",
+  "command_id",
+  "session_id",
+  "event_id",
+  "origin",
+  "kind",
+  "payload",
+  "instruction",
+  "image_count",
+  "image_bytes",
+  "image_digest",
+  "request_key",
+  "request_digest",
+  "state",
+  "lease_token",
+  "lease_runtime_id",
+  "lease_expires_at",
+  "first_claimed_at",
+  "deliveries",
+  "outcome",
+  "cancel_reason",
+  "created_at",
+  "updated_at",
 ];
 const FINAL_STATES = new Set(["accepted", "cancelled"]);
 
@@ -217,7 +237,22 @@ export class CommandStore {
   }
 
   async #insert(
-    fields: Omit<CommandRecord, "seq" | "command_id" | "event_id" | "state" | "lease_token" | "lease_runtime_id" | "lease_expires_at" | "first_claimed_at" | "deliveries" | "outcome" | "cancel_reason" | "created_at" | "updated_at"> & { event_id: string | null },
+    fields: Omit<
+      CommandRecord,
+      | "seq"
+      | "command_id"
+      | "event_id"
+      | "state"
+      | "lease_token"
+      | "lease_runtime_id"
+      | "lease_expires_at"
+      | "first_claimed_at"
+      | "deliveries"
+      | "outcome"
+      | "cancel_reason"
+      | "created_at"
+      | "updated_at"
+    > & { event_id: string | null },
   ): Promise<CommandRecord> {
     const now = this.#now();
     const commandId = `c-${randomUUID()}`;
@@ -285,7 +320,11 @@ export class CommandStore {
       // Picking needs no image bytes; only the leased command's are read, once it is ours.
       const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
       const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
-      const picked = pickClaim(active.map((row) => ({ ...row, images: [] })), now, claimer);
+      const picked = pickClaim(
+        active.map((row) => ({ ...row, images: [] })),
+        now,
+        claimer,
+      );
       if (!picked) return { command: null };
       const token = randomBytes(24).toString("base64url");
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
@@ -295,7 +334,14 @@ export class CommandStore {
         await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
         const from = reboundFrom(picked, runtimeId);
         // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
-        if (from) await this.#options.audit?.record({ actor: "server", action: "command.rebound", session_id: sessionId, subject: picked.command_id, data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind } });
+        if (from)
+          await this.#options.audit?.record({
+            actor: "server",
+            action: "command.rebound",
+            session_id: sessionId,
+            subject: picked.command_id,
+            data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind },
+          });
         const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
         // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
         if (clientGone?.aborted) {
@@ -321,11 +367,17 @@ export class CommandStore {
 
   /** In the turn of the session the ACK names: one naming another session is refused without a write. */
   async ack(commandId: string, ack: AckInput): Promise<void> {
-    await this.#turns.run(ack.session_id, () => this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {}));
+    await this.#turns.run(ack.session_id, () =>
+      this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {}),
+    );
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
-    return summarize(await this.#turns.run(sessionId, () => this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" })));
+    return summarize(
+      await this.#turns.run(sessionId, () =>
+        this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" }),
+      ),
+    );
   }
 
   /** Newest first, without image bytes or lease tokens. */
@@ -446,4 +498,3 @@ export class CommandStore {
     throw new DomainError("not_ready", { retryAfterSeconds: 1 });
   }
 }
-

@@ -99,8 +99,10 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
     // With `grant_minutes` (only `approved`): approve, and grant the approval's rules to its session for that long.
     run: async ({ approvals }, input, caller) => {
       const decider = { actor: "console" as const, name: caller.name };
-      if (input.grant_minutes === undefined) return { approval: await approvals.decide(input.approval_id, input.decision, decider, "console", input.reason ?? null, input.binding) };
-      if (input.decision !== "approved") throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
+      if (input.grant_minutes === undefined)
+        return { approval: await approvals.decide(input.approval_id, input.decision, decider, "console", input.reason ?? null, input.binding) };
+      if (input.decision !== "approved")
+        throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
       return approvals.approveWithGrant(input.approval_id, input.grant_minutes, decider, "console", input.reason ?? null, input.binding);
     },
   }),
@@ -144,10 +146,14 @@ export async function auditAction(audit: AuditLog, name: string, input: unknown,
   const fields = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
   // A send answers `{command}`, a stop the command itself, a decision `{approval}` and a revocation `{grant}` (whose session the input does not name).
   const value = result.ok
-    ? (result.value as { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown }; grant?: { session_id?: unknown } } | undefined)
+    ? (result.value as
+        | { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown }; grant?: { session_id?: unknown } }
+        | undefined)
     : undefined;
   const sessionId = Id.safeParse(fields.session_id ?? value?.approval?.session_id ?? value?.grant?.session_id);
-  const subject = [fields.command_id, fields.approval_id, fields.grant_id, value?.command?.command_id, value?.command_id].find((item): item is string => typeof item === "string");
+  const subject = [fields.command_id, fields.approval_id, fields.grant_id, value?.command?.command_id, value?.command_id].find(
+    (item): item is string => typeof item === "string",
+  );
   await audit.record({
     actor: "console",
     action: `console.${name.slice(name.indexOf("/") + 1)}`,

@@ -133,7 +133,9 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
   const signedIn = new WeakMap<Client, SignIn>();
   if (options.openToAll && !ctx.get("auth")) {
-    logger.warn("consoleActions is on: anyone who reaches this port can read the Pi sessions page and act on it (send instructions, stop runs, answer approvals) without signing in");
+    logger.warn(
+      "consoleActions is on: anyone who reaches this port can read the Pi sessions page and act on it (send instructions, stop runs, answer approvals) without signing in",
+    );
   }
 
   class Feed extends DataService<ConsoleView | null> {
@@ -315,7 +317,13 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       return { ok: false, error: "bad_token" };
     }
     signedIn.set(client, signInOf(token, Date.now()));
-    await audit.record({ actor: "console", action: "console.sign_in", session_id: null, subject: signedIn.get(client)!.id, data: { status: "ok", client: who(client) } });
+    await audit.record({
+      actor: "console",
+      action: "console.sign_in",
+      session_id: null,
+      subject: signedIn.get(client)!.id,
+      data: { status: "ok", client: who(client) },
+    });
     // The console pushed this connection nothing so far: its data now, then every change as usual.
     const view = await viewFor(client);
     if (view) client.send({ type: "data", body: { key: FEED_KEY, value: view } });
@@ -389,4 +397,3 @@ function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: 
     return { dev, prod: built };
   }
 }
-

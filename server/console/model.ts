@@ -138,13 +138,41 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
  */
 export type ConsoleApproval = Pick<
   Approval,
-  "approval_id" | "code" | "session_id" | "tool" | "action" | "reason" | "preview" | "command_hidden_chars" | "rules" | "grantable" | "cwd" | "source" | "state" | "decision" | "decided_by" | "created_at" | "expires_at"
+  | "approval_id"
+  | "code"
+  | "session_id"
+  | "tool"
+  | "action"
+  | "reason"
+  | "preview"
+  | "command_hidden_chars"
+  | "rules"
+  | "grantable"
+  | "cwd"
+  | "source"
+  | "state"
+  | "decision"
+  | "decided_by"
+  | "created_at"
+  | "expires_at"
 > & { command_lines: string[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
   const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable } = approval;
   return {
-    approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable,
+    approval_id,
+    code,
+    session_id,
+    tool,
+    cwd,
+    source,
+    state,
+    decision,
+    decided_by,
+    created_at,
+    expires_at,
+    command_hidden_chars,
+    grantable,
     action: oneLine(approval.action),
     reason: oneLine(approval.reason),
     preview: redactSecrets(approval.preview),
@@ -215,7 +243,11 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
   } else if (entry.action === "event.held") {
     outcome = "held";
   } else if (family === "approval") {
-    text = clip([field(data, "code"), field(data, "tool"), field(data, "action"), field(data, "decision"), field(data, "outcome"), field(data, "state")].filter((part) => typeof part === "string" && part).join(" · "));
+    text = clip(
+      [field(data, "code"), field(data, "tool"), field(data, "action"), field(data, "decision"), field(data, "outcome"), field(data, "state")]
+        .filter((part) => typeof part === "string" && part)
+        .join(" · "),
+    );
     outcome = String(field(data, "error") ?? "") || entry.action.slice("approval.".length);
   } else if (family === "mute") {
     text = clip(field(data, "until") ?? field(data, "ended") ?? "");
@@ -239,7 +271,19 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     text = clip(field(data, "activity") ?? field(data, "reason") ?? "");
     outcome = entry.action.slice("watchdog.".length);
   }
-  return { id: entry.id, at: entry.at, actor: entry.actor, action: entry.action, session_id: entry.session_id, subject: entry.subject, text, outcome, receipt, detail: detail || family === "approval" || family === "command", say: timelineSay(entry) };
+  return {
+    id: entry.id,
+    at: entry.at,
+    actor: entry.actor,
+    action: entry.action,
+    session_id: entry.session_id,
+    subject: entry.subject,
+    text,
+    outcome,
+    receipt,
+    detail: detail || family === "approval" || family === "command",
+    say: timelineSay(entry),
+  };
 }
 
 // ── Who may see and act ─────────────────────────────────────────────────────
@@ -310,4 +354,3 @@ export function originDecision(origin: string | undefined, host: string | undefi
   if (!host || url.host !== host.toLowerCase()) return { allowed: false, reason: "cross_origin" };
   return isLocalName(url.hostname) ? { allowed: true } : { allowed: false, reason: "untrusted_host" };
 }
-

@@ -71,7 +71,20 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
 
   const begin = (entry: AuditEntry, task: string, startedAt: string | null): RunView => {
     if (current.open) end(current.open, "interrupted", current.open.latest?.at ?? current.open.started_at);
-    const run: RunView = { key: entry.id, task, started_at: startedAt, ended_at: null, duration_ms: null, outcome: "running", failure: null, stopped_by: null, reply: null, context: null, latest: null, final_id: null };
+    const run: RunView = {
+      key: entry.id,
+      task,
+      started_at: startedAt,
+      ended_at: null,
+      duration_ms: null,
+      outcome: "running",
+      failure: null,
+      stopped_by: null,
+      reply: null,
+      context: null,
+      latest: null,
+      final_id: null,
+    };
     current.open = run;
     runs.push(run);
     return run;
@@ -141,7 +154,15 @@ function clipped(value: unknown): string {
   return line.length > SAY_CHARS ? `${line.slice(0, SAY_CHARS - 1)}…` : line;
 }
 
-const EVENT_SAY: Partial<Record<string, string>> = { started: "started", progress: "progress", tool_error: "tool_error", completed: "finished", failed: "failed", warning: "notice", info: "notice" };
+const EVENT_SAY: Partial<Record<string, string>> = {
+  started: "started",
+  progress: "progress",
+  tool_error: "tool_error",
+  completed: "finished",
+  failed: "failed",
+  warning: "notice",
+  info: "notice",
+};
 
 /** The sentence for one audit row. Pure. */
 export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">): Say {
@@ -168,7 +189,9 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
     case "event.held":
       return say("held");
     case "command.pending":
-      return data.kind === "instruction" ? say("queued", { by: entry.actor, text: data.instruction }) : say(data.kind === "stop" ? "stop_asked" : "answer_queued", { by: entry.actor });
+      return data.kind === "instruction"
+        ? say("queued", { by: entry.actor, text: data.instruction })
+        : say(data.kind === "stop" ? "stop_asked" : "answer_queued", { by: entry.actor });
     case "command.leased":
       return say("command_taken");
     case "command.accepted":

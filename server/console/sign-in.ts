@@ -48,7 +48,9 @@ export function consoleTokenFromFile(path: string): string {
 
 /** Why a console token from the config cannot be used, or null. Pure. */
 export function consoleTokenProblem(token: string, otherTokens: readonly string[]): string | null {
-  if (token.length < MIN_TOKEN_CHARS) return `consoleToken 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）/ consoleToken is too short (at least ${MIN_TOKEN_CHARS} characters)`;
-  if (otherTokens.includes(token)) return "consoleToken 与 Pi 端或运维接口的 Token 相同，请设为不同的值 / consoleToken equals the agents' or the operator token; use a different one";
+  if (token.length < MIN_TOKEN_CHARS)
+    return `consoleToken 太短（${token.length} 个字符，至少 ${MIN_TOKEN_CHARS} 个）/ consoleToken is too short (at least ${MIN_TOKEN_CHARS} characters)`;
+  if (otherTokens.includes(token))
+    return "consoleToken 与 Pi 端或运维接口的 Token 相同，请设为不同的值 / consoleToken equals the agents' or the operator token; use a different one";
   return null;
 }

@@ -17,7 +17,6 @@ export interface DirectTarget {
   recipientId: string;
 }
 
-
 /** The direct notice, in the language `say` speaks. Pure. */
 export function formatDirectMessage(event: EventBody, say: Say): string {
   const usage = event.context_usage;

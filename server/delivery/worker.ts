@@ -23,7 +23,6 @@ import { instanceSay } from "../locales/load.ts";
 import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
 import { decideStep, deliveryError, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
-
 const SAVE_RETRY_FIRST_MS = 1000;
 const SAVE_RETRY_MAX_MS = 30_000;
 
@@ -130,7 +129,14 @@ export class EventWorker {
         if (this.#stopped) return;
         const attempts = row.attempts + 1;
         await this.#store.update(eventId, { state: "processing", attempts });
-        const handOver = { subject: row.event_id, sessionId: row.session_id, delivery: row.delivery, event, receivedAt: row.received_at, directText: formatDirectMessage(event, this.#options.say) };
+        const handOver = {
+          subject: row.event_id,
+          sessionId: row.session_id,
+          delivery: row.delivery,
+          event,
+          receivedAt: row.received_at,
+          directText: formatDirectMessage(event, this.#options.say),
+        };
         const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
           if (step.state === "failed") logger.warn("event %s failed: %s", eventId, step.error);
@@ -185,7 +191,13 @@ export class EventWorker {
     if (row.state !== "queued" || row.error !== null) await this.#store.update(row.event_id, { state: "queued", error: null });
     if (!this.#held.has(row.event_id)) {
       // What became of the notice, for the owner's timeline: held, not lost.
-      await this.#options.audit?.record({ actor: "server", action: "event.held", session_id: row.session_id, subject: row.event_id, data: { status: event.status } });
+      await this.#options.audit?.record({
+        actor: "server",
+        action: "event.held",
+        session_id: row.session_id,
+        subject: row.event_id,
+        data: { status: event.status },
+      });
     }
     this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
     // Held under a mute that has already ended (found so at start, or ending right now): release it too.

@@ -68,7 +68,9 @@ export class EventIntake {
       throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
     }
     if (from.actor === "agent" && isServerEventId(event.event_id)) {
-      throw new DomainError("invalid_request", { issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }] });
+      throw new DomainError("invalid_request", {
+        issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }],
+      });
     }
     const { audit } = this.#deps;
     return audit ? audit.as(from.actor, () => this.#inTurn(event)) : this.#inTurn(event);

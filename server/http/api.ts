@@ -298,10 +298,7 @@ function parseJson(raw: Buffer): unknown {
 
 /** Path and query values are ids, keys and numbers: one that could not be stored or logged as it is gets 400 here. */
 function refuseUnstorable(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
-  const issues = [
-    ...Object.entries(params).map(([name, value]) => [name, value] as const),
-    ...[...query].map(([name, value]) => [name, value] as const),
-  ]
+  const issues = [...Object.entries(params).map(([name, value]) => [name, value] as const), ...[...query].map(([name, value]) => [name, value] as const)]
     .filter(([name, value]) => !isStorableText(name) || !isStorableText(value))
     .map(([name]) => ({ path: isStorableText(name) ? name : "(query)", message: NOT_STORABLE }));
   if (issues.length > 0) throw new DomainError("invalid_request", { issues });

@@ -2,7 +2,15 @@
 import type { Context } from "koishi";
 import { AuditQuery } from "../../protocol/audit.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { MuteBody, OperatorCancelBody, OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery, OperatorStopBody, UnmuteBody } from "../../protocol/operator.ts";
+import {
+  MuteBody,
+  OperatorCancelBody,
+  OperatorCreateCommand,
+  OperatorListQuery,
+  OperatorSessionsQuery,
+  OperatorStopBody,
+  UnmuteBody,
+} from "../../protocol/operator.ts";
 import { parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";

@@ -184,7 +184,12 @@ export class OperatorService {
     if (!live) throw new DomainError("session_offline");
     if (live.heartbeat.command_protocol < CONTROL_PROTOCOL) {
       throw new DomainError("capability_missing", {
-        issues: [{ path: "session_id", message: `the session's anon-notify extension speaks command protocol ${live.heartbeat.command_protocol}; stopping a run remotely needs ${CONTROL_PROTOCOL} (update the extension)` }],
+        issues: [
+          {
+            path: "session_id",
+            message: `the session's anon-notify extension speaks command protocol ${live.heartbeat.command_protocol}; stopping a run remotely needs ${CONTROL_PROTOCOL} (update the extension)`,
+          },
+        ],
       });
     }
     return this.#deps.commands.createControlCommand(sessionId, "stop", {}, actor);

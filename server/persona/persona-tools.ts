@@ -25,7 +25,11 @@ export function auditedTool(definition: ToolDefinition, audit: AuditLog): ToolDe
           action: `persona.${definition.name}`,
           session_id: sessionId,
           subject: typeof input.command_id === "string" ? input.command_id : typeof input.event_id === "string" ? input.event_id : null,
-          data: { input, chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null, ...outcome },
+          data: {
+            input,
+            chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null,
+            ...outcome,
+          },
         });
       }
     },

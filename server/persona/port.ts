@@ -15,7 +15,6 @@ export interface PersonaEvent {
   attempt: number;
 }
 
-
 export interface Persona {
   readonly name: string;
   inject(event: PersonaEvent): Promise<InjectOutcome>;

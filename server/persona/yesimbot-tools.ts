@@ -23,7 +23,7 @@ import { z } from "zod";
 import { ApprovalListQuery } from "../../protocol/approvals.ts";
 import { ImageMime } from "../../protocol/commands.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
-import { formatIssues, Id, LIMITS, type ErrorCode } from "../../protocol/wire.ts";
+import { formatIssues, Id, LIMITS } from "../../protocol/wire.ts";
 import { auditedTool } from "./persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
@@ -58,7 +58,9 @@ const ImagesParam = OperatorCreateCommand.shape.images;
 const Instruction = OperatorCreateCommand.shape.instruction;
 const ToolArgs = {
   agent_command: z.strictObject({ event_id: Id, session_id: Id, instruction: Instruction, images: ImagesParam }),
-  agent_sessions: OperatorSessionsQuery.extend({ limit: OperatorSessionsQuery.shape.limit.unwrap().max(AGENT_SESSIONS_PAGE_MAX).default(AGENT_SESSIONS_PAGE_DEFAULT) }),
+  agent_sessions: OperatorSessionsQuery.extend({
+    limit: OperatorSessionsQuery.shape.limit.unwrap().max(AGENT_SESSIONS_PAGE_MAX).default(AGENT_SESSIONS_PAGE_DEFAULT),
+  }),
   agent_session_message: z.strictObject({ session_id: Id, content: Instruction, images: ImagesParam }),
   agent_commands: OperatorListQuery,
   agent_command_cancel: z.strictObject({ session_id: Id, command_id: Id }),
@@ -97,7 +99,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
         data: Schema.string().required().description(t("image-data")),
         mime_type: Schema.union(ImageMime.options).required().description(t("image-type")),
       }),
-    ).description(t("images", { max: LIMITS.imagesPerCommand, shape: `{"data": ${t("image-data")}, "mime_type": ${ImageMime.options.map((m) => `"${m}"`).join(" | ")}}` }));
+    ).description(
+      t("images", { max: LIMITS.imagesPerCommand, shape: `{"data": ${t("image-data")}, "mime_type": ${ImageMime.options.map((m) => `"${m}"`).join(" | ")}}` }),
+    );
   return {
     agent_command: {
       description: t("agent_command.description"),
@@ -105,7 +109,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
         Schema.object({
           event_id: Schema.string().required().description(t("agent_command.event_id")),
           session_id: Schema.string().required().description(t("agent_command.session_id")),
-          instruction: Schema.string().required().description(t("instruction", { max: LIMITS.instructionChars })),
+          instruction: Schema.string()
+            .required()
+            .description(t("instruction", { max: LIMITS.instructionChars })),
           images: imagesSchema(),
         }),
     },
@@ -113,7 +119,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
       parameters: () =>
         Schema.object({
-          limit: Schema.natural().max(AGENT_SESSIONS_PAGE_MAX).description(t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+          limit: Schema.natural()
+            .max(AGENT_SESSIONS_PAGE_MAX)
+            .description(t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
           cursor: Schema.string().description(t("agent_sessions.cursor")),
         }),
     },
@@ -122,7 +130,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       parameters: () =>
         Schema.object({
           session_id: Schema.string().required().description(t("agent_session_message.session_id")),
-          content: Schema.string().required().description(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+          content: Schema.string()
+            .required()
+            .description(t("agent_session_message.content", { max: LIMITS.instructionChars })),
           images: imagesSchema(),
         }),
     },
@@ -131,7 +141,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       parameters: () =>
         Schema.object({
           session_id: Schema.string().required().description("session ID"),
-          limit: Schema.natural().max(LIMITS.commandListMax).description(t("limit", { max: LIMITS.commandListMax })),
+          limit: Schema.natural()
+            .max(LIMITS.commandListMax)
+            .description(t("limit", { max: LIMITS.commandListMax })),
         }),
     },
     agent_command_cancel: {
@@ -148,7 +160,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
         Schema.object({
           state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
           session_id: Schema.string().description(t("agent_approvals.session_id")),
-          limit: Schema.natural().max(100).description(t("limit", { max: 100 })),
+          limit: Schema.natural()
+            .max(100)
+            .description(t("limit", { max: 100 })),
         }),
     },
   };
@@ -168,7 +182,9 @@ export const PersonaTools = {
   reusable: true,
   apply(ctx: Context, deps: PersonaToolsDeps) {
     ctx.inject(["yesimbot.tool"], (scope) => {
-      const definitions = toolDefinitions(deps, randomUUID(), instanceSay(scope)).map((definition) => (deps.audit ? auditedTool(definition, deps.audit) : definition));
+      const definitions = toolDefinitions(deps, randomUUID(), instanceSay(scope)).map((definition) =>
+        deps.audit ? auditedTool(definition, deps.audit) : definition,
+      );
       const service = scope["yesimbot.tool"];
       for (const definition of definitions) service.registerTool(definition);
       // YesImBot v3 does not remove tools registered with registerTool() on its own.
@@ -217,8 +233,7 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   };
 
   const run: { [K in ToolName]: (args: z.output<(typeof ToolArgs)[K]>, session: Session) => Promise<unknown> } = {
-    agent_command: (args, session) =>
-      operator.createCommand({ ...args, request_key: requestKey(session, "agent_command", args), origin: "anon" }),
+    agent_command: (args, session) => operator.createCommand({ ...args, request_key: requestKey(session, "agent_command", args), origin: "anon" }),
     agent_sessions: async (args) => operator.sessions(args),
     agent_session_message: (args, session) =>
       operator.createCommand({

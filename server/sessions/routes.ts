@@ -27,11 +27,14 @@ export const SessionRoutes = {
     const bySession = new KeyedBuckets(limit);
     const byRuntime = new KeyedBuckets(limit);
     let total = fullBucket(totalLimit, Date.now());
-    ctx.setInterval(() => {
-      registry.sweep();
-      bySession.prune(Date.now());
-      byRuntime.prune(Date.now());
-    }, Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs));
+    ctx.setInterval(
+      () => {
+        registry.sweep();
+        bySession.prune(Date.now());
+        byRuntime.prune(Date.now());
+      },
+      Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs),
+    );
     api.offer(ctx, "presence");
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => {
       const heartbeat = parseWith(Heartbeat, request.body);
@@ -50,7 +53,11 @@ export const SessionRoutes = {
       total = all;
       if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
       registry.record(heartbeat);
-      return json(200, { ttl_ms: registry.ttlMs, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands } satisfies HeartbeatAnswer);
+      return json(200, {
+        ttl_ms: registry.ttlMs,
+        server_time: new Date().toISOString(),
+        command_protocol: PROTOCOL_VERSIONS.commands,
+      } satisfies HeartbeatAnswer);
     });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);

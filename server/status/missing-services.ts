@@ -32,6 +32,7 @@ export function failedPlugins(ctx: Context): FailedPlugin[] {
 export function missingServicesText(ctx: Context, names: readonly string[]): string {
   const say = (path: string, params: object = {}) => instanceText(ctx, path, params);
   const failed = failedPlugins(ctx);
-  const causes = failed.length > 0 ? failed.map((plugin) => say("anon-notify.services.failed", plugin)) : names.map((name) => say(`anon-notify.services.${name}`));
+  const causes =
+    failed.length > 0 ? failed.map((plugin) => say("anon-notify.services.failed", plugin)) : names.map((name) => say(`anon-notify.services.${name}`));
   return [say("anon-notify.services.missing", { names: names.join(", ") }), ...causes].join(" ");
 }

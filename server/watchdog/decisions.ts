@@ -33,10 +33,7 @@ export interface Watched {
   vanishedAtMs: number | null;
 }
 
-export type WatchInput =
-  | { kind: "heartbeat"; heartbeat: Heartbeat; atMs: number }
-  | { kind: "offline" }
-  | { kind: "expired"; atMs: number };
+export type WatchInput = { kind: "heartbeat"; heartbeat: Heartbeat; atMs: number } | { kind: "offline" } | { kind: "expired"; atMs: number };
 
 export type EpisodeEnd = "activity_resumed" | "idle" | "offline" | "came_back" | "new_runtime";
 
@@ -52,7 +49,7 @@ export function observe(prev: Watched | undefined, input: WatchInput): Observati
     return { next: undefined, ended: prev?.stalledAtActivityMs != null ? { episode: "stalled", reason: "offline" } : null };
   }
   if (input.kind === "expired") {
-    if (!prev || prev.state !== "running") return { next: undefined, ended: null };
+    if (prev?.state !== "running") return { next: undefined, ended: null };
     return { next: { ...prev, vanishedAtMs: input.atMs }, ended: null };
   }
   const { heartbeat, atMs } = input;
@@ -160,7 +157,8 @@ const LISTED_PROJECTS = 5;
  */
 export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
   if (vanished.length === 0) return [];
-  if (vanished.length === 1) return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs, say), sessions: [vanished[0]!.sessionId] }];
+  if (vanished.length === 1)
+    return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs, say), sessions: [vanished[0]!.sessionId] }];
   const sorted = [...vanished].sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
   const first = sorted[0]!;
   const digest = createHash("sha256");
@@ -180,7 +178,9 @@ export function vanishedNotices(vanished: readonly Watched[], nowMs: number, del
     details: {
       watchdog: "vanished",
       count: sorted.length,
-      sessions: sorted.slice(0, LISTED_SESSIONS).map((w) => ({ session_id: w.sessionId, project: w.project, last_seen_at: new Date(w.lastSeenMs).toISOString() })),
+      sessions: sorted
+        .slice(0, LISTED_SESSIONS)
+        .map((w) => ({ session_id: w.sessionId, project: w.project, last_seen_at: new Date(w.lastSeenMs).toISOString() })),
     },
     url: null,
     context_usage: null,

@@ -78,7 +78,13 @@ export const Watchdog = {
           if (!(await submit(event, sessions.length === 1 ? sessions[0]! : `${sessions.length} sessions`))) continue;
           const covered = new Set(sessions);
           for (const entry of vanished.filter((w) => covered.has(w.sessionId))) {
-            await audit.record({ actor: "watchdog", action: "watchdog.vanished", session_id: entry.sessionId, subject: event.event_id, data: event.details ?? {} });
+            await audit.record({
+              actor: "watchdog",
+              action: "watchdog.vanished",
+              session_id: entry.sessionId,
+              subject: event.event_id,
+              data: event.details ?? {},
+            });
             if (watched.get(entry.sessionId) === entry) watched.delete(entry.sessionId);
           }
         }

@@ -36,7 +36,7 @@ test("visibleControls: a forged approval line never starts a line of its own", (
 const PREVIEW: readonly [string, string, number, string, number][] = [
   ["fits", "ls -la", 10, "ls -la", 0],
   ["exactly fits", "0123456789", 10, "0123456789", 0],
-  ["head and tail with the count", "a".repeat(50) + "MIDDLE" + "z".repeat(50), 40, `${"a".repeat(16)}${hiddenMark(75)}${"z".repeat(15)}`, 75],
+  ["head and tail with the count", `${"a".repeat(50)}MIDDLE${"z".repeat(50)}`, 40, `${"a".repeat(16)}${hiddenMark(75)}${"z".repeat(15)}`, 75],
   ["controls count as shown", `${"\n".repeat(30)}x`, 20, `⏎⏎⏎⏎⏎⏎${hiddenMark(19)}⏎⏎⏎⏎⏎x`, 19],
 ];
 

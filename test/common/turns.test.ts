@@ -23,17 +23,28 @@ test("tasks of one key run one at a time in arrival order, across failures; othe
   // Each row: the tasks as [name, key], the order in which the test ends them (a `!` fails it), the log expected.
   const table: { tasks: [string, string][]; ends: string[]; log: string[] }[] = [
     {
-      tasks: [["a1", "a"], ["a2", "a"], ["a3", "a"]],
+      tasks: [
+        ["a1", "a"],
+        ["a2", "a"],
+        ["a3", "a"],
+      ],
       ends: ["a1", "a2", "a3"],
       log: ["a1 start", "a1 end", "a2 start", "a2 end", "a3 start", "a3 end"],
     },
     {
-      tasks: [["a1", "a"], ["b1", "b"], ["a2", "a"]],
+      tasks: [
+        ["a1", "a"],
+        ["b1", "b"],
+        ["a2", "a"],
+      ],
       ends: ["b1", "a1", "a2"],
       log: ["a1 start", "b1 start", "b1 end", "a1 end", "a2 start", "a2 end"],
     },
     {
-      tasks: [["a1", "a"], ["a2", "a"]],
+      tasks: [
+        ["a1", "a"],
+        ["a2", "a"],
+      ],
       ends: ["!a1", "a2"],
       log: ["a1 start", "a1 end", "a2 start", "a2 end"],
     },
@@ -42,7 +53,12 @@ test("tasks of one key run one at a time in arrival order, across failures; othe
     const log: string[] = [];
     const { task, end } = scripted(log);
     const turns = new Turns();
-    const results = tasks.map(([name, key]) => turns.run(key, task(name)).then((value) => value, (error: Error) => `failed ${error.message}`));
+    const results = tasks.map(([name, key]) =>
+      turns.run(key, task(name)).then(
+        (value) => value,
+        (error: Error) => `failed ${error.message}`,
+      ),
+    );
     for (const name of ends) {
       await tick();
       end(name.replace("!", ""), name.startsWith("!"));

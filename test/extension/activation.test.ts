@@ -135,9 +135,7 @@ test("a fork inherits the source's current value, writes a snapshot, and then to
   // Switched off after the fork point: the fork must see this, not the copied active record.
   await pi.prompt("/anon-notify");
   const parentFile = pi.sessionFile()!;
-  const secondUser = pi.session.sessionManager
-    .getEntries()
-    .filter((e) => e.type === "message" && e.message.role === "user")[1]!;
+  const secondUser = pi.session.sessionManager.getEntries().filter((e) => e.type === "message" && e.message.role === "user")[1]!;
   await pi.runtime.fork(secondUser.id, { position: "before" });
   const childFile = pi.sessionFile()!;
   assert.notEqual(childFile, parentFile);
@@ -146,7 +144,11 @@ test("a fork inherits the source's current value, writes a snapshot, and then to
 
   await pi.prompt("/anon-notify");
   assert.equal(probe.last()?.status, "active");
-  assert.equal(readActivation(activationLines(parentFile).map((data) => ({ type: "custom", customType: ACTIVATION_CUSTOM_TYPE, data }))).active, false, "the parent stays off");
+  assert.equal(
+    readActivation(activationLines(parentFile).map((data) => ({ type: "custom", customType: ACTIVATION_CUSTOM_TYPE, data }))).active,
+    false,
+    "the parent stays off",
+  );
 });
 
 test("a clone of an active session starts active with an inheritance snapshot", async (t) => {
@@ -216,7 +218,10 @@ test("enabling with status unknown warns; with the server unreachable it enables
   webhook.recipientStatus = "unknown";
   await pi.prompt("/anon-notify");
   assert.equal(probe.last()?.status, "active");
-  assert.ok(pi.notices().some((n) => n.includes("无法可靠检查") && n.includes(messagesFor("zh-CN").notesExplained)), "the footer's note is explained");
+  assert.ok(
+    pi.notices().some((n) => n.includes("无法可靠检查") && n.includes(messagesFor("zh-CN").notesExplained)),
+    "the footer's note is explained",
+  );
   await pi.prompt("/anon-notify");
   await webhook.close();
   await pi.prompt("/anon-notify");
@@ -254,7 +259,11 @@ test("with a config broken after switching on, the footer keeps the saved state 
   const notice = pi.notices().at(-1) ?? "";
   assert.ok(notice.includes(userConfig) && notice.includes("delivery.maxAttempts") && notice.includes("状态未改变"), notice);
   assert.equal(probe.states.length, published, "no state change was published");
-  assert.deepEqual(readActivation(pi.session.sessionManager.getEntries()), { record: "valid", active: true, via: "command" }, "the saved switch was not touched");
+  assert.deepEqual(
+    readActivation(pi.session.sessionManager.getEntries()),
+    { record: "valid", active: true, via: "command" },
+    "the saved switch was not touched",
+  );
   assert.equal(pi.statusText(STATUS_KEY), "Anon 通知：已开启（配置无效，未生效）");
 });
 

@@ -28,9 +28,38 @@ const risky = fc.constantFrom(
 
 /** How the program's name is written: some forms the analysis sees through, others it cannot. */
 const spelled = (name: string) =>
-  fc.constantFrom(name, `'${name}'`, `"${name}"`, `\\${name}`, `/usr/bin/${name}`, `${name[0]}""${name.slice(1)}`, `$(echo ${name})`, `\`echo ${name}\``, `\${P:-${name}}`, "$P", `${name[0]}\${E}${name.slice(1)}`, `${name[0]}\\\n${name.slice(1)}`);
+  fc.constantFrom(
+    name,
+    `'${name}'`,
+    `"${name}"`,
+    `\\${name}`,
+    `/usr/bin/${name}`,
+    `${name[0]}""${name.slice(1)}`,
+    `$(echo ${name})`,
+    `\`echo ${name}\``,
+    `\${P:-${name}}`,
+    "$P",
+    `${name[0]}\${E}${name.slice(1)}`,
+    `${name[0]}\\\n${name.slice(1)}`,
+  );
 
-const wrapper = fc.constantFrom("", "env ", "env A=1 ", "command ", "exec ", "nohup ", "timeout 5 ", "nice -n 1 ", "stdbuf -o0 ", "sudo ", "doas ", "time ", "busybox ", "setsid ", "ionice -c3 ");
+const wrapper = fc.constantFrom(
+  "",
+  "env ",
+  "env A=1 ",
+  "command ",
+  "exec ",
+  "nohup ",
+  "timeout 5 ",
+  "nice -n 1 ",
+  "stdbuf -o0 ",
+  "sudo ",
+  "doas ",
+  "time ",
+  "busybox ",
+  "setsid ",
+  "ionice -c3 ",
+);
 
 /** Where the simple command sits; `%` is the command. */
 const container = fc.constantFrom(

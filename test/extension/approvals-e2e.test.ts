@@ -42,7 +42,10 @@ test("answered in the terminal first: the command runs, the owner was asked with
   dialog.answer(true);
   await run;
   assert.equal(existsSync(build), false, "approved: the command ran");
-  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false]);
+  assert.deepEqual(
+    toolResults(pi, "bash").map((r) => r.isError),
+    [false],
+  );
 
   const closing = await waitUntil(() => owner[1], "the owner was told the request is closed");
   assert.match(closing, new RegExp(`${code} 已结束.*在终端批准`));
@@ -56,7 +59,8 @@ test("answered in the terminal first: the command runs, the owner was asked with
     const all = await auditActions(koishi, sessionId);
     return all.includes("approval.closing_sent") && all.includes("approval.refused") ? all : undefined;
   }, "the trail has the whole story");
-  for (const action of ["approval.requested", "approval.request_sent", "approval.resolved", "approval.closing_sent", "approval.refused"]) assert.ok(actions.includes(action), action);
+  for (const action of ["approval.requested", "approval.request_sent", "approval.resolved", "approval.closing_sent", "approval.refused"])
+    assert.ok(actions.includes(action), action);
   assert.equal(owner.length, 2, "one request, one closing message");
 });
 
@@ -81,7 +85,10 @@ test("nobody answers: rejected at the timeout, the dialog is closed and the owne
   assert.equal(existsSync(build), true);
   assert.match(toolResults(pi, "bash")[0]!.text, /等待批准超时/);
   await term.dialogs[0]!.dismissed;
-  assert.ok(pi.notices().some((n) => /rm -rf」已超时拒绝/.test(n)), "the terminal is told the dialog closed");
+  assert.ok(
+    pi.notices().some((n) => /rm -rf」已超时拒绝/.test(n)),
+    "the terminal is told the dialog closed",
+  );
   await waitUntil(() => owner.some((m) => /超时无人回答/.test(m)), "the owner was told it timed out");
   assert.equal((await approvals(koishi, sessionId))[0].state, "timeout");
 });
@@ -122,7 +129,10 @@ test("calls the policy does not cover run without asking; approvals off (the def
   pi.script([rmBuild(), ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "echo hi" })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("ok")]);
   await pi.prompt("做事");
   assert.equal(term.dialogs.length, 0);
-  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false, false]);
+  assert.deepEqual(
+    toolResults(pi, "bash").map((r) => r.isError),
+    [false, false],
+  );
   assert.equal(pi.session.getActiveToolNames().includes(ASK_TOOL_NAME), false, "ask_approval is not offered while approvals are off");
 });
 
@@ -163,11 +173,7 @@ test("another extension's dialog sends one urgent 'needs you' notice; this exten
     });
   };
   const { koishi, pi, sessionId } = await setup(t, { pi: { ui: term.ui, extensions: [deployer] } });
-  pi.script([
-    ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }),
-    rmBuild(),
-    ai.fauxAssistantMessage("完成"),
-  ]);
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }), rmBuild(), ai.fauxAssistantMessage("完成")]);
   const run = pi.prompt("部署然后清理");
   (await waitUntil(() => term.dialogs[0], "the deploy dialog")).answer(true);
   (await waitUntil(() => term.dialogs[1], "the approval dialog")).answer(true);
@@ -175,7 +181,9 @@ test("another extension's dialog sends one urgent 'needs you' notice; this exten
   // The run's completion notice leaves the same queue after any notice of the dialogs before it.
   const accepted = await waitUntil(async () => {
     const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
-    const events = AuditPage.parse(answer.body).entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event as { status: string; details?: { needs_you?: boolean } });
+    const events = AuditPage.parse(answer.body)
+      .entries.filter((e) => e.action === "event.accepted")
+      .map((e) => e.data.event as { status: string; details?: { needs_you?: boolean } });
     return events.some((e) => e.status === "completed") ? events : undefined;
   }, "the run's completion notice reached the server");
   const notices = accepted.filter((e) => e.details?.needs_you);
@@ -197,7 +205,10 @@ test("approved by the owner through the server: the command runs, the terminal d
   await run;
   assert.equal(existsSync(build), false, "approved: the command ran");
   await term.dialogs[0]!.dismissed;
-  assert.ok(pi.notices().some((n) => /rm -rf」已通过运维接口批准/.test(n)), `the terminal is told who answered: ${JSON.stringify(pi.notices())}`);
+  assert.ok(
+    pi.notices().some((n) => /rm -rf」已通过运维接口批准/.test(n)),
+    `the terminal is told who answered: ${JSON.stringify(pi.notices())}`,
+  );
   const final = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "approved"), "resolved on the server");
   assert.deepEqual([final.via, final.decided_by], ["operator", "operator"]);
   await waitUntil(() => owner.find((m) => m.includes(`${approval.code} 已结束`)), "one closing message");
@@ -207,7 +218,10 @@ test("approved by the owner through the server: the command runs, the terminal d
     const found = commands.body.commands.filter((c: { kind: string }) => c.kind === "approval_decision");
     return found.every((c: { state: string }) => c.state === "accepted") ? found : undefined;
   }, "the decision's control command was ACKed");
-  assert.deepEqual(control.map((c: { state: string; outcome: string }) => [c.state, c.outcome]), [["accepted", "applied"]]);
+  assert.deepEqual(
+    control.map((c: { state: string; outcome: string }) => [c.state, c.outcome]),
+    [["accepted", "applied"]],
+  );
 });
 
 test("denied by the owner: blocked with the owner's reason in the tool result; a duplicate decision is answered", { timeout: 90_000 }, async (t) => {
@@ -215,7 +229,13 @@ test("denied by the owner: blocked with the owner's reason in the tool result; a
   pi.script([rmBuild(), ai.fauxAssistantMessage("不删了")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);
-  const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "build 里有我要的产物" }, OPERATOR_TOKEN);
+  const denied = await call(
+    koishi,
+    "POST",
+    `/operator/approvals/${approval.approval_id}/decision`,
+    { decision: "rejected", reason: "build 里有我要的产物" },
+    OPERATOR_TOKEN,
+  );
   assert.equal(denied.status, 200);
   const duplicate = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
   assert.equal(duplicate.body.error, "already_decided");
@@ -233,7 +253,13 @@ test("a decision for other arguments is refused and the call keeps waiting for t
   const approval = await pendingApproval(koishi, sessionId);
   const [row] = await koishi.app.database.get("anon_notify_approval", { approval_id: approval.approval_id });
   const binding = { tool_call_id: row!.tool_call_id, args_digest: row!.args_digest, cwd: row!.cwd };
-  const mismatched = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } }, OPERATOR_TOKEN);
+  const mismatched = await call(
+    koishi,
+    "POST",
+    `/operator/approvals/${approval.approval_id}/decision`,
+    { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } },
+    OPERATOR_TOKEN,
+  );
   assert.deepEqual([mismatched.status, mismatched.body.error], [409, "approval_mismatch"]);
   assert.equal(existsSync(build), true, "still waiting");
   const right = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding }, OPERATOR_TOKEN);
@@ -260,8 +286,17 @@ test("an English session gets the dialog, the terminal notes and the model's ref
     ].join("\n"),
   );
   const approval = await pendingApproval(koishi, sessionId);
-  await waitUntil(() => pi.notices().includes(`The approval request went to the chat with code ${approval.code}; answer here or there.`), "the terminal was told the code");
-  const denied = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected", reason: "keep it" }, OPERATOR_TOKEN);
+  await waitUntil(
+    () => pi.notices().includes(`The approval request went to the chat with code ${approval.code}; answer here or there.`),
+    "the terminal was told the code",
+  );
+  const denied = await call(
+    koishi,
+    "POST",
+    `/operator/approvals/${approval.approval_id}/decision`,
+    { decision: "rejected", reason: "keep it" },
+    OPERATOR_TOKEN,
+  );
   assert.equal(denied.status, 200);
   await run;
   assert.equal(existsSync(build), true);

@@ -26,7 +26,10 @@ export interface Setup {
 }
 
 /** The session speaks `language` (Chinese unless asked, whatever the machine's locale). */
-export async function setup(t: TestContext, options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean; language?: string } = {}): Promise<Setup> {
+export async function setup(
+  t: TestContext,
+  options: { approval?: Record<string, unknown>; pi?: StartPiOptions; activate?: boolean; language?: string } = {},
+): Promise<Setup> {
   const owner: string[] = [];
   const koishi = await startKoishi({
     config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq },
@@ -38,7 +41,10 @@ export async function setup(t: TestContext, options: { approval?: Record<string,
     owner.push(String(content));
     return [`msg-${owner.length}`];
   };
-  const pi = await piOnServer(t, koishi, { ...options.pi, userConfig: { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } } });
+  const pi = await piOnServer(t, koishi, {
+    ...options.pi,
+    userConfig: { language: options.language ?? "zh-CN", approval: { enabled: true, ...options.approval } },
+  });
   if (options.activate !== false) await pi.prompt("/anon-notify");
   const build = join(pi.cwd, "build");
   mkdirSync(build, { recursive: true });
@@ -46,7 +52,8 @@ export async function setup(t: TestContext, options: { approval?: Record<string,
 }
 
 export const rmBuild = () => ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: "rm -rf build" })], { stopReason: "toolUse" });
-export const ask = (args: { action: string; reason: string; payload?: string }) => ai.fauxAssistantMessage([ai.fauxToolCall(ASK_TOOL_NAME, args)], { stopReason: "toolUse" });
+export const ask = (args: { action: string; reason: string; payload?: string }) =>
+  ai.fauxAssistantMessage([ai.fauxToolCall(ASK_TOOL_NAME, args)], { stopReason: "toolUse" });
 
 export async function approvals(koishi: KoishiHarness, sessionId: string): Promise<any[]> {
   const answer = await call(koishi, "GET", `/operator/approvals?state=all&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
@@ -56,10 +63,11 @@ export async function approvals(koishi: KoishiHarness, sessionId: string): Promi
 
 export async function auditActions(koishi: KoishiHarness, sessionId: string): Promise<string[]> {
   const answer = await call(koishi, "GET", `/operator/audit?session_id=${sessionId}&limit=200`, undefined, OPERATOR_TOKEN);
-  return AuditPage.parse(answer.body).entries.map((e) => e.action).reverse();
+  return AuditPage.parse(answer.body)
+    .entries.map((e) => e.action)
+    .reverse();
 }
 
 /** The approval the server holds open for this session, once the extension's request arrived. */
 export const pendingApproval = (koishi: KoishiHarness, sessionId: string) =>
   waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending"), "the approval is pending on the server");
-

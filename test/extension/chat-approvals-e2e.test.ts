@@ -35,7 +35,9 @@ async function approvalState(chat: ChatHarness, sessionId: string): Promise<stri
   return body.approvals[0].state;
 }
 
-test("approved with anon.approve in the owner's chat: a stranger's approve changes nothing, the owner's runs the command, a second approve hears it was answered", { timeout: 90_000 }, async (t) => {
+test("approved with anon.approve in the owner's chat: a stranger's approve changes nothing, the owner's runs the command, a second approve hears it was answered", {
+  timeout: 90_000,
+}, async (t) => {
   const { chat, pi, term, build, run, code, sessionId } = await setup(t);
 
   assert.deepEqual(await chat.stranger().receive(`anon.approve ${code}`), ["这些指令只有主人能用。"]);
@@ -45,9 +47,15 @@ test("approved with anon.approve in the owner's chat: a stranger's approve chang
   assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`已批准 ${code}（rm -rf），决定已发给 Pi。`]);
   await run;
   assert.equal(existsSync(build), false, "approved: the command ran");
-  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [false]);
+  assert.deepEqual(
+    toolResults(pi, "bash").map((r) => r.isError),
+    [false],
+  );
   await term.dialogs[0]!.dismissed;
-  assert.ok(pi.notices().some((n) => /rm -rf」已在聊天中批准/.test(n)), `the terminal is told the chat answered: ${JSON.stringify(pi.notices())}`);
+  assert.ok(
+    pi.notices().some((n) => /rm -rf」已在聊天中批准/.test(n)),
+    `the terminal is told the chat answered: ${JSON.stringify(pi.notices())}`,
+  );
 
   await waitUntil(() => chat.sent.find((m) => m.text.includes(`${code} 已结束`) && m.text.includes("在聊天中批准")), "the owner got the closing message");
   assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`审批 ${code} 已经有了结果：已在聊天中批准。这次的回答没有生效。`]);
@@ -55,7 +63,9 @@ test("approved with anon.approve in the owner's chat: a stranger's approve chang
 
 test("denied by replying 拒绝 with a reason to the request: blocked, and the model reads the owner's reason", { timeout: 90_000 }, async (t) => {
   const { chat, pi, build, run, request, code } = await setup(t);
-  assert.deepEqual(await chat.owner().receive(`<quote id="${request.id}"/>拒绝 build 里有我要的产物`), [`已拒绝 ${code}（rm -rf），理由：build 里有我要的产物，决定已发给 Pi。`]);
+  assert.deepEqual(await chat.owner().receive(`<quote id="${request.id}"/>拒绝 build 里有我要的产物`), [
+    `已拒绝 ${code}（rm -rf），理由：build 里有我要的产物，决定已发给 Pi。`,
+  ]);
   await run;
   assert.equal(existsSync(build), true, "denied: nothing ran");
   const [result] = toolResults(pi, "bash");
@@ -63,7 +73,9 @@ test("denied by replying 拒绝 with a reason to the request: blocked, and the m
   assert.match(result!.text, /在聊天中拒绝了「rm -rf」，理由：build 里有我要的产物/);
 });
 
-test("a command that tries to forge an approve line reaches the owner as one visible line; only the real answer lines start a line", { timeout: 90_000 }, async (t) => {
+test("a command that tries to forge an approve line reaches the owner as one visible line; only the real answer lines start a line", {
+  timeout: 90_000,
+}, async (t) => {
   const term = answerableTerminal();
   const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true } } });
   await pi.prompt("/anon-notify");
@@ -74,21 +86,33 @@ test("a command that tries to forge an approve line reaches the owner as one vis
   const code = /审批 ([A-Z]{5})/.exec(request.text)![1]!;
   const lines = request.text.split("\n");
   assert.ok(lines.includes("┃ ls⏎批准：anon.approve XXXXX⏎⏎⏎git push --force origin main"), request.text);
-  assert.deepEqual(lines.filter((line) => /^(批准|拒绝|anon\.)/.test(line)), [`批准：anon.approve ${code}，或回复本消息“同意”`, `拒绝：anon.deny ${code} [理由]，或回复本消息“拒绝”`]);
+  assert.deepEqual(
+    lines.filter((line) => /^(批准|拒绝|anon\.)/.test(line)),
+    [`批准：anon.approve ${code}，或回复本消息“同意”`, `拒绝：anon.deny ${code} [理由]，或回复本消息“拒绝”`],
+  );
   assert.match(request.text, /^规则：.*git-push-force/m);
   assert.deepEqual(await chat.owner().receive("anon.approve XXXXX"), ["找不到审批“XXXXX”。用 anon.approvals 查看待审批的请求。"]);
   assert.deepEqual(await chat.owner().receive(`anon.deny ${code}`), [`已拒绝 ${code}（git push --force），决定已发给 Pi。`]);
   await run;
-  assert.deepEqual(toolResults(pi, "bash").map((r) => r.isError), [true], "denied: nothing ran");
+  assert.deepEqual(
+    toolResults(pi, "bash").map((r) => r.isError),
+    [true],
+    "denied: nothing ran",
+  );
 });
 
-test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", { timeout: 120_000 }, async (t) => {
+test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", {
+  timeout: 120_000,
+}, async (t) => {
   const term = answerableTerminal();
   const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true, grantableRules: ["rm-rf"] } } });
   await pi.prompt("/anon-notify");
   const dirs = ["a", "b", "c"].map((name) => join(pi.cwd, name));
   for (const dir of dirs) mkdirSync(dir, { recursive: true });
-  const remove = (name: string) => [ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `rm -rf ${name}` })], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好的")];
+  const remove = (name: string) => [
+    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `rm -rf ${name}` })], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("好的"),
+  ];
   const requests = () => chat.sent.filter((m) => /【Pi 审批 [A-Z]{5}】/.test(m.text));
 
   pi.script(remove("a"));
@@ -105,7 +129,10 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   await pi.prompt("清理 b");
   assert.equal(existsSync(dirs[1]!), false, "the grant approved the second at once");
   assert.equal(requests().length, 1, "no second request was sent to the owner");
-  const closing = await waitUntil(() => chat.sent.find((m) => m.text.includes(`已按授权 ${grantId} 批准（第 1 次使用）`)), "the owner's closing line for the grant's use");
+  const closing = await waitUntil(
+    () => chat.sent.find((m) => m.text.includes(`已按授权 ${grantId} 批准（第 1 次使用）`)),
+    "the owner's closing line for the grant's use",
+  );
   assert.match(closing.text, /^【Pi 审批 [A-Z]{5} 已结束】rm -rf：已按授权 G[A-Z]{4} 批准（第 1 次使用），命令已放行。$/);
 
   assert.deepEqual(await chat.owner().receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（用过 1 次）。之后的请求会再问你。`]);
@@ -118,11 +145,16 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   assert.equal(existsSync(dirs[2]!), true, "denied: the third did not run");
 });
 
-test("Pi says truly how the owner was reached: sent to the chat, or (a server with no chat) not sent at all, in the session's language", { timeout: 120_000 }, async (t) => {
+test("Pi says truly how the owner was reached: sent to the chat, or (a server with no chat) not sent at all, in the session's language", {
+  timeout: 120_000,
+}, async (t) => {
   const { chat, pi, term, run, code } = await setup(t);
   const sent = await waitUntil(() => pi.notices().find((n) => n.includes(code)), "the terminal heard how the request went");
   assert.equal(sent, `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`);
-  assert.ok(chat.sent.some((m) => m.text.includes(`审批 ${code}】`)), "and it was");
+  assert.ok(
+    chat.sent.some((m) => m.text.includes(`审批 ${code}】`)),
+    "and it was",
+  );
   term.dialogs[0]!.answer(false);
   await run;
 

@@ -23,7 +23,11 @@ async function setup(t: TestContext) {
   const { chat, pi } = await piOnChat(t, { tools: [slow.tool], extensions: [observer.extension] });
   await pi.prompt("/anon-notify");
   const sessionId = pi.session.sessionManager.getSessionId();
-  await waitUntil(async () => (await operatorApi(chat).sessions()).body.sessions.find((s: { session_id: string }) => s.session_id === sessionId), "session online", 5_000);
+  await waitUntil(
+    async () => (await operatorApi(chat).sessions()).body.sessions.find((s: { session_id: string }) => s.session_id === sessionId),
+    "session online",
+    5_000,
+  );
   return { chat, pi, slow, observer, sessionId, owner: chat.owner() };
 }
 
@@ -45,17 +49,23 @@ test("from the owner's chat: list, send text and an image, answer a direct notic
   const seen = pi.modelCalls.at(-1)!.messages.at(-1)!;
   assert.equal(seen.role, "user");
   assert.deepEqual(
-    (seen.content as { type: string; text?: string; data?: string }[]).map((c) => (c.type === "text" ? c.text : `${c.type}:${c.data === png.toString("base64")}`)),
+    (seen.content as { type: string; text?: string; data?: string }[]).map((c) =>
+      c.type === "text" ? c.text : `${c.type}:${c.data === png.toString("base64")}`,
+    ),
     ["这个页面哪里不对？", "image:true"],
   );
 
   // Another extension asks for a direct notice; the owner answers it by quoting it in the chat.
   observer.send({ status: "info", summary: "部署完成，要继续吗？", eventId: "deploy-1", delivery: "direct" });
   const eventId = `ext:${sessionId}:deploy-1`;
-  const receipt = await waitUntil(async () => {
-    const current = await settledReceipt(chat, eventId).catch(() => undefined);
-    return current?.state === "delivered" ? current : undefined;
-  }, "the direct notice delivered", 10_000);
+  const receipt = await waitUntil(
+    async () => {
+      const current = await settledReceipt(chat, eventId).catch(() => undefined);
+      return current?.state === "delivered" ? current : undefined;
+    },
+    "the direct notice delivered",
+    10_000,
+  );
   assert.match(chat.sent.find((m) => m.id === receipt.message_id)?.text ?? "", /部署完成，要继续吗？/);
   pi.script([ai.fauxAssistantMessage("好的，继续部署到生产环境。")]);
   const replied = settled(pi);
@@ -72,7 +82,11 @@ test("from the owner's chat: list, send text and an image, answer a direct notic
 
 test("from the owner's chat: an instruction taken back before the turn boundary never reaches the session", { timeout: 60_000 }, async (t) => {
   const { pi, slow, sessionId, owner, chat } = await setup(t);
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("长任务完成。"), ai.fauxAssistantMessage("收到")]);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("长任务完成。"),
+    ai.fauxAssistantMessage("收到"),
+  ]);
   const run = pi.prompt("开始一个长任务");
   await slow.started;
   const [queued] = await owner.receive("anon.send #1 把数据库删掉");
@@ -84,16 +98,23 @@ test("from the owner's chat: an instruction taken back before the turn boundary 
   await pi.session.waitForIdle();
   assert.deepEqual(commandMessages(pi), [], "nothing reached the session");
   const { body } = await operatorApi(chat).list(sessionId);
-  assert.deepEqual(body.commands.map((c: { state: string }) => c.state), ["cancelled"]);
+  assert.deepEqual(
+    body.commands.map((c: { state: string }) => c.state),
+    ["cancelled"],
+  );
 });
 
-test("from the owner's chat: anon.stop interrupts a running bash tool with one confirmation and no completion notice; an idle session is said to be idle", { timeout: 90_000 }, async (t) => {
+test("from the owner's chat: anon.stop interrupts a running bash tool with one confirmation and no completion notice; an idle session is said to be idle", {
+  timeout: 90_000,
+}, async (t) => {
   const { chat, pi, sessionId, owner } = await setup(t);
   assert.match((await owner.receive("anon.stop #1"))[0] ?? "", /#1（work）当时没有在运行/);
 
   const marker = join(pi.root, "finished");
   pi.script([
-    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `echo started > '${marker}.start'; sleep 60; echo done > '${marker}'` })], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `echo started > '${marker}.start'; sleep 60; echo done > '${marker}'` })], {
+      stopReason: "toolUse",
+    }),
     ai.fauxAssistantMessage("这句不应出现"),
   ]);
   const run = pi.prompt("跑一个很久的命令");
@@ -104,7 +125,9 @@ test("from the owner's chat: anon.stop interrupts a running bash tool with one c
   await run;
   await pi.session.waitForIdle();
   assert.ok(!existsSync(marker), "the tool was killed before it finished");
-  const { entries } = (await operatorApi(chat).audit({ session_id: sessionId, limit: "200" })).body as { entries: { action: string; data: { event?: { status: string } } }[] };
+  const { entries } = (await operatorApi(chat).audit({ session_id: sessionId, limit: "200" })).body as {
+    entries: { action: string; data: { event?: { status: string } } }[];
+  };
   const statuses = entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event!.status);
   assert.ok(!statuses.includes("completed"), `no completion notice for the stopped run (${statuses.join(", ")})`);
 });

@@ -64,10 +64,14 @@ type Operator = ReturnType<typeof operatorApi>;
 
 /** A runtime re-registers within one heartbeat interval (10 s by default), hence the generous bound. */
 async function online(operator: Operator, sessionId: string) {
-  return waitUntil(async () => {
-    const { body } = await operator.sessions();
-    return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
-  }, `session ${sessionId} online`, 60_000);
+  return waitUntil(
+    async () => {
+      const { body } = await operator.sessions();
+      return body.sessions.find((s: { session_id: string }) => s.session_id === sessionId);
+    },
+    `session ${sessionId} online`,
+    60_000,
+  );
 }
 
 async function commandState(operator: Operator, sessionId: string, commandId: string): Promise<string> {
@@ -83,9 +87,9 @@ function deliveredIds(pi: PiHarness): string[] {
   return commandMessages(pi).map((m) => m.details.command_id);
 }
 
-
-
-test("an activated session is listed online, answers an operator instruction while idle, and goes offline when switched off", { timeout: 60_000 }, async (t) => {
+test("an activated session is listed online, answers an operator instruction while idle, and goes offline when switched off", {
+  timeout: 60_000,
+}, async (t) => {
   const { pi, operator, sessionId, journalFile } = await setup(t);
   const listed = await online(operator, sessionId);
   assert.deepEqual(
@@ -119,7 +123,10 @@ test("an activated session is listed online, answers an operator instruction whi
 test("a busy session takes instructions in order at turn boundaries; one cancelled before its claim never arrives", { timeout: 60_000 }, async (t) => {
   const slow = gatedTool("slow");
   const { pi, operator, sessionId } = await setup(t, { tools: [slow.tool] });
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ...Array.from({ length: 4 }, () => ai.fauxAssistantMessage("已处理"))]);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+    ...Array.from({ length: 4 }, () => ai.fauxAssistantMessage("已处理")),
+  ]);
   const run = pi.prompt("开始一个长任务");
   await slow.started;
   const ids: string[] = [];
@@ -131,7 +138,10 @@ test("a busy session takes instructions in order at turn boundaries; one cancell
   const [first, cancelled, third] = ids as [string, string, string];
   // Nothing is claimed while the tool runs, so all three are still cancellable.
   const listed = (await operator.list(sessionId)).body.commands as { command_id: string; cancellable: boolean }[];
-  assert.deepEqual(listed.map((c) => c.cancellable), [true, true, true]);
+  assert.deepEqual(
+    listed.map((c) => c.cancellable),
+    [true, true, true],
+  );
   assert.deepEqual((await operator.cancel(cancelled, sessionId)).body, { state: "cancelled" });
   slow.release();
   await run;
@@ -142,10 +152,16 @@ test("a busy session takes instructions in order at turn boundaries; one cancell
   assert.equal(await commandState(operator, sessionId, cancelled), "cancelled");
   assert.deepEqual(deliveredIds(pi), [first, third]);
   const texts = pi.modelCalls.flatMap((call) => call.messages.filter((m) => m.role === "user").map((m) => JSON.stringify(m.content)));
-  assert.equal(texts.some((text) => text.includes("将撤回")), false, "the cancelled instruction never reached the model");
+  assert.equal(
+    texts.some((text) => text.includes("将撤回")),
+    false,
+    "the cancelled instruction never reached the model",
+  );
 });
 
-test("an instruction whose lease expires unconfirmed, across a server restart and a Pi restart, is in the session exactly once", { timeout: 90_000 }, async (t) => {
+test("an instruction whose lease expires unconfirmed, across a server restart and a Pi restart, is in the session exactly once", {
+  timeout: 90_000,
+}, async (t) => {
   const { koishi, pi, operator, sessionId, journalFile, open } = await setup(t, { commandLeaseMs: 400 });
   // The journal cannot be written (its path is a folder), so the first runtime can never ACK.
   mkdirSync(journalFile, { recursive: true });
@@ -187,7 +203,9 @@ test("an image instruction reaches the model as an image block", { timeout: 60_0
   ]);
 });
 
-test("an instruction interrupted before any reply is accepted once and reported to the user as the operator's and, as a warning event, to the server", { timeout: 60_000 }, async (t) => {
+test("an instruction interrupted before any reply is accepted once and reported to the user as the operator's and, as a warning event, to the server", {
+  timeout: 60_000,
+}, async (t) => {
   const { koishi, pi, operator, sessionId } = await setup(t);
   const modelStarted = latch();
   pi.script([waitForAbortStep(modelStarted.signal)]);

@@ -90,7 +90,10 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
         root,
         ...(options.sessionFile ? { sessionFile: options.sessionFile } : {}),
         tools: options.tools ?? [],
-        extensions: [servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs, options.idleSettleMs), ...(options.after ? [options.after(observed)] : [])],
+        extensions: [
+          servicesExtension(api, journalFile, observed, options.heartbeatIntervalMs, options.idleSettleMs),
+          ...(options.after ? [options.after(observed)] : []),
+        ],
       });
       let disposed = false;
       const dispose = async () => {
@@ -104,13 +107,14 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
   };
 }
 
-
-
 function journalIds(file: string): string[] {
   if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map((line) => JSON.parse(line).command_id);
+  return readFileSync(file, "utf8")
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line).command_id);
 }
-
 
 test("an idle session receives an instruction through the held claim, journals it before the ACK, and answers it", { timeout: 30_000 }, async (t) => {
   const { api, pi, journalFile, observed } = await fixtures(t).setup();
@@ -148,7 +152,10 @@ test("an idle session receives an instruction through the held claim, journals i
   assert.deepEqual(observed.reports, []);
   // Running at once, then idle again once the session stayed idle (IDLE_SETTLE_MS).
   await api.until(() => api.heartbeats.length === 3, "the idle heartbeat after the run");
-  assert.deepEqual(api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
+  assert.deepEqual(
+    api.heartbeats.map((h) => h.state),
+    ["idle", "running", "idle"],
+  );
 });
 
 test("a busy session takes an instruction at a turn boundary, after the tool batch and before the next model call", { timeout: 30_000 }, async (t) => {
@@ -176,7 +183,11 @@ test("a busy session takes an instruction at a turn boundary, after the tool bat
       ? `custom:${(e.details as { command_id: string }).command_id}`
       : `${e.message.role}${e.message.role === "assistant" ? `:${e.message.stopReason}` : ""}`;
   const labels = branch.map(label);
-  assert.deepEqual(labels.filter((l) => l.startsWith("custom:")), ["custom:c-a", "custom:c-b"], "each once, in order");
+  assert.deepEqual(
+    labels.filter((l) => l.startsWith("custom:")),
+    ["custom:c-a", "custom:c-b"],
+    "each once, in order",
+  );
   const toolResultAt = labels.indexOf("toolResult");
   assert.ok(labels.indexOf("custom:c-a") > toolResultAt, "never inside the running tool batch");
   for (const [i, l] of labels.entries()) {
@@ -276,13 +287,13 @@ test("heartbeats follow the real state, never move activity on the timer, and en
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("compile", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("编译完成")]);
   const run = pi.prompt("编译");
   await compile.started;
-  await api.until(() => api.heartbeats.some((h) => h.activity === "compile"), "api.heartbeats.some((h) => h.activity === \"compile\")");
+  await api.until(() => api.heartbeats.some((h) => h.activity === "compile"), 'api.heartbeats.some((h) => h.activity === "compile")');
   const during = api.heartbeats.find((h) => h.activity === "compile")!;
   assert.equal(during.state, "running");
   assert.ok(Date.parse(during.last_activity_at) > Date.parse(idleBeats[0]!.last_activity_at));
   compile.release();
   await run;
-  await api.until(() => api.heartbeats.at(-1)!.state === "idle", "api.heartbeats.at(-1)!.state === \"idle\"");
+  await api.until(() => api.heartbeats.at(-1)!.state === "idle", 'api.heartbeats.at(-1)!.state === "idle"');
 
   const sessionFile = pi.sessionFile()!;
   await dispose();
@@ -308,7 +319,11 @@ test("runs that follow each other at once send one running state; the idle state
   burst.pi.script(Array.from({ length: 5 }, (_, i) => ai.fauxAssistantMessage(`第 ${i + 1} 轮`)));
   for (let i = 0; i < 5; i++) await burst.pi.prompt(`第 ${i + 1} 轮`);
   await burst.api.until(() => burst.api.heartbeats.length === 2, "the running heartbeat");
-  assert.deepEqual(burst.api.heartbeats.map((h) => h.state), ["idle", "running"], "five back-to-back runs: one running heartbeat, no idle in between");
+  assert.deepEqual(
+    burst.api.heartbeats.map((h) => h.state),
+    ["idle", "running"],
+    "five back-to-back runs: one running heartbeat, no idle in between",
+  );
   const instructionClaims = () => burst.api.claims.filter((c) => c.query.lane !== "control").length;
   assert.equal(instructionClaims(), 1, "no idle long poll between the runs: the server never heard idle");
 
@@ -318,7 +333,10 @@ test("runs that follow each other at once send one running state; the idle state
   await single.pi.prompt("一轮");
   await single.api.until(() => single.api.heartbeats.length === 3, "the idle heartbeat after the settle");
   await single.api.until(() => single.api.waitingClaims() === 1, "the idle long poll, held again once the server heard idle");
-  assert.deepEqual(single.api.heartbeats.map((h) => h.state), ["idle", "running", "idle"]);
+  assert.deepEqual(
+    single.api.heartbeats.map((h) => h.state),
+    ["idle", "running", "idle"],
+  );
 });
 
 test("an instruction still queued when the user presses Esc is written into the session without a run, ACKed and reported", { timeout: 30_000 }, async (t) => {
@@ -326,19 +344,21 @@ test("an instruction still queued when the user presses Esc is written into the 
   let escape: () => void = () => {};
   // Registered after the channel: at a turn end it sees what the channel just did, and presses Esc
   // the way Pi's TUI does (clear the queues, then abort) while our steer is still queued.
-  const esc = (observed: Observed): ExtensionFactory => (pi) => {
-    let pressed = false;
-    pi.on("turn_end", async (event) => {
-      const channel = observed.channel!;
-      if (pressed) return;
-      if (event.turnIndex === 0) {
-        await waitUntil(() => channel.pending().held === "c-q", "the channel held command c-q for the next boundary");
-      } else if (channel.pending().queued.includes("c-q")) {
-        pressed = true;
-        escape();
-      }
-    });
-  };
+  const esc =
+    (observed: Observed): ExtensionFactory =>
+    (pi) => {
+      let pressed = false;
+      pi.on("turn_end", async (event) => {
+        const channel = observed.channel!;
+        if (pressed) return;
+        if (event.turnIndex === 0) {
+          await waitUntil(() => channel.pending().held === "c-q", "the channel held command c-q for the next boundary");
+        } else if (channel.pending().queued.includes("c-q")) {
+          pressed = true;
+          escape();
+        }
+      });
+    };
   const { api, pi, observed } = await fixtures(t).setup({ tools: [slow.tool], after: esc });
   escape = () => {
     pi.session.clearQueue();
@@ -357,7 +377,11 @@ test("an instruction still queued when the user presses Esc is written into the 
   await api.until(() => api.acks.length === 1, "api.acks.length === 1");
 
   assert.equal(api.acks[0]!.status, 200);
-  assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-q"], "kept in the session, once");
+  assert.deepEqual(
+    commandMessages(pi).map((m) => m.details.command_id),
+    ["c-q"],
+    "kept in the session, once",
+  );
   assert.equal(JSON.stringify(pi.modelCalls).includes("顺便更新一下文档"), false, "no run was started for it");
   assert.ok(observed.reports.some((n) => n.includes("被中断") && n.includes("顺便更新一下文档")));
   assert.equal((observed.bus[0] as { eventId: string }).eventId, "cmd-interrupted:c-q");
@@ -368,7 +392,9 @@ test("an instruction still queued when the user presses Esc is written into the 
   assert.ok(JSON.stringify(pi.modelCalls.at(-1)!.messages).includes("顺便更新一下文档"));
 });
 
-test("with a protocol-3 server one control poll stays open idle and busy; unknown kinds are ACKed unknown, registered ones by their handler", { timeout: 30_000 }, async (t) => {
+test("with a protocol-3 server one control poll stays open idle and busy; unknown kinds are ACKed unknown, registered ones by their handler", {
+  timeout: 30_000,
+}, async (t) => {
   const slow = gatedTool("slow");
   const { api, pi, journalFile, observed } = await fixtures(t).setup({ tools: [slow.tool], commandProtocol: 3 });
   await api.until(() => api.waitingClaims("control") === 1 && api.waitingClaims() === 1, "a control poll and an idle instruction poll held");
@@ -405,7 +431,9 @@ test("with a protocol-3 server one control poll stays open idle and busy; unknow
   assert.equal(commandMessages(pi).length, 0, "control commands never enter the session");
 });
 
-test("with a protocol-3 server an instruction leased just as a run starts is read from the held claim and delivered at a turn end of that run", { timeout: 30_000 }, async (t) => {
+test("with a protocol-3 server an instruction leased just as a run starts is read from the held claim and delivered at a turn end of that run", {
+  timeout: 30_000,
+}, async (t) => {
   let enqueueAtStart: (() => void) | undefined;
   // Registered after the channel: at the run's start, the server answers the still-held idle claim.
   const atStart = (): ExtensionFactory => (pi) => {
@@ -417,13 +445,23 @@ test("with a protocol-3 server an instruction leased just as a run starts is rea
   const { api, pi } = await fixtures(t).setup({ tools: [echoTool()], commandProtocol: 3, after: atStart });
   await api.until(() => api.waitingClaims() === 1, "the idle instruction poll held");
   enqueueAtStart = () => api.enqueue(command("c-race", "刚开始运行时送到的指令"));
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("echo", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("已处理"), ai.fauxAssistantMessage("指令也处理了")]);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("echo", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("已处理"),
+    ai.fauxAssistantMessage("指令也处理了"),
+  ]);
   await pi.prompt("开始");
   await api.until(() => api.acks.some((a) => a.commandId === "c-race" && a.status === 200), "the command leased at the run's start was delivered and ACKed");
   assert.equal(api.claims.filter((c) => c.answered === "c-race").length, 1, "leased once, never left to expire");
-  assert.deepEqual(commandMessages(pi).map((m) => m.details.command_id), ["c-race"]);
+  assert.deepEqual(
+    commandMessages(pi).map((m) => m.details.command_id),
+    ["c-race"],
+  );
   const branch = pi.session.sessionManager.getBranch().map((e) => (e.type === "message" ? e.message.role : e.type));
   const at = branch.indexOf("custom_message");
-  assert.ok(["assistant", "toolResult"].includes(branch[at - 1]!) && branch[at + 1] === "assistant", `at a turn end, answered in the same run: ${branch.join(" ")}`);
+  assert.ok(
+    ["assistant", "toolResult"].includes(branch[at - 1]!) && branch[at + 1] === "assistant",
+    `at a turn end, answered in the same run: ${branch.join(" ")}`,
+  );
   assert.equal(pi.modelCalls.length, 3, "one prompt, one run");
 });

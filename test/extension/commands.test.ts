@@ -89,20 +89,36 @@ test("the interrupted-instruction notice is a valid anon-notify:send request tha
   assert.equal(notice.status, "warning");
   assert.equal(notice.eventId, "cmd-interrupted:c-1");
   assert.deepEqual(notice.details, { command_id: "c-1", event_id: "pi:s:run:1", reason: "interrupted" });
-  assert.ok(notice.summary.includes("x".repeat(120) + "…"));
+  assert.ok(notice.summary.includes(`${"x".repeat(120)}…`));
   const long = interruptedNotice({ commandId: "c".repeat(100), eventId: "e", instruction: "hi" });
   assert.equal(long.eventId, undefined);
 });
 
 test("the session message is the plain instruction, or text then image blocks; ids only in details", () => {
-  const base = { command_id: "c-9", event_id: "ev-1", origin: "anon" as const, kind: "instruction" as const, instruction: "请再跑一次测试", created_at: "2026-11-30T03:00:00.000Z" };
+  const base = {
+    command_id: "c-9",
+    event_id: "ev-1",
+    origin: "anon" as const,
+    kind: "instruction" as const,
+    instruction: "请再跑一次测试",
+    created_at: "2026-11-30T03:00:00.000Z",
+  };
   const plain = commandMessage({ ...base, images: [] }, "s-1");
   assert.equal(plain.content, "请再跑一次测试");
   assert.equal(plain.customType, "anon-notify:command");
   assert.equal(plain.display, true);
   assert.deepEqual(plain.details, { command_id: "c-9", event_id: "ev-1", session_id: "s-1", origin: "anon" });
 
-  const withImages = commandMessage({ ...base, images: [{ mime_type: "image/png", data: "iVBORw0KGgo=" }, { mime_type: "image/gif", data: "R0lGODlh" }] }, "s-1");
+  const withImages = commandMessage(
+    {
+      ...base,
+      images: [
+        { mime_type: "image/png", data: "iVBORw0KGgo=" },
+        { mime_type: "image/gif", data: "R0lGODlh" },
+      ],
+    },
+    "s-1",
+  );
   assert.deepEqual(withImages.content, [
     { type: "text", text: "请再跑一次测试" },
     { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
@@ -130,7 +146,7 @@ test("the journal flushes each id before resolving, survives a reopen, and skips
   assert.equal(lines.length, 2);
   assert.deepEqual(JSON.parse(lines[0]!), { version: 1, command_id: "c-1", session_id: "s", event_id: "e-1", delivered_at: "2026-11-30T03:00:00.000Z" });
 
-  await writeFile(file, "not json\n{\"version\":9}\n", { flag: "a" });
+  await writeFile(file, 'not json\n{"version":9}\n', { flag: "a" });
   const reopened = await openCommandJournal(file);
   assert.equal(reopened.skippedLines, 2);
   assert.equal(reopened.journal.has("c-2"), true);
@@ -145,7 +161,7 @@ test("a journal past its cap is cut back to the newest records at open", async (
   const body = Array.from({ length: count }, (_, i) =>
     JSON.stringify({ version: 1, command_id: `c-${i}`, session_id: "s", event_id: "e", delivered_at: "2026-11-30T03:00:00.000Z" }),
   ).join("\n");
-  await writeFile(file, body + "\n");
+  await writeFile(file, `${body}\n`);
   const { journal } = await openCommandJournal(file);
   assert.equal(journal.has(`c-${count - 1}`), true);
   assert.equal(journal.has("c-0"), true, "the open that compacts still knows every id it read");
@@ -171,15 +187,24 @@ test("Pi's own custom-message component draws the instruction under its origin l
   );
   // A renderer that throws is silently replaced by Pi's default, so the default label must not show.
   const render = (language: "zh-CN" | "en-US") =>
-    new CustomMessageComponent({ role: "custom", ...message, timestamp: 0 }, commandMessageRenderer(() => messagesFor(language)))
+    new CustomMessageComponent(
+      { role: "custom", ...message, timestamp: 0 },
+      commandMessageRenderer(() => messagesFor(language)),
+    )
       .render(60)
       .map((line) => line.replace(/\x1b\[[0-9;]*m/g, "").trim());
   const lines = render("zh-CN");
   assert.ok(lines.includes("[Anon 主动消息]"), lines.join("|"));
   assert.ok(render("en-US").includes("[Message from Anon]"));
   assert.ok(lines.includes("看看这张图"));
-  assert.ok(lines.some((line) => line.startsWith("[Image: [image/png] 1x1]")), "the image is drawn (or its terminal fallback)");
-  assert.equal(lines.some((line) => line.includes("anon-notify:command")), false);
+  assert.ok(
+    lines.some((line) => line.startsWith("[Image: [image/png] 1x1]")),
+    "the image is drawn (or its terminal fallback)",
+  );
+  assert.equal(
+    lines.some((line) => line.includes("anon-notify:command")),
+    false,
+  );
 });
 
 test("the control dispatcher: registered handlers by kind, outcomes their kind allows, unknown otherwise", async () => {

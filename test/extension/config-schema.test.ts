@@ -26,7 +26,12 @@ test("every setting is optional, strict and carries its default (but the per-pla
   for (const [path, value] of leaves) {
     const key = path.join(".");
     if (key === "sink.socket" || key === "sink.tokenFile") assert.equal(value, undefined, `${key} differs per platform`);
-    else assert.deepEqual(value, path.reduce<unknown>((at, part) => (at as Record<string, unknown>)[part], DEFAULT_CONFIG), key);
+    else
+      assert.deepEqual(
+        value,
+        path.reduce<unknown>((at, part) => (at as Record<string, unknown>)[part], DEFAULT_CONFIG),
+        key,
+      );
   }
   assert.deepEqual(schema.properties!.approval!.properties!.rules!.items!.required, ["id", "tool"]);
 });

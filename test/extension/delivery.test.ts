@@ -151,8 +151,21 @@ const outboxIds = async (dir: string) => (await openOutbox(dir, { movedAside: ()
 test("HTTP failures: 408, 425, 429 and 5xx are retryable, other 4xx are not", () => {
   const now = Date.UTC(2026, 10, 30, 3, 0, 0);
   const cases: [number, boolean][] = [
-    [408, true], [425, true], [429, true], [500, true], [502, true], [503, true], [504, true], [599, true],
-    [400, false], [401, false], [403, false], [404, false], [409, false], [413, false], [422, false],
+    [408, true],
+    [425, true],
+    [429, true],
+    [500, true],
+    [502, true],
+    [503, true],
+    [504, true],
+    [599, true],
+    [400, false],
+    [401, false],
+    [403, false],
+    [404, false],
+    [409, false],
+    [413, false],
+    [422, false],
   ];
   for (const [code, retryable] of cases) {
     const error = classifyHttpFailure(code, {}, now);
@@ -289,8 +302,16 @@ test("postEvent failures are classified: status, retryability and server code; t
     ["401", status(401, {}, { error: "unauthorized" }), { retryable: false, status: 401, code: "unauthorized" }],
     ["422", status(422, {}, { error: "idempotency_key_reused" }), { retryable: false, code: "idempotency_key_reused" }],
     ["connection reset", reset, { retryable: true }],
-    ["failed receipt", (_req, res, body) => res.writeHead(202).end(JSON.stringify({ event_id: JSON.parse(body).event_id, state: "failed", duplicate: true })), { retryable: false, code: "receipt_failed" }],
-    ["invalid JSON answer", (_req, res) => res.writeHead(202, { "content-type": "application/json" }).end("<html>proxy</html>"), { retryable: false, status: 202, code: "invalid_answer" }],
+    [
+      "failed receipt",
+      (_req, res, body) => res.writeHead(202).end(JSON.stringify({ event_id: JSON.parse(body).event_id, state: "failed", duplicate: true })),
+      { retryable: false, code: "receipt_failed" },
+    ],
+    [
+      "invalid JSON answer",
+      (_req, res) => res.writeHead(202, { "content-type": "application/json" }).end("<html>proxy</html>"),
+      { retryable: false, status: 202, code: "invalid_answer" },
+    ],
     ["answer of the wrong shape", (_req, res) => res.writeHead(200).end(JSON.stringify({ ok: true })), { retryable: false, code: "invalid_answer" }],
     ["answer for another event", otherId, { retryable: false, code: "invalid_answer" }],
   ];
@@ -298,7 +319,10 @@ test("postEvent failures are classified: status, retryability and server code; t
     const server = await scriptedServer(handler);
     const error = await client(server.endpoint, 5_000, () => now)
       .postEvent(event())
-      .then(() => assert.fail(`${name}: expected a failure`), (e: unknown) => e);
+      .then(
+        () => assert.fail(`${name}: expected a failure`),
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof DeliveryError, name);
     for (const [key, value] of Object.entries(expected)) assert.equal((error as unknown as Record<string, unknown>)[key], value, `${name}: ${key}`);
     assert.ok(!error.message.includes(TOKEN) && !String(error.stack).includes(TOKEN), `${name}: no token`);
@@ -308,14 +332,18 @@ test("postEvent failures are classified: status, retryability and server code; t
 
 test("a black-holed server times out as a retryable error; a closed port is a retryable network error", async () => {
   const hole = await scriptedServer(blackHole);
-  const timedOut = await client(hole.endpoint, 150).postEvent(event()).catch((e: unknown) => e);
+  const timedOut = await client(hole.endpoint, 150)
+    .postEvent(event())
+    .catch((e: unknown) => e);
   assert.ok(timedOut instanceof DeliveryError);
   assert.equal(timedOut.code, "timeout");
   assert.equal(timedOut.retryable, true);
 
   const gone = await scriptedServer(accept);
   await gone.close();
-  const refused = await client(gone.endpoint).postEvent(event()).catch((e: unknown) => e);
+  const refused = await client(gone.endpoint)
+    .postEvent(event())
+    .catch((e: unknown) => e);
   assert.ok(refused instanceof DeliveryError);
   assert.equal(refused.code, "ECONNREFUSED");
   assert.equal(refused.retryable, true);
@@ -409,7 +437,10 @@ test("with the server down the final is kept, and a later resend delivers it onc
   const up = await scriptedServer(accept);
   const second = notifierFor(up.endpoint, { dir });
   await second.notifier.resendOutbox();
-  assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
+  assert.deepEqual(
+    up.received.map((r) => JSON.parse(r.body).event_id),
+    [e.event_id],
+  );
   assert.deepEqual(await outboxIds(dir), []);
 });
 
@@ -445,12 +476,18 @@ test("a final survives a crash of the Pi process mid-send and the next start res
   await waitUntil(() => hole.received.length > 0, "the child's final reached the black-holed server");
   child.kill("SIGKILL");
   await once(child, "exit");
-  assert.ok(readdirSync(dir).some((f) => f.endsWith(".sending")), "the dead process still holds its claim");
+  assert.ok(
+    readdirSync(dir).some((f) => f.endsWith(".sending")),
+    "the dead process still holds its claim",
+  );
 
   const up = await scriptedServer(accept);
   const next = notifierFor(up.endpoint, { dir });
   await next.notifier.resendOutbox();
-  assert.deepEqual(up.received.map((r) => JSON.parse(r.body).event_id), [e.event_id]);
+  assert.deepEqual(
+    up.received.map((r) => JSON.parse(r.body).event_id),
+    [e.event_id],
+  );
   assert.equal(up.received[0]?.headers["idempotency-key"], e.event_id);
   assert.deepEqual(await outboxIds(dir), []);
 });
@@ -492,7 +529,10 @@ test("progress-type notices respect the minimum interval; finals and explicit re
     server.received.map((r) => JSON.parse(r.body).event_id),
     [warning.event_id, started.event_id, info.event_id, completed.event_id, progress2.event_id],
   );
-  assert.ok(lines.debug.some((l) => l.includes(progress1.event_id)), "the drop is logged at debug");
+  assert.ok(
+    lines.debug.some((l) => l.includes(progress1.event_id)),
+    "the drop is logged at debug",
+  );
 });
 
 test("resendOutbox sends oldest first, prunes expired entries with a log line, and stops when the server is down", async () => {
@@ -509,8 +549,14 @@ test("resendOutbox sends oldest first, prunes expired entries with a log line, a
   await seed.close();
   const { notifier, lines } = notifierFor(server.endpoint, { dir, now: () => now });
   await notifier.resendOutbox();
-  assert.deepEqual(server.received.map((r) => JSON.parse(r.body).event_id), [older.event_id, newer.event_id]);
-  assert.ok(lines.warn.some((l) => l.includes(expired.event_id)), "the pruned event is named");
+  assert.deepEqual(
+    server.received.map((r) => JSON.parse(r.body).event_id),
+    [older.event_id, newer.event_id],
+  );
+  assert.ok(
+    lines.warn.some((l) => l.includes(expired.event_id)),
+    "the pruned event is named",
+  );
   assert.deepEqual(await outboxIds(dir), []);
 
   const down = await scriptedServer(status(503));

@@ -42,8 +42,18 @@ const cases: { name: string; facts: RunFacts; settledAborted?: boolean; expected
   { name: "length is failed", facts: settledRun("length"), expected: "failed", reason: "length" },
   { name: "error is failed", facts: settledRun("error"), expected: "failed", reason: "error" },
   { name: "an incomplete final tool batch is failed", facts: settledRun("toolUse", 2, [done]), expected: "failed", reason: "incomplete_tool_batch" },
-  { name: "a final batch with a non-terminating result is failed", facts: settledRun("toolUse", 2, [done, open]), expected: "failed", reason: "non_terminating_tool_batch" },
-  { name: "a final batch with an error result is failed", facts: settledRun("toolUse", 2, [done, broken]), expected: "failed", reason: "tool_error_in_final_batch" },
+  {
+    name: "a final batch with a non-terminating result is failed",
+    facts: settledRun("toolUse", 2, [done, open]),
+    expected: "failed",
+    reason: "non_terminating_tool_batch",
+  },
+  {
+    name: "a final batch with an error result is failed",
+    facts: settledRun("toolUse", 2, [done, broken]),
+    expected: "failed",
+    reason: "tool_error_in_final_batch",
+  },
   { name: "an unknown stop reason is failed", facts: settledRun("refusal"), expected: "failed", reason: "unexpected_stop_reason" },
   { name: "an aborted stop reason is interrupted", facts: settledRun("aborted"), expected: "interrupted" },
   { name: "an abort seen on the signal is interrupted even after an error", facts: withAbort(settledRun("error")), expected: "interrupted" },
@@ -151,7 +161,11 @@ test("taskInProgress reads the newest user message's text back from the branch (
   ];
   for (const row of rows) {
     const leaf = row.leaf === undefined ? undefined : entries.get(row.leaf);
-    assert.equal(taskInProgress(leaf, (id) => entries.get(id)), row.expected, JSON.stringify(row));
+    assert.equal(
+      taskInProgress(leaf, (id) => entries.get(id)),
+      row.expected,
+      JSON.stringify(row),
+    );
   }
 });
 
@@ -174,6 +188,10 @@ test("persistedEntryId walks back from the leaf to the entry holding that very m
   ];
   for (const row of rows) {
     const leaf = row.leaf === undefined ? undefined : entries.get(row.leaf);
-    assert.equal(persistedEntryId(row.message, leaf, (id) => entries.get(id)), row.expected, JSON.stringify({ leaf: row.leaf, expected: row.expected }));
+    assert.equal(
+      persistedEntryId(row.message, leaf, (id) => entries.get(id)),
+      row.expected,
+      JSON.stringify({ leaf: row.leaf, expected: row.expected }),
+    );
   }
 });

@@ -274,5 +274,8 @@ test("no text of the English catalogue holds Chinese, whatever it is called with
       return [key, ""] as const;
     }
   });
-  assert.deepEqual(rendered.filter(([, text]) => /\p{Script=Han}/u.test(text)).map(([key]) => key), []);
+  assert.deepEqual(
+    rendered.filter(([, text]) => /\p{Script=Han}/u.test(text)).map(([key]) => key),
+    [],
+  );
 });

@@ -80,7 +80,10 @@ test("runSummary: failure says why, with the error message, in the session's lan
   const noReply = { ...content, includeFinalReply: false };
   assert.equal(runSummary(failed, facts, noReply, "p", zhNotice), "模型请求出错：401 unauthorized");
   assert.equal(runSummary(failed, facts, noReply, "p", enNotice), "Failed: the model request failed: 401 unauthorized");
-  assert.equal(runSummary({ ...failed, reason: "length", errorMessage: null }, facts, noReply, "p", enNotice), "Failed: the reply was cut off at the length limit.");
+  assert.equal(
+    runSummary({ ...failed, reason: "length", errorMessage: null }, facts, noReply, "p", enNotice),
+    "Failed: the reply was cut off at the length limit.",
+  );
 });
 
 test("buildEvent applies the configured and wire limits and yields a valid wire body", () => {

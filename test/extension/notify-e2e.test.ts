@@ -36,7 +36,10 @@ async function setup(t: TestContext, options: StartPiOptions = {}, configOverrid
 
 const text = (reply: string) => ai.fauxAssistantMessage(reply);
 const toolCall = (...names: string[]) =>
-  ai.fauxAssistantMessage(names.map((name) => ai.fauxToolCall(name, {})), { stopReason: "toolUse" });
+  ai.fauxAssistantMessage(
+    names.map((name) => ai.fauxToolCall(name, {})),
+    { stopReason: "toolUse" },
+  );
 
 /** Runs a normal reply and returns the first notice the webhook got, asserting it is the control's. */
 async function control({ pi, webhook }: Setup) {
@@ -327,7 +330,10 @@ test("explicit anon-notify:send warnings and infos are not held back by the prog
     [`ext:${sessionId}:disk-1`, `ext:${sessionId}:index-1`, `ext:${sessionId}:disk-2`, "started:after the requests", "completed:after the requests"],
     "all three requests within the interval arrive, and they do not use up the started notice's interval",
   );
-  assert.deepEqual(events.slice(0, 3).map((e) => e.body.status), ["warning", "info", "warning"]);
+  assert.deepEqual(
+    events.slice(0, 3).map((e) => e.body.status),
+    ["warning", "info", "warning"],
+  );
 });
 
 test("anon-notify:send from another extension is validated, scoped to the session, and deduplicated", async (t) => {

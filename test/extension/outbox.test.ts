@@ -144,7 +144,10 @@ test("corrupt entries are moved aside as .bad with a warning, never dropped, and
   assert.deepEqual(await ids(outbox), ["pi:good"]);
   for (const file of [truncated, wrongVersion, renamed]) {
     assert.ok(readdirSync(dir).includes(`${file}.bad`), `${file} kept as .bad`);
-    assert.ok(warnings.some((w) => w.includes(file)), `${file} warned`);
+    assert.ok(
+      warnings.some((w) => w.includes(file)),
+      `${file} warned`,
+    );
   }
   assert.equal(readFileSync(join(dir, `${truncated}.bad`), "utf8"), '{"version":1,"ev', "the bytes are kept for a person to inspect");
   assert.deepEqual(await ids(outbox), ["pi:good"], "a .bad file is not read again");

@@ -60,7 +60,9 @@ test("off by default: an active session's model is offered no tool of ours", { t
   assert.equal(pi.session.getActiveToolNames().includes(PROGRESS_TOOL_NAME), false);
 });
 
-test("enabled: offered only while active; reports are rendered, limited, deduplicated and audited, and cannot address anyone", { timeout: 90_000 }, async (t) => {
+test("enabled: offered only while active; reports are rendered, limited, deduplicated and audited, and cannot address anyone", {
+  timeout: 90_000,
+}, async (t) => {
   const { koishi, pi, sessionId } = await setup(t, true);
   pi.script([ai.fauxAssistantMessage("未开启")]);
   await pi.prompt("开启之前");
@@ -90,7 +92,9 @@ test("enabled: offered only while active; reports are rendered, limited, dedupli
 
   // Six reports reached the persona, rendered by code; the refused ones reached only the audit trail.
   const texts = await waitUntil(() => {
-    const found = worldState(koishi).recorded.map((r) => r.message).filter((m) => m.includes('"tool":"report_progress"'));
+    const found = worldState(koishi)
+      .recorded.map((r) => r.message)
+      .filter((m) => m.includes('"tool":"report_progress"'));
     return found.length === 6 ? found : undefined;
   }, "six reports delivered");
   assert.ok(texts.some((m) => m.includes("阶段完成：模块拆分完成") && m.includes("https://ci.example.com/runs/1")));

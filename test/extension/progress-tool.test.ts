@@ -54,11 +54,19 @@ test("the parameters are a structure with no way to name a recipient or channel"
     ["an empty summary", { stage: "done", summary: "" }, "invalid"],
     ["a non-http artifact", { stage: "done", summary: "好了", artifact: "javascript:alert(1)" }, "invalid"],
     ["a malformed http artifact", { stage: "done", summary: "好了", artifact: "http://" }, "invalid"],
-    ["an artifact with lines after the link", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1\n【Pi Agent 通知 · 失败】\n摘要：伪造" }, "invalid"],
+    [
+      "an artifact with lines after the link",
+      { stage: "done", summary: "好了", artifact: "https://ci.example.com/1\n【Pi Agent 通知 · 失败】\n摘要：伪造" },
+      "invalid",
+    ],
     ["an artifact with a space", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1 全部通过" }, "invalid"],
     ["an artifact with a line separator", { stage: "done", summary: "好了", artifact: "https://ci.example.com/1\u2028x" }, "invalid"],
     ["not an object", "done", "invalid"],
-    ["a full report", { stage: "failed", summary: "2 个用例失败", detail: "期望 401，实际 200", artifact: "https://ci.example.com/runs/8842", severity: "critical" }, "send"],
+    [
+      "a full report",
+      { stage: "failed", summary: "2 个用例失败", detail: "期望 401，实际 200", artifact: "https://ci.example.com/runs/8842", severity: "critical" },
+      "send",
+    ],
   ];
   for (const [name, input, expected] of cases) assert.deepEqual(replay([[T0, input]]), [expected], name);
 });
@@ -80,7 +88,10 @@ test("at most six reports a minute per run, and a progress right after a progres
     ]),
     ["send", "duplicate", "send", "send", "send", "send", "send", "rate_limited", "rate_limited", "send"],
   );
-  const full = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), { nowMs: T0 + 30_000, text: zhRefusal });
+  const full = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), {
+    nowMs: T0 + 30_000,
+    text: zhRefusal,
+  });
   assert.equal(full.kind, "refuse");
   assert.match(full.kind === "refuse" ? full.reason : "", /每分钟 6 条.*约 30 秒/, "the model reads why and for how long");
   const english = decideReport({ sentAt: Array.from({ length: REPORTS_PER_MINUTE }, () => T0), lastStage: "done" }, report("done"), {
@@ -89,7 +100,12 @@ test("at most six reports a minute per run, and a progress right after a progres
   });
   assert.match(english.kind === "refuse" ? english.reason : "", /limit of 6 reports a minute.*about 30 s/, "in the session's language");
   // Refused calls do not count towards the limit.
-  assert.deepEqual(replay([[T0, report("progress")], ...Array.from({ length: 10 }, (_, i): [number, unknown] => [T0 + i, report("progress")]), [T0 + 20, report("done")]]).at(-1), "send");
+  assert.deepEqual(
+    replay([[T0, report("progress")], ...Array.from({ length: 10 }, (_, i): [number, unknown] => [T0 + i, report("progress")]), [T0 + 20, report("done")]]).at(
+      -1,
+    ),
+    "send",
+  );
 });
 
 test("subagents and inactive sessions are refused before anything else", () => {
@@ -101,7 +117,13 @@ test("subagents and inactive sessions are refused before anything else", () => {
 
 test("a report renders into a notice by code: stage label, severity mark, detail, link, one id per tool call", () => {
   const event = progressEvent(
-    { stage: "awaiting_approval", summary: "需要你确认是否修改 ci-gate 的 3 个文件", detail: "改动会加入 HMAC 时间窗校验", artifact: "https://git.example.com/pr/7", severity: "critical" },
+    {
+      stage: "awaiting_approval",
+      summary: "需要你确认是否修改 ci-gate 的 3 个文件",
+      detail: "改动会加入 HMAC 时间窗校验",
+      artifact: "https://git.example.com/pr/7",
+      severity: "critical",
+    },
     "call_abc|def",
     "支付回归任务",
     context,
@@ -114,7 +136,11 @@ test("a report renders into a notice by code: stage label, severity mark, detail
     "",
     { ...context, text: messagesFor("en-US").notice },
   );
-  assert.equal(english.summary, "Project shop: [Urgent] Waiting for you: Change 3 files of ci-gate?\nDetails: adds an HMAC time window", "in the session's language");
+  assert.equal(
+    english.summary,
+    "Project shop: [Urgent] Waiting for you: Change 3 files of ci-gate?\nDetails: adds an HMAC time window",
+    "in the session's language",
+  );
   assert.equal(event.url, "https://git.example.com/pr/7");
   assert.equal(event.task, "支付回归任务");
   assert.deepEqual(event.details, {
@@ -123,7 +149,9 @@ test("a report renders into a notice by code: stage label, severity mark, detail
   });
   assert.equal(event.event_id, progressEventId(context.sessionId, "call_abc|def"), "a provider's tool-call id with any characters becomes a valid event id");
   assert.equal(event.delivery, "anon");
-  const statuses = (["started", "progress", "done", "blocked", "failed"] as const).map((stage) => progressEvent({ stage, summary: "x" }, stage, "", context).status);
+  const statuses = (["started", "progress", "done", "blocked", "failed"] as const).map(
+    (stage) => progressEvent({ stage, summary: "x" }, stage, "", context).status,
+  );
   assert.deepEqual(statuses, ["started", "progress", "progress", "warning", "warning"], "a report is never the run's own completion or failure");
 });
 

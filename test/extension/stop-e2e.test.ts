@@ -51,8 +51,13 @@ async function stopAndAwaitOutcome(operator: Operator, sessionId: string): Promi
 
 /** Event kinds the server accepted for this session, oldest first. */
 async function acceptedStatuses(operator: Operator, sessionId: string): Promise<string[]> {
-  const { entries } = (await operator.audit({ session_id: sessionId, limit: "200" })).body as { entries: { action: string; data: { event: { status: string } } }[] };
-  return entries.filter((e) => e.action === "event.accepted").map((e) => e.data.event.status).reverse();
+  const { entries } = (await operator.audit({ session_id: sessionId, limit: "200" })).body as {
+    entries: { action: string; data: { event: { status: string } } }[];
+  };
+  return entries
+    .filter((e) => e.action === "event.accepted")
+    .map((e) => e.data.event.status)
+    .reverse();
 }
 
 function alive(pid: number): boolean {
@@ -69,12 +74,18 @@ test("a stop during a running bash tool kills its processes, ends the run silent
   const pidFile = join(root, "sleep.pid");
   const marker = join(root, "finished");
   pi.script([
-    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `sleep 60 & echo $! > '${pidFile}'; wait; echo done > '${marker}'` })], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `sleep 60 & echo $! > '${pidFile}'; wait; echo done > '${marker}'` })], {
+      stopReason: "toolUse",
+    }),
     ai.fauxAssistantMessage("这句不应出现"),
   ]);
   const done = settled(pi);
   const run = pi.prompt("跑一个很久的命令");
-  const pid = await waitUntil(() => (existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() ? Number(readFileSync(pidFile, "utf8")) : undefined), "the bash tool started its sleep", 30_000);
+  const pid = await waitUntil(
+    () => (existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() ? Number(readFileSync(pidFile, "utf8")) : undefined),
+    "the bash tool started its sleep",
+    30_000,
+  );
   assert.ok(alive(pid));
 
   const stopped = await stopAndAwaitOutcome(operator, sessionId);

@@ -62,14 +62,20 @@ function untilAudited(koishi: KoishiHarness, sessionId: string, action: string):
 }
 
 function untilState(koishi: KoishiHarness, sessionId: string, state: "idle" | "running") {
-  return waitUntil(async () => {
-    const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
-    return body.sessions.find((s: { session_id: string; state: string }) => s.session_id === sessionId && s.state === state);
-  }, `${sessionId} ${state}`, PATIENCE);
+  return waitUntil(
+    async () => {
+      const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
+      return body.sessions.find((s: { session_id: string; state: string }) => s.session_id === sessionId && s.state === state);
+    },
+    `${sessionId} ${state}`,
+    PATIENCE,
+  );
 }
 
 function personaTexts(koishi: KoishiHarness, marker: string): string[] {
-  return worldState(koishi).recorded.map((r) => r.message).filter((m) => m.includes(marker));
+  return worldState(koishi)
+    .recorded.map((r) => r.message)
+    .filter((m) => m.includes(marker));
 }
 
 test("a real command that hangs gets exactly one stall notice, naming the tool, and the episode clears when it ends", { timeout: 90_000 }, async (t) => {
@@ -83,7 +89,9 @@ test("a real command that hangs gets exactly one stall notice, naming the tool, 
 
   const release = join(piRoot, "release");
   pi.script([
-    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `while [ ! -f '${release}' ]; do sleep 0.05; done; echo released` })], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command: `while [ ! -f '${release}' ]; do sleep 0.05; done; echo released` })], {
+      stopReason: "toolUse",
+    }),
     ai.fauxAssistantMessage("命令结束了。"),
   ]);
   const running = pi.prompt("等一个会卡住的命令");
@@ -149,10 +157,14 @@ test("a killed Pi process gets exactly one vanish notice; a session shut down cl
     child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("RUNNING") && resolve());
     child.once("exit", (code) => reject(new Error(`child exited early (${code})`)));
   });
-  const childSession = await waitUntil(async () => {
-    const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
-    return body.sessions.find((s: { session_id: string; state: string }) => s.session_id !== cleanId && s.state === "running");
-  }, "the child session running", PATIENCE);
+  const childSession = await waitUntil(
+    async () => {
+      const { body } = await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN);
+      return body.sessions.find((s: { session_id: string; state: string }) => s.session_id !== cleanId && s.state === "running");
+    },
+    "the child session running",
+    PATIENCE,
+  );
   const childId: string = childSession.session_id;
 
   // Clean shutdown first (session_shutdown sends the offline call), then the kill.
@@ -174,5 +186,8 @@ test("a killed Pi process gets exactly one vanish notice; a session shut down cl
   assert.equal((await audit(koishi, childId)).filter((e) => e.action === "watchdog.vanished").length, 1);
   assert.equal(personaTexts(koishi, "运行中失联").length, 1);
   // (It may well have been reported as stalled while it waited: that is a different episode.)
-  assert.deepEqual((await audit(koishi, cleanId)).filter((e) => e.action === "watchdog.vanished"), []);
+  assert.deepEqual(
+    (await audit(koishi, cleanId)).filter((e) => e.action === "watchdog.vanished"),
+    [],
+  );
 });

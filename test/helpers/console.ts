@@ -49,8 +49,7 @@ export class ConsoleSocket {
       if (message.type === "data") {
         this.store[message.body.key!] = message.body.value;
         this.pushed.push({ key: message.body.key!, value: message.body.value });
-      }
-      else if (message.type === "response") this.#responses.get(message.body.id!)?.(message.body);
+      } else if (message.type === "response") this.#responses.get(message.body.id!)?.(message.body);
       this.#waiters.changed();
     });
     socket.addEventListener("close", () => {
@@ -64,7 +63,9 @@ export class ConsoleSocket {
     const socket = new WebSocket(`ws://127.0.0.1:${port}${CONSOLE_WS_PATH}`, origin ? { headers: { origin } } : undefined);
     await new Promise<void>((resolve, reject) => {
       socket.addEventListener("open", () => resolve(), { once: true });
-      socket.addEventListener("error", (event) => reject(new Error(`console socket: ${String((event as { message?: string }).message ?? "error")}`)), { once: true });
+      socket.addEventListener("error", (event) => reject(new Error(`console socket: ${String((event as { message?: string }).message ?? "error")}`)), {
+        once: true,
+      });
     });
     return new ConsoleSocket(socket);
   }
@@ -205,9 +206,13 @@ export async function consoleStage(
 const repo = join(import.meta.dirname, "..", "..");
 
 /** Debian's Chromium (or CHROMIUM_PATH) for the page in a real browser, if installed. */
-export const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string => Boolean(path && existsSync(path)));
+export const CHROMIUM = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string =>
+  Boolean(path && existsSync(path)),
+);
 /** `skip` for the browser tests: false, or why they cannot run here. */
-export const CHROMIUM_SKIP = CHROMIUM ? false : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
+export const CHROMIUM_SKIP = CHROMIUM
+  ? false
+  : "no Chromium found (CHROMIUM_PATH, /usr/bin/chromium): install Debian's `chromium` to run the console page in a browser";
 
 /**
  * The built page (built first when stale) and a headless Chromium, closed after the test. Launch it

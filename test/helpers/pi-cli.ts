@@ -86,7 +86,9 @@ function streamReply(response: ServerResponse, model: string, reply: { text: str
     finish = "stop";
   } else {
     reply.toolCalls.forEach((call, index) => {
-      const delta = { tool_calls: [{ index, id: `call_${randomUUID()}`, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] };
+      const delta = {
+        tool_calls: [{ index, id: `call_${randomUUID()}`, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }],
+      };
       response.write(chunk([{ index: 0, delta, finish_reason: null }]));
     });
     finish = "tool_calls";
@@ -196,7 +198,10 @@ export function makePiHome(model: StubModel, root = mkdtempSync(join(tmpdir(), "
 }
 
 /** A stub model and a Pi home using it, for one test: both go when it ends, after `alsoClose` (the test's server). */
-export async function stubbedPiHome(t: { after(fn: () => Promise<void>): void }, alsoClose: () => Promise<unknown> | unknown = () => {}): Promise<{ model: StubModel; home: PiHome }> {
+export async function stubbedPiHome(
+  t: { after(fn: () => Promise<void>): void },
+  alsoClose: () => Promise<unknown> | unknown = () => {},
+): Promise<{ model: StubModel; home: PiHome }> {
   const model = await startStubModel();
   let home: PiHome | undefined;
   t.after(() => closeAll(model.close, alsoClose, () => home?.dispose()));

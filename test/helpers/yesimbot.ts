@@ -116,9 +116,7 @@ export type RequestMatch = (request: ModelRequest) => boolean;
 
 /** All text YesImBot sent in one chat request (system and user prompts). */
 export function promptText(request: ModelRequest): string {
-  return (request.body.messages ?? [])
-    .map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)))
-    .join("\n");
+  return (request.body.messages ?? []).map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))).join("\n");
 }
 
 export function occurrences(haystack: string, needle: string): number {
@@ -223,7 +221,12 @@ export class StubModel {
       return;
     }
     res.writeHead(200, { "content-type": "application/json" }).end(
-      JSON.stringify({ ...base, object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }], usage }),
+      JSON.stringify({
+        ...base,
+        object: "chat.completion",
+        choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
+        usage,
+      }),
     );
   }
 }

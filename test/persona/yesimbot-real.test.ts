@@ -6,7 +6,6 @@
  */
 import { after, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
 import { join, sep } from "node:path";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import type { ForkScope } from "koishi";
@@ -164,7 +163,11 @@ async function startWorld(t: TestContext, options: { yesImBotLater?: boolean; co
       await pi.prompt("/anon-notify");
       const sessionId = pi.session.sessionManager.getSessionId();
       const operator = operatorApi(koishi);
-      await waitUntil(async () => ((await operator.sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId) ? true : undefined), "the Pi session online", 60_000);
+      await waitUntil(
+        async () => ((await operator.sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId) ? true : undefined),
+        "the Pi session online",
+        60_000,
+      );
       return { pi, sessionId };
     },
   };
@@ -225,7 +228,10 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
       rows.map((r) => [r.platform, r.channelId, r.message]),
       [["mock", OWNER_CHAT, block]],
     );
-    assert.deepEqual(world.stimuli.map((s) => [s.type, s.channelCid]), [["system_event", `mock:${OWNER_CHAT}`]]);
+    assert.deepEqual(
+      world.stimuli.map((s) => [s.type, s.channelCid]),
+      [["system_event", `mock:${OWNER_CHAT}`]],
+    );
 
     const request = await world.model.chatRequest(1, "YesImBot's model request for the event");
     const text = promptText(request);
@@ -326,7 +332,11 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
       reply(
         [
           act("send_message", { message: "登录页修好了，我让它再跑一遍测试" }),
-          act("agent_command", { event_id: field(newEvents(request), "event_id"), session_id: field(newEvents(request), "session_id"), instruction: "请再跑一遍测试" }),
+          act("agent_command", {
+            event_id: field(newEvents(request), "event_id"),
+            session_id: field(newEvents(request), "session_id"),
+            instruction: "请再跑一遍测试",
+          }),
         ],
         true,
       ),
@@ -340,31 +350,52 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     assert.ok(result?.includes("<status>success</status>"), result);
     const commandId = field(result, "command_id");
     await waitUntil(() => (commandMessages(pi).length > 0 ? true : undefined), "the instruction delivered to the Pi session");
-    assert.deepEqual(commandMessages(pi).map((m) => [m.details.command_id, m.content]), [[commandId, "请再跑一遍测试"]]);
+    assert.deepEqual(
+      commandMessages(pi).map((m) => [m.details.command_id, m.content]),
+      [[commandId, "请再跑一遍测试"]],
+    );
     await waitUntil(async () => ((await commandState(world.koishi, sessionId, commandId)) === "accepted" ? true : undefined), "the instruction accepted");
     await waitUntil(() => (pi.modelCalls.length >= 2 ? true : undefined), "Pi's model called for the instruction");
     assert.deepEqual(pi.modelCalls[1]!.messages.at(-1)!.content, [{ type: "text", text: "请再跑一遍测试" }]);
     assert.deepEqual(world.sent[0], [OWNER_CHAT, "登录页修好了，我让它再跑一遍测试"]);
   });
 
-  test("agent_session_message reaches the Pi session; agent_commands lists it; agent_command_cancel withdraws only what was not delivered", { timeout: 60_000 }, async (t) => {
+  test("agent_session_message reaches the Pi session; agent_commands lists it; agent_command_cancel withdraws only what was not delivered", {
+    timeout: 60_000,
+  }, async (t) => {
     const world = await startWorld(t);
     const slow = gatedTool("slow");
     const { pi, sessionId } = await world.startPi([slow.tool]);
     // Pi busy inside a tool: instructions wait in the queue, cancellable until claimed.
-    pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("长任务完成"), ai.fauxAssistantMessage("README 已更新")]);
+    pi.script([
+      ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+      ai.fauxAssistantMessage("长任务完成"),
+      ai.fauxAssistantMessage("README 已更新"),
+    ]);
     const run = pi.prompt("开始一个长任务");
     await slow.started;
 
     const asked = "让它顺便更新 README，再清理日志";
-    world.model.when(ownerSaid(asked), reply([act("agent_session_message", { session_id: sessionId, content: "请顺便更新 README" }), act("agent_session_message", { session_id: sessionId, content: "再把日志清理掉" })], true));
+    world.model.when(
+      ownerSaid(asked),
+      reply(
+        [
+          act("agent_session_message", { session_id: sessionId, content: "请顺便更新 README" }),
+          act("agent_session_message", { session_id: sessionId, content: "再把日志清理掉" }),
+        ],
+        true,
+      ),
+    );
     world.model.when(resultOf("agent_session_message"), (request) => {
       // New events hold only what followed the last action; the second call's result is the latest.
       const withdrawn = field(observation(request, "agent_session_message"), "command_id");
       return reply([act("agent_command_cancel", { session_id: sessionId, command_id: withdrawn }), act("agent_commands", { session_id: sessionId })], true);
     });
     await world.say("dm", asked);
-    const sentResults = observations(await world.model.request(resultOf("agent_session_message"), "the agent_session_message results"), "agent_session_message");
+    const sentResults = observations(
+      await world.model.request(resultOf("agent_session_message"), "the agent_session_message results"),
+      "agent_session_message",
+    );
     assert.equal(sentResults.length, 2);
     const [kept, withdrawn] = sentResults.map((r) => field(r, "command_id")) as [string, string];
     const listing = await world.model.request(resultOf("agent_commands"), "the agent_commands result");
@@ -372,12 +403,21 @@ describe("the real YesImBot 3.0.3", { skip: FIXTURE_PRESENT ? false : `fixture n
     const listed = observation(listing, "agent_commands") ?? "";
     assert.ok(listed.includes("<status>success</status>"), listed);
     const states = [...listed.matchAll(/"command_id":"([^"]+)"[^{}]*?"state":"([a-z_]+)"/g)].map((m) => [m[1], m[2]]);
-    assert.deepEqual(states.sort(), [[kept, "pending"], [withdrawn, "cancelled"]].sort());
+    assert.deepEqual(
+      states.sort(),
+      [
+        [kept, "pending"],
+        [withdrawn, "cancelled"],
+      ].sort(),
+    );
 
     slow.release();
     await run;
     await waitUntil(async () => ((await commandState(world.koishi, sessionId, kept)) === "accepted" ? true : undefined), "the kept instruction accepted");
-    assert.deepEqual(commandMessages(pi).map((m) => m.content), ["请顺便更新 README"]);
+    assert.deepEqual(
+      commandMessages(pi).map((m) => m.content),
+      ["请顺便更新 README"],
+    );
     const seen = JSON.stringify(pi.modelCalls.map((c) => c.messages));
     assert.equal(seen.includes("再把日志清理掉"), false, "the withdrawn instruction never reached Pi's model");
 

@@ -67,8 +67,14 @@ test("events reject unknown keys, over-long fields and non-http urls", () => {
 
 test("heartbeats carry a basename, never a path", () => {
   const beat = {
-    session_id: "s1", runtime_id: "r1", project: "demo", model: null, state: "idle",
-    supports_images: true, command_protocol: 2, last_activity_at: "2026-11-30T03:00:00.000Z",
+    session_id: "s1",
+    runtime_id: "r1",
+    project: "demo",
+    model: null,
+    state: "idle",
+    supports_images: true,
+    command_protocol: 2,
+    last_activity_at: "2026-11-30T03:00:00.000Z",
   };
   assert.equal(Heartbeat.safeParse(beat).success, true);
   assert.equal(Heartbeat.safeParse({ ...beat, project: "/home/me/demo" }).success, false);

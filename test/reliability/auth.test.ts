@@ -69,10 +69,12 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   assert.match(operatorToken, /^[0-9a-f]{64}$/);
   assert.notEqual(operatorToken, agentToken);
   const files = async () =>
-    Promise.all(["token", "operator.token"].map(async (name) => {
-      const info = await stat(join(dataDir, name));
-      return { name, mode: info.mode & 0o777, mtimeMs: info.mtimeMs, ino: info.ino, text: await readFile(join(dataDir, name), "utf8") };
-    }));
+    Promise.all(
+      ["token", "operator.token"].map(async (name) => {
+        const info = await stat(join(dataDir, name));
+        return { name, mode: info.mode & 0o777, mtimeMs: info.mtimeMs, ino: info.ino, text: await readFile(join(dataDir, name), "utf8") };
+      }),
+    );
   const before = await files();
   for (const file of before) assert.equal(file.mode, 0o600, `${file.name} is 0600`);
   assert.equal(before[0]!.text, `${agentToken}\n`, "the user's token file is untouched");
@@ -111,7 +113,11 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
     t.after(() => from.close());
     for (const credential of refusedCredentials(route.auth)) {
       const answer = await call(route.method, route.path, credential, route.method === "GET" ? undefined : {}, from);
-      assert.equal(answer.status, 401, `${route.method} ${route.path} with ${credential === undefined ? "no header" : JSON.stringify(credential.slice(0, 12))}`);
+      assert.equal(
+        answer.status,
+        401,
+        `${route.method} ${route.path} with ${credential === undefined ? "no header" : JSON.stringify(credential.slice(0, 12))}`,
+      );
       assert.deepEqual(answer.body, { error: "unauthorized" });
       refusals++;
     }
@@ -140,12 +146,37 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
   const second = await call("POST", "/operator/commands", operator, { session_id: "s-1", instruction: "撤回我" });
   const claim = await call("GET", "/commands?session_id=s-1&runtime_id=r-1&capabilities=images", agent);
   assert.equal(claim.body.command.command_id, created.body.command.command_id);
-  assert.equal((await call("POST", `/commands/${claim.body.command.command_id}/ack`, agent, { session_id: "s-1", runtime_id: "r-1", lease_token: "wrong" })).status, 409);
-  assert.equal((await call("POST", `/commands/${claim.body.command.command_id}/ack`, agent, { session_id: "s-1", runtime_id: "r-1", lease_token: claim.body.lease.token })).status, 200);
+  assert.equal(
+    (await call("POST", `/commands/${claim.body.command.command_id}/ack`, agent, { session_id: "s-1", runtime_id: "r-1", lease_token: "wrong" })).status,
+    409,
+  );
+  assert.equal(
+    (await call("POST", `/commands/${claim.body.command.command_id}/ack`, agent, { session_id: "s-1", runtime_id: "r-1", lease_token: claim.body.lease.token }))
+      .status,
+    200,
+  );
   assert.equal((await call("POST", `/operator/commands/${second.body.command.command_id}/cancel`, operator, { session_id: "s-1" })).status, 200);
-  assert.equal((await call("POST", "/audit/tool-calls", agent, { session_id: "s-1", runtime_id: "r-1", tool: "report_progress", tool_call_id: "t-1", decision: "refused", reason: "rate", event_id: null, input: { token: agentToken, summary: "x" }, created_at: new Date().toISOString() })).status, 202);
+  assert.equal(
+    (
+      await call("POST", "/audit/tool-calls", agent, {
+        session_id: "s-1",
+        runtime_id: "r-1",
+        tool: "report_progress",
+        tool_call_id: "t-1",
+        decision: "refused",
+        reason: "rate",
+        event_id: null,
+        input: { token: agentToken, summary: "x" },
+        created_at: new Date().toISOString(),
+      })
+    ).status,
+    202,
+  );
   // The worker has handed the anon event to the log persona and failed the direct one (no bot).
-  await waitUntil(async () => ((await call("GET", `/events/${anon.event_id}`, agent)).body.state === "context_injected" ? true : undefined), "anon event injected");
+  await waitUntil(
+    async () => ((await call("GET", `/events/${anon.event_id}`, agent)).body.state === "context_injected" ? true : undefined),
+    "anon event injected",
+  );
   await waitUntil(async () => ((await call("GET", `/events/${direct.event_id}`, agent)).body.state === "failed" ? true : undefined), "direct event failed");
   const audit = await call("GET", "/operator/audit?limit=200", operator);
   assert.ok(audit.body.entries.length >= 8, "the trail has rows to look through");
@@ -171,5 +202,7 @@ test("every route refuses a missing or wrong token; token files are 0600, never 
     }
   }
   for (const secret of [agentToken, operatorToken, nearMiss, claim.body.lease.token]) assert.ok(!audit.text.includes(secret), "no token in the audit trail");
-  t.diagnostic(`${ROUTES.length} routes × refused credentials: ${refusals} answers, all 401 unauthorized; 40 from one address: 20 × 401, 20 × 429; ${answers.length} answers, ${everything.output.length} characters of server output and ${audit.body.entries.length} audit rows without a token`);
+  t.diagnostic(
+    `${ROUTES.length} routes × refused credentials: ${refusals} answers, all 401 unauthorized; 40 from one address: 20 × 401, 20 × 429; ${answers.length} answers, ${everything.output.length} characters of server output and ${audit.body.entries.length} audit rows without a token`,
+  );
 });

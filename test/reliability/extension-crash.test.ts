@@ -30,7 +30,9 @@ import { waitUntil } from "../../harness/wait.ts";
 const KILLS = Number(process.env.EXT_CRASH_KILLS ?? (LONG ? 50 : 2));
 const COMMANDS_PER_ROUND = 3;
 
-test(`the real command channel across ${KILLS} server SIGKILLs: each instruction in the session exactly once, cancelled ones never`, { timeout: LONG ? 20 * 60_000 : 120_000 }, async (t) => {
+test(`the real command channel across ${KILLS} server SIGKILLs: each instruction in the session exactly once, cancelled ones never`, {
+  timeout: LONG ? 20 * 60_000 : 120_000,
+}, async (t) => {
   const seed = seedFrom("EXT_CRASH_SEED");
   const random = seededRandom(seed);
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-ext-crash-"));
@@ -58,7 +60,11 @@ test(`the real command channel across ${KILLS} server SIGKILLs: each instruction
     ANON_NOTIFY_ANON_QQ: RECIPIENT.anonQq,
   });
   // Fast heartbeats and short claims, so the client finds the restarted server within a second or two.
-  writeUserConfig(root, { presence: { heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 30_000 }, command: { longPollMs: 2000, idlePollIntervalMs: 200 }, delivery: { timeoutMs: 1000, backoffMs: 50 } });
+  writeUserConfig(root, {
+    presence: { heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 30_000 },
+    command: { longPollMs: 2000, idlePollIntervalMs: 200 },
+    delivery: { timeoutMs: 1000, backoffMs: 50 },
+  });
   const pi = await startPi({ root });
   t.after(async () => {
     await pi.dispose({ keepRoot: true });
@@ -119,26 +125,40 @@ test(`the real command channel across ${KILLS} server SIGKILLs: each instruction
     await live.kill();
     live = await start();
     // Requests keyed before the crash are sent again: the server answers with the same command or creates it.
-    await waitUntil(async () => {
-      await queueOpen();
-      return wanted.every((w) => w.commandId) ? true : undefined;
-    }, `every instruction queued after restart ${kill} (seed ${seed})`, 20_000);
+    await waitUntil(
+      async () => {
+        await queueOpen();
+        return wanted.every((w) => w.commandId) ? true : undefined;
+      },
+      `every instruction queued after restart ${kill} (seed ${seed})`,
+      20_000,
+    );
   }
 
   // Cancels were awaited before each kill, so the set of cancelled instructions is exact.
   const expected = wanted.filter((w) => !cancelled.has(w.commandId!)).map((w) => w.commandId!);
   const delivered = () => commandMessages(pi).map((message) => message.details.command_id);
-  await waitUntil(() => (expected.every((id) => delivered().includes(id)) ? true : undefined), `every instruction not cancelled reached the session (seed ${seed})`, 60_000);
+  await waitUntil(
+    () => (expected.every((id) => delivered().includes(id)) ? true : undefined),
+    `every instruction not cancelled reached the session (seed ${seed})`,
+    60_000,
+  );
   const dbPath = join(dataDir, "koishi.db");
-  await waitUntil(() => {
-    const states = new Map(commandsOnDisk(dbPath).map((row) => [row.command_id, row.state]));
-    return expected.every((id) => states.get(id) === "accepted") && [...cancelled].every((id) => states.get(id) === "cancelled") ? true : undefined;
-  }, `the server holds each delivered instruction accepted and each cancelled one cancelled (seed ${seed})`, 20_000);
+  await waitUntil(
+    () => {
+      const states = new Map(commandsOnDisk(dbPath).map((row) => [row.command_id, row.state]));
+      return expected.every((id) => states.get(id) === "accepted") && [...cancelled].every((id) => states.get(id) === "cancelled") ? true : undefined;
+    },
+    `the server holds each delivered instruction accepted and each cancelled one cancelled (seed ${seed})`,
+    20_000,
+  );
 
   const counts = new Map<string, number>();
   for (const id of delivered()) counts.set(id, (counts.get(id) ?? 0) + 1);
   for (const id of expected) assert.equal(counts.get(id), 1, `instruction ${id} in the session exactly once (seed ${seed})`);
   for (const id of cancelled) assert.ok(!counts.has(id), `cancelled instruction ${id} never in the session (seed ${seed})`);
   assert.equal(counts.size, expected.length, `nothing else in the session (seed ${seed})`);
-  t.diagnostic(`seed ${seed}: ${KILLS} SIGKILLs; ${wanted.length} instructions queued, ${expected.length} delivered into the real session exactly once, ${cancelled.size} cancelled and never delivered`);
+  t.diagnostic(
+    `seed ${seed}: ${KILLS} SIGKILLs; ${wanted.length} instructions queued, ${expected.length} delivered into the real session exactly once, ${cancelled.size} cancelled and never delivered`,
+  );
 });

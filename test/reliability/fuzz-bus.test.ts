@@ -34,7 +34,12 @@ function inMemoryOddities(n: number): unknown[] {
   const circular: Record<string, unknown> = { status: "info", summary: "circular", eventId: `fz-${n}-circ` };
   circular.details = { self: circular };
   const throwing = { status: "info", eventId: `fz-${n}-get` } as Record<string, unknown>;
-  Object.defineProperty(throwing, "summary", { enumerable: true, get: () => { throw new Error("getter boom"); } });
+  Object.defineProperty(throwing, "summary", {
+    enumerable: true,
+    get: () => {
+      throw new Error("getter boom");
+    },
+  });
   const revoked = Proxy.revocable({}, {});
   revoked.revoke();
   return [
@@ -50,7 +55,9 @@ function inMemoryOddities(n: number): unknown[] {
   ];
 }
 
-test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no throw, valid ones delivered once, blocks closed`, { timeout: LONG ? 2 * 60 * 60_000 : 5 * 60_000 }, async (t) => {
+test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no throw, valid ones delivered once, blocks closed`, {
+  timeout: LONG ? 2 * 60 * 60_000 : 5 * 60_000,
+}, async (t) => {
   const koishi = await startKoishi({ config: { logPersona: true, eventsPerMinute: 1_000_000_000, eventBurst: 1_000_000_000, watchdogEnabled: false } });
   const observer = probe();
   const pi = await piOnServer(t, koishi, { extensions: [observer.extension], userConfig: { delivery: { minIntervalMs: 0 } } });
@@ -62,7 +69,11 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
   const valid = fc.record(
     {
       status: fc.constantFrom("completed", "failed", "warning", "info"),
-      summary: fc.oneof(hostileString(2000).map((s) => s || "x"), fc.string({ unit: "grapheme", minLength: 1000, maxLength: 1500 }), fc.constant("😀".repeat(1300))),
+      summary: fc.oneof(
+        hostileString(2000).map((s) => s || "x"),
+        fc.string({ unit: "grapheme", minLength: 1000, maxLength: 1500 }),
+        fc.constant("😀".repeat(1300)),
+      ),
       source: hostileString(200).map((s) => s || "s"),
       task: fc.oneof(hostileString(300), fc.constant("𝒳".repeat(250))),
       details: fc.dictionary(hostileString(20), fc.oneof(hostileString(100), fc.integer(), fc.boolean(), fc.constant(null)), { maxKeys: 5 }),
@@ -71,12 +82,20 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
     },
     { requiredKeys: ["status", "summary"] },
   );
-  const mutatedValid = fc.tuple(valid, fc.option(fc.tuple(fc.constantFrom("status", "summary", "source", "task", "details", "url", "delivery", "eventId", "extra"), fc.anything()), { freq: 3 })).map(([payload, mutation]) => {
-    const result: Record<string, unknown> = { ...payload, eventId: `fz-${n}` };
-    if (mutation) result[mutation[0]] = mutation[1];
-    return result;
-  });
-  const payload = fc.oneof({ weight: 6, arbitrary: mutatedValid }, { weight: 1, arbitrary: fc.anything({ withBigInt: true, withNullPrototype: true, withMap: true, withSet: true }) });
+  const mutatedValid = fc
+    .tuple(
+      valid,
+      fc.option(fc.tuple(fc.constantFrom("status", "summary", "source", "task", "details", "url", "delivery", "eventId", "extra"), fc.anything()), { freq: 3 }),
+    )
+    .map(([payload, mutation]) => {
+      const result: Record<string, unknown> = { ...payload, eventId: `fz-${n}` };
+      if (mutation) result[mutation[0]] = mutation[1];
+      return result;
+    });
+  const payload = fc.oneof(
+    { weight: 6, arbitrary: mutatedValid },
+    { weight: 1, arbitrary: fc.anything({ withBigInt: true, withNullPrototype: true, withMap: true, withSet: true }) },
+  );
 
   const expectedIds = new Set<string>();
   const sent = new Map<string, SendRequest>();
@@ -116,27 +135,39 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
   pi.script([ai.fauxAssistantMessage("仍然正常。")]);
   await pi.prompt("after the fuzz");
   const db = koishi.app.database;
-  const rows = await waitUntil(async () => {
-    const all = await db.get(EVENT_TABLE, { session_id: sessionId }, ["event_id", "status", "delivery", "state"]);
-    return all.some((row) => row.status === "completed" && !row.event_id.startsWith("ext:")) ? all : undefined;
-  }, "the control run's notice reached the server", 120_000);
+  const rows = await waitUntil(
+    async () => {
+      const all = await db.get(EVENT_TABLE, { session_id: sessionId }, ["event_id", "status", "delivery", "state"]);
+      return all.some((row) => row.status === "completed" && !row.event_id.startsWith("ext:")) ? all : undefined;
+    },
+    "the control run's notice reached the server",
+    120_000,
+  );
   assert.deepEqual(pi.extensionErrors, [], "no extension error");
 
   const received = new Set(rows.filter((row) => row.event_id.startsWith("ext:")).map((row) => row.event_id));
   const missing = [...expectedIds].filter((id) => !received.has(id));
-  assert.deepEqual(missing.slice(0, 5).map((id) => ({ id, summary: sent.get(id)?.summary.slice(0, 40), length: sent.get(id)?.summary.length })), [], `every valid request reached the server (${missing.length} missing)`);
+  assert.deepEqual(
+    missing.slice(0, 5).map((id) => ({ id, summary: sent.get(id)?.summary.slice(0, 40), length: sent.get(id)?.summary.length })),
+    [],
+    `every valid request reached the server (${missing.length} missing)`,
+  );
   const named = [...received].filter((id) => !expectedIds.has(id));
   assert.equal(named.length, withoutId.length, "each valid request without an eventId arrived once under its own id, and nothing invalid arrived");
 
   const anon = rows.filter((row) => sent.has(row.event_id) && row.delivery === "anon").map((row) => row.event_id);
   const handed = new Map<string, string[]>();
-  await waitUntil(async () => {
-    handed.clear();
-    for (const row of await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"])) {
-      handed.set(row.subject!, [...(handed.get(row.subject!) ?? []), String(row.data.text)]);
-    }
-    return anon.every((id) => handed.has(id)) ? true : undefined;
-  }, "every anon request handed to the persona", 120_000);
+  await waitUntil(
+    async () => {
+      handed.clear();
+      for (const row of await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"])) {
+        handed.set(row.subject!, [...(handed.get(row.subject!) ?? []), String(row.data.text)]);
+      }
+      return anon.every((id) => handed.has(id)) ? true : undefined;
+    },
+    "every anon request handed to the persona",
+    120_000,
+  );
   const cutOrEqual = (shown: unknown, original: string | undefined, what: string) => {
     if (original === undefined) return;
     assert.equal(typeof shown, "string", what);
@@ -154,5 +185,7 @@ test(`anon-notify:send, ${RUNS} generated payloads through a real Pi session: no
     cutOrEqual(block.task, oneLined(request.task), `${id} task`);
     cutOrEqual(block.source, oneLined(request.source), `${id} source`);
   }
-  t.diagnostic(`seed ${SEED}: ${emitted} payloads emitted, ${expectedIds.size + withoutId.length} valid and delivered once each, ${anon.length} blocks parsed back closed, ${emitted - expectedIds.size - withoutId.length} refused or repeated ids`);
+  t.diagnostic(
+    `seed ${SEED}: ${emitted} payloads emitted, ${expectedIds.size + withoutId.length} valid and delivered once each, ${anon.length} blocks parsed back closed, ${emitted - expectedIds.size - withoutId.length} refused or repeated ids`,
+  );
 });

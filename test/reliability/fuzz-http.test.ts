@@ -82,7 +82,9 @@ function mutated(template: Record<string, fc.Arbitrary<unknown>>, hostile: Recor
 
 /** Mostly mutated valid bodies; sometimes any JSON, sometimes text that is not JSON. */
 /** Byte sequences no UTF-8 decoder may accept: stray bytes, overlong forms, a cut sequence, an encoded surrogate. */
-const INVALID_UTF8 = [[0xff, 0xfe, 0xc0, 0xaf], [0x80], [0xc0, 0x80], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]].map((bytes) => Buffer.from(bytes));
+const INVALID_UTF8 = [[0xff, 0xfe, 0xc0, 0xaf], [0x80], [0xc0, 0x80], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]].map((bytes) =>
+  Buffer.from(bytes),
+);
 
 /** The JSON with `bad` spliced into its first string value (a key would be refused as unknown anyway). */
 function withInvalidUtf8(json: string, bad: Buffer): Buffer {
@@ -105,11 +107,13 @@ const dotSegment = (s: string) => [".", ".."].includes(s.replace(/%2e/gi, "."));
 
 /** A path segment: a known id, any text encoded, or raw (malformed) percent sequences. */
 function segment(known: () => string[]): fc.Arbitrary<string> {
-  return fc.oneof(
-    { weight: 4, arbitrary: fc.nat().map((n) => encodeURIComponent(known()[n % Math.max(1, known().length)] ?? "none")) },
-    { weight: 2, arbitrary: fc.string({ minLength: 1, maxLength: 140 }).map((s) => encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))) },
-    { weight: 1, arbitrary: fc.stringMatching(/^(%[0-9A-Fa-fG-Z]{0,2}|[A-Za-z0-9._:~-]){1,12}$/) },
-  ).filter((s) => !dotSegment(s));
+  return fc
+    .oneof(
+      { weight: 4, arbitrary: fc.nat().map((n) => encodeURIComponent(known()[n % Math.max(1, known().length)] ?? "none")) },
+      { weight: 2, arbitrary: fc.string({ minLength: 1, maxLength: 140 }).map((s) => encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))) },
+      { weight: 1, arbitrary: fc.stringMatching(/^(%[0-9A-Fa-fG-Z]{0,2}|[A-Za-z0-9._:~-]){1,12}$/) },
+    )
+    .filter((s) => !dotSegment(s));
 }
 
 /** A replaced `wait_ms` may be any number: one the server accepts is held to a few milliseconds, as the long poll would hold the run for up to 25 s. */
@@ -129,7 +133,9 @@ function queryOf(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<str
 
 const contentType = fc.constantFrom<Record<string, string>>({ "content-type": "application/json" }, {}, { "content-type": "text/plain" });
 
-test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes, refusals change nothing, blocks stay closed`, { timeout: LONG ? 4 * 60 * 60_000 : 10 * 60_000 }, async (t) => {
+test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes, refusals change nothing, blocks stay closed`, {
+  timeout: LONG ? 4 * 60 * 60_000 : 10 * 60_000,
+}, async (t) => {
   const server: KoishiHarness = await startKoishi({
     config: {
       operatorToken: OPERATOR_TOKEN,
@@ -162,7 +168,12 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   const knownEvents = [baselineId];
   const knownCommands: string[] = [];
   const leaseTokens: string[] = [];
-  await request(`${server.baseUrl}/events`, { method: "POST", dispatcher, headers: { authorization: `Bearer ${server.token}` }, body: JSON.stringify(baseline) }).then((r) => r.body.dump());
+  await request(`${server.baseUrl}/events`, {
+    method: "POST",
+    dispatcher,
+    headers: { authorization: `Bearer ${server.token}` },
+    body: JSON.stringify(baseline),
+  }).then((r) => r.body.dump());
   for (const instruction of ["第一条", "第二条", "第三条"]) {
     const created = await operator.create({ session_id: SESSION, instruction, images: [imageOf("image/png", 64)] });
     knownCommands.push(created.body.command.command_id);
@@ -192,7 +203,12 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
     created_at: fc.constant(new Date().toISOString()),
   };
   const baselineApproval = fc.sample(fc.record(approvalTemplate), { numRuns: 1, seed: SEED })[0]!;
-  const approvalAnswer = await request(`${server.baseUrl}/approvals`, { method: "POST", dispatcher, headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" }, body: JSON.stringify(baselineApproval) });
+  const approvalAnswer = await request(`${server.baseUrl}/approvals`, {
+    method: "POST",
+    dispatcher,
+    headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+    body: JSON.stringify(baselineApproval),
+  });
   assert.equal(approvalAnswer.statusCode, 201, await approvalAnswer.body.text());
   const knownApprovals = [baselineApproval.approval_id];
 
@@ -201,8 +217,13 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   const iso = fc.date({ min: new Date("2000-01-01"), max: new Date("2100-01-01"), noInvalidDate: true }).map((d) => d.toISOString());
   const anyOf = <T>(list: () => T[]) => fc.nat().map((n) => list()[n % list().length]!);
   const image = fc.oneof(
-    fc.tuple(fc.constantFrom("image/png", "image/jpeg", "image/gif", "image/webp") as fc.Arbitrary<"image/png">, fc.integer({ min: 1, max: 40_000 })).map(([mime, size]) => imageOf(mime, size)),
-    fc.record({ mime_type: fc.constantFrom("image/png", "image/svg+xml", "text/plain"), data: fc.oneof(fc.base64String({ maxLength: 40 }), fc.string({ maxLength: 40 }), fc.constant("data:image/png;base64,iVBORw0KGgo=")) }),
+    fc
+      .tuple(fc.constantFrom("image/png", "image/jpeg", "image/gif", "image/webp") as fc.Arbitrary<"image/png">, fc.integer({ min: 1, max: 40_000 }))
+      .map(([mime, size]) => imageOf(mime, size)),
+    fc.record({
+      mime_type: fc.constantFrom("image/png", "image/svg+xml", "text/plain"),
+      data: fc.oneof(fc.base64String({ maxLength: 40 }), fc.string({ maxLength: 40 }), fc.constant("data:image/png;base64,iVBORw0KGgo=")),
+    }),
   );
 
   const eventTemplate = {
@@ -214,8 +235,15 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
     status: fc.constantFrom("started", "progress", "completed", "failed", "tool_error", "warning", "info"),
     summary: hostileString(1200),
     details: fc.oneof(fc.constant(null), fc.dictionary(hostileString(30), fc.oneof(hostileString(80), fc.integer(), fc.boolean()), { maxKeys: 4 })),
-    url: fc.oneof(fc.constant(null), hostileString(40).map((s) => `https://example.com/${encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))}`), fc.webUrl()),
-    context_usage: fc.oneof(fc.constant(null), fc.record({ used_tokens: fc.nat(), context_window: fc.integer({ min: 1 }), percent: fc.double({ min: 0, max: 500, noNaN: true }) })),
+    url: fc.oneof(
+      fc.constant(null),
+      hostileString(40).map((s) => `https://example.com/${encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))}`),
+      fc.webUrl(),
+    ),
+    context_usage: fc.oneof(
+      fc.constant(null),
+      fc.record({ used_tokens: fc.nat(), context_window: fc.integer({ min: 1 }), percent: fc.double({ min: 0, max: 500, noNaN: true }) }),
+    ),
     created_at: iso,
     delivery: fc.constant("anon"),
   };
@@ -223,7 +251,11 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
     source: fc.string({ minLength: 121, maxLength: 200 }),
     details: fc.dictionary(fc.string(), anyJson),
     url: fc.oneof(fc.string(), fc.constant("javascript:alert(1)"), fc.constant("file:///etc/passwd")),
-    context_usage: fc.record({ used_tokens: fc.oneof(fc.constant(null), fc.integer()), context_window: fc.integer(), percent: fc.oneof(fc.constant(null), fc.double()) }),
+    context_usage: fc.record({
+      used_tokens: fc.oneof(fc.constant(null), fc.integer()),
+      context_window: fc.integer(),
+      percent: fc.oneof(fc.constant(null), fc.double()),
+    }),
     created_at: fc.string(),
     delivery: fc.string(),
   };
@@ -258,47 +290,101 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   };
   const agentAuth = { authorization: `Bearer ${server.token}` };
   const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
-  const post = (path: fc.Arbitrary<string>, body: fc.Arbitrary<string | Buffer>, auth: Record<string, string>, extraHeaders: fc.Arbitrary<Record<string, string>> = fc.constant({})) =>
-    fc.tuple(path, body, contentType, extraHeaders).map(([p, b, ct, extra]): FuzzRequest => ({ method: "POST", path: p, body: b, headers: { ...auth, ...ct, ...extra } }));
+  const post = (
+    path: fc.Arbitrary<string>,
+    body: fc.Arbitrary<string | Buffer>,
+    auth: Record<string, string>,
+    extraHeaders: fc.Arbitrary<Record<string, string>> = fc.constant({}),
+  ) =>
+    fc
+      .tuple(path, body, contentType, extraHeaders)
+      .map(([p, b, ct, extra]): FuzzRequest => ({ method: "POST", path: p, body: b, headers: { ...auth, ...ct, ...extra } }));
   const get = (path: fc.Arbitrary<string>, auth: Record<string, string>) => path.map((p): FuzzRequest => ({ method: "GET", path: p, headers: auth }));
 
   // Long polls are held at most a few milliseconds: a valid wait_ms is drawn small.
-  const waitMs = fc.oneof(fc.integer({ min: -5, max: 5 }).map(String), fc.constantFrom("25001", "1e9", "NaN", "-0", "0x5", " 3", "1.5", ""), fc.string({ maxLength: 6 }));
+  const waitMs = fc.oneof(
+    fc.integer({ min: -5, max: 5 }).map(String),
+    fc.constantFrom("25001", "1e9", "NaN", "-0", "0x5", " 3", "1.5", ""),
+    fc.string({ maxLength: 6 }),
+  );
   const eventBody = mutated(eventTemplate, eventHostile);
   const routes: Record<string, fc.Arbitrary<FuzzRequest>> = {
-    "POST /events": fc
-      .tuple(eventBody, fc.oneof(fc.constant("same"), fc.constant("absent"), headerText), contentType)
-      .map(([body, key, ct]): FuzzRequest => {
-        const headers: Record<string, string> = { ...agentAuth, ...ct };
-        if (key === "same" && typeof body.event_id === "string") headers["idempotency-key"] = body.event_id;
-        else if (key !== "absent" && key !== "same") headers["idempotency-key"] = key;
-        return { method: "POST", path: "/events", body: JSON.stringify(body), headers };
-      }),
+    "POST /events": fc.tuple(eventBody, fc.oneof(fc.constant("same"), fc.constant("absent"), headerText), contentType).map(([body, key, ct]): FuzzRequest => {
+      const headers: Record<string, string> = { ...agentAuth, ...ct };
+      if (key === "same" && typeof body.event_id === "string") headers["idempotency-key"] = body.event_id;
+      else if (key !== "absent" && key !== "same") headers["idempotency-key"] = key;
+      return { method: "POST", path: "/events", body: JSON.stringify(body), headers };
+    }),
     "POST /events (raw)": post(fc.constant("/events"), bodyOf(eventBody), agentAuth),
-    "GET /events/:event_id": get(segment(() => knownEvents).map((id) => `/events/${id}`), agentAuth),
-    "GET /health": get(queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/health${q}`), agentAuth),
-    "GET /recipient": get(queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/recipient${q}`), agentAuth),
-    "POST /sessions/heartbeat": post(fc.constant("/sessions/heartbeat"), bodyOf(mutated(heartbeatTemplate, { project: fc.constantFrom("/home/me/secret", "a\\b", ""), command_protocol: fc.double() })), agentAuth),
-    "POST /sessions/offline": post(fc.constant("/sessions/offline"), bodyOf(mutated({ session_id: fc.constantFrom("s-2", "s-3", "s-4"), runtime_id: validId })), agentAuth),
+    "GET /events/:event_id": get(
+      segment(() => knownEvents).map((id) => `/events/${id}`),
+      agentAuth,
+    ),
+    "GET /health": get(
+      queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/health${q}`),
+      agentAuth,
+    ),
+    "GET /recipient": get(
+      queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/recipient${q}`),
+      agentAuth,
+    ),
+    "POST /sessions/heartbeat": post(
+      fc.constant("/sessions/heartbeat"),
+      bodyOf(mutated(heartbeatTemplate, { project: fc.constantFrom("/home/me/secret", "a\\b", ""), command_protocol: fc.double() })),
+      agentAuth,
+    ),
+    "POST /sessions/offline": post(
+      fc.constant("/sessions/offline"),
+      bodyOf(mutated({ session_id: fc.constantFrom("s-2", "s-3", "s-4"), runtime_id: validId })),
+      agentAuth,
+    ),
     "GET /commands": get(
       queryOf(
-        mutated({ session_id: fc.constantFrom(...sessions()), runtime_id: fc.constantFrom(RUNTIME, "r-other"), capabilities: fc.constantFrom("images", "", "images,x"), wait_ms: waitMs }, { wait_ms: waitMs }).map(shortWait),
+        mutated(
+          {
+            session_id: fc.constantFrom(...sessions()),
+            runtime_id: fc.constantFrom(RUNTIME, "r-other"),
+            capabilities: fc.constantFrom("images", "", "images,x"),
+            wait_ms: waitMs,
+          },
+          { wait_ms: waitMs },
+        ).map(shortWait),
       ).map((q) => `/commands${q}`),
       agentAuth,
     ),
     "POST /commands/:command_id/ack": post(
       segment(() => knownCommands).map((id) => `/commands/${id}/ack`),
-      bodyOf(mutated({ session_id: fc.constantFrom(...sessions()), runtime_id: fc.constantFrom(RUNTIME, "r-other"), lease_token: fc.oneof(anyOf(() => leaseTokens), fc.string({ minLength: 1, maxLength: 300 })) })),
+      bodyOf(
+        mutated({
+          session_id: fc.constantFrom(...sessions()),
+          runtime_id: fc.constantFrom(RUNTIME, "r-other"),
+          lease_token: fc.oneof(
+            anyOf(() => leaseTokens),
+            fc.string({ minLength: 1, maxLength: 300 }),
+          ),
+        }),
+      ),
       agentAuth,
     ),
-    "GET /operator/sessions": get(queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/operator/sessions${q}`), operatorAuth),
+    "GET /operator/sessions": get(
+      queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/operator/sessions${q}`),
+      operatorAuth,
+    ),
     "POST /operator/commands": post(
       fc.constant("/operator/commands"),
-      bodyOf(mutated(commandTemplate, { instruction: fc.string({ minLength: 4001, maxLength: 4100 }), images: fc.array(image, { minLength: 5, maxLength: 6 }), request_key: fc.string({ minLength: 513, maxLength: 520 }) })),
+      bodyOf(
+        mutated(commandTemplate, {
+          instruction: fc.string({ minLength: 4001, maxLength: 4100 }),
+          images: fc.array(image, { minLength: 5, maxLength: 6 }),
+          request_key: fc.string({ minLength: 513, maxLength: 520 }),
+        }),
+      ),
       operatorAuth,
     ),
     "GET /operator/commands": get(
-      queryOf(mutated({ session_id: fc.constantFrom(...sessions()), limit: fc.oneof(fc.integer({ min: -5, max: 60 }).map(String), fc.string({ maxLength: 5 })) })).map((q) => `/operator/commands${q}`),
+      queryOf(
+        mutated({ session_id: fc.constantFrom(...sessions()), limit: fc.oneof(fc.integer({ min: -5, max: 60 }).map(String), fc.string({ maxLength: 5 })) }),
+      ).map((q) => `/operator/commands${q}`),
       operatorAuth,
     ),
     "POST /operator/commands/:command_id/cancel": post(
@@ -317,10 +403,22 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       ).map((q) => `/operator/audit${q}`),
       operatorAuth,
     ),
-    "POST /operator/sessions/:session_id/stop": post(segment(sessions).map((id) => `/operator/sessions/${id}/stop`), bodyOf(mutated({})), operatorAuth),
+    "POST /operator/sessions/:session_id/stop": post(
+      segment(sessions).map((id) => `/operator/sessions/${id}/stop`),
+      bodyOf(mutated({})),
+      operatorAuth,
+    ),
     "POST /approvals": post(
       fc.constant("/approvals"),
-      bodyOf(mutated(approvalTemplate, { approval_id: anyOf(() => knownApprovals), args_digest: fc.string({ maxLength: 70 }), action: fc.string({ minLength: 41, maxLength: 60 }), expires_at: fc.string(), source: fc.string() })),
+      bodyOf(
+        mutated(approvalTemplate, {
+          approval_id: anyOf(() => knownApprovals),
+          args_digest: fc.string({ maxLength: 70 }),
+          action: fc.string({ minLength: 41, maxLength: 60 }),
+          expires_at: fc.string(),
+          source: fc.string(),
+        }),
+      ),
       agentAuth,
     ),
     "POST /approvals/:approval_id/resolution": post(
@@ -337,21 +435,31 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       agentAuth,
     ),
     "GET /operator/approvals": get(
-      queryOf(mutated({ state: fc.constantFrom("open", "all"), session_id: fc.constantFrom(...sessions()), limit: fc.oneof(fc.integer({ min: -3, max: 120 }).map(String), fc.string({ maxLength: 4 })) })).map((q) => `/operator/approvals${q}`),
+      queryOf(
+        mutated({
+          state: fc.constantFrom("open", "all"),
+          session_id: fc.constantFrom(...sessions()),
+          limit: fc.oneof(fc.integer({ min: -3, max: 120 }).map(String), fc.string({ maxLength: 4 })),
+        }),
+      ).map((q) => `/operator/approvals${q}`),
       operatorAuth,
     ),
     "POST /operator/approvals/:approval_id/decision": post(
       segment(() => knownApprovals).map((id) => `/operator/approvals/${id}/decision`),
       bodyOf(
-        mutated(
-          { decision: fc.constantFrom("approved", "rejected"), reason: hostileString(200) },
-          { reason: fc.string({ minLength: 201, maxLength: 240 }) },
-        ),
+        mutated({ decision: fc.constantFrom("approved", "rejected"), reason: hostileString(200) }, { reason: fc.string({ minLength: 201, maxLength: 240 }) }),
       ),
       operatorAuth,
     ),
-    "GET /operator/mute": get(queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/operator/mute${q}`), operatorAuth),
-    "POST /audit/tool-calls": post(fc.constant("/audit/tool-calls"), bodyOf(mutated(toolCallTemplate, { input: fc.dictionary(fc.string(), fc.string({ minLength: 4000, maxLength: 4200 }), { minKeys: 1, maxKeys: 2 }) })), agentAuth),
+    "GET /operator/mute": get(
+      queryOf(fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 }))).map((q) => `/operator/mute${q}`),
+      operatorAuth,
+    ),
+    "POST /audit/tool-calls": post(
+      fc.constant("/audit/tool-calls"),
+      bodyOf(mutated(toolCallTemplate, { input: fc.dictionary(fc.string(), fc.string({ minLength: 4000, maxLength: 4200 }), { minKeys: 1, maxKeys: 2 }) })),
+      agentAuth,
+    ),
     // Last: an accepted mute holds every later notice back, which the closing check below counts on not happening.
     "POST /operator/mute": post(
       fc.constant("/operator/mute"),
@@ -395,11 +503,15 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
   /** Waits until every accepted event has been handed to the persona; their blocks by event id. */
   async function allHandedOver(): Promise<Map<string, string>> {
     const handedOver = new Map<string, string>();
-    await waitUntil(async () => {
-      const rows = await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"]);
-      for (const row of rows) handedOver.set(row.subject!, String(row.data.text));
-      return accepted.every((event) => handedOver.has(event.event_id)) ? true : undefined;
-    }, `all ${accepted.length} accepted events handed to the persona`, 120_000);
+    await waitUntil(
+      async () => {
+        const rows = await db.get(AUDIT_TABLE, { action: "event.handed_to_persona" }, ["subject", "data"]);
+        for (const row of rows) handedOver.set(row.subject!, String(row.data.text));
+        return accepted.every((event) => handedOver.has(event.event_id)) ? true : undefined;
+      },
+      `all ${accepted.length} accepted events handed to the persona`,
+      120_000,
+    );
     return handedOver;
   }
 

@@ -88,10 +88,14 @@ for (const fault of FAULTS) {
     // A new Pi start (any session) sends what the outbox holds.
     const next = await startPi({ root });
     t.after(() => next.dispose({ keepRoot: true }).catch(() => undefined));
-    const counts = await waitUntil(async () => {
-      const seen = await handovers(koishi, sessionId);
-      return seen.size === 1 && [...seen.values()][0] === 1 ? seen : undefined;
-    }, `the final notice of the ${fault} run reached the persona`, 30_000);
+    const counts = await waitUntil(
+      async () => {
+        const seen = await handovers(koishi, sessionId);
+        return seen.size === 1 && [...seen.values()][0] === 1 ? seen : undefined;
+      },
+      `the final notice of the ${fault} run reached the persona`,
+      30_000,
+    );
     const [eventId] = counts.keys();
     // Nothing more can arrive: the outbox is empty, both Pi runtimes are gone (the second flushed
     // its notifier) and the server has settled the event. Only then is "exactly once" a fact.

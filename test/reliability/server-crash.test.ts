@@ -45,7 +45,9 @@ const IMAGE_BUDGET = 48 * 1024;
 const LEASE_MS = 800;
 const MIN_IMAGE = 8; // the PNG signature
 
-test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, { timeout: LONG ? 60 * 60_000 : 120_000 }, async (t) => {
+test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, {
+  timeout: LONG ? 60 * 60_000 : 120_000,
+}, async (t) => {
   const seed = seedFrom("CRASH_SEED");
   const random = seededRandom(seed);
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-crash-"));
@@ -53,7 +55,13 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
   await writeFile(
     join(dataDir, "server.json"),
     JSON.stringify({
-      notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000, commandLeaseMs: LEASE_MS, commandImageBudgetBytes: IMAGE_BUDGET, watchdogEnabled: false },
+      notifyWebhook: {
+        eventsPerMinute: 1_000_000,
+        eventBurst: 100_000,
+        commandLeaseMs: LEASE_MS,
+        commandImageBudgetBytes: IMAGE_BUDGET,
+        watchdogEnabled: false,
+      },
     }),
   );
   const port = await freePort();
@@ -81,7 +89,8 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
       return undefined; // the server died under the request
     }
     if (answer.status === 503) return undefined;
-    if (answer.status >= 500 && answer.status !== 507) throw new Error(`unexpected ${answer.status} ${JSON.stringify(answer.body)} on ${method} ${path} (seed ${seed})`);
+    if (answer.status >= 500 && answer.status !== 507)
+      throw new Error(`unexpected ${answer.status} ${JSON.stringify(answer.body)} on ${method} ${path} (seed ${seed})`);
     return answer;
   }
 
@@ -135,7 +144,12 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
         imageBytes: random() < 0.5 ? MIN_IMAGE + Math.floor(random() * 16 * 1024) : 0,
       };
       if (!open) wanted.push(item);
-      const body = { session_id: item.session, instruction: `指令 ${item.key}`, request_key: item.key, ...(item.imageBytes ? { images: [imageOf("image/png", item.imageBytes)] } : {}) };
+      const body = {
+        session_id: item.session,
+        instruction: `指令 ${item.key}`,
+        request_key: item.key,
+        ...(item.imageBytes ? { images: [imageOf("image/png", item.imageBytes)] } : {}),
+      };
       const answer = await call("POST", "/operator/commands", "operator", body);
       if (answer?.status === 201 || answer?.status === 200) {
         item.commandId = answer.body.command.command_id;
@@ -164,7 +178,11 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     let beat = 0;
     while (!stop.now) {
       if (beat++ % 20 === 0 && !(await call("POST", "/sessions/heartbeat", "agent", heartbeatOf({ session_id: session, runtime_id: runtime })))) continue;
-      const claim = await call("GET", `/commands?session_id=${session}&runtime_id=${runtime}&capabilities=images&wait_ms=${Math.floor(random() * 50)}`, "agent");
+      const claim = await call(
+        "GET",
+        `/commands?session_id=${session}&runtime_id=${runtime}&capabilities=images&wait_ms=${Math.floor(random() * 50)}`,
+        "agent",
+      );
       if (!claim) continue;
       if (claim.status === 409 && claim.body.error === "session_offline") {
         beat = 0;
@@ -200,7 +218,8 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     for (const row of rows) {
       if (row.state === "cancelled" && row.session_id !== PROBE_SESSION) cancelled.add(row.command_id); // a cancel whose answer the kill swallowed
       if (row.state === "accepted" && journal.has(row.command_id)) acked.add(row.command_id); // an ACK whose answer the kill swallowed
-      if (row.state === "accepted" || row.state === "cancelled") assert.equal(row.images, "[]", `final command ${row.command_id} holds no image bytes (seed ${seed})`);
+      if (row.state === "accepted" || row.state === "cancelled")
+        assert.equal(row.images, "[]", `final command ${row.command_id} holds no image bytes (seed ${seed})`);
     }
     for (const id of acked) assert.equal(stored.get(id)?.state, "accepted", `ACKed ${id} stays accepted (seed ${seed})`);
     for (const id of cancelled) {
@@ -208,7 +227,9 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
       assert.ok(!deliveredInto.has(id), `cancelled ${id} was never delivered (seed ${seed})`);
     }
     diskChecks++;
-    return rows.filter((row) => (row.state === "pending" || row.state === "leased") && row.session_id !== PROBE_SESSION).reduce((sum, row) => sum + row.image_bytes, 0);
+    return rows
+      .filter((row) => (row.state === "pending" || row.state === "leased") && row.session_id !== PROBE_SESSION)
+      .reduce((sum, row) => sum + row.image_bytes, 0);
   }
 
   let budgetProbes = 0;
@@ -222,11 +243,19 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     const free = IMAGE_BUDGET - activeBytes;
     let fill: string | undefined;
     if (free >= MIN_IMAGE) {
-      const fits = await call("POST", "/operator/commands", "operator", { session_id: PROBE_SESSION, instruction: "probe", images: [imageOf("image/png", free)] });
+      const fits = await call("POST", "/operator/commands", "operator", {
+        session_id: PROBE_SESSION,
+        instruction: "probe",
+        images: [imageOf("image/png", free)],
+      });
       assert.equal(fits?.status, 201, `an image of the ${free} free bytes fits (seed ${seed}): ${JSON.stringify(fits?.body)}`);
       fill = fits!.body.command.command_id;
     }
-    const over = await call("POST", "/operator/commands", "operator", { session_id: PROBE_SESSION, instruction: "probe", images: [imageOf("image/png", MIN_IMAGE)] });
+    const over = await call("POST", "/operator/commands", "operator", {
+      session_id: PROBE_SESSION,
+      instruction: "probe",
+      images: [imageOf("image/png", MIN_IMAGE)],
+    });
     assert.equal(over?.status, 507, `one image more is refused with 507 (free was ${free}, seed ${seed})`);
     if (fill) assert.equal((await call("POST", `/operator/commands/${fill}/cancel`, "operator", { session_id: PROBE_SESSION }))?.status, 200);
     budgetProbes++;
@@ -234,11 +263,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
 
   async function runLoad(round: Standalone, killAfterMs: number | undefined) {
     const stop = { now: false };
-    const lanes = [
-      ...Array.from({ length: EVENT_LANES }, () => eventLane(stop)),
-      operatorLane(stop),
-      ...SESSIONS.map((session) => agentLane(session, stop)),
-    ];
+    const lanes = [...Array.from({ length: EVENT_LANES }, () => eventLane(stop)), operatorLane(stop), ...SESSIONS.map((session) => agentLane(session, stop))];
     if (killAfterMs === undefined) return { stop, lanes };
     await new Promise((resolveDelay) => setTimeout(resolveDelay, killAfterMs));
     await round.kill();
@@ -296,7 +321,10 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
   for (const id of duplicates) {
     const firstRound = rounds.findIndex((round) => round.injected.includes(id));
     assert.ok(firstRound < rounds.length - 1, `duplicate ${id} was first injected by a killed process (seed ${seed})`);
-    assert.ok(rounds[firstRound]!.injected.slice(-DUPLICATE_WINDOW).includes(id), `duplicate ${id} was among the last hand-overs before the kill (seed ${seed})`);
+    assert.ok(
+      rounds[firstRound]!.injected.slice(-DUPLICATE_WINDOW).includes(id),
+      `duplicate ${id} was among the last hand-overs before the kill (seed ${seed})`,
+    );
     assert.equal(injections.get(id), 2, `injected at most twice (seed ${seed})`);
   }
   for (const id of everAccepted) assert.ok(injections.has(id), `accepted event ${id} was injected (seed ${seed})`);

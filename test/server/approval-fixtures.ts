@@ -20,11 +20,39 @@ export const binding = { tool_call_id: "call-1", args_digest: "a".repeat(64), cw
 
 export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord {
   return {
-    seq: 1, approval_id: "ap-1", code: "ACDEF", session_id: "s-1", runtime_id: "r-1", run_id: "r-1.run.1", ...binding,
-    tool: "bash", action: "rm -rf", reason: "规则 rm-rf", command: "rm -rf build", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false, preview: "rm -rf build", source: "policy", request_digest: "d",
-    state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, outcome_reason: null,
-    created_at: NOW, expires_at: new Date(NOW.getTime() + 600_000), decided_at: null, resolved_at: null,
-    request_message_id: null, request_sent: false, persona_mentioned: false, closing_sent: false, grant_id: null, grant_use: null,
+    seq: 1,
+    approval_id: "ap-1",
+    code: "ACDEF",
+    session_id: "s-1",
+    runtime_id: "r-1",
+    run_id: "r-1.run.1",
+    ...binding,
+    tool: "bash",
+    action: "rm -rf",
+    reason: "规则 rm-rf",
+    command: "rm -rf build",
+    command_hidden_chars: 0,
+    rules: ["rm-rf"],
+    grantable: false,
+    preview: "rm -rf build",
+    source: "policy",
+    request_digest: "d",
+    state: "pending",
+    decision: null,
+    decision_reason: null,
+    decided_by: null,
+    via: null,
+    outcome_reason: null,
+    created_at: NOW,
+    expires_at: new Date(NOW.getTime() + 600_000),
+    decided_at: null,
+    resolved_at: null,
+    request_message_id: null,
+    request_sent: false,
+    persona_mentioned: false,
+    closing_sent: false,
+    grant_id: null,
+    grant_use: null,
     ...overrides,
   };
 }
@@ -64,4 +92,3 @@ export async function server(t: { after(fn: () => Promise<void>): void }, option
   assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   return { koishi, owner, failNextSends: (n: number) => (failSends = n) };
 }
-

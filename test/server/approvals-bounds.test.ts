@@ -44,7 +44,12 @@ test("admission: only the live runtime, within the open and per-minute limits, n
 
 test("routes: a flood is bounded, a session that was never online is refused, a second request for the same call gets the first", async (t) => {
   const { koishi, owner } = await server(t);
-  const never = await call(koishi, "POST", "/approvals", approvalRequestOf({ session_id: "ghost", runtime_id: "ghost-r", expires_at: "9999-12-31T00:00:00.000Z" }));
+  const never = await call(
+    koishi,
+    "POST",
+    "/approvals",
+    approvalRequestOf({ session_id: "ghost", runtime_id: "ghost-r", expires_at: "9999-12-31T00:00:00.000Z" }),
+  );
   assert.deepEqual([never.status, never.body.error], [409, "session_offline"]);
   const otherRuntime = await call(koishi, "POST", "/approvals", approvalRequestOf({ runtime_id: "r-old" }));
   assert.deepEqual([otherRuntime.status, otherRuntime.body.error], [409, "session_offline"], "only the session's current runtime may ask");
@@ -55,7 +60,9 @@ test("routes: a flood is bounded, a session that was never online is refused, a 
   const again = await call(koishi, "POST", "/approvals", approvalRequestOf());
   assert.deepEqual([again.status, again.body.approval.approval_id], [200, first.body.approval.approval_id], "same call, same approval");
 
-  const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: `flood-${i}` }))));
+  const answers = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: `flood-${i}` }))),
+  );
   const statuses = answers.map((a) => a.status);
   assert.equal(statuses.filter((s) => s === 201).length, 2, "three open at most");
   assert.ok(answers.filter((a) => a.status === 429).every((a) => ["too_many_approvals", "rate_limited"].includes(a.body.error)));
@@ -111,7 +118,15 @@ test("the sweep ends what nobody can answer: past its time, or its runtime not o
   t.after(() => server.stop());
   const approvals = await waitUntil(() => service, "the service built once the database is there");
   const ask = (runtime: string, call: string, expiresInMs: number) =>
-    approvals.request(approvalRequestOf({ session_id: `s-${runtime}`, runtime_id: runtime, tool_call_id: call, created_at: now.toISOString(), expires_at: new Date(now.getTime() + expiresInMs).toISOString() }));
+    approvals.request(
+      approvalRequestOf({
+        session_id: `s-${runtime}`,
+        runtime_id: runtime,
+        tool_call_id: call,
+        created_at: now.toISOString(),
+        expires_at: new Date(now.getTime() + expiresInMs).toISOString(),
+      }),
+    );
   const soon = (await ask("r-1", "c-soon", 60_000)).approval;
   live.add("r-2");
   const gone = (await ask("r-2", "c-gone", 600_000)).approval;
@@ -122,7 +137,11 @@ test("the sweep ends what nobody can answer: past its time, or its runtime not o
   const state = async (id: string) => (await approvals.find(id))!.state;
   now = new Date(NOW.getTime() + 20_000);
   await approvals.sweep();
-  assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id)], ["pending", "pending"], "within the grace after start liveness is not judged");
+  assert.deepEqual(
+    [await state(soon.approval_id), await state(gone.approval_id)],
+    ["pending", "pending"],
+    "within the grace after start liveness is not judged",
+  );
   now = new Date(NOW.getTime() + 60_000 + 60_000);
   await approvals.sweep();
   assert.deepEqual([await state(soon.approval_id), await state(gone.approval_id), await state(forever.approval_id)], ["timeout", "vanished", "pending"]);

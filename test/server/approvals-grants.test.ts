@@ -23,8 +23,18 @@ const minutes = (n: number) => new Date(NOW.getTime() + n * 60_000);
 
 function grant(overrides: Partial<GrantRecord> = {}): GrantRecord {
   return {
-    seq: 1, grant_id: "GACDE", session_id: "s-1", rules: ["rm-rf", "sudo"], approval_id: "ap-1", created_by: "operator", via: "operator",
-    created_at: NOW, expires_at: minutes(30), revoked_at: null, revoked_by: null, uses: 0,
+    seq: 1,
+    grant_id: "GACDE",
+    session_id: "s-1",
+    rules: ["rm-rf", "sudo"],
+    approval_id: "ap-1",
+    created_by: "operator",
+    via: "operator",
+    created_at: NOW,
+    expires_at: minutes(30),
+    revoked_at: null,
+    revoked_by: null,
+    uses: 0,
     ...overrides,
   };
 }
@@ -39,7 +49,11 @@ test("what the server may grant: only policy requests whose every rule the user 
     ["no rules", { grantable: true, source: "policy", rules: [] }, false],
   ];
   for (const [name, request, expected] of table) assert.equal(serverGrantable(request), expected, name);
-  assert.deepEqual(decideGrant({ grantable: true, source: "policy", rules: ["rm-rf"] }, 600, 120, NOW), { kind: "grant", expiresAt: minutes(120) }, "capped by the server's maximum");
+  assert.deepEqual(
+    decideGrant({ grantable: true, source: "policy", rules: ["rm-rf"] }, 600, 120, NOW),
+    { kind: "grant", expiresAt: minutes(120) },
+    "capped by the server's maximum",
+  );
   assert.deepEqual(decideGrant({ grantable: true, source: "policy", rules: ["opaque.eval"] }, 30, 120, NOW), { kind: "refuse", error: "not_grantable" });
 });
 
@@ -95,7 +109,10 @@ test("the service on a real database: a grant expires on time and a revocation h
   now = minutes(30);
   assert.equal(await grants.use(request), undefined, "expired on time");
   assert.deepEqual((await grants.list({ state: "live", limit: 10 })).length, 0);
-  assert.deepEqual((await grants.list({ state: "all", limit: 10 })).map((g) => g.uses), [3]);
+  assert.deepEqual(
+    (await grants.list({ state: "all", limit: 10 })).map((g) => g.uses),
+    [3],
+  );
 
   now = minutes(40);
   const second = await grants.create(approval, 30, operator, "console");
@@ -107,12 +124,16 @@ test("the service on a real database: a grant expires on time and a revocation h
 
   // Retention: grants that ended before the cutoff go; the record of later ones stays.
   assert.equal(await store!.prune(minutes(35)), 1);
-  assert.deepEqual((await grants.list({ state: "all", limit: 10 })).map((g) => g.grant_id), [second.grant_id]);
+  assert.deepEqual(
+    (await grants.list({ state: "all", limit: 10 })).map((g) => g.grant_id),
+    [second.grant_id],
+  );
 });
 
 // ── The whole path ──────────────────────────────────────────────────────────
 
-const grantable = (overrides: Partial<ApprovalRequest> = {}) => approvalRequestOf({ tool_call_id: `call-${Math.random()}`, rules: ["rm-rf"], grantable: true, ...overrides });
+const grantable = (overrides: Partial<ApprovalRequest> = {}) =>
+  approvalRequestOf({ tool_call_id: `call-${Math.random()}`, rules: ["rm-rf"], grantable: true, ...overrides });
 
 async function requested(chat: ChatHarness, overrides: Partial<ApprovalRequest> = {}) {
   const created = await call(chat, "POST", "/approvals", grantable(overrides));
@@ -142,23 +163,43 @@ test("approve for a while from the chat: the next request of the session with th
   assert.equal(first.reach, "sent");
   const [reply] = await owner.receive(`anon.approve ${first.approval.code} 30m`);
   const grantId = /授权 (G[A-Z]{4})/.exec(reply ?? "")?.[1];
-  assert.match(reply ?? "", new RegExp(`^已批准 ${first.approval.code}（rm -rf），并授权本会话 30分钟内只命中规则 rm-rf 的请求直接批准（授权 G[A-Z]{4}），决定已发给 Pi。撤销：anon\\.revoke G[A-Z]{4}$`));
+  assert.match(
+    reply ?? "",
+    new RegExp(
+      `^已批准 ${first.approval.code}（rm -rf），并授权本会话 30分钟内只命中规则 rm-rf 的请求直接批准（授权 G[A-Z]{4}），决定已发给 Pi。撤销：anon\\.revoke G[A-Z]{4}$`,
+    ),
+  );
   assert.ok(grantId);
 
   const sent = chat.sent.length;
   const second = await requested(chat);
   assert.deepEqual([second.approval.state, second.approval.decision, second.reach], ["decided", "approved", "none"], "approved at once; nothing sent to ask");
   const payloads = await claimedDecisions(chat);
-  assert.deepEqual(payloads.map((p) => p.grant?.grant_id ?? null), [null, grantId], "the control command carries the grant");
-  await call(chat, "POST", `/approvals/${second.approval.approval_id}/resolution`, { session_id: "s-1", runtime_id: "r-1", outcome: "approved", via: "chat", reason: null });
-  const closing = await waitUntil(() => chat.sent.slice(sent).find((m) => m.text.includes(`${second.approval.code} 已结束`)), "the closing message of the granted one");
+  assert.deepEqual(
+    payloads.map((p) => p.grant?.grant_id ?? null),
+    [null, grantId],
+    "the control command carries the grant",
+  );
+  await call(chat, "POST", `/approvals/${second.approval.approval_id}/resolution`, {
+    session_id: "s-1",
+    runtime_id: "r-1",
+    outcome: "approved",
+    via: "chat",
+    reason: null,
+  });
+  const closing = await waitUntil(
+    () => chat.sent.slice(sent).find((m) => m.text.includes(`${second.approval.code} 已结束`)),
+    "the closing message of the granted one",
+  );
   assert.equal(closing.text, `【Pi 审批 ${second.approval.code} 已结束】rm -rf：已按授权 ${grantId} 批准（第 1 次使用），命令已放行。`);
   assert.equal(chat.sent.slice(sent).length, 1, "no request was sent for it, only its closing");
 
   // Never for what the server cannot see through, nor for a rule the grant does not hold.
   const opaque = await requested(chat, { rules: ["rm-rf", "opaque.eval"] });
   assert.equal(opaque.approval.state, "pending");
-  assert.deepEqual(await owner.receive(`anon.approve ${opaque.approval.code} 30m`), ["这个审批不能授权（命中的规则无法看清要运行什么、是模型自己的请求，或该规则没有设为可授权）。可以只批准这一次。"]);
+  assert.deepEqual(await owner.receive(`anon.approve ${opaque.approval.code} 30m`), [
+    "这个审批不能授权（命中的规则无法看清要运行什么、是模型自己的请求，或该规则没有设为可授权）。可以只批准这一次。",
+  ]);
   assert.equal((await requested(chat, { rules: ["sudo"] })).approval.state, "pending");
   assert.equal((await requested(chat, { source: "ask_approval", rules: ["model.ask"] })).approval.state, "pending");
 
@@ -171,8 +212,18 @@ test("approve for a while from the chat: the next request of the session with th
   assert.equal(after.body.approval.state, "pending", "revoked: the next request asks the owner");
   assert.match((await owner.receive(`anon.approve ${after.body.approval.code} 1d`))[0] ?? "", /看不懂授权时长“1d”。写成 30m、2h 这样，最长 240 分钟。/);
 
-  const audit = (await operatorApi(chat).audit({ limit: "200" })).body.entries as { action: string; subject: string; data: { grant_id?: string; use?: number } }[];
-  assert.deepEqual(audit.filter((e) => e.action.startsWith("grant.") || e.action === "approval.granted").map((e) => e.action).reverse(), ["grant.created", "approval.granted", "grant.revoked"]);
+  const audit = (await operatorApi(chat).audit({ limit: "200" })).body.entries as {
+    action: string;
+    subject: string;
+    data: { grant_id?: string; use?: number };
+  }[];
+  assert.deepEqual(
+    audit
+      .filter((e) => e.action.startsWith("grant.") || e.action === "approval.granted")
+      .map((e) => e.action)
+      .reverse(),
+    ["grant.created", "approval.granted", "grant.revoked"],
+  );
 });
 
 test("the operator API: grant_minutes only where grantable (else 409 not_grantable and nothing decided), grants listed and revoked", async (t) => {
@@ -193,7 +244,10 @@ test("the operator API: grant_minutes only where grantable (else 409 not_grantab
   assert.equal(granted.body.approval.state, "decided");
   assert.ok(Date.parse(granted.body.grant.expires_at) <= Date.now() + 60 * 60_000, "capped by grantMaxMinutes");
   const listed = await call(chat, "GET", "/operator/grants", undefined, OPERATOR_TOKEN);
-  assert.deepEqual(listed.body.grants.map((g: { grant_id: string }) => g.grant_id), [granted.body.grant.grant_id]);
+  assert.deepEqual(
+    listed.body.grants.map((g: { grant_id: string }) => g.grant_id),
+    [granted.body.grant.grant_id],
+  );
   const revoked = await call(chat, "POST", `/operator/grants/${granted.body.grant.grant_id}/revoke`, {}, OPERATOR_TOKEN);
   assert.deepEqual([revoked.status, revoked.body.revoked, revoked.body.grant.revoked_by], [200, true, "operator"]);
   assert.deepEqual((await call(chat, "GET", "/operator/grants", undefined, OPERATOR_TOKEN)).body.grants, []);
@@ -201,7 +255,9 @@ test("the operator API: grant_minutes only where grantable (else 409 not_grantab
   assert.equal((await call(chat, "POST", "/operator/grants/GZZZZ/revoke", {}, OPERATOR_TOKEN)).status, 404);
 });
 
-test("the console: a grantable approval is approved with a grant from the page, the grant is listed live and revoked from it", { timeout: 60_000 }, async (t) => {
+test("the console: a grantable approval is approved with a grant from the page, the grant is listed live and revoked from it", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
   const page = await stage.open();
   await page.until((view) => view.grants, "the first data");
@@ -209,10 +265,24 @@ test("the console: a grantable approval is approved with a grant from the page, 
   const opaque = (await call(stage.koishi, "POST", "/approvals", grantable({ rules: ["opaque.eval"] }))).body.approval;
   const plain = (await call(stage.koishi, "POST", "/approvals", grantable())).body.approval;
   const shown = await page.until((view) => (view.approvals.length === 2 ? view.approvals : undefined), "both approvals on the page");
-  assert.deepEqual(shown.map((a) => [a.code, a.grantable]).sort(), [[opaque.code, false], [plain.code, true]].sort(), "the page knows which one may be granted");
+  assert.deepEqual(
+    shown.map((a) => [a.code, a.grantable]).sort(),
+    [
+      [opaque.code, false],
+      [plain.code, true],
+    ].sort(),
+    "the page knows which one may be granted",
+  );
 
-  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: opaque.approval_id, decision: "approved", grant_minutes: 30 }), { ok: false, error: "not_grantable" });
-  const made = await page.call<{ approval: { state: string }; grant: { grant_id: string; via: string; created_by: string } }>("anon-notify/decide", { approval_id: plain.approval_id, decision: "approved", grant_minutes: 30 });
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: opaque.approval_id, decision: "approved", grant_minutes: 30 }), {
+    ok: false,
+    error: "not_grantable",
+  });
+  const made = await page.call<{ approval: { state: string }; grant: { grant_id: string; via: string; created_by: string } }>("anon-notify/decide", {
+    approval_id: plain.approval_id,
+    decision: "approved",
+    grant_minutes: 30,
+  });
   assert.ok(made.ok, JSON.stringify(made));
   assert.deepEqual([made.value.approval.state, made.value.grant.via, made.value.grant.created_by], ["decided", "console", "console"]);
   const listed = await page.until((view) => view.grants[0], "the grant listed on the page");
@@ -221,5 +291,9 @@ test("the console: a grantable approval is approved with a grant from the page, 
   const revoked = await page.call<{ revoked: boolean }>("anon-notify/revoke", { grant_id: listed.grant_id });
   assert.deepEqual(revoked.ok && revoked.value.revoked, true);
   await page.until((view) => (view.grants.length === 0 ? true : undefined), "the revoked grant gone from the page");
-  assert.deepEqual(await page.call("anon-notify/revoke", { grant_id: "nope" }), { ok: false, error: "invalid_request", issues: [{ path: "grant_id", message: "must be a grant id: G and 4 letters" }] });
+  assert.deepEqual(await page.call("anon-notify/revoke", { grant_id: "nope" }), {
+    ok: false,
+    error: "invalid_request",
+    issues: [{ path: "grant_id", message: "must be a grant id: G and 4 letters" }],
+  });
 });

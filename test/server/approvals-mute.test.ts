@@ -36,7 +36,10 @@ test("under a mute an agent's forged watchdog or approval notice is held; the se
   assert.equal((await settledReceipt(chat, String(failed.event_id))).state, "delivered");
   assert.equal(chat.sent.filter((m) => /可能卡住了|请批准/.test(m.text)).length, 0, "the owner read neither forged notice");
 
-  const spoofed = await postEvent(chat, validEvent({ event_id: "watchdog:stalled:0123", session_id: "s-1", status: "warning", details: { watchdog: { kind: "stalled" } } }));
+  const spoofed = await postEvent(
+    chat,
+    validEvent({ event_id: "watchdog:stalled:0123", session_id: "s-1", status: "warning", details: { watchdog: { kind: "stalled" } } }),
+  );
   assert.deepEqual([spoofed.status, spoofed.body.error], [400, "invalid_request"]);
   assert.equal((await postEvent(chat, validEvent({ event_id: "approval:ap-1:request", session_id: "s-1" }))).status, 400);
 

@@ -37,7 +37,12 @@ test("a person's decision: the first on a pending, unexpired, matching approval 
     assert.equal(result.kind === "refuse" ? result.error : result.kind, expected, name);
   }
   const applied = decideDecision(record(), { ...decide, decision: "rejected", reason: "不行" }, NOW);
-  assert.deepEqual(applied.kind === "apply" && [applied.from, applied.patch.state, applied.patch.decision, applied.patch.decision_reason], ["pending", "decided", "rejected", "不行"]);
+  assert.deepEqual(applied.kind === "apply" && [applied.from, applied.patch.state, applied.patch.decision, applied.patch.decision_reason], [
+    "pending",
+    "decided",
+    "rejected",
+    "不行",
+  ]);
 });
 
 test("the agent's resolution is the truth: it closes open or vanished approvals once, and only from its own runtime", () => {
@@ -78,7 +83,11 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
   assert.doesNotMatch(CODE_ALPHABET, /[BGILOQSZ0-9]/, "no letter that reads like a digit or another letter");
   let i = 0;
   const sequence = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1];
-  assert.equal(pickCode(() => sequence[i++ % sequence.length]!, new Set(["AAAAA"])), "CCCCC", "a code taken by an open approval is drawn again");
+  assert.equal(
+    pickCode(() => sequence[i++ % sequence.length]!, new Set(["AAAAA"])),
+    "CCCCC",
+    "a code taken by an open approval is drawn again",
+  );
   assert.throws(() => pickCode(() => 0, new Set(["AAAAA"]), 3));
 
   const [zh, en] = [voice("zh-CN"), voice("en-US")];
@@ -89,11 +98,13 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
   assert.doesNotMatch(text, /abcdefghijklmnop/, "the server redacts the command again");
   assert.match(closingText(record({ state: "approved", via: "terminal" }), zh), /在终端批准.*无需再回答/);
   assert.match(closingText(record({ state: "vanished" }), zh), /会话已离线/);
-  assert.equal(closingText(record({ state: "approved", via: "chat" }), en), "[Pi approval ACDEF ended] rm -rf: approved in the chat; the command was let through.");
+  assert.equal(
+    closingText(record({ state: "approved", via: "chat" }), en),
+    "[Pi approval ACDEF ended] rm -rf: approved in the chat; the command was let through.",
+  );
 });
 
 // ── Routes ──────────────────────────────────────────────────────────────────
-
 
 const decide = (koishi: KoishiHarness, id: string, body: Record<string, unknown>, token = OPERATOR_TOKEN) =>
   call(koishi, "POST", `/operator/approvals/${id}/decision`, body, token);
@@ -113,7 +124,9 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   // Strangers: the agents' token, a wrong one.
   assert.equal((await decide(koishi, approval_id, { decision: "approved" }, koishi.token)).status, 401);
   assert.equal((await decide(koishi, approval_id, { decision: "approved" }, "nope")).status, 401);
-  assert.deepEqual((await decide(koishi, approval_id, { decision: "approved", binding: { ...binding, args_digest: "b".repeat(64) } })).body, { error: "approval_mismatch" });
+  assert.deepEqual((await decide(koishi, approval_id, { decision: "approved", binding: { ...binding, args_digest: "b".repeat(64) } })).body, {
+    error: "approval_mismatch",
+  });
   assert.equal((await decide(koishi, "ZZZZZ", { decision: "approved" })).status, 404);
 
   const first = await decide(koishi, code.toLowerCase(), { decision: "approved", reason: "可以", binding });
@@ -123,17 +136,31 @@ test("routes: request with a code, first decision wins, duplicates, late and mis
   assert.deepEqual([again.status, again.body], [409, { error: "already_decided", state: "decided" }]);
 
   // The agent says what happened; a decision after that is still answered.
-  const resolved = await call(koishi, "POST", `/approvals/${approval_id}/resolution`, { session_id: "s-1", runtime_id: "r-1", outcome: "approved", via: "operator", reason: null });
+  const resolved = await call(koishi, "POST", `/approvals/${approval_id}/resolution`, {
+    session_id: "s-1",
+    runtime_id: "r-1",
+    outcome: "approved",
+    via: "operator",
+    reason: null,
+  });
   assert.equal(resolved.body.approval.state, "approved");
   assert.deepEqual((await decide(koishi, code, { decision: "rejected" })).body, { error: "already_decided", state: "approved" });
   await waitUntil(() => owner.find((m) => m.includes(`${code} 已结束`) && m.includes("通过运维接口批准")), "one closing message");
 
   // A late answer to an approval that timed out.
-  const expired = await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-late", expires_at: new Date(Date.now() - 1000).toISOString() }));
+  const expired = await call(
+    koishi,
+    "POST",
+    "/approvals",
+    approvalRequestOf({ tool_call_id: "call-late", expires_at: new Date(Date.now() - 1000).toISOString() }),
+  );
   assert.deepEqual((await decide(koishi, expired.body.approval.code, { decision: "approved" })).body, { error: "approval_expired", state: "pending" });
 
   const open = await call(koishi, "GET", "/operator/approvals", undefined, OPERATOR_TOKEN);
-  assert.deepEqual(open.body.approvals.map((a: { approval_id: string }) => a.approval_id), [expired.body.approval.approval_id]);
+  assert.deepEqual(
+    open.body.approvals.map((a: { approval_id: string }) => a.approval_id),
+    [expired.body.approval.approval_id],
+  );
   const audit = await call(koishi, "GET", "/operator/audit?session_id=s-1&limit=200", undefined, OPERATOR_TOKEN);
   const refused = audit.body.entries.filter((e: { action: string }) => e.action === "approval.refused").map((e: { data: { error: string } }) => e.data.error);
   assert.deepEqual(refused.sort(), ["already_decided", "already_decided", "approval_expired", "approval_mismatch"]);
@@ -186,11 +213,19 @@ test("the persona can list approvals but has no way to decide one", async (t) =>
   const { koishi } = await server(t, { yesImBot: true });
   await call(koishi, "POST", "/approvals", approvalRequestOf());
   const service = koishi.app["yesimbot.tool"] as unknown as StandInToolService;
-  const session = koishi.app.bots["mock:514"]!.session({ type: "message", timestamp: Date.now(), channel: { id: `private:${OWNER}`, type: 1 }, user: { id: OWNER } });
+  const session = koishi.app.bots["mock:514"]!.session({
+    type: "message",
+    timestamp: Date.now(),
+    channel: { id: `private:${OWNER}`, type: 1 },
+    user: { id: OWNER },
+  });
   const listed = await service.invoke("agent_approvals", {}, session);
   assert.equal(listed.status, "success");
   assert.equal((listed as { result: { approvals: unknown[] } }).result.approvals.length, 1);
-  assert.equal([...service.tools.keys()].some((name) => /approve|deny|decide/.test(name)), false);
+  assert.equal(
+    [...service.tools.keys()].some((name) => /approve|deny|decide/.test(name)),
+    false,
+  );
   const sneaky = await service.invoke("agent_approvals", { decision: "approved" }, session);
   assert.equal(sneaky.status, "error");
 });

@@ -34,7 +34,11 @@ test("imageFacts and auditData keep counts, sizes and digests, drop secret-named
   assert.equal(facts.count, 1);
   assert.equal(facts.bytes, Buffer.from(image.data, "base64").length);
   assert.match(facts.sha256[0]!, /^[0-9a-f]{64}$/);
-  const cleaned = auditData({ images: [image], lease_token: "secret-lease", nested: { operatorToken: "x", authorization: "Bearer y", text: "a".repeat(20_000) } }) as Record<string, any>;
+  const cleaned = auditData({
+    images: [image],
+    lease_token: "secret-lease",
+    nested: { operatorToken: "x", authorization: "Bearer y", text: "a".repeat(20_000) },
+  }) as Record<string, any>;
   assert.deepEqual(cleaned.images, facts);
   assert.equal("lease_token" in cleaned, false);
   assert.deepEqual(Object.keys(cleaned.nested), ["text"]);
@@ -105,7 +109,10 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
   const sentDirect = find("event.sent_direct", (e) => e.subject === direct.event_id);
   assert.equal(sentDirect.data.text, formatDirectMessage(EventBody.parse(direct), zh), "the exact text of the direct message");
 
-  const request = find("operator.request", (e) => e.data.path === "/operator/commands" && (e.data.body as { instruction?: string }).instruction === "看看这张截图");
+  const request = find(
+    "operator.request",
+    (e) => e.data.path === "/operator/commands" && (e.data.body as { instruction?: string }).instruction === "看看这张截图",
+  );
   assert.equal(request.actor, "operator");
   assert.equal(request.data.status, 201);
   const images = (request.data.body as { images: { count: number; bytes: number; sha256: string[] } }).images;
@@ -113,11 +120,14 @@ test("every kind of action leaves an audit row with its inputs and acting side, 
 
   const commandId = created.body.command.command_id;
   const lifecycle = entries.filter((e) => e.subject === commandId && e.action.startsWith("command.")).reverse();
-  assert.deepEqual(lifecycle.map((e) => [e.action, e.actor]), [
-    ["command.pending", "operator"],
-    ["command.leased", "agent"],
-    ["command.accepted", "agent"],
-  ]);
+  assert.deepEqual(
+    lifecycle.map((e) => [e.action, e.actor]),
+    [
+      ["command.pending", "operator"],
+      ["command.leased", "agent"],
+      ["command.accepted", "agent"],
+    ],
+  );
   assert.equal(lifecycle[0]!.data.image_count, 1);
   assert.equal(lifecycle[0]!.data.instruction, "看看这张截图");
   assert.equal(find("command.cancelled", (e) => e.subject === second.body.command.command_id).actor, "operator");
@@ -146,7 +156,8 @@ test("the audit query is newest first, filtered by session and time, and pages w
     ids.push(String(event.event_id));
     assert.equal((await call(server, "POST", "/events", event)).status, 202);
   }
-  const accepted = async (query: Record<string, string>) => (await auditPage(server, query)).entries.filter((e) => e.action === "event.accepted").map((e) => e.subject);
+  const accepted = async (query: Record<string, string>) =>
+    (await auditPage(server, query)).entries.filter((e) => e.action === "event.accepted").map((e) => e.subject);
   assert.deepEqual(await accepted({ session_id: "s-even" }), ["pi:audit:4", "pi:audit:2", "pi:audit:0"]);
 
   const first = await auditPage(server, { session_id: "s-odd", limit: "1" });
@@ -168,8 +179,18 @@ test("rows older than the retention are pruned, younger ones kept", async (t) =>
   const server = await startServer({ config: { auditRetentionDays: 30 } });
   t.after(() => server.stop());
   const now = Date.now();
-  for (const [age, subject] of [[31, "old"], [29, "young"]] as const) {
-    await server.app.database.create(AUDIT_TABLE, { at: new Date(now - age * DAY_MS), actor: "server", action: "test.row", session_id: "s-r", subject, data: {} });
+  for (const [age, subject] of [
+    [31, "old"],
+    [29, "young"],
+  ] as const) {
+    await server.app.database.create(AUDIT_TABLE, {
+      at: new Date(now - age * DAY_MS),
+      actor: "server",
+      action: "test.row",
+      session_id: "s-r",
+      subject,
+      data: {},
+    });
   }
   const subjects = async () => (await auditPage(server, { session_id: "s-r" })).entries.filter((e) => e.action === "test.row").map((e) => e.subject);
   assert.deepEqual(await subjects(), ["young", "old"]);

@@ -49,13 +49,16 @@ test("reply words: a clear yes approves, a clear no denies with what follows as 
 });
 
 /** A fresh tool call each time, so requests in one test never share a binding. */
-const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) => approvalRequestOf({ tool_call_id: `call-${randomUUID()}`, cwd: "/home/u/shop", ...overrides });
+const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) =>
+  approvalRequestOf({ tool_call_id: `call-${randomUUID()}`, cwd: "/home/u/shop", ...overrides });
 
 async function setup(t: TestContext) {
   const harness = await startChat({
     plugins: (use) =>
       // Another plugin (the persona, say) running an owner command on the owner's behalf.
-      void use((ctx: Context) => ctx.middleware((session, next) => (session.content?.startsWith("请人格代答 ") ? session.execute(session.content.slice(6)) : next()))),
+      void use((ctx: Context) =>
+        ctx.middleware((session, next) => (session.content?.startsWith("请人格代答 ") ? session.execute(session.content.slice(6)) : next())),
+      ),
   });
   t.after(() => harness.stop());
   await agentApi(harness).heartbeat({ project: "shop" });
@@ -73,7 +76,9 @@ async function requested(harness: ChatHarness, overrides: Partial<ApprovalReques
 
 async function approvalOf(harness: ChatHarness, id: string) {
   const list = await call(harness, "GET", "/operator/approvals?state=all", undefined, OPERATOR_TOKEN);
-  return (list.body.approvals as { approval_id: string; state: string; decision: string | null; decided_by: string | null; via: string | null }[]).find((a) => a.approval_id === id)!;
+  return (list.body.approvals as { approval_id: string; state: string; decision: string | null; decided_by: string | null; via: string | null }[]).find(
+    (a) => a.approval_id === id,
+  )!;
 }
 
 /** The control commands queued for session s-1, as the extension would claim them. */
@@ -103,7 +108,9 @@ test("anon.approve and anon.deny: the owner decides by code; a second answer hea
   assert.deepEqual(await owner.receive(`anon.approve ${first.code}`), [`审批 ${first.code} 已经有了结果：已在聊天中批准。这次的回答没有生效。`]);
 
   const second = await requested(harness);
-  assert.deepEqual(await owner.receive(`anon.deny ${second.code} build 里有 我要的产物`), [`已拒绝 ${second.code}（rm -rf），理由：build 里有 我要的产物，决定已发给 Pi。`]);
+  assert.deepEqual(await owner.receive(`anon.deny ${second.code} build 里有 我要的产物`), [
+    `已拒绝 ${second.code}（rm -rf），理由：build 里有 我要的产物，决定已发给 Pi。`,
+  ]);
   const denied = await approvalOf(harness, second.id);
   assert.deepEqual([denied.state, denied.decision], ["decided", "rejected"]);
 
@@ -115,8 +122,17 @@ test("anon.approve and anon.deny: the owner decides by code; a second answer hea
 
   const { body } = await operatorApi(harness).audit({ limit: "200" });
   const actions = (body.entries as { action: string; data: { by?: string; via?: string; error?: string } }[]).reverse();
-  assert.deepEqual(actions.filter((e) => e.action === "approval.decided").map((e) => [e.data.by, e.data.via]), [["chat:mock:10001", "chat"], ["chat:mock:10001", "chat"]]);
-  assert.deepEqual(actions.filter((e) => e.action === "approval.refused").map((e) => e.data.error), ["already_decided", "already_decided", "approval_expired", "not_found"]);
+  assert.deepEqual(
+    actions.filter((e) => e.action === "approval.decided").map((e) => [e.data.by, e.data.via]),
+    [
+      ["chat:mock:10001", "chat"],
+      ["chat:mock:10001", "chat"],
+    ],
+  );
+  assert.deepEqual(
+    actions.filter((e) => e.action === "approval.refused").map((e) => e.data.error),
+    ["already_decided", "already_decided", "approval_expired", "not_found"],
+  );
 });
 
 test("the request shows the command verbatim on one delimited line, no forged answer line; a long one is cut with the count and anon.approval sends all of it", async (t) => {
@@ -126,7 +142,10 @@ test("the request shows the command verbatim on one delimited line, no forged an
   const { code, message } = await requested(harness, { command: forged, rules: ["git-push-force"] });
   const lines = message.text.split("\n");
   assert.ok(lines.includes("┃ ls⏎批准：anon.approve XXXXX⏎⏎⏎git push --force origin main"), message.text);
-  assert.deepEqual(lines.filter((line) => /^(批准|拒绝|anon\.)/.test(line)), [`批准：anon.approve ${code}，或回复本消息“同意”`, `拒绝：anon.deny ${code} [理由]，或回复本消息“拒绝”`]);
+  assert.deepEqual(
+    lines.filter((line) => /^(批准|拒绝|anon\.)/.test(line)),
+    [`批准：anon.approve ${code}，或回复本消息“同意”`, `拒绝：anon.deny ${code} [理由]，或回复本消息“拒绝”`],
+  );
   assert.ok(lines.includes("规则：git-push-force"));
   assert.match(message.text, /请在 \d+分钟内回答，否则按拒绝处理。/);
 
@@ -137,7 +156,15 @@ test("the request shows the command verbatim on one delimited line, no forged an
   const parts = await owner.receive(`anon.approval ${cut.code.toLowerCase()}`);
   assert.equal(parts.length, 3, parts.join("\n---\n"));
   assert.match(parts[0]!, new RegExp(`^【Pi 审批 ${cut.code} 的完整内容 1/3】`));
-  const body = parts.map((part) => part.split("\n").slice(1).map((line) => line.slice(2)).join("")).join("");
+  const body = parts
+    .map((part) =>
+      part
+        .split("\n")
+        .slice(1)
+        .map((line) => line.slice(2))
+        .join(""),
+    )
+    .join("");
   assert.equal(body, `echo ${"a".repeat(3000)}⏎rm -rf ~ <at id="10001"/> &amp;`, "all of it, in order, markup as text");
   assert.deepEqual(await owner.receive("anon.approval ZZZZZ"), ["找不到审批“ZZZZZ”。用 anon.approvals 查看待审批的请求。"]);
   assert.deepEqual(await harness.stranger().receive(`anon.approval ${cut.code}`), ["这些指令只有主人能用。"]);
@@ -165,7 +192,11 @@ test("a reply quoting the request decides it; other words in such a reply are an
   const other = await requested(harness);
   assert.deepEqual(await owner.receive(`<quote id="${other.message.id}"/>同意`), [`已批准 ${other.code}（rm -rf），决定已发给 Pi。`]);
   const commands = (await operatorApi(harness).list("s-1")).body.commands as { kind: string }[];
-  assert.deepEqual(commands.map((c) => c.kind), ["approval_decision", "approval_decision"], "two decisions and no instruction");
+  assert.deepEqual(
+    commands.map((c) => c.kind),
+    ["approval_decision", "approval_decision"],
+    "two decisions and no instruction",
+  );
 });
 
 test("a stranger, the owner in a group and another plugin acting for the owner are refused, audited, and change nothing", async (t) => {
@@ -183,7 +214,9 @@ test("a stranger, the owner in a group and another plugin acting for the owner a
   assert.equal((await approvalOf(harness, id)).state, "pending");
   assert.equal(await decisionsQueued(harness), 0);
   const { body } = await operatorApi(harness).audit({ limit: "200" });
-  const refused = (body.entries as { action: string; data: { command: string; reason: string; chat: { user_id: string } } }[]).filter((e) => e.action === "chat.refused").reverse();
+  const refused = (body.entries as { action: string; data: { command: string; reason: string; chat: { user_id: string } } }[])
+    .filter((e) => e.action === "chat.refused")
+    .reverse();
   assert.deepEqual(
     refused.map((e) => [e.data.command, e.data.chat.user_id, e.data.reason]),
     [

@@ -22,7 +22,11 @@ test("the owner is the configured platform and user, in a private chat, typing t
     [{ ...speaker, userId: undefined }, "stranger"],
   ];
   for (const [who, verdict] of cases) assert.equal(verdictOf(owner, who), verdict, JSON.stringify(who));
-  for (const [botId, recipientId] of [["", "10001"], ["onebot:514", ""], ["onebot", "10001"]]) {
+  for (const [botId, recipientId] of [
+    ["", "10001"],
+    ["onebot:514", ""],
+    ["onebot", "10001"],
+  ]) {
     assert.equal(verdictOf(chatOwner(botId!, recipientId!), speaker), "not_configured");
   }
 });
@@ -45,7 +49,13 @@ test("refusals per user: answered once, then silent for the quiet time; the next
     state = step.state;
     return [step.answer, step.unansweredBefore];
   });
-  assert.deepEqual(steps, [[true, 0], [false, 0], [false, 0], [true, 2], [false, 0]]);
+  assert.deepEqual(steps, [
+    [true, 0],
+    [false, 0],
+    [false, 0],
+    [true, 2],
+    [false, 0],
+  ]);
   assert.equal(refusedExcerpt({ args: ["x".repeat(5000)] }).length <= 230, true);
   assert.equal(refusedExcerpt({ args: ["short"] }), '{"args":["short"]}');
 });
@@ -55,8 +65,21 @@ test("session references: numbers stay while a session is online, prefixes and p
   const a = session("019a7f00-aaaa", "shop");
   const b = session("019a7f00-bbbb", "blog");
   const c = session("019b0000-cccc", "shop");
-  assert.deepEqual(numbers.number([b, a]).map((n) => [n.number, n.session.project]), [[1, "shop"], [2, "blog"]]);
-  assert.deepEqual(numbers.number([c, b]).map((n) => [n.number, n.session.session_id]), [[1, c.session_id], [2, b.session_id]], "#2 keeps its number; #1 is free again");
+  assert.deepEqual(
+    numbers.number([b, a]).map((n) => [n.number, n.session.project]),
+    [
+      [1, "shop"],
+      [2, "blog"],
+    ],
+  );
+  assert.deepEqual(
+    numbers.number([c, b]).map((n) => [n.number, n.session.session_id]),
+    [
+      [1, c.session_id],
+      [2, b.session_id],
+    ],
+    "#2 keeps its number; #1 is free again",
+  );
   const listed = numbers.number([c, b, a]);
   const cases: [string, string][] = [
     ["#2", "found:019a7f00-bbbb"],
@@ -72,7 +95,12 @@ test("session references: numbers stay while a session is online, prefixes and p
   ];
   for (const [ref, expected] of cases) {
     const r = resolveRef(ref, listed);
-    const got = r.kind === "found" ? `found:${r.session.session_id}` : r.kind === "ambiguous" ? `ambiguous:${r.candidates.map((x) => x.session.session_id).join(",")}` : "none";
+    const got =
+      r.kind === "found"
+        ? `found:${r.session.session_id}`
+        : r.kind === "ambiguous"
+          ? `ambiguous:${r.candidates.map((x) => x.session.session_id).join(",")}`
+          : "none";
     assert.equal(got, expected, ref);
   }
 });
@@ -98,13 +126,27 @@ test("urgency: failed runs, the server's own watchdog notices and approval menti
 
 test("durations people type, and which mutes hold a session", () => {
   const cases: [string, number | null][] = [
-    ["30m", 30], ["2h", 120], ["1d", 1440], ["1h30m", 90], ["90", 90], ["2小时", 120], ["45分钟", 45], ["7d", 10080],
-    ["8d", null], ["0", null], ["soon", null], ["#1", null], ["2h x", null],
+    ["30m", 30],
+    ["2h", 120],
+    ["1d", 1440],
+    ["1h30m", 90],
+    ["90", 90],
+    ["2小时", 120],
+    ["45分钟", 45],
+    ["7d", 10080],
+    ["8d", null],
+    ["0", null],
+    ["soon", null],
+    ["#1", null],
+    ["2h x", null],
   ];
   for (const [text, minutes] of cases) assert.equal(parseDuration(text), minutes, text);
   const now = new Date("2026-11-30T03:00:00.000Z");
   assert.equal(muteUntil(now, undefined).toISOString(), "2026-11-30T04:00:00.000Z");
-  const mutes = [{ session_id: "s-1", until: new Date(now.getTime() + 1) }, { session_id: null, until: now }];
+  const mutes = [
+    { session_id: "s-1", until: new Date(now.getTime() + 1) },
+    { session_id: null, until: now },
+  ];
   assert.equal(covering(mutes, "s-2").length, 1, "an ended all-sessions mute still covers until released");
   assert.equal(isMuted(mutes, "s-1", now), true);
   assert.equal(isMuted(mutes, "s-2", now), false);
@@ -124,16 +166,29 @@ test("a digest is short, lists what it holds, and tells how to answer", () => {
 });
 
 test("in English the digest has no Chinese of its own", () => {
-  const events = [EventBody.parse(validEvent({ session_id: "s-1", summary: "tests pass" })), EventBody.parse(validEvent({ session_id: "s-2", status: "failed", summary: "" }))];
+  const events = [
+    EventBody.parse(validEvent({ session_id: "s-1", summary: "tests pass" })),
+    EventBody.parse(validEvent({ session_id: "s-2", status: "failed", summary: "" })),
+  ];
   const text = digestText(events, sayIn("en-US"));
-  assert.equal(text, ["[Pi Agent notice · 2 while muted]", `1. [completed] ${events[0]!.source}: tests pass`, `2. [failed] ${events[1]!.source}`, "To send a session an instruction: anon.send <session> <instruction>."].join("\n"));
+  assert.equal(
+    text,
+    [
+      "[Pi Agent notice · 2 while muted]",
+      `1. [completed] ${events[0]!.source}: tests pass`,
+      `2. [failed] ${events[1]!.source}`,
+      "To send a session an instruction: anon.send <session> <instruction>.",
+    ].join("\n"),
+  );
   const digest = digestEvent(events, "direct", new Date(), sayIn("en-US"));
   assert.equal(digest.source, "anon-notify · mute digest");
   assert.match(digest.summary, /^2 notices arrived while muted:\n1\. \[completed\]/);
 });
 
 function texts(tree: LocaleTree, prefix = ""): [string, string][] {
-  return Object.entries(tree).flatMap(([key, value]): [string, string][] => (typeof value === "string" ? [[prefix + key, value]] : texts(value, `${prefix}${key}.`)));
+  return Object.entries(tree).flatMap(([key, value]): [string, string][] =>
+    typeof value === "string" ? [[prefix + key, value]] : texts(value, `${prefix}${key}.`),
+  );
 }
 
 test("every text exists in both languages, with the same placeholders", () => {

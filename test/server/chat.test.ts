@@ -55,7 +55,11 @@ test("a stranger's flood: one answer, then silence; one audit row with a bounded
   const replies: string[][] = [];
   for (let i = 0; i < 200; i++) replies.push(await stranger.receive(`anon.send #1 ${"x".repeat(3000)} ${i}`));
   assert.deepEqual(replies[0], ["这些指令只有主人能用。"]);
-  assert.deepEqual(replies.slice(1).filter((r) => r.length > 0), [], "the rest get no answer");
+  assert.deepEqual(
+    replies.slice(1).filter((r) => r.length > 0),
+    [],
+    "the rest get no answer",
+  );
   const rows = await auditActions(harness, "chat.");
   assert.equal(rows.length, 1, "one row for the burst");
   assert.ok(String(rows[0]!.data.input).length <= 260, `excerpt of ${String(rows[0]!.data.input).length} chars`);
@@ -88,14 +92,23 @@ test("typed by the owner is read from the platform event: a forged root execute 
   assert.match(reply.text, /#1/);
   assert.equal((await agent.claim()).body.command?.instruction, "看一下");
   const rows = await auditActions(harness, "chat.");
-  assert.deepEqual(rows.map((r) => [r.action, r.data.reason ?? null]), [["chat.refused", "not_typed"], ["chat.command", null]]);
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.data.reason ?? null]),
+    [
+      ["chat.refused", "not_typed"],
+      ["chat.command", null],
+    ],
+  );
 });
 
 test("silent refusals answer nothing and are still audited", async (t) => {
   const harness = await chat(t, { config: { chatRefusal: "silent" } });
   await harness.stranger().shouldNotReply("anon.sessions");
   const rows = await auditActions(harness, "chat.");
-  assert.deepEqual(rows.map((r) => [r.action, r.data.reason]), [["chat.refused", "stranger"]]);
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.data.reason]),
+    [["chat.refused", "stranger"]],
+  );
 });
 
 test("anon.send queues text and an attached image; anon.commands lists it; anon.cancel takes back one not yet claimed and says plainly when it is too late", async (t) => {
@@ -144,11 +157,17 @@ test("a reply quoting a direct notice is an instruction to that notice's session
   const [answer] = await harness.owner().receive(`<quote id="${receipt.message_id}"/>好，再把 lint 也跑一下`);
   assert.match(answer ?? "", /已把你的回复作为指令排队/);
   const { body } = await operatorApi(harness).list("s-1");
-  assert.deepEqual(body.commands.map((c: { event_id: string; preview: string; origin: string }) => [c.event_id, c.preview, c.origin]), [[event.event_id, "好，再把 lint 也跑一下", "operator"]]);
+  assert.deepEqual(
+    body.commands.map((c: { event_id: string; preview: string; origin: string }) => [c.event_id, c.preview, c.origin]),
+    [[event.event_id, "好，再把 lint 也跑一下", "operator"]],
+  );
   assert.equal((await operatorApi(harness).list("s-2")).body.commands.length, 0);
 
   // A stranger quoting the same message id changes nothing, and gets what quoting any other message gets.
-  assert.deepEqual(await harness.stranger().receive(`<quote id="${receipt.message_id}"/>删库`), await harness.stranger().receive(`<quote id="m-unrelated"/>删库`));
+  assert.deepEqual(
+    await harness.stranger().receive(`<quote id="${receipt.message_id}"/>删库`),
+    await harness.stranger().receive(`<quote id="m-unrelated"/>删库`),
+  );
   assert.equal((await operatorApi(harness).list("s-1")).body.commands.length, 1);
 });
 
@@ -159,7 +178,12 @@ async function untilSent(harness: ChatHarness, count: number, what: string) {
 }
 
 test("while muted a completed notice is held and a failed one breaks through; unmute delivers one digest and the held receipt takes its outcome", async (t) => {
-  const harness = await chat(t, { plugins: (use) => { use(WorldStateStandIn); use(AgentStandIn); } });
+  const harness = await chat(t, {
+    plugins: (use) => {
+      use(WorldStateStandIn);
+      use(AgentStandIn);
+    },
+  });
   await agentApi(harness).heartbeat({ project: "shop" });
   const owner = harness.owner();
   assert.match((await owner.receive("anon.mute 2h"))[0] ?? "", /已静音全部会话的通知，直到 /);
@@ -175,9 +199,15 @@ test("while muted a completed notice is held and a failed one breaks through; un
     const [a, b] = await Promise.all([getReceipt(harness, String(done.event_id)), getReceipt(harness, String(viaPersona.event_id))]);
     return a?.state === "queued" && b?.state === "queued" ? [a, b] : undefined;
   }, "both non-urgent notices held as queued");
-  assert.deepEqual(held.map((r) => r.error), [null, null]);
+  assert.deepEqual(
+    held.map((r) => r.error),
+    [null, null],
+  );
   assert.match((await owner.receive("anon.status"))[0] ?? "", /静音：全部会话，到 .*（已暂存 2 条）/);
-  assert.deepEqual(harness.sent.map((m) => m.text.split("\n")[0]), ["【Pi Agent 通知 · 失败】"]);
+  assert.deepEqual(
+    harness.sent.map((m) => m.text.split("\n")[0]),
+    ["【Pi Agent 通知 · 失败】"],
+  );
   assert.equal(worldState(harness).recorded.length, 0);
 
   assert.deepEqual(await owner.receive("anon.unmute"), ["静音已结束，静音期间的通知会汇总成一条发给你。"]);
@@ -240,10 +270,19 @@ test("the operator mute routes: set, list, end; bad input is refused", async (t)
   const set = await operator.muteSet({ session_id: "s-9", minutes: 5 });
   assert.equal(set.status, 200);
   assert.equal(set.body.mute.session_id, "s-9");
-  assert.deepEqual((await operator.mute()).body.mutes.map((m: { session_id: string }) => m.session_id), ["s-9"]);
+  assert.deepEqual(
+    (await operator.mute()).body.mutes.map((m: { session_id: string }) => m.session_id),
+    ["s-9"],
+  );
   assert.equal((await operator.muteSet({ minutes: 7 * 24 * 60 + 1 })).status, 400);
   assert.deepEqual((await operator.unmute({ session_id: "s-9" })).body, { ended: 1 });
   assert.deepEqual((await operator.unmute({})).body, { ended: 0 });
   const rows = await auditActions(harness, "mute.");
-  assert.deepEqual(rows.map((r) => [r.action, r.actor]), [["mute.set", "operator"], ["mute.ended", "operator"]]);
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.actor]),
+    [
+      ["mute.set", "operator"],
+      ["mute.ended", "operator"],
+    ],
+  );
 });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type CommandImage } from "../../protocol/commands.ts";
+import type { CommandImage } from "../../protocol/commands.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import {
   checkImages,
@@ -118,7 +118,12 @@ test("a stop still pending at the end of its time to live is cancelled as expire
     ["pending, one millisecond short", stop(), at(ttl - 1), false],
     ["pending, exactly at the time to live", stop(), at(ttl), true],
     ["pending again after an expired lease", stop({ first_claimed_at: at(10), lease_token: "L", deliveries: 1 }), at(ttl + 1), true],
-    ["leased: the client is at it", stop({ state: "leased", lease_token: "L", lease_runtime_id: "r-1", lease_expires_at: at(ttl + 60_000) }), at(ttl + 1), false],
+    [
+      "leased: the client is at it",
+      stop({ state: "leased", lease_token: "L", lease_runtime_id: "r-1", lease_expires_at: at(ttl + 60_000) }),
+      at(ttl + 1),
+      false,
+    ],
     ["accepted", stop({ state: "accepted", outcome: "stopped" }), at(ttl + 1), false],
     ["an instruction never expires", record(), at(ttl * 100), false],
   ];
@@ -145,7 +150,16 @@ test("ACK outcomes: a control command must say what happened, from its kind's ou
   ];
   for (const [kind, outcome, allowed] of cases) assert.equal(outcomeAllowed(kind, outcome), allowed, `${kind} ${outcome}`);
 
-  const stopLease = record({ kind: "stop", payload: {}, instruction: "", state: "leased", lease_token: "L1", lease_runtime_id: "r-1", lease_expires_at: at(1000), first_claimed_at: T0 });
+  const stopLease = record({
+    kind: "stop",
+    payload: {},
+    instruction: "",
+    state: "leased",
+    lease_token: "L1",
+    lease_runtime_id: "r-1",
+    lease_expires_at: at(1000),
+    first_claimed_at: T0,
+  });
   const ack = { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" };
   const first = decideAck(stopLease, { ...ack, outcome: "stopped" }, T0);
   assert.ok(first.kind === "write");
@@ -247,7 +261,10 @@ test("ack decisions: same lease is idempotent, anything else is refused", () => 
 test("final states drop image bytes and keep their metadata", () => {
   const image = imageOf("image/png", 100);
   const withImage = { ...leased(1000), images: [image], image_count: 1, image_bytes: 100, image_digest: "abc" };
-  for (const decision of [decideAck(withImage, { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" }, T0), decideCancel({ ...withImage, state: "pending", first_claimed_at: null }, "s-1", T0)]) {
+  for (const decision of [
+    decideAck(withImage, { session_id: "s-1", runtime_id: "r-1", lease_token: "L1" }, T0),
+    decideCancel({ ...withImage, state: "pending", first_claimed_at: null }, "s-1", T0),
+  ]) {
     assert.ok(decision.kind === "write");
     const after = { ...withImage, ...decision.patch };
     assert.deepEqual(after.images, []);
@@ -302,12 +319,20 @@ function withBadHeaderCrc(png: Buffer): Buffer {
 test("the decoded header decides the image type and its dimensions, never magic bytes alone; the whole image must decode", () => {
   const bytes = (buffer: Buffer, mime: CommandImage["mime_type"] = "image/png"): CommandImage[] => [{ mime_type: mime, data: buffer.toString("base64") }];
   const cases: [string, CommandImage[], RegExp | null][] = [
-    ...(["image/png", "image/jpeg", "image/gif", "image/webp"] as const).map((mime): [string, CommandImage[], null] => [`a ${mime} header`, [imageOf(mime, 64)], null]),
+    ...(["image/png", "image/jpeg", "image/gif", "image/webp"] as const).map((mime): [string, CommandImage[], null] => [
+      `a ${mime} header`,
+      [imageOf(mime, 64)],
+      null,
+    ]),
     ["an 8-byte PNG signature", bytes(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), /not a PNG, JPEG, GIF or WebP image/],
     ["a JPEG start without a frame", bytes(Buffer.from([0xff, 0xd8, 0xff, 0xe0]), "image/jpeg"), /not a PNG, JPEG, GIF or WebP image/],
     // A header cut short is not an image at all: the decoder is never let read past the input's end.
     ["a GIF signature alone", bytes(Buffer.from("GIF89a", "latin1"), "image/gif"), /not a PNG, JPEG, GIF or WebP image/],
-    ["a WebP signature alone", bytes(Buffer.concat([Buffer.from("RIFF", "latin1"), Buffer.alloc(4), Buffer.from("WEBPVP8 ", "latin1")]), "image/webp"), /not a PNG, JPEG, GIF or WebP image/],
+    [
+      "a WebP signature alone",
+      bytes(Buffer.concat([Buffer.from("RIFF", "latin1"), Buffer.alloc(4), Buffer.from("WEBPVP8 ", "latin1")]), "image/webp"),
+      /not a PNG, JPEG, GIF or WebP image/,
+    ],
     ["a zero-width PNG", bytes(imageHeader("image/png", 0, 10)), /dimensions/],
     ["a PNG wider than 16384", bytes(imageHeader("image/png", 20_000, 10)), /dimensions/],
     ["a PNG of 10000 × 10000", bytes(imageHeader("image/png", 10_000, 10_000)), /dimensions/],
@@ -317,8 +342,16 @@ test("the decoded header decides the image type and its dimensions, never magic 
     // A header that decodes is not yet an image: the whole of it must.
     ["a valid 1×1 PNG header followed by 2 KB of garbage", bytes(Buffer.concat([realPngHead(), Buffer.alloc(2048, 0x5a)])), /does not decode as a whole/],
     ["a PNG whose header checksum is wrong", bytes(withBadHeaderCrc(Buffer.from(imageOf("image/png", 100).data, "base64"))), /does not decode as a whole/],
-    ["a GIF header followed by garbage", bytes(Buffer.concat([imageHeader("image/gif", 1, 1), Buffer.alloc(2048, 0x5a)]), "image/gif"), /does not decode as a whole/],
-    ["a JPEG cut after its frame header", bytes(Buffer.from(imageOf("image/jpeg", 64).data, "base64").subarray(0, 200), "image/jpeg"), /does not decode as a whole/],
+    [
+      "a GIF header followed by garbage",
+      bytes(Buffer.concat([imageHeader("image/gif", 1, 1), Buffer.alloc(2048, 0x5a)]), "image/gif"),
+      /does not decode as a whole/,
+    ],
+    [
+      "a JPEG cut after its frame header",
+      bytes(Buffer.from(imageOf("image/jpeg", 64).data, "base64").subarray(0, 200), "image/jpeg"),
+      /does not decode as a whole/,
+    ],
     ["a GIF cut before its trailer", bytes(Buffer.from(imageOf("image/gif", 64).data, "base64").subarray(0, 30), "image/gif"), /does not decode as a whole/],
   ];
   for (const [name, images, problem] of cases) {
@@ -347,10 +380,18 @@ test("image checks: per-image size, per-command size, declared type", () => {
     if (issuePaths === null) {
       assert.ok(check.ok, name);
       assert.equal(check.facts.count, images.length, name);
-      assert.equal(check.facts.bytes, images.reduce((sum, i) => sum + Buffer.from(i.data, "base64").length, 0), name);
+      assert.equal(
+        check.facts.bytes,
+        images.reduce((sum, i) => sum + Buffer.from(i.data, "base64").length, 0),
+        name,
+      );
     } else {
       assert.ok(!check.ok, name);
-      assert.deepEqual(check.issues.map((i) => i.path), issuePaths, name);
+      assert.deepEqual(
+        check.issues.map((i) => i.path),
+        issuePaths,
+        name,
+      );
     }
   }
 });

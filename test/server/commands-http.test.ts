@@ -4,7 +4,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { fetch } from "undici";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
-import { ClaimAnswer, CommandSummary } from "../../protocol/commands.ts";
+import { ClaimAnswer, type CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -48,7 +48,10 @@ test("heartbeats make a session visible as its safe projection until it goes off
   assert.equal(health.body.protocol.commands, 3);
 
   assert.deepEqual((await agent.offline("s-1", "r-1")).body, { removed: true });
-  assert.deepEqual((await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id), ["s-2"]);
+  assert.deepEqual(
+    (await operator.sessions()).body.sessions.map((s: SessionProjection) => s.session_id),
+    ["s-2"],
+  );
 });
 
 test("an old runtime cannot take a newer one offline, nor claim for it", async (t) => {
@@ -114,7 +117,10 @@ test("commands are claimed one at a time, in order, and acknowledged idempotentl
   }
   assert.deepEqual(delivered, ["first", "second", "third"]);
   const listed = await operator.list();
-  assert.deepEqual(listed.body.commands.map((c: CommandSummary) => c.command_id), [...ids].reverse());
+  assert.deepEqual(
+    listed.body.commands.map((c: CommandSummary) => c.command_id),
+    [...ids].reverse(),
+  );
   assert.ok(listed.body.commands.every((c: CommandSummary) => c.state === "accepted" && !c.cancellable));
 });
 
@@ -190,7 +196,10 @@ test("a leased instruction stays with the runtime that leased it; the next runti
   assert.equal(lost.body.command.command_id, command_id);
   const leaseEnds = Date.parse(lost.body.lease.expires_at);
 
-  await waitUntil(async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined), "r-restarted registered after r-crashed expired");
+  await waitUntil(
+    async () => ((await agent.heartbeat({ runtime_id: "r-restarted" })).status === 200 ? true : undefined),
+    "r-restarted registered after r-crashed expired",
+  );
   if (Date.now() < leaseEnds - 500) assert.deepEqual((await agent.claim("s-1", "r-restarted")).body, { command: null }, "not while r-crashed's lease runs");
   const taken = await waitUntil(async () => {
     await agent.heartbeat({ runtime_id: "r-restarted" }); // its own TTL is 1 s
@@ -201,7 +210,10 @@ test("a leased instruction stays with the runtime that leased it; the next runti
   assert.ok(Date.now() >= leaseEnds, "never before the lease's end");
   const trail = await operator.audit({ limit: "200" });
   const rebound = (trail.body.entries as { action: string; subject: string; data: Record<string, unknown> }[]).filter((e) => e.action === "command.rebound");
-  assert.deepEqual(rebound.map((e) => [e.subject, e.data.from_runtime_id, e.data.to_runtime_id]), [[command_id, "r-crashed", "r-restarted"]]);
+  assert.deepEqual(
+    rebound.map((e) => [e.subject, e.data.from_runtime_id, e.data.to_runtime_id]),
+    [[command_id, "r-crashed", "r-restarted"]],
+  );
   assert.deepEqual(await agent.ack(command_id, lost.body.lease.token, "s-1", "r-crashed"), { status: 409, body: { error: "lease_mismatch" } });
   assert.deepEqual(await agent.ack(command_id, taken.body.lease.token, "s-1", "r-restarted"), { status: 200, body: { state: "accepted" } });
 });
@@ -334,7 +346,9 @@ function leaveAfterNextLease(server: KoishiHarness, client: AbortController, mea
 
 async function commandTrail(server: KoishiHarness, commandId: string): Promise<AuditEntry[]> {
   const answer = await operatorApi(server).audit({ session_id: "s-1", limit: "200" });
-  return AuditPage.parse(answer.body).entries.filter((e) => e.subject === commandId && e.action.startsWith("command.")).reverse();
+  return AuditPage.parse(answer.body)
+    .entries.filter((e) => e.subject === commandId && e.action.startsWith("command."))
+    .reverse();
 }
 
 test("a claim whose client left before the answer is rolled back: pending, still cancellable, on the audit trail", async (t) => {
@@ -351,11 +365,14 @@ test("a claim whose client left before the answer is rolled back: pending, still
     const entries = await commandTrail(server, command_id);
     return entries.length >= 3 ? entries : undefined;
   }, "the roll-back is on the audit trail");
-  assert.deepEqual(trail.map((e) => [e.action, e.actor]), [
-    ["command.pending", "operator"],
-    ["command.leased", "agent"],
-    ["command.pending", "server"],
-  ]);
+  assert.deepEqual(
+    trail.map((e) => [e.action, e.actor]),
+    [
+      ["command.pending", "operator"],
+      ["command.leased", "agent"],
+      ["command.pending", "server"],
+    ],
+  );
   assert.equal(trail[2]!.data.claim_rolled_back, "client_gone");
   const [summary] = (await operator.list()).body.commands as CommandSummary[];
   assert.deepEqual([summary!.state, summary!.cancellable], ["pending", true], "it never left the server");
@@ -376,7 +393,10 @@ test("a claim waiting behind a rolled-back one gets the command at once", async 
   await assert.rejects(leavingClaim(server, client), { name: "AbortError" });
 
   // Bounded by polls, not by the held claim's own wait, at whose end it would also take the command.
-  await waitUntil(async () => ((await commandTrail(server, command_id)).filter((e) => e.action === "command.leased").length === 2 ? true : undefined), "the held claim leased the command again");
+  await waitUntil(
+    async () => ((await commandTrail(server, command_id)).filter((e) => e.action === "command.leased").length === 2 ? true : undefined),
+    "the held claim leased the command again",
+  );
   const answer = await waiting!;
   assert.equal(answer.status, 200);
   assert.equal(answer.body.command?.command_id, command_id);
@@ -491,7 +511,11 @@ test("images: a client without the capability never gets an image command", asyn
   await agent.heartbeat({ session_id: "s-old", runtime_id: "r-old", supports_images: true, command_protocol: 1 });
   await agent.heartbeat({ session_id: "s-plain", runtime_id: "r-plain", supports_images: false });
   for (const session_id of ["s-old", "s-plain"]) {
-    assert.deepEqual(await operator.create({ session_id, instruction: "see", images: [image] }), { status: 409, body: { error: "images_not_supported" } }, session_id);
+    assert.deepEqual(
+      await operator.create({ session_id, instruction: "see", images: [image] }),
+      { status: 409, body: { error: "images_not_supported" } },
+      session_id,
+    );
     const claimed = await agent.claim(session_id, session_id.replace("s-", "r-"), { images: true });
     assert.deepEqual(claimed.body, { command: null });
   }
@@ -513,7 +537,15 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
           const api = new HttpApi({ agentToken: token, operatorToken: OPERATOR_TOKEN });
           const audit = new AuditLog(ctx);
           const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs: 30_000, audit });
-          const operator = new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) });
+          const operator = new OperatorService({
+            registry,
+            commands,
+            audit,
+            mutes: new MuteStore(ctx),
+            eventSession: async () => undefined,
+            messageNotices: async () => [],
+            eventsWaiting: async () => ({ persona: 0, held: 0 }),
+          });
           ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 }, totalLimit: { perMinute: 6000, burst: 1000 } });
           ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });

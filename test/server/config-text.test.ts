@@ -35,7 +35,11 @@ test("every option and every section of the Config has a description in each lan
 
 test("the persona tools are described to the model in the instance's language, every parameter included", () => {
   for (const locale of LOCALES) {
-    const definitions = toolDefinitions({ operator: {} as never, approvals: {} as never, owner: { botId: "mock:514", recipientId: "10001" } as never }, "r-1", sayIn(locale));
+    const definitions = toolDefinitions(
+      { operator: {} as never, approvals: {} as never, owner: { botId: "mock:514", recipientId: "10001" } as never },
+      "r-1",
+      sayIn(locale),
+    );
     assert.equal(definitions.length, 6);
     for (const definition of definitions) {
       const parameters = Object.values((definition.parameters as unknown as SchemaNode).dict ?? {}).map((node) => String(node.meta.description ?? ""));

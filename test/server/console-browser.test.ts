@@ -13,7 +13,10 @@ import { ai } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
-test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, cancels a queued one, mutes it and answers an approval", { skip: CHROMIUM_SKIP, timeout: 120_000 }, async (t) => {
+test("in a real browser on a phone-sized window, the page shows a Pi session come online, sends it an instruction it answers, cancels a queued one, mutes it and answers an approval", {
+  skip: CHROMIUM_SKIP,
+  timeout: 120_000,
+}, async (t) => {
   const browser = await consoleBrowser(t);
   const stage = await consoleStage(t, { config: { logPersona: true } });
   const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, locale: "zh-CN" });
@@ -51,7 +54,11 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   await page.locator("[data-test=timeline-item]", { hasText: "README 已经更新好了。" }).first().waitFor({ timeout: 10_000 });
 
   // While a tool runs, the second of two instructions stays queued: cancel it from the page.
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好了。"), ai.fauxAssistantMessage("也做完了。")]);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("好了。"),
+    ai.fauxAssistantMessage("也做完了。"),
+  ]);
   const run = pi.prompt("跑个长任务");
   await slow.started;
   await card.and(page.locator("[data-state=running]")).waitFor({ timeout: 10_000 });
@@ -80,9 +87,16 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   // An approval the agent asks for shows up live, with its code and the redacted preview.
   // (From a second, API-only session: the approval must come from the runtime the server knows.)
   assert.equal((await call(stage.koishi, "POST", "/sessions/heartbeat", heartbeatOf({ project: "shop" }))).status, 200);
-  const asked = await call(stage.koishi, "POST", "/approvals", approvalRequestOf({
-    approval_id: "ap-browser", cwd: "/home/u/shop", command: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x",
-  }));
+  const asked = await call(
+    stage.koishi,
+    "POST",
+    "/approvals",
+    approvalRequestOf({
+      approval_id: "ap-browser",
+      cwd: "/home/u/shop",
+      command: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x",
+    }),
+  );
   assert.equal(asked.status, 201, JSON.stringify(asked.body));
   const approval = page.locator("[data-test=approval][data-approval-id=ap-browser]");
   await approval.waitFor({ timeout: 10_000 });
@@ -117,5 +131,9 @@ test("in a real browser on a phone-sized window, the page shows a Pi session com
   assert.equal(await page.locator("[data-test=session]").count(), 0, "no data after the token changed");
   assert.equal(await page.evaluate(() => localStorage.getItem("anon-notify.console-token")), null, "the old token is forgotten");
   // @koishijs/client reconnects with `.then(location.reload)`, which throws unbound: the console's own, harmless here.
-  assert.deepEqual(pageErrors.filter((message) => message !== "Illegal invocation"), [], "no errors in the page");
+  assert.deepEqual(
+    pageErrors.filter((message) => message !== "Illegal invocation"),
+    [],
+    "no errors in the page",
+  );
 });

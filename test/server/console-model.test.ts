@@ -2,7 +2,20 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { consoleTokenProblem, signInUrl, tokenMatches } from "../../server/console/sign-in.ts";
-import { STATE_FLICKER_MS, actionGate, type GateInput, boardAudited, consoleApproval, boardGone, boardPruned, boardRecorded, boardView, originDecision, timelineItem, type Board } from "../../server/console/model.ts";
+import {
+  STATE_FLICKER_MS,
+  actionGate,
+  type GateInput,
+  boardAudited,
+  consoleApproval,
+  boardGone,
+  boardPruned,
+  boardRecorded,
+  boardView,
+  originDecision,
+  timelineItem,
+  type Board,
+} from "../../server/console/model.ts";
 
 test("which WebSocket origins reach the page", () => {
   const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [
@@ -30,7 +43,11 @@ test("who may see and act: plugin-auth's logins, else the console token, else th
     [{}, { allowed: false, reason: "sign_in_required" }, "no auth, no token: nothing"],
     [{ signedIn: true }, { allowed: true, via: "token" }, "signed in with the token"],
     [{ openToAll: true }, { allowed: true, via: "open" }, "consoleActions opens it to the port"],
-    [{ authInstalled: true, openToAll: true, signedIn: true }, { allowed: false, reason: "login_required" }, "with auth, neither the switch nor the token opens it"],
+    [
+      { authInstalled: true, openToAll: true, signedIn: true },
+      { allowed: false, reason: "login_required" },
+      "with auth, neither the switch nor the token opens it",
+    ],
     [{ authInstalled: true, authority: 3 }, { allowed: false, reason: "authority_too_low" }, "too low"],
     [{ authInstalled: true, authority: 4 }, { allowed: true, via: "auth" }, "enough authority"],
   ];
@@ -106,12 +123,19 @@ test("a running session's since survives the idle blink between two tool turns, 
 
 test("a timeline line says what it was about and how it ended", () => {
   const entry = { id: 1, at: "2026-01-01T00:00:00.000Z", actor: "server" as const, session_id: "s-1", subject: "e-1" };
-  const accepted = timelineItem({ ...entry, action: "event.accepted", data: { event: { status: "failed", summary: "测试失败" } } }, { state: "failed", attempts: 1, error: "no_persona" });
+  const accepted = timelineItem(
+    { ...entry, action: "event.accepted", data: { event: { status: "failed", summary: "测试失败" } } },
+    { state: "failed", attempts: 1, error: "no_persona" },
+  );
   assert.deepEqual([accepted.text, accepted.receipt?.state, accepted.detail], ["failed · 测试失败", "failed", true]);
   const handed = timelineItem({ ...entry, action: "event.sent_direct", data: { outcome: { kind: "error", error: "bot_offline" }, text: "x".repeat(500) } });
   assert.deepEqual([handed.outcome, handed.text.length], ["error: bot_offline", 200]);
   assert.equal(timelineItem({ ...entry, action: "command.cancelled", data: {} }).outcome, "cancelled");
-  const refused = timelineItem({ ...entry, action: "console.send", data: { input: { session_id: "s-1", instruction: "hi" }, status: "refused", error: "read_only" } });
+  const refused = timelineItem({
+    ...entry,
+    action: "console.send",
+    data: { input: { session_id: "s-1", instruction: "hi" }, status: "refused", error: "read_only" },
+  });
   assert.deepEqual([refused.text, refused.outcome], ["hi", "read_only"]);
 });
 
@@ -133,10 +157,26 @@ test("timeline lines for held notices, approvals and mutes", () => {
 
 test("an approval on the page: what the agent wrote is redacted again", () => {
   const approval = consoleApproval({
-    approval_id: "ap-1", code: "ACDEF", session_id: "s-1", tool: "bash", action: "curl", reason: "token=abcdef123456 needed",
-    command: "curl", command_hidden_chars: 0, rules: ["rm-rf"], grantable: false,
-    preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' https://user:pw@example.com", cwd: "/p", source: "policy",
-    state: "pending", decision: null, decided_by: null, via: null, created_at: "2026-01-01T00:00:00.000Z", expires_at: "2026-01-01T00:10:00.000Z", resolved_at: null,
+    approval_id: "ap-1",
+    code: "ACDEF",
+    session_id: "s-1",
+    tool: "bash",
+    action: "curl",
+    reason: "token=abcdef123456 needed",
+    command: "curl",
+    command_hidden_chars: 0,
+    rules: ["rm-rf"],
+    grantable: false,
+    preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' https://user:pw@example.com",
+    cwd: "/p",
+    source: "policy",
+    state: "pending",
+    decision: null,
+    decided_by: null,
+    via: null,
+    created_at: "2026-01-01T00:00:00.000Z",
+    expires_at: "2026-01-01T00:10:00.000Z",
+    resolved_at: null,
   });
   assert.doesNotMatch(approval.preview, /abcdefghijklmnop|:pw@/);
   assert.doesNotMatch(approval.reason, /abcdef123456/);

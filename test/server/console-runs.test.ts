@@ -12,7 +12,12 @@ const at = (seconds: number) => new Date(T0 + seconds * 1000).toISOString();
 
 function event(seconds: number, status: string, extra: Record<string, unknown> = {}): AuditEntry {
   return {
-    id: ++nextId, at: at(seconds + 0.1), actor: "agent", action: "event.accepted", session_id: "s-1", subject: `e-${nextId}`,
+    id: ++nextId,
+    at: at(seconds + 0.1),
+    actor: "agent",
+    action: "event.accepted",
+    session_id: "s-1",
+    subject: `e-${nextId}`,
     data: { event: { status, task: "整理日志", summary: `${status} summary`, created_at: at(seconds), details: null, context_usage: null, ...extra } },
   };
 }
@@ -29,7 +34,19 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
     [
       "started, progress, completed: done, with its duration, reply and context use",
       [event(0, "started"), event(30, "progress", { summary: "测试跑了一半" }), event(180, "completed", { summary: "**全部完成**", context_usage: context })],
-      [{ outcome: "done", task: "整理日志", started_at: at(0), ended_at: at(180), duration_ms: 180_000, reply: "**全部完成**", context, latest: { at: at(30), status: "progress", summary: "测试跑了一半" }, failure: null }],
+      [
+        {
+          outcome: "done",
+          task: "整理日志",
+          started_at: at(0),
+          ended_at: at(180),
+          duration_ms: 180_000,
+          reply: "**全部完成**",
+          context,
+          latest: { at: at(30), status: "progress", summary: "测试跑了一半" },
+          failure: null,
+        },
+      ],
     ],
     [
       "only the final notice (start notices off): done, no start, no duration",
@@ -53,7 +70,11 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
     ],
     [
       "a stop that found the session idle ends nothing",
-      [event(0, "completed"), command(5, "pending", "c-3", { kind: "stop" }, "operator"), command(6, "accepted", "c-3", { kind: "stop", outcome: "already_idle" })],
+      [
+        event(0, "completed"),
+        command(5, "pending", "c-3", { kind: "stop" }, "operator"),
+        command(6, "accepted", "c-3", { kind: "stop", outcome: "already_idle" }),
+      ],
       [{ outcome: "done" }],
     ],
     [
@@ -61,12 +82,23 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
       [event(0, "started"), event(10, "tool_error", { summary: "bash 失败" }), event(100, "started", { task: "第二个任务" })],
       [
         { outcome: "running", task: "第二个任务", started_at: at(100), ended_at: null },
-        { outcome: "interrupted", started_at: at(0), ended_at: at(10), duration_ms: 10_000, latest: { at: at(10), status: "tool_error", summary: "bash 失败" } },
+        {
+          outcome: "interrupted",
+          started_at: at(0),
+          ended_at: at(10),
+          duration_ms: 10_000,
+          latest: { at: at(10), status: "tool_error", summary: "bash 失败" },
+        },
       ],
     ],
     [
       "an instruction taken while a run is open joins it",
-      [event(0, "started"), command(5, "pending", "c-4", { kind: "instruction", instruction: "顺便" }, "console"), command(6, "accepted", "c-4", { kind: "instruction" }), event(9, "completed")],
+      [
+        event(0, "started"),
+        command(5, "pending", "c-4", { kind: "instruction", instruction: "顺便" }, "console"),
+        command(6, "accepted", "c-4", { kind: "instruction" }),
+        event(9, "completed"),
+      ],
       [{ outcome: "done", task: "整理日志", duration_ms: 9000 }],
     ],
   ];
@@ -82,21 +114,36 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
 
 test("at most the newest maxRuns runs are kept", () => {
   const entries = Array.from({ length: 5 }, (_, index) => event(index * 10, "completed", { summary: `run ${index}` }));
-  assert.deepEqual(sessionRuns(entries, { maxRuns: 2 }).map((run) => run.reply), ["run 4", "run 3"]);
+  assert.deepEqual(
+    sessionRuns(entries, { maxRuns: 2 }).map((run) => run.reply),
+    ["run 4", "run 3"],
+  );
 });
 
 test("each timeline line in words: a sentence key and its values, never the raw block", () => {
   const row = (action: string, data: Record<string, unknown>, actor: AuditEntry["actor"] = "agent") => ({ action, actor, data });
   const rows: [ReturnType<typeof row>, string, Record<string, string>][] = [
-    [row("event.accepted", { event: { status: "completed", task: "整理日志", summary: "done\n\n**ok**", details: null } }), "finished", { task: "整理日志", summary: "done **ok**", why: "" }],
-    [row("event.accepted", { event: { status: "failed", task: "t", summary: "s", details: { stop_reason: "error", failure_reason: "model_error" } } }), "failed", { task: "t", summary: "s", why: "model_error" }],
+    [
+      row("event.accepted", { event: { status: "completed", task: "整理日志", summary: "done\n\n**ok**", details: null } }),
+      "finished",
+      { task: "整理日志", summary: "done **ok**", why: "" },
+    ],
+    [
+      row("event.accepted", { event: { status: "failed", task: "t", summary: "s", details: { stop_reason: "error", failure_reason: "model_error" } } }),
+      "failed",
+      { task: "t", summary: "s", why: "model_error" },
+    ],
     [row("event.handed_to_persona", { outcome: { kind: "injected" }, text: "[EXTERNAL_AUTOMATION_EVENT]…" }, "server"), "told_anon", {}],
     [row("event.handed_to_persona", { outcome: { kind: "failed", error: "no_persona" } }, "server"), "told_anon_failed", { why: "no_persona" }],
     [row("command.pending", { kind: "instruction", instruction: "请更新 README" }, "console"), "queued", { by: "console", text: "请更新 README" }],
     [row("command.pending", { kind: "stop" }, "console"), "stop_asked", { by: "console" }],
     [row("command.accepted", { kind: "stop", outcome: "stopped" }), "stopped", {}],
     [row("command.accepted", { kind: "stop", outcome: "already_idle" }), "already_idle", {}],
-    [row("approval.decided", { code: "KCYUW", decision: "approved", via: "chat" }, "operator"), "approval_decided", { code: "KCYUW", decision: "approved", via: "chat" }],
+    [
+      row("approval.decided", { code: "KCYUW", decision: "approved", via: "chat" }, "operator"),
+      "approval_decided",
+      { code: "KCYUW", decision: "approved", via: "chat" },
+    ],
     [row("console.send", { status: "refused", error: "session_offline" }, "console"), "page_action", { name: "send", status: "session_offline" }],
     [row("watchdog.stalled", {}, "watchdog"), "watchdog_stalled", {}],
     [row("watchdog.vanished_cleared", {}, "watchdog"), "watchdog_cleared", {}],

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { AuditEntry } from "../../protocol/audit.ts";
+import type { AuditEntry } from "../../protocol/audit.ts";
 import { SIGN_IN_LISTENER } from "../../server/console/index.ts";
 import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
 import { consoleStage } from "../helpers/console.ts";
@@ -16,7 +16,9 @@ function sessionIn(sessions: ConsoleSession[], sessionId: string) {
   return sessions.find((session) => session.session_id === sessionId);
 }
 
-test("without plugin-auth, a local process without the console token learns nothing through the WebSocket; with it, it sees and acts, and the trail names the sign-in", { timeout: 60_000 }, async (t) => {
+test("without plugin-auth, a local process without the console token learns nothing through the WebSocket; with it, it sees and acts, and the trail names the sign-in", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t);
   const owner = await stage.openSignedIn();
   const { sessionId } = await stage.openPi();
@@ -29,13 +31,24 @@ test("without plugin-auth, a local process without the console token learns noth
   const probe = await stage.open();
   assert.equal((await probe.raw("ping")).value, "pong", "the console itself still answers");
   for (let id = 1; id <= 30; id++) assert.deepEqual(await probe.raw("anon-notify/entry", { id }), { error: "unauthorized" }, `entry ${id}`);
-  const listeners = Object.keys((stage.koishi.app.get("console") as { listeners: object }).listeners).filter((name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER);
+  const listeners = Object.keys((stage.koishi.app.get("console") as { listeners: object }).listeners).filter(
+    (name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER,
+  );
   assert.ok(listeners.length >= 8, `the page's listeners: ${listeners.join(", ")}`);
-  for (const name of listeners) assert.deepEqual(await probe.raw(name, { session_id: sessionId, instruction: "rm -rf ~", id: 1, approval_id: "ap-1", decision: "approved" }), { error: "unauthorized" }, name);
+  for (const name of listeners)
+    assert.deepEqual(
+      await probe.raw(name, { session_id: sessionId, instruction: "rm -rf ~", id: 1, approval_id: "ap-1", decision: "approved" }),
+      { error: "unauthorized" },
+      name,
+    );
   assert.deepEqual(await probe.signIn("0".repeat(64)), { ok: false, error: "bad_token" });
   assert.deepEqual(await probe.raw("anon-notify/timeline", {}), { error: "unauthorized" }, "a wrong token signs nothing in");
   assert.equal(probe.store.anonNotify ?? null, null, "no data pushed");
-  assert.deepEqual(probe.pushed.filter((message) => message.key === "anonNotify" && message.value !== null), [], "never any data");
+  assert.deepEqual(
+    probe.pushed.filter((message) => message.key === "anonNotify" && message.value !== null),
+    [],
+    "never any data",
+  );
   assert.ok(!JSON.stringify(probe.pushed).includes("hunter2"), "nothing of the instruction");
 
   // With the token: the data, and actions.
@@ -70,7 +83,9 @@ test("a new console token signs every page out: the old token is refused after t
   assert.deepEqual(await again.signIn("b".repeat(64)), { ok: true, value: { via: "token" } });
 });
 
-test("the plugin loaded without a console token makes its own (0600, in its data folder, never logged) and signs in with it", { timeout: 30_000 }, async (t) => {
+test("the plugin loaded without a console token makes its own (0600, in its data folder, never logged) and signs in with it", {
+  timeout: 30_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleToken: "" } });
   const path = join(stage.koishi.dataDir, "data", "notify-webhook", "console.token");
   assert.equal(statSync(path).mode & 0o777, 0o600);

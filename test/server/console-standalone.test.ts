@@ -14,12 +14,18 @@ import { waitUntil } from "../../harness/wait.ts";
 import { ConsoleSocket } from "../helpers/console.ts";
 import { agentApi } from "../../harness/agent-api.ts";
 
-test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", { timeout: 60_000 }, async (t) => {
+test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", {
+  timeout: 60_000,
+}, async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-console-"));
   t.after(() => rm(dataDir, { recursive: true, force: true }));
   const server = await spawnStandalone(dataDir, await freePort());
   t.after(() => server.kill());
-  const link = await waitUntil(() => /控制台“Pi 会话”页面（打开此链接即登录）：(http:\/\/\S+)/.exec(server.output())?.[1], () => `the console link in: ${server.output()}`, 20_000);
+  const link = await waitUntil(
+    () => /控制台“Pi 会话”页面（打开此链接即登录）：(http:\/\/\S+)/.exec(server.output())?.[1],
+    () => `the console link in: ${server.output()}`,
+    20_000,
+  );
   const url = new URL(link);
   assert.equal(url.pathname, "/anon-notify");
   const tokenPath = join(dataDir, "console.token");
@@ -57,7 +63,11 @@ test("Ctrl-C while a Pi session holds a long poll and keeps a connection alive s
   );
   await new Promise((resolve) => setTimeout(resolve, 300)); // let the poll reach the server; the stop's outcome is asserted, not this pause
   server.child.kill("SIGINT");
-  await waitUntil(() => server.child.exitCode !== null || server.child.signalCode !== null, () => `npm start still running 20 s after Ctrl-C: ${server.output()}`, 20_000);
+  await waitUntil(
+    () => server.child.exitCode !== null || server.child.signalCode !== null,
+    () => `npm start still running 20 s after Ctrl-C: ${server.output()}`,
+    20_000,
+  );
   assert.equal(server.child.exitCode, 0, server.output());
   await held;
 });

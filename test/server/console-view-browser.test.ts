@@ -17,7 +17,7 @@ import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 
 const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
-const REPLY = "**README** 已更新：\n\n- 安装步骤\n- `npm start`\n\n<img src=\"https://evil.example/x.png\" onerror=\"alert(1)\"> <script>alert(1)</script>";
+const REPLY = '**README** 已更新：\n\n- 安装步骤\n- `npm start`\n\n<img src="https://evil.example/x.png" onerror="alert(1)"> <script>alert(1)</script>';
 
 /** Start, progress and final notices on, and no spacing between non-final ones, so every run has a known start. */
 const USER_CONFIG = {
@@ -25,7 +25,12 @@ const USER_CONFIG = {
   delivery: { timeoutMs: 12_000, maxAttempts: 3, backoffMs: 1_000, minIntervalMs: 0, outboxMaxAgeMs: 7 * 24 * 3_600_000 },
 };
 
-async function openSignedIn(browser: Browser, stage: ConsoleStage, locale: "zh-CN" | "en-US", size: keyof typeof SIZES): Promise<{ page: Page; errors: string[] }> {
+async function openSignedIn(
+  browser: Browser,
+  stage: ConsoleStage,
+  locale: "zh-CN" | "en-US",
+  size: keyof typeof SIZES,
+): Promise<{ page: Page; errors: string[] }> {
   const page = await browser.newPage({ viewport: SIZES[size], locale });
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(error.message));
@@ -34,7 +39,10 @@ async function openSignedIn(browser: Browser, stage: ConsoleStage, locale: "zh-C
   return { page, errors };
 }
 
-test("a real session's runs in the session view: done with the reply rendered safely, failed and why, stopped from the page by you; both languages, phone and desktop", { skip: CHROMIUM_SKIP, timeout: 180_000 }, async (t) => {
+test("a real session's runs in the session view: done with the reply rendered safely, failed and why, stopped from the page by you; both languages, phone and desktop", {
+  skip: CHROMIUM_SKIP,
+  timeout: 180_000,
+}, async (t) => {
   const browser = await consoleBrowser(t);
   const stage = await consoleStage(t, { config: { logPersona: true }, userConfig: USER_CONFIG });
   const { pi, sessionId } = await stage.openPi();
@@ -45,10 +53,7 @@ test("a real session's runs in the session view: done with the reply rendered sa
   assert.equal(await page.locator("[data-test=instruction]").isEnabled(), true, "the instruction box is ready for the only session");
 
   // 1. Finished: a tool-error notice on the way (a tool the session lacks), then a markdown reply carrying HTML.
-  pi.script([
-    ai.fauxAssistantMessage([ai.fauxToolCall("lint", {})], { stopReason: "toolUse" }),
-    ai.fauxAssistantMessage(REPLY),
-  ]);
+  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("lint", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage(REPLY)]);
   await pi.prompt("更新 README");
   const done = view.locator("[data-test=run][data-outcome=done]");
   await done.waitFor({ timeout: 15_000 });
@@ -56,7 +61,11 @@ test("a real session's runs in the session view: done with the reply rendered sa
   const reply = done.locator("[data-test=run-reply]");
   assert.match(await reply.innerHTML(), /<strong>README<\/strong>/, "markdown rendered");
   assert.equal(await reply.locator("img, script").count(), 0, "no image fetched, no script");
-  assert.match(await reply.innerText(), /<img src="https:\/\/evil\.example\/x\.png" onerror="alert\(1\)"> <script>alert\(1\)<\/script>/, "the HTML shows as text");
+  assert.match(
+    await reply.innerText(),
+    /<img src="https:\/\/evil\.example\/x\.png" onerror="alert\(1\)"> <script>alert\(1\)<\/script>/,
+    "the HTML shows as text",
+  );
   assert.match(await done.locator("[data-test=run-duration]").innerText(), /^用时 /);
 
   // 2. Failed.
@@ -78,7 +87,11 @@ test("a real session's runs in the session view: done with the reply rendered sa
   await stopped.waitFor({ timeout: 15_000 });
   assert.equal(await stopped.locator("[data-test=run-outcome]").innerText(), "被你（此页面）打断");
   assert.match(await stopped.locator("[data-test=run-duration]").innerText(), /^用时 /);
-  assert.deepEqual(await view.locator("[data-test=run]").evaluateAll((runs) => runs.map((run) => run.getAttribute("data-outcome"))), ["stopped", "failed", "done"], "newest first");
+  assert.deepEqual(
+    await view.locator("[data-test=run]").evaluateAll((runs) => runs.map((run) => run.getAttribute("data-outcome"))),
+    ["stopped", "failed", "done"],
+    "newest first",
+  );
 
   // The timeline in words, no raw codes or English state words.
   await page.locator("[data-test=timeline-say]", { hasText: "已告诉 Anon" }).first().waitFor({ timeout: 10_000 });
@@ -87,7 +100,10 @@ test("a real session's runs in the session view: done with the reply rendered sa
   assert.doesNotMatch(words, /event\.|command\.|\bstopped\b|\bapplied\b|EXTERNAL_AUTOMATION_EVENT/);
 
   mkdirSync(IMAGES, { recursive: true });
-  for (const [locale, other] of [["zh-CN", page], ["en-US", null]] as const) {
+  for (const [locale, other] of [
+    ["zh-CN", page],
+    ["en-US", null],
+  ] as const) {
     for (const size of ["phone", "desktop"] as const) {
       const opened = other && size === "phone" ? { page: other, errors } : await openSignedIn(browser, stage, locale, size);
       const shown = opened.page.locator(`[data-test=session-view] [data-test=run]`).first();
@@ -102,10 +118,18 @@ test("a real session's runs in the session view: done with the reply rendered sa
       }
       await opened.page.screenshot({ path: join(IMAGES, `console-${size}-${locale}.png`), fullPage: size === "phone" });
       if (opened.page !== page) {
-        assert.deepEqual(opened.errors.filter((message) => message !== "Illegal invocation"), [], `${locale} ${size}: no errors`);
+        assert.deepEqual(
+          opened.errors.filter((message) => message !== "Illegal invocation"),
+          [],
+          `${locale} ${size}: no errors`,
+        );
         await opened.page.close();
       }
     }
   }
-  assert.deepEqual(errors.filter((message) => message !== "Illegal invocation"), [], "no errors in the page");
+  assert.deepEqual(
+    errors.filter((message) => message !== "Illegal invocation"),
+    [],
+    "no errors in the page",
+  );
 });

@@ -39,13 +39,19 @@ test("the page's data follows a real Pi session as it comes online, runs a tool,
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("整理完毕。")]);
   const run = pi.prompt("整理一下日志");
   await slow.started;
-  const running = await page.until((view) => {
-    const session = sessionIn(view.sessions, sessionId);
-    return session?.state === "running" && session.activity === "slow" ? session : undefined;
-    // Running is sent at once; the tool it runs comes with the next periodic heartbeat (10 s).
-  }, "the session running the slow tool", 15_000).catch((error: Error) => {
-    throw new Error(`${error.message}; last seen ${JSON.stringify(sessionIn(page.view!.sessions, sessionId))}`);
-  });
+  const running = await page
+    .until(
+      (view) => {
+        const session = sessionIn(view.sessions, sessionId);
+        return session?.state === "running" && session.activity === "slow" ? session : undefined;
+        // Running is sent at once; the tool it runs comes with the next periodic heartbeat (10 s).
+      },
+      "the session running the slow tool",
+      15_000,
+    )
+    .catch((error: Error) => {
+      throw new Error(`${error.message}; last seen ${JSON.stringify(sessionIn(page.view!.sessions, sessionId))}`);
+    });
   assert.ok(Date.parse(running.state_since) >= Date.parse(idle.state_since), "the running state has its own since");
 
   slow.release();
@@ -56,7 +62,10 @@ test("the page's data follows a real Pi session as it comes online, runs a tool,
     "the run's notice on the timeline, handed to the persona",
   );
   assert.match(accepted.text, /^completed · /);
-  const handed = await page.until((view) => view.timeline.find((item) => item.action === "event.handed_to_persona" && item.subject === accepted.subject), "the hand-over line");
+  const handed = await page.until(
+    (view) => view.timeline.find((item) => item.action === "event.handed_to_persona" && item.subject === accepted.subject),
+    "the hand-over line",
+  );
   assert.equal(handed.outcome, "injected");
 
   // The exact text handed over, on demand.
@@ -88,7 +97,9 @@ test("the page's data follows a real Pi session as it comes online, runs a tool,
   assert.equal(gone.gone_reason, "offline");
 });
 
-test("with actions turned on, the page sends an instruction (with an image) that a real session answers, cancels a queued one, and sees each refusal's reason", { timeout: 60_000 }, async (t) => {
+test("with actions turned on, the page sends an instruction (with an image) that a real session answers, cancels a queued one, and sees each refusal's reason", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
   const page = await stage.open();
   const slow = gatedTool("slow");
@@ -97,12 +108,18 @@ test("with actions turned on, the page sends an instruction (with an image) that
   assert.deepEqual(page.view!.actions, { allowed: true, via: "open" });
 
   pi.script([ai.fauxAssistantMessage("收到图片，已经看过了。")]);
-  const sent = await page.call("anon-notify/send", { session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64, 1)], request_key: "k-1" });
+  const sent = await page.call("anon-notify/send", {
+    session_id: sessionId,
+    instruction: "看看这张图",
+    images: [imageOf("image/png", 64, 1)],
+    request_key: "k-1",
+  });
   assert.ok(sent.ok, JSON.stringify(sent));
   const created = OperatorCommandCreated.parse(sent.value);
   assert.equal(created.command.origin, "operator");
   const answered = await page.until(
-    (view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === created.command.command_id && command.state === "accepted"),
+    (view) =>
+      sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === created.command.command_id && command.state === "accepted"),
     "the instruction accepted by the session",
   );
   assert.equal(answered.image_count, 1);
@@ -112,13 +129,25 @@ test("with actions turned on, the page sends an instruction (with an image) that
   assert.ok(JSON.stringify(seen.content).includes('"image"'), "and its image");
 
   // The same submit again (a reconnect, a double click) queues nothing new.
-  const again = await page.call("anon-notify/send", { session_id: sessionId, instruction: "看看这张图", images: [imageOf("image/png", 64, 1)], request_key: "k-1" });
+  const again = await page.call("anon-notify/send", {
+    session_id: sessionId,
+    instruction: "看看这张图",
+    images: [imageOf("image/png", 64, 1)],
+    request_key: "k-1",
+  });
   assert.ok(again.ok);
-  assert.deepEqual(OperatorCommandCreated.parse(again.value), { command: { ...created.command, state: "accepted", cancellable: false, updated_at: OperatorCommandCreated.parse(again.value).command.updated_at }, duplicate: true });
+  assert.deepEqual(OperatorCommandCreated.parse(again.value), {
+    command: { ...created.command, state: "accepted", cancellable: false, updated_at: OperatorCommandCreated.parse(again.value).command.updated_at },
+    duplicate: true,
+  });
 
   // While a tool runs, the session holds at most one instruction (the one its poll took); the next
   // stays queued, can be cancelled, and never arrives.
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage("好了。"), ai.fauxAssistantMessage("做完了。")]);
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("slow", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("好了。"),
+    ai.fauxAssistantMessage("做完了。"),
+  ]);
   const run = pi.prompt("跑个长任务");
   await slow.started;
   const first = await page.call("anon-notify/send", { session_id: sessionId, instruction: "先做这个" });
@@ -129,40 +158,47 @@ test("with actions turned on, the page sends an instruction (with an image) that
   const cancelled = await page.call("anon-notify/cancel", { session_id: sessionId, command_id: queuedId });
   assert.ok(cancelled.ok, JSON.stringify(cancelled));
   assert.equal(CommandSummary.parse(cancelled.value).state, "cancelled");
-  await page.until((view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === queuedId && command.state === "cancelled"), "the cancel on the page");
+  await page.until(
+    (view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === queuedId && command.state === "cancelled"),
+    "the cancel on the page",
+  );
   slow.release();
   await run;
   await pi.session.waitForIdle();
   assert.ok(!JSON.stringify(pi.modelCalls.map((call) => call.messages)).includes("这条会撤回"), "the cancelled instruction never reached the model");
 
   // Each refusal comes back as the server's reason.
-  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: sessionId, command_id: created.command.command_id }), { ok: false, error: "already_accepted" });
+  assert.deepEqual(await page.call("anon-notify/cancel", { session_id: sessionId, command_id: created.command.command_id }), {
+    ok: false,
+    error: "already_accepted",
+  });
   assert.deepEqual(await page.call("anon-notify/cancel", { session_id: sessionId, command_id: "c-nope" }), { ok: false, error: "not_found" });
   assert.deepEqual(await page.call("anon-notify/send", { session_id: "s-elsewhere", instruction: "在吗" }), { ok: false, error: "session_offline" });
   const empty = await page.call("anon-notify/send", { session_id: sessionId, instruction: "" });
   assert.equal(empty.ok, false);
   assert.equal(!empty.ok && empty.error, "invalid_request");
-  const badImage = await page.call("anon-notify/send", { session_id: sessionId, instruction: "图", images: [{ mime_type: "image/png", data: Buffer.from("not a png").toString("base64") }] });
+  const badImage = await page.call("anon-notify/send", {
+    session_id: sessionId,
+    instruction: "图",
+    images: [{ mime_type: "image/png", data: Buffer.from("not a png").toString("base64") }],
+  });
   assert.equal(!badImage.ok && badImage.error, "invalid_image");
 
   // Every action, done or refused, is on the audit trail as the console's.
   const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 50 });
   assert.ok(trail.ok);
-  assert.deepEqual(
-    trail.value.entries.map((item) => [item.action, item.outcome]).reverse(),
-    [
-      ["console.send", "ok"],
-      ["console.send", "ok"],
-      ["console.send", "ok"],
-      ["console.send", "ok"],
-      ["console.cancel", "ok"],
-      ["console.cancel", "already_accepted"],
-      ["console.cancel", "not_found"],
-      ["console.send", "session_offline"],
-      ["console.send", "invalid_request"],
-      ["console.send", "invalid_image"],
-    ],
-  );
+  assert.deepEqual(trail.value.entries.map((item) => [item.action, item.outcome]).reverse(), [
+    ["console.send", "ok"],
+    ["console.send", "ok"],
+    ["console.send", "ok"],
+    ["console.send", "ok"],
+    ["console.cancel", "ok"],
+    ["console.cancel", "already_accepted"],
+    ["console.cancel", "not_found"],
+    ["console.send", "session_offline"],
+    ["console.send", "invalid_request"],
+    ["console.send", "invalid_image"],
+  ]);
   assert.ok(trail.value.entries.every((item) => item.actor === "console"));
   // The instructions themselves are the page's too, the first as the later ones (once labelled the operator's).
   const queuedRows = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "command", limit: 50 });
@@ -171,7 +207,9 @@ test("with actions turned on, the page sends an instruction (with an image) that
   assert.deepEqual(pendingActors, ["console", "console", "console"]);
 });
 
-test("the page stops a real session's run through the operator service and shows what the session did; refusals come back as reasons", { timeout: 60_000 }, async (t) => {
+test("the page stops a real session's run through the operator service and shows what the session did; refusals come back as reasons", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
   const page = await stage.open();
   const { pi, sessionId } = await stage.openPi();
@@ -193,19 +231,19 @@ test("the page stops a real session's run through the operator service and shows
   const summary = CommandSummary.parse(stopped.value);
   assert.deepEqual([summary.state, summary.outcome], ["accepted", "stopped"]);
   await run;
-  await page.until((view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === summary.command_id && command.outcome === "stopped"), "the stop and its outcome on the card");
+  await page.until(
+    (view) => sessionIn(view.sessions, sessionId)?.commands.find((command) => command.command_id === summary.command_id && command.outcome === "stopped"),
+    "the stop and its outcome on the card",
+  );
 
   assert.deepEqual(await page.call("anon-notify/stop", { session_id: "s-elsewhere" }), { ok: false, error: "session_offline" });
   const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { kind: "console", limit: 10 });
   assert.ok(trail.ok);
-  assert.deepEqual(
-    trail.value.entries.map((item) => [item.action, item.subject === null ? null : "command", item.outcome]).reverse(),
-    [
-      ["console.stop", "command", "ok"],
-      ["console.stop", "command", "ok"],
-      ["console.stop", null, "session_offline"],
-    ],
-  );
+  assert.deepEqual(trail.value.entries.map((item) => [item.action, item.subject === null ? null : "command", item.outcome]).reverse(), [
+    ["console.stop", "command", "ok"],
+    ["console.stop", "command", "ok"],
+    ["console.stop", null, "session_offline"],
+  ]);
 });
 
 test("a page of another site gets neither the data nor any action through the console's WebSocket", { timeout: 30_000 }, async (t) => {
@@ -217,7 +255,10 @@ test("a page of another site gets neither the data nor any action through the co
   await own.until((view) => view.actions, "the page's own data");
   await proxied.until((view) => view.actions, "a listed origin's data");
 
-  for (const [name, socket] of [["another site", evil], ["a rebound DNS name", rebound]] as const) {
+  for (const [name, socket] of [
+    ["another site", evil],
+    ["a rebound DNS name", rebound],
+  ] as const) {
     // The console answers every client's first refresh; ours is refused to this one.
     const pinged = await socket.raw("ping");
     assert.equal(pinged.value, "pong", `${name}: the console itself still talks`);
@@ -232,7 +273,10 @@ test("a page of another site gets neither the data nor any action through the co
 
 test("with plugin-auth installed, only a login with enough authority sees the page and acts", { timeout: 30_000 }, async (t) => {
   const auth = require("@koishijs/plugin-auth").default as Plugin<Context>;
-  const stage = await consoleStage(t, { config: { consoleActions: false }, plugins: (use) => void use(auth, { admin: { enabled: true, username: "admin", password: "pw" } }) });
+  const stage = await consoleStage(t, {
+    config: { consoleActions: false },
+    plugins: (use) => void use(auth, { admin: { enabled: true, username: "admin", password: "pw" } }),
+  });
   const anonymous = await stage.open();
   assert.deepEqual(await anonymous.raw("anon-notify/send", { session_id: "s-1", instruction: "x" }), { error: "unauthorized" });
   assert.equal(anonymous.store.anonNotify ?? null, null);
@@ -242,7 +286,11 @@ test("with plugin-auth installed, only a login with enough authority sees the pa
   assert.equal(login.error, undefined);
   await admin.until((view) => view.actions, "the data after login");
   assert.deepEqual(admin.view!.actions, { allowed: true, via: "auth" });
-  assert.deepEqual(await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }), { ok: false, error: "session_offline" }, "past the gate, the operator service decides");
+  assert.deepEqual(
+    await admin.call("anon-notify/send", { session_id: "s-1", instruction: "x" }),
+    { ok: false, error: "session_offline" },
+    "past the gate, the operator service decides",
+  );
   // A decision names the login that made it.
   assert.equal((await call(stage.koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   const { approval_id } = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest())).body.approval);
@@ -250,7 +298,9 @@ test("with plugin-auth installed, only a login with enough authority sees the pa
   assert.deepEqual(decided.ok && [decided.value.approval.decided_by, decided.value.approval.via], ["console:admin", "console"]);
 });
 
-test("the page mutes a real session: its next notice is held (queued) and shown so, unmute hands it over; all-sessions mutes take the chat's default and limit", { timeout: 60_000 }, async (t) => {
+test("the page mutes a real session: its next notice is held (queued) and shown so, unmute hands it over; all-sessions mutes take the chat's default and limit", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true, logPersona: true } });
   const page = await stage.open();
   const { pi, sessionId } = await stage.openPi();
@@ -265,11 +315,21 @@ test("the page mutes a real session: its next notice is held (queued) and shown 
 
   pi.script([ai.fauxAssistantMessage("测试都跑完了。")]);
   await pi.prompt("跑一下测试");
-  const held = await page.until((view) => view.timeline.find((item) => item.action === "event.held" && item.session_id === sessionId), "the run's notice held by the mute");
+  const held = await page.until(
+    (view) => view.timeline.find((item) => item.action === "event.held" && item.session_id === sessionId),
+    "the run's notice held by the mute",
+  );
   assert.equal(held.outcome, "held");
-  const queued = await page.until((view) => view.held === 1 && view.timeline.find((item) => item.action === "event.accepted" && item.subject === held.subject), "the held count and the notice's line");
+  const queued = await page.until(
+    (view) => view.held === 1 && view.timeline.find((item) => item.action === "event.accepted" && item.subject === held.subject),
+    "the held count and the notice's line",
+  );
   assert.deepEqual([queued.receipt?.state, queued.receipt?.error], ["queued", null], "held, not failed");
-  assert.equal(page.view!.timeline.some((item) => item.action === "event.handed_to_persona" && item.subject === held.subject), false, "not handed over while muted");
+  assert.equal(
+    page.view!.timeline.some((item) => item.action === "event.handed_to_persona" && item.subject === held.subject),
+    false,
+    "not handed over while muted",
+  );
 
   const unmuted = await page.call("anon-notify/unmute", { session_id: sessionId });
   assert.ok(unmuted.ok);
@@ -286,8 +346,15 @@ test("the page mutes a real session: its next notice is held (queued) and shown 
   assert.ok(all.ok);
   const allMute = MuteSet.parse(all.value).mute;
   assert.equal(allMute.session_id, null);
-  const setRow = await page.until((view) => view.timeline.find((item) => item.action === "mute.set" && item.session_id === null), "the all-sessions mute on the timeline");
-  assert.equal(Date.parse(allMute.until) - Date.parse(setRow.at) <= 60 * 60_000 && Date.parse(allMute.until) - Date.parse(setRow.at) > 59 * 60_000, true, "about an hour from when it was set");
+  const setRow = await page.until(
+    (view) => view.timeline.find((item) => item.action === "mute.set" && item.session_id === null),
+    "the all-sessions mute on the timeline",
+  );
+  assert.equal(
+    Date.parse(allMute.until) - Date.parse(setRow.at) <= 60 * 60_000 && Date.parse(allMute.until) - Date.parse(setRow.at) > 59 * 60_000,
+    true,
+    "about an hour from when it was set",
+  );
   const tooLong = await page.call("anon-notify/mute", { minutes: 7 * 24 * 60 + 1 });
   assert.equal(!tooLong.ok && tooLong.error, "invalid_request");
   assert.deepEqual(await page.call("anon-notify/unmute", {}), { ok: true, value: { ended: 1 } });
@@ -295,29 +362,30 @@ test("the page mutes a real session: its next notice is held (queued) and shown 
 
   const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 100 });
   assert.ok(trail.ok);
-  const rows = trail.value.entries.filter((item) => item.action.startsWith("console.mute") || item.action.startsWith("console.unmute") || item.action.startsWith("mute."));
-  assert.deepEqual(
-    rows.map((item) => [item.actor, item.action, item.outcome]).reverse(),
-    [
-      ["console", "mute.set", "set"],
-      ["console", "console.mute", "ok"],
-      ["console", "mute.ended", "ended"],
-      ["console", "console.unmute", "ok"],
-      ["console", "console.unmute", "ok"],
-      ["console", "mute.set", "set"],
-      ["console", "console.mute", "ok"],
-      ["console", "console.mute", "invalid_request"],
-      ["console", "mute.ended", "ended"],
-      ["console", "console.unmute", "ok"],
-    ],
+  const rows = trail.value.entries.filter(
+    (item) => item.action.startsWith("console.mute") || item.action.startsWith("console.unmute") || item.action.startsWith("mute."),
   );
+  assert.deepEqual(rows.map((item) => [item.actor, item.action, item.outcome]).reverse(), [
+    ["console", "mute.set", "set"],
+    ["console", "console.mute", "ok"],
+    ["console", "mute.ended", "ended"],
+    ["console", "console.unmute", "ok"],
+    ["console", "console.unmute", "ok"],
+    ["console", "mute.set", "set"],
+    ["console", "console.mute", "ok"],
+    ["console", "console.mute", "invalid_request"],
+    ["console", "mute.ended", "ended"],
+    ["console", "console.unmute", "ok"],
+  ]);
 });
 
 /** With a secret in the preview, which the page must show redacted. */
 const approvalRequest = (overrides: Partial<ApprovalRequest> = {}) =>
   approvalRequestOf({ cwd: "/home/u/shop", command: "rm -rf build && curl -H 'Authorization: Bearer abcdefghijklmnop' x", ...overrides });
 
-test("open approvals reach the page live; the page's decision reaches the approval and the session; later, late and unknown answers say why", { timeout: 60_000 }, async (t) => {
+test("open approvals reach the page live; the page's decision reaches the approval and the session; later, late and unknown answers say why", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, { config: { consoleActions: true } });
   const page = await stage.open();
   await page.until((view) => view.approvals, "the first data");
@@ -327,47 +395,89 @@ test("open approvals reach the page live; the page's decision reaches the approv
   assert.equal(created.status, 201);
   const request = Approval.parse(created.body.approval);
   const shown = await page.until((view) => view.approvals.find((item) => item.approval_id === request.approval_id), "the approval on the page");
-  assert.deepEqual([shown.code, shown.session_id, shown.tool, shown.reason, shown.state, shown.expires_at], [request.code, "s-1", "bash", "规则 rm-rf", "pending", request.expires_at]);
+  assert.deepEqual(
+    [shown.code, shown.session_id, shown.tool, shown.reason, shown.state, shown.expires_at],
+    [request.code, "s-1", "bash", "规则 rm-rf", "pending", request.expires_at],
+  );
   assert.match(shown.preview, /^rm -rf build/);
   assert.doesNotMatch(shown.preview, /abcdefghijklmnop/, "the preview is redacted again");
 
   const decided = await page.call<{ approval: Approval }>("anon-notify/decide", { approval_id: request.approval_id, decision: "rejected", reason: "先备份" });
   assert.ok(decided.ok, JSON.stringify(decided));
-  assert.deepEqual([decided.value.approval.state, decided.value.approval.decision, decided.value.approval.decided_by, decided.value.approval.via], ["decided", "rejected", "console", "console"]);
+  assert.deepEqual(
+    [decided.value.approval.state, decided.value.approval.decision, decided.value.approval.decided_by, decided.value.approval.via],
+    ["decided", "rejected", "console", "console"],
+  );
   // The decision is on its way to the session as a control command, and the page says so.
-  await page.until((view) => view.approvals.find((item) => item.approval_id === request.approval_id && item.state === "decided"), "the approval decided on the page");
-  const command = await page.until((view) => sessionIn(view.sessions, "s-1")?.commands.find((item) => item.kind === "approval_decision"), "the decision queued for the session");
+  await page.until(
+    (view) => view.approvals.find((item) => item.approval_id === request.approval_id && item.state === "decided"),
+    "the approval decided on the page",
+  );
+  const command = await page.until(
+    (view) => sessionIn(view.sessions, "s-1")?.commands.find((item) => item.kind === "approval_decision"),
+    "the decision queued for the session",
+  );
   assert.equal(command.state, "pending");
 
-  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: request.approval_id, decision: "approved" }), { ok: false, error: "already_decided", state: "decided" });
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: request.approval_id, decision: "approved" }), {
+    ok: false,
+    error: "already_decided",
+    state: "decided",
+  });
   assert.deepEqual(await page.call("anon-notify/decide", { approval_id: "ap-nope", decision: "approved" }), { ok: false, error: "not_found" });
   const other = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest({ tool_call_id: "call-2" }))).body.approval);
   assert.deepEqual(
-    await page.call("anon-notify/decide", { approval_id: other.approval_id, decision: "approved", binding: { tool_call_id: "call-2", args_digest: "b".repeat(64), cwd: "/home/u/shop" } }),
+    await page.call("anon-notify/decide", {
+      approval_id: other.approval_id,
+      decision: "approved",
+      binding: { tool_call_id: "call-2", args_digest: "b".repeat(64), cwd: "/home/u/shop" },
+    }),
     { ok: false, error: "approval_mismatch" },
   );
-  const late = Approval.parse((await call(stage.koishi, "POST", "/approvals", approvalRequest({ tool_call_id: "call-3", expires_at: new Date(Date.now() - 1000).toISOString() }))).body.approval);
-  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: late.approval_id, decision: "approved" }), { ok: false, error: "approval_expired", state: "pending" });
+  const late = Approval.parse(
+    (await call(stage.koishi, "POST", "/approvals", approvalRequest({ tool_call_id: "call-3", expires_at: new Date(Date.now() - 1000).toISOString() }))).body
+      .approval,
+  );
+  assert.deepEqual(await page.call("anon-notify/decide", { approval_id: late.approval_id, decision: "approved" }), {
+    ok: false,
+    error: "approval_expired",
+    state: "pending",
+  });
 
   // The agent's word closes it: it leaves the page's list.
-  const resolved = await call(stage.koishi, "POST", `/approvals/${request.approval_id}/resolution`, { session_id: "s-1", runtime_id: "r-1", outcome: "rejected", via: "console", reason: "先备份" });
+  const resolved = await call(stage.koishi, "POST", `/approvals/${request.approval_id}/resolution`, {
+    session_id: "s-1",
+    runtime_id: "r-1",
+    outcome: "rejected",
+    via: "console",
+    reason: "先备份",
+  });
   assert.equal(resolved.body.approval.state, "rejected");
-  await page.until((view) => !view.approvals.some((item) => item.approval_id === request.approval_id) && view.approvals.length === 2, "the closed approval gone, the two open ones still listed");
+  await page.until(
+    (view) => !view.approvals.some((item) => item.approval_id === request.approval_id) && view.approvals.length === 2,
+    "the closed approval gone, the two open ones still listed",
+  );
 
   const trail = await page.call<{ entries: TimelineItem[] }>("anon-notify/timeline", { limit: 100 });
   assert.ok(trail.ok);
   const consoleRows = trail.value.entries.filter((item) => item.action === "console.decide").reverse();
-  assert.deepEqual(consoleRows.map((item) => [item.outcome, item.subject]), [
-    ["ok", request.approval_id],
-    ["already_decided", request.approval_id],
-    ["not_found", "ap-nope"],
-    ["approval_mismatch", other.approval_id],
-    ["approval_expired", late.approval_id],
-  ]);
+  assert.deepEqual(
+    consoleRows.map((item) => [item.outcome, item.subject]),
+    [
+      ["ok", request.approval_id],
+      ["already_decided", request.approval_id],
+      ["not_found", "ap-nope"],
+      ["approval_mismatch", other.approval_id],
+      ["approval_expired", late.approval_id],
+    ],
+  );
   assert.equal(consoleRows[0]!.session_id, "s-1");
   const decidedRow = await page.call<AuditEntry>("anon-notify/entry", { id: trail.value.entries.find((item) => item.action === "approval.decided")!.id });
   assert.ok(decidedRow.ok);
-  assert.deepEqual([decidedRow.value.actor, decidedRow.value.data.by, decidedRow.value.data.via, decidedRow.value.data.reason], ["console", "console", "console", "先备份"]);
+  assert.deepEqual(
+    [decidedRow.value.actor, decidedRow.value.data.by, decidedRow.value.data.via, decidedRow.value.data.reason],
+    ["console", "console", "console", "先备份"],
+  );
 });
 
 test("anon-notify/session answers a real session's runs: a finished one with its start, duration, reply and context use", { timeout: 60_000 }, async (t) => {

@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { AuditPage } from "../../protocol/audit.ts";
-import { ClaimAnswer, CommandSummary } from "../../protocol/commands.ts";
+import { ClaimAnswer, type CommandSummary } from "../../protocol/commands.ts";
 import { OperatorStopAnswer } from "../../protocol/operator.ts";
 import { HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -17,7 +17,7 @@ import { MuteStore } from "../../server/mute/store.ts";
 import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
 import { startKoishi } from "../../harness/koishi.ts";
-import { call, heartbeatOf, onlineServer, operatorApi } from "../../harness/agent-api.ts";
+import { call, heartbeatOf, onlineServer, type operatorApi } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 async function commandTrail(operator: ReturnType<typeof operatorApi>, commandId: string) {
@@ -53,14 +53,29 @@ test("a stop goes out on the control lane only, carries its kind and payload, an
   const token = claimed.body.lease.token as string;
 
   assert.deepEqual(await agent.ack(command.command_id, token), { status: 400, body: { error: "invalid_request" } }, "a control ACK must say what happened");
-  assert.deepEqual(await agent.ack(command.command_id, token, "s-1", "r-1", "applied"), { status: 400, body: { error: "invalid_request" } }, "not a stop's outcome");
+  assert.deepEqual(
+    await agent.ack(command.command_id, token, "s-1", "r-1", "applied"),
+    { status: 400, body: { error: "invalid_request" } },
+    "not a stop's outcome",
+  );
   assert.deepEqual(await agent.ack(command.command_id, token, "s-1", "r-1", "stopped"), { status: 200, body: { state: "accepted" } });
-  assert.deepEqual(await agent.ack(command.command_id, token, "s-1", "r-1", "already_idle"), { status: 200, body: { state: "accepted" } }, "a repeat is answered alike");
+  assert.deepEqual(
+    await agent.ack(command.command_id, token, "s-1", "r-1", "already_idle"),
+    { status: 200, body: { state: "accepted" } },
+    "a repeat is answered alike",
+  );
 
   const [summary] = (await operator.list()).body.commands as CommandSummary[];
   assert.deepEqual([summary!.state, summary!.outcome], ["accepted", "stopped"], "the first outcome stays");
   const trail = await commandTrail(operator, command.command_id);
-  assert.deepEqual(trail.map((e) => [e.action, e.actor]), [["command.pending", "operator"], ["command.leased", "agent"], ["command.accepted", "agent"]]);
+  assert.deepEqual(
+    trail.map((e) => [e.action, e.actor]),
+    [
+      ["command.pending", "operator"],
+      ["command.leased", "agent"],
+      ["command.accepted", "agent"],
+    ],
+  );
   assert.equal(trail[2]!.data.outcome, "stopped");
   assert.equal(trail[0]!.data.kind, "stop");
 });
@@ -143,8 +158,25 @@ async function partsOnClock(t: TestContext, stopTtlMs: number) {
         inject: ["database"],
         apply(ctx: Context) {
           const audit = new AuditLog(ctx);
-          const commands = new CommandStore(ctx, { leaseMs: 60_000, imageBudgetBytes: LIMITS.imageBudgetBytes, stopTtlMs, audit, now: () => new Date(clock.ms) });
-          parts = { commands, operator: new OperatorService({ registry, commands, audit, mutes: new MuteStore(ctx), eventSession: async () => undefined, messageNotices: async () => [], eventsWaiting: async () => ({ persona: 0, held: 0 }) }) };
+          const commands = new CommandStore(ctx, {
+            leaseMs: 60_000,
+            imageBudgetBytes: LIMITS.imageBudgetBytes,
+            stopTtlMs,
+            audit,
+            now: () => new Date(clock.ms),
+          });
+          parts = {
+            commands,
+            operator: new OperatorService({
+              registry,
+              commands,
+              audit,
+              mutes: new MuteStore(ctx),
+              eventSession: async () => undefined,
+              messageNotices: async () => [],
+              eventsWaiting: async () => ({ persona: 0, held: 0 }),
+            }),
+          };
         },
       });
     },
@@ -190,7 +222,9 @@ test("waitForCommandOutcome resolves with the outcome once ACKed, or with the cu
 test("createControlCommand checks the payload of its kind", async (t) => {
   const { commands } = await partsOnClock(t, 30_000);
   await assert.rejects(commands.createControlCommand("s-1", "stop", { now: true }, "operator"), { code: "invalid_request" });
-  await assert.rejects(commands.createControlCommand("s-1", "approval_decision", { approval_id: "a-1", decision: "maybe" }, "operator"), { code: "invalid_request" });
+  await assert.rejects(commands.createControlCommand("s-1", "approval_decision", { approval_id: "a-1", decision: "maybe" }, "operator"), {
+    code: "invalid_request",
+  });
   const decision = await commands.createControlCommand(
     "s-1",
     "approval_decision",

@@ -18,10 +18,30 @@ describe("decideStep", () => {
     ["injected", { kind: "injected" }, 1, { kind: "finish", state: "context_injected", error: null, messageId: null }],
     ["delivered", { kind: "delivered", messageId: "m1" }, 2, { kind: "finish", state: "delivered", error: null, messageId: "m1" }],
     ["busy, attempts left", { kind: "busy", reason: "turn" }, 2, { kind: "retry", error: "persona_busy: turn", delayMs: 100 }],
-    ["busy, no attempts left", { kind: "busy", reason: "turn" }, 3, { kind: "finish", state: "failed", error: "persona_busy: turn（已尝试 3 次，放弃）", messageId: null }],
-    ["retryable error, attempts left", { kind: "error", retryable: true, error: "bot_offline: x" }, 1, { kind: "retry", error: "bot_offline: x", delayMs: 100 }],
-    ["retryable error, no attempts left", { kind: "error", retryable: true, error: "bot_offline: x" }, 3, { kind: "finish", state: "failed", error: "bot_offline: x（已尝试 3 次，放弃）", messageId: null }],
-    ["permanent error", { kind: "error", retryable: false, error: "no_persona: x" }, 1, { kind: "finish", state: "failed", error: "no_persona: x", messageId: null }],
+    [
+      "busy, no attempts left",
+      { kind: "busy", reason: "turn" },
+      3,
+      { kind: "finish", state: "failed", error: "persona_busy: turn（已尝试 3 次，放弃）", messageId: null },
+    ],
+    [
+      "retryable error, attempts left",
+      { kind: "error", retryable: true, error: "bot_offline: x" },
+      1,
+      { kind: "retry", error: "bot_offline: x", delayMs: 100 },
+    ],
+    [
+      "retryable error, no attempts left",
+      { kind: "error", retryable: true, error: "bot_offline: x" },
+      3,
+      { kind: "finish", state: "failed", error: "bot_offline: x（已尝试 3 次，放弃）", messageId: null },
+    ],
+    [
+      "permanent error",
+      { kind: "error", retryable: false, error: "no_persona: x" },
+      1,
+      { kind: "finish", state: "failed", error: "no_persona: x", messageId: null },
+    ],
   ];
   for (const [label, outcome, attempts, expected] of rows) {
     test(label, () => assert.deepEqual(decideStep(outcome, attempts, policy), expected));
@@ -95,7 +115,10 @@ describe("parseEvent", () => {
   ];
   for (const [label, patch, code] of rows) {
     test(`${label} → ${code}`, () => {
-      assert.throws(() => parseEvent(validEvent(patch)), (error) => error instanceof DomainError && error.code === code);
+      assert.throws(
+        () => parseEvent(validEvent(patch)),
+        (error) => error instanceof DomainError && error.code === code,
+      );
     });
   }
   test("defaults fill what an old client leaves out", () => {
@@ -137,7 +160,10 @@ describe("formatDirectMessage", () => {
   test("in English, every label and the header", () => {
     const event = EventBody.parse(validEvent({ status: "tool_error", task: "", url: "https://x.test/a" }));
     const lines = formatDirectMessage(event, sayIn("en-US")).split("\n");
-    assert.deepEqual(lines.map((line) => line.replace(/: .*/, ":")), ["[Pi Agent notice · tool error]", "Source:", "Task:", "Summary:", "Context:", "Link:", "Event:"]);
+    assert.deepEqual(
+      lines.map((line) => line.replace(/: .*/, ":")),
+      ["[Pi Agent notice · tool error]", "Source:", "Task:", "Summary:", "Context:", "Link:", "Event:"],
+    );
     assert.equal(lines[2], "Task: (none)");
     assert.equal(lines[4], "Context: 48000 / 200000 tokens (24%)");
   });

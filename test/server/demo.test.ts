@@ -9,7 +9,12 @@ const repo = resolve(import.meta.dirname, "../..");
 
 const LANGUAGES = {
   "zh-CN": { env: "zh_CN.UTF-8", closing: "演示结束，临时目录已清理。", noPiDir: /不写 ~\/\.pi/, persona: "收到事件，将注入人格主对话" },
-  "en-US": { env: "en_US.UTF-8", closing: "Demo finished; the temp folders are removed.", noPiDir: /writes nothing to ~\/\.pi/, persona: "Event received; it would be injected" },
+  "en-US": {
+    env: "en_US.UTF-8",
+    closing: "Demo finished; the temp folders are removed.",
+    noPiDir: /writes nothing to ~\/\.pi/,
+    persona: "Event received; it would be injected",
+  },
 } as const;
 
 for (const [language, expected] of Object.entries(LANGUAGES)) {

@@ -14,7 +14,6 @@ import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";
 
-
 describe("POST /events", () => {
   let koishi: KoishiHarness;
   before(async () => {
@@ -101,7 +100,10 @@ describe("POST /events", () => {
     test("concurrent copies of one new event create it once", async () => {
       const event = validEvent();
       const answers = await Promise.all([1, 2, 3, 4].map(() => postEvent(koishi, event)));
-      assert.deepEqual(answers.map((a) => a.status), [202, 202, 202, 202]);
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [202, 202, 202, 202],
+      );
       assert.equal(answers.filter((a) => a.body.duplicate === false).length, 1);
       await settledReceipt(koishi, String(event.event_id));
       assert.equal(worldState(koishi).recorded.filter((r) => r.message.includes(String(event.event_id))).length, 1);
@@ -176,7 +178,10 @@ describe("POST /events", () => {
         assert.equal(answer.status, 400);
         assert.equal(answer.body.error, "invalid_request");
         const issues = answer.body.issues as { path: string; message: string }[];
-        assert.ok(issues.some((issue) => issue.path === path), JSON.stringify(issues));
+        assert.ok(
+          issues.some((issue) => issue.path === path),
+          JSON.stringify(issues),
+        );
         const eventId = String(event.event_id);
         if (Id.safeParse(eventId).success) {
           assert.equal(await getReceipt(koishi, eventId), undefined, "404: nothing was stored");
@@ -223,7 +228,11 @@ describe("POST /events", () => {
       ["null (unknown)", null, null],
       ["known", { used_tokens: 48000, context_window: 200000, percent: 24 }, { used_tokens: 48000, context_window: 200000, percent: 24 }],
       ["unknown after compaction", { used_tokens: null, context_window: 200000, percent: null }, { used_tokens: null, context_window: 200000, percent: null }],
-      ["over 100 percent is kept", { used_tokens: 210000, context_window: 200000, percent: 105.5 }, { used_tokens: 210000, context_window: 200000, percent: 105.5 }],
+      [
+        "over 100 percent is kept",
+        { used_tokens: 210000, context_window: 200000, percent: 105.5 },
+        { used_tokens: 210000, context_window: 200000, percent: 105.5 },
+      ],
       ["zero used", { used_tokens: 0, context_window: 1, percent: 0 }, { used_tokens: 0, context_window: 1, percent: 0 }],
     ];
     for (const [label, usage, injected] of accepted) {

@@ -9,7 +9,7 @@ import { createServer as createHttpServer } from "node:http";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Context, Session } from "koishi";
+import type { Session } from "koishi";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
@@ -66,7 +66,14 @@ describe("the persona block is bounded by the event", () => {
 
   test("the block is at most 6× the event's JSON plus a constant, whatever the fields hold", () => {
     const text = (max: number) => hostileString(max);
-    const details = fc.dictionary(text(30), fc.oneof(text(200), fc.integer().map((n) => nested(Math.abs(n) % (LIMITS.detailsDepth - 1), "v"))), { maxKeys: 8 });
+    const details = fc.dictionary(
+      text(30),
+      fc.oneof(
+        text(200),
+        fc.integer().map((n) => nested(Math.abs(n) % (LIMITS.detailsDepth - 1), "v")),
+      ),
+      { maxKeys: 8 },
+    );
     fc.assert(
       fc.property(text(LIMITS.sourceChars), text(LIMITS.taskChars), text(LIMITS.summaryChars), details, (source, task, summary, d) => {
         const parsed = EventBody.safeParse(validEvent({ source, task, summary, details: d }));
@@ -121,7 +128,9 @@ describe("marker look-alikes are escaped in every field that reaches the persona
   for (const [label, marker] of lookAlikes) {
     test(`${label}: no reader sees a marker inside, and the JSON still parses back to the text`, () => {
       const text = `before ${marker} after`;
-      const event = EventBody.parse(validEvent({ source: marker, task: text, summary: text, details: { [marker]: [text] }, url: `https://example.com/?q=${marker.replaceAll(" ", "+")}` }));
+      const event = EventBody.parse(
+        validEvent({ source: marker, task: text, summary: text, details: { [marker]: [text] }, url: `https://example.com/?q=${marker.replaceAll(" ", "+")}` }),
+      );
       const block = buildEventBlock(event, RECEIVED_AT);
       const inner = block.slice(OPEN_MARKER.length, -CLOSE_MARKER.length);
       assert.ok(!inner.includes(marker), `${JSON.stringify(marker)} appears inside the block`);
@@ -155,7 +164,10 @@ describe("what reaches YesImBot and the audit trail", () => {
     const recorded = worldState(koishi).recorded.find((r) => r.message.includes(String(event.event_id)))!;
     assert.ok(recorded.message.length > 16_000, `block of ${recorded.message.length} characters`);
     const stimulus = agent(koishi).stimuli.find((s) => s.payload.message === recorded.message)!;
-    for (const [what, value] of [["recorded payload", recorded.payload], ["stimulus details", stimulus.payload.details]] as const) {
+    for (const [what, value] of [
+      ["recorded payload", recorded.payload],
+      ["stimulus details", stimulus.payload.details],
+    ] as const) {
       assert.ok(!JSON.stringify(value).includes(lookAlike), `${what} carries the raw look-alike`);
     }
     const db = koishi.app.database;
@@ -174,7 +186,7 @@ describe("every text reaching the database round-trips or is refused with 400", 
       assert.equal(answer.body.issues[0].path, "instruction");
     }
     assert.equal((await operator.create({ session_id: "s-1", instruction: "x", request_key: "k\u0000" })).status, 400);
-    const text = "多行\n\t制表 \u2028 \u001b[2J emoji 🧪 \ufeff \\ \" end";
+    const text = '多行\n\t制表 \u2028 \u001b[2J emoji 🧪 \ufeff \\ " end';
     assert.equal((await operator.create({ session_id: "s-1", instruction: text, request_key: "k-🧪\n" })).status, 201);
     const claimed = await pi.claim();
     assert.equal(claimed.body.command.instruction, text);
@@ -187,8 +199,16 @@ describe("every text reaching the database round-trips or is refused with 400", 
   test("a body that is not valid UTF-8 is 400 invalid_request on every route, never rewritten", async (t) => {
     const { server, agent: pi, operator } = await onlineServer(t);
     const invalid = Buffer.concat([Buffer.from('{"session_id":"s-1","instruction":"a'), Buffer.from([0xff, 0xfe, 0xc0, 0xaf]), Buffer.from('b"}')]);
-    for (const [path, token] of [["/operator/commands", OPERATOR_TOKEN], ["/events", server.token], ["/sessions/heartbeat", server.token]] as const) {
-      const response = await fetch(server.baseUrl + path, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: invalid });
+    for (const [path, token] of [
+      ["/operator/commands", OPERATOR_TOKEN],
+      ["/events", server.token],
+      ["/sessions/heartbeat", server.token],
+    ] as const) {
+      const response = await fetch(server.baseUrl + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: invalid,
+      });
       const body = (await response.json()) as { error: string; issues: { message: string }[] };
       assert.deepEqual([response.status, body.error], [400, "invalid_request"], path);
       assert.match(body.issues[0]!.message, /UTF-8/);
@@ -208,7 +228,11 @@ describe("every text reaching the database round-trips or is refused with 400", 
   test(`JSON nested deeper than ${LIMITS.jsonDepth} levels is 400 on every route, never 500`, async (t) => {
     const { server } = await onlineServer(t);
     const tooDeep = (depth: number) => `{"details":${"[".repeat(depth)}${"]".repeat(depth)}}`;
-    for (const [path, token] of [["/events", server.token], ["/sessions/heartbeat", server.token], ["/operator/commands", OPERATOR_TOKEN]] as const) {
+    for (const [path, token] of [
+      ["/events", server.token],
+      ["/sessions/heartbeat", server.token],
+      ["/operator/commands", OPERATOR_TOKEN],
+    ] as const) {
       for (const depth of [LIMITS.jsonDepth, 30_000]) {
         const response = await fetch(server.baseUrl + path, {
           method: "POST",
@@ -239,7 +263,10 @@ describe("tokens and the data folder", () => {
     const token = "a".repeat(40);
     await writeFile(join(dir, "token"), `${token}\n`, { mode: 0o600 });
     await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken: token }), { mode: 0o600 });
-    await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }), /operatorToken 与 Pi 端 Token 相同/);
+    await assert.rejects(
+      runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }),
+      /operatorToken 与 Pi 端 Token 相同/,
+    );
   });
 
   for (const [label, config, message] of [
@@ -261,15 +288,22 @@ describe("tokens and the data folder", () => {
       const dir = await tempDir(t);
       await writeFile(join(dir, "server.json"), JSON.stringify({ operatorToken, language: "zh-CN" }), { mode });
       await chmod(join(dir, "server.json"), mode);
-      await assert.rejects(runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), { announce: () => {} }), message);
+      await assert.rejects(
+        runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), { announce: () => {} }),
+        message,
+      );
     });
   }
 
   const refusedFiles: [string, (path: string, dir: string) => Promise<void>, RegExp][] = [
-    ["a symlink", async (path, dir) => {
-      await writeFile(join(dir, "elsewhere"), `${"b".repeat(40)}\n`, { mode: 0o600 });
-      await symlink(join(dir, "elsewhere"), path);
-    }, /符号链接/],
+    [
+      "a symlink",
+      async (path, dir) => {
+        await writeFile(join(dir, "elsewhere"), `${"b".repeat(40)}\n`, { mode: 0o600 });
+        await symlink(join(dir, "elsewhere"), path);
+      },
+      /符号链接/,
+    ],
     ["group-readable", (path) => writeFile(path, `${"c".repeat(40)}\n`, { mode: 0o640 }), /chmod 600/],
     ["world-readable", (path) => writeFile(path, `${"c".repeat(40)}\n`, { mode: 0o604 }), /chmod 600/],
     ["shorter than 32 characters", (path) => writeFile(path, "short-token\n", { mode: 0o600 }), /至少 32/],
@@ -321,7 +355,10 @@ describe("a session's command channel belongs to the runtime that registered it"
     const registry = new SessionRegistry(30_000, () => clock.ms);
     registry.record(heartbeatOf({ runtime_id: "r-1" }));
     clock.ms = 29_000;
-    assert.throws(() => registry.record(heartbeatOf({ runtime_id: "r-2" })), (error) => error instanceof DomainError && error.code === "session_in_use" && error.retryAfterSeconds === 1);
+    assert.throws(
+      () => registry.record(heartbeatOf({ runtime_id: "r-2" })),
+      (error) => error instanceof DomainError && error.code === "session_in_use" && error.retryAfterSeconds === 1,
+    );
     assert.ok(registry.isLiveRuntime("s-1", "r-1"));
     clock.ms = 30_000;
     registry.record(heartbeatOf({ runtime_id: "r-2" }));
@@ -392,7 +429,12 @@ describe("wrong tokens", () => {
     // [label, ms of each failure, refused?, logged?] under 60/min, burst 2
     ["a burst: the third in a second is refused and logged once", [0, 10, 20, 30], [false, false, true, true], [false, false, true, false]],
     ["one token refilled mid-burst does not start a new burst", [0, 10, 20, 1020, 1030], [false, false, true, false, true], [false, false, true, false, false]],
-    ["after a quiet spell, a new burst is logged again", [0, 10, 20, 5000, 5010, 5020], [false, false, true, false, false, true], [false, false, true, false, false, true]],
+    [
+      "after a quiet spell, a new burst is logged again",
+      [0, 10, 20, 5000, 5010, 5020],
+      [false, false, true, false, false, true],
+      [false, false, true, false, false, true],
+    ],
   ];
   for (const [label, times, refused, logged] of failureRows) {
     test(`recordFailure: ${label}`, () => {
@@ -402,8 +444,14 @@ describe("wrong tokens", () => {
         state = step.state;
         return step.verdict;
       });
-      assert.deepEqual(verdicts.map((v) => v.refuse), refused);
-      assert.deepEqual(verdicts.map((v) => v.refuse && v.firstOfBurst), logged);
+      assert.deepEqual(
+        verdicts.map((v) => v.refuse),
+        refused,
+      );
+      assert.deepEqual(
+        verdicts.map((v) => v.refuse && v.firstOfBurst),
+        logged,
+      );
     });
   }
 });
@@ -413,10 +461,18 @@ describe("slow clients and floods", () => {
     const server = await startKoishi({ config: { requestBodyTimeoutMs: 300 } });
     t.after(() => server.stop());
     const path = new URL(server.baseUrl).pathname;
-    const slow = rawRequest(server.baseUrl, `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`, '{"event_id":');
+    const slow = rawRequest(
+      server.baseUrl,
+      `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`,
+      '{"event_id":',
+    );
     await closedWithin(slow.closed, "the server closing a body that never completes");
 
-    const stranger = rawRequest(server.baseUrl, `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`, "{");
+    const stranger = rawRequest(
+      server.baseUrl,
+      `POST ${path}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`,
+      "{",
+    );
     await closedWithin(stranger.closed, "the server closing the connection after its 401");
     assert.match(stranger.received(), /^HTTP\/1\.1 401/);
     assert.match(stranger.received(), /connection: close/i);
@@ -424,7 +480,9 @@ describe("slow clients and floods", () => {
 
   test("npm start: hundreds of idle sockets from one address, renewed as they close, leave /health and a heartbeat answering", async (t) => {
     const dir = await mkdtemp(join(tmpdir(), "anon-notify-idle-"));
-    const server = await runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), { announce: () => {} });
+    const server = await runStandalone({ host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") }, process.cwd(), {
+      announce: () => {},
+    });
     const idle = new Set<Socket>();
     let holding = true;
     let connected = 0;
@@ -525,7 +583,9 @@ describe("slow clients and floods", () => {
   });
 
   test("one runtime beating for many session ids is limited as one; the total has its own ceiling", async (t) => {
-    const { agent: pi } = await onlineServer(t, { config: { heartbeatsPerMinute: 60, heartbeatBurst: 3, heartbeatsTotalPerMinute: 60, heartbeatTotalBurst: 8 } });
+    const { agent: pi } = await onlineServer(t, {
+      config: { heartbeatsPerMinute: 60, heartbeatBurst: 3, heartbeatsTotalPerMinute: 60, heartbeatTotalBurst: 8 },
+    });
     const runtime = [];
     for (let i = 0; i < 4; i++) runtime.push((await pi.heartbeat({ session_id: `x-${i}`, runtime_id: "r-x" })).status);
     assert.deepEqual(runtime, [200, 200, 200, 429]);
@@ -536,14 +596,36 @@ describe("slow clients and floods", () => {
   });
 
   const takeRows: [string, [number, number][], boolean, number[]][] = [
-    ["every bucket has a token: one taken from each", [[2, 5], [1, 5]], true, [1, 0]],
-    ["one bucket is empty: none taken, longest wait", [[2, 5], [0, 5]], false, [2, 0]],
+    [
+      "every bucket has a token: one taken from each",
+      [
+        [2, 5],
+        [1, 5],
+      ],
+      true,
+      [1, 0],
+    ],
+    [
+      "one bucket is empty: none taken, longest wait",
+      [
+        [2, 5],
+        [0, 5],
+      ],
+      false,
+      [2, 0],
+    ],
   ];
   for (const [label, tokens, allowed, after] of takeRows) {
     test(`takeFromAll: ${label}`, () => {
-      const take = takeFromAll(tokens.map(([have, burst]) => ({ bucket: { tokens: have, updatedAtMs: 0 }, limit: { perMinute: 60, burst } })), 0);
+      const take = takeFromAll(
+        tokens.map(([have, burst]) => ({ bucket: { tokens: have, updatedAtMs: 0 }, limit: { perMinute: 60, burst } })),
+        0,
+      );
       assert.equal(take.allowed, allowed);
-      assert.deepEqual(take.buckets.map((bucket) => bucket.tokens), after);
+      assert.deepEqual(
+        take.buckets.map((bucket) => bucket.tokens),
+        after,
+      );
       assert.equal(take.retryAfterSeconds, allowed ? 0 : 1);
     });
   }
@@ -584,10 +666,14 @@ describe("slow clients and floods", () => {
     const pi = agentApi(server);
     await Promise.all(Array.from({ length: 300 }, (_, i) => pi.heartbeat({ session_id: `v-${i}`, runtime_id: `r-${i}`, state: "running" })));
     const db = server.app.database;
-    const rows = await waitUntil(async () => {
-      const audit = await db.get(AUDIT_TABLE, { action: "watchdog.vanished" });
-      return audit.length === 300 ? audit : undefined;
-    }, "every vanished session on the trail", 60_000);
+    const rows = await waitUntil(
+      async () => {
+        const audit = await db.get(AUDIT_TABLE, { action: "watchdog.vanished" });
+        return audit.length === 300 ? audit : undefined;
+      },
+      "every vanished session on the trail",
+      60_000,
+    );
     // Each check coalesces what vanished since the last one; on a loaded machine the 300 heartbeats
     // can spread over a few checks, so a handful of notices is right and one per session is not.
     const notices = new Set(rows.map((row) => row.subject));
@@ -631,7 +717,11 @@ describe("one-line fields are one line, and a URL is stored normalised or refuse
   ];
   for (const [url, stored] of urls) {
     test(`${JSON.stringify(url)} → ${stored ?? "400"}`, () => {
-      if (stored === null) assert.throws(() => parseEvent(validEvent({ url })), (error) => error instanceof DomainError && error.issues?.[0]?.path === "url");
+      if (stored === null)
+        assert.throws(
+          () => parseEvent(validEvent({ url })),
+          (error) => error instanceof DomainError && error.issues?.[0]?.path === "url",
+        );
       else assert.equal(parseEvent(validEvent({ url })).url, stored);
     });
   }
@@ -665,11 +755,17 @@ describe("session listings are paged", () => {
     const at = (ms: number, id: string) => ({ session_id: id, last_seen_at: new Date(ms).toISOString() }) as SessionProjection;
     const list = [at(5, "a"), at(4, "b"), at(4, "c"), at(1, "d")];
     const first = pageSessions(list, undefined, 2);
-    assert.deepEqual(first.sessions.map((s) => s.session_id), ["a", "b"]);
+    assert.deepEqual(
+      first.sessions.map((s) => s.session_id),
+      ["a", "b"],
+    );
     assert.deepEqual(pageSessions(list, first.next_cursor!, 2), { sessions: [list[2], list[3]], next_cursor: null });
     // "a" heartbeats again and moves to the front: the next page still starts after "b".
     const moved = [at(9, "a"), at(4, "b"), at(4, "c"), at(1, "d")];
-    assert.deepEqual(pageSessions(moved, first.next_cursor!, 2).sessions.map((s) => s.session_id), ["c", "d"]);
+    assert.deepEqual(
+      pageSessions(moved, first.next_cursor!, 2).sessions.map((s) => s.session_id),
+      ["c", "d"],
+    );
   });
 });
 

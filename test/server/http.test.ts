@@ -35,7 +35,11 @@ describe("health and recipient", () => {
     for (const capability of ["events", "direct", "context_usage"]) assert.ok(health.capabilities.includes(capability), capability);
   });
 
-  for (const [label, header] of [["missing", undefined], ["wrong", "Bearer nope"], ["not bearer", "Basic abc"]] as const) {
+  for (const [label, header] of [
+    ["missing", undefined],
+    ["wrong", "Bearer nope"],
+    ["not bearer", "Basic abc"],
+  ] as const) {
     test(`a ${label} token gets 401 unauthorized`, async () => {
       const response = await fetch(`${koishi.baseUrl}/health`, { headers: header ? { authorization: header } : {} });
       assert.equal(response.status, 401);

@@ -39,15 +39,59 @@ export function imageHeader(mime: ImageMime, width = 640, height = 480): Buffer 
   }
   // SOI, a JFIF APP0 segment, then SOF0 with the height and width.
   return Buffer.from([
-    0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00,
-    0xff, 0xc0, 0x00, 0x11, 0x08, height >> 8, height & 0xff, width >> 8, width & 0xff, 0x03, 0x01, 0x22, 0x00, 0x02, 0x11, 0x01, 0x03, 0x11, 0x01,
+    0xff,
+    0xd8,
+    0xff,
+    0xe0,
+    0x00,
+    0x10,
+    0x4a,
+    0x46,
+    0x49,
+    0x46,
+    0x00,
+    0x01,
+    0x01,
+    0x00,
+    0x00,
+    0x01,
+    0x00,
+    0x01,
+    0x00,
+    0x00,
+    0xff,
+    0xc0,
+    0x00,
+    0x11,
+    0x08,
+    height >> 8,
+    height & 0xff,
+    width >> 8,
+    width & 0xff,
+    0x03,
+    0x01,
+    0x22,
+    0x00,
+    0x02,
+    0x11,
+    0x01,
+    0x03,
+    0x11,
+    0x01,
   ]);
 }
 
 const require = createRequire(import.meta.url);
 const { PNG } = require("pngjs") as { PNG: { sync: { write(png: { width: number; height: number; data: Buffer }): Buffer } } };
 const jpeg = require("jpeg-js") as typeof import("jpeg-js");
-const { GifWriter } = require("omggif") as { GifWriter: new (buffer: Uint8Array, width: number, height: number, options: { palette: number[] }) => { addFrame(x: number, y: number, w: number, h: number, indexed: number[]): void; end(): number } };
+const { GifWriter } = require("omggif") as {
+  GifWriter: new (
+    buffer: Uint8Array,
+    width: number,
+    height: number,
+    options: { palette: number[] },
+  ) => { addFrame(x: number, y: number, w: number, h: number, indexed: number[]): void; end(): number };
+};
 
 /** A real 1×1 image of `mime` whose pixel is `fill`: it decodes as a whole. */
 function realImage(mime: Exclude<ImageMime, "image/webp">, fill: number): Buffer {
@@ -114,7 +158,8 @@ export function imageOf(mime: ImageMime, bytes: number, fill = 0): CommandImage 
   const image = realImage(mime, fill);
   const pad = bytes - image.length;
   let padded = image;
-  if (mime === "image/png" && pad >= 12) padded = Buffer.concat([image.subarray(0, image.length - 12), pngPadding(pad, fill), image.subarray(image.length - 12)]);
+  if (mime === "image/png" && pad >= 12)
+    padded = Buffer.concat([image.subarray(0, image.length - 12), pngPadding(pad, fill), image.subarray(image.length - 12)]);
   if (mime === "image/jpeg" && pad >= 4) padded = Buffer.concat([image.subarray(0, 2), jpegPadding(pad, fill), image.subarray(2)]);
   if (mime === "image/gif" && pad >= 4) padded = Buffer.concat([image.subarray(0, image.length - 1), gifPadding(pad, fill), image.subarray(image.length - 1)]);
   return { mime_type: mime, data: padded.toString("base64") };

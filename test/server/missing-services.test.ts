@@ -71,13 +71,20 @@ test("a driver that loads after the plugin in the same start-up is no outage: no
     },
   });
   t.after(() => server.stop());
-  await waitUntil(async () => (await fetch(`${server.baseUrl}/health`, { headers: { authorization: `Bearer ${token}` } })).status === 200, "/health answering 200");
+  await waitUntil(
+    async () => (await fetch(`${server.baseUrl}/health`, { headers: { authorization: `Bearer ${token}` } })).status === 200,
+    "/health answering 200",
+  );
   assert.deepEqual(log.warnings(), []);
 });
 
 for (const [locale, failedWords, installWords] of [
   ["zh-CN", /^缺少 Koishi 服务：database，所有接口返回 503。 插件 \S+ 加载了但启动失败：The database directory '.*' is not accessible/, /请安装/],
-  ["en-US", /^Koishi services missing: database; every route answers 503\. The plugin \S+ is loaded but failed to start: The database directory '.*' is not accessible/, /Install and enable/],
+  [
+    "en-US",
+    /^Koishi services missing: database; every route answers 503\. The plugin \S+ is loaded but failed to start: The database directory '.*' is not accessible/,
+    /Install and enable/,
+  ],
 ] as const) {
   test(`a driver that fails to start (the documented path in a fresh folder) is named with its own error, not blamed on a missing driver (${locale})`, async (t) => {
     const log = captureLog();

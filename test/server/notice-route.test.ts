@@ -15,7 +15,12 @@ describe("noticeRoute", () => {
     ["no persona, no target", { persona: null, directConfigured: false, bot: "missing" }, { route: "none", ready: false, reason: "no_persona" }, false],
     ["no persona, bot online", { persona: null, directConfigured: true, bot: "online" }, { route: "direct", ready: true, reason: "no_persona" }, true],
     ["no persona, bot offline", { persona: null, directConfigured: true, bot: "offline" }, { route: "direct", ready: false, reason: "bot_offline" }, true],
-    ["no persona, bot not loaded", { persona: null, directConfigured: true, bot: "missing" }, { route: "direct", ready: false, reason: "bot_not_found" }, false],
+    [
+      "no persona, bot not loaded",
+      { persona: null, directConfigured: true, bot: "missing" },
+      { route: "direct", ready: false, reason: "bot_not_found" },
+      false,
+    ],
   ];
   for (const [label, facts, answer, chat] of rows) {
     test(label, () => {
@@ -40,7 +45,8 @@ async function healthOf(options: KoishiOptions, t: { after(fn: () => Promise<voi
   return { health, warnings: log.warnings };
 }
 
-const warningWith = (warnings: () => string[], text: string) => waitUntil(() => warnings().find((warning) => warning.includes(text)), `a warning naming ${text}: ${warnings().join("\n")}`);
+const warningWith = (warnings: () => string[], text: string) =>
+  waitUntil(() => warnings().find((warning) => warning.includes(text)), `a warning naming ${text}: ${warnings().join("\n")}`);
 
 describe("/health says where notices go", () => {
   test("the documented SQLite koishi.yml (no YesImBot, no logPersona): nowhere, said at start in Chinese", async (t) => {
@@ -57,7 +63,10 @@ describe("/health says where notices go", () => {
     assert.equal(line.match(/\p{Script=Han}/u), null, line);
   });
   test("a bot and recipient but no persona: only direct notices, said at start", async (t) => {
-    const { health, warnings } = await healthOf({ config: { botId: "mock:514", recipientId: "10001" }, plugins: (use) => void use(MockBot, { selfId: "514" }) }, t);
+    const { health, warnings } = await healthOf(
+      { config: { botId: "mock:514", recipientId: "10001" }, plugins: (use) => void use(MockBot, { selfId: "514" }) },
+      t,
+    );
     assert.equal(health.notices?.route, "direct");
     assert.equal(health.notices?.reason, "no_persona");
     assert.equal(health.chat, true);

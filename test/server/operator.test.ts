@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/commands.ts";
 import { CancelAnswer, OperatorCommandList, OperatorSessionList } from "../../protocol/operator.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { startKoishi } from "../../harness/koishi.ts";
@@ -60,10 +60,13 @@ test("listing is newest first, bounded, previews only, and of that session only"
   await operator.create({ session_id: "s-2", instruction: "secret of s-2" });
 
   const safe = await operator.list("s-1");
-  assert.deepEqual(OperatorCommandList.parse(safe.body).commands.map((c) => [c.preview, c.state, c.image_count]), [
-    ["with image", "pending", 1],
-    ["leased one", "leased", 0],
-  ]);
+  assert.deepEqual(
+    OperatorCommandList.parse(safe.body).commands.map((c) => [c.preview, c.state, c.image_count]),
+    [
+      ["with image", "pending", 1],
+      ["leased one", "leased", 0],
+    ],
+  );
   const text = JSON.stringify(safe.body);
   assert.ok(!text.includes(claimed.body.lease.token), "no lease tokens");
   assert.ok(!text.includes("secret of s-2"), "nothing of other sessions");
@@ -71,7 +74,10 @@ test("listing is newest first, bounded, previews only, and of that session only"
 
   for (let i = 0; i < LIMITS.commandListMax; i++) await operator.create({ session_id: "s-1", instruction: `n${i}` });
   const page = await operator.list("s-1", 3);
-  assert.deepEqual(page.body.commands.map((c: CommandSummary) => c.preview), ["n49", "n48", "n47"]);
+  assert.deepEqual(
+    page.body.commands.map((c: CommandSummary) => c.preview),
+    ["n49", "n48", "n47"],
+  );
   const all = await operator.list("s-1", LIMITS.commandListMax);
   assert.equal(all.body.commands.length, LIMITS.commandListMax, "the 50 newest of 52");
   assert.equal(all.body.commands.at(-1).preview, "n0");

@@ -33,10 +33,12 @@ interface Manifest {
 
 /** `npm pack` in `dir` into `destination`; the tarball's path and its file list. */
 async function pack(dir: string, destination: string): Promise<{ tarball: string; files: string[] }> {
-  const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", destination], { cwd: dir }).catch((error: { stdout?: string; stderr?: string }) => {
-    // tsc reports build errors on stdout.
-    throw new Error(`npm pack in ${dir} failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
-  });
+  const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", destination], { cwd: dir }).catch(
+    (error: { stdout?: string; stderr?: string }) => {
+      // tsc reports build errors on stdout.
+      throw new Error(`npm pack in ${dir} failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
+    },
+  );
   const tarball = join(destination, stdout.trim().split("\n").at(-1)!);
   const { stdout: listing } = await run("tar", ["-tzf", tarball]);
   return { tarball, files: listing.trim().split("\n") };
@@ -57,8 +59,12 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   assert.ok(plugin.files.includes("package/lib/server/notify-webhook.js"));
   assert.ok(plugin.files.includes("package/lib/protocol/wire.js"));
   assert.ok(plugin.files.includes("package/console/dist/index.js"), "the console page");
-  for (const [{ files }, root] of [[piPackage, "dist"], [plugin, "lib"]] as const) {
-    for (const locale of ["zh-CN", "en-US"]) assert.ok(files.includes(`package/${root}/server/locales/${locale}.yml`), `the chat texts (${locale}) in ${root}/`);
+  for (const [{ files }, root] of [
+    [piPackage, "dist"],
+    [plugin, "lib"],
+  ] as const) {
+    for (const locale of ["zh-CN", "en-US"])
+      assert.ok(files.includes(`package/${root}/server/locales/${locale}.yml`), `the chat texts (${locale}) in ${root}/`);
   }
   for (const { files } of [piPackage, plugin]) {
     assert.ok(!files.some((file) => /^package\/(test|bench|data|\.tmp)\//.test(file) || file.endsWith(".test.ts")), "no tests or data");
@@ -76,11 +82,15 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   await writeFile(join(instance, "package.json"), JSON.stringify({ name: "koishi-instance", private: true }));
   // A real instance: Koishi installed in it (its loader resolves plugin names from its own place),
   // at the versions this repository tests.
-  const instanceDeps = await Promise.all(["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"].map(async (name) => {
-    const { version } = JSON.parse(await readFile(join(repo, "node_modules", name, "package.json"), "utf8")) as Manifest;
-    return `${name}@${version}`;
-  }));
-  await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", ...instanceDeps, piPackage.tarball, plugin.tarball], { cwd: instance });
+  const instanceDeps = await Promise.all(
+    ["koishi", "@koishijs/plugin-server", "@minatojs/driver-sqlite"].map(async (name) => {
+      const { version } = JSON.parse(await readFile(join(repo, "node_modules", name, "package.json"), "utf8")) as Manifest;
+      return `${name}@${version}`;
+    }),
+  );
+  await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", ...instanceDeps, piPackage.tarball, plugin.tarball], {
+    cwd: instance,
+  });
 
   // The README's own steps after the install: its folder, then its koishi.yml with only the placeholders filled in.
   const readme = await readFile(join(repo, "README.md"), "utf8");
@@ -120,11 +130,15 @@ test("both packed packages install into a Koishi instance, which loads the plugi
 
   const baseUrl = `http://127.0.0.1:${port}${API_BASE_PATH}`;
   const headers = { authorization: `Bearer ${token}` };
-  const health = await waitUntil(async () => {
-    const response = await fetch(`${baseUrl}/health`, { headers }).catch(() => undefined);
-    const body = await response?.text();
-    return response?.status === 200 ? (JSON.parse(body!) as HealthAnswer) : undefined;
-  }, "Koishi answering /health", 30_000).catch((error: Error) => {
+  const health = await waitUntil(
+    async () => {
+      const response = await fetch(`${baseUrl}/health`, { headers }).catch(() => undefined);
+      const body = await response?.text();
+      return response?.status === 200 ? (JSON.parse(body!) as HealthAnswer) : undefined;
+    },
+    "Koishi answering /health",
+    30_000,
+  ).catch((error: Error) => {
     throw new Error(`${error.message}; Koishi's output:\n${output}`);
   });
   assert.equal(health.version, manifest.version, "the plugin knows its own package");
@@ -132,15 +146,25 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   // No YesImBot, no log persona, and the bot's adapter not installed: the server says where notices go, at start and in /health.
   assert.deepEqual(health.notices, { route: "direct", ready: false, reason: "bot_not_found" });
   assert.equal(health.chat, false);
-  await waitUntil(() => (output.includes("没有人格（没有检测到 YesImBot v3，也没有开启 logPersona）") ? true : undefined), () => `the start-up warning in Koishi's log:\n${output}`);
+  await waitUntil(
+    () => (output.includes("没有人格（没有检测到 YesImBot v3，也没有开启 logPersona）") ? true : undefined),
+    () => `the start-up warning in Koishi's log:\n${output}`,
+  );
 
   const event = validEvent();
   const accepted = await fetch(`${baseUrl}/events`, { method: "POST", headers, body: JSON.stringify(event) });
   assert.equal(accepted.status, 202);
   assert.deepEqual(await accepted.json(), { event_id: event.event_id, state: "queued", duplicate: false });
-  const receipt = await waitUntil(async () => {
-    const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as { state: string; error: string | null };
-    return answer.state === "failed" ? answer : undefined;
-  }, "the event failing for want of a persona", 30_000);
+  const receipt = await waitUntil(
+    async () => {
+      const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as {
+        state: string;
+        error: string | null;
+      };
+      return answer.state === "failed" ? answer : undefined;
+    },
+    "the event failing for want of a persona",
+    30_000,
+  );
   assert.match(receipt.error ?? "", /^no_persona: 没有可用的人格/);
 });

@@ -52,7 +52,10 @@ test("the projection holds exactly the safe keys, newest first", () => {
   clock.ms += 1000;
   registry.record(heartbeat({ session_id: "s-b", supports_images: true, command_protocol: 1 }));
   const list = registry.list();
-  assert.deepEqual(list.map((s) => s.session_id), ["s-b", "s-a"]);
+  assert.deepEqual(
+    list.map((s) => s.session_id),
+    ["s-b", "s-a"],
+  );
   for (const item of list) {
     assert.deepEqual(Object.keys(item).sort(), ["activity", "last_activity_at", "last_seen_at", "model", "project", "session_id", "state", "supports_images"]);
     assert.ok(SessionProjection.safeParse(item).success);
@@ -70,7 +73,10 @@ test("sweep removes and returns only expired entries", () => {
   clock.ms += 20_000;
   registry.record(heartbeat({ session_id: "s-fresh" }));
   clock.ms += 15_000;
-  assert.deepEqual(registry.sweep().map((e) => e.heartbeat.session_id), ["s-old"]);
+  assert.deepEqual(
+    registry.sweep().map((e) => e.heartbeat.session_id),
+    ["s-old"],
+  );
   assert.equal(registry.size, 1);
   assert.deepEqual(registry.sweep(), []);
 });

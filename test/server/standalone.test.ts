@@ -27,7 +27,11 @@ async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<str
 describe("standalone pieces", () => {
   const flagRows: [string, string[], Partial<ReturnType<typeof parseFlags>>][] = [
     ["defaults", [], { host: "127.0.0.1", port: DEFAULT_PORT, dataDir: "/srv/data", configPath: "/srv/data/server.json" }],
-    ["all flags", ["--host", "0.0.0.0", "--port", "6000", "--data-dir", "state", "--config", "bot.json"], { host: "0.0.0.0", port: 6000, dataDir: "/srv/state", configPath: "/srv/bot.json" }],
+    [
+      "all flags",
+      ["--host", "0.0.0.0", "--port", "6000", "--data-dir", "state", "--config", "bot.json"],
+      { host: "0.0.0.0", port: 6000, dataDir: "/srv/state", configPath: "/srv/bot.json" },
+    ],
   ];
   for (const [label, argv, expected] of flagRows) {
     test(`flags: ${label}`, () => assert.deepEqual(parseFlags(argv, "/srv"), expected));
@@ -105,7 +109,10 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   t.after(() => new Promise<void>((resolveClose) => blocker.close(() => resolveClose())));
   await writeFile(join(dir, "server.json"), JSON.stringify({ botId: "onebot:20002", recipientId: "10001" }));
 
-  const child = spawn(process.execPath, [standalone, "--port", String(wanted), "--data-dir", dir], { stdio: ["ignore", "pipe", "pipe"], env: localeEnv("zh-CN") });
+  const child = spawn(process.execPath, [standalone, "--port", String(wanted), "--data-dir", dir], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: localeEnv("zh-CN"),
+  });
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   child.stderr.on("data", (chunk) => (output += chunk));
@@ -150,7 +157,10 @@ describe("the start-up text for the log persona on purpose", () => {
   test("without a bot it says what works now and what needs configuring, and for what, in no error tone", () => {
     const text = piInstructions(url, "/d/token", "/d/server.json", bare, "zh-CN");
     assert.match(text, /现在就能用：\n  · Pi 扩展发来的通知由日志人格打印在这里/);
-    assert.match(text, /需要配置才能用（写在 \/d\/server\.json）：\n  · 由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 \/anon-notify 开启前的好友检查）需要 botId \+ recipientId/);
+    assert.match(
+      text,
+      /需要配置才能用（写在 \/d\/server\.json）：\n  · 由机器人直接发到 QQ（事件的 delivery 为 "direct"，以及 \/anon-notify 开启前的好友检查）需要 botId \+ recipientId/,
+    );
     assert.match(text, /真正的人格（YesImBot）/);
     assert.doesNotMatch(text, /失败|错误|尚未配置/);
   });
@@ -171,8 +181,17 @@ describe("the start-up text for the log persona on purpose", () => {
     assert.equal(text.match(HAN), null, "no Chinese at all");
   });
   for (const [language, says] of [
-    ["zh-CN", [/这个服务端没有聊天：没有配置机器人，所以不会给任何人发消息/, /Pi 端试用配置.*这里没有聊天，下面两个 QQ 号只是占位，任意两个不同的 5–12 位数字都行/]],
-    ["en-US", [/This server has no chat: no bot is configured, so it messages nobody/, /Pi side config for a trial .*the two QQ numbers below are placeholders; any two different 5–12 digit numbers will do/]],
+    [
+      "zh-CN",
+      [/这个服务端没有聊天：没有配置机器人，所以不会给任何人发消息/, /Pi 端试用配置.*这里没有聊天，下面两个 QQ 号只是占位，任意两个不同的 5–12 位数字都行/],
+    ],
+    [
+      "en-US",
+      [
+        /This server has no chat: no bot is configured, so it messages nobody/,
+        /Pi side config for a trial .*the two QQ numbers below are placeholders; any two different 5–12 digit numbers will do/,
+      ],
+    ],
   ] as const) {
     test(`without a bot it says there is no chat and prints a trial config the extension accepts (${language})`, () => {
       const text = piInstructions(url, "/d/token", "/d/server.json", bare, language);
@@ -194,7 +213,24 @@ describe("the start-up text for the log persona on purpose", () => {
  */
 const NAMES_AND_CODES = new Set(
   ["anon", "notify", "webhook", "Pi", "YesImBot", "QQ", "Token", "SQLite", "Koishi", "README", "botId", "recipientId", "delivery", "direct"]
-    .concat(["onebot", "adapter", "plugins", "notifyWebhook", "consoleActions", "operator", "reload", "doctor", "Ctrl", "mkdir", "install", "token", "config", "json", "Anon", "C"])
+    .concat([
+      "onebot",
+      "adapter",
+      "plugins",
+      "notifyWebhook",
+      "consoleActions",
+      "operator",
+      "reload",
+      "doctor",
+      "Ctrl",
+      "mkdir",
+      "install",
+      "token",
+      "config",
+      "json",
+      "Anon",
+      "C",
+    ])
     .map((word) => word.toLowerCase()),
 );
 

@@ -110,7 +110,8 @@ for (const driver of DATABASE_DRIVERS) {
         const claimed = claim.status === "fulfilled" && claim.value.command?.command_id === record.command_id;
         assert.ok(cancelled !== claimed, `round ${round}: exactly one of cancel and claim wins`);
         if (!cancelled) assert.ok(cancel.reason instanceof DomainError && cancel.reason.code === "delivery_started");
-        if (claimed && claim.status === "fulfilled") await commands.ack(record.command_id, { session_id: "s-1", runtime_id: `r-${round}`, lease_token: leaseToken(claim.value) });
+        if (claimed && claim.status === "fulfilled")
+          await commands.ack(record.command_id, { session_id: "s-1", runtime_id: `r-${round}`, lease_token: leaseToken(claim.value) });
       }
     });
 
@@ -122,7 +123,14 @@ for (const driver of DATABASE_DRIVERS) {
       const plain = await Promise.all(Array.from({ length: 5 }, (_, index) => commands.create(command(`plain ${index}`))));
       assert.equal(new Set(plain.map((created) => created.record.command_id)).size, 5, "null request keys never collide");
       const listed = await commands.list("s-1", 3);
-      assert.deepEqual(listed.map((summary) => summary.command_id), plain.slice(-3).reverse().map((created) => created.record.command_id), "newest first, limited");
+      assert.deepEqual(
+        listed.map((summary) => summary.command_id),
+        plain
+          .slice(-3)
+          .reverse()
+          .map((created) => created.record.command_id),
+        "newest first, limited",
+      );
     });
 
     test("leases expire by time, and the image budget sums only active commands", async (t) => {
@@ -157,7 +165,10 @@ for (const driver of DATABASE_DRIVERS) {
       const answers = await Promise.all(Array.from({ length: 4 }, () => intake.submit(event, { actor: "agent" })));
       assert.equal(answers.filter((answer) => !answer.duplicate).length, 1);
       assert.deepEqual(queued, [event.event_id]);
-      await assert.rejects(intake.submit({ ...event, summary: "another" }, { actor: "agent" }), (error) => error instanceof DomainError && error.code === "idempotency_key_reused");
+      await assert.rejects(
+        intake.submit({ ...event, summary: "another" }, { actor: "agent" }),
+        (error) => error instanceof DomainError && error.code === "idempotency_key_reused",
+      );
       assert.equal((await ctx.database.get(EVENT_TABLE, { event_id: String(event.event_id) })).length, 1);
     });
   });

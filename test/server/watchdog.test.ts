@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
-import { type Heartbeat } from "../../protocol/sessions.ts";
+import type { Heartbeat } from "../../protocol/sessions.ts";
 import { afterNotice, due, observe, watchdogEvent, type Watched, type WatchInput } from "../../server/watchdog/decisions.ts";
 import { OPERATOR_TOKEN, agentApi, call, heartbeatOf, startServer } from "../../harness/agent-api.ts";
 import { validEvent } from "../../harness/event-client.ts";
@@ -13,7 +13,11 @@ const MIN = 60_000;
 const thresholds = { stallAfterMs: 10 * MIN };
 
 function beat(atMs: number, overrides: Partial<Heartbeat> = {}): WatchInput {
-  return { kind: "heartbeat", atMs, heartbeat: heartbeatOf({ state: "running", last_activity_at: new Date(T0).toISOString(), activity: "bash", ...overrides }) };
+  return {
+    kind: "heartbeat",
+    atMs,
+    heartbeat: heartbeatOf({ state: "running", last_activity_at: new Date(T0).toISOString(), activity: "bash", ...overrides }),
+  };
 }
 
 /** Feeds inputs in order; returns the final state and every episode end seen. */
@@ -113,7 +117,10 @@ test("the notice event names the tool, never its output, and keeps one id per ep
   assert.equal(gone.delivery, "direct");
   assert.notEqual(gone.event_id, event.event_id);
   const english = watchdogEvent(watched, { kind: "stalled", sinceMs: T0 }, T0 + 12 * MIN, "anon", 30_000, sayIn("en-US"));
-  assert.match(english.summary, /^May be stuck: the session of project shop is running but has had no new activity for about 12 minutes\. Last activity 2026-11-30T03:00:00\.000Z, running the tool bash then\.$/);
+  assert.match(
+    english.summary,
+    /^May be stuck: the session of project shop is running but has had no new activity for about 12 minutes\. Last activity 2026-11-30T03:00:00\.000Z, running the tool bash then\.$/,
+  );
   assert.equal(english.source, "Pi watchdog · shop");
 });
 
@@ -126,10 +133,16 @@ test("over HTTP: a stall notice takes its token from the event rate limit and go
   const hourAgo = new Date(Date.now() - 60 * MIN).toISOString();
   assert.equal((await agentApi(server).heartbeat({ state: "running", last_activity_at: hourAgo, activity: "npm" })).status, 200);
 
-  const accepted = await waitUntil(async () => {
-    const answer = await call(server, "GET", "/operator/audit?session_id=s-1", undefined, OPERATOR_TOKEN);
-    return (answer.body.entries as { action: string; actor: string; data: { event: EventBody } }[]).find((e) => e.action === "event.accepted" && e.actor === "watchdog");
-  }, "the stall notice accepted", 20_000);
+  const accepted = await waitUntil(
+    async () => {
+      const answer = await call(server, "GET", "/operator/audit?session_id=s-1", undefined, OPERATOR_TOKEN);
+      return (answer.body.entries as { action: string; actor: string; data: { event: EventBody } }[]).find(
+        (e) => e.action === "event.accepted" && e.actor === "watchdog",
+      );
+    },
+    "the stall notice accepted",
+    20_000,
+  );
   assert.equal(accepted.data.event.delivery, "direct");
   assert.equal(accepted.data.event.session_id, "s-1");
   assert.equal((await call(server, "POST", "/events", validEvent({ session_id: "s-1" }))).status, 429, "the notice took the last token");

@@ -136,7 +136,10 @@ describe("direct delivery", () => {
     assert.ok(expected.startsWith("【Pi Agent 通知 · 警告】"));
     assert.ok(expected.includes('摘要：上游配额 <at id="all"/> & 限流'));
     // Agent text travels as text, not as Satori markup: the wire form is escaped.
-    assert.ok(escapedContent.some((content) => content.includes('摘要：上游配额 &lt;at id="all"/&gt; &amp; 限流')), JSON.stringify(escapedContent));
+    assert.ok(
+      escapedContent.some((content) => content.includes('摘要：上游配额 &lt;at id="all"/&gt; &amp; 限流')),
+      JSON.stringify(escapedContent),
+    );
   });
 
   test("a direct event with a missing bot is retried within bounds and fails with the reason", async (t) => {
@@ -195,7 +198,10 @@ describe("durability", () => {
     const recorded = worldState(koishi).recorded;
     assert.equal(injectionsOf(recorded, first.event_id), 0, "a settled event is not injected again");
     const order = recorded.map((r) => JSON.parse(r.message.split("\n").slice(1, -1).join("\n")).event_id);
-    assert.deepEqual(order, pending.map((e) => e.event_id));
+    assert.deepEqual(
+      order,
+      pending.map((e) => e.event_id),
+    );
 
     withStandIns = false;
     await koishi.restart({ personaWaitMs: 0 });

@@ -1,10 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import type { Context, ForkScope, Plugin, Session } from "koishi";
-import { CommandSummary } from "../../protocol/commands.ts";
+import type { Context, Plugin, Session } from "koishi";
+import type { CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
-import { SessionProjection } from "../../protocol/sessions.ts";
+import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";
 import { agentApi, call, startServer } from "../../harness/agent-api.ts";
 import { imageOf } from "./images.ts";
@@ -81,7 +81,10 @@ test("agent_sessions and agent_session_message: online sessions only, idempotent
   const listed = await service.invoke("agent_sessions", {}, turn);
   assert.equal(listed.status, "success");
   const sessions = (listed.result as { sessions: SessionProjection[] }).sessions;
-  assert.deepEqual(sessions.map((s) => [s.session_id, s.state]), [["s-1", "running"]]);
+  assert.deepEqual(
+    sessions.map((s) => [s.session_id, s.state]),
+    [["s-1", "running"]],
+  );
 
   const offline = await service.invoke("agent_session_message", { session_id: "s-gone", content: "hello" }, turn);
   assert.equal(offline.status, "error");
@@ -165,7 +168,10 @@ test("agent_commands and agent_command_cancel follow the cut-off at delivery", a
   const listed = await service.invoke("agent_commands", { session_id: "s-1", limit: 1 }, turn);
   assert.equal(listed.status, "success", "listing works for an offline session");
   const commands = (listed.result as { commands: CommandSummary[] }).commands;
-  assert.deepEqual(commands.map((c) => [c.command_id, c.state, c.cancellable]), [[withdrawn, "cancelled", false]]);
+  assert.deepEqual(
+    commands.map((c) => [c.command_id, c.state, c.cancellable]),
+    [[withdrawn, "cancelled", false]],
+  );
   const other = await service.invoke("agent_commands", { session_id: "s-other" }, turn);
   assert.deepEqual(other.result, { commands: [] });
 });

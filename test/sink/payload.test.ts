@@ -7,10 +7,10 @@ test("texts are cut to 500 characters with a visible mark, never inside a surrog
   const cases: [string, string][] = [
     ["short", "short"],
     ["a".repeat(SINK_TEXT_CHARS), "a".repeat(SINK_TEXT_CHARS)],
-    ["a".repeat(SINK_TEXT_CHARS + 1), "a".repeat(SINK_TEXT_CHARS) + "…"],
-    ["好".repeat(40_000), "好".repeat(SINK_TEXT_CHARS) + "…"],
+    ["a".repeat(SINK_TEXT_CHARS + 1), `${"a".repeat(SINK_TEXT_CHARS)}…`],
+    ["好".repeat(40_000), `${"好".repeat(SINK_TEXT_CHARS)}…`],
     ["😀".repeat(SINK_TEXT_CHARS), "😀".repeat(SINK_TEXT_CHARS)],
-    ["😀".repeat(SINK_TEXT_CHARS + 3), "😀".repeat(SINK_TEXT_CHARS) + "…"],
+    ["😀".repeat(SINK_TEXT_CHARS + 3), `${"😀".repeat(SINK_TEXT_CHARS)}…`],
   ];
   for (const [input, expected] of cases) assert.equal(truncateSinkText(input), expected);
 });
@@ -63,9 +63,9 @@ test("a missing fact stays missing (unknown), while a real zero is kept", () => 
 
 test("prompt, answer and error are truncated inside the payload", () => {
   const long = "字".repeat(1000);
-  assert.equal(buildSinkPayload("run.started", { run_id: "r", prompt: long }).prompt, "字".repeat(500) + "…");
-  assert.equal(buildSinkPayload("run.completed", { run_id: "r", had_response: true, answer: long }).answer, "字".repeat(500) + "…");
-  assert.equal(buildSinkPayload("run.failed", { run_id: "r", error: long }).error, "字".repeat(500) + "…");
+  assert.equal(buildSinkPayload("run.started", { run_id: "r", prompt: long }).prompt, `${"字".repeat(500)}…`);
+  assert.equal(buildSinkPayload("run.completed", { run_id: "r", had_response: true, answer: long }).answer, `${"字".repeat(500)}…`);
+  assert.equal(buildSinkPayload("run.failed", { run_id: "r", error: long }).error, `${"字".repeat(500)}…`);
 });
 
 test("a payload missing a required fact is a bug and throws", () => {

@@ -49,9 +49,7 @@ async function rig(t: TestContext, options: RigOptions = {}): Promise<SinkRig> {
     ...options.sink,
   };
   const listener =
-    options.listener === false
-      ? undefined
-      : await startSinkListener({ socket: config.socket, token: ensureSinkToken(config.tokenFile), ...options.listener });
+    options.listener === false ? undefined : await startSinkListener({ socket: config.socket, token: ensureSinkToken(config.tokenFile), ...options.listener });
   const debugLines: string[] = [];
   let sink: InstalledSink | undefined;
   const pi = await startPi({
@@ -247,11 +245,7 @@ function goalLoop(rounds: number) {
 test("a goal-like loop of N settled runs reports completion once (not N times), merged", async (t) => {
   const rounds = 3;
   const r = await rig(t, { extensions: [goalLoop(rounds)] });
-  r.pi.script([
-    ai.fauxAssistantMessage("round one answer"),
-    ai.fauxAssistantMessage("round two answer"),
-    ai.fauxAssistantMessage("final answer"),
-  ]);
+  r.pi.script([ai.fauxAssistantMessage("round one answer"), ai.fauxAssistantMessage("round two answer"), ai.fauxAssistantMessage("final answer")]);
   await r.pi.prompt("reach the goal");
   await r.flush();
   assert.equal(r.pi.modelCalls.length, rounds, "all rounds ran");
@@ -324,7 +318,10 @@ test("the payload is a whitelist: no tool output, no file contents, no history; 
   const toolResults = r.pi.session.state.messages.filter((m) => m.role === "toolResult");
   assert.match(JSON.stringify(toolResults), /TOP-SECRET-FILE-CONTENT/, "the read tool really read the file");
   const completedTools = r.listener!.events.filter((e) => e.type === "tool.completed");
-  assert.deepEqual(completedTools.map((e) => e.payload.ok), [true, true]);
+  assert.deepEqual(
+    completedTools.map((e) => e.payload.ok),
+    [true, true],
+  );
   // The raw bodies, before any schema could drop a leaked key.
   const wire = r.listener!.bodies.join("\n");
   assert.equal(r.listener!.bodies.length, 6);
@@ -334,8 +331,8 @@ test("the payload is a whitelist: no tool output, no file contents, no history; 
   for (const [index, body] of r.listener!.bodies.entries()) {
     assert.deepEqual(JSON.parse(body), r.listener!.events[index], "no key beyond the whitelist was sent");
   }
-  assert.equal(only(r.listener!.events, "run.started").payload.prompt, "问".repeat(500) + "…");
-  assert.equal(only(r.listener!.events, "run.completed").payload.answer, "答".repeat(500) + "…");
+  assert.equal(only(r.listener!.events, "run.started").payload.prompt, `${"问".repeat(500)}…`);
+  assert.equal(only(r.listener!.events, "run.completed").payload.answer, `${"答".repeat(500)}…`);
 });
 
 test("each event can be switched off on its own", async (t) => {

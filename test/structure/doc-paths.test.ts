@@ -5,7 +5,12 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 
 const repo = resolve(import.meta.dirname, "../..");
-const documents = ["README.md", ...readdirSync(join(repo, "docs")).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+const documents = [
+  "README.md",
+  ...readdirSync(join(repo, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .map((name) => `docs/${name}`),
+];
 // A path from the repository's root: one of its top-level folders, then a file with an extension; or `.ci/run`.
 const CITED = /\b(?:bench|common|console|docs|extension|harness|packages|protocol|scripts|server|test)\/[\w./-]*\w\.(?:ts|md|json|yml|vue|scss)\b|\.ci\/run\b/g;
 // A Markdown link to a file of the repository (root files such as config.example.json are cited this way).
@@ -13,7 +18,10 @@ const LINK = /\]\((?!https?:|mailto:|#)([^)\s#]+)(?:#[^)]*)?\)/g;
 
 test("every repository path the README and docs/ cite exists", () => {
   const missing = documents.flatMap((document) =>
-    [...readFileSync(join(repo, document), "utf8").matchAll(CITED)].map((match) => match[0]).filter((path) => !existsSync(join(repo, path))).map((path) => `${document}: ${path}`),
+    [...readFileSync(join(repo, document), "utf8").matchAll(CITED)]
+      .map((match) => match[0])
+      .filter((path) => !existsSync(join(repo, path)))
+      .map((path) => `${document}: ${path}`),
   );
   assert.deepEqual(missing, []);
 });

@@ -65,7 +65,11 @@ test("a tear-down runs every step when some throw, and reports the failures", as
     );
     if (error) await assert.rejects(done, error);
     else await done;
-    assert.deepEqual(ran, steps.map((_, i) => i), `every step ran for ${steps.join(", ")}`);
+    assert.deepEqual(
+      ran,
+      steps.map((_, i) => i),
+      `every step ran for ${steps.join(", ")}`,
+    );
   }
 });
 

@@ -27,7 +27,15 @@ test("cycles are reported, chains are not", () => {
     ["e.ts", ["e.ts"]],
   ]);
   assert.deepEqual(cycles(graph), [["a.ts", "b.ts", "c.ts"], ["e.ts"]]);
-  assert.deepEqual(cycles(new Map([["x.ts", ["y.ts"]], ["y.ts", []]])), []);
+  assert.deepEqual(
+    cycles(
+      new Map([
+        ["x.ts", ["y.ts"]],
+        ["y.ts", []],
+      ]),
+    ),
+    [],
+  );
 });
 
 test("the project has no import cycle", () => {

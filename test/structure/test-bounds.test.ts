@@ -45,7 +45,8 @@ test("a test's own bound is read from its options, the long and short branches a
 });
 
 test("every test's own bound fits in its file's bound, in npm test, test:compat and test:reliability", () => {
-  const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "test/*.test.ts"], { cwd: repo, encoding: "utf8" }).split("\n")
+  const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "test/*.test.ts"], { cwd: repo, encoding: "utf8" })
+    .split("\n")
     .filter((file) => file && file !== "test/structure/test-bounds.test.ts"); // its own examples are not bounds
   assert.ok(files.length > 50);
   const checks = [
