@@ -142,32 +142,21 @@ export class ApprovalMessenger {
         return true;
       }
       try {
-        if (next === "request") {
-          const text = requestText(row, new Date(), this.#voice);
+        // A message to the owner: sent, marked on the row, then on the audit trail with its text.
+        const owed = row;
+        const sendToOwner = async (text: string, action: string, marks: (messageId: string | null) => Parameters<typeof store.mark>[1]) => {
           const messageId = await this.#deps.send(text);
-          await store.mark(row.approval_id, { request_sent: true, request_message_id: messageId });
+          await store.mark(owed.approval_id, marks(messageId));
+          await audit.record({ actor: "server", action, session_id: owed.session_id, subject: owed.approval_id, data: { code: owed.code, message_id: messageId, text } });
+        };
+        if (next === "request") {
+          await sendToOwner(requestText(row, new Date(), this.#voice), "approval.request_sent", (messageId) => ({ request_sent: true, request_message_id: messageId }));
           this.#attempted(row.approval_id);
-          await audit.record({
-            actor: "server",
-            action: "approval.request_sent",
-            session_id: row.session_id,
-            subject: row.approval_id,
-            data: { code: row.code, message_id: messageId, text },
-          });
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));
           await store.mark(row.approval_id, { persona_mentioned: true });
         } else if (next === "closing") {
-          const text = closingText(row, this.#voice);
-          const messageId = await this.#deps.send(text);
-          await store.mark(row.approval_id, { closing_sent: true });
-          await audit.record({
-            actor: "server",
-            action: "approval.closing_sent",
-            session_id: row.session_id,
-            subject: row.approval_id,
-            data: { code: row.code, message_id: messageId, text },
-          });
+          await sendToOwner(closingText(row, this.#voice), "approval.closing_sent", () => ({ closing_sent: true }));
         } else {
           // The owner never saw the request: no closing message for it either.
           await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });
