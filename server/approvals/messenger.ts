@@ -147,10 +147,19 @@ export class ApprovalMessenger {
         const sendToOwner = async (text: string, action: string, marks: (messageId: string | null) => Parameters<typeof store.mark>[1]) => {
           const messageId = await this.#deps.send(text);
           await store.mark(owed.approval_id, marks(messageId));
-          await audit.record({ actor: "server", action, session_id: owed.session_id, subject: owed.approval_id, data: { code: owed.code, message_id: messageId, text } });
+          await audit.record({
+            actor: "server",
+            action,
+            session_id: owed.session_id,
+            subject: owed.approval_id,
+            data: { code: owed.code, message_id: messageId, text },
+          });
         };
         if (next === "request") {
-          await sendToOwner(requestText(row, new Date(), this.#voice), "approval.request_sent", (messageId) => ({ request_sent: true, request_message_id: messageId }));
+          await sendToOwner(requestText(row, new Date(), this.#voice), "approval.request_sent", (messageId) => ({
+            request_sent: true,
+            request_message_id: messageId,
+          }));
           this.#attempted(row.approval_id);
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));
