@@ -24,6 +24,8 @@ export interface ToolBatchFacts {
 /** Everything recorded for one top-level run, from its first `agent_start` to `agent_settled`. */
 export interface RunFacts {
   startedAt: number;
+  /** False for a run joined in progress (switched on mid-run): `startedAt` is then when it was joined. */
+  startKnown: boolean;
   task: string;
   /** Low-level runs (`agent_start`s): more than one means retries, compaction or continuations. */
   lowLevelRuns: number;
@@ -41,6 +43,7 @@ export interface RunFacts {
 export function startRun(now: number): RunFacts {
   return {
     startedAt: now,
+    startKnown: true,
     task: "",
     lowLevelRuns: 0,
     abortSeen: false,

@@ -114,7 +114,7 @@ function joinedRun(ctx: ExtensionContext): RecordedRun | undefined {
     if (ctx.isIdle()) return undefined;
     const sessionManager = ctx.sessionManager;
     const task = taskInProgress(sessionManager.getLeafEntry(), (id) => sessionManager.getEntry(id));
-    return { facts: withTask(withLowLevelStart(startRun(Date.now())), task), answer: undefined };
+    return { facts: withTask(withLowLevelStart({ ...startRun(Date.now()), startKnown: false }), task), answer: undefined };
   } catch {
     // A stale ctx (the runtime was replaced): nothing to join.
     return undefined;

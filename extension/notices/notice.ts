@@ -154,7 +154,12 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
       task: facts.task,
       status: outcome.kind,
       summary: runSummary(outcome, facts, context.content, context.project, context.text),
-      details: outcome.kind === "failed" ? { stop_reason: outcome.stopReason, failure_reason: outcome.reason } : { stop_reason: outcome.stopReason },
+      details: {
+        stop_reason: outcome.stopReason,
+        ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
+        // So the owner's view knows how long it took without a `started` notice (off by default).
+        ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
+      },
       contextUsage: context.contextUsage,
       createdAt: context.now,
     },

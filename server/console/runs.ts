@@ -4,8 +4,8 @@
  * one sentence per timeline line. Pure; the page's wire.
  *
  * A run begins with its `started` notice, or with the instruction the session took, or, when
- * neither is on the trail (start notices are off by default), with its first notice (its start and
- * duration are then unknown). It ends with its `completed` or `failed` notice, with a stop the
+ * neither is on the trail (start notices are off by default), with its first notice; its start is
+ * then the one its final notice reports (`details.run_started_at`), else unknown. It ends with its `completed` or `failed` notice, with a stop the
  * session confirmed (`stopped`, naming who asked), or, when the next run begins first, as
  * `interrupted`. A run still open is `running`.
  */
@@ -55,6 +55,13 @@ function record(value: unknown): Record<string, unknown> {
 
 function text(value: unknown): string | null {
   return typeof value === "string" && value ? value : null;
+}
+
+/** The final notice's `run_started_at`, when it is a time no later than the notice (anything else is not believed). */
+function reportedStart(details: Record<string, unknown>, at: string): string | null {
+  const started = text(details.run_started_at);
+  const time = started === null ? Number.NaN : Date.parse(started);
+  return Number.isFinite(time) && time <= Date.parse(at) ? new Date(time).toISOString() : null;
 }
 
 function durationOf(run: RunView): number | null {
@@ -125,6 +132,7 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         const run = current.open ?? begin(entry, task, null);
         const details = record(event.details);
         if (!run.task) run.task = task;
+        run.started_at ??= reportedStart(details, at);
         run.reply = String(event.summary ?? "");
         run.context = context ?? run.context;
         run.final_id = entry.id;

@@ -35,6 +35,12 @@ async function setup(t: TestContext, options: StartPiOptions = {}, configOverrid
 }
 
 const text = (reply: string) => ai.fauxAssistantMessage(reply);
+/** A final notice's details without the run's start time, which every run the extension saw begin carries. */
+const withoutStart = (details: Record<string, unknown> | null) => {
+  const { run_started_at: startedAt, ...rest } = details ?? {};
+  assert.equal(typeof startedAt, "string", "the run's start time");
+  return rest;
+};
 const toolCall = (...names: string[]) =>
   ai.fauxAssistantMessage(
     names.map((name) => ai.fauxToolCall(name, {})),
@@ -67,6 +73,7 @@ test("an inactive session sends nothing; once enabled, a completed run sends one
   await s.pi.prompt("while inactive");
   await s.pi.prompt("/anon-notify");
   s.pi.script([text("全部完成。")]);
+  const before = new Date().toISOString();
   await s.pi.prompt("build the index");
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(s.webhook.events.length, 1);
@@ -80,7 +87,9 @@ test("an inactive session sends nothing; once enabled, a completed run sends one
   assert.equal(body.task, "build the index");
   assert.equal(body.summary, "项目 work：全部完成。");
   assert.equal(body.source, "Pi Agent · work");
-  assert.deepEqual(body.details, { stop_reason: "stop" });
+  const { run_started_at: startedAt, ...details } = body.details as Record<string, unknown>;
+  assert.deepEqual(details, { stop_reason: "stop" });
+  assert.ok(typeof startedAt === "string" && startedAt >= before && startedAt <= body.created_at, `the run's start: ${String(startedAt)}`);
   assert.equal(body.delivery, "anon");
   const usage = s.pi.session.getContextUsage();
   assert.ok(body.context_usage && usage, "context usage is sampled");
@@ -145,6 +154,7 @@ test("a session switched on while a run is in progress reports that run's comple
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.task, "long job");
   assert.equal(event!.body.status, "completed");
+  assert.deepEqual(event!.body.details, { stop_reason: "stop" }, "no start time: the run began before the extension joined it");
 });
 
 test("a model error after retries is one failed notice with the error", async (t) => {
@@ -155,7 +165,7 @@ test("a model error after retries is one failed notice with the error", async (t
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
   assert.match(event!.body.summary, /模型请求出错：401 invalid api key/);
-  assert.deepEqual(event!.body.details, { stop_reason: "error", failure_reason: "error" });
+  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "error", failure_reason: "error" });
 });
 
 test("a final length stop is failed", async (t) => {
@@ -165,7 +175,7 @@ test("a final length stop is failed", async (t) => {
   await s.pi.prompt("write a lot");
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
-  assert.deepEqual(event!.body.details, { stop_reason: "length", failure_reason: "length" });
+  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "length", failure_reason: "length" });
 });
 
 test("a final tool batch in which every result terminates is completed", async (t) => {
@@ -176,7 +186,7 @@ test("a final tool batch in which every result terminates is completed", async (
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(s.pi.modelCalls.length, 1, "Pi made no model call after the terminating batch");
   assert.equal(event!.body.status, "completed");
-  assert.deepEqual(event!.body.details, { stop_reason: "toolUse" });
+  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "toolUse" });
 });
 
 test("a final tool batch that terminates with an error result is failed", async (t) => {
@@ -194,7 +204,7 @@ test("a final tool batch that terminates with an error result is failed", async 
   await s.pi.prompt("finish it");
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
-  assert.deepEqual(event!.body.details, { stop_reason: "toolUse", failure_reason: "tool_error_in_final_batch" });
+  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "toolUse", failure_reason: "tool_error_in_final_batch" });
 });
 
 test("a run that continued past a non-terminating batch is judged by its last reply", async (t) => {

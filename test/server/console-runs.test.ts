@@ -54,6 +54,27 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
       [{ outcome: "done", started_at: null, ended_at: at(60), duration_ms: null }],
     ],
     [
+      "only the final notice, which says when the run began: its start and duration from it",
+      [event(60, "completed", { details: { stop_reason: "stop", run_started_at: at(15) } })],
+      [{ outcome: "done", started_at: at(15), ended_at: at(60), duration_ms: 45_000 }],
+    ],
+    [
+      "a reported start after the notice, or not a time, is not believed",
+      [
+        event(60, "completed", { details: { stop_reason: "stop", run_started_at: at(61) } }),
+        event(90, "failed", { details: { stop_reason: "error", run_started_at: "yesterday" } }),
+      ],
+      [
+        { outcome: "failed", started_at: null, duration_ms: null },
+        { outcome: "done", started_at: null, duration_ms: null },
+      ],
+    ],
+    [
+      "a started notice's time wins over the reported one",
+      [event(0, "started"), event(30, "completed", { details: { stop_reason: "stop", run_started_at: at(10) } })],
+      [{ outcome: "done", started_at: at(0), duration_ms: 30_000 }],
+    ],
+    [
       "failed, and why",
       [event(0, "started"), event(5, "failed", { details: { stop_reason: "error", failure_reason: "model_error" } })],
       [{ outcome: "failed", failure: "model_error", duration_ms: 5000 }],

@@ -480,16 +480,19 @@ test("open approvals reach the page live; the page's decision reaches the approv
   );
 });
 
-test("anon-notify/session answers a real session's runs: a finished one with its start, duration, reply and context use", { timeout: 60_000 }, async (t) => {
+test("anon-notify/session answers a real session's runs: a finished one with its start (started notices off, as by default), duration, reply and context use", {
+  timeout: 60_000,
+}, async (t) => {
   const stage = await consoleStage(t, {
     userConfig: {
-      notify: { started: true, progress: false, completed: true, failed: true, toolError: false },
+      notify: { started: false, progress: false, completed: true, failed: true, toolError: false },
       delivery: { timeoutMs: 12_000, maxAttempts: 3, backoffMs: 1_000, minIntervalMs: 0, outboxMaxAgeMs: 7 * 24 * 3_600_000 },
     },
   });
   const page = await stage.openSignedIn();
   const { pi, sessionId } = await stage.openPi();
   pi.script([ai.fauxAssistantMessage("## 完成\n\n改好了 `README.md`。")]);
+  const before = new Date().toISOString();
   await pi.prompt("更新 README");
   const runs = await waitUntil(async () => {
     const answer = await page.call<{ session_id: string; runs: RunView[] }>("anon-notify/session", { session_id: sessionId });
@@ -498,7 +501,8 @@ test("anon-notify/session answers a real session's runs: a finished one with its
   const [run] = runs;
   assert.equal(runs.length, 1);
   assert.equal(run!.task, "更新 README");
-  assert.ok(run!.started_at && run!.duration_ms !== null && run!.duration_ms >= 0, JSON.stringify(run));
+  assert.ok(run!.started_at && run!.started_at >= before && run!.ended_at && run!.started_at <= run!.ended_at, JSON.stringify(run));
+  assert.equal(run!.duration_ms, Date.parse(run!.ended_at!) - Date.parse(run!.started_at), JSON.stringify(run));
   assert.match(run!.reply!, /## 完成\n\n改好了 `README\.md`。/);
   assert.equal(typeof run!.context?.context_window, "number");
   assert.deepEqual(await page.call("anon-notify/session", { session_id: "s-nobody" }), { ok: true, value: { session_id: "s-nobody", runs: [] } });
