@@ -2,8 +2,8 @@
  * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
  * `/anon-notify-doctor`, the approval dialog), in Chinese and English. The language is the config's
  * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
- * as tool results are here too, so they speak the user's language. Texts that go to the persona
- * (notice bodies) and tool descriptions are not here: they follow the persona, not the Pi user.
+ * as tool results are here too, so they speak the user's language, and so are the tools'
+ * descriptions and parameters (texts/tools.ts).
  *
  * Over 400 lines: both languages of every Pi-side text side by side, so a missing translation is a type error.
  */
@@ -16,6 +16,7 @@ import { enConfig, zhConfig } from "./texts/config.ts";
 import { enDelivery, enNotice, zhDelivery, zhNotice } from "./texts/delivery.ts";
 import { formatsIn } from "./texts/format.ts";
 import { enLink, zhLink } from "./texts/link.ts";
+import { enTools, zhTools } from "./texts/tools.ts";
 
 export { LANGUAGES, localeLanguage, type Language };
 
@@ -68,6 +69,7 @@ const zh = {
   delivery: zhDelivery,
   notice: zhNotice,
   link: zhLink,
+  tools: zhTools,
   format: formatsIn("zh-CN"),
   footer: {
     inactive: "Anon 通知：未开启",
@@ -282,6 +284,7 @@ const en: Messages = {
   delivery: enDelivery,
   notice: enNotice,
   link: enLink,
+  tools: enTools,
   format: formatsIn("en-US"),
   footer: {
     inactive: "Anon notices: off",

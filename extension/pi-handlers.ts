@@ -16,27 +16,31 @@ export interface Attachable {
 /**
  * A model tool offered only while a session wants it. Pi cannot unregister a tool, so it is
  * registered the first time it is offered (which also activates it) and afterwards switched in and
- * out of Pi's active tools.
+ * out of Pi's active tools. Its words follow the session's language: offered in another language
+ * than it was registered in, it is registered again (Pi replaces a tool of the same name).
  */
 export interface OfferedTool {
-  offer(): void;
+  offer(language: string): void;
   withdraw(): void;
 }
 
 export function offeredTool(pi: Pick<ExtensionAPI, "getActiveTools" | "setActiveTools">, name: string, register: () => void): OfferedTool {
-  let registered = false;
+  let registeredIn: string | undefined;
   const setActive = (active: boolean) => {
     const others = pi.getActiveTools().filter((tool) => tool !== name);
     pi.setActiveTools(active ? [...others, name] : others);
   };
   return {
-    offer() {
-      if (registered) return setActive(true);
-      registered = true;
+    offer(language) {
+      if (registeredIn === language) return setActive(true);
+      const first = registeredIn === undefined;
+      registeredIn = language;
       register();
+      // Registering again keeps the tool's active state; it is offered now.
+      if (!first) setActive(true);
     },
     withdraw() {
-      if (registered) setActive(false);
+      if (registeredIn !== undefined) setActive(false);
     },
   };
 }

@@ -31,19 +31,18 @@ import { offeredTool } from "../pi-handlers.ts";
 
 export const ASK_TOOL_NAME = "ask_approval";
 
-export const AskParams = Type.Object(
-  {
-    action: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.actionChars, description: "要批准的操作，简短标签，例如 “删除 build 目录”、“发布 v2.0”" }),
-    reason: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.reasonChars, description: "为什么需要这个操作（≤200 字）" }),
-    payload: Type.Optional(Type.String({ maxLength: APPROVAL_LIMITS.previewChars, description: "给用户看的预览：命令、差异摘要或目标，可省略" })),
-  },
-  { additionalProperties: false },
-);
-export type AskArgs = Static<typeof AskParams>;
-
-const ASK_DESCRIPTION =
-  "在执行有风险或不可逆的操作之前请用户批准（删除数据、发布、对外发送、花钱等）。调用会等待用户在终端或聊天中回答，" +
-  "返回 approved、rejected 或 timeout 及理由。只有 approved 才能继续；rejected 或 timeout 时不要执行该操作，也不要换个方式绕过。";
+/** The tool's parameters, described to the model in the session's language. */
+export function askParams(words?: Messages["tools"]["ask"]["params"]) {
+  return Type.Object(
+    {
+      action: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.actionChars, description: words?.action }),
+      reason: Type.String({ minLength: 1, maxLength: APPROVAL_LIMITS.reasonChars, description: words?.reason(APPROVAL_LIMITS.reasonChars) }),
+      payload: Type.Optional(Type.String({ maxLength: APPROVAL_LIMITS.previewChars, description: words?.payload })),
+    },
+    { additionalProperties: false },
+  );
+}
+export type AskArgs = Static<ReturnType<typeof askParams>>;
 
 /** The bound session as the gate needs it. */
 export interface ApprovalSession {
@@ -285,21 +284,23 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     s.notices.notifier.send(needsYouNotice(event.kind, event.title, context), { final: false, throttled: false });
   });
 
-  const askTool = offeredTool(pi, ASK_TOOL_NAME, () =>
+  // Described in the session's language; registered again when a later session speaks another.
+  const askTool = offeredTool(pi, ASK_TOOL_NAME, () => {
+    const t = deps.text().tools.ask;
     pi.registerTool({
       name: ASK_TOOL_NAME,
-      label: "Ask approval",
-      description: ASK_DESCRIPTION,
-      promptSnippet: "执行有风险或不可逆的操作前请用户批准",
-      parameters: AskParams,
+      label: t.label,
+      description: t.description,
+      promptSnippet: t.snippet,
+      parameters: askParams(t.params),
       execute: (toolCallId, params, _signal, _onUpdate, ctx) => executeAsk(toolCallId, params, ctx),
-    }),
-  );
+    });
+  });
 
   return {
     start() {
       const s = deps.session();
-      if (s?.config.approval.enabled && !s.subagent) askTool.offer();
+      if (s?.config.approval.enabled && !s.subagent) askTool.offer(deps.text().language);
     },
     async stop() {
       askTool.withdraw();
@@ -310,7 +311,8 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
 
 /** The one notice for a dialog Pi waits on: urgent like an approval, so muting never holds it. */
 export function needsYouNotice(kind: string, title: string | undefined, context: NoticeContext): EventBody {
-  const what = title ? `「${title}」` : `一个${kind}对话框`;
+  const t = context.text;
+  const line = t.needsYou(title ?? null, kind);
   return buildEvent(
     {
       eventId: `pi:${context.sessionId}:needs-you:${randomUUID()}`,
@@ -319,7 +321,7 @@ export function needsYouNotice(kind: string, title: string | undefined, context:
       source: context.source,
       task: "",
       status: "warning",
-      summary: `${context.content.includeProject ? `项目 ${context.project}：` : ""}需要你：Pi 正在等你在终端回答${what}，回答之前 Agent 不会继续。`,
+      summary: context.content.includeProject ? t.inProject(context.project, line) : line,
       details: { needs_you: true, prompt: { kind, title: title ?? null } },
       contextUsage: context.contextUsage,
       createdAt: context.now,

@@ -30,25 +30,22 @@ const SUMMARY_CHARS = 120;
 const DETAIL_CHARS = 1000;
 const RECORD_TIMEOUT_MS = 5_000;
 
-/** The tool's parameters: a structure, never free text to a chosen recipient. */
-export const ProgressParams = Type.Object(
-  {
-    stage: Type.Enum([...ProgressStage.options], { description: "阶段" }),
-    summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: "一句话结论，不要罗列过程" }),
-    detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: "失败原因、需要用户决定的事或产物路径，可省略" })),
-    artifact: Type.Optional(
-      Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: "可跳转的链接（http/https）：trace、PR、报告页" }),
-    ),
-    severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: "严重程度，默认 info" })),
-  },
-  { additionalProperties: false },
-);
+/** The tool's parameters: a structure, never free text to a chosen recipient; described to the model in the session's language. */
+export function progressParams(words?: Messages["tools"]["progress"]["params"]) {
+  return Type.Object(
+    {
+      stage: Type.Enum([...ProgressStage.options], { description: words?.stage }),
+      summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: words?.summary }),
+      detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: words?.detail })),
+      artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: words?.artifact })),
+      severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: words?.severity })),
+    },
+    { additionalProperties: false },
+  );
+}
+/** The shape the code checks a call against (descriptions do not change what passes). */
+export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
-
-export const PROGRESS_DESCRIPTION =
-  "在长任务的关键节点向用户汇报进度。只在这些时刻调用：一个阶段完成（done）、失败（failed）、被阻塞或需要用户决定/批准（blocked、awaiting_approval）。" +
-  "不要为日常步骤、每次工具调用或思考过程调用；任务最终完成时不必调用，系统会自动通知。" +
-  `收件人由系统配置决定，无法指定；每次运行每分钟最多 ${REPORTS_PER_MINUTE} 条，连续两条 progress 只发第一条。`;
 
 // ── Pure decisions ──────────────────────────────────────────────────────────
 
@@ -226,44 +223,47 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     unchecked.delete(event.toolCallId);
     const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
     const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
-    recordRefusal(deps.target(), input, event.toolCallId, `参数无效：${why}`);
+    recordRefusal(deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
   });
 
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
     unchecked.delete(toolCallId);
     const target = deps.target();
+    const text = deps.text();
     const decision = decideReport(reports, input, {
       nowMs: Date.now(),
-      text: deps.text().notice.refusal,
+      text: text.notice.refusal,
       ...(target.kind === "unavailable" ? { unavailable: target.why } : {}),
     });
     if (decision.kind === "refuse" || target.kind === "unavailable") {
-      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: "当前会话不能汇报进度。" };
+      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: text.notice.refusal.inactive };
       recordRefusal(target, input, toolCallId, refusal.reason);
-      return { content: [{ type: "text", text: `未发送：${refusal.reason}` }], details: { sent: false, reason: refusal.code } };
+      return { content: [{ type: "text", text: text.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
     }
     reports = decision.state;
     const event = progressEvent(decision.args, toolCallId, target.task, target.context);
     // A report is kept until delivered, like a final notice: the outbox and the event id make it exactly-once.
     target.notifier.send(event, { final: true });
-    return { content: [{ type: "text", text: "已提交进度汇报；收件人由系统配置决定。" }], details: { sent: true, event_id: event.event_id } };
+    return { content: [{ type: "text", text: text.tools.progress.submitted }], details: { sent: true, event_id: event.event_id } };
   };
 
-  // Registering after the session is bound refreshes the tool list and activates the new tool.
-  const progressTool = offeredTool(pi, PROGRESS_TOOL_NAME, () =>
+  // Registering after the session is bound refreshes the tool list and activates the new tool;
+  // described in the session's language, registered again when a later session speaks another.
+  const progressTool = offeredTool(pi, PROGRESS_TOOL_NAME, () => {
+    const t = deps.text().tools.progress;
     pi.registerTool({
       name: PROGRESS_TOOL_NAME,
-      label: "Report progress",
-      description: PROGRESS_DESCRIPTION,
-      promptSnippet: "在阶段完成、失败或需要用户决定时向用户汇报（收件人由系统决定）",
-      parameters: ProgressParams,
+      label: t.label,
+      description: t.description(REPORTS_PER_MINUTE),
+      promptSnippet: t.snippet,
+      parameters: progressParams(t.params),
       execute: (toolCallId, params) => execute(toolCallId, params),
-    }),
-  );
+    });
+  });
 
   return {
     start() {
-      if (deps.offered() && deps.target().kind === "ready") progressTool.offer();
+      if (deps.offered() && deps.target().kind === "ready") progressTool.offer(deps.text().language);
     },
     async stop() {
       progressTool.withdraw();

@@ -64,6 +64,8 @@ export const zhNotice = {
   /** A report_progress call as the persona reads it: mark, stage, the agent's sentence, its detail. */
   report: (mark: string, stage: string, summary: string, detail: string | null) => `${mark}${stage}：${summary}${detail ? `\n详情：${detail}` : ""}`,
   reportNotAudited: (why: string) => `被拒绝的进度汇报未能写入服务端审计：${why}`,
+  /** A dialog Pi waits on (another extension's), by its title or else its kind. */
+  needsYou: (title: string | null, kind: string) => `需要你：Pi 正在等你在终端回答${title ? `「${title}」` : `一个${kind}对话框`}，回答之前 Agent 不会继续。`,
   /** Why report_progress sent nothing, as the model reads it. */
   refusal: {
     subagent: "子 Agent 不能向用户汇报进度。",
@@ -103,6 +105,8 @@ export const enNotice: typeof zhNotice = {
   },
   severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
   report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
+  needsYou: (title, kind) =>
+    `Needs you: Pi is waiting for your answer to ${title ? `"${title}"` : `a ${kind} dialog`} in the terminal; the agent will not go on until you answer.`,
   reportNotAudited: (why) => `A refused progress report could not be written to the server's audit trail: ${why}`,
   refusal: {
     subagent: "A subagent cannot report progress to the user.",

@@ -7,7 +7,6 @@ import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import type { NoticeContext } from "../../extension/notices/notice.ts";
 import {
   NO_REPORTS,
-  PROGRESS_DESCRIPTION,
   ProgressParams,
   REPORTS_PER_MINUTE,
   decideReport,
@@ -44,8 +43,8 @@ test("the parameters are a structure with no way to name a recipient or channel"
   assert.deepEqual(Object.keys(ProgressParams.properties).sort(), ["artifact", "detail", "severity", "stage", "summary"]);
   assert.deepEqual(ProgressParams.required, ["stage", "summary"]);
   assert.equal((ProgressParams as { additionalProperties?: unknown }).additionalProperties, false);
-  assert.match(PROGRESS_DESCRIPTION, /阶段完成/);
-  assert.match(PROGRESS_DESCRIPTION, /不要为日常步骤/);
+  assert.match(messagesFor("zh-CN").tools.progress.description(REPORTS_PER_MINUTE), /不要为日常步骤/);
+  assert.match(messagesFor("en-US").tools.progress.description(REPORTS_PER_MINUTE), /Do not call it for routine steps/);
   const cases: [string, unknown, string][] = [
     ["a recipient", { stage: "done", summary: "好了", chat_id: "attacker" }, "invalid"],
     ["a channel", { stage: "done", summary: "好了", to: "group-1" }, "invalid"],
