@@ -6,6 +6,7 @@
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
+import { localeLanguage } from "../common/locale.ts";
 import type { DeliveryRoute } from "../protocol/events.ts";
 import { ApprovalMessenger } from "./approvals/messenger.ts";
 import { ApprovalRoutes } from "./approvals/routes.ts";
@@ -32,7 +33,7 @@ import { HttpApi } from "./http/api.ts";
 import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
 import { koishi } from "./koishi.ts";
-import { configDescriptions, defineLocales, instanceText } from "./locales/load.ts";
+import { configDescriptions, defineLocales, instanceLocale, instanceText, usageText } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
@@ -62,19 +63,12 @@ export const inject = { server: { required: false }, database: { required: false
 /** The services every route needs; the locale files say what to do about each one's absence (`anon-notify.services.*`). */
 const NEEDED_SERVICES = ["server", "database"] as const;
 
-export const usage = `
-接收 Pi Agent（anon-notify 扩展）的生命周期事件，写入数据库回执，并注入人格（YesImBot v3）的主对话流；
-\`delivery: "direct"\` 的事件不经过人格，按固定格式由配置的机器人直接发给目标。
-
-- 接口前缀：\`/api/agent-notify/v1\`（events、health、recipient）。
-- 请求必须带 \`Authorization: Bearer <token>\`；token 与 Pi 端配置一致。
-- 目标只由本配置决定，请求方不能指定收件人。
-- 在线会话与指令通道：\`sessions/heartbeat\`、\`commands\`（Pi 端）；YesImBot v3 的 \`agent_*\` 工具只在目标用户（recipientId）与机器人（botId）的私聊中提供，从不在群聊中提供。
-- 运维接口 \`/operator/*\` 使用单独的 operatorToken，未配置时关闭。
-- 看门狗：运行中的会话长时间没有新活动时提醒“可能卡住”，心跳中断且没有正常下线时提醒“运行中失联”；每次异常只提醒一次，和普通事件一样投递、一样计入限流。
-- 控制台：装了 @koishijs/plugin-console 时，控制台多一个“Pi 会话”页面（会话、时间线、审批、静音，发送与撤回指令）；装了 @koishijs/plugin-auth 时按权限等级开放，否则用控制台 Token 登录（consoleToken，留空自动生成在 data/notify-webhook/console.token）。
-- 审计：接受的事件、交给人格或直接发送的原文、人格工具调用、运维请求、指令状态变化都会落库（不含任何 Token，图片只记数量、大小和摘要），用 \`GET /operator/audit\` 查询，按保留天数自动清理。
-`;
+/**
+ * The help on Koishi's config page, which takes one markdown string: in the environment's language
+ * until the plugin runs, then in the instance's (Koishi's `i18n.locales`). A live binding, so the
+ * page reads the current one.
+ */
+export let usage = usageText(localeLanguage(process.env));
 
 export interface Config {
   token: string;
@@ -239,6 +233,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
  */
 export function apply(ctx: Context, config: Config) {
   defineLocales(ctx);
+  usage = usageText(instanceLocale(ctx));
   // Equal tokens would open the operator API to every agent: refuse to start rather than run so.
   if (config.operatorToken && config.operatorToken === config.token) throw new Error(instanceText(ctx, "anon-notify.services.same-tokens", {}));
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;

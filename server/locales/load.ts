@@ -25,6 +25,12 @@ export function readLocale(locale: Locale): LocaleTree {
 }
 
 const parsed = new Map<Locale, LocaleTree>();
+/** A language's texts, read once: the Config's descriptions and the usage are needed at import. */
+function cachedLocale(locale: Locale): LocaleTree {
+  let tree = parsed.get(locale);
+  if (!tree) parsed.set(locale, (tree = readLocale(locale)));
+  return tree;
+}
 
 /**
  * One Config section's descriptions in every language (`_config.<section>` in the locale files), for
@@ -32,13 +38,30 @@ const parsed = new Map<Locale, LocaleTree>();
  */
 export function configDescriptions(section: string): Record<Locale, LocaleTree> {
   const entries = LOCALES.map((locale) => {
-    let tree = parsed.get(locale);
-    if (!tree) parsed.set(locale, (tree = readLocale(locale)));
-    const texts = (tree._config as LocaleTree | undefined)?.[section];
+    const texts = (cachedLocale(locale)._config as LocaleTree | undefined)?.[section];
     if (typeof texts !== "object") throw new Error(`${locale}.yml has no _config.${section}`);
     return [locale, texts] as const;
   });
   return Object.fromEntries(entries) as Record<Locale, LocaleTree>;
+}
+
+/**
+ * The help on the plugin's config page (`_usage`). Koishi takes a plugin's `usage` as one markdown
+ * string, with no per-locale form, so the plugin exports the text of one language at a time.
+ */
+export function usageText(locale: Locale): string {
+  const text = cachedLocale(locale)._usage;
+  if (typeof text !== "string") throw new Error(`${locale}.yml has no _usage`);
+  return text;
+}
+
+/** The instance's language among ours: the first in Koishi's fallback order (its `i18n.locales`) that one of ours is or belongs to. */
+export function instanceLocale(ctx: Context): Locale {
+  for (const tag of ctx.i18n.fallback([])) {
+    const ours = LOCALES.find((locale) => locale === tag || locale.split("-")[0] === tag);
+    if (ours) return ours;
+  }
+  return LOCALES[0];
 }
 
 /** Registers every language for as long as `ctx` lives; Chinese is the first and default. */

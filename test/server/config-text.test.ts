@@ -1,10 +1,13 @@
 /**
  * The plugin's options are described in both languages (Schema.i18n), so Koishi's console and
- * market show them in the reader's; the persona tools are described in the instance's.
+ * market show them in the reader's; the config page's help (`usage`, one string for Koishi) and the
+ * persona tools are in the instance's.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import * as plugin from "../../server/notify-webhook.ts";
 import { Config } from "../../server/notify-webhook.ts";
+import { startKoishi } from "../../harness/koishi.ts";
 import { LOCALES } from "../../server/locales/load.ts";
 import { toolDefinitions } from "../../server/persona/yesimbot-tools.ts";
 import { sayIn } from "./say.ts";
@@ -50,5 +53,21 @@ test("the persona tools are described to the model in the instance's language, e
       }
       if (locale === "zh-CN") assert.match(definition.description, HAN, definition.name);
     }
+  }
+});
+
+test("the config page's help is the instance's language once the plugin runs, with no Chinese in English", { timeout: 60_000 }, async (t) => {
+  const rows: [string[], RegExp, RegExp][] = [
+    [["en-US", "zh-CN"], /^Receives the lifecycle events of Pi agents/, /- Route prefix: `\/api\/agent-notify\/v1`/],
+    [["en"], /^Receives the lifecycle events of Pi agents/, /`GET \/operator\/audit`/],
+    [["zh-CN", "en-US"], /^接收 Pi Agent（anon-notify 扩展）的生命周期事件/, /- 接口前缀：`\/api\/agent-notify\/v1`/],
+  ];
+  for (const [locales, opening, line] of rows) {
+    const koishi = await startKoishi({ locales });
+    t.after(koishi.stop);
+    assert.match(plugin.usage, opening, locales.join());
+    assert.match(plugin.usage, line, locales.join());
+    if (locales[0]!.startsWith("en")) assert.doesNotMatch(plugin.usage, HAN);
+    await koishi.stop();
   }
 });
