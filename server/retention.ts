@@ -10,7 +10,7 @@ import { errorText } from "../common/errors.ts";
 import { retentionCutoff, type AuditLog } from "./audit/store.ts";
 import type { GrantStore } from "./approvals/grant-store.ts";
 import type { ApprovalStore } from "./approvals/store.ts";
-import type { CommandStore } from "./commands/store.ts";
+import type { CommandStore } from "./queue/store.ts";
 import type { EventStore } from "./events/store.ts";
 import type { HttpApi } from "./http/api.ts";
 

@@ -10,8 +10,8 @@ import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSu
 import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { summarize } from "../commands/state.ts";
-import type { CommandStore } from "../commands/store.ts";
+import { summarize } from "../queue/state.ts";
+import type { CommandStore } from "../queue/store.ts";
 import { DomainError } from "../errors.ts";
 import { muteUntil } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";

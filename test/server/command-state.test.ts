@@ -19,7 +19,7 @@ import {
   summarize,
   type Claimer,
   type CommandRecord,
-} from "../../server/commands/state.ts";
+} from "../../server/queue/state.ts";
 import { imageHeader, imageOf } from "./images.ts";
 
 const T0 = new Date("2026-11-30T03:00:00.000Z");

@@ -12,7 +12,7 @@ import { OperatorStopAnswer } from "../../protocol/operator.ts";
 import { HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { AuditLog } from "../../server/audit/store.ts";
-import { CommandStore } from "../../server/commands/store.ts";
+import { CommandStore } from "../../server/queue/store.ts";
 import { MuteStore } from "../../server/mute/store.ts";
 import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";

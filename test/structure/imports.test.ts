@@ -56,8 +56,8 @@ test("each file sits in the layer docs/architecture.md gives it: exact name, the
     ["index.ts", "extension: entry"],
     ["a-new-root-file.ts", "extension: stores, clients and Pi edges"],
     ["server/watchdog/decisions.ts", "server: pure decisions and Koishi basics"],
-    ["server/commands/store.ts", "server: stores and services"],
-    ["server/commands/routes.ts", "server: routes, tools, pages and edges"],
+    ["server/queue/store.ts", "server: stores and services"],
+    ["server/queue/routes.ts", "server: routes, tools, pages and edges"],
     ["server/chat/kit.ts", "server: routes, tools, pages and edges"],
     ["server/notify-webhook.ts", "server: entry"],
     ["harness/koishi.ts", "tests, harness, benchmarks, scripts, console page"],
@@ -68,9 +68,9 @@ test("each file sits in the layer docs/architecture.md gives it: exact name, the
 
 test("an import that climbs a layer or crosses sides is reported; one down or within a layer is not", () => {
   const graph = new Map([
-    ["server/watchdog/decisions.ts", ["server/commands/store.ts", "protocol/wire.ts"]],
-    ["server/commands/store.ts", ["server/commands/state.ts", "server/http/api.ts"]],
-    ["server/commands/routes.ts", ["server/commands/store.ts", "server/chat/kit.ts"]],
+    ["server/watchdog/decisions.ts", ["server/queue/store.ts", "protocol/wire.ts"]],
+    ["server/queue/store.ts", ["server/queue/state.ts", "server/http/api.ts"]],
+    ["server/queue/routes.ts", ["server/queue/store.ts", "server/chat/kit.ts"]],
     ["extension/delivery/notifier.ts", ["server/errors.ts", "lifecycle.ts"]],
     ["protocol/wire.ts", ["common/errors.ts", "extension/messages.ts"]],
     ["test/server/worker.test.ts", ["server/notify-webhook.ts", "index.ts"]],
@@ -78,10 +78,10 @@ test("an import that climbs a layer or crosses sides is reported; one down or wi
   assert.deepEqual(climbs(graph, undefined, new Map()), [
     "extension/delivery/notifier.ts -> server/errors.ts (the extension imports the server)",
     "protocol/wire.ts -> extension/messages.ts (wire contract and common helpers imports extension: pure decisions and texts)",
-    "server/commands/store.ts -> server/http/api.ts (server: stores and services imports server: routes, tools, pages and edges)",
-    "server/watchdog/decisions.ts -> server/commands/store.ts (server: pure decisions and Koishi basics imports server: stores and services)",
+    "server/queue/store.ts -> server/http/api.ts (server: stores and services imports server: routes, tools, pages and edges)",
+    "server/watchdog/decisions.ts -> server/queue/store.ts (server: pure decisions and Koishi basics imports server: stores and services)",
   ]);
-  assert.deepEqual(climbs(graph, undefined, new Map([["server/commands/store.ts -> server/http/api.ts", "a reason"]])).length, 3);
+  assert.deepEqual(climbs(graph, undefined, new Map([["server/queue/store.ts -> server/http/api.ts", "a reason"]])).length, 3);
 });
 
 test("a source file over 400 lines needs a reason in its header; tests do not", (t) => {
