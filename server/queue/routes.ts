@@ -31,8 +31,8 @@ export const CommandRoutes = {
   name: "notify-webhook-commands",
   reusable: true,
   apply(ctx: Context, { api, registry, commands, sweepMs, pollCaps }: CommandRoutesDeps) {
-    const { notifier } = commands;
-    ctx.on("dispose", () => notifier.close());
+    const { waker } = commands;
+    ctx.on("dispose", () => waker.close());
     for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
     const logger = ctx.logger("notify-webhook");
     ctx.setInterval(
@@ -43,7 +43,7 @@ export const CommandRoutes = {
     );
     // A run starting ends the held instruction claims (see mayHoldClaim).
     const unfollow = registry.onChange((change) => {
-      if (change.kind === "recorded" && change.entry.heartbeat.state === "running") notifier.notify(change.entry.heartbeat.session_id, "instructions");
+      if (change.kind === "recorded" && change.entry.heartbeat.state === "running") waker.wake(change.entry.heartbeat.session_id, "instructions");
     });
     ctx.on("dispose", unfollow);
 
@@ -81,14 +81,14 @@ export const CommandRoutes = {
       for (;;) {
         const entry = registry.find(query.session_id);
         if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
-        const watch = notifier.watch(query.session_id, query.lane);
+        const watch = waker.watch(query.session_id, query.lane);
         try {
           const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), signal, query.lane);
           const remaining = deadline - Date.now();
           const state = registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state;
-          if (answer.command || remaining <= 0 || notifier.closed || signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
+          if (answer.command || remaining <= 0 || waker.closed || signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
           await wake(ctx, watch.fired, remaining, signal);
-          if (notifier.closed || signal.aborted) return json(200, { command: null });
+          if (waker.closed || signal.aborted) return json(200, { command: null });
         } finally {
           watch.close();
         }

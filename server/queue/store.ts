@@ -48,7 +48,7 @@ import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
 import { Turns } from "../../common/turns.ts";
-import { CommandNotifier } from "./notifier.ts";
+import { LongPollWaker } from "./waker.ts";
 
 declare module "koishi" {
   interface Tables {
@@ -123,7 +123,7 @@ export interface CommandStoreOptions {
 const CREATE = "create";
 
 export class CommandStore {
-  readonly notifier = new CommandNotifier();
+  readonly waker = new LongPollWaker();
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
@@ -289,11 +289,11 @@ export class CommandStore {
       const first = await this.summary(commandId);
       if (!first) throw new DomainError("not_found");
       // Watched before the second look, so a change between the look and the wait still wakes it.
-      const watch = this.notifier.watch(first.session_id, laneOf(first.kind));
+      const watch = this.waker.watch(first.session_id, laneOf(first.kind));
       try {
         const current = (await this.summary(commandId)) ?? first;
         const left = deadline - Date.now();
-        if (FINAL_STATES.has(current.state) || left <= 0 || this.notifier.closed) return current;
+        if (FINAL_STATES.has(current.state) || left <= 0 || this.waker.closed) return current;
         let timer: ReturnType<typeof setTimeout> | undefined;
         await Promise.race([watch.fired, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
         clearTimeout(timer);
@@ -459,7 +459,7 @@ export class CommandStore {
    * row, whose actor defaults to whoever the request came from.
    */
   async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
-    this.notifier.notify(record.session_id, laneOf(record.kind));
+    this.waker.wake(record.session_id, laneOf(record.kind));
     await this.#options.audit?.record({
       ...(actor ? { actor } : {}),
       action: `command.${record.state}`,

@@ -8,7 +8,7 @@ import { ClaimAnswer, type CommandSummary } from "../../protocol/commands.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { CommandNotifier } from "../../server/queue/notifier.ts";
+import { LongPollWaker } from "../../server/queue/waker.ts";
 import type { Context } from "koishi";
 import { AuditLog } from "../../server/audit/store.ts";
 import { CommandRoutes } from "../../server/queue/routes.ts";
@@ -411,22 +411,22 @@ test("a long poll with nothing to deliver answers null when its wait ends", asyn
   assert.deepEqual(await agent.claim("s-1", "r-1", { waitMs: 50 }), { status: 200, body: { command: null } });
 });
 
-test("the notifier wakes only its session's watches, and closing releases every watch", async () => {
-  const notifier = new CommandNotifier();
+test("the waker wakes only its session's watches, and closing releases every watch", async () => {
+  const waker = new LongPollWaker();
   const fired: string[] = [];
-  const a = notifier.watch("s-1");
-  const b = notifier.watch("s-2");
+  const a = waker.watch("s-1");
+  const b = waker.watch("s-2");
   void a.fired.then(() => fired.push("s-1"));
   void b.fired.then(() => fired.push("s-2"));
-  notifier.notify("s-1");
+  waker.wake("s-1");
   await a.fired;
   assert.deepEqual(fired, ["s-1"]);
-  notifier.close();
+  waker.close();
   await b.fired;
   assert.deepEqual(fired, ["s-1", "s-2"]);
   // After close a watch fires at once, so a request arriving during disposal is not held.
-  await notifier.watch("s-3").fired;
-  assert.equal(notifier.closed, true);
+  await waker.watch("s-3").fired;
+  assert.equal(waker.closed, true);
 });
 
 test("bad claim and ack requests get clear errors", async (t) => {

@@ -5,7 +5,7 @@
  */
 import type { CommandLane } from "../../protocol/commands.ts";
 
-export class CommandNotifier {
+export class LongPollWaker {
   readonly #watchers = new Map<string, Set<() => void>>();
   #closed = false;
 
@@ -33,7 +33,7 @@ export class CommandNotifier {
     };
   }
 
-  notify(sessionId: string, lane: CommandLane = "instructions"): void {
+  wake(sessionId: string, lane: CommandLane = "instructions"): void {
     for (const fire of this.#watchers.get(keyOf(sessionId, lane)) ?? []) fire();
   }
 
