@@ -11,7 +11,7 @@ import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
 import { grantCommands } from "./grants.ts";
-import { commandCommands } from "./commands.ts";
+import { commandCommands } from "./instructions.ts";
 import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";

@@ -9,7 +9,7 @@ import type { Context, Session } from "koishi";
 import type { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { ChatRefusal, asOwner, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
 import { fetchImages, imageSources, plainText } from "./images.ts";
-import { shortCommandId } from "./commands.ts";
+import { shortCommandId } from "./instructions.ts";
 
 function requestKey(session: Session): string | null {
   return session.messageId ? `chat:${session.platform}:${session.channelId ?? ""}:${session.messageId}` : null;
