@@ -18,7 +18,7 @@
  * handler registered with `onControlCommand`.
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { AckAnswer, ClaimAnswer, CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "./protocol/commands.ts";
+import { AckAnswer, ClaimAnswer, CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "./protocol/queue.ts";
 import { ControlDispatcher, createControlLane, type ControlHandler } from "./extension/commands/control-lane.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./extension/commands/message.ts";
 import { openCommandJournal, type CommandJournal } from "./extension/commands/journal.ts";

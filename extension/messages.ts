@@ -10,7 +10,7 @@
 import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
-import type { CommandOrigin } from "../protocol/commands.ts";
+import type { CommandOrigin } from "../protocol/queue.ts";
 import type { NoticeRoute, RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
 import { enDelivery, enNotice, zhDelivery, zhNotice } from "./texts/delivery.ts";

@@ -2,7 +2,7 @@
  * The operator API: creating, listing and cancelling instructions, stopping a run, listing sessions.
  */
 import { z } from "zod";
-import { CommandImage, CommandSummary } from "./commands.ts";
+import { CommandImage, CommandSummary } from "./queue.ts";
 import { SessionProjection } from "./sessions.ts";
 import { Id, LIMITS, isStorableText, NOT_STORABLE, Timestamp } from "./wire.ts";
 

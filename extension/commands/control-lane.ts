@@ -5,7 +5,7 @@
  * its outcome is journaled (flushed) and then ACKed; a command already journaled is only ACKed
  * again with its journaled outcome. Nothing here runs inside a Pi handler.
  */
-import { AckAnswer, ClaimAnswer, OUTCOMES, type ClaimedCommand, type CommandOutcome, type ControlKind } from "../../protocol/commands.ts";
+import { AckAnswer, ClaimAnswer, OUTCOMES, type ClaimedCommand, type CommandOutcome, type ControlKind } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient } from "../delivery/http-client.ts";

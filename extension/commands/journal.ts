@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { appendDurably, replaceDurably } from "../../common/durable-file.ts";
 import { isMissingFile } from "../../common/errors.ts";
-import { CommandOutcome } from "../../protocol/commands.ts";
+import { CommandOutcome } from "../../protocol/queue.ts";
 import { Id, Timestamp } from "../../protocol/wire.ts";
 
 // Not strict: a line written by a newer version with more keys is still read.

@@ -7,7 +7,7 @@ import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
 import type { MessageRenderer } from "@earendil-works/pi-coding-agent";
 import { Box, Container, Image, Spacer, Text } from "@earendil-works/pi-tui";
 import { z } from "zod";
-import { CommandOrigin, type ClaimedCommand } from "../../protocol/commands.ts";
+import { CommandOrigin, type ClaimedCommand } from "../../protocol/queue.ts";
 import { Id } from "../../protocol/wire.ts";
 import type { Messages } from "../messages.ts";
 

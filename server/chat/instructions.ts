@@ -1,6 +1,6 @@
 /** `anon.commands [session]` and `anon.cancel <command>`: the recent instructions, and taking one back. */
 import type { Context, Session } from "koishi";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import { MIN_PREFIX } from "./refs.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
 

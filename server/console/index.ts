@@ -18,7 +18,7 @@ import type { Context } from "koishi";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
 import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
 import { AUDIT_PAGE_MAX, type AuditEntry } from "../../protocol/audit.ts";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";

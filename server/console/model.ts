@@ -9,7 +9,7 @@ import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";
 import { commandLines, oneLine } from "../approvals/messages.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import type { ReceiptState } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { timelineSay, type Say } from "./runs.ts";

@@ -6,7 +6,7 @@
  * (a status, a sentence for the model, a line on the page).
  */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
-import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/commands.ts";
+import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/queue.ts";
 import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";

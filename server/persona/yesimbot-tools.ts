@@ -21,7 +21,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
 import { ApprovalListQuery } from "../../protocol/approvals.ts";
-import { ImageMime } from "../../protocol/commands.ts";
+import { ImageMime } from "../../protocol/queue.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS } from "../../protocol/wire.ts";
 import { auditedTool } from "./persona-tools.ts";

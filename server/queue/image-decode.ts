@@ -7,7 +7,7 @@
  * JavaScript decoder among our dependencies: it is still checked by its header only.
  */
 import { createRequire } from "node:module";
-import type { ImageMime } from "../../protocol/commands.ts";
+import type { ImageMime } from "../../protocol/queue.ts";
 
 const require = createRequire(import.meta.url);
 // Loaded through require with the few calls used typed here: pngjs and omggif ship no types.

@@ -5,7 +5,7 @@
 import type { Context } from "koishi";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
-import { AckBody, ClaimQuery } from "../../protocol/commands.ts";
+import { AckBody, ClaimQuery } from "../../protocol/queue.ts";
 import { Id } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";

@@ -20,7 +20,7 @@ import {
   type CommandState,
   type CommandSummary,
   type ImageMime,
-} from "../../protocol/commands.ts";
+} from "../../protocol/queue.ts";
 import type { SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 

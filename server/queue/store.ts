@@ -22,7 +22,7 @@ import {
   type CommandOrigin,
   type CommandSummary,
   type ControlKind,
-} from "../../protocol/commands.ts";
+} from "../../protocol/queue.ts";
 import {
   ACTIVE_STATES,
   checkImages,

@@ -3,7 +3,7 @@
  * (created, ACKed, its lease expired) or when the poll should end (a run started). A watch is taken
  * before looking at the queue, so a command created between the look and the wait still wakes it.
  */
-import type { CommandLane } from "../../protocol/commands.ts";
+import type { CommandLane } from "../../protocol/queue.ts";
 
 export class LongPollWaker {
   readonly #watchers = new Map<string, Set<() => void>>();

@@ -8,7 +8,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { ai, latch, makeRoot, startPi, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { settled } from "../../harness/session-commands.ts";

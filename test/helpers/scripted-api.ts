@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { EventEmitter, once } from "node:events";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { AckBody, ClaimQuery, laneOf, type ClaimedCommand, type CommandLane } from "../../protocol/commands.ts";
+import { AckBody, ClaimQuery, laneOf, type ClaimedCommand, type CommandLane } from "../../protocol/queue.ts";
 import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 

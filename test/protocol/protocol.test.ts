@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AckBody, ClaimedCommand, ClaimQuery, CommandImage } from "../../protocol/commands.ts";
+import { AckBody, ClaimedCommand, ClaimQuery, CommandImage } from "../../protocol/queue.ts";
 import { ContextUsage, EventBody } from "../../protocol/events.ts";
 import { Heartbeat, HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { endpointUrl } from "../../protocol/wire.ts";

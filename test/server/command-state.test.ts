@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { CommandImage } from "../../protocol/commands.ts";
+import type { CommandImage } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import {
   checkImages,

@@ -4,7 +4,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { fetch } from "undici";
 import { AuditPage, type AuditEntry } from "../../protocol/audit.ts";
-import { ClaimAnswer, type CommandSummary } from "../../protocol/commands.ts";
+import { ClaimAnswer, type CommandSummary } from "../../protocol/queue.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { SessionProjection } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import type { Context, Plugin } from "koishi";
 import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
 import { AuditEntry } from "../../protocol/audit.ts";
-import { CommandSummary } from "../../protocol/commands.ts";
+import { CommandSummary } from "../../protocol/queue.ts";
 import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
 import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { consoleStage } from "../helpers/console.ts";

@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { AuditPage } from "../../protocol/audit.ts";
-import { ClaimAnswer, type CommandSummary } from "../../protocol/commands.ts";
+import { ClaimAnswer, type CommandSummary } from "../../protocol/queue.ts";
 import { OperatorStopAnswer } from "../../protocol/operator.ts";
 import { HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";

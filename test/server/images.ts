@@ -5,7 +5,7 @@
  */
 import { createRequire } from "node:module";
 import { crc32 } from "node:zlib";
-import type { CommandImage, ImageMime } from "../../protocol/commands.ts";
+import type { CommandImage, ImageMime } from "../../protocol/queue.ts";
 
 /** The smallest header of each type from which the dimensions can be read. */
 export function imageHeader(mime: ImageMime, width = 640, height = 480): Buffer {

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import { CancelAnswer, OperatorCommandList, OperatorSessionList } from "../../protocol/operator.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { startKoishi } from "../../harness/koishi.ts";

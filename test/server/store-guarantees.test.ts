@@ -16,7 +16,7 @@
 import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { Context, Query } from "koishi";
-import type { ClaimAnswer } from "../../protocol/commands.ts";
+import type { ClaimAnswer } from "../../protocol/queue.ts";
 import type { CommandRecord } from "../../server/queue/state.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { DATABASE_DRIVERS, startKoishi, type DatabaseDriver } from "../../harness/koishi.ts";

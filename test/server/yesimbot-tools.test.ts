@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import type { Context, Plugin, Session } from "koishi";
-import type { CommandSummary } from "../../protocol/commands.ts";
+import type { CommandSummary } from "../../protocol/queue.ts";
 import { OperatorCommandCreated } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";

@@ -1,5 +1,5 @@
 /**
- * The command channel (protocols 2 and 3): kinds, lanes, claims, leases, ACKs with outcomes,
+ * The command queue on the wire (protocols 2 and 3): kinds, lanes, claims, leases, ACKs with outcomes,
  * images and the command summary.
  */
 import { z } from "zod";
