@@ -18,7 +18,7 @@ import { auditOperatorRequests } from "./audit/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
 import { ChatCommands } from "./chat/plugin.ts";
-import type { RefusalMode } from "./chat/owner.ts";
+import type { RefusalMode } from "./chat/owner-guard.ts";
 import { ConsolePage } from "./console/index.ts";
 import { consoleTokenProblem } from "./console/sign-in.ts";
 import { CommandRoutes } from "./queue/routes.ts";

@@ -9,7 +9,7 @@ import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../errors.ts";
 import type { OperatorService } from "../operator/service.ts";
-import type { OwnerGuard } from "./owner.ts";
+import type { OwnerGuard } from "./owner-guard.ts";
 import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";
 
 export interface ChatKit {

@@ -7,7 +7,7 @@ import type { Context } from "koishi";
 import type { AuditLog } from "../audit/store.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { ownerCommand, type ChatKit } from "./kit.ts";
-import { chatOwner, OwnerGuard, type RefusalMode } from "./owner.ts";
+import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
 import { grantCommands } from "./grants.ts";

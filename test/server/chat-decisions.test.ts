@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { EventBody } from "../../protocol/events.ts";
-import { chatOwner, refusalStep, refusedExcerpt, verdictOf, type RefusalState } from "../../server/chat/owner.ts";
+import { chatOwner, refusalStep, refusedExcerpt, verdictOf, type RefusalState } from "../../server/chat/owner-guard.ts";
 import { resolveRef, SessionNumbers } from "../../server/chat/refs.ts";
 import { covering, digestEvent, digestText, isMuted, isUrgent, muteUntil, parseDuration, URGENT_KINDS } from "../../server/mute/decisions.ts";
 import { LOCALES, readLocale, type LocaleTree } from "../../server/locales/load.ts";
