@@ -23,7 +23,7 @@ import { ConsolePage } from "./console/index.ts";
 import { consoleTokenProblem } from "./console/sign-in.ts";
 import { CommandRoutes } from "./queue/routes.ts";
 import { CommandStore } from "./queue/store.ts";
-import { ownerSender } from "./delivery/owner.ts";
+import { ownerSender } from "./delivery/send-to-owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
 import { DiskSync, databaseFiles } from "./disk-sync.ts";
 import { EventIntake } from "./events/intake.ts";
