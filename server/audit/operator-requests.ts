@@ -6,7 +6,7 @@
 import { Id } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import type { OperatorRequestHook } from "../http/api.ts";
-import { HTTP_STATUS } from "../http/status.ts";
+import { HTTP_STATUS } from "../http/error-status.ts";
 import type { AuditLog } from "./store.ts";
 
 export function auditOperatorRequests(audit: AuditLog): OperatorRequestHook {

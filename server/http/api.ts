@@ -15,9 +15,9 @@ import { errorText } from "../../common/errors.ts";
 import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
-import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./status.ts";
+import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./error-status.ts";
 
-export { json, type JsonAnswer } from "./status.ts";
+export { json, type JsonAnswer } from "./error-status.ts";
 
 export type RouteAuth = "agent" | "operator";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";

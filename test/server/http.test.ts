@@ -6,7 +6,7 @@ import type { Context } from "koishi";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { DomainError } from "../../server/errors.ts";
 import { HttpApi, json } from "../../server/http/api.ts";
-import { HTTP_STATUS } from "../../server/http/status.ts";
+import { HTTP_STATUS } from "../../server/http/error-status.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { MockBot } from "./persona-standin.ts";
 
