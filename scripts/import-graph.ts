@@ -127,7 +127,6 @@ export const LAYERS: readonly Layer[] = [
       "server/queue/image-decode.ts",
       "server/events/receipt.ts",
       "server/delivery/steps.ts",
-      "server/delivery/labels.ts",
       "server/audit/redaction.ts",
       "server/persona/block.ts",
       "server/console/model.ts",

@@ -9,7 +9,7 @@ import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
-import { statusLabel } from "./labels.ts";
+import { statusLabel } from "../locales/labels.ts";
 import { deliveryError, type DirectOutcome } from "./steps.ts";
 
 export interface DirectTarget {

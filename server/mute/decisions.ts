@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { statusLabel } from "../delivery/labels.ts";
+import { statusLabel } from "../locales/labels.ts";
 import type { Say } from "../locales/load.ts";
 
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
