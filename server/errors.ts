@@ -1,6 +1,6 @@
 /**
  * The server's domain error: a refusal named by a protocol error code, thrown by services, stores
- * and routes alike. Nothing here knows HTTP; the HTTP edge (http/status.ts) is the one place that
+ * and routes alike. Nothing here knows HTTP; the HTTP edge (http/error-status.ts) is the one place that
  * turns a code into a status, and the persona tools turn it into words for the model.
  */
 import type { z } from "zod";
