@@ -25,6 +25,8 @@ import { openCommandJournal, type CommandJournal } from "./extension/commands/jo
 import { errorText } from "./common/errors.ts";
 import type { ApiClient } from "./extension/delivery/http-client.ts";
 import type { Connection, Presence, PresenceDeps } from "./extension/presence/presence.ts";
+import type { ServerHeard } from "./extension/server-facts.ts";
+import { modelSupportsImages } from "./extension/session-labels.ts";
 import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "./extension/delivery/retry.ts";
 import { attachable } from "./extension/pi-handlers.ts";
 import { SEND_CHANNEL } from "./extension/state-bus.ts";
@@ -55,9 +57,10 @@ interface Lease {
   token: string;
 }
 
-/** The same session edge as presence, plus the presence whose accepted heartbeat gates claiming. */
-export interface CommandChannelDeps extends PresenceDeps {
-  presence: Presence;
+/** The same session edge as presence, plus what the server said (its accepted heartbeat gates claiming) and presence's beat. */
+export interface CommandChannelDeps extends Omit<PresenceDeps, "server"> {
+  presence: Pick<Presence, "beat">;
+  server: ServerHeard;
 }
 
 export interface CommandChannel {
@@ -93,7 +96,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
   let run: { facts: RunFact[]; aborted: boolean; instructions: Map<string, Lease> } = newRun();
   const dispatcher = new ControlDispatcher();
   const controlLane = createControlLane(dispatcher);
-  const speaksControl = () => deps.presence.serverCommandProtocol() >= CONTROL_PROTOCOL;
+  const speaksControl = () => deps.server.commandProtocol() >= CONTROL_PROTOCOL;
 
   function newRun() {
     return { facts: [] as RunFact[], aborted: false, instructions: new Map<string, Lease>() };
@@ -107,6 +110,13 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
     }
   };
   const sessionId = () => ctx?.sessionManager.getSessionId();
+  const supportsImages = () => {
+    try {
+      return modelSupportsImages(ctx?.model);
+    } catch {
+      return false;
+    }
+  };
   const journaled = (commandId: string) => journal?.has(commandId) ?? false;
 
   const reportOnce = (message: string) => {
@@ -177,7 +187,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       {
         running,
         idle: isIdle(),
-        serverHeardIdle: deps.presence.heardIdle(),
+        serverHeardIdle: deps.server.heardIdle(),
         atBoundary,
         claimInFlight: claim !== undefined,
         // Until its ACK is answered the server still holds our lease on the queue's head and would
@@ -207,7 +217,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
         query: {
           session_id: id,
           runtime_id: deps.runtimeId,
-          capabilities: deps.presence.supportsImages() ? "images" : undefined,
+          capabilities: supportsImages() ? "images" : undefined,
           wait_ms: waitMs,
         },
         timeoutMs: waitMs > 0 ? waitMs + CLAIM_MARGIN_MS : BOUNDARY_CLAIM_TIMEOUT_MS,
@@ -309,7 +319,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
 
   pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, commandMessageRenderer(deps.text));
   // An idle long poll waits until the server heard idle (planClaim): an accepted heartbeat may be that moment.
-  deps.presence.onAccepted(() => {
+  deps.server.onAccepted(() => {
     if (running && journal) evaluate(false);
   });
 
@@ -459,7 +469,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
           return;
         }
         // The server lets a runtime claim only after it has seen that runtime's heartbeat.
-        const accepted = await deps.presence.whenAccepted();
+        const accepted = await deps.server.whenAccepted();
         if (accepted && running && mine === generation) evaluate(false);
       })();
     },

@@ -18,7 +18,8 @@ import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extensi
 import { installSendChannel } from "./extension/notices/send-channel.ts";
 import { messagesFor } from "./extension/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
-import { createRuntimeId, installPresence } from "./extension/presence/presence.ts";
+import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
+import { ServerFacts } from "./extension/server-facts.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { createReporter } from "./extension/session/report.ts";
 import {
@@ -66,11 +67,20 @@ export default function anonNotify(pi: ExtensionAPI): void {
 
   // The services an active session runs, started and stopped together by syncServices.
   const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
-  const presence = installPresence(pi, { runtimeId, connection, report, text, explain: (error) => (state ? explainFailure(state, error) : errorText(error)) });
+  // What the server answered presence: the command channel reads it, the notifier wakes on it.
+  const server = new ServerFacts();
+  const presence = new Presence(pi, {
+    runtimeId,
+    connection,
+    server,
+    report,
+    text,
+    explain: (error) => (state ? explainFailure(state, error) : errorText(error)),
+  });
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
-  presence.onAccepted(() => state?.delivery?.notifier.serverAnswered());
+  server.onAccepted(() => state?.delivery?.notifier.serverAnswered());
   // Features with a control command kind register their handler here (`commands.onControlCommand`).
-  const commands = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
+  const commands = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text });
   // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
   const approvals = installApprovals(pi, {
     runtimeId,

@@ -9,7 +9,8 @@ import { join } from "node:path";
 import type { ExtensionFactory, ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { createWebhookClient } from "../../extension/delivery/http-client.ts";
 import { installCommandChannel, type CommandChannel } from "../../commands.ts";
-import { installPresence, createRuntimeId, type Presence } from "../../extension/presence/presence.ts";
+import { Presence, createRuntimeId } from "../../extension/presence/presence.ts";
+import { ServerFacts } from "../../extension/server-facts.ts";
 import { SEND_CHANNEL } from "../../extension/state-bus.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { messagesFor } from "../../extension/messages.ts";
@@ -25,7 +26,7 @@ interface Observed {
   reports: string[];
   bus: unknown[];
   runtimeIds: string[];
-  presence?: Presence;
+  server?: ServerFacts;
   channel?: CommandChannel;
 }
 
@@ -42,9 +43,10 @@ function servicesExtension(api: ScriptedApi, journalFile: string, observed: Obse
     };
     const connection = () => ({ client, config });
     const text = () => messagesFor("zh-CN");
-    const presence = installPresence(pi, { runtimeId, connection, report, text, ...(idleSettleMs === undefined ? {} : { idleSettleMs }) });
-    const channel = installCommandChannel(pi, { presence, runtimeId, connection, report, text });
-    observed.presence = presence;
+    const server = new ServerFacts();
+    const presence = new Presence(pi, { runtimeId, connection, server, report, text, ...(idleSettleMs === undefined ? {} : { idleSettleMs }) });
+    const channel = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text });
+    observed.server = server;
     observed.channel = channel;
     pi.events.on(SEND_CHANNEL, (data) => observed.bus.push(data));
     pi.on("session_start", (_event, ctx) => {
@@ -306,7 +308,7 @@ test("heartbeats follow the real state, never move activity on the timer, and en
 
 /** Until the start's heartbeat is answered and has left the send loop, a run's heartbeat would only be queued behind it. */
 async function firstHeartbeatAnswered(observed: Observed) {
-  assert.equal(await observed.presence!.whenAccepted(), true);
+  assert.equal(await observed.server!.whenAccepted(), true);
   await new Promise(setImmediate);
 }
 

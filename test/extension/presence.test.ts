@@ -4,7 +4,6 @@ import { Heartbeat } from "../../protocol/sessions.ts";
 import {
   IDLE_LOOP,
   buildHeartbeat,
-  createRuntimeId,
   currentTool,
   nextSend,
   noteActivity,
@@ -12,7 +11,8 @@ import {
   type Activity,
   type SendLoop,
   type SendTrigger,
-} from "../../extension/presence/presence.ts";
+} from "../../extension/presence/decisions.ts";
+import { createRuntimeId } from "../../extension/presence/presence.ts";
 import { projectName } from "../../extension/session-labels.ts";
 
 test("the send loop keeps at most one request in flight and sends the newest state once after it", () => {
