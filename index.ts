@@ -85,6 +85,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const approvals = installApprovals(pi, {
     runtimeId,
     report,
+    handOver,
     text,
     session: () => {
       const s = state;

@@ -21,6 +21,7 @@ import type { Config } from "../config/schema.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
 import type { Messages } from "../messages.ts";
+import type { HandOver } from "../notices/hand-over.ts";
 import { buildEvent, truncate, type NoticeContext } from "../notices/notice.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
@@ -60,6 +61,8 @@ export interface ApprovalDeps {
   runtimeId: string;
   session(): ApprovalSession | undefined;
   report: Report;
+  /** The queue every notice takes to the notifier, just after Pi's handler: a "needs you" notice too. */
+  handOver: HandOver;
   /** The bound session's texts: what the person and the model read. */
   text(): Messages;
 }
@@ -281,7 +284,8 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     const s = deps.session();
     if (!s?.config.approval.needsYou || !s.notices) return;
     const context = s.notices.context();
-    s.notices.notifier.send(needsYouNotice(event.kind, event.title, context), { final: false, throttled: false });
+    // Not a final: after a crash the dialog is gone, so the outbox must not resend it.
+    deps.handOver.enqueue(s.notices.notifier, needsYouNotice(event.kind, event.title, context), { final: false, throttled: false });
   });
 
   // Described in the session's language; registered again when a later session speaks another.

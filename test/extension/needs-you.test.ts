@@ -1,9 +1,14 @@
-/** The "needs you" notice for a dialog Pi waits on, as the person reads it in each language. */
+/** The "needs you" notice for a dialog Pi waits on: as the person reads it in each language, and the way it leaves. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { needsYouNotice } from "../../extension/approvals/gate.ts";
+import { setImmediate as nextTick } from "node:timers/promises";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { EventBody } from "../../protocol/events.ts";
+import { installApprovals, needsYouNotice } from "../../extension/approvals/gate.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import type { Notifier, SendOptions } from "../../extension/delivery/notifier.ts";
 import { messagesFor, type Language } from "../../extension/messages.ts";
+import { createHandOver } from "../../extension/notices/hand-over.ts";
 import type { NoticeContext } from "../../extension/notices/notice.ts";
 
 const context = (language: Language): NoticeContext => ({
@@ -33,4 +38,32 @@ test("the notice names the dialog, or its kind, in the session's language", () =
     ["zh-CN", undefined, "项目 shop：需要你：Pi 正在等你在终端回答一个select对话框，回答之前 Agent 不会继续。"],
   ];
   for (const [language, title, summary] of rows) assert.equal(needsYouNotice("select", title, context(language)).summary, summary);
+});
+
+test("a 'needs you' notice takes the hand-over queue like every notice: handed to the notifier just after Pi's handler, as a non-final", async () => {
+  const handlers = new Map<string, (event: unknown, ctx: unknown) => unknown>();
+  const pi = { on: (name: string, handler: (event: unknown, ctx: unknown) => unknown) => handlers.set(name, handler), registerTool() {} };
+  const sent: { event: EventBody; options: SendOptions }[] = [];
+  const notifier = { send: (event: EventBody, options: SendOptions) => sent.push({ event, options }) } as unknown as Notifier;
+  installApprovals(pi as unknown as ExtensionAPI, {
+    runtimeId: "r-1",
+    report: () => {},
+    handOver: createHandOver(),
+    text: () => messagesFor("zh-CN"),
+    session: () => ({
+      ctx: {} as ExtensionContext,
+      sessionId: "s-1",
+      config: DEFAULT_CONFIG,
+      client: undefined,
+      subagent: false,
+      notices: { notifier, context: () => context("zh-CN") },
+    }),
+  });
+  await handlers.get("ui_prompt_start")!({ kind: "confirm", title: "部署到生产？" }, {});
+  assert.equal(sent.length, 0, "nothing is validated or written on Pi's path");
+  await nextTick();
+  assert.equal(sent.length, 1);
+  assert.deepEqual(sent[0]!.options, { final: false, throttled: false });
+  assert.equal(sent[0]!.event.status, "warning");
+  assert.match(sent[0]!.event.summary, /需要你.*「部署到生产？」/);
 });
