@@ -8,10 +8,11 @@
  * atomic on some drivers only (the SQLite driver reads the matching rows, then updates each by
  * primary key, so two writes guarded by the same read could both report `matched: 1`).
  *
- * Over 400 lines: every conditional write of the command table is here, each beside the guard it relies on.
+ * Every state change of the command table is here, each beside the guard it relies on; the table's
+ * columns, its reads and retention's removal are table.ts.
  */
-import { randomBytes, randomUUID } from "node:crypto";
-import type { Context, Query } from "koishi";
+import { randomBytes } from "node:crypto";
+import type { Context } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";
 import {
   CONTROL_PAYLOADS,
@@ -46,57 +47,12 @@ import {
 import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
-import { koishi } from "../koishi.ts";
 import { Turns } from "../../common/turns.ts";
+import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";
 
-declare module "koishi" {
-  interface Tables {
-    anon_notify_command: CommandRecord;
-  }
-}
-
-export const COMMAND_TABLE = "anon_notify_command";
-const ID_LENGTH = 128;
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
-const FINAL_STATE_LIST: CommandRecord["state"][] = ["accepted", "cancelled"];
-/** Every column but the image bytes, for reads that never need them. */
-const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
-  "seq",
-  "command_id",
-  "session_id",
-  "event_id",
-  "origin",
-  "kind",
-  "payload",
-  "instruction",
-  "image_count",
-  "image_bytes",
-  "image_digest",
-  "request_key",
-  "request_digest",
-  "state",
-  "lease_token",
-  "lease_runtime_id",
-  "lease_expires_at",
-  "first_claimed_at",
-  "deliveries",
-  "outcome",
-  "cancel_reason",
-  "created_at",
-  "updated_at",
-];
-const FINAL_STATES = new Set(["accepted", "cancelled"]);
-
-/**
- * minato's query types distribute over union-typed columns (so `state: ["pending", "leased"]`
- * does not type-check) and refuse `null` for columns that are not optional, although both are
- * valid queries at run time.
- */
-function where(query: Partial<Record<keyof CommandRecord, unknown>>): Query<CommandRecord> {
-  return query as Query<CommandRecord>;
-}
 
 export interface NewCommand {
   session_id: string;
@@ -127,6 +83,7 @@ export class CommandStore {
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
+  readonly #table: CommandTable;
   /** One turn for all creations (key `CREATE`): the budget and request-key checks hold until the insert lands. */
   readonly #creations = new Turns();
   /** Keyed by session id: every state change of a session's commands runs in its turn. */
@@ -136,37 +93,7 @@ export class CommandStore {
     this.#ctx = ctx;
     this.#options = options;
     this.#now = options.now ?? (() => new Date());
-    ctx.model.extend(
-      COMMAND_TABLE,
-      {
-        seq: "unsigned",
-        command_id: { type: "string", length: ID_LENGTH },
-        session_id: { type: "string", length: ID_LENGTH },
-        event_id: { type: "string", length: ID_LENGTH },
-        origin: { type: "string", length: 16 },
-        // Rows from before protocol 3 are instructions.
-        kind: { type: "string", length: 24, initial: "instruction" },
-        payload: { type: "json", nullable: true },
-        instruction: "text",
-        images: "json",
-        image_count: "unsigned",
-        image_bytes: "unsigned",
-        image_digest: { type: "string", length: 64, nullable: true },
-        request_key: { type: "string", length: 640, nullable: true },
-        request_digest: { type: "string", length: 64 },
-        state: { type: "string", length: 16 },
-        lease_token: { type: "string", length: 64, nullable: true },
-        lease_runtime_id: { type: "string", length: ID_LENGTH, nullable: true },
-        lease_expires_at: { type: "timestamp", nullable: true },
-        first_claimed_at: { type: "timestamp", nullable: true },
-        deliveries: "unsigned",
-        outcome: { type: "string", length: 24, nullable: true },
-        cancel_reason: { type: "string", length: 16, nullable: true },
-        created_at: "timestamp",
-        updated_at: "timestamp",
-      },
-      { primary: "seq", autoInc: true, unique: ["command_id", "request_key"] },
-    );
+    this.#table = new CommandTable(ctx);
   }
 
   /**
@@ -188,20 +115,23 @@ export class CommandStore {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const record = await this.#insert({
-        session_id: input.session_id,
-        event_id: input.event_id,
-        origin: input.origin,
-        kind: "instruction",
-        payload: null,
-        instruction: input.instruction,
-        images: input.images,
-        image_count: facts.count,
-        image_bytes: facts.bytes,
-        image_digest: facts.digest,
-        request_key: input.request_key,
-        request_digest: digest,
-      });
+      const record = await this.#table.insert(
+        {
+          session_id: input.session_id,
+          event_id: input.event_id,
+          origin: input.origin,
+          kind: "instruction",
+          payload: null,
+          instruction: input.instruction,
+          images: input.images,
+          image_count: facts.count,
+          image_bytes: facts.bytes,
+          image_digest: facts.digest,
+          request_key: input.request_key,
+          request_digest: digest,
+        },
+        this.#now(),
+      );
       // An operator-origin command is recorded as whoever asked (the operator API, the chat, the console page).
       await this.#changed(record, record.origin === "operator" ? undefined : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
@@ -217,66 +147,31 @@ export class CommandStore {
     if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
     const checked: Record<string, unknown> = parsed.data;
     return this.#creations.run(CREATE, async () => {
-      const record = await this.#insert({
-        session_id: sessionId,
-        event_id: null,
-        origin: "operator",
-        kind,
-        payload: checked,
-        instruction: "",
-        images: [],
-        image_count: 0,
-        image_bytes: 0,
-        image_digest: null,
-        request_key: null,
-        request_digest: requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } }),
-      });
+      const record = await this.#table.insert(
+        {
+          session_id: sessionId,
+          event_id: null,
+          origin: "operator",
+          kind,
+          payload: checked,
+          instruction: "",
+          images: [],
+          image_count: 0,
+          image_bytes: 0,
+          image_digest: null,
+          request_key: null,
+          request_digest: requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } }),
+        },
+        this.#now(),
+      );
       await this.#changed(record, actor, { payload: checked });
       return summarize(record);
     });
   }
 
-  async #insert(
-    fields: Omit<
-      CommandRecord,
-      | "seq"
-      | "command_id"
-      | "event_id"
-      | "state"
-      | "lease_token"
-      | "lease_runtime_id"
-      | "lease_expires_at"
-      | "first_claimed_at"
-      | "deliveries"
-      | "outcome"
-      | "cancel_reason"
-      | "created_at"
-      | "updated_at"
-    > & { event_id: string | null },
-  ): Promise<CommandRecord> {
-    const now = this.#now();
-    const commandId = `c-${randomUUID()}`;
-    return this.#ctx.database.create(COMMAND_TABLE, {
-      ...fields,
-      command_id: commandId,
-      event_id: fields.event_id ?? `${fields.origin}:${commandId}`,
-      state: "pending",
-      lease_token: null,
-      lease_runtime_id: null,
-      lease_expires_at: null,
-      first_claimed_at: null,
-      deliveries: 0,
-      outcome: null,
-      cancel_reason: null,
-      created_at: now,
-      updated_at: now,
-    });
-  }
-
   /** One command's listing shape; `undefined` for an unknown id. */
-  async summary(commandId: string): Promise<CommandSummary | undefined> {
-    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
-    return row ? summarize({ ...row, images: [] }) : undefined;
+  summary(commandId: string): Promise<CommandSummary | undefined> {
+    return this.#table.summary(commandId);
   }
 
   /**
@@ -381,27 +276,21 @@ export class CommandStore {
   }
 
   /** Newest first, without image bytes or lease tokens. */
-  async list(sessionId: string, limit: number): Promise<CommandSummary[]> {
-    const rows = await this.#ctx.database.get(COMMAND_TABLE, { session_id: sessionId }, { fields: WITHOUT_IMAGES, sort: { seq: "desc" }, limit });
-    return rows.map((row) => summarize({ ...row, images: [] }));
+  list(sessionId: string, limit: number): Promise<CommandSummary[]> {
+    return this.#table.list(sessionId, limit);
   }
 
   /** The newest commands of every session, without image bytes: where a short command id is looked up. */
-  async recent(limit: number): Promise<CommandSummary[]> {
-    const rows = await this.#ctx.database.get(COMMAND_TABLE, {}, { fields: WITHOUT_IMAGES, sort: { seq: "desc" }, limit });
-    return rows.map((row) => summarize({ ...row, images: [] }));
+  recent(limit: number): Promise<CommandSummary[]> {
+    return this.#table.list(undefined, limit);
   }
 
-  /** How many commands wait to be delivered or are being delivered (pending or leased). */
-  async countActive(): Promise<number> {
-    const count = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.count(row.command_id), where({ state: ACTIVE_STATES }));
-    return Number(count ?? 0);
+  countActive(): Promise<number> {
+    return this.#table.countActive();
   }
 
-  /** Decoded image bytes held by pending and leased commands: what the budget counts. */
-  async activeImageBytes(): Promise<number> {
-    const sum = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.sum(row.image_bytes), where({ state: ACTIVE_STATES }));
-    return Number(sum ?? 0);
+  activeImageBytes(): Promise<number> {
+    return this.#table.activeImageBytes();
   }
 
   /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
@@ -410,14 +299,9 @@ export class CommandStore {
     await this.expireStops();
   }
 
-  /**
-   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
-   * went. Such a command can never be claimed again, so its tombstone is only needed while a
-   * request key may still be retried; active commands stay however old.
-   */
-  async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATE_LIST, updated_at: { $lt: cutoff } }));
-    return result.removed ?? 0;
+  /** Retention: final commands last changed before `cutoff` (table.ts). */
+  prune(cutoff: Date): Promise<number> {
+    return this.#table.prune(cutoff);
   }
 
   /** Puts expired leases back to pending and wakes their sessions' long polls. */

@@ -23,7 +23,7 @@ import { EventBody } from "../../protocol/events.ts";
 import { ErrorCode, ErrorAnswer } from "../../protocol/wire.ts";
 import { blockPayload } from "../../server/persona/block.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
-import { COMMAND_TABLE } from "../../server/queue/store.ts";
+import { COMMAND_TABLE } from "../../server/queue/table.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { APPROVAL_TABLE } from "../../server/approvals/store.ts";
 import { koishi as koishiRuntime } from "../../server/koishi.ts";

@@ -22,7 +22,7 @@ import { CONNECTION_BOUNDS, boundConnections, connectionToClose } from "../../se
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { parseEvent } from "../../server/events/receipt.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
-import { COMMAND_TABLE } from "../../server/queue/store.ts";
+import { COMMAND_TABLE } from "../../server/queue/table.ts";
 import { takeFromAll } from "../../server/rate-limit.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { koishi } from "../../server/koishi.ts";

@@ -1,0 +1,171 @@
+/**
+ * The `anon_notify_command` table: its columns, the row a new command starts as, the reads that
+ * change nothing (summaries, listings, the counts the limits use) and retention's removal of old
+ * final rows. Every state change is the store's (store.ts), a conditional write in a turn.
+ */
+import { randomUUID } from "node:crypto";
+import type { Context, Query } from "koishi";
+import type { CommandSummary } from "../../protocol/queue.ts";
+import { koishi } from "../koishi.ts";
+import { ACTIVE_STATES, summarize, type CommandRecord } from "./state.ts";
+
+declare module "koishi" {
+  interface Tables {
+    anon_notify_command: CommandRecord;
+  }
+}
+
+export const COMMAND_TABLE = "anon_notify_command";
+const ID_LENGTH = 128;
+const FINAL_STATE_LIST: CommandRecord["state"][] = ["accepted", "cancelled"];
+export const FINAL_STATES: ReadonlySet<string> = new Set(FINAL_STATE_LIST);
+/** Every column but the image bytes, for reads that never need them. */
+export const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
+  "seq",
+  "command_id",
+  "session_id",
+  "event_id",
+  "origin",
+  "kind",
+  "payload",
+  "instruction",
+  "image_count",
+  "image_bytes",
+  "image_digest",
+  "request_key",
+  "request_digest",
+  "state",
+  "lease_token",
+  "lease_runtime_id",
+  "lease_expires_at",
+  "first_claimed_at",
+  "deliveries",
+  "outcome",
+  "cancel_reason",
+  "created_at",
+  "updated_at",
+];
+
+/**
+ * minato's query types distribute over union-typed columns (so `state: ["pending", "leased"]`
+ * does not type-check) and refuse `null` for columns that are not optional, although both are
+ * valid queries at run time.
+ */
+export function where(query: Partial<Record<keyof CommandRecord, unknown>>): Query<CommandRecord> {
+  return query as Query<CommandRecord>;
+}
+
+/** What a caller decides about a new command; the rest of its row is the table's (`CommandTable.insert`). */
+export type NewRow = Omit<
+  CommandRecord,
+  | "seq"
+  | "command_id"
+  | "event_id"
+  | "state"
+  | "lease_token"
+  | "lease_runtime_id"
+  | "lease_expires_at"
+  | "first_claimed_at"
+  | "deliveries"
+  | "outcome"
+  | "cancel_reason"
+  | "created_at"
+  | "updated_at"
+> & { event_id: string | null };
+
+export class CommandTable {
+  readonly #ctx: Context;
+
+  constructor(ctx: Context) {
+    this.#ctx = ctx;
+    ctx.model.extend(
+      COMMAND_TABLE,
+      {
+        seq: "unsigned",
+        command_id: { type: "string", length: ID_LENGTH },
+        session_id: { type: "string", length: ID_LENGTH },
+        event_id: { type: "string", length: ID_LENGTH },
+        origin: { type: "string", length: 16 },
+        // Rows from before protocol 3 are instructions.
+        kind: { type: "string", length: 24, initial: "instruction" },
+        payload: { type: "json", nullable: true },
+        instruction: "text",
+        images: "json",
+        image_count: "unsigned",
+        image_bytes: "unsigned",
+        image_digest: { type: "string", length: 64, nullable: true },
+        request_key: { type: "string", length: 640, nullable: true },
+        request_digest: { type: "string", length: 64 },
+        state: { type: "string", length: 16 },
+        lease_token: { type: "string", length: 64, nullable: true },
+        lease_runtime_id: { type: "string", length: ID_LENGTH, nullable: true },
+        lease_expires_at: { type: "timestamp", nullable: true },
+        first_claimed_at: { type: "timestamp", nullable: true },
+        deliveries: "unsigned",
+        outcome: { type: "string", length: 24, nullable: true },
+        cancel_reason: { type: "string", length: 16, nullable: true },
+        created_at: "timestamp",
+        updated_at: "timestamp",
+      },
+      { primary: "seq", autoInc: true, unique: ["command_id", "request_key"] },
+    );
+  }
+
+  /** Inserts a pending command with a fresh id; one with no notice to answer gets `<origin>:<command_id>`. */
+  insert(fields: NewRow, now: Date): Promise<CommandRecord> {
+    const commandId = `c-${randomUUID()}`;
+    return this.#ctx.database.create(COMMAND_TABLE, {
+      ...fields,
+      command_id: commandId,
+      event_id: fields.event_id ?? `${fields.origin}:${commandId}`,
+      state: "pending",
+      lease_token: null,
+      lease_runtime_id: null,
+      lease_expires_at: null,
+      first_claimed_at: null,
+      deliveries: 0,
+      outcome: null,
+      cancel_reason: null,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  /** One command's listing shape; `undefined` for an unknown id. */
+  async summary(commandId: string): Promise<CommandSummary | undefined> {
+    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
+    return row ? summarize({ ...row, images: [] }) : undefined;
+  }
+
+  /** Newest first, without image bytes or lease tokens; every session's when `sessionId` is undefined. */
+  async list(sessionId: string | undefined, limit: number): Promise<CommandSummary[]> {
+    const rows = await this.#ctx.database.get(COMMAND_TABLE, sessionId === undefined ? {} : { session_id: sessionId }, {
+      fields: WITHOUT_IMAGES,
+      sort: { seq: "desc" },
+      limit,
+    });
+    return rows.map((row) => summarize({ ...row, images: [] }));
+  }
+
+  /** How many commands wait to be delivered or are being delivered (pending or leased). */
+  async countActive(): Promise<number> {
+    const count = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.count(row.command_id), where({ state: ACTIVE_STATES }));
+    return Number(count ?? 0);
+  }
+
+  /** Decoded image bytes held by pending and leased commands: what the budget counts. */
+  async activeImageBytes(): Promise<number> {
+    const sum = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.sum(row.image_bytes), where({ state: ACTIVE_STATES }));
+    return Number(sum ?? 0);
+  }
+
+  /**
+   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
+   * went. Such a command can never be claimed again, so its tombstone is only needed while a
+   * request key may still be retried; active commands stay however old.
+   */
+  async prune(cutoff: Date): Promise<number> {
+    const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATE_LIST, updated_at: { $lt: cutoff } }));
+    return result.removed ?? 0;
+  }
+}
