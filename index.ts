@@ -10,12 +10,11 @@ import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { installApprovals } from "./extension/approvals/gate.ts";
-import { ApprovalDecisionPayload } from "./protocol/approvals.ts";
 import { noticeContext } from "./extension/notices/context.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extension/notices/run-notices.ts";
-import { installSendChannel } from "./extension/notices/send-channel.ts";
+import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
 import { messagesFor } from "./extension/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
@@ -79,11 +78,21 @@ export default function anonNotify(pi: ExtensionAPI): void {
   });
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
   server.onAccepted(() => state?.delivery?.notifier.serverAnswered());
-  // Features with a control command kind register their handler here (`commands.onControlCommand`).
-  const commands = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text });
+  // An interrupted instruction's notice goes straight to the hand-over queue; features with a
+  // control command kind register their handler on `commands.control`.
+  const commands = installCommandChannel(pi, {
+    presence,
+    server,
+    runtimeId,
+    connection,
+    report,
+    text,
+    notify: (request) => void handOverRequest(target(), handOver, request),
+  });
   // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
   const approvals = installApprovals(pi, {
     runtimeId,
+    control: commands.control,
     report,
     handOver,
     text,
@@ -100,10 +109,6 @@ export default function anonNotify(pi: ExtensionAPI): void {
         notices: to ? { notifier: to.notifier, context: to.context } : undefined,
       };
     },
-  });
-  commands.onControlCommand("approval_decision", (command) => {
-    const payload = ApprovalDecisionPayload.safeParse(command.payload);
-    return payload.success ? approvals.decide(payload.data) : "unknown";
   });
   const services: SessionService[] = [
     presence,

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type {} from "@koishijs/plugin-mock";
-import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/commands/message.ts";
+import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/instructions/message.ts";
 import { finalEventId } from "../extension/notices/notice.ts";
 import { localeLanguage, type Language } from "../common/locale.ts";
 import { runStandalone } from "../server/standalone.ts";

@@ -15,9 +15,10 @@ import { Type, type Static } from "typebox";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
 import { errorText } from "../../common/errors.ts";
 import { redactSecrets } from "../../common/redact.ts";
-import { APPROVAL_LIMITS, ASK_RULE, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, ASK_RULE, ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Config } from "../config/schema.ts";
+import type { ControlRegistry } from "../control/dispatcher.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
 import type { Messages } from "../messages.ts";
@@ -60,6 +61,8 @@ export interface ApprovalSession {
 export interface ApprovalDeps {
   runtimeId: string;
   session(): ApprovalSession | undefined;
+  /** The control channel, where a person's decision from the server arrives (`approval_decision`). */
+  control: ControlRegistry;
   report: Report;
   /** The queue every notice takes to the notifier, just after Pi's handler: a "needs you" notice too. */
   handOver: HandOver;
@@ -71,8 +74,6 @@ export interface Approvals {
   /** The ask_approval tool as a session service: offered while the session is active. */
   start(ctx: ExtensionContext): void;
   stop(): Promise<void>;
-  /** Applies a person's decision from the server (the control lane's `approval_decision`). */
-  decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome;
 }
 
 interface PendingCall {
@@ -116,6 +117,12 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
   const ownDialogs = new Map<string, number>();
   let runSeq = 0;
   let inRun = false;
+
+  // A person's decision from the server settles the wait it names, if that wait is still open and bound the same.
+  deps.control.on("approval_decision", (command) => {
+    const payload = ApprovalDecisionPayload.safeParse(command.payload);
+    return payload.success ? waits.decide(payload.data) : "unknown";
+  });
 
   pi.on("agent_start", () => {
     if (!inRun) runSeq++;
@@ -309,7 +316,6 @@ export function installApprovals(pi: ExtensionAPI, deps: ApprovalDeps): Approval
     async stop() {
       askTool.withdraw();
     },
-    decide: (payload) => waits.decide(payload),
   };
 }
 

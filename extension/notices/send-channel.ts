@@ -1,7 +1,8 @@
 /**
  * `anon-notify:send`: another extension asks for a notice. The request is validated against the
  * shared schema (a hostile payload is reported and ignored), scoped to the session, and handed over
- * like the extension's own notices; nothing is sent while the session does not notify.
+ * like the extension's own notices (`handOverRequest`, also the command channel's direct way to the
+ * persona); nothing is sent while the session does not notify.
  */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
@@ -31,10 +32,18 @@ export function installSendChannel(pi: ExtensionAPI, deps: SendChannelDeps): voi
       return deps.report(deps.text().send.unreadable(errorText(error)));
     }
     if (!parsed.success) return deps.report(deps.text().send.invalid(formatIssues(parsed.error, "(payload)")));
-    const to = deps.target();
-    if (!to) return deps.debug("anon-notify:send ignored: session not active");
-    const notice = externalNotice(parsed.data, randomUUID(), to.context());
-    // An explicit request, not a progress report: the progress interval does not hold it back.
-    deps.handOver.enqueue(to.notifier, notice, { final: notice.status === "completed" || notice.status === "failed", throttled: false });
+    if (!handOverRequest(deps.target(), deps.handOver, parsed.data)) deps.debug("anon-notify:send ignored: session not active");
   });
+}
+
+/**
+ * A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
+ * over like the extension's own notices; false when the session does not notify (nothing is sent).
+ */
+export function handOverRequest(to: NoticeTarget | undefined, handOver: HandOver, request: SendRequest): boolean {
+  if (!to) return false;
+  const notice = externalNotice(request, randomUUID(), to.context());
+  // An explicit request, not a progress report: the progress interval does not hold it back.
+  handOver.enqueue(to.notifier, notice, { final: notice.status === "completed" || notice.status === "failed", throttled: false });
+  return true;
 }

@@ -24,7 +24,10 @@ const PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAA
 
 interface Observed {
   reports: string[];
+  /** What went out on the public `anon-notify:send` bus: the channel's own notices never do. */
   bus: unknown[];
+  /** Notices the channel handed to the session's notices directly. */
+  notices: unknown[];
   runtimeIds: string[];
   server?: ServerFacts;
   channel?: CommandChannel;
@@ -45,7 +48,8 @@ function servicesExtension(api: ScriptedApi, journalFile: string, observed: Obse
     const text = () => messagesFor("zh-CN");
     const server = new ServerFacts();
     const presence = new Presence(pi, { runtimeId, connection, server, report, text, ...(idleSettleMs === undefined ? {} : { idleSettleMs }) });
-    const channel = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text });
+    const notify = (request: unknown) => observed.notices.push(request);
+    const channel = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text, notify });
     observed.server = server;
     observed.channel = channel;
     pi.events.on(SEND_CHANNEL, (data) => observed.bus.push(data));
@@ -86,7 +90,7 @@ function fixtures(t: { after: (fn: () => Promise<void>) => void }) {
       teardown.push(() => api.close());
       const root = options.root ?? this.own(makeRoot());
       const journalFile = join(root, "agent", "extension-data", "anon-notify", "commands.jsonl");
-      const observed: Observed = { reports: [], bus: [], runtimeIds: [] };
+      const observed: Observed = { reports: [], bus: [], notices: [], runtimeIds: [] };
       const pi = await startPi({
         extension: false,
         root,
@@ -267,7 +271,8 @@ test("an instruction the user interrupts before any reply is kept, ACKed once, a
   assert.equal(warnings.length, 1);
   assert.ok(warnings[0]!.includes("把日志整理一下"));
   assert.ok(warnings[0]!.startsWith("Anon 的指令"), `the warning names who sent it: ${warnings[0]}`);
-  assert.deepEqual(observed.bus, [
+  assert.deepEqual(observed.bus, [], "not through the public bus: straight to the session's notices");
+  assert.deepEqual(observed.notices, [
     {
       status: "warning",
       task: "Anon 指令未得到回复",
@@ -386,7 +391,8 @@ test("an instruction still queued when the user presses Esc is written into the 
   );
   assert.equal(JSON.stringify(pi.modelCalls).includes("顺便更新一下文档"), false, "no run was started for it");
   assert.ok(observed.reports.some((n) => n.includes("被中断") && n.includes("顺便更新一下文档")));
-  assert.equal((observed.bus[0] as { eventId: string }).eventId, "cmd-interrupted:c-q");
+  assert.equal((observed.notices[0] as { eventId: string }).eventId, "cmd-interrupted:c-q");
+  assert.deepEqual(observed.bus, []);
 
   // The next prompt carries it to the model: it was neither lost nor run against the interrupt.
   pi.script([ai.fauxAssistantMessage("文档已更新")]);
@@ -415,7 +421,7 @@ test("with a protocol-3 server one control poll stays open idle and busy; unknow
   await slow.started;
   await api.until(() => api.waitingClaims("control") === 1, "the control poll is held while a tool runs");
   const decisions: unknown[] = [];
-  const off = observed.channel!.onControlCommand("approval_decision", (c) => {
+  const off = observed.channel!.control.on("approval_decision", (c) => {
     decisions.push(c.payload);
     return "applied";
   });

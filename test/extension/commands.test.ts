@@ -1,5 +1,4 @@
 import { test } from "node:test";
-import { allowedOutcome, ControlDispatcher } from "../../extension/commands/control-lane.ts";
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,12 +12,14 @@ import {
   wantsTurnEnd,
   type ClaimFacts,
   type RunFact,
-} from "../../extension/commands/decisions.ts";
+} from "../../extension/instructions/decisions.ts";
 import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
-import { commandMessage, commandMessageRenderer, instructionText } from "../../extension/commands/message.ts";
+import { commandMessage, commandMessageRenderer, instructionText } from "../../extension/instructions/message.ts";
 import { messagesFor } from "../../extension/messages.ts";
-import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/commands/journal.ts";
+import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/lanes/journal.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
+import { allowedOutcome } from "../../extension/control/decisions.ts";
+import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
 

@@ -6,6 +6,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import type { EventBody } from "../../protocol/events.ts";
 import { installApprovals, needsYouNotice } from "../../extension/approvals/gate.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
 import type { Notifier, SendOptions } from "../../extension/delivery/notifier.ts";
 import { messagesFor, type Language } from "../../extension/messages.ts";
 import { createHandOver } from "../../extension/notices/hand-over.ts";
@@ -49,6 +50,7 @@ test("a 'needs you' notice takes the hand-over queue like every notice: handed t
     runtimeId: "r-1",
     report: () => {},
     handOver: createHandOver(),
+    control: new ControlDispatcher(),
     text: () => messagesFor("zh-CN"),
     session: () => ({
       ctx: {} as ExtensionContext,
