@@ -11,8 +11,8 @@ import { makeRoot, startPi, type PiHarness, type StartPiOptions } from "./pi.ts"
 
 export const RECIPIENT = { qq: "10001", anonQq: "10002" };
 
-/** The ANON_NOTIFY_* variables and PI_CODING_AGENT_DIR for a Pi root made with makeRoot(). */
-export function extensionEnv(koishi: KoishiHarness, root: string): Record<string, string> {
+/** The ANON_NOTIFY_* variables and PI_CODING_AGENT_DIR for a Pi root made with makeRoot(), for a server at `baseUrl` with the agents' `token`. */
+export function extensionEnv(koishi: Pick<KoishiHarness, "baseUrl" | "token">, root: string): Record<string, string> {
   return {
     PI_CODING_AGENT_DIR: join(root, "agent"),
     ANON_NOTIFY_ENDPOINT: `${koishi.baseUrl}/events`,

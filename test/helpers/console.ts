@@ -6,7 +6,8 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
 import { createRequire } from "node:module";
@@ -15,7 +16,8 @@ import { WebSocket } from "undici";
 import type { Context, Plugin } from "koishi";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
-import { startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
+import { freePort, startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
+import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
 import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
 import { SIGN_IN_LISTENER, closeConsolePages, type ConsoleView } from "../../server/console/index.ts";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
@@ -192,6 +194,76 @@ export async function consoleStage(
       const answer = await socket.signIn(token);
       if (!answer.ok) throw new Error(`the console token was refused: ${answer.error}`);
       return socket;
+    },
+    async openPi(tools = []) {
+      const pi = await startPi({ root, tools });
+      harnesses.push(pi);
+      await pi.prompt("/anon-notify");
+      return { pi, sessionId: pi.session.sessionManager.getSessionId() };
+    },
+  };
+  return stage;
+}
+
+/** The console's sign-in link `npm start` printed (Chinese start text), once it has. */
+export function printedConsoleLink(server: Standalone, timeoutMs = 20_000): Promise<URL> {
+  return waitUntil(
+    () => {
+      const link = /控制台“Pi 会话”页面（打开此链接即登录）：(http:\/\/\S+)/.exec(server.output())?.[1];
+      return link ? new URL(link) : undefined;
+    },
+    () => `the console link in: ${server.output()}`,
+    timeoutMs,
+  );
+}
+
+export interface StandaloneConsole {
+  server: Standalone;
+  /** The link `npm start` printed: the page's address with the console token. */
+  link: URL;
+  /** The agents' token, read from the data folder. */
+  agentToken: string;
+  /** Stops `npm start`, deletes the console token file and starts it again on the same port and folder: a new token. */
+  rotate(): Promise<void>;
+  /** Opens a real Pi session with the extension switched on, pointed at this server; disposed with the test. */
+  openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
+}
+
+/**
+ * `npm start` as a person runs it (a child process on a free port and a temp data folder) and the
+ * environment that points real Pi sessions at it. Everything is stopped and removed after the test.
+ */
+export async function standaloneConsole(t: TestContext): Promise<StandaloneConsole> {
+  const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-console-"));
+  const root = makeRoot();
+  const saved = { ...process.env };
+  const harnesses: PiHarness[] = [];
+  const port = await freePort();
+  const state = { server: await spawnStandalone(dataDir, port) };
+  t.after(() =>
+    closeAll(
+      ...harnesses.reverse().map((pi) => () => pi.dispose({ keepRoot: true })),
+      () => state.server.stop(),
+      () => {
+        process.env = saved;
+        rmSync(root, { recursive: true, force: true });
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    ),
+  );
+  const agentToken = readFileSync(join(dataDir, "token"), "utf8").trim();
+  Object.assign(process.env, extensionEnv({ baseUrl: state.server.baseUrl, token: agentToken }, root));
+  const stage: StandaloneConsole = {
+    get server() {
+      return state.server;
+    },
+    link: await printedConsoleLink(state.server),
+    agentToken,
+    async rotate() {
+      await state.server.stop();
+      rmSync(join(dataDir, "console.token"));
+      state.server = await spawnStandalone(dataDir, port);
+      stage.link = await printedConsoleLink(state.server);
     },
     async openPi(tools = []) {
       const pi = await startPi({ root, tools });

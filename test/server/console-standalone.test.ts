@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { freePort } from "../../harness/koishi.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
-import { ConsoleSocket } from "../helpers/console.ts";
+import { ConsoleSocket, printedConsoleLink } from "../helpers/console.ts";
 import { agentApi } from "../../harness/agent-api.ts";
 
 test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", {
@@ -21,12 +21,7 @@ test("npm start prints the page's sign-in link; its token signs a WebSocket in, 
   t.after(() => rm(dataDir, { recursive: true, force: true }));
   const server = await spawnStandalone(dataDir, await freePort());
   t.after(() => server.kill());
-  const link = await waitUntil(
-    () => /控制台“Pi 会话”页面（打开此链接即登录）：(http:\/\/\S+)/.exec(server.output())?.[1],
-    () => `the console link in: ${server.output()}`,
-    20_000,
-  );
-  const url = new URL(link);
+  const url = await printedConsoleLink(server);
   assert.equal(url.pathname, "/anon-notify");
   const tokenPath = join(dataDir, "console.token");
   assert.ok(server.output().includes(`登录 Token 文件：${tokenPath}`));
