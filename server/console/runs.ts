@@ -7,7 +7,8 @@
  * neither is on the trail (start notices are off by default), with its first notice; its start is
  * then the one its final notice reports (`details.run_started_at`), else unknown. It ends with its `completed` or `failed` notice, with a stop the
  * session confirmed (`stopped`, naming who asked), or, when the next run begins first, as
- * `interrupted`. A run still open is `running`.
+ * `interrupted`; a stop the session confirmed with no run open is a run of its own, stopped, whose
+ * task and start are unknown. A run still open is `running`.
  */
 import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
 import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
@@ -109,9 +110,11 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
       pending.set(entry.subject, { actor: entry.actor, instruction: text(data.instruction) });
     } else if (entry.action === "command.accepted" && entry.subject) {
       const queued = pending.get(entry.subject);
-      if (data.kind === "stop" && data.outcome === "stopped" && current.open) {
-        current.open.stopped_by = queued?.actor ?? entry.actor;
-        end(current.open, "stopped", entry.at);
+      if (data.kind === "stop" && data.outcome === "stopped") {
+        // A run typed in the terminal with start notices off is on the trail only through its stop.
+        const run = current.open ?? begin(entry, "", null);
+        run.stopped_by = queued?.actor ?? entry.actor;
+        end(run, "stopped", entry.at);
       } else if (data.kind === "instruction" && !current.open) {
         begin(entry, queued?.instruction ?? "", entry.at);
       }

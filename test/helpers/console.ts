@@ -137,6 +137,14 @@ export interface ConsoleStage {
   openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
 }
 
+/** A real Pi session in `root` with the extension switched on, kept in `harnesses` to dispose. */
+async function openPiIn(root: string, harnesses: PiHarness[], tools: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }> {
+  const pi = await startPi({ root, tools });
+  harnesses.push(pi);
+  await pi.prompt("/anon-notify");
+  return { pi, sessionId: pi.session.sessionManager.getSessionId() };
+}
+
 /**
  * A Koishi app with the console and notify-webhook (plus `plugins`), and the environment that points
  * real Pi sessions at it. Everything is stopped and removed after the test.
@@ -195,12 +203,7 @@ export async function consoleStage(
       if (!answer.ok) throw new Error(`the console token was refused: ${answer.error}`);
       return socket;
     },
-    async openPi(tools = []) {
-      const pi = await startPi({ root, tools });
-      harnesses.push(pi);
-      await pi.prompt("/anon-notify");
-      return { pi, sessionId: pi.session.sessionManager.getSessionId() };
-    },
+    openPi: (tools = []) => openPiIn(root, harnesses, tools),
   };
   return stage;
 }
@@ -265,12 +268,7 @@ export async function standaloneConsole(t: TestContext): Promise<StandaloneConso
       state.server = await spawnStandalone(dataDir, port);
       stage.link = await printedConsoleLink(state.server);
     },
-    async openPi(tools = []) {
-      const pi = await startPi({ root, tools });
-      harnesses.push(pi);
-      await pi.prompt("/anon-notify");
-      return { pi, sessionId: pi.session.sessionManager.getSessionId() };
-    },
+    openPi: (tools = []) => openPiIn(root, harnesses, tools),
   };
   return stage;
 }

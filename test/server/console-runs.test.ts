@@ -90,6 +90,14 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
       [{ outcome: "stopped", stopped_by: "console", task: "写一篇长文", started_at: at(1), ended_at: at(21), duration_ms: 20_000 }],
     ],
     [
+      "a confirmed stop with no run on the trail (typed in the terminal, start notices off) is a stopped run, its task and start unknown",
+      [event(0, "completed"), command(30, "pending", "c-5", { kind: "stop" }, "console"), command(31, "accepted", "c-5", { kind: "stop", outcome: "stopped" })],
+      [
+        { outcome: "stopped", stopped_by: "console", task: "", started_at: null, ended_at: at(31), duration_ms: null },
+        { outcome: "done", ended_at: at(0) },
+      ],
+    ],
+    [
       "a stop that found the session idle ends nothing",
       [
         event(0, "completed"),
