@@ -10,12 +10,13 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { isSubagent } from "../../activation.ts";
 import type { Config } from "../config/schema.ts";
 import type { RunOutcome } from "../../lifecycle.ts";
-import { runRecorderFor, type RecordedRun } from "../run-recorder.ts";
+import { type Observation, type RecordedRun, runRecorderFor } from "../run-recorder.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
-import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round, type RoundEnd } from "./hold.ts";
-import { buildSinkEnvelope, buildSinkPayload, formatSinkError } from "./payload.ts";
+import { roundEndOf } from "./decisions.ts";
+import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "./hold.ts";
+import { buildSinkEnvelope, buildSinkPayload } from "./payload.ts";
 import { createSinkQueue, type SinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
 import { errorText } from "../../common/errors.ts";
@@ -54,41 +55,6 @@ function subagentByDefault(ctx: ExtensionContext): boolean {
   return isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true);
 }
 
-/**
- * The sink's own reading of a settled run: the chat channel's classifier decides, but a user
- * interrupt is reported here (the app must stop showing "working"), and so is a run that ended
- * without any reply.
- */
-export function roundEndOf(outcome: RunOutcome, answer: { text: string; at: number | undefined } | undefined): RoundEnd {
-  switch (outcome.kind) {
-    case "completed":
-      return answer
-        ? { kind: "completed", had_response: true, answer: answer.text, answered_at: isoTime(answer.at) }
-        : { kind: "completed", had_response: false };
-    case "silent":
-      return { kind: "failed", error: formatSinkError("RunError", "the run ended without a reply") };
-    case "interrupted":
-      return { kind: "cancelled" };
-    case "failed":
-      return { kind: "failed", error: failureText(outcome) };
-  }
-}
-
-function failureText(outcome: Extract<RunOutcome, { kind: "failed" }>): string {
-  switch (outcome.reason) {
-    case "error":
-      return formatSinkError("ModelError", outcome.errorMessage ?? undefined);
-    case "length":
-      return formatSinkError("LengthError", "the reply was cut off at the output token limit");
-    case "incomplete_tool_batch":
-    case "tool_error_in_final_batch":
-    case "non_terminating_tool_batch":
-      return formatSinkError("ToolError", `the run ended after its tool calls without a reply (${outcome.reason})`);
-    case "unexpected_stop_reason":
-      return formatSinkError("RunError", `unexpected stop reason ${outcome.stopReason}`);
-  }
-}
-
 interface Unit {
   runId: string;
   project: string;
@@ -116,45 +82,164 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
     warn(text.sink.tokenUnavailable(config.tokenFile, errorText(error)));
     return undefined;
   }
+  const sink = new Sink(pi, config, token, options);
+  installed.set(pi, sink);
+  return sink;
+}
 
-  const subagent = options.isSubagent ?? subagentByDefault;
-  const debug = options.debug ?? debuglog("anon-notify-sink");
-  const client = createSinkClient(config.socket);
-  let failureLogged = false;
-  const queue = createSinkQueue<SinkEnvelope>(async (envelope) => {
-    let result = await client.post(envelope, token);
-    if (result.status === 401) {
-      // The app may have created the shared file after we read it; read it again, never rewrite it.
-      const fresh = readTokenQuietly(config.tokenFile);
-      if (fresh && fresh !== token) {
-        token = fresh;
-        result = await client.post(envelope, token);
-      }
-    }
-    if (!result.ok && !failureLogged) {
-      failureLogged = true;
-      debug(`desktop sink ${config.socket}: ${result.reason}; events are dropped while it fails (logged once)`);
-    }
-  });
-
-  let sessionId = "";
-  let unit: Unit | null = null;
+/** One enabled sink: the run recorder's observer, the queue with its one worker, and the socket client. */
+class Sink implements InstalledSink {
+  readonly queue: SinkQueue<SinkEnvelope>;
+  readonly #config: SinkConfig;
+  readonly #subagent: (ctx: ExtensionContext) => boolean;
+  readonly #client: ReturnType<typeof createSinkClient>;
+  readonly #observation: Observation;
+  readonly #offs: (() => void)[];
+  #token: string;
+  #failureLogged = false;
+  #sessionId = "";
+  #unit: Unit | null = null;
   /** The recorder's current run, while this sink follows it. */
-  let round: RecordedRun | null = null;
-  const tools = new Map<string, { tool: string; startedAt: number }>();
-  let held: CompletedRound | null = null;
-  let pendingPrompt: string | undefined;
-  let suppressed: boolean | undefined;
-  let closed = false;
+  #round: RecordedRun | null = null;
+  readonly #tools = new Map<string, { tool: string; startedAt: number }>();
+  #held: CompletedRound | null = null;
+  #pendingPrompt: string | undefined;
+  #suppressed: boolean | undefined;
+  #closed = false;
 
-  const emit = <T extends SinkEventType>(type: T, facts: Record<string, unknown>): void => {
-    if (!config.events[type] || !sessionId) return;
-    queue.push(buildSinkEnvelope(type, sessionId, buildSinkPayload(type, facts), new Date()));
-  };
-  const unitFacts = (u: Unit) => ({ run_id: u.runId, project: u.project, model: u.model });
-  const emitTerminal = (ended: Round): void => {
-    const u = unit;
-    unit = null;
+  constructor(pi: ExtensionAPI, config: SinkConfig, token: string, options: SinkOptions) {
+    this.#config = config;
+    this.#token = token;
+    this.#subagent = options.isSubagent ?? subagentByDefault;
+    const debug = options.debug ?? debuglog("anon-notify-sink");
+    this.#client = createSinkClient(config.socket);
+    this.queue = createSinkQueue<SinkEnvelope>(async (envelope) => {
+      let result = await this.#client.post(envelope, this.#token);
+      if (result.status === 401) {
+        // The app may have created the shared file after we read it; read it again, never rewrite it.
+        const fresh = readTokenQuietly(config.tokenFile);
+        if (fresh && fresh !== this.#token) {
+          this.#token = fresh;
+          result = await this.#client.post(envelope, this.#token);
+        }
+      }
+      if (!result.ok && !this.#failureLogged) {
+        this.#failureLogged = true;
+        debug(`desktop sink ${config.socket}: ${result.reason}; events are dropped while it fails (logged once)`);
+      }
+    });
+    // The sink reports how each run ended, so it always needs the exact outcome.
+    this.#observation = runRecorderFor(pi).observe(
+      {
+        start: (run, ctx) => this.#start(run, ctx),
+        toolStart: (run, event) => {
+          if (run !== this.#round || !this.#unit) return;
+          this.#tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
+          this.#emit("tool.started", { run_id: this.#unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
+        },
+        toolEnd: (run, event, ctx) => {
+          if (run !== this.#round || !this.#unit) return;
+          const call = this.#tools.get(event.toolCallId);
+          this.#tools.delete(event.toolCallId);
+          this.#emit("tool.completed", {
+            run_id: this.#unit.runId,
+            tool_call_id: event.toolCallId,
+            tool: event.toolName,
+            ok: !event.isError && !ctx.signal?.aborted,
+            duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
+          });
+        },
+        settled: (settled, ctx) => this.#settled(settled, ctx),
+      },
+      { exact: true },
+    );
+    this.#offs = [
+      pi.on("before_agent_start", (event) => {
+        this.#pendingPrompt = event.prompt;
+      }),
+      pi.on("session_shutdown", async () => {
+        await this.close();
+      }),
+    ];
+  }
+
+  /** Resolves once a just-settled run's completion has been decided and everything queued was sent. */
+  async flush(): Promise<void> {
+    // The release check runs on the turn after agent_settled; wait for it, then for the worker.
+    await new Promise((resolve) => setImmediate(resolve));
+    await this.queue.idle();
+  }
+
+  /** Releases a held completion, drains briefly, and frees the socket (also done at session_shutdown). */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    const now = Date.now();
+    const round = this.#round;
+    // Quitting mid-run cancels it; a held completion is released: neither may stay on "working".
+    const ended = round ? onRoundSettled(this.#held, { kind: "cancelled", duration_ms: now - round.facts.startedAt }).emit : this.#held;
+    if (round) this.#finishTools(now);
+    if (ended) this.#emitTerminal(ended);
+    this.#round = null;
+    this.#held = null;
+    this.#closed = true;
+    this.#observation.close();
+    for (const off of this.#offs) off();
+    await this.queue.close(SINK_SHUTDOWN_DRAIN_MS);
+    await this.#client.destroy();
+  }
+
+  #start(run: RecordedRun, ctx: ExtensionContext): void {
+    if (this.#closed) return;
+    this.#suppressed ??= this.#subagent(ctx);
+    // A subagent's runs never reach the app: stop observing, which costs its turns nothing.
+    if (this.#suppressed) return this.#observation.close();
+    this.#sessionId ||= ctx.sessionManager.getSessionId();
+    this.#round = run;
+    if (this.#unit) return;
+    const unit = { runId: randomUUID(), project: projectName(ctx.cwd), model: modelLabel(ctx.model) ?? undefined };
+    this.#unit = unit;
+    this.#emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: this.#pendingPrompt });
+    this.#pendingPrompt = undefined;
+  }
+
+  #settled(settled: { run: RecordedRun; outcome: RunOutcome } | undefined, ctx: ExtensionContext): void {
+    if (this.#closed || this.#suppressed) return;
+    const r = this.#round;
+    this.#round = null;
+    if (r && settled?.run === r) {
+      const now = Date.now();
+      this.#finishTools(now);
+      const ended: Round = {
+        ...roundEndOf(settled.outcome, r.answer),
+        duration_ms: now - r.facts.startedAt,
+        agent_name: ctx.sessionManager.getSessionName(),
+      };
+      const decision = onRoundSettled(this.#held, ended);
+      this.#held = decision.held;
+      if (decision.emit) this.#emitTerminal(decision.emit);
+    }
+    if (!this.#held) return;
+    // Work requested from a settled handler (a goal-like loop, queued input) starts right after
+    // all settled handlers return; only then is it known whether this settle was the last one.
+    const settleQuiet = () => {
+      if (this.#closed) return;
+      // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.
+      if (this.#round === null && !idle(ctx)) return void setTimeout(settleQuiet, SETTLE_RECHECK_MS).unref();
+      const decision = onSettleQuiet(this.#held, this.#round !== null);
+      this.#held = decision.held;
+      if (decision.emit) this.#emitTerminal(decision.emit);
+    };
+    setImmediate(settleQuiet);
+  }
+
+  #emit<T extends SinkEventType>(type: T, facts: Record<string, unknown>): void {
+    if (!this.#config.events[type] || !this.#sessionId) return;
+    this.queue.push(buildSinkEnvelope(type, this.#sessionId, buildSinkPayload(type, facts), new Date()));
+  }
+
+  #emitTerminal(ended: Round): void {
+    const u = this.#unit;
+    this.#unit = null;
     if (!u) return;
     const common = {
       ...unitFacts(u),
@@ -162,124 +247,31 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
       duration_seconds: ended.duration_ms === undefined ? undefined : ended.duration_ms / 1000,
     };
     if (ended.kind === "completed") {
-      emit("run.completed", { ...common, had_response: ended.had_response, answer: ended.answer, answered_at: ended.answered_at });
+      this.#emit("run.completed", { ...common, had_response: ended.had_response, answer: ended.answer, answered_at: ended.answered_at });
     } else if (ended.kind === "failed") {
-      emit("run.failed", { ...common, error: ended.error });
+      this.#emit("run.failed", { ...common, error: ended.error });
     } else {
-      emit("run.cancelled", common);
+      this.#emit("run.cancelled", common);
     }
-  };
-  const finishTools = (now: number): void => {
+  }
+
+  #finishTools(now: number): void {
     // A call that never reported its end (aborted before finishing) still closes on the app.
-    for (const [id, call] of tools) {
-      emit("tool.completed", { run_id: unit?.runId, tool_call_id: id, tool: call.tool, ok: false, duration_seconds: (now - call.startedAt) / 1000 });
+    for (const [id, call] of this.#tools) {
+      this.#emit("tool.completed", {
+        run_id: this.#unit?.runId,
+        tool_call_id: id,
+        tool: call.tool,
+        ok: false,
+        duration_seconds: (now - call.startedAt) / 1000,
+      });
     }
-    tools.clear();
-  };
-
-  // The sink reports how each run ended, so it always needs the exact outcome.
-  const observation = runRecorderFor(pi).observe(
-    {
-      start(run, ctx) {
-        if (closed) return;
-        suppressed ??= subagent(ctx);
-        // A subagent's runs never reach the app: stop observing, which costs its turns nothing.
-        if (suppressed) return observation.close();
-        sessionId ||= ctx.sessionManager.getSessionId();
-        round = run;
-        if (unit) return;
-        unit = { runId: randomUUID(), project: projectName(ctx.cwd), model: modelLabel(ctx.model) ?? undefined };
-        emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: pendingPrompt });
-        pendingPrompt = undefined;
-      },
-      toolStart(run, event) {
-        if (run !== round || !unit) return;
-        tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
-        emit("tool.started", { run_id: unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
-      },
-      toolEnd(run, event, ctx) {
-        if (run !== round || !unit) return;
-        const call = tools.get(event.toolCallId);
-        tools.delete(event.toolCallId);
-        emit("tool.completed", {
-          run_id: unit.runId,
-          tool_call_id: event.toolCallId,
-          tool: event.toolName,
-          ok: !event.isError && !ctx.signal?.aborted,
-          duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
-        });
-      },
-      settled(settled, ctx) {
-        if (closed || suppressed) return;
-        const r = round;
-        round = null;
-        if (r && settled?.run === r) {
-          const now = Date.now();
-          finishTools(now);
-          const ended: Round = {
-            ...roundEndOf(settled.outcome, r.answer),
-            duration_ms: now - r.facts.startedAt,
-            agent_name: ctx.sessionManager.getSessionName(),
-          };
-          const decision = onRoundSettled(held, ended);
-          held = decision.held;
-          if (decision.emit) emitTerminal(decision.emit);
-        }
-        if (!held) return;
-        // Work requested from a settled handler (a goal-like loop, queued input) starts right after
-        // all settled handlers return; only then is it known whether this settle was the last one.
-        const settleQuiet = () => {
-          if (closed) return;
-          // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.
-          if (round === null && !idle(ctx)) return void setTimeout(settleQuiet, SETTLE_RECHECK_MS).unref();
-          const decision = onSettleQuiet(held, round !== null);
-          held = decision.held;
-          if (decision.emit) emitTerminal(decision.emit);
-        };
-        setImmediate(settleQuiet);
-      },
-    },
-    { exact: true },
-  );
-
-  const offs = [
-    pi.on("before_agent_start", (event) => {
-      pendingPrompt = event.prompt;
-    }),
-    pi.on("session_shutdown", async () => {
-      await close();
-    }),
-  ];
-
-  async function close(): Promise<void> {
-    if (closed) return;
-    const now = Date.now();
-    // Quitting mid-run cancels it; a held completion is released: neither may stay on "working".
-    const ended = round ? onRoundSettled(held, { kind: "cancelled", duration_ms: now - round.facts.startedAt }).emit : held;
-    if (round) finishTools(now);
-    if (ended) emitTerminal(ended);
-    round = null;
-    held = null;
-    closed = true;
-    observation.close();
-    for (const off of offs) off();
-    await queue.close(SINK_SHUTDOWN_DRAIN_MS);
-    await client.destroy();
+    this.#tools.clear();
   }
-
-  async function flush(): Promise<void> {
-    // The release check runs on the turn after agent_settled; wait for it, then for the worker.
-    await new Promise((resolve) => setImmediate(resolve));
-    await queue.idle();
-  }
-
-  const sink = { queue, flush, close };
-  installed.set(pi, sink);
-  return sink;
 }
 
-function isoTime(ms: number | undefined): string | undefined {
-  return ms === undefined ? undefined : new Date(ms).toISOString();
+function unitFacts(u: Unit) {
+  return { run_id: u.runId, project: u.project, model: u.model };
 }
 
 /** A stale context (the session was replaced) counts as idle: nothing more can start on it. */
