@@ -100,6 +100,7 @@ export const LAYERS: readonly Layer[] = [
       "extension/state-bus.ts",
       "*/decisions.ts",
       "extension/config/schema.ts",
+      "extension/config/layers.ts",
       "extension/approvals/policy.ts",
       "extension/approvals/programs.ts",
       "extension/approvals/runs.ts",
@@ -206,9 +207,7 @@ export function climbs(graph: Map<string, string[]>, layers: readonly Layer[] = 
 export const MAX_LINES = 400;
 
 /** Long files whose reason lives here, not in their header (files others were rewriting when the rule came). */
-export const KNOWN_LONG: ReadonlyMap<string, string> = new Map([
-  ["extension/config/config.ts", "its inline texts move to the text catalogue (the one-text-policy work, issue 26)"],
-]);
+export const KNOWN_LONG: ReadonlyMap<string, string> = new Map<string, string>([]);
 
 /** Source files (not tests) over `MAX_LINES` lines whose header gives no reason. */
 export function longFiles(root: string, files: Iterable<string>, known: ReadonlyMap<string, string> = KNOWN_LONG): string[] {

@@ -7,8 +7,6 @@ import { fileURLToPath } from "node:url";
 import {
   agentDirFrom,
   dataDirFor,
-  didYouMean,
-  editDistance,
   loadConfig,
   normaliseLegacy,
   readToken,
@@ -16,6 +14,7 @@ import {
   renderSource,
   type LoadConfigOptions,
 } from "../../extension/config/config.ts";
+import { didYouMean, editDistance } from "../../extension/config/layers.ts";
 import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema.ts";
 import { messagesFor } from "../../extension/messages.ts";
 
