@@ -11,6 +11,7 @@
  * `unauthorized` (the console's own refusal, decided per client in `console/intercept`). Pages of
  * other sites never reach any of it (see `originDecision`).
  */
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
@@ -384,7 +385,8 @@ function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: 
     return { dev, prod: built };
   }
   if (built.split(sep).includes("node_modules")) return { dev, prod: built };
-  const link = join(root, "node_modules", ".anon-notify-console");
+  // Named by the build's path: clones sharing one node_modules (git worktrees) each serve their own page.
+  const link = join(root, "node_modules", `.anon-notify-console-${createHash("sha256").update(built).digest("hex").slice(0, 12)}`);
   try {
     if (!existsSync(link) || readlinkSync(link) !== built) {
       rmSync(link, { force: true });
