@@ -150,6 +150,8 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       commandLeaseMs: 24 * 60 * 60_000,
       // Stops not handed out would be cancelled by the sweep in the middle of a later route.
       stopTtlMs: 24 * 60 * 60_000,
+      // The baseline approval would time out (15 min by default) in the middle of a long run.
+      approvalMaxMinutes: 24 * 60,
       commandImageBudgetBytes: IMAGE_BUDGET,
       watchdogEnabled: false,
     },
