@@ -1,16 +1,28 @@
 /**
  * A real node:http server on 127.0.0.1 speaking the presence and command half of the protocol,
- * scripted by the test: it validates every request with the shared protocol schemas, keeps a
- * small in-memory queue with leases, holds claims open for `wait_ms`, and records everything the
- * client sent, so tests can assert on the wire without the full Koishi plugin.
+ * scripted by the test: it validates every request with the shared protocol schemas, keeps one
+ * session's commands in memory, holds claims open for `wait_ms`, and records everything the client
+ * sent, so tests can assert on the wire without the full Koishi plugin.
+ *
+ * It is a stand-in for the server's queue, so it must not decide anything its own way: which
+ * command a claim gets, whether a claim is held, what an expiry and an ACK do and the status of a
+ * refusal are the real queue's pure decisions (server/queue/state.ts) and the HTTP edge's table
+ * (server/http/error-status.ts). Only `failNextAck` answers as the test scripts it.
+ * test/server/scripted-api.test.ts runs one table of scenarios against this and the real server.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { EventEmitter, once } from "node:events";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { AckBody, ClaimQuery, laneOf, type ClaimedCommand, type CommandLane } from "../../protocol/queue.ts";
+import { AckBody, ClaimQuery, type ClaimAnswer, type ClaimedCommand, type CommandLane } from "../../protocol/queue.ts";
 import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
+import { HTTP_STATUS } from "../../server/http/error-status.ts";
+import { ACTIVE_STATES, claimedCommand, claimPatch, decideAck, expiryPatch, mayHoldClaim, pickClaim, type CommandRecord } from "../../server/queue/state.ts";
+
+/** The real defaults' lease and stop time to live (notify-webhook.ts's Config). */
+const LEASE_MS = 60_000;
+const STOP_TTL_MS = 30_000;
 
 export interface ClaimRecord {
   query: ReturnType<typeof ClaimQuery.parse>;
@@ -58,11 +70,30 @@ export function command(id: string, instruction: string, extra: Partial<ClaimedC
 export async function startScriptedApi(options: ScriptedApiOptions = {}): Promise<ScriptedApi> {
   const token = "scripted-token";
   const events = new EventEmitter();
-  const queue: ClaimedCommand[] = [];
-  const leases = new Map<string, { command: ClaimedCommand; token: string }>();
+  /** The session's commands in queue order, as the server's table holds them. */
+  const records: CommandRecord[] = [];
   const ackFailures = new Map<string, { status: number; error: string }>();
-  const waiters = new Set<{ query: ClaimRecord; respond: (command: ClaimedCommand | null) => void }>();
+  const waiters = new Set<{ query: ClaimRecord; retry: () => boolean }>();
   const liveRuntimes = new Set<string>();
+  let closing = false;
+
+  /** The running state the session's latest heartbeat gave, as the registry keeps it. */
+  const runState = (sessionId: string) => api.heartbeats.findLast((beat) => beat.session_id === sessionId)?.state ?? "idle";
+  /** What the server's claim does: lease the command `pickClaim` picks, or nothing. */
+  const claim = (query: ClaimRecord["query"]): ClaimAnswer => {
+    const now = new Date();
+    const active = records.filter((record) => ACTIVE_STATES.includes(record.state));
+    const claimer = { runtimeId: query.runtime_id, supportsImages: query.capabilities === "images", lane: query.lane, stopTtlMs: STOP_TTL_MS };
+    const picked = pickClaim(active, now, claimer);
+    if (!picked) return { command: null };
+    const leaseToken = randomUUID();
+    Object.assign(picked, claimPatch(picked, { token: leaseToken, runtimeId: query.runtime_id, now, leaseMs: LEASE_MS }));
+    return { command: claimedCommand(picked), lease: { token: leaseToken, expires_at: picked.lease_expires_at!.toISOString() } };
+  };
+  /** After any change, as the server's waker does: every held claim looks again. */
+  const wake = () => {
+    for (const waiter of waiters) waiter.retry();
+  };
 
   const api: ScriptedApi = {
     endpoint: "",
@@ -73,22 +104,48 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
     acks: [],
     log: [],
     enqueue(next) {
-      for (const waiter of waiters) {
-        if (waiter.query.query.lane !== laneOf(next.kind)) continue;
-        if (next.images.length > 0 && waiter.query.query.capabilities !== "images") continue;
-        waiters.delete(waiter);
-        return waiter.respond(next);
-      }
-      queue.push(next);
+      const sessionId = api.heartbeats.at(-1)?.session_id;
+      if (!sessionId) throw new Error("enqueue before any heartbeat: the stand-in serves the session that beats");
+      const now = new Date();
+      records.push({
+        seq: records.length + 1,
+        command_id: next.command_id,
+        session_id: sessionId,
+        event_id: next.event_id,
+        origin: next.origin,
+        kind: next.kind,
+        payload: next.payload ?? null,
+        instruction: next.instruction,
+        images: next.images,
+        image_count: next.images.length,
+        image_bytes: next.images.reduce((sum, image) => sum + Buffer.from(image.data, "base64").length, 0),
+        image_digest: null,
+        request_key: null,
+        request_digest: "",
+        state: "pending",
+        lease_token: null,
+        lease_runtime_id: null,
+        lease_expires_at: null,
+        first_claimed_at: null,
+        deliveries: 0,
+        outcome: null,
+        cancel_reason: null,
+        created_at: new Date(next.created_at),
+        updated_at: now,
+      });
+      wake();
     },
     failNextAck(commandId, status, error) {
       ackFailures.set(commandId, { status, error });
     },
     expireLease(commandId) {
-      const lease = leases.get(commandId);
-      if (!lease) throw new Error(`no lease for ${commandId}`);
-      leases.delete(commandId);
-      api.enqueue(lease.command);
+      const record = records.find((r) => r.command_id === commandId);
+      if (record?.state !== "leased") throw new Error(`no lease for ${commandId}`);
+      // The lease's time is up now: what the server's sweep does then.
+      const now = new Date();
+      record.lease_expires_at = now;
+      Object.assign(record, expiryPatch(record, now));
+      wake();
     },
     async until(predicate, what, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
@@ -102,21 +159,11 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
     },
     waitingClaims: (lane = "instructions") => [...waiters].filter((w) => w.query.query.lane === lane).length,
     async close() {
-      for (const waiter of waiters) waiter.respond(null);
+      closing = true;
+      wake();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
-  };
-
-  const take = (capabilities: string | undefined, lane: CommandLane): ClaimedCommand | undefined => {
-    const index = queue.findIndex((c) => laneOf(c.kind) === lane && (c.images.length === 0 || capabilities === "images"));
-    return index < 0 ? undefined : queue.splice(index, 1)[0];
-  };
-
-  const lease = (next: ClaimedCommand) => {
-    const leaseToken = randomUUID();
-    leases.set(next.command_id, { command: next, token: leaseToken });
-    return { command: next, lease: { token: leaseToken, expires_at: new Date(Date.now() + 60_000).toISOString() } };
   };
 
   const server = createServer(async (req, res) => {
@@ -130,6 +177,8 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
         api.heartbeats.push(beat);
         liveRuntimes.add(beat.runtime_id);
         const protocol = options.commandProtocol === undefined ? {} : { command_protocol: options.commandProtocol };
+        // A run's start ends the held instruction claims, as the server's heartbeat route wakes them.
+        if (beat.state === "running") wake();
         return send(res, 200, { ttl_ms: 30_000, server_time: new Date().toISOString(), ...protocol });
       }
       if (req.method === "POST" && path === "/sessions/offline") {
@@ -142,21 +191,28 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
         const record: ClaimRecord = { query };
         api.claims.push(record);
         if (!liveRuntimes.has(query.runtime_id)) return send(res, 409, { error: "session_offline" });
-        const ready = take(query.capabilities, query.lane);
-        if (ready || query.wait_ms === 0) {
-          record.answered = ready?.command_id ?? null;
-          return send(res, 200, ready ? lease(ready) : { command: null });
-        }
+        const answer = (value: ClaimAnswer) => {
+          record.answered = value.command?.command_id ?? null;
+          send(res, 200, value);
+        };
+        const first = claim(query);
+        if (first.command || query.wait_ms === 0 || !mayHoldClaim(query.lane, runState(query.session_id))) return answer(first);
         const waiter = {
           query: record,
-          respond: (next: ClaimedCommand | null) => {
+          /** Claims again; answers and lets go when there is a command, the claim may no longer be held, or the server closes. */
+          retry: () => {
+            const next: ClaimAnswer = closing ? { command: null } : claim(query);
+            if (!next.command && !closing && mayHoldClaim(query.lane, runState(query.session_id))) return false;
             clearTimeout(timer);
             waiters.delete(waiter);
-            record.answered = next?.command_id ?? null;
-            send(res, 200, next ? lease(next) : { command: null });
+            answer(next);
+            return true;
           },
         };
-        const timer = setTimeout(() => waiter.respond(null), query.wait_ms);
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          answer(claim(query));
+        }, query.wait_ms);
         // A client that gives up must not be handed a command it will never read.
         res.on("close", () => {
           clearTimeout(timer);
@@ -172,15 +228,19 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
         const body = AckBody.parse(await json(req));
         api.onAck?.(commandId);
         const failure = ackFailures.get(commandId);
-        const held = leases.get(commandId);
-        const status = failure ? failure.status : held && held.token === body.lease_token ? 200 : 409;
         ackFailures.delete(commandId);
-        api.acks.push({ commandId, body, status });
-        if (status === 200) {
-          leases.delete(commandId);
-          return send(res, 200, { state: "accepted" });
+        if (failure) {
+          api.acks.push({ commandId, body, status: failure.status });
+          return send(res, failure.status, { error: failure.error });
         }
-        return send(res, status, { error: failure?.error ?? "lease_mismatch" });
+        const record = records.find((r) => r.command_id === commandId);
+        const decision = decideAck(record, body, new Date());
+        const status = decision.kind === "refuse" ? HTTP_STATUS[decision.error] : 200;
+        api.acks.push({ commandId, body, status });
+        if (decision.kind === "refuse") return send(res, status, { error: decision.error });
+        if (decision.kind === "write") Object.assign(record!, decision.patch);
+        wake();
+        return send(res, 200, { state: "accepted" });
       }
       send(res, 404, { error: "not_found" });
     } catch (error) {
