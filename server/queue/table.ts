@@ -73,6 +73,23 @@ export type NewRow = Omit<
   | "updated_at"
 > & { event_id: string | null };
 
+/** The row a new command starts as: pending, never claimed, no outcome. */
+export function pendingRow(fields: NewRow & { command_id: string; event_id: string }, now: Date): Omit<CommandRecord, "seq"> {
+  return {
+    ...fields,
+    state: "pending",
+    lease_token: null,
+    lease_runtime_id: null,
+    lease_expires_at: null,
+    first_claimed_at: null,
+    deliveries: 0,
+    outcome: null,
+    cancel_reason: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
 export class CommandTable {
   readonly #ctx: Context;
 
@@ -114,21 +131,10 @@ export class CommandTable {
   /** Inserts a pending command with a fresh id; one with no notice to answer gets `<origin>:<command_id>`. */
   insert(fields: NewRow, now: Date): Promise<CommandRecord> {
     const commandId = `c-${randomUUID()}`;
-    return this.#ctx.database.create(COMMAND_TABLE, {
-      ...fields,
-      command_id: commandId,
-      event_id: fields.event_id ?? `${fields.origin}:${commandId}`,
-      state: "pending",
-      lease_token: null,
-      lease_runtime_id: null,
-      lease_expires_at: null,
-      first_claimed_at: null,
-      deliveries: 0,
-      outcome: null,
-      cancel_reason: null,
-      created_at: now,
-      updated_at: now,
-    });
+    return this.#ctx.database.create(
+      COMMAND_TABLE,
+      pendingRow({ ...fields, command_id: commandId, event_id: fields.event_id ?? `${fields.origin}:${commandId}` }, now),
+    );
   }
 
   /** One command's listing shape; `undefined` for an unknown id. */

@@ -19,6 +19,7 @@ import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { HTTP_STATUS } from "../../server/http/error-status.ts";
 import { ACTIVE_STATES, claimedCommand, claimPatch, decideAck, expiryPatch, mayHoldClaim, pickClaim, type CommandRecord } from "../../server/queue/state.ts";
+import { pendingRow } from "../../server/queue/table.ts";
 
 /** The real defaults' lease and stop time to live (notify-webhook.ts's Config). */
 const LEASE_MS = 60_000;
@@ -106,9 +107,7 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
     enqueue(next) {
       const sessionId = api.heartbeats.at(-1)?.session_id;
       if (!sessionId) throw new Error("enqueue before any heartbeat: the stand-in serves the session that beats");
-      const now = new Date();
-      records.push({
-        seq: records.length + 1,
+      const row = {
         command_id: next.command_id,
         session_id: sessionId,
         event_id: next.event_id,
@@ -122,17 +121,8 @@ export async function startScriptedApi(options: ScriptedApiOptions = {}): Promis
         image_digest: null,
         request_key: null,
         request_digest: "",
-        state: "pending",
-        lease_token: null,
-        lease_runtime_id: null,
-        lease_expires_at: null,
-        first_claimed_at: null,
-        deliveries: 0,
-        outcome: null,
-        cancel_reason: null,
-        created_at: new Date(next.created_at),
-        updated_at: now,
-      });
+      };
+      records.push({ seq: records.length + 1, ...pendingRow(row, new Date()), created_at: new Date(next.created_at) });
       wake();
     },
     failNextAck(commandId, status, error) {

@@ -20,14 +20,14 @@ import {
   type Claimer,
   type CommandRecord,
 } from "../../server/queue/state.ts";
+import { pendingRow } from "../../server/queue/table.ts";
 import { imageHeader, imageOf } from "./images.ts";
 
 const T0 = new Date("2026-11-30T03:00:00.000Z");
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
 function record(overrides: Partial<CommandRecord> = {}): CommandRecord {
-  return {
-    seq: 1,
+  const fields = {
     command_id: "c-1",
     session_id: "s-1",
     event_id: "e-1",
@@ -41,18 +41,8 @@ function record(overrides: Partial<CommandRecord> = {}): CommandRecord {
     image_digest: null,
     request_key: null,
     request_digest: "d",
-    state: "pending",
-    lease_token: null,
-    lease_runtime_id: null,
-    lease_expires_at: null,
-    first_claimed_at: null,
-    deliveries: 0,
-    outcome: null,
-    cancel_reason: null,
-    created_at: T0,
-    updated_at: T0,
-    ...overrides,
-  };
+  } as const;
+  return { seq: 1, ...pendingRow({ ...fields, images: [] }, T0), ...overrides };
 }
 
 const leased = (expiresInMs: number) =>
