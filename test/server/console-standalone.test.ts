@@ -36,6 +36,9 @@ test("npm start prints the page's sign-in link; its token signs a WebSocket in, 
   const page = await ConsoleSocket.open(port, url.origin);
   assert.deepEqual(await page.signIn(token), { ok: true, value: { via: "token" } });
   await page.until((view) => view.actions.allowed, "the data after signing in");
+  // The probe without the token (and without an Origin) still learns nothing: no data, no stored entry.
+  for (let id = 1; id <= 30; id++) assert.deepEqual(await bare.raw("anon-notify/entry", { id }), { error: "unauthorized" }, `entry ${id}`);
+  assert.equal(bare.view ?? null, null, "no data pushed to the probe");
 
   // Ctrl-C with both still connected.
   server.child.kill("SIGINT");

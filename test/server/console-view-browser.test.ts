@@ -1,6 +1,6 @@
 /**
  * The owner's view of what a session did, in a real headless Chromium against a real Pi session:
- * a run that finished with a markdown reply (after a tool-error notice), a failed one and one stopped
+ * a run that finished with a markdown reply (after a tool-error and progress notices), a failed one and one stopped
  * from the page, with their outcomes and durations; the reply rendered without HTML or images; the
  * page in Chinese and in English, at a phone's and a laptop's size. The screenshots go to a temp
  * folder, or into docs/images/ for the README with UPDATE_SCREENSHOTS=1, so a test run leaves the
@@ -13,15 +13,16 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { CHROMIUM_SKIP, consoleBrowser, consoleStage, type ConsoleStage } from "../helpers/console.ts";
-import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
+import { ai, echoTool, latch, waitForAbortStep } from "../../harness/pi.ts";
 
 const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
 const REPLY = '**README** 已更新：\n\n- 安装步骤\n- `npm start`\n\n<img src="https://evil.example/x.png" onerror="alert(1)"> <script>alert(1)</script>';
 
-/** Start, progress and final notices on, and no spacing between non-final ones, so every run has a known start. */
+/** Start, progress (after every tool call) and final notices on, and no spacing between notices, so every run has a known start. */
 const USER_CONFIG = {
   notify: { started: true, progress: true, completed: true, failed: true, toolError: true },
+  progress: { firstAfterMs: 3_600_000, intervalMs: 3_600_000, toolCountThreshold: 1, errorCooldownMs: 0 },
   delivery: { timeoutMs: 12_000, maxAttempts: 3, backoffMs: 1_000, minIntervalMs: 0, outboxMaxAgeMs: 7 * 24 * 3_600_000 },
 };
 
@@ -45,19 +46,25 @@ test("a real session's runs in the session view: done with the reply rendered sa
 }, async (t) => {
   const browser = await consoleBrowser(t);
   const stage = await consoleStage(t, { config: { logPersona: true }, userConfig: USER_CONFIG });
-  const { pi, sessionId } = await stage.openPi();
+  const { pi, sessionId } = await stage.openPi([echoTool()]);
   const { page, errors } = await openSignedIn(browser, stage, "zh-CN", "phone");
   const view = page.locator(`[data-test=session-view][data-session-id="${sessionId}"]`);
   await view.waitFor({ timeout: 10_000 });
   // Phone first: the instruction box is there without picking a card, and nothing scrolls sideways.
   assert.equal(await page.locator("[data-test=instruction]").isEnabled(), true, "the instruction box is ready for the only session");
 
-  // 1. Finished: a tool-error notice on the way (a tool the session lacks), then a markdown reply carrying HTML.
-  pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("lint", {})], { stopReason: "toolUse" }), ai.fauxAssistantMessage(REPLY)]);
+  // 1. Finished: a tool-error notice on the way (a tool the session lacks), progress after each
+  // tool call, then a markdown reply carrying HTML.
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("lint", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage([ai.fauxToolCall("echo", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage(REPLY),
+  ]);
   await pi.prompt("更新 README");
   const done = view.locator("[data-test=run][data-outcome=done]");
   await done.waitFor({ timeout: 15_000 });
-  assert.match(await done.locator("[data-test=run-latest]").innerText(), /^工具出错：.*lint/);
+  assert.match(await done.locator("[data-test=run-latest]").innerText(), /^最新进度：.*已完成 2 次工具调用/);
+  await page.locator("[data-test=timeline-say]", { hasText: "work 的工具出错：" }).first().waitFor({ timeout: 10_000 });
   const reply = done.locator("[data-test=run-reply]");
   assert.match(await reply.innerHTML(), /<strong>README<\/strong>/, "markdown rendered");
   assert.equal(await reply.locator("img, script").count(), 0, "no image fetched, no script");
