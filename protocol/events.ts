@@ -57,8 +57,31 @@ export const EventAccepted = z.object({
   event_id: Id,
   state: ReceiptState,
   duplicate: z.boolean(),
+  /** How many events one `POST /events/batch` may carry; absent from a server without the route. */
+  batch_max: z.number().int().positive().optional(),
 });
 export type EventAccepted = z.infer<typeof EventAccepted>;
+
+/** `POST /events/batch`: each element is judged as a `POST /events` body, in order, so only the array is checked here. */
+export const EventBatch = z.strictObject({ events: z.array(z.unknown()).min(1).max(LIMITS.eventBatchMax) });
+
+/** The event that ended a batch, with what the single route would have answered for it. */
+export const BatchRefusal = z.object({
+  index: z.number().int().nonnegative(),
+  event_id: Id.nullable(),
+  status: z.number().int().min(400).max(599),
+  error: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  retry_after_seconds: z.number().nonnegative().optional(),
+});
+export type BatchRefusal = z.infer<typeof BatchRefusal>;
+
+/** The accepted prefix of a batch, one receipt per event in array order, and the refusal that ended it. */
+export const BatchAccepted = z.object({
+  accepted: z.array(EventAccepted),
+  refused: BatchRefusal.nullable(),
+});
+export type BatchAccepted = z.infer<typeof BatchAccepted>;
 
 export const Receipt = z.object({
   event_id: Id,

@@ -20,6 +20,9 @@ export const LIMITS = {
   jsonDepth: 32,
   urlChars: 2048,
   eventBodyBytes: 64 * 1024,
+  /** `POST /events/batch`: events per request, and the whole body. */
+  eventBatchMax: 32,
+  eventBatchBytes: 256 * 1024,
   operatorBodyBytes: 12 * 1024 * 1024,
   instructionChars: 4000,
   previewChars: 200,

@@ -1,7 +1,8 @@
 /**
- * The one way events enter the server, for POST /events and for producers inside the server (the
- * watchdog) alike: the event rate limit, validation, one request per `event_id` at a time,
- * deduplication by body, the receipt on disk (synced) before any acceptance is answered, then the worker.
+ * The one way events enter the server, for POST /events (one or a batch) and for producers inside
+ * the server (the watchdog) alike: the event rate limit, validation, one request per `event_id` at a
+ * time, deduplication by body, the receipt on disk (synced, one sync per batch) before any acceptance
+ * is answered, then the worker.
  */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
@@ -28,6 +29,12 @@ export interface Submission {
   actor: AuditActor;
   /** The HTTP `Idempotency-Key`, which must equal the body's `event_id` when given. */
   idempotencyKey?: string | undefined;
+}
+
+/** A batch's accepted prefix, and the refusal that ended it early. */
+export interface BatchOutcome {
+  accepted: EventAccepted[];
+  refused?: { index: number; error: DomainError };
 }
 
 export class EventIntake {
@@ -62,18 +69,33 @@ export class EventIntake {
    */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
-    this.#takeToken();
-    const event = parseEvent(body);
-    if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
-      throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
-    }
-    if (from.actor === "agent" && isServerEventId(event.event_id)) {
-      throw new DomainError("invalid_request", {
-        issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }],
-      });
-    }
-    const { audit } = this.#deps;
-    return audit ? audit.as(from.actor, () => this.#inTurn(event)) : this.#inTurn(event);
+    const accepted = await this.#as(from, () => this.#accept(body, from));
+    await this.#deps.sync?.();
+    return accepted;
+  }
+
+  /**
+   * Accepts event bodies in array order, each exactly as `submit` would, and stops at the first
+   * refusal (a `DomainError`): what was accepted is always a prefix, so a later event never gets
+   * ahead of an earlier one. One sync covers the whole prefix. Anything else (the store failing)
+   * rejects the whole call, as it would a single submission.
+   */
+  async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
+    if (!this.#loaded) throw new DomainError("not_ready");
+    const accepted: EventAccepted[] = [];
+    const refused = await this.#as(from, async () => {
+      for (const [index, body] of bodies.entries()) {
+        try {
+          accepted.push(await this.#accept(body, from));
+        } catch (error) {
+          if (error instanceof DomainError) return { index, error };
+          throw error;
+        }
+      }
+      return undefined;
+    });
+    if (accepted.length > 0) await this.#deps.sync?.();
+    return refused ? { accepted, refused } : { accepted };
   }
 
   /** The receipt as this process knows it, or `not_found`. */
@@ -89,19 +111,33 @@ export class EventIntake {
     if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
   }
 
-  /** One request per event_id at a time, so a replay never races the first write. */
-  #inTurn(event: EventBody): Promise<EventAccepted> {
+  #as<T>(from: Submission, task: () => Promise<T>): Promise<T> {
+    const { audit } = this.#deps;
+    return audit ? audit.as(from.actor, task) : task();
+  }
+
+  /** Checks one body and stores it (not yet synced); one request per event_id at a time, so a replay never races the first write. */
+  #accept(body: unknown, from: Submission): Promise<EventAccepted> {
+    this.#takeToken();
+    const event = parseEvent(body);
+    if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
+      throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
+    }
+    if (from.actor === "agent" && isServerEventId(event.event_id)) {
+      throw new DomainError("invalid_request", {
+        issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }],
+      });
+    }
     return this.#turns.run(event.event_id, () => this.#acceptOnce(event));
   }
 
   async #acceptOnce(event: EventBody): Promise<EventAccepted> {
-    const { store, worker, audit, sync } = this.#deps;
+    const { store, worker, audit } = this.#deps;
     const hash = bodyHash(event);
     const existing = await store.get(event.event_id);
     if (existing) {
       if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
-      // The first answer may have failed at its sync: a replay is answered only once the row is on disk.
-      await sync?.();
+      // The first answer may have failed at its sync: the caller's sync covers a replay too.
       return { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true };
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
@@ -109,7 +145,6 @@ export class EventIntake {
     // Queue before auditing: a stored row that is not queued would wait for the next restart.
     worker.enqueue(row);
     await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
-    await sync?.();
     return { event_id: event.event_id, state: "queued", duplicate: false };
   }
 }

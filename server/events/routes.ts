@@ -1,15 +1,30 @@
 /**
- * POST /events and GET /events/:event_id over the event intake, and the start-up load: the whole
+ * POST /events, POST /events/batch and GET /events/:event_id over the event intake, and the start-up load: the whole
  * API answers 503 until the receipts have been read, so nothing is answered from a half-loaded store.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
+import { type BatchAccepted, type BatchRefusal, type EventAccepted, EventBatch } from "../../protocol/events.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { parseWith } from "../errors.ts";
+import { type DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
+import { HTTP_STATUS } from "../http/status.ts";
 import type { EventIntake } from "./intake.ts";
 
 const LOAD_RETRY_MS = 1000;
+
+/** What `POST /events` would have answered for the element that ended a batch. */
+function refusal(index: number, body: unknown, error: DomainError): BatchRefusal {
+  const id = Id.safeParse((body as { event_id?: unknown } | null)?.event_id);
+  return {
+    index,
+    event_id: id.success ? id.data : null,
+    status: HTTP_STATUS[error.code],
+    error: error.code,
+    ...(error.issues ? { issues: error.issues } : {}),
+    ...(error.retryAfterSeconds === undefined ? {} : { retry_after_seconds: Math.max(1, Math.ceil(error.retryAfterSeconds)) }),
+  };
+}
 
 export interface EventRoutesDeps {
   api: HttpApi;
@@ -38,9 +53,19 @@ export const EventRoutes = {
     api.offer(ctx, "direct");
     api.offer(ctx, "context_usage");
 
-    api.route(ctx, { method: "POST", path: "/events", auth: "agent", maxBytes: LIMITS.eventBodyBytes }, async (request) =>
-      json(202, await intake.submit(request.body, { actor: "agent", idempotencyKey: request.header("idempotency-key") })),
-    );
+    api.offer(ctx, "events_batch");
+
+    api.route(ctx, { method: "POST", path: "/events", auth: "agent", maxBytes: LIMITS.eventBodyBytes }, async (request) => {
+      const accepted = await intake.submit(request.body, { actor: "agent", idempotencyKey: request.header("idempotency-key") });
+      // Tells the client it may send its next backlog as one batch.
+      return json(202, { ...accepted, batch_max: LIMITS.eventBatchMax } satisfies EventAccepted);
+    });
+
+    api.route(ctx, { method: "POST", path: "/events/batch", auth: "agent", maxBytes: LIMITS.eventBatchBytes }, async (request) => {
+      const { events } = parseWith(EventBatch, request.body);
+      const { accepted, refused } = await intake.submitBatch(events, { actor: "agent" });
+      return json(200, { accepted, refused: refused ? refusal(refused.index, events[refused.index], refused.error) : null } satisfies BatchAccepted);
+    });
 
     api.route(ctx, { method: "GET", path: "/events/:event_id", auth: "agent" }, async (request) =>
       json(200, await intake.receipt(parseWith(Id, request.params.event_id))),

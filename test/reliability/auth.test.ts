@@ -24,6 +24,7 @@ import { waitUntil } from "../../harness/wait.ts";
 /** Every route of docs/protocol.md with a path that exists, and the token it needs. */
 const ROUTES: { method: "GET" | "POST" | "DELETE"; path: string; auth: "agent" | "operator" }[] = [
   { method: "POST", path: "/events", auth: "agent" },
+  { method: "POST", path: "/events/batch", auth: "agent" },
   { method: "GET", path: "/events/pi:x:run:1", auth: "agent" },
   { method: "GET", path: "/health", auth: "agent" },
   { method: "GET", path: "/recipient", auth: "agent" },

@@ -19,7 +19,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { Agent, request } from "undici";
-import { EventBody } from "../../protocol/events.ts";
+import { BatchAccepted, EventBody } from "../../protocol/events.ts";
 import { ErrorCode, ErrorAnswer } from "../../protocol/wire.ts";
 import { blockPayload } from "../../server/persona/block.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
@@ -462,6 +462,7 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       bodyOf(mutated(toolCallTemplate, { input: fc.dictionary(fc.string(), fc.string({ minLength: 4000, maxLength: 4200 }), { minKeys: 1, maxKeys: 2 }) })),
       agentAuth,
     ),
+    "POST /events/batch": post(fc.constant("/events/batch"), bodyOf(mutated({ events: fc.array(eventBody, { maxLength: 4 }) })), agentAuth),
     // Last: an accepted mute holds every later notice back, which the closing check below counts on not happening.
     "POST /operator/mute": post(
       fc.constant("/operator/mute"),
@@ -561,6 +562,21 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
           assert.deepEqual([again.status, again.text], [answer.status, answer.text], `the same refusal again — ${where}`);
           const afterRepeat = await fingerprint(name);
           assert.equal(afterRepeat, current, `the repeated refusal changed nothing — ${where}\nbefore ${current}\nafter  ${afterRepeat}`);
+        } else if (name === "POST /events/batch") {
+          // A batch is answered 200 with the accepted prefix and the refusal that ended it, worded as the single route would.
+          const batch = BatchAccepted.parse(body);
+          const sent = (JSON.parse(String(fuzz.body)) as { events: unknown[] }).events;
+          if (batch.refused) {
+            assert.equal(batch.refused.index, batch.accepted.length, `the refusal follows the accepted prefix — ${where}`);
+            assert.ok(ErrorCode.options.includes(batch.refused.error as ErrorCode), where);
+            tally(codes, `batch ${batch.refused.error}`);
+          } else assert.equal(batch.accepted.length, sent.length, `no refusal: every event accepted — ${where}`);
+          batch.accepted.forEach((receipt, i) => {
+            if (receipt.duplicate) return;
+            accepted.push(EventBody.parse(sent[i]));
+            knownEvents.push(receipt.event_id);
+          });
+          if (batch.accepted.every((receipt) => receipt.duplicate)) assert.equal(after, current, `a batch that took nothing new changed nothing — ${where}`);
         } else if (name.startsWith("POST /events") && answer.status === 202 && body.duplicate === false) {
           accepted.push(EventBody.parse(JSON.parse(String(fuzz.body))));
           knownEvents.push(String(body.event_id));

@@ -28,7 +28,7 @@ describe("POST /events", () => {
     const event = validEvent();
     const answer = await postEvent(koishi, event, { "idempotency-key": String(event.event_id) });
     assert.equal(answer.status, 202);
-    assert.deepEqual(EventAccepted.parse(answer.body), { event_id: event.event_id, state: "queued", duplicate: false });
+    assert.deepEqual(EventAccepted.parse(answer.body), { event_id: event.event_id, state: "queued", duplicate: false, batch_max: LIMITS.eventBatchMax });
 
     const receipt = await settledReceipt(koishi, String(event.event_id));
     assert.equal(receipt.state, "context_injected");
@@ -92,7 +92,7 @@ describe("POST /events", () => {
       const reordered = JSON.stringify(Object.fromEntries(Object.entries(event).reverse()), null, 1);
       const replay = await postEvent(koishi, reordered);
       assert.equal(replay.status, 202);
-      assert.deepEqual(replay.body, { event_id: event.event_id, state: settled.state, duplicate: true });
+      assert.deepEqual(replay.body, { event_id: event.event_id, state: settled.state, duplicate: true, batch_max: LIMITS.eventBatchMax });
       assert.equal(worldState(koishi).recorded.filter((r) => r.message.includes(String(event.event_id))).length, 1);
       assert.equal((await getReceipt(koishi, String(event.event_id)))!.attempts, 1);
     });

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import type { HealthAnswer } from "../../protocol/status.ts";
-import { API_BASE_PATH } from "../../protocol/wire.ts";
+import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -154,7 +154,7 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   const event = validEvent();
   const accepted = await fetch(`${baseUrl}/events`, { method: "POST", headers, body: JSON.stringify(event) });
   assert.equal(accepted.status, 202);
-  assert.deepEqual(await accepted.json(), { event_id: event.event_id, state: "queued", duplicate: false });
+  assert.deepEqual(await accepted.json(), { event_id: event.event_id, state: "queued", duplicate: false, batch_max: LIMITS.eventBatchMax });
   const receipt = await waitUntil(
     async () => {
       const answer = (await (await fetch(`${baseUrl}/events/${encodeURIComponent(String(event.event_id))}`, { headers })).json()) as {

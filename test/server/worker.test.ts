@@ -9,6 +9,7 @@ import type { ForkScope } from "koishi";
 import type {} from "@koishijs/plugin-mock";
 import { formatDirectMessage } from "../../server/delivery/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { AgentStandIn, MockBot, MockMessenger, WorldStateStandIn, agent, withPersona, worldState } from "./persona-standin.ts";
@@ -69,7 +70,7 @@ describe("persona injection", () => {
     assert.equal(receipt.error, "no_persona: 没有可用的人格（没有检测到 YesImBot v3，也没有开启 logPersona），事件没有交出去");
     // The replay tells the client the same, so it does not count the event as delivered.
     const replay = await postEvent(koishi, event);
-    assert.deepEqual(replay.body, { event_id: event.event_id, state: "failed", duplicate: true });
+    assert.deepEqual(replay.body, { event_id: event.event_id, state: "failed", duplicate: true, batch_max: LIMITS.eventBatchMax });
   });
 
   test("YesImBot loading later is picked up without restarting the plugin", async (t) => {
