@@ -71,7 +71,7 @@ export async function createDurably(path: string, text: string): Promise<void> {
   }
 }
 
-/** A folder held open, so making its new entries durable costs one fsync each time. */
+/** A folder held open, so making its new entries durable costs one fsync, shared by the callers that overlap. */
 export interface DurableFolder {
   sync(): Promise<void>;
   close(): void;
@@ -81,13 +81,25 @@ export function openDurableFolder(dir: string): DurableFolder {
   // Windows cannot open a directory for fsync; there a new entry is as durable as the platform makes it.
   if (process.platform === "win32") return { sync: async () => {}, close: () => {} };
   let fd: number | undefined = openSync(dir, "r");
+  const fsyncNow = (): Promise<void> => {
+    const held = fd;
+    // Closed (a late write after shutdown): open it just for this fsync.
+    if (held === undefined) return syncFolder(dir);
+    return new Promise<void>((resolve, reject) => fsync(held, (error) => (error ? reject(error) : resolve())));
+  };
+  let running: Promise<void> = Promise.resolve();
+  let next: Promise<void> | undefined;
   return {
-    sync: () => {
-      const held = fd;
-      // Closed (a late write after shutdown): open it just for this fsync.
-      if (held === undefined) return syncFolder(dir);
-      return new Promise<void>((resolve, reject) => fsync(held, (error) => (error ? reject(error) : resolve())));
-    },
+    // Callers that arrive while one fsync runs share the next one, which starts after it and so
+    // covers every entry they made: a burst of new entries costs two fsyncs, not one each.
+    sync: () =>
+      (next ??= running
+        .catch(() => undefined)
+        .then(() => {
+          next = undefined;
+          running = fsyncNow();
+          return running;
+        })),
     close() {
       if (fd !== undefined) closeSync(fd);
       fd = undefined;

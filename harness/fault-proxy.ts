@@ -55,7 +55,14 @@ export async function startFaultProxy(target: string) {
       const body = Buffer.concat(chunks);
       const now = mode;
       const isEvent = req.method === "POST" && req.url?.endsWith("/events");
-      if (isEvent) eventPosts.push({ eventId: JSON.parse(body.toString("utf8")).event_id, mode: now, at: performance.now() });
+      const isBatch = req.method === "POST" && req.url?.endsWith("/events/batch");
+      // One entry per event sent, whether alone or in a batch.
+      const eventIds: string[] = isEvent
+        ? [JSON.parse(body.toString("utf8")).event_id]
+        : isBatch
+          ? (JSON.parse(body.toString("utf8")) as { events: { event_id: string }[] }).events.map((e) => e.event_id)
+          : [];
+      for (const eventId of eventIds) eventPosts.push({ eventId, mode: now, at: performance.now() });
       switch (now) {
         case "black-holed":
           held.add(res);
@@ -76,7 +83,8 @@ export async function startFaultProxy(target: string) {
             { "retry-after": new Date(Math.ceil(Date.now() / 1000) * 1000 + RETRY_AFTER_S * 1000).toUTCString() },
           );
         case "failed receipt":
-          if (isEvent) return json(res, 202, { event_id: JSON.parse(body.toString("utf8")).event_id, state: "failed", duplicate: false });
+          if (isEvent) return json(res, 202, { event_id: eventIds[0], state: "failed", duplicate: false });
+          if (isBatch) return json(res, 200, { accepted: eventIds.map((event_id) => ({ event_id, state: "failed", duplicate: false })), refused: null });
           return forward(req, res, body);
         case "slow":
           await delay(SLOW_MS);

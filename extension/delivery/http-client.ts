@@ -1,12 +1,14 @@
 /**
  * The extension's HTTP client for the notify-webhook server (undici, one kept-alive Agent): bearer
- * token, Idempotency-Key, timeouts, answers validated with the shared protocol schemas. Every
+ * token, Idempotency-Key, timeouts, answers validated with the shared protocol schemas, single
+ * events and batches. Every
  * failure is a DeliveryError whose `retryable` the retry policy reads.
  */
 import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
-import { EventAccepted, type EventBody } from "../../protocol/events.ts";
+import { BatchAccepted, EventAccepted, type EventBody } from "../../protocol/events.ts";
+import { batchOutcomes, type EventOutcome, receiptFailed } from "./batch.ts";
 import type { Link } from "./link.ts";
 import { endpointUrl, ErrorAnswer, formatIssues } from "../../protocol/wire.ts";
 import { aborted, classifyHttpFailure, DeliveryError } from "./retry.ts";
@@ -23,6 +25,11 @@ export interface RequestOptions<T> {
 export interface WebhookClient {
   /** One POST /events; resolves only when the server accepted it with a receipt state other than `failed`. */
   postEvent(event: EventBody, signal?: AbortSignal): Promise<EventAccepted>;
+  /**
+   * One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of
+   * `events`). Throws a DeliveryError when the request as a whole failed (then no event was taken).
+   */
+  postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]>;
   /** Any API call under the endpoint's base path; throws a DeliveryError on every failure. */
   request<T>(method: "GET" | "POST", path: string, options: RequestOptions<T>): Promise<T>;
   /** Drops the kept-alive connections and aborts anything still in flight. */
@@ -156,10 +163,12 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       if (accepted.event_id !== event.event_id) {
         throw new DeliveryError(`answer names event ${accepted.event_id}, not ${event.event_id}`, { retryable: false, code: "invalid_answer" });
       }
-      // The server took it but already knows it cannot deliver it: not a success, and resending the
-      // same event_id only returns the same stored receipt.
-      if (accepted.state === "failed") throw new DeliveryError("receipt state failed", { retryable: false, code: "receipt_failed" });
+      if (accepted.state === "failed") throw receiptFailed();
       return accepted;
+    },
+    async postEvents(events, signal) {
+      const answer = await request("POST", "events/batch", { body: { events }, schema: BatchAccepted, ...(signal ? { signal } : {}) });
+      return batchOutcomes(events, answer, now());
     },
     async close() {
       await agent.destroy();

@@ -17,15 +17,17 @@
  * it wrote, claimed or listed, so put, claim, release and remove name their file without reading
  * the folder. Only list and prune (the resend at start) read it, and a claim falls back to reading
  * it when the remembered name is gone (another process moved the entry). Operations on one event
- * run one after another, so a remove issued before its put finished removes what the put wrote.
+ * run one after another (common/turns.ts), so a remove issued before its put finished removes what
+ * the put wrote. Puts that overlap share one folder sync.
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { createDurably, openDurableFolder, temporaryFileOwner } from "../../common/durable-file.ts";
+import { createDurably, type DurableFolder, openDurableFolder, temporaryFileOwner } from "../../common/durable-file.ts";
 import { errorText, isMissingFile } from "../../common/errors.ts";
+import { Turns } from "../../common/turns.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { formatIssues, Timestamp } from "../../protocol/wire.ts";
 
@@ -108,53 +110,163 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
-export function openOutbox(dir: string, log: OutboxLog): Outbox {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const owner = randomBytes(4).toString("hex");
-  liveOwners.add(owner);
-  let seq = 0;
-  // The last file name this outbox knows for each event: written, claimed or listed by it.
-  const names = new Map<string, ParsedName>();
-  // The newest operation on each event; the next one on the same event starts after it.
-  const pending = new Map<string, Promise<unknown>>();
-  // Files this outbox is writing now: half-written, so never read, even by this outbox's own list.
-  const writing = new Set<string>();
-  const folder = openDurableFolder(dir);
+/** The outbox folder of this process; see the header for the claim protocol. */
+class OutboxFolder implements Outbox {
+  readonly dir: string;
+  readonly #log: OutboxLog;
+  readonly #owner = randomBytes(4).toString("hex");
+  #seq = 0;
+  /** The last file name this outbox knows for each event: written, claimed or listed by it. */
+  readonly #names = new Map<string, ParsedName>();
+  /** Operations on one event run one after another (a remove issued before its put finished removes what the put wrote). */
+  readonly #turns = new Turns();
+  /** Files this outbox is writing now: half-written, so never read, even by this outbox's own list. */
+  readonly #writing = new Set<string>();
+  readonly #folder: DurableFolder;
 
-  const serial = <T>(eventId: string, operation: () => Promise<T>): Promise<T> => {
-    const previous = pending.get(eventId) ?? Promise.resolve();
-    const next = previous.then(operation, operation);
-    pending.set(eventId, next);
-    const settle = () => {
-      if (pending.get(eventId) === next) pending.delete(eventId);
-    };
-    next.then(settle, settle);
-    return next;
-  };
+  constructor(dir: string, log: OutboxLog) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.dir = dir;
+    this.#log = log;
+    liveOwners.add(this.#owner);
+    this.#folder = openDurableFolder(dir);
+    this.#sweep();
+  }
 
-  const scan = async () =>
-    (await readdir(dir))
-      .filter((file) => !writing.has(file))
+  async put(event: EventBody, now = Date.now()): Promise<void> {
+    const valid = EventBody.parse(event);
+    return this.#turns.run(valid.event_id, async () => {
+      if (this.#names.has(valid.event_id)) return;
+      const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
+      // Written straight under this owner's claim: no other process reads it while it is written or
+      // sent, and the send that follows needs no claim rename.
+      const base = `${String(now).padStart(15, "0")}-${String(this.#seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}`;
+      // The claim's age is real time (a lost owner is told by it), whatever queue time the caller gave.
+      const name = `${base}.${process.pid}-${this.#owner}-${Date.now()}.sending`;
+      this.#writing.add(name);
+      try {
+        await createDurably(join(this.dir, name), JSON.stringify(record));
+        // Shared by the puts whose files were written before it starts (a backlog costs one folder sync, not one each).
+        await this.#folder.sync();
+      } catch (error) {
+        await unlink(join(this.dir, name)).catch(() => undefined);
+        throw error;
+      } finally {
+        this.#writing.delete(name);
+      }
+      this.#names.set(valid.event_id, parseName(name)!);
+    });
+  }
+
+  async list(): Promise<OutboxEntry[]> {
+    const now = Date.now();
+    const entries: OutboxEntry[] = [];
+    for (const p of await this.#scan()) {
+      if (!this.#claimable(p, now)) continue;
+      const entry = await this.#read(p);
+      if (!entry) continue;
+      if (!this.#names.has(p.eventId)) this.#names.set(p.eventId, p);
+      entries.push(entry);
+    }
+    return entries;
+  }
+
+  claim(eventId: string, now = Date.now()): Promise<boolean> {
+    return this.#turns.run(eventId, async () => {
+      const known = this.#names.get(eventId);
+      if (known && (await this.#claimFile(known, now))) return true;
+      // Never known here, or another process moved it since: look for its current name.
+      const current = (await this.#scan()).filter((p) => p.eventId === eventId);
+      for (const p of current) if (await this.#claimFile(p, now)) return true;
+      this.#names.delete(eventId);
+      return false;
+    });
+  }
+
+  release(eventId: string): Promise<void> {
+    return this.#turns.run(eventId, async () => {
+      const known = this.#names.get(eventId);
+      if (known) await this.#releaseFile(known);
+    });
+  }
+
+  remove(eventId: string): Promise<void> {
+    return this.#turns.run(eventId, async () => {
+      const known = this.#names.get(eventId);
+      if (known && this.#claimable(known, Date.now())) await this.#unlinkFile(known);
+    });
+  }
+
+  async prune(maxAgeMs: number, now: number): Promise<string[]> {
+    const pruned: string[] = [];
+    for (const p of await this.#scan()) {
+      if (!this.#claimable(p, now)) continue;
+      const entry = await this.#read(p);
+      if (!entry || now - entry.queuedAt <= maxAgeMs) continue;
+      const taken = await this.#turns.run(p.eventId, async () => {
+        if (!(await this.#claimFile(this.#names.get(p.eventId) ?? p, now))) return false;
+        await this.#unlinkFile(this.#names.get(p.eventId)!);
+        return true;
+      });
+      if (taken) pruned.push(p.eventId);
+    }
+    return pruned;
+  }
+
+  async close(): Promise<void> {
+    await this.#turns.settled();
+    for (const p of [...this.#names.values()]) await this.#releaseFile(p);
+    liveOwners.delete(this.#owner);
+    this.#folder.close();
+  }
+
+  /** At open: temp files of dead writers go, files that are no entry are moved aside. */
+  #sweep(): void {
+    for (const file of readdirSync(this.dir)) {
+      // A temp file left by a writer of an earlier version that died mid-put: that put never resolved, so nothing was promised.
+      const writer = temporaryFileOwner(file);
+      if (writer !== undefined) {
+        if (!pidAlive(writer)) {
+          try {
+            unlinkSync(join(this.dir, file));
+          } catch (error) {
+            if (!isMissingFile(error)) throw error;
+          }
+        }
+      } else if (!file.endsWith(".bad") && !parseName(file)) this.#moveAside(file, "unexpected file name");
+    }
+  }
+
+  async #scan(): Promise<ParsedName[]> {
+    return (await readdir(this.dir))
+      .filter((file) => !this.#writing.has(file))
       .sort()
       .map(parseName)
       .filter((p): p is ParsedName => p !== undefined);
-  const mine = (p: ParsedName) => p.claim?.owner === owner && p.claim.pid === process.pid;
-  const claimable = (p: ParsedName, now: number) => p.claim === undefined || mine(p) || ownerLost(p.claim, now);
+  }
+
+  #mine(p: ParsedName): boolean {
+    return p.claim?.owner === this.#owner && p.claim.pid === process.pid;
+  }
+
+  #claimable(p: ParsedName, now: number): boolean {
+    return p.claim === undefined || this.#mine(p) || ownerLost(p.claim, now);
+  }
 
   // Rare (a corrupt or foreign file), so a plain synchronous rename.
-  const moveAside = (file: string, why: string) => {
+  #moveAside(file: string, why: string): void {
     try {
-      renameSync(join(dir, file), join(dir, `${file}.bad`));
-      log.movedAside(join(dir, file), why);
+      renameSync(join(this.dir, file), join(this.dir, `${file}.bad`));
+      this.#log.movedAside(join(this.dir, file), why);
     } catch (error) {
       if (!isMissingFile(error)) throw error;
     }
-  };
+  }
 
-  const read = async (p: ParsedName): Promise<OutboxEntry | undefined> => {
+  async #read(p: ParsedName): Promise<OutboxEntry | undefined> {
     let text: string;
     try {
-      text = await readFile(join(dir, p.file), "utf8");
+      text = await readFile(join(this.dir, p.file), "utf8");
     } catch (error) {
       // Another process removed or claimed it between the listing and the read.
       if (isMissingFile(error)) return undefined;
@@ -164,151 +276,58 @@ export function openOutbox(dir: string, log: OutboxLog): Outbox {
     try {
       parsed = OutboxRecord.safeParse(JSON.parse(text));
     } catch (error) {
-      moveAside(p.file, errorText(error));
+      this.#moveAside(p.file, errorText(error));
       return undefined;
     }
     if (!parsed.success) {
-      moveAside(p.file, formatIssues(parsed.error));
+      this.#moveAside(p.file, formatIssues(parsed.error));
       return undefined;
     }
     if (parsed.data.event.event_id !== p.eventId) {
-      moveAside(p.file, "file name and event_id disagree");
+      this.#moveAside(p.file, "file name and event_id disagree");
       return undefined;
     }
     return { event: parsed.data.event, queuedAt: Date.parse(parsed.data.queued_at) };
-  };
+  }
 
   /** Renames to this owner's claim; false when someone else renamed it first (they won the claim). */
-  const claimFile = async (p: ParsedName, now: number): Promise<boolean> => {
-    if (mine(p)) return true;
-    if (!claimable(p, now)) return false;
-    const claimed = `${p.base}.${process.pid}-${owner}-${now}.sending`;
+  async #claimFile(p: ParsedName, now: number): Promise<boolean> {
+    if (this.#mine(p)) return true;
+    if (!this.#claimable(p, now)) return false;
+    const claimed = `${p.base}.${process.pid}-${this.#owner}-${now}.sending`;
     try {
-      await rename(join(dir, p.file), join(dir, claimed));
+      await rename(join(this.dir, p.file), join(this.dir, claimed));
     } catch (error) {
       if (isMissingFile(error)) return false;
       throw error;
     }
-    names.set(p.eventId, parseName(claimed)!);
+    this.#names.set(p.eventId, parseName(claimed)!);
     return true;
-  };
+  }
 
-  const releaseFile = async (p: ParsedName) => {
-    if (!mine(p)) return;
+  async #releaseFile(p: ParsedName): Promise<void> {
+    if (!this.#mine(p)) return;
     const free = `${p.base}.json`;
     try {
-      await rename(join(dir, p.file), join(dir, free));
-      names.set(p.eventId, parseName(free)!);
+      await rename(join(this.dir, p.file), join(this.dir, free));
+      this.#names.set(p.eventId, parseName(free)!);
     } catch (error) {
       // Taken over as stale by another process: it is theirs now.
       if (!isMissingFile(error)) throw error;
-      names.delete(p.eventId);
+      this.#names.delete(p.eventId);
     }
-  };
+  }
 
-  const unlinkFile = async (p: ParsedName) => {
-    names.delete(p.eventId);
+  async #unlinkFile(p: ParsedName): Promise<void> {
+    this.#names.delete(p.eventId);
     try {
-      await unlink(join(dir, p.file));
+      await unlink(join(this.dir, p.file));
     } catch (error) {
       if (!isMissingFile(error)) throw error;
     }
-  };
-
-  for (const file of readdirSync(dir)) {
-    // A temp file left by a writer of an earlier version that died mid-put: that put never resolved, so nothing was promised.
-    const writer = temporaryFileOwner(file);
-    if (writer !== undefined) {
-      if (!pidAlive(writer)) {
-        try {
-          unlinkSync(join(dir, file));
-        } catch (error) {
-          if (!isMissingFile(error)) throw error;
-        }
-      }
-    } else if (!file.endsWith(".bad") && !parseName(file)) moveAside(file, "unexpected file name");
   }
+}
 
-  return {
-    dir,
-    async put(event, now = Date.now()) {
-      const valid = EventBody.parse(event);
-      return serial(valid.event_id, async () => {
-        if (names.has(valid.event_id)) return;
-        const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
-        // Written straight under this owner's claim: no other process reads it while it is written or
-        // sent, and the send that follows needs no claim rename.
-        const base = `${String(now).padStart(15, "0")}-${String(seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}`;
-        // The claim's age is real time (a lost owner is told by it), whatever queue time the caller gave.
-        const name = `${base}.${process.pid}-${owner}-${Date.now()}.sending`;
-        writing.add(name);
-        try {
-          await createDurably(join(dir, name), JSON.stringify(record));
-          await folder.sync();
-        } catch (error) {
-          await unlink(join(dir, name)).catch(() => undefined);
-          throw error;
-        } finally {
-          writing.delete(name);
-        }
-        names.set(valid.event_id, parseName(name)!);
-      });
-    },
-    async list() {
-      const now = Date.now();
-      const entries: OutboxEntry[] = [];
-      for (const p of await scan()) {
-        if (!claimable(p, now)) continue;
-        const entry = await read(p);
-        if (!entry) continue;
-        if (!names.has(p.eventId)) names.set(p.eventId, p);
-        entries.push(entry);
-      }
-      return entries;
-    },
-    claim(eventId, now = Date.now()) {
-      return serial(eventId, async () => {
-        const known = names.get(eventId);
-        if (known && (await claimFile(known, now))) return true;
-        // Never known here, or another process moved it since: look for its current name.
-        const current = (await scan()).filter((p) => p.eventId === eventId);
-        for (const p of current) if (await claimFile(p, now)) return true;
-        names.delete(eventId);
-        return false;
-      });
-    },
-    release(eventId) {
-      return serial(eventId, async () => {
-        const known = names.get(eventId);
-        if (known) await releaseFile(known);
-      });
-    },
-    remove(eventId) {
-      return serial(eventId, async () => {
-        const known = names.get(eventId);
-        if (known && claimable(known, Date.now())) await unlinkFile(known);
-      });
-    },
-    async prune(maxAgeMs, now) {
-      const pruned: string[] = [];
-      for (const p of await scan()) {
-        if (!claimable(p, now)) continue;
-        const entry = await read(p);
-        if (!entry || now - entry.queuedAt <= maxAgeMs) continue;
-        const taken = await serial(p.eventId, async () => {
-          if (!(await claimFile(names.get(p.eventId) ?? p, now))) return false;
-          await unlinkFile(names.get(p.eventId)!);
-          return true;
-        });
-        if (taken) pruned.push(p.eventId);
-      }
-      return pruned;
-    },
-    async close() {
-      await Promise.allSettled([...pending.values()]);
-      for (const p of [...names.values()]) await releaseFile(p);
-      liveOwners.delete(owner);
-      folder.close();
-    },
-  };
+export function openOutbox(dir: string, log: OutboxLog): Outbox {
+  return new OutboxFolder(dir, log);
 }

@@ -642,3 +642,104 @@ test("held-back finals are resent as soon as the server answers again, and on a 
   await second.notifier.flush(5_000);
   assert.deepEqual(await outboxIds(second.dir), []);
 });
+
+// ── batches ─────────────────────────────────────────────────────────────────
+
+/** A server with the batch route: single events answered with `batch_max`, batches taken whole unless `refuse` says otherwise. */
+function batchServer(refuse?: (events: { event_id: string }[], call: number) => object | undefined): Handler {
+  let calls = 0;
+  return (req, res, body) => {
+    calls += 1;
+    const json = (code: number, answer: unknown) => res.writeHead(code, { "content-type": "application/json" }).end(JSON.stringify(answer));
+    if (!req.url!.endsWith("/events/batch")) return json(202, { event_id: JSON.parse(body).event_id, state: "queued", duplicate: false, batch_max: 32 });
+    const { events } = JSON.parse(body) as { events: { event_id: string }[] };
+    const refused = refuse?.(events, calls);
+    if (refused && "status" in refused && !("index" in refused)) return json(refused.status as number, { error: "internal_error" });
+    const index = refused ? (refused as { index: number }).index : events.length;
+    const accepted = events.slice(0, index).map(({ event_id }) => ({ event_id, state: "queued", duplicate: false }));
+    json(200, { accepted, refused: refused ? { event_id: events[index]!.event_id, ...refused } : null });
+  };
+}
+
+const sentIds = (received: Received[]) =>
+  received.map((r) =>
+    r.url.endsWith("/events/batch") ? (JSON.parse(r.body) as { events: { event_id: string }[] }).events.map((e) => e.event_id) : [JSON.parse(r.body).event_id],
+  );
+
+test("once the server said batch_max, what waits goes as one batch in order, each removed from the outbox", async () => {
+  const server = await scriptedServer(batchServer());
+  const { notifier, dir } = notifierFor(server.endpoint);
+  const first = event("completed");
+  notifier.send(first, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  const backlog = Array.from({ length: 5 }, (_, i) => event(i === 2 ? "started" : "completed"));
+  for (const e of backlog) notifier.send(e, { final: e.status === "completed", throttled: false });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(
+    sentIds(server.received),
+    [[first.event_id], backlog.map((e) => e.event_id)],
+    "one request for the five, finals and a progress notice in hand-over order",
+  );
+  assert.ok(server.received[1]!.url.endsWith("/events/batch"));
+  assert.equal(server.received[1]!.headers["idempotency-key"], undefined, "each event's id is its key");
+  assert.deepEqual(await outboxIds(dir), []);
+  assert.deepEqual(readdirSync(dir), []);
+});
+
+test("a batch refusal: the accepted prefix is done, the refused event is retried after the server's wait, and nothing after it overtakes", async () => {
+  const server = await scriptedServer(
+    batchServer((_events, call) => (call === 2 ? { index: 1, status: 429, error: "rate_limited", retry_after_seconds: 2 } : undefined)),
+  );
+  const sleep = fakeSleep();
+  const { notifier, dir } = notifierFor(server.endpoint, { sleep });
+  notifier.send(event("completed"), { final: true });
+  await notifier.flush(5_000);
+  const [a, b, c] = [event("completed"), event("failed"), event("completed")];
+  for (const e of [a, b, c]) notifier.send(e, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(sentIds(server.received).slice(1), [
+    [a.event_id, b.event_id, c.event_id],
+    [b.event_id, c.event_id],
+  ]);
+  assert.deepEqual(sleep.waits, [2_000], "Retry-After of the refused event honoured");
+  assert.deepEqual(await outboxIds(dir), []);
+});
+
+test("a batch the server keeps failing: the finals stay in the outbox, held back, and the next pass sends them oldest first", async () => {
+  let down = true;
+  const server = await scriptedServer(batchServer(() => (down ? { status: 503 } : undefined)));
+  const { notifier, dir, lines } = notifierFor(server.endpoint);
+  notifier.send(event("completed"), { final: true });
+  await notifier.flush(5_000);
+  const backlog = [event("completed"), event("failed"), event("completed")];
+  for (const e of backlog) notifier.send(e, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.equal(server.received.length, 1 + delivery.maxAttempts, "the batch tried maxAttempts times, not once per final");
+  assert.deepEqual(
+    await outboxIds(dir),
+    backlog.map((e) => e.event_id),
+    "all kept, oldest first",
+  );
+  assert.equal(lines.warn.length, 1, `one warning for the final that failed, not one per final: ${lines.warn.join(" | ")}`);
+  down = false;
+  notifier.serverAnswered();
+  await waitUntil(async () => (await outboxIds(dir)).length === 0, "the held-back finals resent");
+  assert.deepEqual(
+    sentIds(server.received).at(-1),
+    backlog.map((e) => e.event_id),
+    "resent as one batch, oldest first",
+  );
+});
+
+test("a server without the batch route (404) gets the same events again one by one", async () => {
+  const single = batchServer();
+  const server = await scriptedServer((req, res, body) => (req.url!.endsWith("/events/batch") ? status(404, {}, "")(req, res, body) : single(req, res, body)));
+  const { notifier, dir } = notifierFor(server.endpoint, { sleep: noSleepAllowed });
+  notifier.send(event("completed"), { final: true });
+  await notifier.flush(5_000);
+  const backlog = [event("completed"), event("completed")];
+  for (const e of backlog) notifier.send(e, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(sentIds(server.received).slice(1), [backlog.map((e) => e.event_id), [backlog[0]!.event_id], [backlog[1]!.event_id]]);
+  assert.deepEqual(await outboxIds(dir), []);
+});
