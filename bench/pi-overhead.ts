@@ -53,8 +53,8 @@ const SWITCHED_ON: readonly Variant[] = ["active", "black-holed"];
 interface Server {
   endpoint: string;
   token?: string;
-  /** How many events it has stored so far. */
-  stored(): number;
+  /** How many events it has stored so far; undefined when the database could not be read just now (mid-write). */
+  stored(): number | undefined;
   /** Stops the server; resolves to the event ids it stored. */
   stop(): Promise<string[]>;
 }
@@ -77,7 +77,7 @@ async function startRealServer(): Promise<Server> {
       try {
         return ids().length;
       } catch {
-        return 0; // read in the middle of a write: counted again on the next look
+        return undefined; // read in the middle of a write: counted again on the next look
       }
     },
     async stop() {
@@ -123,7 +123,7 @@ interface Sample {
   /** This process's CPU time over the prompts: less disturbed than wall time on a busy machine. */
   cpuMs: number;
   /** Active runs: where every final is, and how long after the last prompt the server had them all. */
-  finals?: { delivered: number; inOutbox: number; lost: number; drainMs: number };
+  finals?: { delivered: number; inOutbox: number; lost: number; drainMs: number; backlog: number };
 }
 
 /** The event ids of the entries left in a session's outbox (free or claimed). */
@@ -144,7 +144,7 @@ function outboxEventIds(root: string): string[] {
 /** Waits (bounded) until the server stored `count` events; resolves to the milliseconds waited. */
 async function drain(server: Server, count: number): Promise<number> {
   const started = performance.now();
-  while (server.stored() < count && performance.now() - started < DRAIN_MS) await delay(20);
+  while ((server.stored() ?? 0) < count && performance.now() - started < DRAIN_MS) await delay(20);
   return performance.now() - started;
 }
 
@@ -161,6 +161,7 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
   });
   let sample: Sample | undefined;
   let drainMs = 0;
+  let backlog = 0;
   try {
     // Enabling asks a black-holed server for the recipient and waits out that check: not measured.
     if (SWITCHED_ON.includes(variant)) await pi.prompt("/anon-notify");
@@ -171,7 +172,12 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     for (let turn = 1; turn <= TURNS; turn += 1) await pi.prompt(`turn ${turn}`);
     const used = process.cpuUsage(cpu);
     sample = { wallMs: performance.now() - started, cpuMs: (used.user + used.system) / 1000 };
-    if (variant === "active") drainMs = await drain(webhook, TURNS);
+    if (variant === "active") {
+      let stored = webhook.stored();
+      for (let tries = 0; stored === undefined && tries < 50; tries += 1) stored = (await delay(5), webhook.stored());
+      backlog = TURNS - (stored ?? 0);
+      drainMs = await drain(webhook, TURNS);
+    }
   } finally {
     await pi.dispose({ keepRoot: true });
     const waiting = outboxEventIds(root);
@@ -181,7 +187,7 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     if (variant === "active" && sample) {
       const inOutbox = waiting.filter((id) => !accepted.has(id)).length;
       const lost = TURNS - accepted.size - inOutbox;
-      sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs };
+      sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog };
       if (lost !== 0) throw new Error(`active run: ${accepted.size} of ${TURNS} finals delivered, ${inOutbox} still in the outbox, ${lost} lost`);
     }
   }
@@ -226,10 +232,12 @@ for (const modelMs of LATENCIES_MS) {
   }
   const finals = times.active.flatMap((t) => (t.finals ? [t.finals] : []));
   if (finals.length > 0) {
-    const sum = (key: "delivered" | "inOutbox" | "lost") => finals.reduce((total, f) => total + f[key], 0);
+    const sum = (key: "delivered" | "inOutbox" | "lost" | "backlog") => finals.reduce((total, f) => total + f[key], 0);
+    const drainedMs = finals.reduce((total, f) => total + f.drainMs, 0);
     console.log(
       `  active finals over ${finals.length} runs × ${TURNS}: ${sum("delivered")} delivered, ${sum("inOutbox")} still in the outbox, ${sum("lost")} lost;` +
-        ` the server had them all ${median(finals.map((f) => f.drainMs)).toFixed(0)} ms (median) after the last prompt`,
+        ` the server had them all ${median(finals.map((f) => f.drainMs)).toFixed(0)} ms (median) after the last prompt;` +
+        ` drain rate ${drainedMs > 0 ? ((sum("backlog") * 1000) / drainedMs).toFixed(0) : "-"} finals/s (${sum("backlog")} still waiting at the last prompt)`,
     );
   }
 }
