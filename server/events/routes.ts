@@ -8,7 +8,7 @@ import { type BatchAccepted, type BatchRefusal, type EventAccepted, EventBatch }
 import { Id, LIMITS } from "../../protocol/wire.ts";
 import { type DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
-import { HTTP_STATUS } from "../http/status.ts";
+import { HTTP_STATUS } from "../http/error-status.ts";
 import type { EventIntake } from "./intake.ts";
 
 const LOAD_RETRY_MS = 1000;
