@@ -10,6 +10,7 @@ import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import type { EventBody } from "../../protocol/events.ts";
+import type { Say } from "../locales/load.ts";
 import type { ApprovalRecord } from "./decisions.ts";
 
 /** The words of one language: `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers and durations. */
@@ -18,13 +19,9 @@ export interface Voice {
   locale: string;
 }
 
-/** Plain text in one language from an i18n render (Koishi's elements): the instance's (`ctx.i18n`) or a chat session's. */
-export function voiceOf(render: (path: string, params: object) => { toString(strip: boolean): string }[]): Voice {
-  const plain = (path: string, params: object = {}) =>
-    render(path, params)
-      .map((element) => element.toString(true))
-      .join("");
-  return { say: (key, params) => plain(`anon-notify.approval.${key}`, params), locale: plain("anon-notify.locale") };
+/** The approval texts of one `Say`: the instance's (`instanceSay`) or a chat session's (`sessionSay`). */
+export function voiceOf(say: Say): Voice {
+  return { say: (key, params) => say(`anon-notify.approval.${key}`, params), locale: say("anon-notify.locale") };
 }
 
 /** How much of the command the chat request shows before cutting to head and tail. */

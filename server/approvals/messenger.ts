@@ -10,6 +10,7 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
+import { instanceSay } from "../locales/load.ts";
 import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./messages.ts";
 import type { ApprovalStore } from "./store.ts";
 
@@ -48,7 +49,7 @@ export class ApprovalMessenger {
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
     this.#deps = deps;
-    this.#voice = voiceOf((path, params) => ctx.i18n.render([], [path], params));
+    this.#voice = voiceOf(instanceSay(ctx));
     ctx.on("dispose", () => {
       this.#stopped = true;
       this.#retry?.();

@@ -9,6 +9,7 @@ import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
 import { durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
@@ -96,7 +97,7 @@ async function approveWithGrant(kit: ChatKit, session: Session, ref: string, min
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");
-    const voice = voiceOf((path, params) => session.i18n(path, params));
+    const voice = voiceOf(sessionSay(session));
     return session.text("anon-notify.approval.granted", {
       code: approval.code,
       action: oneLine(approval.action),
@@ -144,10 +145,7 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
       if (!code) return session!.text(".usage");
       const approval = await kit.approvals.find(code);
       if (!approval) throw new ChatRefusal(session!.text("anon-notify.approval.not-found", [code]));
-      const parts = wholeCommandTexts(
-        approval,
-        voiceOf((path, params) => session!.i18n(path, params)),
-      );
+      const parts = wholeCommandTexts(approval, voiceOf(sessionSay(session!)));
       for (const part of parts.slice(0, -1)) await session!.send(koishi.h.text(part));
       return koishi.h.escape(parts.at(-1)!);
     }),

@@ -5,6 +5,7 @@
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
 import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
+import { sessionSay } from "../locales/load.ts";
 import { DomainError } from "../errors.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
 
@@ -13,7 +14,7 @@ const LISTED = 20;
 
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {
   const online = numbered(kit).find((s) => s.session.session_id === grant.session_id);
-  const locale = voiceOf((path, params) => session.i18n(path, params)).locale;
+  const locale = voiceOf(sessionSay(session)).locale;
   return session.text("commands.anon.grants.messages.line", {
     grant: grant.grant_id,
     session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import type { Context } from "koishi";
+import type { Context, Session } from "koishi";
 import { z } from "zod";
 
 export const LOCALES = ["zh-CN", "en-US"] as const;
@@ -72,18 +72,25 @@ export function defineLocales(ctx: Context): void {
 /** One text by its locale path, rendered as plain text: how pure code that words things is given a language. */
 export type Say = (path: string, params?: object) => string;
 
-/** `Say` in the instance's language (see `instanceText`). */
-export function instanceSay(ctx: Context): Say {
-  return (path, params = {}) => instanceText(ctx, path, params);
+/** Koishi's rendered elements as plain text: text as it is (unescaped), any markup reduced to its text. */
+function plain(elements: { toString(strip: boolean): string }[]): string {
+  return elements.map((element) => element.toString(true)).join("");
 }
 
 /**
- * A text outside any chat session (log lines, messages the server starts), in the instance's
- * language: Koishi's own fallback order from its `i18n.locales` setting. Plain text, unescaped.
+ * `Say` outside any chat session (log lines, messages the server starts), in the instance's
+ * language: Koishi's own fallback order from its `i18n.locales` setting.
  */
+export function instanceSay(ctx: Context): Say {
+  return (path, params = {}) => plain(ctx.i18n.render([], [path], params));
+}
+
+/** One text in the instance's language (see `instanceSay`). */
 export function instanceText(ctx: Context, path: string, params: object): string {
-  return ctx.i18n
-    .render([], [path], params)
-    .map((element) => (element.type === "text" ? String(element.attrs.content) : element.toString()))
-    .join("");
+  return instanceSay(ctx)(path, params);
+}
+
+/** `Say` in a chat session's language: the user's, then the channel's, then the instance's, as Koishi picks. */
+export function sessionSay(session: Session): Say {
+  return (path, params = {}) => plain(session.i18n(path, params));
 }

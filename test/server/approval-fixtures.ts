@@ -9,8 +9,8 @@ import { OPERATOR_TOKEN, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
 import { voiceOf, type Voice } from "../../server/approvals/messages.ts";
-import { koishi as k } from "../../server/koishi.ts";
-import { readLocale, type Locale, type LocaleTree } from "../../server/locales/load.ts";
+import type { Locale } from "../../server/locales/load.ts";
+import { sayIn } from "./say.ts";
 import { MockBot } from "./persona-standin.ts";
 import { StandInToolService } from "./yesimbot-tool-standin.ts";
 
@@ -58,13 +58,7 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
 }
 
 export function voice(locale: Locale): Voice {
-  const tree = readLocale(locale);
-  const lookup = (path: string) => {
-    const value = path.split(".").reduce<LocaleTree | string | undefined>((node, key) => (typeof node === "object" ? node[key] : undefined), tree);
-    if (typeof value !== "string") throw new Error(`${locale}: no text ${path}`);
-    return value;
-  };
-  return voiceOf((path, params) => k.h.parse(lookup(path), params));
+  return voiceOf(sayIn(locale));
 }
 
 /** A real Koishi app with the operator API, a mock bot recording what the owner gets, and session s-1 (runtime r-1) online. */
