@@ -5,7 +5,7 @@
  */
 import type { ServerCause } from "../delivery/decisions.ts";
 
-/** Codes the server answers with (recipient check, notice route, receipts), worded; others are shown as their code alone. */
+/** Codes the server answers with (recipient check, notice route, receipts), worded here. */
 export const REASON_CODES = [
   "not_configured",
   "bot_not_found",
@@ -14,15 +14,23 @@ export const REASON_CODES = [
   "not_in_friend_list",
   "no_persona",
   "direct_not_configured",
+  "persona_not_configured",
+  "persona_busy",
+  "send_failed",
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 
-/** A server's reason as a person reads it, the code in brackets; an error text after `code:` is the server's own detail and left out. */
+/**
+ * A server's reason as a person reads it, the code in brackets. A known code is worded here (the
+ * server's own detail after `code:` is left out); another keeps the server's words, code after them.
+ */
 function reasonIn(words: Record<ReasonCode, string>, open: string, close: string) {
   return (raw: string) => {
-    const code = raw.split(":")[0]!.trim();
-    const known = (REASON_CODES as readonly string[]).includes(code) ? words[code as ReasonCode] : null;
-    return known ? `${known}${open}${code}${close}` : raw;
+    const [code, ...rest] = raw.split(":");
+    const detail = rest.join(":").trim();
+    const known = (REASON_CODES as readonly string[]).includes(code!.trim()) ? words[code!.trim() as ReasonCode] : null;
+    if (known) return `${known}${open}${code!.trim()}${close}`;
+    return /^[a-z][a-z_]*$/.test(code!) && detail ? `${detail}${open}${code}${close}` : raw;
   };
 }
 
@@ -34,6 +42,9 @@ const zhReasons: Record<ReasonCode, string> = {
   not_in_friend_list: "目标不在 Anon 的好友列表中",
   no_persona: "服务端没有可用的人格（YesImBot）",
   direct_not_configured: "服务端没有配置直接发送的机器人和目标",
+  persona_not_configured: "服务端没有配置机器人和目标，找不到 Anon 的主会话",
+  persona_busy: "人格的会话正忙",
+  send_failed: "服务端的机器人没能发出消息",
 };
 const enReasons: Record<ReasonCode, string> = {
   not_configured: "the server has no recipient QQ configured",
@@ -43,6 +54,9 @@ const enReasons: Record<ReasonCode, string> = {
   not_in_friend_list: "the recipient is not in Anon's friend list",
   no_persona: "the server has no persona (YesImBot)",
   direct_not_configured: "the server has no bot and recipient for direct messages",
+  persona_not_configured: "the server has no bot and recipient configured, so Anon's conversation cannot be found",
+  persona_busy: "the persona's conversation is busy",
+  send_failed: "the server's bot could not send the message",
 };
 
 export const zhLink = {

@@ -10,7 +10,8 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
-import { instanceSay } from "../locales/load.ts";
+import { errorInWords } from "../delivery/steps.ts";
+import { instanceSay, type Say } from "../locales/load.ts";
 import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./messages.ts";
 import type { ApprovalStore } from "./store.ts";
 
@@ -45,11 +46,13 @@ export class ApprovalMessenger {
   readonly #attempts = new Map<string, Set<() => void>>();
   /** The owner is written to in the instance's language (Koishi's i18n, its configured locales). */
   readonly #voice: Voice;
+  readonly #say: Say;
 
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
     this.#deps = deps;
-    this.#voice = voiceOf(instanceSay(ctx));
+    this.#say = instanceSay(ctx);
+    this.#voice = voiceOf(this.#say);
     ctx.on("dispose", () => {
       this.#stopped = true;
       this.#retry?.();
@@ -175,8 +178,9 @@ export class ApprovalMessenger {
         if (next === "request") this.#attempted(row.approval_id);
         const reason = errorText(error);
         const logger = this.#ctx.logger("notify-webhook");
-        if (reason === this.#warned) logger.debug("approval %s: %s not sent yet (%s)", row.code, next, reason);
-        else logger.warn("approval %s: %s not sent yet (%s); retried until it is, this reason is not logged again meanwhile", row.code, next, reason);
+        const facts = { code: row.code, part: this.#voice.say(`part.${next}`), reason: errorInWords(this.#say, reason) };
+        if (reason === this.#warned) logger.debug(this.#voice.say("not-sent-again", facts));
+        else logger.warn(this.#voice.say("not-sent", facts));
         this.#warned = reason;
         return false;
       }

@@ -52,6 +52,6 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
     const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
-    return { kind: "error", retryable: true, error: `send_failed: ${errorText(error).slice(0, 300)}` };
+    return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "send_failed", errorText(error).slice(0, 300)) };
   }
 }

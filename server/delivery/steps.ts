@@ -43,7 +43,14 @@ export function decideStep(outcome: WorkOutcome, attempts: number, policy: Retry
   }
 }
 
-export type DeliveryErrorCode = "direct_not_configured" | "persona_not_configured" | "bot_not_found" | "bot_offline" | "no_persona";
+export type DeliveryErrorCode =
+  | "direct_not_configured"
+  | "persona_not_configured"
+  | "bot_not_found"
+  | "bot_offline"
+  | "no_persona"
+  | "send_failed"
+  | "exception";
 
 /**
  * A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
@@ -51,4 +58,13 @@ export type DeliveryErrorCode = "direct_not_configured" | "persona_not_configure
  */
 export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
   return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
+}
+
+/**
+ * A receipt's error as a person reads it (a log line): the reason first, the code in brackets; an
+ * error not in the `code: reason` form is shown as it is. Pure.
+ */
+export function errorInWords(say: Say, error: string): string {
+  const match = /^([a-z][a-z_]*): ([\s\S]+)$/.exec(error);
+  return match ? say("anon-notify.reason-with-code", { reason: match[2], code: match[1] }) : error;
 }

@@ -21,7 +21,7 @@ import { buildEventBlock } from "../persona/block.ts";
 import type { Persona, PersonaSlot } from "../persona/port.ts";
 import { instanceSay } from "../locales/load.ts";
 import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
-import { decideStep, deliveryError, type RetryPolicy, type WorkOutcome } from "./steps.ts";
+import { decideStep, deliveryError, errorInWords, type RetryPolicy, type WorkOutcome } from "./steps.ts";
 
 const SAVE_RETRY_FIRST_MS = 1000;
 const SAVE_RETRY_MAX_MS = 30_000;
@@ -139,7 +139,8 @@ export class EventWorker {
         };
         const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
-          if (step.state === "failed") logger.warn("event %s failed: %s", eventId, step.error);
+          if (step.state === "failed")
+            logger.warn(this.#options.say("anon-notify.event-failed", { id: eventId, reason: errorInWords(this.#options.say, step.error ?? "") }));
           else logger.debug("event %s %s", eventId, step.state);
           this.#settle(eventId, { state: step.state, error: step.error, message_id: step.messageId });
           return;
@@ -163,7 +164,7 @@ export class EventWorker {
       else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
       else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
     } catch (error) {
-      outcome = { kind: "error", retryable: true, error: `exception: ${errorText(error)}` };
+      outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
     }
     try {
       await this.#options.audit?.record({

@@ -279,3 +279,35 @@ test("no text of the English catalogue holds Chinese, whatever it is called with
     [],
   );
 });
+
+test("a server's reason reads as words with the code in brackets, in both languages", () => {
+  const rows: [string, string, string][] = [
+    [
+      "no_persona: 没有可用的人格（没有检测到 YesImBot v3…）",
+      "服务端没有可用的人格（YesImBot）（no_persona）",
+      "the server has no persona (YesImBot) (no_persona)",
+    ],
+    ["bot_offline", "服务端的机器人不在线（bot_offline）", "the server's chat bot is offline (bot_offline)"],
+    [
+      "persona_busy: YesImBot conversation c-1 is mid-turn (tried 5 times, gave up)",
+      "人格的会话正忙（persona_busy）",
+      "the persona's conversation is busy (persona_busy)",
+    ],
+    [
+      "send_failed: The bot could not send it: platform down",
+      "服务端的机器人没能发出消息（send_failed）",
+      "the server's bot could not send the message (send_failed)",
+    ],
+    [
+      "persona_not_configured: …",
+      "服务端没有配置机器人和目标，找不到 Anon 的主会话（persona_not_configured）",
+      "the server has no bot and recipient configured, so Anon's conversation cannot be found (persona_not_configured)",
+    ],
+    ["exception: database locked", "database locked（exception）", "database locked (exception)"],
+    ["HTTP 500", "HTTP 500", "HTTP 500"],
+  ];
+  for (const [raw, zh, en] of rows) {
+    assert.equal(messagesFor("zh-CN").link.reason(raw), zh, raw);
+    assert.equal(messagesFor("en-US").link.reason(raw), en, raw);
+  }
+});

@@ -194,14 +194,14 @@ test("an owner who cannot be reached is warned about once, not once per approval
   const { koishi, owner, failNextSends } = await server(t);
   const log = captureLog();
   t.after(() => log.stop());
-  const unsent = () => log.warnings().filter((line) => line.includes("not sent yet"));
+  const unsent = () => log.warnings().filter((line) => line.includes("还没发出"));
   failNextSends(4);
   assert.equal((await call(koishi, "POST", "/sessions/heartbeat", heartbeatOf())).status, 200);
   for (const id of ["call-1", "call-2"]) assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: id }))).status, 201);
   // Two approvals, two passes that fail for both: four failed sends, then both get through.
   await waitUntil(() => owner[1], "both requests got through after the outage", 15_000);
   assert.equal(unsent().length, 1, unsent().join("\n"));
-  assert.match(unsent()[0]!, /platform down/);
+  assert.match(unsent()[0]!, /^审批 \w+ 的请求还没发出：机器人发送失败：platform down（send_failed）。会一直重试直到发出/);
 
   failNextSends(1);
   assert.equal((await call(koishi, "POST", "/approvals", approvalRequestOf({ tool_call_id: "call-3" }))).status, 201);
