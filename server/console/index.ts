@@ -26,6 +26,7 @@ import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
 import type { OperatorService } from "../operator/service.ts";
+import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./runs.ts";
@@ -340,7 +341,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     }
   });
 
-  const files = pageFiles(logger);
+  const files = pageFiles(logger, instanceSay(ctx));
   if (files) console.addEntry(files);
 }
 
@@ -365,7 +366,7 @@ export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promis
 function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
   const path = join(ctx.baseDir, "data", "notify-webhook", "console.token");
   const token = consoleTokenFromFile(path);
-  logger.info("Pi sessions page: sign in by opening /anon-notify?token=<the token in %s> (a new token there, then a restart, signs every browser out)", path);
+  logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path }));
   return token;
 }
 
@@ -375,13 +376,13 @@ function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
  * folder); a package installed by npm is, a clone of this repository is not, so a clone's page is
  * reached through a link in its own `node_modules`.
  */
-function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: string } | undefined {
+function pageFiles(logger: ReturnType<Context["logger"]>, say: Say): { dev: string; prod: string } | undefined {
   const root = packageRoot(import.meta.dirname)?.dir;
   if (!root) return undefined;
   const dev = join(root, "console", "client", "index.ts");
   const built = join(root, "console", "dist");
   if (!existsSync(join(built, "index.js"))) {
-    logger.warn("console page not built (%s missing): run `npm run build:console`", join(built, "index.js"));
+    logger.warn(say("anon-notify.console-log.not-built", { path: join(built, "index.js") }));
     return { dev, prod: built };
   }
   if (built.split(sep).includes("node_modules")) return { dev, prod: built };
@@ -395,7 +396,7 @@ function pageFiles(logger: ReturnType<Context["logger"]>): { dev: string; prod: 
     }
     return { dev, prod: link };
   } catch (error) {
-    logger.warn("console page cannot be linked under node_modules (%s)", error instanceof Error ? error.message : String(error));
+    logger.warn(say("anon-notify.console-log.not-linked", { error: error instanceof Error ? error.message : String(error) }));
     return { dev, prod: built };
   }
 }

@@ -2,7 +2,7 @@
  * The newcomer's path on the Pi side, in each language: a REAL Pi session (SDK, faux model) with
  * `language` set, against the REAL standalone server (`npm start`, the documented trial): switch
  * on, one task and its notice, `/anon-notify-doctor test`, switch off. Everything the person reads
- * in Pi (notifications, footer) and the notice's text is in that language alone: no Chinese under
+ * in Pi (notifications, footer), what `npm start` prints and the notice's text is in that language alone: no Chinese under
  * en-US; under zh-CN no English words but names and codes (the allow-list below).
  */
 import { test } from "node:test";
@@ -24,6 +24,8 @@ const NAMES_AND_CODES = new Set(
     "Anon QQ Pi Agent npm start outbox token endpoint recipient anonQq qq language enabled tokenFile projectConfig LANG " +
     "events commands test queued processing context_injected delivered failed ok unknown not_configured bot_not_found no_persona " +
     "YesImBot notify webhook doctor anon notify true false zh CN " +
+    // npm start's text: names, config keys and keys to press
+    "Token Koishi README botId recipientId delivery Ctrl C run " +
     // the server's capability codes
     "approvals audit command_images context_usage direct long_poll presence"
   ).split(" "),
@@ -43,7 +45,7 @@ for (const language of ["en-US", "zh-CN"] as const) {
   test(`(${language}) the newcomer's path through a real Pi session and npm start reads in one language`, { timeout: 120_000 }, async (t) => {
     const m = messagesFor(language);
     const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-newcomer-"));
-    const server = await spawnStandalone(dataDir, await freePort());
+    const server = await spawnStandalone(dataDir, await freePort(), { language });
     const root = makeRoot();
     const savedEnv = { ...process.env };
     configureExtension(root, `${server.baseUrl}/events`, { language }, readFileSync(join(dataDir, "token"), "utf8").trim());
@@ -69,7 +71,21 @@ for (const language of ["en-US", "zh-CN"] as const) {
     await pi.prompt("/anon-notify");
     assert.ok(pi.notices().includes(m.toggle.disabledNow), pi.notices().join("\n"));
 
+    // What `npm start` printed of its own: the start text and the plugin's log lines; not Koishi's other loggers, the log
+    // persona's event blocks (the agent's words as JSON) nor the shell line to copy.
+    const started = server
+      .output()
+      .replace(/\[EXTERNAL_AUTOMATION_EVENT\][\s\S]*?\[\/EXTERNAL_AUTOMATION_EVENT\]/g, "")
+      .split("\n")
+      .filter((line) => !line.includes(" && ") && !/^\[\w\] (?!notify-webhook )\S+ /.test(line))
+      .map((line) => line.replace(/^\[\w\] notify-webhook /, ""));
+    const banner = language === "en-US" ? "anon-notify server started" : "anon-notify 服务端已启动";
+    assert.ok(
+      started.some((line) => line.startsWith(banner)),
+      started.join("\n"),
+    );
     const read = [
+      ...started,
       summary,
       ...pi.notices(),
       ...pi.ui.filter((call) => call.method === "setStatus" && call.args[0] === STATUS_KEY).map((call) => String(call.args[1])),
