@@ -365,9 +365,8 @@ export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promis
 /** The plugin's own console token (its config names none): the page's address is logged, never the token. */
 function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
   const path = join(ctx.baseDir, "data", "notify-webhook", "console.token");
-  const token = consoleTokenFromFile(path);
   logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path }));
-  return token;
+  return consoleTokenFromFile(path);
 }
 
 /**
