@@ -21,7 +21,7 @@ function commandLine(session: Session, command: CommandSummary, label: string): 
   return label ? `${label} ${line}` : line;
 }
 
-export function commandCommands(ctx: Context, kit: ChatKit): void {
+export function instructionCommands(ctx: Context, kit: ChatKit): void {
   ownerCommand(ctx, kit, "anon.commands [session:string]").action(({ session }, ref) =>
     asOwner(ctx, kit, session!, async () => {
       const online = numbered(kit);

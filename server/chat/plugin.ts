@@ -11,7 +11,7 @@ import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
 import { grantCommands } from "./grants.ts";
-import { commandCommands } from "./instructions.ts";
+import { instructionCommands } from "./instructions.ts";
 import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
@@ -42,7 +42,7 @@ export const ChatCommands = {
     approvalCommands(ctx, kit);
     grantCommands(ctx, kit);
     sendCommands(ctx, kit);
-    commandCommands(ctx, kit);
+    instructionCommands(ctx, kit);
     muteCommands(ctx, kit);
     stopCommands(ctx, kit);
   },
