@@ -12,6 +12,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { AuditActor, AuditEntry, AuditPage, AuditQuery } from "../../protocol/audit.ts";
+import { untracedDatabase } from "../koishi.ts";
 import { auditData } from "./redaction.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";
@@ -48,6 +49,9 @@ export interface AuditInput {
   verbatim?: Record<string, string>;
 }
 
+/** A row ready to be written: everything but the id the database gives it. */
+export type AuditDraft = Omit<AuditRow, "id">;
+
 /** Rows older than this are pruned. */
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {
   return new Date(nowMs - retentionDays * DAY_MS);
@@ -82,7 +86,7 @@ export function declareAuditTable(ctx: Context): void {
 }
 
 export class AuditLog {
-  /** Taken once, as in EventStore: each `ctx.database` goes through Koishi's service proxies. */
+  /** Taken once and untraced, as in EventStore: a row is written per accepted event. */
   readonly #database: Context["database"];
   // Taken once: a write that fails while the app is being disposed must still be able to say so.
   readonly #logger: ReturnType<Context["logger"]>;
@@ -90,7 +94,7 @@ export class AuditLog {
   readonly #listeners = new Set<(entry: AuditEntry) => void>();
 
   constructor(ctx: Context) {
-    this.#database = ctx.database;
+    this.#database = untracedDatabase(ctx);
     this.#logger = ctx.logger("notify-webhook");
     declareAuditTable(ctx);
   }
@@ -108,7 +112,15 @@ export class AuditLog {
 
   /** Writes one row; never rejects (the action it describes must not fail because of it). */
   async record(input: AuditInput, at: Date = new Date()): Promise<void> {
-    const row = {
+    await this.write(this.draft(input, at));
+  }
+
+  /**
+   * The row `record` would write, with the acting side of the current request: for a caller that
+   * writes it later inside its own transaction (`write` with that transaction's database).
+   */
+  draft(input: AuditInput, at: Date = new Date()): AuditDraft {
+    return {
       at,
       actor: input.actor ?? this.#actor.getStore() ?? "server",
       action: input.action,
@@ -116,18 +128,22 @@ export class AuditLog {
       subject: input.subject ?? null,
       data: { ...(auditData(input.data ?? {}) as Record<string, unknown>), ...input.verbatim },
     };
+  }
+
+  /** Writes a drafted row through `database` (default: the plugin's); never rejects, as `record`. */
+  async write(row: AuditDraft, database: Pick<Context["database"], "create"> = this.#database): Promise<void> {
     let created: AuditRow;
     try {
-      created = await this.#database.create(AUDIT_TABLE, row);
+      created = await database.create(AUDIT_TABLE, row);
     } catch (error) {
-      this.#logger.warn("audit row %s not written: %s", input.action, errorText(error));
+      this.#logger.warn("audit row %s not written: %s", row.action, errorText(error));
       return;
     }
     for (const listener of this.#listeners) {
       try {
         listener(toEntry(created));
       } catch (error) {
-        this.#logger.warn("audit listener failed on %s: %s", input.action, errorText(error));
+        this.#logger.warn("audit listener failed on %s: %s", row.action, errorText(error));
       }
     }
   }

@@ -12,6 +12,7 @@ import { DomainError } from "../errors.ts";
 import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
 import { Turns } from "../../common/turns.ts";
 import { bodyHash, newEventRow, parseEvent, receiptOf } from "./receipt.ts";
+import { ReceiptBatch } from "./receipt-batch.ts";
 import type { EventStore } from "./store.ts";
 
 export interface EventIntakeDeps {
@@ -43,9 +44,11 @@ export class EventIntake {
   #lastSeq = 0;
   #loaded = false;
   readonly #turns = new Turns();
+  readonly #batch: ReceiptBatch;
 
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
+    this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit, stored: (row) => deps.worker.enqueue(row) });
     this.#bucket = fullBucket(deps.limit, Date.now());
   }
 
@@ -141,10 +144,8 @@ export class EventIntake {
       return { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true };
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
-    await store.create(row);
-    // Queue before auditing: a stored row that is not queued would wait for the next restart.
-    worker.enqueue(row);
-    await audit?.record({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } });
+    // Stored with the other acceptances of this tick, each with its audit row: one transaction for all.
+    await this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
     return { event_id: event.event_id, state: "queued", duplicate: false };
   }
 }

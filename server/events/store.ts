@@ -3,7 +3,7 @@
  * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
  */
 import type { Context, Query } from "koishi";
-import { koishi } from "../koishi.ts";
+import { koishi, untracedDatabase } from "../koishi.ts";
 import type { DeliveryRoute, ReceiptState } from "../../protocol/events.ts";
 import type { EventRow } from "./receipt.ts";
 
@@ -44,14 +44,14 @@ export type EventPatch = Partial<Pick<EventRow, "state" | "attempts" | "error" |
 
 export class EventStore {
   /**
-   * Taken once: every `ctx.database` goes through Koishi's service proxies (a fifth of an event's
-   * ingest CPU for three lookups). The store lives inside the parts that inject `database`, which
-   * are rebuilt when the database changes, so this one is always current.
+   * Taken once and untraced (`untracedDatabase`): ingest calls it several times per event. The
+   * store lives inside the parts that inject `database`, which are rebuilt when the database
+   * changes, so this one is always current.
    */
   readonly #database: Context["database"];
 
   constructor(ctx: Context) {
-    this.#database = ctx.database;
+    this.#database = untracedDatabase(ctx);
     declareEventTable(ctx);
   }
 
@@ -65,8 +65,14 @@ export class EventStore {
     return eventIds.length === 0 ? [] : this.#database.get(EVENT_TABLE, { event_id: { $in: eventIds } });
   }
 
-  async create(row: EventRow): Promise<void> {
-    await this.#database.create(EVENT_TABLE, row);
+  /** Stores a new receipt through `database` (default: the plugin's; else a transaction's from `transaction`). */
+  async create(row: EventRow, database: Pick<Context["database"], "create"> = this.#database): Promise<void> {
+    await database.create(EVENT_TABLE, row);
+  }
+
+  /** Runs `fn` in one database transaction; it commits when `fn` resolves and rolls back if `fn` rejects. */
+  async transaction(fn: (database: Context["database"]) => Promise<void>): Promise<void> {
+    await this.#database.transact(fn);
   }
 
   async update(eventId: string, patch: EventPatch): Promise<void> {
