@@ -5,13 +5,22 @@
  * kept-alive undici pool on loopback. Reported: the server's CPU share of one core and its memory,
  * idle and then under the load, heartbeat latency p50/p99, errors, and what one
  * `GET /operator/sessions` over all of them costs. Bounded: every phase has a fixed duration.
+ *
+ * The same load is then sent, in the same run, to a bare `node:http` server in its own child: the
+ * same token check, body reading, schema and answer, sessions kept in a Map. Its CPU is the floor
+ * any HTTP heartbeat pays on this machine (mostly the kernel's loopback writes), so the plugin's
+ * share is read against it.
  */
 import { fork } from "node:child_process";
+import { createHash, timingSafeEqual } from "node:crypto";
 import { once } from "node:events";
+import { createServer } from "node:http";
+import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
 import { operatorApi } from "../harness/agent-api.ts";
-import type { Heartbeat } from "../protocol/sessions.ts";
+import { Heartbeat } from "../protocol/sessions.ts";
+import { API_BASE_PATH, PROTOCOL_VERSIONS } from "../protocol/wire.ts";
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 5000);
 const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 10_000);
@@ -40,19 +49,48 @@ async function serve(): Promise<void> {
       heartbeatTotalBurst: 1_000_000_000,
     },
   });
-  process.send!({ kind: "ready", baseUrl: harness.baseUrl, token: harness.token } satisfies ServerMessage);
+  answerParent(harness.baseUrl, harness.token, () => harness.stop());
+}
+
+/** The floor: a plain node:http heartbeat handler with the same checks and answer, and no Koishi. */
+async function serveBare(): Promise<void> {
+  const token = "bench-bare-token";
+  const expected = createHash("sha256").update(token).digest();
+  const sessions = new Map<string, Heartbeat>();
+  const server = createServer(async (request, response) => {
+    const presented = createHash("sha256")
+      .update(/^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "")?.[1] ?? "")
+      .digest();
+    const chunks: Buffer[] = [];
+    for await (const chunk of request as AsyncIterable<Buffer>) chunks.push(chunk);
+    if (request.url !== `${API_BASE_PATH}/sessions/heartbeat` || !timingSafeEqual(presented, expected)) {
+      response.writeHead(401).end();
+      return;
+    }
+    const heartbeat = Heartbeat.parse(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+    sessions.set(heartbeat.session_id, heartbeat);
+    response.writeHead(200, { "content-type": "application/json" });
+    response.end(JSON.stringify({ ttl_ms: 30_000, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  answerParent(`http://127.0.0.1:${port}${API_BASE_PATH}`, token, () => new Promise((resolve) => server.close(() => resolve())));
+}
+
+function answerParent(baseUrl: string, token: string, stop: () => Promise<void>): void {
+  process.send!({ kind: "ready", baseUrl, token } satisfies ServerMessage);
   process.on("message", async (message: string) => {
     if (message === "stats") {
       process.send!({ kind: "stats", cpu: process.cpuUsage(), memory: process.memoryUsage(), uptimeMs: performance.now() } satisfies ServerMessage);
     } else if (message === "stop") {
-      await harness.stop();
+      await stop();
       process.exit(0);
     }
   });
 }
 
-function startServer() {
-  const child = fork(new URL(import.meta.url).pathname, ["--serve"], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
+function startServer(mode: "--serve" | "--serve-bare") {
+  const child = fork(new URL(import.meta.url).pathname, [mode], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
   const next = async <K extends ServerMessage["kind"]>(kind: K): Promise<Extract<ServerMessage, { kind: K }>> => {
     // Each wait ends with a message or with the server's exit, so a crashed server cannot hang the bench.
     const exited = once(child, "exit").then(([code]) => Promise.reject(new Error(`the bench server exited (${code}) before answering ${kind}`)));
@@ -89,8 +127,20 @@ function cpuShare(before: ServerStats, after: ServerStats): number {
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 
-async function main(): Promise<void> {
-  const server = startServer();
+interface LoadResult {
+  idle: number;
+  idleMemory: NodeJS.MemoryUsage;
+  cpu: number;
+  memory: NodeJS.MemoryUsage;
+  sent: number;
+  errors: number;
+  p50: number;
+  p99: number;
+}
+
+/** Idle, then one interval to register every session, then the measured window; `after` runs before the server stops. */
+async function load(mode: "--serve" | "--serve-bare", after?: (baseUrl: string, token: string, dispatcher: Agent) => Promise<void>): Promise<LoadResult> {
+  const server = startServer(mode);
   const { baseUrl, token } = await server.ready();
   const dispatcher = new Agent({ connections: CONNECTIONS, keepAliveTimeout: 60_000 });
   const latencies: number[] = [];
@@ -144,41 +194,68 @@ async function main(): Promise<void> {
     return sent;
   };
 
-  const idleStart = await server.stats();
-  await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-  const idleEnd = await server.stats();
+  try {
+    const idleStart = await server.stats();
+    await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+    const idleEnd = await server.stats();
 
-  // One full interval registers every session, then the measured window holds them all online.
-  await run(INTERVAL_MS);
-  latencies.length = 0;
-  errors = 0;
-  const loadStart = await server.stats();
-  const sent = await run(LOAD_MS);
-  const loadEnd = await server.stats();
-  const sorted = [...latencies].sort((a, b) => a - b);
+    // One full interval registers every session, then the measured window holds them all online.
+    await run(INTERVAL_MS);
+    latencies.length = 0;
+    errors = 0;
+    const loadStart = await server.stats();
+    const sent = await run(LOAD_MS);
+    const loadEnd = await server.stats();
+    const sorted = [...latencies].sort((a, b) => a - b);
+    await after?.(baseUrl, token, dispatcher);
+    return {
+      idle: cpuShare(idleStart, idleEnd),
+      idleMemory: idleEnd.memory,
+      cpu: cpuShare(loadStart, loadEnd),
+      memory: loadEnd.memory,
+      sent,
+      errors,
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+    };
+  } finally {
+    await dispatcher.close();
+    await server.stop();
+  }
+}
 
-  const listStarted = performance.now();
-  const list = await operatorApi({ baseUrl, token, dispatcher }, OPERATOR_TOKEN).sessions();
-  const listed = (list.body as { sessions: unknown[] }).sessions.length;
-  const listMs = performance.now() - listStarted;
-
-  await dispatcher.close();
-  await server.stop();
+async function main(): Promise<void> {
+  let listed = 0;
+  let listMs = 0;
+  const plugin = await load("--serve", async (baseUrl, token, dispatcher) => {
+    const listStarted = performance.now();
+    const list = await operatorApi({ baseUrl, token, dispatcher }, OPERATOR_TOKEN).sessions();
+    listed = (list.body as { sessions: unknown[] }).sessions.length;
+    listMs = performance.now() - listStarted;
+  });
+  const bare = await load("--serve-bare");
 
   console.log(
-    `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s)`,
+    `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s), load average ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
   );
-  console.log(
-    `  idle (no sessions, ${IDLE_MS / 1000} s):  server CPU ${cpuShare(idleStart, idleEnd).toFixed(2)} % of one core, RSS ${mib(idleEnd.memory.rss)} MiB, heap ${mib(idleEnd.memory.heapUsed)} MiB`,
-  );
-  console.log(`  under load (${LOAD_MS / 1000} s, ${sent} heartbeats, ${errors} errors):`);
-  console.log(
-    `    server CPU ${cpuShare(loadStart, loadEnd).toFixed(1)} % of one core, RSS ${mib(loadEnd.memory.rss)} MiB, heap ${mib(loadEnd.memory.heapUsed)} MiB`,
-  );
-  console.log(`    heartbeat latency p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms`);
-  console.log(`  GET /operator/sessions: ${listed} sessions listed in ${listMs.toFixed(1)} ms`);
-  if (errors > 0 || listed !== SESSIONS) process.exitCode = 1;
+  for (const [name, result] of [
+    ["plugin", plugin],
+    ["bare node:http", bare],
+  ] as const) {
+    console.log(`  ${name}:`);
+    console.log(`    idle (no sessions, ${IDLE_MS / 1000} s): server CPU ${result.idle.toFixed(2)} % of one core, RSS ${mib(result.idleMemory.rss)} MiB`);
+    console.log(
+      `    under load (${LOAD_MS / 1000} s, ${result.sent} heartbeats, ${result.errors} errors): server CPU ${result.cpu.toFixed(1)} % of one core, RSS ${mib(result.memory.rss)} MiB, heap ${mib(result.memory.heapUsed)} MiB`,
+    );
+    console.log(`    heartbeat latency p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
+  }
+  console.log(`  plugin/bare CPU under load: ${(plugin.cpu / bare.cpu).toFixed(2)}`);
+  console.log(`  GET /operator/sessions, first page: ${listed} sessions in ${listMs.toFixed(1)} ms`);
+  if (plugin.errors > 0 || bare.errors > 0) process.exitCode = 1;
 }
 
 if (process.argv.includes("--serve")) await serve();
+else if (process.argv.includes("--serve-bare")) await serveBare();
 else await main();
