@@ -1,0 +1,131 @@
+/**
+ * The acceptances of one tick are written together (server/events/receipt-batch.ts): one
+ * transaction and one sync for all of them, on each driver the plugin is tested on. The transaction
+ * shares SQLite's one connection with every other caller, so a row that fails must fail alone and
+ * never roll back what another caller wrote meanwhile.
+ */
+import { describe, test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import type { Context } from "koishi";
+import { validEvent } from "../../harness/event-client.ts";
+import { DATABASE_DRIVERS, startKoishi, type DatabaseDriver } from "../../harness/koishi.ts";
+import { waitUntil } from "../../harness/wait.ts";
+import { AUDIT_TABLE, AuditLog } from "../../server/audit/store.ts";
+import { EventIntake } from "../../server/events/intake.ts";
+import type { EventRow } from "../../server/events/receipt.ts";
+import { EVENT_TABLE, EventStore } from "../../server/events/store.ts";
+
+interface Parts {
+  ctx: Context;
+  events: EventStore;
+  audit: AuditLog;
+}
+
+/** A store whose `create` of one event first lets another caller write (as if its statement landed inside the transaction), then fails. */
+class FailingStore extends EventStore {
+  failing = "";
+  #ctx: Context;
+
+  constructor(ctx: Context) {
+    super(ctx);
+    this.#ctx = ctx;
+  }
+
+  override async create(row: EventRow, database?: Pick<Context["database"], "create">): Promise<void> {
+    if (row.event_id !== this.failing) return super.create(row, database);
+    await this.#ctx.database.create(AUDIT_TABLE, { at: new Date(), actor: "server", action: "other.caller", session_id: null, subject: null, data: {} });
+    throw new Error("disk says no");
+  }
+}
+
+async function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): Promise<Parts & { events: FailingStore }> {
+  let parts: (Parts & { events: FailingStore }) | undefined;
+  const server = await startKoishi({
+    database: driver,
+    withoutPlugin: true,
+    plugins: (use) => {
+      use({
+        name: "parts",
+        inject: ["database"],
+        apply(ctx: Context) {
+          parts = { ctx, events: new FailingStore(ctx), audit: new AuditLog(ctx) };
+        },
+      });
+    },
+  });
+  t.after(() => server.stop());
+  return waitUntil(() => parts, "the stores built once the database is there");
+}
+
+for (const driver of DATABASE_DRIVERS) {
+  describe(`receipts of one tick on the ${driver} driver`, () => {
+    test("concurrent acceptances are stored with their audit rows in acceptance order, queued, and synced once", async (t) => {
+      const { ctx, events, audit } = await start(t, driver);
+      const queued: string[] = [];
+      let syncs = 0;
+      const intake = new EventIntake({
+        store: events,
+        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
+        limit: { perMinute: 600, burst: 100 },
+        audit,
+        sync: async () => void syncs++,
+      });
+      await intake.load();
+      const bodies = Array.from({ length: 5 }, () => validEvent());
+      const answers = await Promise.all(bodies.map((body) => intake.submit(body, { actor: "agent" })));
+      const ids = bodies.map((body) => String(body.event_id));
+      assert.deepEqual(
+        answers.map((answer) => [answer.event_id, answer.state, answer.duplicate]),
+        ids.map((id) => [id, "queued", false]),
+      );
+      assert.deepEqual(queued, ids);
+      assert.equal(syncs, 1, "one sync for the tick's acceptances");
+      const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
+      assert.deepEqual(
+        rows.map((row) => row.event_id),
+        ids,
+      );
+      const audited = await ctx.database.get(AUDIT_TABLE, { action: "event.accepted" }, { sort: { id: "asc" } });
+      assert.deepEqual(
+        audited.map((row) => [row.subject, row.actor]),
+        ids.map((id) => [id, "agent"]),
+      );
+    });
+
+    test("a row that cannot be written fails alone: the others and another caller's write meanwhile stay", async (t) => {
+      const { ctx, events, audit } = await start(t, driver);
+      const queued: string[] = [];
+      const intake = new EventIntake({
+        store: events,
+        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
+        limit: { perMinute: 600, burst: 100 },
+        audit,
+        sync: async () => {},
+      });
+      await intake.load();
+      const bodies = Array.from({ length: 3 }, () => validEvent());
+      const ids = bodies.map((body) => String(body.event_id));
+      events.failing = ids[1]!;
+      const outcomes = await Promise.allSettled(bodies.map((body) => intake.submit(body, { actor: "agent" })));
+      assert.deepEqual(
+        outcomes.map((outcome) => outcome.status),
+        ["fulfilled", "rejected", "fulfilled"],
+      );
+      assert.deepEqual(queued, [ids[0], ids[2]]);
+      const stored = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
+      assert.deepEqual(
+        stored.map((row) => row.event_id),
+        [ids[0], ids[2]],
+      );
+      const actions = await ctx.database.get(AUDIT_TABLE, {}, { sort: { id: "asc" } });
+      assert.deepEqual(
+        actions.map((row) => [row.action, row.subject]),
+        [
+          ["event.accepted", ids[0]],
+          ["other.caller", null],
+          ["event.accepted", ids[2]],
+        ],
+      );
+    });
+  });
+}
