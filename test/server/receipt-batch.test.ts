@@ -1,6 +1,6 @@
 /**
- * The acceptances of one tick are written together (server/events/receipt-batch.ts): one
- * transaction and one sync for all of them, on each driver the plugin is tested on. The transaction
+ * The acceptances of one tick are stored together (server/events/receipt-batch.ts): one
+ * transaction for all of them, on each driver the plugin is tested on. The transaction
  * shares SQLite's one connection with every other caller, so a row that fails must fail alone and
  * never roll back what another caller wrote meanwhile.
  */
@@ -21,14 +21,23 @@ interface Parts {
   audit: AuditLog;
 }
 
-/** A store whose `create` of one event first lets another caller write (as if its statement landed inside the transaction), then fails. */
+/**
+ * A store that counts its transactions, and whose `create` of one event first lets another caller
+ * write (as if its statement landed inside the transaction), then fails.
+ */
 class FailingStore extends EventStore {
   failing = "";
+  transactions = 0;
   #ctx: Context;
 
   constructor(ctx: Context) {
     super(ctx);
     this.#ctx = ctx;
+  }
+
+  override async transaction(fn: (database: Context["database"]) => Promise<void>): Promise<void> {
+    this.transactions++;
+    await super.transaction(fn);
   }
 
   override async create(row: EventRow, database?: Pick<Context["database"], "create">): Promise<void> {
@@ -59,7 +68,7 @@ async function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): P
 
 for (const driver of DATABASE_DRIVERS) {
   describe(`receipts of one tick on the ${driver} driver`, () => {
-    test("concurrent acceptances are stored with their audit rows in acceptance order, queued, and synced once", async (t) => {
+    test("concurrent acceptances are stored with their audit rows in one transaction, in acceptance order, queued, and synced", async (t) => {
       const { ctx, events, audit } = await start(t, driver);
       const queued: string[] = [];
       let syncs = 0;
@@ -79,7 +88,8 @@ for (const driver of DATABASE_DRIVERS) {
         ids.map((id) => [id, "queued", false]),
       );
       assert.deepEqual(queued, ids);
-      assert.equal(syncs, 1, "one sync for the tick's acceptances");
+      assert.equal(events.transactions, 1, "one transaction for the tick's acceptances");
+      assert.equal(syncs, bodies.length, "each answer waited for a sync (DiskSync makes them one)");
       const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
       assert.deepEqual(
         rows.map((row) => row.event_id),
