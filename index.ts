@@ -9,17 +9,17 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
-import { installApprovals } from "./extension/approvals/gate.ts";
-import { noticeContext } from "./extension/notices/context.ts";
+import { ApprovalGate } from "./extension/approvals/gate.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
-import { installProgressTool, type ProgressTarget } from "./extension/notices/progress-tool.ts";
-import { observeRunNotices, type NoticeTarget, type RunNotices } from "./extension/notices/run-notices.ts";
+import { installProgressTool } from "./extension/notices/progress-tool.ts";
+import { observeRunNotices, type RunNotices } from "./extension/notices/run-notices.ts";
 import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
 import { messagesFor } from "./extension/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
 import { ServerFacts } from "./extension/server-facts.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
+import { CurrentSession } from "./extension/session/current.ts";
 import { createReporter } from "./extension/session/report.ts";
 import {
   closeSession,
@@ -53,19 +53,11 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);
   const handOver = createHandOver();
-  let state: SessionState | undefined;
+  const current = new CurrentSession(runtimeId, early);
+  const { text, target, connection } = current;
   let notices: RunNotices | undefined;
-  // The session's language once one is bound; before that, the config's or the locale's.
-  const text = () => state?.text ?? early;
-
-  const target = (): NoticeTarget | undefined => {
-    const s = state;
-    if (!notifying(s)) return undefined;
-    return { config: s.config, notifier: s.delivery.notifier, context: () => noticeContext(s.ctx, s.sessionId, runtimeId, s.config, s.text) };
-  };
 
   // The services an active session runs, started and stopped together by syncServices.
-  const connection = () => (state?.config && state.delivery ? { client: state.delivery.client, config: state.config } : undefined);
   // What the server answered presence: the command channel reads it, the notifier wakes on it.
   const server = new ServerFacts();
   const presence = new Presence(pi, {
@@ -74,10 +66,10 @@ export default function anonNotify(pi: ExtensionAPI): void {
     server,
     report,
     text,
-    explain: (error) => (state ? explainFailure(state, error) : errorText(error)),
+    explain: (error) => (current.state ? explainFailure(current.state, error) : errorText(error)),
   });
   // A heartbeat the server accepts means it answers again: finals an outage held back go now.
-  server.onAccepted(() => state?.delivery?.notifier.serverAnswered());
+  server.onAccepted(() => current.state?.delivery?.notifier.serverAnswered());
   // An interrupted instruction's notice goes straight to the hand-over queue; features with a
   // control command kind register their handler on `commands.control`.
   const commands = installCommandChannel(pi, {
@@ -89,41 +81,15 @@ export default function anonNotify(pi: ExtensionAPI): void {
     text,
     notify: (request) => void handOverRequest(target(), handOver, request),
   });
-  // The gate checks every tool call of a session with approvals on; asking the owner from chat needs it switched on.
-  const approvals = installApprovals(pi, {
-    runtimeId,
-    control: commands.control,
-    report,
-    handOver,
-    text,
-    session: () => {
-      const s = state;
-      if (!s?.config) return undefined;
-      const to = target();
-      return {
-        ctx: s.ctx,
-        sessionId: s.sessionId,
-        config: s.config,
-        client: notifying(s) ? s.delivery.client : undefined,
-        subagent: s.subagent,
-        notices: to ? { notifier: to.notifier, context: to.context } : undefined,
-      };
-    },
-  });
+  // The gate checks every tool call of a session with approvals on.
+  const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });
   const services: SessionService[] = [
     presence,
     commands,
     // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
-      offered: () => state?.config?.progressTool.enabled === true,
-      target: (): ProgressTarget => {
-        const to = target();
-        const s = state;
-        if (to && s?.delivery)
-          return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task: recorder.current()?.facts.task ?? "" };
-        const recorded = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId, now: new Date() } } : {};
-        return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };
-      },
+      offered: () => current.state?.config?.progressTool.enabled === true,
+      target: () => current.progress(recorder.current()?.facts.task ?? ""),
       report,
       text,
     }),
@@ -137,13 +103,14 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   installSendChannel(pi, { target, handOver, report, text, debug });
-  registerToggleCommand(pi, { session: () => state, changed, text, report });
-  registerDoctorCommand(pi, { session: () => state, text, presence, commands, runtimeId });
+  registerToggleCommand(pi, { session: () => current.state, changed, text, report });
+  registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => {
     bind(ctx);
     notices?.close();
-    const s = (state = openSession(pi, event, ctx, report));
+    const s = openSession(pi, event, ctx, report);
+    current.state = s;
     // A session that can never notify (subagent, bad or disabled configuration) records no runs.
     notices = s.delivery ? observeRunNotices(recorder, target, handOver) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
@@ -156,8 +123,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   pi.on("session_shutdown", async () => {
     notices?.close();
     notices = undefined;
-    const s = state;
-    state = undefined;
+    const s = current.state;
+    current.state = undefined;
     if (!s) return;
     handOver.drain();
     await closeSession(s, services);

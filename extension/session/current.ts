@@ -1,0 +1,73 @@
+/**
+ * The session bound now (between session_start and session_shutdown), and the four views of it
+ * the parts read: where notices go, the server connection, what the approval gate needs, and the
+ * progress tool's target. Each is read at the moment of use, so a part never holds a session that
+ * was replaced or switched off.
+ */
+import type { ApprovalSession } from "../approvals/asking.ts";
+import type { Messages } from "../messages.ts";
+import { noticeContext } from "../notices/context.ts";
+import type { ProgressTarget } from "../notices/progress-tool.ts";
+import type { NoticeTarget } from "../notices/run-notices.ts";
+import type { Connection } from "../presence/presence.ts";
+import { notifying, type SessionState } from "./session.ts";
+
+export class CurrentSession {
+  readonly #runtimeId: string;
+  /** Before a session is bound: the config's language or the locale's. */
+  readonly #early: Messages;
+  #state: SessionState | undefined;
+
+  constructor(runtimeId: string, early: Messages) {
+    this.#runtimeId = runtimeId;
+    this.#early = early;
+  }
+
+  get state(): SessionState | undefined {
+    return this.#state;
+  }
+
+  set state(s: SessionState | undefined) {
+    this.#state = s;
+  }
+
+  /** The session's language once one is bound; before that, the config's or the locale's. */
+  readonly text = (): Messages => this.#state?.text ?? this.#early;
+
+  /** Where the session's notices go; undefined while it does not notify. */
+  readonly target = (): NoticeTarget | undefined => {
+    const s = this.#state;
+    if (!notifying(s)) return undefined;
+    return { config: s.config, notifier: s.delivery.notifier, context: () => noticeContext(s.ctx, s.sessionId, this.#runtimeId, s.config, s.text) };
+  };
+
+  /** The client and configuration the session services use; undefined without a valid config and delivery. */
+  readonly connection = (): Connection | undefined => {
+    const s = this.#state;
+    return s?.config && s.delivery ? { client: s.delivery.client, config: s.config } : undefined;
+  };
+
+  /** The session as the approval gate needs it; asking the owner from chat needs it switched on. */
+  readonly approvals = (): ApprovalSession | undefined => {
+    const s = this.#state;
+    if (!s?.config) return undefined;
+    const to = this.target();
+    return {
+      ctx: s.ctx,
+      sessionId: s.sessionId,
+      config: s.config,
+      client: notifying(s) ? s.delivery.client : undefined,
+      subagent: s.subagent,
+      notices: to ? { notifier: to.notifier, context: to.context } : undefined,
+    };
+  };
+
+  /** Where a `report_progress` call goes, or why it cannot (and what it can still record). */
+  progress(task: string): ProgressTarget {
+    const to = this.target();
+    const s = this.#state;
+    if (to && s?.delivery) return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task };
+    const recorded = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId: this.#runtimeId, now: new Date() } } : {};
+    return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };
+  }
+}
