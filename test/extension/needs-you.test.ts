@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { setImmediate as nextTick } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { EventBody } from "../../protocol/events.ts";
-import { installApprovals, needsYouNotice } from "../../extension/approvals/gate.ts";
+import { ApprovalGate, needsYouNotice } from "../../extension/approvals/gate.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
 import type { Notifier, SendOptions } from "../../extension/delivery/notifier.ts";
@@ -46,7 +46,7 @@ test("a 'needs you' notice takes the hand-over queue like every notice: handed t
   const pi = { on: (name: string, handler: (event: unknown, ctx: unknown) => unknown) => handlers.set(name, handler), registerTool() {} };
   const sent: { event: EventBody; options: SendOptions }[] = [];
   const notifier = { send: (event: EventBody, options: SendOptions) => sent.push({ event, options }) } as unknown as Notifier;
-  installApprovals(pi as unknown as ExtensionAPI, {
+  new ApprovalGate(pi as unknown as ExtensionAPI, {
     runtimeId: "r-1",
     report: () => {},
     handOver: createHandOver(),
