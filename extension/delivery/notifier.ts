@@ -221,24 +221,25 @@ class OrderedNotifier implements Notifier {
       this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
       return;
     }
-    let unsent: Outgoing[];
-    if (this.#heldBack && notices[0]!.durable) {
-      // Behind finals held back: the outbox oldest first, these finals among them.
-      const own = leading(notices, (notice) => notice.durable === true);
-      await this.#drainOutbox(new Set(own.map((notice) => notice.event.event_id)));
-      unsent = notices.slice(own.length);
-    } else {
-      const { rest, gaveUp } = await this.#sendInOrder(notices, (notice) => this.#heldBack && notice.durable === true);
-      unsent = rest;
-      if (gaveUp) {
+    // Anything thrown on the way (the outbox failing) is warned about by the pump; what was taken is done with.
+    let unsent: Outgoing[] = [];
+    try {
+      if (this.#heldBack && notices[0]!.durable) {
+        // Behind finals held back: the outbox oldest first, these finals among them.
+        const own = leading(notices, (notice) => notice.durable === true);
+        unsent = notices.slice(own.length);
+        await this.#drainOutbox(new Set(own.map((notice) => notice.event.event_id)));
+      } else {
+        const { rest, gaveUp } = await this.#sendInOrder(notices, (notice) => this.#heldBack && notice.durable === true);
         // After an outage began, the finals behind it wait in the outbox, free, for the next pass (heartbeat answered, timer, start).
-        unsent = rest.filter((notice) => !notice.durable);
-        for (const notice of rest) if (notice.durable) await this.#options.outbox.release(notice.event.event_id);
+        unsent = gaveUp ? rest.filter((notice) => !notice.durable) : rest;
+        if (gaveUp) for (const notice of rest) if (notice.durable) await this.#options.outbox.release(notice.event.event_id);
       }
+    } finally {
+      for (const notice of notices) if (!unsent.includes(notice)) this.#queued.delete(notice.event.event_id);
+      // What did not go yet (finals are held back now) waits at the head again, in order.
+      this.#jobs.unshift(...unsent.map((notice): Job => ({ kind: "notice", notice })));
     }
-    for (const notice of notices) if (!unsent.includes(notice)) this.#queued.delete(notice.event.event_id);
-    // What did not go yet (finals are held back now) waits at the head again, in order.
-    this.#jobs.unshift(...unsent.map((notice): Job => ({ kind: "notice", notice })));
   }
 
   /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
