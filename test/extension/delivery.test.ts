@@ -743,3 +743,24 @@ test("a server without the batch route (404) gets the same events again one by o
   assert.deepEqual(sentIds(server.received).slice(1), [backlog.map((e) => e.event_id), [backlog[0]!.event_id], [backlog[1]!.event_id]]);
   assert.deepEqual(await outboxIds(dir), []);
 });
+
+test("an outbox that fails mid-send: one warning, the final stays on disk, and the same event handed over again is not taken for a duplicate", async () => {
+  const server = await scriptedServer(accept);
+  const { notifier, outbox, dir, lines } = notifierFor(server.endpoint);
+  const claim = outbox.claim.bind(outbox);
+  outbox.claim = async () => {
+    throw new Error("EIO: the disk went away");
+  };
+  const e = event("completed");
+  notifier.send(e, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.equal(server.received.length, 0);
+  assert.equal(lines.warn.length, 1, lines.warn.join(" | "));
+  assert.match(lines.warn[0]!, /EIO/);
+  assert.equal(readdirSync(dir).length, 1, "still on disk");
+  outbox.claim = claim;
+  notifier.send(e, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(sentIds(server.received), [[e.event_id]]);
+  assert.deepEqual(readdirSync(dir), []);
+});
