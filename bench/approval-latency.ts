@@ -26,6 +26,7 @@ import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
 import { waitUntil } from "../harness/wait.ts";
+import { messagesFor } from "../extension/messages.ts";
 
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -154,7 +155,8 @@ function microseconds(work: () => unknown, calls = 2_000): number {
   }).sort((a, b) => a - b);
   return rounds[2]!;
 }
-const gateOf = (command: string) => () => matchCall({ tool: "bash", input: { command } }, gatePlace, gateSettings, read);
+const gateOf = (command: string) => () =>
+  matchCall({ tool: "bash", input: { command } }, gatePlace, gateSettings, read, messagesFor("en-US").approvals.actions);
 const gateRows: [string, number][] = [
   ["gate, `ls -la` (plain words: no parser)", microseconds(gateOf("ls -la"))],
   ["`ls -la` through the grammar alone", microseconds(() => read("ls -la"))],

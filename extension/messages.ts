@@ -10,6 +10,7 @@
 import { visibleControls } from "../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
+import type { ActionWords } from "./approvals/policy.ts";
 import type { CommandOrigin } from "../protocol/queue.ts";
 import type { NoticeRoute, RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
@@ -159,6 +160,8 @@ const zh = {
   },
   sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
   approvals: {
+    /** The labels of rules that have no command words of their own (policy.ts `ActionWords`). */
+    actions: { diskWrite: "写磁盘设备", outside: "写入项目外", opaque: "看不清将运行什么" } satisfies ActionWords,
     via: {
       chat: "在聊天中",
       operator: "通过运维接口",
@@ -376,6 +379,7 @@ const en: Messages = {
   },
   sink: { tokenUnavailable: (file, why) => `Desktop channel off: its token file ${file} is unusable (${why})` },
   approvals: {
+    actions: { diskWrite: "write to a disk device", outside: "write outside the project", opaque: "cannot see what will run" },
     via: {
       chat: "in the chat",
       operator: "through the operator API",

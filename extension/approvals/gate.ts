@@ -144,7 +144,13 @@ export class ApprovalGate implements Approvals {
     if (!s?.config.approval.enabled) return undefined;
     const input = event.input as Record<string, unknown>;
     const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()] };
-    const match: RuleMatch | undefined = matchCall({ tool: event.toolName, input }, place, s.config.approval, await this.#shellReader());
+    const match: RuleMatch | undefined = matchCall(
+      { tool: event.toolName, input },
+      place,
+      s.config.approval,
+      await this.#shellReader(),
+      this.#deps.text().approvals.actions,
+    );
     const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
     if (decision.kind === "allow") return undefined;
     const m = this.#deps.text().approvals;

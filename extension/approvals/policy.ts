@@ -185,40 +185,50 @@ function writeTargets(run: Run): Word[] {
 
 // ── The decision ────────────────────────────────────────────────────────────
 
-const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; action: string; test(run: Run): boolean }[] = [
+/** The labels of the rules whose action is not the command's own words, in the session's language (the Pi catalogue). */
+export interface ActionWords {
+  diskWrite: string;
+  outside: string;
+  opaque: string;
+}
+
+/** `action: null`: labelled by `ActionWords.diskWrite`. */
+const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; action: string | null; test(run: Run): boolean }[] = [
   { id: "rm-rf", action: "rm -rf", test: isRecursiveDelete },
   { id: "sudo", action: "sudo", test: (run) => ELEVATE.has(run.name) },
   { id: "git-push-force", action: "git push --force", test: isForcePush },
   { id: "git-reset-hard", action: "git reset --hard", test: isHardReset },
   { id: "git-clean", action: "git clean -f", test: isGitClean },
-  { id: "disk-write", action: "写磁盘设备 (disk write)", test: isDiskWrite },
+  { id: "disk-write", action: null, test: isDiskWrite },
 ];
-const OUTSIDE_ACTION = "写入项目外 (write outside project)";
-const OPAQUE_ACTION = "看不清将运行什么 (unclear command)";
 
 /** The rules a command line matches: fail-closed findings (never switched off), then the enabled built-in ones. */
-function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean): { id: string; action: string }[] {
-  const found = [...analysis.opaque].sort().map((id) => ({ id, action: OPAQUE_ACTION }));
-  for (const rule of BUILTIN_COMMAND_RULES) if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: rule.action });
+function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean, words: ActionWords): { id: string; action: string }[] {
+  const found = [...analysis.opaque].sort().map((id) => ({ id, action: words.opaque }));
+  for (const rule of BUILTIN_COMMAND_RULES)
+    if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: rule.action ?? words.diskWrite });
   const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
   if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place)))
-    found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
+    found.push({ id: "write-outside-project", action: words.outside });
   return found;
 }
 
-/** Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar (shell.ts). */
-export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader): RuleMatch | undefined {
+/**
+ * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
+ * (shell.ts); `words` label the rules that have no command words of their own.
+ */
+export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
   const line = commandLine(call);
   const found: { id: string; action: string }[] = [];
   if (line !== undefined) {
     // PowerShell is not bash: nothing here can see what it will run.
-    if (call.tool === "bash") found.push(...commandRules(analyzeCommand(line, read), place, enabled));
-    else found.push({ id: OPAQUE.parseError, action: OPAQUE_ACTION });
+    if (call.tool === "bash") found.push(...commandRules(analyzeCommand(line, read), place, enabled, words));
+    else found.push({ id: OPAQUE.parseError, action: words.opaque });
   }
   if (FILE_TOOLS.has(call.tool) && enabled("write-outside-project")) {
     const path = call.input.path ?? call.input.file_path;
-    if (typeof path === "string" && outsideProject(path, place)) found.push({ id: "write-outside-project", action: OUTSIDE_ACTION });
+    if (typeof path === "string" && outsideProject(path, place)) found.push({ id: "write-outside-project", action: words.outside });
   }
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;

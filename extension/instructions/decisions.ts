@@ -3,6 +3,7 @@
  * how long an idle session waits before claiming again, and which instructions an interrupted run
  * left unanswered. commands.ts is the Pi and HTTP edge that applies them.
  */
+import type { Messages } from "../messages.ts";
 import type { SendRequest } from "../state-bus.ts";
 
 export interface ClaimFacts {
@@ -88,14 +89,14 @@ export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boo
   return waiting;
 }
 
-/** The persona-facing warning for an instruction that reached the session but got no answer. */
-export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }): SendRequest {
+/** The persona-facing warning for an instruction that reached the session but got no answer, in the session's language. */
+export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }, t: Messages["notice"]["interrupted"]): SendRequest {
   const preview = command.instruction.length > 120 ? `${command.instruction.slice(0, 120)}…` : command.instruction;
   const eventId = `cmd-interrupted:${command.commandId}`;
   return {
     status: "warning",
-    task: "Anon 指令未得到回复",
-    summary: `指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：${preview}`,
+    task: t.task,
+    summary: t.summary(preview),
     ...(eventId.length <= 80 ? { eventId } : {}),
     details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
   };

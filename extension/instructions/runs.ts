@@ -61,5 +61,5 @@ export interface InterruptReport {
 export function reportInterrupted(lease: Lease, to: InterruptReport): void {
   const { command_id, event_id, instruction, origin } = lease.command;
   to.report(to.text().commands.interrupted(origin, instruction.slice(0, 80)));
-  to.notify(interruptedNotice({ commandId: command_id, eventId: event_id, instruction }));
+  to.notify(interruptedNotice({ commandId: command_id, eventId: event_id, instruction }, to.text().notice.interrupted));
 }

@@ -64,6 +64,11 @@ export const zhNotice = {
   /** A report_progress call as the persona reads it: mark, stage, the agent's sentence, its detail. */
   report: (mark: string, stage: string, summary: string, detail: string | null) => `${mark}${stage}：${summary}${detail ? `\n详情：${detail}` : ""}`,
   reportNotAudited: (why: string) => `被拒绝的进度汇报未能写入服务端审计：${why}`,
+  /** An instruction the session took in but the user's interrupt left unanswered. */
+  interrupted: {
+    task: "Anon 指令未得到回复",
+    summary: (preview: string) => `指令已进入 Pi 会话，但用户中断了这次运行，Agent 尚未回复。指令内容：${preview}`,
+  },
   /** A dialog Pi waits on (another extension's), by its title or else its kind. */
   needsYou: (title: string | null, kind: string) => `需要你：Pi 正在等你在终端回答${title ? `「${title}」` : `一个${kind}对话框`}，回答之前 Agent 不会继续。`,
   /** Why report_progress sent nothing, as the model reads it. */
@@ -105,6 +110,10 @@ export const enNotice: typeof zhNotice = {
   },
   severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
   report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
+  interrupted: {
+    task: "Anon's instruction got no answer",
+    summary: (preview) => `The instruction reached the Pi session, but the user interrupted the run before the agent answered. The instruction: ${preview}`,
+  },
   needsYou: (title, kind) =>
     `Needs you: Pi is waiting for your answer to ${title ? `"${title}"` : `a ${kind} dialog`} in the terminal; the agent will not go on until you answer.`,
   reportNotAudited: (why) => `A refused progress report could not be written to the server's audit trail: ${why}`,

@@ -18,11 +18,13 @@ import { messagesFor } from "../../extension/messages.ts";
 import { Config, DEFAULT_CONFIG } from "../../extension/config/schema.ts";
 import { BUILTIN_RULE_IDS as BUILTIN_IDS } from "../../protocol/approvals.ts";
 
+const words = messagesFor("en-US").approvals.actions;
+
 const read = await loadShell();
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
 const defaults: PolicySettings = { disabledRules: [], rules: [], grantableRules: [] };
 const bash = (command: string) => ({ tool: "bash", input: { command } });
-const rulesOf = (command: string, settings = defaults) => matchCall(bash(command), place, settings, read)?.rules;
+const rulesOf = (command: string, settings = defaults) => matchCall(bash(command), place, settings, read, words)?.rules;
 
 test("bash command lines: which rule each one matches", () => {
   const table: [string, string | undefined][] = [
@@ -88,7 +90,7 @@ test("file tools: writes outside the project need a person, inside do not", () =
     ["read", { path: "/etc/passwd" }, undefined],
   ];
   for (const [tool, input, rule] of table)
-    assert.equal(matchCall({ tool, input }, place, defaults, read)?.rules.join(" "), rule, `${tool} ${JSON.stringify(input)}`);
+    assert.equal(matchCall({ tool, input }, place, defaults, read, words)?.rules.join(" "), rule, `${tool} ${JSON.stringify(input)}`);
 });
 
 test("rules can be switched off by id, and user rules match tool names and command patterns", () => {
@@ -100,12 +102,16 @@ test("rules can be switched off by id, and user rules match tool names and comma
       { id: "any-mcp", tool: "mcp_call" },
     ],
   };
-  assert.equal(matchCall(bash("rm -rf build"), place, settings, read), undefined, "a disabled built-in rule no longer asks");
-  assert.deepEqual(matchCall(bash("kubectl delete pod x"), place, settings, read), { rules: ["deploy"], action: "kubectl" });
-  assert.equal(matchCall(bash("kubectl get pods"), place, settings, read), undefined);
-  assert.deepEqual(matchCall({ tool: "mcp_call", input: {} }, place, settings, read)?.rules, ["any-mcp"]);
-  assert.equal(matchCall({ tool: "other", input: {} }, place, settings, read), undefined);
-  assert.equal(matchCall({ tool: "write", input: { command: "kubectl apply" } }, place, settings, read), undefined, "a command pattern needs a command tool");
+  assert.equal(matchCall(bash("rm -rf build"), place, settings, read, words), undefined, "a disabled built-in rule no longer asks");
+  assert.deepEqual(matchCall(bash("kubectl delete pod x"), place, settings, read, words), { rules: ["deploy"], action: "kubectl" });
+  assert.equal(matchCall(bash("kubectl get pods"), place, settings, read, words), undefined);
+  assert.deepEqual(matchCall({ tool: "mcp_call", input: {} }, place, settings, read, words)?.rules, ["any-mcp"]);
+  assert.equal(matchCall({ tool: "other", input: {} }, place, settings, read, words), undefined);
+  assert.equal(
+    matchCall({ tool: "write", input: { command: "kubectl apply" } }, place, settings, read, words),
+    undefined,
+    "a command pattern needs a command tool",
+  );
   assert.deepEqual(rulesOf('eval "$x"', { ...settings, disabledRules: [...BUILTIN_IDS] }), ["opaque.eval"], "the fail-closed findings cannot be switched off");
   assert.deepEqual(rulesOf("sudo rm -rf x && kubectl apply -f x", settings), ["sudo", "deploy"], "every matched rule is named");
 });
@@ -377,4 +383,16 @@ test("the config's approval rules: ids are sent as rule ids, the gate's own name
   for (const id of ["Deploy", "opaque.mine", "model.ask", "rm-rf", "has space", ""]) assert.equal(approval([{ id, tool: "bash" }]).success, false, id);
   assert.equal(approval([], ["opaque.eval"]).success, false, "a fail-closed finding can never be made grantable");
   assert.deepEqual(DEFAULT_CONFIG.approval.grantableRules, [], "nothing is grantable by default");
+});
+
+test("the rules with no command words of their own are labelled in the session's language", () => {
+  const rows: [{ tool: string; input: Record<string, unknown> }, string, string][] = [
+    [bash("dd if=disk.img of=/dev/sda"), "write to a disk device", "写磁盘设备"],
+    [{ tool: "write", input: { path: "/etc/hosts", content: "x" } }, "write outside the project", "写入项目外"],
+    [bash('eval "$SCRIPT"'), "cannot see what will run", "看不清将运行什么"],
+  ];
+  for (const [call, english, chinese] of rows) {
+    assert.equal(matchCall(call, place, defaults, read, messagesFor("en-US").approvals.actions)?.action, english);
+    assert.equal(matchCall(call, place, defaults, read, messagesFor("zh-CN").approvals.actions)?.action, chinese);
+  }
 });

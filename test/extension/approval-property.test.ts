@@ -11,6 +11,9 @@ import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
 import { matchCall, type PolicySettings } from "../../extension/approvals/policy.ts";
 import { loadShell } from "../../extension/approvals/shell.ts";
+import { messagesFor } from "../../extension/messages.ts";
+
+const words = messagesFor("en-US").approvals.actions;
 
 const read = await loadShell();
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
@@ -95,7 +98,7 @@ const command = fc
 test("no generated risky command is allowed without a person", () => {
   fc.assert(
     fc.property(command, ({ text }) => {
-      const match = matchCall({ tool: "bash", input: { command: text } }, place, settings, read);
+      const match = matchCall({ tool: "bash", input: { command: text } }, place, settings, read, words);
       assert.ok(match, `let through: ${JSON.stringify(text)}`);
     }),
     { numRuns: 2000 },

@@ -85,14 +85,23 @@ test("only an interrupt leaves commands unanswered, and any later reply answers 
 });
 
 test("the interrupted-instruction notice is a valid anon-notify:send request that names the command", () => {
-  const notice = interruptedNotice({ commandId: "c-1", eventId: "pi:s:run:1", instruction: "x".repeat(300) });
+  const notice = interruptedNotice({ commandId: "c-1", eventId: "pi:s:run:1", instruction: "x".repeat(300) }, messagesFor("zh-CN").notice.interrupted);
   assert.deepEqual(SendRequest.parse(notice), notice);
   assert.equal(notice.status, "warning");
   assert.equal(notice.eventId, "cmd-interrupted:c-1");
   assert.deepEqual(notice.details, { command_id: "c-1", event_id: "pi:s:run:1", reason: "interrupted" });
   assert.ok(notice.summary.includes(`${"x".repeat(120)}…`));
-  const long = interruptedNotice({ commandId: "c".repeat(100), eventId: "e", instruction: "hi" });
+  const long = interruptedNotice({ commandId: "c".repeat(100), eventId: "e", instruction: "hi" }, messagesFor("en-US").notice.interrupted);
   assert.equal(long.eventId, undefined);
+  assert.deepEqual(
+    [long.task, long.summary],
+    [
+      "Anon's instruction got no answer",
+      "The instruction reached the Pi session, but the user interrupted the run before the agent answered. The instruction: hi",
+    ],
+    "in the session's language",
+  );
+  assert.equal(notice.task, "Anon 指令未得到回复");
 });
 
 test("the session message is the plain instruction, or text then image blocks; ids only in details", () => {
