@@ -178,14 +178,15 @@ interface LogRecord {
   content: string;
 }
 
-/** The plugin's warnings as Koishi logs them, from now until `stop`. */
-export function captureLog(): { warnings: () => string[]; stop: () => void } {
+/** The plugin's warnings (and its info lines) as Koishi logs them, from now until `stop`. */
+export function captureLog(): { warnings: () => string[]; infos: () => string[]; stop: () => void } {
   const records: LogRecord[] = [];
   const target = { colors: 0, record: (record: LogRecord) => records.push(record) };
   const targets = (koishi.Logger as unknown as { targets: object[] }).targets;
   targets.push(target);
   return {
     warnings: () => records.filter((record) => record.name === "notify-webhook" && record.type === "warn").map((record) => record.content),
+    infos: () => records.filter((record) => record.name === "notify-webhook" && record.type === "info").map((record) => record.content),
     stop: () => void targets.splice(targets.indexOf(target), 1),
   };
 }

@@ -9,6 +9,7 @@ import { Id, LIMITS } from "../../protocol/wire.ts";
 import { type DomainError, parseWith } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HTTP_STATUS } from "../http/error-status.ts";
+import { instanceText } from "../locales/load.ts";
 import type { EventIntake } from "./intake.ts";
 
 const LOAD_RETRY_MS = 1000;
@@ -40,11 +41,11 @@ export const EventRoutes = {
     const load = async () => {
       try {
         const resumed = await intake.load();
-        if (resumed > 0) logger.info("resuming %d pending events", resumed);
+        if (resumed > 0) logger.info(instanceText(ctx, "anon-notify.log.resuming", { count: resumed }));
         release();
       } catch (error) {
         // Until the receipts can be read, every route keeps answering 503 rather than guessing.
-        logger.error("cannot load event receipts (%s); retrying", errorText(error));
+        logger.error(instanceText(ctx, "anon-notify.log.receipts-unreadable", { error: errorText(error) }));
         ctx.setTimeout(load, LOAD_RETRY_MS);
       }
     };

@@ -73,7 +73,7 @@ export const YesImBotV3 = {
   reusable: true,
   apply(ctx: Context, { personas, target }: { personas: PersonaSlot; target: YesImBotTarget }) {
     ctx.inject([...YESIMBOT_V3_SERVICES], (scope) => {
-      scope.logger("notify-webhook").info("YesImBot v3 detected: events go to its main conversation");
+      scope.logger("notify-webhook").info(instanceText(scope, "anon-notify.log.yesimbot", {}));
       // Events recorded by this scope whose trigger still has to be sent (the chat turned busy in between).
       const recorded = new Set<string>();
       personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, YESIMBOT_V3_PRIORITY);

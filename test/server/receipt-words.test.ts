@@ -1,6 +1,7 @@
 /**
  * A receipt's error where a person reads it (the server's log, `npm start`'s terminal): the reason in
  * the instance's language first, the code in brackets; the wire keeps `code: reason` for clients.
+ * The plugin's other log lines on a normal start speak that language too.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -8,6 +9,7 @@ import { deliveryError, errorInWords } from "../../server/delivery/steps.ts";
 import { captureLog, startKoishi } from "../../harness/koishi.ts";
 import { settledReceipt, postEvent, validEvent } from "../../harness/event-client.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { withPersona } from "./persona-standin.ts";
 import { sayIn } from "./say.ts";
 
 test("a receipt's error reads reason first, code in brackets, in each language", () => {
@@ -48,6 +50,25 @@ test("a notice that cannot be delivered is logged in the instance's language wit
     assert.match(String(receipt.error), /^no_persona: /, "the wire keeps the code first");
     const line = await waitUntil(() => log.warnings().find((warning) => warning.includes(String(event.event_id))), "the log line");
     assert.ok(line?.endsWith(expected), `${locales[0]}: ${line}`);
+    log.stop();
+    await koishi.stop();
+  }
+});
+
+test("the plugin's info lines on a normal start speak the instance's language", { timeout: 60_000 }, async (t) => {
+  const rows: [string[], string][] = [
+    [["en-US"], "YesImBot v3 detected: events go to its main conversation"],
+    [["zh-CN"], "检测到 YesImBot v3：事件交给它的主对话"],
+  ];
+  for (const [locales, expected] of rows) {
+    const log = captureLog();
+    t.after(log.stop);
+    const koishi = await startKoishi({ locales, plugins: withPersona });
+    t.after(koishi.stop);
+    await waitUntil(
+      () => (log.infos().includes(expected) ? true : undefined),
+      () => `${locales[0]}: ${log.infos().join("\n")}`,
+    );
     log.stop();
     await koishi.stop();
   }
