@@ -14,6 +14,7 @@ import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../delivery/retry.ts";
 import { type LaneSession, ReportOnce } from "../lanes/lane.ts";
 import type { ServerHeard } from "../server-facts.ts";
+import { controlStep } from "./decisions.ts";
 import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./dispatcher.ts";
 
 export class ControlChannel implements ControlRegistry {
@@ -100,8 +101,10 @@ export class ControlChannel implements ControlRegistry {
     const journal = lane.journal;
     if (!journal) return;
     const { command_id, event_id } = command;
-    let outcome = journal.outcome(command_id);
-    if (!journal.has(command_id) || outcome === undefined) {
+    const step = controlStep({ has: journal.has(command_id), outcome: journal.outcome(command_id) });
+    let outcome: CommandOutcome;
+    if (!step.apply) outcome = step.outcome;
+    else {
       outcome = await this.#dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
         lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
       );

@@ -7,7 +7,9 @@
  * of each tool turn and hands it to Pi only at a safe point (a turn end, or once settled). Each
  * command reaches the session once: its id is journaled and flushed before the ACK, and a command
  * whose id is already journaled, or already in the session, is ACKed without being delivered again.
- * What an interrupted run leaves unanswered is `runs.ts`'s.
+ * An instruction still queued when an interrupt dropped Pi's queue (TUI Esc) is written into the
+ * session without starting a run, so it is neither lost nor run against the user's interrupt; what
+ * an interrupted run leaves unanswered is reported (`runs.ts`).
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";

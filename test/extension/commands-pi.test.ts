@@ -439,6 +439,35 @@ test("with a protocol-3 server one control poll stays open idle and busy; unknow
   assert.equal(commandMessages(pi).length, 0, "control commands never enter the session");
 });
 
+test("a control command whose ACK was lost is ACKed again with its journaled outcome, never applied twice", { timeout: 30_000 }, async (t) => {
+  const { api, journalFile, observed } = await fixtures(t).setup({ commandProtocol: 3 });
+  await api.until(() => api.waitingClaims("control") === 1, "a control poll held");
+  let applied = 0;
+  observed.channel!.control.on("approval_decision", () => {
+    applied++;
+    return "applied";
+  });
+  const payload = { approval_id: "a-1", decision: "approved", reason: null, binding: { tool_call_id: "t-1", args_digest: "d", cwd: "/w" } };
+  api.failNextAck("c-lost", 400, "invalid_request");
+  api.enqueue(command("c-lost", "", { kind: "approval_decision", payload }));
+  await api.until(() => api.acks.length === 1, "the first ACK refused");
+  api.expireLease("c-lost");
+  await api.until(() => api.acks.length === 2, "the redelivered command ACKed");
+  assert.equal(applied, 1, "the handler ran once");
+  assert.deepEqual(
+    api.acks.map((a) => [a.body.outcome, a.status]),
+    [
+      ["applied", 400],
+      ["applied", 200],
+    ],
+  );
+  assert.deepEqual(journalIds(journalFile), ["c-lost"], "journaled once");
+  assert.ok(
+    observed.reports.some((r) => r.includes("HTTP 400")),
+    `the lost ACK was told: ${observed.reports.join(" | ")}`,
+  );
+});
+
 test("with a protocol-3 server an instruction leased just as a run starts is read from the held claim and delivered at a turn end of that run", {
   timeout: 30_000,
 }, async (t) => {

@@ -18,7 +18,7 @@ import { commandMessage, commandMessageRenderer, instructionText } from "../../e
 import { messagesFor } from "../../extension/messages.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/lanes/journal.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
-import { allowedOutcome } from "../../extension/control/decisions.ts";
+import { allowedOutcome, controlStep } from "../../extension/control/decisions.ts";
 import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
@@ -243,4 +243,21 @@ test("the control dispatcher: registered handlers by kind, outcomes their kind a
     ["instruction", "applied", "unknown"],
   ];
   for (const [kind, outcome, expected] of cases) assert.equal(allowedOutcome(kind, outcome), expected, `${kind} ${outcome}`);
+});
+
+test("a control command is applied once; one journaled with its outcome is only ACKed again with that outcome", () => {
+  const cases: [Parameters<typeof controlStep>[0], ReturnType<typeof controlStep>][] = [
+    [{ has: false, outcome: undefined }, { apply: true }],
+    [
+      { has: true, outcome: "stopped" },
+      { apply: false, outcome: "stopped" },
+    ],
+    [
+      { has: true, outcome: "already_idle" },
+      { apply: false, outcome: "already_idle" },
+    ],
+    // An id journaled without an outcome (as an instruction is) was never applied as a control command.
+    [{ has: true, outcome: undefined }, { apply: true }],
+  ];
+  for (const [journaled, expected] of cases) assert.deepEqual(controlStep(journaled), expected, JSON.stringify(journaled));
 });
