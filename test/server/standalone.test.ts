@@ -164,6 +164,15 @@ describe("the start-up text for the log persona on purpose", () => {
     assert.match(text, /真正的人格（YesImBot）/);
     assert.doesNotMatch(text, /失败|错误|尚未配置/);
   });
+  test("the README section it points to is a heading of the README in that language", async () => {
+    const readme = await readFile(resolve(import.meta.dirname, "../../README.md"), "utf8");
+    const named = [
+      ...piInstructions(url, "/d/token", "/d/server.json", bare, "zh-CN").matchAll(/README“([^”]+)”/g),
+      ...piInstructions(url, "/d/token", "/d/server.json", bare, "en-US").matchAll(/README, "([^"]+)"/g),
+    ].map((match) => match[1]!);
+    assert.equal(named.length, 2, named.join(" | "));
+    for (const title of named) assert.match(readme, new RegExp(`^#{2,4} ${title.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), title);
+  });
   test("with only the recipient it asks for the bot alone", () => {
     assert.match(piInstructions(url, "/d/token", "/d/server.json", { ...bare, recipientId: "10001" }, "zh-CN"), /需要 botId 和机器人的适配器插件/);
   });
