@@ -190,3 +190,30 @@ export function captureLog(): { warnings: () => string[]; infos: () => string[];
     stop: () => void targets.splice(targets.indexOf(target), 1),
   };
 }
+
+/**
+ * A Koishi app on `driver` without the plugin, and what `build` makes from a context once the
+ * database is there (stores built as the plugin builds them); stopped after the test.
+ */
+export async function startWithDatabase<T>(
+  t: { after: (fn: () => Promise<void>) => void },
+  driver: Exclude<DatabaseDriver, "none">,
+  build: (ctx: Context) => T,
+): Promise<T> {
+  let built: T | undefined;
+  const server = await startKoishi({
+    database: driver,
+    withoutPlugin: true,
+    plugins: (use) => {
+      use({
+        name: "parts",
+        inject: ["database"],
+        apply(ctx: Context) {
+          built = build(ctx);
+        },
+      });
+    },
+  });
+  t.after(() => server.stop());
+  return waitUntil(() => built, "the parts built once the database is there");
+}

@@ -8,8 +8,7 @@ import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { validEvent } from "../../harness/event-client.ts";
-import { DATABASE_DRIVERS, startKoishi, type DatabaseDriver } from "../../harness/koishi.ts";
-import { waitUntil } from "../../harness/wait.ts";
+import { DATABASE_DRIVERS, startWithDatabase, type DatabaseDriver } from "../../harness/koishi.ts";
 import { AUDIT_TABLE, AuditLog } from "../../server/audit/store.ts";
 import { EventIntake } from "../../server/events/intake.ts";
 import type { EventRow } from "../../server/events/receipt.ts";
@@ -47,23 +46,8 @@ class FailingStore extends EventStore {
   }
 }
 
-async function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): Promise<Parts & { events: FailingStore }> {
-  let parts: (Parts & { events: FailingStore }) | undefined;
-  const server = await startKoishi({
-    database: driver,
-    withoutPlugin: true,
-    plugins: (use) => {
-      use({
-        name: "parts",
-        inject: ["database"],
-        apply(ctx: Context) {
-          parts = { ctx, events: new FailingStore(ctx), audit: new AuditLog(ctx) };
-        },
-      });
-    },
-  });
-  t.after(() => server.stop());
-  return waitUntil(() => parts, "the stores built once the database is there");
+function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): Promise<Parts & { events: FailingStore }> {
+  return startWithDatabase(t, driver, (ctx) => ({ ctx, events: new FailingStore(ctx), audit: new AuditLog(ctx) }));
 }
 
 for (const driver of DATABASE_DRIVERS) {

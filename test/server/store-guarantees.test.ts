@@ -19,7 +19,7 @@ import type { Context, Query } from "koishi";
 import type { ClaimAnswer } from "../../protocol/queue.ts";
 import type { CommandRecord } from "../../server/queue/state.ts";
 import { validEvent } from "../../harness/event-client.ts";
-import { DATABASE_DRIVERS, startKoishi, type DatabaseDriver } from "../../harness/koishi.ts";
+import { DATABASE_DRIVERS, startWithDatabase, type DatabaseDriver } from "../../harness/koishi.ts";
 import { CommandStore, type NewCommand } from "../../server/queue/store.ts";
 import { COMMAND_TABLE } from "../../server/queue/table.ts";
 import { guardOf } from "../../server/queue/state.ts";
@@ -37,23 +37,12 @@ interface Stores {
 }
 
 /** A Koishi app on `driver` with the command and event stores, as the plugin builds them. */
-async function startStores(t: TestContext, driver: Exclude<DatabaseDriver, "none">, leaseMs = 60_000): Promise<Stores> {
-  let stores: Stores | undefined;
-  const server = await startKoishi({
-    database: driver,
-    withoutPlugin: true,
-    plugins: (use) => {
-      use({
-        name: "stores",
-        inject: ["database"],
-        apply(ctx: Context) {
-          stores = { ctx, commands: new CommandStore(ctx, { leaseMs, imageBudgetBytes: 1024 * 1024, stopTtlMs: 30_000 }), events: new EventStore(ctx) };
-        },
-      });
-    },
-  });
-  t.after(() => server.stop());
-  return waitUntil(() => stores, "the stores built once the database is there");
+function startStores(t: TestContext, driver: Exclude<DatabaseDriver, "none">, leaseMs = 60_000): Promise<Stores> {
+  return startWithDatabase(t, driver, (ctx) => ({
+    ctx,
+    commands: new CommandStore(ctx, { leaseMs, imageBudgetBytes: 1024 * 1024, stopTtlMs: 30_000 }),
+    events: new EventStore(ctx),
+  }));
 }
 
 /** As in the store: minato's query types refuse `null` and lists for these columns, which are valid at run time. */
