@@ -74,8 +74,10 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
   const runs: RunView[] = [];
   // A holder, not a `let`: the helpers below change it, which narrowing would not see.
   const current: { open: RunView | null } = { open: null };
-  /** Who queued each command, and an instruction's text, from its `command.pending` row. */
-  const pending = new Map<string, { actor: AuditActor; instruction: string | null }>();
+  /** Who queued each command, and an instruction's text, from its `command.pending` row; the row that leased it. */
+  const pending = new Map<string, { actor: AuditActor; instruction: string | null; leasedRow?: number }>();
+  /** The audit row that ended the newest run (its final notice or the confirmed stop). */
+  let lastEndRow = 0;
 
   const begin = (entry: AuditEntry, task: string, startedAt: string | null): RunView => {
     if (current.open) end(current.open, "interrupted", current.open.latest?.at ?? current.open.started_at);
@@ -108,6 +110,9 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
     const data = record(entry.data);
     if (entry.action === "command.pending" && entry.subject) {
       pending.set(entry.subject, { actor: entry.actor, instruction: text(data.instruction) });
+    } else if (entry.action === "command.leased" && entry.subject) {
+      const queued = pending.get(entry.subject);
+      if (queued) queued.leasedRow = entry.id;
     } else if (entry.action === "command.accepted" && entry.subject) {
       const queued = pending.get(entry.subject);
       if (data.kind === "stop" && data.outcome === "stopped") {
@@ -115,8 +120,11 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         const run = current.open ?? begin(entry, "", null);
         run.stopped_by = queued?.actor ?? entry.actor;
         end(run, "stopped", entry.at);
+        lastEndRow = entry.id;
       } else if (data.kind === "instruction" && !current.open) {
-        begin(entry, queued?.instruction ?? "", entry.at);
+        // Taken before the newest run ended (its ACK came after the final notice): it was that run's.
+        const endedSinceTaken = queued?.leasedRow !== undefined && lastEndRow > queued.leasedRow;
+        if (!endedSinceTaken) begin(entry, queued?.instruction ?? "", entry.at);
       }
     } else if (entry.action === "event.accepted") {
       const event = record(data.event);
@@ -141,6 +149,7 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         run.final_id = entry.id;
         run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
         end(run, status === "completed" ? "done" : "failed", at);
+        lastEndRow = entry.id;
       }
     }
   }

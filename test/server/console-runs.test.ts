@@ -98,6 +98,26 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
       ],
     ],
     [
+      "an instruction whose ACK comes after its run's final notice opens no second run",
+      [
+        command(0, "pending", "c-6", { kind: "instruction", instruction: "请更新 README" }, "console"),
+        command(1, "leased", "c-6", { kind: "instruction" }),
+        event(3, "completed", { task: "请更新 README", details: { stop_reason: "stop", run_started_at: at(1) } }),
+        command(4, "accepted", "c-6", { kind: "instruction" }),
+      ],
+      [{ outcome: "done", task: "请更新 README", duration_ms: 2_000 }],
+    ],
+    [
+      "an instruction taken after the newest run ended opens its own run",
+      [
+        event(0, "completed"),
+        command(5, "pending", "c-7", { kind: "instruction", instruction: "再来" }, "console"),
+        command(6, "leased", "c-7", { kind: "instruction" }),
+        command(7, "accepted", "c-7", { kind: "instruction" }),
+      ],
+      [{ outcome: "running", task: "再来", started_at: at(7) }, { outcome: "done" }],
+    ],
+    [
       "a stop that found the session idle ends nothing",
       [
         event(0, "completed"),
