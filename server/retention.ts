@@ -13,6 +13,7 @@ import type { ApprovalStore } from "./approvals/store.ts";
 import type { CommandStore } from "./queue/store.ts";
 import type { EventStore } from "./events/store.ts";
 import type { HttpApi } from "./http/api.ts";
+import { instanceText } from "./locales/load.ts";
 
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 
@@ -33,19 +34,20 @@ export const Retention = {
   apply(ctx: Context, { api, audit, events, commands, approvals, grants, auditRetentionDays, retentionDays }: RetentionDeps) {
     const logger = ctx.logger("notify-webhook");
     const tables: [string, number, (cutoff: Date) => Promise<number>][] = [
-      ["audit rows", auditRetentionDays, (cutoff) => audit.prune(cutoff)],
-      ["final event receipts", retentionDays, (cutoff) => events.prune(cutoff)],
-      ["final commands", retentionDays, (cutoff) => commands.prune(cutoff)],
-      ["closed approvals", retentionDays, (cutoff) => approvals.prune(cutoff)],
-      ["ended grants", retentionDays, (cutoff) => grants.prune(cutoff)],
+      ["audit", auditRetentionDays, (cutoff) => audit.prune(cutoff)],
+      ["receipts", retentionDays, (cutoff) => events.prune(cutoff)],
+      ["commands", retentionDays, (cutoff) => commands.prune(cutoff)],
+      ["approvals", retentionDays, (cutoff) => approvals.prune(cutoff)],
+      ["grants", retentionDays, (cutoff) => grants.prune(cutoff)],
     ];
     const prune = async () => {
-      for (const [what, days, remove] of tables) {
+      for (const [table, days, remove] of tables) {
+        const what = instanceText(ctx, `anon-notify.log.tables.${table}`, {});
         try {
           const removed = await remove(retentionCutoff(Date.now(), days));
-          if (removed > 0) logger.info("retention: pruned %d %s older than %d days", removed, what, days);
+          if (removed > 0) logger.info(instanceText(ctx, "anon-notify.log.pruned", { count: removed, what, days }));
         } catch (error) {
-          logger.warn("retention: pruning %s failed: %s", what, errorText(error));
+          logger.warn(instanceText(ctx, "anon-notify.log.prune-failed", { what, error: errorText(error) }));
         }
       }
     };

@@ -114,7 +114,7 @@ export class ApprovalMessenger {
         }
       } while (this.#again && !failed);
     } catch (error) {
-      logger.warn("approval messages: %s", errorText(error));
+      logger.warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
       failed = true;
     } finally {
       this.#running = false;

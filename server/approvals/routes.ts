@@ -14,6 +14,7 @@ import type { SessionRegistry } from "../sessions/registry.ts";
 import type { ApprovalMessenger } from "./messenger.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalService } from "./service.ts";
+import { instanceText } from "../locales/load.ts";
 
 const EXPIRY_SWEEP_MS = 15_000;
 /** How long `POST /approvals` waits for the first attempt to send the request, to say truly whether it reached the owner. */
@@ -33,7 +34,12 @@ export const ApprovalRoutes = {
   apply(ctx: Context, { api, approvals, grants, messenger, registry }: ApprovalRoutesDeps) {
     const logger = ctx.logger("notify-webhook");
     api.offer(ctx, "approvals");
-    const background = (what: string, work: Promise<void>) => void work.catch((error: unknown) => logger.warn("%s failed: %s", what, errorText(error)));
+    const background = (what: string, work: Promise<void>) =>
+      void work.catch((error: unknown) =>
+        logger.warn(
+          instanceText(ctx, "anon-notify.log.background-failed", { what: instanceText(ctx, `anon-notify.log.work.${what}`, {}), error: errorText(error) }),
+        ),
+      );
 
     // Heartbeats are frequent: only a runtime not seen before for its session is looked at.
     const runtimes = new Map<string, string>();
@@ -43,18 +49,18 @@ export const ApprovalRoutes = {
         if (change.kind === "recorded") {
           if (runtimes.get(session_id) === runtime_id) return;
           runtimes.set(session_id, runtime_id);
-          background("approvals of a replaced runtime", approvals.vanish(session_id, runtime_id));
+          background("replaced-runtime", approvals.vanish(session_id, runtime_id));
         } else {
           runtimes.delete(session_id);
-          background("approvals of a vanished session", approvals.vanish(session_id));
+          background("vanished-session", approvals.vanish(session_id));
         }
       }),
     );
-    ctx.setInterval(() => background("approval sweep", approvals.sweep()), EXPIRY_SWEEP_MS);
+    ctx.setInterval(() => background("sweep", approvals.sweep()), EXPIRY_SWEEP_MS);
     // What a previous run of the server still owed the owner, and which sessions have open approvals.
     ctx.on("ready", () => {
       messenger.kick();
-      background("loading open approvals", approvals.load());
+      background("load", approvals.load());
     });
 
     api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {

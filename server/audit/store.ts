@@ -14,6 +14,7 @@ import { errorText } from "../../common/errors.ts";
 import type { AuditActor, AuditEntry, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { untracedDatabase } from "../koishi.ts";
 import { auditData } from "./redaction.ts";
+import { instanceSay, type Say } from "../locales/load.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -90,12 +91,14 @@ export class AuditLog {
   readonly #database: Context["database"];
   // Taken once: a write that fails while the app is being disposed must still be able to say so.
   readonly #logger: ReturnType<Context["logger"]>;
+  readonly #say: Say;
   readonly #actor = new AsyncLocalStorage<AuditActor>();
   readonly #listeners = new Set<(entry: AuditEntry) => void>();
 
   constructor(ctx: Context) {
     this.#database = untracedDatabase(ctx);
     this.#logger = ctx.logger("notify-webhook");
+    this.#say = instanceSay(ctx);
     declareAuditTable(ctx);
   }
 
@@ -136,14 +139,14 @@ export class AuditLog {
     try {
       created = await database.create(AUDIT_TABLE, row);
     } catch (error) {
-      this.#logger.warn("audit row %s not written: %s", row.action, errorText(error));
+      this.#logger.warn(this.#say("anon-notify.log.audit-row", { action: row.action, error: errorText(error) }));
       return;
     }
     for (const listener of this.#listeners) {
       try {
         listener(toEntry(created));
       } catch (error) {
-        this.#logger.warn("audit listener failed on %s: %s", row.action, errorText(error));
+        this.#logger.warn(this.#say("anon-notify.log.audit-listener", { action: row.action, error: errorText(error) }));
       }
     }
   }

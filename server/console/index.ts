@@ -135,9 +135,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
   const signedIn = new WeakMap<Client, SignIn>();
   if (options.openToAll && !ctx.get("auth")) {
-    logger.warn(
-      "consoleActions is on: anyone who reaches this port can read the Pi sessions page and act on it (send instructions, stop runs, answer approvals) without signing in",
-    );
+    logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
   }
 
   class Feed extends DataService<ConsoleView | null> {
@@ -158,7 +156,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     } catch (error) {
       // The console does not wait for this answer, so a failure here would go unhandled; a read
       // still running when the app stops finds the database gone, and the page keeps what it has.
-      if (ctx.scope.isActive) logger.warn("console data not read: %s", error instanceof Error ? error.message : String(error));
+      if (ctx.scope.isActive) logger.warn(instanceText(ctx, "anon-notify.console-log.data", { error: error instanceof Error ? error.message : String(error) }));
       cached = undefined;
     }
     return lastView ? { ...lastView, actions: gateFor(client) } : null;
@@ -247,7 +245,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     const headers = client.request?.headers ?? {};
     const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
     if (!decision.allowed) {
-      logger.warn("console: refused a page from %s (%s)", headers.origin ?? "?", decision.reason);
+      logger.warn(instanceText(ctx, "anon-notify.console-log.refused", { origin: headers.origin ?? "?", reason: decision.reason }));
       return true;
     }
     // With plugin-auth, its own intercept has decided by `authority` already.
@@ -301,7 +299,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
 
   let refused = 0;
   const reportRefused = ctx.throttle(() => {
-    logger.warn("console: %d sign-in(s) with a wrong token in the last minute", refused);
+    logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
   const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {

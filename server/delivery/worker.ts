@@ -149,7 +149,7 @@ export class EventWorker {
         await this.#sleep(step.delayMs);
       } catch (error) {
         // The database itself failed before anything was handed over: the row is still pending.
-        logger.warn("event %s: store unavailable (%s), retrying", eventId, errorText(error));
+        logger.warn(this.#options.say("anon-notify.log.store-unavailable", { id: eventId, error: errorText(error) }));
         await this.#sleep(this.#options.retryDelayMs);
       }
     }
@@ -177,7 +177,7 @@ export class EventWorker {
       });
     } catch (error) {
       // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
-      this.#ctx.logger("notify-webhook").error("event %s: audit record failed (%s)", item.subject, errorText(error));
+      this.#ctx.logger("notify-webhook").error(this.#options.say("anon-notify.log.audit-failed", { id: item.subject, error: errorText(error) }));
     }
     return outcome;
   }
@@ -239,7 +239,7 @@ export class EventWorker {
         await store.forget(endedBy);
       } while (this.#releaseAgain);
     } catch (error) {
-      this.#ctx.logger("notify-webhook").warn("releasing muted notices failed (%s); they are released at the next start", errorText(error));
+      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) }));
     } finally {
       this.#releasing = false;
     }
@@ -286,7 +286,7 @@ export class EventWorker {
         }
         await this.#sleep(step.delayMs);
       } catch (error) {
-        logger.warn("digest: store unavailable (%s), retrying", errorText(error));
+        logger.warn(this.#options.say("anon-notify.log.digest-store", { error: errorText(error) }));
         await this.#sleep(this.#options.retryDelayMs);
       }
     }
@@ -316,7 +316,7 @@ export class EventWorker {
       await this.#store.update(eventId, patch);
       this.#unsaved.delete(eventId);
     } catch (error) {
-      this.#ctx.logger("notify-webhook").warn("event %s: saving the receipt failed (%s), retrying the save only", eventId, errorText(error));
+      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
       this.#ctx.setTimeout(() => void this.#save(eventId, Math.min(Math.max(1, nextDelayMs) * 2, SAVE_RETRY_MAX_MS)), nextDelayMs);
     }
   }

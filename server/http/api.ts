@@ -16,6 +16,7 @@ import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } 
 import { DomainError } from "../errors.ts";
 import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
 import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./error-status.ts";
+import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
@@ -127,7 +128,7 @@ export class HttpApi {
           // The rest of the body is never read (too large, or from a stranger), so the connection is closed after the answer.
           if (error.code === "payload_too_large" || error.code === "unauthorized" || error instanceof Unauthorized) c.set("Connection", "close");
         } else {
-          logger.error("%s %s failed: %s", spec.method, spec.path, errorText(error));
+          logger.error(instanceText(ctx, "anon-notify.log.route-failed", { method: spec.method, path: spec.path, error: errorText(error) }));
           answer = json(500, { error: "internal_error" });
         }
       }

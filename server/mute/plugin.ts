@@ -6,6 +6,7 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { HttpApi } from "../http/api.ts";
 import type { MuteStore } from "./store.ts";
+import { instanceText } from "../locales/load.ts";
 
 const LOAD_RETRY_MS = 1000;
 
@@ -24,7 +25,7 @@ export const MuteLoader = {
         await mutes.load();
         release();
       } catch (error) {
-        ctx.logger("notify-webhook").error("cannot load the mutes (%s); retrying", errorText(error));
+        ctx.logger("notify-webhook").error(instanceText(ctx, "anon-notify.log.mutes-unreadable", { error: errorText(error) }));
         ctx.setTimeout(load, LOAD_RETRY_MS);
       }
     };

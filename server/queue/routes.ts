@@ -12,6 +12,7 @@ import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
 import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./state.ts";
 import type { CommandStore } from "./store.ts";
+import { instanceText } from "../locales/load.ts";
 
 const SWEEP_MAX_MS = 5_000;
 /** A refused long poll comes back after this; a well-behaved client never holds more than two per session. */
@@ -37,7 +38,7 @@ export const CommandRoutes = {
     const logger = ctx.logger("notify-webhook");
     ctx.setInterval(
       () => {
-        commands.sweep().catch((error: unknown) => logger.warn("command sweep failed: %s", errorText(error)));
+        commands.sweep().catch((error: unknown) => logger.warn(instanceText(ctx, "anon-notify.log.sweep-failed", { error: errorText(error) })));
       },
       Math.min(SWEEP_MAX_MS, Math.max(100, Math.floor(sweepMs / 2))),
     );

@@ -9,7 +9,7 @@ import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventIntake } from "../events/intake.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
-import { instanceSay } from "../locales/load.ts";
+import { instanceSay, instanceText } from "../locales/load.ts";
 import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
 export interface WatchdogOptions {
@@ -98,7 +98,7 @@ export const Watchdog = {
         await intake.submit(event, { actor: "watchdog" });
         return true;
       } catch (error) {
-        logger.warn("watchdog notice for %s not accepted yet (%s); trying again", about, errorText(error));
+        logger.warn(instanceText(ctx, "anon-notify.log.watchdog-retry", { about, error: errorText(error) }));
         return false;
       }
     };
