@@ -18,7 +18,7 @@ import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { extensionEnv, writeUserConfig } from "../../harness/extension-env.ts";
 import { freePort, startKoishi, type KoishiHarness, type KoishiOptions, type Use } from "../../harness/koishi.ts";
 import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
-import { makeRoot, startPi, type PiHarness } from "../../harness/pi.ts";
+import { makeRoot, startPi, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
 import { SIGN_IN_LISTENER, closeConsolePages, type ConsoleView } from "../../server/console/index.ts";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 import { closeAll } from "../../harness/cleanup.ts";
@@ -134,12 +134,17 @@ export interface ConsoleStage {
   /** Opens a socket and signs it in with the console token. */
   openSignedIn(origin?: string): Promise<ConsoleSocket>;
   /** Opens a real Pi session with the extension switched on; it is disposed with the stage. */
-  openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
+  openPi(tools?: ToolDefinition[], options?: Pick<StartPiOptions, "ui">): Promise<{ pi: PiHarness; sessionId: string }>;
 }
 
 /** A real Pi session in `root` with the extension switched on, kept in `harnesses` to dispose. */
-async function openPiIn(root: string, harnesses: PiHarness[], tools: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }> {
-  const pi = await startPi({ root, tools });
+async function openPiIn(
+  root: string,
+  harnesses: PiHarness[],
+  tools: ToolDefinition[] = [],
+  options: Pick<StartPiOptions, "ui"> = {},
+): Promise<{ pi: PiHarness; sessionId: string }> {
+  const pi = await startPi({ root, tools, ...options });
   harnesses.push(pi);
   await pi.prompt("/anon-notify");
   return { pi, sessionId: pi.session.sessionManager.getSessionId() };
@@ -203,7 +208,7 @@ export async function consoleStage(
       if (!answer.ok) throw new Error(`the console token was refused: ${answer.error}`);
       return socket;
     },
-    openPi: (tools = []) => openPiIn(root, harnesses, tools),
+    openPi: (tools, options) => openPiIn(root, harnesses, tools, options),
   };
   return stage;
 }
@@ -229,7 +234,7 @@ export interface StandaloneConsole {
   /** Stops `npm start`, deletes the console token file and starts it again on the same port and folder: a new token. */
   rotate(): Promise<void>;
   /** Opens a real Pi session with the extension switched on, pointed at this server; disposed with the test. */
-  openPi(tools?: ToolDefinition[]): Promise<{ pi: PiHarness; sessionId: string }>;
+  openPi(tools?: ToolDefinition[], options?: Pick<StartPiOptions, "ui">): Promise<{ pi: PiHarness; sessionId: string }>;
 }
 
 /**
@@ -268,7 +273,7 @@ export async function standaloneConsole(t: TestContext): Promise<StandaloneConso
       state.server = await spawnStandalone(dataDir, port);
       stage.link = await printedConsoleLink(state.server);
     },
-    openPi: (tools = []) => openPiIn(root, harnesses, tools),
+    openPi: (tools, options) => openPiIn(root, harnesses, tools, options),
   };
   return stage;
 }

@@ -1,19 +1,21 @@
 /**
  * The owner's view of what a session did, in a real headless Chromium against a real Pi session:
  * a run that finished with a markdown reply (after a tool-error and progress notices), a failed one and one stopped
- * from the page, with their outcomes and durations; the reply rendered without HTML or images; the
+ * from the page, with their outcomes and durations; the reply rendered without HTML or images; an
+ * approval the session waits on, answered in its view; the
  * page in Chinese and in English, at a phone's and a laptop's size. The screenshots go to a temp
  * folder, or into docs/images/ for the README with UPDATE_SCREENSHOTS=1, so a test run leaves the
  * tree as it was. Skipped, saying so, when no Chromium is installed.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { CHROMIUM_SKIP, consoleBrowser, consoleStage, type ConsoleStage } from "../helpers/console.ts";
-import { ai, echoTool, latch, waitForAbortStep } from "../../harness/pi.ts";
+import { ai, answerableTerminal, echoTool, latch, waitForAbortStep } from "../../harness/pi.ts";
+import { rmBuild } from "../extension/approvals-stage.ts";
 
 const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
@@ -23,6 +25,7 @@ const REPLY = '**README** 已更新：\n\n- 安装步骤\n- `npm start`\n\n<img 
 const USER_CONFIG = {
   notify: { started: true, progress: true, completed: true, failed: true, toolError: true },
   progress: { firstAfterMs: 3_600_000, intervalMs: 3_600_000, toolCountThreshold: 1, errorCooldownMs: 0 },
+  approval: { enabled: true },
   delivery: { timeoutMs: 12_000, maxAttempts: 3, backoffMs: 1_000, minIntervalMs: 0, outboxMaxAgeMs: 7 * 24 * 3_600_000 },
 };
 
@@ -40,13 +43,14 @@ async function openSignedIn(
   return { page, errors };
 }
 
-test("a real session's runs in the session view: done with the reply rendered safely, failed and why, stopped from the page by you; both languages, phone and desktop", {
+test("a real session's runs in the session view: done with the reply rendered safely, failed and why, stopped from the page by you, and its open approval answered there; both languages, phone and desktop", {
   skip: CHROMIUM_SKIP,
   timeout: 180_000,
 }, async (t) => {
   const browser = await consoleBrowser(t);
   const stage = await consoleStage(t, { config: { logPersona: true }, userConfig: USER_CONFIG });
-  const { pi, sessionId } = await stage.openPi([echoTool()]);
+  // A terminal whose approval dialogs wait (unanswered), so the page answers.
+  const { pi, sessionId } = await stage.openPi([echoTool()], { ui: answerableTerminal().ui });
   const { page, errors } = await openSignedIn(browser, stage, "zh-CN", "phone");
   const view = page.locator(`[data-test=session-view][data-session-id="${sessionId}"]`);
   await view.waitFor({ timeout: 10_000 });
@@ -106,6 +110,16 @@ test("a real session's runs in the session view: done with the reply rendered sa
   const words = (await page.locator("[data-test=timeline-say]").allInnerTexts()).join("\n");
   assert.doesNotMatch(words, /event\.|command\.|\bstopped\b|\bapplied\b|EXTERNAL_AUTOMATION_EVENT/);
 
+  // 4. Waiting for you: the session wants to run `rm -rf build`; the exact command and the answer
+  // buttons are in its view, above the run that waits on it (left open for the screenshots).
+  mkdirSync(join(pi.cwd, "build"), { recursive: true });
+  pi.script([rmBuild(), ai.fauxAssistantMessage("删好了。")]);
+  const cleaning = pi.prompt("清理构建目录");
+  const approval = view.locator("[data-test=approval][data-state=pending]");
+  await approval.waitFor({ timeout: 15_000 });
+  assert.match(await approval.innerText(), /rm -rf build/);
+  await view.locator("[data-test=run][data-outcome=running]", { hasText: "清理构建目录" }).waitFor({ timeout: 15_000 });
+
   mkdirSync(IMAGES, { recursive: true });
   for (const [locale, other] of [
     ["zh-CN", page],
@@ -123,6 +137,8 @@ test("a real session's runs in the session view: done with the reply rendered sa
         const headings = (await opened.page.locator(".anon-console h2").allInnerTexts()).join("\n");
         assert.doesNotMatch(headings, /[\u4e00-\u9fff]/, "no Chinese in the English page's headings");
       }
+      // On a phone the page-wide line opens the session's view, scrolled to its approval.
+      if (size === "phone") await opened.page.locator("[data-test=waiting-item]").first().click();
       await opened.page.screenshot({ path: join(IMAGES, `console-${size}-${locale}.png`), fullPage: size === "phone" });
       if (opened.page !== page) {
         assert.deepEqual(
@@ -134,6 +150,12 @@ test("a real session's runs in the session view: done with the reply rendered sa
       }
     }
   }
+
+  // Approved in the session's view: the command runs and the run finishes.
+  await approval.locator("[data-test=approve]").click();
+  await cleaning;
+  await view.locator("[data-test=run][data-outcome=done]", { hasText: "清理构建目录" }).waitFor({ timeout: 15_000 });
+  assert.equal(existsSync(join(pi.cwd, "build")), false, "approved: the command ran");
   assert.deepEqual(
     errors.filter((message) => message !== "Illegal invocation"),
     [],
