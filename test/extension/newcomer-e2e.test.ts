@@ -38,7 +38,8 @@ function strayEnglish(text: string): string[] {
     .replace(/\S*[/:@\\]\S*/g, " ") // paths, URLs, event ids, commands like /anon-notify
     .replace(/[A-Za-z_]+(\.[A-Za-z_]+)+/g, " ") // config keys (delivery.timeoutMs)
     .match(/[A-Za-z][A-Za-z_]*/g);
-  return (words ?? []).filter((word) => !NAMES_AND_CODES.has(word));
+  // snake_case words are codes (capabilities, reasons, states)
+  return (words ?? []).filter((word) => !NAMES_AND_CODES.has(word) && !word.includes("_"));
 }
 
 for (const language of ["en-US", "zh-CN"] as const) {
