@@ -72,7 +72,7 @@ export class EventIntake {
    */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
-    const accepted = await this.#as(from, () => this.#accept(body, from));
+    const accepted = await this.#as(from, () => this.#accept(body, from).stored);
     await this.#deps.sync?.();
     return accepted;
   }
@@ -80,16 +80,20 @@ export class EventIntake {
   /**
    * Accepts event bodies in array order, each exactly as `submit` would, and stops at the first
    * refusal (a `DomainError`): what was accepted is always a prefix, so a later event never gets
-   * ahead of an earlier one. One sync covers the whole prefix. Anything else (the store failing)
-   * rejects the whole call, as it would a single submission.
+   * ahead of an earlier one. Each event is decided before the next is looked at, but their rows are
+   * written together (one transaction, then one sync for the whole prefix). Anything else (the
+   * store failing) rejects the whole call, as it would a single submission.
    */
   async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
+    const stored: Promise<EventAccepted>[] = [];
     const refused = await this.#as(from, async () => {
       for (const [index, body] of bodies.entries()) {
         try {
-          accepted.push(await this.#accept(body, from));
+          const acceptance = this.#accept(body, from);
+          stored.push(acceptance.stored);
+          accepted.push(await acceptance.decided);
         } catch (error) {
           if (error instanceof DomainError) return { index, error };
           throw error;
@@ -97,6 +101,9 @@ export class EventIntake {
       }
       return undefined;
     });
+    // Every accepted row must be stored; the refused one's rejection is the refusal above.
+    const results = await Promise.allSettled(stored);
+    for (const result of results.slice(0, accepted.length)) if (result.status === "rejected") throw result.reason;
     if (accepted.length > 0) await this.#deps.sync?.();
     return refused ? { accepted, refused } : { accepted };
   }
@@ -119,8 +126,12 @@ export class EventIntake {
     return audit ? audit.as(from.actor, task) : task();
   }
 
-  /** Checks one body and stores it (not yet synced); one request per event_id at a time, so a replay never races the first write. */
-  #accept(body: unknown, from: Submission): Promise<EventAccepted> {
+  /**
+   * Checks one body and stores it (not yet synced): `decided` once its answer is known (the row, if
+   * new, has joined this tick's write), `stored` once written. One request per event_id at a time
+   * (until stored), so a replay never races the first write. Throws a refusal found before its turn.
+   */
+  #accept(body: unknown, from: Submission): { decided: Promise<EventAccepted>; stored: Promise<EventAccepted> } {
     this.#takeToken();
     const event = parseEvent(body);
     if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
@@ -131,21 +142,37 @@ export class EventIntake {
         issues: [{ path: "event_id", message: `must not start with ${SERVER_EVENT_ID_PREFIXES.join(" / ")} (the server's own notices)` }],
       });
     }
-    return this.#turns.run(event.event_id, () => this.#acceptOnce(event));
+    let decide!: { resolve: (accepted: EventAccepted) => void; reject: (error: unknown) => void };
+    const decided = new Promise<EventAccepted>((resolve, reject) => (decide = { resolve, reject }));
+    const stored = this.#turns.run(event.event_id, async () => {
+      try {
+        const { accepted, written } = await this.#decide(event);
+        decide.resolve(accepted);
+        await written;
+        return accepted;
+      } catch (error) {
+        decide.reject(error);
+        throw error;
+      }
+    });
+    // A refusal reaches whoever awaits `stored` (a single submission); `decided` must not report it again.
+    decided.catch(() => undefined);
+    return { decided, stored };
   }
 
-  async #acceptOnce(event: EventBody): Promise<EventAccepted> {
+  /** A replay, a reused key, or a new event whose row has joined this tick's write (`written`). */
+  async #decide(event: EventBody): Promise<{ accepted: EventAccepted; written: Promise<void> }> {
     const { store, worker, audit } = this.#deps;
     const hash = bodyHash(event);
     const existing = await store.get(event.event_id);
     if (existing) {
       if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
       // The first answer may have failed at its sync: the caller's sync covers a replay too.
-      return { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true };
+      return { accepted: { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true }, written: Promise.resolve() };
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
     // Stored with the other acceptances of this tick, each with its audit row: one transaction for all.
-    await this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
-    return { event_id: event.event_id, state: "queued", duplicate: false };
+    const written = this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
+    return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written };
   }
 }

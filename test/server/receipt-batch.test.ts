@@ -121,5 +121,46 @@ for (const driver of DATABASE_DRIVERS) {
         ],
       );
     });
+
+    test("a batch is decided event by event in array order but stored in one transaction and answered after one sync", async (t) => {
+      const { ctx, events, audit } = await start(t, driver);
+      const queued: string[] = [];
+      let syncs = 0;
+      const intake = new EventIntake({
+        store: events,
+        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
+        limit: { perMinute: 600, burst: 100 },
+        audit,
+        sync: async () => void syncs++,
+      });
+      await intake.load();
+      const replayed = validEvent();
+      await intake.submit(replayed, { actor: "agent" });
+      const before = { transactions: events.transactions, syncs };
+      const bodies = [...Array.from({ length: 4 }, () => validEvent()), replayed, { ...replayed, summary: "changed" }, validEvent()];
+      const ids = bodies.slice(0, 4).map((body) => String(body.event_id));
+      const { accepted, refused } = await intake.submitBatch(bodies, { actor: "agent" });
+      assert.deepEqual(
+        accepted.map((answer) => [answer.event_id, answer.duplicate]),
+        [...ids.map((id) => [id, false]), [replayed.event_id, true]],
+      );
+      assert.deepEqual([refused?.index, refused?.error.code], [5, "idempotency_key_reused"]);
+      assert.equal(events.transactions - before.transactions, 1, "one transaction for the four new rows");
+      assert.equal(syncs - before.syncs, 1, "one sync for the whole batch");
+      assert.deepEqual(queued.slice(1), ids, "queued in array order");
+      const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
+      assert.deepEqual(
+        rows.map((row) => row.event_id),
+        [replayed.event_id, ...ids],
+        "nothing after the refusal was stored",
+      );
+
+      events.failing = String((bodies[6] as { event_id: string }).event_id);
+      await assert.rejects(
+        intake.submitBatch([validEvent(), bodies[6]], { actor: "agent" }),
+        /disk says no/,
+        "a row that cannot be stored fails the whole answer",
+      );
+    });
   });
 }
