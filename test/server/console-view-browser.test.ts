@@ -16,6 +16,7 @@ import type { Browser, Page } from "playwright-core";
 import { CHROMIUM_SKIP, consoleBrowser, consoleStage, type ConsoleStage } from "../helpers/console.ts";
 import { ai, answerableTerminal, echoTool, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { rmBuild } from "../extension/approvals-stage.ts";
+import { EVENT_TABLE } from "../../server/events/store.ts";
 
 const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
@@ -136,6 +137,23 @@ test("a real session's runs in the session view: done with the reply rendered sa
         assert.equal(await opened.page.locator("[data-test=run][data-outcome=stopped] [data-test=run-outcome]").innerText(), "stopped by you (this page)");
         const headings = (await opened.page.locator(".anon-console h2").allInnerTexts()).join("\n");
         assert.doesNotMatch(headings, /[\u4e00-\u9fff]/, "no Chinese in the English page's headings");
+        // The session's own words (its tasks and the Pi side's notice texts, written in Chinese here) may
+        // be Chinese; every other line the page writes is English.
+        const data = (await stage.koishi.app.database.get(EVENT_TABLE, {}, ["body"]))
+          .flatMap((row) => {
+            const { task, summary } = JSON.parse(row.body) as { task?: string; summary?: string };
+            return [task, summary];
+          })
+          .filter((text): text is string => !!text)
+          .map((text) => text.replace(/[*`\s]+/g, ""));
+        const pageOwn = (await opened.page.locator(".anon-console").innerText())
+          .split("\n")
+          .filter((line) => /\p{Script=Han}/u.test(line))
+          .map((line) => line.replace(/[*`\s]+/g, ""))
+          .filter((line) => !data.some((text) => text.includes(line)))
+          .map((line) => data.reduce((rest, text) => rest.replaceAll(text, ""), line))
+          .filter((rest) => /\p{Script=Han}/u.test(rest));
+        assert.deepEqual(pageOwn, [], "no Chinese on the English page but the session's own words");
       }
       // On a phone the page-wide line opens the session's view, scrolled to its approval.
       if (size === "phone") await opened.page.locator("[data-test=waiting-item]").first().click();
