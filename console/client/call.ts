@@ -1,0 +1,10 @@
+/** The page's calls to its server listeners (`anon-notify/*`), answered in the console's answer shape. */
+import { send } from "@koishijs/client";
+import type { ConsoleAnswer } from "../../server/console/actions.ts";
+
+// The console's `send` is typed for the console's own listeners; these are the page's. Without a
+// connection it sends nothing and answers nothing: that is an answer too.
+export async function call<T>(type: string, input: unknown): Promise<ConsoleAnswer<T>> {
+  const answer = await (send as unknown as (type: string, input: unknown) => Promise<ConsoleAnswer<T>> | undefined)(type, input);
+  return answer ?? { ok: false, error: "disconnected" };
+}
