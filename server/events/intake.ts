@@ -11,8 +11,8 @@ import type { EventWorker } from "../delivery/worker.ts";
 import { DomainError } from "../errors.ts";
 import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
 import { Turns } from "../../common/turns.ts";
-import { bodyHash, newEventRow, parseEvent, receiptOf } from "./receipt.ts";
-import { ReceiptBatch } from "./receipt-batch.ts";
+import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt.ts";
+import { ReceiptBatch, ReceiptLookup } from "./receipt-batch.ts";
 import type { EventStore } from "./store.ts";
 
 export interface EventIntakeDeps {
@@ -38,6 +38,9 @@ export interface BatchOutcome {
   refused?: { index: number; error: DomainError };
 }
 
+/** How an acceptance finds an existing receipt of its event id. */
+type Lookup = (eventId: string) => Promise<EventRow | undefined>;
+
 export class EventIntake {
   readonly #deps: EventIntakeDeps;
   #bucket: Bucket;
@@ -45,9 +48,11 @@ export class EventIntake {
   #loaded = false;
   readonly #turns = new Turns();
   readonly #batch: ReceiptBatch;
+  readonly #lookup: ReceiptLookup;
 
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
+    this.#lookup = new ReceiptLookup(deps.store);
     this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit, stored: (row) => deps.worker.enqueue(row) });
     this.#bucket = fullBucket(deps.limit, Date.now());
   }
@@ -72,7 +77,8 @@ export class EventIntake {
    */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
-    const accepted = await this.#as(from, () => this.#accept(body, from).stored);
+    // Looked up with the other submissions of this tick: one query for all.
+    const accepted = await this.#as(from, () => this.#accept(body, from, (eventId) => this.#lookup.get(eventId)).stored);
     await this.#deps.sync?.();
     return accepted;
   }
@@ -91,7 +97,8 @@ export class EventIntake {
     const refused = await this.#as(from, async () => {
       for (const [index, body] of bodies.entries()) {
         try {
-          const acceptance = this.#accept(body, from);
+          // Looked up one by one (each decided before the next), so the prefix still shares one write.
+          const acceptance = this.#accept(body, from, (eventId) => this.#deps.store.get(eventId));
           stored.push(acceptance.stored);
           accepted.push(await acceptance.decided);
         } catch (error) {
@@ -131,7 +138,7 @@ export class EventIntake {
    * new, has joined this tick's write), `stored` once written. One request per event_id at a time
    * (until stored), so a replay never races the first write. Throws a refusal found before its turn.
    */
-  #accept(body: unknown, from: Submission): { decided: Promise<EventAccepted>; stored: Promise<EventAccepted> } {
+  #accept(body: unknown, from: Submission, lookup: Lookup): { decided: Promise<EventAccepted>; stored: Promise<EventAccepted> } {
     this.#takeToken();
     const event = parseEvent(body);
     if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
@@ -146,7 +153,7 @@ export class EventIntake {
     const decided = new Promise<EventAccepted>((resolve, reject) => (decide = { resolve, reject }));
     const stored = this.#turns.run(event.event_id, async () => {
       try {
-        const { accepted, written } = await this.#decide(event);
+        const { accepted, written } = await this.#decide(event, lookup);
         decide.resolve(accepted);
         await written;
         return accepted;
@@ -161,10 +168,10 @@ export class EventIntake {
   }
 
   /** A replay, a reused key, or a new event whose row has joined this tick's write (`written`). */
-  async #decide(event: EventBody): Promise<{ accepted: EventAccepted; written: Promise<void> }> {
-    const { store, worker, audit } = this.#deps;
+  async #decide(event: EventBody, lookup: Lookup): Promise<{ accepted: EventAccepted; written: Promise<void> }> {
+    const { worker, audit } = this.#deps;
     const hash = bodyHash(event);
-    const existing = await store.get(event.event_id);
+    const existing = await lookup(event.event_id);
     if (existing) {
       if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
       // The first answer may have failed at its sync: the caller's sync covers a replay too.

@@ -1,6 +1,6 @@
 /**
- * The acceptances of one tick are stored together (server/events/receipt-batch.ts): one
- * transaction for all of them, on each driver the plugin is tested on. The transaction
+ * The acceptances of one tick are looked up and stored together (server/events/receipt-batch.ts):
+ * one query and one transaction for all of them, on each driver the plugin is tested on. The transaction
  * shares SQLite's one connection with every other caller, so a row that fails must fail alone and
  * never roll back what another caller wrote meanwhile.
  */
@@ -27,11 +27,22 @@ interface Parts {
 class FailingStore extends EventStore {
   failing = "";
   transactions = 0;
+  queries = 0;
   #ctx: Context;
 
   constructor(ctx: Context) {
     super(ctx);
     this.#ctx = ctx;
+  }
+
+  override async many(eventIds: string[]): Promise<EventRow[]> {
+    this.queries++;
+    return super.many(eventIds);
+  }
+
+  override async get(eventId: string): Promise<EventRow | undefined> {
+    this.queries++;
+    return super.get(eventId);
   }
 
   override async transaction(fn: (database: Context["database"]) => Promise<void>): Promise<void> {
@@ -52,7 +63,7 @@ function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): Promise
 
 for (const driver of DATABASE_DRIVERS) {
   describe(`receipts of one tick on the ${driver} driver`, () => {
-    test("concurrent acceptances are stored with their audit rows in one transaction, in acceptance order, queued, and synced", async (t) => {
+    test("concurrent acceptances are looked up in one query, stored with their audit rows in one transaction, in acceptance order, queued, and synced", async (t) => {
       const { ctx, events, audit } = await start(t, driver);
       const queued: string[] = [];
       let syncs = 0;
@@ -72,6 +83,7 @@ for (const driver of DATABASE_DRIVERS) {
         ids.map((id) => [id, "queued", false]),
       );
       assert.deepEqual(queued, ids);
+      assert.equal(events.queries, 1, "one lookup for the tick's acceptances");
       assert.equal(events.transactions, 1, "one transaction for the tick's acceptances");
       assert.equal(syncs, bodies.length, "each answer waited for a sync (DiskSync makes them one)");
       const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
