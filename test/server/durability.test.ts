@@ -27,7 +27,8 @@ function straceMissing(): string | undefined {
 /**
  * For each answer (in order), how many syncs of `file` completed since the previous answer. Reads
  * `strace -f -y` output: a sync in a worker thread may be split into `<unfinished ...>` and
- * `<... fdatasync resumed>` lines; an answer is the first 202 written to a socket carrying the event id.
+ * `<... fdatasync resumed>` lines, and strace pads a short line's result out to its column 40 (`)      = 0`);
+ * an answer is the first 202 written to a socket carrying the event id.
  */
 export function syncsBeforeAnswers(trace: string, file: string, eventIds: string[]): number[] {
   const open = new Set<string>();
@@ -39,8 +40,8 @@ export function syncsBeforeAnswers(trace: string, file: string, eventIds: string
     const sync = /\b(fdatasync|fsync)\((\d+)<([^>]*)>/.exec(line);
     if (sync && sync[3] === file) {
       if (/<unfinished \.\.\.>$/.test(line)) open.add(pid);
-      else if (/\) = 0$/.test(line)) since++;
-    } else if (/<\.\.\. (fdatasync|fsync) resumed>\) = 0$/.test(line) && open.delete(pid)) {
+      else if (/\)\s+= 0$/.test(line)) since++;
+    } else if (/<\.\.\. (fdatasync|fsync) resumed>\)\s+= 0$/.test(line) && open.delete(pid)) {
       since++;
     } else if (next < eventIds.length && /\bwritev?\(\d+<socket:.*HTTP\/1\.1 202/.test(line) && line.includes(eventIds[next]!)) {
       counts.push(since);
@@ -58,7 +59,7 @@ test("trace reading: syncs are counted per answer, split lines included", () => 
     `10 writev(24<socket:[1]>, [{iov_base="HTTP/1.1 202 Accepted\\r\\n\\r\\n{\\"event_id\\":\\"a\\"}"}], 2) = 9`,
     `11 fdatasync(25<${db}> <unfinished ...>`,
     `12 fdatasync(26</d/other.db>) = 0`,
-    `11 <... fdatasync resumed>) = 0`,
+    `11 <... fdatasync resumed>)            = 0`,
     `10 write(1<socket:[2]>, "[I] anon-persona {\\"event_id\\": \\"b\\"}", 9) = 9`,
     `10 writev(24<socket:[1]>, [{iov_base="HTTP/1.1 202 Accepted\\r\\n\\r\\n{\\"event_id\\":\\"b\\"}"}], 1) = 9`,
     `10 writev(24<socket:[1]>, [{iov_base="HTTP/1.1 202 Accepted\\r\\n\\r\\n{\\"event_id\\":\\"c\\"}"}], 1) = 9`,
