@@ -179,6 +179,8 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
       drainMs = await drain(webhook, TURNS);
     }
   } finally {
+    // What the extension told the person (warnings about a notice it could not send) explains a lost final.
+    const said = pi.notices();
     await pi.dispose({ keepRoot: true });
     const waiting = outboxEventIds(root);
     rmSync(root, { recursive: true, force: true });
@@ -188,7 +190,11 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
       const inOutbox = waiting.filter((id) => !accepted.has(id)).length;
       const lost = TURNS - accepted.size - inOutbox;
       sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog };
-      if (lost !== 0) throw new Error(`active run: ${accepted.size} of ${TURNS} finals delivered, ${inOutbox} still in the outbox, ${lost} lost`);
+      if (lost !== 0) {
+        throw new Error(
+          `active run: ${accepted.size} of ${TURNS} finals delivered, ${inOutbox} still in the outbox, ${lost} lost; the extension said: ${said.join(" | ") || "nothing"}`,
+        );
+      }
     }
   }
   return sample!;
