@@ -183,19 +183,21 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     const said = pi.notices();
     await pi.dispose({ keepRoot: true });
     const waiting = outboxEventIds(root);
-    rmSync(root, { recursive: true, force: true });
     const accepted = new Set(await webhook.stop());
+    let lost = 0;
     if (variant === "inactive" && accepted.size !== 0) throw new Error(`inactive run delivered ${accepted.size} notices`);
     if (variant === "active" && sample) {
       const inOutbox = waiting.filter((id) => !accepted.has(id)).length;
-      const lost = TURNS - accepted.size - inOutbox;
+      lost = TURNS - accepted.size - inOutbox;
       sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog };
-      if (lost !== 0) {
-        throw new Error(
-          `active run: ${accepted.size} of ${TURNS} finals delivered, ${inOutbox} still in the outbox, ${lost} lost; the extension said: ${said.join(" | ") || "nothing"}`,
-        );
-      }
     }
+    // A lost final keeps the session's folder (its session file and outbox) and says what Pi showed, to find where it went.
+    if (lost === 0) rmSync(root, { recursive: true, force: true });
+    else
+      throw new Error(
+        `active run: ${accepted.size} of ${TURNS} finals delivered, ${sample!.finals!.inOutbox} still in the outbox, ${lost} lost; ` +
+          `the session's folder is kept: ${root}\nwhat Pi showed:\n${said.join("\n") || "nothing"}\nextension errors:\n${pi.extensionErrors.join("\n")}`,
+      );
   }
   return sample!;
 }
