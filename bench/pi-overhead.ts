@@ -57,6 +57,10 @@ interface Server {
   stored(): number | undefined;
   /** Stops the server; resolves to the event ids it stored. */
   stop(): Promise<string[]>;
+  /** Removes what the server kept on disk (left in place when a final went missing, to look at). */
+  remove(): void;
+  /** Where it keeps its data, if anywhere. */
+  dataDir?: string;
 }
 
 /**
@@ -82,10 +86,10 @@ async function startRealServer(): Promise<Server> {
     },
     async stop() {
       await server.stop();
-      const stored = ids();
-      rmSync(dataDir, { recursive: true, force: true });
-      return stored;
+      return ids();
     },
+    remove: () => rmSync(dataDir, { recursive: true, force: true }),
+    dataDir,
   };
 }
 
@@ -109,6 +113,7 @@ async function startBlackHole(): Promise<Server> {
       await once(child, "exit");
       return [];
     },
+    remove() {},
   };
 }
 
@@ -192,14 +197,42 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
       sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog };
     }
     // A lost final keeps the session's folder (its session file and outbox) and says what Pi showed, to find where it went.
-    if (lost === 0) rmSync(root, { recursive: true, force: true });
-    else
+    if (lost === 0) {
+      rmSync(root, { recursive: true, force: true });
+      webhook.remove();
+    } else
       throw new Error(
         `active run: ${accepted.size} of ${TURNS} finals delivered, ${sample!.finals!.inOutbox} still in the outbox, ${lost} lost; ` +
-          `the session's folder is kept: ${root}\nwhat Pi showed:\n${said.join("\n") || "nothing"}\nextension errors:\n${pi.extensionErrors.join("\n")}`,
+          `the session's folder is kept: ${root}, the server's: ${webhook.dataDir}\n` +
+          `turns whose last reply has no final on the server: ${turnsWithoutFinal(root, accepted).join(", ")}\nwhat Pi showed:\n${said.join("\n") || "nothing"}\nextension errors:\n${pi.extensionErrors.join("\n")}`,
       );
   }
   return sample!;
+}
+
+/** The turns (1-based) whose last assistant entry in the session file names no final the server stored. */
+function turnsWithoutFinal(root: string, accepted: ReadonlySet<string>): string[] {
+  const entryIds = new Set([...accepted].map((id) => id.split(":")[2]));
+  const missing: string[] = [];
+  for (const file of readdirSync(join(root, "sessions"))) {
+    let turn = 0;
+    let lastReply: string | undefined;
+    const close = () => {
+      if (turn > 0 && (lastReply === undefined || !entryIds.has(lastReply))) missing.push(`${turn} (${lastReply ?? "no reply"})`);
+    };
+    for (const line of readFileSync(join(root, "sessions", file), "utf8").split("\n")) {
+      if (!line) continue;
+      const entry = JSON.parse(line) as { id?: string; type?: string; message?: { role?: string } };
+      if (entry.type !== "message") continue;
+      if (entry.message?.role === "user") {
+        close();
+        turn += 1;
+        lastReply = undefined;
+      } else if (entry.message?.role === "assistant") lastReply = entry.id;
+    }
+    close();
+  }
+  return missing;
 }
 
 const median = (values: number[]) => {
