@@ -56,7 +56,7 @@ export function finalEventId(sessionId: string, assistantEntryId: string, status
   return `pi:${sessionId}:${assistantEntryId}:${status}`;
 }
 
-/** Non-final notices are never resent; the runtime id keeps them apart across reloads. */
+/** Notices not tied to a persisted entry (non-final ones, a final whose reply was not found): the runtime id keeps them apart across reloads. */
 export function transientEventId(sessionId: string, runtimeId: string, sequence: number, status: EventStatus): string {
   return `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
 }
@@ -140,14 +140,20 @@ export interface NoticeContext {
   text: NoticeTexts;
 }
 
-/** The final notice of a settled run, or undefined when the run is not reported (interrupted, silent). */
-export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext): EventBody | undefined {
+/**
+ * The final notice of a settled run, or undefined when the run is not reported (interrupted, silent).
+ * Its id is the persisted reply's entry, so the same run is one notice wherever it is built; a reply
+ * not found in the session still reports the run, under an id unique in this runtime (`sequence`),
+ * rather than leaving a finished run untold.
+ */
+export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
-  if (!entryId) return undefined;
   return buildEvent(
     {
-      eventId: finalEventId(context.sessionId, entryId, outcome.kind),
+      eventId: entryId
+        ? finalEventId(context.sessionId, entryId, outcome.kind)
+        : transientEventId(context.sessionId, context.runtimeId, sequence, outcome.kind),
       sessionId: context.sessionId,
       runtimeId: context.runtimeId,
       source: context.source,

@@ -36,7 +36,7 @@ interface RunMarks {
 export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver): RunNotices {
   let marks: RunMarks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
   let progressTimer: ReturnType<typeof setInterval> | undefined;
-  let transientSequence = 0;
+  let noticeSequence = 0;
 
   const stopProgressTimer = () => {
     if (progressTimer) clearInterval(progressTimer);
@@ -47,8 +47,8 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     const to = target();
     const run = recorder.current();
     if (!to || !run) return;
-    transientSequence += 1;
-    handOver.enqueue(to.notifier, transientNotice(status, summary, run.facts, transientSequence, to.context()), { final: false });
+    noticeSequence += 1;
+    handOver.enqueue(to.notifier, transientNotice(status, summary, run.facts, noticeSequence, to.context()), { final: false });
   };
 
   const checkProgress = () => {
@@ -94,7 +94,8 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
       const { outcome, run } = settled;
       if (outcome.kind === "completed" && !to.config.notify.completed) return;
       if (outcome.kind === "failed" && !to.config.notify.failed) return;
-      const notice = finalNotice(outcome, run.facts, to.context());
+      noticeSequence += 1;
+      const notice = finalNotice(outcome, run.facts, to.context(), noticeSequence);
       if (notice) handOver.enqueue(to.notifier, notice, { final: true });
     },
   };

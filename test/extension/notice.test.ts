@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { messagesFor } from "../../extension/messages.ts";
-import { buildEvent, finalEventId, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice.ts";
+import { buildEvent, finalEventId, finalNotice, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice.ts";
 import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -110,3 +110,39 @@ test("buildEvent applies the configured and wire limits and yields a valid wire 
   assert.equal(body.delivery, "anon");
   assert.deepEqual(EventBody.parse(body), body);
 });
+
+const noticeContext = {
+  sessionId: "s-1",
+  runtimeId: "r-1",
+  source: "Pi Agent · p",
+  project: "p",
+  content,
+  contextUsage: null,
+  now: new Date(0),
+  text: enNotice,
+};
+const unpersisted = withAssistant(withLowLevelStart(startRun(0)), { stopReason: "stop", errorMessage: null, text: "done", entryId: null, toolCalls: 0 });
+const finalCases: { name: string; outcome: Parameters<typeof finalNotice>[0]; facts: typeof facts; expected: string | undefined }[] = [
+  { name: "a completed run is named by its persisted reply", outcome: { kind: "completed", stopReason: "stop" }, facts, expected: "pi:s-1:a1:completed" },
+  {
+    name: "a failed run is named by its persisted reply",
+    outcome: { kind: "failed", stopReason: "error", reason: "error", errorMessage: "x" },
+    facts,
+    expected: "pi:s-1:a1:failed",
+  },
+  {
+    name: "a reply not found in the session still reports the run, unique in this runtime",
+    outcome: { kind: "completed", stopReason: "stop" },
+    facts: unpersisted,
+    expected: "pi:s-1:r-1:7:completed",
+  },
+  { name: "an interrupted run is not reported", outcome: { kind: "interrupted" }, facts, expected: undefined },
+  { name: "a silent run is not reported", outcome: { kind: "silent" }, facts, expected: undefined },
+];
+for (const c of finalCases) {
+  test(`finalNotice: ${c.name}`, () => {
+    const notice = finalNotice(c.outcome, c.facts, noticeContext, 7);
+    assert.equal(notice?.event_id, c.expected);
+    if (notice) assert.ok(EventBody.safeParse(notice).success, "a valid event");
+  });
+}
