@@ -13,7 +13,7 @@
  *   so the driver never runs ROLLBACK, which would also undo those other callers' statements.
  * Server drivers (MySQL, PostgreSQL) give a transaction its own session anyway.
  */
-import { setImmediate } from "node:timers/promises";
+import { TickBatch, type ItemOutcome } from "../../common/tick-batch.ts";
 import type { AuditDraft, AuditLog } from "../audit/store.ts";
 import type { EventRow } from "./receipt.ts";
 import type { EventStore } from "./store.ts";
@@ -25,15 +25,14 @@ export interface ReceiptBatchDeps {
   stored: (row: EventRow) => void;
 }
 
-interface Pending {
+interface Receipt {
   row: EventRow;
   audit: AuditDraft | undefined;
-  settle: { resolve: () => void; reject: (error: unknown) => void };
 }
 
 export class ReceiptBatch {
   readonly #deps: ReceiptBatchDeps;
-  #pending: Pending[] = [];
+  readonly #tick = new TickBatch<Receipt, void>((receipts) => this.#store(receipts));
 
   constructor(deps: ReceiptBatchDeps) {
     this.#deps = deps;
@@ -41,44 +40,30 @@ export class ReceiptBatch {
 
   /** Resolves once `row` and its audit row are stored (not yet synced); rejects if the row was not stored. */
   write(row: EventRow, audit?: AuditDraft): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (this.#pending.length === 0) void this.#afterTick();
-      this.#pending.push({ row, audit, settle: { resolve, reject } });
-    });
+    return this.#tick.add({ row, audit });
   }
 
-  async #afterTick(): Promise<void> {
-    // Every acceptance whose request was read in this turn of the event loop joins the batch.
-    await setImmediate();
-    const batch = this.#pending;
-    this.#pending = [];
+  /** Throws only when COMMIT itself fails: then nothing of the tick is known to be stored. */
+  async #store(receipts: Receipt[]): Promise<ItemOutcome<void>[]> {
     const { store, audit, stored } = this.#deps;
-    const failed = new Map<Pending, unknown>();
-    try {
-      await store.transaction(async (database) => {
-        for (const item of batch) {
-          try {
-            await store.create(item.row, database);
-          } catch (error) {
-            failed.set(item, error);
-            continue;
-          }
-          if (item.audit) await audit?.write(item.audit, database);
+    const outcomes: ItemOutcome<void>[] = [];
+    await store.transaction(async (database) => {
+      for (const receipt of receipts) {
+        try {
+          await store.create(receipt.row, database);
+        } catch (error) {
+          outcomes.push({ ok: false, error });
+          continue;
         }
-      });
-    } catch (error) {
-      // Only COMMIT itself can fail here: nothing of the batch is known to be stored.
-      for (const item of batch) failed.set(item, error);
-    }
-    for (const item of batch) {
-      if (failed.has(item)) {
-        item.settle.reject(failed.get(item));
-      } else {
-        // Queued as soon as stored: a stored row that is not queued would wait for the next restart.
-        stored(item.row);
-        item.settle.resolve();
+        if (receipt.audit) await audit?.write(receipt.audit, database);
+        outcomes.push({ ok: true, value: undefined });
       }
-    }
+    });
+    // Queued as soon as stored: a stored row that is not queued would wait for the next restart.
+    receipts.forEach((receipt, i) => {
+      if (outcomes[i]!.ok) stored(receipt.row);
+    });
+    return outcomes;
   }
 }
 
@@ -87,37 +72,17 @@ export class ReceiptBatch {
  * query costs more than running it (a third of an acceptance's CPU went to the per-event lookup).
  */
 export class ReceiptLookup {
-  readonly #store: EventStore;
-  #pending = new Map<string, ((row: EventRow | undefined) => void)[]>();
-  #failed: ((error: unknown) => void)[] = [];
+  readonly #tick: TickBatch<string, EventRow | undefined>;
 
   constructor(store: EventStore) {
-    this.#store = store;
+    this.#tick = new TickBatch(async (eventIds) => {
+      const byId = new Map((await store.many([...new Set(eventIds)])).map((row) => [row.event_id, row]));
+      return eventIds.map((eventId) => ({ ok: true, value: byId.get(eventId) }));
+    });
   }
 
   /** The stored receipt of `eventId`, or `undefined`. */
   get(eventId: string): Promise<EventRow | undefined> {
-    return new Promise((resolve, reject) => {
-      if (this.#pending.size === 0) void this.#afterTick();
-      this.#pending.set(eventId, [...(this.#pending.get(eventId) ?? []), resolve]);
-      this.#failed.push(reject);
-    });
-  }
-
-  async #afterTick(): Promise<void> {
-    await setImmediate();
-    const pending = this.#pending;
-    const failed = this.#failed;
-    this.#pending = new Map();
-    this.#failed = [];
-    let rows: EventRow[];
-    try {
-      rows = await this.#store.many([...pending.keys()]);
-    } catch (error) {
-      for (const reject of failed) reject(error);
-      return;
-    }
-    const byId = new Map(rows.map((row) => [row.event_id, row]));
-    for (const [eventId, resolvers] of pending) for (const resolve of resolvers) resolve(byId.get(eventId));
+    return this.#tick.add(eventId);
   }
 }
