@@ -61,20 +61,26 @@ function start(t: TestContext, driver: Exclude<DatabaseDriver, "none">): Promise
   return startWithDatabase(t, driver, (ctx) => ({ ctx, events: new FailingStore(ctx), audit: new AuditLog(ctx) }));
 }
 
+/** An intake over `events` whose queue and syncs are recorded. */
+async function recordingIntake(events: FailingStore, audit: AuditLog) {
+  const queued: string[] = [];
+  const syncs = { count: 0 };
+  const intake = new EventIntake({
+    store: events,
+    worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
+    limit: { perMinute: 600, burst: 100 },
+    audit,
+    sync: async () => void syncs.count++,
+  });
+  await intake.load();
+  return { intake, queued, syncs };
+}
+
 for (const driver of DATABASE_DRIVERS) {
   describe(`receipts of one tick on the ${driver} driver`, () => {
     test("concurrent acceptances are looked up in one query, stored with their audit rows in one transaction, in acceptance order, queued, and synced", async (t) => {
       const { ctx, events, audit } = await start(t, driver);
-      const queued: string[] = [];
-      let syncs = 0;
-      const intake = new EventIntake({
-        store: events,
-        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
-        limit: { perMinute: 600, burst: 100 },
-        audit,
-        sync: async () => void syncs++,
-      });
-      await intake.load();
+      const { intake, queued, syncs } = await recordingIntake(events, audit);
       const bodies = Array.from({ length: 5 }, () => validEvent());
       const answers = await Promise.all(bodies.map((body) => intake.submit(body, { actor: "agent" })));
       const ids = bodies.map((body) => String(body.event_id));
@@ -85,7 +91,7 @@ for (const driver of DATABASE_DRIVERS) {
       assert.deepEqual(queued, ids);
       assert.equal(events.queries, 1, "one lookup for the tick's acceptances");
       assert.equal(events.transactions, 1, "one transaction for the tick's acceptances");
-      assert.equal(syncs, bodies.length, "each answer waited for a sync (DiskSync makes them one)");
+      assert.equal(syncs.count, bodies.length, "each answer waited for a sync (DiskSync makes them one)");
       const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
       assert.deepEqual(
         rows.map((row) => row.event_id),
@@ -100,15 +106,7 @@ for (const driver of DATABASE_DRIVERS) {
 
     test("a row that cannot be written fails alone: the others and another caller's write meanwhile stay", async (t) => {
       const { ctx, events, audit } = await start(t, driver);
-      const queued: string[] = [];
-      const intake = new EventIntake({
-        store: events,
-        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
-        limit: { perMinute: 600, burst: 100 },
-        audit,
-        sync: async () => {},
-      });
-      await intake.load();
+      const { intake, queued } = await recordingIntake(events, audit);
       const bodies = Array.from({ length: 3 }, () => validEvent());
       const ids = bodies.map((body) => String(body.event_id));
       events.failing = ids[1]!;
@@ -136,19 +134,10 @@ for (const driver of DATABASE_DRIVERS) {
 
     test("a batch is decided event by event in array order but stored in one transaction and answered after one sync", async (t) => {
       const { ctx, events, audit } = await start(t, driver);
-      const queued: string[] = [];
-      let syncs = 0;
-      const intake = new EventIntake({
-        store: events,
-        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
-        limit: { perMinute: 600, burst: 100 },
-        audit,
-        sync: async () => void syncs++,
-      });
-      await intake.load();
+      const { intake, queued, syncs } = await recordingIntake(events, audit);
       const replayed = validEvent();
       await intake.submit(replayed, { actor: "agent" });
-      const before = { transactions: events.transactions, syncs };
+      const before = { transactions: events.transactions, syncs: syncs.count };
       const bodies = [...Array.from({ length: 4 }, () => validEvent()), replayed, { ...replayed, summary: "changed" }, validEvent()];
       const ids = bodies.slice(0, 4).map((body) => String(body.event_id));
       const { accepted, refused } = await intake.submitBatch(bodies, { actor: "agent" });
@@ -158,7 +147,7 @@ for (const driver of DATABASE_DRIVERS) {
       );
       assert.deepEqual([refused?.index, refused?.error.code], [5, "idempotency_key_reused"]);
       assert.equal(events.transactions - before.transactions, 1, "one transaction for the four new rows");
-      assert.equal(syncs - before.syncs, 1, "one sync for the whole batch");
+      assert.equal(syncs.count - before.syncs, 1, "one sync for the whole batch");
       assert.deepEqual(queued.slice(1), ids, "queued in array order");
       const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
       assert.deepEqual(
