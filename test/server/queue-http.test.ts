@@ -1,3 +1,4 @@
+/** The command queue (server/queue/) over its real HTTP routes: presence, claims, leases, ACKs, cancels, long polls, images. */
 import { once } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { test, type TestContext } from "node:test";

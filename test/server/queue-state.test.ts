@@ -1,3 +1,4 @@
+/** The command queue's pure decisions (server/queue/state.ts): claims, holds, expiries, ACK outcomes, cancels, creates, image checks. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { CommandImage } from "../../protocol/queue.ts";
