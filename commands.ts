@@ -13,10 +13,13 @@ import type { ControlRegistry } from "./extension/control/dispatcher.ts";
 import { InstructionChannel, type InstructionChannelDeps } from "./extension/instructions/channel.ts";
 import { LaneSession } from "./extension/lanes/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";
+import type { StoppedRun } from "./protocol/queue.ts";
 
 /** The same session edge as presence, what the server said (its accepted heartbeat gates claiming), presence's beat, and the notices' way in. */
 export interface CommandChannelDeps extends Omit<PresenceDeps, "server">, InstructionChannelDeps {
   presence: Pick<Presence, "beat">;
+  /** The run in progress as a stop's ACK names it. */
+  runNow: () => StoppedRun | undefined;
 }
 
 export interface CommandChannel {
@@ -33,7 +36,7 @@ export interface CommandChannel {
 /** Registers the renderer and the Pi handlers; call once from the extension factory. */
 export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps): CommandChannel {
   const instructions = new InstructionChannel(pi, deps);
-  const control = new ControlChannel(deps.server);
+  const control = new ControlChannel(deps.server, deps.runNow);
   return {
     start(ctx) {
       if (instructions.running) return;

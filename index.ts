@@ -9,6 +9,8 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
+import { stoppedRun } from "./extension/control/decisions.ts";
+import { LIMITS } from "./protocol/wire.ts";
 import { ApprovalGate } from "./extension/approvals/gate.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool } from "./extension/notices/progress-tool.ts";
@@ -80,6 +82,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     report,
     text,
     notify: (request) => void handOverRequest(target(), handOver, request),
+    runNow: () => stoppedRun(recorder.current()?.facts, current.state?.config?.content.maxTaskChars ?? LIMITS.taskChars),
   });
   // The gate checks every tool call of a session with approvals on.
   const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });

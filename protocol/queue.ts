@@ -53,6 +53,17 @@ export const OUTCOMES: Readonly<Record<ControlKind, readonly CommandOutcome[]>> 
   approval_decision: ["applied", "already_answered", "mismatch", "unknown"],
 };
 
+/**
+ * The run a stop aborted, sent with the stop's `stopped` ACK: a run typed in the terminal may have
+ * sent no notice, so this is all the server learns of it. Untrusted text, like a notice's task.
+ */
+export const StoppedRun = z.strictObject({
+  /** Absent when the extension joined the run mid-way. */
+  started_at: Timestamp.optional(),
+  task: z.string().max(LIMITS.taskChars),
+});
+export type StoppedRun = z.infer<typeof StoppedRun>;
+
 export const ClaimQuery = z.strictObject({
   session_id: Id,
   runtime_id: Id,
@@ -87,6 +98,8 @@ export const AckBody = z.strictObject({
   lease_token: z.string().min(1).max(256),
   /** Required for control commands, refused for instructions. */
   outcome: CommandOutcome.optional(),
+  /** A stop's `stopped` only: the run it aborted. */
+  run: StoppedRun.optional(),
 });
 export const AckAnswer = z.object({ state: z.literal("accepted") });
 

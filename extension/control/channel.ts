@@ -9,30 +9,32 @@
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
-import { CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind } from "../../protocol/queue.ts";
+import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../delivery/retry.ts";
 import { type LaneSession, ReportOnce } from "../lanes/lane.ts";
 import type { ServerHeard } from "../server-facts.ts";
-import { controlStep } from "./decisions.ts";
+import { controlStep, type Applied } from "./decisions.ts";
 import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./dispatcher.ts";
 
 export class ControlChannel implements ControlRegistry {
   readonly #dispatcher = new ControlDispatcher();
   readonly #server: ServerHeard;
+  readonly #runNow: () => StoppedRun | undefined;
   #ctx: ExtensionContext | undefined;
   #lane: LaneSession | undefined;
   #poll: AbortController | undefined;
 
-  constructor(server: ServerHeard) {
+  /** `runNow`: the run in progress as a stop's ACK names it (read before the abort ends it). */
+  constructor(server: ServerHeard, runNow: () => StoppedRun | undefined) {
     this.#server = server;
-    this.#dispatcher.on("stop", () => this.#stopRun());
+    this.#runNow = runNow;
     // The protocol the server speaks comes with each accepted heartbeat.
     server.onAccepted(() => this.#sync());
   }
 
   /** Registers the handler of a control kind; returns the unregister. `stop` is built in. */
-  on(kind: ControlKind, handler: ControlHandler): () => void {
+  on(kind: Exclude<ControlKind, "stop">, handler: ControlHandler): () => void {
     return this.#dispatcher.on(kind, handler);
   }
 
@@ -57,12 +59,16 @@ export class ControlChannel implements ControlRegistry {
     return this.#poll !== undefined;
   }
 
-  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry wait. */
-  #stopRun(): CommandOutcome {
+  /**
+   * Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
+   * wait. Says which run it stopped: the server may have heard nothing else of it.
+   */
+  #stopRun(): Applied {
     const ctx = this.#ctx;
-    if (!ctx || isIdle(ctx)) return "already_idle";
+    if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };
+    const run = this.#runNow();
     ctx.abort();
-    return "stopped";
+    return { outcome: "stopped", ...(run ? { run } : {}) };
   }
 
   #sync(): void {
@@ -101,15 +107,21 @@ export class ControlChannel implements ControlRegistry {
     const journal = lane.journal;
     if (!journal) return;
     const { command_id, event_id } = command;
-    const step = controlStep({ has: journal.has(command_id), outcome: journal.outcome(command_id) });
-    let outcome: CommandOutcome;
-    if (!step.apply) outcome = step.outcome;
+    const step = controlStep({ has: journal.has(command_id), ...journal.applied(command_id) });
+    let applied: Applied;
+    if (!step.apply) applied = step;
     else {
-      outcome = await this.#dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
-        lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
-      );
+      // The built-in stop is applied here; every other kind by the feature that registered it.
+      applied =
+        command.kind === "stop"
+          ? this.#stopRun()
+          : {
+              outcome: await this.#dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
+                lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
+              ),
+            };
       try {
-        await journal.record({ command_id, event_id, session_id: sessionId, delivered_at: new Date().toISOString(), outcome });
+        await journal.record({ command_id, event_id, session_id: sessionId, delivered_at: new Date().toISOString(), ...applied });
       } catch (error) {
         // Applied but not journaled: no ACK, so the lease runs out and the redelivery is applied
         // again, which for a stop is harmless (the run it would stop has ended: already idle).
@@ -117,7 +129,8 @@ export class ControlChannel implements ControlRegistry {
         return;
       }
     }
-    await lane.ack(command_id, { session_id: sessionId, lease_token: leaseToken, outcome }, lane.text.commands.controlAckFailed);
+    const { outcome, run } = applied;
+    await lane.ack(command_id, { session_id: sessionId, lease_token: leaseToken, outcome, ...(run ? { run } : {}) }, lane.text.commands.controlAckFailed);
   }
 
   #sessionId(): string | undefined {

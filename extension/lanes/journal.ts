@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { appendDurably, replaceDurably } from "../../common/durable-file.ts";
 import { isMissingFile } from "../../common/errors.ts";
-import { CommandOutcome } from "../../protocol/queue.ts";
+import { CommandOutcome, StoppedRun } from "../../protocol/queue.ts";
 import { Id, Timestamp } from "../../protocol/wire.ts";
 
 // Not strict: a line written by a newer version with more keys is still read.
@@ -21,6 +21,8 @@ const JournalRecord = z.object({
   delivered_at: Timestamp,
   /** Control commands only: what applying it did. */
   outcome: CommandOutcome.optional(),
+  /** A stop that stopped a run: that run, sent again with a repeated ACK. */
+  run: StoppedRun.optional(),
 });
 export type JournalRecord = z.infer<typeof JournalRecord>;
 
@@ -32,10 +34,15 @@ export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
 export interface CommandJournal {
   readonly file: string;
   has(commandId: string): boolean;
-  /** The outcome a control command was journaled with. */
-  outcome(commandId: string): CommandOutcome | undefined;
+  /** What applying a control command did, as journaled: its outcome, and a stopped run. */
+  applied(commandId: string): JournaledControl;
   /** Appends and fsyncs one record; resolves only once it is on disk. */
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
+}
+
+export interface JournaledControl {
+  outcome: CommandOutcome | undefined;
+  run: StoppedRun | undefined;
 }
 
 export interface OpenedJournal {
@@ -57,7 +64,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
     await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
   }
-  const known = new Map(records.map((r) => [r.command_id, r.outcome]));
+  const known = new Map<string, JournaledControl>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
   let tail: Promise<void> = Promise.resolve();
 
   return {
@@ -65,7 +72,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
     journal: {
       file,
       has: (commandId) => known.has(commandId),
-      outcome: (commandId) => known.get(commandId),
+      applied: (commandId) => known.get(commandId) ?? { outcome: undefined, run: undefined },
       record(entry) {
         const parsed = JournalRecord.safeParse({ version: 1, ...entry });
         if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
@@ -74,7 +81,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
         const written = tail.then(() => appendDurably(file, line));
         tail = written.catch(() => undefined);
         return written.then(() => {
-          known.set(entry.command_id, entry.outcome);
+          known.set(entry.command_id, { outcome: entry.outcome, run: entry.run });
         });
       },
     },

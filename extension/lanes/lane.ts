@@ -6,7 +6,7 @@
  * lanes append through one writer and read one set of journaled ids.
  */
 import { errorText } from "../../common/errors.ts";
-import { AckAnswer, ClaimAnswer, type CommandOutcome } from "../../protocol/queue.ts";
+import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../delivery/retry.ts";
 import type { Messages } from "../messages.ts";
@@ -126,7 +126,11 @@ export class LaneSession {
   }
 
   /** The ACK, retried; a failure is told (with `wording`) unless the client already told it. */
-  async ack(commandId: string, body: { session_id: string; lease_token: string; outcome?: CommandOutcome }, wording: (why: string) => string) {
+  async ack(
+    commandId: string,
+    body: { session_id: string; lease_token: string; outcome?: CommandOutcome; run?: StoppedRun },
+    wording: (why: string) => string,
+  ) {
     const acked = await runWithRetry(
       () =>
         this.client.request("POST", `commands/${encodeURIComponent(commandId)}/ack`, {

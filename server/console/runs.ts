@@ -7,11 +7,12 @@
  * neither is on the trail (start notices are off by default), with its first notice; its start is
  * then the one its final notice reports (`details.run_started_at`), else unknown. It ends with its `completed` or `failed` notice, with a stop the
  * session confirmed (`stopped`, naming who asked), or, when the next run begins first, as
- * `interrupted`; a stop the session confirmed with no run open is a run of its own, stopped, whose
- * task and start are unknown. A run still open is `running`.
+ * `interrupted`; a stop the session confirmed with no run open is a run of its own, stopped, with
+ * the task and start its ACK named (else unknown). A run still open is `running`.
  */
 import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
 import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
+import { StoppedRun } from "../../protocol/queue.ts";
 
 export type RunOutcome = "running" | "done" | "failed" | "stopped" | "interrupted";
 
@@ -65,6 +66,18 @@ function reportedStart(details: Record<string, unknown>, at: string): string | n
   return Number.isFinite(time) && time <= Date.parse(at) ? new Date(time).toISOString() : null;
 }
 
+/**
+ * The run a stop's ACK names (`data.run`), believed only as the run that stop ended: its start no
+ * later than the ACK and no earlier than the end of the run before (`notBefore`), else unknown.
+ */
+function ackedRun(value: unknown, at: string, notBefore: string | null): { task: string; started_at: string | null } {
+  const parsed = StoppedRun.safeParse(value);
+  if (!parsed.success) return { task: "", started_at: null };
+  const time = parsed.data.started_at === undefined ? Number.NaN : Date.parse(parsed.data.started_at);
+  const believed = time <= Date.parse(at) && (notBefore === null || time >= Date.parse(notBefore));
+  return { task: parsed.data.task, started_at: believed ? new Date(time).toISOString() : null };
+}
+
 function durationOf(run: RunView): number | null {
   return run.started_at && run.ended_at ? Math.max(0, Date.parse(run.ended_at) - Date.parse(run.started_at)) : null;
 }
@@ -76,8 +89,9 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
   const current: { open: RunView | null } = { open: null };
   /** Who queued each command, and an instruction's text, from its `command.pending` row; the row that leased it. */
   const pending = new Map<string, { actor: AuditActor; instruction: string | null; leasedRow?: number }>();
-  /** The audit row that ended the newest run (its final notice or the confirmed stop). */
+  /** The audit row that ended the newest run (its final notice or the confirmed stop), and when. */
   let lastEndRow = 0;
+  let lastEndAt: string | null = null;
 
   const begin = (entry: AuditEntry, task: string, startedAt: string | null): RunView => {
     if (current.open) end(current.open, "interrupted", current.open.latest?.at ?? current.open.started_at);
@@ -116,11 +130,16 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
     } else if (entry.action === "command.accepted" && entry.subject) {
       const queued = pending.get(entry.subject);
       if (data.kind === "stop" && data.outcome === "stopped") {
-        // A run typed in the terminal with start notices off is on the trail only through its stop.
-        const run = current.open ?? begin(entry, "", null);
+        // A run typed in the terminal with start notices off is on the trail only through its stop,
+        // whose ACK names it; an open run takes only what it lacks.
+        const acked = ackedRun(data.run, entry.at, lastEndAt);
+        const run = current.open ?? begin(entry, acked.task, acked.started_at);
+        if (!run.task) run.task = acked.task;
+        run.started_at ??= acked.started_at;
         run.stopped_by = queued?.actor ?? entry.actor;
         end(run, "stopped", entry.at);
         lastEndRow = entry.id;
+        lastEndAt = entry.at;
       } else if (data.kind === "instruction" && !current.open) {
         // Taken before the newest run ended (its ACK came after the final notice): it was that run's.
         const endedSinceTaken = queued?.leasedRow !== undefined && lastEndRow > queued.leasedRow;
@@ -150,6 +169,7 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
         end(run, status === "completed" ? "done" : "failed", at);
         lastEndRow = entry.id;
+        lastEndAt = at;
       }
     }
   }

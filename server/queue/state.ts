@@ -5,9 +5,12 @@
  * made on a stale read is never applied.
  */
 import { createHash } from "node:crypto";
+import type { z } from "zod";
 import { imageSize } from "image-size";
 import { wholeImageProblem } from "./image-decode.ts";
+import { redactSecrets } from "../../common/redact.ts";
 import {
+  type AckBody,
   laneOf,
   OUTCOMES,
   type CancelReason,
@@ -20,6 +23,7 @@ import {
   type CommandState,
   type CommandSummary,
   type ImageMime,
+  type StoppedRun,
 } from "../../protocol/queue.ts";
 import type { SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
@@ -206,17 +210,21 @@ function finalPatch(state: "accepted" | "cancelled", now: Date): CommandPatch {
   return { state, images: [], lease_expires_at: null, updated_at: now };
 }
 
-export interface AckInput {
-  session_id: string;
-  runtime_id: string;
-  lease_token: string;
-  outcome?: CommandOutcome | undefined;
-}
+export type AckInput = z.infer<typeof AckBody>;
 
-/** A control command's ACK must say what happened, from its kind's outcomes; an instruction's says nothing. */
-export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | undefined): boolean {
+/** A control command's ACK must say what happened, from its kind's outcomes; an instruction's says nothing; only a stop that stopped a run names it. */
+export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | undefined, run?: StoppedRun): boolean {
+  if (run !== undefined && !(kind === "stop" && outcome === "stopped")) return false;
   if (kind === "instruction") return outcome === undefined;
   return outcome !== undefined && OUTCOMES[kind].includes(outcome);
+}
+
+/** What an ACK leaves on the audit row: the outcome, and a stopped run with its task's secrets masked again (the server shows it). */
+export function ackAuditData(ack: AckInput): Record<string, unknown> {
+  return {
+    ...(ack.outcome ? { outcome: ack.outcome } : {}),
+    ...(ack.run ? { run: { ...ack.run, task: redactSecrets(ack.run.task) } } : {}),
+  };
 }
 
 /** A state change to write under the record's guard, nothing to do (a repeat), or a refusal. */
@@ -227,7 +235,7 @@ export function decideAck(record: CommandRecord | undefined, ack: AckInput, now:
   if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
     return { kind: "refuse", error: "lease_mismatch" };
   }
-  if (!outcomeAllowed(record.kind, ack.outcome)) return { kind: "refuse", error: "invalid_request" };
+  if (!outcomeAllowed(record.kind, ack.outcome, ack.run)) return { kind: "refuse", error: "invalid_request" };
   // A repeat is answered alike; the first outcome stays.
   if (record.state === "accepted") return { kind: "unchanged" };
   // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.

@@ -26,6 +26,7 @@ import {
 } from "../../protocol/queue.ts";
 import {
   ACTIVE_STATES,
+  ackAuditData,
   checkImages,
   claimedCommand,
   claimPatch,
@@ -262,9 +263,7 @@ export class CommandStore {
 
   /** In the turn of the session the ACK names: one naming another session is refused without a write. */
   async ack(commandId: string, ack: AckInput): Promise<void> {
-    await this.#turns.run(ack.session_id, () =>
-      this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ack.outcome ? { outcome: ack.outcome } : {}),
-    );
+    await this.#turns.run(ack.session_id, () => this.#transition(commandId, (record, now) => decideAck(record, ack, now), "agent", ackAuditData(ack)));
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {

@@ -49,7 +49,7 @@ function servicesExtension(api: ScriptedApi, journalFile: string, observed: Obse
     const server = new ServerFacts();
     const presence = new Presence(pi, { runtimeId, connection, server, report, text, ...(idleSettleMs === undefined ? {} : { idleSettleMs }) });
     const notify = (request: unknown) => observed.notices.push(request);
-    const channel = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text, notify });
+    const channel = installCommandChannel(pi, { presence, server, runtimeId, connection, report, text, notify, runNow: () => undefined });
     observed.server = server;
     observed.channel = channel;
     pi.events.on(SEND_CHANNEL, (data) => observed.bus.push(data));

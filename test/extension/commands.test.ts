@@ -18,7 +18,7 @@ import { commandMessage, commandMessageRenderer, instructionText } from "../../e
 import { messagesFor } from "../../extension/messages.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/lanes/journal.ts";
 import { SendRequest } from "../../extension/state-bus.ts";
-import { allowedOutcome, controlStep } from "../../extension/control/decisions.ts";
+import { allowedOutcome, controlStep, stoppedRun } from "../../extension/control/decisions.ts";
 import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
@@ -258,6 +258,31 @@ test("a control command is applied once; one journaled with its outcome is only 
     ],
     // An id journaled without an outcome (as an instruction is) was never applied as a control command.
     [{ has: true, outcome: undefined }, { apply: true }],
+    // A stop journaled with the run it stopped names that run again.
+    [
+      { has: true, outcome: "stopped", run: { started_at: "2026-12-01T10:00:00.000Z", task: "整理日志" } },
+      { apply: false, outcome: "stopped", run: { started_at: "2026-12-01T10:00:00.000Z", task: "整理日志" } },
+    ],
   ];
   for (const [journaled, expected] of cases) assert.deepEqual(controlStep(journaled), expected, JSON.stringify(journaled));
+});
+
+test("a stop's ACK names the run it aborted: secrets masked before the cut, cut like a notice's task, the start only when known", () => {
+  const startedAt = Date.parse("2026-12-01T10:00:00.000Z");
+  const cases: [string, Parameters<typeof stoppedRun>[0], number, ReturnType<typeof stoppedRun>][] = [
+    ["no run", undefined, 200, undefined],
+    ["a run", { startedAt, startKnown: true, task: "整理日志" }, 200, { started_at: "2026-12-01T10:00:00.000Z", task: "整理日志" }],
+    ["joined mid-way: no start", { startedAt, startKnown: false, task: "整理日志" }, 200, { task: "整理日志" }],
+    [
+      "a literal secret masked",
+      { startedAt, startKnown: true, task: "部署 API_TOKEN=abcdef1234567890" },
+      200,
+      { started_at: "2026-12-01T10:00:00.000Z", task: "部署 API_TOKEN=***" },
+    ],
+    // Cut first, the secret's tail would no longer end a word and would stay.
+    ["masked, then cut", { startedAt, startKnown: false, task: "API_TOKEN=abcdef1234567890 然后部署" }, 14, { task: "API_TOKEN=***…" }],
+    ["cut at the configured length", { startedAt, startKnown: false, task: "一二三四五六" }, 4, { task: "一二三…" }],
+    ["never past the wire's limit", { startedAt, startKnown: false, task: "长".repeat(500) }, 10_000, { task: `${"长".repeat(199)}…` }],
+  ];
+  for (const [why, run, max, expected] of cases) assert.deepEqual(stoppedRun(run, max), expected, why);
 });

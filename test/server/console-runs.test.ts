@@ -98,6 +98,46 @@ test("runs from the trail: outcomes, who stopped, durations when the start is kn
       ],
     ],
     [
+      "a confirmed stop whose ACK names the run (typed in the terminal): its task and start from the ACK",
+      [
+        event(0, "completed"),
+        command(30, "pending", "c-8", { kind: "stop" }, "console"),
+        command(31, "accepted", "c-8", { kind: "stop", outcome: "stopped", run: { started_at: at(10), task: "整理 <b>日志</b>" } }),
+      ],
+      [{ outcome: "stopped", stopped_by: "console", task: "整理 <b>日志</b>", started_at: at(10), ended_at: at(31), duration_ms: 21_000 }, { outcome: "done" }],
+    ],
+    [
+      "an ACK's start after the ACK, before the run before it ended, or not a time is not believed; a run that is not one is ignored",
+      [
+        event(20, "completed"),
+        command(30, "accepted", "c-9", { kind: "stop", outcome: "stopped", run: { started_at: at(40), task: "后来" } }),
+        command(50, "accepted", "c-10", { kind: "stop", outcome: "stopped", run: { started_at: at(5), task: "重叠" } }),
+        command(60, "accepted", "c-11", { kind: "stop", outcome: "stopped", run: { started_at: "yesterday", task: "坏" } }),
+        command(70, "accepted", "c-12", { kind: "stop", outcome: "stopped", run: { task: "没说开始" } }),
+      ],
+      [
+        { outcome: "stopped", task: "没说开始", started_at: null, duration_ms: null },
+        { outcome: "stopped", task: "", started_at: null, duration_ms: null },
+        { outcome: "stopped", task: "重叠", started_at: null, duration_ms: null },
+        { outcome: "stopped", task: "后来", started_at: null, duration_ms: null },
+        { outcome: "done" },
+      ],
+    ],
+    [
+      "an open run takes from the stop's ACK only what it lacks",
+      [
+        command(0, "pending", "c-13", { kind: "instruction", instruction: "写一篇长文" }, "console"),
+        command(1, "accepted", "c-13", { kind: "instruction" }),
+        command(21, "accepted", "c-14", { kind: "stop", outcome: "stopped", run: { started_at: at(0.5), task: "别的任务" } }),
+        event(30, "progress", { task: "" }),
+        command(41, "accepted", "c-15", { kind: "stop", outcome: "stopped", run: { started_at: at(25), task: "进度里的任务" } }),
+      ],
+      [
+        { outcome: "stopped", task: "进度里的任务", started_at: at(25), duration_ms: 16_000 },
+        { outcome: "stopped", task: "写一篇长文", started_at: at(1), duration_ms: 20_000 },
+      ],
+    ],
+    [
       "an instruction whose ACK comes after its run's final notice opens no second run",
       [
         command(0, "pending", "c-6", { kind: "instruction", instruction: "请更新 README" }, "console"),

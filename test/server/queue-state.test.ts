@@ -13,6 +13,7 @@ import {
   isCancellable,
   mayHoldClaim,
   outcomeAllowed,
+  ackAuditData,
   pickClaim,
   requestDigest,
   rollbackPatch,
@@ -140,6 +141,25 @@ test("ACK outcomes: a control command must say what happened, from its kind's ou
     ["approval_decision", "stopped", false],
   ];
   for (const [kind, outcome, allowed] of cases) assert.equal(outcomeAllowed(kind, outcome), allowed, `${kind} ${outcome}`);
+  // Only a stop that stopped a run names a run.
+  const run = { started_at: "2026-12-01T10:00:00.000Z", task: "整理日志" };
+  assert.equal(outcomeAllowed("stop", "stopped", run), true);
+  for (const [kind, outcome] of [
+    ["stop", "already_idle"],
+    ["stop", "unknown"],
+    ["approval_decision", "applied"],
+    ["instruction", undefined],
+  ] as const) {
+    assert.equal(outcomeAllowed(kind, outcome, run), false, `${kind} ${outcome} with a run`);
+  }
+  // The audit row keeps the run with its secrets masked again.
+  assert.deepEqual(
+    ackAuditData({ session_id: "s", runtime_id: "r", lease_token: "l", outcome: "stopped", run: { ...run, task: "部署 --password hunter22" } }),
+    {
+      outcome: "stopped",
+      run: { ...run, task: "部署 --password ***" },
+    },
+  );
 
   const stopLease = record({
     kind: "stop",
