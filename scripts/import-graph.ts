@@ -155,6 +155,7 @@ export const LAYERS: readonly Layer[] = [
       "server/persona/yesimbot-tools.ts",
       "server/persona/yesimbot-v3.ts",
       "server/audit/operator-requests.ts",
+      "server/sessions/stream.ts",
       "server/retention.ts",
     ],
   },

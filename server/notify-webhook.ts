@@ -83,6 +83,8 @@ export interface Config {
   heartbeatTotalBurst: number;
   longPollsPerSession: number;
   longPollsTotal: number;
+  presenceStream: boolean;
+  presenceStreamsTotal: number;
   requestBodyTimeoutMs: number;
   injectMaxAttempts: number;
   injectRetryDelayMs: number;
@@ -142,6 +144,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
       heartbeatTotalBurst: Schema.natural().min(1).default(1000),
       longPollsPerSession: Schema.natural().min(1).default(4),
       longPollsTotal: Schema.natural().min(1).default(256),
+      presenceStream: Schema.boolean().default(true),
+      presenceStreamsTotal: Schema.natural().min(1).default(256),
       requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
     }),
     "limits",
@@ -357,6 +361,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     registry,
     limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst },
     totalLimit: { perMinute: config.heartbeatsTotalPerMinute, burst: config.heartbeatTotalBurst },
+    ...(config.presenceStream ? { streams: { max: config.presenceStreamsTotal } } : {}),
   });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });

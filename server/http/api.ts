@@ -8,6 +8,7 @@
  * `Symbol.for('noParseBody')` makes it skip that parser for our routes.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
@@ -203,22 +204,31 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
+  /**
+   * The agent-token check and readiness of every agent route, for a WebSocket handshake (which
+   * never reaches Koa): throws the DomainError the route would have answered with.
+   */
+  admitAgent(request: IncomingMessage): void {
+    if (!presents(request.headers.authorization ?? "", this.#agentDigest)) this.#refuse(request);
+    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
+  }
+
   #authorize(c: KoaContext, auth: RouteAuth): void {
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
-    if (!presents(c.get("authorization"), expected)) this.#refuse(c);
+    if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);
   }
 
   #authorizeAny(c: KoaContext): void {
     const header = c.get("authorization");
     const agent = presents(header, this.#agentDigest);
     const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
-    if (!agent && !operator) this.#refuse(c);
+    if (!agent && !operator) this.#refuse(c.req);
   }
 
   /** A wrong or missing token: 401, or 429 once this address has failed a burst of times. */
-  #refuse(c: KoaContext): never {
-    const retryAfterSeconds = this.#failures.record(c.req.socket.remoteAddress ?? "");
+  #refuse(request: IncomingMessage): never {
+    const retryAfterSeconds = this.#failures.record(request.socket.remoteAddress ?? "");
     if (retryAfterSeconds === null) throw new DomainError("unauthorized");
     throw new Unauthorized("rate_limited", { retryAfterSeconds });
   }
@@ -277,7 +287,8 @@ async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Pro
 /** Fatal: a body that is not UTF-8 is refused, never rewritten with U+FFFD. The BOM is kept, so JSON.parse refuses it as before. */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-function parseJson(raw: Buffer): unknown {
+/** A request body or stream frame as JSON: UTF-8 only, no deeper than the wire allows; refusals are DomainErrors. */
+export function parseJson(raw: Buffer): unknown {
   let text: string;
   try {
     text = UTF8.decode(raw);

@@ -1,0 +1,78 @@
+/**
+ * The heartbeat service: one heartbeat body in, the registry updated and the answer out, under the
+ * three rate limits (per session, per runtime, the whole token). Both surfaces call it, the HTTP
+ * route and the presence stream, so a heartbeat is validated, limited and answered the same way
+ * whichever way it came. Refusals are DomainErrors; each edge says them in its own form.
+ */
+import { Heartbeat, type HeartbeatAnswer } from "../../protocol/sessions.ts";
+import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
+import { DomainError, parseWith } from "../errors.ts";
+import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit.ts";
+import type { SessionRegistry } from "./registry.ts";
+
+export interface HeartbeatLimits {
+  /** Heartbeats of one session, and likewise of one runtime. */
+  limit: RateLimit;
+  /** Heartbeats of the one agent token, all sessions together: a ceiling far above normal use. */
+  totalLimit: RateLimit;
+}
+
+export class HeartbeatService {
+  readonly #registry: SessionRegistry;
+  readonly #limits: HeartbeatLimits;
+  readonly #now: () => number;
+  // One session's flood (or a Pi in a reload loop) uses up its own buckets, not the others'.
+  readonly #bySession: KeyedBuckets;
+  readonly #byRuntime: KeyedBuckets;
+  #total: Bucket;
+  /** Whether answers tell the client it may use the presence stream. */
+  streamOffered = false;
+
+  constructor(registry: SessionRegistry, limits: HeartbeatLimits, now: () => number = Date.now) {
+    this.#registry = registry;
+    this.#limits = limits;
+    this.#now = now;
+    this.#bySession = new KeyedBuckets(limits.limit);
+    this.#byRuntime = new KeyedBuckets(limits.limit);
+    this.#total = fullBucket(limits.totalLimit, now());
+  }
+
+  /**
+   * Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
+   * stream checks its runtime; throwing refuses it), takes from every bucket, records it.
+   */
+  receive(body: unknown, admit?: (heartbeat: Heartbeat) => void): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
+    const heartbeat = parseWith(Heartbeat, body);
+    admit?.(heartbeat);
+    const now = this.#now();
+    const { limit, totalLimit } = this.#limits;
+    const take = takeFromAll(
+      [
+        { bucket: this.#bySession.get(heartbeat.session_id, now), limit },
+        { bucket: this.#byRuntime.get(heartbeat.runtime_id, now), limit },
+        { bucket: this.#total, limit: totalLimit },
+      ],
+      now,
+    );
+    const [session, runtime, all] = take.buckets as [Bucket, Bucket, Bucket];
+    this.#bySession.set(heartbeat.session_id, session);
+    this.#byRuntime.set(heartbeat.runtime_id, runtime);
+    this.#total = all;
+    if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+    this.#registry.record(heartbeat);
+    const answer: HeartbeatAnswer = {
+      ttl_ms: this.#registry.ttlMs,
+      server_time: new Date(now).toISOString(),
+      command_protocol: PROTOCOL_VERSIONS.commands,
+    };
+    if (this.streamOffered) answer.presence_stream = true;
+    return { heartbeat, answer };
+  }
+
+  /** Forgets buckets that have refilled (they hold nothing worth keeping). */
+  prune(): void {
+    const now = this.#now();
+    this.#bySession.prune(now);
+    this.#byRuntime.prune(now);
+  }
+}
