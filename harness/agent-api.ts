@@ -66,6 +66,7 @@ export function approvalRequestOf(overrides: Partial<ApprovalRequest> = {}): App
     cwd: "/home/u/proj",
     tool: "bash",
     action: "rm -rf",
+    action_code: "rm-rf",
     reason: "规则 rm-rf",
     command: "rm -rf build",
     command_hidden_chars: 0,

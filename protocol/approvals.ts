@@ -55,6 +55,12 @@ export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX
 export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
 export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
 
+/**
+ * What the `action` of a `policy` request is, as a code each reader's side words in its own
+ * language (the terminal may speak another than the chat): the extension sends the code, never its
+ * own words for the server to show.
+ */
+export const ActionCode = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be an action code: lower-case letters, digits, '.', '_', '-' (≤ 64)");
 /** The exact call an approval is for, beyond its session, runtime and run. */
 export const ApprovalBinding = z.strictObject({
   tool_call_id: z.string().min(1).max(256),
@@ -88,6 +94,8 @@ export const ApprovalRequest = z.strictObject({
   /** The client's view: no `opaque.*` rule, source `policy`, every rule configured grantable. The server recomputes. */
   grantable: z.boolean(),
   source: ApprovalSource,
+  /** What `action` is (`policy` requests), for each side to word; absent from older clients. */
+  action_code: ActionCode.optional(),
   expires_at: Timestamp,
   created_at: Timestamp,
 });
@@ -109,6 +117,8 @@ export const Approval = z.object({
   session_id: Id,
   tool: z.string(),
   action: z.string(),
+  /** As requested; null when the request had none (an older client, or `ask_approval`). Absent from older servers. */
+  action_code: z.string().nullable().default(null),
   reason: z.string(),
   command: z.string(),
   command_hidden_chars: z.number().int().min(0),

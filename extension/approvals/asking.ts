@@ -36,6 +36,8 @@ export interface PendingCall {
   toolCallId: string;
   input: unknown;
   action: string;
+  /** What `action` is, for the server to word in its own language (`policy` calls only). */
+  actionCode?: string;
   reason: string;
   /** Exactly what will run, literal secrets masked (not yet cut to the wire's limit). */
   command: string;
@@ -121,6 +123,7 @@ export class PersonAsking {
           rules: call.rules,
           grantable: call.grantable,
           source: call.source,
+          ...(call.actionCode === undefined ? {} : { action_code: call.actionCode }),
           expires_at: new Date(now + timeoutMs).toISOString(),
           created_at: new Date(now).toISOString(),
         },

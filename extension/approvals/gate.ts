@@ -161,6 +161,7 @@ export class ApprovalGate implements Approvals {
       toolCallId: event.toolCallId,
       input,
       action: decision.match.action,
+      actionCode: decision.match.actionCode,
       reason: truncate(m.rules(decision.match.rules), APPROVAL_LIMITS.reasonChars),
       command: commandOf(m, event.toolName, input),
       rules: decision.match.rules,

@@ -11,6 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
+import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../protocol/action-label.ts";
 import { APPROVAL_LIMITS, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./programs.ts";
 import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./runs.ts";
@@ -47,11 +48,18 @@ export interface ToolCall {
   input: Record<string, unknown>;
 }
 
-/** Every rule a call matched (fail-closed findings first) and a short label for the person (≤ 40 chars). */
+/**
+ * Every rule a call matched (fail-closed findings first), a short label for the person here
+ * (≤ 40 chars, the session's language) and the label's code, which the server words in its own.
+ */
 export interface RuleMatch {
   rules: string[];
   action: string;
+  actionCode: string;
 }
+
+/** One matched rule with the label and label code it would give the call. */
+type Found = { id: string; action: string; code: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
 const FILE_TOOLS = new Set(["write", "edit"]);
@@ -192,26 +200,27 @@ export interface ActionWords {
   opaque: string;
 }
 
-/** `action: null`: labelled by `ActionWords.diskWrite`. */
-const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; action: string | null; test(run: Run): boolean }[] = [
-  { id: "rm-rf", action: "rm -rf", test: isRecursiveDelete },
-  { id: "sudo", action: "sudo", test: (run) => ELEVATE.has(run.name) },
-  { id: "git-push-force", action: "git push --force", test: isForcePush },
-  { id: "git-reset-hard", action: "git reset --hard", test: isHardReset },
-  { id: "git-clean", action: "git clean -f", test: isGitClean },
-  { id: "disk-write", action: null, test: isDiskWrite },
+/** Labelled by their command's words (`COMMAND_ACTION_WORDS`), `disk-write` by `ActionWords.diskWrite`. */
+const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; test(run: Run): boolean }[] = [
+  { id: "rm-rf", test: isRecursiveDelete },
+  { id: "sudo", test: (run) => ELEVATE.has(run.name) },
+  { id: "git-push-force", test: isForcePush },
+  { id: "git-reset-hard", test: isHardReset },
+  { id: "git-clean", test: isGitClean },
+  { id: "disk-write", test: isDiskWrite },
 ];
 
 /** The rules a command line matches: fail-closed findings (never switched off), then the enabled built-in ones. */
-function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean, words: ActionWords): { id: string; action: string }[] {
-  const found = [...analysis.opaque].sort().map((id) => ({ id, action: words.opaque }));
+function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean, words: ActionWords): Found[] {
+  const found: Found[] = [...analysis.opaque].sort().map((id) => ({ id, action: words.opaque, code: "opaque" }));
   for (const rule of BUILTIN_COMMAND_RULES)
-    if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: rule.action ?? words.diskWrite });
+    if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: COMMAND_ACTION_WORDS[rule.id] ?? words.diskWrite, code: rule.id });
   const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
-  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place)))
-    found.push({ id: "write-outside-project", action: words.outside });
+  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place))) found.push(outside(words));
   return found;
 }
+
+const outside = (words: ActionWords): Found => ({ id: "write-outside-project", action: words.outside, code: "write-outside-project" });
 
 /**
  * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
@@ -220,23 +229,24 @@ function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: Builti
 export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
   const line = commandLine(call);
-  const found: { id: string; action: string }[] = [];
+  const found: Found[] = [];
   if (line !== undefined) {
     // PowerShell is not bash: nothing here can see what it will run.
     if (call.tool === "bash") found.push(...commandRules(analyzeCommand(line, read), place, enabled, words));
-    else found.push({ id: OPAQUE.parseError, action: words.opaque });
+    else found.push({ id: OPAQUE.parseError, action: words.opaque, code: "opaque" });
   }
   if (FILE_TOOLS.has(call.tool) && enabled("write-outside-project")) {
     const path = call.input.path ?? call.input.file_path;
-    if (typeof path === "string" && outsideProject(path, place)) found.push({ id: "write-outside-project", action: words.outside });
+    if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words));
   }
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;
     if (rule.command !== undefined && (line === undefined || !new RegExp(rule.command).test(line))) continue;
-    found.push({ id: rule.id, action: (rule.label ?? rule.id).slice(0, APPROVAL_LIMITS.actionChars) });
+    found.push({ id: rule.id, action: (rule.label ?? rule.id).slice(0, APPROVAL_LIMITS.actionChars), code: USER_RULE_ACTION });
   }
   if (found.length === 0) return undefined;
-  return { rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax), action: found[0]!.action };
+  const [first] = found as [Found];
+  return { rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax), action: first.action, actionCode: first.code };
 }
 
 /**

@@ -35,6 +35,8 @@ export interface ApprovalRecord {
   args_digest: string;
   cwd: string;
   action: string;
+  /** What `action` is, as the client named it (protocol `actionLabel`); null from older clients and for `ask_approval`. */
+  action_code: string | null;
   reason: string;
   /** Exactly what will run, as the agent sent it (redacted again by the server). */
   command: string;
@@ -236,6 +238,7 @@ export function project(record: ApprovalRecord): Approval {
     session_id: record.session_id,
     tool: record.tool,
     action: record.action,
+    action_code: record.action_code,
     reason: record.reason,
     command: record.command,
     command_hidden_chars: record.command_hidden_chars,

@@ -9,6 +9,8 @@
 import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
+import { actionLabel } from "../../protocol/action-label.ts";
+import type { Approval } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
 import type { ApprovalRecord } from "./decisions.ts";
@@ -57,6 +59,29 @@ export function shownCommand(
   return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
 }
 
+/**
+ * The action in the voice's language: the server's words for a code it knows, a user rule's label
+ * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
+ * the server's own; an unknown code gets generic words (the verbatim command says what runs).
+ */
+export function actionText(approval: Pick<Approval, "source" | "action" | "action_code">, voice: Voice): string {
+  const label = actionLabel(approval);
+  switch (label.kind) {
+    case "words":
+      return label.words;
+    case "worded":
+      return voice.say(`action.${label.code}`);
+    case "rule":
+      return voice.say("action.rule", { label: oneLine(label.label) });
+    case "model":
+      return oneLine(label.text);
+    case "agent":
+      return voice.say("action.agent", { label: oneLine(label.text) });
+    case "unknown":
+      return voice.say("action.unknown");
+  }
+}
+
 const project = (record: ApprovalRecord) => oneLine(basename(record.cwd) || record.cwd);
 
 /** The request the owner answers: code, what will run (exactly), which rules, the real time left, how to answer. */
@@ -67,7 +92,7 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
   const shown = shownCommand(record, REQUEST_COMMAND_CHARS);
   const lines = [
     say("request.head", { code, project: project(record) }),
-    asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: oneLine(record.action) }),
+    asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: actionText(record, voice) }),
     BAR + shown.text,
   ];
   if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
@@ -86,7 +111,7 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
 /** The one message that closes a request, so no stale request is left looking open. */
 export function closingText(record: ApprovalRecord, voice: Voice): string {
   const { say } = voice;
-  const head = say("closing.head", { code: record.code, action: oneLine(record.action) });
+  const head = say("closing.head", { code: record.code, action: actionText(record, voice) });
   const via = record.via && record.via in VIAS ? say(`via.${record.via}`) : "";
   const why = record.outcome_reason ?? record.decision_reason;
   const reason = why ? say("with-reason", [oneLine(why)]) : "";
@@ -127,7 +152,7 @@ export function mentionEvent(record: ApprovalRecord, now: Date, voice: Voice): E
     source: `Pi Agent · ${project(record) || "project"}`.slice(0, 120),
     task: "",
     status: "warning",
-    summary: voice.say("mention", { code: record.code, action: oneLine(record.action), command }).slice(0, 1200),
+    summary: voice.say("mention", { code: record.code, action: actionText(record, voice), command }).slice(0, 1200),
     details: { approval: { approval_id: record.approval_id, code: record.code, tool: record.tool, state: record.state } },
     url: null,
     context_usage: null,

@@ -178,6 +178,7 @@ export class ApprovalService {
       const granted = await this.#deps.grants.use({ ...body, grantable });
       const record = await store.create({
         ...body,
+        action_code: body.source === "policy" ? (body.action_code ?? null) : null,
         grantable,
         command: redactSecrets(body.command),
         preview: commandPreview(redactSecrets(body.command), APPROVAL_LIMITS.previewChars).text,

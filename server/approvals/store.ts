@@ -42,6 +42,7 @@ export class ApprovalStore {
         args_digest: { type: "string", length: 64 },
         cwd: "text",
         action: { type: "string", length: 64 },
+        action_code: { type: "string", length: 64, nullable: true },
         reason: "text",
         command: "text",
         command_hidden_chars: "unsigned",

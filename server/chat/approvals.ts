@@ -8,7 +8,7 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../errors.ts";
@@ -70,7 +70,7 @@ async function decide(kit: ChatKit, session: Session, ref: string, decision: App
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
-    const action = oneLine(approval.action);
+    const action = actionText(approval, voiceOf(sessionSay(session)));
     const why = reason ? session.text("anon-notify.approval.with-reason", [reason]) : "";
     return session.text(`anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
   } catch (error) {
@@ -100,7 +100,7 @@ async function approveWithGrant(kit: ChatKit, session: Session, ref: string, min
     const voice = voiceOf(sessionSay(session));
     return session.text("anon-notify.approval.granted", {
       code: approval.code,
-      action: oneLine(approval.action),
+      action: actionText(approval, voice),
       grant: grant.grant_id,
       rules: grant.rules.map(oneLine).join(", "),
       left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),

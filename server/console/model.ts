@@ -143,6 +143,7 @@ export type ConsoleApproval = Pick<
   | "session_id"
   | "tool"
   | "action"
+  | "action_code"
   | "reason"
   | "preview"
   | "command_hidden_chars"
@@ -174,6 +175,7 @@ export function consoleApproval(approval: Approval): ConsoleApproval {
     command_hidden_chars,
     grantable,
     action: oneLine(approval.action),
+    action_code: approval.action_code,
     reason: oneLine(approval.reason),
     preview: redactSecrets(approval.preview),
     rules: approval.rules.map(oneLine),

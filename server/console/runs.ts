@@ -240,7 +240,8 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
     case "command.cancelled":
       return say(data.cancel_reason === "expired" ? "command_expired" : "command_cancelled");
     case "approval.requested":
-      return say("approval_requested", { code: data.code, action: data.action ?? data.command });
+      // The action as requested, with its code: the page words it (console/client/action-text.ts).
+      return say("approval_requested", { code: data.code, action: data.action ?? data.command, action_code: data.action_code, source: data.source });
     case "approval.request_sent":
       return say("approval_sent", { code: data.code });
     case "approval.decided":

@@ -103,7 +103,7 @@ test("rules can be switched off by id, and user rules match tool names and comma
     ],
   };
   assert.equal(matchCall(bash("rm -rf build"), place, settings, read, words), undefined, "a disabled built-in rule no longer asks");
-  assert.deepEqual(matchCall(bash("kubectl delete pod x"), place, settings, read, words), { rules: ["deploy"], action: "kubectl" });
+  assert.deepEqual(matchCall(bash("kubectl delete pod x"), place, settings, read, words), { rules: ["deploy"], action: "kubectl", actionCode: "rule" });
   assert.equal(matchCall(bash("kubectl get pods"), place, settings, read, words), undefined);
   assert.deepEqual(matchCall({ tool: "mcp_call", input: {} }, place, settings, read, words)?.rules, ["any-mcp"]);
   assert.equal(matchCall({ tool: "other", input: {} }, place, settings, read, words), undefined);
@@ -128,8 +128,8 @@ test("who can answer, and what the gate does", () => {
   ];
   for (const [facts, present] of person) assert.equal(personPresent(facts), present, JSON.stringify(facts));
 
-  const match = { rules: ["rm-rf"], action: "rm -rf" };
-  const opaque = { rules: ["opaque.eval", "rm-rf"], action: "unclear" };
+  const match = { rules: ["rm-rf"], action: "rm -rf", actionCode: "rm-rf" };
+  const opaque = { rules: ["opaque.eval", "rm-rf"], action: "unclear", actionCode: "opaque" };
   assert.deepEqual(decideGate(undefined, false, "reject"), { kind: "allow" });
   assert.deepEqual(decideGate(match, true, "reject"), { kind: "ask", match });
   assert.deepEqual(decideGate(match, false, "allow"), { kind: "allow" });
@@ -385,14 +385,21 @@ test("the config's approval rules: ids are sent as rule ids, the gate's own name
   assert.deepEqual(DEFAULT_CONFIG.approval.grantableRules, [], "nothing is grantable by default");
 });
 
-test("the rules with no command words of their own are labelled in the session's language", () => {
-  const rows: [{ tool: string; input: Record<string, unknown> }, string, string][] = [
-    [bash("dd if=disk.img of=/dev/sda"), "write to a disk device", "写磁盘设备"],
-    [{ tool: "write", input: { path: "/etc/hosts", content: "x" } }, "write outside the project", "写入项目外"],
-    [bash('eval "$SCRIPT"'), "cannot see what will run", "看不清将运行什么"],
+test("the rules with no command words of their own are labelled in the session's language here, and by one code for the server in either", () => {
+  const rows: [{ tool: string; input: Record<string, unknown> }, string, string, string][] = [
+    [bash("dd if=disk.img of=/dev/sda"), "write to a disk device", "写磁盘设备", "disk-write"],
+    [{ tool: "write", input: { path: "/etc/hosts", content: "x" } }, "write outside the project", "写入项目外", "write-outside-project"],
+    [bash("cp a.txt /etc/a.txt"), "write outside the project", "写入项目外", "write-outside-project"],
+    [bash('eval "$SCRIPT"'), "cannot see what will run", "看不清将运行什么", "opaque"],
+    [{ tool: "powershell", input: { command: "rm x" } }, "cannot see what will run", "看不清将运行什么", "opaque"],
+    [bash("rm -rf build && dd if=x of=/dev/sda"), "rm -rf", "rm -rf", "rm-rf"],
   ];
-  for (const [call, english, chinese] of rows) {
-    assert.equal(matchCall(call, place, defaults, read, messagesFor("en-US").approvals.actions)?.action, english);
-    assert.equal(matchCall(call, place, defaults, read, messagesFor("zh-CN").approvals.actions)?.action, chinese);
+  for (const [call, english, chinese, code] of rows) {
+    const en = matchCall(call, place, defaults, read, messagesFor("en-US").approvals.actions);
+    const zh = matchCall(call, place, defaults, read, messagesFor("zh-CN").approvals.actions);
+    assert.equal(en?.action, english);
+    assert.equal(zh?.action, chinese);
+    assert.equal(en?.actionCode, code, JSON.stringify(call));
+    assert.equal(zh?.actionCode, code, JSON.stringify(call));
   }
 });

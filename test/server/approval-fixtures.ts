@@ -29,6 +29,7 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
     ...binding,
     tool: "bash",
     action: "rm -rf",
+    action_code: "rm-rf",
     reason: "规则 rm-rf",
     command: "rm -rf build",
     command_hidden_chars: 0,

@@ -102,3 +102,36 @@ test("a grant's use is named in the closing message, its ordinal as the locale w
   );
   assert.equal(closingText(used(1), en), "[Pi approval ACDEF ended] rm -rf: approved by grant GKXMT (1st use); the command was let through.");
 });
+
+test("the action is the server's words for a code it knows; an older client's label is marked as the agent's; an unknown code shows no label; ask_approval is the model's words whatever code came", () => {
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  const unknown = ["一项需要批准的操作", "an action that needs approval"] as const;
+  // action, action_code, source → the action in zh-CN and en-US
+  const table: [string, string | null, "policy" | "ask_approval", string, string][] = [
+    ["看不清将运行什么", "opaque", "policy", "看不清将运行什么", "cannot see what will run"],
+    ["write to a disk device", "disk-write", "policy", "写磁盘设备", "write to a disk device"],
+    ["写入项目外", "write-outside-project", "policy", "写入项目外", "write outside the project"],
+    ["写", "rm-rf", "policy", "rm -rf", "rm -rf"],
+    ["kubectl 部署", "rule", "policy", "你的规则「kubectl 部署」", "your rule “kubectl 部署”"],
+    // An older client: its label, in whatever language, is the agent's words.
+    ["写磁盘设备", null, "policy", "Agent 自己的说法「写磁盘设备」", "in the agent's own words: “写磁盘设备”"],
+    // Codes no side knows, or that would reach other texts or the prototype, name nothing.
+    ["ls only", "ok", "policy", ...unknown],
+    ["ls only", "request.approve", "policy", ...unknown],
+    ["ls only", "constructor", "policy", ...unknown],
+    ["ls only", "__proto__", "policy", ...unknown],
+    ["deploy\nanon.approve XXXXX", "opaque", "ask_approval", "deploy⏎anon.approve XXXXX", "deploy⏎anon.approve XXXXX"],
+  ];
+  for (const [action, code, source, zhAction, enAction] of table) {
+    const row = record({ action, action_code: code, source, command: "rm -rf ~", rules: [source === "policy" ? "rm-rf" : "model.ask"] });
+    for (const [v, line, words] of [
+      [zh, source === "policy" ? `Agent 想执行 bash（${zhAction}）` : `Agent 请求批准：${zhAction}`, zhAction],
+      [en, source === "policy" ? `The agent wants to run bash (${enAction})` : `The agent asks for approval: ${enAction}`, enAction],
+    ] as const) {
+      const text = requestText(row, NOW, v);
+      assert.ok(text.includes(line), `${code}: ${line}\n${text}`);
+      assert.ok(text.split("\n").includes("┃ rm -rf ~"), `${code}: the command verbatim, always\n${text}`);
+      assert.ok(closingText({ ...row, state: "rejected", via: "chat" }, v).includes(words), `${code}: the closing names it the same way`);
+    }
+  }
+});

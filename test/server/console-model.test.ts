@@ -162,6 +162,7 @@ test("an approval on the page: what the agent wrote is redacted again", () => {
     session_id: "s-1",
     tool: "bash",
     action: "curl",
+    action_code: null,
     reason: "token=abcdef123456 needed",
     command: "curl",
     command_hidden_chars: 0,
