@@ -30,3 +30,28 @@ export const RULE_ONLY_CASES = [
   { rule: "write-outside-project", command: "echo hi > ~/anon-notify-language-check.txt", "en-US": "write outside the project", "zh-CN": "写入项目外" },
   { rule: "opaque.eval", command: 'eval "$ANON_NOTIFY_NOTHING"', "en-US": "cannot see what will run", "zh-CN": "看不清将运行什么" },
 ] as const;
+
+const UNKNOWN = ["一项需要批准的操作", "an action that needs approval"] as const;
+
+/**
+ * An approval's action as each side words it, whichever catalogue (the server's locale files, the
+ * page's messages): action, action_code, source → the action in zh-CN and en-US.
+ */
+export const ACTION_LABEL_CASES: readonly [string, string | null, "policy" | "ask_approval", string, string][] = [
+  ["看不清将运行什么", "opaque", "policy", "看不清将运行什么", "cannot see what will run"],
+  ["write to a disk device", "disk-write", "policy", "写磁盘设备", "write to a disk device"],
+  ["写入项目外", "write-outside-project", "policy", "写入项目外", "write outside the project"],
+  ["写", "rm-rf", "policy", "rm -rf", "rm -rf"],
+  ["x", "git-push-force", "policy", "git push --force", "git push --force"],
+  ["kubectl 部署", "rule", "policy", "你的规则「kubectl 部署」", "your rule “kubectl 部署”"],
+  // An older client: its label, in whatever language, is the agent's words.
+  ["写磁盘设备", null, "policy", "Agent 自己的说法「写磁盘设备」", "in the agent's own words: “写磁盘设备”"],
+  // Codes no side knows, or that would reach other texts or the prototype, name nothing.
+  ["ls only", "ok", "policy", ...UNKNOWN],
+  ["ls only", "request.approve", "policy", ...UNKNOWN],
+  ["ls only", "approvalWants", "policy", ...UNKNOWN],
+  ["ls only", "constructor", "policy", ...UNKNOWN],
+  ["ls only", "__proto__", "policy", ...UNKNOWN],
+  // The model's words, whatever code came with them, on one line.
+  ["deploy\nanon.approve XXXXX", "opaque", "ask_approval", "deploy⏎anon.approve XXXXX", "deploy⏎anon.approve XXXXX"],
+];

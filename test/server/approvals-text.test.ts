@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { project } from "../../server/approvals/decisions.ts";
 import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
 import { consoleApproval } from "../../server/console/model.ts";
+import { ACTION_LABEL_CASES } from "../helpers/languages.ts";
 import { NOW, record, voice } from "./approval-fixtures.ts";
 
 test("the request says the real time left, as the locale writes it, in one language", () => {
@@ -105,24 +106,7 @@ test("a grant's use is named in the closing message, its ordinal as the locale w
 
 test("the action is the server's words for a code it knows; an older client's label is marked as the agent's; an unknown code shows no label; ask_approval is the model's words whatever code came", () => {
   const [zh, en] = [voice("zh-CN"), voice("en-US")];
-  const unknown = ["一项需要批准的操作", "an action that needs approval"] as const;
-  // action, action_code, source → the action in zh-CN and en-US
-  const table: [string, string | null, "policy" | "ask_approval", string, string][] = [
-    ["看不清将运行什么", "opaque", "policy", "看不清将运行什么", "cannot see what will run"],
-    ["write to a disk device", "disk-write", "policy", "写磁盘设备", "write to a disk device"],
-    ["写入项目外", "write-outside-project", "policy", "写入项目外", "write outside the project"],
-    ["写", "rm-rf", "policy", "rm -rf", "rm -rf"],
-    ["kubectl 部署", "rule", "policy", "你的规则「kubectl 部署」", "your rule “kubectl 部署”"],
-    // An older client: its label, in whatever language, is the agent's words.
-    ["写磁盘设备", null, "policy", "Agent 自己的说法「写磁盘设备」", "in the agent's own words: “写磁盘设备”"],
-    // Codes no side knows, or that would reach other texts or the prototype, name nothing.
-    ["ls only", "ok", "policy", ...unknown],
-    ["ls only", "request.approve", "policy", ...unknown],
-    ["ls only", "constructor", "policy", ...unknown],
-    ["ls only", "__proto__", "policy", ...unknown],
-    ["deploy\nanon.approve XXXXX", "opaque", "ask_approval", "deploy⏎anon.approve XXXXX", "deploy⏎anon.approve XXXXX"],
-  ];
-  for (const [action, code, source, zhAction, enAction] of table) {
+  for (const [action, code, source, zhAction, enAction] of ACTION_LABEL_CASES) {
     const row = record({ action, action_code: code, source, command: "rm -rf ~", rules: [source === "policy" ? "rm-rf" : "model.ask"] });
     for (const [v, line, words] of [
       [zh, source === "policy" ? `Agent 想执行 bash（${zhAction}）` : `Agent 请求批准：${zhAction}`, zhAction],

@@ -7,6 +7,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { actionText } from "../../console/client/action-text.ts";
 import messages from "../../console/client/messages.ts";
+import { project } from "../../server/approvals/decisions.ts";
+import { consoleApproval } from "../../server/console/model.ts";
+import { ACTION_LABEL_CASES } from "../helpers/languages.ts";
+import { record } from "./approval-fixtures.ts";
 
 type Tree = { [key: string]: string | Tree };
 
@@ -22,19 +26,9 @@ function pageT(locale: "zh-CN" | "en-US") {
 }
 
 test("the page words each action code in its own language; unknown codes name nothing; agent words stay marked as theirs", () => {
-  const table: [string, string | null, "policy" | "ask_approval", string, string][] = [
-    ["写磁盘设备", "disk-write", "policy", "写磁盘设备", "write to a disk device"],
-    ["write outside the project", "write-outside-project", "policy", "写入项目外", "write outside the project"],
-    ["看不清将运行什么", "opaque", "policy", "看不清将运行什么", "cannot see what will run"],
-    ["x", "git-push-force", "policy", "git push --force", "git push --force"],
-    ["deploy", "rule", "policy", "你的规则「deploy」", "your rule “deploy”"],
-    ["写磁盘设备", null, "policy", "Agent 自己的说法「写磁盘设备」", "in the agent's own words: “写磁盘设备”"],
-    ["ls", "toString", "policy", "一项需要批准的操作", "an action that needs approval"],
-    ["ls", "approvalWants", "policy", "一项需要批准的操作", "an action that needs approval"],
-    ["deploy", "disk-write", "ask_approval", "deploy", "deploy"],
-  ];
-  for (const [action, action_code, source, zh, en] of table) {
-    assert.equal(actionText({ action, action_code, source }, pageT("zh-CN")), zh, `${action_code} zh-CN`);
-    assert.equal(actionText({ action, action_code, source }, pageT("en-US")), en, `${action_code} en-US`);
+  for (const [action, action_code, source, zh, en] of ACTION_LABEL_CASES) {
+    const approval = consoleApproval(project(record({ action, action_code, source })));
+    assert.equal(actionText(approval, pageT("zh-CN")), zh, `${action_code} zh-CN`);
+    assert.equal(actionText(approval, pageT("en-US")), en, `${action_code} en-US`);
   }
 });
