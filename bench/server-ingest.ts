@@ -8,6 +8,8 @@
  *   body, validate it with the same schema, insert the same row through the same minato table, and
  *   force it to disk the same way before answering (`DiskSync`: one fdatasync shared by the rows
  *   written while the previous one ran), so both sides answer only what is on disk.
+ * Both SQLite connections are held as `npm start` holds its own (`holdDatabaseFiles`: exclusive
+ * locking), so the two sides differ only in what runs per request.
  * A kept-alive undici client sends CONCURRENCY requests at a time; rounds alternate between the two.
  * The worker is kept idle (no persona, long wait) so that only ingest is measured.
  * Reports throughput (events/s) and p50/p99 latency, and the plugin/bare throughput ratio.
@@ -23,7 +25,7 @@ import { Pool } from "undici";
 import { EventBody } from "../protocol/events.ts";
 import { bodyHash, newEventRow } from "../server/events/receipt.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/events/store.ts";
-import { DiskSync, databaseFiles } from "../server/disk-sync.ts";
+import { DiskSync, holdDatabaseFiles } from "../server/disk-sync.ts";
 import { koishi } from "../server/koishi.ts";
 import { freePort, startKoishi } from "../harness/koishi.ts";
 
@@ -70,7 +72,8 @@ async function startBare(dir: string) {
   const table = app.plugin({ name: "bare-table", inject: ["database"], apply: declareEventTable });
   await app.start();
   const database = app.database;
-  const disk = new DiskSync(() => databaseFiles(database.drivers));
+  holdDatabaseFiles(database.drivers);
+  const disk = new DiskSync(database.drivers);
   const server = createServer(async (request, response) => {
     const event = EventBody.parse(JSON.parse(await readAll(request)));
     await database.create(EVENT_TABLE, newEventRow(event, bodyHash(event), 0, new Date().toISOString()));
@@ -127,6 +130,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 async function main() {
   const dir = await mkdtemp(join(tmpdir(), "anon-notify-bench-server-"));
   const plugin = await startKoishi({ dataDir: dir, config: { eventsPerMinute: 100_000_000, eventBurst: 1_000_000, personaWaitMs: 1_000_000_000 } });
+  holdDatabaseFiles(plugin.app.database.drivers);
   const bare = await startBare(dir);
   const targets: Target[] = [
     { name: "plugin", origin: new URL(plugin.baseUrl).origin, path: `${new URL(plugin.baseUrl).pathname}/events`, token: plugin.token },

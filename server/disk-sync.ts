@@ -9,27 +9,48 @@
 import { open, type FileHandle } from "node:fs/promises";
 import { setImmediate } from "node:timers/promises";
 
-/** The database files a driver writes, found by what minato's SQLite driver exposes (`path`). */
-export function databaseFiles(drivers: readonly unknown[]): string[] {
-  const files: string[] = [];
-  for (const driver of drivers) {
+/** A driver that writes a file, as minato's SQLite driver exposes it: `path`, and `db` (sql.js). */
+interface FileDriver {
+  path: string;
+  db?: { exec?: unknown };
+}
+
+function fileDrivers(drivers: readonly unknown[]): FileDriver[] {
+  return drivers.filter((driver): driver is FileDriver => {
     const path = (driver as { path?: unknown } | null)?.path;
-    if (typeof path === "string" && path !== "" && path !== ":memory:") files.push(path);
+    return typeof path === "string" && path !== "" && path !== ":memory:";
+  });
+}
+
+/**
+ * For a process that owns its database (`npm start`, the benches): puts each sql.js connection in
+ * exclusive locking mode. sql.js takes no file locks at all (its WebAssembly file system has none:
+ * another process can write the file in the middle of a transaction), so "normal" locking keeps
+ * nobody out and only costs: before each statement outside a transaction SQLite re-checks the file
+ * (a stat for a hot journal, a read of the change counter) and every transaction creates and
+ * deletes its journal (together about a tenth of the CPU per acceptance; docs/reliability.md).
+ * The journal still protects every transaction (kept between them with its header zeroed), so a
+ * killed process still rolls a half-written one back at the next start. What
+ * it gives up: SQLite no longer notices another process writing the file while this one runs —
+ * which is why a plugin inside someone else's Koishi leaves their shared connection as it is.
+ */
+export function holdDatabaseFiles(drivers: readonly unknown[]): void {
+  for (const driver of fileDrivers(drivers)) {
+    if (typeof driver.db?.exec === "function") (driver.db as { exec(sql: string): unknown }).exec("PRAGMA locking_mode = EXCLUSIVE");
   }
-  return files;
 }
 
 export class DiskSync {
-  readonly #files: () => string[];
+  readonly #drivers: readonly unknown[];
   readonly #handles = new Map<string, FileHandle>();
   /** The sync that has not started yet: every caller until it starts is covered by it. */
   #next: Promise<void> | undefined;
   #running: Promise<void> = Promise.resolve();
   #closed = false;
 
-  /** `files` is asked at each sync, so a driver that starts later is still covered. */
-  constructor(files: () => string[]) {
-    this.#files = files;
+  /** `drivers`: the database's own list, which minato keeps current: read at each sync, it covers a driver that starts later. */
+  constructor(drivers: readonly unknown[]) {
+    this.#drivers = drivers;
   }
 
   /** Resolves once everything written before the call is on disk; rejects if a sync failed. */
@@ -49,7 +70,7 @@ export class DiskSync {
   }
 
   async #syncAll(): Promise<void> {
-    await Promise.all(this.#files().map(async (file) => (await this.#handle(file)).datasync()));
+    await Promise.all(fileDrivers(this.#drivers).map(async ({ path }) => (await this.#handle(path)).datasync()));
   }
 
   async #handle(file: string): Promise<FileHandle> {

@@ -25,14 +25,14 @@ import { CommandRoutes } from "./queue/routes.ts";
 import { CommandStore } from "./queue/store.ts";
 import { ownerSender } from "./delivery/send-to-owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
-import { DiskSync, databaseFiles } from "./disk-sync.ts";
+import { DiskSync } from "./disk-sync.ts";
 import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
 import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
-import { koishi } from "./koishi.ts";
+import { koishi, untracedDatabase } from "./koishi.ts";
 import { configDescriptions, defineLocales, instanceLocale, instanceText, usageText } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
@@ -315,7 +315,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     mute: { store: mutes, breakThrough: config.muteBreakThrough },
   });
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
-  const disk = new DiskSync(() => databaseFiles(ctx.database.drivers));
+  const disk = new DiskSync(untracedDatabase(ctx).drivers); // read at every sync: untraced
   ctx.on("dispose", () => disk.close());
   const intake = new EventIntake({ store: events, worker, limit, audit, sync: () => disk.flush() });
   const operator = new OperatorService({

@@ -17,6 +17,7 @@ import { errorText, isMissingFile } from "../common/errors.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import { API_BASE_PATH, formatIssues } from "../protocol/wire.ts";
 import { boundConnections } from "./http/connections.ts";
+import { holdDatabaseFiles } from "./disk-sync.ts";
 import { koishi } from "./koishi.ts";
 import * as notifyWebhook from "./notify-webhook.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleInstructions, piInstructions, standaloneText, usage } from "./standalone-text.ts";
@@ -203,6 +204,8 @@ export async function runStandalone(
     logPersona: true,
   });
   await app.start();
+  // npm start owns its database file too: no other process shares the connection (disk-sync.ts says what this saves).
+  holdDatabaseFiles(app.database.drivers);
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;

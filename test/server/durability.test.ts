@@ -7,12 +7,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
+import type { Context } from "koishi";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../../harness/koishi.ts";
-import { postEvent, validEvent } from "../../harness/event-client.ts";
+import { freePort, startKoishi } from "../../harness/koishi.ts";
+import { getReceipt, postEvent, validEvent } from "../../harness/event-client.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
+import { runStandalone } from "../../server/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 function straceMissing(): string | undefined {
@@ -102,4 +104,30 @@ test("every 202 of POST /events is answered after the database file was synced",
   const perAnswer = syncsBeforeAnswers(await readFile(tracePath, "utf8"), join(dir, "koishi.db"), eventIds);
   assert.equal(perAnswer.length, eventIds.length, "every answer found in the trace");
   for (const [i, syncs] of perAnswer.entries()) assert.ok(syncs >= 1, `answer ${i + 1} was sent after ${syncs} syncs of koishi.db`);
+});
+
+/** The locking mode of the app's SQLite connection (minato's driver exposes sql.js's `db`). */
+function lockingMode(app: Context): unknown {
+  const [driver] = app.database.drivers as unknown as { db: { exec(sql: string): { values: unknown[][] }[] } }[];
+  return driver!.db.exec("PRAGMA locking_mode")[0]!.values[0]![0];
+}
+
+test("npm start holds its own SQLite file (exclusive locking) and reads its receipts back after a restart; a plugin leaves a shared connection as it is", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "anon-notify-locking-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const options = { host: "127.0.0.1", port: await freePort(), dataDir: dir, configPath: join(dir, "server.json") };
+  let server = await runStandalone(options, process.cwd(), { announce: () => {} });
+  t.after(() => server.stop());
+  const target = { baseUrl: server.baseUrl, token: (await readFile(join(dir, "token"), "utf8")).trim() };
+  const event = validEvent();
+  assert.equal((await postEvent(target, event)).status, 202);
+  assert.equal(lockingMode(server.app), "exclusive");
+  await server.stop();
+  server = await runStandalone(options, process.cwd(), { announce: () => {} });
+  assert.equal((await getReceipt(target, String(event.event_id)))?.event_id, event.event_id);
+
+  const plugin = await startKoishi({ database: "sqlite" });
+  t.after(() => plugin.stop());
+  assert.equal((await postEvent(plugin, validEvent())).status, 202);
+  assert.equal(lockingMode(plugin.app), "normal");
 });
