@@ -83,3 +83,56 @@ export function buildHeartbeat(snapshot: PresenceSnapshot): Heartbeat {
     activity: currentTool(snapshot.activity),
   });
 }
+
+/**
+ * The presence stream as presence sees it (docs/protocol.md, "The presence stream"): whether the
+ * server offers it, whether it is open, and when to try it again after it failed to open or dropped.
+ */
+export interface StreamLink {
+  /** The newest HTTP heartbeat answer said `presence_stream: true`. */
+  offered: boolean;
+  state: "closed" | "opening" | "open";
+  /** Failed opens and drops since a heartbeat was last answered over it. */
+  failures: number;
+  /** Not opened again before this time (ms). */
+  retryAtMs: number;
+}
+
+export const CLOSED_STREAM: StreamLink = { offered: false, state: "closed", failures: 0, retryAtMs: 0 };
+export const STREAM_RETRY_FIRST_MS = 1_000;
+export const STREAM_RETRY_MAX_MS = 60_000;
+
+export type StreamSignal =
+  | { kind: "http_answer"; offered: boolean }
+  | { kind: "opening" }
+  | { kind: "opened" }
+  | { kind: "answered" }
+  /** It could not be opened, or it dropped, or a heartbeat over it got no answer: HTTP until the retry. */
+  | { kind: "lost"; nowMs: number };
+
+export function streamChanged(link: StreamLink, signal: StreamSignal): StreamLink {
+  switch (signal.kind) {
+    case "http_answer":
+      return { ...link, offered: signal.offered };
+    case "opening":
+      return { ...link, state: "opening" };
+    case "opened":
+      return { ...link, state: "open" };
+    case "answered":
+      return { ...link, failures: 0 };
+    case "lost": {
+      const waitMs = Math.min(STREAM_RETRY_MAX_MS, STREAM_RETRY_FIRST_MS * 2 ** link.failures);
+      return { ...link, state: "closed", failures: link.failures + 1, retryAtMs: signal.nowMs + waitMs };
+    }
+  }
+}
+
+/** Which way the next heartbeat goes: over the stream only while it is open. */
+export function heartbeatWay(link: StreamLink): "stream" | "http" {
+  return link.state === "open" ? "stream" : "http";
+}
+
+/** Whether to open the stream now: offered, closed, and its retry time has come. */
+export function shouldOpenStream(link: StreamLink, nowMs: number): boolean {
+  return link.offered && link.state === "closed" && nowMs >= link.retryAtMs;
+}

@@ -1,19 +1,21 @@
 /**
  * Presence: while a session is active, the runtime tells the server it is alive and whether it is
  * idle or running, so the persona can find live sessions and reach them. Heartbeats go to the server only, never into the
- * session file. One request is in flight at a time; a heartbeat asked for meanwhile is sent once,
- * right after, with the newest state. Stopping sends one best-effort offline. What the server
+ * session file. One heartbeat is in flight at a time; a heartbeat asked for meanwhile is sent once,
+ * right after, with the newest state. When the server offers it, heartbeats go over one kept
+ * WebSocket (the presence stream, `stream.ts`) instead of one HTTP request each; a heartbeat the
+ * stream loses goes by HTTP at once, and the stream is tried again later. Stopping sends one best-effort offline. What the server
  * answers is written into the `ServerFacts` record (extension/server-facts.ts) for others to read.
  *
  * The decisions (when to send, what to send, what counts as activity) are pure, in `decisions.ts`;
- * `Presence` is the thin edge holding the timers, the Pi handlers and the HTTP calls.
+ * `Presence` is the thin edge holding the timers, the Pi handlers, the HTTP calls and the stream.
  */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
 import type { Config } from "../config/schema.ts";
 import { errorText } from "../../common/errors.ts";
-import type { ApiClient } from "../delivery/http-client.ts";
+import type { ApiClient, WebhookClient } from "../delivery/http-client.ts";
 import { asDeliveryError, needsNoWarning } from "../delivery/retry.ts";
 import type { Messages } from "../messages.ts";
 import { type Attachable, attachable } from "../pi-handlers.ts";
@@ -22,6 +24,8 @@ import {
   type Activity,
   type ActivitySignal,
   buildHeartbeat,
+  CLOSED_STREAM,
+  heartbeatWay,
   IDLE_LOOP,
   nextSend,
   noteActivity,
@@ -30,7 +34,12 @@ import {
   runEdgeAction,
   type SendLoop,
   type SendTrigger,
+  shouldOpenStream,
+  type StreamLink,
+  type StreamSignal,
+  streamChanged,
 } from "./decisions.ts";
+import { HeartbeatStream, StreamLost } from "./stream.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
@@ -46,7 +55,8 @@ export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
 export interface Connection {
-  client: ApiClient;
+  /** Without `socket` (a client that cannot open WebSockets), heartbeats go by HTTP only. */
+  client: ApiClient & Partial<Pick<WebhookClient, "socket">>;
   config: Pick<Config, "presence" | "command">;
 }
 
@@ -82,7 +92,7 @@ export class Presence {
   readonly #now: () => number;
   readonly #server: ServerFacts;
   readonly #handlers: Attachable;
-  #connection: { client: ApiClient; intervalMs: number } | undefined;
+  #connection: { client: Connection["client"]; intervalMs: number } | undefined;
   #ctx: ExtensionContext | undefined;
   #running = false;
   #loop: SendLoop = IDLE_LOOP;
@@ -93,6 +103,8 @@ export class Presence {
   // The run state of the newest heartbeat sent; cleared when one fails (the server may not know it).
   #heard: SessionRunState | undefined;
   #settleTimer: ReturnType<typeof setTimeout> | undefined;
+  #link: StreamLink = CLOSED_STREAM;
+  #stream: HeartbeatStream | undefined;
 
   constructor(pi: ExtensionAPI, deps: PresenceDeps) {
     this.#deps = deps;
@@ -137,6 +149,7 @@ export class Presence {
     this.#server.open();
     this.#handlers.set(true);
     this.#lastFailure = undefined;
+    this.#link = CLOSED_STREAM;
     this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
     this.#timer = setInterval(() => this.beat(), connection.intervalMs);
     this.#timer.unref();
@@ -155,10 +168,11 @@ export class Presence {
     this.#timer = undefined;
     const body = this.#snapshot();
     // An answer to a heartbeat still in flight must not land after the offline and revive the entry.
-    if (this.#inFlight) {
-      this.#inFlight.controller.abort();
-      await this.#inFlight.done;
-    }
+    this.#inFlight?.controller.abort();
+    // Closing the stream is not going offline (the offline below is): it only ends the socket.
+    this.#stream?.close();
+    this.#stream = undefined;
+    await this.#inFlight?.done;
     this.#loop = IDLE_LOOP;
     if (!body || !this.#connection) return;
     try {
@@ -217,13 +231,28 @@ export class Presence {
     }
     const controller = new AbortController();
     this.#heard = body.state;
-    const done = connection.client
-      .request("POST", "sessions/heartbeat", {
-        body: buildHeartbeat(body),
-        timeoutMs: Math.min(connection.intervalMs, HEARTBEAT_TIMEOUT_CAP_MS),
-        schema: HeartbeatAnswer,
-        signal: controller.signal,
-      })
+    const heartbeat = buildHeartbeat(body);
+    const timeoutMs = Math.min(connection.intervalMs, HEARTBEAT_TIMEOUT_CAP_MS);
+    const overHttp = () =>
+      connection.client
+        .request("POST", "sessions/heartbeat", { body: heartbeat, timeoutMs, schema: HeartbeatAnswer, signal: controller.signal })
+        .then((answer) => {
+          this.#streamSignal({ kind: "http_answer", offered: answer.presence_stream === true });
+          this.#openStream(connection.client);
+          return answer;
+        });
+    const stream = heartbeatWay(this.#link) === "stream" ? this.#stream : undefined;
+    const sent = stream
+      ? stream.beat(heartbeat, timeoutMs).then(
+          (answer) => {
+            this.#streamSignal({ kind: "answered" });
+            return answer;
+          },
+          // A heartbeat the stream lost goes by HTTP at once; a refusal over it is a refusal like any.
+          (error: unknown) => (error instanceof StreamLost && !controller.signal.aborted ? overHttp() : Promise.reject(error)),
+        )
+      : overHttp();
+    const done = sent
       .then(
         (answer) => {
           this.#lastFailure = undefined;
@@ -244,6 +273,38 @@ export class Presence {
         this.#step("finished");
       });
     this.#inFlight = { controller, done };
+  }
+
+  #streamSignal(signal: StreamSignal): void {
+    this.#link = streamChanged(this.#link, signal);
+  }
+
+  /** Opens the presence stream when the server offers it and its retry time has come; never waits for it. */
+  #openStream(client: Connection["client"]): void {
+    if (!this.#running || !client.socket || !shouldOpenStream(this.#link, this.#now())) return;
+    this.#streamSignal({ kind: "opening" });
+    let socket: ReturnType<NonNullable<Connection["client"]["socket"]>>;
+    try {
+      socket = client.socket("sessions/stream");
+    } catch {
+      // An endpoint undici cannot make a WebSocket URL of: HTTP goes on, the stream is tried later.
+      return this.#streamSignal({ kind: "lost", nowMs: this.#now() });
+    }
+    const stream: HeartbeatStream = new HeartbeatStream(
+      socket,
+      {
+        opened: () => {
+          if (this.#stream === stream) this.#streamSignal({ kind: "opened" });
+        },
+        lost: () => {
+          if (this.#stream !== stream) return;
+          this.#stream = undefined;
+          this.#streamSignal({ kind: "lost", nowMs: this.#now() });
+        },
+      },
+      this.#now,
+    );
+    this.#stream = stream;
   }
 
   // Stopped, activity is not tracked (the handlers are off): start() begins afresh.

@@ -2,8 +2,16 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Heartbeat } from "../../protocol/sessions.ts";
 import {
+  CLOSED_STREAM,
   IDLE_LOOP,
+  STREAM_RETRY_FIRST_MS,
+  STREAM_RETRY_MAX_MS,
   buildHeartbeat,
+  heartbeatWay,
+  shouldOpenStream,
+  streamChanged,
+  type StreamLink,
+  type StreamSignal,
   currentTool,
   nextSend,
   noteActivity,
@@ -111,4 +119,60 @@ test("runtime ids are valid wire ids and differ per runtime", () => {
   const b = createRuntimeId();
   assert.notEqual(a, b);
   assert.match(a, /^[A-Za-z0-9._:-]{1,128}$/);
+});
+
+test("the presence stream: used only while open, opened when offered and due, retried after a loss with a bounded backoff", () => {
+  const offered: StreamLink = { ...CLOSED_STREAM, offered: true };
+  const rows: { name: string; from: StreamLink; signal: StreamSignal; to: StreamLink; way: "stream" | "http"; openAt1000: boolean }[] = [
+    { name: "an old server's answer", from: CLOSED_STREAM, signal: { kind: "http_answer", offered: false }, to: CLOSED_STREAM, way: "http", openAt1000: false },
+    { name: "a new server's answer", from: CLOSED_STREAM, signal: { kind: "http_answer", offered: true }, to: offered, way: "http", openAt1000: true },
+    { name: "opening: HTTP meanwhile", from: offered, signal: { kind: "opening" }, to: { ...offered, state: "opening" }, way: "http", openAt1000: false },
+    { name: "opened", from: { ...offered, state: "opening" }, signal: { kind: "opened" }, to: { ...offered, state: "open" }, way: "stream", openAt1000: false },
+    {
+      name: "an answer over it clears the failures",
+      from: { ...offered, state: "open", failures: 3, retryAtMs: 900 },
+      signal: { kind: "answered" },
+      to: { ...offered, state: "open", failures: 0, retryAtMs: 900 },
+      way: "stream",
+      openAt1000: false,
+    },
+    {
+      name: "the first loss waits 1 s",
+      from: { ...offered, state: "open" },
+      signal: { kind: "lost", nowMs: 500 },
+      to: { ...offered, failures: 1, retryAtMs: 500 + STREAM_RETRY_FIRST_MS },
+      way: "http",
+      openAt1000: false,
+    },
+    {
+      name: "a failed open after two losses waits 4 s",
+      from: { ...offered, state: "opening", failures: 2 },
+      signal: { kind: "lost", nowMs: 0 },
+      to: { ...offered, failures: 3, retryAtMs: 4 * STREAM_RETRY_FIRST_MS },
+      way: "http",
+      openAt1000: false,
+    },
+    {
+      name: "many losses wait at most a minute",
+      from: { ...offered, state: "opening", failures: 30 },
+      signal: { kind: "lost", nowMs: 0 },
+      to: { ...offered, failures: 31, retryAtMs: STREAM_RETRY_MAX_MS },
+      way: "http",
+      openAt1000: false,
+    },
+    {
+      name: "an answer that no longer offers it: HTTP, not reopened",
+      from: { ...offered, failures: 1, retryAtMs: 0 },
+      signal: { kind: "http_answer", offered: false },
+      to: { ...CLOSED_STREAM, failures: 1 },
+      way: "http",
+      openAt1000: false,
+    },
+  ];
+  for (const row of rows) {
+    const to = streamChanged(row.from, row.signal);
+    assert.deepEqual(to, row.to, row.name);
+    assert.equal(heartbeatWay(to), row.way, row.name);
+    assert.equal(shouldOpenStream(to, 1_000), row.openAt1000, row.name);
+  }
 });

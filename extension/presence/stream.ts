@@ -1,0 +1,87 @@
+/**
+ * One presence stream (docs/protocol.md, "The presence stream"): a WebSocket from the session's
+ * client, carrying one heartbeat at a time; the next answer frame settles it. A refusal frame
+ * becomes the same DeliveryError the HTTP route's answer would (same code and status), so presence
+ * reports it the same way. Anything else that goes wrong (it closed, an unreadable frame, no answer
+ * in time) is `StreamLost`: presence sends that heartbeat by HTTP and retries the stream later.
+ */
+import type { WebSocket } from "undici";
+import { type Heartbeat, type HeartbeatAnswer, StreamAnswer } from "../../protocol/sessions.ts";
+import { classifyHttpFailure } from "../delivery/retry.ts";
+
+/** The stream is gone (or never came): the heartbeat was not answered over it. */
+export class StreamLost extends Error {
+  constructor(why: string) {
+    super(`presence stream lost: ${why}`);
+    this.name = "StreamLost";
+  }
+}
+
+interface Pending {
+  resolve: (answer: HeartbeatAnswer) => void;
+  reject: (error: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+export class HeartbeatStream {
+  readonly #socket: WebSocket;
+  readonly #now: () => number;
+  #pending: Pending | undefined;
+  #lost = false;
+
+  /** `opened` once the handshake completes; `lost` once, when it closes or fails for any reason. */
+  constructor(socket: WebSocket, events: { opened: () => void; lost: (why: string) => void }, now: () => number = Date.now) {
+    this.#socket = socket;
+    this.#now = now;
+    socket.addEventListener("open", () => events.opened());
+    socket.addEventListener("message", (event) => this.#answer(event.data));
+    socket.addEventListener("close", (event) => {
+      const why = `closed ${event.code}${event.reason ? ` ${event.reason}` : ""}`;
+      this.#fail(why);
+      events.lost(why);
+    });
+  }
+
+  /** Sends one heartbeat; resolves with its answer, rejects with a DeliveryError (refused) or StreamLost. */
+  beat(body: Heartbeat, timeoutMs: number): Promise<HeartbeatAnswer> {
+    if (this.#lost || this.#pending) return Promise.reject(new StreamLost(this.#lost ? "closed" : "a heartbeat is in flight"));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => this.close(`no answer within ${timeoutMs} ms`), timeoutMs);
+      this.#pending = { resolve, reject, timer };
+      this.#socket.send(JSON.stringify(body));
+    });
+  }
+
+  /** Closes it; a heartbeat in flight is rejected StreamLost. */
+  close(why = "closed here"): void {
+    this.#fail(why);
+    this.#socket.close();
+  }
+
+  #answer(data: unknown): void {
+    const pending = this.#take();
+    let frame: StreamAnswer | undefined;
+    try {
+      frame = StreamAnswer.parse(JSON.parse(String(data)));
+    } catch {
+      frame = undefined;
+    }
+    if (!pending || !frame) return this.close(pending ? "an unreadable answer" : "an answer nobody asked for");
+    if ("error" in frame) {
+      const headers = frame.retry_after_ms === undefined ? {} : { "retry-after": String(Math.ceil(frame.retry_after_ms / 1000)) };
+      pending.reject(classifyHttpFailure(frame.status, headers, this.#now(), frame.error));
+    } else pending.resolve(frame);
+  }
+
+  #take(): Pending | undefined {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (pending) clearTimeout(pending.timer);
+    return pending;
+  }
+
+  #fail(why: string): void {
+    this.#lost = true;
+    this.#take()?.reject(new StreamLost(why));
+  }
+}
