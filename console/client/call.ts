@@ -1,10 +1,12 @@
 /** The page's calls to its server listeners (`anon-notify/*`), answered in the console's answer shape. */
 import { send } from "@koishijs/client";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
+import { isRetired } from "./lifetime.ts";
 
 // The console's `send` is typed for the console's own listeners; these are the page's. Without a
-// connection it sends nothing and answers nothing: that is an answer too.
+// connection (or from a retired copy of the page, lifetime.ts) it sends nothing and answers nothing: that is an answer too.
 export async function call<T>(type: string, input: unknown): Promise<ConsoleAnswer<T>> {
+  if (isRetired()) return { ok: false, error: "disconnected" };
   const answer = await (send as unknown as (type: string, input: unknown) => Promise<ConsoleAnswer<T>> | undefined)(type, input);
   return answer ?? { ok: false, error: "disconnected" };
 }

@@ -1,11 +1,14 @@
 import type { Context } from "@koishijs/client";
 // Before the page, so the parts' own rules come later and refine the shared look.
 import "./common.scss";
+import { retire } from "./lifetime.ts";
 import { pageLocale, seedLocale } from "./locale.ts";
 import messages from "./messages.ts";
 import Page from "./page.vue";
 
 export default (ctx: Context) => {
+  // Koishi's client drops this copy at a reconnect and loads a new one; this copy then stays quiet.
+  ctx.on("dispose", retire);
   seedLocale();
   ctx.page({
     path: "/anon-notify",

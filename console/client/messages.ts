@@ -21,6 +21,8 @@ export default {
       needed:
         "这个页面需要控制台 Token 才能查看和操作（没有安装 {'@'}koishijs/plugin-auth 时的登录方式）。打开 npm start 打印的链接即自动登录，或在下面粘贴 Token。",
       refused: "Token 不对，或服务端已更换 Token（所有浏览器都已退出登录）。请粘贴新的 Token，或重新打开 npm start 打印的链接。",
+      unanswered: "服务端没有回应登录（{why}），已试了 {tries} 次。浏览器里保存的 Token 仍在；服务端好了以后点“重试”。",
+      retry: "重试",
       login_required: "已安装 {'@'}koishijs/plugin-auth：请先登录控制台，权限等级足够才能查看此页面。",
       authority_too_low: "当前账号的权限等级不够，不能查看此页面。",
       placeholder: "控制台 Token",
@@ -236,6 +238,9 @@ export default {
       needed:
         "This page needs the console token to see and act (the sign-in when {'@'}koishijs/plugin-auth is not installed). Open the link npm start printed to sign in, or paste the token below.",
       refused: "Wrong token, or the server has a new one (every browser was signed out). Paste the new token, or open the link npm start printed again.",
+      unanswered:
+        "The server did not answer the sign-in ({why}) after {tries} tries. The token this browser keeps is still there; try again once the server is up.",
+      retry: "Try again",
       login_required: "{'@'}koishijs/plugin-auth is installed: log in to the console with an account of enough authority to see this page.",
       authority_too_low: "This account's authority is too low to see this page.",
       placeholder: "Console token",

@@ -1,22 +1,29 @@
 /**
  * The page's sign-in with the console token (server/console/sign-in.ts): a link's `?token=` is
- * moved out of the address bar into this browser's storage, and presented once per connection
- * (every reconnect reloads the page). A refused token is forgotten, so a new token on the server
- * signs this browser out; the page then asks for the token.
+ * moved out of the address bar into this browser's storage, and presented once per connection. A
+ * refused token is forgotten, so a new token on the server signs this browser out; the page then
+ * asks for the token. No answer is not a refusal: it is asked again, with backoff
+ * (sign-in-steps.ts), and only said when the retries are spent. A retired copy of the page
+ * (lifetime.ts) never signs in.
  */
 import { ref, watch } from "vue";
-import { router, send, socket, store } from "@koishijs/client";
-import type { ConsoleAnswer } from "../../server/console/actions.ts";
+import { router, socket, store } from "@koishijs/client";
+import { call } from "./call.ts";
+import { isRetired } from "./lifetime.ts";
+import { signInStep, type SignInReply, type SignInState } from "./sign-in-steps.ts";
+
+export type { SignInState } from "./sign-in-steps.ts";
 
 const STORAGE_KEY = "anon-notify.console-token";
-/** Set when a stored token was refused, so the page still says why after the reload a reconnect makes. */
+/** Set when a stored token was refused, so the page still says why after it is opened again. */
 const REFUSED_KEY = "anon-notify.console-token-refused";
 
-/** `checking`: asking the server; `needed`: no data without a token; `refused`: the stored or typed token was wrong; `login_required` and `authority_too_low`: plugin-auth decides. */
-export type SignInState = "checking" | "signed_in" | "needed" | "refused" | "login_required" | "authority_too_low";
+const stored = () => localStorage.getItem(STORAGE_KEY) ?? "";
 
 export function useSignIn() {
   const state = ref<SignInState>("checking");
+  /** Why the last attempt got no answer (state `unanswered`). */
+  const why = ref("");
   const fromLink = router.currentRoute.value.query.token;
   if (typeof fromLink === "string" && fromLink) {
     localStorage.setItem(STORAGE_KEY, fromLink);
@@ -24,38 +31,47 @@ export function useSignIn() {
     void router.replace({ query: rest });
   }
 
-  async function present(token: string) {
-    // Not connected: the connection's watcher presents it once the socket is back.
-    if (!socket.value) return;
+  /** Each sign-in round (a connection, a typed token); an answer from an earlier round is dropped. */
+  let round = 0;
+  let retry: ReturnType<typeof setTimeout> | undefined;
+
+  async function attempt(token: string, mine: number, tries: number): Promise<void> {
+    // Not connected: the connection's watcher starts a new round once the socket is back.
+    if (!socket.value || isRetired() || mine !== round) return;
     state.value = "checking";
-    const answer = await (send("anon-notify/sign-in" as never, { token } as never) as unknown as Promise<ConsoleAnswer<{ via: string }> | undefined>).catch(
-      () => undefined,
+    const reply: SignInReply = await call<{ via: string }>("anon-notify/sign-in", { token }).then(
+      (answer): SignInReply => (answer.ok || answer.error !== "disconnected" ? { answer } : { unanswered: answer.error }),
+      // The console's own refusals (`not implemented` while this plugin's listener is not back, `timeout`).
+      (error: unknown): SignInReply => ({ unanswered: error instanceof Error ? error.message : String(error) }),
     );
-    if (!answer) state.value = "needed";
-    else if (answer.ok) {
-      if (token) localStorage.setItem(STORAGE_KEY, token);
-      sessionStorage.removeItem(REFUSED_KEY);
-      state.value = "signed_in";
-    } else if (answer.error === "bad_token") {
-      localStorage.removeItem(STORAGE_KEY);
-      if (token) sessionStorage.setItem(REFUSED_KEY, "1");
-      state.value = sessionStorage.getItem(REFUSED_KEY) ? "refused" : "needed";
-    } else {
-      state.value = answer.error === "authority_too_low" ? "authority_too_low" : "login_required";
-    }
+    if (mine !== round) return;
+    const step = signInStep(reply, token, tries, Boolean(sessionStorage.getItem(REFUSED_KEY)));
+    if (step.token === "keep") localStorage.setItem(STORAGE_KEY, token);
+    if (step.token === "forget") localStorage.removeItem(STORAGE_KEY);
+    if (step.refused === "set") sessionStorage.setItem(REFUSED_KEY, "1");
+    if (step.refused === "clear") sessionStorage.removeItem(REFUSED_KEY);
+    why.value = "unanswered" in reply ? reply.unanswered : "";
+    state.value = step.state;
+    if (step.retryInMs !== undefined) retry = setTimeout(() => void attempt(token, mine, tries + 1), step.retryInMs);
+  }
+
+  /** A new round with `token` (the stored one unless typed). */
+  function present(token = stored()) {
+    clearTimeout(retry);
+    void attempt(token, ++round, 0);
   }
 
   // Once connected, and again whenever the data is taken away (a new token on the server).
   watch(
     () => Boolean(socket.value),
-    (connected) => connected && void present(localStorage.getItem(STORAGE_KEY) ?? ""),
+    (connected) => connected && present(),
     { immediate: true },
   );
   watch(
     () => (store as { anonNotify?: unknown }).anonNotify,
     (current, previous) => {
-      if (current === null && previous && socket.value) void present(localStorage.getItem(STORAGE_KEY) ?? "");
+      if (current === null && previous && socket.value) present();
     },
   );
-  return { state, present };
+  return { state, why, present };
 }

@@ -233,6 +233,8 @@ export interface StandaloneConsole {
   agentToken: string;
   /** Stops `npm start`, deletes the console token file and starts it again on the same port and folder: a new token. */
   rotate(): Promise<void>;
+  /** Stops `npm start` and starts it again on the same port and folder: the same token, unless `newToken`. */
+  restart(options?: { newToken?: boolean }): Promise<void>;
   /** Opens a real Pi session with the extension switched on, pointed at this server; disposed with the test. */
   openPi(tools?: ToolDefinition[], options?: Pick<StartPiOptions, "ui">): Promise<{ pi: PiHarness; sessionId: string }>;
 }
@@ -267,9 +269,10 @@ export async function standaloneConsole(t: TestContext): Promise<StandaloneConso
     },
     link: await printedConsoleLink(state.server),
     agentToken,
-    async rotate() {
+    rotate: () => stage.restart({ newToken: true }),
+    async restart({ newToken = false } = {}) {
       await state.server.stop();
-      rmSync(join(dataDir, "console.token"));
+      if (newToken) rmSync(join(dataDir, "console.token"));
       state.server = await spawnStandalone(dataDir, port);
       stage.link = await printedConsoleLink(state.server);
     },

@@ -1,0 +1,42 @@
+/**
+ * What the page does with the answer to one sign-in attempt (sign-in.ts), pure: a value decides;
+ * no answer at all (the server's listener not registered yet after a restart, so the console says
+ * `not implemented`; a timeout; the connection gone) is retried with backoff, a bounded number of
+ * times, and only then said, with why. It is never taken for "no token".
+ */
+import type { ConsoleAnswer } from "../../server/console/actions.ts";
+
+/** `checking`: asking the server (or waiting to ask again); `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
+export type SignInState = "checking" | "signed_in" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
+
+/** What came back: the listener's answer, or why there was none. */
+export type SignInReply = { answer: ConsoleAnswer<{ via: string }> } | { unanswered: string };
+
+export const SIGN_IN_RETRY = { attempts: 6, firstMs: 500, maxMs: 8_000 };
+
+export interface SignInStep {
+  state: SignInState;
+  /** Ask again after this long (state `checking`). */
+  retryInMs?: number;
+  /** Keep the presented token in the browser's storage, or forget the stored one. */
+  token?: "keep" | "forget";
+  /** The flag that a token was refused, so a later page still says why. */
+  refused?: "set" | "clear";
+}
+
+/** `attempt`: earlier attempts with no answer in this round; `refusedBefore`: the flag as stored. Pure. */
+export function signInStep(reply: SignInReply, token: string, attempt: number, refusedBefore: boolean, retry = SIGN_IN_RETRY): SignInStep {
+  if ("unanswered" in reply) {
+    if (attempt + 1 >= retry.attempts) return { state: "unanswered" };
+    return { state: "checking", retryInMs: Math.min(retry.firstMs * 2 ** attempt, retry.maxMs) };
+  }
+  const { answer } = reply;
+  if (answer.ok) return { state: "signed_in", ...(token ? { token: "keep" as const } : {}), refused: "clear" };
+  if (answer.error === "bad_token") {
+    const refused = Boolean(token) || refusedBefore;
+    return { state: refused ? "refused" : "needed", token: "forget", ...(token ? { refused: "set" as const } : {}) };
+  }
+  if (answer.error === "login_required" || answer.error === "authority_too_low") return { state: answer.error };
+  // A code the sign-in never answers: not a verdict on the token.
+  return signInStep({ unanswered: answer.error }, token, attempt, refusedBefore, retry);
+}
