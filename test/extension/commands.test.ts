@@ -157,9 +157,14 @@ test("the journal flushes each id before resolving, survives a reopen, and skips
   assert.deepEqual(JSON.parse(lines[0]!), { version: 1, command_id: "c-1", session_id: "s", event_id: "e-1", delivered_at: "2026-11-30T03:00:00.000Z" });
 
   await writeFile(file, 'not json\n{"version":9}\n', { flag: "a" });
+  // A stop keeps its outcome and the run it stopped, so a repeated ACK names that run again.
+  const run = { started_at: "2026-11-30T02:59:00.000Z", task: "整理日志" };
+  await first.journal.record({ command_id: "c-3", event_id: "e-3", session_id: "s", delivered_at: "2026-11-30T03:00:02.000Z", outcome: "stopped", run });
   const reopened = await openCommandJournal(file);
   assert.equal(reopened.skippedLines, 2);
   assert.equal(reopened.journal.has("c-2"), true);
+  assert.deepEqual(reopened.journal.applied("c-3"), { outcome: "stopped", run });
+  assert.deepEqual(reopened.journal.applied("c-2"), { outcome: undefined, run: undefined });
   await assert.rejects(reopened.journal.record({ command_id: "bad id", event_id: "e", session_id: "s", delivered_at: "2026-11-30T03:00:00.000Z" }));
 });
 
