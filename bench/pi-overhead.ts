@@ -40,6 +40,8 @@ const LATENCIES_MS = (process.env.BENCH_MODEL_MS ?? "20,0").split(",").map(Numbe
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
 const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 60_000);
+/** `transientEventId`'s shape for a final: `pi:<session>:<runtime>:<sequence>:<status>`. */
+const FALLBACK_FINAL_ID = /^pi:[^:]+:r-[^:]+:\d+:(?:completed|failed)$/;
 
 const ALL_VARIANTS = ["absent", "empty", "inactive", "active", "black-holed"] as const;
 type Variant = (typeof ALL_VARIANTS)[number];
@@ -128,7 +130,7 @@ interface Sample {
   /** This process's CPU time over the prompts: less disturbed than wall time on a busy machine. */
   cpuMs: number;
   /** Active runs: where every final is, and how long after the last prompt the server had them all. */
-  finals?: { delivered: number; inOutbox: number; lost: number; drainMs: number; backlog: number };
+  finals?: { delivered: number; inOutbox: number; lost: number; drainMs: number; backlog: number; fallbackIds: number };
 }
 
 /** The event ids of the entries left in a session's outbox (free or claimed). */
@@ -194,7 +196,9 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     if (variant === "active" && sample) {
       const inOutbox = waiting.filter((id) => !accepted.has(id)).length;
       lost = TURNS - accepted.size - inOutbox;
-      sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog };
+      // A final whose reply was not found in the session goes out under a runtime-scoped id (see finalNotice): count them, as the reason such finals were once lost.
+      const fallbackIds = [...accepted].filter((id) => FALLBACK_FINAL_ID.test(id)).length;
+      sample.finals = { delivered: accepted.size, inOutbox, lost, drainMs, backlog, fallbackIds };
     }
     // A lost final keeps the session's folder (its session file and outbox) and says what Pi showed, to find where it went.
     if (lost === 0) {
@@ -273,12 +277,13 @@ for (const modelMs of LATENCIES_MS) {
   }
   const finals = times.active.flatMap((t) => (t.finals ? [t.finals] : []));
   if (finals.length > 0) {
-    const sum = (key: "delivered" | "inOutbox" | "lost" | "backlog") => finals.reduce((total, f) => total + f[key], 0);
+    const sum = (key: "delivered" | "inOutbox" | "lost" | "backlog" | "fallbackIds") => finals.reduce((total, f) => total + f[key], 0);
     const drainedMs = finals.reduce((total, f) => total + f.drainMs, 0);
     console.log(
       `  active finals over ${finals.length} runs × ${TURNS}: ${sum("delivered")} delivered, ${sum("inOutbox")} still in the outbox, ${sum("lost")} lost;` +
         ` the server had them all ${median(finals.map((f) => f.drainMs)).toFixed(0)} ms (median) after the last prompt;` +
-        ` drain rate ${drainedMs > 0 ? ((sum("backlog") * 1000) / drainedMs).toFixed(0) : "-"} finals/s (${sum("backlog")} still waiting at the last prompt)`,
+        ` drain rate ${drainedMs > 0 ? ((sum("backlog") * 1000) / drainedMs).toFixed(0) : "-"} finals/s (${sum("backlog")} still waiting at the last prompt);` +
+        ` ${sum("fallbackIds")} sent under a fallback id (reply not found in the session)`,
     );
   }
 }
