@@ -1,9 +1,3 @@
-/**
- * The approval's two requests to the server, beside the agent: `POST /approvals` while the call
- * waits (retried until it is accepted or the wait ends), then `POST /approvals/{id}/resolution`
- * once it ended, in that order per approval. Nothing here is awaited by a Pi handler.
- */
-import { errorText } from "../../common/errors.ts";
 import { ApprovalAnswer, ApprovalReach, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
 import type { ApiClient } from "../delivery/http-client.ts";
 import type { Messages } from "../messages.ts";
@@ -38,7 +32,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
           signal: waitEnded,
         });
         if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
-        else if (!waitEnded.aborted) report(text().approvals.requestFailed(result.error.message));
+        else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;
       })();
       chains.set(body.approval_id, { client, sent });
@@ -59,7 +53,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
             }),
           { maxAttempts: RESOLUTION_ATTEMPTS, backoffMs: BACKOFF_MS, sleep, random: Math.random },
         );
-        if (!result.ok) report(text().approvals.resolutionFailed(errorText(result.error)));
+        if (!result.ok) report(text().approvals.resolutionFailed(text().delivery.why(result.error)));
       })();
     },
   };

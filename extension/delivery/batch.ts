@@ -10,7 +10,7 @@ import { classifyHttpFailure, DeliveryError } from "./retry.ts";
  * The server took the event but already knows it cannot deliver it: not a success, and resending
  * the same event_id only returns the same stored receipt.
  */
-export const receiptFailed = () => new DeliveryError("receipt state failed", { retryable: false, code: "receipt_failed" });
+export const receiptFailed = () => new DeliveryError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
 
 /** What a send did for one event: the server's receipt, or why it was not taken. */
 export type EventOutcome = { ok: true; value: EventAccepted } | { ok: false; error: DeliveryError };
@@ -72,7 +72,12 @@ export function batchOutcomes(sent: readonly EventBody[], answer: BatchAccepted,
     (refused === null
       ? accepted.length === sent.length
       : refused.index === accepted.length && refusedOne !== undefined && (refused.event_id ?? refusedOne.event_id) === refusedOne.event_id);
-  if (!fits) throw new DeliveryError("the batch answer does not match the events sent", { retryable: false, code: "invalid_answer" });
+  if (!fits)
+    throw new DeliveryError("the batch answer does not match the events sent", {
+      retryable: false,
+      code: "invalid_answer",
+      facts: { kind: "batch_mismatch" },
+    });
   const outcomes: EventOutcome[] = accepted.map((value) => (value.state === "failed" ? { ok: false, error: receiptFailed() } : { ok: true, value }));
   if (refused) {
     const headers = refused.retry_after_seconds === undefined ? {} : { "retry-after": String(refused.retry_after_seconds) };

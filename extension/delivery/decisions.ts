@@ -3,6 +3,22 @@
  * answer, not our server), when the server counts as away and back, and which failures need no
  * warning. link.ts applies them to the session's requests.
  */
+
+/**
+ * What went wrong, as facts each language words (texts/delivery.ts `why`), so no English sentence
+ * of ours lands inside a Chinese one; the message stays for debug logs.
+ */
+export type DeliveryFacts =
+  | { kind: "timeout"; ms: number }
+  | { kind: "network"; request: string; code: string | null; detail: string }
+  | { kind: "http"; status: number; serverCode: string | null }
+  | { kind: "invalid_answer"; status: number; where: string }
+  | { kind: "wrong_event"; named: string; sent: string }
+  | { kind: "batch_mismatch" }
+  | { kind: "receipt_failed" }
+  | { kind: "aborted" }
+  | { kind: "internal"; detail: string };
+
 /** What the decisions read of a failed request (a DeliveryError has it). */
 export interface Failure {
   readonly retryable: boolean;

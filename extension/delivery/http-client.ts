@@ -119,13 +119,15 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       text = await response.body.text();
     } catch (error) {
       if (opts.signal?.aborted) throw aborted();
-      if (timeout.aborted) throw failed(new DeliveryError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout" }));
+      if (timeout.aborted)
+        throw failed(new DeliveryError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout", facts: { kind: "timeout", ms: timeoutMs } }));
       const code = networkCode(error);
       const message = redact(errorText(error));
       throw failed(
         new DeliveryError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
           retryable: code !== undefined && NETWORK_CODES.has(code),
           code: code ?? "network",
+          facts: { kind: "network", request: `${method} ${path}`, code: code ?? null, detail: message },
         }),
       );
     }
@@ -151,6 +153,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
         retryable: false,
         status: response.statusCode,
         code: "invalid_answer",
+        facts: { kind: "invalid_answer", status: response.statusCode, where: answer.error.issues.map((issue) => issue.path.join(".") || "(body)").join(", ") },
       });
     }
     return answer.data;
@@ -166,7 +169,11 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
         ...(signal ? { signal } : {}),
       });
       if (accepted.event_id !== event.event_id) {
-        throw new DeliveryError(`answer names event ${accepted.event_id}, not ${event.event_id}`, { retryable: false, code: "invalid_answer" });
+        throw new DeliveryError(`answer names event ${accepted.event_id}, not ${event.event_id}`, {
+          retryable: false,
+          code: "invalid_answer",
+          facts: { kind: "wrong_event", named: accepted.event_id, sent: event.event_id },
+        });
       }
       if (accepted.state === "failed") throw receiptFailed();
       return accepted;

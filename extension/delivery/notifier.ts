@@ -147,7 +147,7 @@ class OrderedNotifier implements Notifier {
       const written = final ? this.#writeFinal(notice) : undefined;
       this.#schedule(written ? { kind: "notice", notice, written } : { kind: "notice", notice });
     } catch (error) {
-      log.warn(t.internalError(asDeliveryError(error).message));
+      log.warn(t.internalError(t.why(error)));
     }
   }
 
@@ -188,7 +188,7 @@ class OrderedNotifier implements Notifier {
         try {
           await this.#next();
         } catch (error) {
-          this.#options.log.warn(this.#options.text.internalError(asDeliveryError(error).message));
+          this.#options.log.warn(this.#options.text.internalError(this.#options.text.why(error)));
         }
       }
     } finally {
@@ -248,7 +248,7 @@ class OrderedNotifier implements Notifier {
     return outbox.put(notice.event, this.#now()).then(
       () => (notice.durable = true),
       (error: unknown) => {
-        log.warn(t.finalNotWritten(notice.event.event_id, outbox.dir, asDeliveryError(error).message));
+        log.warn(t.finalNotWritten(notice.event.event_id, outbox.dir, t.why(error)));
         return (notice.durable = false);
       },
     );
@@ -342,15 +342,15 @@ class OrderedNotifier implements Notifier {
       return;
     }
     const { error } = outcome;
-    this.#last = { ...done, ok: false, attempts, error: error.message };
+    this.#last = { ...done, ok: false, attempts, error: t.why(error) };
     if (notice.durable) {
       await outbox.release(eventId);
       this.#holdBack();
     }
     // A refused token is told once by the client; these warnings would only repeat it per notice.
     if (needsNoWarning(error)) return;
-    if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, error.message));
-    else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, error.message));
+    if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
+    else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
   }
 
   #holdBack(): void {

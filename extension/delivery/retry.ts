@@ -6,6 +6,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { errorText } from "../../common/errors.ts";
 import { LIMITS } from "../../protocol/wire.ts";
+import type { DeliveryFacts } from "./decisions.ts";
 
 export interface DeliveryErrorDetails {
   retryable: boolean;
@@ -13,6 +14,7 @@ export interface DeliveryErrorDetails {
   status?: number;
   /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
   code?: string;
+  facts?: DeliveryFacts;
 }
 
 export class DeliveryError extends Error {
@@ -20,6 +22,7 @@ export class DeliveryError extends Error {
   readonly retryAfterMs?: number;
   readonly status?: number;
   readonly code?: string;
+  readonly facts?: DeliveryFacts;
   /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
   quiet = false;
 
@@ -30,6 +33,7 @@ export class DeliveryError extends Error {
     if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
     if (details.status !== undefined) this.status = details.status;
     if (details.code !== undefined) this.code = details.code;
+    if (details.facts !== undefined) this.facts = details.facts;
   }
 }
 
@@ -53,6 +57,7 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
     retryable,
     status,
     code: serverCode ?? `http_${status}`,
+    facts: { kind: "http", status, serverCode: serverCode ?? null },
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
   });
 }
@@ -69,7 +74,11 @@ export const needsNoWarning = (error: DeliveryError): boolean => error.quiet || 
 /** Any thrown value as a DeliveryError; something that is not one is a bug, and bugs are not retried. */
 export function asDeliveryError(error: unknown): DeliveryError {
   if (error instanceof DeliveryError) return error;
-  return new DeliveryError(`internal error: ${errorText(error)}`, { retryable: false, code: "internal" });
+  return new DeliveryError(`internal error: ${errorText(error)}`, {
+    retryable: false,
+    code: "internal",
+    facts: { kind: "internal", detail: errorText(error) },
+  });
 }
 
 /** The wait before attempt `attemptNumber + 1`: the server's Retry-After, else exponential backoff with jitter. */
@@ -93,7 +102,7 @@ export interface RetryOptions {
 export type RetryResult<T> = { ok: true; value: T; attempts: number } | { ok: false; error: DeliveryError; attempts: number };
 
 /** What a call cut short by its caller's signal fails with: never retried. */
-export const aborted = () => new DeliveryError("aborted", { retryable: false, code: "aborted" });
+export const aborted = () => new DeliveryError("aborted", { retryable: false, code: "aborted", facts: { kind: "aborted" } });
 
 export async function runWithRetry<T>(attempt: (attemptNumber: number) => Promise<T>, options: RetryOptions): Promise<RetryResult<T>> {
   let attempts = 0;

@@ -121,7 +121,7 @@ export class LaneSession {
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asDeliveryError(thrown);
     if (error.code === "session_offline") this.beat();
-    if (!needsNoWarning(error)) reports.report(wording(error.message));
+    if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
     return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
   }
 
@@ -140,6 +140,6 @@ export class LaneSession {
         }),
       { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
     );
-    if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(acked.error.message));
+    if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
   }
 }

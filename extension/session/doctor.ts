@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
-import { errorText, isMissingFile } from "../../common/errors.ts";
+import { isMissingFile } from "../../common/errors.ts";
 import { Receipt } from "../../protocol/events.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { Config } from "../config/schema.ts";
@@ -58,11 +58,11 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
 }
 
 /** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
-async function ask<T>(run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
+async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
   try {
     return { kind: "ok", value: await run() };
   } catch (error) {
-    return { kind: "error", message: errorText(error), cause: serverCause(asDeliveryError(error), hasToken) };
+    return { kind: "error", message: why(error), cause: serverCause(asDeliveryError(error), hasToken) };
   }
 }
 
@@ -77,7 +77,7 @@ async function testNotice(s: SessionState & { config: Config }, client: WebhookC
     await client.postEvent(event);
   } catch (error) {
     // A receipt of `failed` is an answer too: it is read below with its reason.
-    if ((error as { code?: string }).code !== "receipt_failed") return { kind: "error", message: errorText(error) };
+    if ((error as { code?: string }).code !== "receipt_failed") return { kind: "error", message: s.text.delivery.why(error) };
   }
   const path = `events/${encodeURIComponent(event.event_id)}`;
   const deadline = Date.now() + DOCTOR_RECEIPT_WAIT_MS;
@@ -86,7 +86,7 @@ async function testNotice(s: SessionState & { config: Config }, client: WebhookC
     try {
       receipt = await client.request("GET", path, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS });
     } catch (error) {
-      if (receipt === null) return { kind: "error", message: errorText(error) };
+      if (receipt === null) return { kind: "error", message: s.text.delivery.why(error) };
     }
     const final = receipt !== null && FINAL_RECEIPT_STATES.includes(receipt.state);
     if (final || Date.now() >= deadline) return { kind: "ok", value: { eventId: event.event_id, receipt, final } };
@@ -102,11 +102,13 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
   const last = s.delivery?.notifier.lastDelivery();
   const [health, recipient, lastReceipt] = client
     ? await Promise.all([
-        ask(() => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
-        ask(() => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
+        ask(m.delivery.why, () => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
+        ask(m.delivery.why, () => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
         // What became of the last notice since the server took it: its receipt now, not the one it answered then.
         last?.ok
-          ? ask(() => client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }))
+          ? ask(m.delivery.why, () =>
+              client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }),
+            )
           : noServer,
       ])
     : [noServer, noServer, noServer];
@@ -136,7 +138,7 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
       queued: pending.queued.length,
     },
     outbox: outbox
-      ? await ask(async () => {
+      ? await ask(m.delivery.why, async () => {
           const entries = await outbox.list();
           return { count: entries.length, oldest: entries[0]?.queuedAt ?? null };
         })

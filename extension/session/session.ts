@@ -183,7 +183,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
     });
     return { client, notifier, outbox, link, held: 0, receipts };
   } catch (error) {
-    report(text.session.deliveryFailed(errorText(error)), "error");
+    report(text.session.deliveryFailed(text.delivery.why(error)), "error");
     return undefined;
   }
 }
@@ -191,7 +191,8 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
 /** A failed request as the person should read it: its real cause when there is one (no token here, not our server, …), else its message. */
 export function explainFailure(s: SessionState, error: unknown): string {
   const cause = serverCause(asDeliveryError(error), s.tokenConfigured);
-  return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, errorText(error)) : errorText(error);
+  const why = s.text.delivery.why(error);
+  return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, why) : why;
 }
 
 /** The footer's outage part: only while the session notifies and the server stopped answering. */

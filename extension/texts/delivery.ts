@@ -3,13 +3,39 @@
  * extension writes itself (run outcomes, started, progress, tool errors), in Chinese and English;
  * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
  */
+import { errorText } from "../../common/errors.ts";
 import type { RunOutcome } from "../../lifecycle.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
+import type { DeliveryFacts } from "../delivery/decisions.ts";
 import { formatsIn } from "./format.ts";
 
 type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
 
+/**
+ * Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
+ * language; anything else (a system or program error) as its own text.
+ */
+function whyIn(words: { [K in DeliveryFacts["kind"]]: (facts: Extract<DeliveryFacts, { kind: K }>) => string }) {
+  return (error: unknown): string => {
+    const facts = (error as { facts?: DeliveryFacts } | null)?.facts;
+    return facts ? (words[facts.kind] as (facts: DeliveryFacts) => string)(facts) : errorText(error);
+  };
+}
+
+const http = (f: { status: number; serverCode: string | null }) => `HTTP ${f.status}${f.serverCode ? ` ${f.serverCode}` : ""}`;
+
 export const zhDelivery = {
+  why: whyIn({
+    timeout: (f) => `${f.ms} 毫秒内没有应答`,
+    network: (f) => `${f.request} 连接失败（${f.code ?? f.detail}）`,
+    http,
+    invalid_answer: (f) => `HTTP ${f.status} 的应答格式不对（${f.where}）`,
+    wrong_event: (f) => `应答说的是事件 ${f.named}，不是发出的 ${f.sent}`,
+    batch_mismatch: () => "批量应答与发出的事件对不上",
+    receipt_failed: () => "服务端的回执为 failed",
+    aborted: () => "已中止",
+    internal: (f) => `内部错误：${f.detail}`,
+  }),
   internalError: (why: string) => `通知发送出现内部错误：${why}`,
   finalNotWritten: (eventId: string, dir: string, why: string) => `最终通知 ${eventId} 无法写入 outbox（${dir}）：${why}`,
   finalKept: (eventId: string, attempts: number, why: string) =>
@@ -23,6 +49,17 @@ export const zhDelivery = {
 };
 
 export const enDelivery: typeof zhDelivery = {
+  why: whyIn({
+    timeout: (f) => `no answer within ${f.ms} ms`,
+    network: (f) => `${f.request} failed (${f.code ?? f.detail})`,
+    http,
+    invalid_answer: (f) => `HTTP ${f.status} with an answer of the wrong shape (${f.where})`,
+    wrong_event: (f) => `the answer names event ${f.named}, not ${f.sent}`,
+    batch_mismatch: () => "the batch answer does not match the events sent",
+    receipt_failed: () => "the server's receipt says failed",
+    aborted: () => "aborted",
+    internal: (f) => `internal error: ${f.detail}`,
+  }),
   internalError: (why) => `Internal error while sending a notice: ${why}`,
   finalNotWritten: (eventId, dir, why) => `Final notice ${eventId} could not be written to the outbox (${dir}): ${why}`,
   finalKept: (eventId, attempts, why) =>
