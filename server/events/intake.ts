@@ -2,7 +2,7 @@
  * The one way events enter the server, for POST /events (one or a batch) and for producers inside
  * the server (the watchdog) alike: the event rate limit, validation, one request per `event_id` at a
  * time, deduplication by body, the receipt on disk (synced, one sync per batch) before any acceptance
- * is answered, then the worker.
+ * is answered, then the worker — handed only receipts that are on disk, after the answers.
  */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
@@ -41,6 +41,12 @@ export interface BatchOutcome {
 /** How an acceptance finds an existing receipt of its event id. */
 type Lookup = (eventId: string) => Promise<EventRow | undefined>;
 
+/** An answer, and the new receipt it stored (none for a replay), for the worker once synced. */
+interface Stored {
+  accepted: EventAccepted;
+  row: EventRow | undefined;
+}
+
 export class EventIntake {
   readonly #deps: EventIntakeDeps;
   #bucket: Bucket;
@@ -53,7 +59,7 @@ export class EventIntake {
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
     this.#lookup = new ReceiptLookup(deps.store);
-    this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit, stored: (row) => deps.worker.enqueue(row) });
+    this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit });
     this.#bucket = fullBucket(deps.limit, Date.now());
   }
 
@@ -78,8 +84,8 @@ export class EventIntake {
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
     // Looked up with the other submissions of this tick: one query for all.
-    const accepted = await this.#as(from, () => this.#accept(body, from, (eventId) => this.#lookup.get(eventId)).stored);
-    await this.#deps.sync?.();
+    const { accepted, row } = await this.#as(from, () => this.#accept(body, from, (eventId) => this.#lookup.get(eventId)).stored);
+    await this.#syncThenHandOver(row ? [row] : []);
     return accepted;
   }
 
@@ -93,7 +99,7 @@ export class EventIntake {
   async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
-    const stored: Promise<EventAccepted>[] = [];
+    const stored: Promise<Stored>[] = [];
     const refused = await this.#as(from, async () => {
       for (const [index, body] of bodies.entries()) {
         try {
@@ -108,10 +114,17 @@ export class EventIntake {
       }
       return undefined;
     });
-    // Every accepted row must be stored; the refused one's rejection is the refusal above.
     const results = await Promise.allSettled(stored);
-    for (const result of results.slice(0, accepted.length)) if (result.status === "rejected") throw result.reason;
-    if (accepted.length > 0) await this.#deps.sync?.();
+    // A row stored goes to the worker even if another of the batch was not (it is stored all the same).
+    const rows = results.flatMap((result) => (result.status === "fulfilled" && result.value.row ? [result.value.row] : []));
+    const synced = accepted.length > 0 ? this.#syncThenHandOver(rows) : Promise.resolve();
+    // Every accepted row must be stored; the refused one's rejection is the refusal above.
+    const failed = results.slice(0, accepted.length).find((result) => result.status === "rejected");
+    if (failed) {
+      await synced.catch(() => undefined);
+      throw failed.reason;
+    }
+    await synced;
     return refused ? { accepted, refused } : { accepted };
   }
 
@@ -128,6 +141,22 @@ export class EventIntake {
     if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
   }
 
+  /**
+   * Waits for the sync that puts `rows` on disk, then hands them to the worker: in acceptance order
+   * (syncs complete in order, immediates run in order), after this turn's answers are written, and
+   * also when the sync failed — the rows are stored, and one not queued would wait for a restart.
+   */
+  async #syncThenHandOver(rows: EventRow[]): Promise<void> {
+    try {
+      await this.#deps.sync?.();
+    } finally {
+      if (rows.length > 0)
+        setImmediate(() => {
+          for (const row of rows) this.#deps.worker.enqueue(row);
+        });
+    }
+  }
+
   #as<T>(from: Submission, task: () => Promise<T>): Promise<T> {
     const { audit } = this.#deps;
     return audit ? audit.as(from.actor, task) : task();
@@ -138,7 +167,7 @@ export class EventIntake {
    * new, has joined this tick's write), `stored` once written. One request per event_id at a time
    * (until stored), so a replay never races the first write. Throws a refusal found before its turn.
    */
-  #accept(body: unknown, from: Submission, lookup: Lookup): { decided: Promise<EventAccepted>; stored: Promise<EventAccepted> } {
+  #accept(body: unknown, from: Submission, lookup: Lookup): { decided: Promise<EventAccepted>; stored: Promise<Stored> } {
     this.#takeToken();
     const event = parseEvent(body);
     if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
@@ -153,10 +182,10 @@ export class EventIntake {
     const decided = new Promise<EventAccepted>((resolve, reject) => (decide = { resolve, reject }));
     const stored = this.#turns.run(event.event_id, async () => {
       try {
-        const { accepted, written } = await this.#decide(event, lookup);
+        const { accepted, written, row } = await this.#decide(event, lookup);
         decide.resolve(accepted);
         await written;
-        return accepted;
+        return { accepted, row };
       } catch (error) {
         decide.reject(error);
         throw error;
@@ -168,18 +197,18 @@ export class EventIntake {
   }
 
   /** A replay, a reused key, or a new event whose row has joined this tick's write (`written`). */
-  async #decide(event: EventBody, lookup: Lookup): Promise<{ accepted: EventAccepted; written: Promise<void> }> {
+  async #decide(event: EventBody, lookup: Lookup): Promise<Stored & { written: Promise<void> }> {
     const { worker, audit } = this.#deps;
     const hash = bodyHash(event);
     const existing = await lookup(event.event_id);
     if (existing) {
       if (existing.body_hash !== hash) throw new DomainError("idempotency_key_reused");
       // The first answer may have failed at its sync: the caller's sync covers a replay too.
-      return { accepted: { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true }, written: Promise.resolve() };
+      return { accepted: { event_id: event.event_id, state: worker.overlay(existing).state, duplicate: true }, written: Promise.resolve(), row: undefined };
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
     // Stored with the other acceptances of this tick, each with its audit row: one transaction for all.
     const written = this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
-    return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written };
+    return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written, row };
   }
 }

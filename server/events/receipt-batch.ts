@@ -21,8 +21,6 @@ import type { EventStore } from "./store.ts";
 export interface ReceiptBatchDeps {
   store: EventStore;
   audit?: AuditLog | undefined;
-  /** Told of each row once it is stored, in acceptance order. */
-  stored: (row: EventRow) => void;
 }
 
 interface Receipt {
@@ -45,7 +43,7 @@ export class ReceiptBatch {
 
   /** Throws only when COMMIT itself fails: then nothing of the tick is known to be stored. */
   async #store(receipts: Receipt[]): Promise<ItemOutcome<void>[]> {
-    const { store, audit, stored } = this.#deps;
+    const { store, audit } = this.#deps;
     const outcomes: ItemOutcome<void>[] = [];
     await store.transaction(async (database) => {
       for (const receipt of receipts) {
@@ -58,10 +56,6 @@ export class ReceiptBatch {
         if (receipt.audit) await audit?.write(receipt.audit, database);
         outcomes.push({ ok: true, value: undefined });
       }
-    });
-    // Queued as soon as stored: a stored row that is not queued would wait for the next restart.
-    receipts.forEach((receipt, i) => {
-      if (outcomes[i]!.ok) stored(receipt.row);
     });
     return outcomes;
   }

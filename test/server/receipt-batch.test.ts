@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { validEvent } from "../../harness/event-client.ts";
 import { DATABASE_DRIVERS, startWithDatabase, type DatabaseDriver } from "../../harness/koishi.ts";
+import { waitUntil } from "../../harness/wait.ts";
 import { AUDIT_TABLE, AuditLog } from "../../server/audit/store.ts";
 import { EventIntake } from "../../server/events/intake.ts";
 import type { EventRow } from "../../server/events/receipt.ts";
@@ -88,6 +89,7 @@ for (const driver of DATABASE_DRIVERS) {
         answers.map((answer) => [answer.event_id, answer.state, answer.duplicate]),
         ids.map((id) => [id, "queued", false]),
       );
+      await waitUntil(() => queued.length === ids.length, "all handed to the worker");
       assert.deepEqual(queued, ids);
       assert.equal(events.queries, 1, "one lookup for the tick's acceptances");
       assert.equal(events.transactions, 1, "one transaction for the tick's acceptances");
@@ -115,6 +117,7 @@ for (const driver of DATABASE_DRIVERS) {
         outcomes.map((outcome) => outcome.status),
         ["fulfilled", "rejected", "fulfilled"],
       );
+      await waitUntil(() => queued.length === 2, "the two stored handed to the worker");
       assert.deepEqual(queued, [ids[0], ids[2]]);
       const stored = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
       assert.deepEqual(
@@ -130,6 +133,48 @@ for (const driver of DATABASE_DRIVERS) {
           ["event.accepted", ids[2]],
         ],
       );
+    });
+
+    test("the worker is handed a receipt only once it is on disk, in acceptance order, and still after a failed sync (it is stored)", async (t) => {
+      const { ctx, events, audit } = await start(t, driver);
+      const queued: string[] = [];
+      // Every sync asked for waits here until the test settles them all.
+      const pending: { resolve: () => void; reject: (error: Error) => void }[] = [];
+      const intake = new EventIntake({
+        store: events,
+        worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
+        limit: { perMinute: 600, burst: 100 },
+        audit,
+        sync: () => new Promise<void>((resolve, reject) => void pending.push({ resolve, reject })),
+      });
+      await intake.load();
+      for (const outcome of ["ok", "fail"] as const) {
+        const bodies = Array.from({ length: 3 }, () => validEvent());
+        const ids = bodies.map((body) => String(body.event_id));
+        const before = queued.length;
+        const answers = Promise.allSettled([
+          ...bodies.map((body) => intake.submit(body, { actor: "agent" })),
+          intake.submitBatch([validEvent()], { actor: "agent" }),
+        ]);
+        const rows = await waitUntil(async () => {
+          const stored = await ctx.database.get(EVENT_TABLE, { event_id: ids });
+          return stored.length === ids.length && stored;
+        }, "the receipts stored");
+        assert.equal(rows.length, ids.length);
+        await waitUntil(() => pending.length === 4, "each answer waiting for its sync");
+        assert.deepEqual(queued.slice(before), [], "nothing handed over while the sync runs");
+        for (const sync of pending.splice(0)) {
+          if (outcome === "ok") sync.resolve();
+          else sync.reject(new Error("sync failed"));
+        }
+        const settled = await answers;
+        assert.deepEqual(
+          settled.map((answer) => answer.status),
+          Array(4).fill(outcome === "ok" ? "fulfilled" : "rejected"),
+        );
+        await waitUntil(() => queued.length === before + 4, "all four handed over");
+        assert.deepEqual(queued.slice(before, before + 3), ids, "in acceptance order");
+      }
     });
 
     test("a batch is decided event by event in array order but stored in one transaction and answered after one sync", async (t) => {
@@ -148,6 +193,7 @@ for (const driver of DATABASE_DRIVERS) {
       assert.deepEqual([refused?.index, refused?.error.code], [5, "idempotency_key_reused"]);
       assert.equal(events.transactions - before.transactions, 1, "one transaction for the four new rows");
       assert.equal(syncs.count - before.syncs, 1, "one sync for the whole batch");
+      await waitUntil(() => queued.length === 1 + ids.length, "the batch handed to the worker");
       assert.deepEqual(queued.slice(1), ids, "queued in array order");
       const rows = await ctx.database.get(EVENT_TABLE, {}, { sort: { seq: "asc" } });
       assert.deepEqual(
@@ -157,11 +203,13 @@ for (const driver of DATABASE_DRIVERS) {
       );
 
       events.failing = String((bodies[6] as { event_id: string }).event_id);
+      const storedFirst = validEvent();
       await assert.rejects(
-        intake.submitBatch([validEvent(), bodies[6]], { actor: "agent" }),
+        intake.submitBatch([storedFirst, bodies[6]], { actor: "agent" }),
         /disk says no/,
         "a row that cannot be stored fails the whole answer",
       );
+      await waitUntil(() => queued.includes(String(storedFirst.event_id)), "the row that was stored handed to the worker all the same");
     });
   });
 }
