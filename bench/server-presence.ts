@@ -6,10 +6,12 @@
  * idle and then under the load, heartbeat latency p50/p99, errors, and what one
  * `GET /operator/sessions` over all of them costs. Bounded: every phase has a fixed duration.
  *
- * The same load is then sent, in the same run, to a bare `node:http` server in its own child: the
- * same token check, body reading, schema and answer, sessions kept in a Map. Its CPU is the floor
- * any HTTP heartbeat pays on this machine (mostly the kernel's loopback writes), so the plugin's
- * share is read against it.
+ * The same load is sent, in the same run, three ways: to the plugin over HTTP, to the plugin over
+ * the presence stream (one kept WebSocket per runtime, `GET /sessions/stream`: 5,000 sockets, so
+ * its RSS says what they cost), and to a bare `node:http` server in its own child: the same token
+ * check, body reading, schema and answer, sessions kept in a Map. The bare server's CPU is the
+ * floor any HTTP heartbeat pays on this machine (mostly the kernel's loopback writes), so the
+ * plugin's shares are read against it.
  */
 import { fork } from "node:child_process";
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -19,6 +21,7 @@ import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
 import { operatorApi } from "../harness/agent-api.ts";
+import { openStream, type TestStream } from "../harness/presence-stream.ts";
 import { Heartbeat } from "../protocol/sessions.ts";
 import { API_BASE_PATH, PROTOCOL_VERSIONS } from "../protocol/wire.ts";
 
@@ -47,6 +50,7 @@ async function serve(): Promise<void> {
       heartbeatBurst: 1_000_000_000,
       heartbeatsTotalPerMinute: 1_000_000_000,
       heartbeatTotalBurst: 1_000_000_000,
+      presenceStreamsTotal: 1_000_000,
     },
   });
   answerParent(harness.baseUrl, harness.token, () => harness.stop());
@@ -127,6 +131,9 @@ function cpuShare(before: ServerStats, after: ServerStats): number {
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 
+/** Server CPU per heartbeat in µs: the share of a core over the heartbeats per second. */
+const perBeat = (result: { cpu: number }) => ((result.cpu / 100) * (INTERVAL_MS / SESSIONS) * 1000).toFixed(0);
+
 interface LoadResult {
   idle: number;
   idleMemory: NodeJS.MemoryUsage;
@@ -138,13 +145,21 @@ interface LoadResult {
   p99: number;
 }
 
-/** Idle, then one interval to register every session, then the measured window; `after` runs before the server stops. */
-async function load(mode: "--serve" | "--serve-bare", after?: (baseUrl: string, token: string, dispatcher: Agent) => Promise<void>): Promise<LoadResult> {
+/**
+ * Idle, then one interval to register every session, then the measured window; `after` runs before
+ * the server stops. `stream`: each session beats over its own presence stream, opened at its first beat.
+ */
+async function load(
+  mode: "--serve" | "--serve-bare",
+  way: "http" | "stream",
+  after?: (baseUrl: string, token: string, dispatcher: Agent) => Promise<void>,
+): Promise<LoadResult> {
   const server = startServer(mode);
   const { baseUrl, token } = await server.ready();
   const dispatcher = new Agent({ connections: CONNECTIONS, keepAliveTimeout: 60_000 });
   const latencies: number[] = [];
   let errors = 0;
+  const streams = new Map<number, TestStream>();
 
   const beat = async (index: number) => {
     const body: Heartbeat = {
@@ -157,6 +172,24 @@ async function load(mode: "--serve" | "--serve-bare", after?: (baseUrl: string, 
       command_protocol: 2,
       last_activity_at: new Date().toISOString(),
     };
+    if (way === "stream") {
+      let stream = streams.get(index);
+      if (!stream) {
+        stream = openStream({ baseUrl, token });
+        streams.set(index, stream);
+      }
+      try {
+        await stream.opened;
+        const started = performance.now();
+        const answer = await stream.send(body);
+        latencies.push(performance.now() - started);
+        if ("error" in answer) errors++;
+      } catch {
+        errors++;
+        streams.delete(index);
+      }
+      return;
+    }
     const started = performance.now();
     try {
       const answer = await request(`${baseUrl}/sessions/heartbeat`, {
@@ -219,6 +252,7 @@ async function load(mode: "--serve" | "--serve-bare", after?: (baseUrl: string, 
       p99: percentile(sorted, 99),
     };
   } finally {
+    for (const stream of streams.values()) stream.socket.close();
     await dispatcher.close();
     await server.stop();
   }
@@ -227,13 +261,14 @@ async function load(mode: "--serve" | "--serve-bare", after?: (baseUrl: string, 
 async function main(): Promise<void> {
   let listed = 0;
   let listMs = 0;
-  const plugin = await load("--serve", async (baseUrl, token, dispatcher) => {
+  const plugin = await load("--serve", "http", async (baseUrl, token, dispatcher) => {
     const listStarted = performance.now();
     const list = await operatorApi({ baseUrl, token, dispatcher }, OPERATOR_TOKEN).sessions();
     listed = (list.body as { sessions: unknown[] }).sessions.length;
     listMs = performance.now() - listStarted;
   });
-  const bare = await load("--serve-bare");
+  const stream = await load("--serve", "stream");
+  const bare = await load("--serve-bare", "http");
 
   console.log(
     `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s), load average ${loadavg()
@@ -241,7 +276,8 @@ async function main(): Promise<void> {
       .join(" ")}`,
   );
   for (const [name, result] of [
-    ["plugin", plugin],
+    ["plugin over HTTP", plugin],
+    ["plugin over the presence stream (one WebSocket per runtime)", stream],
     ["bare node:http", bare],
   ] as const) {
     console.log(`  ${name}:`);
@@ -251,9 +287,12 @@ async function main(): Promise<void> {
     );
     console.log(`    heartbeat latency p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
   }
-  console.log(`  plugin/bare CPU under load: ${(plugin.cpu / bare.cpu).toFixed(2)}`);
+  console.log(
+    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}`,
+  );
+  console.log(`  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, bare ${perBeat(bare)} µs`);
   console.log(`  GET /operator/sessions, first page: ${listed} sessions in ${listMs.toFixed(1)} ms`);
-  if (plugin.errors > 0 || bare.errors > 0) process.exitCode = 1;
+  if (plugin.errors > 0 || stream.errors > 0 || bare.errors > 0) process.exitCode = 1;
 }
 
 if (process.argv.includes("--serve")) await serve();
