@@ -191,9 +191,9 @@ export class Presence {
     this.#step("due");
   }
 
-  /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
-  status(): { running: boolean; accepted: boolean; lastFailure: string | null } {
-    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null };
+  /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved, which way heartbeats go. */
+  status(): { running: boolean; accepted: boolean; lastFailure: string | null; way: "stream" | "http" } {
+    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null, way: heartbeatWay(this.#link) };
   }
 
   #snapshot(): PresenceSnapshot | undefined {

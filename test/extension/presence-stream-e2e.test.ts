@@ -45,8 +45,8 @@ async function setup(t: TestContext, config: Partial<Config> = {}) {
   });
   const userConfig = dataDirFor(join(root, "agent"));
   mkdirSync(userConfig, { recursive: true });
-  writeFileSync(join(userConfig, "config.json"), JSON.stringify({ presence: { heartbeatIntervalMs: HEARTBEAT_MS } }));
-  const pi = await startPi({ root });
+  writeFileSync(join(userConfig, "config.json"), JSON.stringify({ language: "en-US", presence: { heartbeatIntervalMs: HEARTBEAT_MS } }));
+  const pi = await startPi({ root, mode: "rpc" });
   t.after(async () => {
     await pi.dispose({ keepRoot: true }).catch(() => undefined);
     process.env = saved;
@@ -58,16 +58,27 @@ async function setup(t: TestContext, config: Partial<Config> = {}) {
   const sessionId = pi.session.sessionManager.getSessionId();
   const online = async () => ((await operator.sessions()).body.sessions as { session_id: string }[]).some((s) => s.session_id === sessionId);
   await waitUntil(online, "the session online", BOUND_MS);
-  return { pi, seen, online };
+  /** The presence line of `/anon-notify-doctor`, as the person reads it. */
+  const doctorSays = async () => {
+    await pi.prompt("/anon-notify-doctor");
+    return pi
+      .notices()
+      .at(-1)
+      ?.split("\n")
+      .find((line) => line.trim().startsWith("presence:"))
+      ?.trim();
+  };
+  return { pi, seen, online, doctorSays };
 }
 
 test("with the capability, heartbeats go over one stream; a run's running and idle arrive as frames, and HTTP falls silent", async (t) => {
-  const { pi, seen, online } = await setup(t);
+  const { pi, seen, online, doctorSays } = await setup(t);
   await waitUntil(
     () => seen.states.length >= 2,
     () => `two heartbeats over the stream (streams ${seen.streams}, HTTP ${seen.http})`,
     BOUND_MS,
   );
+  assert.equal(await doctorSays(), "presence: running, accepted by the server (over the presence stream)");
   const httpBefore = seen.http;
   seen.states.length = 0;
   pi.script([ai.fauxAssistantMessage("done")]);
@@ -101,9 +112,10 @@ test("a stream the server kills: heartbeats go on over HTTP at once, the session
 });
 
 test("a server without the capability: heartbeats go by HTTP only, and no stream is opened", async (t) => {
-  const { seen, online } = await setup(t, { presenceStream: false });
+  const { seen, online, doctorSays } = await setup(t, { presenceStream: false });
   const httpBefore = seen.http;
   await waitUntil(() => seen.http >= httpBefore + 3, "three more heartbeats over HTTP", BOUND_MS);
   assert.equal(seen.streams, 0);
+  assert.equal(await doctorSays(), "presence: running, accepted by the server (over HTTP)");
   assert.ok(await online());
 });
