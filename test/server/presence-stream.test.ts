@@ -6,7 +6,9 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { HeartbeatAnswer, STREAM_CLOSE, StreamRefusal } from "../../protocol/sessions.ts";
-import { LIMITS } from "../../protocol/wire.ts";
+import fc from "fast-check";
+import { ErrorCode, LIMITS } from "../../protocol/wire.ts";
+import { hostileString, seedFrom } from "../reliability/support.ts";
 import { agentApi, call, heartbeatOf, onlineServer, operatorApi, startServer, type Answer } from "../../harness/agent-api.ts";
 import { openStream } from "../../harness/presence-stream.ts";
 import type { KoishiHarness } from "../../harness/koishi.ts";
@@ -116,6 +118,43 @@ describe("frames", () => {
     await second.send(heartbeatOf());
     assert.deepEqual(await first.closed, { code: STREAM_CLOSE.replaced, reason: "replaced" });
     assert.equal(HeartbeatAnswer.parse(await second.send(heartbeatOf())).presence_stream, true);
+  });
+});
+
+describe("hostile frames", () => {
+  test("any text frame gets exactly one answer, an acceptance or a refusal in the protocol's codes; the stream stays open and refused frames register nothing", async (t) => {
+    const server = await startServer({ config: { heartbeatsPerMinute: 1_000_000, heartbeatBurst: 1_000_000 } });
+    t.after(() => server.stop());
+    const stream = openStream(server);
+    t.after(() => stream.socket.close());
+    const accepted = new Set<string>();
+    const heartbeatKeys = Object.keys(heartbeatOf()) as (keyof ReturnType<typeof heartbeatOf>)[];
+    // Mostly heartbeats of this stream's runtime with one field made hostile, so acceptances happen too.
+    const frame = fc.oneof(
+      fc.string({ maxLength: 200 }),
+      fc.json({ maxDepth: 40 }),
+      fc
+        .record({ key: fc.constantFrom(...heartbeatKeys), value: fc.oneof(hostileString(300), fc.jsonValue({ maxDepth: 3 })), id: fc.nat(50) })
+        .map(({ key, value, id }) => JSON.stringify({ ...heartbeatOf({ session_id: `f-${id}` }), [key]: key === "runtime_id" ? "r-1" : value })),
+    );
+    const seed = seedFrom("STREAM_FUZZ_SEED");
+    t.diagnostic(`STREAM_FUZZ_SEED=${seed}`);
+    await fc.assert(
+      fc.asyncProperty(frame, async (text) => {
+        const answer = await stream.send(text);
+        if ("error" in answer) {
+          const refusal = StreamRefusal.parse(answer);
+          assert.ok((ErrorCode.options as readonly string[]).includes(refusal.error), refusal.error);
+          assert.ok(refusal.status >= 400 && refusal.status < 500, JSON.stringify(refusal));
+        } else {
+          HeartbeatAnswer.parse(answer);
+          accepted.add((JSON.parse(text) as { session_id: string }).session_id);
+        }
+      }),
+      { numRuns: 300, seed },
+    );
+    assert.equal(stream.socket.readyState, stream.socket.OPEN);
+    for (const id of await onlineIds(server)) assert.ok(accepted.has(id), `${id} is online only if a frame naming it was accepted`);
   });
 });
 
