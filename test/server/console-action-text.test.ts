@@ -6,6 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { actionText } from "../../console/client/action-text.ts";
+import { failureText } from "../../console/client/failure-text.ts";
 import messages from "../../console/client/messages.ts";
 import { project } from "../../server/approvals/decisions.ts";
 import { consoleApproval } from "../../server/console/model.ts";
@@ -15,11 +16,13 @@ import { record } from "./approval-fixtures.ts";
 type Tree = { [key: string]: string | Tree };
 
 /** vue-i18n's lookup and named interpolation, enough for these texts. */
+function lookup(locale: "zh-CN" | "en-US", key: string): string | Tree | undefined {
+  return key.split(".").reduce<string | Tree | undefined>((node, part) => (typeof node === "object" ? node[part] : undefined), messages[locale] as Tree);
+}
+
 function pageT(locale: "zh-CN" | "en-US") {
   return (key: string, params: Record<string, string> = {}) => {
-    const found = key
-      .split(".")
-      .reduce<string | Tree | undefined>((node, part) => (typeof node === "object" ? node[part] : undefined), messages[locale] as Tree);
+    const found = lookup(locale, key);
     assert.equal(typeof found, "string", `${locale} has ${key}`);
     return (found as string).replace(/\{(\w+)\}/g, (_, name: string) => params[name] ?? "");
   };
@@ -30,5 +33,26 @@ test("the page words each action code in its own language; unknown codes name no
     const approval = consoleApproval(project(record({ action, action_code, source })));
     assert.equal(actionText(approval, pageT("zh-CN")), zh, `${action_code} zh-CN`);
     assert.equal(actionText(approval, pageT("en-US")), en, `${action_code} en-US`);
+  }
+});
+
+test("the page words a run's failure code in its own language; a code it does not know stays that code", () => {
+  const table: [string, string, string][] = [
+    ["error", "模型请求出错", "the model request failed"],
+    ["length", "回复达到长度上限而被截断", "the reply hit the length limit and was cut"],
+    ["tool_error_in_final_batch", "最终工具批次中有工具出错", "a tool in the last batch failed"],
+    ["some_new_reason", "some_new_reason", "some_new_reason"],
+    ["toString", "toString", "toString"],
+  ];
+  for (const [code, zh, en] of table) {
+    for (const [locale, words] of [
+      ["zh-CN", zh],
+      ["en-US", en],
+    ] as const)
+      assert.equal(
+        failureText(code, pageT(locale), (key) => typeof lookup(locale, key) === "string"),
+        words,
+        `${locale} ${code}`,
+      );
   }
 });

@@ -3,7 +3,8 @@
  * session set to one language asks for each rule that has no command words of its own, and the
  * page, in a real headless Chromium set to the other, shows the approval card, the page-wide
  * waiting line and the timeline's request line with no word of Pi's language but the command and
- * names; each is denied from the card. Skipped, saying so, when no Chromium is installed.
+ * names; each is denied from the card. Then a run fails: why (a code on the wire) reads in the
+ * page's language in the session view and the timeline. Skipped, saying so, when no Chromium is installed.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -16,7 +17,7 @@ for (const [piLanguage, pageLanguage] of [
   ["zh-CN", "en-US"],
   ["en-US", "zh-CN"],
 ] as const) {
-  test(`a Pi in ${piLanguage}, the page in ${pageLanguage}: each rule-only approval card, waiting line and timeline line reads in ${pageLanguage} alone, the command verbatim`, {
+  test(`a Pi in ${piLanguage}, the page in ${pageLanguage}: each rule-only approval and a failed run read in ${pageLanguage} alone, the command verbatim`, {
     skip: CHROMIUM_SKIP,
     timeout: 180_000,
   }, async (t) => {
@@ -47,5 +48,16 @@ for (const [piLanguage, pageLanguage] of [
       await run;
       await card.waitFor({ state: "detached", timeout: 20_000 });
     }
+
+    // A failed run: the notice says why as a code, which the page words (its view and its timeline line).
+    pi.script([ai.fauxAssistantMessage("", { stopReason: "error", errorMessage: "boom" })]);
+    await pi.prompt("fail once");
+    const outcome = view.locator("[data-test=run][data-outcome=failed] [data-test=run-outcome]");
+    await outcome.waitFor({ timeout: 20_000 });
+    assert.equal(await outcome.innerText(), pageLanguage === "en-US" ? "failed: the model request failed" : "失败：模型请求出错");
+    const failedLine = page.locator("[data-test=timeline-say]", { hasText: "fail once" }).first();
+    await failedLine.waitFor({ timeout: 20_000 });
+    const line = await failedLine.innerText();
+    assert.deepEqual(otherLanguage(line, pageLanguage, ["fail once", project]), [], `only ${pageLanguage} but the task and names:\n${line}`);
   });
 }
