@@ -3,6 +3,7 @@
  * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
  * The run recorder (extension/run-recorder.ts) records facts through these reducers; nothing here does I/O.
  */
+import type { FailureReason } from "./common/failure-words.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
 export interface AssistantFacts {
@@ -115,13 +116,7 @@ export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
 
-export type FailureReason =
-  | "length"
-  | "error"
-  | "incomplete_tool_batch"
-  | "tool_error_in_final_batch"
-  | "non_terminating_tool_batch"
-  | "unexpected_stop_reason";
+export type { FailureReason };
 
 export type RunOutcome =
   | { kind: "completed"; stopReason: string }

@@ -2,6 +2,8 @@
  * The page's texts; the console's language setting picks one (Chinese by default).
  * Over 400 lines: both languages of every text on the page side by side, checked key for key by a test.
  */
+import { FAILURE_WORDS } from "../../common/failure-words.ts";
+
 export default {
   "zh-CN": {
     pageTitle: "Pi 会话",
@@ -113,14 +115,7 @@ export default {
     approvalWants: "想执行 {tool}（{action}）",
     approvalAsks: "请求批准：{action}",
     /** Why a run failed (a final notice's `failure_reason`, else Pi's stop reason), in the page's words. */
-    failure: {
-      length: "回复达到长度上限而被截断",
-      error: "模型请求出错",
-      incomplete_tool_batch: "最终工具批次没有全部执行完",
-      tool_error_in_final_batch: "最终工具批次中有工具出错",
-      non_terminating_tool_batch: "最终工具批次没有声明结束",
-      unexpected_stop_reason: "以未知的停止原因结束",
-    },
+    failure: FAILURE_WORDS["zh-CN"],
     /** An approval's action (protocol/action-label.ts), in the page's words. */
     action: {
       opaque: "看不清将运行什么",
@@ -346,14 +341,7 @@ export default {
     },
     approvalWants: "wants to run {tool} ({action})",
     approvalAsks: "asks for approval: {action}",
-    failure: {
-      length: "the reply hit the length limit and was cut",
-      error: "the model request failed",
-      incomplete_tool_batch: "the last tool batch did not all run",
-      tool_error_in_final_batch: "a tool in the last batch failed",
-      non_terminating_tool_batch: "the last tool batch did not say it was done",
-      unexpected_stop_reason: "it ended with an unknown stop reason",
-    },
+    failure: FAILURE_WORDS["en-US"],
     action: {
       opaque: "cannot see what will run",
       diskWrite: "write to a disk device",

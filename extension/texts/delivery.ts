@@ -4,12 +4,10 @@
  * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
  */
 import { errorText } from "../../common/errors.ts";
-import type { RunOutcome } from "../../lifecycle.ts";
+import { FAILURE_WORDS } from "../../common/failure-words.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
 import type { DeliveryFacts } from "../delivery/decisions.ts";
 import { formatsIn } from "./format.ts";
-
-type FailureReason = Extract<RunOutcome, { kind: "failed" }>["reason"];
 
 /**
  * Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
@@ -76,14 +74,7 @@ export const enDelivery: typeof zhDelivery = {
 export const zhNotice = {
   inProject: (project: string, body: string) => `项目 ${project}：${body}`,
   completed: "任务已完成。",
-  failure: {
-    length: "回复达到长度上限而被截断",
-    error: "模型请求出错",
-    incomplete_tool_batch: "最终工具批次没有全部执行完",
-    tool_error_in_final_batch: "最终工具批次中有工具出错",
-    non_terminating_tool_batch: "最终工具批次没有声明结束",
-    unexpected_stop_reason: "以未知的停止原因结束",
-  } satisfies Record<FailureReason, string>,
+  failure: FAILURE_WORDS["zh-CN"],
   failed: (why: string, detail: string | null) => (detail ? `${why}：${detail}` : `${why}。`),
   started: "开始处理任务。",
   minutes: formatsIn("zh-CN").minutes,
@@ -124,14 +115,7 @@ export const zhNotice = {
 export const enNotice: typeof zhNotice = {
   inProject: (project, body) => `Project ${project}: ${body}`,
   completed: "Task completed.",
-  failure: {
-    length: "the reply was cut off at the length limit",
-    error: "the model request failed",
-    incomplete_tool_batch: "the final tool batch did not run to the end",
-    tool_error_in_final_batch: "a tool in the final batch failed",
-    non_terminating_tool_batch: "the final tool batch did not say it was done",
-    unexpected_stop_reason: "it stopped for an unknown reason",
-  },
+  failure: FAILURE_WORDS["en-US"],
   failed: (why, detail) => `Failed: ${why}${detail ? `: ${detail}` : "."}`,
   started: "Started working on the task.",
   minutes: formatsIn("en-US").minutes,

@@ -39,8 +39,8 @@ test("the page words each action code in its own language; unknown codes name no
 test("the page words a run's failure code in its own language; a code it does not know stays that code", () => {
   const table: [string, string, string][] = [
     ["error", "模型请求出错", "the model request failed"],
-    ["length", "回复达到长度上限而被截断", "the reply hit the length limit and was cut"],
-    ["tool_error_in_final_batch", "最终工具批次中有工具出错", "a tool in the last batch failed"],
+    ["length", "回复达到长度上限而被截断", "the reply was cut off at the length limit"],
+    ["tool_error_in_final_batch", "最终工具批次中有工具出错", "a tool in the final batch failed"],
     ["some_new_reason", "some_new_reason", "some_new_reason"],
     ["toString", "toString", "toString"],
   ];

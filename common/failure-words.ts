@@ -1,0 +1,31 @@
+/**
+ * Why a run failed, by the code a final notice carries (`details.failure_reason`), in Chinese and
+ * English: one table for the Pi side's notices and the console page, so both say it the same way.
+ */
+/** Why a settled run counts as failed (lifecycle.ts decides it). */
+export type FailureReason =
+  | "length"
+  | "error"
+  | "incomplete_tool_batch"
+  | "tool_error_in_final_batch"
+  | "non_terminating_tool_batch"
+  | "unexpected_stop_reason";
+
+export const FAILURE_WORDS: Record<"zh-CN" | "en-US", Record<FailureReason, string>> = {
+  "zh-CN": {
+    length: "回复达到长度上限而被截断",
+    error: "模型请求出错",
+    incomplete_tool_batch: "最终工具批次没有全部执行完",
+    tool_error_in_final_batch: "最终工具批次中有工具出错",
+    non_terminating_tool_batch: "最终工具批次没有声明结束",
+    unexpected_stop_reason: "以未知的停止原因结束",
+  },
+  "en-US": {
+    length: "the reply was cut off at the length limit",
+    error: "the model request failed",
+    incomplete_tool_batch: "the final tool batch did not run to the end",
+    tool_error_in_final_batch: "a tool in the final batch failed",
+    non_terminating_tool_batch: "the final tool batch did not say it was done",
+    unexpected_stop_reason: "it stopped for an unknown reason",
+  },
+};
