@@ -12,7 +12,9 @@
  * locking), so the two sides differ only in what runs per request.
  * A kept-alive undici client sends CONCURRENCY requests at a time; rounds alternate between the two.
  * The worker is kept idle (no persona, long wait) so that only ingest is measured.
- * Reports throughput (events/s) and p50/p99 latency, and the plugin/bare throughput ratio.
+ * Reports throughput (events/s), p50/p99 latency, the CPU this process spent per event (client
+ * included, the same on both sides; on a shared machine it moves less than throughput does), and
+ * the plugin/bare throughput ratio.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -95,11 +97,20 @@ async function startBare(dir: string) {
   };
 }
 
-async function measure(target: Target): Promise<{ perSecond: number; p50: number; p99: number }> {
+interface Round {
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** CPU of this whole process per event, in ms. */
+  cpuMs: number;
+}
+
+async function measure(target: Target): Promise<Round> {
   const pool = new Pool(target.origin, { connections: CONCURRENCY, keepAliveTimeout: 30_000 });
   const latencies: number[] = [];
   let next = 0;
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < EVENTS) {
@@ -119,10 +130,11 @@ async function measure(target: Target): Promise<{ perSecond: number; p50: number
     }),
   );
   const elapsedMs = performance.now() - started;
+  const cpu = process.cpuUsage(cpuBefore);
   await pool.close();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
-  return { perSecond: (EVENTS / elapsedMs) * 1000, p50: at(0.5), p99: at(0.99) };
+  return { perSecond: (EVENTS / elapsedMs) * 1000, p50: at(0.5), p99: at(0.99), cpuMs: (cpu.user + cpu.system) / 1000 / EVENTS };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -136,7 +148,7 @@ async function main() {
     { name: "plugin", origin: new URL(plugin.baseUrl).origin, path: `${new URL(plugin.baseUrl).pathname}/events`, token: plugin.token },
     { name: "bare", origin: bare.origin, path: "/events", token: "" },
   ];
-  const results: Record<Target["name"], { perSecond: number; p50: number; p99: number }[]> = { plugin: [], bare: [] };
+  const results: Record<Target["name"], Round[]> = { plugin: [], bare: [] };
   try {
     for (const target of targets) await measure({ ...target }); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
@@ -153,7 +165,9 @@ async function main() {
     console.log(
       `  ${name.padEnd(6)}  ${median(rows.map((r) => r.perSecond))
         .toFixed(0)
-        .padStart(6)} events/s   p50 ${median(rows.map((r) => r.p50)).toFixed(2)} ms   p99 ${median(rows.map((r) => r.p99)).toFixed(2)} ms`,
+        .padStart(
+          6,
+        )} events/s   p50 ${median(rows.map((r) => r.p50)).toFixed(2)} ms   p99 ${median(rows.map((r) => r.p99)).toFixed(2)} ms   CPU ${median(rows.map((r) => r.cpuMs)).toFixed(2)} ms/event`,
     );
   }
   const ratio = median(results.plugin.map((r) => r.perSecond)) / median(results.bare.map((r) => r.perSecond));
