@@ -23,14 +23,22 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
 
   return {
     request(client, body, waitEnded, accepted) {
-      const sent = (async () => {
-        const result = await runWithRetry(() => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
+      const post = (payload: ApprovalRequest) =>
+        runWithRetry(() => client.request("POST", "approvals", { body: payload, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
           maxAttempts: REQUEST_ATTEMPTS,
           backoffMs: BACKOFF_MS,
           sleep,
           random: Math.random,
           signal: waitEnded,
         });
+      const sent = (async () => {
+        let result = await post(body);
+        // A server older than `action_code` refuses the field (its request shape is strict): the
+        // same request without it, which that server shows with the session's own label as before.
+        if (!result.ok && result.error.status === 400 && body.action_code !== undefined && !waitEnded.aborted) {
+          const { action_code: _, ...older } = body;
+          result = await post(older);
+        }
         if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;

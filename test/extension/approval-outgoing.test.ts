@@ -1,0 +1,63 @@
+/**
+ * The approval request beside the agent (extension/approvals/outgoing.ts) against servers of two
+ * ages: one that knows `action_code` takes it at once; one older, whose request shape is strict and
+ * lacks the field, refuses it with 400 and then gets the same request without it, so approvals keep
+ * reaching the owner there.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createOutgoing } from "../../extension/approvals/outgoing.ts";
+import type { ApiClient } from "../../extension/delivery/http-client.ts";
+import { classifyHttpFailure } from "../../extension/delivery/retry.ts";
+import { messagesFor } from "../../extension/messages.ts";
+import { ApprovalRequest } from "../../protocol/approvals.ts";
+import { approvalRequestOf } from "../../harness/agent-api.ts";
+
+/** A server taking requests of `shape`, answering as `POST /approvals` does; every body it was sent is kept. */
+function server(shape: { safeParse(value: unknown): { success: boolean } }) {
+  const bodies: Record<string, unknown>[] = [];
+  const client: ApiClient = {
+    async request(_method, _path, options) {
+      const body = options.body as Record<string, unknown>;
+      bodies.push(body);
+      if (!shape.safeParse(body).success) throw classifyHttpFailure(400, {}, Date.now(), "invalid_request");
+      return { approval: { code: "ACDEF" }, reach: "sent" } as never;
+    },
+  };
+  return { client, bodies };
+}
+
+/** Asks once; resolves with the code the server gave, or with what was reported instead. */
+async function ask(client: ApiClient): Promise<{ code: string | null; reports: string[] }> {
+  const reports: string[] = [];
+  return new Promise((resolve) => {
+    const outgoing = createOutgoing(
+      (message) => {
+        reports.push(message);
+        resolve({ code: null, reports });
+      },
+      () => messagesFor("en-US"),
+      async () => {},
+    );
+    outgoing.request(client, approvalRequestOf({ action_code: "disk-write" }), new AbortController().signal, (code) => resolve({ code, reports }));
+  });
+}
+
+test("a server that knows action_code gets it once; an older one refuses it and gets the same request without it", async () => {
+  const current = server(ApprovalRequest);
+  assert.equal((await ask(current.client)).code, "ACDEF");
+  assert.deepEqual(
+    current.bodies.map((body) => body.action_code),
+    ["disk-write"],
+  );
+
+  const older = server(ApprovalRequest.omit({ action_code: true }));
+  const { code, reports } = await ask(older.client);
+  assert.equal(code, "ACDEF", "the older server took the request");
+  assert.deepEqual(
+    older.bodies.map((body) => body.action_code),
+    ["disk-write", undefined],
+  );
+  assert.equal(older.bodies[1]!.approval_id, older.bodies[0]!.approval_id, "the same request");
+  assert.deepEqual(reports, [], "nothing to warn about");
+});
