@@ -9,7 +9,7 @@
  * plugin-server upgrades every WebSocket request before any plugin sees it, so a refused handshake
  * is closed at once after the upgrade (its close code says why) and no frame of it is read.
  */
-import type { IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
 import type { Context } from "koishi";
 import type { WebSocket } from "ws";
 import { errorText } from "../../common/errors.ts";
@@ -38,15 +38,16 @@ export interface PresenceStreamDeps {
 
 interface Stream {
   socket: WebSocket;
-  request: IncomingMessage;
+  /** The TCP socket under it (kept instead of the handshake request, which a held stream does not need). */
+  raw: Socket;
   runtimeId: string | undefined;
   lastFrameMs: number;
 }
 
 /** Closes with `code`, stops reading at once (nothing more of a refused or oversized peer is buffered), drops the socket soon after. */
-function shut(socket: WebSocket, request: IncomingMessage, code: number, reason: string): void {
+function shut(socket: WebSocket, raw: Socket, code: number, reason: string): void {
   socket.close(code, reason);
-  request.socket.pause();
+  raw.pause();
   setTimeout(() => socket.terminate(), CLOSE_GRACE_MS).unref();
 }
 
@@ -78,7 +79,7 @@ export const PresenceStream = {
     };
     const end = (stream: Stream, code: number, reason: string) => {
       forget(stream);
-      shut(stream.socket, stream.request, code, reason);
+      shut(stream.socket, stream.raw, code, reason);
     };
 
     // Binds the stream to the runtime of its first valid heartbeat; a newer stream of that runtime replaces the older one.
@@ -108,10 +109,10 @@ export const PresenceStream = {
         api.admitAgent(request);
       } catch (error) {
         if (!(error instanceof DomainError)) throw error;
-        return shut(socket, request, STREAM_CLOSE.refusedBase + HTTP_STATUS[error.code], error.code);
+        return shut(socket, request.socket, STREAM_CLOSE.refusedBase + HTTP_STATUS[error.code], error.code);
       }
-      if (open.size >= maxStreams) return shut(socket, request, STREAM_CLOSE.full, "full");
-      const stream: Stream = { socket, request, runtimeId: undefined, lastFrameMs: Date.now() };
+      if (open.size >= maxStreams) return shut(socket, request.socket, STREAM_CLOSE.full, "full");
+      const stream: Stream = { socket, raw: request.socket, runtimeId: undefined, lastFrameMs: Date.now() };
       open.add(stream);
       socket.on("close", () => forget(stream));
       socket.on("message", (data, isBinary) => {
