@@ -2,14 +2,9 @@
  * Why a run failed, by the code a final notice carries (`details.failure_reason`), in Chinese and
  * English: one table for the Pi side's notices and the console page, so both say it the same way.
  */
-/** Why a settled run counts as failed (lifecycle.ts decides it). */
-export type FailureReason =
-  | "length"
-  | "error"
-  | "incomplete_tool_batch"
-  | "tool_error_in_final_batch"
-  | "non_terminating_tool_batch"
-  | "unexpected_stop_reason";
+import type { FailureReason } from "../protocol/said.ts";
+
+export type { FailureReason };
 
 export const FAILURE_WORDS: Record<"zh-CN" | "en-US", Record<FailureReason, string>> = {
   "zh-CN": {

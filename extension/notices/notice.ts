@@ -4,6 +4,7 @@
  * it read from Pi.
  */
 import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { SAID_ERROR_CHARS, type Said } from "../../protocol/said.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../state-bus.ts";
@@ -73,14 +74,34 @@ export interface ContentOptions {
   includeFinalReply: boolean;
 }
 
-/** The human summary of a settled run: the final reply, or why it failed, in the session's language. */
+/** A line the extension wrote, and what it says in `details.said` (undefined when it cannot point at the agent's words). */
+export interface SaidLine {
+  summary: string;
+  said: Said | undefined;
+}
+
+/**
+ * Where `tail` (the agent's own words, at the end of `line`) begins, in code points; undefined when
+ * `line` does not end with it, so nothing is ever pointed at that is not the agent's. Pure.
+ */
+export function tailFrom(line: string, tail: string): number | undefined {
+  if (!line.endsWith(tail)) return undefined;
+  return Array.from(line).length - Array.from(tail).length;
+}
+
+/** A line with the project named, when the content names it. */
+export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
+  return content.includeProject ? t.inProject(project, line) : line;
+}
+
+/** The human summary of a settled run (the final reply, or why it failed, in the session's language) and its said form. */
 export function runSummary(
   outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
   facts: RunFacts,
   content: ContentOptions,
   project: string,
   t: NoticeTexts,
-): string {
+): SaidLine {
   const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
   let body: string;
   if (outcome.kind === "completed") {
@@ -89,7 +110,18 @@ export function runSummary(
     const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
     body = reply ? `${why}\n${reply}` : why;
   }
-  return content.includeProject ? t.inProject(project, body) : body;
+  const summary = inProject(body, content, project, t);
+  const replyFrom = reply ? tailFrom(summary, reply) : undefined;
+  if (reply && replyFrom === undefined) return { summary, said: undefined };
+  const common = { ...(content.includeProject ? { project } : {}), ...(replyFrom === undefined ? {} : { reply_from: replyFrom }) };
+  const said: Said =
+    outcome.kind === "completed"
+      ? { key: "run_completed", params: common }
+      : {
+          key: "run_failed",
+          params: { ...common, reason: outcome.reason, ...(outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {}) },
+        };
+  return { summary, said };
 }
 
 export interface NoticeParts {
@@ -149,6 +181,7 @@ export interface NoticeContext {
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
+  const line = runSummary(outcome, facts, context.content, context.project, context.text);
   return buildEvent(
     {
       eventId: entryId
@@ -159,12 +192,13 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
       source: context.source,
       task: facts.task,
       status: outcome.kind,
-      summary: runSummary(outcome, facts, context.content, context.project, context.text),
+      summary: line.summary,
       details: {
         stop_reason: outcome.stopReason,
         ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
         // So the owner's view knows how long it took without a `started` notice (off by default).
         ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
+        ...(line.said ? { said: line.said } : {}),
       },
       contextUsage: context.contextUsage,
       createdAt: context.now,
@@ -189,13 +223,23 @@ export function transientNotice(
       source: context.source,
       task: facts.task,
       status,
-      summary: context.content.includeProject ? context.text.inProject(context.project, summary) : summary,
+      summary: inProject(summary, context.content, context.project, context.text),
       details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors },
       contextUsage: context.contextUsage,
       createdAt: context.now,
     },
     context.content,
   );
+}
+
+/**
+ * Another extension's details without `said`: only this extension's own code path says what its
+ * words mean, so a notice it merely carries cannot have its summary reworded as a run's outcome.
+ */
+function withoutSaid(details: Record<string, unknown> | null): Record<string, unknown> | null {
+  if (!details || !Object.hasOwn(details, "said")) return details;
+  const { said: _dropped, ...rest } = details;
+  return rest;
 }
 
 /** Another extension's `anon-notify:send`, already validated against SendRequest. */
@@ -209,7 +253,7 @@ export function externalNotice(request: SendRequest, generatedId: string, contex
       task: request.task ?? "",
       status: request.status,
       summary: request.summary,
-      details: request.details ?? null,
+      details: withoutSaid(request.details ?? null),
       url: request.url ?? null,
       contextUsage: context.contextUsage,
       createdAt: context.now,

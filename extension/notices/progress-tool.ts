@@ -16,8 +16,9 @@ import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import type { WebhookClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
-import { buildEvent, type NoticeContext } from "./notice.ts";
-import type { EventBody, EventStatus } from "../../protocol/events.ts";
+import { buildEvent, inProject, tailFrom, type NoticeContext } from "./notice.ts";
+import type { EventBody } from "../../protocol/events.ts";
+import { Said, STAGE_STATUS } from "../../protocol/said.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 import { errorText } from "../../common/errors.ts";
 import { offeredTool } from "../pi-handlers.ts";
@@ -98,17 +99,6 @@ function argumentProblem(input: unknown, t: ReportFacts["text"]): string | undef
   return undefined;
 }
 
-// A report is never the run's own completion or failure (those come from the lifecycle); a stage
-// that needs a person is a warning.
-const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
-  started: "started",
-  progress: "progress",
-  done: "progress",
-  blocked: "warning",
-  awaiting_approval: "warning",
-  failed: "warning",
-};
-
 /** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
 export function progressEventId(sessionId: string, toolCallId: string): string {
   return `pi:${sessionId}:report:${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`;
@@ -119,6 +109,20 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
   const severity = args.severity ?? "info";
   const t = context.text;
   const line = t.report(t.severity[severity], t.stage[args.stage], args.summary, args.detail ?? null);
+  const summary = inProject(line, context.content, context.project, t);
+  const detailFrom = args.detail ? tailFrom(summary, args.detail) : undefined;
+  // What the report says, for a server that words it itself; the model's words are values, never the key.
+  const said = Said.safeParse({
+    key: "report",
+    params: {
+      ...(context.content.includeProject ? { project: context.project } : {}),
+      stage: args.stage,
+      severity,
+      text: args.summary,
+      ...(detailFrom === undefined ? {} : { detail_from: detailFrom }),
+    },
+  });
+  const keepSaid = said.success && (!args.detail || detailFrom !== undefined);
   return buildEvent(
     {
       eventId: progressEventId(context.sessionId, toolCallId),
@@ -127,8 +131,12 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
       source: context.source,
       task,
       status: STAGE_STATUS[args.stage],
-      summary: context.content.includeProject ? t.inProject(context.project, line) : line,
-      details: { report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null }, tool: PROGRESS_TOOL_NAME },
+      summary,
+      details: {
+        report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null },
+        tool: PROGRESS_TOOL_NAME,
+        ...(keepSaid ? { said: said.data } : {}),
+      },
       url: args.artifact ?? null,
       contextUsage: context.contextUsage,
       createdAt: context.now,

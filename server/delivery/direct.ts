@@ -10,6 +10,7 @@ import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { statusLabel } from "../locales/labels.ts";
+import { saidSummary } from "../locales/said.ts";
 import { deliveryError, type DirectOutcome } from "./steps.ts";
 
 export interface DirectTarget {
@@ -32,7 +33,7 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
     say("anon-notify.direct.source", [event.source || none]),
     say("anon-notify.direct.task", [event.task || none]),
     // The summary may span lines; its continuation lines are indented, so none can pass for a header or a label.
-    say("anon-notify.direct.summary", [(event.summary || none).replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")]),
+    say("anon-notify.direct.summary", [(saidSummary(event, say) || none).replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")]),
     say("anon-notify.direct.context", [context]),
   ];
   if (event.url) lines.push(say("anon-notify.direct.link", [event.url]));

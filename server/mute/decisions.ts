@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { statusLabel } from "../locales/labels.ts";
+import { saidSummary } from "../locales/said.ts";
 import type { Say } from "../locales/load.ts";
 
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
@@ -90,7 +91,7 @@ const LISTED = 10;
 
 function digestLines(events: readonly EventBody[], say: Say): string[] {
   const lines = events.slice(0, LISTED).map((e, i) => {
-    const summary = e.summary.replace(/\s+/g, " ").trim();
+    const summary = saidSummary(e, say).replace(/\s+/g, " ").trim();
     const short = summary.length > LINE_SUMMARY_CHARS ? `${summary.slice(0, LINE_SUMMARY_CHARS - 1)}…` : summary;
     const tail = short ? say("anon-notify.digest.line-summary", [short]) : "";
     return say("anon-notify.digest.line", { n: i + 1, status: statusLabel(e.status, say), source: e.source, summary: tail });

@@ -68,20 +68,20 @@ const enNotice = messagesFor("en-US").notice;
 
 test("runSummary: completion carries the final reply, or a plain sentence without it, in the session's language", () => {
   const completed = { kind: "completed", stopReason: "stop" } as const;
-  assert.equal(runSummary(completed, facts, content, "p", zhNotice), "全部测试通过。");
-  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", zhNotice), "任务已完成。");
-  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", enNotice), "Task completed.");
-  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", zhNotice), "项目 demo：全部测试通过。");
-  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", enNotice), "Project demo: 全部测试通过。");
+  assert.equal(runSummary(completed, facts, content, "p", zhNotice).summary, "全部测试通过。");
+  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", zhNotice).summary, "任务已完成。");
+  assert.equal(runSummary(completed, facts, { ...content, includeFinalReply: false }, "p", enNotice).summary, "Task completed.");
+  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", zhNotice).summary, "项目 demo：全部测试通过。");
+  assert.equal(runSummary(completed, facts, { ...content, includeProject: true }, "demo", enNotice).summary, "Project demo: 全部测试通过。");
 });
 
 test("runSummary: failure says why, with the error message, in the session's language", () => {
   const failed = { kind: "failed", stopReason: "error", reason: "error", errorMessage: "401 unauthorized" } as const;
   const noReply = { ...content, includeFinalReply: false };
-  assert.equal(runSummary(failed, facts, noReply, "p", zhNotice), "模型请求出错：401 unauthorized");
-  assert.equal(runSummary(failed, facts, noReply, "p", enNotice), "Failed: the model request failed: 401 unauthorized");
+  assert.equal(runSummary(failed, facts, noReply, "p", zhNotice).summary, "模型请求出错：401 unauthorized");
+  assert.equal(runSummary(failed, facts, noReply, "p", enNotice).summary, "Failed: the model request failed: 401 unauthorized");
   assert.equal(
-    runSummary({ ...failed, reason: "length", errorMessage: null }, facts, noReply, "p", enNotice),
+    runSummary({ ...failed, reason: "length", errorMessage: null }, facts, noReply, "p", enNotice).summary,
     "Failed: the reply was cut off at the length limit.",
   );
 });

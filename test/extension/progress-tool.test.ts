@@ -145,7 +145,13 @@ test("a report renders into a notice by code: stage label, severity mark, detail
   assert.deepEqual(event.details, {
     report: { stage: "awaiting_approval", severity: "critical", detail: "改动会加入 HMAC 时间窗校验", artifact: "https://git.example.com/pr/7" },
     tool: "report_progress",
+    // What the line says, the agent's sentence a value and its detail the summary's tail.
+    said: {
+      key: "report",
+      params: { project: "shop", stage: "awaiting_approval", severity: "critical", text: "需要你确认是否修改 ci-gate 的 3 个文件", detail_from: 47 },
+    },
   });
+  assert.equal(Array.from(event.summary).slice(47).join(""), "改动会加入 HMAC 时间窗校验");
   assert.equal(event.event_id, progressEventId(context.sessionId, "call_abc|def"), "a provider's tool-call id with any characters becomes a valid event id");
   assert.equal(event.delivery, "anon");
   const statuses = (["started", "progress", "done", "blocked", "failed"] as const).map(

@@ -1,0 +1,94 @@
+/**
+ * `details.said`: what the extension's own words in a notice's `summary` say, as a closed key and
+ * typed values, so a server can word the line in its own language (docs/protocol.md, Events). The
+ * agent's free text is never a value here: it is the part of `summary` from a code-point offset on,
+ * kept apart and shown as the agent's words (and `details` stays small: 4 KiB could not hold a
+ * long reply twice). The key comes from the extension's code path; a reader checks it against the
+ * event's status and shows `summary` unchanged for anything it cannot check.
+ */
+import { z } from "zod";
+import type { EventStatus } from "./events.ts";
+import { ProgressSeverity, ProgressStage } from "./progress.ts";
+import { LIMITS, oneLine } from "./wire.ts";
+
+/** Why a settled run counts as failed (lifecycle.ts decides it; `details.failure_reason`). */
+export const FailureReason = z.enum([
+  "length",
+  "error",
+  "incomplete_tool_batch",
+  "tool_error_in_final_batch",
+  "non_terminating_tool_batch",
+  "unexpected_stop_reason",
+]);
+export type FailureReason = z.infer<typeof FailureReason>;
+
+/** The project's name as the extension put it in the line; present when the line names it. */
+const Project = oneLine(LIMITS.sourceChars).optional();
+/** Where the agent's own words begin in `summary`, in code points; absent when the line has none. */
+const TailFrom = z.number().int().nonnegative().max(LIMITS.summaryChars).optional();
+/** The provider's error text as Pi reported it: shown verbatim, never worded. */
+export const SAID_ERROR_CHARS = 300;
+
+export const Said = z.discriminatedUnion("key", [
+  z.strictObject({ key: z.literal("run_completed"), params: z.strictObject({ project: Project, reply_from: TailFrom }) }),
+  z.strictObject({
+    key: z.literal("run_failed"),
+    params: z.strictObject({ project: Project, reason: FailureReason, error: z.string().max(SAID_ERROR_CHARS).optional(), reply_from: TailFrom }),
+  }),
+  z.strictObject({
+    key: z.literal("report"),
+    params: z.strictObject({
+      project: Project,
+      stage: ProgressStage,
+      severity: ProgressSeverity,
+      // The agent's one sentence (report_progress's `summary`, ≤ 120 chars); its detail is the tail.
+      text: oneLine(120).pipe(z.string().min(1)),
+      detail_from: TailFrom,
+    }),
+  }),
+]);
+export type Said = z.infer<typeof Said>;
+export type SaidKey = Said["key"];
+
+/**
+ * The status a report's stage is sent with: a report is never the run's own completion or failure
+ * (those come from the lifecycle); a stage that needs a person is a warning.
+ */
+export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
+  started: "started",
+  progress: "progress",
+  done: "progress",
+  blocked: "warning",
+  awaiting_approval: "warning",
+  failed: "warning",
+};
+
+/** The only status each said line may come with. */
+export function saidStatus(said: Said): EventStatus {
+  if (said.key === "run_completed") return "completed";
+  if (said.key === "run_failed") return "failed";
+  return STAGE_STATUS[said.params.stage];
+}
+
+/** A said line a reader may word: checked, with the agent's own words cut out of the summary. */
+export interface ReadSaid {
+  said: Said;
+  /** The agent's words (the reply, or the report's detail); "" when the line has none. */
+  agent: string;
+}
+
+/**
+ * `details.said` of an event, if a reader may word it: the extension's own notice (`pi:` id), a
+ * known key with valid values, the status it belongs with, and an offset inside the summary.
+ * Anything else is undefined: the reader shows `summary` as it came. Pure.
+ */
+export function readSaid(event: { event_id: string; status: EventStatus; summary: string; details: Record<string, unknown> | null }): ReadSaid | undefined {
+  if (!event.event_id.startsWith("pi:") || !event.details || !Object.hasOwn(event.details, "said")) return undefined;
+  const parsed = Said.safeParse(event.details.said);
+  if (!parsed.success || saidStatus(parsed.data) !== event.status) return undefined;
+  const said = parsed.data;
+  const from = said.key === "report" ? said.params.detail_from : said.params.reply_from;
+  const chars = Array.from(event.summary);
+  if (from !== undefined && from > chars.length) return undefined;
+  return { said, agent: from === undefined ? "" : chars.slice(from).join("") };
+}
