@@ -88,7 +88,8 @@ test("an inactive session sends nothing; once enabled, a completed run sends one
   assert.equal(body.summary, "项目 work：全部完成。");
   assert.equal(body.source, "Pi Agent · work");
   const { run_started_at: startedAt, ...details } = body.details as Record<string, unknown>;
-  assert.deepEqual(details, { stop_reason: "stop" });
+  // The said line points at the reply, the agent's words after "项目 work：".
+  assert.deepEqual(details, { stop_reason: "stop", said: { key: "run_completed", params: { project: "work", reply_from: 8 } } });
   assert.ok(typeof startedAt === "string" && startedAt >= before && startedAt <= body.created_at, `the run's start: ${String(startedAt)}`);
   assert.equal(body.delivery, "anon");
   const usage = s.pi.session.getContextUsage();
@@ -154,7 +155,11 @@ test("a session switched on while a run is in progress reports that run's comple
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.task, "long job");
   assert.equal(event!.body.status, "completed");
-  assert.deepEqual(event!.body.details, { stop_reason: "stop" }, "no start time: the run began before the extension joined it");
+  assert.deepEqual(
+    event!.body.details,
+    { stop_reason: "stop", said: { key: "run_completed", params: { project: "work", reply_from: 8 } } },
+    "no start time: the run began before the extension joined it",
+  );
 });
 
 test("a model error after retries is one failed notice with the error", async (t) => {
@@ -165,7 +170,11 @@ test("a model error after retries is one failed notice with the error", async (t
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
   assert.match(event!.body.summary, /模型请求出错：401 invalid api key/);
-  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "error", failure_reason: "error" });
+  assert.deepEqual(withoutStart(event!.body.details), {
+    stop_reason: "error",
+    failure_reason: "error",
+    said: { key: "run_failed", params: { project: "work", reason: "error", error: "401 invalid api key" } },
+  });
 });
 
 test("a final length stop is failed", async (t) => {
@@ -175,7 +184,12 @@ test("a final length stop is failed", async (t) => {
   await s.pi.prompt("write a lot");
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
-  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "length", failure_reason: "length" });
+  assert.deepEqual(withoutStart(event!.body.details), {
+    stop_reason: "length",
+    failure_reason: "length",
+    said: { key: "run_failed", params: { project: "work", reason: "length", reply_from: 22 } },
+  });
+  assert.equal(Array.from(event!.body.summary).slice(22).join(""), "cut off mid", "the reply, after the extension's words");
 });
 
 test("a final tool batch in which every result terminates is completed", async (t) => {
@@ -186,7 +200,7 @@ test("a final tool batch in which every result terminates is completed", async (
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(s.pi.modelCalls.length, 1, "Pi made no model call after the terminating batch");
   assert.equal(event!.body.status, "completed");
-  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "toolUse" });
+  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "toolUse", said: { key: "run_completed", params: { project: "work" } } });
 });
 
 test("a final tool batch that terminates with an error result is failed", async (t) => {
@@ -204,7 +218,11 @@ test("a final tool batch that terminates with an error result is failed", async 
   await s.pi.prompt("finish it");
   const [event] = await s.webhook.waitForEvents(1);
   assert.equal(event!.body.status, "failed");
-  assert.deepEqual(withoutStart(event!.body.details), { stop_reason: "toolUse", failure_reason: "tool_error_in_final_batch" });
+  assert.deepEqual(withoutStart(event!.body.details), {
+    stop_reason: "toolUse",
+    failure_reason: "tool_error_in_final_batch",
+    said: { key: "run_failed", params: { project: "work", reason: "tool_error_in_final_batch" } },
+  });
 });
 
 test("a run that continued past a non-terminating batch is judged by its last reply", async (t) => {
