@@ -6,12 +6,12 @@
  * idle and then under the load, heartbeat latency p50/p99, errors, and what one
  * `GET /operator/sessions` over all of them costs. Bounded: every phase has a fixed duration.
  *
- * The same load is sent, in the same run, three ways: to the plugin over HTTP, to the plugin over
+ * The same load is sent, in the same run, four ways: to the plugin over HTTP, to the plugin over
  * the presence stream (one kept WebSocket per runtime, `GET /sessions/stream`: 5,000 sockets, so
- * its RSS says what they cost), and to a bare `node:http` server in its own child: the same token
- * check, body reading, schema and answer, sessions kept in a Map. The bare server's CPU is the
- * floor any HTTP heartbeat pays on this machine (mostly the kernel's loopback writes), so the
- * plugin's shares are read against it.
+ * its RSS says what they cost), and to a bare server in its own child, over HTTP (`node:http`) and
+ * over a bare `ws` WebSocket (as plugin-server mounts it): the same token check, schema and
+ * answer, sessions kept in a Map. The bare server's CPU is the floor each way pays on this machine,
+ * so the plugin's shares are read against it.
  */
 import { fork } from "node:child_process";
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -20,6 +20,7 @@ import { createServer } from "node:http";
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
+import { WebSocketServer } from "ws";
 import { operatorApi } from "../harness/agent-api.ts";
 import { openStream, type TestStream } from "../harness/presence-stream.ts";
 import { Heartbeat } from "../protocol/sessions.ts";
@@ -56,25 +57,40 @@ async function serve(): Promise<void> {
   answerParent(harness.baseUrl, harness.token, () => harness.stop());
 }
 
-/** The floor: a plain node:http heartbeat handler with the same checks and answer, and no Koishi. */
+/**
+ * The floor: a plain heartbeat handler with the same checks and answer, and no Koishi, over
+ * node:http and over a bare `ws` server on the same port (each WebSocket is one stream).
+ */
 async function serveBare(): Promise<void> {
   const token = "bench-bare-token";
   const expected = createHash("sha256").update(token).digest();
   const sessions = new Map<string, Heartbeat>();
+  const authorized = (header: string | undefined) =>
+    timingSafeEqual(
+      createHash("sha256")
+        .update(/^Bearer\s+(\S+)\s*$/i.exec(header ?? "")?.[1] ?? "")
+        .digest(),
+      expected,
+    );
+  const answer = (body: string) => {
+    const heartbeat = Heartbeat.parse(JSON.parse(body));
+    sessions.set(heartbeat.session_id, heartbeat);
+    return JSON.stringify({ ttl_ms: 30_000, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands });
+  };
   const server = createServer(async (request, response) => {
-    const presented = createHash("sha256")
-      .update(/^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "")?.[1] ?? "")
-      .digest();
     const chunks: Buffer[] = [];
     for await (const chunk of request as AsyncIterable<Buffer>) chunks.push(chunk);
-    if (request.url !== `${API_BASE_PATH}/sessions/heartbeat` || !timingSafeEqual(presented, expected)) {
+    if (request.url !== `${API_BASE_PATH}/sessions/heartbeat` || !authorized(request.headers.authorization)) {
       response.writeHead(401).end();
       return;
     }
-    const heartbeat = Heartbeat.parse(JSON.parse(Buffer.concat(chunks).toString("utf8")));
-    sessions.set(heartbeat.session_id, heartbeat);
+    const body = answer(Buffer.concat(chunks).toString("utf8"));
     response.writeHead(200, { "content-type": "application/json" });
-    response.end(JSON.stringify({ ttl_ms: 30_000, server_time: new Date().toISOString(), command_protocol: PROTOCOL_VERSIONS.commands }));
+    response.end(body);
+  });
+  new WebSocketServer({ server }).on("connection", (socket, request) => {
+    if (!authorized(request.headers.authorization)) return socket.close(4401, "unauthorized");
+    socket.on("message", (data) => socket.send(answer(String(data))));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
@@ -272,6 +288,7 @@ async function main(): Promise<void> {
   });
   const stream = await load("--serve", "stream");
   const bare = await load("--serve-bare", "http");
+  const bareStream = await load("--serve-bare", "stream");
 
   console.log(
     `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s), load average ${loadavg()
@@ -282,6 +299,7 @@ async function main(): Promise<void> {
     ["plugin over HTTP", plugin],
     ["plugin over the presence stream (one WebSocket per runtime)", stream],
     ["bare node:http", bare],
+    ["bare ws (one WebSocket per runtime)", bareStream],
   ] as const) {
     console.log(`  ${name}:`);
     console.log(`    idle (no sessions, ${IDLE_MS / 1000} s): server CPU ${result.idle.toFixed(2)} % of one core, RSS ${mib(result.idleMemory.rss)} MiB`);
@@ -291,11 +309,13 @@ async function main(): Promise<void> {
     console.log(`    heartbeat latency p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
   }
   console.log(
-    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}`,
+    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}, stream / bare ws ${(stream.cpu / bareStream.cpu).toFixed(2)}`,
   );
-  console.log(`  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, bare ${perBeat(bare)} µs`);
+  console.log(
+    `  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, bare node:http ${perBeat(bare)} µs, bare ws ${perBeat(bareStream)} µs`,
+  );
   console.log(`  GET /operator/sessions, first page: ${listed} sessions in ${listMs.toFixed(1)} ms`);
-  if (plugin.errors > 0 || stream.errors > 0 || bare.errors > 0) process.exitCode = 1;
+  if ([plugin, stream, bare, bareStream].some((result) => result.errors > 0)) process.exitCode = 1;
 }
 
 if (process.argv.includes("--serve")) await serve();
