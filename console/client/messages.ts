@@ -116,6 +116,17 @@ export default {
     approvalAsks: "请求批准：{action}",
     /** Why a run failed (a final notice's `failure_reason`, else Pi's stop reason), in the page's words. */
     failure: FAILURE_WORDS["zh-CN"],
+    /** The extension's own notice lines (protocol/said-words.ts), in the page's words. */
+    said: {
+      inProject: "项目 {project}：{line}",
+      completed: "任务已完成。",
+      failed: "{why}。",
+      failedBecause: "{why}：{error}",
+      report: "{mark}{stage}：{text}",
+      detail: "详情：{detail}",
+      stage: { started: "开始", progress: "进展", blocked: "受阻", awaiting_approval: "等待你确认", done: "阶段完成", failed: "失败" },
+      severity: { warn: "【注意】", critical: "【紧急】" },
+    },
     /** An approval's action (protocol/action-label.ts), in the page's words. */
     action: {
       opaque: "看不清将运行什么",
@@ -342,6 +353,16 @@ export default {
     approvalWants: "wants to run {tool} ({action})",
     approvalAsks: "asks for approval: {action}",
     failure: FAILURE_WORDS["en-US"],
+    said: {
+      inProject: "Project {project}: {line}",
+      completed: "Task completed.",
+      failed: "Failed: {why}.",
+      failedBecause: "Failed: {why}: {error}",
+      report: "{mark}{stage}: {text}",
+      detail: "Details: {detail}",
+      stage: { started: "Started", progress: "Progress", blocked: "Blocked", awaiting_approval: "Waiting for you", done: "Stage done", failed: "Failed" },
+      severity: { warn: "[Attention] ", critical: "[Urgent] " },
+    },
     action: {
       opaque: "cannot see what will run",
       diskWrite: "write to a disk device",

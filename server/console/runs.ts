@@ -13,6 +13,7 @@
 import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
 import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
 import { StoppedRun } from "../../protocol/queue.ts";
+import { readSaid, type ReadSaid } from "../../protocol/said.ts";
 
 export type RunOutcome = "running" | "done" | "failed" | "stopped" | "interrupted";
 
@@ -20,6 +21,8 @@ export interface RunNotice {
   at: string;
   status: EventStatus;
   summary: string;
+  /** The extension's own line, checked, for the page to word in its language (else `summary`). */
+  said: ReadSaid | null;
 }
 
 export interface RunView {
@@ -35,7 +38,11 @@ export interface RunView {
   failure: string | null;
   /** Who asked for the stop the session confirmed. */
   stopped_by: AuditActor | null;
-  /** The final notice's summary as the notice carried it (the reply, when replies are included): markdown. */
+  /**
+   * The final notice's words as markdown: with a checked `said`, only what the extension did not
+   * write itself (the agent's reply, Pi's error text), the outcome being worded by the page;
+   * otherwise the summary as the notice carried it.
+   */
   reply: string | null;
   context: ContextUsage | null;
   /** The newest progress or tool-error notice. */
@@ -53,6 +60,21 @@ export const RUN_LIMITS: RunLimits = { maxRuns: 30 };
 
 function record(value: unknown): Record<string, unknown> {
   return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/** A stored event's said line, if the page may word it (protocol/said.ts `readSaid`). */
+export function saidOf(event: Record<string, unknown>): ReadSaid | null {
+  const { event_id: id, status, summary } = event;
+  if (typeof id !== "string" || typeof status !== "string" || typeof summary !== "string") return null;
+  return readSaid({ event_id: id, status: status as EventStatus, summary, details: record(event.details) }) ?? null;
+}
+
+/** What of a final notice is not the extension's own words, when its said line is checked. */
+function finalWords(event: Record<string, unknown>): string | null {
+  const read = saidOf(event);
+  if (!read) return String(event.summary ?? "");
+  const error = read.said.key === "run_failed" ? (read.said.params.error ?? "") : "";
+  return [error, read.agent].filter(Boolean).join("\n\n") || null;
 }
 
 function text(value: unknown): string | null {
@@ -155,7 +177,7 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         begin(entry, task, at);
       } else if (status === "progress" || status === "tool_error") {
         const run = current.open ?? begin(entry, task, null);
-        run.latest = { at, status, summary: String(event.summary ?? "") };
+        run.latest = { at, status, summary: String(event.summary ?? ""), said: saidOf(event) };
         run.context = context ?? run.context;
         if (!run.task) run.task = task;
       } else if (status === "completed" || status === "failed") {
@@ -163,7 +185,7 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
         const details = record(event.details);
         if (!run.task) run.task = task;
         run.started_at ??= reportedStart(details, at);
-        run.reply = String(event.summary ?? "");
+        run.reply = finalWords(event);
         run.context = context ?? run.context;
         run.final_id = entry.id;
         run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
@@ -185,6 +207,8 @@ export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN
 export interface Say {
   key: string;
   params: Record<string, string>;
+  /** A notice's own line, checked, for the page to word instead of `params.summary`; the agent's words clipped like a param. */
+  said?: ReadSaid;
 }
 
 const SAY_CHARS = 160;
@@ -217,7 +241,13 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
     case "event.accepted": {
       const event = record(data.event);
       const details = record(event.details);
-      return say(EVENT_SAY[String(event.status)] ?? "notice", { task: event.task, summary: event.summary, why: details.failure_reason ?? details.stop_reason });
+      const line = say(EVENT_SAY[String(event.status)] ?? "notice", {
+        task: event.task,
+        summary: event.summary,
+        why: details.failure_reason ?? details.stop_reason,
+      });
+      const read = saidOf(event);
+      return read ? { ...line, said: { ...read, agent: clipped(read.agent) } } : line;
     }
     case "event.handed_to_persona":
     case "event.sent_direct": {

@@ -6,24 +6,24 @@
  */
 import type { EventBody } from "../../protocol/events.ts";
 import { readSaid } from "../../protocol/said.ts";
+import { wordSaid, type SaidWords } from "../../protocol/said-words.ts";
 import type { Say } from "./load.ts";
+
+function saidWords(say: Say): SaidWords {
+  return {
+    inProject: (project, line) => say("anon-notify.said.in-project", [project, line]),
+    completed: say("anon-notify.said.completed"),
+    failed: (why) => say("anon-notify.said.failed", [why]),
+    failedBecause: (why, error) => say("anon-notify.said.failed-because", [why, error]),
+    failure: (reason) => say(`anon-notify.said.failure.${reason}`),
+    stage: (stage) => say(`anon-notify.said.stage.${stage}`),
+    severity: (severity) => (severity === "info" ? "" : say(`anon-notify.said.severity.${severity}`)),
+    report: (mark, stage, text) => say("anon-notify.said.report", [mark, stage, text]),
+    detail: (detail) => say("anon-notify.said.detail", [detail]),
+  };
+}
 
 export function saidSummary(event: Pick<EventBody, "event_id" | "status" | "summary" | "details">, say: Say): string {
   const read = readSaid(event);
-  if (!read) return event.summary;
-  const { said, agent } = read;
-  let line: string;
-  if (said.key === "run_completed") {
-    line = agent || say("anon-notify.said.completed");
-  } else if (said.key === "run_failed") {
-    const why = say(`anon-notify.said.failure.${said.params.reason}`);
-    const head = said.params.error ? say("anon-notify.said.failed-because", [why, said.params.error]) : say("anon-notify.said.failed", [why]);
-    line = agent ? `${head}\n${agent}` : head;
-  } else {
-    const { severity, stage, text } = said.params;
-    const mark = severity === "info" ? "" : say(`anon-notify.said.severity.${severity}`);
-    line = say("anon-notify.said.report", [mark, say(`anon-notify.said.stage.${stage}`), text]);
-    if (agent) line += `\n${say("anon-notify.said.detail", [agent])}`;
-  }
-  return said.params.project === undefined ? line : say("anon-notify.said.in-project", [said.params.project, line]);
+  return (read && wordSaid(read, saidWords(say))) ?? event.summary;
 }

@@ -143,3 +143,16 @@ test("another extension's said is dropped by the extension before it is sent", a
   );
   assert.deepEqual(event.details, { keep: 1 });
 });
+
+test("the console: a checked line goes to the page with the agent's words; a forged one is the summary as carried", async () => {
+  const { timelineSay, saidOf } = await import("../../server/console/runs.ts");
+  const row = (event: EventBody) => ({ action: "event.accepted", actor: "agent" as const, data: { event } });
+  const good = EventBody.parse(finalNotice(completed, run("All 12 tests pass."), context("zh-CN"), 1)!);
+  assert.deepEqual(timelineSay(row(good)).said, { said: { key: "run_completed", params: { project: "work", reply_from: 8 } }, agent: "All 12 tests pass." });
+  for (const [name, build] of REFUSED) {
+    const event = build();
+    assert.equal(timelineSay(row(event)).said, undefined, name);
+    assert.equal(timelineSay(row(event)).params.summary, event.summary, name);
+    assert.equal(saidOf(event), null, name);
+  }
+});

@@ -1,0 +1,26 @@
+/**
+ * A notice's line in the page's words: the extension's own line (a `said` the server checked) worded
+ * from the page's catalogue, the agent's words as they came; without one, or with a key this page
+ * does not know, the summary as the notice carried it. Pure.
+ */
+import type { ReadSaid } from "../../protocol/said.ts";
+import { wordSaid } from "../../protocol/said-words.ts";
+import { failureText } from "./failure-text.ts";
+
+type Translate = (key: string, params?: Record<string, unknown>) => string;
+
+export function saidText(said: ReadSaid | null | undefined, summary: string, t: Translate, te: (key: string) => boolean): string {
+  if (!said) return summary;
+  const words = {
+    inProject: (project: string, line: string) => t("said.inProject", { project, line }),
+    completed: t("said.completed"),
+    failed: (why: string) => t("said.failed", { why }),
+    failedBecause: (why: string, error: string) => t("said.failedBecause", { why, error }),
+    failure: (reason: string) => failureText(reason, t, te),
+    stage: (stage: string) => t(`said.stage.${stage}`),
+    severity: (severity: string) => (severity === "info" ? "" : t(`said.severity.${severity}`)),
+    report: (mark: string, stage: string, text: string) => t("said.report", { mark, stage, text }),
+    detail: (detail: string) => t("said.detail", { detail }),
+  };
+  return wordSaid(said, words) ?? summary;
+}
