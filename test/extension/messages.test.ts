@@ -3,6 +3,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/messages.ts";
 import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
+import { DeliveryError } from "../../extension/delivery/retry.ts";
 
 describe("localeLanguage", () => {
   const rows: [string, NodeJS.ProcessEnv, string][] = [
@@ -175,35 +176,41 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
 
 test("the doctor names the real cause of a failed question to the server, in both languages", () => {
   const endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events";
-  const rows: [string, DoctorFacts["health"], string, string][] = [
+  // What the doctor's probe reports when nothing listens: the client's error, worded as Pi prints it in each language.
+  const refused = new DeliveryError("GET health failed: ECONNREFUSED", {
+    retryable: true,
+    code: "ECONNREFUSED",
+    facts: { kind: "network", request: "GET health", code: "ECONNREFUSED", detail: "connect ECONNREFUSED 127.0.0.1:5140" },
+  });
+  const rows: [string, (language: "zh-CN" | "en-US") => DoctorFacts["health"], string, string][] = [
     [
       "no token here",
-      { kind: "error", message: "HTTP 401 unauthorized", cause: "no_token" },
+      () => ({ kind: "error", message: "HTTP 401 unauthorized", cause: "no_token" }),
       `${endpoint} answered, but there is no token here (HTTP 401)`,
       `${endpoint} 有应答，但本机没有令牌（HTTP 401）`,
     ],
     [
       "a refused token",
-      { kind: "error", message: "HTTP 401 unauthorized", cause: "token_refused" },
+      () => ({ kind: "error", message: "HTTP 401 unauthorized", cause: "token_refused" }),
       `${endpoint} refused this machine's token (HTTP 401)`,
       `${endpoint} 拒绝了本机的令牌（HTTP 401）`,
     ],
     [
       "no answer",
-      { kind: "error", message: "GET health failed: ECONNREFUSED", cause: "no_answer" },
-      `${endpoint} did not answer (GET health failed: ECONNREFUSED): the server is not running, or the address or port is wrong`,
-      `${endpoint} 没有应答（GET health failed: ECONNREFUSED）：服务端没有运行，或地址、端口不对`,
+      (language) => ({ kind: "error", message: messagesFor(language).delivery.why(refused), cause: "no_answer" }),
+      `${endpoint} did not answer (GET health failed (ECONNREFUSED)): the server is not running, or the address or port is wrong`,
+      `${endpoint} 没有应答（GET health 连接失败（ECONNREFUSED））：服务端没有运行，或地址、端口不对`,
     ],
     [
       "a wrong URL",
-      { kind: "error", message: "HTTP 404", cause: "not_our_server" },
+      () => ({ kind: "error", message: "HTTP 404", cause: "not_our_server" }),
       `${endpoint} is not the notify server (HTTP 404): check the endpoint URL`,
       `${endpoint} 处不是通知服务（HTTP 404）：请检查 endpoint 网址`,
     ],
   ];
   for (const [label, health, english, chinese] of rows) {
-    assert.ok(doctorReport(messagesFor("en-US"), doctorFacts({ health })).includes(`Server\n  ${english}\n`), label);
-    assert.ok(doctorReport(messagesFor("zh-CN"), doctorFacts({ health })).includes(`服务端\n  ${chinese}\n`), label);
+    assert.ok(doctorReport(messagesFor("en-US"), doctorFacts({ health: health("en-US") })).includes(`Server\n  ${english}\n`), label);
+    assert.ok(doctorReport(messagesFor("zh-CN"), doctorFacts({ health: health("zh-CN") })).includes(`服务端\n  ${chinese}\n`), label);
   }
 });
 
