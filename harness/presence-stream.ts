@@ -18,6 +18,8 @@ export interface TestStream {
   closed: Promise<StreamClose>;
   /** Sends one frame (a body is sent as JSON, a string as it is) and resolves with the next answer, parsed. */
   send(frame: unknown): Promise<any>;
+  /** Sends one frame and waits for nothing (a quiet frame): whatever it is answered lands in `answers`, not in a `send`. */
+  post(frame: unknown): Promise<void>;
   /** Answers received so far, parsed, in order. */
   answers: unknown[];
   socket: WebSocket;
@@ -44,7 +46,8 @@ export function openStream(target: ApiTarget, options: OpenStreamOptions = {}): 
   socket.addEventListener("message", (event) => {
     const answer = JSON.parse(String(event.data));
     answers.push(answer);
-    waiting.shift()?.(answer);
+    // A quiet frame's refusal is read from `answers`: it does not settle a `send`.
+    if (answer?.quiet !== true) waiting.shift()?.(answer);
   });
   const closed = new Promise<StreamClose>((resolve) => socket.addEventListener("close", (event) => resolve({ code: event.code, reason: event.reason })));
   const opened = new Promise<void>((resolve, reject) => {
@@ -57,6 +60,10 @@ export function openStream(target: ApiTarget, options: OpenStreamOptions = {}): 
     closed,
     answers,
     socket,
+    async post(frame) {
+      await opened;
+      socket.send(typeof frame === "string" ? frame : JSON.stringify(frame));
+    },
     async send(frame) {
       await opened;
       const answer = new Promise((resolve) => waiting.push(resolve));

@@ -33,6 +33,8 @@ export const HeartbeatAnswer = z.object({
   command_protocol: z.number().int().positive().optional(),
   /** True when the server also takes heartbeats over `GET /sessions/stream` (absent: HTTP only). */
   presence_stream: z.boolean().optional(),
+  /** True when the stream also takes quiet frames (`"quiet": true`: answered only if refused). */
+  quiet_beats: z.boolean().optional(),
 });
 export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswer>;
 
@@ -42,12 +44,25 @@ export const StreamRefusal = z.object({
   status: z.number().int(),
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   retry_after_ms: z.number().int().nonnegative().optional(),
+  /** The refused frame was a quiet one (the client wrote it without waiting for an answer). */
+  quiet: z.literal(true).optional(),
 });
 export type StreamRefusal = z.infer<typeof StreamRefusal>;
 
 /** What the server answers to each frame of the presence stream. */
 export const StreamAnswer = z.union([StreamRefusal, HeartbeatAnswer]);
 export type StreamAnswer = z.infer<typeof StreamAnswer>;
+
+/**
+ * Splits a stream frame into its `quiet` flag and the heartbeat body. A boolean `quiet` is the
+ * stream's own key and leaves the body; anything else under that name stays in it, where the
+ * strict heartbeat schema refuses it (fail closed: such a frame is answered).
+ */
+export function splitStreamFrame(frame: unknown): { quiet: boolean; body: unknown } {
+  if (typeof frame !== "object" || frame === null || Array.isArray(frame) || !Object.hasOwn(frame, "quiet")) return { quiet: false, body: frame };
+  const { quiet, ...body } = frame as Record<string, unknown>;
+  return typeof quiet === "boolean" ? { quiet, body } : { quiet: false, body: frame };
+}
 
 /** The presence stream's path under the API base path. */
 export const PRESENCE_STREAM_PATH = "/sessions/stream";

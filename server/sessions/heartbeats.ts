@@ -65,7 +65,10 @@ export class HeartbeatService {
       server_time: new Date(now).toISOString(),
       command_protocol: PROTOCOL_VERSIONS.commands,
     };
-    if (this.streamOffered) answer.presence_stream = true;
+    if (this.streamOffered) {
+      answer.presence_stream = true;
+      answer.quiet_beats = true;
+    }
     return { heartbeat, answer };
   }
 

@@ -3,7 +3,7 @@
  * WebSocket per runtime instead of one HTTP request each. A thin edge: the handshake passes the
  * same agent-token check as every route (`HttpApi.admitAgent`), each text frame goes to the same
  * `HeartbeatService` as `POST /sessions/heartbeat`, and each answer or refusal goes back as one
- * frame, in order. What the edge adds are the bounds a kept socket needs: a cap on streams, one per
+ * frame, in order (an accepted quiet frame gets none; its refusal does). What the edge adds are the bounds a kept socket needs: a cap on streams, one per
  * runtime, frame size, idle time and unread answers.
  *
  * plugin-server upgrades every WebSocket request before any plugin sees it, so a refused handshake
@@ -13,7 +13,7 @@ import type { Socket } from "node:net";
 import type { Context } from "koishi";
 import type { WebSocket } from "ws";
 import { errorText } from "../../common/errors.ts";
-import { PRESENCE_STREAM_PATH, STREAM_CLOSE, type StreamRefusal } from "../../protocol/sessions.ts";
+import { PRESENCE_STREAM_PATH, STREAM_CLOSE, splitStreamFrame, type StreamRefusal } from "../../protocol/sessions.ts";
 import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
 import { DomainError } from "../errors.ts";
 import { parseJson, type HttpApi } from "../http/api.ts";
@@ -94,11 +94,16 @@ export const PresenceStream = {
       byRuntime.set(runtimeId, stream);
     };
 
-    const answer = (stream: Stream, frame: Buffer): unknown => {
+    // Undefined: an accepted quiet frame, answered by nothing (docs/protocol.md, "Quiet frames").
+    const answer = (stream: Stream, frame: Buffer): object | undefined => {
+      let quiet = false;
       try {
-        return heartbeats.receive(parseJson(frame), (heartbeat) => bind(stream, heartbeat.runtime_id)).answer;
+        const split = splitStreamFrame(parseJson(frame));
+        quiet = split.quiet;
+        const accepted = heartbeats.receive(split.body, (heartbeat) => bind(stream, heartbeat.runtime_id));
+        return quiet ? undefined : accepted.answer;
       } catch (error) {
-        if (error instanceof DomainError) return refusal(error);
+        if (error instanceof DomainError) return quiet ? { ...refusal(error), quiet } : refusal(error);
         logger.error(instanceText(ctx, "anon-notify.log.route-failed", { method: "WS", path: PRESENCE_STREAM_PATH, error: errorText(error) }));
         return { error: "internal_error", status: HTTP_STATUS.internal_error } satisfies StreamRefusal;
       }
@@ -122,7 +127,8 @@ export const PresenceStream = {
         const frame = data as Buffer;
         if (frame.length > LIMITS.eventBodyBytes) return end(stream, STREAM_CLOSE.tooBig, "payload_too_large");
         stream.lastFrameMs = Date.now();
-        socket.send(JSON.stringify(answer(stream, frame)));
+        const said = answer(stream, frame);
+        if (said !== undefined) socket.send(JSON.stringify(said));
         if (socket.bufferedAmount > MAX_UNREAD_BYTES) end(stream, STREAM_CLOSE.policy, "unread");
       });
     });

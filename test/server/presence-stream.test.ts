@@ -121,6 +121,34 @@ describe("frames", () => {
   });
 });
 
+describe("quiet frames", () => {
+  test("an accepted quiet frame is answered by nothing, yet counts: the next answer is the next frame's", async (t) => {
+    const server = await startServer();
+    t.after(() => server.stop());
+    const stream = openStream(server);
+    t.after(() => stream.socket.close());
+    await stream.post({ ...heartbeatOf({ state: "running" }), quiet: true });
+    await stream.post({ ...heartbeatOf({ session_id: "s-2" }), quiet: false });
+    const answer = HeartbeatAnswer.parse(await stream.send(heartbeatOf({ session_id: "s-3" })));
+    assert.equal(answer.quiet_beats, true, "the server says it takes quiet frames");
+    // Three frames, in order: the quiet one said nothing, `quiet: false` is answered like no key.
+    assert.equal(stream.answers.length, 2, JSON.stringify(stream.answers));
+    assert.deepEqual((await onlineIds(server)).sort(), ["s-1", "s-2", "s-3"]);
+    const sessions = (await operatorApi(server).sessions()).body.sessions as { session_id: string; state: string }[];
+    assert.equal(sessions.find((s) => s.session_id === "s-1")?.state, "running");
+  });
+
+  test("a quiet key that is not a boolean is refused like any unknown key, and answered", async (t) => {
+    const server = await startServer();
+    t.after(() => server.stop());
+    const stream = openStream(server);
+    t.after(() => stream.socket.close());
+    const refused = StreamRefusal.parse(await stream.send({ ...heartbeatOf(), quiet: "yes" }));
+    assert.deepEqual([refused.error, refused.quiet], ["invalid_request", undefined]);
+    assert.deepEqual(await onlineIds(server), []);
+  });
+});
+
 describe("hostile frames", () => {
   test("any text frame gets exactly one answer, an acceptance or a refusal in the protocol's codes; the stream stays open and refused frames register nothing", async (t) => {
     const server = await startServer({ config: { heartbeatsPerMinute: 1_000_000, heartbeatBurst: 1_000_000 } });
@@ -225,10 +253,20 @@ describe("a refusal reads the same over HTTP and over the stream", () => {
       // The scene goes over HTTP, the refused heartbeat over the stream: both surfaces take from the same buckets and registry.
       for (const body of row.scene("ws")) HeartbeatAnswer.parse((await call(server, "POST", "/sessions/heartbeat", body)).body);
       const overStream = StreamRefusal.parse(await stream.send(row.refused("ws")));
+      // The same heartbeat sent quiet: refused all the same, in order (before the answer to the frame after it), marked quiet.
+      for (const body of row.scene("wq")) HeartbeatAnswer.parse((await call(server, "POST", "/sessions/heartbeat", body)).body);
+      const quietStream = openStream(server);
+      t.after(() => quietStream.socket.close());
+      await quietStream.post({ ...row.refused("wq"), quiet: true });
+      assert.deepEqual(await quietStream.send("{not json"), { error: "invalid_json", status: 400 });
+      const { quiet, ...overQuiet } = StreamRefusal.parse(quietStream.answers[0]);
+      assert.equal(quiet, true);
+      assert.equal(quietStream.answers.length, 2);
       // Retry-After is whole seconds over HTTP; the stream says ms, so compare in seconds rounded up.
       const seconds = (frame: { retry_after_ms?: number }) => (frame.retry_after_ms === undefined ? undefined : Math.ceil(frame.retry_after_ms / 1000));
       const httpFrame = overHttp as { retry_after_ms?: number };
       assert.deepEqual({ ...overStream, retry_after_ms: seconds(overStream) }, { ...httpFrame, retry_after_ms: seconds(httpFrame) });
+      assert.deepEqual({ ...overQuiet, retry_after_ms: seconds(overQuiet) }, { ...httpFrame, retry_after_ms: seconds(httpFrame) });
     });
   }
 });
