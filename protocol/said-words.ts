@@ -6,7 +6,7 @@
  */
 import type { ReadSaid } from "./said.ts";
 import type { ProgressSeverity, ProgressStage } from "./progress.ts";
-import type { FailureReason } from "./said.ts";
+import type { DialogKind, FailureReason } from "./said.ts";
 
 /** One language's words for said lines. */
 export interface SaidWords {
@@ -20,6 +20,11 @@ export interface SaidWords {
   severity(severity: ProgressSeverity): string;
   report(mark: string, stage: string, text: string): string;
   detail(detail: string): string;
+  /** Pi waits on a dialog, named by its title. */
+  needsYou(title: string): string;
+  /** Pi waits on a dialog with no title, named by its kind's word. */
+  needsYouDialog(kind: string): string;
+  dialog(kind: DialogKind): string;
 }
 
 /** The line in `w`'s words; undefined for a key this code does not know (a reader then shows the summary). */
@@ -41,6 +46,9 @@ export function wordSaid({ said, agent }: ReadSaid, w: SaidWords): string | unde
       if (agent) line += `\n${w.detail(agent)}`;
       break;
     }
+    case "needs_you":
+      line = said.params.title ? w.needsYou(said.params.title) : w.needsYouDialog(w.dialog(said.params.kind));
+      break;
     default:
       return undefined;
   }

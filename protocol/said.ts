@@ -22,6 +22,10 @@ export const FailureReason = z.enum([
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 
+/** The kinds of blocking dialog Pi announces (`ui_prompt_start`). */
+export const DialogKind = z.enum(["select", "confirm", "input", "editor", "custom"]);
+export type DialogKind = z.infer<typeof DialogKind>;
+
 /** The project's name as the extension put it in the line; present when the line names it. */
 const Project = oneLine(LIMITS.sourceChars).optional();
 /** Where the agent's own words begin in `summary`, in code points; absent when the line has none. */
@@ -46,6 +50,8 @@ export const Said = z.discriminatedUnion("key", [
       detail_from: TailFrom,
     }),
   }),
+  // A dialog Pi waits on; its title is the other extension's words, shown as they came.
+  z.strictObject({ key: z.literal("needs_you"), params: z.strictObject({ project: Project, kind: DialogKind, title: oneLine(200).optional() }) }),
 ]);
 export type Said = z.infer<typeof Said>;
 export type SaidKey = Said["key"];
@@ -67,6 +73,7 @@ export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
 export function saidStatus(said: Said): EventStatus {
   if (said.key === "run_completed") return "completed";
   if (said.key === "run_failed") return "failed";
+  if (said.key === "needs_you") return "warning";
   return STAGE_STATUS[said.params.stage];
 }
 
@@ -87,7 +94,7 @@ export function readSaid(event: { event_id: string; status: EventStatus; summary
   const parsed = Said.safeParse(event.details.said);
   if (!parsed.success || saidStatus(parsed.data) !== event.status) return undefined;
   const said = parsed.data;
-  const from = said.key === "report" ? said.params.detail_from : said.params.reply_from;
+  const from = said.key === "report" ? said.params.detail_from : said.key === "needs_you" ? undefined : said.params.reply_from;
   const chars = Array.from(event.summary);
   if (from !== undefined && from > chars.length) return undefined;
   return { said, agent: from === undefined ? "" : chars.slice(from).join("") };

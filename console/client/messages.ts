@@ -126,6 +126,9 @@ export default {
       detail: "详情：{detail}",
       stage: { started: "开始", progress: "进展", blocked: "受阻", awaiting_approval: "等待你确认", done: "阶段完成", failed: "失败" },
       severity: { warn: "【注意】", critical: "【紧急】" },
+      needsYou: "需要你：Pi 正在等你在终端回答「{title}」，回答之前 Agent 不会继续。",
+      needsYouDialog: "需要你：Pi 正在等你在终端回答一个{kind}对话框，回答之前 Agent 不会继续。",
+      dialog: { select: "选择", confirm: "确认", input: "输入", editor: "编辑", custom: "自定义" },
     },
     /** An approval's action (protocol/action-label.ts), in the page's words. */
     action: {
@@ -362,6 +365,9 @@ export default {
       detail: "Details: {detail}",
       stage: { started: "Started", progress: "Progress", blocked: "Blocked", awaiting_approval: "Waiting for you", done: "Stage done", failed: "Failed" },
       severity: { warn: "[Attention] ", critical: "[Urgent] " },
+      needsYou: 'Needs you: Pi is waiting for your answer to "{title}" in the terminal; the agent will not go on until you answer.',
+      needsYouDialog: "Needs you: Pi is waiting for your answer to a {kind} dialog in the terminal; the agent will not go on until you answer.",
+      dialog: { select: "select", confirm: "confirm", input: "input", editor: "editor", custom: "custom" },
     },
     action: {
       opaque: "cannot see what will run",

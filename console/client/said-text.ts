@@ -21,6 +21,9 @@ export function saidText(said: ReadSaid | null | undefined, summary: string, t: 
     severity: (severity: string) => (severity === "info" ? "" : t(`said.severity.${severity}`)),
     report: (mark: string, stage: string, text: string) => t("said.report", { mark, stage, text }),
     detail: (detail: string) => t("said.detail", { detail }),
+    needsYou: (title: string) => t("said.needsYou", { title }),
+    needsYouDialog: (kind: string) => t("said.needsYouDialog", { kind }),
+    dialog: (kind: string) => t(`said.dialog.${kind}`),
   };
   return wordSaid(said, words) ?? summary;
 }

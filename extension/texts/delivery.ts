@@ -6,6 +6,7 @@
 import { errorText } from "../../common/errors.ts";
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
+import type { DialogKind } from "../../protocol/said.ts";
 import type { DeliveryFacts } from "../delivery/decisions.ts";
 import { formatsIn } from "./format.ts";
 
@@ -99,6 +100,8 @@ export const zhNotice = {
   },
   /** A dialog Pi waits on (another extension's), by its title or else its kind. */
   needsYou: (title: string | null, kind: string) => `需要你：Pi 正在等你在终端回答${title ? `「${title}」` : `一个${kind}对话框`}，回答之前 Agent 不会继续。`,
+  /** A dialog's kind (Pi's `ui_prompt_start`), as `needsYou` names an untitled one. */
+  dialog: { select: "选择", confirm: "确认", input: "输入", editor: "编辑", custom: "自定义" } satisfies Record<DialogKind, string>,
   /** Why report_progress sent nothing, as the model reads it. */
   refusal: {
     subagent: "子 Agent 不能向用户汇报进度。",
@@ -135,6 +138,7 @@ export const enNotice: typeof zhNotice = {
     task: "Anon's instruction got no answer",
     summary: (preview) => `The instruction reached the Pi session, but the user interrupted the run before the agent answered. The instruction: ${preview}`,
   },
+  dialog: { select: "select", confirm: "confirm", input: "input", editor: "editor", custom: "custom" },
   needsYou: (title, kind) =>
     `Needs you: Pi is waiting for your answer to ${title ? `"${title}"` : `a ${kind} dialog`} in the terminal; the agent will not go on until you answer.`,
   reportNotAudited: (why) => `A refused progress report could not be written to the server's audit trail: ${why}`,

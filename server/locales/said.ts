@@ -20,6 +20,9 @@ function saidWords(say: Say): SaidWords {
     severity: (severity) => (severity === "info" ? "" : say(`anon-notify.said.severity.${severity}`)),
     report: (mark, stage, text) => say("anon-notify.said.report", [mark, stage, text]),
     detail: (detail) => say("anon-notify.said.detail", [detail]),
+    needsYou: (title) => say("anon-notify.said.needs-you", [title]),
+    needsYouDialog: (kind) => say("anon-notify.said.needs-you-dialog", [kind]),
+    dialog: (kind) => say(`anon-notify.said.dialog.${kind}`),
   };
 }
 

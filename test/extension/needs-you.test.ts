@@ -36,7 +36,7 @@ test("the notice names the dialog, or its kind, in the session's language", () =
       "Project shop: Needs you: Pi is waiting for your answer to a select dialog in the terminal; the agent will not go on until you answer.",
     ],
     ["zh-CN", "部署到生产？", "项目 shop：需要你：Pi 正在等你在终端回答「部署到生产？」，回答之前 Agent 不会继续。"],
-    ["zh-CN", undefined, "项目 shop：需要你：Pi 正在等你在终端回答一个select对话框，回答之前 Agent 不会继续。"],
+    ["zh-CN", undefined, "项目 shop：需要你：Pi 正在等你在终端回答一个选择对话框，回答之前 Agent 不会继续。"],
   ];
   for (const [language, title, summary] of rows) assert.equal(needsYouNotice("select", title, context(language)).summary, summary);
 });

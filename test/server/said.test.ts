@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { messagesFor } from "../../extension/messages.ts";
 import { finalNotice, type NoticeContext } from "../../extension/notices/notice.ts";
 import { progressEvent } from "../../extension/notices/progress-tool.ts";
+import { needsYouNotice } from "../../extension/approvals/gate.ts";
 import { startRun, withAssistant, withLowLevelStart, type RunOutcome } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { Said } from "../../protocol/said.ts";
@@ -74,6 +75,18 @@ const LINES: { name: string; build: (language: Language) => EventBody; "zh-CN": 
     "zh-CN": "项目 work：【注意】受阻：Need the DB password\n详情：psql: auth failed",
     "en-US": "Project work: [Attention] Blocked: Need the DB password\nDetails: psql: auth failed",
   },
+  {
+    name: "a titled dialog Pi waits on, its title as it came",
+    build: (language) => needsYouNotice("confirm", "Deploy now?", context(language)),
+    "zh-CN": "项目 work：需要你：Pi 正在等你在终端回答「Deploy now?」，回答之前 Agent 不会继续。",
+    "en-US": 'Project work: Needs you: Pi is waiting for your answer to "Deploy now?" in the terminal; the agent will not go on until you answer.',
+  },
+  {
+    name: "an untitled dialog, named by its kind",
+    build: (language) => needsYouNotice("select", undefined, context(language)),
+    "zh-CN": "项目 work：需要你：Pi 正在等你在终端回答一个选择对话框，回答之前 Agent 不会继续。",
+    "en-US": "Project work: Needs you: Pi is waiting for your answer to a select dialog in the terminal; the agent will not go on until you answer.",
+  },
 ];
 
 for (const line of LINES) {
@@ -96,6 +109,7 @@ for (const line of LINES) {
             "Need the DB password",
             "psql: auth failed",
             "401 unauthorized",
+            "Deploy now?",
           ]),
           [],
           text,
@@ -112,6 +126,8 @@ const REFUSED: [string, () => EventBody][] = [
   ["an unknown key", () => withSaid(completedZh(), { key: "run_approved", params: {} })],
   ["a key that disagrees with the status", () => withSaid(completedZh(), { key: "run_completed", params: {} }, { status: "failed" })],
   ["a failure said of a completed run", () => withSaid(completedZh(), { key: "run_failed", params: { reason: "error" } })],
+  ["a dialog said of a completed run", () => withSaid(completedZh(), { key: "needs_you", params: { kind: "select" } })],
+  ["an unknown dialog kind", () => withSaid(completedZh(), { key: "needs_you", params: { kind: "modal" } }, { status: "warning" })],
   ["an unknown failure reason", () => withSaid(completedZh(), { key: "run_failed", params: { reason: "sabotage" } }, { status: "failed" })],
   ["an extra value", () => withSaid(completedZh(), { key: "run_completed", params: { status: "failed" } })],
   ["values that are not an object", () => withSaid(completedZh(), { key: "run_completed", params: "<b>done</b>" })],
