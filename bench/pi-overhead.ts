@@ -32,7 +32,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { ai, echoTool, makeRoot, startPi, PI_FLAVOUR } from "../harness/pi.ts";
 import { configureExtension } from "../harness/webhook.ts";
 import { freePort } from "../harness/koishi.ts";
-import { rowsOnDisk, spawnStandalone } from "../harness/standalone.ts";
+import { rowsOfRunningServer, rowsOnDisk, spawnStandalone } from "../harness/standalone.ts";
 import { dataDirFor } from "../extension/config/config.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
@@ -75,20 +75,22 @@ async function startRealServer(): Promise<Server> {
   // 200 runs in seconds is a flood to the default rate limit; a person's runs are minutes apart.
   writeFileSync(join(dataDir, "server.json"), JSON.stringify({ notifyWebhook: { eventsPerMinute: 1_000_000, eventBurst: 100_000 } }));
   const server = await spawnStandalone(dataDir, await freePort(), { keepOutput: false });
-  const ids = () => rowsOnDisk(join(dataDir, "koishi.db"), "SELECT event_id FROM anon_notify_event").map((row) => String(row.event_id));
+  const database = join(dataDir, "koishi.db");
+  const eventIds = (read: typeof rowsOnDisk) => read(database, "SELECT event_id FROM anon_notify_event").map((row) => String(row.event_id));
   return {
     endpoint: `${server.baseUrl}/events`,
     token: readFileSync(join(dataDir, "token"), "utf8").trim(),
     stored() {
       try {
-        return ids().length;
+        // A copy: opening the live file would roll back the server's transaction in progress (the finals once lost).
+        return eventIds(rowsOfRunningServer).length;
       } catch {
-        return undefined; // read in the middle of a write: counted again on the next look
+        return undefined; // copied in the middle of a write: counted again on the next look
       }
     },
     async stop() {
       await server.stop();
-      return ids();
+      return eventIds(rowsOnDisk);
     },
     remove: () => rmSync(dataDir, { recursive: true, force: true }),
     dataDir,

@@ -5,7 +5,9 @@
  */
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createRequire } from "node:module";
-import { resolve } from "node:path";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type { Language } from "../common/locale.ts";
 import { waitUntil } from "./wait.ts";
@@ -84,7 +86,10 @@ const sqlite = await (async () => {
   }>;
 })();
 
-/** The rows a query finds in the server's SQLite file as it lies on disk (after a kill: what a restart loads). */
+/**
+ * The rows a query finds in the server's SQLite file as it lies on disk (after a kill: what a
+ * restart loads). Only for a server that has stopped: see `rowsOfRunningServer`.
+ */
 export function rowsOnDisk(dbPath: string, sql: string): Record<string, unknown>[] {
   const db = new sqlite.Database(dbPath);
   try {
@@ -92,5 +97,23 @@ export function rowsOnDisk(dbPath: string, sql: string): Record<string, unknown>
     return (result?.values ?? []).map((values) => Object.fromEntries(result!.columns.map((column, i) => [column, values[i]])));
   } finally {
     db.close();
+  }
+}
+
+/**
+ * The rows a query finds in a copy of the file of a server that is still running. Neither side's
+ * SQLite takes file locks (sql.js), so a reader that opens the live file while the server is inside
+ * a transaction takes the server's journal for a crash's and rolls it back on disk: receipts the
+ * server had acknowledged vanished that way, and the server itself failed with "disk I/O error".
+ * The copy has no journal; a copy taken mid-write may be unreadable, and then this throws.
+ */
+export function rowsOfRunningServer(dbPath: string, sql: string): Record<string, unknown>[] {
+  const dir = mkdtempSync(join(tmpdir(), "anon-notify-db-copy-"));
+  try {
+    const copy = join(dir, "copy.db");
+    copyFileSync(dbPath, copy);
+    return rowsOnDisk(copy, sql);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }

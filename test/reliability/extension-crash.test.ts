@@ -146,7 +146,13 @@ test(`the real command channel across ${KILLS} server SIGKILLs: each instruction
   const dbPath = join(dataDir, "koishi.db");
   await waitUntil(
     () => {
-      const states = new Map(commandsOnDisk(dbPath).map((row) => [row.command_id, row.state]));
+      let rows: ReturnType<typeof commandsOnDisk>;
+      try {
+        rows = commandsOnDisk(dbPath, "running");
+      } catch {
+        return undefined; // a copy taken mid-write: look again
+      }
+      const states = new Map(rows.map((row) => [row.command_id, row.state]));
       return expected.every((id) => states.get(id) === "accepted") && [...cancelled].every((id) => states.get(id) === "cancelled") ? true : undefined;
     },
     `the server holds each delivered instruction accepted and each cancelled one cancelled (seed ${seed})`,

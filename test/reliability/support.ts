@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
-import { rowsOnDisk } from "../../harness/standalone.ts";
+import { rowsOfRunningServer, rowsOnDisk } from "../../harness/standalone.ts";
 
 export const LONG = process.env.RELIABILITY === "long";
 
@@ -88,7 +88,11 @@ export interface CommandRow {
   request_key: string | null;
 }
 
-/** The command table as it lies on disk: after a kill, what the restart will load. */
-export function commandsOnDisk(dbPath: string): CommandRow[] {
-  return rowsOnDisk(dbPath, "SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command") as unknown as CommandRow[];
+/**
+ * The command table as it lies on disk: after a kill, what the restart will load. `running` reads a
+ * copy, for a server still writing the file (opening the live file could roll back its transaction).
+ */
+export function commandsOnDisk(dbPath: string, server: "stopped" | "running" = "stopped"): CommandRow[] {
+  const read = server === "running" ? rowsOfRunningServer : rowsOnDisk;
+  return read(dbPath, "SELECT command_id, session_id, state, image_bytes, images, request_key FROM anon_notify_command") as unknown as CommandRow[];
 }
