@@ -96,9 +96,21 @@ export interface StreamLink {
   failures: number;
   /** Not opened again before this time (ms). */
   retryAtMs: number;
+  /**
+   * What this stream's newest answer accepted, when it said `quiet_beats`: a heartbeat saying the
+   * same may go quiet until `untilMs` (one TTL after that answer, so a stream that stalls without
+   * closing is still found by the next answered one). Undefined: every heartbeat is answered.
+   */
+  quiet: QuietBasis | undefined;
 }
 
-export const CLOSED_STREAM: StreamLink = { offered: false, state: "closed", failures: 0, retryAtMs: 0 };
+export interface QuietBasis {
+  state: SessionRunState;
+  activity: string | null;
+  untilMs: number;
+}
+
+export const CLOSED_STREAM: StreamLink = { offered: false, state: "closed", failures: 0, retryAtMs: 0, quiet: undefined };
 export const STREAM_RETRY_FIRST_MS = 1_000;
 export const STREAM_RETRY_MAX_MS = 60_000;
 
@@ -106,7 +118,10 @@ export type StreamSignal =
   | { kind: "http_answer"; offered: boolean }
   | { kind: "opening" }
   | { kind: "opened" }
-  | { kind: "answered" }
+  /** A heartbeat answered over it: `quietBeats` and `ttlMs` as that answer said. */
+  | { kind: "answered"; beat: Pick<Heartbeat, "state" | "activity">; quietBeats: boolean; ttlMs: number; nowMs: number }
+  /** A heartbeat was refused (either way): the next ones are answered until one is accepted again. */
+  | { kind: "refused" }
   /** It could not be opened, or it dropped, or a heartbeat over it got no answer: HTTP until the retry. */
   | { kind: "lost"; nowMs: number };
 
@@ -114,17 +129,33 @@ export function streamChanged(link: StreamLink, signal: StreamSignal): StreamLin
   switch (signal.kind) {
     case "http_answer":
       return { ...link, offered: signal.offered };
+    // A new stream's first heartbeat is answered.
     case "opening":
-      return { ...link, state: "opening" };
+      return { ...link, state: "opening", quiet: undefined };
     case "opened":
-      return { ...link, state: "open" };
-    case "answered":
-      return { ...link, failures: 0 };
+      return { ...link, state: "open", quiet: undefined };
+    case "answered": {
+      const { beat, quietBeats, ttlMs, nowMs } = signal;
+      const quiet = quietBeats ? { state: beat.state, activity: beat.activity ?? null, untilMs: nowMs + ttlMs } : undefined;
+      return { ...link, failures: 0, quiet };
+    }
+    case "refused":
+      return { ...link, quiet: undefined };
     case "lost": {
       const waitMs = Math.min(STREAM_RETRY_MAX_MS, STREAM_RETRY_FIRST_MS * 2 ** link.failures);
-      return { ...link, state: "closed", failures: link.failures + 1, retryAtMs: signal.nowMs + waitMs };
+      return { ...link, state: "closed", failures: link.failures + 1, retryAtMs: signal.nowMs + waitMs, quiet: undefined };
     }
   }
+}
+
+/**
+ * Whether this heartbeat goes quiet (docs/protocol.md, "Quiet frames": answered only if refused):
+ * only over the open stream, and only when its answer would change nothing presence needs, i.e. it
+ * says the run state and activity the stream's newest answer accepted, within one TTL of it.
+ */
+export function sendQuiet(link: StreamLink, beat: Pick<Heartbeat, "state" | "activity">, nowMs: number): boolean {
+  const basis = link.quiet;
+  return link.state === "open" && basis !== undefined && basis.state === beat.state && basis.activity === (beat.activity ?? null) && nowMs < basis.untilMs;
 }
 
 /** Which way the next heartbeat goes: over the stream only while it is open. */

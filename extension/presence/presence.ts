@@ -3,7 +3,8 @@
  * idle or running, so the persona can find live sessions and reach them. Heartbeats go to the server only, never into the
  * session file. One heartbeat is in flight at a time; a heartbeat asked for meanwhile is sent once,
  * right after, with the newest state. When the server offers it, heartbeats go over one kept
- * WebSocket (the presence stream, `stream.ts`) instead of one HTTP request each; a heartbeat the
+ * WebSocket (the presence stream, `stream.ts`) instead of one HTTP request each, and a periodic one
+ * that says what the server already accepted goes quiet (answered only if refused); a heartbeat the
  * stream loses goes by HTTP at once, and the stream is tried again later. Stopping sends one best-effort offline. What the server
  * answers is written into the `ServerFacts` record (extension/server-facts.ts) for others to read.
  *
@@ -33,6 +34,7 @@ import {
   type RunEdge,
   runEdgeAction,
   type SendLoop,
+  sendQuiet,
   type SendTrigger,
   shouldOpenStream,
   type StreamLink,
@@ -242,10 +244,15 @@ export class Presence {
           return answer;
         });
     const stream = heartbeatWay(this.#link) === "stream" ? this.#stream : undefined;
-    const sent = stream
-      ? stream.beat(heartbeat, timeoutMs).then(
+    // Quiet (answered only if refused) when the answer would change nothing: the state the server already accepted.
+    const quiet = stream !== undefined && sendQuiet(this.#link, heartbeat, this.#now());
+    const sent: Promise<HeartbeatAnswer | undefined> = stream
+      ? stream.beat(heartbeat, timeoutMs, quiet).then(
           (answer) => {
-            this.#streamSignal({ kind: "answered" });
+            if (answer) {
+              const { quiet_beats: quietBeats = false, ttl_ms: ttlMs } = answer;
+              this.#streamSignal({ kind: "answered", beat: heartbeat, quietBeats, ttlMs, nowMs: this.#now() });
+            }
             return answer;
           },
           // A heartbeat the stream lost goes by HTTP at once; a refusal over it is a refusal like any.
@@ -256,16 +263,11 @@ export class Presence {
       .then(
         (answer) => {
           this.#lastFailure = undefined;
-          this.#server.accept(body.state, answer.command_protocol);
+          // A quiet heartbeat (written, no answer) said what the server last accepted: nothing to record.
+          if (answer) this.#server.accept(body.state, answer.command_protocol);
         },
         (error: unknown) => {
-          if (controller.signal.aborted) return;
-          this.#heard = undefined;
-          this.#server.forget();
-          const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
-          // A refused token is told once by the client, an outage by the footer, for every channel at once.
-          if (message !== this.#lastFailure && !needsNoWarning(asDeliveryError(error))) this.#deps.report(message);
-          this.#lastFailure = message;
+          if (!controller.signal.aborted) this.#failed(error);
         },
       )
       .finally(() => {
@@ -273,6 +275,17 @@ export class Presence {
         this.#step("finished");
       });
     this.#inFlight = { controller, done };
+  }
+
+  /** A heartbeat failed or was refused (a quiet one's refusal too, whenever it comes): told the same way. */
+  #failed(error: unknown): void {
+    this.#heard = undefined;
+    this.#server.forget();
+    this.#streamSignal({ kind: "refused" });
+    const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
+    // A refused token is told once by the client, an outage by the footer, for every channel at once.
+    if (message !== this.#lastFailure && !needsNoWarning(asDeliveryError(error))) this.#deps.report(message);
+    this.#lastFailure = message;
   }
 
   #streamSignal(signal: StreamSignal): void {
@@ -300,6 +313,9 @@ export class Presence {
           if (this.#stream !== stream) return;
           this.#stream = undefined;
           this.#streamSignal({ kind: "lost", nowMs: this.#now() });
+        },
+        refused: (error) => {
+          if (this.#stream === stream && this.#running) this.#failed(error);
         },
       },
       this.#now,

@@ -1,12 +1,13 @@
 /**
  * One presence stream (docs/protocol.md, "The presence stream"): a WebSocket from the session's
- * client, carrying one heartbeat at a time; the next answer frame settles it. A refusal frame
+ * client, carrying one heartbeat at a time; the next answer frame settles it, except a quiet one's
+ * (settled once written; a refusal of it, marked quiet, goes to `refused`). A refusal frame
  * becomes the same DeliveryError the HTTP route's answer would (same code and status), so presence
  * reports it the same way. Anything else that goes wrong (it closed, an unreadable frame, no answer
  * in time) is `StreamLost`: presence sends that heartbeat by HTTP and retries the stream later.
  */
 import type { WebSocket } from "undici";
-import { type Heartbeat, type HeartbeatAnswer, StreamAnswer } from "../../protocol/sessions.ts";
+import { type Heartbeat, type HeartbeatAnswer, StreamAnswer, type StreamRefusal } from "../../protocol/sessions.ts";
 import { classifyHttpFailure } from "../delivery/retry.ts";
 
 /** The stream is gone (or never came): the heartbeat was not answered over it. */
@@ -23,16 +24,27 @@ interface Pending {
   timer: ReturnType<typeof setTimeout>;
 }
 
+export interface StreamEvents {
+  opened: () => void;
+  lost: (why: string) => void;
+  /** A quiet heartbeat was refused: the same DeliveryError an answered one's refusal rejects with. */
+  refused: (error: Error) => void;
+}
+
 export class HeartbeatStream {
   readonly #socket: WebSocket;
   readonly #now: () => number;
+  readonly #events: StreamEvents;
   #pending: Pending | undefined;
   #lost = false;
+  /** Quiet heartbeats sent since the last answered one was answered: only they can be refused quietly. */
+  #quietUnsettled = 0;
 
   /** `opened` once the handshake completes; `lost` once, when it closes or fails for any reason. */
-  constructor(socket: WebSocket, events: { opened: () => void; lost: (why: string) => void }, now: () => number = Date.now) {
+  constructor(socket: WebSocket, events: StreamEvents, now: () => number = Date.now) {
     this.#socket = socket;
     this.#now = now;
+    this.#events = events;
     socket.addEventListener("open", () => events.opened());
     socket.addEventListener("message", (event) => this.#answer(event.data));
     socket.addEventListener("close", (event) => {
@@ -42,9 +54,17 @@ export class HeartbeatStream {
     });
   }
 
-  /** Sends one heartbeat; resolves with its answer, rejects with a DeliveryError (refused) or StreamLost. */
-  beat(body: Heartbeat, timeoutMs: number): Promise<HeartbeatAnswer> {
+  /**
+   * Sends one heartbeat; resolves with its answer, rejects with a DeliveryError (refused) or
+   * StreamLost. A `quiet` one resolves undefined once written (its refusal goes to `refused`).
+   */
+  beat(body: Heartbeat, timeoutMs: number, quiet = false): Promise<HeartbeatAnswer | undefined> {
     if (this.#lost || this.#pending) return Promise.reject(new StreamLost(this.#lost ? "closed" : "a heartbeat is in flight"));
+    if (quiet) {
+      this.#quietUnsettled++;
+      this.#socket.send(JSON.stringify({ ...body, quiet: true }));
+      return Promise.resolve(undefined);
+    }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => this.close(`no answer within ${timeoutMs} ms`), timeoutMs);
       this.#pending = { resolve, reject, timer };
@@ -59,18 +79,28 @@ export class HeartbeatStream {
   }
 
   #answer(data: unknown): void {
-    const pending = this.#take();
     let frame: StreamAnswer | undefined;
     try {
       frame = StreamAnswer.parse(JSON.parse(String(data)));
     } catch {
       frame = undefined;
     }
+    if (frame && "error" in frame && frame.quiet === true) {
+      if (this.#quietUnsettled === 0) return this.close("a quiet refusal nobody asked for");
+      this.#quietUnsettled--;
+      return this.#events.refused(this.#refusal(frame));
+    }
+    const pending = this.#take();
     if (!pending || !frame) return this.close(pending ? "an unreadable answer" : "an answer nobody asked for");
-    if ("error" in frame) {
-      const headers = frame.retry_after_ms === undefined ? {} : { "retry-after": String(Math.ceil(frame.retry_after_ms / 1000)) };
-      pending.reject(classifyHttpFailure(frame.status, headers, this.#now(), frame.error));
-    } else pending.resolve(frame);
+    // Answers come in order: every quiet heartbeat sent before this one is settled.
+    this.#quietUnsettled = 0;
+    if ("error" in frame) pending.reject(this.#refusal(frame));
+    else pending.resolve(frame);
+  }
+
+  #refusal(frame: StreamRefusal): Error {
+    const headers = frame.retry_after_ms === undefined ? {} : { "retry-after": String(Math.ceil(frame.retry_after_ms / 1000)) };
+    return classifyHttpFailure(frame.status, headers, this.#now(), frame.error);
   }
 
   #take(): Pending | undefined {

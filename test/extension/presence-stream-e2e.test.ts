@@ -22,7 +22,16 @@ const BOUND_MS = 30_000;
 
 async function setup(t: TestContext, config: Partial<Config> = {}) {
   const koishi = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, ...config } });
-  const seen = { http: 0, streams: 0, states: [] as string[], sockets: new Set<{ terminate(): void }>() };
+  // Each frame's state and whether it was sent quiet; `answers`: frames the server wrote back.
+  const seen = {
+    http: 0,
+    streams: 0,
+    states: [] as string[],
+    quiet: [] as boolean[],
+    answers: 0,
+    said: [] as string[],
+    sockets: new Set<{ terminate(): void }>(),
+  };
   const { _http: http, _ws: ws } = koishi.app.server;
   http.on("request", (request) => {
     if (request.method === "POST" && request.url?.endsWith("/sessions/heartbeat")) seen.http++;
@@ -32,7 +41,17 @@ async function setup(t: TestContext, config: Partial<Config> = {}) {
     seen.streams++;
     seen.sockets.add(socket);
     socket.on("close", () => seen.sockets.delete(socket));
-    socket.on("message", (data) => seen.states.push((JSON.parse(String(data)) as { state: string }).state));
+    socket.on("message", (data) => {
+      const frame = JSON.parse(String(data)) as { state: string; quiet?: boolean };
+      seen.states.push(frame.state);
+      seen.quiet.push(frame.quiet === true);
+    });
+    const send = socket.send.bind(socket);
+    socket.send = ((...args: Parameters<typeof send>) => {
+      seen.answers++;
+      seen.said.push(String(args[0]));
+      return send(...args);
+    }) as typeof socket.send;
   });
   const root = makeRoot();
   const saved = { ...process.env };
@@ -80,18 +99,45 @@ test("with the capability, heartbeats go over one stream; a run's running and id
   );
   assert.equal(await doctorSays(), "presence: running, accepted by the server (over the presence stream)");
   const httpBefore = seen.http;
-  seen.states.length = 0;
+  const from = seen.states.length;
   pi.script([ai.fauxAssistantMessage("done")]);
   await pi.prompt("do it");
   await waitUntil(
-    () => seen.states.includes("running") && seen.states.at(-1) === "idle",
+    () => seen.states.includes("running", from) && seen.states.at(-1) === "idle",
     () => `running then idle over the stream: ${seen.states.join(",")}`,
     BOUND_MS,
   );
-  await waitUntil(() => seen.states.length >= 4, "two more timer heartbeats over the stream", BOUND_MS);
+  const running = seen.states.indexOf("running", from);
+  const idle = seen.states.indexOf("idle", running);
+  await waitUntil(() => seen.states.length >= idle + 3, "two more timer heartbeats over the stream", BOUND_MS);
+  // The state changes were answered (the idle long poll waits for idle to be accepted); the timer's beats after them went quiet.
+  assert.deepEqual([seen.quiet[running], seen.quiet[idle]], [false, false], `${seen.states.join(",")} quiet ${seen.quiet.join(",")}`);
+  assert.deepEqual(seen.quiet.slice(idle + 1), Array(seen.states.length - idle - 1).fill(true), `quiet ${seen.quiet.join(",")}`);
+  assert.ok(seen.answers < seen.quiet.length, `${seen.answers} answers to ${seen.quiet.length} frames`);
+  assert.equal(seen.answers, seen.quiet.filter((quiet) => !quiet).length, "every answered frame got its answer, no quiet one did");
   assert.equal(seen.http, httpBefore, "no heartbeat went by HTTP while the stream was open");
   assert.equal(seen.streams, 1, "one stream for the runtime");
   assert.ok(await online());
+});
+
+test("a quiet heartbeat the server refuses is told like any refused heartbeat, and the next ones are answered", async (t) => {
+  // A burst of 3: the HTTP heartbeat, the stream's first (answered), one quiet; the next quiet one is refused rate_limited.
+  const { pi, seen } = await setup(t, { heartbeatsPerMinute: 1, heartbeatBurst: 3 });
+  await waitUntil(
+    () => seen.said.some((frame) => frame.includes('"quiet":true')),
+    () => `a quiet frame refused (frames quiet ${seen.quiet.join(",")}, said ${seen.said.join(" ")})`,
+    BOUND_MS,
+  );
+  // The refused frame is the newest quiet one so far (a frame after it is not quiet unless the client ignored the refusal).
+  const refused = seen.quiet.lastIndexOf(true);
+  assert.deepEqual(JSON.parse(seen.said.find((frame) => frame.includes('"quiet":true')) ?? "{}").error, "rate_limited");
+  await waitUntil(
+    () => pi.notices().some((notice) => notice.startsWith("Presence heartbeat failed: ") && /rate.?limit|429|too many/i.test(notice)),
+    () => `the refusal told: ${pi.notices().join(" | ")}`,
+    BOUND_MS,
+  );
+  await waitUntil(() => seen.quiet.length > refused + 1, "a heartbeat after the refused one", BOUND_MS);
+  assert.equal(seen.quiet[refused + 1], false, "after a refusal, heartbeats are answered");
 });
 
 test("a stream the server kills: heartbeats go on over HTTP at once, the session stays online, and the stream comes back", async (t) => {

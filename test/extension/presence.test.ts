@@ -16,6 +16,7 @@ import {
   nextSend,
   noteActivity,
   runEdgeAction,
+  sendQuiet,
   type Activity,
   type SendLoop,
   type SendTrigger,
@@ -131,9 +132,41 @@ test("the presence stream: used only while open, opened when offered and due, re
     {
       name: "an answer over it clears the failures",
       from: { ...offered, state: "open", failures: 3, retryAtMs: 900 },
-      signal: { kind: "answered" },
+      signal: { kind: "answered", beat: { state: "idle" }, quietBeats: false, ttlMs: 30_000, nowMs: 100 },
       to: { ...offered, state: "open", failures: 0, retryAtMs: 900 },
       way: "stream",
+      openAt1000: false,
+    },
+    {
+      name: "an answer that says quiet_beats: what it accepted may go quiet for one TTL",
+      from: { ...offered, state: "open" },
+      signal: { kind: "answered", beat: { state: "idle", activity: null }, quietBeats: true, ttlMs: 30_000, nowMs: 100 },
+      to: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      way: "stream",
+      openAt1000: false,
+    },
+    {
+      name: "a refusal: answered heartbeats again",
+      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      signal: { kind: "refused" },
+      to: { ...offered, state: "open" },
+      way: "stream",
+      openAt1000: false,
+    },
+    {
+      name: "a loss forgets what the stream accepted",
+      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      signal: { kind: "lost", nowMs: 0 },
+      to: { ...offered, failures: 1, retryAtMs: STREAM_RETRY_FIRST_MS },
+      way: "http",
+      openAt1000: true,
+    },
+    {
+      name: "a new stream starts with answered heartbeats",
+      from: { ...offered, quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      signal: { kind: "opening" },
+      to: { ...offered, state: "opening" },
+      way: "http",
       openAt1000: false,
     },
     {
@@ -175,4 +208,33 @@ test("the presence stream: used only while open, opened when offered and due, re
     assert.equal(heartbeatWay(to), row.way, row.name);
     assert.equal(shouldOpenStream(to, 1_000), row.openAt1000, row.name);
   }
+});
+
+test("a heartbeat goes quiet only over the open stream, saying what its newest answer accepted, within one TTL of it", () => {
+  const basis = { state: "idle", activity: null, untilMs: 30_100 } as const;
+  const open: StreamLink = { ...CLOSED_STREAM, offered: true, state: "open", quiet: basis };
+  const idle = { state: "idle", activity: null } as const;
+  const rows: { name: string; link: StreamLink; beat: Pick<Heartbeat, "state" | "activity">; nowMs: number; quiet: boolean }[] = [
+    { name: "a periodic beat of the accepted state", link: open, beat: idle, nowMs: 10_100, quiet: true },
+    { name: "activity absent reads as none", link: open, beat: { state: "idle" }, nowMs: 10_100, quiet: true },
+    { name: "idle → running: answered (the server must accept it)", link: open, beat: { state: "running", activity: null }, nowMs: 10_100, quiet: false },
+    {
+      name: "running → idle: answered (the idle long poll waits for it)",
+      link: { ...open, quiet: { ...basis, state: "running" } },
+      beat: idle,
+      nowMs: 10_100,
+      quiet: false,
+    },
+    { name: "a new activity: answered", link: open, beat: { state: "idle", activity: "bash" }, nowMs: 10_100, quiet: false },
+    { name: "one TTL after the last answer: answered (a stalled stream is found)", link: open, beat: idle, nowMs: 30_100, quiet: false },
+    {
+      name: "no answer that offered quiet beats (first beat, after a refusal or an old server)",
+      link: { ...open, quiet: undefined },
+      beat: idle,
+      nowMs: 10_100,
+      quiet: false,
+    },
+    { name: "the stream not open: HTTP, answered", link: { ...open, state: "closed" }, beat: idle, nowMs: 10_100, quiet: false },
+  ];
+  for (const row of rows) assert.equal(sendQuiet(row.link, row.beat, row.nowMs), row.quiet, row.name);
 });
