@@ -6,9 +6,10 @@
  * idle and then under the load, heartbeat latency p50/p99, errors, and what one
  * `GET /operator/sessions` over all of them costs. Bounded: every phase has a fixed duration.
  *
- * The same load is sent, in the same run, four ways: to the plugin over HTTP, to the plugin over
+ * The same load is sent, in the same run, five ways: to the plugin over HTTP, to the plugin over
  * the presence stream (one kept WebSocket per runtime, `GET /sessions/stream`: 5,000 sockets, so
- * its RSS says what they cost), and to a bare server in its own child, over HTTP (`node:http`) and
+ * its RSS says what they cost) with every beat answered and with periodic beats quiet (answered
+ * only if refused, docs/protocol.md "Quiet frames", as the extension sends them), and to a bare server in its own child, over HTTP (`node:http`) and
  * over a bare `ws` WebSocket (as plugin-server mounts it): the same token check, schema and
  * answer, sessions kept in a Map. The bare server's CPU is the floor each way pays on this machine,
  * so the plugin's shares are read against it.
@@ -169,7 +170,7 @@ interface LoadResult {
  */
 async function load(
   mode: "--serve" | "--serve-bare",
-  way: "http" | "stream",
+  way: "http" | "stream" | "quiet",
   after?: (baseUrl: string, token: string, dispatcher: Agent) => Promise<void>,
 ): Promise<LoadResult> {
   const server = startServer(mode);
@@ -178,6 +179,8 @@ async function load(
   const latencies: number[] = [];
   let errors = 0;
   const streams = new Map<number, TestStream>();
+  /** `quiet`: when each session's stream last answered (its beats go quiet within one TTL of it, as the extension's do). */
+  const answeredUntil = new Map<number, number>();
 
   const beat = async (index: number) => {
     const body: Heartbeat = {
@@ -190,18 +193,22 @@ async function load(
       command_protocol: 2,
       last_activity_at: new Date().toISOString(),
     };
-    if (way === "stream") {
+    if (way !== "http") {
       let stream = streams.get(index);
       if (!stream) {
         stream = openStream({ baseUrl, token });
         streams.set(index, stream);
+        answeredUntil.delete(index);
       }
       try {
         await stream.opened;
+        // A session's state never changes here, so what decides is the extension's rule: within one TTL of the last answer.
+        if (way === "quiet" && performance.now() < (answeredUntil.get(index) ?? 0)) return await stream.post({ ...body, quiet: true });
         const started = performance.now();
         const answer = await stream.send(body);
         latencies.push(performance.now() - started);
         if ("error" in answer) errors++;
+        else if (answer.quiet_beats === true) answeredUntil.set(index, performance.now() + answer.ttl_ms);
       } catch {
         errors++;
         streams.delete(index);
@@ -222,6 +229,12 @@ async function load(
       errors++;
     }
     latencies.push(performance.now() - started);
+  };
+
+  const quietRefusals = () => {
+    let refused = 0;
+    for (const stream of streams.values()) refused += stream.answers.filter((answer) => (answer as { quiet?: boolean }).quiet === true).length;
+    return refused;
   };
 
   /** Every session beats once per interval, at its own evenly spread phase, until `ms` have passed. */
@@ -254,9 +267,12 @@ async function load(
     await run(INTERVAL_MS);
     latencies.length = 0;
     errors = 0;
+    const refusedBefore = quietRefusals();
     const loadStart = await server.stats();
     const sent = await run(LOAD_MS);
     const loadEnd = await server.stats();
+    // A quiet beat's refusal comes as a frame marked quiet, whenever it comes: count it as an error.
+    errors += quietRefusals() - refusedBefore;
     const sorted = [...latencies].sort((a, b) => a - b);
     await after?.(baseUrl, token, dispatcher);
     return {
@@ -287,6 +303,7 @@ async function main(): Promise<void> {
     listMs = performance.now() - listStarted;
   });
   const stream = await load("--serve", "stream");
+  const quiet = await load("--serve", "quiet");
   const bare = await load("--serve-bare", "http");
   const bareStream = await load("--serve-bare", "stream");
 
@@ -297,7 +314,8 @@ async function main(): Promise<void> {
   );
   for (const [name, result] of [
     ["plugin over HTTP", plugin],
-    ["plugin over the presence stream (one WebSocket per runtime)", stream],
+    ["plugin over the presence stream (one WebSocket per runtime), every beat answered", stream],
+    ["plugin over the presence stream, periodic beats quiet (answered once per TTL, as the extension sends them)", quiet],
     ["bare node:http", bare],
     ["bare ws (one WebSocket per runtime)", bareStream],
   ] as const) {
@@ -309,13 +327,13 @@ async function main(): Promise<void> {
     console.log(`    heartbeat latency p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
   }
   console.log(
-    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}, stream / bare ws ${(stream.cpu / bareStream.cpu).toFixed(2)}`,
+    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}, stream / bare ws ${(stream.cpu / bareStream.cpu).toFixed(2)}, quiet stream / stream ${(quiet.cpu / stream.cpu).toFixed(2)}, quiet stream / bare ws ${(quiet.cpu / bareStream.cpu).toFixed(2)}`,
   );
   console.log(
-    `  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, bare node:http ${perBeat(bare)} µs, bare ws ${perBeat(bareStream)} µs`,
+    `  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, quiet stream ${perBeat(quiet)} µs, bare node:http ${perBeat(bare)} µs, bare ws ${perBeat(bareStream)} µs`,
   );
   console.log(`  GET /operator/sessions, first page: ${listed} sessions in ${listMs.toFixed(1)} ms`);
-  if ([plugin, stream, bare, bareStream].some((result) => result.errors > 0)) process.exitCode = 1;
+  if ([plugin, stream, quiet, bare, bareStream].some((result) => result.errors > 0)) process.exitCode = 1;
 }
 
 if (process.argv.includes("--serve")) await serve();
