@@ -20,6 +20,10 @@ export interface SaidWords {
   severity(severity: ProgressSeverity): string;
   report(mark: string, stage: string, text: string): string;
   detail(detail: string): string;
+  started: string;
+  progress(minutes: number, toolCalls: number): string;
+  toolError(tool: string): string;
+  toolErrorBecause(tool: string, detail: string): string;
   /** Pi waits on a dialog, named by its title. */
   needsYou(title: string): string;
   /** Pi waits on a dialog with no title, named by its kind's word. */
@@ -46,6 +50,15 @@ export function wordSaid({ said, agent }: ReadSaid, w: SaidWords): string | unde
       if (agent) line += `\n${w.detail(agent)}`;
       break;
     }
+    case "run_started":
+      line = w.started;
+      break;
+    case "run_progress":
+      line = w.progress(said.params.minutes, said.params.tool_calls);
+      break;
+    case "tool_error":
+      line = agent ? w.toolErrorBecause(said.params.tool, agent) : w.toolError(said.params.tool);
+      break;
     case "needs_you":
       line = said.params.title ? w.needsYou(said.params.title) : w.needsYouDialog(w.dialog(said.params.kind));
       break;

@@ -50,6 +50,17 @@ export const Said = z.discriminatedUnion("key", [
       detail_from: TailFrom,
     }),
   }),
+  z.strictObject({ key: z.literal("run_started"), params: z.strictObject({ project: Project }) }),
+  // Still running: whole minutes since the start and tool calls so far.
+  z.strictObject({
+    key: z.literal("run_progress"),
+    params: z.strictObject({ project: Project, minutes: z.number().int().nonnegative(), tool_calls: z.number().int().nonnegative() }),
+  }),
+  // A tool failed: its name as Pi gave it, its error text the tail.
+  z.strictObject({
+    key: z.literal("tool_error"),
+    params: z.strictObject({ project: Project, tool: oneLine(120).pipe(z.string().min(1)), detail_from: TailFrom }),
+  }),
   // A dialog Pi waits on; its title is the other extension's words, shown as they came.
   z.strictObject({ key: z.literal("needs_you"), params: z.strictObject({ project: Project, kind: DialogKind, title: oneLine(200).optional() }) }),
 ]);
@@ -74,6 +85,9 @@ export function saidStatus(said: Said): EventStatus {
   if (said.key === "run_completed") return "completed";
   if (said.key === "run_failed") return "failed";
   if (said.key === "needs_you") return "warning";
+  if (said.key === "run_started") return "started";
+  if (said.key === "run_progress") return "progress";
+  if (said.key === "tool_error") return "tool_error";
   return STAGE_STATUS[said.params.stage];
 }
 
@@ -94,7 +108,8 @@ export function readSaid(event: { event_id: string; status: EventStatus; summary
   const parsed = Said.safeParse(event.details.said);
   if (!parsed.success || saidStatus(parsed.data) !== event.status) return undefined;
   const said = parsed.data;
-  const from = said.key === "report" ? said.params.detail_from : said.key === "needs_you" ? undefined : said.params.reply_from;
+  const offsets = said.params as { reply_from?: number; detail_from?: number };
+  const from = offsets.reply_from ?? offsets.detail_from;
   const chars = Array.from(event.summary);
   if (from !== undefined && from > chars.length) return undefined;
   return { said, agent: from === undefined ? "" : chars.slice(from).join("") };

@@ -16,11 +16,11 @@ import { errorText } from "../../common/errors.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS, ASK_RULE, ApprovalDecisionPayload } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
-import { DialogKind, Said } from "../../protocol/said.ts";
+import { DialogKind } from "../../protocol/said.ts";
 import type { ControlRegistry } from "../control/dispatcher.ts";
 import type { Messages } from "../messages.ts";
 import type { HandOver } from "../notices/hand-over.ts";
-import { buildEvent, inProject, truncate, type NoticeContext } from "../notices/notice.ts";
+import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice.ts";
 import type { Report } from "../session/report.ts";
 import { type ApprovalSession, PersonAsking } from "./asking.ts";
 import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy.ts";
@@ -204,10 +204,7 @@ export function needsYouNotice(kind: string, title: string | undefined, context:
   const known = DialogKind.safeParse(kind);
   const line = t.needsYou(title ?? null, known.success ? t.dialog[known.data] : kind);
   // What the line says, for a server that words it itself; a kind Pi adds later is told only as the summary.
-  const said = Said.safeParse({
-    key: "needs_you",
-    params: { ...(context.content.includeProject ? { project: context.project } : {}), kind, ...(title ? { title } : {}) },
-  });
+  const { summary, said } = saidLine(line, { key: "needs_you", params: { kind: kind as DialogKind, ...(title ? { title } : {}) } }, context);
   return buildEvent(
     {
       eventId: `pi:${context.sessionId}:needs-you:${randomUUID()}`,
@@ -216,8 +213,8 @@ export function needsYouNotice(kind: string, title: string | undefined, context:
       source: context.source,
       task: "",
       status: "warning",
-      summary: inProject(line, context.content, context.project, t),
-      details: { needs_you: true, prompt: { kind, title: title ?? null }, ...(said.success ? { said: said.data } : {}) },
+      summary,
+      details: { needs_you: true, prompt: { kind, title: title ?? null }, ...(said ? { said } : {}) },
       contextUsage: context.contextUsage,
       createdAt: context.now,
     },

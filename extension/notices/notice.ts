@@ -4,7 +4,7 @@
  * it read from Pi.
  */
 import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
-import { SAID_ERROR_CHARS, type Said } from "../../protocol/said.ts";
+import { SAID_ERROR_CHARS, Said } from "../../protocol/said.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../state-bus.ts";
@@ -94,6 +94,36 @@ export function inProject(line: string, content: Pick<ContentOptions, "includePr
   return content.includeProject ? t.inProject(project, line) : line;
 }
 
+/** What a line says before the project and the agent's words are placed: its key and its other values. */
+export type SaidDraft = {
+  [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
+}[Said["key"]];
+
+/**
+ * The summary a line becomes (the project named when the content names it) and its said form: the
+ * project added, the agent's words (`tail`, at the line's end) located by offset, the whole checked
+ * against the shared schema. No said when any of it does not hold: the summary alone is then sent. Pure.
+ */
+export function saidLine(
+  line: string,
+  draft: SaidDraft,
+  context: Pick<NoticeContext, "content" | "project" | "text">,
+  tail?: { param: "reply_from" | "detail_from"; text: string },
+): SaidLine {
+  const summary = inProject(line, context.content, context.project, context.text);
+  const from = tail?.text ? tailFrom(summary, tail.text) : undefined;
+  if (tail?.text && from === undefined) return { summary, said: undefined };
+  const said = Said.safeParse({
+    key: draft.key,
+    params: {
+      ...(context.content.includeProject ? { project: context.project } : {}),
+      ...draft.params,
+      ...(tail && from !== undefined ? { [tail.param]: from } : {}),
+    },
+  });
+  return { summary, said: said.success ? said.data : undefined };
+}
+
 /** The human summary of a settled run (the final reply, or why it failed, in the session's language) and its said form. */
 export function runSummary(
   outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
@@ -103,25 +133,11 @@ export function runSummary(
   t: NoticeTexts,
 ): SaidLine {
   const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
-  let body: string;
-  if (outcome.kind === "completed") {
-    body = reply || t.completed;
-  } else {
-    const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
-    body = reply ? `${why}\n${reply}` : why;
-  }
-  const summary = inProject(body, content, project, t);
-  const replyFrom = reply ? tailFrom(summary, reply) : undefined;
-  if (reply && replyFrom === undefined) return { summary, said: undefined };
-  const common = { ...(content.includeProject ? { project } : {}), ...(replyFrom === undefined ? {} : { reply_from: replyFrom }) };
-  const said: Said =
-    outcome.kind === "completed"
-      ? { key: "run_completed", params: common }
-      : {
-          key: "run_failed",
-          params: { ...common, reason: outcome.reason, ...(outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {}) },
-        };
-  return { summary, said };
+  const tail = { param: "reply_from", text: reply } as const;
+  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, { content, project, text: t }, tail);
+  const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
+  const error = outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {};
+  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, { content, project, text: t }, tail);
 }
 
 export interface NoticeParts {
@@ -210,7 +226,7 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
 /** A started, progress or tool-error notice: never resent, so its id only has to be unique. */
 export function transientNotice(
   status: "started" | "progress" | "tool_error",
-  summary: string,
+  line: SaidLine,
   facts: RunFacts,
   sequence: number,
   context: NoticeContext,
@@ -223,8 +239,8 @@ export function transientNotice(
       source: context.source,
       task: facts.task,
       status,
-      summary: inProject(summary, context.content, context.project, context.text),
-      details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors },
+      summary: line.summary,
+      details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
       contextUsage: context.contextUsage,
       createdAt: context.now,
     },

@@ -16,9 +16,9 @@ import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import type { WebhookClient } from "../delivery/http-client.ts";
 import type { Notifier } from "../delivery/notifier.ts";
-import { buildEvent, inProject, tailFrom, type NoticeContext } from "./notice.ts";
+import { buildEvent, saidLine, type NoticeContext } from "./notice.ts";
 import type { EventBody } from "../../protocol/events.ts";
-import { Said, STAGE_STATUS } from "../../protocol/said.ts";
+import { STAGE_STATUS } from "../../protocol/said.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
 import { errorText } from "../../common/errors.ts";
 import { offeredTool } from "../pi-handlers.ts";
@@ -109,20 +109,11 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
   const severity = args.severity ?? "info";
   const t = context.text;
   const line = t.report(t.severity[severity], t.stage[args.stage], args.summary, args.detail ?? null);
-  const summary = inProject(line, context.content, context.project, t);
-  const detailFrom = args.detail ? tailFrom(summary, args.detail) : undefined;
   // What the report says, for a server that words it itself; the model's words are values, never the key.
-  const said = Said.safeParse({
-    key: "report",
-    params: {
-      ...(context.content.includeProject ? { project: context.project } : {}),
-      stage: args.stage,
-      severity,
-      text: args.summary,
-      ...(detailFrom === undefined ? {} : { detail_from: detailFrom }),
-    },
+  const { summary, said } = saidLine(line, { key: "report", params: { stage: args.stage, severity, text: args.summary } }, context, {
+    param: "detail_from",
+    text: args.detail ?? "",
   });
-  const keepSaid = said.success && (!args.detail || detailFrom !== undefined);
   return buildEvent(
     {
       eventId: progressEventId(context.sessionId, toolCallId),
@@ -135,7 +126,7 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
       details: {
         report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null },
         tool: PROGRESS_TOOL_NAME,
-        ...(keepSaid ? { said: said.data } : {}),
+        ...(said ? { said } : {}),
       },
       url: args.artifact ?? null,
       contextUsage: context.contextUsage,

@@ -11,7 +11,7 @@ import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts
 import type { Notifier } from "../delivery/notifier.ts";
 import type { RunRecorder, RunObserver, Observation } from "../run-recorder.ts";
 import type { HandOver } from "./hand-over.ts";
-import { finalNotice, transientNotice, type NoticeContext } from "./notice.ts";
+import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice.ts";
 
 /** Where notices go now; undefined while the session does not notify. */
 export interface NoticeTarget {
@@ -43,12 +43,13 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     progressTimer = undefined;
   };
 
-  const sendTransient = (status: "started" | "progress" | "tool_error", summary: string) => {
+  const sendTransient = (status: "started" | "progress" | "tool_error", line: (context: NoticeContext) => SaidLine) => {
     const to = target();
     const run = recorder.current();
     if (!to || !run) return;
     noticeSequence += 1;
-    handOver.enqueue(to.notifier, transientNotice(status, summary, run.facts, noticeSequence, to.context()), { final: false });
+    const context = to.context();
+    handOver.enqueue(to.notifier, transientNotice(status, line(context), run.facts, noticeSequence, context), { final: false });
   };
 
   const checkProgress = () => {
@@ -58,8 +59,11 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     const now = Date.now();
     if (!progressDue(run.facts, marks.progress, now, { ...to.config.progress, progress: to.config.notify.progress })) return;
     marks.progress = { at: now, toolCalls: run.facts.toolCalls };
-    const t = to.context().text;
-    sendTransient("progress", t.progress(t.minutes(Math.floor((now - run.facts.startedAt) / 60_000)), run.facts.toolCalls));
+    const minutes = Math.floor((now - run.facts.startedAt) / 60_000);
+    const toolCalls = run.facts.toolCalls;
+    sendTransient("progress", (c) =>
+      saidLine(c.text.progress(c.text.minutes(minutes), toolCalls), { key: "run_progress", params: { minutes, tool_calls: toolCalls } }, c),
+    );
   };
 
   const observer: RunObserver = {
@@ -72,7 +76,7 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     },
     request() {
       const to = target();
-      if (!marks.startAnnounced && to?.config.notify.started) sendTransient("started", to.context().text.started);
+      if (!marks.startAnnounced && to?.config.notify.started) sendTransient("started", (c) => saidLine(c.text.started, { key: "run_started", params: {} }, c));
       marks.startAnnounced = true;
     },
     toolEnd(_run, event) {
@@ -83,7 +87,12 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
         marks.lastToolErrorAt = now;
         const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
         const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
-        sendTransient("tool_error", to.context().text.toolError(event.toolName, detail || null));
+        sendTransient("tool_error", (c) =>
+          saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params: { tool: event.toolName } }, c, {
+            param: "detail_from",
+            text: detail,
+          }),
+        );
       }
       checkProgress();
     },

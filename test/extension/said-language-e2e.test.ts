@@ -10,16 +10,29 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
+import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
 import { startChat, type ChatHarness } from "../../harness/chat.ts";
 import { postEvent } from "../../harness/event-client.ts";
 import { piOnServer } from "../../harness/extension-env.ts";
 import { ai } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { EventBody, type EventStatus } from "../../protocol/events.ts";
+import { readSaid } from "../../protocol/said.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
 import { otherLanguage } from "../helpers/languages.ts";
 
 const REPLY = "All 12 tests pass";
+/** A tool that fails: its error text is the tool's own words. */
+const explode: ToolDefinition = {
+  name: "explode",
+  label: "explode",
+  description: "Always fails.",
+  parameters: Type.Object({}),
+  execute: async () => {
+    throw new Error("disk full");
+  },
+};
 const ERROR = "401 invalid api key";
 const REPORT = { stage: "blocked", severity: "warn", summary: "Need the DB password", detail: "psql auth failed" };
 
@@ -49,34 +62,58 @@ for (const [piLanguage, serverLanguage] of [
     timeout: 180_000,
   }, async (t) => {
     const chat = await startChat({ locales: [serverLanguage] });
-    const pi = await piOnServer(t, chat, { userConfig: { language: piLanguage, progressTool: { enabled: true } } });
+    const pi = await piOnServer(t, chat, {
+      tools: [explode],
+      userConfig: {
+        language: piLanguage,
+        progressTool: { enabled: true },
+        // Every notice the extension words itself: a start, a progress after each tool call, a tool's error.
+        notify: { started: true, progress: true, toolError: true },
+        progress: { toolCountThreshold: 1 },
+        // Not throttled, so each of them goes out.
+        delivery: { minIntervalMs: 0 },
+      },
+    });
     await pi.prompt("/anon-notify");
     const project = basename(pi.cwd);
 
-    pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("report_progress", REPORT)], { stopReason: "toolUse" }), ai.fauxAssistantMessage(REPLY)]);
+    pi.script([
+      ai.fauxAssistantMessage([ai.fauxToolCall("report_progress", REPORT)], { stopReason: "toolUse" }),
+      ai.fauxAssistantMessage([ai.fauxToolCall("explode", {})], { stopReason: "toolUse" }),
+      ai.fauxAssistantMessage(REPLY),
+    ]);
     await pi.prompt("run the tests");
     pi.script([ai.fauxAssistantMessage("", { stopReason: "error", errorMessage: ERROR })]);
     await pi.prompt("deploy");
 
     // The agent's words, the user's own tasks and names.
-    const verbatim = [project, REPLY, ERROR, REPORT.summary, REPORT.detail, "run the tests", "deploy", "Pi Agent", "tokens"];
+    const verbatim = [project, REPLY, ERROR, REPORT.summary, REPORT.detail, "run the tests", "deploy", "explode", "Pi Agent", "tokens"];
     const words = {
-      "en-US": { completed: `Project ${project}: ${REPLY}`, failed: "Failed: the model request failed", report: "[Attention] Blocked: Need the DB password" },
-      "zh-CN": { completed: `项目 ${project}：${REPLY}`, failed: "模型请求出错", report: "【注意】受阻：Need the DB password" },
+      "en-US": {
+        completed: `Project ${project}: ${REPLY}`,
+        failed: "Failed: the model request failed",
+        warning: "[Attention] Blocked: Need the DB password",
+        started: "Started working on the task.",
+        progress: "Still running: 0 min so far, 1 tool calls done.",
+        tool_error: "Tool explode failed: disk full",
+      },
+      "zh-CN": {
+        completed: `项目 ${project}：${REPLY}`,
+        failed: "模型请求出错",
+        warning: "【注意】受阻：Need the DB password",
+        started: "开始处理任务。",
+        progress: "仍在运行：已用 0 分钟，已完成 1 次工具调用。",
+        tool_error: "工具 explode 出错：disk full",
+      },
     }[serverLanguage];
-    for (const [status, expected] of [
-      ["completed", words.completed],
-      ["failed", words.failed],
-      ["warning", words.report],
-    ] as const) {
+    for (const status of ["completed", "failed", "warning", "started", "progress", "tool_error"] as const) {
       const event = await stored(chat, status);
       const text = await direct(chat, event);
-      assert.ok(text.includes(expected), `the ${status} line in the server's words:\n${text}`);
-      assert.deepEqual(
-        otherLanguage(text, serverLanguage, [...verbatim, `${event.event_id}:direct`]),
-        [],
-        `only ${serverLanguage} but the agent's words and names:\n${text}`,
-      );
+      assert.ok(text.includes(words[status]), `the ${status} line in the server's words:\n${text}`);
+      // The agent's (here the tool's) own words are shown as they came.
+      const agent = readSaid(event)?.agent ?? "";
+      const shown = [...verbatim, agent, `${event.event_id}:direct`].filter(Boolean);
+      assert.deepEqual(otherLanguage(text, serverLanguage, shown), [], `only ${serverLanguage} but the agent's words and names:\n${text}`);
     }
 
     // A said the server cannot check (an unknown key) words nothing: the summary as Pi sent it.
