@@ -265,6 +265,19 @@ export function echoTool(name = "echo"): ToolDefinition {
   };
 }
 
+/** A tool that always fails with `message` (its error text, the tool's own words). */
+export function failingTool(name = "explode", message = "disk full"): ToolDefinition {
+  return {
+    name,
+    label: name,
+    description: "Always fails.",
+    parameters: Type.Object({}),
+    async execute() {
+      throw new Error(message);
+    },
+  };
+}
+
 /** A tool whose result ends the run when every call in its batch says so. */
 export function terminatingTool(name = "finish"): ToolDefinition {
   return {

@@ -8,7 +8,18 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { Type } from "typebox";
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { ai, echoTool, latch, makeRoot, startPi, terminatingTool, waitForAbortStep, type PiHarness, type StartPiOptions } from "../../harness/pi.ts";
+import {
+  ai,
+  echoTool,
+  failingTool,
+  latch,
+  makeRoot,
+  startPi,
+  terminatingTool,
+  waitForAbortStep,
+  type PiHarness,
+  type StartPiOptions,
+} from "../../harness/pi.ts";
 import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
 import { finalEventId } from "../../extension/notices/notice.ts";
@@ -56,16 +67,6 @@ async function control({ pi, webhook }: Setup) {
   assert.equal(first?.body.task, "control", "a notice was sent before the control run's");
   assert.equal(webhook.events.length, 1);
 }
-
-const failingTool: ToolDefinition = {
-  name: "explode",
-  label: "explode",
-  description: "Always fails.",
-  parameters: Type.Object({}),
-  execute: async () => {
-    throw new Error("disk full");
-  },
-};
 
 test("an inactive session sends nothing; once enabled, a completed run sends one complete notice", async (t) => {
   const s = await setup(t);
@@ -311,7 +312,7 @@ test("a subagent session never sends, whatever it does", async (t) => {
 test("started, tool-error and progress notices when switched on, finals bypassing the minimum interval", async (t) => {
   const s = await setup(
     t,
-    { tools: [echoTool(), failingTool] },
+    { tools: [echoTool(), failingTool()] },
     {
       notify: { started: true, progress: true, toolError: true },
       progress: { firstAfterMs: 3_600_000, intervalMs: 3_600_000, toolCountThreshold: 3, errorCooldownMs: 0 },

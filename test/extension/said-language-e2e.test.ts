@@ -10,12 +10,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
-import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
 import { startChat, type ChatHarness } from "../../harness/chat.ts";
 import { postEvent } from "../../harness/event-client.ts";
 import { piOnServer } from "../../harness/extension-env.ts";
-import { ai } from "../../harness/pi.ts";
+import { ai, failingTool } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { EventBody, type EventStatus } from "../../protocol/events.ts";
 import { readSaid } from "../../protocol/said.ts";
@@ -23,16 +21,6 @@ import { EVENT_TABLE } from "../../server/events/store.ts";
 import { otherLanguage } from "../helpers/languages.ts";
 
 const REPLY = "All 12 tests pass";
-/** A tool that fails: its error text is the tool's own words. */
-const explode: ToolDefinition = {
-  name: "explode",
-  label: "explode",
-  description: "Always fails.",
-  parameters: Type.Object({}),
-  execute: async () => {
-    throw new Error("disk full");
-  },
-};
 const ERROR = "401 invalid api key";
 const REPORT = { stage: "blocked", severity: "warn", summary: "Need the DB password", detail: "psql auth failed" };
 
@@ -63,7 +51,7 @@ for (const [piLanguage, serverLanguage] of [
   }, async (t) => {
     const chat = await startChat({ locales: [serverLanguage] });
     const pi = await piOnServer(t, chat, {
-      tools: [explode],
+      tools: [failingTool("explode", "disk full")],
       userConfig: {
         language: piLanguage,
         progressTool: { enabled: true },
