@@ -17,6 +17,8 @@ import { CHROMIUM_SKIP, consoleBrowser, consoleStage, type ConsoleStage } from "
 import { ai, answerableTerminal, echoTool, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { rmBuild } from "../extension/approvals-stage.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
+import { EventBody } from "../../protocol/events.ts";
+import { readSaid } from "../../protocol/said.ts";
 
 const IMAGES = process.env.UPDATE_SCREENSHOTS === "1" ? resolve(import.meta.dirname, "../../docs/images") : mkdtempSync(join(tmpdir(), "anon-notify-shots-"));
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } } as const;
@@ -137,12 +139,13 @@ test("a real session's runs in the session view: done with the reply rendered sa
         assert.equal(await opened.page.locator("[data-test=run][data-outcome=stopped] [data-test=run-outcome]").innerText(), "stopped by you (this page)");
         const headings = (await opened.page.locator(".anon-console h2").allInnerTexts()).join("\n");
         assert.doesNotMatch(headings, /[\u4e00-\u9fff]/, "no Chinese in the English page's headings");
-        // The session's own words (its tasks and the Pi side's notice texts, written in Chinese here) may
-        // be Chinese; every other line the page writes is English.
+        // The session's own words (its tasks, the agent's replies, and the Pi side's notice texts the
+        // page cannot word itself, written in Chinese here) may be Chinese; every other line the page writes is English.
         const data = (await stage.koishi.app.database.get(EVENT_TABLE, {}, ["body"]))
           .flatMap((row) => {
-            const { task, summary } = JSON.parse(row.body) as { task?: string; summary?: string };
-            return [task, summary];
+            const event = EventBody.parse(JSON.parse(row.body));
+            // The agent's own words in a line the page words itself (details.said) stay as they came.
+            return [event.task, event.summary, readSaid(event)?.agent];
           })
           .filter((text): text is string => !!text)
           .map((text) => text.replace(/[*`\s]+/g, ""));
