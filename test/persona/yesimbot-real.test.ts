@@ -38,16 +38,20 @@ import { waitUntil } from "../../harness/wait.ts";
 // file's process would never end. It ends itself once its tests have reported, instead of the
 // runner-wide --test-force-exit, which can silently drop other files' verdicts (nodejs/node#64833).
 // Its start-up wait also rejects a few seconds after the dispose, logging through a logger that is
-// gone (lib/index.js: `this.ctx.logger.error`); that one rejection of the fixture's own code is told
-// and ignored, any other still fails the file.
+// gone (lib/index.js: `this.ctx.logger.error`), and its leftover timers can throw the same way; that
+// error of the fixture's own code is ignored, any other still fails the file. Both are taken from the
+// runner here because, once it has reported, it fails the file for them without saying why.
 after(() => {
-  process.removeAllListeners("unhandledRejection");
-  process.on("unhandledRejection", (error) => {
+  const afterTheTests = (kind: string) => (error: unknown) => {
     const stack = error instanceof Error ? (error.stack ?? "") : "";
     if (stack.includes(`${sep}yesimbot-3.0.3-`) && /reading 'error'/.test(stack)) return;
-    console.error("unhandled rejection after the tests:", error);
+    console.error(`${kind} after the tests:`, error);
     process.exitCode = 1;
-  });
+  };
+  for (const kind of ["unhandledRejection", "uncaughtException"] as const) {
+    process.removeAllListeners(kind);
+    process.on(kind, afterTheTests(kind));
+  }
   setTimeout(() => process.exit(), 15_000).unref();
 });
 
