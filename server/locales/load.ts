@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { Context, Session } from "koishi";
 import { z } from "zod";
+import { FAILURE_WORDS } from "../../common/failure-words.ts";
 
 export const LOCALES = ["zh-CN", "en-US"] as const;
 export type Locale = (typeof LOCALES)[number];
@@ -18,10 +19,17 @@ const LocaleTree: z.ZodType<LocaleTree> = z.lazy(() => z.record(z.string(), z.un
 
 const yaml = createRequire(import.meta.url)("js-yaml") as { load(text: string): unknown };
 
-/** One language's texts, validated: a nested map of strings. */
+/**
+ * One language's texts, validated: a nested map of strings. Why a run failed comes from the table
+ * the Pi side and the console page word it with (`common/failure-words.ts`), not from a copy here.
+ */
 export function readLocale(locale: Locale): LocaleTree {
   const text = readFileSync(new URL(`./${locale}.yml`, import.meta.url), "utf8");
-  return LocaleTree.parse(yaml.load(text));
+  const tree = LocaleTree.parse(yaml.load(text));
+  const said = (tree["anon-notify"] as LocaleTree | undefined)?.said;
+  if (typeof said !== "object") throw new Error(`${locale}.yml has no anon-notify.said`);
+  said.failure = { ...FAILURE_WORDS[locale] };
+  return tree;
 }
 
 const parsed = new Map<Locale, LocaleTree>();
