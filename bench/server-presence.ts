@@ -13,6 +13,13 @@
  * over a bare `ws` WebSocket (as plugin-server mounts it): the same token check, schema and
  * answer, sessions kept in a Map. The bare server's CPU is the floor each way pays on this machine,
  * so the plugin's shares are read against it.
+ *
+ * Those five send one beat per session per INTERVAL_MS. A sixth line sends what the extension now
+ * sends over the stream (docs/protocol.md, "Cadence"): after each session's first answered frame its
+ * timer beats every `beatIntervalMs` (half the server's TTL, 15 s with the defaults), quiet or
+ * answered by the extension's own `sendQuiet` rule. That rule is run on each beat's scheduled time,
+ * taking the answer as arriving when the beat was sent: the extension re-arms its timer when that
+ * answer comes, so the beat one TTL later is never before it and is answered, the costlier case.
  */
 import { fork } from "node:child_process";
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -22,6 +29,7 @@ import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
 import { WebSocketServer } from "ws";
+import { beatIntervalMs, CLOSED_STREAM, type StreamLink, sendQuiet, streamChanged } from "../extension/presence/decisions.ts";
 import { operatorApi } from "../harness/agent-api.ts";
 import { openStream, type TestStream } from "../harness/presence-stream.ts";
 import { Heartbeat } from "../protocol/sessions.ts";
@@ -148,8 +156,8 @@ function cpuShare(before: ServerStats, after: ServerStats, part?: "user" | "syst
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 
-/** Server CPU per heartbeat in µs: the share of a core over the heartbeats per second. */
-const perBeat = (result: { cpu: number }) => ((result.cpu / 100) * (INTERVAL_MS / SESSIONS) * 1000).toFixed(0);
+/** Server CPU per heartbeat in µs: the share of a core over the heartbeats sent per second. */
+const perBeat = (result: { cpu: number; sent: number }) => ((result.cpu / 100) * (LOAD_MS / result.sent) * 1000).toFixed(0);
 
 interface LoadResult {
   idle: number;
@@ -159,6 +167,10 @@ interface LoadResult {
   systemCpu: number;
   memory: NodeJS.MemoryUsage;
   sent: number;
+  /** Frames sent quiet, of `sent`. */
+  quiet: number;
+  /** Each session's timer interval in the measured window. */
+  intervalMs: number;
   errors: number;
   p50: number;
   p99: number;
@@ -170,7 +182,7 @@ interface LoadResult {
  */
 async function load(
   mode: "--serve" | "--serve-bare",
-  way: "http" | "stream" | "quiet",
+  way: "http" | "stream" | "quiet" | "cadence",
   after?: (baseUrl: string, token: string, dispatcher: Agent) => Promise<void>,
 ): Promise<LoadResult> {
   const server = startServer(mode);
@@ -181,8 +193,13 @@ async function load(
   const streams = new Map<number, TestStream>();
   /** `quiet`: when each session's stream last answered (its beats go quiet within one TTL of it, as the extension's do). */
   const answeredUntil = new Map<number, number>();
+  /** `cadence`: each session's stream as the extension's decisions see it, on the beats' scheduled times. */
+  const links = new Map<number, StreamLink>();
+  const openLink: StreamLink = { ...CLOSED_STREAM, offered: true, state: "open" };
+  let quietSent = 0;
 
-  const beat = async (index: number) => {
+  /** `scheduledMs`: when this beat was due (performance.now() time). */
+  const beat = async (index: number, scheduledMs: number) => {
     const body: Heartbeat = {
       session_id: `bench-session-${index}`,
       runtime_id: `bench-runtime-${index}`,
@@ -199,16 +216,25 @@ async function load(
         stream = openStream({ baseUrl, token });
         streams.set(index, stream);
         answeredUntil.delete(index);
+        links.set(index, openLink);
       }
       try {
         await stream.opened;
         // A session's state never changes here, so what decides is the extension's rule: within one TTL of the last answer.
-        if (way === "quiet" && performance.now() < (answeredUntil.get(index) ?? 0)) return await stream.post({ ...body, quiet: true });
+        const link = links.get(index) ?? openLink;
+        if ((way === "quiet" && performance.now() < (answeredUntil.get(index) ?? 0)) || (way === "cadence" && sendQuiet(link, body, scheduledMs))) {
+          quietSent++;
+          return await stream.post({ ...body, quiet: true });
+        }
         const started = performance.now();
         const answer = await stream.send(body);
         latencies.push(performance.now() - started);
         if ("error" in answer) errors++;
-        else if (answer.quiet_beats === true) answeredUntil.set(index, performance.now() + answer.ttl_ms);
+        else {
+          if (answer.quiet_beats === true) answeredUntil.set(index, performance.now() + answer.ttl_ms);
+          const quietBeats = answer.quiet_beats === true;
+          links.set(index, streamChanged(link, { kind: "answered", beat: body, quietBeats, ttlMs: answer.ttl_ms, nowMs: scheduledMs }));
+        }
       } catch {
         errors++;
         streams.delete(index);
@@ -237,17 +263,17 @@ async function load(
     return refused;
   };
 
-  /** Every session beats once per interval, at its own evenly spread phase, until `ms` have passed. */
-  const run = async (ms: number) => {
+  /** Every session beats once per `intervalMs`, at its own evenly spread phase, until `ms` have passed. */
+  const run = async (ms: number, intervalMs = INTERVAL_MS) => {
     const start = performance.now();
     const tickMs = 10;
-    const perTick = (SESSIONS * tickMs) / INTERVAL_MS;
+    const perTick = (SESSIONS * tickMs) / intervalMs;
     const inFlight = new Set<Promise<void>>();
     let sent = 0;
     for (let tick = 0; performance.now() - start < ms; tick++) {
       const due = Math.floor((tick + 1) * perTick);
       for (; sent < due; sent++) {
-        const pending = beat(sent % SESSIONS);
+        const pending = beat(sent % SESSIONS, start + (sent * intervalMs) / SESSIONS);
         inFlight.add(pending);
         void pending.then(() => inFlight.delete(pending));
       }
@@ -264,12 +290,16 @@ async function load(
     const idleEnd = await server.stats();
 
     // One full interval registers every session, then the measured window holds them all online.
-    await run(INTERVAL_MS);
+    // `cadence`: the extension's timer after its stream's first answer, read from one (one server, one TTL for all).
+    if (way === "cadence") await beat(0, performance.now());
+    const intervalMs = way === "cadence" ? beatIntervalMs(links.get(0) ?? CLOSED_STREAM, INTERVAL_MS) : INTERVAL_MS;
+    await run(intervalMs, intervalMs);
     latencies.length = 0;
     errors = 0;
+    quietSent = 0;
     const refusedBefore = quietRefusals();
     const loadStart = await server.stats();
-    const sent = await run(LOAD_MS);
+    const sent = await run(LOAD_MS, intervalMs);
     const loadEnd = await server.stats();
     // A quiet beat's refusal comes as a frame marked quiet, whenever it comes: count it as an error.
     errors += quietRefusals() - refusedBefore;
@@ -282,6 +312,8 @@ async function load(
       systemCpu: cpuShare(loadStart, loadEnd, "system"),
       memory: loadEnd.memory,
       sent,
+      quiet: quietSent,
+      intervalMs,
       errors,
       p50: percentile(sorted, 50),
       p99: percentile(sorted, 99),
@@ -306,6 +338,7 @@ async function main(): Promise<void> {
   const quiet = await load("--serve", "quiet");
   const bare = await load("--serve-bare", "http");
   const bareStream = await load("--serve-bare", "stream");
+  const cadence = await load("--serve", "cadence");
 
   console.log(
     `notify-webhook presence: ${SESSIONS} sessions, one heartbeat each per ${INTERVAL_MS / 1000} s (${((SESSIONS * 1000) / INTERVAL_MS).toFixed(0)} req/s), load average ${loadavg()
@@ -318,22 +351,24 @@ async function main(): Promise<void> {
     ["plugin over the presence stream, periodic beats quiet (answered once per TTL, as the extension sends them)", quiet],
     ["bare node:http", bare],
     ["bare ws (one WebSocket per runtime)", bareStream],
+    [`plugin over the stream, as the extension now sends (timer every ${cadence.intervalMs / 1000} s, quiet by the extension's rule)`, cadence],
   ] as const) {
     console.log(`  ${name}:`);
+    const answered = result.quiet > 0 ? `, ${result.sent - result.quiet} answered` : "";
     console.log(`    idle (no sessions, ${IDLE_MS / 1000} s): server CPU ${result.idle.toFixed(2)} % of one core, RSS ${mib(result.idleMemory.rss)} MiB`);
     console.log(
-      `    under load (${LOAD_MS / 1000} s, ${result.sent} heartbeats, ${result.errors} errors): server CPU ${result.cpu.toFixed(1)} % of one core (${result.systemCpu.toFixed(1)} % in the kernel), RSS ${mib(result.memory.rss)} MiB, heap ${mib(result.memory.heapUsed)} MiB`,
+      `    under load (${LOAD_MS / 1000} s, ${result.sent} heartbeats${answered}, ${result.errors} errors): server CPU ${result.cpu.toFixed(1)} % of one core (${result.systemCpu.toFixed(1)} % in the kernel), RSS ${mib(result.memory.rss)} MiB, heap ${mib(result.memory.heapUsed)} MiB`,
     );
     console.log(`    heartbeat latency p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms`);
   }
   console.log(
-    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}, stream / bare ws ${(stream.cpu / bareStream.cpu).toFixed(2)}, quiet stream / stream ${(quiet.cpu / stream.cpu).toFixed(2)}, quiet stream / bare ws ${(quiet.cpu / bareStream.cpu).toFixed(2)}`,
+    `  CPU under load: plugin over HTTP / bare ${(plugin.cpu / bare.cpu).toFixed(2)}, stream / bare ${(stream.cpu / bare.cpu).toFixed(2)}, stream / plugin over HTTP ${(stream.cpu / plugin.cpu).toFixed(2)}, stream / bare ws ${(stream.cpu / bareStream.cpu).toFixed(2)}, quiet stream / stream ${(quiet.cpu / stream.cpu).toFixed(2)}, quiet stream / bare ws ${(quiet.cpu / bareStream.cpu).toFixed(2)}, as the extension now sends / quiet stream ${(cadence.cpu / quiet.cpu).toFixed(2)}, / bare ws ${(cadence.cpu / bareStream.cpu).toFixed(2)}`,
   );
   console.log(
-    `  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, quiet stream ${perBeat(quiet)} µs, bare node:http ${perBeat(bare)} µs, bare ws ${perBeat(bareStream)} µs`,
+    `  CPU per heartbeat: plugin over HTTP ${perBeat(plugin)} µs, stream ${perBeat(stream)} µs, quiet stream ${perBeat(quiet)} µs, bare node:http ${perBeat(bare)} µs, bare ws ${perBeat(bareStream)} µs, as the extension now sends ${perBeat(cadence)} µs`,
   );
   console.log(`  GET /operator/sessions, first page: ${listed} sessions in ${listMs.toFixed(1)} ms`);
-  if ([plugin, stream, quiet, bare, bareStream].some((result) => result.errors > 0)) process.exitCode = 1;
+  if ([plugin, stream, quiet, bare, bareStream, cadence].some((result) => result.errors > 0)) process.exitCode = 1;
 }
 
 if (process.argv.includes("--serve")) await serve();

@@ -108,6 +108,8 @@ export interface QuietBasis {
   state: SessionRunState;
   activity: string | null;
   untilMs: number;
+  /** The `ttl_ms` of that answer. */
+  ttlMs: number;
 }
 
 export const CLOSED_STREAM: StreamLink = { offered: false, state: "closed", failures: 0, retryAtMs: 0, quiet: undefined };
@@ -136,7 +138,7 @@ export function streamChanged(link: StreamLink, signal: StreamSignal): StreamLin
       return { ...link, state: "open", quiet: undefined };
     case "answered": {
       const { beat, quietBeats, ttlMs, nowMs } = signal;
-      const quiet = quietBeats ? { state: beat.state, activity: beat.activity ?? null, untilMs: nowMs + ttlMs } : undefined;
+      const quiet = quietBeats ? { state: beat.state, activity: beat.activity ?? null, untilMs: nowMs + ttlMs, ttlMs } : undefined;
       return { ...link, failures: 0, quiet };
     }
     case "refused":
@@ -156,6 +158,16 @@ export function streamChanged(link: StreamLink, signal: StreamSignal): StreamLin
 export function sendQuiet(link: StreamLink, beat: Pick<Heartbeat, "state" | "activity">, nowMs: number): boolean {
   const basis = link.quiet;
   return link.state === "open" && basis !== undefined && basis.state === beat.state && basis.activity === (beat.activity ?? null) && nowMs < basis.untilMs;
+}
+
+/**
+ * How often the timer beats (docs/protocol.md, "Cadence"): `configuredMs`, except over an open stream
+ * whose newest answer said `quiet_beats`, where a beat cannot be lost silently (a frame that does not
+ * arrive means the stream closed, and that beat goes by HTTP at once), so one spare beat per TTL is
+ * enough: every half TTL, never more often than configured.
+ */
+export function beatIntervalMs(link: StreamLink, configuredMs: number): number {
+  return link.state === "open" && link.quiet !== undefined ? Math.max(configuredMs, Math.floor(link.quiet.ttlMs / 2)) : configuredMs;
 }
 
 /** Which way the next heartbeat goes: over the stream only while it is open. */

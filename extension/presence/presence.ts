@@ -4,8 +4,9 @@
  * session file. One heartbeat is in flight at a time; a heartbeat asked for meanwhile is sent once,
  * right after, with the newest state. When the server offers it, heartbeats go over one kept
  * WebSocket (the presence stream, `stream.ts`) instead of one HTTP request each, and a periodic one
- * that says what the server already accepted goes quiet (answered only if refused); a heartbeat the
- * stream loses goes by HTTP at once, and the stream is tried again later. Stopping sends one best-effort offline. What the server
+ * that says what the server already accepted goes quiet (answered only if refused), and the timer
+ * beats only every half TTL (a beat over it cannot be lost silently); a heartbeat the stream loses
+ * goes by HTTP at once, the timer is back at the configured interval, and the stream is tried again later. Stopping sends one best-effort offline. What the server
  * answers is written into the `ServerFacts` record (extension/server-facts.ts) for others to read.
  *
  * The decisions (when to send, what to send, what counts as activity) are pure, in `decisions.ts`;
@@ -24,6 +25,7 @@ import type { ServerFacts } from "../server-facts.ts";
 import {
   type Activity,
   type ActivitySignal,
+  beatIntervalMs,
   buildHeartbeat,
   CLOSED_STREAM,
   heartbeatWay,
@@ -99,6 +101,8 @@ export class Presence {
   #running = false;
   #loop: SendLoop = IDLE_LOOP;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The interval `#timer` beats at: the one in effect when it was armed. */
+  #timerMs = 0;
   #inFlight: { controller: AbortController; done: Promise<void> } | undefined;
   #activity: Activity;
   #lastFailure: string | undefined;
@@ -153,8 +157,7 @@ export class Presence {
     this.#lastFailure = undefined;
     this.#link = CLOSED_STREAM;
     this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
-    this.#timer = setInterval(() => this.beat(), connection.intervalMs);
-    this.#timer.unref();
+    this.#armTimer();
     this.beat();
   }
 
@@ -290,6 +293,19 @@ export class Presence {
 
   #streamSignal(signal: StreamSignal): void {
     this.#link = streamChanged(this.#link, signal);
+    this.#armTimer();
+  }
+
+  /** Arms the timer, again when the interval in effect changed (a stream lost: the configured one, at once). */
+  #armTimer(): void {
+    const connection = this.#connection;
+    if (!this.#running || !connection) return;
+    const intervalMs = beatIntervalMs(this.#link, connection.intervalMs);
+    if (this.#timer !== undefined && intervalMs === this.#timerMs) return;
+    clearInterval(this.#timer);
+    this.#timerMs = intervalMs;
+    this.#timer = setInterval(() => this.beat(), intervalMs);
+    this.#timer.unref();
   }
 
   /** Opens the presence stream when the server offers it and its retry time has come; never waits for it. */

@@ -17,16 +17,19 @@ import { OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 const HEARTBEAT_MS = 1_000;
+/** The server's TTL here: over the stream the timer beats every half of it (5 s), over HTTP every HEARTBEAT_MS. */
+const TTL_MS = 10_000;
 /** Several heartbeat intervals and a stream retry on a loaded 2-core machine. */
 const BOUND_MS = 30_000;
 
 async function setup(t: TestContext, config: Partial<Config> = {}) {
-  const koishi = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, ...config } });
-  // Each frame's state and whether it was sent quiet; `answers`: frames the server wrote back.
+  const koishi = await startKoishi({ config: { operatorToken: OPERATOR_TOKEN, sessionHeartbeatTimeoutMs: TTL_MS, ...config } });
+  // Each frame's state, when it arrived and whether it was sent quiet; `answers`: frames the server wrote back.
   const seen = {
     http: 0,
     streams: 0,
     states: [] as string[],
+    at: [] as number[],
     quiet: [] as boolean[],
     answers: 0,
     said: [] as string[],
@@ -44,6 +47,7 @@ async function setup(t: TestContext, config: Partial<Config> = {}) {
     socket.on("message", (data) => {
       const frame = JSON.parse(String(data)) as { state: string; quiet?: boolean };
       seen.states.push(frame.state);
+      seen.at.push(performance.now());
       seen.quiet.push(frame.quiet === true);
     });
     const send = socket.send.bind(socket);
@@ -120,9 +124,36 @@ test("with the capability, heartbeats go over one stream; a run's running and id
   assert.ok(await online());
 });
 
+test("over the stream the timer beats every half TTL, not every configured interval: one spare beat per TTL, answered at least once per TTL, and the stream is never closed idle", async (t) => {
+  const { seen, online } = await setup(t);
+  const httpBefore = seen.http;
+  // An idle session: every frame is a timer beat. The first is the stream's (answered); the timer is re-armed at its answer.
+  await waitUntil(
+    () => seen.states.length >= 4,
+    () => `four timer heartbeats over the stream (frames ${seen.states.length}, streams ${seen.streams}, HTTP ${seen.http})`,
+    BOUND_MS,
+  );
+  const frames = seen.at.slice(0, 4);
+  const gaps = frames.slice(1).map((at, index) => Math.round(at - frames[index]!));
+  // Half the TTL is 5 s; the configured interval, what the old timer kept, is 1 s. Load only stretches gaps,
+  // so this bound, far below 5 s and twice 1 s, cannot be missed by a slow machine.
+  assert.ok(
+    gaps.every((gap) => gap >= 2 * HEARTBEAT_MS),
+    `gaps between timer beats at the server ${gaps.join(", ")} ms (configured ${HEARTBEAT_MS}, TTL ${TTL_MS})`,
+  );
+  const quiet = seen.quiet.slice(0, 4);
+  assert.equal(quiet[0], false, "a new stream's first frame is answered");
+  assert.ok(quiet.includes(true), `a beat saying what the server accepted goes quiet: ${quiet.join(",")}`);
+  // Two quiet beats span at least one TTL since the last answer, so the third must be answered.
+  assert.ok(!quiet.join(",").includes("true,true,true"), `answered at least once per TTL: ${quiet.join(",")}`);
+  assert.equal(seen.http, httpBefore, "no heartbeat went by HTTP");
+  assert.equal(seen.streams, 1, "one stream throughout: never closed 4408 idle");
+  assert.ok(await online(), "still online");
+});
+
 test("a quiet heartbeat the server refuses is told like any refused heartbeat, and the next ones are answered", async (t) => {
-  // A burst of 3: the HTTP heartbeat, the stream's first (answered), one quiet; the next quiet one is refused rate_limited.
-  const { pi, seen } = await setup(t, { heartbeatsPerMinute: 1, heartbeatBurst: 3 });
+  // A burst of 2: the HTTP heartbeat, the stream's first (answered); the next, quiet (half a TTL later), is refused rate_limited.
+  const { pi, seen } = await setup(t, { heartbeatsPerMinute: 1, heartbeatBurst: 2 });
   await waitUntil(
     () => seen.said.some((frame) => frame.includes('"quiet":true')),
     () => `a quiet frame refused (frames quiet ${seen.quiet.join(",")}, said ${seen.said.join(" ")})`,

@@ -6,6 +6,7 @@ import {
   IDLE_LOOP,
   STREAM_RETRY_FIRST_MS,
   STREAM_RETRY_MAX_MS,
+  beatIntervalMs,
   buildHeartbeat,
   heartbeatWay,
   shouldOpenStream,
@@ -141,13 +142,13 @@ test("the presence stream: used only while open, opened when offered and due, re
       name: "an answer that says quiet_beats: what it accepted may go quiet for one TTL",
       from: { ...offered, state: "open" },
       signal: { kind: "answered", beat: { state: "idle", activity: null }, quietBeats: true, ttlMs: 30_000, nowMs: 100 },
-      to: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      to: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } },
       way: "stream",
       openAt1000: false,
     },
     {
       name: "a refusal: answered heartbeats again",
-      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } },
       signal: { kind: "refused" },
       to: { ...offered, state: "open" },
       way: "stream",
@@ -155,7 +156,7 @@ test("the presence stream: used only while open, opened when offered and due, re
     },
     {
       name: "a loss forgets what the stream accepted",
-      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      from: { ...offered, state: "open", quiet: { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } },
       signal: { kind: "lost", nowMs: 0 },
       to: { ...offered, failures: 1, retryAtMs: STREAM_RETRY_FIRST_MS },
       way: "http",
@@ -163,7 +164,7 @@ test("the presence stream: used only while open, opened when offered and due, re
     },
     {
       name: "a new stream starts with answered heartbeats",
-      from: { ...offered, quiet: { state: "idle", activity: null, untilMs: 30_100 } },
+      from: { ...offered, quiet: { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } },
       signal: { kind: "opening" },
       to: { ...offered, state: "opening" },
       way: "http",
@@ -211,7 +212,7 @@ test("the presence stream: used only while open, opened when offered and due, re
 });
 
 test("a heartbeat goes quiet only over the open stream, saying what its newest answer accepted, within one TTL of it", () => {
-  const basis = { state: "idle", activity: null, untilMs: 30_100 } as const;
+  const basis = { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } as const;
   const open: StreamLink = { ...CLOSED_STREAM, offered: true, state: "open", quiet: basis };
   const idle = { state: "idle", activity: null } as const;
   const rows: { name: string; link: StreamLink; beat: Pick<Heartbeat, "state" | "activity">; nowMs: number; quiet: boolean }[] = [
@@ -237,4 +238,46 @@ test("a heartbeat goes quiet only over the open stream, saying what its newest a
     { name: "the stream not open: HTTP, answered", link: { ...open, state: "closed" }, beat: idle, nowMs: 10_100, quiet: false },
   ];
   for (const row of rows) assert.equal(sendQuiet(row.link, row.beat, row.nowMs), row.quiet, row.name);
+});
+
+test("the timer beats every half TTL only over an open stream whose newest answer offered quiet beats, never more often than configured", () => {
+  const basis = { state: "idle", activity: null, untilMs: 30_100, ttlMs: 30_000 } as const;
+  const open: StreamLink = { ...CLOSED_STREAM, offered: true, state: "open", quiet: basis };
+  const rows: { name: string; link: StreamLink; configuredMs: number; intervalMs: number }[] = [
+    { name: "an open stream with quiet beats: half the TTL", link: open, configuredMs: 10_000, intervalMs: 15_000 },
+    { name: "a TTL that is not even: rounded down", link: { ...open, quiet: { ...basis, ttlMs: 30_001 } }, configuredMs: 10_000, intervalMs: 15_000 },
+    { name: "a configured interval longer than half the TTL stays", link: open, configuredMs: 20_000, intervalMs: 20_000 },
+    { name: "a short TTL never beats faster than configured", link: { ...open, quiet: { ...basis, ttlMs: 8_000 } }, configuredMs: 10_000, intervalMs: 10_000 },
+    { name: "the server's TTL, not the default", link: { ...open, quiet: { ...basis, ttlMs: 60_000 } }, configuredMs: 10_000, intervalMs: 30_000 },
+    {
+      name: "no answer that offered quiet beats yet (first frame, old server, after a refusal)",
+      link: { ...open, quiet: undefined },
+      configuredMs: 10_000,
+      intervalMs: 10_000,
+    },
+    { name: "HTTP: the stream is closed", link: { ...open, state: "closed" }, configuredMs: 10_000, intervalMs: 10_000 },
+    { name: "HTTP: the stream is still opening", link: { ...open, state: "opening" }, configuredMs: 10_000, intervalMs: 10_000 },
+  ];
+  for (const row of rows) assert.equal(beatIntervalMs(row.link, row.configuredMs), row.intervalMs, row.name);
+});
+
+test("the interval in effect follows the stream: longer once an answer offers quiet beats, configured again at once when it is refused or lost", () => {
+  const configuredMs = 10_000;
+  let link: StreamLink = { ...CLOSED_STREAM, offered: true };
+  const steps: { signal: StreamSignal; intervalMs: number }[] = [
+    { signal: { kind: "opening" }, intervalMs: 10_000 },
+    { signal: { kind: "opened" }, intervalMs: 10_000 },
+    { signal: { kind: "answered", beat: { state: "idle" }, quietBeats: true, ttlMs: 30_000, nowMs: 0 }, intervalMs: 15_000 },
+    { signal: { kind: "refused" }, intervalMs: 10_000 },
+    { signal: { kind: "answered", beat: { state: "idle" }, quietBeats: true, ttlMs: 30_000, nowMs: 20_000 }, intervalMs: 15_000 },
+    { signal: { kind: "lost", nowMs: 30_000 }, intervalMs: 10_000 },
+    { signal: { kind: "http_answer", offered: true }, intervalMs: 10_000 },
+    { signal: { kind: "opening" }, intervalMs: 10_000 },
+    { signal: { kind: "opened" }, intervalMs: 10_000 },
+    { signal: { kind: "answered", beat: { state: "idle" }, quietBeats: false, ttlMs: 30_000, nowMs: 40_000 }, intervalMs: 10_000 },
+  ];
+  for (const [index, step] of steps.entries()) {
+    link = streamChanged(link, step.signal);
+    assert.equal(beatIntervalMs(link, configuredMs), step.intervalMs, `step ${index}: ${step.signal.kind}`);
+  }
 });
