@@ -54,9 +54,9 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);
-  const handOver = createHandOver();
   const current = new CurrentSession(runtimeId, early);
   const { text, target, connection } = current;
+  const handOver = createHandOver((error) => report(text().delivery.internalError(text().delivery.why(error))));
   let notices: RunNotices | undefined;
 
   // The services an active session runs, started and stopped together by syncServices.

@@ -11,6 +11,7 @@
  * session without starting a run, so it is neither lost nor run against the user's interrupt; what
  * an interrupted run leaves unanswered is reported (`runs.ts`).
  */
+import { setImmediate } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { CONTROL_PROTOCOL } from "../../protocol/queue.ts";
@@ -250,6 +251,9 @@ export class InstructionChannel {
     const startedAt = this.#now();
     const capabilities = this.#supportsImages() ? "images" : undefined;
     try {
+      // The request is made after the Pi handler that asked for it returns: off Pi's turn.
+      await setImmediate();
+      controller.signal.throwIfAborted();
       const answer = await lane.claim(id, waitMs, capabilities ? { capabilities } : {}, controller.signal);
       release();
       this.#failures = 0;

@@ -1,5 +1,5 @@
 /**
- * What every notice of one session shares, sampled from Pi when a notice is built: the session and
+ * What every notice of one session shares, sampled from Pi when a notice is made: the session and
  * runtime ids, the project, the rendered source line, the context usage and the session's words.
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
@@ -7,18 +7,41 @@ import { renderSource } from "../config/config.ts";
 import type { Config } from "../config/schema.ts";
 import type { Messages } from "../messages.ts";
 import { modelLabel, projectName } from "../session-labels.ts";
-import { sampleContextUsage, type NoticeContext } from "./notice.ts";
+import { sampleContextUsage, type NoticeContext, type PiContextUsage } from "./notice.ts";
 
 export function noticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): NoticeContext {
-  const project = projectName(ctx.cwd);
-  return {
-    sessionId,
-    runtimeId,
-    project,
-    source: renderSource(config.source, { project, cwd: ctx.cwd, sessionId, model: modelLabel(ctx.model), mode: ctx.mode }),
-    content: config.content,
-    contextUsage: sampleContextUsage(() => ctx.getContextUsage()),
-    now: new Date(),
-    text: m.notice,
+  return sampleNoticeContext(ctx, sessionId, runtimeId, config, m)();
+}
+
+/**
+ * Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
+ * the time) and returns the builder of the rest (the rendered source line, the checked usage): a
+ * Pi handler pays only for the reads, and the building runs after it, off Pi's turn.
+ */
+export function sampleNoticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): () => NoticeContext {
+  let readUsage: () => PiContextUsage | undefined;
+  try {
+    const usage = ctx.getContextUsage();
+    readUsage = () => usage;
+  } catch (error) {
+    readUsage = () => {
+      throw error;
+    };
+  }
+  const { cwd, mode } = ctx;
+  const model = modelLabel(ctx.model);
+  const now = new Date();
+  return () => {
+    const project = projectName(cwd);
+    return {
+      sessionId,
+      runtimeId,
+      project,
+      source: renderSource(config.source, { project, cwd, sessionId, model, mode }),
+      content: config.content,
+      contextUsage: sampleContextUsage(readUsage),
+      now,
+      text: m.notice,
+    };
   };
 }

@@ -18,6 +18,8 @@ export interface NoticeTarget {
   config: Config;
   notifier: Notifier;
   context(): NoticeContext;
+  /** Reads now what a notice says of this moment; the returned builder makes the rest (`sampleNoticeContext`). */
+  sample(): () => NoticeContext;
 }
 
 export interface RunNotices {
@@ -47,9 +49,17 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
     const to = target();
     const run = recorder.current();
     if (!to || !run) return;
-    noticeSequence += 1;
-    const context = to.context();
-    handOver.enqueue(to.notifier, transientNotice(status, line(context), run.facts, noticeSequence, context), { final: false });
+    const sequence = ++noticeSequence;
+    const { facts } = run;
+    const context = to.sample();
+    handOver.enqueue(
+      to.notifier,
+      () => {
+        const c = context();
+        return transientNotice(status, line(c), facts, sequence, c);
+      },
+      { final: false },
+    );
   };
 
   const checkProgress = () => {
@@ -103,9 +113,11 @@ export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTar
       const { outcome, run } = settled;
       if (outcome.kind === "completed" && !to.config.notify.completed) return;
       if (outcome.kind === "failed" && !to.config.notify.failed) return;
-      noticeSequence += 1;
-      const notice = finalNotice(outcome, run.facts, to.context(), noticeSequence);
-      if (notice) handOver.enqueue(to.notifier, notice, { final: true });
+      const sequence = ++noticeSequence;
+      const { facts } = run;
+      const context = to.sample();
+      // Built after the handler returns (hand-over), from what was read of the moment here.
+      handOver.enqueue(to.notifier, () => finalNotice(outcome, facts, context(), sequence), { final: true });
     },
   };
   let observation: Observation | undefined;

@@ -6,7 +6,7 @@
  */
 import type { ApprovalSession } from "../approvals/asking.ts";
 import type { Messages } from "../messages.ts";
-import { noticeContext } from "../notices/context.ts";
+import { sampleNoticeContext } from "../notices/context.ts";
 import type { ProgressTarget } from "../notices/progress-tool.ts";
 import type { NoticeTarget } from "../notices/run-notices.ts";
 import type { Connection } from "../presence/presence.ts";
@@ -38,7 +38,8 @@ export class CurrentSession {
   readonly target = (): NoticeTarget | undefined => {
     const s = this.#state;
     if (!notifying(s)) return undefined;
-    return { config: s.config, notifier: s.delivery.notifier, context: () => noticeContext(s.ctx, s.sessionId, this.#runtimeId, s.config, s.text) };
+    const sample = () => sampleNoticeContext(s.ctx, s.sessionId, this.#runtimeId, s.config, s.text);
+    return { config: s.config, notifier: s.delivery.notifier, sample, context: () => sample()() };
   };
 
   /** The client and configuration the session services use; undefined without a valid config and delivery. */

@@ -49,7 +49,7 @@ test("a 'needs you' notice takes the hand-over queue like every notice: handed t
   new ApprovalGate(pi as unknown as ExtensionAPI, {
     runtimeId: "r-1",
     report: () => {},
-    handOver: createHandOver(),
+    handOver: createHandOver((error) => assert.fail(`no notice builder may throw: ${String(error)}`)),
     control: new ControlDispatcher(),
     text: () => messagesFor("zh-CN"),
     session: () => ({
