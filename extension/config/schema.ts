@@ -140,7 +140,8 @@ export const Config = z.strictObject({
   }),
   presence: z.strictObject({
     heartbeatIntervalMs: ms(SECOND_MS, 5 * MINUTE_MS),
-    heartbeatTimeoutMs: ms(SECOND_MS, HOUR_MS),
+    /** Compatibility only: how long a session stays online without a heartbeat is the server's `ttl_ms`. */
+    heartbeatTimeoutMs: ms(SECOND_MS, HOUR_MS).optional(),
   }),
   content: z.strictObject({
     maxTaskChars: z.number().int().min(1).max(LIMITS.taskChars),
@@ -205,7 +206,7 @@ export const DEFAULT_CONFIG: Config = {
     deliveryWhenBusy: "steer",
     longPollMs: LIMITS.longPollMaxMs,
   },
-  presence: { heartbeatIntervalMs: 10 * SECOND_MS, heartbeatTimeoutMs: 30 * SECOND_MS },
+  presence: { heartbeatIntervalMs: 10 * SECOND_MS },
   content: { maxTaskChars: LIMITS.taskChars, maxSummaryChars: LIMITS.summaryChars, includeProject: true, includeFinalReply: true },
   sink: {
     enabled: false,

@@ -69,7 +69,7 @@ test("the defaults satisfy the schema and carry the specified values", () => {
   assert.equal(DEFAULT_CONFIG.delivery.outboxMaxAgeMs, 7 * 24 * 3600_000);
   assert.equal(DEFAULT_CONFIG.command.deliveryWhenBusy, "steer");
   assert.equal(DEFAULT_CONFIG.command.longPollMs, 25_000);
-  assert.deepEqual(DEFAULT_CONFIG.presence, { heartbeatIntervalMs: 10_000, heartbeatTimeoutMs: 30_000 });
+  assert.deepEqual(DEFAULT_CONFIG.presence, { heartbeatIntervalMs: 10_000 });
   assert.equal(DEFAULT_CONFIG.sink.enabled, false);
   assert.ok(Object.values(DEFAULT_CONFIG.sink.events).every((on) => on === true));
   assert.equal(DEFAULT_CONFIG.progressTool.enabled, false);

@@ -38,7 +38,7 @@ test("through a real Pi session, a server restart is one footer state, not warni
   configureExtension(
     root,
     `${first.baseUrl}/events`,
-    { language: "en-US", presence: { heartbeatIntervalMs: 1_000, heartbeatTimeoutMs: 30_000 }, delivery: { timeoutMs: 2_000, maxAttempts: 1, backoffMs: 0 } },
+    { language: "en-US", presence: { heartbeatIntervalMs: 1_000 }, delivery: { timeoutMs: 2_000, maxAttempts: 1, backoffMs: 0 } },
     readFileSync(join(dataDir, "token"), "utf8").trim(),
   );
   const pi = await startPi({ root });

@@ -61,7 +61,7 @@ test(`the real command channel across ${KILLS} server SIGKILLs: each instruction
   });
   // Fast heartbeats and short claims, so the client finds the restarted server within a second or two.
   writeUserConfig(root, {
-    presence: { heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 30_000 },
+    presence: { heartbeatIntervalMs: 1000 },
     command: { longPollMs: 2000, idlePollIntervalMs: 200 },
     delivery: { timeoutMs: 1000, backoffMs: 50 },
   });
