@@ -63,18 +63,32 @@ export function usageText(locale: Locale): string {
   return text;
 }
 
+/** Our language a Koishi locale tag is, or is the base of (`en` → `en-US`); undefined for any other tag. */
+function oursFor(tag: string): Locale | undefined {
+  return LOCALES.find((locale) => locale === tag || locale.split("-")[0] === tag);
+}
+
 /** The instance's language among ours: the first in Koishi's fallback order (its `i18n.locales`) that one of ours is or belongs to. */
 export function instanceLocale(ctx: Context): Locale {
   for (const tag of ctx.i18n.fallback([])) {
-    const ours = LOCALES.find((locale) => locale === tag || locale.split("-")[0] === tag);
+    const ours = oursFor(tag);
     if (ours) return ours;
   }
   return LOCALES[0];
 }
 
-/** Registers every language for as long as `ctx` lives; Chinese is the first and default. */
+/**
+ * Registers every language for as long as `ctx` lives; Chinese is the first and default. Koishi
+ * looks a text up only under the tags of its own `i18n.locales` and their parents, so an instance
+ * set to a bare `en` (or `en-GB`, whose parent is `en`) never reaches `en-US` and would print our
+ * keys raw: each of the instance's tags that is one of our languages' base gets that language too.
+ */
 export function defineLocales(ctx: Context): void {
   for (const locale of LOCALES) ctx.i18n.define(locale, readLocale(locale));
+  for (const tag of ctx.i18n.fallback([])) {
+    const ours = oursFor(tag);
+    if (ours && ours !== tag) ctx.i18n.define(tag, readLocale(ours));
+  }
 }
 
 /** One text by its locale path, rendered as plain text: how pure code that words things is given a language. */

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as plugin from "../../server/notify-webhook.ts";
 import { Config } from "../../server/notify-webhook.ts";
 import { startKoishi } from "../../harness/koishi.ts";
-import { LOCALES } from "../../server/locales/load.ts";
+import { instanceText, LOCALES } from "../../server/locales/load.ts";
 import { toolDefinitions } from "../../server/persona/yesimbot-tools.ts";
 import { sayIn } from "./say.ts";
 
@@ -68,6 +68,25 @@ test("the config page's help is the instance's language once the plugin runs, wi
     assert.match(plugin.usage, opening, locales.join());
     assert.match(plugin.usage, line, locales.join());
     if (locales[0]!.startsWith("en")) assert.doesNotMatch(plugin.usage, HAN);
+    await koishi.stop();
+  }
+});
+
+test("an instance set to a bare language or another region of ours words its log in that language, never as raw keys", { timeout: 60_000 }, async (t) => {
+  const rows: [string[], string][] = [
+    [["en"], "en-US"],
+    [["en-GB"], "en-US"],
+    [["zh"], "zh-CN"],
+    [["zh-TW", "en-US"], "zh-CN"],
+  ];
+  for (const [locales, expected] of rows) {
+    const koishi = await startKoishi({ locales });
+    t.after(koishi.stop);
+    assert.equal(instanceText(koishi.app, "anon-notify.locale", {}), expected, locales.join());
+    const line = instanceText(koishi.app, "anon-notify.notices.start-none", {});
+    assert.doesNotMatch(line, /anon-notify\./, `${locales.join()}: ${line}`);
+    if (expected === "en-US") assert.doesNotMatch(line, HAN, line);
+    else assert.match(line, HAN, line);
     await koishi.stop();
   }
 });
