@@ -114,6 +114,9 @@ export class ApprovalMessenger {
         }
       } while (this.#again && !failed);
     } catch (error) {
+      // Shutdown closes the database (and the texts) under a pass in progress: nothing failed, and
+      // what is owed stays in the table for the next start.
+      if (this.#stopped) return;
       logger.warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
       failed = true;
     } finally {
