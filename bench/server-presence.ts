@@ -191,9 +191,10 @@ async function load(
   const latencies: number[] = [];
   let errors = 0;
   const streams = new Map<number, TestStream>();
-  /** `quiet`: when each session's stream last answered (its beats go quiet within one TTL of it, as the extension's do). */
-  const answeredUntil = new Map<number, number>();
-  /** `cadence`: each session's stream as the extension's decisions see it, on the beats' scheduled times. */
+  /**
+   * `quiet` and `cadence`: each session's stream as the extension's own decisions see it, which send a
+   * beat quiet within one TTL of the last answer; `cadence` reads them on the beats' scheduled times.
+   */
   const links = new Map<number, StreamLink>();
   const openLink: StreamLink = { ...CLOSED_STREAM, offered: true, state: "open" };
   let quietSent = 0;
@@ -215,14 +216,14 @@ async function load(
       if (!stream) {
         stream = openStream({ baseUrl, token });
         streams.set(index, stream);
-        answeredUntil.delete(index);
         links.set(index, openLink);
       }
       try {
         await stream.opened;
         // A session's state never changes here, so what decides is the extension's rule: within one TTL of the last answer.
         const link = links.get(index) ?? openLink;
-        if ((way === "quiet" && performance.now() < (answeredUntil.get(index) ?? 0)) || (way === "cadence" && sendQuiet(link, body, scheduledMs))) {
+        const at = () => (way === "cadence" ? scheduledMs : performance.now());
+        if ((way === "quiet" || way === "cadence") && sendQuiet(link, body, at())) {
           quietSent++;
           return await stream.post({ ...body, quiet: true });
         }
@@ -231,9 +232,8 @@ async function load(
         latencies.push(performance.now() - started);
         if ("error" in answer) errors++;
         else {
-          if (answer.quiet_beats === true) answeredUntil.set(index, performance.now() + answer.ttl_ms);
           const quietBeats = answer.quiet_beats === true;
-          links.set(index, streamChanged(link, { kind: "answered", beat: body, quietBeats, ttlMs: answer.ttl_ms, nowMs: scheduledMs }));
+          links.set(index, streamChanged(link, { kind: "answered", beat: body, quietBeats, ttlMs: answer.ttl_ms, nowMs: at() }));
         }
       } catch {
         errors++;

@@ -84,10 +84,11 @@ export function instanceLocale(ctx: Context): Locale {
  * keys raw: each of the instance's tags that is one of our languages' base gets that language too.
  */
 export function defineLocales(ctx: Context): void {
-  for (const locale of LOCALES) ctx.i18n.define(locale, readLocale(locale));
+  const trees = new Map(LOCALES.map((locale) => [locale, readLocale(locale)] as const));
+  for (const [locale, tree] of trees) ctx.i18n.define(locale, tree);
   for (const tag of ctx.i18n.fallback([])) {
     const ours = oursFor(tag);
-    if (ours && ours !== tag) ctx.i18n.define(tag, readLocale(ours));
+    if (ours && ours !== tag) ctx.i18n.define(tag, trees.get(ours)!);
   }
 }
 
