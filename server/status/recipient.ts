@@ -14,11 +14,18 @@ export async function recipientStatus(bot: Bot | undefined, recipientId: string)
   if (typeof bot.getFriendList !== "function") return { ...base, status: "unknown", reason: "not_checked" };
   try {
     for await (const friend of bot.getFriendIter()) {
-      if (friend.user?.id === recipientId) return { ...base, status: "ok", reason: null };
+      if (friendId(friend) === recipientId) return { ...base, status: "ok", reason: null };
     }
     return { ...base, status: "not_added", reason: "not_in_friend_list" };
   } catch {
     // A failing friend-list call says nothing about the friendship.
     return { ...base, status: "unknown", reason: "not_checked" };
   }
+}
+
+/** Koishi types a friend as `{ user: { id } }`, but the OneBot adapter yields the plain user `{ id, name }`. */
+function friendId(friend: unknown): string | undefined {
+  const entry = friend as { id?: unknown; user?: { id?: unknown } } | null;
+  const id = entry?.user?.id ?? entry?.id;
+  return typeof id === "string" || typeof id === "number" ? String(id) : undefined;
 }

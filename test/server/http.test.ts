@@ -52,9 +52,24 @@ describe("health and recipient", () => {
     assert.deepEqual(answer, { qq: "10001", anon_qq: "514", status: "unknown", reason: "not_checked" });
   });
 
-  const friendLists: [string, () => Promise<{ data: { user?: { id: string } }[] }>, string, string | null][] = [
+  type Friend = { user?: { id: string } } | { id: string | number; name?: string };
+  const friendLists: [string, () => Promise<{ data: Friend[] }>, string, string | null][] = [
     ["in the friend list", async () => ({ data: [{ user: { id: "20002" } }, { user: { id: "10001" } }] }), "ok", null],
     ["not in the friend list", async () => ({ data: [{ user: { id: "20002" } }] }), "not_added", "not_in_friend_list"],
+    // OneBot's adapter yields plain users, not `{ user }`.
+    [
+      "in a plain-user friend list (OneBot)",
+      async () => ({
+        data: [
+          { id: "20002", name: "b" },
+          { id: "10001", name: "a" },
+        ],
+      }),
+      "ok",
+      null,
+    ],
+    ["in a plain-user friend list with a numeric id", async () => ({ data: [{ id: 10001 }] }), "ok", null],
+    ["not in a plain-user friend list", async () => ({ data: [{ id: "20002", name: "b" }] }), "not_added", "not_in_friend_list"],
     ["friend list failing", async () => Promise.reject(new Error("timeout")), "unknown", "not_checked"],
   ];
   for (const [label, list, status, reason] of friendLists) {
