@@ -8,10 +8,10 @@
  * (extension/lanes/).
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { ControlChannel } from "./extension/control/channel.ts";
-import type { ControlRegistry } from "./extension/control/dispatcher.ts";
-import { InstructionChannel, type InstructionChannelDeps } from "./extension/instructions/channel.ts";
-import { LaneSession } from "./extension/lanes/lane.ts";
+import { ControlChannel } from "./extension/command-channel/control-channel.ts";
+import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";
+import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";
+import { LaneSession } from "./extension/command-channel/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";
 import type { StoppedRun } from "./protocol/queue.ts";
 

@@ -8,7 +8,7 @@
  */
 import type { WebSocket } from "undici";
 import { type Heartbeat, type HeartbeatAnswer, StreamAnswer, type StreamRefusal } from "../../protocol/sessions.ts";
-import { classifyHttpFailure } from "../delivery/retry.ts";
+import { classifyHttpFailure } from "../server-client/retry.ts";
 
 /** The stream is gone (or never came): the heartbeat was not answered over it. */
 export class StreamLost extends Error {

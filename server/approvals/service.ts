@@ -25,8 +25,8 @@ import {
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { errorText } from "../../common/errors.ts";
-import { DomainError } from "../errors.ts";
-import { fullBucket, type Bucket } from "../rate-limit.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { fullBucket, type Bucket } from "../rate-limit-rules.ts";
 import {
   bindingOf,
   decideAdmission,
@@ -45,7 +45,7 @@ import {
   type Decider,
   type Transition,
 } from "./decisions.ts";
-import { serverGrantable, type GrantRecord } from "./grant-decisions.ts";
+import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";

@@ -5,9 +5,9 @@
  */
 import type { Context } from "koishi";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
-import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
+import { fullBucket, takeToken, type RateLimit } from "../rate-limit-rules.ts";
 import type { AuditLog } from "./store.ts";
 
 export interface AuditRoutesDeps {

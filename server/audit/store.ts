@@ -13,7 +13,7 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { AuditActor, AuditEntry, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { untracedDatabase } from "../koishi.ts";
-import { auditData } from "./redaction.ts";
+import { auditData } from "./redaction-rules.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";

@@ -44,10 +44,10 @@ import {
   type AckInput,
   type CommandRecord,
   type Transition,
-} from "./state.ts";
+} from "./decisions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
 import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";

@@ -9,14 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { classifyHttpFailure, DeliveryError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/delivery/retry.ts";
-import { createWebhookClient, type WebhookClient } from "../../extension/delivery/http-client.ts";
-import { createNotifier, nonFinalAllowed } from "../../extension/delivery/notifier.ts";
-import { openOutbox } from "../../extension/delivery/outbox.ts";
+import { classifyHttpFailure, DeliveryError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/server-client/retry.ts";
+import { createWebhookClient, type WebhookClient } from "../../extension/server-client/http-client.ts";
+import { createNotifier, nonFinalAllowed } from "../../extension/notices/notifier.ts";
+import { openOutbox } from "../../extension/notices/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { firstLine, waitUntil } from "../../harness/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
@@ -454,10 +454,10 @@ test("a final survives a crash of the Pi process mid-send and the next start res
     [
       "--input-type=module",
       "-e",
-      `import { createNotifier } from ${here("extension/delivery/notifier.ts")};
-       import { createWebhookClient } from ${here("extension/delivery/http-client.ts")};
-       import { openOutbox } from ${here("extension/delivery/outbox.ts")};
-       import { messagesFor } from ${here("extension/messages.ts")};
+      `import { createNotifier } from ${here("extension/notices/notifier.ts")};
+       import { createWebhookClient } from ${here("extension/server-client/http-client.ts")};
+       import { openOutbox } from ${here("extension/notices/outbox.ts")};
+       import { messagesFor } from ${here("extension/texts/messages.ts")};
        const notifier = createNotifier({
          client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
          outbox: openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn }),

@@ -1,9 +1,9 @@
 /** The link to the server: the real cause of a failure, outages and their end, and what stays quiet. Pure, table-driven. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LINK_UNKNOWN, linkStep, quietFailure, serverCause, type LinkSignal, type LinkState } from "../../extension/delivery/decisions.ts";
-import { classifyHttpFailure, DeliveryError } from "../../extension/delivery/retry.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { LINK_UNKNOWN, linkStep, quietFailure, serverCause, type LinkSignal, type LinkState } from "../../extension/server-client/decisions.ts";
+import { classifyHttpFailure, DeliveryError } from "../../extension/server-client/retry.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 
 const http = (status: number, code?: string) => classifyHttpFailure(status, {}, 0, code);
 const refused = new DeliveryError("POST sessions/heartbeat failed: ECONNREFUSED connect ECONNREFUSED", { retryable: true, code: "ECONNREFUSED" });

@@ -1,9 +1,9 @@
 /** The language rule, the footer text and the doctor's report: pure, table-driven. */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/messages.ts";
+import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/texts/messages.ts";
 import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
-import { DeliveryError } from "../../extension/delivery/retry.ts";
+import { DeliveryError } from "../../extension/server-client/retry.ts";
 
 describe("localeLanguage", () => {
   const rows: [string, NodeJS.ProcessEnv, string][] = [

@@ -49,8 +49,8 @@ test("each file sits in the layer docs/architecture.md gives it: exact name, the
     ["protocol/events.ts", "wire contract and common helpers"],
     ["common/errors.ts", "wire contract and common helpers"],
     ["lifecycle.ts", "extension: pure decisions and texts"],
-    ["extension/instructions/decisions.ts", "extension: pure decisions and texts"],
-    ["extension/lanes/journal.ts", "extension: stores, clients and Pi edges"],
+    ["extension/command-channel/instruction-rules.ts", "extension: pure decisions and texts"],
+    ["extension/command-channel/journal.ts", "extension: stores, clients and Pi edges"],
     ["extension/new-folder/new-file.ts", "extension: stores, clients and Pi edges"],
     ["activation.ts", "extension: stores, clients and Pi edges"],
     ["index.ts", "extension: entry"],
@@ -69,15 +69,15 @@ test("each file sits in the layer docs/architecture.md gives it: exact name, the
 test("an import that climbs a layer or crosses sides is reported; one down or within a layer is not", () => {
   const graph = new Map([
     ["server/watchdog/decisions.ts", ["server/queue/store.ts", "protocol/wire.ts"]],
-    ["server/queue/store.ts", ["server/queue/state.ts", "server/http/api.ts"]],
+    ["server/queue/store.ts", ["server/queue/decisions.ts", "server/http/api.ts"]],
     ["server/queue/routes.ts", ["server/queue/store.ts", "server/chat/kit.ts"]],
-    ["extension/delivery/notifier.ts", ["server/errors.ts", "lifecycle.ts"]],
-    ["protocol/wire.ts", ["common/errors.ts", "extension/messages.ts"]],
+    ["extension/notices/notifier.ts", ["common/domain-error.ts", "lifecycle.ts"]],
+    ["protocol/wire.ts", ["common/errors.ts", "extension/texts/messages.ts"]],
     ["test/server/worker.test.ts", ["server/notify-webhook.ts", "index.ts"]],
   ]);
   assert.deepEqual(climbs(graph, undefined, new Map()), [
-    "extension/delivery/notifier.ts -> server/errors.ts (the extension imports the server)",
-    "protocol/wire.ts -> extension/messages.ts (wire contract and common helpers imports extension: pure decisions and texts)",
+    "extension/notices/notifier.ts -> common/domain-error.ts (the extension imports the server)",
+    "protocol/wire.ts -> extension/texts/messages.ts (wire contract and common helpers imports extension: pure decisions and texts)",
     "server/queue/store.ts -> server/http/api.ts (server: stores and services imports server: routes, tools, pages and edges)",
     "server/watchdog/decisions.ts -> server/queue/store.ts (server: pure decisions and Koishi basics imports server: stores and services)",
   ]);
