@@ -1,6 +1,5 @@
 /**
  * The page's texts; the console's language setting picks one (Chinese by default).
- * Over 400 lines: both languages of every text on the page side by side, checked key for key by a test.
  */
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 

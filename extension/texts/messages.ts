@@ -5,7 +5,6 @@
  * as tool results are here too, so they speak the user's language, and so are the tools'
  * descriptions and parameters (texts/tools.ts).
  *
- * Over 400 lines: both languages of every Pi-side text side by side, so a missing translation is a type error.
  */
 import { visibleControls } from "../../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";

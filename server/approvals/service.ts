@@ -4,7 +4,6 @@
  * may list. A decision is a conditional write on `pending` (first wins) and then an
  * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
  * and every change wakes the messenger, which owes the owner the request and one closing message.
- * Over 400 lines: each state change of an approval sits beside the audit row and wake-up it owes.
  */
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
