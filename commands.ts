@@ -11,7 +11,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { ControlChannel } from "./extension/command-channel/control-channel.ts";
 import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";
 import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";
-import { LaneSession } from "./extension/command-channel/lane.ts";
+import { LaneConnection } from "./extension/command-channel/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";
 import type { StoppedRun } from "./protocol/queue.ts";
 
@@ -44,7 +44,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (!connection) return deps.report(deps.text().commands.noConnection);
       // `command.enabled: false` switches off polling only; presence still runs.
       if (!connection.config.command.enabled) return;
-      const lane = new LaneSession(connection, deps);
+      const lane = new LaneConnection(connection, deps);
       control.start(ctx, lane);
       instructions.start(ctx, lane);
     },

@@ -11,7 +11,7 @@ import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type Recipien
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
-import { asDeliveryError, tokenRejected } from "../server-client/retry.ts";
+import { asServerError, tokenRejected } from "../server-client/retry.ts";
 import type { Messages, RecipientNote } from "../texts/messages.ts";
 import { writeActivation } from "./store.ts";
 import type { Report } from "../session/report.ts";
@@ -36,7 +36,7 @@ async function checkRecipient(s: SessionState, client: WebhookClient): Promise<R
     const answer = await client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
     return { kind: "answer", status: answer.status, reason: answer.reason };
   } catch (error) {
-    return tokenRejected(asDeliveryError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: explainFailure(s, error) };
+    return tokenRejected(asServerError(error)) ? { kind: "token_rejected" } : { kind: "network_error", message: explainFailure(s, error) };
   }
 }
 

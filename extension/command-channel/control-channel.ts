@@ -12,7 +12,7 @@ import { errorText } from "../../common/errors.ts";
 import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
-import { type LaneSession, ReportOnce } from "./lane.ts";
+import { type LaneConnection, ReportOnce } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { controlStep, type Applied } from "./control-rules.ts";
 import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./control-dispatcher.ts";
@@ -22,7 +22,7 @@ export class ControlChannel implements ControlRegistry {
   readonly #server: ServerHeard;
   readonly #runNow: () => StoppedRun | undefined;
   #ctx: ExtensionContext | undefined;
-  #lane: LaneSession | undefined;
+  #lane: LaneConnection | undefined;
   #poll: AbortController | undefined;
 
   /** `runNow`: the run in progress as a stop's ACK names it (read before the abort ends it). */
@@ -39,7 +39,7 @@ export class ControlChannel implements ControlRegistry {
   }
 
   /** Polls for the session of `ctx` once `lane` is ready and the server speaks protocol 3. */
-  start(ctx: ExtensionContext, lane: LaneSession): void {
+  start(ctx: ExtensionContext, lane: LaneConnection): void {
     this.#ctx = ctx;
     if (this.#lane === lane) return;
     this.#lane = lane;
@@ -81,7 +81,7 @@ export class ControlChannel implements ControlRegistry {
     });
   }
 
-  async #loop(lane: LaneSession, stopped: AbortSignal): Promise<void> {
+  async #loop(lane: LaneConnection, stopped: AbortSignal): Promise<void> {
     let failures = 0;
     const claimFailures = new ReportOnce((message) => lane.reports.report(message));
     while (!stopped.aborted) {
@@ -103,7 +103,7 @@ export class ControlChannel implements ControlRegistry {
     }
   }
 
-  async #apply(lane: LaneSession, sessionId: string, command: ClaimedCommand, leaseToken: string): Promise<void> {
+  async #apply(lane: LaneConnection, sessionId: string, command: ClaimedCommand, leaseToken: string): Promise<void> {
     const journal = lane.journal;
     if (!journal) return;
     const { command_id, event_id } = command;

@@ -16,7 +16,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { errorText } from "../../common/errors.ts";
 import { CONTROL_PROTOCOL } from "../../protocol/queue.ts";
 import { attachable } from "../pi-handlers.ts";
-import type { LaneSession } from "./lane.ts";
+import type { LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { modelSupportsImages } from "../session/label-rules.ts";
 import type { Messages } from "../texts/messages.ts";
@@ -44,10 +44,10 @@ export class InstructionChannel {
   readonly #pi: ExtensionAPI;
   readonly #deps: InstructionChannelDeps;
   readonly #now: () => number;
-  #lane: LaneSession | undefined;
+  #lane: LaneConnection | undefined;
   #ctx: ExtensionContext | undefined;
   #running = false;
-  #claim: { controller: AbortController; heldOpen: boolean; lane: LaneSession } | undefined;
+  #claim: { controller: AbortController; heldOpen: boolean; lane: LaneConnection } | undefined;
   #held: Lease | undefined;
   /** The turn in progress ended in tool calls, so the run goes on after them. */
   #toolTurn = false;
@@ -130,7 +130,7 @@ export class InstructionChannel {
   }
 
   /** Starts claiming for the session of `ctx` on `lane` once it is ready. Idempotent. */
-  start(ctx: ExtensionContext, lane: LaneSession): void {
+  start(ctx: ExtensionContext, lane: LaneConnection): void {
     this.#ctx = ctx;
     if (this.#running) return;
     this.#lane = lane;

@@ -8,7 +8,7 @@
 import { errorText } from "../../common/errors.ts";
 import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
-import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
+import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Connection, Presence } from "../presence/presence.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
@@ -50,7 +50,7 @@ export interface LaneDeps {
 }
 
 /** One start of the command channels: the connection they use and the journal they share. */
-export class LaneSession {
+export class LaneConnection {
   readonly client: ApiClient;
   readonly settings: Connection["config"]["command"];
   /** Retries after failures are capped here: a server that comes back is reached within one heartbeat. */
@@ -119,7 +119,7 @@ export class LaneSession {
    * once), and the wait before the retry is returned, capped at the heartbeat interval.
    */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
-    const error = asDeliveryError(thrown);
+    const error = asServerError(thrown);
     if (error.code === "session_offline") this.beat();
     if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
     return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);

@@ -4,16 +4,16 @@
  */
 import type { BatchAccepted, EventAccepted, EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { classifyHttpFailure, DeliveryError } from "../server-client/retry.ts";
+import { classifyHttpFailure, ServerError } from "../server-client/retry.ts";
 
 /**
  * The server took the event but already knows it cannot deliver it: not a success, and resending
  * the same event_id only returns the same stored receipt.
  */
-export const receiptFailed = () => new DeliveryError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
+export const receiptFailed = () => new ServerError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
 
 /** What a send did for one event: the server's receipt, or why it was not taken. */
-export type EventOutcome = { ok: true; value: EventAccepted } | { ok: false; error: DeliveryError };
+export type EventOutcome = { ok: true; value: EventAccepted } | { ok: false; error: ServerError };
 
 /** One notice on its way: handed over by `send`, or read back from the outbox. */
 export interface Outgoing {
@@ -73,7 +73,7 @@ export function batchOutcomes(sent: readonly EventBody[], answer: BatchAccepted,
       ? accepted.length === sent.length
       : refused.index === accepted.length && refusedOne !== undefined && (refused.event_id ?? refusedOne.event_id) === refusedOne.event_id);
   if (!fits)
-    throw new DeliveryError("the batch answer does not match the events sent", {
+    throw new ServerError("the batch answer does not match the events sent", {
       retryable: false,
       code: "invalid_answer",
       facts: { kind: "batch_mismatch" },

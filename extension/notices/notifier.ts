@@ -13,7 +13,7 @@ import type { Messages } from "../texts/messages.ts";
 import { batchSize, type EventOutcome, leading, type Outgoing, outgoing, takeChunk } from "./batch.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
 import type { Outbox } from "./outbox.ts";
-import { asDeliveryError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
+import { asServerError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
 
 export interface DeliveryLog {
   info(message: string): void;
@@ -316,7 +316,7 @@ class OrderedNotifier implements Notifier {
       this.#batchMax = batchSize(value.batch_max);
       return [{ ok: true, value }];
     } catch (thrown) {
-      const error = asDeliveryError(thrown);
+      const error = asServerError(thrown);
       if (chunk.length > 1 && error.status === 404) {
         this.#batchMax = 1;
         return undefined;

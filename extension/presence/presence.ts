@@ -18,7 +18,7 @@ import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../prot
 import type { Config } from "../config/schema-rules.ts";
 import { errorText } from "../../common/errors.ts";
 import type { ApiClient, WebhookClient } from "../server-client/http-client.ts";
-import { asDeliveryError, needsNoWarning } from "../server-client/retry.ts";
+import { asServerError, needsNoWarning } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import { type Attachable, attachable } from "../pi-handlers.ts";
 import type { ServerFacts } from "../server-client/server-facts.ts";
@@ -287,7 +287,7 @@ export class Presence {
     this.#streamSignal({ kind: "refused" });
     const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
     // A refused token is told once by the client, an outage by the footer, for every channel at once.
-    if (message !== this.#lastFailure && !needsNoWarning(asDeliveryError(error))) this.#deps.report(message);
+    if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
     this.#lastFailure = message;
   }
 

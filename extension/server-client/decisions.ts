@@ -19,7 +19,7 @@ export type DeliveryFacts =
   | { kind: "aborted" }
   | { kind: "internal"; detail: string };
 
-/** What the decisions read of a failed request (a DeliveryError has it). */
+/** What the decisions read of a failed request (a ServerError has it). */
 export interface Failure {
   readonly retryable: boolean;
   readonly status?: number;

@@ -2,7 +2,7 @@
  * The extension's HTTP client for the notify-webhook server (undici, one kept-alive Agent): bearer
  * token, Idempotency-Key, timeouts, answers validated with the shared protocol schemas, single
  * events and batches. Every
- * failure is a DeliveryError whose `retryable` the retry policy reads.
+ * failure is a ServerError whose `retryable` the retry policy reads.
  */
 import { Agent, request as undiciRequest, WebSocket } from "undici";
 import type { z } from "zod";
@@ -11,7 +11,7 @@ import { BatchAccepted, EventAccepted, type EventBody } from "../../protocol/eve
 import { batchOutcomes, type EventOutcome, receiptFailed } from "../notices/batch.ts";
 import type { Link } from "./link.ts";
 import { endpointUrl, ErrorAnswer, formatIssues } from "../../protocol/wire.ts";
-import { aborted, classifyHttpFailure, DeliveryError } from "./retry.ts";
+import { aborted, classifyHttpFailure, ServerError } from "./retry.ts";
 
 export interface RequestOptions<T> {
   body?: unknown;
@@ -27,10 +27,10 @@ export interface WebhookClient {
   postEvent(event: EventBody, signal?: AbortSignal): Promise<EventAccepted>;
   /**
    * One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of
-   * `events`). Throws a DeliveryError when the request as a whole failed (then no event was taken).
+   * `events`). Throws a ServerError when the request as a whole failed (then no event was taken).
    */
   postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]>;
-  /** Any API call under the endpoint's base path; throws a DeliveryError on every failure. */
+  /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
   request<T>(method: "GET" | "POST", path: string, options: RequestOptions<T>): Promise<T>;
   /**
    * A WebSocket to `path` under the base path (ws: or wss: as the endpoint's scheme), with the
@@ -87,7 +87,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   const redact = (text: string) => (options.token ? text.split(options.token).join("[token]") : text);
   let rejected = false;
   // The link decides what a failure says about the server: an answer with a refusal is still an answer.
-  const failed = (error: DeliveryError): DeliveryError => {
+  const failed = (error: ServerError): ServerError => {
     const link = options.link;
     if (link) {
       link.signal({ kind: "failed", error });
@@ -120,11 +120,11 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     } catch (error) {
       if (opts.signal?.aborted) throw aborted();
       if (timeout.aborted)
-        throw failed(new DeliveryError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout", facts: { kind: "timeout", ms: timeoutMs } }));
+        throw failed(new ServerError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout", facts: { kind: "timeout", ms: timeoutMs } }));
       const code = networkCode(error);
       const message = redact(errorText(error));
       throw failed(
-        new DeliveryError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
+        new ServerError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
           retryable: code !== undefined && NETWORK_CODES.has(code),
           code: code ?? "network",
           facts: { kind: "network", request: `${method} ${path}`, code: code ?? null, detail: message },
@@ -149,7 +149,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     options.link?.signal({ kind: "answered" });
     const answer = opts.schema.safeParse(json);
     if (!answer.success) {
-      throw new DeliveryError(`HTTP ${response.statusCode} with an invalid answer: ${formatIssues(answer.error, "(body)")}`, {
+      throw new ServerError(`HTTP ${response.statusCode} with an invalid answer: ${formatIssues(answer.error, "(body)")}`, {
         retryable: false,
         status: response.statusCode,
         code: "invalid_answer",
@@ -169,7 +169,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
         ...(signal ? { signal } : {}),
       });
       if (accepted.event_id !== event.event_id) {
-        throw new DeliveryError(`answer names event ${accepted.event_id}, not ${event.event_id}`, {
+        throw new ServerError(`answer names event ${accepted.event_id}, not ${event.event_id}`, {
           retryable: false,
           code: "invalid_answer",
           facts: { kind: "wrong_event", named: accepted.event_id, sent: event.event_id },

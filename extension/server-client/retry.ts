@@ -1,5 +1,5 @@
 /**
- * The retry policy shared by every call to the server: `DeliveryError` carries the decision,
+ * The retry policy shared by every call to the server: `ServerError` carries the decision,
  * `classifyHttpFailure` and `retryAfterDelayMs` make it, `runWithRetry` applies it and returns a
  * value instead of throwing. Pure apart from the injected sleep.
  */
@@ -8,7 +8,7 @@ import { errorText } from "../../common/errors.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import type { DeliveryFacts } from "./decisions.ts";
 
-export interface DeliveryErrorDetails {
+export interface ServerErrorDetails {
   retryable: boolean;
   retryAfterMs?: number;
   status?: number;
@@ -17,7 +17,7 @@ export interface DeliveryErrorDetails {
   facts?: DeliveryFacts;
 }
 
-export class DeliveryError extends Error {
+export class ServerError extends Error {
   readonly retryable: boolean;
   readonly retryAfterMs?: number;
   readonly status?: number;
@@ -26,9 +26,9 @@ export class DeliveryError extends Error {
   /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
   quiet = false;
 
-  constructor(message: string, details: DeliveryErrorDetails) {
+  constructor(message: string, details: ServerErrorDetails) {
     super(message);
-    this.name = "DeliveryError";
+    this.name = "ServerError";
     this.retryable = details.retryable;
     if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
     if (details.status !== undefined) this.status = details.status;
@@ -50,10 +50,10 @@ export function retryAfterDelayMs(header: string | string[] | undefined, now: nu
 }
 
 /** A non-2xx answer as an error: 408, 425, 429 and 5xx may succeed later; any other 4xx will not. */
-export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): DeliveryError {
+export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): ServerError {
   const retryable = status === 408 || status === 425 || status === 429 || status >= 500;
   const retryAfterMs = retryable ? retryAfterDelayMs(headers["retry-after"], now) : undefined;
-  return new DeliveryError(`HTTP ${status}${serverCode ? ` ${serverCode}` : ""}`, {
+  return new ServerError(`HTTP ${status}${serverCode ? ` ${serverCode}` : ""}`, {
     retryable,
     status,
     code: serverCode ?? `http_${status}`,
@@ -66,15 +66,15 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
  * The server refused the bearer token. The client reports that once for the whole session, so the
  * heartbeat, the command channel and the notifier do not each report it again in their own words.
  */
-export const tokenRejected = (error: DeliveryError): boolean => error.status === 401;
+export const tokenRejected = (error: ServerError): boolean => error.status === 401;
 
 /** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */
-export const needsNoWarning = (error: DeliveryError): boolean => error.quiet || tokenRejected(error);
+export const needsNoWarning = (error: ServerError): boolean => error.quiet || tokenRejected(error);
 
-/** Any thrown value as a DeliveryError; something that is not one is a bug, and bugs are not retried. */
-export function asDeliveryError(error: unknown): DeliveryError {
-  if (error instanceof DeliveryError) return error;
-  return new DeliveryError(`internal error: ${errorText(error)}`, {
+/** Any thrown value as a ServerError; something that is not one is a bug, and bugs are not retried. */
+export function asServerError(error: unknown): ServerError {
+  if (error instanceof ServerError) return error;
+  return new ServerError(`internal error: ${errorText(error)}`, {
     retryable: false,
     code: "internal",
     facts: { kind: "internal", detail: errorText(error) },
@@ -82,7 +82,7 @@ export function asDeliveryError(error: unknown): DeliveryError {
 }
 
 /** The wait before attempt `attemptNumber + 1`: the server's Retry-After, else exponential backoff with jitter. */
-export function retryDelayMs(error: DeliveryError, attemptNumber: number, backoffMs: number, random: () => number): number {
+export function retryDelayMs(error: ServerError, attemptNumber: number, backoffMs: number, random: () => number): number {
   if (error.retryAfterMs !== undefined) return error.retryAfterMs;
   // Jitter in [50 %, 100 %) keeps several Pi processes from retrying in lockstep after an outage.
   return Math.min(Math.round(backoffMs * 2 ** (attemptNumber - 1) * (0.5 + random() / 2)), LIMITS.retryAfterMaxMs);
@@ -99,21 +99,21 @@ export interface RetryOptions {
   signal?: AbortSignal;
 }
 
-export type RetryResult<T> = { ok: true; value: T; attempts: number } | { ok: false; error: DeliveryError; attempts: number };
+export type RetryResult<T> = { ok: true; value: T; attempts: number } | { ok: false; error: ServerError; attempts: number };
 
 /** What a call cut short by its caller's signal fails with: never retried. */
-export const aborted = () => new DeliveryError("aborted", { retryable: false, code: "aborted", facts: { kind: "aborted" } });
+export const aborted = () => new ServerError("aborted", { retryable: false, code: "aborted", facts: { kind: "aborted" } });
 
 export async function runWithRetry<T>(attempt: (attemptNumber: number) => Promise<T>, options: RetryOptions): Promise<RetryResult<T>> {
   let attempts = 0;
   for (;;) {
     if (options.signal?.aborted) return { ok: false, error: aborted(), attempts };
     attempts += 1;
-    let error: DeliveryError;
+    let error: ServerError;
     try {
       return { ok: true, value: await attempt(attempts), attempts };
     } catch (thrown) {
-      error = asDeliveryError(thrown);
+      error = asServerError(thrown);
     }
     if (!error.retryable || attempts >= options.maxAttempts) return { ok: false, error, attempts };
     try {

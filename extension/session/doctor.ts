@@ -21,7 +21,7 @@ import type { Presence } from "../presence/presence.ts";
 import { sessionStatus } from "../../protocol/state-bus.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { FINAL_RECEIPT_STATES } from "../notices/receipt-watch.ts";
-import { asDeliveryError } from "../server-client/retry.ts";
+import { asServerError } from "../server-client/retry.ts";
 import { doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
 import { outage, sessionFacts, type SessionState } from "./session.ts";
 
@@ -62,7 +62,7 @@ async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, ha
   try {
     return { kind: "ok", value: await run() };
   } catch (error) {
-    return { kind: "error", message: why(error), cause: serverCause(asDeliveryError(error), hasToken) };
+    return { kind: "error", message: why(error), cause: serverCause(asServerError(error), hasToken) };
   }
 }
 

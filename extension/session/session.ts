@@ -14,7 +14,7 @@ import type { Config } from "../config/schema-rules.ts";
 import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { Link } from "../server-client/link.ts";
-import { asDeliveryError } from "../server-client/retry.ts";
+import { asServerError } from "../server-client/retry.ts";
 import { ReceiptWatch } from "../notices/receipt-watch.ts";
 import { createNotifier, type Notifier } from "../notices/notifier.ts";
 import { openOutbox, type Outbox } from "../notices/outbox.ts";
@@ -190,7 +190,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
 
 /** A failed request as the person should read it: its real cause when there is one (no token here, not our server, …), else its message. */
 export function explainFailure(s: SessionState, error: unknown): string {
-  const cause = serverCause(asDeliveryError(error), s.tokenConfigured);
+  const cause = serverCause(asServerError(error), s.tokenConfigured);
   const why = s.text.delivery.why(error);
   return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, why) : why;
 }
