@@ -1,5 +1,5 @@
 /**
- * What a command line will run: every simple command (shell.ts) followed through what runs other
+ * What a command line will run: every simple command (shell-rules.ts) followed through what runs other
  * commands — wrappers (`env`, `sudo`, `timeout`, `xargs`, `busybox X` …), `find -exec`, the literal
  * script of `sh -c '…'`, `eval` of literals, literal here-documents fed to a shell — and what the
  * analysis cannot see through, named by an `opaque.*` id: a program name that is not a literal,

@@ -2,7 +2,7 @@
  * Which tool calls need a person, and what happens when nobody can answer. Pure: the gate in
  * gate.ts feeds it the call exactly as Pi will run it, the session's facts and the shell reader.
  *
- * A command tool's line is read with a real bash grammar (runs.ts follows it into every command
+ * A command tool's line is read with a real bash grammar (command-rules.ts follows it into every command
  * that will run). It needs a person when any of those commands matches a rule, and always when
  * the analysis cannot see what will run (`opaque.*`; these cannot be switched off). Built-in
  * rules cover the usual destructive set; the user turns any of them off by id
@@ -224,7 +224,7 @@ const outside = (words: ActionWords): Found => ({ id: "write-outside-project", a
 
 /**
  * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
- * (shell.ts); `words` label the rules that have no command words of their own.
+ * (shell-rules.ts); `words` label the rules that have no command words of their own.
  */
 export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);

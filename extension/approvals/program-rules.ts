@@ -2,7 +2,7 @@
  * The programs that run other programs, as the gate needs to know them: the options each takes
  * before the command it runs (getopt-style, read by `parseOptions`), the shells and interpreters
  * and which of their options carry code, git settings and environment variables whose value
- * something runs as a command. Data and one pure reader; runs.ts follows commands with them.
+ * something runs as a command. Data and one pure reader; command-rules.ts follows commands with them.
  */
 import type { Word } from "./shell-rules.ts";
 

@@ -3,7 +3,7 @@
  * every simple command in it, wherever it sits (lists, pipelines, subshells, if/for/while/case
  * bodies, function bodies, `$(…)`, backticks, `<(…)`, parameter defaults, arithmetic), each with
  * its words as the shell will see them, where its standard input comes from and where it writes.
- * Judging what those commands do is runs.ts and policy.ts.
+ * Judging what those commands do is command-rules.ts and policy-rules.ts.
  *
  * A word's literal value is known only when nothing in it expands: quotes and backslashes are
  * removed, `$'…'` is decoded, and anything with `$`, backticks, globs or braces is not literal.

@@ -9,7 +9,7 @@
  * whose id is already journaled, or already in the session, is ACKed without being delivered again.
  * An instruction still queued when an interrupt dropped Pi's queue (TUI Esc) is written into the
  * session without starting a run, so it is neither lost nor run against the user's interrupt; what
- * an interrupted run leaves unanswered is reported (`runs.ts`).
+ * an interrupted run leaves unanswered is reported (`instruction-runs.ts`).
  */
 import { setImmediate } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";

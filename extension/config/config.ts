@@ -1,6 +1,6 @@
 /**
  * The extension's configuration, loaded in layers (defaults < legacy < user < trusted project <
- * environment) into the schema of schema.ts, each layer checked on its own (layers.ts). Reads
+ * environment) into the schema of schema-rules.ts, each layer checked on its own (layer-rules.ts). Reads
  * files, never writes them: legacy keys are normalised in memory only, so a user's file is never
  * rewritten behind their back. Also the token, the recipient check and the source template.
  */

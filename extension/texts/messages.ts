@@ -159,7 +159,7 @@ const zh = {
   },
   sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
   approvals: {
-    /** The labels of rules that have no command words of their own (policy.ts `ActionWords`). */
+    /** The labels of rules that have no command words of their own (policy-rules.ts `ActionWords`). */
     actions: { diskWrite: "写磁盘设备", outside: "写入项目外", opaque: "看不清将运行什么" } satisfies ActionWords,
     via: {
       chat: "在聊天中",

@@ -1,7 +1,7 @@
 /**
  * The audit trail's agent route: `POST /audit/tool-calls` (what the extension's tool guard
  * decided). Operators read the trail through the operator service (`GET /operator/audit`); pruning
- * is part of the server's retention (retention.ts).
+ * is part of the server's retention (retention/plugin.ts).
  */
 import type { Context } from "koishi";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";

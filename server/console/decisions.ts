@@ -207,7 +207,7 @@ export interface TimelineItem {
   receipt: TimelineReceipt | null;
   /** Whether the full entry holds more than this line (an exact hand-over text, an event body). */
   detail: boolean;
-  /** The line in words (runs.ts). */
+  /** The line in words (run-rules.ts). */
   say: Say;
 }
 

@@ -337,7 +337,7 @@ export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: 
 /**
  * Reads the image's header with image-size (a small, dependency-free, widely used parser; we keep
  * no hand-written one): its real type and its dimensions, which must be within `IMAGE_BOUNDS`;
- * then decodes the whole image (image-decode.ts). Magic bytes alone are not an image.
+ * then decodes the whole image (image-rules.ts). Magic bytes alone are not an image.
  */
 export function decodeImage(bytes: Buffer): ImageDecoding {
   let size: ReturnType<typeof imageSize>;
