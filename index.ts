@@ -9,17 +9,17 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
-import { stoppedRun } from "./extension/control/decisions.ts";
+import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
 import { ApprovalGate } from "./extension/approvals/gate.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type RunNotices } from "./extension/notices/run-notices.ts";
 import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
-import { messagesFor } from "./extension/messages.ts";
+import { messagesFor } from "./extension/texts/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
-import { ServerFacts } from "./extension/server-facts.ts";
+import { ServerFacts } from "./extension/server-client/server-facts.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { CurrentSession } from "./extension/session/current.ts";
 import { createReporter } from "./extension/session/report.ts";
@@ -34,8 +34,8 @@ import {
   type SessionState,
 } from "./extension/session/session.ts";
 import { errorText } from "./common/errors.ts";
-import { quotedPrompt, swallowedByFlag } from "./extension/session/subagent-flag.ts";
-import { registerToggleCommand } from "./extension/session/toggle.ts";
+import { quotedPrompt, swallowedByFlag } from "./extension/activation/subagent-flag.ts";
+import { registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { installSink } from "./extension/sink/index.ts";
 

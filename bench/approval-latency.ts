@@ -17,8 +17,8 @@
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
-import { matchCall } from "../extension/approvals/policy.ts";
-import { loadShell } from "../extension/approvals/shell.ts";
+import { matchCall } from "../extension/approvals/policy-rules.ts";
+import { loadShell } from "../extension/approvals/shell-rules.ts";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
@@ -26,7 +26,7 @@ import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
 import { waitUntil } from "../harness/wait.ts";
-import { messagesFor } from "../extension/messages.ts";
+import { messagesFor } from "../extension/texts/messages.ts";
 
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;

@@ -9,14 +9,14 @@ import { randomUUID } from "node:crypto";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
 import { APPROVAL_LIMITS, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
-import type { Config } from "../config/schema.ts";
-import type { ApiClient } from "../delivery/http-client.ts";
-import type { Notifier } from "../delivery/notifier.ts";
-import type { Messages } from "../messages.ts";
-import { type NoticeContext, truncate } from "../notices/notice.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
+import type { Notifier } from "../notices/notifier.ts";
+import type { Messages } from "../texts/messages.ts";
+import { type NoticeContext, truncate } from "../notices/notice-rules.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
-import { argsDigest } from "./policy.ts";
+import { argsDigest } from "./policy-rules.ts";
 import { Waits, type Answer } from "./waits.ts";
 
 /** The bound session as approvals need it. */

@@ -1,7 +1,7 @@
 import { ApprovalAnswer, ApprovalReach, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
-import type { ApiClient } from "../delivery/http-client.ts";
-import type { Messages } from "../messages.ts";
-import { realSleep, runWithRetry, type Sleep } from "../delivery/retry.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
+import type { Messages } from "../texts/messages.ts";
+import { realSleep, runWithRetry, type Sleep } from "../server-client/retry.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
 /** A server before `reach` answers without it: how the owner is reached is then unknown. */

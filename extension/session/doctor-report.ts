@@ -6,9 +6,9 @@
 import type { Receipt } from "../../protocol/events.ts";
 import type { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { ConfigFileInfo, ConfigOrigin } from "../config/config.ts";
-import type { ServerCause } from "../delivery/decisions.ts";
-import type { LastDelivery } from "../delivery/notifier.ts";
-import type { Messages } from "../messages.ts";
+import type { ServerCause } from "../server-client/decisions.ts";
+import type { LastDelivery } from "../notices/notifier.ts";
+import type { Messages } from "../texts/messages.ts";
 
 /** A question to the server: its answer, its failure (with the real cause when there is one), or why it was not asked. */
 export type Probe<T> = { kind: "ok"; value: T } | { kind: "error"; message: string; cause?: ServerCause | null } | { kind: "skipped"; why: string };

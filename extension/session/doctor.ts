@@ -12,16 +12,16 @@ import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-c
 import { isMissingFile } from "../../common/errors.ts";
 import { Receipt } from "../../protocol/events.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
-import type { Config } from "../config/schema.ts";
-import type { WebhookClient } from "../delivery/http-client.ts";
-import { footerText, type Messages } from "../messages.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { WebhookClient } from "../server-client/http-client.ts";
+import { footerText, type Messages } from "../texts/messages.ts";
 import { noticeContext } from "../notices/context.ts";
-import { externalNotice } from "../notices/notice.ts";
+import { externalNotice } from "../notices/notice-rules.ts";
 import type { Presence } from "../presence/presence.ts";
-import { sessionStatus } from "../state-bus.ts";
-import { serverCause } from "../delivery/decisions.ts";
-import { FINAL_RECEIPT_STATES } from "../delivery/receipt-watch.ts";
-import { asDeliveryError } from "../delivery/retry.ts";
+import { sessionStatus } from "../../protocol/state-bus.ts";
+import { serverCause } from "../server-client/decisions.ts";
+import { FINAL_RECEIPT_STATES } from "../notices/receipt-watch.ts";
+import { asServerError } from "../server-client/retry.ts";
 import { doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
 import { outage, sessionFacts, type SessionState } from "./session.ts";
 
@@ -62,7 +62,7 @@ async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, ha
   try {
     return { kind: "ok", value: await run() };
   } catch (error) {
-    return { kind: "error", message: why(error), cause: serverCause(asDeliveryError(error), hasToken) };
+    return { kind: "error", message: why(error), cause: serverCause(asServerError(error), hasToken) };
   }
 }
 

@@ -10,17 +10,17 @@ import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendi
 import { errorText } from "../../common/errors.ts";
 import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
-import type { Config } from "../config/schema.ts";
-import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
-import { serverCause } from "../delivery/decisions.ts";
-import { Link } from "../delivery/link.ts";
-import { asDeliveryError } from "../delivery/retry.ts";
-import { ReceiptWatch } from "../delivery/receipt-watch.ts";
-import { createNotifier, type Notifier } from "../delivery/notifier.ts";
-import { openOutbox, type Outbox } from "../delivery/outbox.ts";
-import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
-import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../state-bus.ts";
-import { inheritActivation } from "./activation-store.ts";
+import type { Config } from "../config/schema-rules.ts";
+import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
+import { serverCause } from "../server-client/decisions.ts";
+import { Link } from "../server-client/link.ts";
+import { asServerError } from "../server-client/retry.ts";
+import { ReceiptWatch } from "../notices/receipt-watch.ts";
+import { createNotifier, type Notifier } from "../notices/notifier.ts";
+import { openOutbox, type Outbox } from "../notices/outbox.ts";
+import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../texts/messages.ts";
+import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../../protocol/state-bus.ts";
+import { inheritActivation } from "../activation/store.ts";
 import type { Report } from "./report.ts";
 
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
@@ -190,7 +190,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
 
 /** A failed request as the person should read it: its real cause when there is one (no token here, not our server, …), else its message. */
 export function explainFailure(s: SessionState, error: unknown): string {
-  const cause = serverCause(asDeliveryError(error), s.tokenConfigured);
+  const cause = serverCause(asServerError(error), s.tokenConfigured);
   const why = s.text.delivery.why(error);
   return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, why) : why;
 }

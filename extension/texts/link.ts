@@ -3,7 +3,7 @@
  * real cause, not the status code alone), the footer's outage state and its end; part of the
  * catalogue messages.ts composes. Times and durations come already formatted by the locale.
  */
-import type { ServerCause } from "../delivery/decisions.ts";
+import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
 export const REASON_CODES = [

@@ -21,7 +21,7 @@ import {
 } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
-import { takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 
 export interface ApprovalRecord {
   seq: number;

@@ -4,7 +4,7 @@
  * revoked grant is never used after its revocation landed.
  */
 import type { Context, Query } from "koishi";
-import type { GrantRecord } from "./grant-decisions.ts";
+import type { GrantRecord } from "./grant-rules.ts";
 
 declare module "koishi" {
   interface Tables {

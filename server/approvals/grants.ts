@@ -7,9 +7,9 @@
 import { randomInt } from "node:crypto";
 import type { ApprovalRequest, Grant, GrantListQuery, PersonVia } from "../../protocol/approvals.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { ApprovalRecord, Decider } from "./decisions.ts";
-import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord } from "./grant-decisions.ts";
+import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord } from "./grant-rules.ts";
 import type { GrantStore } from "./grant-store.ts";
 
 export interface GrantServiceDeps {

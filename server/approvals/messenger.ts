@@ -10,9 +10,9 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
-import { errorInWords } from "../delivery/steps.ts";
+import { errorInWords } from "../handover/decisions.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
-import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./messages.ts";
+import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./message-rules.ts";
 import type { ApprovalStore } from "./store.ts";
 
 export interface MessengerDeps {

@@ -8,7 +8,7 @@
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, GrantListQuery, OperatorApprovalDecision } from "../../protocol/approvals.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
 import type { ApprovalMessenger } from "./messenger.ts";

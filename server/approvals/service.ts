@@ -4,7 +4,6 @@
  * may list. A decision is a conditional write on `pending` (first wins) and then an
  * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
  * and every change wakes the messenger, which owes the owner the request and one closing message.
- * Over 400 lines: each state change of an approval sits beside the audit row and wake-up it owes.
  */
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
@@ -25,8 +24,8 @@ import {
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { errorText } from "../../common/errors.ts";
-import { DomainError } from "../errors.ts";
-import { fullBucket, type Bucket } from "../rate-limit.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { fullBucket, type Bucket } from "../rate-limit-rules.ts";
 import {
   bindingOf,
   decideAdmission,
@@ -45,7 +44,7 @@ import {
   type Decider,
   type Transition,
 } from "./decisions.ts";
-import { serverGrantable, type GrantRecord } from "./grant-decisions.ts";
+import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";

@@ -6,7 +6,7 @@
  */
 import type { Context, Query } from "koishi";
 import { ApprovalState, OPEN_APPROVAL_STATES } from "../../protocol/approvals.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { ApprovalPatch, ApprovalRecord, Transition } from "./decisions.ts";
 
 declare module "koishi" {

@@ -8,10 +8,10 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";

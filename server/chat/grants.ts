@@ -4,9 +4,9 @@
  */
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
-import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
+import { durationText, oneLine, voiceOf } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
 
 /** How many live grants one listing shows. */

@@ -7,7 +7,7 @@ import type { Context, Session } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { CommandImage } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { decodeImage } from "../queue/state.ts";
+import { decodeImage } from "../queue/decisions.ts";
 import { koishi } from "../koishi.ts";
 import { ChatRefusal } from "./kit.ts";
 

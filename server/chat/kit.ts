@@ -7,7 +7,7 @@ import type { Command, Context, Session } from "koishi";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { OwnerGuard } from "./owner-guard.ts";
 import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";

@@ -1,7 +1,7 @@
 /** `anon.sessions`: the online sessions, each with the short reference the other commands take. */
 import type { Context, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { durationText } from "../approvals/messages.ts";
+import { durationText } from "../approvals/message-rules.ts";
 import { numbered, ownerCommand, type ChatKit } from "./kit.ts";
 
 export function sessionLine(session: Session, number: number, s: SessionProjection, nowMs: number): string {

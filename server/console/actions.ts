@@ -16,9 +16,9 @@ import { Id, wireIssues } from "../../protocol/wire.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError, type WireIssue } from "../errors.ts";
+import { DomainError, type WireIssue } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
-import type { TimelineItem } from "./model.ts";
+import type { TimelineItem } from "./decisions.ts";
 
 /** The console's own refusals, besides the protocol's error codes. */
 export type ConsoleRefusal = "sign_in_required" | "login_required" | "authority_too_low" | "bad_token";

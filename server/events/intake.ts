@@ -7,11 +7,11 @@
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
-import type { EventWorker } from "../delivery/worker.ts";
-import { DomainError } from "../errors.ts";
-import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import type { EventWorker } from "../handover/worker.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 import { Turns } from "../../common/turns.ts";
-import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt.ts";
+import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt-rules.ts";
 import { ReceiptBatch, ReceiptLookup } from "./receipt-batch.ts";
 import type { EventStore } from "./store.ts";
 

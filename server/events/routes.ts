@@ -6,7 +6,7 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { type BatchAccepted, type BatchRefusal, type EventAccepted, EventBatch } from "../../protocol/events.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { type DomainError, parseWith } from "../errors.ts";
+import { type DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HTTP_STATUS } from "../http/error-status.ts";
 import { instanceText } from "../locales/load.ts";

@@ -14,7 +14,7 @@ import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
 import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
 import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./error-status.ts";
 import { instanceText } from "../locales/load.ts";

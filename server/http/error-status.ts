@@ -3,7 +3,7 @@
  * the same refusal reads the same on every route (docs/protocol.md lists them).
  */
 import type { ErrorCode } from "../../protocol/wire.ts";
-import type { DomainError } from "../errors.ts";
+import type { DomainError } from "../../common/domain-error.ts";
 
 export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_json: 400,

@@ -7,10 +7,10 @@ import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
 import { AckBody, ClaimQuery } from "../../protocol/queue.ts";
 import { Id } from "../../protocol/wire.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
-import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./state.ts";
+import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./decisions.ts";
 import type { CommandStore } from "./store.ts";
 import { instanceText } from "../locales/load.ts";
 

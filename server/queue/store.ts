@@ -1,6 +1,6 @@
 /**
  * The durable server-to-agent command queue (protocols 2 and 3) in Koishi's database. Every state change
- * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
+ * is a conditional write guarded by what the decision was made on (decisions.ts), so two claims can
  * never lease the same command and a cancel can never slip past a claim. Final commands stay as
  * tombstones, so a cancelled command or a used request key survives restarts.
  *
@@ -44,10 +44,10 @@ import {
   type AckInput,
   type CommandRecord,
   type Transition,
-} from "./state.ts";
+} from "./decisions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
 import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";

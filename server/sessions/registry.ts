@@ -5,7 +5,7 @@
  */
 import type { OperatorSessionList } from "../../protocol/operator.ts";
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 
 export interface SessionEntry {
   heartbeat: Heartbeat;

@@ -10,12 +10,12 @@ import {
   outsideProject,
   personPresent,
   type PolicySettings,
-} from "../../extension/approvals/policy.ts";
-import { analyzeCommand } from "../../extension/approvals/runs.ts";
-import { loadShell } from "../../extension/approvals/shell.ts";
+} from "../../extension/approvals/policy-rules.ts";
+import { analyzeCommand } from "../../extension/approvals/command-rules.ts";
+import { loadShell } from "../../extension/approvals/shell-rules.ts";
 import { Waits } from "../../extension/approvals/waits.ts";
-import { messagesFor } from "../../extension/messages.ts";
-import { Config, DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { Config, DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
 import { BUILTIN_RULE_IDS as BUILTIN_IDS } from "../../protocol/approvals.ts";
 
 const words = messagesFor("en-US").approvals.actions;

@@ -9,9 +9,9 @@ import fc from "fast-check";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
-import { matchCall, type PolicySettings } from "../../extension/approvals/policy.ts";
-import { loadShell } from "../../extension/approvals/shell.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { matchCall, type PolicySettings } from "../../extension/approvals/policy-rules.ts";
+import { loadShell } from "../../extension/approvals/shell-rules.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 
 const words = messagesFor("en-US").approvals.actions;
 

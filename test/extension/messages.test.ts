@@ -1,9 +1,9 @@
 /** The language rule, the footer text and the doctor's report: pure, table-driven. */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/messages.ts";
+import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/texts/messages.ts";
 import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
-import { DeliveryError } from "../../extension/delivery/retry.ts";
+import { ServerError } from "../../extension/server-client/retry.ts";
 
 describe("localeLanguage", () => {
   const rows: [string, NodeJS.ProcessEnv, string][] = [
@@ -177,7 +177,7 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
 test("the doctor names the real cause of a failed question to the server, in both languages", () => {
   const endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events";
   // What the doctor's probe reports when nothing listens: the client's error, worded as Pi prints it in each language.
-  const refused = new DeliveryError("GET health failed: ECONNREFUSED", {
+  const refused = new ServerError("GET health failed: ECONNREFUSED", {
     retryable: true,
     code: "ECONNREFUSED",
     facts: { kind: "network", request: "GET health", code: "ECONNREFUSED", detail: "connect ECONNREFUSED 127.0.0.1:5140" },

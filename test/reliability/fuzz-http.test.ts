@@ -21,7 +21,7 @@ import fc from "fast-check";
 import { Agent, request } from "undici";
 import { BatchAccepted, EventBody } from "../../protocol/events.ts";
 import { ErrorCode, ErrorAnswer } from "../../protocol/wire.ts";
-import { blockPayload } from "../../server/persona/block.ts";
+import { blockPayload } from "../../server/persona/block-rules.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
 import { COMMAND_TABLE } from "../../server/queue/table.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";

@@ -8,7 +8,7 @@ import type { Context, Plugin } from "koishi";
 import { OPERATOR_TOKEN, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { voiceOf, type Voice } from "../../server/approvals/messages.ts";
+import { voiceOf, type Voice } from "../../server/approvals/message-rules.ts";
 import type { Locale } from "../../server/locales/load.ts";
 import { sayIn } from "./say.ts";
 import { MockBot } from "./persona-standin.ts";

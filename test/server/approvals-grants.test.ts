@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import type { ApprovalRequest } from "../../protocol/approvals.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { coveringGrant, decideGrant, decideRevoke, serverGrantable, type GrantRecord } from "../../server/approvals/grant-decisions.ts";
+import { coveringGrant, decideGrant, decideRevoke, serverGrantable, type GrantRecord } from "../../server/approvals/grant-rules.ts";
 import { GrantStore } from "../../server/approvals/grant-store.ts";
 import { GrantService } from "../../server/approvals/grants.ts";
 import { AuditLog } from "../../server/audit/store.ts";

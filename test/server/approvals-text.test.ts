@@ -5,8 +5,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { project } from "../../server/approvals/decisions.ts";
-import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
-import { consoleApproval } from "../../server/console/model.ts";
+import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/message-rules.ts";
+import { consoleApproval } from "../../server/console/decisions.ts";
 import { ACTION_LABEL_CASES } from "../helpers/languages.ts";
 import { NOW, record, voice } from "./approval-fixtures.ts";
 

@@ -12,7 +12,7 @@ import { DATABASE_DRIVERS, startWithDatabase, type DatabaseDriver } from "../../
 import { waitUntil } from "../../harness/wait.ts";
 import { AUDIT_TABLE, AuditLog } from "../../server/audit/store.ts";
 import { EventIntake } from "../../server/events/intake.ts";
-import type { EventRow } from "../../server/events/receipt.ts";
+import type { EventRow } from "../../server/events/receipt-rules.ts";
 import { EVENT_TABLE, EventStore } from "../../server/events/store.ts";
 
 interface Parts {
