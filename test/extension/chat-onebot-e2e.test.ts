@@ -100,8 +100,10 @@ test("on QQ: an approval denied by text with a reason full of markup: nothing ru
   const code = /审批 ([A-Z]{5})/.exec(request.text)![1]!;
 
   const reason = 'too risky: a < b && "c" <build/>';
-  const [denied] = await chat.exchange(`anon.deny ${code} ${reason}`);
-  assert.equal(denied!.text, `已拒绝 ${code}（rm -rf），理由：${reason}，决定已发给 Pi。`);
+  await chat.exchange(`anon.deny ${code} ${reason}`);
+  // Found by its words: the closing message may come first once Pi has the decision.
+  const denied = await waitUntil(() => chat.onebot.sent.find((m) => m.text.startsWith(`已拒绝 ${code}`)), "the deny confirmation");
+  assert.equal(denied.text, `已拒绝 ${code}（rm -rf），理由：${reason}，决定已发给 Pi。`);
   await run;
   assert.equal(existsSync(build), true, "denied: nothing ran");
   const [result] = toolResults(pi, "bash");
