@@ -1,10 +1,10 @@
 /**
  * A loopback OneBot v11 implementation (what NapCat or LLOneBot run beside QQ) for the real
- * `koishi-plugin-adapter-onebot` in forward-WebSocket mode (`protocol: "ws"`): it answers actions by
- * `echo`, records every action it receives, and pushes message events as the QQ side would.
+ * `koishi-plugin-adapter-onebot` over forward or reverse WebSocket: it answers actions by `echo`,
+ * records every action it receives, and pushes message events as the QQ side would.
  */
-import { WebSocketServer, type WebSocket } from "ws";
-import { ChangeWaiters, waitUntil } from "../../harness/wait.ts";
+import { WebSocket, WebSocketServer } from "ws";
+import { ChangeWaiters } from "../../harness/wait.ts";
 
 // Shapes checked once against koishi-plugin-adapter-onebot 6.9.4 (lib/index.js): `accept` sends
 // `{ action, params, echo }` and resolves the answer whose `echo` matches; `Internal._get` takes
@@ -80,32 +80,39 @@ export class FakeOneBot {
   readonly sent: SentMessage[] = [];
   /** When set, `send_private_msg` and `send_group_msg` fail with this retcode (and the implementation's words). */
   failSends: { retcode: number; wording: string } | null = null;
-  readonly #server: WebSocketServer;
+  readonly #server: WebSocketServer | undefined;
   readonly #sockets = new Set<WebSocket>();
   readonly #messages = new Map<number, StoredMessage>();
   readonly #changes = new ChangeWaiters();
   #nextMessageId = 1000;
 
-  private constructor(server: WebSocketServer, options: FakeOneBotOptions) {
+  private constructor(server: WebSocketServer | undefined, options: FakeOneBotOptions) {
     this.#server = server;
     this.selfId = options.selfId;
     this.friends = [...options.friends];
-    server.on("connection", (socket) => {
-      this.#sockets.add(socket);
-      socket.on("close", () => this.#sockets.delete(socket));
-      socket.on("message", (data) => this.#answer(socket, String(data)));
-    });
+    server?.on("connection", (socket) => this.#attach(socket));
   }
 
+  /** Forward WebSocket (`protocol: "ws"`): the fake listens, the adapter connects to `endpoint`. */
   static async start(options: FakeOneBotOptions): Promise<FakeOneBot> {
     const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
     await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
     return new FakeOneBot(server, options);
   }
 
-  /** The URL the adapter's `endpoint` points at. */
+  /** Reverse WebSocket (`protocol: "ws-reverse"`): the fake connects to the adapter's path on Koishi's server, as OneBot v11 says. */
+  static async connect(url: string, options: FakeOneBotOptions): Promise<FakeOneBot> {
+    const fake = new FakeOneBot(undefined, options);
+    const socket = new WebSocket(url, { headers: { "x-self-id": options.selfId, "x-client-role": "Universal" } });
+    // Listening before the socket opens: the adapter's first actions can come in the same chunk as the upgrade.
+    fake.#attach(socket);
+    await new Promise<void>((resolve, reject) => socket.once("open", resolve).once("error", reject));
+    return fake;
+  }
+
+  /** The URL the adapter's `endpoint` points at (forward mode). */
   get endpoint(): string {
-    const address = this.#server.address();
+    const address = this.#server?.address();
     if (!address || typeof address === "string") throw new Error("the fake OneBot is not listening");
     return `ws://127.0.0.1:${address.port}`;
   }
@@ -142,14 +149,16 @@ export class FakeOneBot {
     return this.sent.filter((m) => m.channelId === channelId).length;
   }
 
-  /** Waits until the adapter is connected. */
-  connected(timeoutMs = 15_000): Promise<true> {
-    return waitUntil(() => this.#sockets.size > 0, "the OneBot adapter connected", timeoutMs);
-  }
-
   async close(): Promise<void> {
     for (const socket of this.#sockets) socket.terminate();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    const server = this.#server;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  #attach(socket: WebSocket): void {
+    this.#sockets.add(socket);
+    socket.on("close", () => this.#sockets.delete(socket));
+    socket.on("message", (data) => this.#answer(socket, String(data)));
   }
 
   #push(base: Record<string, unknown>, userId: string, segments: Segment[], format: MessageFormat): number {

@@ -1,7 +1,7 @@
 /**
  * The chat on QQ through the real OneBot adapter: a Koishi app (harness/koishi.ts) whose configured
- * bot is `koishi-plugin-adapter-onebot` connected over forward WebSocket to the loopback fake
- * (fake-onebot.ts); the owner `10001` is the bot's friend, the stranger `20002` is not.
+ * bot is `koishi-plugin-adapter-onebot` connected over WebSocket (forward by default) to the loopback
+ * fake (fake-onebot.ts); the owner `10001` is the bot's friend, the stranger `20002` is not.
  */
 import { createRequire } from "node:module";
 import type { Context, Plugin } from "koishi";
@@ -33,8 +33,14 @@ export interface OneBotChat extends KoishiHarness {
   exchange(message: string | Segment[], options?: { from?: string; group?: string; format?: MessageFormat; replies?: number }): Promise<SentMessage[]>;
 }
 
-export async function startOneBotChat(options: KoishiOptions & { friends?: string[] } = {}): Promise<OneBotChat> {
-  const onebot = await FakeOneBot.start({ selfId: ANON, friends: options.friends ?? [OWNER] });
+/** `ws`: Koishi connects to the fake (forward WebSocket); `ws-reverse`: the fake connects to Koishi's `/onebot`. */
+export type OneBotMode = "ws" | "ws-reverse";
+
+export async function startOneBotChat(options: KoishiOptions & { friends?: string[]; mode?: OneBotMode } = {}): Promise<OneBotChat> {
+  const fakeOptions = { selfId: ANON, friends: options.friends ?? [OWNER] };
+  const reverse = options.mode === "ws-reverse";
+  const forward = reverse ? undefined : await FakeOneBot.start(fakeOptions);
+  const adapter = forward ? { protocol: "ws", endpoint: forward.endpoint, retryInterval: 100 } : { protocol: "ws-reverse", path: "/onebot" };
   let koishi: KoishiHarness;
   try {
     koishi = await startKoishi({
@@ -42,27 +48,35 @@ export async function startOneBotChat(options: KoishiOptions & { friends?: strin
       config: { botId: BOT_ID, recipientId: OWNER, operatorToken: OPERATOR_TOKEN, ...options.config },
       plugins: async (use, app) => {
         use(HttpService);
-        use(OneBotAdapter, { selfId: ANON, protocol: "ws", endpoint: onebot.endpoint, responseTimeout: 10_000, retryInterval: 100 });
+        use(OneBotAdapter, { selfId: ANON, responseTimeout: 10_000, ...adapter });
         await options.plugins?.(use, app);
       },
     });
   } catch (error) {
-    await onebot.close();
+    await forward?.close();
     throw error;
   }
-  await waitUntil(() => koishi.app.bots[BOT_ID]?.status === BOT_ONLINE, "the OneBot bot online", 15_000);
   const stop = koishi.stop;
+  let onebot = forward;
+  try {
+    onebot ??= await FakeOneBot.connect(new URL("/onebot", koishi.baseUrl.replace(/^http/, "ws")).href, fakeOptions);
+    await waitUntil(() => koishi.app.bots[BOT_ID]?.status === BOT_ONLINE, "the OneBot bot online", 15_000);
+  } catch (error) {
+    await closeAll(stop, () => onebot?.close());
+    throw error;
+  }
+  const fake = onebot;
   return Object.assign(koishi, {
-    onebot,
-    stop: () => closeAll(stop, () => onebot.close()),
+    onebot: fake,
+    stop: () => closeAll(stop, () => fake.close()),
     async exchange(message: string | Segment[], how: { from?: string; group?: string; format?: MessageFormat; replies?: number } = {}) {
       const from = how.from ?? OWNER;
       const channel = how.group ?? `private:${from}`;
-      const before = onebot.countTo(channel);
+      const before = fake.countTo(channel);
       const segments = typeof message === "string" ? [text(message)] : message;
-      if (how.group) onebot.pushGroup(how.group, from, segments, how.format);
-      else onebot.pushPrivate(from, segments, how.format);
-      return onebot.sendsTo(channel, before, how.replies ?? 1);
+      if (how.group) fake.pushGroup(how.group, from, segments, how.format);
+      else fake.pushPrivate(from, segments, how.format);
+      return fake.sendsTo(channel, before, how.replies ?? 1);
     },
   });
 }

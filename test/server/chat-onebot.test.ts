@@ -9,12 +9,11 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call } from "../../harness/agent-api.ts";
 import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
-import type { KoishiOptions } from "../../harness/koishi.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { reply, text, type Segment } from "../helpers/fake-onebot.ts";
 import { GROUP, OWNER, STRANGER, startOneBotChat, type OneBotChat } from "../helpers/onebot-chat.ts";
 
-async function onebotChat(t: TestContext, options: KoishiOptions & { friends?: string[] } = {}): Promise<OneBotChat> {
+async function onebotChat(t: TestContext, options: Parameters<typeof startOneBotChat>[0] = {}): Promise<OneBotChat> {
   const chat = await startOneBotChat(options);
   t.after(() => chat.stop());
   return chat;
@@ -62,6 +61,16 @@ test("onebot: a direct notice is one text segment to the owner; agent markup and
     ["get_login_info", "get_guild_service_profile"],
     "no image fetched, no other action",
   );
+});
+
+test("onebot over reverse WebSocket: the implementation connects to Koishi's /onebot; notice, friend check and anon.* work the same", async (t) => {
+  const chat = await onebotChat(t, { mode: "ws-reverse" });
+  const { sent } = await directNotice(chat, "done <b>x</b>");
+  assert.ok(onlyText(sent.segments).includes("done <b>x</b>"));
+  assert.equal((await call(chat, "GET", "/recipient")).body.status, "ok");
+  await agentApi(chat).heartbeat({ project: "shop" });
+  const [listing] = await chat.exchange("anon.sessions");
+  assert.match(onlyText(listing!.segments), /#1 shop/);
 });
 
 test("onebot: the friend check is ok for a real friend and not_added for anyone else", async (t) => {
