@@ -237,7 +237,16 @@ const markupText = fc
   .filter((s) => s.length > 0);
 
 test("onebot, generated text: what the owner types reaches the queue byte-equal, and what the agent writes arrives as one text segment", async (t) => {
-  const chat = await onebotChat(t, { config: { eventsPerMinute: 6000, eventBurst: 1000 } });
+  const chat = await onebotChat(t, {
+    config: {
+      eventsPerMinute: 6000,
+      eventBurst: 1000,
+      heartbeatsPerMinute: 6000,
+      heartbeatBurst: 1000,
+      heartbeatsTotalPerMinute: 6000,
+      heartbeatTotalBurst: 1000,
+    },
+  });
   await agentApi(chat).heartbeat({ project: "shop" });
   await fc.assert(
     fc.asyncProperty(markupText, fc.constantFrom("array", "string") as fc.Arbitrary<"array" | "string">, async (typed, format) => {
@@ -251,6 +260,15 @@ test("onebot, generated text: what the owner types reaches the queue byte-equal,
     fc.asyncProperty(markupText, async (written) => {
       const { sent } = await directNotice(chat, written);
       assert.ok(onlyText(sent.segments).includes(written));
+    }),
+    { numRuns: 30 },
+  );
+  // A reply quoting what the agent reported (its activity) shows it as it was sent, escaped once.
+  await fc.assert(
+    fc.asyncProperty(markupText, async (activity) => {
+      assert.equal((await agentApi(chat).heartbeat({ project: "shop", state: "running", activity })).status, 200);
+      const [listing] = await chat.exchange("anon.sessions");
+      assert.ok(onlyText(listing!.segments).includes(`运行中（${activity}）`), listing!.text);
     }),
     { numRuns: 30 },
   );
