@@ -56,12 +56,12 @@ export interface FakeOneBotOptions {
 }
 
 /** Text as a CQ-code string carries it: `&`, `[` and `]` escaped (OneBot v11's rule). */
-export function cqEscape(text: string): string {
+function cqEscape(text: string): string {
   return text.replace(/&/g, "&amp;").replace(/\[/g, "&#91;").replace(/\]/g, "&#93;");
 }
 
 /** Segments as one CQ-code string: text escaped, every other segment `[CQ:type,key=value]`. */
-export function cqString(segments: Segment[]): string {
+function cqString(segments: Segment[]): string {
   return segments
     .map((s) =>
       s.type === "text"

@@ -28,9 +28,9 @@ export interface OneBotChat extends KoishiHarness {
   onebot: FakeOneBot;
   /**
    * `from` writes `message` (text, or segments) in its private chat, or in `group`; answers what the
-   * bot sent back to that chat (at least `replies` messages).
+   * bot sent back to that chat, once it sent something.
    */
-  exchange(message: string | Segment[], options?: { from?: string; group?: string; format?: MessageFormat; replies?: number }): Promise<SentMessage[]>;
+  exchange(message: string | Segment[], options?: { from?: string; group?: string; format?: MessageFormat }): Promise<SentMessage[]>;
 }
 
 /** `ws`: Koishi connects to the fake (forward WebSocket); `ws-reverse`: the fake connects to Koishi's `/onebot`. */
@@ -69,14 +69,14 @@ export async function startOneBotChat(options: KoishiOptions & { friends?: strin
   return Object.assign(koishi, {
     onebot: fake,
     stop: () => closeAll(stop, () => fake.close()),
-    async exchange(message: string | Segment[], how: { from?: string; group?: string; format?: MessageFormat; replies?: number } = {}) {
+    async exchange(message: string | Segment[], how: { from?: string; group?: string; format?: MessageFormat } = {}) {
       const from = how.from ?? OWNER;
       const channel = how.group ?? `private:${from}`;
       const before = fake.countTo(channel);
       const segments = typeof message === "string" ? [text(message)] : message;
       if (how.group) fake.pushGroup(how.group, from, segments, how.format);
       else fake.pushPrivate(from, segments, how.format);
-      return fake.sendsTo(channel, before, how.replies ?? 1);
+      return fake.sendsTo(channel, before);
     },
   });
 }
