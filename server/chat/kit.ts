@@ -3,7 +3,7 @@
  * one way to turn a domain refusal into a sentence that says what to do next. Other command files
  * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
  */
-import type { Command, Context, Session } from "koishi";
+import type { Command, Context, Fragment, Session } from "koishi";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -11,6 +11,7 @@ import { DomainError } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { OwnerGuard } from "./owner-guard.ts";
 import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";
+import { reply, say } from "./words.ts";
 
 export interface ChatKit {
   guard: OwnerGuard;
@@ -23,22 +24,25 @@ export interface ChatKit {
   numbers: SessionNumbers;
 }
 
-/** A command of the `anon` group, guarded, never taking the quoted message as an argument. */
+/**
+ * A command of the `anon` group, guarded, never taking the quoted message as an argument; with
+ * strict options, since none declares any, a word starting with `-` is the owner's text.
+ */
 export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
-  return kit.guard.protect(ctx.command(declaration, { captureQuote: false }));
+  return kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
 }
 
-/** A sentence for a refusal the owner can act on; anything unexpected is logged and named briefly. */
+/** A sentence (plain text) for a refusal the owner can act on; anything unexpected is logged and named briefly. */
 export function refusalText(ctx: Context, session: Session, error: unknown): string {
   if (error instanceof ChatRefusal) return error.text;
   if (error instanceof DomainError) {
     const detail = error.issues?.map((issue) => `${issue.path}: ${issue.message}`).join("; ") ?? "";
     const key = `anon-notify.errors.${error.code}`;
-    const text = session.text(key, [detail]);
-    return text === key ? session.text("anon-notify.errors.unknown", [error.code]) : text;
+    const text = say(session, key, [detail]);
+    return text === key ? say(session, "anon-notify.errors.unknown", [error.code]) : text;
   }
   ctx.logger("notify-webhook").warn(error);
-  return session.text("anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
+  return say(session, "anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
 }
 
 /** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
@@ -52,12 +56,12 @@ export class ChatRefusal extends Error {
   }
 }
 
-/** Runs an owner's action as the `operator`, answering refusals with words instead of throwing. */
-export async function asOwner(ctx: Context, kit: ChatKit, session: Session, action: () => Promise<string>): Promise<string> {
+/** Runs an owner's action as the `operator`, answering refusals with words instead of throwing; the words become the message here. */
+export async function asOwner(ctx: Context, kit: ChatKit, session: Session, action: () => Promise<string>): Promise<Fragment> {
   try {
-    return await kit.audit.as("operator", action);
+    return reply(await kit.audit.as("operator", action));
   } catch (error) {
-    return refusalText(ctx, session, error);
+    return reply(refusalText(ctx, session, error));
   }
 }
 
@@ -69,10 +73,10 @@ export function numbered(kit: ChatKit): NumberedSession[] {
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {
   const sessions = numbered(kit);
-  if (sessions.length === 0) throw new ChatRefusal(session.text("anon-notify.session-ref.none-online"));
+  if (sessions.length === 0) throw new ChatRefusal(say(session, "anon-notify.session-ref.none-online"));
   const found = resolveRef(ref, sessions);
   if (found.kind === "found") return { number: found.number, session: found.session };
-  if (found.kind === "none") throw new ChatRefusal(session.text("anon-notify.session-ref.none", [ref]));
+  if (found.kind === "none") throw new ChatRefusal(say(session, "anon-notify.session-ref.none", [ref]));
   const list = found.candidates.map((c) => `#${c.number} ${c.session.project}`).join(", ");
-  throw new ChatRefusal(session.text("anon-notify.session-ref.ambiguous", [ref, list]));
+  throw new ChatRefusal(say(session, "anon-notify.session-ref.ambiguous", [ref, list]));
 }

@@ -4,13 +4,13 @@
  * Satori markup.
  */
 import type { Context } from "koishi";
-import { errorText } from "../../common/errors.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { statusLabel } from "../locales/labels.ts";
 import { saidSummary } from "../locales/said.ts";
+import { failureCause } from "./failure-cause.ts";
 import { deliveryError, type DirectOutcome } from "./decisions.ts";
 
 export interface DirectTarget {
@@ -41,6 +41,9 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
   return lines.join("\n");
 }
 
+/** How much of a failed send's cause a receipt keeps. */
+const SEND_FAILURE_CHARS = 300;
+
 /** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
 export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
@@ -53,6 +56,6 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
     const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
-    return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "send_failed", errorText(error).slice(0, 300)) };
+    return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "send_failed", failureCause(error, SEND_FAILURE_CHARS)) };
   }
 }
