@@ -332,6 +332,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     store: approvalStore,
     audit,
     send: ownerSender(ctx, owner),
+    grantMaxMinutes: config.grantMaxMinutes,
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),

@@ -13,6 +13,12 @@ import { statusLabel } from "../locales/labels.ts";
 import { saidSummary } from "../locales/said.ts";
 import { deliveryError, type DirectOutcome } from "./steps.ts";
 
+/** A button under a message to the owner: its id comes back in the press. */
+export interface OwnerButton {
+  id: string;
+  label: string;
+}
+
 export interface DirectTarget {
   botId: string;
   recipientId: string;
@@ -41,8 +47,14 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
   return lines.join("\n");
 }
 
-/** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
-export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
+/** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */
+export const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
+
+/**
+ * Sends `text` as escaped text from the configured bot to the configured recipient, once, with
+ * `buttons` where the platform has them (elsewhere the text's own typed answers are the way).
+ */
+export async function sendDirectText(ctx: Context, target: DirectTarget, text: string, buttons: readonly OwnerButton[] = []): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "direct_not_configured") };
   }
@@ -50,7 +62,9 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
   if (!bot) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_not_found", target.botId) };
   if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_offline", target.botId) };
   try {
-    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
+    const { h } = koishi;
+    const shown = BUTTON_PLATFORMS.has(bot.platform ?? "") ? buttons.map((b) => h("button", { type: "action", id: b.id }, h.text(b.label))) : [];
+    const ids = await bot.sendPrivateMessage(target.recipientId, [h.text(text), ...shown]);
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
     return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "send_failed", errorText(error).slice(0, 300)) };
