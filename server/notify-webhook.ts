@@ -353,7 +353,6 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     },
     grants,
   });
-
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });
