@@ -103,6 +103,8 @@ test("Telegram: Deny refuses the call; the grant button appears where the rule i
 }, async (t) => {
   const chat = await startTelegramChat();
   const tg = chat.fake;
+  // Telegram keeps no friend list: the check says it cannot tell, never "not added".
+  assert.deepEqual((({ status, reason }) => ({ status, reason }))((await call(chat, "GET", "/recipient")).body), { status: "unknown", reason: "not_checked" });
   const menu = await tg.waitFor("setMyCommands", (b) => !b.language_code, "the default command menu");
   const names = (menu.body.commands as { command: string }[]).map((c) => c.command);
   for (const name of ["anon", "anon_sessions", "anon_send", "anon_stop", "anon_approve", "anon_deny"]) assert.ok(names.includes(name), `${name} in ${names}`);
@@ -212,4 +214,34 @@ test("Discord: the owner's Deny press refuses the call", { timeout: 120_000 }, a
   await run;
   assert.equal(existsSync(build), true, "denied: nothing ran");
   assert.equal(toolResults(pi, "bash")[0]!.isError, true);
+});
+
+test("quote-reply answers on both: 同意 quoting the Telegram request approves, 拒绝 quoting the Discord request denies", { timeout: 120_000 }, async (t) => {
+  const telegram = await startTelegramChat();
+  const first = await asking(t, telegram);
+  const tg = telegram.fake;
+  const request = await tg.waitFor("sendMessage", (b) => /【Pi 审批 [A-Z]{5}】/.test(b.text), "the Telegram request");
+  const code = /审批 ([A-Z]{5})/.exec(request.body.text)![1]!;
+  const requestId = [...tg.messages.values()].find((m) => m.text === request.body.text)!.message_id;
+  await tg.privateMessage(TELEGRAM_OWNER, "同意", { replyTo: requestId });
+  await tg.waitFor("sendMessage", (b) => b.text === `已批准 ${code}（rm -rf），决定已发给 Pi。`, "the quote-reply approved");
+  await first.run;
+  assert.equal(existsSync(first.build), false, "approved: the command ran");
+
+  const discord = await startDiscordChat();
+  const second = await asking(t, discord);
+  const dc = discord.fake;
+  const dm = dc.dmChannel(DISCORD_OWNER.id);
+  const dRequest = await dc.waitFor("POST", new RegExp(`^/channels/${dm}/messages$`), "the Discord request");
+  const dCode = /审批 ([A-Z]{5})/.exec(dRequest.body.content)![1]!;
+  const dRequestId = [...dc.messages.values()].find((m) => m.content === dRequest.body.content)!.id;
+  await dc.directMessage(DISCORD_OWNER, "拒绝 不要删", { replyTo: dRequestId });
+  const denied = await waitUntil(
+    () => dc.calls.find((c) => c.method === "POST" && c.path === `/channels/${dm}/messages` && String(c.body?.content).startsWith(`已拒绝 ${dCode}`)),
+    "the Discord quote-reply denied",
+    30_000,
+  );
+  assert.equal(denied.body.content, `已拒绝 ${dCode}（rm -rf），理由：不要删，决定已发给 Pi。`);
+  await second.run;
+  assert.equal(existsSync(second.build), true, "denied: nothing ran");
 });

@@ -38,7 +38,8 @@ export interface FakeDiscord {
   messages: Map<string, StoredMessage>;
   /** The DM channel the fake opens for a user. */
   dmChannel(userId: string): string;
-  directMessage(from: DiscordUser, content: string): Promise<void>;
+  /** A DM from `from`; `replyTo` makes it a reply quoting that message. */
+  directMessage(from: DiscordUser, content: string, options?: { replyTo?: string }): Promise<void>;
   /** A press on a component of message `messageId`, in `from`'s DM with the bot. */
   press(from: DiscordUser, messageId: string, customId: string): Promise<string>;
   /** A slash command: `/anon <sub> <options…>` in `from`'s DM. */
@@ -166,9 +167,11 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
     calls,
     messages,
     dmChannel,
-    directMessage: async (from, content) => {
-      const sent = message(dmChannel(from.id), from, content);
-      await dispatch("MESSAGE_CREATE", sent, () => true, "the message was dispatched");
+    directMessage: async (from, content, options) => {
+      const channel = dmChannel(from.id);
+      const sent = message(channel, from, content);
+      const reference = options?.replyTo ? { message_reference: { message_id: options.replyTo, channel_id: channel } } : {};
+      await dispatch("MESSAGE_CREATE", { ...sent, ...reference }, () => true, "the message was dispatched");
     },
     press: async (from, messageId, customId) => {
       const stored = messages.get(messageId);
