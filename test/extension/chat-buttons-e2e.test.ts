@@ -96,6 +96,10 @@ test("Telegram: the request carries Approve and Deny; a stranger's press does no
   await tg.press(TELEGRAM_OWNER, requestId, deny!);
   const late = await tg.waitFor("sendMessage", (b) => b.text.startsWith(`审批 ${code} 已经有了结果`), "the late press answered");
   assert.match(late.body.text, /已在聊天中批准.*这次的回答没有生效。$/);
+  // The native command, typed in its flat name, is answered the same way.
+  await tg.privateMessage(TELEGRAM_OWNER, `/anon_approve ${code}`);
+  const typed = await tg.waitFor("sendMessage", (b) => b.text.startsWith(`审批 ${code} 已经有了结果`) && b !== late.body, "/anon_approve answered");
+  assert.match(typed.body.text, /这次的回答没有生效。$/);
 });
 
 test("Telegram: Deny refuses the call; the grant button appears where the rule is grantable; /anon_sessions answers the owner in the menu's flat name", {
