@@ -13,10 +13,26 @@ import { statusLabel } from "../locales/labels.ts";
 import { saidSummary } from "../locales/said.ts";
 import { deliveryError, type DirectOutcome } from "./steps.ts";
 
-/** A button under a message to the owner: its id comes back in the press. */
+/** A button under a message to the owner: its id comes back in the press; one with `href` opens that link instead. */
 export interface OwnerButton {
   id: string;
   label: string;
+  href?: string;
+}
+
+/** The console page's path (console/client/index.ts registers it). */
+const CONSOLE_PAGE_PATH = "/anon-notify";
+
+/** The console page's public address, when the console has one (its `selfUrl`); null otherwise. */
+export function consolePageUrl(ctx: Context): string | null {
+  const config = (ctx.get("console") as { config?: { selfUrl?: string; uiPath?: string } } | undefined)?.config;
+  return config?.selfUrl ? `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}${CONSOLE_PAGE_PATH}` : null;
+}
+
+/** A needs-you notice carries "Open console" where the console's address is known. */
+export function noticeButtons(ctx: Context, event: EventBody, say: Say): OwnerButton[] {
+  const url = event.details?.needs_you === true ? consolePageUrl(ctx) : null;
+  return url ? [{ id: "anon-console", label: say("anon-notify.direct.open-console"), href: url }] : [];
 }
 
 export interface DirectTarget {
@@ -63,7 +79,9 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
   if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_offline", target.botId) };
   try {
     const { h } = koishi;
-    const shown = BUTTON_PLATFORMS.has(bot.platform ?? "") ? buttons.map((b) => h("button", { type: "action", id: b.id }, h.text(b.label))) : [];
+    const shown = BUTTON_PLATFORMS.has(bot.platform ?? "")
+      ? buttons.map((b) => h("button", b.href ? { type: "link", href: b.href } : { type: "action", id: b.id }, h.text(b.label)))
+      : [];
     const ids = await bot.sendPrivateMessage(target.recipientId, [h.text(text), ...shown]);
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
