@@ -249,3 +249,20 @@ test("quote-reply answers on both: 同意 quoting the Telegram request approves,
   await second.run;
   assert.equal(existsSync(second.build), true, "denied: nothing ran");
 });
+
+test("Telegram: the Approve-for-30-minutes press approves and grants, the same as anon.approve CODE 30m", { timeout: 120_000 }, async (t) => {
+  const chat = await startTelegramChat();
+  const tg = chat.fake;
+  const { build, run } = await asking(t, chat, { grantableRules: ["rm-rf"] });
+  const request = await tg.waitFor("sendMessage", (b) => /【Pi 审批 [A-Z]{5}】/.test(b.text), "the approval request");
+  const code = /审批 ([A-Z]{5})/.exec(request.body.text)![1]!;
+  const grant = (request.body.reply_markup.inline_keyboard as { callback_data: string }[][]).flat()[2]!.callback_data;
+  const requestId = [...tg.messages.values()].find((m) => m.text === request.body.text)!.message_id;
+  await tg.press(TELEGRAM_OWNER, requestId, grant);
+  const granted = await tg.waitFor("sendMessage", (b) => b.text.startsWith(`已批准 ${code}`), "the grant confirmed");
+  assert.match(granted.body.text, /并授权本会话 30 ?分钟内只命中规则 rm-rf 的请求直接批准（授权 G[A-Z]{4}）/);
+  await run;
+  assert.equal(existsSync(build), false, "approved: the command ran");
+  const { body } = await call(chat, "GET", "/operator/grants", undefined, OPERATOR_TOKEN);
+  assert.equal(body.grants.length, 1, JSON.stringify(body));
+});
