@@ -62,7 +62,9 @@ test("Telegram: the request carries Approve and Deny; a stranger's press does no
 
   const sentBefore = tg.calls.filter((c) => c.method === "sendMessage").length;
   await tg.press(TELEGRAM_STRANGER, requestId, approve!);
-  await tg.waitFor("answerCallbackQuery", () => true, "the stranger's press acknowledged");
+  const ack = await tg.waitFor("answerCallbackQuery", () => true, "the stranger's press acknowledged");
+  // The adapter acknowledges every press itself, with no text: whatever the press came to is said in the chat.
+  assert.deepEqual(Object.keys(ack.body), ["callback_query_id"]);
   const refused = await waitUntil(
     async () => (await auditActions(chat)).find((e) => e.action === "chat.refused" && e.data.command === "button"),
     "the stranger's press on the trail",
