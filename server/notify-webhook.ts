@@ -332,6 +332,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     store: approvalStore,
     audit,
     send: ownerSender(ctx, owner),
+    grantMaxMinutes: config.grantMaxMinutes,
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
@@ -352,7 +353,6 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     },
     grants,
   });
-
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });

@@ -10,7 +10,9 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
+import type { OwnerButton } from "../handover/direct.ts";
 import { errorInWords } from "../handover/decisions.ts";
+import { approvalButtons, GRANT_BUTTON_MINUTES } from "./buttons.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./message-rules.ts";
 import type { ApprovalStore } from "./store.ts";
@@ -18,8 +20,10 @@ import type { ApprovalStore } from "./store.ts";
 export interface MessengerDeps {
   store: ApprovalStore;
   audit: AuditLog;
-  /** Sends to the owner; answers the platform message id; throws when it could not send. */
-  send(text: string): Promise<string | null>;
+  /** Sends to the owner (with buttons where the platform has them); answers the platform message id; throws when it could not send. */
+  send(text: string, buttons?: readonly OwnerButton[]): Promise<string | null>;
+  /** The server's cap on a grant: the request's "Approve for N minutes" button grants no longer. */
+  grantMaxMinutes: number;
   /** Hands the persona its mention (the event intake); throws when not accepted yet. */
   mention(event: EventBody): Promise<void>;
   personaPresent(): boolean;
@@ -151,8 +155,13 @@ export class ApprovalMessenger {
       try {
         // A message to the owner: sent, marked on the row, then on the audit trail with its text.
         const owed = row;
-        const sendToOwner = async (text: string, action: string, marks: (messageId: string | null) => Parameters<typeof store.mark>[1]) => {
-          const messageId = await this.#deps.send(text);
+        const sendToOwner = async (
+          text: string,
+          action: string,
+          marks: (messageId: string | null) => Parameters<typeof store.mark>[1],
+          buttons: readonly OwnerButton[] = [],
+        ) => {
+          const messageId = await this.#deps.send(text, buttons);
           await store.mark(owed.approval_id, marks(messageId));
           await audit.record({
             actor: "server",
@@ -163,10 +172,13 @@ export class ApprovalMessenger {
           });
         };
         if (next === "request") {
-          await sendToOwner(requestText(row, new Date(), this.#voice), "approval.request_sent", (messageId) => ({
-            request_sent: true,
-            request_message_id: messageId,
-          }));
+          const buttons = approvalButtons(row, this.#voice, Math.min(GRANT_BUTTON_MINUTES, this.#deps.grantMaxMinutes));
+          await sendToOwner(
+            requestText(row, new Date(), this.#voice),
+            "approval.request_sent",
+            (messageId) => ({ request_sent: true, request_message_id: messageId }),
+            buttons,
+          );
           this.#attempted(row.approval_id);
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));

@@ -60,7 +60,7 @@ function clip(reason: string | undefined): string | null {
 const PERSON_VIAS = new Set(["chat", "operator", "console", "terminal", "policy"]);
 
 /** What an approval became, in words: "已在终端批准", "超时无人回答，按拒绝处理", …. */
-function resultText(session: Session, approval: Approval): string {
+export function resultText(session: Session, approval: Approval): string {
   const via = approval.via && PERSON_VIAS.has(approval.via) ? say(session, `anon-notify.approval.via.${approval.via}`) : "";
   if (approval.state === "decided") return say(session, `anon-notify.approval.result.decided-${approval.decision}`, { via });
   if (approval.state === "rejected" && approval.via === "aborted") return say(session, "anon-notify.approval.result.aborted");
@@ -68,7 +68,7 @@ function resultText(session: Session, approval: Approval): string {
 }
 
 /** Decides as the owner and words the outcome; refusals become sentences saying what happened instead. */
-async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
+export async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
@@ -95,7 +95,7 @@ async function decideRefusal(kit: ChatKit, session: Session, ref: string, error:
 /** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
-async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
+export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");

@@ -26,11 +26,18 @@ export interface ChatKit {
 
 /**
  * A command of the `anon` group, guarded, never taking the quoted message as an argument; with
- * strict options, since none declares any, a word starting with `-` is the owner's text.
+ * strict options, since none declares any, a word starting with `-` is the owner's text. It also
+ * answers to its flat name (`anon_sessions`), which platforms whose command names cannot hold a
+ * dot (Telegram) show in their menu.
  */
 export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
-  return kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
+  const command = kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
+  if (command.name.includes(".")) command.alias(flatName(command.name));
+  return command;
 }
+
+/** `anon.sessions` → `anon_sessions`. */
+export const flatName = (name: string) => name.replace(/\./g, "_");
 
 /** A sentence (plain text) for a refusal the owner can act on; anything unexpected is logged and named briefly. */
 export function refusalText(ctx: Context, session: Session, error: unknown): string {

@@ -10,9 +10,11 @@ import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
+import { buttonPresses } from "./buttons.ts";
 import { grantCommands } from "./grants.ts";
 import { instructionCommands } from "./instructions.ts";
 import { muteCommands } from "./mute.ts";
+import { flatCommandMenus } from "./native-commands.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 import { stopCommands } from "./stop.ts";
@@ -40,10 +42,12 @@ export const ChatCommands = {
     sessionCommands(ctx, kit);
     // Before the replies to notices: a quote of an approval request is a decision, never an instruction.
     approvalCommands(ctx, kit);
+    buttonPresses(ctx, kit);
     grantCommands(ctx, kit);
     sendCommands(ctx, kit);
     instructionCommands(ctx, kit);
     muteCommands(ctx, kit);
     stopCommands(ctx, kit);
+    flatCommandMenus(ctx, "anon");
   },
 };

@@ -13,6 +13,28 @@ import { saidSummary } from "../locales/said.ts";
 import { failureCause } from "./failure-cause.ts";
 import { deliveryError, type DirectOutcome } from "./decisions.ts";
 
+/** A button under a message to the owner: its id comes back in the press; one with `href` opens that link instead. */
+export interface OwnerButton {
+  id: string;
+  label: string;
+  href?: string;
+}
+
+/** The console page's path (console/client/index.ts registers it). */
+const CONSOLE_PAGE_PATH = "/anon-notify";
+
+/** The console page's public address, when the console has one (its `selfUrl`); null otherwise. */
+export function consolePageUrl(ctx: Context): string | null {
+  const config = (ctx.get("console") as { config?: { selfUrl?: string; uiPath?: string } } | undefined)?.config;
+  return config?.selfUrl ? `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}${CONSOLE_PAGE_PATH}` : null;
+}
+
+/** A needs-you notice carries "Open console" where the console's address is known. */
+export function noticeButtons(ctx: Context, event: EventBody, say: Say): OwnerButton[] {
+  const url = event.details?.needs_you === true ? consolePageUrl(ctx) : null;
+  return url ? [{ id: "anon-console", label: say("anon-notify.direct.open-console"), href: url }] : [];
+}
+
 export interface DirectTarget {
   botId: string;
   recipientId: string;
@@ -44,8 +66,14 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
 /** How much of a failed send's cause a receipt keeps. */
 const SEND_FAILURE_CHARS = 300;
 
-/** Sends `text` as escaped text from the configured bot to the configured recipient, once. */
-export async function sendDirectText(ctx: Context, target: DirectTarget, text: string): Promise<DirectOutcome> {
+/** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */
+export const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
+
+/**
+ * Sends `text` as escaped text from the configured bot to the configured recipient, once, with
+ * `buttons` where the platform has them (elsewhere the text's own typed answers are the way).
+ */
+export async function sendDirectText(ctx: Context, target: DirectTarget, text: string, buttons: readonly OwnerButton[] = []): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "direct_not_configured") };
   }
@@ -53,7 +81,11 @@ export async function sendDirectText(ctx: Context, target: DirectTarget, text: s
   if (!bot) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_not_found", target.botId) };
   if (bot.status !== BOT_ONLINE) return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "bot_offline", target.botId) };
   try {
-    const ids = await bot.sendPrivateMessage(target.recipientId, koishi.h.text(text));
+    const { h } = koishi;
+    const shown = BUTTON_PLATFORMS.has(bot.platform ?? "")
+      ? buttons.map((b) => h("button", b.href ? { type: "link", href: b.href } : { type: "action", id: b.id }, h.text(b.label)))
+      : [];
+    const ids = await bot.sendPrivateMessage(target.recipientId, [h.text(text), ...shown]);
     return { kind: "delivered", messageId: ids[0] ?? null };
   } catch (error) {
     return { kind: "error", retryable: true, error: deliveryError(instanceSay(ctx), "send_failed", failureCause(error, SEND_FAILURE_CHARS)) };

@@ -4,10 +4,10 @@
  * text. It sends once; callers that must not lose a message retry on `OwnerUnreachable`.
  */
 import type { Context } from "koishi";
-import { sendDirectText, type DirectTarget } from "./direct.ts";
+import { sendDirectText, type DirectTarget, type OwnerButton } from "./direct.ts";
 
-/** Sends `text` to the owner; resolves with the platform's message id (null if it gives none). */
-export type SendToOwner = (text: string) => Promise<string | null>;
+/** Sends `text` (with buttons where the platform has them) to the owner; resolves with the platform's message id (null if it gives none). */
+export type SendToOwner = (text: string, buttons?: readonly OwnerButton[]) => Promise<string | null>;
 
 export class OwnerUnreachable extends Error {
   /** Trying again later may work (bot offline, send failed), unlike a missing configuration. */
@@ -21,8 +21,8 @@ export class OwnerUnreachable extends Error {
 }
 
 export function ownerSender(ctx: Context, target: DirectTarget): SendToOwner {
-  return async (text) => {
-    const outcome = await sendDirectText(ctx, target, text);
+  return async (text, buttons) => {
+    const outcome = await sendDirectText(ctx, target, text, buttons);
     if (outcome.kind === "error") throw new OwnerUnreachable(outcome.error, outcome.retryable);
     return outcome.messageId;
   };

@@ -20,7 +20,7 @@ import type { MuteStore } from "../mute/store.ts";
 import { buildEventBlock } from "../persona/block-rules.ts";
 import type { Persona, PersonaSlot } from "../persona/port.ts";
 import { instanceSay } from "../locales/load.ts";
-import { formatDirectMessage, sendDirectText, type DirectTarget } from "./direct.ts";
+import { formatDirectMessage, noticeButtons, sendDirectText, type DirectTarget } from "./direct.ts";
 import { decideStep, deliveryError, errorInWords, type RetryPolicy, type WorkOutcome } from "./decisions.ts";
 
 const SAVE_RETRY_FIRST_MS = 1000;
@@ -160,7 +160,7 @@ export class EventWorker {
     const text = direct ? item.directText : buildEventBlock(item.event, item.receivedAt);
     let outcome: WorkOutcome;
     try {
-      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text);
+      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, item.event, this.#options.say));
       else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
       else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
     } catch (error) {
