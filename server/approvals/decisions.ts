@@ -41,6 +41,10 @@ export interface ApprovalRecord {
   /** Exactly what will run, as the agent sent it (redacted again by the server). */
   command: string;
   command_hidden_chars: number;
+  /** The literal words of every simple command, as the client sent them; null when it could not (what a grant binds to). */
+  argv: string[][] | null;
+  /** The OS user id Pi said it runs as; null when it did not say. */
+  agent_uid: number | null;
   rules: string[];
   grantable: boolean;
   /** The server's display form of `command` (common/command-text.ts). */

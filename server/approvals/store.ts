@@ -46,6 +46,8 @@ export class ApprovalStore {
         reason: "text",
         command: "text",
         command_hidden_chars: "unsigned",
+        argv: { type: "json", nullable: true },
+        agent_uid: { type: "unsigned", nullable: true },
         rules: "json",
         grantable: "boolean",
         preview: "text",

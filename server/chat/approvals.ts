@@ -8,7 +8,7 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { actionText, durationText, grantedText, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../errors.ts";
@@ -93,18 +93,11 @@ async function decideRefusal(kit: ChatKit, session: Session, ref: string, error:
 /** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
-async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
+async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number, prefix: string[] | undefined): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
-    const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");
-    const voice = voiceOf(sessionSay(session));
-    return session.text("anon-notify.approval.granted", {
-      code: approval.code,
-      action: actionText(approval, voice),
-      grant: grant.grant_id,
-      rules: grant.rules.map(oneLine).join(", "),
-      left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
-    });
+    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, decider, "chat");
+    return grantedText(approval, grant, voiceOf(sessionSay(session)));
   } catch (error) {
     // `not_grantable` is worded by the error's own text (refusalText).
     if (error instanceof DomainError && error.code !== "not_grantable") return decideRefusal(kit, session, ref, error);
@@ -124,14 +117,15 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
 }
 
 export function approvalCommands(ctx: Context, kit: ChatKit): void {
-  // `anon.approve CODE 30m`: approve, and grant the approval's rules to its session for that long.
-  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string]").action(({ session }, code, duration) =>
+  // `anon.approve CODE 30m [npm run]`: approve, and grant this exact call (or every call starting with those words) to its session for that long.
+  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string] [prefix:text]").action(({ session }, code, duration, prefix) =>
     asOwner(ctx, kit, session!, async () => {
       if (!code) return session!.text(".usage");
       if (duration === undefined) return decide(kit, session!, code, "approved", null);
       const minutes = GrantMinutes.safeParse(parseDuration(duration));
       if (!minutes.success) throw new ChatRefusal(session!.text(".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
-      return approveWithGrant(kit, session!, code, minutes.data);
+      const words = plainText(prefix ?? "").trim();
+      return approveWithGrant(kit, session!, code, minutes.data, words ? words.split(/\s+/) : undefined);
     }),
   );
 

@@ -4,7 +4,7 @@
  */
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
-import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
+import { coversText, durationText, voiceOf } from "../approvals/messages.ts";
 import { sessionSay } from "../locales/load.ts";
 import { DomainError } from "../errors.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
@@ -18,7 +18,7 @@ function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number):
   return session.text("commands.anon.grants.messages.line", {
     grant: grant.grant_id,
     session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
-    rules: grant.rules.map(oneLine).join(", "),
+    covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: grant.uses,
   });
