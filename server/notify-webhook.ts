@@ -340,6 +340,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
+    pace: { cap: config.approvalMessagesPerMinute, windowMs: 60_000 },
   });
   const grantStore = new GrantStore(ctx);
   const grants = new GrantService({ store: grantStore, audit, maxMinutes: config.grantMaxMinutes });

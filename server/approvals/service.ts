@@ -92,6 +92,7 @@ const PENDING_FIELDS = {
   via: null,
   decided_at: null,
   request_sent: false,
+  request_held: false,
   persona_mentioned: false,
   grant_id: null,
   grant_use: null,
@@ -107,6 +108,7 @@ function grantedFields(grant: GrantRecord, use: number, now: Date) {
     via: grant.via,
     decided_at: now,
     request_sent: true,
+    request_held: false,
     persona_mentioned: true,
     grant_id: grant.grant_id,
     grant_use: use,
@@ -369,6 +371,13 @@ export class ApprovalService {
       limit: query.limit,
     });
     return rows.map(project);
+  }
+
+  /** One page of the approvals nobody has answered yet, newest first, and how many there are in all. */
+  async pendingPage(page: number, size: number): Promise<{ approvals: Approval[]; total: number }> {
+    const { store } = this.#deps;
+    const rows = await store.list({ states: ["pending"], limit: size, offset: (page - 1) * size });
+    return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
   /** The approval a quote reply answers, if the quoted message is a request. */

@@ -145,13 +145,17 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     }),
   );
 
-  ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>
+  // Many sessions may be waiting at once: a page at a time (`anon.approvals 2`), so every one can be found.
+  ownerCommand(ctx, kit, "anon.approvals [page:posint]").action(({ session }, page) =>
     asOwner(ctx, kit, session!, async () => {
       // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
-      const open = (await kit.approvals.list({ state: "open", limit: LISTED })).filter((a) => a.state === "pending");
-      if (open.length === 0) return session!.text(".empty");
+      const { approvals, total } = await kit.approvals.pendingPage(page ?? 1, LISTED);
+      if (total === 0) return session!.text(".empty");
+      const pages = Math.ceil(total / LISTED);
       const now = Date.now();
-      return [session!.text(".header", [open.length]), ...open.map((a) => approvalLine(kit, session!, a, now)), session!.text(".footer")].join("\n");
+      const lines = approvals.map((a) => approvalLine(kit, session!, a, now));
+      const more = (page ?? 1) < pages ? [session!.text(".more", { page: (page ?? 1) + 1, pages })] : [];
+      return [session!.text(".header", [total]), ...lines, ...more, session!.text(".footer")].join("\n");
     }),
   );
 

@@ -52,6 +52,7 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
     resolved_at: null,
     request_message_id: null,
     request_sent: false,
+    request_held: false,
     persona_mentioned: false,
     closing_sent: false,
     grant_id: null,
