@@ -32,8 +32,11 @@ const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 // The owner's messages go out as a platform would take them (recorded, an id back).
-// The per-session request limits would throttle a run of back-to-back samples: this measures latency, not the limiter.
-const koishi = await startChat({ config: { approvalsPerMinute: 100_000, approvalBurst: 1_000 } });
+// The per-session request limits and the owner's message cap would throttle a run of back-to-back
+// samples: this measures latency, not the limiters. Operator-API answers are an opt-in (this Pi runs as the bench's user).
+const koishi = await startChat({
+  config: { approvalsPerMinute: 100_000, approvalBurst: 1_000, approvalMessagesPerMinute: 100_000, approvalOperatorDecisions: true },
+});
 const owner = koishi.owner();
 const root = makeRoot();
 const savedEnv = { ...process.env };

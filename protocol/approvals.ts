@@ -11,7 +11,7 @@ export const APPROVAL_LIMITS = {
   reasonChars: 200,
   /** The display form of a command (`preview`, the terminal dialog, the chat): head and tail past this. */
   previewChars: 1000,
-  /** The command sent with a request: head and tail past this, `command_hidden_chars` says how many were left out. */
+  /** The longest command a request carries; a longer one is refused whole by both sides, never cut. */
   commandChars: 16_384,
   rulesMax: 16,
   cwdChars: 4096,
@@ -85,13 +85,20 @@ export const ApprovalRequest = z.strictObject({
   cwd: z.string().min(1).max(APPROVAL_LIMITS.cwdChars),
   action: z.string().min(1).max(APPROVAL_LIMITS.actionChars),
   reason: z.string().max(APPROVAL_LIMITS.reasonChars),
-  /** Exactly what will run (only literal secret values masked); head and tail past `commandChars`. */
+  /** Exactly what will run, whole (only literal secret values masked); a longer one is refused, never cut. */
   command: z.string().min(1).max(APPROVAL_LIMITS.commandChars),
-  /** How many characters the client left out between the head and tail of `command`. */
+  /** From older clients that cut long commands: anything but 0 is refused (`command_incomplete`). */
   command_hidden_chars: z.number().int().min(0).default(0),
+  /** The literal words of every simple command (`bash` only, every word a resolved literal); what a grant binds to. */
+  argv: z
+    .array(z.array(z.string().max(4096)).max(64))
+    .max(64)
+    .optional(),
+  /** The OS user id Pi runs as (`process.getuid()`; absent where there is none): whether it could read the operator token. */
+  agent_uid: z.number().int().min(0).max(0xffff_ffff).optional(),
   /** Every rule the gate matched. */
   rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
-  /** The client's view: no `opaque.*` rule, source `policy`, every rule configured grantable. The server recomputes. */
+  /** Ignored: the server alone decides what may be granted (`serverGrantable`); kept for older servers, which need it. */
   grantable: z.boolean(),
   source: ApprovalSource,
   /** What `action` is (`policy` requests), for each side to word; absent from older clients. */
@@ -153,8 +160,10 @@ export const OperatorApprovalDecision = z.strictObject({
   decision: ApprovalDecision,
   reason: z.string().max(APPROVAL_LIMITS.reasonChars).optional(),
   binding: ApprovalBinding.optional(),
-  /** With `approved`: also a standing grant of the approval's rules for its session, this many minutes. */
+  /** With `approved`: also a standing grant of this exact call (same argv, same cwd) for its session, this many minutes. */
   grant_minutes: z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax).optional(),
+  /** With `grant_minutes`: grant every call of its cwd starting with these words instead (the leading words of the approval's one simple command). */
+  grant_prefix: z.array(z.string().max(4096)).min(1).max(64).optional(),
 });
 
 /** `GET /operator/approvals`: newest first; `open` = pending or decided. */
@@ -183,15 +192,21 @@ export const ApprovalDecisionOutcome = z.enum(["applied", "already_answered", "m
 export type ApprovalDecisionOutcome = z.infer<typeof ApprovalDecisionOutcome>;
 
 /**
- * A standing grant: the owner approved an approval's rules for its session for a while, so a later
- * request of that session whose rules it all covers is approved at once. Never for `opaque.*` rules
- * or `ask_approval`; revocable; each use counted.
+ * A standing grant: the owner approved one exact call for its session for a while, so a later
+ * request of that session with the same argv (or, for a prefix grant, every simple command starting
+ * with the prefix and no further word a path outside the project) from the same cwd is approved at
+ * once. Never for `opaque.*` rules, `ask_approval` or a call without `argv`; revocable; each use counted.
  */
 export const GrantId = z.string().regex(new RegExp(`^G[${CODE_ALPHABET}]{4}$`), "must be a grant id: G and 4 letters");
 export const Grant = z.object({
   grant_id: GrantId,
   session_id: Id,
   rules: z.array(z.string()),
+  /** What it covers: the exact simple commands, or (`prefix`) the leading words each must start with; null on grants made before binding (they cover nothing). */
+  argv: z.array(z.array(z.string())).nullable(),
+  prefix: z.boolean(),
+  /** The working directory it holds in. */
+  cwd: z.string(),
   /** The approval it was given with. */
   approval_id: Id,
   created_by: z.string(),

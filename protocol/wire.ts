@@ -145,6 +145,9 @@ export const ErrorCode = z.enum([
   "approval_mismatch",
   "too_many_approvals",
   "not_grantable",
+  "operator_decisions_off",
+  "operator_token_reachable",
+  "command_incomplete",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -3,6 +3,7 @@
  * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
  * straight to the configured chat). This file only declares the configuration and composes the
  * parts; each folder under server/ is one of them (docs/architecture.md has the map).
+ * Over 400 lines: the whole Config schema sits here, one section per concern, beside its wiring.
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
@@ -107,6 +108,8 @@ export interface Config {
   approvalsPerMinute: number;
   approvalBurst: number;
   grantMaxMinutes: number;
+  approvalOperatorDecisions: boolean;
+  approvalMessagesPerMinute: number;
   consoleActions: boolean;
   consoleToken: string;
   consoleAuthority: number;
@@ -217,6 +220,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
       approvalsPerMinute: Schema.natural().min(1).default(10),
       approvalBurst: Schema.natural().min(1).default(5),
       grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
+      approvalOperatorDecisions: Schema.boolean().default(false),
+      approvalMessagesPerMinute: Schema.natural().min(1).default(10),
     }),
     "approvals",
   ),
@@ -336,6 +341,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
+    pace: { cap: config.approvalMessagesPerMinute, windowMs: 60_000 },
   });
   const grantStore = new GrantStore(ctx);
   const grants = new GrantService({ store: grantStore, audit, maxMinutes: config.grantMaxMinutes });
@@ -352,6 +358,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
       rate: { perMinute: config.approvalsPerMinute, burst: config.approvalBurst },
     },
     grants,
+    operatorDecisions: { optedIn: config.approvalOperatorDecisions, serverUid: process.getuid?.() },
   });
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
   ctx.plugin(NoticeRouteReport, { personas, owner });

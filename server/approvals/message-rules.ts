@@ -10,7 +10,7 @@ import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { actionLabel } from "../../common/action-label.ts";
-import type { Approval } from "../../protocol/approvals.ts";
+import type { Approval, Grant } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
 import type { ApprovalRecord } from "./decisions.ts";
@@ -82,7 +82,30 @@ export function actionText(approval: Pick<Approval, "source" | "action" | "actio
   }
 }
 
-const project = (record: ApprovalRecord) => oneLine(basename(record.cwd) || record.cwd);
+const project = (record: Pick<ApprovalRecord, "cwd">) => oneLine(basename(record.cwd) || record.cwd);
+
+/** A word as a shell would read it back: plain words as they are, anything else in single quotes. */
+const shellWord = (word: string) => (/^[A-Za-z0-9_./=:@%+,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`);
+
+/** Simple commands as words, one line (`rm -rf build; npm test`), controls visible. */
+export const argvText = (argv: readonly (readonly string[])[]) => oneLine(argv.map((command) => command.map(shellWord).join(" ")).join("; "));
+
+/** What a grant covers, in words: the exact command, or every command starting with its words. */
+export function coversText(grant: Pick<Grant, "argv" | "prefix">, voice: Voice): string {
+  return voice.say(grant.prefix ? "covers.prefix" : "covers.exact", { command: argvText(grant.argv ?? []) });
+}
+
+/** The confirmation of an approval granted: which call, where, for how long, and how to revoke. */
+export function grantedText(approval: Approval, grant: Grant, voice: Voice): string {
+  return voice.say("granted", {
+    code: approval.code,
+    action: actionText(approval, voice),
+    grant: grant.grant_id,
+    project: project(grant),
+    covers: coversText(grant, voice),
+    left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
+  });
+}
 
 /** The request the owner answers: code, what will run (exactly), which rules, the real time left, how to answer. */
 export function requestText(record: ApprovalRecord, now: Date, voice: Voice): string {

@@ -89,11 +89,14 @@ export const ApprovalRoutes = {
       const body = parseWith(OperatorApprovalDecision, request.body);
       const ref = request.params.approval_id ?? "";
       const operator = { actor: "operator", name: "operator" } as const;
+      if (body.grant_minutes === undefined && body.grant_prefix !== undefined)
+        throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
       if (body.grant_minutes === undefined)
         return json(200, { approval: await approvals.decide(ref, body.decision, operator, "operator", body.reason ?? null, body.binding) });
       if (body.decision !== "approved")
         throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
-      return json(200, await approvals.approveWithGrant(ref, body.grant_minutes, operator, "operator", body.reason ?? null, body.binding));
+      const grant = { minutes: body.grant_minutes, prefix: body.grant_prefix };
+      return json(200, await approvals.approveWithGrant(ref, grant, operator, "operator", body.reason ?? null, body.binding));
     });
 
     api.route(ctx, { method: "GET", path: "/operator/grants", auth: "operator" }, async (request) => {

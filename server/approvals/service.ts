@@ -45,6 +45,7 @@ import {
   type Transition,
 } from "./decisions.ts";
 import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
+import { operatorDecisionRefusal } from "./operator-decision-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
@@ -71,6 +72,8 @@ export interface ApprovalServiceDeps {
   presenceGraceMs: number;
   limits: ApprovalLimits;
   grants: GrantService;
+  /** Decisions through the operator API: opted in (`approvalOperatorDecisions`), and the server's own OS user id. */
+  operatorDecisions: { optedIn: boolean; serverUid: number | undefined };
   random?: (size: number) => number;
   now?: () => Date;
 }
@@ -88,6 +91,7 @@ const PENDING_FIELDS = {
   via: null,
   decided_at: null,
   request_sent: false,
+  request_held: false,
   persona_mentioned: false,
   grant_id: null,
   grant_use: null,
@@ -103,6 +107,7 @@ function grantedFields(grant: GrantRecord, use: number, now: Date) {
     via: grant.via,
     decided_at: now,
     request_sent: true,
+    request_held: false,
     persona_mentioned: true,
     grant_id: grant.grant_id,
     grant_use: use,
@@ -149,6 +154,8 @@ export class ApprovalService {
     return this.#creations.run(CREATE, async () => {
       const { store, audit, limits } = this.#deps;
       const digest = requestDigest(body);
+      // The owner answers for all of it or none: a command the client cut is never stored in part.
+      if (body.command_hidden_chars > 0) throw new DomainError("command_incomplete");
       const decision = decideRequest(await store.get(body.approval_id), digest);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
@@ -172,11 +179,13 @@ export class ApprovalService {
       this.#buckets.set(body.session_id, admission.bucket);
       this.#mayHaveOpen?.add(body.session_id);
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
-      // The server's own view of what may be granted, whatever the client said.
+      // What may be granted is the server's decision alone, whatever the client said.
       const grantable = serverGrantable(body);
-      const granted = await this.#deps.grants.use({ ...body, grantable });
+      const granted = await this.#deps.grants.use(body);
       const record = await store.create({
         ...body,
+        argv: body.argv ?? null,
+        agent_uid: body.agent_uid ?? null,
         action_code: body.source === "policy" ? (body.action_code ?? null) : null,
         grantable,
         command: redactSecrets(body.command),
@@ -229,7 +238,7 @@ export class ApprovalService {
       action: "approval.granted",
       session_id: record.session_id,
       subject: record.approval_id,
-      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules },
+      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules, argv: record.argv, cwd: record.cwd },
     });
   }
 
@@ -252,7 +261,9 @@ export class ApprovalService {
   /**
    * A person's decision, by approval id or 5-letter code. Refusals: `not_found`, `already_decided`,
    * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
-   * the persona, which may never decide. Each refusal is audited with who tried.
+   * the persona, which may never decide; through the operator API `operator_decisions_off` /
+   * `operator_token_reachable` unless opted in and the asking Pi runs as another OS user (the agent
+   * could have read the token). Each refusal is audited with who tried.
    */
   async decide(
     ref: string,
@@ -266,19 +277,20 @@ export class ApprovalService {
   }
 
   /**
-   * Approves and grants the approval's rules to its session for `minutes` (capped by the server's
-   * maximum); refused `not_grantable`, before anything is decided, where the server may not grant.
+   * Approves and grants this exact call (or, with `prefix`, every call of its cwd starting with
+   * those words) to its session for `minutes` (capped by the server's maximum); refused
+   * `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
    */
   async approveWithGrant(
     ref: string,
-    minutes: number,
+    grant: { minutes: number; prefix?: readonly string[] | undefined },
     decider: Decider,
     via: PersonVia,
     reason?: string | null,
     binding?: ApprovalBinding,
   ): Promise<{ approval: Approval; grant: Grant }> {
-    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, minutes));
-    return { approval: project(record), grant: await this.#deps.grants.create(record, minutes, decider, via) };
+    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, grant.minutes, grant.prefix));
+    return { approval: project(record), grant: await this.#deps.grants.create(record, grant.minutes, decider, via, grant.prefix) };
   }
 
   async #decide(
@@ -304,6 +316,10 @@ export class ApprovalService {
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
     if (!found) throw await refused(new DomainError("not_found"));
+    if (via === "operator") {
+      const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
+      if (refusal) throw await refused(new DomainError(refusal));
+    }
     try {
       precheck?.(found);
     } catch (error) {
@@ -354,6 +370,13 @@ export class ApprovalService {
       limit: query.limit,
     });
     return rows.map(project);
+  }
+
+  /** One page of the approvals nobody has answered yet, newest first, and how many there are in all. */
+  async pendingPage(page: number, size: number): Promise<{ approvals: Approval[]; total: number }> {
+    const { store } = this.#deps;
+    const rows = await store.list({ states: ["pending"], limit: size, offset: (page - 1) * size });
+    return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
   /** The approval a quote reply answers, if the quoted message is a request. */

@@ -8,7 +8,7 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
+import { actionText, durationText, grantedText, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../../common/domain-error.ts";
@@ -95,18 +95,11 @@ async function decideRefusal(kit: ChatKit, session: Session, ref: string, error:
 /** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
-export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
+export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number, prefix?: string[]): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
-    const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");
-    const voice = voiceOf(sessionSay(session));
-    return say(session, "anon-notify.approval.granted", {
-      code: approval.code,
-      action: actionText(approval, voice),
-      grant: grant.grant_id,
-      rules: grant.rules.map(oneLine).join(", "),
-      left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
-    });
+    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, decider, "chat");
+    return grantedText(approval, grant, voiceOf(sessionSay(session)));
   } catch (error) {
     // `not_grantable` is worded by the error's own text (refusalText).
     if (error instanceof DomainError && error.code !== "not_grantable") return decideRefusal(kit, session, ref, error);
@@ -126,16 +119,19 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
 }
 
 export function approvalCommands(ctx: Context, kit: ChatKit): void {
-  // `anon.approve CODE 30m`: approve, and grant the approval's rules to its session for that long.
-  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string]").action(({ session }, code, duration) =>
-    asOwner(ctx, kit, session!, async () => {
+  // `anon.approve CODE 30m [npm run]`: approve, and grant this exact call (or every call starting with those words) to its session for that long.
+  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string] [prefix:rawtext]").action((argv, code, duration, prefix) => {
+    const session = argv.session;
+    return asOwner(ctx, kit, session!, async () => {
       if (!code) return say(session!, ".usage");
       if (duration === undefined) return decide(kit, session!, code, "approved", null);
       const minutes = GrantMinutes.safeParse(parseDuration(duration));
       if (!minutes.success) throw new ChatRefusal(say(session!, ".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
-      return approveWithGrant(kit, session!, code, minutes.data);
-    }),
-  );
+      // The prefix as the owner typed it (never parsed as markup a second time).
+      const words = typedTail(argv, [code, duration], prefix);
+      return approveWithGrant(kit, session!, code, minutes.data, words ? words.split(/\s+/) : undefined);
+    });
+  });
 
   ownerCommand(ctx, kit, "anon.deny <code:string> [reason:rawtext]").action((argv, code, reason) =>
     asOwner(ctx, kit, argv.session!, async () =>
@@ -155,13 +151,17 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     }),
   );
 
-  ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>
+  // Many sessions may be waiting at once: a page at a time (`anon.approvals 2`), so every one can be found.
+  ownerCommand(ctx, kit, "anon.approvals [page:posint]").action(({ session }, page) =>
     asOwner(ctx, kit, session!, async () => {
       // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
-      const open = (await kit.approvals.list({ state: "open", limit: LISTED })).filter((a) => a.state === "pending");
-      if (open.length === 0) return say(session!, ".empty");
+      const { approvals, total } = await kit.approvals.pendingPage(page ?? 1, LISTED);
+      if (total === 0) return say(session!, ".empty");
+      const pages = Math.ceil(total / LISTED);
       const now = Date.now();
-      return [say(session!, ".header", [open.length]), ...open.map((a) => approvalLine(kit, session!, a, now)), say(session!, ".footer")].join("\n");
+      const lines = approvals.map((a) => approvalLine(kit, session!, a, now));
+      const more = (page ?? 1) < pages ? [say(session!, ".more", { page: (page ?? 1) + 1, pages })] : [];
+      return [say(session!, ".header", [total]), ...lines, ...more, say(session!, ".footer")].join("\n");
     }),
   );
 

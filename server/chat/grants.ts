@@ -4,7 +4,7 @@
  */
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
-import { durationText, oneLine, voiceOf } from "../approvals/message-rules.ts";
+import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
@@ -19,7 +19,7 @@ function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number):
   return say(session, "commands.anon.grants.messages.line", {
     grant: grant.grant_id,
     session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
-    rules: grant.rules.map(oneLine).join(", "),
+    covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: grant.uses,
   });

@@ -101,6 +101,8 @@ test("the request shows the code a secret-looking name hides, and a long or mult
 });
 
 test("a standing grant answers the next call of a grantable rule at once, the terminal says so, and never covers what cannot be seen", {
+  // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
+  todo: "needs the extension to send argv (approvals-gate, issue 34)",
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
