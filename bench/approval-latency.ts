@@ -17,7 +17,7 @@
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
-import { matchCall } from "../extension/approvals/policy.ts";
+import { matchCall, type PolicySettings } from "../extension/approvals/policy.ts";
 import { loadShell } from "../extension/approvals/shell.ts";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
@@ -144,7 +144,7 @@ if (chat && remote && local) {
 
 const read = await loadShell();
 const gatePlace = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const gateSettings = { disabledRules: [], rules: [], grantableRules: [] };
+const gateSettings: PolicySettings = { mode: "strict", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 /** µs per call of `work`, the median of 5 rounds after a warm-up. */
 function microseconds(work: () => unknown, calls = 2_000): number {
   for (let i = 0; i < calls; i++) work();

@@ -6,7 +6,8 @@
  * Only a LITERAL secret value is replaced, never anything the shell would expand or run: a person
  * approving a command must see all of its code. So a value is masked only when it is a plain word
  * (letters, digits and `_.~+/=:%@,^-`) that ends where the word ends; `X_TOKEN=$(curl … | sh)` and
- * `--auth="$(rm -rf ~)"` stay exactly as they are. Masking keeps the shape (`TOKEN=***`).
+ * `--auth="$(rm -rf ~)"` stay exactly as they are; so do paths and any value a later word
+ * expands (`AUTH_HOME=/; rm -rf $AUTH_HOME`). Masking keeps the shape (`TOKEN=***`).
  */
 
 const MASK = "***";
@@ -38,6 +39,17 @@ export function redactSecrets(text: string): string {
       .replace(AUTH_SCHEME, `$1 ${MASK}`)
       .replace(KEY_SHAPES, MASK)
       // An auth scheme word was handled above: its credential is already masked.
-      .replace(NAMED_SECRET, (match, name: string, value: string) => (value === MASK || /^(Bearer|Basic|Token)$/i.test(value) ? match : `${name}${MASK}`))
+      .replace(NAMED_SECRET, (match, name: string, value: string) =>
+        value === MASK || /^(Bearer|Basic|Token)$/i.test(value) || !tokenShaped(value) || usedLater(text, name) ? match : `${name}${MASK}`,
+      )
   );
+}
+
+/** A path (`/`, `~/x`, `./x`) is where a command acts, not a credential: it stays visible. */
+const tokenShaped = (value: string) => !/^[/~.]/.test(value);
+
+/** A variable a later word expands (`AUTH_HOME=/; rm -rf $AUTH_HOME`): its value is what the command acts on, so it stays visible. */
+function usedLater(text: string, assignment: string): boolean {
+  const name = /([A-Za-z_][A-Za-z0-9_]*)["']?\s*[=:]/.exec(assignment)?.[1];
+  return name !== undefined && new RegExp(`\\$(\\{)?${name}(?![A-Za-z0-9_])`).test(text);
 }

@@ -11,8 +11,10 @@ export const APPROVAL_LIMITS = {
   reasonChars: 200,
   /** The display form of a command (`preview`, the terminal dialog, the chat): head and tail past this. */
   previewChars: 1000,
-  /** The command sent with a request: head and tail past this, `command_hidden_chars` says how many were left out. */
+  /** The longest command a request carries, always whole: the gate refuses a longer one outright (`command_hidden_chars` is 0 from this version on). */
   commandChars: 16_384,
+  /** How much of each place a rule matched is sent (`matched[].at`). */
+  siteChars: 200,
   rulesMax: 16,
   cwdChars: 4096,
   toolChars: 128,
@@ -91,6 +93,21 @@ export const ApprovalRequest = z.strictObject({
   command_hidden_chars: z.number().int().min(0).default(0),
   /** Every rule the gate matched. */
   rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
+  /** Where each rule matched: the command or construct as written (cut to `siteChars`). Absent from older clients. */
+  matched: z
+    .array(z.strictObject({ rule: RuleId, at: z.string().max(APPROVAL_LIMITS.siteChars) }))
+    .max(APPROVAL_LIMITS.rulesMax)
+    .optional(),
+  /**
+   * The literal words of every simple command, in order: present only when the gate resolved every
+   * word of every command (no expansion, assignment, file redirection, nested or wrapped command).
+   * Absent, the request is never covered by a grant.
+   */
+  argv: z
+    .array(z.array(z.string().max(APPROVAL_LIMITS.commandChars)).min(1).max(APPROVAL_LIMITS.commandChars))
+    .min(1)
+    .max(APPROVAL_LIMITS.commandChars)
+    .optional(),
   /** The client's view: no `opaque.*` rule, source `policy`, every rule configured grantable. The server recomputes. */
   grantable: z.boolean(),
   source: ApprovalSource,

@@ -176,8 +176,10 @@ export class ApprovalService {
       // The server's own view of what may be granted, whatever the client said.
       const grantable = serverGrantable(body);
       const granted = await this.#deps.grants.use({ ...body, grantable });
+      // Where rules matched and the literal argv are the request's, not columns of the record.
+      const { matched: _matched, argv: _argv, ...stored } = body;
       const record = await store.create({
-        ...body,
+        ...stored,
         action_code: body.source === "policy" ? (body.action_code ?? null) : null,
         grantable,
         command: redactSecrets(body.command),

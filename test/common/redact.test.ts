@@ -28,6 +28,12 @@ const TABLE: readonly [string, string][] = [
   ["git clone https://me:$(rm${IFS}-rf${IFS}~)@github.com/x/y", "git clone https://me:$(rm${IFS}-rf${IFS}~)@github.com/x/y"],
   ["git commit --author=Alice -m x", "git commit --author=Alice -m x"],
   ["rm -rf build", "rm -rf build"],
+  // A value a later word uses, or a path, is what the command acts on: it stays.
+  ["export AUTH_HOME=/; rm -rf $AUTH_HOME", "export AUTH_HOME=/; rm -rf $AUTH_HOME"],
+  ["TOKEN_DIR=build; rm -rf ${TOKEN_DIR}/x", "TOKEN_DIR=build; rm -rf ${TOKEN_DIR}/x"],
+  ["SECRET_PATH=~/.ssh cp x $SECRET_PATH", "SECRET_PATH=~/.ssh cp x $SECRET_PATH"],
+  ["AUTH_FILE=./creds make", "AUTH_FILE=./creds make"],
+  ["TOKEN=s3cr3tvalue; echo $TOKENS", "TOKEN=***; echo $TOKENS"],
 ];
 
 for (const [text, redacted] of TABLE) {

@@ -104,7 +104,7 @@ test("a standing grant answers the next call of a grantable rule at once, the te
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
-  const { koishi, pi, sessionId } = await setup(t, { approval: { grantableRules: ["rm-rf"] }, pi: { ui: term.ui } });
+  const { koishi, pi, sessionId } = await setup(t, { approval: { mode: "rules", grantableRules: ["rm-rf"] }, pi: { ui: term.ui } });
   for (const target of ["g1", "g2", "g3"]) mkdirSync(join(pi.cwd, target), { recursive: true });
   const commands = ["rm -rf g1", "rm -rf g2", "$(echo rm) -rf g3"];
   pi.script([...commands.map(bashCall), ai.fauxAssistantMessage("done")]);

@@ -105,7 +105,10 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
-  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true, grantableRules: ["rm-rf"] } } });
+  const { chat, pi } = await piOnChat(t, {
+    ui: term.ui,
+    userConfig: { language: "zh-CN", approval: { enabled: true, mode: "rules", grantableRules: ["rm-rf"] } },
+  });
   await pi.prompt("/anon-notify");
   const dirs = ["a", "b", "c"].map((name) => join(pi.cwd, name));
   for (const dir of dirs) mkdirSync(dir, { recursive: true });
