@@ -228,6 +228,29 @@ function gitCheck(args: readonly Word[], place: StrictPlace): boolean {
   return check?.(args.slice(i + 1), place) ?? false;
 }
 
+/** Toolchains whose `--version` alone only prints (anything more is the toolchain running code). */
+const VERSION_ONLY = new Set([
+  "node",
+  "python",
+  "python3",
+  "npm",
+  "pnpm",
+  "yarn",
+  "npx",
+  "cargo",
+  "rustc",
+  "go",
+  "deno",
+  "bun",
+  "java",
+  "ruby",
+  "perl",
+  "gcc",
+  "clang",
+  "make",
+  "tsc",
+]);
+
 /** The safe list: program → the rule its arguments must meet. */
 export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   ls: PLAIN,
@@ -261,6 +284,8 @@ export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   sha256sum: PLAIN,
   sha512sum: PLAIN,
   whoami: PLAIN,
+  jq: PLAIN,
+  ps: PLAIN,
   id: PLAIN,
   uname: PLAIN,
   cd: (args) => literal(args),
@@ -295,6 +320,7 @@ export function commandFinding(words: readonly Word[], place: StrictPlace, allow
   const program = words[0]!.value;
   if (program === undefined || program.includes("/")) return { rule: STRICT_RULES.unlisted, at };
   if (allowedByPrefix(words, allow, inside)) return undefined;
+  if (VERSION_ONLY.has(program) && words.length === 2 && words[1]!.value === "--version") return undefined;
   const check = Object.hasOwn(SAFE_PROGRAMS, program) ? SAFE_PROGRAMS[program] : undefined;
   if (!check) return { rule: STRICT_RULES.unlisted, at };
   return check(words.slice(1), place) ? undefined : { rule: STRICT_RULES.arguments, at };

@@ -29,8 +29,10 @@ const typical: PolicySettings = {
 };
 
 const LONG = process.env.RELIABILITY === "long";
-export const runs = (short: number) => (LONG ? short * 50 : short);
-const seed = Number(process.env.STRICT_SEED ?? 20261202);
+const runs = (short: number) => (LONG ? short * 50 : short);
+/** Fixed in `npm test`; the long run takes a new one each time (printed, and `STRICT_SEED` replays it). */
+const seed = Number(process.env.STRICT_SEED ?? (LONG ? Date.now() % 1_000_000_007 : 20261202));
+if (LONG) console.log(`strict-mode property seed: ${seed}`);
 const asks = (command: string, settings: PolicySettings) => matchCall({ tool: "bash", input: { command } }, place, settings, read, words) !== undefined;
 
 test("strict mode: no generated dangerous line runs without a person", () => {

@@ -78,11 +78,16 @@ const SAFE = [
   "for f in a b c; do echo $f; done",
   "X=1 ls",
   "# just a comment",
+  "node --version",
+  "jq .version package.json",
+  "ps aux | grep node",
 ];
 
 const UNSAFE = [
   // interpreters, build tools, unknown programs
   "npm test",
+  "node --version --eval 'x'",
+  "node -e x --version",
   "make",
   "python3 -m pytest",
   "python3 -c 'import shutil; shutil.rmtree(\"/home/u\")'",
