@@ -259,6 +259,8 @@ const zh = {
     tokenFile: (path: string, state: string) => `令牌文件 ${path}：${state}`,
     tokenFileState: { present: "存在", missing: "不存在", empty: "为空", unreadable: "无法读取" },
     tokenUsed: (from: string) => `使用：${from}`,
+    operatorTokenReadable: (path: string) =>
+      `警告：服务端的运维令牌 ${path} 能被 Pi 运行所用的用户读到——代理可以借它自己批准审批。请用另一个系统用户运行服务端（见 README“审批模式”）。`,
     notChecked: (why: string) => `未检查（${why}）`,
     noClient: "没有可用的服务端连接",
     reachable: (endpoint: string, version: string, events: number, commands: number) =>
@@ -487,6 +489,8 @@ const en: Messages = {
     tokenFile: (path, state) => `token file ${path}: ${state}`,
     tokenFileState: { present: "present", missing: "missing", empty: "empty", unreadable: "unreadable" },
     tokenUsed: (from) => `in use: ${from}`,
+    operatorTokenReadable: (path) =>
+      `warning: the server's operator token ${path} is readable by the user Pi runs as, so the agent could use it to approve its own calls. Run the server as another OS user (see "Approval modes" in the README).`,
     notChecked: (why) => `not checked (${why})`,
     noClient: "no server connection",
     reachable: (endpoint, version, events, commands) => `${endpoint} reachable: version ${version}, protocol events ${events} / commands ${commands}`,
