@@ -3,6 +3,7 @@
  * command, only when the analysis resolved all of them. Pure.
  */
 import type { Analysis } from "./runs.ts";
+import { COMMAND_KINDS } from "./safe.ts";
 import type { Script } from "./shell.ts";
 
 /**
@@ -31,19 +32,5 @@ export function literalArgv(analysis: Analysis): string[][] | undefined {
   }
   return argv.length > 0 ? argv : undefined;
 }
-/** The grammar nodes of a line that is only commands with literal words, in lists and pipelines. */
-const ARGV_KINDS = new Set([
-  "program",
-  "list",
-  "pipeline",
-  "command",
-  "command_name",
-  "word",
-  "string",
-  "string_content",
-  "raw_string",
-  "ansi_c_string",
-  "concatenation",
-  "number",
-  "comment",
-]);
+
+const ARGV_KINDS = new Set(COMMAND_KINDS);

@@ -36,8 +36,8 @@ export const STRICT_RULES = {
 } as const;
 export type StrictRule = (typeof STRICT_RULES)[keyof typeof STRICT_RULES];
 
-/** Grammar nodes whose meaning is plain: everything else (arithmetic, declarations, functions, `for ((…))` …) asks. */
-const KNOWN_KINDS = new Set([
+/** The nodes of a line that is only commands and words, in lists and pipelines (argv.ts sends such a line's words). */
+export const COMMAND_KINDS: readonly string[] = [
   "program",
   "comment",
   "list",
@@ -49,9 +49,14 @@ const KNOWN_KINDS = new Set([
   "string_content",
   "raw_string",
   "ansi_c_string",
-  "translated_string",
   "concatenation",
   "number",
+];
+
+/** Grammar nodes whose meaning is plain: everything else (arithmetic, declarations, functions, `for ((…))` …) asks. */
+const KNOWN_KINDS = new Set([
+  ...COMMAND_KINDS,
+  "translated_string",
   "simple_expansion",
   "expansion",
   "variable_name",
