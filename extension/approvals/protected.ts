@@ -1,13 +1,13 @@
 /**
- * Protected paths: the places where a write runs code later or a read hands over a credential
- * (`~/.ssh`, shell start-up files, git hooks and settings, `~/.pi`, anon-notify's own data and
- * tokens). Any tool call that names one asks, in every mode. Pure.
+ * Protected paths, where a write runs code later or a read hands over a credential (`~/.ssh`, rc
+ * files, git hooks and settings, `~/.pi`, `.netrc`, `.npmrc`, `~/.aws`, anon-notify's own data and
+ * tokens): any tool call that names one asks, in every mode. Pure.
  */
 import { isAbsolute, relative, resolve } from "node:path";
 
 /** A path component or pair that is protected wherever it sits. */
 const PROTECTED_NAMES =
-  /(^|\/)(\.ssh|\.pi|\.gnupg|\.gitconfig|\.config\/git|\.config\/fish|\.git\/hooks|\.git\/config|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.inputrc)(\/|$)/;
+  /(^|\/)(\.ssh|\.pi|\.gnupg|\.gitconfig|\.config\/git|\.config\/fish|\.git\/hooks|\.git\/config|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.inputrc|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.aws|\.docker|\.kube|\.config\/gh|\.config\/gcloud)(\/|$)/;
 /** The same names in free text (a command line), where any quote, blank or `=` may stand before them. */
 const PROTECTED_IN_TEXT = new RegExp(PROTECTED_NAMES.source.replace("(^|\\/)", "(^|[\\s/'\"=:~`(])").replace("(\\/|$)", "(?=[\\s/'\"`;&|)<>]|$)"));
 

@@ -279,6 +279,9 @@ test("protected paths ask in every mode and for every tool that takes a path", (
     ["grep", { pattern: "x", path: "/home/u/.local/anon-data" }],
     ["bash", { command: "cat ~/.s''sh/id_rsa" }],
     ["bash", { command: "cp x ~/.zshrc" }],
+    ["bash", { command: "cat ~/.aws/credentials" }],
+    ["write", { path: ".npmrc", content: "script-shell=/tmp/x" }],
+    ["read", { path: "/home/u/.netrc" }],
   ];
   for (const settings of [strict, rules])
     for (const [tool, input] of table) {
