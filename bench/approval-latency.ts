@@ -17,7 +17,7 @@
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
-import { matchCall } from "../extension/approvals/policy-rules.ts";
+import { matchCall, type PolicySettings } from "../extension/approvals/policy-rules.ts";
 import { loadShell } from "../extension/approvals/shell-rules.ts";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
@@ -147,7 +147,7 @@ if (chat && remote && local) {
 
 const read = await loadShell();
 const gatePlace = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const gateSettings = { disabledRules: [], rules: [], grantableRules: [] };
+const gateSettings: PolicySettings = { mode: "strict", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 /** µs per call of `work`, the median of 5 rounds after a warm-up. */
 function microseconds(work: () => unknown, calls = 2_000): number {
   for (let i = 0; i < calls; i++) work();
@@ -160,8 +160,19 @@ function microseconds(work: () => unknown, calls = 2_000): number {
 }
 const gateOf = (command: string) => () =>
   matchCall({ tool: "bash", input: { command } }, gatePlace, gateSettings, read, messagesFor("en-US").approvals.actions);
+const rulesOf = (command: string) => () =>
+  matchCall({ tool: "bash", input: { command } }, gatePlace, { ...gateSettings, mode: "rules" }, read, messagesFor("en-US").approvals.actions);
+/** An everyday 100-command script strict mode reads through (safe programs, pipes, substitutions, redirections). */
+const script100 = Array.from(
+  { length: 100 },
+  (_, i) => ["ls -la src", `rg -n step${i} src | head -5`, `echo "$(git rev-parse HEAD)" > build/rev${i}.txt`, `sed -n '${i + 1}p' README.md`][i % 4],
+).join("; ");
 const gateRows: [string, number][] = [
   ["gate, `ls -la` (plain words: no parser)", microseconds(gateOf("ls -la"))],
+  ["gate, plain `ls` (strict mode; target < 1 000 µs)", microseconds(gateOf("ls"))],
+  ["gate, plain `ls` (rules mode)", microseconds(rulesOf("ls"))],
+  ["gate, an everyday 100-command script (strict mode; target < 5 000 µs)", microseconds(gateOf(script100), 200)],
+  ["gate, the same script (rules mode)", microseconds(rulesOf(script100), 200)],
   ["`ls -la` through the grammar alone", microseconds(() => read("ls -la"))],
   ["gate, `git status && echo $(date) | tee build/log.txt`", microseconds(gateOf("git status && echo $(date) | tee build/log.txt"))],
   ["gate, `bash -c 'find . -name \"*.ts\" -exec grep -l foo {} +'`", microseconds(gateOf(`bash -c 'find . -name "*.ts" -exec grep -l foo {} +'`))],

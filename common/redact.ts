@@ -6,8 +6,8 @@
  * Only a LITERAL secret value is replaced, never anything the shell would expand or run: a person
  * approving a command must see all of its code. So a value is masked only when it is a plain word
  * (letters, digits and `_.~+/=:%@,^-`) that ends where the word ends; `X_TOKEN=$(curl … | sh)` and
- * `--auth="$(rm -rf ~)"` stay exactly as they are, and so does a variable's value that a later
- * word uses (`AUTH_HOME=/; rm -rf $AUTH_HOME`). Masking keeps the shape (`TOKEN=***`).
+ * `--auth="$(rm -rf ~)"` stay exactly as they are; so do paths and any value a later word
+ * expands (`AUTH_HOME=/; rm -rf $AUTH_HOME`). Masking keeps the shape (`TOKEN=***`).
  */
 
 const MASK = "***";
@@ -34,7 +34,7 @@ const KEY_SHAPES =
 
 /** Whether the variable a `NAME=` assigns is expanded in the text after it: hiding its value would hide what runs. */
 function usedLater(name: string, rest: string): boolean {
-  const variable = /([A-Za-z_][A-Za-z0-9_]*)["']?=["']?$/.exec(name)?.[1];
+  const variable = /([A-Za-z_][A-Za-z0-9_]*)["']?\s*[=:]/.exec(name)?.[1];
   return variable !== undefined && new RegExp(`\\$(?:\\{[#!]?)?${variable}(?![A-Za-z0-9_])`).test(rest);
 }
 
@@ -46,7 +46,12 @@ export function redactSecrets(text: string): string {
       .replace(KEY_SHAPES, MASK)
       // An auth scheme word was handled above: its credential is already masked.
       .replace(NAMED_SECRET, (match, name: string, value: string, offset: number, whole: string) =>
-        value === MASK || /^(Bearer|Basic|Token)$/i.test(value) || usedLater(name, whole.slice(offset + match.length)) ? match : `${name}${MASK}`,
+        value === MASK || /^(Bearer|Basic|Token)$/i.test(value) || !tokenShaped(value) || usedLater(name, whole.slice(offset + match.length))
+          ? match
+          : `${name}${MASK}`,
       )
   );
 }
+
+/** A path (`/`, `~/x`, `./x`) is where a command acts, not a credential: it stays visible. */
+const tokenShaped = (value: string) => !/^[/~.]/.test(value);

@@ -13,6 +13,8 @@ export const APPROVAL_LIMITS = {
   previewChars: 1000,
   /** The longest command a request carries; a longer one is refused whole by both sides, never cut. */
   commandChars: 16_384,
+  /** How much of each place a rule matched is sent (`matched[].at`). */
+  siteChars: 200,
   rulesMax: 16,
   cwdChars: 4096,
   toolChars: 128,
@@ -51,6 +53,8 @@ export type RuleId = z.infer<typeof RuleId>;
 export const OPAQUE_RULE_PREFIX = "opaque.";
 export const ASK_RULE = "model.ask";
 export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX);
+/** A call naming a path that asks in every mode (`~/.ssh`, rc files, the tokens): never grantable. */
+export const PROTECTED_PATH_RULE = "protected-path";
 /** The gate's built-in rules: what a request's `rules` may name besides user rules, and what the config may turn off or make grantable. */
 export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
 export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
@@ -91,13 +95,24 @@ export const ApprovalRequest = z.strictObject({
   command_hidden_chars: z.number().int().min(0).default(0),
   /** The literal words of every simple command (`bash` only, every word a resolved literal); what a grant binds to. */
   argv: z
-    .array(z.array(z.string().max(4096)).max(64))
-    .max(64)
+    .array(z.array(z.string().max(APPROVAL_LIMITS.commandChars)).min(1).max(APPROVAL_LIMITS.commandChars))
+    .min(1)
+    .max(APPROVAL_LIMITS.commandChars)
     .optional(),
   /** The OS user id Pi runs as (`process.getuid()`; absent where there is none): whether it could read the operator token. */
   agent_uid: z.number().int().min(0).max(0xffff_ffff).optional(),
   /** Every rule the gate matched. */
   rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
+  /** Where each rule matched: the command or construct as written (cut to `siteChars`). Absent from older clients. */
+  matched: z
+    .array(z.strictObject({ rule: RuleId, at: z.string().max(APPROVAL_LIMITS.siteChars) }))
+    .max(APPROVAL_LIMITS.rulesMax)
+    .optional(),
+  /**
+   * The literal words of every simple command, in order: present only when the gate resolved every
+   * word of every command (no expansion, assignment, file redirection, nested or wrapped command).
+   * Absent, the request is never covered by a grant.
+   */
   /** Ignored: the server alone decides what may be granted (`serverGrantable`); kept for older servers, which need it. */
   grantable: z.boolean(),
   source: ApprovalSource,

@@ -42,6 +42,10 @@ export interface PendingCall {
   /** Exactly what will run, literal secrets masked (not yet cut to the wire's limit). */
   command: string;
   rules: string[];
+  /** Where each rule matched (`policy` calls). */
+  matched?: { rule: string; at: string }[];
+  /** The literal words of every command, when all resolved (`policy` calls). */
+  argv?: string[][];
   grantable: boolean;
   source: ApprovalSource;
 }
@@ -121,6 +125,8 @@ export class PersonAsking {
           reason: call.reason,
           ...wireCommand(call.command),
           rules: call.rules,
+          ...(call.matched?.length ? { matched: call.matched.map(({ rule, at }) => ({ rule, at: truncate(at, APPROVAL_LIMITS.siteChars) })) } : {}),
+          ...(call.argv ? { argv: call.argv } : {}),
           grantable: call.grantable,
           source: call.source,
           ...(call.actionCode === undefined ? {} : { action_code: call.actionCode }),

@@ -7,7 +7,7 @@
  * standard input, a function or alias defined and then called, text the grammar rejects. Pure
  * given the reader.
  */
-import type { ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
+import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
 import {
   APPLETS,
   ASSIGNMENT,
@@ -57,6 +57,8 @@ export interface Analysis {
   /** Where the script's redirections write. */
   writes: Word[];
   opaque: Set<string>;
+  /** The command line as the grammar read it (not the scripts within it); undefined when it could not be read. */
+  script: Script | undefined;
 }
 
 const MAX_DEPTH = 4;
@@ -67,7 +69,7 @@ export function commandName(value: string): string {
 }
 
 export function analyzeCommand(source: string, read: ShellReader): Analysis {
-  const out: Analysis = { runs: [], writes: [], opaque: new Set() };
+  const out: Analysis = { runs: [], writes: [], opaque: new Set(), script: undefined };
   script(source, { read, out, depth: 0, defined: new Set(), stdin: { kind: "inherited" } });
   return out;
 }
@@ -105,12 +107,21 @@ const RESERVED = new Set([
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 
 /** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
-function plainCommand(source: string): SimpleCommand | undefined {
+function plainScript(source: string): Script | undefined {
   if (!PLAIN_LINE.test(source)) return undefined;
   const words = source.split(" ").filter(Boolean);
-  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) words.shift();
+  const assignments: Script["assignments"] = [];
+  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
+    const [name, ...rest] = words.shift()!.split("=");
+    const value = rest.join("=");
+    assignments.push({ name: name!, value: { text: value, value, mayBeOption: false, processSubstitution: false } });
+  }
   if (words.length > 0 && RESERVED.has(words[0]!)) return undefined;
-  return { words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })), stdin: { kind: "inherited" } };
+  const command: SimpleCommand = {
+    words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })),
+    stdin: { kind: "inherited" },
+  };
+  return { commands: [command], writes: [], definitions: new Set(), assignments, kinds: new Set(), expansions: [], tests: [] };
 }
 
 function script(source: string, env: Env): void {
@@ -122,8 +133,8 @@ function script(source: string, env: Env): void {
     env.out.opaque.add(OPAQUE.tooLong);
     return;
   }
-  const plain = plainCommand(source);
-  const parsed = plain ? { commands: [plain], writes: [], definitions: new Set<string>(), assignments: [] } : readSafely(env.read, source);
+  const parsed = plainScript(source) ?? readSafely(env.read, source);
+  if (env.depth === 0) env.out.script = parsed;
   if (!parsed) {
     env.out.opaque.add(OPAQUE.parseError);
     return;

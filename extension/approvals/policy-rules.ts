@@ -12,9 +12,12 @@
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../common/action-label.ts";
-import { APPROVAL_LIMITS, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
+import { isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace } from "./protected-path-rules.ts";
+import { literalArgv } from "./argv-rules.ts";
 import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./command-rules.ts";
+import { strictFindings } from "./safe-rules.ts";
 import type { ShellReader, Word } from "./shell-rules.ts";
 
 export interface UserRule {
@@ -29,7 +32,13 @@ export interface UserRule {
   grantable?: boolean | undefined;
 }
 
+/** `strict`: a command runs unasked only when every command in it is known safe (safe.ts); `rules`: unless a rule matches. */
+export type ApprovalMode = "strict" | "rules";
+
 export interface PolicySettings {
+  mode: ApprovalMode;
+  /** Strict mode: commands the user lets run unasked, by exact argv prefix. */
+  allow: readonly (readonly string[])[];
   disabledRules: readonly BuiltinRuleId[];
   rules: readonly UserRule[];
   /** Built-in rules the owner may answer with a standing grant. */
@@ -41,6 +50,8 @@ export interface CallPlace {
   cwd: string;
   home: string;
   tempDirs: readonly string[];
+  /** The extension's own data folder and token files: protected like `~/.ssh`. */
+  roots?: readonly string[];
 }
 
 export interface ToolCall {
@@ -56,10 +67,14 @@ export interface RuleMatch {
   rules: string[];
   action: string;
   actionCode: string;
+  /** Each rule matched with where in the call it matched (the command or construct, as written). */
+  sites: { rule: string; at: string }[];
+  /** The literal words of every simple command, when the analysis resolved them all (the server binds grants to it). */
+  argv?: string[][];
 }
 
-/** One matched rule with the label and label code it would give the call. */
-type Found = { id: string; action: string; code: string };
+/** One matched rule with the label and label code it would give the call, and where it matched. */
+type Found = { id: string; action: string; code: string; at?: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
 const FILE_TOOLS = new Set(["write", "edit"]);
@@ -198,6 +213,8 @@ export interface ActionWords {
   diskWrite: string;
   outside: string;
   opaque: string;
+  protectedPath: string;
+  notKnownSafe: string;
 }
 
 /** Labelled by their command's words (`COMMAND_ACTION_WORDS`), `disk-write` by `ActionWords.diskWrite`. */
@@ -213,14 +230,28 @@ const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; test(run: Run): boole
 /** The rules a command line matches: fail-closed findings (never switched off), then the enabled built-in ones. */
 function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean, words: ActionWords): Found[] {
   const found: Found[] = [...analysis.opaque].sort().map((id) => ({ id, action: words.opaque, code: "opaque" }));
-  for (const rule of BUILTIN_COMMAND_RULES)
-    if (enabled(rule.id) && analysis.runs.some(rule.test)) found.push({ id: rule.id, action: COMMAND_ACTION_WORDS[rule.id] ?? words.diskWrite, code: rule.id });
+  for (const rule of BUILTIN_COMMAND_RULES) {
+    const hit = enabled(rule.id) ? analysis.runs.find(rule.test) : undefined;
+    if (hit) found.push({ id: rule.id, action: COMMAND_ACTION_WORDS[rule.id] ?? words.diskWrite, code: rule.id, at: runText(hit) });
+  }
   const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
-  if (enabled("write-outside-project") && writes.some((word) => outsideProject(pathOf(word), place))) found.push(outside(words));
+  const escaping = enabled("write-outside-project") ? writes.find((word) => outsideProject(pathOf(word), place)) : undefined;
+  if (escaping) found.push(outside(words, escaping.text));
   return found;
 }
 
-const outside = (words: ActionWords): Found => ({ id: "write-outside-project", action: words.outside, code: "write-outside-project" });
+const runText = (run: Run) => [run.name, ...run.args.map((arg) => arg.text)].join(" ");
+const outside = (words: ActionWords, at: string): Found => ({ id: "write-outside-project", action: words.outside, code: "write-outside-project", at });
+
+/** Where a command line names a protected path: a word of a command, a redirection, or the text itself. */
+function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace): string | undefined {
+  const words = [...analysis.runs.flatMap((run) => run.args), ...analysis.writes, ...(analysis.script?.commands.flatMap((command) => command.words) ?? [])];
+  for (const word of words) {
+    const value = word.value ?? word.text;
+    if ([value, value.slice(value.indexOf("=") + 1)].some((path) => isProtectedPath(path, place))) return word.text;
+  }
+  return mentionsProtected(line, place) ? line : undefined;
+}
 
 /**
  * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
@@ -228,17 +259,32 @@ const outside = (words: ActionWords): Found => ({ id: "write-outside-project", a
  */
 export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
+  const guarded: ProtectedPlace = { cwd: place.cwd, home: place.home, roots: place.roots ?? [] };
   const line = commandLine(call);
   const found: Found[] = [];
+  let argv: string[][] | undefined;
   if (line !== undefined) {
     // PowerShell is not bash: nothing here can see what it will run.
-    if (call.tool === "bash") found.push(...commandRules(analyzeCommand(line, read), place, enabled, words));
-    else found.push({ id: OPAQUE.parseError, action: words.opaque, code: "opaque" });
+    if (call.tool === "bash") {
+      const analysis = analyzeCommand(line, read);
+      found.push(...commandRules(analysis, place, enabled, words));
+      const site = protectedSite(line, analysis, guarded);
+      if (site !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: site });
+      if (settings.mode === "strict") {
+        const inside = (path: string) => !outsideProject(path, place);
+        for (const finding of strictFindings(analysis.script, place, settings.allow, inside))
+          found.push({ id: finding.rule, action: words.notKnownSafe, code: "strict", at: finding.at });
+      }
+      argv = literalArgv(analysis);
+    } else found.push({ id: OPAQUE.parseError, action: words.opaque, code: "opaque", at: line });
   }
   if (FILE_TOOLS.has(call.tool) && enabled("write-outside-project")) {
     const path = call.input.path ?? call.input.file_path;
-    if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words));
+    if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words, path));
   }
+  const paths = line === undefined ? pathArguments(call.input) : [];
+  const guardedPath = paths.find((path) => isProtectedPath(path, guarded));
+  if (guardedPath !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: guardedPath });
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;
     if (rule.command !== undefined && (line === undefined || !new RegExp(rule.command).test(line))) continue;
@@ -246,8 +292,18 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   }
   if (found.length === 0) return undefined;
   const [first] = found as [Found];
-  return { rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax), action: first.action, actionCode: first.code };
+  const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
+  return {
+    rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
+    action: first.action,
+    actionCode: first.code,
+    sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
+    ...(argv ? { argv } : {}),
+  };
 }
+
+/** Names a protected path: asks in every mode, never switched off, never grantable. */
+export const PROTECTED_RULE = PROTECTED_PATH_RULE;
 
 /**
  * Whether the owner may answer these matched rules with a standing grant: never for a fail-closed
@@ -257,7 +313,7 @@ export function grantable(rules: readonly string[], settings: PolicySettings): b
   return (
     rules.length > 0 &&
     rules.every((rule) =>
-      isOpaqueRule(rule)
+      isOpaqueRule(rule) || rule === PROTECTED_RULE || rule.startsWith("strict.")
         ? false
         : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
     )

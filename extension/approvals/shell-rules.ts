@@ -48,6 +48,11 @@ export interface Script {
   definitions: Set<string>;
   /** Every variable the script sets (`X=…`, `export X=…`), with the value when it is one word. */
   assignments: { name: string; value: Word | undefined }[];
+  /** Every kind of grammar node in the script, `arithmetic_command` for `((…))`: strict mode asks for any it does not know. */
+  kinds: Set<string>;
+  /** The text of every `${…}` and `[[ … ]]`, which strict mode reads for what bash evaluates in them. */
+  expansions: string[];
+  tests: string[];
 }
 
 export type ShellReader = (source: string) => Script | undefined;
@@ -227,10 +232,13 @@ const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
 
 /** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
 function readScript(root: Node): Script | undefined {
-  const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [] };
+  const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] };
   let trusted = true;
 
   const visit = (node: Node, context: Context) => {
+    script.kinds.add(node.type === "compound_statement" && node.text.startsWith("((") ? "arithmetic_command" : node.type);
+    if (node.type === "expansion") script.expansions.push(node.text);
+    if (node.type === "test_command") script.tests.push(node.text);
     if (node.type === "word" && BLANK_IN_WORD.test(node.text)) trusted = false;
     // Escaped backticks nest a substitution inside a backtick one; the grammar reads them as text.
     if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) trusted = false;
@@ -248,6 +256,9 @@ function readScript(root: Node): Script | undefined {
         return;
       }
       case "command": {
+        // Words of one command never span a line break bash would end the command at (`ls | ls⏎rm … < f` glued into one).
+        const parts = node.children.filter((child): child is Node => child !== null);
+        if (parts.some((part, i) => i > 0 && part.startPosition.row !== parts[i - 1]!.endPosition.row && !/^heredoc/.test(part.type))) trusted = false;
         const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
         const name = node.childForFieldName("name");
         const args = node.childrenForFieldName("argument").filter((child): child is Node => child !== null);

@@ -64,8 +64,8 @@ const regexSource = z
 const ApprovalRule = z.strictObject({
   /** Sent with the request as one of its `rules`; the `opaque.` and `model.` names are the gate's own. */
   id: RuleId.refine(
-    (id) => !/^(opaque|model)\./.test(id) && !(BUILTIN_RULE_IDS as readonly string[]).includes(id),
-    "must not be a built-in rule id or start with opaque./model.",
+    (id) => !/^(opaque|model|strict)\./.test(id) && id !== "protected-path" && !(BUILTIN_RULE_IDS as readonly string[]).includes(id),
+    "must not be a built-in rule id or start with opaque./model./strict.",
   ),
   tool: z.string().trim().min(1).max(128),
   command: regexSource.optional(),
@@ -73,6 +73,21 @@ const ApprovalRule = z.strictObject({
   /** The owner may answer a request this rule matched with a standing grant for the session (default: never). */
   grantable: z.boolean().optional(),
 });
+
+/** An allowed command: its first words exactly as they will run, never a pattern (`*` matches only a literal `*`). */
+const AllowedPrefix = z
+  .array(
+    z
+      .string()
+      .min(1, "must not be an empty word")
+      .max(256)
+      .regex(/^[^\0\n]*$/, "must be one word on one line"),
+  )
+  .min(1, 'must name at least the program, e.g. ["npm", "test"]')
+  .max(32)
+  .refine((words) => !(words[0] ?? "").includes("/") && !/[*?[\]{}$`]/.test(words.join("")), {
+    message: 'must be exact words, e.g. ["npm", "test"]: the program by its name (no "/"), no patterns, globs or variables',
+  });
 
 const SOURCE_VARIABLES = ["project", "cwd", "sessionId", "model", "mode"] as const;
 export type SourceVariables = Partial<Record<(typeof SOURCE_VARIABLES)[number], string | null>>;
@@ -163,6 +178,10 @@ export const Config = z.strictObject({
   approval: z.strictObject({
     /** Opt-in: risky tool calls wait for a person, and the model may ask with ask_approval. */
     enabled: z.boolean(),
+    /** `strict`: a command runs unasked only when every command in it is known safe or allowed; `rules`: unless a rule matches (catches mistakes, not an adversary). */
+    mode: z.enum(["strict", "rules"]),
+    /** Strict mode: commands that run unasked, by exact argv prefix (`["npm", "test"]`); their other words may name no path outside the project. */
+    allow: z.array(AllowedPrefix).max(200),
     /** Built-in rules switched off by id. */
     disabledRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
     /** Rules added to the built-in ones. */
@@ -215,5 +234,15 @@ export const DEFAULT_CONFIG: Config = {
     events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
   },
   progressTool: { enabled: false },
-  approval: { enabled: false, disabledRules: [], rules: [], grantableRules: [], timeoutMs: 10 * MINUTE_MS, noPerson: "reject", needsYou: true },
+  approval: {
+    enabled: false,
+    mode: "strict",
+    allow: [],
+    disabledRules: [],
+    rules: [],
+    grantableRules: [],
+    timeoutMs: 10 * MINUTE_MS,
+    noPerson: "reject",
+    needsYou: true,
+  },
 };

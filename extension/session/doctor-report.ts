@@ -19,6 +19,8 @@ export interface DoctorFacts {
   /** Keys in effect with where each came from; undefined origin = the built-in default. */
   values: readonly { key: string; value: unknown; origin: ConfigOrigin | undefined }[];
   token: { used: "env" | "inline" | "file" | "none"; file: string; fileState: "present" | "missing" | "empty" | "unreadable" } | undefined;
+  /** Operator token files of a server found on this machine that the user Pi runs as can read. */
+  operatorTokens: readonly string[];
   endpoint: string | undefined;
   health: Probe<HealthAnswer>;
   recipient: Probe<RecipientAnswer>;
@@ -63,6 +65,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const token = facts.token
     ? [d.tokenUsed(d.tokenFrom[facts.token.used]), d.tokenFile(facts.token.file, d.tokenFileState[facts.token.fileState])]
     : [d.notChecked(d.configInvalid)];
+  token.push(...facts.operatorTokens.map((path) => d.operatorTokenReadable(path)));
   const endpoint = facts.endpoint ?? "—";
   const server = probeLine(
     m,

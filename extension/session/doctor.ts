@@ -6,7 +6,8 @@
  * a bounded timeout; the bare `/anon-notify` stays the only switch.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import { isMissingFile } from "../../common/errors.ts";
@@ -58,6 +59,23 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
 }
 
 /** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
+/**
+ * Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
+ * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read.
+ */
+export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): string[] {
+  const here = resolve(import.meta.dirname, "..", "..");
+  const candidates = [join(cwd, "data", "operator.token"), join(here, "data", "operator.token"), env.ANON_NOTIFY_OPERATOR_TOKEN_FILE];
+  return [...new Set(candidates.filter((path): path is string => !!path).map((path) => resolve(path)))].filter((path) => {
+    try {
+      accessSync(path, constants.R_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
   try {
     return { kind: "ok", value: await run() };
@@ -126,6 +144,7 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
     files: s.configFiles,
     values,
     token: config ? tokenFacts(config) : undefined,
+    operatorTokens: readableOperatorTokens(s.ctx.cwd, process.env),
     endpoint: config?.endpoint,
     health,
     recipient,

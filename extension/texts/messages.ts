@@ -47,6 +47,16 @@ const duration = (ms: number, unit: { min: string; s: string }) => {
   return [m ? `${m} ${unit.min}` : "", sec ? `${sec} ${unit.s}` : ""].filter(Boolean).join(" ");
 };
 /** A standing grant's end as a local time of day. */
+/** Where a rule matched, as the gate found it (policy.ts `RuleMatch.sites`). */
+type RuleSite = { rule: string; at: string };
+/** Each rule with the places it matched: `rm-rf ← rm -rf build`, one line whatever the command holds. */
+const withSites = (rules: readonly string[], sites: readonly RuleSite[], separator: string) =>
+  rules
+    .map((rule) => {
+      const at = sites.filter((site) => site.rule === rule && site.at !== "").map((site) => visibleControls(site.at));
+      return at.length > 0 ? `${rule} ← ${at.join(" | ")}` : rule;
+    })
+    .join(separator);
 const clock = (iso: string) => new Date(iso).toTimeString().slice(0, 5);
 
 /** What the terminal dialog shows of the command (common/command-text.ts `commandPreview`). */
@@ -160,7 +170,13 @@ const zh = {
   sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
   approvals: {
     /** The labels of rules that have no command words of their own (policy-rules.ts `ActionWords`). */
-    actions: { diskWrite: "写磁盘设备", outside: "写入项目外", opaque: "看不清将运行什么" } satisfies ActionWords,
+    actions: {
+      diskWrite: "写磁盘设备",
+      outside: "写入项目外",
+      opaque: "看不清将运行什么",
+      protectedPath: "涉及受保护路径",
+      notKnownSafe: "不在安全清单上",
+    } satisfies ActionWords,
     via: {
       chat: "在聊天中",
       operator: "通过运维接口",
@@ -198,8 +214,10 @@ const zh = {
     grammarUnavailable: (why: string) => `无法加载 bash 语法分析器，每条命令都将请求批准：${why}`,
     resolutionFailed: (why: string) => `审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${why}`,
     /** The reason the policy asks, shown in the dialog and sent to the owner. */
-    rules: (rules: readonly string[]) =>
-      `规则 ${rules.join("、")}${rules.some((rule) => rule.startsWith("opaque.")) ? "（看不清将运行什么：程序名或代码来自展开、管道或无法解析的文本，必须由人确认）" : ""}`,
+    rules: (rules: readonly string[], sites: readonly RuleSite[] = []) =>
+      `规则 ${withSites(rules, sites, "、")}${rules.some((rule) => rule.startsWith("opaque.")) ? "（看不清将运行什么：程序名或代码来自展开、管道或无法解析的文本，必须由人确认）" : ""}${rules.some((rule) => rule.startsWith("strict.")) ? "（严格模式：只有安全清单上的命令和 approval.allow 允许的命令无需批准）" : ""}`,
+    tooLong: (chars: number, limit: number) =>
+      `已拒绝：命令共 ${chars} 字符，超过审批能完整显示的 ${limit} 字符；审批只针对完整可见的命令，不会只显示一部分。请拆成较短的命令或写成项目内的脚本文件后再运行。${TAG.rejected}`,
     grantApplied: (action: string, via: ApprovalVia, expiresAt: string) =>
       `「${visibleControls(action)}」已由主人${zh.approvals.via[via]}设定的长期授权批准（有效至 ${clock(expiresAt)}）。`,
     previewChars: (count: number) => `（${count} 字符）`,
@@ -240,6 +258,8 @@ const zh = {
     tokenFile: (path: string, state: string) => `令牌文件 ${path}：${state}`,
     tokenFileState: { present: "存在", missing: "不存在", empty: "为空", unreadable: "无法读取" },
     tokenUsed: (from: string) => `使用：${from}`,
+    operatorTokenReadable: (path: string) =>
+      `警告：服务端的运维令牌 ${path} 能被 Pi 运行所用的用户读到——代理可以借它自己批准审批。请用另一个系统用户运行服务端（见 README“审批模式”）。`,
     notChecked: (why: string) => `未检查（${why}）`,
     noClient: "没有可用的服务端连接",
     reachable: (endpoint: string, version: string, events: number, commands: number) =>
@@ -379,7 +399,13 @@ const en: Messages = {
   },
   sink: { tokenUnavailable: (file, why) => `Desktop channel off: its token file ${file} is unusable (${why})` },
   approvals: {
-    actions: { diskWrite: "write to a disk device", outside: "write outside the project", opaque: "cannot see what will run" },
+    actions: {
+      diskWrite: "write to a disk device",
+      outside: "write outside the project",
+      opaque: "cannot see what will run",
+      protectedPath: "touch a protected path",
+      notKnownSafe: "not on the safe list",
+    },
     via: {
       chat: "in the chat",
       operator: "through the operator API",
@@ -417,8 +443,10 @@ const en: Messages = {
     requestFailed: (why) => `The approval request did not reach the server; it can only be answered in the terminal: ${why}`,
     grammarUnavailable: (why) => `The bash grammar could not be loaded, so every command will ask for approval: ${why}`,
     resolutionFailed: (why) => `The server was not told how the approval ended (it closes it itself when the session goes offline or it expires): ${why}`,
-    rules: (rules) =>
-      `rule ${rules.join(", ")}${rules.some((rule) => rule.startsWith("opaque.")) ? " (what will run cannot be seen: a program name or code comes from an expansion, a pipe or unparsable text, so a person must confirm)" : ""}`,
+    rules: (rules, sites = []) =>
+      `rule ${withSites(rules, sites, ", ")}${rules.some((rule) => rule.startsWith("opaque.")) ? " (what will run cannot be seen: a program name or code comes from an expansion, a pipe or unparsable text, so a person must confirm)" : ""}${rules.some((rule) => rule.startsWith("strict.")) ? " (strict mode: only safe-listed commands and those approval.allow names run unasked)" : ""}`,
+    tooLong: (chars, limit) =>
+      `Refused: the command is ${chars} characters, more than the ${limit} an approval can show whole; approvals are only for commands a person sees in full, never in part. Split it into shorter commands, or write it to a script file in the project and run that. ${TAG.rejected}`,
     grantApplied: (action, via, expiresAt) =>
       `"${visibleControls(action)}" was approved by the owner's standing grant set ${en.approvals.via[via]} (valid until ${clock(expiresAt)}).`,
     previewChars: (count) => ` (${count} chars)`,
@@ -460,6 +488,8 @@ const en: Messages = {
     tokenFile: (path, state) => `token file ${path}: ${state}`,
     tokenFileState: { present: "present", missing: "missing", empty: "empty", unreadable: "unreadable" },
     tokenUsed: (from) => `in use: ${from}`,
+    operatorTokenReadable: (path) =>
+      `warning: the server's operator token ${path} is readable by the user Pi runs as, so the agent could use it to approve its own calls. Run the server as another OS user (see "Approval modes" in the README).`,
     notChecked: (why) => `not checked (${why})`,
     noClient: "no server connection",
     reachable: (endpoint, version, events, commands) => `${endpoint} reachable: version ${version}, protocol events ${events} / commands ${commands}`,

@@ -5,7 +5,7 @@
  * further word a path outside the project), how long a grant runs, and its revocation.
  */
 import { posix, win32 } from "node:path";
-import { ASK_RULE, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
+import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import type { WireIssue } from "../../common/domain-error.ts";
 import { pickCode } from "./decisions.ts";
@@ -46,7 +46,7 @@ export function serverGrantable(request: Grantee): boolean {
   return (
     request.source === "policy" &&
     request.rules.length > 0 &&
-    request.rules.every((rule) => !isOpaqueRule(rule) && rule !== ASK_RULE) &&
+    request.rules.every((rule) => !isOpaqueRule(rule) && rule !== ASK_RULE && rule !== PROTECTED_PATH_RULE) &&
     !!request.argv &&
     request.argv.length > 0 &&
     request.argv.every((command) => command.length > 0)

@@ -17,7 +17,7 @@ const words = messagesFor("en-US").approvals.actions;
 
 const read = await loadShell();
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const settings: PolicySettings = { disabledRules: [], rules: [], grantableRules: [] };
+const settings: PolicySettings = { mode: "rules", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 
 /** A risky call: the program's name and the arguments that make it risky. */
 const risky = fc.constantFrom(

@@ -28,7 +28,7 @@ test("answered in the terminal first: the command runs, the owner was asked with
       "──── 将要运行（原文；控制字符与换行已显示为 ⏎ \\t 等可见符号）────",
       "rm -rf build",
       "──── 命令结束 ────",
-      "理由：规则 rm-rf",
+      "理由：规则 rm-rf ← rm -rf build、strict.unlisted ← rm -rf build（严格模式：只有安全清单上的命令和 approval.allow 允许的命令无需批准）",
       "10 分钟内无人回答则拒绝。也可以在聊天中回答，先到的答案为准。",
     ].join("\n"),
   );
@@ -116,7 +116,10 @@ test("print mode and subagents never wait: the policy rejects at once and nothin
       pi.script([rmBuild(), ai.fauxAssistantMessage("被拦截")]);
       await pi.prompt("清理构建目录");
       assert.equal(existsSync(build), true);
-      assert.match(toolResults(pi, "bash")[0]!.text, /^已拦截「rm -rf」（规则 rm-rf）：.*interactive, switched-on session/);
+      assert.match(
+        toolResults(pi, "bash")[0]!.text,
+        /^已拦截「rm -rf」（规则 rm-rf、strict\.unlisted（严格模式：[^）]*））：.*interactive, switched-on session/,
+      );
       assert.deepEqual(await approvals(koishi, sessionId), []);
       assert.deepEqual(owner, []);
     });
@@ -281,7 +284,7 @@ test("an English session gets the dialog, the terminal notes and the model's ref
       "──── Will run (verbatim; control characters and line breaks shown as ⏎ \\t …) ────",
       "rm -rf build",
       "──── end of command ────",
-      "Reason: rule rm-rf",
+      "Reason: rule rm-rf ← rm -rf build, strict.unlisted ← rm -rf build (strict mode: only safe-listed commands and those approval.allow names run unasked)",
       "Rejected if nobody answers within 10 min. You can also answer in the chat; the first answer counts.",
     ].join("\n"),
   );

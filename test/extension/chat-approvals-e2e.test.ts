@@ -132,11 +132,13 @@ test("a command that tries to forge an approve line reaches the owner as one vis
 
 test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", {
   // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
-  todo: "needs the extension to send argv (approvals-gate, issue 34)",
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
-  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true, grantableRules: ["rm-rf"] } } });
+  const { chat, pi } = await piOnChat(t, {
+    ui: term.ui,
+    userConfig: { language: "zh-CN", approval: { enabled: true, mode: "rules", grantableRules: ["rm-rf"] } },
+  });
   await pi.prompt("/anon-notify");
   const dirs = ["a", "b", "c"].map((name) => join(pi.cwd, name));
   for (const dir of dirs) mkdirSync(dir, { recursive: true });

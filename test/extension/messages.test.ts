@@ -50,6 +50,7 @@ const localTime = (ms: number) => new Intl.DateTimeFormat("en-US", { dateStyle: 
 
 test("doctorReport shows where each value came from, never the token, and what each probe found", () => {
   const facts: DoctorFacts = {
+    operatorTokens: [],
     configErrors: [],
     files: [
       { layer: "legacy", path: "/ext/config.json", status: "missing" },
@@ -162,6 +163,7 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
     files: [],
     values: [],
     token: { used: "file", file: "/a/token", fileState: "present" },
+    operatorTokens: [],
     endpoint: "http://127.0.0.1:5140/api/agent-notify/v1/events",
     health: { kind: "ok", value: { ok: true, version: "0.5.0", protocol: { events: 1, commands: 3 }, capabilities: [], session_heartbeat_timeout_ms: 30_000 } },
     recipient: { kind: "ok", value: { qq: "10001", anon_qq: "10002", status: "ok", reason: null } },

@@ -10,15 +10,7 @@ import type { ApprovalRequest } from "../../protocol/approvals.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
 import { posix } from "node:path";
 import fc from "fast-check";
-import {
-  argvCovered,
-  coveringGrant,
-  decideGrant,
-  decideRevoke,
-  leavesProject,
-  serverGrantable,
-  type GrantRecord,
-} from "../../server/approvals/grant-rules.ts";
+import { argvCovered, coveringGrant, decideGrant, decideRevoke, leavesProject, serverGrantable, type GrantRecord } from "../../server/approvals/grant-rules.ts";
 import { GrantStore } from "../../server/approvals/grant-store.ts";
 import { GrantService } from "../../server/approvals/grants.ts";
 import { AuditLog } from "../../server/audit/store.ts";
@@ -67,6 +59,7 @@ test("what the server may grant: a policy request with literal argv, never a fai
     ["ask_approval", { ...base, source: "ask_approval", rules: ["model.ask"] }, false],
     ["model.ask under policy", { ...base, rules: ["model.ask"] }, false],
     ["no rules", { ...base, rules: [] }, false],
+    ["a protected path (asks in every mode)", { ...base, rules: ["rm-rf", "protected-path"] }, false],
   ];
   for (const [name, request, expected] of table) assert.equal(serverGrantable(request), expected, name);
   assert.deepEqual(
