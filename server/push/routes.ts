@@ -1,0 +1,37 @@
+/**
+ * The push route's edge: `POST /push/answer/:capability`, the phone's press of Approve or Deny (the
+ * URL is the credential, no bearer token), and the start-up resume of pushes still owed.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { json, type HttpApi } from "../http/api.ts";
+import { instanceText } from "../locales/load.ts";
+import type { PushAnswers } from "./answers.ts";
+import type { Pusher } from "./pusher.ts";
+
+const PRUNE_MS = 60 * 60_000;
+
+export interface PushRoutesDeps {
+  api: HttpApi;
+  pusher: Pusher;
+  answers: PushAnswers | undefined;
+  prune: (before: Date) => Promise<void>;
+}
+
+export const PushRoutes = {
+  name: "notify-webhook-push",
+  reusable: true,
+  apply(ctx: Context, { api, pusher, answers, prune }: PushRoutesDeps) {
+    const logger = ctx.logger("notify-webhook");
+    const background = (work: Promise<void>) =>
+      void work.catch((error: unknown) => logger.warn(instanceText(ctx, "anon-notify.push.log.background", { error: errorText(error) })));
+    ctx.on("ready", () => background(pusher.load()));
+    ctx.setInterval(() => background(prune(new Date())), PRUNE_MS);
+    if (!answers) return;
+    api.offer(ctx, "push_answers");
+    // ntfy's http action may send a body (empty by default); it is never read for meaning.
+    api.route(ctx, { method: "POST", path: "/push/answer/:capability", auth: "capability", maxBytes: 4096, anyBody: true }, async (request) =>
+      json(200, await answers.redeem(request.params.capability ?? "")),
+    );
+  },
+};
