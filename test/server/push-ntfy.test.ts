@@ -14,7 +14,7 @@ import type { KoishiHarness } from "../../harness/koishi.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { voiceOf } from "../../server/approvals/messages.ts";
+import { closingText, voiceOf } from "../../server/approvals/messages.ts";
 import { approvalPush, eventPush } from "../../server/push/render.ts";
 import { startFakeNtfy, type FakeNtfy, type Published } from "../helpers/fake-ntfy.ts";
 import { record } from "./approval-fixtures.ts";
@@ -237,5 +237,15 @@ test("the push text carries no agent-made line breaks, invisible characters or m
       }),
       { numRuns: 150 },
     );
+  }
+});
+
+test("the chat's closing message says the push answered", () => {
+  for (const [say, words] of [
+    [zh, "已在手机推送上批准"],
+    [en, "approved on the phone push"],
+  ] as const) {
+    const text = closingText(record({ state: "approved", decision: "approved", via: "ntfy", decided_by: "ntfy", request_sent: true }), voiceOf(say));
+    assert.ok(text.includes(words), text);
   }
 });
