@@ -12,6 +12,7 @@ import { LANGUAGES, localeLanguage, type Language } from "../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../protocol/approvals.ts";
 import type { ActionWords } from "./approvals/policy.ts";
 import type { CommandOrigin } from "../protocol/queue.ts";
+import type { PushHealth } from "../protocol/push.ts";
 import type { NoticeRoute, RecipientStatus } from "../protocol/status.ts";
 import { enConfig, zhConfig } from "./texts/config.ts";
 import { enDelivery, enNotice, zhDelivery, zhNotice } from "./texts/delivery.ts";
@@ -256,6 +257,12 @@ const zh = {
     } satisfies Record<NoticeRoute, string>,
     noticeRoute: (route: string, problem: string | null) => `通知去向：${route}${problem ? `；未就绪：${problem}` : ""}`,
     chat: (loaded: boolean): string => (loaded ? "聊天：已加载能私聊目标的机器人" : "聊天：没有（这个服务端不能私聊任何人）"),
+    push: (push: PushHealth, reason: (raw: string) => string): string => {
+      if (push.route === "none") return "手机推送：没有配置（ntfy，见 README）";
+      const answers = push.answers === "buttons" ? "审批可在通知上直接批准或拒绝" : "审批通知只说明怎么回答（服务端没有配置 publicUrl）";
+      const last = push.last ? `最近一次 ${push.last.state}${push.last.error ? `：${reason(push.last.error)}` : ""}` : "还没有推送过";
+      return `手机推送：${push.route}，${answers}；${last}`;
+    },
     recipientAnswer: (qq: string, anonQq: string, status: string, reason: string | null) =>
       `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `，${reason}` : ""}`,
     recipientError: (why: string) => `无法询问：${why}`,
@@ -476,6 +483,13 @@ const en: Messages = {
     },
     noticeRoute: (route, problem) => `notices go: ${route}${problem ? `; not ready: ${problem}` : ""}`,
     chat: (loaded) => (loaded ? "chat: a bot that can message the recipient is loaded" : "chat: none (this server cannot message anyone)"),
+    push: (push, reason) => {
+      if (push.route === "none") return "phone push: not configured (ntfy, see the README)";
+      const answers =
+        push.answers === "buttons" ? "approvals can be answered on the notification" : "approval pushes only say how to answer (the server has no publicUrl)";
+      const last = push.last ? `last one ${push.last.state}${push.last.error ? `: ${reason(push.last.error)}` : ""}` : "nothing pushed yet";
+      return `phone push: ${push.route}, ${answers}; ${last}`;
+    },
     recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,
