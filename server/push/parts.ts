@@ -21,6 +21,7 @@ export interface PushSettings extends PushConfig {
   ntfyRetryDelayMs: number;
   breakThrough: readonly UrgentKind[];
   maxAttempts: number;
+  retentionDays: number;
 }
 
 export interface PushNeeds {
@@ -64,6 +65,7 @@ export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) 
     answers,
     offer: (eventId: string) => background(pusher.offerEvent(eventId)),
     approvalsChanged: () => background(pusher.offerApprovals()),
-    prune: (before: Date) => store.pruneAnswers(before),
+    /** Hourly: dead capabilities, and receipts kept as long as the event receipts (`retentionDays`). */
+    prune: (now: Date) => store.prune(now, new Date(now.getTime() - config.retentionDays * 86_400_000)),
   };
 }

@@ -1,6 +1,6 @@
 /**
  * The push route's edge: `POST /push/answer/:capability`, the phone's press of Approve or Deny (the
- * URL is the credential, no bearer token), and the start-up resume of pushes still owed.
+ * URL is the credential, no bearer token), the start-up resume of pushes still owed, and the hourly prune.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
@@ -15,7 +15,7 @@ export interface PushRoutesDeps {
   api: HttpApi;
   pusher: Pusher;
   answers: PushAnswers | undefined;
-  prune: (before: Date) => Promise<void>;
+  prune: (now: Date) => Promise<void>;
 }
 
 export const PushRoutes = {
@@ -25,7 +25,10 @@ export const PushRoutes = {
     const logger = ctx.logger("notify-webhook");
     const background = (work: Promise<void>) =>
       void work.catch((error: unknown) => logger.warn(instanceText(ctx, "anon-notify.push.log.background", { error: errorText(error) })));
-    ctx.on("ready", () => background(pusher.load()));
+    ctx.on("ready", () => {
+      background(pusher.load());
+      background(prune(new Date()));
+    });
     ctx.setInterval(() => background(prune(new Date())), PRUNE_MS);
     if (!answers) return;
     api.offer(ctx, "push_answers");

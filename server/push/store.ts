@@ -123,8 +123,9 @@ export class PushStore {
     await this.#ctx.database.set(ANSWER_TABLE, { hash }, { used_at: null });
   }
 
-  /** Removes capabilities whose approval's time is over: they can never be redeemed. */
-  async pruneAnswers(before: Date): Promise<void> {
-    await this.#ctx.database.remove(ANSWER_TABLE, { expires_at: { $lt: before } });
+  /** Removes capabilities whose approval's time is over (they can never be redeemed), and final receipts last changed before `receiptsBefore`. */
+  async prune(now: Date, receiptsBefore: Date): Promise<void> {
+    await this.#ctx.database.remove(ANSWER_TABLE, { expires_at: { $lt: now } });
+    await this.#ctx.database.remove(PUSH_TABLE, { state: ["delivered", "failed"], updated_at: { $lt: receiptsBefore } } as Query<PushRow>);
   }
 }

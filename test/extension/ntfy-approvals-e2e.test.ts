@@ -9,6 +9,8 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
 import { OPERATOR_TOKEN, call, startServer } from "../../harness/agent-api.ts";
 import { piOnServer } from "../../harness/extension-env.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
@@ -75,4 +77,46 @@ test("Deny on the phone refuses the call: nothing runs and the model reads that 
   const [result] = toolResults(pi, "bash");
   assert.equal(result!.isError, true);
   assert.match(result!.text, /在手机推送上拒绝了「rm -rf」/);
+});
+
+test("another extension's dialog reaches the phone at high priority as 'needs you'; a failed run arrives at default priority", {
+  timeout: 90_000,
+}, async (t) => {
+  const ntfy = await startFakeNtfy();
+  t.after(() => ntfy.stop());
+  const server = await startServer({ config: { ntfyUrl: ntfy.url, ntfyTopic: ntfy.topic, ntfyToken: ntfy.token } });
+  const term = answerableTerminal();
+  const deployer = (pi: ExtensionAPI) => {
+    pi.registerTool({
+      name: "deploy",
+      label: "deploy",
+      description: "Deploys after asking.",
+      parameters: Type.Object({}),
+      async execute(_id, _params, _signal, _onUpdate, ctx) {
+        const yes = await ctx.ui.confirm("部署到生产？\n[点这里](https://evil.example)", "确认后开始部署");
+        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
+      },
+    });
+  };
+  const pi = await piOnServer(t, server, { ui: term.ui, extensions: [deployer], userConfig: { language: "zh-CN" } });
+  await pi.prompt("/anon-notify");
+  pi.script([
+    ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }),
+    ai.fauxAssistantMessage("", { stopReason: "error", errorMessage: "401 invalid api key" }),
+  ]);
+  const run = pi.prompt("部署");
+  const needsYou = await waitUntil(() => ntfy.published.find((p) => p.priority === 4), "the needs-you push", 30_000);
+  assert.deepEqual(needsYou.tags, ["warning"]);
+  assert.match(
+    needsYou.message!,
+    /^摘要：项目 work：需要你：.*「部署到生产？ \[点这里\]\(https:\/\/evil\.example\)」/m,
+    "plain text: ntfy is never told it is markdown",
+  );
+  assert.equal(needsYou.message!.split("\n").length, 4, "the dialog's line break never starts a line of its own");
+  assert.deepEqual(needsYou.extra, {}, "no click URL, whatever the dialog says");
+  (await waitUntil(() => term.dialogs[0], "the deploy dialog")).answer(true);
+  await run;
+  const failed = await waitUntil(() => ntfy.published.find((p) => p.priority === 3), "the failed run's push", 30_000);
+  assert.deepEqual(failed.tags, ["x"]);
+  assert.match(failed.message!, /401 invalid api key/);
 });
