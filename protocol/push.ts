@@ -6,12 +6,16 @@ import { z } from "zod";
 import { ApprovalCode, ApprovalDecision, ApprovalState } from "./approvals.ts";
 import { Timestamp } from "./wire.ts";
 
+/** Where a push goes: ntfy (with answer buttons), or a Feishu (Lark) custom bot (notify-only). */
+export const PushRoute = z.enum(["ntfy", "feishu"]);
+export type PushRoute = z.infer<typeof PushRoute>;
+
 export const PushState = z.enum(["queued", "retrying", "delivered", "failed"]);
 export type PushState = z.infer<typeof PushState>;
 
 /** One push's receipt; `error` is `<code>: <reason>` like a chat receipt's. */
 export const PushReceipt = z.object({
-  route: z.literal("ntfy"),
+  route: PushRoute,
   state: PushState,
   attempts: z.number().int().nonnegative(),
   error: z.string().nullable(),

@@ -121,8 +121,10 @@ export interface Config {
   ntfyTopic: string;
   ntfyToken: string;
   ntfyCompletions: boolean;
-  ntfyRetryDelayMs: number;
+  pushRetryDelayMs: number;
   publicUrl: string;
+  feishuWebhook: string;
+  feishuSecret: string;
 }
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -246,8 +248,10 @@ export const Config: SchemaType<Config> = Schema.intersect([
       ntfyTopic: Schema.string().default(""),
       ntfyToken: Schema.string().role("secret").default(""),
       ntfyCompletions: Schema.boolean().default(false),
-      ntfyRetryDelayMs: Schema.natural().role("ms").default(5_000),
+      pushRetryDelayMs: Schema.natural().role("ms").default(5_000),
       publicUrl: Schema.string().role("link").default(""),
+      feishuWebhook: Schema.string().role("secret").default(""),
+      feishuSecret: Schema.string().role("secret").default(""),
     }),
     "push",
   ),

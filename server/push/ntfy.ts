@@ -16,7 +16,15 @@ export interface NtfyTarget {
   token: string;
 }
 
-export type PushErrorCode = "ntfy_rate_limited" | "ntfy_unavailable" | "ntfy_refused" | "approval_ended";
+export type { PushRoute } from "../../protocol/push.ts";
+export type PushErrorCode =
+  | "ntfy_rate_limited"
+  | "ntfy_unavailable"
+  | "ntfy_refused"
+  | "feishu_rate_limited"
+  | "feishu_unavailable"
+  | "feishu_refused"
+  | "approval_ended";
 
 export type PublishOutcome =
   | { kind: "delivered"; messageId: string | null }

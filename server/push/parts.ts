@@ -1,6 +1,6 @@
 /**
- * The ntfy route's parts, built once when it is configured: the receipts and capabilities, the
- * pusher, the answer buttons; and the hooks the plugin calls (an accepted notice, an approval change).
+ * The push routes' parts, built once when configured: the receipts and capabilities, a pusher per
+ * route (ntfy, the Feishu bot), the answer buttons; and the hooks the plugin calls.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
@@ -12,13 +12,15 @@ import { instanceText } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import { PushAnswers } from "./answers.ts";
-import { pushTarget, type PushConfig } from "./config.ts";
+import { feishuTarget, pushTarget, type PushConfig } from "./config.ts";
+import { FeishuSender } from "./feishu.ts";
+import { publish } from "./ntfy.ts";
 import { Pusher } from "./pusher.ts";
 import { PushStore } from "./store.ts";
 
 export interface PushSettings extends PushConfig {
   ntfyCompletions: boolean;
-  ntfyRetryDelayMs: number;
+  pushRetryDelayMs: number;
   breakThrough: readonly UrgentKind[];
   maxAttempts: number;
   retentionDays: number;
@@ -34,19 +36,18 @@ export interface PushNeeds {
   approvals: Pick<ApprovalService, "decide">;
 }
 
-/** The ntfy route's parts when it is configured (`ntfyUrl` and `ntfyTopic`), else undefined. */
+/** The push routes' parts when one is configured (ntfy, the Feishu bot, or both), else undefined. */
 export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) {
-  const target = pushTarget(config);
-  if (!target) return undefined;
+  const ntfy = pushTarget(config);
+  const feishu = feishuTarget(config);
+  if (!ntfy && !feishu) return undefined;
   const store = new PushStore(ctx);
-  const answers = config.publicUrl ? new PushAnswers({ store, approvals: needs.approvals, publicUrl: config.publicUrl }) : undefined;
-  const pusher = new Pusher(ctx, {
+  const answers = ntfy && config.publicUrl ? new PushAnswers({ store, approvals: needs.approvals, publicUrl: config.publicUrl }) : undefined;
+  const common = {
     store,
     events: needs.events,
     approvals: needs.approvalStore,
     audit: needs.audit,
-    target,
-    answers,
     consoleUrl: () => {
       const selfUrl = ctx.server?.selfUrl;
       return selfUrl ? `${selfUrl.replace(/\/+$/, "")}/anon-notify` : undefined;
@@ -55,16 +56,28 @@ export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) 
     completions: config.ntfyCompletions,
     mute: { store: needs.mutes, breakThrough: config.breakThrough },
     maxAttempts: config.maxAttempts,
-    retryDelayMs: config.ntfyRetryDelayMs,
-  });
+    retryDelayMs: config.pushRetryDelayMs,
+  };
+  const pushers: Pusher[] = [];
+  if (ntfy) pushers.push(new Pusher(ctx, { ...common, route: "ntfy", send: (message) => publish(ntfy, message), answers }));
+  if (feishu) {
+    const sender = new FeishuSender(feishu);
+    pushers.push(new Pusher(ctx, { ...common, route: "feishu", send: (message) => sender.send(message), answers: undefined }));
+  }
+  // What /health and GET /events/{id} show: the ntfy route's when it is configured, else the Feishu bot's.
+  const shown = pushers[0]!;
   const logger = ctx.logger("notify-webhook");
-  const background = (work: Promise<void>) =>
+  const background = (work: Promise<unknown>) =>
     void work.catch((error: unknown) => logger.warn(instanceText(ctx, "anon-notify.push.log.background", { error: errorText(error) })));
   return {
-    pusher,
+    pusher: {
+      receipt: (eventId: string) => shown.receipt(eventId),
+      health: () => shown.health(),
+      load: async () => void (await Promise.all(pushers.map((pusher) => pusher.load()))),
+    },
     answers,
-    offer: (eventId: string) => background(pusher.offerEvent(eventId)),
-    approvalsChanged: () => background(pusher.offerApprovals()),
+    offer: (eventId: string) => background(Promise.all(pushers.map((pusher) => pusher.offerEvent(eventId)))),
+    approvalsChanged: () => background(Promise.all(pushers.map((pusher) => pusher.offerApprovals()))),
     /** Hourly: dead capabilities, and receipts kept as long as the event receipts (`retentionDays`). */
     prune: (now: Date) => store.prune(now, new Date(now.getTime() - config.retentionDays * 86_400_000)),
   };

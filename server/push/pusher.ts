@@ -1,5 +1,5 @@
 /**
- * The push route's worker: takes the notices and approval requests the server chose to push, keeps
+ * A push route's worker (ntfy, or the notify-only Feishu bot): takes the notices and approval requests the server chose to push, keeps
  * a receipt for each (`queued → retrying → delivered | failed`) and publishes them one at a time, in
  * its own queue, so an ntfy outage only delays pushes, never the chat, the persona or an approval's
  * other surfaces. A `429` waits its `Retry-After`, else a doubling backoff; the receipt says so.
@@ -18,7 +18,7 @@ import { instanceSay, type Say } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import type { PushAnswers } from "./answers.ts";
-import { publish, pushError, type NtfyTarget, type PublishOutcome } from "./ntfy.ts";
+import { pushError, type PublishOutcome, type PushRoute } from "./ntfy.ts";
 import { approvalPush, eventPush, pushPlan, type PushMessage } from "./render.ts";
 import type { PushRow, PushStore } from "./store.ts";
 
@@ -27,8 +27,10 @@ export interface PusherDeps {
   events: Pick<EventStore, "get">;
   approvals: Pick<ApprovalStore, "get" | "openFor">;
   audit: AuditLog;
-  target: NtfyTarget;
-  /** Mints the Approve and Deny URLs; absent without a public base URL. */
+  route: PushRoute;
+  /** Publishes one message on this route. */
+  send(message: PushMessage): Promise<PublishOutcome>;
+  /** Mints the Approve and Deny URLs; absent without a public base URL or on a notify-only route. */
   answers: PushAnswers | undefined;
   /** The console page's address for a `view` action, when known. */
   consoleUrl: () => string | undefined;
@@ -67,7 +69,7 @@ export class Pusher {
 
   /** Resumes what a previous run left unsent. */
   async load(): Promise<void> {
-    for (const row of await this.#deps.store.pending()) this.#enqueue(row.push_id);
+    for (const row of await this.#deps.store.pending(this.#deps.route)) this.#enqueue(row.push_id);
   }
 
   /** An accepted notice: pushed if the server's plan says so (once per event id). */
@@ -94,20 +96,26 @@ export class Pusher {
   }
 
   async receipt(eventId: string): Promise<PushReceipt | null> {
-    const row = await this.#deps.store.get(`event:${eventId}`);
+    const row = await this.#deps.store.get(`${this.#deps.route}:event:${eventId}`);
     return row ? receiptOf(row) : null;
   }
 
   async health(): Promise<PushHealth> {
-    const row = await this.#deps.store.newest();
-    return { route: "ntfy", answers: this.answers, last: row ? { state: row.state, error: row.error, at: new Date(row.updated_at).toISOString() } : null };
+    const row = await this.#deps.store.newest(this.#deps.route);
+    return {
+      route: this.#deps.route,
+      answers: this.answers,
+      last: row ? { state: row.state, error: row.error, at: new Date(row.updated_at).toISOString() } : null,
+    };
   }
 
   async #claim(kind: PushRow["kind"], subject: string, sessionId: string): Promise<void> {
     const now = new Date();
-    const pushId = `${kind}:${subject}`;
+    const route = this.#deps.route;
+    const pushId = `${route}:${kind}:${subject}`;
     const row = {
       push_id: pushId,
+      route,
       kind,
       subject,
       session_id: sessionId,
@@ -157,7 +165,7 @@ export class Pusher {
         return;
       }
       const attempts = row.attempts + 1;
-      const outcome: PublishOutcome = await publish(this.#deps.target, built.message);
+      const outcome: PublishOutcome = await this.#deps.send(built.message);
       if (outcome.kind === "delivered") {
         await this.#finish({ ...row, attempts }, "delivered", null, outcome.messageId, built.message);
         return;
@@ -219,7 +227,7 @@ export class Pusher {
         action,
         session_id: row.session_id,
         subject: row.subject,
-        data: { push_id: row.push_id, route: "ntfy", ...data },
+        data: { push_id: row.push_id, route: row.route, ...data },
       });
     } catch (error) {
       this.#ctx.logger("notify-webhook").warn(this.#say("anon-notify.log.audit-failed", { id: row.push_id, error: errorText(error) }));
@@ -242,5 +250,5 @@ export class Pusher {
 }
 
 function receiptOf(row: PushRow): PushReceipt {
-  return { route: "ntfy", state: row.state, attempts: row.attempts, error: row.error, updated_at: new Date(row.updated_at).toISOString() };
+  return { route: row.route, state: row.state, attempts: row.attempts, error: row.error, updated_at: new Date(row.updated_at).toISOString() };
 }

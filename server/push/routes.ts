@@ -13,7 +13,7 @@ const PRUNE_MS = 60 * 60_000;
 
 export interface PushRoutesDeps {
   api: HttpApi;
-  pusher: Pusher;
+  pusher: Pick<Pusher, "load">;
   answers: PushAnswers | undefined;
   prune: (now: Date) => Promise<void>;
 }

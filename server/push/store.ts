@@ -1,15 +1,16 @@
 /**
- * The push route's two tables: `anon_notify_push`, one receipt per push (a notice, an approval's
- * request), and `anon_notify_push_answer`, the approval buttons' capabilities, kept only as their
+ * The push routes' two tables: `anon_notify_push`, one receipt per push and route (a notice, an
+ * approval's request), and `anon_notify_push_answer`, the approval buttons' capabilities, kept only as their
  * SHA-256, each bound to one approval and one answer and redeemed at most once.
  */
 import type { Context, Query } from "koishi";
 import type { ApprovalDecision } from "../../protocol/approvals.ts";
-import type { PushState } from "../../protocol/push.ts";
+import type { PushRoute, PushState } from "../../protocol/push.ts";
 
 export interface PushRow {
   /** `event:<event_id>` or `approval:<approval_id>`. */
   push_id: string;
+  route: PushRoute;
   kind: "event" | "approval";
   subject: string;
   session_id: string;
@@ -49,6 +50,7 @@ export class PushStore {
       PUSH_TABLE,
       {
         push_id: { type: "string", length: 200 },
+        route: { type: "string", length: 16 },
         kind: { type: "string", length: 16 },
         subject: { type: "string", length: 128 },
         session_id: { type: "string", length: 128 },
@@ -94,14 +96,14 @@ export class PushStore {
   }
 
   /** Receipts still to be sent, oldest first. */
-  async pending(): Promise<PushRow[]> {
+  async pending(route: PushRoute): Promise<PushRow[]> {
     // minato's query types do not take a list for a union-typed column, which is valid at run time.
-    return this.#ctx.database.get(PUSH_TABLE, { state: ["queued", "retrying"] } as Query<PushRow>, { sort: { created_at: "asc" } });
+    return this.#ctx.database.get(PUSH_TABLE, { route, state: ["queued", "retrying"] } as Query<PushRow>, { sort: { created_at: "asc" } });
   }
 
-  /** The newest receipt, for `/health`. */
-  async newest(): Promise<PushRow | undefined> {
-    return (await this.#ctx.database.get(PUSH_TABLE, {}, { sort: { updated_at: "desc" }, limit: 1 }))[0];
+  /** A route's newest receipt, for `/health`. */
+  async newest(route: PushRoute): Promise<PushRow | undefined> {
+    return (await this.#ctx.database.get(PUSH_TABLE, { route }, { sort: { updated_at: "desc" }, limit: 1 }))[0];
   }
 
   async addAnswer(row: PushAnswerRow): Promise<void> {

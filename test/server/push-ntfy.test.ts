@@ -25,7 +25,7 @@ const en = sayIn("en-US");
 async function pushServer(t: TestContext, options: { publicUrl?: boolean; config?: Record<string, unknown> } = {}) {
   const ntfy = await startFakeNtfy();
   t.after(() => ntfy.stop());
-  const config = { ntfyUrl: ntfy.url, ntfyTopic: ntfy.topic, ntfyToken: ntfy.token, ntfyRetryDelayMs: 20, ...options.config };
+  const config = { ntfyUrl: ntfy.url, ntfyTopic: ntfy.topic, ntfyToken: ntfy.token, pushRetryDelayMs: 20, ...options.config };
   const server = await startServer({ config });
   t.after(() => server.stop());
   // The public base URL names this server's own port, known once it listens.
