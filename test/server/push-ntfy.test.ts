@@ -15,6 +15,7 @@ import { waitUntil } from "../../harness/wait.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { closingText, voiceOf } from "../../server/approvals/messages.ts";
+import { pushConfigProblem } from "../../server/push/config.ts";
 import { approvalPush, eventPush } from "../../server/push/render.ts";
 import { startFakeNtfy, type FakeNtfy, type Published } from "../helpers/fake-ntfy.ts";
 import { record } from "./approval-fixtures.ts";
@@ -247,5 +248,27 @@ test("the chat's closing message says the push answered", () => {
   ] as const) {
     const text = closingText(record({ state: "approved", decision: "approved", via: "ntfy", decided_by: "ntfy", request_sent: true }), voiceOf(say));
     assert.ok(text.includes(words), text);
+  }
+});
+
+test("a push setting that cannot work stops the plugin with what is wrong, never the token", () => {
+  const base = { ntfyUrl: "", ntfyTopic: "", ntfyToken: "tk_secret", publicUrl: "", feishuWebhook: "", feishuSecret: "" };
+  const table: [string, Partial<typeof base>, string | null][] = [
+    ["off", {}, null],
+    ["on", { ntfyUrl: "https://ntfy.sh", ntfyTopic: "pi_owner-1" }, null],
+    ["a path prefix", { ntfyUrl: "https://example.com/ntfy", ntfyTopic: "t" }, null],
+    ["only the URL", { ntfyUrl: "https://ntfy.sh" }, "half"],
+    ["only the topic", { ntfyTopic: "t" }, "half"],
+    ["not http", { ntfyUrl: "ftp://ntfy.sh", ntfyTopic: "t" }, "url"],
+    ["credentials in the URL", { ntfyUrl: "https://u:p@ntfy.sh", ntfyTopic: "t" }, "url"],
+    ["a topic with a slash", { ntfyUrl: "https://ntfy.sh", ntfyTopic: "a/b" }, "topic"],
+    ["a topic too long", { ntfyUrl: "https://ntfy.sh", ntfyTopic: "x".repeat(65) }, "topic"],
+    ["a public URL with a query", { publicUrl: "https://pi.example.com/?a=1" }, "public-url"],
+    ["a Feishu webhook that is no URL", { feishuWebhook: "open.feishu.cn/hook" }, "feishu"],
+  ];
+  for (const [name, overrides, expected] of table) {
+    const problem = pushConfigProblem({ ...base, ...overrides });
+    assert.equal(problem?.key ?? null, expected, name);
+    assert.ok(!JSON.stringify(problem).includes("tk_secret"), name);
   }
 });
