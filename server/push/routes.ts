@@ -4,12 +4,16 @@
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
+import { DomainError } from "../errors.ts";
 import { json, type HttpApi } from "../http/api.ts";
+import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
 import { instanceText } from "../locales/load.ts";
 import type { PushAnswers } from "./answers.ts";
 import type { Pusher } from "./pusher.ts";
 
 const PRUNE_MS = 60 * 60_000;
+/** Presses from anyone on the internet, in all: a person presses a few; a flood of guesses is held off before any database read. */
+export const PRESS_LIMIT: RateLimit = { perMinute: 60, burst: 20 };
 
 export interface PushRoutesDeps {
   api: HttpApi;
@@ -33,8 +37,12 @@ export const PushRoutes = {
     if (!answers) return;
     api.offer(ctx, "push_answers");
     // ntfy's http action may send a body (empty by default); it is never read for meaning.
-    api.route(ctx, { method: "POST", path: "/push/answer/:capability", auth: "capability", maxBytes: 4096, anyBody: true }, async (request) =>
-      json(200, await answers.redeem(request.params.capability ?? "")),
-    );
+    let bucket = fullBucket(PRESS_LIMIT, Date.now());
+    api.route(ctx, { method: "POST", path: "/push/answer/:capability", auth: "capability", maxBytes: 4096, anyBody: true }, async (request) => {
+      const take = takeToken(bucket, Date.now(), PRESS_LIMIT);
+      bucket = take.bucket;
+      if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+      return json(200, await answers.redeem(request.params.capability ?? ""));
+    });
   },
 };

@@ -16,6 +16,7 @@ import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { closingText, voiceOf } from "../../server/approvals/messages.ts";
 import { pushConfigProblem } from "../../server/push/config.ts";
+import { PRESS_LIMIT } from "../../server/push/routes.ts";
 import { approvalPush, eventPush } from "../../server/push/render.ts";
 import { startFakeNtfy, type FakeNtfy, type Published } from "../helpers/fake-ntfy.ts";
 import { record } from "./approval-fixtures.ts";
@@ -271,4 +272,19 @@ test("a push setting that cannot work stops the plugin with what is wrong, never
     assert.equal(problem?.key ?? null, expected, name);
     assert.ok(!JSON.stringify(problem).includes("tk_secret"), name);
   }
+});
+
+test("a flood of guessed answer URLs is held off in all before any lookup, without a token", async (t) => {
+  const { server } = await pushServer(t, { publicUrl: true });
+  const guess = () => fetch(`${new URL(server.baseUrl).origin}${API_BASE_PATH}/push/answer/${randomBytes(32).toString("base64url")}`, { method: "POST" });
+  // The bucket refills one press a second, so a loaded machine may see a few more 404s first: never fewer than the burst.
+  const statuses: number[] = [];
+  for (let i = 0; i < PRESS_LIMIT.burst * 3 && !statuses.includes(429); i++) {
+    const response = await guess();
+    await response.arrayBuffer();
+    statuses.push(response.status);
+    if (response.status === 429) assert.ok(Number(response.headers.get("retry-after")) >= 1);
+  }
+  assert.equal(statuses.at(-1), 429, JSON.stringify(statuses));
+  assert.ok(statuses.slice(0, -1).every((status) => status === 404) && statuses.length > PRESS_LIMIT.burst, JSON.stringify(statuses));
 });
