@@ -185,6 +185,7 @@ const zh = {
         ...(facts.reason ? [`理由：${visibleControls(facts.reason)}`] : []),
         `${duration(facts.timeoutMs, { min: "分钟", s: "秒" })}内无人回答则拒绝。${facts.remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
       ].join("\n"),
+    requestPushed: (code: string, route: string) => `审批请求正在推送到手机（${route}），审批码 ${code}；在这里、手机上或控制台回答均可，先到的答案为准。`,
     /** What the server said of the request's way to the owner (`reach`), truly. */
     requestReach: {
       sent: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
@@ -413,6 +414,8 @@ const en: Messages = {
         ...(facts.reason ? [`Reason: ${visibleControls(facts.reason)}`] : []),
         `Rejected if nobody answers within ${duration(facts.timeoutMs, { min: "min", s: "s" })}.${facts.remote ? " You can also answer in the chat; the first answer counts." : ""}`,
       ].join("\n"),
+    requestPushed: (code, route) =>
+      `The approval request is being pushed to your phone (${route}), code ${code}; answer here, on the phone or in the console; the first answer counts.`,
     requestReach: {
       sent: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
       queued: (code) =>

@@ -146,7 +146,8 @@ export const ApprovalAnswer = z.object({ approval: Approval });
 export const ApprovalReach = z.enum(["sent", "queued", "none"]);
 export type ApprovalReach = z.infer<typeof ApprovalReach>;
 /** The answer of `POST /approvals`. */
-export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach });
+/** `push`: the phone push route the request is also handed to (`ntfy`, `feishu`), null when none; absent from older servers. */
+export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach, push: z.string().nullable().optional() });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
 export const OperatorApprovalDecision = z.strictObject({

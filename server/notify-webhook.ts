@@ -424,7 +424,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
   ctx.plugin(ChatCommands, { operator, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake, push: push?.pusher });
-  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
+  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry, pushRoute: push?.route });
   ctx.plugin(AuditRoutes, { api, audit, limit });
   ctx.plugin(Retention, {
     api,

@@ -70,6 +70,8 @@ export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) 
   const background = (work: Promise<unknown>) =>
     void work.catch((error: unknown) => logger.warn(instanceText(ctx, "anon-notify.push.log.background", { error: errorText(error) })));
   return {
+    /** The route an approval request is handed to first (the one with buttons when there is one). */
+    route: shown.route,
     pusher: {
       receipt: (eventId: string) => shown.receipt(eventId),
       health: () => shown.health(),

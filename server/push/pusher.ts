@@ -62,6 +62,10 @@ export class Pusher {
     });
   }
 
+  get route(): PushRoute {
+    return this.#deps.route;
+  }
+
   /** Whether the push can carry Approve and Deny buttons. */
   get answers(): "buttons" | "text" {
     return this.#deps.answers ? "buttons" : "text";

@@ -56,6 +56,10 @@ test("Approve on the phone lets exactly that call run; the terminal says the pus
   );
   await term.dialogs[0]!.dismissed;
   assert.ok(
+    pi.notices().some((n) => n.includes(`审批请求正在推送到手机（ntfy），审批码 ${code}`)),
+    `the terminal says the request is on its way to the phone, not "not sent": ${JSON.stringify(pi.notices())}`,
+  );
+  assert.ok(
     pi.notices().some((n) => /rm -rf」已在手机推送上批准/.test(n)),
     `the terminal is told the push answered: ${JSON.stringify(pi.notices())}`,
   );
