@@ -9,12 +9,11 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
 import { OPERATOR_TOKEN, call, startServer } from "../../harness/agent-api.ts";
 import { piOnServer } from "../../harness/extension-env.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { confirmingDeployer } from "../helpers/dialog-tool.ts";
 import { startFakeNtfy } from "../helpers/fake-ntfy.ts";
 
 async function setup(t: TestContext) {
@@ -90,18 +89,7 @@ test("another extension's dialog reaches the phone at high priority as 'needs yo
   t.after(() => ntfy.stop());
   const server = await startServer({ config: { ntfyUrl: ntfy.url, ntfyTopic: ntfy.topic, ntfyToken: ntfy.token } });
   const term = answerableTerminal();
-  const deployer = (pi: ExtensionAPI) => {
-    pi.registerTool({
-      name: "deploy",
-      label: "deploy",
-      description: "Deploys after asking.",
-      parameters: Type.Object({}),
-      async execute(_id, _params, _signal, _onUpdate, ctx) {
-        const yes = await ctx.ui.confirm("部署到生产？\n[点这里](https://evil.example)", "确认后开始部署");
-        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
-      },
-    });
-  };
+  const deployer = confirmingDeployer("部署到生产？\n[点这里](https://evil.example)");
   const pi = await piOnServer(t, server, { ui: term.ui, extensions: [deployer], userConfig: { language: "zh-CN" } });
   await pi.prompt("/anon-notify");
   pi.script([
