@@ -29,10 +29,10 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
 export const ApprovalOutcome = z.enum(["approved", "rejected", "timeout"]);
 export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
 /** Where the answer came from. */
-export const ApprovalVia = z.enum(["chat", "operator", "console", "terminal", "policy", "timeout", "aborted"]);
+export const ApprovalVia = z.enum(["chat", "operator", "console", "ntfy", "terminal", "policy", "timeout", "aborted"]);
 export type ApprovalVia = z.infer<typeof ApprovalVia>;
-/** Where a person can answer on the server's side. */
-export const PersonVia = z.enum(["chat", "operator", "console"]);
+/** Where a person can answer on the server's side (`ntfy`: a button on the phone push). */
+export const PersonVia = z.enum(["chat", "operator", "console", "ntfy"]);
 export type PersonVia = z.infer<typeof PersonVia>;
 /** `pending` → `decided` (a person decided on the server) → final; `vanished`: the session's heartbeats stopped. */
 export const ApprovalState = z.enum(["pending", "decided", "approved", "rejected", "timeout", "vanished"]);
@@ -168,7 +168,8 @@ export const ApprovalAnswer = z.object({ approval: Approval });
 export const ApprovalReach = z.enum(["sent", "queued", "none"]);
 export type ApprovalReach = z.infer<typeof ApprovalReach>;
 /** The answer of `POST /approvals`. */
-export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach });
+/** `push`: the phone push route the request is also handed to (`ntfy`, `feishu`), null when none; absent from older servers. */
+export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach, push: z.string().nullable().optional() });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
 export const OperatorApprovalDecision = z.strictObject({

@@ -3,7 +3,6 @@
  * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
  * straight to the configured chat). This file only declares the configuration and composes the
  * parts; each folder under server/ is one of them (docs/architecture.md has the map).
- * Over 400 lines: the whole Config schema sits here, one section per concern, beside its wiring.
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
@@ -30,6 +29,7 @@ import { DiskSync } from "./disk-sync.ts";
 import { EventIntake } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
+import type { EventRow } from "./events/receipt-rules.ts";
 import { HttpApi } from "./http/api.ts";
 import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
@@ -51,6 +51,9 @@ import { missingServicesText } from "./status/missing-services.ts";
 import { NoticeRouteReport } from "./status/notices.ts";
 import { StatusRoutes } from "./status/routes.ts";
 import { Watchdog } from "./watchdog/plugin.ts";
+import { pushConfigProblem } from "./push/config-rules.ts";
+import { pushParts } from "./push/parts.ts";
+import { PushRoutes } from "./push/routes.ts";
 
 const { Schema } = koishi;
 
@@ -115,6 +118,14 @@ export interface Config {
   consoleAuthority: number;
   consoleOrigins: string[];
   retentionDays: number;
+  ntfyUrl: string;
+  ntfyTopic: string;
+  ntfyToken: string;
+  ntfyCompletions: boolean;
+  pushRetryDelayMs: number;
+  publicUrl: string;
+  feishuWebhook: string;
+  feishuSecret: string;
 }
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -234,6 +245,19 @@ export const Config: SchemaType<Config> = Schema.intersect([
     }),
     "console",
   ),
+  section(
+    Schema.object({
+      ntfyUrl: Schema.string().role("link").default(""),
+      ntfyTopic: Schema.string().default(""),
+      ntfyToken: Schema.string().role("secret").default(""),
+      ntfyCompletions: Schema.boolean().default(false),
+      pushRetryDelayMs: Schema.natural().role("ms").default(5_000),
+      publicUrl: Schema.string().role("link").default(""),
+      feishuWebhook: Schema.string().role("secret").default(""),
+      feishuSecret: Schema.string().role("secret").default(""),
+    }),
+    "push",
+  ),
 ]);
 
 /**
@@ -255,6 +279,8 @@ export function apply(ctx: Context, config: Config) {
     if (value && value.length < MIN_TOKEN_CHARS)
       throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
   }
+  const pushProblem = pushConfigProblem(config);
+  if (pushProblem) throw new Error(instanceText(ctx, `anon-notify.push.config.${pushProblem.key}`, { value: pushProblem.value }));
   const logger = ctx.logger("notify-webhook");
   const api = new HttpApi({
     agentToken: config.token,
@@ -322,7 +348,30 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const disk = new DiskSync(untracedDatabase(ctx).drivers); // read at every sync: untraced
   ctx.on("dispose", () => disk.close());
-  const intake = new EventIntake({ store: events, worker, limit, audit, sync: () => disk.flush() });
+  const push = pushParts(
+    ctx,
+    { ...config, breakThrough: config.muteBreakThrough, maxAttempts: config.injectMaxAttempts },
+    {
+      events,
+      approvalStore,
+      audit,
+      mutes,
+      noBot: !(owner.botId && owner.recipientId),
+      // Built below; a press can only come once the routes are up.
+      approvals: { decide: (...args) => approvals.decide(...args) },
+    },
+  );
+  // The push route is offered each accepted notice beside the worker (and again at start, deduplicated by its receipt).
+  const handOver = push
+    ? {
+        enqueue: (row: Parameters<EventWorker["enqueue"]>[0]) => {
+          worker.enqueue(row);
+          push.offer(row.event_id);
+        },
+        overlay: (row: EventRow) => worker.overlay(row),
+      }
+    : worker;
+  const intake = new EventIntake({ store: events, worker: handOver, limit, audit, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,
@@ -349,7 +398,10 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     store: approvalStore,
     audit,
     control: commands,
-    changed: () => messenger.kick(),
+    changed: () => {
+      messenger.kick();
+      push?.approvalsChanged();
+    },
     isLive: (sessionId, runtimeId) => registry.isLiveRuntime(sessionId, runtimeId),
     presenceGraceMs: config.sessionHeartbeatTimeoutMs,
     limits: {
@@ -360,7 +412,9 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     grants,
     operatorDecisions: { optedIn: config.approvalOperatorDecisions, serverUid: process.getuid?.() },
   });
-  ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+
+  ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs, push: push?.pusher });
+  if (push) ctx.plugin(PushRoutes, { api, pusher: push.pusher, answers: push.answers, prune: push.prune });
   ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, {
@@ -375,8 +429,8 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   ctx.plugin(OperatorRoutes, { api, operator });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
   ctx.plugin(ChatCommands, { operator, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
-  ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
+  ctx.plugin(EventRoutes, { api, intake, push: push?.pusher });
+  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry, pushRoute: push?.route });
   ctx.plugin(AuditRoutes, { api, audit, limit });
   ctx.plugin(Retention, {
     api,

@@ -134,8 +134,11 @@ export class PersonAsking {
           created_at: new Date(now).toISOString(),
         },
         ended.signal,
-        (code, reach) => {
-          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
+        (code, reach, push) => {
+          if (!dialogOpen || ended.signal.aborted) return;
+          // Not in the chat, but on its way to the phone: say that, not "not sent".
+          if (push && reach !== "sent") ctx.ui.notify(m.requestPushed(code, push), "info");
+          else ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
         },
       );
     }

@@ -4,8 +4,8 @@
  * value instead of throwing. Pure apart from the injected sleep.
  */
 import { setTimeout as delay } from "node:timers/promises";
+import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
-import { LIMITS } from "../../protocol/wire.ts";
 import type { DeliveryFacts } from "./decisions.ts";
 
 export interface ServerErrorDetails {
@@ -37,17 +37,9 @@ export class ServerError extends Error {
   }
 }
 
-export type HttpHeaders = Record<string, string | string[] | undefined>;
+export { retryAfterDelayMs };
 
-/** `Retry-After` as seconds or an HTTP date, never negative, at most 60 s; undefined when absent or unreadable. */
-export function retryAfterDelayMs(header: string | string[] | undefined, now: number): number | undefined {
-  const value = (Array.isArray(header) ? header[0] : header)?.trim();
-  if (!value) return undefined;
-  // An HTTP date always names its month; without the letter check Date.parse would read "-1" as a year.
-  const ms = /^\d+$/.test(value) ? Number(value) * 1000 : /[A-Za-z]/.test(value) ? Date.parse(value) - now : Number.NaN;
-  if (Number.isNaN(ms)) return undefined;
-  return Math.min(Math.max(ms, 0), LIMITS.retryAfterMaxMs);
-}
+export type HttpHeaders = Record<string, string | string[] | undefined>;
 
 /** A non-2xx answer as an error: 408, 425, 429 and 5xx may succeed later; any other 4xx will not. */
 export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): ServerError {
@@ -83,9 +75,7 @@ export function asServerError(error: unknown): ServerError {
 
 /** The wait before attempt `attemptNumber + 1`: the server's Retry-After, else exponential backoff with jitter. */
 export function retryDelayMs(error: ServerError, attemptNumber: number, backoffMs: number, random: () => number): number {
-  if (error.retryAfterMs !== undefined) return error.retryAfterMs;
-  // Jitter in [50 %, 100 %) keeps several Pi processes from retrying in lockstep after an outage.
-  return Math.min(Math.round(backoffMs * 2 ** (attemptNumber - 1) * (0.5 + random() / 2)), LIMITS.retryAfterMaxMs);
+  return error.retryAfterMs ?? backoffDelayMs(attemptNumber, backoffMs, random);
 }
 
 export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;

@@ -78,6 +78,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
         ? [d.noticeRoute(d.routes[health.notices.route], health.notices.ready ? null : m.link.reason(health.notices.reason ?? "no_persona"))]
         : []),
       ...(health.chat === undefined ? [] : [d.chat(health.chat)]),
+      ...(health.push === undefined ? [] : [d.push(health.push, m.link.reason)]),
     ],
     (message) => d.unreachable(endpoint, message),
     endpoint,

@@ -11,6 +11,7 @@ import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../../protocol/approvals.ts";
 import type { ActionWords } from "../approvals/policy-rules.ts";
 import type { CommandOrigin } from "../../protocol/queue.ts";
+import type { PushHealth } from "../../protocol/push.ts";
 import type { NoticeRoute, RecipientStatus } from "../../protocol/status.ts";
 import { enConfig, zhConfig } from "./config.ts";
 import { enDelivery, enNotice, zhDelivery, zhNotice } from "./delivery.ts";
@@ -181,6 +182,7 @@ const zh = {
       chat: "在聊天中",
       operator: "通过运维接口",
       console: "在控制台",
+      ntfy: "在手机推送上",
       terminal: "在终端",
       policy: "按策略",
       timeout: "超时",
@@ -198,6 +200,7 @@ const zh = {
         ...(facts.reason ? [`理由：${visibleControls(facts.reason)}`] : []),
         `${duration(facts.timeoutMs, { min: "分钟", s: "秒" })}内无人回答则拒绝。${facts.remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
       ].join("\n"),
+    requestPushed: (code: string, route: string) => `审批请求正在推送到手机（${route}），审批码 ${code}；在这里、手机上或控制台回答均可，先到的答案为准。`,
     /** What the server said of the request's way to the owner (`reach`), truly. */
     requestReach: {
       sent: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
@@ -274,6 +277,12 @@ const zh = {
     } satisfies Record<NoticeRoute, string>,
     noticeRoute: (route: string, problem: string | null) => `通知去向：${route}${problem ? `；未就绪：${problem}` : ""}`,
     chat: (loaded: boolean): string => (loaded ? "聊天：已加载能私聊目标的机器人" : "聊天：没有（这个服务端不能私聊任何人）"),
+    push: (push: PushHealth, reason: (raw: string) => string): string => {
+      if (push.route === "none") return "手机推送：没有配置（ntfy，见 README）";
+      const answers = push.answers === "buttons" ? "审批可在通知上直接批准或拒绝" : "审批通知只说明怎么回答（服务端没有配置 publicUrl）";
+      const last = push.last ? `最近一次 ${push.last.state}${push.last.error ? `：${reason(push.last.error)}` : ""}` : "还没有推送过";
+      return `手机推送：${push.route}，${answers}；${last}`;
+    },
     recipientAnswer: (qq: string, anonQq: string, status: string, reason: string | null) =>
       `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `，${reason}` : ""}`,
     recipientError: (why: string) => `无法询问：${why}`,
@@ -410,6 +419,7 @@ const en: Messages = {
       chat: "in the chat",
       operator: "through the operator API",
       console: "in the console",
+      ntfy: "on the phone push",
       terminal: "in the terminal",
       policy: "by the policy",
       timeout: "by timing out",
@@ -429,6 +439,8 @@ const en: Messages = {
         ...(facts.reason ? [`Reason: ${visibleControls(facts.reason)}`] : []),
         `Rejected if nobody answers within ${duration(facts.timeoutMs, { min: "min", s: "s" })}.${facts.remote ? " You can also answer in the chat; the first answer counts." : ""}`,
       ].join("\n"),
+    requestPushed: (code, route) =>
+      `The approval request is being pushed to your phone (${route}), code ${code}; answer here, on the phone or in the console; the first answer counts.`,
     requestReach: {
       sent: (code) => `The approval request went to the chat with code ${code}; answer here or there.`,
       queued: (code) =>
@@ -503,6 +515,13 @@ const en: Messages = {
     },
     noticeRoute: (route, problem) => `notices go: ${route}${problem ? `; not ready: ${problem}` : ""}`,
     chat: (loaded) => (loaded ? "chat: a bot that can message the recipient is loaded" : "chat: none (this server cannot message anyone)"),
+    push: (push, reason) => {
+      if (push.route === "none") return "phone push: not configured (ntfy, see the README)";
+      const answers =
+        push.answers === "buttons" ? "approvals can be answered on the notification" : "approval pushes only say how to answer (the server has no publicUrl)";
+      const last = push.last ? `last one ${push.last.state}${push.last.error ? `: ${reason(push.last.error)}` : ""}` : "nothing pushed yet";
+      return `phone push: ${push.route}, ${answers}; ${last}`;
+    },
     recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,

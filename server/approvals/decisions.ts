@@ -202,7 +202,7 @@ function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boole
 export function decideResolution(record: ApprovalRecord | undefined, body: ApprovalResolution, now: Date): Transition {
   if (!record || record.session_id !== body.session_id || record.runtime_id !== body.runtime_id) return { kind: "refuse", error: "not_found" };
   if (record.state !== "pending" && record.state !== "decided" && record.state !== "vanished") return { kind: "unchanged" };
-  const person = body.via === "chat" || body.via === "operator" || body.via === "console";
+  const person = body.via === "chat" || body.via === "operator" || body.via === "console" || body.via === "ntfy";
   return {
     kind: "apply",
     from: record.state,

@@ -163,7 +163,7 @@ function ordinal(n: number, say: Voice["say"], locale: string): string {
   return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
 }
 
-const VIAS = { chat: 1, operator: 1, console: 1, terminal: 1, policy: 1 };
+const VIAS = { chat: 1, operator: 1, console: 1, ntfy: 1, terminal: 1, policy: 1 };
 
 /** The persona hears of the request too, but only the owner can answer it. */
 export function mentionEvent(record: ApprovalRecord, now: Date, voice: Voice): EventBody {

@@ -26,12 +26,14 @@ export interface ApprovalRoutesDeps {
   grants: GrantService;
   messenger: ApprovalMessenger;
   registry: SessionRegistry;
+  /** The phone push route a pending request is handed to, when one is configured. */
+  pushRoute?: string | undefined;
 }
 
 export const ApprovalRoutes = {
   name: "notify-webhook-approvals",
   reusable: true,
-  apply(ctx: Context, { api, approvals, grants, messenger, registry }: ApprovalRoutesDeps) {
+  apply(ctx: Context, { api, approvals, grants, messenger, registry, pushRoute }: ApprovalRoutesDeps) {
     const logger = ctx.logger("notify-webhook");
     api.offer(ctx, "approvals");
     const background = (what: string, work: Promise<void>) =>
@@ -66,7 +68,8 @@ export const ApprovalRoutes = {
     api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {
       const body = parseWith(ApprovalRequest, request.body);
       const { approval, created } = await approvals.request(body);
-      return json(created ? 201 : 200, { approval, reach: await messenger.reach(approval.approval_id, REACH_WAIT_MS) });
+      const reach = await messenger.reach(approval.approval_id, REACH_WAIT_MS);
+      return json(created ? 201 : 200, { approval, reach, push: pushRoute && approval.state === "pending" ? pushRoute : null });
     });
 
     api.route(ctx, { method: "POST", path: "/approvals/:approval_id/resolution", auth: "agent" }, async (request) => {

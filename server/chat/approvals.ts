@@ -57,7 +57,7 @@ function clip(reason: string | undefined): string | null {
   return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;
 }
 
-const PERSON_VIAS = new Set(["chat", "operator", "console", "terminal", "policy"]);
+const PERSON_VIAS = new Set(["chat", "operator", "console", "ntfy", "terminal", "policy"]);
 
 /** What an approval became, in words: "已在终端批准", "超时无人回答，按拒绝处理", …. */
 export function resultText(session: Session, approval: Approval): string {

@@ -21,7 +21,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-export type RouteAuth = "agent" | "operator";
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons). */
+export type RouteAuth = "agent" | "operator" | "capability";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
 export interface RouteSpec {
@@ -31,6 +32,8 @@ export interface RouteSpec {
   auth: RouteAuth;
   /** Largest accepted body in bytes; bodies are read for every method but GET. */
   maxBytes?: number;
+  /** The body is read (within `maxBytes`) but not parsed: whatever a caller sends means nothing here. */
+  anyBody?: boolean;
 }
 
 export interface RouteRequest {
@@ -175,7 +178,8 @@ export class HttpApi {
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes, this.#bodyTimeoutMs));
+    const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
+    const body = raw === undefined || spec.anyBody ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
     refuseUnstorable(params, query);
@@ -214,6 +218,7 @@ export class HttpApi {
   }
 
   #authorize(c: KoaContext, auth: RouteAuth): void {
+    if (auth === "capability") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);

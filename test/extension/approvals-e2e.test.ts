@@ -6,13 +6,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { confirmingDeployer } from "../helpers/dialog-tool.ts";
 import { approvals, ask, auditActions, pendingApproval, rmBuild, setup } from "./approvals-stage.ts";
 
 test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
@@ -163,18 +162,7 @@ test("ask_approval is never offered in a subagent", { timeout: 90_000 }, async (
 
 test("another extension's dialog sends one urgent 'needs you' notice; this extension's own dialogs send none", { timeout: 90_000 }, async (t) => {
   const term = answerableTerminal();
-  const deployer = (pi: ExtensionAPI) => {
-    pi.registerTool({
-      name: "deploy",
-      label: "deploy",
-      description: "Deploys after asking.",
-      parameters: Type.Object({}),
-      async execute(_id, _params, _signal, _onUpdate, ctx) {
-        const yes = await ctx.ui.confirm("部署到生产？", "确认后开始部署");
-        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
-      },
-    });
-  };
+  const deployer = confirmingDeployer("部署到生产？");
   const { koishi, pi, sessionId } = await setup(t, { pi: { ui: term.ui, extensions: [deployer] } });
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }), rmBuild(), ai.fauxAssistantMessage("完成")]);
   const run = pi.prompt("部署然后清理");

@@ -227,6 +227,11 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
       session_heartbeat_timeout_ms: 30_000,
       notices: { route: "none", ready: false, reason: "no_persona" },
       chat: false,
+      push: {
+        route: "ntfy",
+        answers: "buttons",
+        last: { state: "retrying", error: "ntfy_rate_limited: ntfy 限流了（HTTP 429），6 秒后重试", at: "2026-01-02T03:04:05.000Z" },
+      },
     },
   };
   const facts = doctorFacts({
@@ -239,6 +244,7 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
   for (const line of [
     "  notices go: nowhere; not ready: the server has no persona (YesImBot) (no_persona)",
     "  chat: none (this server cannot message anyone)",
+    "  phone push: ntfy, approvals can be answered on the notification; last one retrying: ntfy is rate-limiting; the server retries later (ntfy_rate_limited)",
     "  QQ 10001, Anon QQ 10002: unknown, the server has no chat bot loaded (bot_not_found)",
     `  last delivery: pi:s:e:completed (completed, ${localTime(Date.UTC(2026, 0, 2, 3, 4, 6))}) → accepted; receipt now failed: the server has no persona (YesImBot) (no_persona)`,
   ]) {
@@ -249,6 +255,7 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
   for (const line of [
     "  通知去向：无处可去；未就绪：服务端没有可用的人格（YesImBot）（no_persona）",
     "  聊天：没有（这个服务端不能私聊任何人）",
+    "  手机推送：ntfy，审批可在通知上直接批准或拒绝；最近一次 retrying：ntfy 限流了，服务端稍后重试（ntfy_rate_limited）",
     "已接受，当前回执 failed：服务端没有可用的人格（YesImBot）（no_persona）",
   ]) {
     assert.ok(chinese.includes(line), `${line}\n${chinese}`);
