@@ -145,6 +145,10 @@ export const ErrorCode = z.enum([
   "approval_mismatch",
   "too_many_approvals",
   "not_grantable",
+  "host_offline",
+  "host_ambiguous",
+  "unknown_project",
+  "start_refused",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -16,9 +16,12 @@ import { muteCommands } from "./mute.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 import { stopCommands } from "./stop.ts";
+import { newSessionCommands } from "./new-session.ts";
+import type { StartService } from "../hosts/service.ts";
 
 export interface ChatCommandsDeps {
   operator: OperatorService;
+  starts: StartService;
   approvals: ChatKit["approvals"];
   grants: ChatKit["grants"];
   audit: AuditLog;
@@ -45,5 +48,6 @@ export const ChatCommands = {
     instructionCommands(ctx, kit);
     muteCommands(ctx, kit);
     stopCommands(ctx, kit);
+    newSessionCommands(ctx, kit, deps.starts);
   },
 };
