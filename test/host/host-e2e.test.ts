@@ -1,0 +1,125 @@
+/**
+ * anon-notify-host end to end: the host process (host/cli.ts on the pinned Node) against the real
+ * server, starting the real `pi` CLI (a `pi` on PATH that runs the pinned package with this
+ * extension) with the stub model; from the operator route and from `anon.new` in the owner's chat.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { delimiter, join } from "node:path";
+import { request } from "undici";
+import { call, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
+import { type ChatHarness, startChat } from "../../harness/chat.ts";
+import { waitUntil } from "../../harness/wait.ts";
+import { configureExtension } from "../../harness/webhook.ts";
+import { lastUserText, PI_CLI, PINNED_NODE, type PiHome, REPO, stubbedPiHome } from "../helpers/pi-cli.ts";
+
+const HOST_CLI = join(REPO, "host/cli.ts");
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+
+interface RunningHost {
+  child: ChildProcess;
+  log: () => string;
+  /** SIGKILL to the host's process group: the host and the Pi sessions it started. */
+  kill(): void;
+}
+
+/** A root with one project, a link out of it, and a `pi` on PATH that is the pinned Pi with this extension. */
+function machine(home: PiHome) {
+  const code = join(home.root, "code");
+  mkdirSync(join(code, "shop"), { recursive: true });
+  mkdirSync(join(home.root, "elsewhere"));
+  symlinkSync(join(home.root, "elsewhere"), join(code, "escape"));
+  const bin = join(home.root, "bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "pi"), `#!/bin/sh\nexec "${PINNED_NODE}" "${PI_CLI}" -e "${REPO}" "$@"\n`);
+  chmodSync(join(bin, "pi"), 0o755);
+  return { code, env: { ...home.env, PATH: [bin, home.env.PATH].join(delimiter) } };
+}
+
+async function startHost(t: { after(fn: () => unknown): void }, env: Record<string, string>, args: string[]): Promise<RunningHost> {
+  const child = spawn(PINNED_NODE, [HOST_CLI, ...args], { env, detached: true, stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (log += chunk));
+  const host: RunningHost = {
+    child,
+    log: () => log,
+    kill: () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    },
+  };
+  t.after(() => host.kill());
+  await waitUntil(
+    () => log.includes("registered as"),
+    () => `the host to register\n${log}`,
+    30_000,
+  );
+  return host;
+}
+
+async function setUp(t: { after(fn: () => Promise<void>): void }) {
+  const server = await startChat({ config: { sessionHeartbeatTimeoutMs: 4_000, commandLeaseMs: 2_000 } });
+  const { model, home } = await stubbedPiHome(t, () => server.stop());
+  configureExtension(home.root, `${server.baseUrl}/events`, { presence: { heartbeatIntervalMs: 1_000 } }, server.token);
+  return { server, model, home, ...machine(home) };
+}
+
+async function completedNotice(server: ChatHarness, sessionId: string) {
+  await waitUntil(
+    async () => {
+      const answer = await operatorApi(server).audit({ session_id: sessionId, limit: "200" });
+      const entries = (answer.body as { entries: { action: string; data: { event?: { status?: string } } }[] }).entries;
+      return entries.some((entry) => entry.action === "event.accepted" && entry.data.event?.status === "completed");
+    },
+    `the completion notice of ${sessionId}`,
+    60_000,
+  );
+}
+
+test("POST /operator/sessions starts a real Pi session through the host, switched on from its start; its notice reaches the server", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  const host = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  model.script({ text: "fixed it" });
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "fix the failing test" }, OPERATOR_TOKEN);
+  assert.equal(answer.status, 201, `${JSON.stringify(answer.body)}\n${host.log()}`);
+  const started = answer.body as { session_id: string; host: string; project: string };
+  assert.equal(started.host, "laptop");
+  assert.match(started.session_id, UUID);
+  await completedNotice(server, started.session_id);
+  assert.equal(lastUserText(model.requests[0]!), "fix the failing test");
+  // The session shows like any other, in its project, and its file is Pi's own under the agent folder.
+  const sessions = (await operatorApi(server).sessions()).body as { sessions: { session_id: string; project: string }[] };
+  assert.deepEqual(
+    sessions.sessions.filter((s) => s.session_id === started.session_id).map((s) => s.project),
+    ["shop"],
+  );
+});
+
+test("refusals answer with their reason and start nothing", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const start = (body: Record<string, unknown>) => call(server, "POST", "/operator/sessions", body, OPERATOR_TOKEN);
+  // Not in the host's list: refused by the server before the queue.
+  assert.deepEqual(await start({ project: "escape", task: "x" }).then((a) => [a.status, (a.body as { error: string }).error]), [422, "unknown_project"]);
+  assert.deepEqual(await start({ project: "missing", task: "x" }).then((a) => [a.status, (a.body as { error: string }).error]), [422, "unknown_project"]);
+  assert.deepEqual(await start({ project: "..", task: "x" }).then((a) => a.status), 400);
+  assert.deepEqual(await start({ project: "shop", task: "x", host: "other" }).then((a) => [a.status, (a.body as { error: string }).error]), [
+    409,
+    "host_offline",
+  ]);
+  assert.equal(model.requests.length, 0, "no model call for a refused start");
+});
+
+test("a host that cannot find Pi refuses every start with pi_not_found", async (t) => {
+  const { server, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop", "--pi", join(code, "no-such-pi")]);
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "x" }, OPERATOR_TOKEN);
+  assert.deepEqual([answer.status, answer.body], [422, { error: "start_refused", state: "pi_not_found" }]);
+});
