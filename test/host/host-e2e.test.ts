@@ -123,3 +123,89 @@ test("a host that cannot find Pi refuses every start with pi_not_found", async (
   const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "x" }, OPERATOR_TOKEN);
   assert.deepEqual([answer.status, answer.body], [422, { error: "start_refused", state: "pi_not_found" }]);
 });
+
+test("anon.new in the owner's chat starts a session (naming the host when several are online), which then shows in anon.sessions", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  await startHost(t, env, ["--root", code, "--name", "desk"]);
+  const owner = server.owner();
+  assert.deepEqual(await owner.receive("anon.new shop write the docs"), ["有多台主机在线，请先写明主机，例如 anon.new #laptop shop 修好测试。"]);
+  model.script({ text: "docs written" });
+  const [reply] = await owner.receive("anon.new #desk shop write the docs");
+  assert.match(reply!, /^已在 desk 的 shop 里开了新会话：/);
+  const sessionId = reply!.match(UUID)![0];
+  await completedNotice(server, sessionId);
+  assert.equal(lastUserText(model.requests[0]!), "write the docs");
+  const [listing] = await owner.receive("anon.sessions");
+  assert.match(listing!, /shop/);
+});
+
+/** A loopback proxy to the server that forwards everything but holds every ACK unanswered, and says which it holds. */
+async function ackHoldingProxy(t: { after(fn: () => Promise<void>): void }, target: string) {
+  const held: string[] = [];
+  const proxy = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const ack = req.url?.match(/\/commands\/([^/]+)\/ack$/);
+    if (req.method === "POST" && ack) return void held.push(decodeURIComponent(ack[1]!));
+    const headers: Record<string, string> = {};
+    for (const name of ["authorization", "content-type", "idempotency-key"]) if (typeof req.headers[name] === "string") headers[name] = req.headers[name];
+    try {
+      const answer = await request(`${new URL(target).origin}${req.url}`, {
+        method: req.method as "GET",
+        headers,
+        ...(req.method === "GET" ? {} : { body: Buffer.concat(chunks) }),
+      });
+      res.writeHead(answer.statusCode, { "content-type": "application/json" }).end(await answer.body.text());
+    } catch {
+      res.destroy();
+    }
+  });
+  await new Promise<void>((listening) => proxy.listen(0, "127.0.0.1", listening));
+  t.after(
+    () =>
+      new Promise<void>((closed) => {
+        proxy.closeAllConnections();
+        proxy.close(() => closed());
+      }),
+  );
+  const { port } = proxy.address() as AddressInfo;
+  return { held, baseUrl: `http://127.0.0.1:${port}${new URL(target).pathname}` };
+}
+
+test("a host killed between its journal and its ACK, started again, ACKs the job without starting it twice", async (t) => {
+  const { server, model, home, code, env } = await setUp(t);
+  const proxy = await ackHoldingProxy(t, server.baseUrl);
+  const first = await startHost(t, { ...env, ANON_NOTIFY_ENDPOINT: `${proxy.baseUrl}/events` }, ["--root", code, "--name", "laptop"]);
+  model.script({ text: "done once" }, { text: "a second run would get this" });
+  const answering = call(server, "POST", "/operator/sessions", { project: "shop", task: "run exactly once" }, OPERATOR_TOKEN);
+  await waitUntil(
+    () => proxy.held.length > 0,
+    () => `the first host's ACK\n${first.log()}`,
+    60_000,
+  );
+  assert.match(first.log(), /started session/);
+  first.kill();
+
+  const second = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const answer = await answering;
+  const { command } = answer.body as { command: { command_id: string; session_id: string } };
+  assert.equal(command.command_id, proxy.held[0]);
+  await waitUntil(
+    async () => {
+      const listed = (await operatorApi(server).list(command.session_id)).body as { commands: { command_id: string; state: string; outcome: string | null }[] };
+      return listed.commands.find((c) => c.command_id === command.command_id && c.state === "accepted" && c.outcome === "started");
+    },
+    () => `the job ACKed started by the second host\n${second.log()}`,
+    30_000,
+  );
+  assert.doesNotMatch(second.log(), /started session/, "the second host started nothing");
+  const journal = readFileSync(join(home.agentDir, "extension-data", "anon-notify", "host-journal.jsonl"), "utf8")
+    .trim()
+    .split("\n");
+  assert.deepEqual(
+    journal.map((line) => (JSON.parse(line) as { outcome?: string }).outcome ?? "begun"),
+    ["begun", "started"],
+  );
+  assert.ok(model.requests.filter((r) => lastUserText(r) === "run exactly once").length <= 1, "the task reached the model at most once");
+});
