@@ -47,7 +47,7 @@ async function main(): Promise<void> {
 
   const loaded = loadConfig({ cwd: process.cwd(), env: process.env });
   const text = messagesFor(loaded.language);
-  if (!loaded.ok) fail(`the anon-notify config is invalid: ${loaded.errors.flatMap((problem) => problem(text)).join("; ")}`);
+  if (!loaded.ok) fail(`the anon-notify config is invalid: ${loaded.errors.join("; ")}`);
   const token = readToken(loaded.config, process.env, text);
   if (!token) fail("no agent token: set ANON_NOTIFY_TOKEN or the extension's token / tokenFile");
   const piPath = findProgram(values.pi ?? "pi", process.env);
