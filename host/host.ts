@@ -63,9 +63,10 @@ export class Host {
     await beats;
   }
 
-  /** Stops claiming and heartbeating; the sessions it started go on until they exit. */
+  /** Stops claiming and heartbeating and ends the sessions it started (their files stay, to be resumed at the terminal). */
   stop(): void {
     this.#stop.abort();
+    for (const session of this.#sessions.values()) session.child.kill("SIGTERM");
   }
 
   #heartbeat(): HostHeartbeat {

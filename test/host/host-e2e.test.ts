@@ -100,6 +100,13 @@ test("POST /operator/sessions starts a real Pi session through the host, switche
     sessions.sessions.filter((s) => s.session_id === started.session_id).map((s) => s.project),
     ["shop"],
   );
+  // Stopping the host ends the sessions it started, so the host itself exits.
+  host.child.kill("SIGTERM");
+  await waitUntil(
+    () => host.child.exitCode !== null || host.child.signalCode !== null,
+    () => `the host to exit\n${host.log()}`,
+    30_000,
+  );
 });
 
 test("refusals answer with their reason and start nothing", async (t) => {
