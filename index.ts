@@ -7,7 +7,7 @@
  */
 import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
+import { START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
@@ -46,11 +46,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const early = messagesFor(loadConfig({ cwd: process.cwd(), env: process.env }).language);
   const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
   if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
-  pi.registerFlag(SUBAGENT_FLAG, {
-    type: "boolean",
-    default: false,
-    description: early.session.flagDescription,
-  });
+  pi.registerFlag(SUBAGENT_FLAG, { type: "boolean", default: false, description: early.session.flagDescription });
+  pi.registerFlag(START_ON_FLAG, { type: "boolean", default: false, description: early.session.startOnFlagDescription });
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);

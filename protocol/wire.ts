@@ -148,6 +148,10 @@ export const ErrorCode = z.enum([
   "operator_decisions_off",
   "operator_token_reachable",
   "command_incomplete",
+  "host_offline",
+  "host_ambiguous",
+  "unknown_project",
+  "start_refused",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

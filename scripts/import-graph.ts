@@ -95,6 +95,8 @@ export const LAYERS: readonly Layer[] = [
   { name: "wire contract and common helpers", side: "shared", rank: 0, paths: ["protocol/", "common/"] },
   { name: "extension: pure decisions and texts", side: "extension", rank: 1, paths: ["extension/texts/", "*/decisions.ts", "*/*-rules.ts"] },
   { name: "extension: stores, clients and Pi edges", side: "extension", rank: 2, paths: ["extension/"] },
+  // The host runs on the agent's machine beside Pi and reuses the extension's config, client and journal.
+  { name: "extension: the host process", side: "extension", rank: 3, paths: ["host/"] },
   { name: "extension: entry", side: "extension", rank: 4, paths: [] },
   { name: "server: pure decisions and Koishi basics", side: "server", rank: 1, paths: ["server/locales/", "*/decisions.ts", "*/*-rules.ts"] },
   { name: "server: stores and services", side: "server", rank: 2, paths: ["server/"] },
@@ -121,7 +123,7 @@ export const FIXED_FILES: ReadonlyMap<string, string> = new Map([
 ]);
 
 const sideOf = (file: string): Layer["side"] | undefined =>
-  file.startsWith("server/") ? "server" : file.startsWith("extension/") || !file.includes("/") ? "extension" : undefined;
+  file.startsWith("server/") ? "server" : file.startsWith("extension/") || file.startsWith("host/") || !file.includes("/") ? "extension" : undefined;
 
 /** How specifically `path` names `file` (higher wins), or -1: a file-name pattern beats any folder. */
 function matchScore(path: string, file: string, base: string): number {

@@ -46,6 +46,9 @@ import { Retention } from "./retention/plugin.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
+import { HostRegistry } from "./hosts/registry.ts";
+import { HostRoutes } from "./hosts/routes.ts";
+import { StartService } from "./hosts/service.ts";
 import { SessionRoutes } from "./sessions/routes.ts";
 import { missingServicesText } from "./status/missing-services.ts";
 import { NoticeRouteReport } from "./status/notices.ts";
@@ -326,12 +329,14 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
+  const hosts = new HostRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, {
     leaseMs: config.commandLeaseMs,
     imageBudgetBytes: config.commandImageBudgetBytes,
     stopTtlMs: config.stopTtlMs,
     audit,
   });
+  const starts = new StartService(hosts, commands);
   // Where the owner is reached: every part that talks to the owner names the same bot and recipient.
   const owner = { botId: config.botId, recipientId: config.recipientId };
   const events = new EventStore(ctx);
@@ -425,10 +430,11 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     ...(config.presenceStream ? { streams: { max: config.presenceStreamsTotal } } : {}),
   });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
-  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
+  ctx.plugin(CommandRoutes, { api, registry, hosts, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
+  ctx.plugin(HostRoutes, { api, hosts, starts });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
-  ctx.plugin(ChatCommands, { operator, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
+  ctx.plugin(ChatCommands, { operator, starts, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
   ctx.plugin(EventRoutes, { api, intake, push: push?.pusher });
   ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry, pushRoute: push?.route });
   ctx.plugin(AuditRoutes, { api, audit, limit });

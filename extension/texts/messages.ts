@@ -135,10 +135,12 @@ const zh = {
     recordInvalid: (problem: string) => `会话中的 Anon 通知记录无效（${problem}），按未开启处理。`,
     deliveryFailed: (why: string) => `Anon 通知无法启动发送：${why}`,
     inheritFailed: (why: string) => `无法写入继承的 Anon 通知状态，此会话按未开启处理：${why}`,
+    startOnFailed: (why: string) => `无法写入开启 Anon 通知的记录（由 anon-notify-host 启动），此会话按未开启处理：${why}`,
     swallowedPrompt: (flag: string, quoted: string, envName: string) =>
       `--${flag} 不带值，但 Pi 解析参数时把紧随其后的 ${quoted} 当成了它的值，这段提示词不会执行。` +
       `请把 --${flag} 放在提示词之后（pi -p "任务" --${flag}），或在提示词前加 --（pi -p --${flag} -- "任务"），或改用环境变量 ${envName}=1。`,
     flagDescription: "这个 Pi 进程从不发送 anon-notify 通知（由启动子 Agent 的父进程设置）",
+    startOnFlagDescription: "会话还没有开关记录时，从一开始就开启 anon-notify（由 anon-notify-host 设置）",
     tokenRejected: (tokenFile: string) =>
       `通知服务拒绝了令牌（HTTP 401）：在线状态、指令和通知都不会生效，未送达的最终通知留在 outbox。` +
       `请确认 ${tokenFile}（或 ANON_NOTIFY_TOKEN）与服务端的令牌一致，然后执行 /reload。`,
@@ -373,10 +375,12 @@ const en: Messages = {
     recordInvalid: (problem) => `The session's Anon notices record is invalid (${problem}); treated as off.`,
     deliveryFailed: (why) => `Anon notices cannot start their sender: ${why}`,
     inheritFailed: (why) => `Could not write the inherited Anon notices state; this session is treated as off: ${why}`,
+    startOnFailed: (why) => `Could not write the record that switches Anon notices on (started by anon-notify-host); this session is treated as off: ${why}`,
     swallowedPrompt: (flag, quoted, envName) =>
       `--${flag} takes no value, but Pi's argument parser took the ${quoted} after it as its value, so that prompt would never run. ` +
       `Put --${flag} after the prompt (pi -p "task" --${flag}), end the options with -- (pi -p --${flag} -- "task"), or set ${envName}=1 instead.`,
     flagDescription: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
+    startOnFlagDescription: "Switch anon-notify on from the session's start when it has no on/off record yet (set by anon-notify-host)",
     tokenRejected: (tokenFile) =>
       "The notify server rejected the token (HTTP 401): presence, instructions and notices do not work; undelivered finals stay in the outbox. " +
       `Check that ${tokenFile} (or ANON_NOTIFY_TOKEN) holds the server's token, then run /reload.`,

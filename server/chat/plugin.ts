@@ -18,9 +18,12 @@ import { flatCommandMenus } from "./native-commands.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 import { stopCommands } from "./stop.ts";
+import { newSessionCommands } from "./new-session.ts";
+import type { StartService } from "../hosts/service.ts";
 
 export interface ChatCommandsDeps {
   operator: OperatorService;
+  starts: StartService;
   approvals: ChatKit["approvals"];
   grants: ChatKit["grants"];
   audit: AuditLog;
@@ -49,5 +52,6 @@ export const ChatCommands = {
     muteCommands(ctx, kit);
     stopCommands(ctx, kit);
     flatCommandMenus(ctx, "anon");
+    newSessionCommands(ctx, kit, deps.starts);
   },
 };

@@ -23,6 +23,7 @@ import {
   type CommandState,
   type CommandSummary,
   type ImageMime,
+  type StartRefusal,
   type StoppedRun,
 } from "../../protocol/queue.ts";
 import type { SessionRunState } from "../../protocol/sessions.ts";
@@ -213,8 +214,10 @@ function finalPatch(state: "accepted" | "cancelled", now: Date): CommandPatch {
 export type AckInput = z.infer<typeof AckBody>;
 
 /** A control command's ACK must say what happened, from its kind's outcomes; an instruction's says nothing; only a stop that stopped a run names it. */
-export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | undefined, run?: StoppedRun): boolean {
+export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | undefined, run?: StoppedRun, refusal?: StartRefusal): boolean {
   if (run !== undefined && !(kind === "stop" && outcome === "stopped")) return false;
+  // A start's `refused` must say why; nothing else carries a refusal.
+  if ((refusal !== undefined) !== (kind === "start" && outcome === "refused")) return false;
   if (kind === "instruction") return outcome === undefined;
   return outcome !== undefined && OUTCOMES[kind].includes(outcome);
 }
@@ -223,6 +226,7 @@ export function outcomeAllowed(kind: CommandKind, outcome: CommandOutcome | unde
 export function ackAuditData(ack: AckInput): Record<string, unknown> {
   return {
     ...(ack.outcome ? { outcome: ack.outcome } : {}),
+    ...(ack.refusal ? { refusal: ack.refusal } : {}),
     ...(ack.run ? { run: { ...ack.run, task: redactSecrets(ack.run.task) } } : {}),
   };
 }
@@ -235,12 +239,14 @@ export function decideAck(record: CommandRecord | undefined, ack: AckInput, now:
   if (record.lease_token !== ack.lease_token || record.lease_runtime_id !== ack.runtime_id) {
     return { kind: "refuse", error: "lease_mismatch" };
   }
-  if (!outcomeAllowed(record.kind, ack.outcome, ack.run)) return { kind: "refuse", error: "invalid_request" };
+  if (!outcomeAllowed(record.kind, ack.outcome, ack.run, ack.refusal)) return { kind: "refuse", error: "invalid_request" };
   // A repeat is answered alike; the first outcome stays.
   if (record.state === "accepted") return { kind: "unchanged" };
   // `pending` here means the lease expired but nobody claimed it since: the client did deliver it.
   if (record.state === "leased" || record.state === "pending") {
-    return { kind: "write", patch: { ...finalPatch("accepted", now), outcome: ack.outcome ?? null } };
+    // A start's refusal stays on its payload, where the start service reads it.
+    const payload = ack.refusal ? { payload: { ...record.payload, refusal: ack.refusal } } : {};
+    return { kind: "write", patch: { ...finalPatch("accepted", now), outcome: ack.outcome ?? null, ...payload } };
   }
   return { kind: "refuse", error: "lease_mismatch" };
 }

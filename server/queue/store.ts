@@ -22,6 +22,7 @@ import {
   type CommandLane,
   type CommandOrigin,
   type CommandSummary,
+  type CommandKind,
   type ControlKind,
 } from "../../protocol/queue.ts";
 import {
@@ -47,6 +48,7 @@ import {
 } from "./decisions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
+import { StartPayload } from "../../protocol/hosts.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
 import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
@@ -146,7 +148,26 @@ export class CommandStore {
   createControlCommand<K extends ControlKind>(sessionId: string, kind: K, payload: unknown, actor: AuditActor): Promise<CommandSummary> {
     const parsed = CONTROL_PAYLOADS[kind].safeParse(payload);
     if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
-    const checked: Record<string, unknown> = parsed.data;
+    return this.#createWithPayload(sessionId, kind, parsed.data, actor);
+  }
+
+  /** Queues a start job on a host's lane (docs/protocol.md, Hosts); `hostId` takes the session id's place. */
+  createStartJob(hostId: string, payload: StartPayload, actor: AuditActor): Promise<CommandSummary> {
+    return this.#createWithPayload(hostId, "start", StartPayload.parse(payload), actor);
+  }
+
+  /** A command's payload as stored (a start's refusal included); undefined for an unknown id. */
+  async payloadOf(commandId: string): Promise<Record<string, unknown> | null | undefined> {
+    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, ["payload"]);
+    return row?.payload;
+  }
+
+  #createWithPayload(
+    sessionId: string,
+    kind: Exclude<CommandKind, "instruction">,
+    checked: Record<string, unknown>,
+    actor: AuditActor,
+  ): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
       const record = await this.#table.insert(
         {
