@@ -145,6 +145,7 @@ export const ErrorCode = z.enum([
   "approval_mismatch",
   "too_many_approvals",
   "not_grantable",
+  "pairing_code_invalid",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

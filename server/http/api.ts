@@ -21,7 +21,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-export type RouteAuth = "agent" | "operator";
+/** `pairing`: no bearer token; the body's pairing code is the credential (server/pairing/). */
+export type RouteAuth = "agent" | "operator" | "pairing";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
 export interface RouteSpec {
@@ -41,6 +42,8 @@ export interface RouteRequest {
   body: unknown;
   /** Aborted when the client goes away (for long polls). */
   signal: AbortSignal;
+  /** The peer's address (behind a reverse proxy: the proxy's). */
+  remoteAddress: string;
 }
 
 export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | JsonAnswer;
@@ -191,6 +194,7 @@ export class HttpApi {
         header: (name) => c.get(name) || undefined,
         body,
         signal: abort.signal,
+        remoteAddress: c.req.socket.remoteAddress ?? "",
       };
       const hook = spec.auth === "operator" ? this.#operatorHook : undefined;
       return hook ? await hook(spec, request, async () => handler(request)) : await handler(request);
@@ -214,6 +218,7 @@ export class HttpApi {
   }
 
   #authorize(c: KoaContext, auth: RouteAuth): void {
+    if (auth === "pairing") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);

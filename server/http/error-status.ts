@@ -12,6 +12,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_image: 400,
   unauthorized: 401,
   operator_disabled: 403,
+  pairing_code_invalid: 403,
   not_found: 404,
   session_offline: 409,
   session_in_use: 409,
