@@ -86,6 +86,22 @@ const zh = {
   notesExplained:
     "状态栏括号里的说明：（目标可达）服务端确认 Anon 能私聊目标；（状态未核验）开启时连不上服务端，没能检查；" +
     "（状态未知）服务端无法可靠检查好友关系（例如适配器不提供好友列表）。后两种情况通知照常发送，但请自己确认私聊可达。",
+  setup: {
+    description: "用服务端打印的配对链接把 Pi 与服务端配对：/anon-notify-setup <链接>",
+    usage:
+      "用法：/anon-notify-setup <配对链接>。npm start（或 Koishi 日志里的 notify-webhook）打印了这一行，形如 /anon-notify-setup http://127.0.0.1:5140/api/agent-notify/v1/pair#K7M2-Q9XD。",
+    notALink: (raw: string) =>
+      `“${raw}”不是配对链接：配对链接形如 http://<服务端>/api/agent-notify/v1/pair#<配对码>，由 npm start 或 Koishi 日志打印。未写入任何文件。`,
+    codeRefused: "配对码无效：不存在、已用过或已过期（只能用一次，15 分钟内有效）。重启 npm start（或在 Koishi 中重启 notify-webhook 插件）可得新码",
+    failed: (endpoint: string, why: string) => `未能与 ${endpoint} 配对：${why}。未写入任何文件。`,
+    configKept: (path: string, why: string) => `配置文件 ${path} 无法读取（${why}），没有覆盖它，也没有写入令牌；修正或移走它后再配对。`,
+    paired: (endpoint: string, config: string, token: string) => `已与 ${endpoint} 配对：接口地址和目标写入 ${config}，令牌写入 ${token}（权限 600）。`,
+    reachesPerson: "服务端有应答，通知会交给它的人格。",
+    healthUnknown: "配对后服务端没有应答健康检查；用 /anon-notify-doctor 检查连接。",
+    placeholders: (qq: string, anonQq: string) => `这个服务端没有聊天：目标 QQ ${qq} 和 Anon QQ ${anonQq} 只是占位，不会给它们发任何消息。`,
+    overridden: (names: readonly string[]) => `注意：环境变量 ${names.join("、")} 已设置，会覆盖刚写入的配置。`,
+    next: "下一步：执行 /anon-notify 开启当前会话的通知（无需 /reload）。",
+  },
   toggle: {
     description: "开启或关闭当前会话的 Anon 通知（不带参数）",
     usage: "用法：/anon-notify（不带参数）。当前会话未开启则开启，已开启则关闭；带参数的输入不会改变状态。诊断请用 /anon-notify-doctor。",
@@ -94,11 +110,11 @@ const zh = {
     invalidConfig: (active: boolean, errors: readonly string[]) =>
       `Anon 通知配置无效，状态未改变（仍为${active ? "已开启" : "未开启"}，但在修正前不会发送）：\n${errors.join("\n")}\n修正后执行 /reload。`,
     disabled: "Anon 通知已在配置中关闭（enabled: false），不能开启。",
-    recipient: (problem: string, file: string) => `不能开启 Anon 通知：${problem}。请在 ${file} 填写 recipient.qq 与 recipient.anonQq 后执行 /reload。`,
+    recipient: (problem: string, file: string) =>
+      `不能开启 Anon 通知：${problem}。执行服务端打印的 /anon-notify-setup 那一行即可配对，或在 ${file} 填写 recipient.qq 与 recipient.anonQq，然后再执行 /anon-notify。`,
     noToken: (tokenFile: string) =>
-      `不能开启 Anon 通知：没有令牌。请创建 ${tokenFile}（权限 600），内容是服务端的令牌：` +
-      "npm start 启动时在“Token 文件”一行打印了它的位置（默认 data/token），装在 Koishi 里时是 notify-webhook 插件配置中的 token。" +
-      "也可以设置环境变量 ANON_NOTIFY_TOKEN。然后执行 /reload 和 /anon-notify。",
+      `不能开启 Anon 通知：没有令牌（${tokenFile} 不存在或为空）。执行服务端打印的 /anon-notify-setup 那一行即可配对（npm start 启动时打印它，装在 Koishi 里时在 notify-webhook 的日志里）；` +
+      "或者自己创建该文件（权限 600），内容是服务端的令牌，也可以设置环境变量 ANON_NOTIFY_TOKEN。然后再执行 /anon-notify。",
     noDelivery: "Anon 通知的发送组件未能启动，不能开启。",
     tokenRejected: "未开启 Anon 通知：服务端拒绝了令牌（见上一条）。",
     writeFailed: (why: string) => `无法写入会话文件，Anon 通知状态未改变：${why}`,
@@ -305,6 +321,24 @@ const en: Messages = {
     "The note in brackets in the footer: (recipient reachable) the server confirmed Anon can message the recipient; " +
     "(status unverified) the server could not be reached when the session was switched on; (status unknown) the server cannot check " +
     "the friend list reliably (e.g. the adapter offers none). In the last two cases notices are still sent: check that a private chat works.",
+  setup: {
+    description: "Pair Pi with a server using the link it printed: /anon-notify-setup <link>",
+    usage:
+      "Usage: /anon-notify-setup <pairing link>. npm start (or notify-webhook in the Koishi log) printed the line, like /anon-notify-setup http://127.0.0.1:5140/api/agent-notify/v1/pair#K7M2-Q9XD.",
+    notALink: (raw) =>
+      `"${raw}" is not a pairing link: a pairing link looks like http://<server>/api/agent-notify/v1/pair#<code>, as npm start or the Koishi log prints it. Nothing was written.`,
+    codeRefused:
+      "the pairing code is not valid: unknown, used already or expired (it works once, for 15 minutes). Restart npm start (or the notify-webhook plugin in Koishi) for a new one",
+    failed: (endpoint, why) => `Could not pair with ${endpoint}: ${why}. Nothing was written.`,
+    configKept: (path, why) =>
+      `The config file ${path} cannot be read (${why}); it was not overwritten and no token was written. Fix or move it, then pair again.`,
+    paired: (endpoint, config, token) => `Paired with ${endpoint}: the endpoint and the recipient are in ${config}, the token in ${token} (mode 600).`,
+    reachesPerson: "The server answers; notices go to its persona.",
+    healthUnknown: "The server did not answer its health check after pairing; /anon-notify-doctor checks the connection.",
+    placeholders: (qq, anonQq) => `This server has no chat: the recipient QQ ${qq} and Anon's QQ ${anonQq} are placeholders that nothing is ever sent to.`,
+    overridden: (names) => `Note: the environment sets ${names.join(", ")}, which override what was just written.`,
+    next: "Next: run /anon-notify to switch notices on for this session (no /reload needed).",
+  },
   toggle: {
     description: "Switch Anon notices for this session on or off (no arguments)",
     usage:
@@ -314,11 +348,11 @@ const en: Messages = {
     invalidConfig: (active, errors) =>
       `The Anon notices config is invalid; nothing changed (still ${active ? "on" : "off"}, but nothing is sent until it is fixed):\n${errors.join("\n")}\nFix it, then run /reload.`,
     disabled: "Anon notices are disabled in the config (enabled: false) and cannot be switched on.",
-    recipient: (problem, file) => `Cannot switch Anon notices on: ${problem}. Set recipient.qq and recipient.anonQq in ${file}, then run /reload.`,
+    recipient: (problem, file) =>
+      `Cannot switch Anon notices on: ${problem}. Run the /anon-notify-setup line the server printed to pair, or set recipient.qq and recipient.anonQq in ${file}; then run /anon-notify again.`,
     noToken: (tokenFile) =>
-      `Cannot switch Anon notices on: there is no token. Create ${tokenFile} (mode 600) holding the server's token: ` +
-      'npm start printed where it is on its "Token" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin\'s config. ' +
-      "ANON_NOTIFY_TOKEN works too. Then run /reload and /anon-notify.",
+      `Cannot switch Anon notices on: there is no token (${tokenFile} is missing or empty). Run the /anon-notify-setup line the server printed to pair (npm start prints it at start; inside Koishi it is in notify-webhook's log), ` +
+      "or create that file yourself (mode 600) holding the server's token, or set ANON_NOTIFY_TOKEN. Then run /anon-notify again.",
     noDelivery: "Anon notices could not start their sender, so they cannot be switched on.",
     tokenRejected: "Anon notices not switched on: the server refused the token (see above).",
     writeFailed: (why) => `Could not write the session file; Anon notices unchanged: ${why}`,
