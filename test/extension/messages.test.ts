@@ -80,7 +80,6 @@ test("doctorReport shows where each value came from, never the token, and what e
     [
       "Anon notices doctor",
       "Config",
-      "  legacy source folder /ext/config.json: missing",
       "  user config /a/config.json: loaded",
       "  enabled = true  ← default",
       '  endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events"  ← user config /a/config.json',
@@ -106,6 +105,10 @@ test("doctorReport shows where each value came from, never the token, and what e
       "  receipt: queued (timed out before it was final)",
     ].join("\n"),
   );
+  // A file in the old place is named as such, in each language; a missing one is not worth a line.
+  const legacy = { ...facts, files: [{ layer: "legacy" as const, path: "/ext/config.json", status: "loaded" as const }] };
+  assert.match(doctorReport(messagesFor("en-US"), legacy), /^ {2}config in the old place \(the extension's own folder\) \/ext\/config\.json: loaded$/m);
+  assert.match(doctorReport(messagesFor("zh-CN"), legacy), /^ {2}旧位置（扩展自己的目录）的配置 \/ext\/config\.json: 已读取$/m);
 });
 
 test("the approval texts the model reads keep their outcome word and tag in both languages", () => {
