@@ -121,14 +121,14 @@ const zh = {
     enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
     disabledNow: "已关闭当前会话的 Anon 通知。",
     unverified: (why: string) => `目标状态未核验：${why}。已开启，服务端能应答后通知会补发。`,
-    noChat: "这个服务端没有聊天（例如 npm start 的试用服务端），不会私聊任何人，因此不检查私聊是否可达。",
+    noChat: "这个服务端没有能私聊你的聊天（没有配置机器人，或机器人没有加载），不会私聊任何人，因此不检查私聊是否可达。",
     route: {
       none: (reason: string) =>
         `注意：这个服务端无法把通知送到任何人（${reason}），在 notify-webhook 配置人格（YesImBot）或直接发送的机器人之前，每条通知都会失败。已开启：指令与审批照常工作。`,
       directOnly: (reason: string) =>
         `注意：这个服务端没有人格（${reason}），只有直接发送（delivery: "direct"）的通知能送达；本扩展的通知交给人格，会失败。已开启：指令与审批照常工作。`,
       directNotReady: (reason: string) => `注意：这个服务端的直接发送尚未就绪（${reason}），通知可能失败，直到机器人上线。`,
-      log: "这是试用服务端：通知只打印在服务端的终端里，不会发给任何人。",
+      log: "这个服务端用日志人格：通知只打印在服务端的终端里，不会发给任何人。",
     },
     unknown: (qq: string, anonQq: string, reason: string) =>
       `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${reason}），已开启，但请确认私聊可达。`,
@@ -359,14 +359,14 @@ const en: Messages = {
     enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
     disabledNow: "Anon notices are off for this session.",
     unverified: (why) => `The recipient is unverified: ${why}. Switched on; notices go out once the server answers.`,
-    noChat: "This server has no chat (e.g. npm start's trial server): it messages nobody, so no private chat is checked.",
+    noChat: "This server has no chat that reaches you (no bot configured, or its bot is not loaded): it messages nobody, so no private chat is checked.",
     route: {
       none: (reason) =>
         `Note: this server cannot deliver notices to anyone (${reason}); every notice fails until a persona (YesImBot) or a direct bot is configured in notify-webhook. Switched on: instructions and approvals still work.`,
       directOnly: (reason) =>
         `Note: this server has no persona (${reason}); only notices sent directly (delivery: "direct") arrive, and this extension's notices go to the persona, so they fail. Switched on: instructions and approvals still work.`,
       directNotReady: (reason) => `Note: this server's direct sending is not ready (${reason}); notices may fail until its bot is online.`,
-      log: "This is a trial server: notices are only printed in the server's terminal; nobody is messaged.",
+      log: "This server uses the log persona: notices are only printed in the server's terminal; nobody is messaged.",
     },
     unknown: (qq, anonQq, reason) =>
       `The server cannot reliably check whether QQ ${qq} and Anon (QQ ${anonQq}) are friends (${reason}). Switched on; check that a private chat works.`,

@@ -321,3 +321,12 @@ test("a server's reason reads as words with the code in brackets, in both langua
     assert.equal(messagesFor("en-US").link.reason(raw), en, raw);
   }
 });
+
+test("switching on against a server without a chat never calls it a trial server: a Koishi whose bot is missing is none", () => {
+  for (const language of ["en-US", "zh-CN"] as const) {
+    const m = messagesFor(language);
+    for (const text of [m.toggle.noChat, m.toggle.route.log]) assert.doesNotMatch(text, /trial|试用/, text);
+  }
+  assert.match(messagesFor("en-US").toggle.noChat, /no bot configured, or its bot is not loaded/);
+  assert.match(messagesFor("zh-CN").toggle.noChat, /没有配置机器人，或机器人没有加载/);
+});
