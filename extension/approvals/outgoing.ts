@@ -12,8 +12,13 @@ const REQUEST_ATTEMPTS = 1_000;
 const RESOLUTION_ATTEMPTS = 8;
 
 export interface Outgoing {
-  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code and how it reaches the owner. */
-  request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string, reach: ApprovalReach | "unknown") => void): void;
+  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code, how it reaches the owner and whether it is still open (a grant may have approved it). */
+  request(
+    client: ApiClient,
+    body: ApprovalRequest,
+    waitEnded: AbortSignal,
+    accepted: (code: string, reach: ApprovalReach | "unknown", open: boolean) => void,
+  ): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
 }
@@ -39,7 +44,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
           const { action_code: _, ...older } = body;
           result = await post(older);
         }
-        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
+        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.approval.state === "pending");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;
       })();
