@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { messagesFor } from "../../extension/messages.ts";
-import { startKoishi } from "../../harness/koishi.ts";
+import { captureLog, startKoishi } from "../../harness/koishi.ts";
 import { ai, answerableTerminal } from "../../harness/pi.ts";
 import { piOnServer } from "../../harness/extension-env.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -18,7 +18,9 @@ for (const language of ["en-US", "zh-CN"] as const) {
   }, async (t) => {
     const m = messagesFor(language);
     const term = answerableTerminal();
-    const koishi = await startKoishi({ config: { logPersona: true } });
+    const log = captureLog();
+    t.after(() => log.stop());
+    const koishi = await startKoishi({ locales: [language], config: { logPersona: true } });
     const pi = await piOnServer(t, koishi, { ui: term.ui, userConfig: { language, approval: { enabled: true } } });
     await pi.prompt("/anon-notify");
     assert.ok(
@@ -43,5 +45,10 @@ for (const language of ["en-US", "zh-CN"] as const) {
     assert.equal(said.length, 1, pi.notices().join("\n"));
     dialog.answer(false);
     await run;
+    // No chat: no request is owed, so the log never says one is waiting to be sent.
+    assert.deepEqual(
+      log.warnings().filter((w) => /not sent yet|尚未发出|还没发出/.test(w)),
+      [],
+    );
   });
 }
