@@ -6,7 +6,7 @@
  * (commands.ts) and the progress tool. Handlers record and enqueue; none awaits the network.
  */
 import { debuglog } from "node:util";
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
@@ -26,6 +26,7 @@ import { createReporter } from "./extension/session/report.ts";
 import {
   closeSession,
   explainFailure,
+  inputsChanged,
   notifying,
   openSession,
   publish,
@@ -37,6 +38,7 @@ import { errorText } from "./common/errors.ts";
 import { quotedPrompt, swallowedByFlag } from "./extension/activation/subagent-flag.ts";
 import { registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
+import { registerSetupCommand } from "./extension/session/setup.ts";
 import { installSink } from "./extension/sink/index.ts";
 
 const debug = debuglog("anon-notify");
@@ -102,11 +104,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     await syncServices(s, services);
   };
 
-  installSendChannel(pi, { target, handOver, report, text, debug });
-  registerToggleCommand(pi, { session: () => current.state, changed, text, report });
-  registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
-
-  pi.on("session_start", (event, ctx) => {
+  const open = (event: SessionStartEvent, ctx: ExtensionContext) => {
     bind(ctx);
     notices?.close();
     const s = openSession(pi, event, ctx, report);
@@ -118,9 +116,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
     void changed(s);
     // Finals left by a crash or an outage, from any session: sent in the background, oldest first.
     void s.delivery?.notifier.resendOutbox();
-  });
-
-  pi.on("session_shutdown", async () => {
+  };
+  const close = async () => {
     notices?.close();
     notices = undefined;
     const s = current.state;
@@ -128,5 +125,21 @@ export default function anonNotify(pi: ExtensionAPI): void {
     if (!s) return;
     handOver.drain();
     await closeSession(s, services);
-  });
+  };
+  // Pairing wrote new files, or the token file went: the session is opened again as a reload would, without one.
+  const refresh = async () => {
+    const s = current.state;
+    if (!s || !inputsChanged(s)) return;
+    await close();
+    open({ type: "session_start", reason: "reload" }, s.ctx);
+  };
+
+  installSendChannel(pi, { target, handOver, report, text, debug });
+  registerToggleCommand(pi, { session: () => current.state, changed, text, report, refresh });
+  registerSetupCommand(pi, { text, refresh });
+  registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
+
+  pi.on("session_start", (event, ctx) => open(event, ctx));
+
+  pi.on("session_shutdown", close);
 }

@@ -152,6 +152,7 @@ export const ErrorCode = z.enum([
   "host_ambiguous",
   "unknown_project",
   "start_refused",
+  "pairing_code_invalid",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

@@ -3,6 +3,7 @@
  * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
  * straight to the configured chat). This file only declares the configuration and composes the
  * parts; each folder under server/ is one of them (docs/architecture.md has the map).
+ * Over 400 lines: every option's schema (one section per part) is declared here beside the parts.
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
@@ -37,6 +38,7 @@ import { koishi, untracedDatabase } from "./koishi.ts";
 import { configDescriptions, defineLocales, instanceLocale, instanceText, usageText } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
+import { PairingCodes, PairingRoutes } from "./pairing/routes.ts";
 import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
 import { MuteLoader } from "./mute/plugin.ts";
 import { MuteStore } from "./mute/store.ts";
@@ -80,6 +82,7 @@ export let usage = usageText(localeLanguage(process.env));
 export interface Config {
   token: string;
   operatorToken: string;
+  pairingCode: string;
   botId: string;
   recipientId: string;
   eventsPerMinute: number;
@@ -141,6 +144,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
     Schema.object({
       token: Schema.string().role("secret").required(),
       operatorToken: Schema.string().role("secret").default(""),
+      pairingCode: Schema.string().role("secret").default("").hidden(),
     }),
     "auth",
   ),
@@ -314,7 +318,10 @@ export function apply(ctx: Context, config: Config) {
     });
   });
   ctx.inject(["server"], (scope) => api.refuseWhileMissing(scope, missing, report));
-  ctx.plugin(Parts, { api, config });
+  // Outlives the parts (a database that comes and goes), so a used code stays used; npm start passes the code it prints.
+  const pairing = new PairingCodes();
+  if (config.pairingCode) pairing.issue(config.pairingCode);
+  ctx.plugin(Parts, { api, config, pairing });
 }
 
 /**
@@ -324,7 +331,7 @@ export function apply(ctx: Context, config: Config) {
  */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
-function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Config }) {
+function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; config: Config; pairing: PairingCodes }) {
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
@@ -420,6 +427,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
 
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs, push: push?.pusher });
   if (push) ctx.plugin(PushRoutes, { api, pusher: push.pusher, answers: push.answers, prune: push.prune });
+  ctx.plugin(PairingRoutes, { api, codes: pairing, owner, personas, token: config.token, announced: Boolean(config.pairingCode) });
   ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, {

@@ -38,3 +38,8 @@ export function durationText(ms: number, locale: string): string {
   const remainder = next ? Math.floor((seconds - whole * size) / next[1]) : 0;
   return next && remainder > 0 && index !== -1 ? `${unitText(whole, unit)} ${unitText(remainder, next[0])}` : unitText(whole, unit);
 }
+
+/** The catalogue key of a count: `<key>.<category>` by the locale's plural rules (English one/other, Chinese other). */
+export function countKey(key: string, n: number, locale: string): string {
+  return `${key}.${new Intl.PluralRules(locale).select(n)}`;
+}

@@ -2,8 +2,8 @@
  * `/anon-notify`: the bare command switches the current session's notices on or off. With an
  * invalid configuration it changes nothing in either direction and shows the errors. Switching on
  * is refused with its reason for subagents, a disabled configuration, a missing recipient or token,
- * and asks the server whether the recipient can be reached (enableVerdict decides). The record is
- * written to the session before memory changes.
+ * and asks the server whether the recipient can be reached (enableVerdict decides). Config and token
+ * are read afresh first; the record is written to the session before memory changes.
  */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
@@ -28,6 +28,8 @@ export interface ToggleDeps {
   /** The texts in the session's language, or the locale's before a session is bound. */
   text(): Messages;
   report: Report;
+  /** Opens the session again when its config or token changed since it opened (pairing, a deleted token file). */
+  refresh(): Promise<void>;
 }
 
 /** The server's recipient status; `token_rejected` apart, since the server did answer, with a refusal. */
@@ -93,6 +95,8 @@ export function registerToggleCommand(pi: ExtensionAPI, deps: ToggleDeps): void 
     description: deps.text().toggle.description,
     handler: async (args: string) => {
       if (args.trim() !== "") return report(deps.text().toggle.usage, "warning");
+      // Switching on acts on the files as they are now, never on what the session read at its start.
+      if (deps.session()?.active === false) await deps.refresh();
       const s = deps.session();
       if (!s) return report(deps.text().toggle.notReady, "warning");
       const m = s.text;

@@ -24,8 +24,10 @@ export interface ApprovalSession {
   ctx: ExtensionContext;
   sessionId: string;
   config: Config;
-  /** Switched on with a server connection: the owner can answer from chat. */
+  /** Switched on with a server connection: the owner can answer from chat, the console or the API. */
   client: ApiClient | undefined;
+  /** The server may have a chat: false once it said it has none (so the dialog never offers one). */
+  chat: boolean;
   subagent: boolean;
   /** Where a "needs you" notice goes; undefined when the session does not notify. */
   notices: { notifier: Notifier; context(): NoticeContext } | undefined;
@@ -134,8 +136,9 @@ export class PersonAsking {
           created_at: new Date(now).toISOString(),
         },
         ended.signal,
-        (code, reach, push) => {
-          if (!dialogOpen || ended.signal.aborted) return;
+        (code, reach, push, open) => {
+          // A request a standing grant approved reaches nobody, and needs nobody: the grant's own line says so.
+          if (!open || !dialogOpen || ended.signal.aborted) return;
           // Not in the chat, but on its way to the phone: say that, not "not sent".
           if (push && reach !== "sent") ctx.ui.notify(m.requestPushed(code, push), "info");
           else ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
@@ -160,7 +163,7 @@ export class PersonAsking {
         totalChars: call.command.length,
         reason: call.reason,
         timeoutMs,
-        remote: s.client !== undefined,
+        remote: s.client !== undefined && s.chat,
       };
       ctx.ui
         .confirm(title, m.dialogMessage(facts), { signal: ended.signal })

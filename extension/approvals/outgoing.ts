@@ -13,12 +13,12 @@ const REQUEST_ATTEMPTS = 1_000;
 const RESOLUTION_ATTEMPTS = 8;
 
 export interface Outgoing {
-  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code and how it reaches the owner. */
+  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code, how it reaches the owner, the phone push it went to, and whether it is still open (a grant may have approved it). */
   request(
     client: ApiClient,
     body: ApprovalRequest,
     waitEnded: AbortSignal,
-    accepted: (code: string, reach: ApprovalReach | "unknown", push: string | null) => void,
+    accepted: (code: string, reach: ApprovalReach | "unknown", push: string | null, open: boolean) => void,
   ): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
@@ -45,7 +45,8 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
           const { action_code: _, ...older } = body;
           result = await post(older);
         }
-        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.push ?? null);
+        if (result.ok)
+          accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.push ?? null, result.value.approval.state === "pending");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;
       })();

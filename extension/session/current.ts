@@ -58,6 +58,7 @@ export class CurrentSession {
       sessionId: s.sessionId,
       config: s.config,
       client: notifying(s) ? s.delivery.client : undefined,
+      chat: s.recipientNote !== "no_chat",
       subagent: s.subagent,
       notices: to ? { notifier: to.notifier, context: to.context } : undefined,
     };

@@ -58,7 +58,10 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const d = m.doctor;
   const section = (title: string, lines: string[]) => [title, ...lines.map((line) => `  ${line}`)];
   const config = [
-    ...facts.files.map((file) => `${d.layer[file.layer]} ${file.path}: ${d.fileStatus[file.status]}`),
+    // The old location inside the extension's folder only matters when something is there.
+    ...facts.files
+      .filter((file) => !(file.layer === "legacy" && file.status === "missing"))
+      .map((file) => `${d.layer[file.layer]} ${file.path}: ${d.fileStatus[file.status]}`),
     ...(facts.configErrors.length > 0 ? [d.configInvalid, ...facts.configErrors.map((error) => `  ${error}`)] : []),
     ...facts.values.map(({ key, value, origin }) => d.valueFrom(key, shown(key, value), originText(m, origin))),
   ];

@@ -4,6 +4,7 @@
  * session_shutdown. Memory is the last to change: the status bar, the state bus and the services
  * follow `publish` and `syncServices`.
  */
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
@@ -68,6 +69,8 @@ export interface SessionState {
   servicesRunning: boolean;
   /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
   lastPublished?: string;
+  /** What the config layers and the token read as when the session opened (`inputsChanged`). */
+  inputs: string;
 }
 
 const debug = debuglog("anon-notify");
@@ -78,8 +81,30 @@ export const sessionFacts = (s: SessionState): SessionFacts => ({ sessionActive:
 export const notifying = (s: SessionState | undefined): s is SessionState & { config: Config; delivery: Delivery } =>
   !!s && servicesEnabled(sessionFacts(s)) && !!s.config && !!s.delivery;
 
+/** The config layers and the token as read now, as one string: a change to either shows as a difference. */
+function readInputs(ctx: ExtensionContext): string {
+  const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
+  let token: string | undefined;
+  try {
+    token = loaded.ok ? readToken(loaded.config, process.env, messagesFor(loaded.language)) : undefined;
+  } catch (error) {
+    token = `unreadable: ${errorText(error)}`;
+  }
+  const digest = token === undefined ? null : createHash("sha256").update(token).digest("hex");
+  return JSON.stringify([loaded.language, loaded.ok ? loaded.config : loaded.errors, digest]);
+}
+
+/**
+ * Whether the config or the token changed since the session opened (pairing wrote them, the token
+ * file was deleted): `/anon-notify` then reopens the session rather than act on what it read before.
+ */
+export function inputsChanged(s: SessionState): boolean {
+  return readInputs(s.ctx) !== s.inputs;
+}
+
 /** Reads everything a session_start decides: configuration, token, subagent verdict, activation. */
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
+  const inputs = readInputs(ctx);
   const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
   const config = loaded.ok ? loaded.config : undefined;
   const language = loaded.language;
@@ -126,6 +151,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
     recipientNote: null,
     delivery: undefined,
     servicesRunning: false,
+    inputs,
   };
   if (config && configState === "valid" && !subagent) s.delivery = openDelivery(config, token, text, report, () => countHeld(pi, s));
   return s;

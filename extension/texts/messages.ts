@@ -96,6 +96,22 @@ const zh = {
   notesExplained:
     "状态栏括号里的说明：（目标可达）服务端确认 Anon 能私聊目标；（状态未核验）开启时连不上服务端，没能检查；" +
     "（状态未知）服务端无法可靠检查好友关系（例如适配器不提供好友列表）。后两种情况通知照常发送，但请自己确认私聊可达。",
+  setup: {
+    description: "用服务端打印的配对链接把 Pi 与服务端配对：/anon-notify-setup <链接>",
+    usage:
+      "用法：/anon-notify-setup <配对链接>。npm start（或 Koishi 日志里的 notify-webhook）打印了这一行，形如 /anon-notify-setup http://127.0.0.1:5140/api/agent-notify/v1/pair#K7M2-Q9XD。",
+    notALink: (raw: string) =>
+      `“${raw}”不是配对链接：配对链接形如 http://<服务端>/api/agent-notify/v1/pair#<配对码>，由 npm start 或 Koishi 日志打印。未写入任何文件。`,
+    codeRefused: "配对码无效：不存在、已用过或已过期（只能用一次，15 分钟内有效）。重启 npm start（或在 Koishi 中重启 notify-webhook 插件）可得新码",
+    failed: (endpoint: string, why: string) => `未能与 ${endpoint} 配对：${why}。未写入任何文件。`,
+    configKept: (path: string, why: string) => `配置文件 ${path} 无法读取（${why}），没有覆盖它，也没有写入令牌；修正或移走它后再配对。`,
+    paired: (endpoint: string, config: string, token: string) => `已与 ${endpoint} 配对：接口地址和目标写入 ${config}，令牌写入 ${token}（权限 600）。`,
+    reachesPerson: "服务端有应答，通知会交给它的人格。",
+    healthUnknown: "配对后服务端没有应答健康检查；用 /anon-notify-doctor 检查连接。",
+    placeholders: (qq: string, anonQq: string) => `这个服务端没有聊天：目标 QQ ${qq} 和 Anon QQ ${anonQq} 只是占位，不会给它们发任何消息。`,
+    overridden: (names: readonly string[]) => `注意：环境变量 ${names.join("、")} 已设置，会覆盖刚写入的配置。`,
+    next: "下一步：执行 /anon-notify 开启当前会话的通知（无需 /reload）。",
+  },
   toggle: {
     description: "开启或关闭当前会话的 Anon 通知（不带参数）",
     usage: "用法：/anon-notify（不带参数）。当前会话未开启则开启，已开启则关闭；带参数的输入不会改变状态。诊断请用 /anon-notify-doctor。",
@@ -104,25 +120,25 @@ const zh = {
     invalidConfig: (active: boolean, errors: readonly string[]) =>
       `Anon 通知配置无效，状态未改变（仍为${active ? "已开启" : "未开启"}，但在修正前不会发送）：\n${errors.join("\n")}\n修正后执行 /reload。`,
     disabled: "Anon 通知已在配置中关闭（enabled: false），不能开启。",
-    recipient: (problem: string, file: string) => `不能开启 Anon 通知：${problem}。请在 ${file} 填写 recipient.qq 与 recipient.anonQq 后执行 /reload。`,
+    recipient: (problem: string, file: string) =>
+      `不能开启 Anon 通知：${problem}。执行服务端打印的 /anon-notify-setup 那一行即可配对，或在 ${file} 填写 recipient.qq 与 recipient.anonQq，然后再执行 /anon-notify。`,
     noToken: (tokenFile: string) =>
-      `不能开启 Anon 通知：没有令牌。请创建 ${tokenFile}（权限 600），内容是服务端的令牌：` +
-      "npm start 启动时在“Token 文件”一行打印了它的位置（默认 data/token），装在 Koishi 里时是 notify-webhook 插件配置中的 token。" +
-      "也可以设置环境变量 ANON_NOTIFY_TOKEN。然后执行 /reload 和 /anon-notify。",
+      `不能开启 Anon 通知：没有令牌（${tokenFile} 不存在或为空）。执行服务端打印的 /anon-notify-setup 那一行即可配对（npm start 启动时打印它，装在 Koishi 里时在 notify-webhook 的日志里）；` +
+      "或者自己创建该文件（权限 600），内容是服务端的令牌，也可以设置环境变量 ANON_NOTIFY_TOKEN。然后再执行 /anon-notify。",
     noDelivery: "Anon 通知的发送组件未能启动，不能开启。",
     tokenRejected: "未开启 Anon 通知：服务端拒绝了令牌（见上一条）。",
     writeFailed: (why: string) => `无法写入会话文件，Anon 通知状态未改变：${why}`,
     enabled: (qq: string, note: RecipientNote) => `已开启当前会话的 Anon 通知（目标 QQ ${qq}，${zh.notes[note]}）。`,
     disabledNow: "已关闭当前会话的 Anon 通知。",
     unverified: (why: string) => `目标状态未核验：${why}。已开启，服务端能应答后通知会补发。`,
-    noChat: "这个服务端没有聊天（例如 npm start 的试用服务端），不会私聊任何人，因此不检查私聊是否可达。",
+    noChat: "这个服务端没有能私聊你的聊天（没有配置机器人，或机器人没有加载），不会私聊任何人，因此不检查私聊是否可达。",
     route: {
       none: (reason: string) =>
         `注意：这个服务端无法把通知送到任何人（${reason}），在 notify-webhook 配置人格（YesImBot）或直接发送的机器人之前，每条通知都会失败。已开启：指令与审批照常工作。`,
       directOnly: (reason: string) =>
         `注意：这个服务端没有人格（${reason}），只有直接发送（delivery: "direct"）的通知能送达；本扩展的通知交给人格，会失败。已开启：指令与审批照常工作。`,
       directNotReady: (reason: string) => `注意：这个服务端的直接发送尚未就绪（${reason}），通知可能失败，直到机器人上线。`,
-      log: "这是试用服务端：通知只打印在服务端的终端里，不会发给任何人。",
+      log: "这个服务端用日志人格：通知只打印在服务端的终端里，不会发给任何人。",
     },
     unknown: (qq: string, anonQq: string, reason: string) =>
       `服务端无法可靠检查 QQ ${qq} 与 Anon（QQ ${anonQq}）的好友状态（${reason}），已开启，但请确认私聊可达。`,
@@ -256,7 +272,7 @@ const zh = {
     none: "无",
     section: { config: "配置", token: "令牌", server: "服务端", recipient: "目标", session: "会话", delivery: "投递", test: "测试通知" },
     fileStatus: { loaded: "已读取", missing: "不存在", skipped: "未读取（未被信任）", invalid: "无效" },
-    layer: { default: "默认值", legacy: "旧源码目录", user: "用户配置", project: "项目配置", env: "环境变量" },
+    layer: { default: "默认值", legacy: "旧位置（扩展自己的目录）的配置", user: "用户配置", project: "项目配置", env: "环境变量" },
     configInvalid: "配置无效，扩展未生效：",
     valueFrom: (key: string, value: string, from: string) => `${key} = ${value}  ← ${from}`,
     tokenFrom: { env: "环境变量 ANON_NOTIFY_TOKEN", inline: "配置中的 token", file: "令牌文件", none: "没有令牌" },
@@ -335,6 +351,24 @@ const en: Messages = {
     "The note in brackets in the footer: (recipient reachable) the server confirmed Anon can message the recipient; " +
     "(status unverified) the server could not be reached when the session was switched on; (status unknown) the server cannot check " +
     "the friend list reliably (e.g. the adapter offers none). In the last two cases notices are still sent: check that a private chat works.",
+  setup: {
+    description: "Pair Pi with a server using the link it printed: /anon-notify-setup <link>",
+    usage:
+      "Usage: /anon-notify-setup <pairing link>. npm start (or notify-webhook in the Koishi log) printed the line, like /anon-notify-setup http://127.0.0.1:5140/api/agent-notify/v1/pair#K7M2-Q9XD.",
+    notALink: (raw) =>
+      `"${raw}" is not a pairing link: a pairing link looks like http://<server>/api/agent-notify/v1/pair#<code>, as npm start or the Koishi log prints it. Nothing was written.`,
+    codeRefused:
+      "the pairing code is not valid: unknown, used already or expired (it works once, for 15 minutes). Restart npm start (or the notify-webhook plugin in Koishi) for a new one",
+    failed: (endpoint, why) => `Could not pair with ${endpoint}: ${why}. Nothing was written.`,
+    configKept: (path, why) =>
+      `The config file ${path} cannot be read (${why}); it was not overwritten and no token was written. Fix or move it, then pair again.`,
+    paired: (endpoint, config, token) => `Paired with ${endpoint}: the endpoint and the recipient are in ${config}, the token in ${token} (mode 600).`,
+    reachesPerson: "The server answers; notices go to its persona.",
+    healthUnknown: "The server did not answer its health check after pairing; /anon-notify-doctor checks the connection.",
+    placeholders: (qq, anonQq) => `This server has no chat: the recipient QQ ${qq} and Anon's QQ ${anonQq} are placeholders that nothing is ever sent to.`,
+    overridden: (names) => `Note: the environment sets ${names.join(", ")}, which override what was just written.`,
+    next: "Next: run /anon-notify to switch notices on for this session (no /reload needed).",
+  },
   toggle: {
     description: "Switch Anon notices for this session on or off (no arguments)",
     usage:
@@ -344,25 +378,25 @@ const en: Messages = {
     invalidConfig: (active, errors) =>
       `The Anon notices config is invalid; nothing changed (still ${active ? "on" : "off"}, but nothing is sent until it is fixed):\n${errors.join("\n")}\nFix it, then run /reload.`,
     disabled: "Anon notices are disabled in the config (enabled: false) and cannot be switched on.",
-    recipient: (problem, file) => `Cannot switch Anon notices on: ${problem}. Set recipient.qq and recipient.anonQq in ${file}, then run /reload.`,
+    recipient: (problem, file) =>
+      `Cannot switch Anon notices on: ${problem}. Run the /anon-notify-setup line the server printed to pair, or set recipient.qq and recipient.anonQq in ${file}; then run /anon-notify again.`,
     noToken: (tokenFile) =>
-      `Cannot switch Anon notices on: there is no token. Create ${tokenFile} (mode 600) holding the server's token: ` +
-      'npm start printed where it is on its "Token" line (data/token by default); inside Koishi it is the token in the notify-webhook plugin\'s config. ' +
-      "ANON_NOTIFY_TOKEN works too. Then run /reload and /anon-notify.",
+      `Cannot switch Anon notices on: there is no token (${tokenFile} is missing or empty). Run the /anon-notify-setup line the server printed to pair (npm start prints it at start; inside Koishi it is in notify-webhook's log), ` +
+      "or create that file yourself (mode 600) holding the server's token, or set ANON_NOTIFY_TOKEN. Then run /anon-notify again.",
     noDelivery: "Anon notices could not start their sender, so they cannot be switched on.",
     tokenRejected: "Anon notices not switched on: the server refused the token (see above).",
     writeFailed: (why) => `Could not write the session file; Anon notices unchanged: ${why}`,
     enabled: (qq, note) => `Anon notices are on for this session (recipient QQ ${qq}, ${en.notes[note]}).`,
     disabledNow: "Anon notices are off for this session.",
     unverified: (why) => `The recipient is unverified: ${why}. Switched on; notices go out once the server answers.`,
-    noChat: "This server has no chat (e.g. npm start's trial server): it messages nobody, so no private chat is checked.",
+    noChat: "This server has no chat that reaches you (no bot configured, or its bot is not loaded): it messages nobody, so no private chat is checked.",
     route: {
       none: (reason) =>
         `Note: this server cannot deliver notices to anyone (${reason}); every notice fails until a persona (YesImBot) or a direct bot is configured in notify-webhook. Switched on: instructions and approvals still work.`,
       directOnly: (reason) =>
         `Note: this server has no persona (${reason}); only notices sent directly (delivery: "direct") arrive, and this extension's notices go to the persona, so they fail. Switched on: instructions and approvals still work.`,
       directNotReady: (reason) => `Note: this server's direct sending is not ready (${reason}); notices may fail until its bot is online.`,
-      log: "This is a trial server: notices are only printed in the server's terminal; nobody is messaged.",
+      log: "This server uses the log persona: notices are only printed in the server's terminal; nobody is messaged.",
     },
     unknown: (qq, anonQq, reason) =>
       `The server cannot reliably check whether QQ ${qq} and Anon (QQ ${anonQq}) are friends (${reason}). Switched on; check that a private chat works.`,
@@ -497,7 +531,13 @@ const en: Messages = {
     none: "none",
     section: { config: "Config", token: "Token", server: "Server", recipient: "Recipient", session: "Session", delivery: "Delivery", test: "Test notice" },
     fileStatus: { loaded: "loaded", missing: "missing", skipped: "not read (not trusted)", invalid: "invalid" },
-    layer: { default: "default", legacy: "legacy source folder", user: "user config", project: "project config", env: "environment" },
+    layer: {
+      default: "default",
+      legacy: "config in the old place (the extension's own folder)",
+      user: "user config",
+      project: "project config",
+      env: "environment",
+    },
     configInvalid: "The config is invalid; the extension is inactive:",
     valueFrom: (key, value, from) => `${key} = ${value}  ← ${from}`,
     tokenFrom: { env: "environment variable ANON_NOTIFY_TOKEN", inline: "token in the config", file: "token file", none: "no token" },

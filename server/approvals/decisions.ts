@@ -228,10 +228,10 @@ export function decideExpiry(record: ApprovalRecord, now: Date, graceMs: number)
   return { kind: "apply", from: record.state, patch: { state: "timeout", via: "timeout", resolved_at: now } };
 }
 
-/** What the owner still has to be sent, in order. Pure. */
+/** What the owner still has to be sent, in order; without a chat no request is owed (nor retried), only the persona's mention. Pure. */
 export type Outgoing = "request" | "mention" | "closing" | "skip_closing";
-export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean): Outgoing | undefined {
-  if (isOpen(record.state) && !record.request_sent && !record.request_held) return "request";
+export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean, chat: boolean): Outgoing | undefined {
+  if (isOpen(record.state) && !record.request_sent && !record.request_held && chat) return "request";
   if (isOpen(record.state) && personaPresent && !record.persona_mentioned) return "mention";
   if (isFinal(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
   return undefined;

@@ -90,7 +90,7 @@ export class ApprovalMessenger {
       const row = await this.#deps.store.get(approvalId);
       if (!row || row.grant_id) return "none";
       if (told(row)) return "sent";
-      if (!isOpen(row.state) || (!row.request_held && nextOutgoing(row, false) !== "request")) return "none";
+      if (!isOpen(row.state) || (!row.request_held && nextOutgoing(row, false, true) !== "request")) return "none";
       let timer: (() => void) | undefined;
       await Promise.race([attempted, new Promise<void>((resolve) => (timer = this.#ctx.setTimeout(resolve, waitMs)))]);
       timer?.();
@@ -191,7 +191,7 @@ export class ApprovalMessenger {
     let row: ApprovalRecord | undefined = initial;
     for (;;) {
       if (!row) return true;
-      const next = nextOutgoing(row, this.#deps.personaPresent());
+      const next = nextOutgoing(row, this.#deps.personaPresent(), this.#deps.chatConfigured);
       if (!next) {
         // Nothing owed that can be sent: a mention with no persona present is not owed.
         if (!row.persona_mentioned && !this.#deps.personaPresent()) await store.mark(row.approval_id, { persona_mentioned: true });

@@ -5,7 +5,7 @@
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
 import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
-import { sessionSay } from "../locales/load.ts";
+import { countText, sessionSay } from "../locales/load.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
@@ -21,7 +21,7 @@ function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number):
     session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
     covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
-    uses: grant.uses,
+    uses: countText(sessionSay(session), "anon-notify.uses", grant.uses),
   });
 }
 
@@ -41,7 +41,7 @@ export function grantCommands(ctx: Context, kit: ChatKit): void {
       const decider = { actor: "operator" as const, name: `chat:${session!.platform}:${session!.userId ?? ""}` };
       try {
         const { grant, revoked } = await kit.grants.revoke(ref, decider);
-        return say(session!, revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: grant.uses });
+        return say(session!, revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: countText(sessionSay(session!), "anon-notify.uses", grant.uses) });
       } catch (error) {
         if (error instanceof DomainError && error.code === "not_found") throw new ChatRefusal(say(session!, ".not-found", [ref]));
         throw error;

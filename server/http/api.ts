@@ -21,8 +21,11 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons). */
-export type RouteAuth = "agent" | "operator" | "capability";
+/**
+ * `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
+ * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/).
+ */
+export type RouteAuth = "agent" | "operator" | "capability" | "pairing";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
 export interface RouteSpec {
@@ -44,6 +47,8 @@ export interface RouteRequest {
   body: unknown;
   /** Aborted when the client goes away (for long polls). */
   signal: AbortSignal;
+  /** The peer's address (behind a reverse proxy: the proxy's). */
+  remoteAddress: string;
 }
 
 export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | JsonAnswer;
@@ -195,6 +200,7 @@ export class HttpApi {
         header: (name) => c.get(name) || undefined,
         body,
         signal: abort.signal,
+        remoteAddress: c.req.socket.remoteAddress ?? "",
       };
       const hook = spec.auth === "operator" ? this.#operatorHook : undefined;
       return hook ? await hook(spec, request, async () => handler(request)) : await handler(request);
@@ -218,7 +224,7 @@ export class HttpApi {
   }
 
   #authorize(c: KoaContext, auth: RouteAuth): void {
-    if (auth === "capability") return;
+    if (auth === "capability" || auth === "pairing") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);

@@ -15,6 +15,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   operator_disabled: 403,
   operator_decisions_off: 403,
   operator_token_reachable: 403,
+  pairing_code_invalid: 403,
   not_found: 404,
   session_offline: 409,
   session_in_use: 409,

@@ -95,6 +95,14 @@ export function defineLocales(ctx: Context): void {
 /** One text by its locale path, rendered as plain text: how pure code that words things is given a language. */
 export type Say = (path: string, params?: object) => string;
 
+/**
+ * A count in words: the text at `<path>.<category>`, the category chosen by the language's plural
+ * rules (`Intl.PluralRules`: English one/other, Chinese other), with `{n}` the number.
+ */
+export function countText(say: Say, path: string, n: number): string {
+  return say(`${path}.${new Intl.PluralRules(say("anon-notify.locale")).select(n)}`, { n });
+}
+
 /** Koishi's rendered elements as plain text: text as it is (unescaped), any markup reduced to its text. */
 function plain(elements: { toString(strip: boolean): string }[]): string {
   return elements.map((element) => element.toString(true)).join("");

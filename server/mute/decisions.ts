@@ -8,7 +8,7 @@ import { isServerEventId, type DeliveryRoute, type EventBody } from "../../proto
 import { LIMITS } from "../../protocol/wire.ts";
 import { statusLabel } from "../locales/labels.ts";
 import { saidSummary } from "../locales/said.ts";
-import type { Say } from "../locales/load.ts";
+import { countText, type Say } from "../locales/load.ts";
 
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
 export type UrgentKind = (typeof URGENT_KINDS)[number];
@@ -115,7 +115,7 @@ export function digestEvent(events: readonly EventBody[], route: DeliveryRoute, 
   const ids = events.map((e) => e.event_id);
   const sessions = [...new Set(events.map((e) => e.session_id))];
   const entries = events.slice(0, LISTED).map((e) => ({ event_id: e.event_id, session_id: e.session_id, status: e.status }));
-  const summary = [say("anon-notify.digest.summary", [events.length]), ...digestLines(events, say)].join("\n");
+  const summary = [countText(say, "anon-notify.digest.summary", events.length), ...digestLines(events, say)].join("\n");
   return {
     event_id: `mute-digest:${createHash("sha256").update(ids.join("\n")).digest("hex").slice(0, 32)}`,
     session_id: sessions.length === 1 ? sessions[0]! : "mute-digest",

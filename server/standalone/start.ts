@@ -22,6 +22,8 @@ import { koishi } from "../koishi.ts";
 import * as notifyWebhook from "../notify-webhook.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleInstructions, piInstructions, standaloneText, usage } from "./texts.ts";
 import { closeConsolePages } from "../console/index.ts";
+import { newPairingCode } from "../pairing/codes.ts";
+import { pairingLink } from "../pairing/routes.ts";
 import { signInUrl } from "../console/sign-in.ts";
 import { MIN_TOKEN_CHARS, ensureToken, octal } from "../token-file.ts";
 
@@ -176,6 +178,8 @@ export async function runStandalone(
   // The console page's sign-in: its own secret, so holding it opens neither API.
   const consoleTokenPath = join(options.dataDir, "console.token");
   const consoleToken = ensureToken(consoleTokenPath);
+  // Printed below with the address, so the plugin takes it rather than logging one of its own.
+  const pairingCode = newPairingCode();
 
   const require = createRequire(import.meta.url);
   // Koishi's instance language: the plugin's log lines, direct notices and chat replies (for anyone without a language of their own) follow it.
@@ -199,6 +203,7 @@ export async function runStandalone(
     token,
     operatorToken,
     consoleToken,
+    pairingCode,
     botId: file.botId,
     recipientId: file.recipientId,
     logPersona: true,
@@ -209,10 +214,11 @@ export async function runStandalone(
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
   // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
   const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
-  const baseUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}${API_BASE_PATH}`;
-  announce(piInstructions(baseUrl, tokenPath, options.configPath, file, language));
+  const origin = `http://${hostForUrl(reachableHost)}:${app.server.port}`;
+  const baseUrl = `${origin}${API_BASE_PATH}`;
+  announce(piInstructions(baseUrl, pairingLink(origin, pairingCode), tokenPath, options.configPath, file, language));
   if (consolePlugin) {
-    const pageUrl = `http://${hostForUrl(reachableHost)}:${app.server.port}/anon-notify`;
+    const pageUrl = `${origin}/anon-notify`;
     announce(consoleInstructions(signInUrl(pageUrl, consoleToken), consoleTokenPath, Boolean(file.notifyWebhook.consoleActions), language));
   }
   if (!file.operatorToken) announce(standaloneText(language).operatorToken(baseUrl, operatorTokenPath));

@@ -1,22 +1,10 @@
-/**
- * What `npm start` prints (usage, start-up, stop), one language at a time: `language` in
- * server.json, else the process locale (common/locale.ts). The plugin's own texts live in its
- * Koishi locale files; these are printed before and around the Koishi app, so they live here.
- */
-import { homedir } from "node:os";
-import { join } from "node:path";
 import type { Language } from "../../common/locale.ts";
+import { PAIRING_TTL_MS } from "../../protocol/pairing.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_PORT = 5140;
 /** Like Koishi's own boilerplate: a busy port moves the server up to this many ports higher. */
 export const PORT_RANGE = 9;
-
-/**
- * Placeholder numbers for a trial on a server without a chat: any two different 5–12 digit numbers
- * pass the extension's recipient check, and nothing is ever sent to them.
- */
-export const TRIAL_QQ = { qq: "10001", anonQq: "20002" } as const;
 
 /** The settings the start-up text reads from server.json. */
 export interface ChatSettings {
@@ -52,11 +40,11 @@ const TEXT = {
     directExample: '{"botId": "onebot:<Anon 的 QQ>", "recipientId": "<你的 QQ>", "plugins": {"adapter-onebot": {...}}}',
     persona: "真正的人格（YesImBot）：把 notify-webhook 装进已有的 Koishi，见 README“装进已有的 Koishi”",
     botAndTarget: (bot: string, target: string, configPath: string) => `机器人与目标：${bot} → ${target}（配置文件 ${configPath}）`,
-    piConfig: (path: string) => `Pi 端配置（写入 ${path}）：`,
-    piTrialConfig: (path: string) =>
-      `Pi 端试用配置（写入 ${path}）：这里没有聊天，下面两个 QQ 号只是占位，任意两个不同的 5–12 位数字都行；接上真正的机器人后换成真实号码。`,
-    piToken: "Pi 端 Token（与服务端相同）：",
-    then: "然后在 Pi 中执行 /reload 和 /anon-notify；/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
+    pair: (minutes: number) => `让 Pi 与这个服务端配对：在 Pi 中执行下面这一行（配对码只能用一次，${minutes} 分钟内有效；重启 npm start 可得新码）：`,
+    paired:
+      "它把接口地址、目标和 Token（权限 600）写入 ~/.pi/agent/extension-data/anon-notify/，并检查这个服务端；然后在 Pi 中执行 /anon-notify 开启当前会话。",
+    trialRecipient: "这里没有聊天，配对写入的两个 QQ 号只是占位，不会给它们发任何消息；接上真正的机器人后再配对一次。",
+    then: "/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
     operatorToken: (url: string, path: string) => `运维接口（${url}/operator/*）Token 文件：${path}（与 Pi 端 Token 不同）`,
     console: (link: string, tokenPath: string, openToAll: boolean) =>
       [
@@ -107,11 +95,13 @@ const TEXT = {
     directExample: '{"botId": "onebot:<Anon\'s QQ>", "recipientId": "<your QQ>", "plugins": {"adapter-onebot": {...}}}',
     persona: 'a real persona (YesImBot): install notify-webhook into your own Koishi (README, "Into an existing Koishi; the database")',
     botAndTarget: (bot: string, target: string, configPath: string) => `Bot and recipient: ${bot} → ${target} (config file ${configPath})`,
-    piConfig: (path: string) => `Pi side config (write to ${path}):`,
-    piTrialConfig: (path: string) =>
-      `Pi side config for a trial (write to ${path}): there is no chat here, so the two QQ numbers below are placeholders; any two different 5–12 digit numbers will do. Put in the real ones once a real bot is connected.`,
-    piToken: "Pi side token (the same as the server's):",
-    then: "Then run /reload and /anon-notify in Pi; /anon-notify-doctor checks the connection. Ctrl-C stops.",
+    pair: (minutes: number) =>
+      `Pair Pi with this server: in Pi, run this one line (the code works once, for ${minutes} minutes; restart npm start for a new one):`,
+    paired:
+      "It writes the endpoint, the recipient and the token (mode 600) to ~/.pi/agent/extension-data/anon-notify/ and checks this server; then /anon-notify in Pi switches a session on.",
+    trialRecipient:
+      "There is no chat here, so the two QQ numbers pairing writes are placeholders that nothing is ever sent to; pair again once a real bot is connected.",
+    then: "/anon-notify-doctor checks the connection. Ctrl-C stops.",
     operatorToken: (url: string, path: string) => `Operator API (${url}/operator/*) token file: ${path} (not the Pi token)`,
     console: (link: string, tokenPath: string, openToAll: boolean) =>
       [
@@ -147,20 +137,14 @@ export function usage(language: Language): string {
 }
 
 /**
- * What works now, what needs configuring and for what, and what to put on the Pi side, with the
+ * What works now, what needs configuring and for what, and the one line that pairs a Pi, with the
  * bound address. The log persona is the standalone server's purpose, so it is not reported as a
- * fault; without a bot there is no chat, and the Pi config printed is a trial one that the
- * extension accepts, marked as such.
+ * fault; without a bot there is no chat, and the recipient pairing writes is a placeholder, said so.
  */
-export function piInstructions(baseUrl: string, tokenPath: string, configPath: string, file: ChatSettings, language: Language): string {
+export function piInstructions(baseUrl: string, pairLink: string, tokenPath: string, configPath: string, file: ChatSettings, language: Language): string {
   const text = TEXT[language];
   const chat = file.botId !== "";
-  const anonQq = file.botId.includes(":") ? file.botId.slice(file.botId.indexOf(":") + 1) : "";
-  const recipient = chat ? { qq: file.recipientId, anonQq } : trialRecipient(file.recipientId);
-  const piConfig = { endpoint: `${baseUrl}/events`, recipient };
-  const piDir = join(process.env.PI_CODING_AGENT_DIR ?? join(homedir(), ".pi", "agent"), "extension-data", "anon-notify");
   const missing = [file.botId ? "" : "botId", file.recipientId ? "" : "recipientId"].filter(Boolean).join(" + ");
-  const piPath = join(piDir, "config.json");
   return [
     text.started,
     `  ${text.url}${text.colon}${baseUrl}`,
@@ -174,20 +158,13 @@ export function piInstructions(baseUrl: string, tokenPath: string, configPath: s
       ? [text.needsConfig(configPath), `  · ${text.direct(missing)}`, `      ${text.directExample}`, `  · ${text.persona}`]
       : [text.botAndTarget(file.botId, file.recipientId, configPath)]),
     "",
-    chat ? text.piConfig(piPath) : text.piTrialConfig(piPath),
-    JSON.stringify(piConfig, null, 2),
-    "",
-    text.piToken,
-    `  mkdir -p ${piDir} && install -m 600 ${tokenPath} ${join(piDir, "token")}`,
+    text.pair(PAIRING_TTL_MS / 60_000),
+    `  /anon-notify-setup ${pairLink}`,
+    text.paired,
+    ...(chat ? [] : [text.trialRecipient]),
     "",
     text.then,
   ].join("\n");
-}
-
-/** The owner's number if one is configured, and placeholders that differ from it otherwise. */
-function trialRecipient(recipientId: string): { qq: string; anonQq: string } {
-  const qq = recipientId || TRIAL_QQ.qq;
-  return { qq, anonQq: qq === TRIAL_QQ.anonQq ? TRIAL_QQ.qq : TRIAL_QQ.anonQq };
 }
 
 /** The console's page: the address that signs a browser in, and how to sign every browser out. */

@@ -59,9 +59,12 @@ export const NoticeRouteReport = {
 };
 
 function report(ctx: Context, personas: PersonaSlot, owner: DirectTarget): void {
-  const route = noticeRoute(noticeFacts(ctx, personas, owner));
-  if (route.route !== "none" && route.route !== "direct") return;
+  const facts = noticeFacts(ctx, personas, owner);
+  const route = noticeRoute(facts);
   const logger = ctx.logger("notify-webhook");
+  // A bot named but not loaded (its adapter plugin missing, or a wrong id) is said whatever the persona.
+  if (owner.botId && facts.bot === "missing") logger.warn(instanceText(ctx, "anon-notify.notices.bot-missing", { bot: owner.botId }));
+  if (route.route !== "none" && route.route !== "direct") return;
   logger.warn(instanceText(ctx, `anon-notify.notices.start-${route.route}`, {}));
   // A persona loaded later (YesImBot reloaded) makes the warning stale: say so once.
   const stop = personas.onChange(() => {

@@ -101,7 +101,6 @@ test("the request shows the code a secret-looking name hides, and a long or mult
 });
 
 test("a standing grant answers the next call of a grantable rule at once, the terminal says so, and never covers what cannot be seen", {
-  // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
@@ -116,10 +115,16 @@ test("a standing grant answers the next call of a grantable rule at once, the te
     "the first request",
   );
   assert.deepEqual([first.rules, first.grantable], [["rm-rf"], true], "the user made rm-rf grantable");
-  const granted = await call(koishi, "POST", `/operator/approvals/${first.approval_id}/decision`, { decision: "approved", grant_minutes: 30 }, OPERATOR_TOKEN);
+  const granted = await call(
+    koishi,
+    "POST",
+    `/operator/approvals/${first.approval_id}/decision`,
+    { decision: "approved", grant_minutes: 30, grant_prefix: ["rm", "-rf"] },
+    OPERATOR_TOKEN,
+  );
   assert.equal(granted.status, 200, JSON.stringify(granted.body));
 
-  // The second rm -rf is answered by the grant, nobody touches it.
+  // The second rm -rf is answered by the prefix grant (its target stays in the project), nobody touches it.
   await waitUntil(() => !existsSync(join(pi.cwd, "g2")), "the granted call ran");
   const note = await waitUntil(() => pi.notices().find((n) => n.includes("长期授权")), "the terminal told whose grant answered");
   assert.match(note, /^「rm -rf」已由主人通过运维接口设定的长期授权批准（有效至 \d\d:\d\d）。$/);

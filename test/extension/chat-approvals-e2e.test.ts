@@ -168,7 +168,7 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   );
   assert.match(closing.text, /^【Pi 审批 [A-Z]{5} 已结束】rm -rf：已按授权 G[A-Z]{4} 批准（第 1 次使用），命令已放行。$/);
 
-  assert.deepEqual(await chat.owner().receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（用过 1 次）。之后的请求会再问你。`]);
+  assert.deepEqual(await chat.owner().receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（已用 1 次）。之后的请求会再问你。`]);
   pi.script(remove("c"));
   const third = pi.prompt("清理 c");
   const again = await waitUntil(() => requests()[1], "revoked: the third asks the owner again", 30_000);

@@ -81,7 +81,6 @@ test("doctorReport shows where each value came from, never the token, and what e
     [
       "Anon notices doctor",
       "Config",
-      "  legacy source folder /ext/config.json: missing",
       "  user config /a/config.json: loaded",
       "  enabled = true  ← default",
       '  endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events"  ← user config /a/config.json',
@@ -107,6 +106,10 @@ test("doctorReport shows where each value came from, never the token, and what e
       "  receipt: queued (timed out before it was final)",
     ].join("\n"),
   );
+  // A file in the old place is named as such, in each language; a missing one is not worth a line.
+  const legacy = { ...facts, files: [{ layer: "legacy" as const, path: "/ext/config.json", status: "loaded" as const }] };
+  assert.match(doctorReport(messagesFor("en-US"), legacy), /^ {2}config in the old place \(the extension's own folder\) \/ext\/config\.json: loaded$/m);
+  assert.match(doctorReport(messagesFor("zh-CN"), legacy), /^ {2}旧位置（扩展自己的目录）的配置 \/ext\/config\.json: 已读取$/m);
 });
 
 test("the approval texts the model reads keep their outcome word and tag in both languages", () => {
@@ -326,4 +329,13 @@ test("a server's reason reads as words with the code in brackets, in both langua
     assert.equal(messagesFor("zh-CN").link.reason(raw), zh, raw);
     assert.equal(messagesFor("en-US").link.reason(raw), en, raw);
   }
+});
+
+test("switching on against a server without a chat never calls it a trial server: a Koishi whose bot is missing is none", () => {
+  for (const language of ["en-US", "zh-CN"] as const) {
+    const m = messagesFor(language);
+    for (const text of [m.toggle.noChat, m.toggle.route.log]) assert.doesNotMatch(text, /trial|试用/, text);
+  }
+  assert.match(messagesFor("en-US").toggle.noChat, /no bot configured, or its bot is not loaded/);
+  assert.match(messagesFor("zh-CN").toggle.noChat, /没有配置机器人，或机器人没有加载/);
 });

@@ -57,6 +57,7 @@ test("a 'needs you' notice takes the hand-over queue like every notice: handed t
       sessionId: "s-1",
       config: DEFAULT_CONFIG,
       client: undefined,
+      chat: true,
       subagent: false,
       notices: { notifier, context: () => context("zh-CN") },
     }),

@@ -327,8 +327,8 @@ test("approve for a while from the chat: the next request of the session with th
     listing ?? "",
     new RegExp(`^有效的授权（1 个）：\\n${grantId} · #1 shop · 只有完全相同的命令 rm -rf build 直接批准 · 还剩 \\d+分钟 · 已用 1 次\\n撤销：anon\\.revoke`),
   );
-  assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（用过 1 次）。之后的请求会再问你。`]);
-  assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`授权 ${grantId} 已经结束了（用过 1 次），无需撤销。`]);
+  assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（已用 1 次）。之后的请求会再问你。`]);
+  assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`授权 ${grantId} 已经结束了（已用 1 次），无需撤销。`]);
   assert.deepEqual(await owner.receive("anon.grants"), ["现在没有有效的授权。"]);
   const after = await call(chat, "POST", "/approvals", grantable());
   assert.equal(after.body.approval.state, "pending", "revoked: the next request asks the owner");

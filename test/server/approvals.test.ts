@@ -69,8 +69,12 @@ test("the agent's resolution is the truth: it closes open or vanished approvals 
 });
 
 test("what the owner is owed, in order; codes avoid look-alikes and open codes", () => {
-  const table: [Partial<ApprovalRecord>, boolean, string | undefined][] = [
+  const table: [Partial<ApprovalRecord>, boolean, string | undefined, boolean?][] = [
     [{}, true, "request"],
+    // No chat on the server: no request is owed, so none is retried (nor logged as unsent); the persona still hears.
+    [{}, true, "mention", false],
+    [{}, false, undefined, false],
+    [{ state: "approved", persona_mentioned: true }, true, "skip_closing", false],
     [{ request_sent: true }, true, "mention"],
     [{ request_sent: true }, false, undefined],
     [{ request_sent: true, persona_mentioned: true }, true, undefined],
@@ -78,7 +82,9 @@ test("what the owner is owed, in order; codes avoid look-alikes and open codes",
     [{ state: "timeout", request_sent: false }, false, "skip_closing"],
     [{ state: "approved", request_sent: true, closing_sent: true, persona_mentioned: true }, true, undefined],
   ];
-  for (const [overrides, persona, expected] of table) assert.equal(nextOutgoing(record(overrides), persona), expected, JSON.stringify(overrides));
+  for (const [overrides, persona, expected, chat = true] of table) {
+    assert.equal(nextOutgoing(record(overrides), persona, chat), expected, JSON.stringify({ ...overrides, chat }));
+  }
 
   assert.doesNotMatch(CODE_ALPHABET, /[BGILOQSZ0-9]/, "no letter that reads like a digit or another letter");
   let i = 0;

@@ -6,7 +6,7 @@ import { EventBody } from "../../protocol/events.ts";
 import { chatOwner, refusalStep, refusedExcerpt, verdictOf, type RefusalState } from "../../server/chat/owner-guard.ts";
 import { resolveRef, SessionNumbers } from "../../server/chat/refs.ts";
 import { covering, digestEvent, digestText, isMuted, isUrgent, muteUntil, parseDuration, URGENT_KINDS } from "../../server/mute/decisions.ts";
-import { LOCALES, readLocale, type LocaleTree } from "../../server/locales/load.ts";
+import { LOCALES, countText, readLocale, type LocaleTree } from "../../server/locales/load.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { sayIn, zh } from "./say.ts";
 
@@ -183,6 +183,20 @@ test("in English the digest has no Chinese of its own", () => {
   const digest = digestEvent(events, "direct", new Date(), sayIn("en-US"));
   assert.equal(digest.source, "anon-notify · mute digest");
   assert.match(digest.summary, /^2 notices arrived while muted:\n1\. \[completed\]/);
+});
+
+test("counts read right in each language: one notice, used once, through the language's plural rules", () => {
+  const one = [EventBody.parse(validEvent({ session_id: "s-1", summary: "tests pass" }))];
+  assert.match(digestEvent(one, "direct", new Date(), sayIn("en-US")).summary, /^1 notice arrived while muted:\n/);
+  assert.match(digestEvent(one, "direct", new Date(), sayIn("zh-CN")).summary, /^静音期间收到 1 条通知：\n/);
+  assert.deepEqual(
+    [1, 2, 0].map((n) => countText(sayIn("en-US"), "anon-notify.uses", n)),
+    ["used 1 time", "used 2 times", "used 0 times"],
+  );
+  assert.deepEqual(
+    [1, 2].map((n) => countText(sayIn("zh-CN"), "anon-notify.uses", n)),
+    ["已用 1 次", "已用 2 次"],
+  );
 });
 
 function texts(tree: LocaleTree, prefix = ""): [string, string][] {

@@ -6,6 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import messages from "../../console/client/messages.ts";
+import { countKey } from "../../console/client/format.ts";
 
 type Tree = { [key: string]: string | Tree };
 
@@ -37,5 +38,16 @@ test("no text holds a bare @ or | that vue-i18n would read as a linked message o
       const bare = text.replace(/\{'[^']*'\}/g, "");
       assert.doesNotMatch(bare, /[@|]/, `${language} ${key}: ${text}`);
     }
+  }
+});
+
+test("the page's counts read right in each language through the locale's plural rules: 1 notice held, 2 notices", () => {
+  for (const [locale, expected] of [
+    ["en-US", ["1 notice held", "2 notices held", "1 session muted", "3 sessions muted", "used 1 time", "used 4 times"]],
+    ["zh-CN", ["已暂存 1 条通知", "已暂存 2 条通知", "1 个会话静音中", "3 个会话静音中", "已用 1 次", "已用 4 次"]],
+  ] as const) {
+    const texts = leaves(messages[locale] as Tree);
+    const say = (key: string, n: number) => texts.get(countKey(key, n, locale))!.replace("{n}", String(n));
+    assert.deepEqual([say("held", 1), say("held", 2), say("mutedSome", 1), say("mutedSome", 3), say("grants.uses", 1), say("grants.uses", 4)], expected);
   }
 });

@@ -72,6 +72,16 @@ describe("/health says where notices go", () => {
     assert.equal(health.chat, true);
     assert.match(await warningWith(warnings, "no_persona"), /^没有人格.*只有 delivery 为 "direct" 的通知能由机器人送达/);
   });
+  for (const [locales, says] of [
+    [["zh-CN"], /^机器人 onebot:20002（botId）没有加载：它的适配器插件没有安装或没有启动/],
+    [["en-US", "zh-CN"], /^The bot onebot:20002 \(botId\) is not loaded: its adapter plugin is missing or not started, or botId is wrong/],
+  ] as const) {
+    test(`the log persona with a botId whose adapter is not installed: the missing bot is said at start (${locales[0]})`, async (t) => {
+      const { health, warnings } = await healthOf({ locales: [...locales], config: { logPersona: true, botId: "onebot:20002", recipientId: "10001" } }, t);
+      assert.equal(health.chat, false);
+      assert.match(await warningWith(warnings, "onebot:20002"), says);
+    });
+  }
   test("the log persona: printed in the log, no warning", async (t) => {
     const { health, warnings } = await healthOf({ config: { logPersona: true } }, t);
     assert.deepEqual(health.notices, { route: "log", ready: true, reason: null });

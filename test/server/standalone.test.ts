@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone/start.ts";
-import { DEFAULT_PORT, TRIAL_QQ, piInstructions, usage } from "../../server/standalone/texts.ts";
+import { DEFAULT_PORT, piInstructions, usage } from "../../server/standalone/texts.ts";
+import { TRIAL_QQ, pairedRecipient } from "../../server/pairing/recipient.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
@@ -126,8 +127,7 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
   assert.notEqual(new URL(baseUrl).port, String(wanted), "moved off the busy port");
   const tokenPath = join(dir, "token");
   assert.ok(output.includes(`Token 文件：${tokenPath}`));
-  assert.ok(output.includes(`"endpoint": "${baseUrl}/events"`));
-  assert.ok(output.includes('"qq": "10001"') && output.includes('"anonQq": "20002"'));
+  assert.match(output, new RegExp(`\\n  /anon-notify-setup ${baseUrl.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/pair#[2-9A-Z]{4}-[2-9A-Z]{4}\\n`), output);
   assert.equal((await stat(tokenPath)).mode & 0o777, 0o600);
   const token = (await readFile(tokenPath, "utf8")).trim();
 
@@ -154,8 +154,9 @@ test("npm start serves events, prints the bound URL and Pi setup, moves off a bu
 describe("the start-up text for the log persona on purpose", () => {
   const bare = { botId: "", recipientId: "", operatorToken: "", plugins: {}, notifyWebhook: {} };
   const url = "http://127.0.0.1:5140/api/agent-notify/v1";
+  const link = `${url}/pair#K7M2-Q9XD`;
   test("without a bot it says what works now and what needs configuring, and for what, in no error tone", () => {
-    const text = piInstructions(url, "/d/token", "/d/server.json", bare, "zh-CN");
+    const text = piInstructions(url, link, "/d/token", "/d/server.json", bare, "zh-CN");
     assert.match(text, /现在就能用：\n  · Pi 扩展发来的通知由日志人格打印在这里/);
     assert.match(
       text,
@@ -167,22 +168,22 @@ describe("the start-up text for the log persona on purpose", () => {
   test("the README section it points to is a heading of the README in that language", async () => {
     const readme = await readFile(resolve(import.meta.dirname, "../../README.md"), "utf8");
     const named = [
-      ...piInstructions(url, "/d/token", "/d/server.json", bare, "zh-CN").matchAll(/README“([^”]+)”/g),
-      ...piInstructions(url, "/d/token", "/d/server.json", bare, "en-US").matchAll(/README, "([^"]+)"/g),
+      ...piInstructions(url, link, "/d/token", "/d/server.json", bare, "zh-CN").matchAll(/README“([^”]+)”/g),
+      ...piInstructions(url, link, "/d/token", "/d/server.json", bare, "en-US").matchAll(/README, "([^"]+)"/g),
     ].map((match) => match[1]!);
     assert.equal(named.length, 2, named.join(" | "));
     for (const title of named) assert.match(readme, new RegExp(`^#{2,4} ${title.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), title);
   });
   test("with only the recipient it asks for the bot alone", () => {
-    assert.match(piInstructions(url, "/d/token", "/d/server.json", { ...bare, recipientId: "10001" }, "zh-CN"), /需要 botId 和机器人的适配器插件/);
+    assert.match(piInstructions(url, link, "/d/token", "/d/server.json", { ...bare, recipientId: "10001" }, "zh-CN"), /需要 botId 和机器人的适配器插件/);
   });
   test("with bot and recipient it names them and asks for nothing", () => {
-    const text = piInstructions(url, "/d/token", "/d/server.json", { ...bare, botId: "onebot:20002", recipientId: "10001" }, "zh-CN");
+    const text = piInstructions(url, link, "/d/token", "/d/server.json", { ...bare, botId: "onebot:20002", recipientId: "10001" }, "zh-CN");
     assert.match(text, /机器人与目标：onebot:20002 → 10001/);
     assert.doesNotMatch(text, /需要配置/);
   });
   test("in English when the locale asks for it", () => {
-    const text = piInstructions(url, "/d/token", "/d/server.json", bare, "en-US");
+    const text = piInstructions(url, link, "/d/token", "/d/server.json", bare, "en-US");
     assert.match(text, /^anon-notify server started/);
     assert.match(text, /Works now:/);
     assert.match(text, /Needs configuring \(in \/d\/server\.json\):/);
@@ -190,29 +191,25 @@ describe("the start-up text for the log persona on purpose", () => {
     assert.equal(text.match(HAN), null, "no Chinese at all");
   });
   for (const [language, says] of [
-    [
-      "zh-CN",
-      [/这个服务端没有聊天：没有配置机器人，所以不会给任何人发消息/, /Pi 端试用配置.*这里没有聊天，下面两个 QQ 号只是占位，任意两个不同的 5–12 位数字都行/],
-    ],
-    [
-      "en-US",
-      [
-        /This server has no chat: no bot is configured, so it messages nobody/,
-        /Pi side config for a trial .*the two QQ numbers below are placeholders; any two different 5–12 digit numbers will do/,
-      ],
-    ],
+    ["zh-CN", [/这个服务端没有聊天：没有配置机器人，所以不会给任何人发消息/, /这里没有聊天，配对写入的两个 QQ 号只是占位/]],
+    ["en-US", [/This server has no chat: no bot is configured, so it messages nobody/, /the two QQ numbers pairing writes are placeholders/]],
   ] as const) {
-    test(`without a bot it says there is no chat and prints a trial config the extension accepts (${language})`, () => {
-      const text = piInstructions(url, "/d/token", "/d/server.json", bare, language);
+    test(`without a bot it says there is no chat and offers the one pairing line (${language})`, () => {
+      const text = piInstructions(url, link, "/d/token", "/d/server.json", bare, language);
       for (const pattern of says) assert.match(text, pattern);
-      const config = JSON.parse(text.slice(text.indexOf("{\n"), text.indexOf("\n}") + 2)) as { recipient: { qq: string; anonQq: string } };
-      assert.deepEqual(config.recipient, TRIAL_QQ);
-      for (const qq of Object.values(config.recipient)) assert.match(qq, /^[1-9]\d{4,11}$/, "a number /anon-notify accepts");
+      assert.ok(text.includes(`\n  /anon-notify-setup ${link}\n`), text);
+      assert.doesNotMatch(text, /install -m 600|"endpoint"/, "nothing left to copy by hand");
     });
   }
+  test("on a server without a bot, pairing's recipient is two placeholders the extension accepts, never the owner's number twice", () => {
+    assert.deepEqual(pairedRecipient({ botId: "", recipientId: "" }), { ...TRIAL_QQ, placeholder: true });
+    assert.deepEqual(pairedRecipient({ botId: "", recipientId: TRIAL_QQ.anonQq }), { qq: TRIAL_QQ.anonQq, anonQq: TRIAL_QQ.qq, placeholder: true });
+    assert.deepEqual(pairedRecipient({ botId: "onebot:20002", recipientId: "10001" }), { qq: "10001", anonQq: "20002", placeholder: false });
+    for (const qq of Object.values(TRIAL_QQ)) assert.match(qq, /^[1-9]\d{4,11}$/, "a number /anon-notify accepts");
+  });
   test("with a bot the config is the real one, not a trial", () => {
-    const text = piInstructions(url, "/d/token", "/d/server.json", { ...bare, botId: "onebot:20002", recipientId: "10001" }, "en-US");
-    assert.doesNotMatch(text, /trial|no chat/);
+    const text = piInstructions(url, link, "/d/token", "/d/server.json", { ...bare, botId: "onebot:20002", recipientId: "10001" }, "en-US");
+    assert.doesNotMatch(text, /trial|no chat|placeholders/);
   });
 });
 
@@ -232,6 +229,8 @@ const NAMES_AND_CODES = new Set(
       "reload",
       "doctor",
       "Ctrl",
+      "npm",
+      "start",
       "mkdir",
       "install",
       "token",

@@ -1,0 +1,22 @@
+/**
+ * The recipient a paired Pi names: the configured one when the server has a bot and an owner, and
+ * otherwise placeholders its check accepts, on a server that sends nothing to them.
+ */
+
+/** Any two different 5–12 digit numbers pass the extension's recipient check; nothing is ever sent to these. */
+export const TRIAL_QQ = { qq: "10001", anonQq: "20002" } as const;
+
+export interface OwnerIds {
+  botId: string;
+  recipientId: string;
+}
+
+/** The owner's QQ and the bot's own, or placeholders (differing from a configured owner) when there is no bot. */
+export function pairedRecipient(owner: OwnerIds): { qq: string; anonQq: string; placeholder: boolean } {
+  if (owner.botId !== "") {
+    const anonQq = owner.botId.includes(":") ? owner.botId.slice(owner.botId.indexOf(":") + 1) : "";
+    return { qq: owner.recipientId, anonQq, placeholder: false };
+  }
+  const qq = owner.recipientId || TRIAL_QQ.qq;
+  return { qq, anonQq: qq === TRIAL_QQ.anonQq ? TRIAL_QQ.qq : TRIAL_QQ.anonQq, placeholder: true };
+}
