@@ -56,7 +56,7 @@ import { missingServicesText } from "./status/missing-services.ts";
 import { NoticeRouteReport } from "./status/notices.ts";
 import { StatusRoutes } from "./status/routes.ts";
 import { Watchdog } from "./watchdog/plugin.ts";
-import { pushConfigProblem } from "./push/config-rules.ts";
+import { pushConfigProblem } from "./push/config.ts";
 import { pushParts } from "./push/parts.ts";
 import { PushRoutes } from "./push/routes.ts";
 

@@ -12,7 +12,7 @@ import { instanceText } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import { PushAnswers } from "./answers.ts";
-import { feishuTarget, pushTarget, type PushConfig } from "./config-rules.ts";
+import { feishuTarget, pushTarget, type PushConfig } from "./config.ts";
 import { FeishuSender } from "./feishu.ts";
 import { publish } from "./ntfy.ts";
 import { Pusher } from "./pusher.ts";

@@ -131,7 +131,6 @@ test("a command that tries to forge an approve line reaches the owner as one vis
 });
 
 test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", {
-  // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
@@ -152,7 +151,8 @@ test("approve for 30 minutes from the chat: the session's next rm -rf runs at on
   const first = pi.prompt("清理 a");
   const request = await waitUntil(() => requests()[0], "the first request reached the owner", 30_000);
   const code = /审批 ([A-Z]{5})/.exec(request.text)![1]!;
-  const [granted] = await chat.owner().receive(`anon.approve ${code} 30m`);
+  // A prefix grant: every `rm -rf <a path inside the project>` from the same folder.
+  const [granted] = await chat.owner().receive(`anon.approve ${code} 30m rm -rf`);
   const grantId = /授权 (G[A-Z]{4})/.exec(granted ?? "")?.[1];
   assert.ok(grantId, granted);
   await first;

@@ -49,7 +49,8 @@ test("Telegram: the request carries Approve and Deny; a stranger's press does no
   const keyboard = request.body.reply_markup.inline_keyboard as { text: string; callback_data: string }[][];
   assert.deepEqual(
     keyboard.flat().map((b) => b.text),
-    ["批准", "拒绝"],
+    // The server decides grantability: a call with a literal argv can be granted exactly.
+    ["批准", "拒绝", "批准并授权 30 分钟"],
   );
   for (const button of keyboard.flat()) {
     assert.match(button.callback_data, BUTTON_ID);
@@ -163,6 +164,7 @@ test("Discord: components on the request; a stranger's press does nothing; the o
     [
       [2, "批准"],
       [2, "拒绝"],
+      [2, "批准并授权 30 分钟"],
     ],
   );
   const [approve, deny] = row!.components.map((b) => b.custom_id);
@@ -262,7 +264,7 @@ test("Telegram: the Approve-for-30-minutes press approves and grants, the same a
   const requestId = [...tg.messages.values()].find((m) => m.text === request.body.text)!.message_id;
   await tg.press(TELEGRAM_OWNER, requestId, grant);
   const granted = await tg.waitFor("sendMessage", (b) => b.text.startsWith(`已批准 ${code}`), "the grant confirmed");
-  assert.match(granted.body.text, /并授权本会话 30 ?分钟内只命中规则 rm-rf 的请求直接批准（授权 G[A-Z]{4}）/);
+  assert.match(granted.body.text, /并授权本会话 30 ?分钟内在 \S+ 目录下：只有完全相同的命令 rm -rf build 直接批准（授权 G[A-Z]{4}）/);
   await run;
   assert.equal(existsSync(build), false, "approved: the command ran");
   const { body } = await call(chat, "GET", "/operator/grants", undefined, OPERATOR_TOKEN);

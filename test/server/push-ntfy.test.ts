@@ -15,7 +15,7 @@ import { waitUntil } from "../../harness/wait.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { closingText, voiceOf } from "../../server/approvals/message-rules.ts";
-import { pushConfigProblem } from "../../server/push/config-rules.ts";
+import { pushConfigProblem } from "../../server/push/config.ts";
 import { PRESS_LIMIT } from "../../server/push/routes.ts";
 import { approvalPush, eventPush } from "../../server/push/render-rules.ts";
 import { startFakeNtfy, type FakeNtfy, type Published } from "../helpers/fake-ntfy.ts";
