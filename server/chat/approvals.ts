@@ -14,7 +14,7 @@ import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../errors.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 
 /** How many open approvals one listing shows, and how much of each command. */
 const LISTED = 10;
@@ -116,8 +116,8 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
   const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
   return session.text("commands.anon.approvals.messages.line", {
     code: approval.code,
-    session: online ? `#${online.number} ${online.session.project}` : approval.session_id.slice(0, 8),
-    tool: approval.tool,
+    session: online ? sessionName(session, online) : approval.session_id.slice(0, 8),
+    tool: oneLine(approval.tool),
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
     left: durationText(Date.parse(approval.expires_at) - nowMs, session.text("anon-notify.locale")),
   });

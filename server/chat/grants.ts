@@ -7,7 +7,7 @@ import type { Grant } from "../../protocol/approvals.ts";
 import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
 import { sessionSay } from "../locales/load.ts";
 import { DomainError } from "../errors.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 
 /** How many live grants one listing shows. */
 const LISTED = 20;
@@ -17,7 +17,7 @@ function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number):
   const locale = voiceOf(sessionSay(session)).locale;
   return session.text("commands.anon.grants.messages.line", {
     grant: grant.grant_id,
-    session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
+    session: online ? sessionName(session, online) : grant.session_id.slice(0, 8),
     rules: grant.rules.map(oneLine).join(", "),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: grant.uses,

@@ -2,7 +2,7 @@
 import type { Context, Session } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import { MIN_PREFIX } from "./refs.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 
 /** How many instructions one listing shows. */
 const LISTED = 10;
@@ -33,7 +33,7 @@ export function instructionCommands(ctx: Context, kit: ChatKit): void {
         const target = sessionByRef(kit, session!, ref);
         const commands = await kit.operator.commands(target.session.session_id, LISTED);
         if (commands.length === 0) return session!.text(".empty");
-        return [session!.text(".header", [`#${target.number} ${target.session.project}`]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
+        return [session!.text(".header", [sessionName(session!, target)]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
       }
       const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
       if (commands.length === 0) return session!.text(".empty");

@@ -2,13 +2,13 @@
 import type { Context, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { durationText } from "../approvals/messages.ts";
-import { numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { numbered, ownerCommand, projectName, type ChatKit } from "./kit.ts";
 
 export function sessionLine(session: Session, number: number, s: SessionProjection, nowMs: number): string {
   const state = s.state === "idle" ? session.text(".idle") : s.activity ? session.text(".running-tool", [s.activity]) : session.text(".running");
   return session.text(".line", {
     ref: `#${number}`,
-    project: s.project,
+    project: projectName(session, s),
     model: s.model ?? "?",
     state,
     // In the reader's language (Intl), whole seconds at least: "817ms ago" is noise on a phone.
