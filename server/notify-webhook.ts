@@ -26,7 +26,7 @@ import { CommandStore } from "./queue/store.ts";
 import { ownerSender } from "./delivery/send-to-owner.ts";
 import { EventWorker } from "./delivery/worker.ts";
 import { DiskSync } from "./disk-sync.ts";
-import { EventIntake } from "./events/intake.ts";
+import { EventIntake, eventCeiling } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import { HttpApi } from "./http/api.ts";
@@ -317,7 +317,7 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const disk = new DiskSync(untracedDatabase(ctx).drivers); // read at every sync: untraced
   ctx.on("dispose", () => disk.close());
-  const intake = new EventIntake({ store: events, worker, limit, audit, sync: () => disk.flush() });
+  const intake = new EventIntake({ store: events, worker, limit, totalLimit: eventCeiling(limit), audit, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,

@@ -13,6 +13,7 @@ import { instanceText } from "../locales/load.ts";
 import type { EventIntake } from "./intake.ts";
 
 const LOAD_RETRY_MS = 1000;
+const PRUNE_INTERVAL_MS = 60_000;
 
 /** What `POST /events` would have answered for the element that ended a batch. */
 function refusal(index: number, body: unknown, error: DomainError): BatchRefusal {
@@ -50,6 +51,11 @@ export const EventRoutes = {
       }
     };
     ctx.on("ready", load);
+    ctx.setInterval(() => intake.prune(), PRUNE_INTERVAL_MS);
+    intake.onLimited = (session, limit) => logger.warn(instanceText(ctx, "anon-notify.events-limited", { session, ...limit }));
+    ctx.on("dispose", () => {
+      intake.onLimited = undefined;
+    });
     api.offer(ctx, "events");
     api.offer(ctx, "direct");
     api.offer(ctx, "context_usage");
