@@ -32,18 +32,11 @@ export interface Standalone {
  * Pipe writes are synchronous on Linux, so a block on stdout is a hand-over that happened.
  * `keepOutput: false` stops capturing once started (`injected` and `output()` stay as they were then).
  */
-export async function spawnStandalone(
-  dataDir: string,
-  port: number,
-  options: { keepOutput?: boolean; language?: Language /** Node options before the script (`--expose-gc`). */; nodeArgs?: string[] } = {},
-): Promise<Standalone> {
+export async function spawnStandalone(dataDir: string, port: number, options: { keepOutput?: boolean; language?: Language } = {}): Promise<Standalone> {
   // The start text is read below, so its language is chosen here rather than left to the caller's locale.
   const language = options.language ?? "zh-CN";
   const env = { ...process.env, LC_ALL: language === "en-US" ? "en_US.UTF-8" : "zh_CN.UTF-8" };
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), STANDALONE, "--port", String(port), "--data-dir", dataDir], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env,
-  });
+  const child = spawn(process.execPath, [STANDALONE, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"], env });
   const started = language === "en-US" ? { last: /Operator API/, url: /API: (http:\/\/\S+)/ } : { last: /运维接口/, url: /接口地址：(http:\/\/\S+)/ };
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   const injected: string[] = [];
