@@ -7,7 +7,8 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
+import { Agent, request } from "undici";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BatchAccepted } from "../../protocol/events.ts";
@@ -131,4 +132,49 @@ test("npm start bounds every WebSocket frame before ws buffers it: a 20 MiB fram
   const { target } = await standalone(t);
   assert.equal(await floodStream(target.baseUrl, "", 20 * 1024 * 1024, CONSOLE_WS_PATH), STREAM_CLOSE.tooBig);
   assert.equal((await fetch(`${target.baseUrl}/health`, { headers: { authorization: `Bearer ${target.token}` } })).status, 200, "still serving");
+});
+
+test("1,024 strangers holding keep-alive connections over 127.0.0.2–9 do not lock out a client with a token from 127.0.0.1", async (t) => {
+  const { target } = await standalone(t);
+  const { port } = new URL(target.baseUrl);
+  let holding = true;
+  const holders = new Set<Socket>();
+  let connected = 0;
+  // Each holder asks `GET /` every 3 s on one kept connection; one the server closes is replaced a second later.
+  const hold = (address: string) => {
+    const socket = connect({ port: Number(port), host: "127.0.0.1", localAddress: address }, () => connected++);
+    const ask = () => socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`);
+    const timer = setInterval(ask, 3_000);
+    socket.on("connect", ask);
+    socket.on("data", () => undefined);
+    socket.on("error", () => undefined);
+    holders.add(socket);
+    socket.once("close", () => {
+      clearInterval(timer);
+      holders.delete(socket);
+      if (holding) setTimeout(() => hold(address), 1_000);
+    });
+  };
+  t.after(() => {
+    holding = false;
+    for (const socket of holders) socket.destroy();
+  });
+  for (let i = 0; i < 1024; i++) hold(`127.0.0.${2 + (i % 8)}`);
+  await waitUntil(() => connected >= 1024 || undefined, "1,024 holders connected", 20_000);
+  const answers: (number | string)[] = [];
+  for (let i = 0; i < 5; i++) {
+    // A fresh connection each time, as a Pi that just started would open.
+    const client = new Agent({ connections: 1 });
+    try {
+      const response = await request(`${target.baseUrl}/health`, { dispatcher: client, headers: { authorization: `Bearer ${target.token}` } });
+      await response.body.dump();
+      answers.push(response.statusCode);
+    } catch (error) {
+      answers.push((error as { code?: string }).code ?? String(error));
+    } finally {
+      await client.close();
+    }
+  }
+  console.log(`a client with a token while 1,024 strangers hold connections: ${answers.join(", ")} (${holders.size} holders open)`);
+  assert.deepEqual(answers, [200, 200, 200, 200, 200]);
 });
