@@ -5,8 +5,8 @@
  * apart from the page. markdown-it refuses `javascript:` and similar links itself.
  *
  * A link never shows one address and opens another: what is clicked reads as the destination's host
- * (`xn--…` for an international name, as the URL parser spells it), and a link's own words stay
- * beside it as plain text.
+ * (an address written out: the whole address it opens), `xn--…` for an international name as the
+ * URL parser spells it, and a link's own words stay beside it as plain text.
  */
 import MarkdownIt from "markdown-it";
 
@@ -24,7 +24,7 @@ export function linkHost(href: string): string {
   }
 }
 
-/** Rewrites every link in `children` to `label <a>host</a>` (an autolink's label is its address, so only the link stays). */
+/** Rewrites every link in `children` to `label <a>host</a>` (an address written out is only the link, reading as that address). */
 function honestLinks(children: Token[], TokenOf: TokenClass): Token[] {
   const out: Token[] = [];
   for (let i = 0; i < children.length; i++) {
@@ -37,8 +37,9 @@ function honestLinks(children: Token[], TokenOf: TokenClass): Token[] {
     const label = children.slice(i + 1, close);
     const host = new TokenOf("text", "", 0);
     const href = String(open.attrGet("href") ?? "");
-    host.content = linkHost(href);
     const auto = open.markup === "autolink" || open.markup === "linkify";
+    // An address written out reads as the whole address it opens (punycode as the parser spells it), any other link as its host.
+    host.content = auto && !href.startsWith("mailto:") ? href : linkHost(href);
     if (!auto) {
       out.push(...label);
       const space = new TokenOf("text", "", 0);

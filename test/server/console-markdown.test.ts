@@ -35,15 +35,15 @@ test("a link's visible text is where it really goes: the host, punycode as xn--,
     ],
     [
       "<https://xn--80ak6aa92e.com>",
-      '<p><a href="https://xn--80ak6aa92e.com" target="_blank" rel="noopener noreferrer nofollow" title="https://xn--80ak6aa92e.com">xn--80ak6aa92e.com</a></p>',
+      '<p><a href="https://xn--80ak6aa92e.com" target="_blank" rel="noopener noreferrer nofollow" title="https://xn--80ak6aa92e.com">https://xn--80ak6aa92e.com</a></p>',
     ],
     [
       "see https://\u0430\u0440\u0440\u04cf\u0435.com/x",
-      '<p>see <a href="https://xn--80ak6aa92e.com/x" target="_blank" rel="noopener noreferrer nofollow" title="https://xn--80ak6aa92e.com/x">xn--80ak6aa92e.com</a></p>',
+      '<p>see <a href="https://xn--80ak6aa92e.com/x" target="_blank" rel="noopener noreferrer nofollow" title="https://xn--80ak6aa92e.com/x">https://xn--80ak6aa92e.com/x</a></p>',
     ],
   ];
   for (const [reply, html] of rows) assert.equal(renderReply(reply).trim(), html, reply);
-  // Whatever the label (an address, a port, an international name), the text inside every <a> is the host of its href.
+  // Whatever the label (an address, a port, an international name), the text inside every <a> names the host of its href.
   const links = [
     ...renderReply("[https://bank.example](https://evil.example:8443/p) and <http://b\u00fccher.example>").matchAll(/<a href="([^"]+)"[^>]*>([^<]*)<\/a>/g),
   ];
@@ -51,7 +51,7 @@ test("a link's visible text is where it really goes: the host, punycode as xn--,
     links.map((m) => [new URL(m[1]!).host, m[2]]),
     [
       ["evil.example:8443", "evil.example:8443"],
-      ["xn--bcher-kva.example", "xn--bcher-kva.example"],
+      ["xn--bcher-kva.example", "http://xn--bcher-kva.example"],
     ],
   );
 });
