@@ -116,6 +116,8 @@ export interface ProcessFacts {
 
 export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
 export const SUBAGENT_FLAG = "anon-notify-off";
+/** Passed by anon-notify-host: the session is switched on at its start when it has no activation record yet. */
+export const START_ON_FLAG = "anon-notify-on";
 
 /**
  * A subagent is what Pi's subagent example spawns: JSON or print mode without a session file

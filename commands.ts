@@ -1,17 +1,17 @@
 /**
  * The command channel, the public face of two channels over the server's two lanes of one queue:
- * the instruction channel (extension/instructions/: instructions become visible steer messages,
+ * the instruction channel (extension/command-channel/instruction-*.ts: instructions become visible steer messages,
  * claimed while idle by long poll and at tool turns while busy, journaled before the ACK, an
- * interrupted one reported) and, with a protocol-3 server, the control channel (extension/control/:
+ * interrupted one reported) and, with a protocol-3 server, the control channel (extension/command-channel/control-*.ts:
  * a control long poll beside it, idle and busy, that owns the built-in `stop` and hands other kinds
  * to the feature that registered them). Both run on one start's connection and journal
- * (extension/lanes/).
+ * (extension/command-channel/lane.ts, journal.ts).
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { ControlChannel } from "./extension/control/channel.ts";
-import type { ControlRegistry } from "./extension/control/dispatcher.ts";
-import { InstructionChannel, type InstructionChannelDeps } from "./extension/instructions/channel.ts";
-import { LaneSession } from "./extension/lanes/lane.ts";
+import { ControlChannel } from "./extension/command-channel/control-channel.ts";
+import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";
+import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";
+import { LaneConnection } from "./extension/command-channel/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";
 import type { StoppedRun } from "./protocol/queue.ts";
 
@@ -44,7 +44,7 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       if (!connection) return deps.report(deps.text().commands.noConnection);
       // `command.enabled: false` switches off polling only; presence still runs.
       if (!connection.config.command.enabled) return;
-      const lane = new LaneSession(connection, deps);
+      const lane = new LaneConnection(connection, deps);
       control.start(ctx, lane);
       instructions.start(ctx, lane);
     },

@@ -7,19 +7,19 @@
  */
 import { debuglog } from "node:util";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
+import { START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
-import { stoppedRun } from "./extension/control/decisions.ts";
+import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
 import { ApprovalGate } from "./extension/approvals/gate.ts";
 import { createHandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type RunNotices } from "./extension/notices/run-notices.ts";
 import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
-import { messagesFor } from "./extension/messages.ts";
+import { messagesFor } from "./extension/texts/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
-import { ServerFacts } from "./extension/server-facts.ts";
+import { ServerFacts } from "./extension/server-client/server-facts.ts";
 import { runRecorderFor } from "./extension/run-recorder.ts";
 import { CurrentSession } from "./extension/session/current.ts";
 import { createReporter } from "./extension/session/report.ts";
@@ -34,8 +34,8 @@ import {
   type SessionState,
 } from "./extension/session/session.ts";
 import { errorText } from "./common/errors.ts";
-import { quotedPrompt, swallowedByFlag } from "./extension/session/subagent-flag.ts";
-import { registerToggleCommand } from "./extension/session/toggle.ts";
+import { quotedPrompt, swallowedByFlag } from "./extension/activation/subagent-flag.ts";
+import { registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { installSink } from "./extension/sink/index.ts";
 
@@ -46,11 +46,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   const early = messagesFor(loadConfig({ cwd: process.cwd(), env: process.env }).language);
   const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
   if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
-  pi.registerFlag(SUBAGENT_FLAG, {
-    type: "boolean",
-    default: false,
-    description: early.session.flagDescription,
-  });
+  pi.registerFlag(SUBAGENT_FLAG, { type: "boolean", default: false, description: early.session.flagDescription });
+  pi.registerFlag(START_ON_FLAG, { type: "boolean", default: false, description: early.session.startOnFlagDescription });
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);

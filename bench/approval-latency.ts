@@ -17,8 +17,8 @@
  *   npm run bench:approvals -- [samples per mode, default 40]
  */
 import { rmSync } from "node:fs";
-import { matchCall } from "../extension/approvals/policy.ts";
-import { loadShell } from "../extension/approvals/shell.ts";
+import { matchCall, type PolicySettings } from "../extension/approvals/policy-rules.ts";
+import { loadShell } from "../extension/approvals/shell-rules.ts";
 import type { ExtensionUIContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { extensionEnv, writeUserConfig } from "../harness/extension-env.ts";
@@ -26,14 +26,17 @@ import { startChat } from "../harness/chat.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../harness/agent-api.ts";
 import { waitUntil } from "../harness/wait.ts";
-import { messagesFor } from "../extension/messages.ts";
+import { messagesFor } from "../extension/texts/messages.ts";
 
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 // The owner's messages go out as a platform would take them (recorded, an id back).
-// The per-session request limits would throttle a run of back-to-back samples: this measures latency, not the limiter.
-const koishi = await startChat({ config: { approvalsPerMinute: 100_000, approvalBurst: 1_000 } });
+// The per-session request limits and the owner's message cap would throttle a run of back-to-back
+// samples: this measures latency, not the limiters. Operator-API answers are an opt-in (this Pi runs as the bench's user).
+const koishi = await startChat({
+  config: { approvalsPerMinute: 100_000, approvalBurst: 1_000, approvalMessagesPerMinute: 100_000, approvalOperatorDecisions: true },
+});
 const owner = koishi.owner();
 const root = makeRoot();
 const savedEnv = { ...process.env };
@@ -144,7 +147,7 @@ if (chat && remote && local) {
 
 const read = await loadShell();
 const gatePlace = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const gateSettings = { disabledRules: [], rules: [], grantableRules: [] };
+const gateSettings: PolicySettings = { mode: "strict", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 /** µs per call of `work`, the median of 5 rounds after a warm-up. */
 function microseconds(work: () => unknown, calls = 2_000): number {
   for (let i = 0; i < calls; i++) work();
@@ -157,8 +160,19 @@ function microseconds(work: () => unknown, calls = 2_000): number {
 }
 const gateOf = (command: string) => () =>
   matchCall({ tool: "bash", input: { command } }, gatePlace, gateSettings, read, messagesFor("en-US").approvals.actions);
+const rulesOf = (command: string) => () =>
+  matchCall({ tool: "bash", input: { command } }, gatePlace, { ...gateSettings, mode: "rules" }, read, messagesFor("en-US").approvals.actions);
+/** An everyday 100-command script strict mode reads through (safe programs, pipes, substitutions, redirections). */
+const script100 = Array.from(
+  { length: 100 },
+  (_, i) => ["ls -la src", `rg -n step${i} src | head -5`, `echo "$(git rev-parse HEAD)" > build/rev${i}.txt`, `sed -n '${i + 1}p' README.md`][i % 4],
+).join("; ");
 const gateRows: [string, number][] = [
   ["gate, `ls -la` (plain words: no parser)", microseconds(gateOf("ls -la"))],
+  ["gate, plain `ls` (strict mode; target < 1 000 µs)", microseconds(gateOf("ls"))],
+  ["gate, plain `ls` (rules mode)", microseconds(rulesOf("ls"))],
+  ["gate, an everyday 100-command script (strict mode; target < 5 000 µs)", microseconds(gateOf(script100), 200)],
+  ["gate, the same script (rules mode)", microseconds(rulesOf(script100), 200)],
   ["`ls -la` through the grammar alone", microseconds(() => read("ls -la"))],
   ["gate, `git status && echo $(date) | tee build/log.txt`", microseconds(gateOf("git status && echo $(date) | tee build/log.txt"))],
   ["gate, `bash -c 'find . -name \"*.ts\" -exec grep -l foo {} +'`", microseconds(gateOf(`bash -c 'find . -name "*.ts" -exec grep -l foo {} +'`))],

@@ -16,7 +16,7 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
-import { COMMAND_MESSAGE_TYPE } from "../extension/instructions/message.ts";
+import { COMMAND_MESSAGE_TYPE } from "../extension/command-channel/instruction-message.ts";
 import { dataDirFor } from "../extension/config/config.ts";
 import { startKoishi } from "../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../harness/pi.ts";

@@ -25,7 +25,7 @@ import { join } from "node:path";
 import type { Context, ForkScope, Plugin } from "koishi";
 import { Pool } from "undici";
 import { EventBody } from "../protocol/events.ts";
-import { bodyHash, newEventRow } from "../server/events/receipt.ts";
+import { bodyHash, newEventRow } from "../server/events/receipt-rules.ts";
 import { EVENT_TABLE, declareEventTable } from "../server/events/store.ts";
 import { DiskSync, holdDatabaseFiles } from "../server/disk-sync.ts";
 import { koishi } from "../server/koishi.ts";

@@ -6,7 +6,8 @@
  * Only a LITERAL secret value is replaced, never anything the shell would expand or run: a person
  * approving a command must see all of its code. So a value is masked only when it is a plain word
  * (letters, digits and `_.~+/=:%@,^-`) that ends where the word ends; `X_TOKEN=$(curl … | sh)` and
- * `--auth="$(rm -rf ~)"` stay exactly as they are. Masking keeps the shape (`TOKEN=***`).
+ * `--auth="$(rm -rf ~)"` stay exactly as they are; so do paths and any value a later word
+ * expands (`AUTH_HOME=/; rm -rf $AUTH_HOME`). Masking keeps the shape (`TOKEN=***`).
  */
 
 const MASK = "***";
@@ -31,6 +32,12 @@ const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/[A-Za-z0-9_.~%+-]+):[A-Za-z0-9
 const KEY_SHAPES =
   /\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})\b/g;
 
+/** Whether the variable a `NAME=` assigns is expanded in the text after it: hiding its value would hide what runs. */
+function usedLater(name: string, rest: string): boolean {
+  const variable = /([A-Za-z_][A-Za-z0-9_]*)["']?\s*[=:]/.exec(name)?.[1];
+  return variable !== undefined && new RegExp(`\\$(?:\\{[#!]?)?${variable}(?![A-Za-z0-9_])`).test(rest);
+}
+
 export function redactSecrets(text: string): string {
   return (
     text
@@ -38,6 +45,13 @@ export function redactSecrets(text: string): string {
       .replace(AUTH_SCHEME, `$1 ${MASK}`)
       .replace(KEY_SHAPES, MASK)
       // An auth scheme word was handled above: its credential is already masked.
-      .replace(NAMED_SECRET, (match, name: string, value: string) => (value === MASK || /^(Bearer|Basic|Token)$/i.test(value) ? match : `${name}${MASK}`))
+      .replace(NAMED_SECRET, (match, name: string, value: string, offset: number, whole: string) =>
+        value === MASK || /^(Bearer|Basic|Token)$/i.test(value) || !tokenShaped(value) || usedLater(name, whole.slice(offset + match.length))
+          ? match
+          : `${name}${MASK}`,
+      )
   );
 }
+
+/** A path (`/`, `~/x`, `./x`) is where a command acts, not a credential: it stays visible. */
+const tokenShaped = (value: string) => !/^[/~.]/.test(value);

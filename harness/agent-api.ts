@@ -83,7 +83,7 @@ export function agentApi(harness: ApiTarget) {
   return {
     heartbeat: (overrides: Partial<Heartbeat> = {}) => call(harness, "POST", "/sessions/heartbeat", heartbeatOf(overrides)),
     offline: (session_id: string, runtime_id: string) => call(harness, "POST", "/sessions/offline", { session_id, runtime_id }),
-    claim: (session_id = "s-1", runtime_id = "r-1", options: { images?: boolean; waitMs?: number; lane?: "instructions" | "control" } = {}) => {
+    claim: (session_id = "s-1", runtime_id = "r-1", options: { images?: boolean; waitMs?: number; lane?: "instructions" | "control" | "host" } = {}) => {
       const query = new URLSearchParams({ session_id, runtime_id });
       if (options.images ?? true) query.set("capabilities", "images");
       if (options.waitMs !== undefined) query.set("wait_ms", String(options.waitMs));

@@ -1,7 +1,7 @@
 /** Shared by the command-channel tests: a tool the test releases, the delivered command messages, settle waits. */
 import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
-import { COMMAND_MESSAGE_TYPE } from "../extension/instructions/message.ts";
+import { COMMAND_MESSAGE_TYPE } from "../extension/command-channel/instruction-message.ts";
 import { latch, type PiHarness } from "./pi.ts";
 
 /** A tool that runs until the test releases it. */

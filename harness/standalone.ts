@@ -12,7 +12,7 @@ import type { Readable } from "node:stream";
 import type { Language } from "../common/locale.ts";
 import { waitUntil } from "./wait.ts";
 
-const STANDALONE = resolve(import.meta.dirname, "../server/standalone.ts");
+const STANDALONE = resolve(import.meta.dirname, "../server/standalone/start.ts");
 
 /** `npm start` as a child process on `port` and `dataDir`, its output captured. */
 export interface Standalone {

@@ -11,8 +11,10 @@ export const APPROVAL_LIMITS = {
   reasonChars: 200,
   /** The display form of a command (`preview`, the terminal dialog, the chat): head and tail past this. */
   previewChars: 1000,
-  /** The command sent with a request: head and tail past this, `command_hidden_chars` says how many were left out. */
+  /** The longest command a request carries; a longer one is refused whole by both sides, never cut. */
   commandChars: 16_384,
+  /** How much of each place a rule matched is sent (`matched[].at`). */
+  siteChars: 200,
   rulesMax: 16,
   cwdChars: 4096,
   toolChars: 128,
@@ -27,10 +29,10 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
 export const ApprovalOutcome = z.enum(["approved", "rejected", "timeout"]);
 export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
 /** Where the answer came from. */
-export const ApprovalVia = z.enum(["chat", "operator", "console", "terminal", "policy", "timeout", "aborted"]);
+export const ApprovalVia = z.enum(["chat", "operator", "console", "ntfy", "terminal", "policy", "timeout", "aborted"]);
 export type ApprovalVia = z.infer<typeof ApprovalVia>;
-/** Where a person can answer on the server's side. */
-export const PersonVia = z.enum(["chat", "operator", "console"]);
+/** Where a person can answer on the server's side (`ntfy`: a button on the phone push). */
+export const PersonVia = z.enum(["chat", "operator", "console", "ntfy"]);
 export type PersonVia = z.infer<typeof PersonVia>;
 /** `pending` → `decided` (a person decided on the server) → final; `vanished`: the session's heartbeats stopped. */
 export const ApprovalState = z.enum(["pending", "decided", "approved", "rejected", "timeout", "vanished"]);
@@ -51,6 +53,8 @@ export type RuleId = z.infer<typeof RuleId>;
 export const OPAQUE_RULE_PREFIX = "opaque.";
 export const ASK_RULE = "model.ask";
 export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX);
+/** A call naming a path that asks in every mode (`~/.ssh`, rc files, the tokens): never grantable. */
+export const PROTECTED_PATH_RULE = "protected-path";
 /** The gate's built-in rules: what a request's `rules` may name besides user rules, and what the config may turn off or make grantable. */
 export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
 export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
@@ -85,13 +89,31 @@ export const ApprovalRequest = z.strictObject({
   cwd: z.string().min(1).max(APPROVAL_LIMITS.cwdChars),
   action: z.string().min(1).max(APPROVAL_LIMITS.actionChars),
   reason: z.string().max(APPROVAL_LIMITS.reasonChars),
-  /** Exactly what will run (only literal secret values masked); head and tail past `commandChars`. */
+  /** Exactly what will run, whole (only literal secret values masked); a longer one is refused, never cut. */
   command: z.string().min(1).max(APPROVAL_LIMITS.commandChars),
-  /** How many characters the client left out between the head and tail of `command`. */
+  /** From older clients that cut long commands: anything but 0 is refused (`command_incomplete`). */
   command_hidden_chars: z.number().int().min(0).default(0),
+  /** The literal words of every simple command (`bash` only, every word a resolved literal); what a grant binds to. */
+  argv: z
+    .array(z.array(z.string().max(APPROVAL_LIMITS.commandChars)).min(1).max(APPROVAL_LIMITS.commandChars))
+    .min(1)
+    .max(APPROVAL_LIMITS.commandChars)
+    .optional(),
+  /** The OS user id Pi runs as (`process.getuid()`; absent where there is none): whether it could read the operator token. */
+  agent_uid: z.number().int().min(0).max(0xffff_ffff).optional(),
   /** Every rule the gate matched. */
   rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
-  /** The client's view: no `opaque.*` rule, source `policy`, every rule configured grantable. The server recomputes. */
+  /** Where each rule matched: the command or construct as written (cut to `siteChars`). Absent from older clients. */
+  matched: z
+    .array(z.strictObject({ rule: RuleId, at: z.string().max(APPROVAL_LIMITS.siteChars) }))
+    .max(APPROVAL_LIMITS.rulesMax)
+    .optional(),
+  /**
+   * The literal words of every simple command, in order: present only when the gate resolved every
+   * word of every command (no expansion, assignment, file redirection, nested or wrapped command).
+   * Absent, the request is never covered by a grant.
+   */
+  /** Ignored: the server alone decides what may be granted (`serverGrantable`); kept for older servers, which need it. */
   grantable: z.boolean(),
   source: ApprovalSource,
   /** What `action` is (`policy` requests), for each side to word; absent from older clients. */
@@ -146,15 +168,18 @@ export const ApprovalAnswer = z.object({ approval: Approval });
 export const ApprovalReach = z.enum(["sent", "queued", "none"]);
 export type ApprovalReach = z.infer<typeof ApprovalReach>;
 /** The answer of `POST /approvals`. */
-export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach });
+/** `push`: the phone push route the request is also handed to (`ntfy`, `feishu`), null when none; absent from older servers. */
+export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach, push: z.string().nullable().optional() });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
 export const OperatorApprovalDecision = z.strictObject({
   decision: ApprovalDecision,
   reason: z.string().max(APPROVAL_LIMITS.reasonChars).optional(),
   binding: ApprovalBinding.optional(),
-  /** With `approved`: also a standing grant of the approval's rules for its session, this many minutes. */
+  /** With `approved`: also a standing grant of this exact call (same argv, same cwd) for its session, this many minutes. */
   grant_minutes: z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax).optional(),
+  /** With `grant_minutes`: grant every call of its cwd starting with these words instead (the leading words of the approval's one simple command). */
+  grant_prefix: z.array(z.string().max(4096)).min(1).max(64).optional(),
 });
 
 /** `GET /operator/approvals`: newest first; `open` = pending or decided. */
@@ -183,15 +208,21 @@ export const ApprovalDecisionOutcome = z.enum(["applied", "already_answered", "m
 export type ApprovalDecisionOutcome = z.infer<typeof ApprovalDecisionOutcome>;
 
 /**
- * A standing grant: the owner approved an approval's rules for its session for a while, so a later
- * request of that session whose rules it all covers is approved at once. Never for `opaque.*` rules
- * or `ask_approval`; revocable; each use counted.
+ * A standing grant: the owner approved one exact call for its session for a while, so a later
+ * request of that session with the same argv (or, for a prefix grant, every simple command starting
+ * with the prefix and no further word a path outside the project) from the same cwd is approved at
+ * once. Never for `opaque.*` rules, `ask_approval` or a call without `argv`; revocable; each use counted.
  */
 export const GrantId = z.string().regex(new RegExp(`^G[${CODE_ALPHABET}]{4}$`), "must be a grant id: G and 4 letters");
 export const Grant = z.object({
   grant_id: GrantId,
   session_id: Id,
   rules: z.array(z.string()),
+  /** What it covers: the exact simple commands, or (`prefix`) the leading words each must start with; null on grants made before binding (they cover nothing). */
+  argv: z.array(z.array(z.string())).nullable(),
+  prefix: z.boolean(),
+  /** The working directory it holds in. */
+  cwd: z.string(),
   /** The approval it was given with. */
   approval_id: Id,
   created_by: z.string(),

@@ -2,6 +2,7 @@
  * Events (protocol 1): the notice body the extension posts, its acceptance and its receipt.
  */
 import { z } from "zod";
+import { PushReceipt } from "./push.ts";
 import { Details, Id, LIMITS, Timestamp, httpUrl, nonNegativeSafeInt, oneLine, positiveSafeInt } from "./wire.ts";
 
 /** Pi's current context estimate; `used_tokens` and `percent` are known together or not at all. */
@@ -94,5 +95,7 @@ export const Receipt = z.object({
   error: z.string().nullable(),
   // The platform's message id of a `direct` delivery; null otherwise. Optional for older servers.
   message_id: z.string().nullable().optional(),
+  /** The phone push of this event (ntfy), null when not pushed; absent from older servers. */
+  push: PushReceipt.nullable().optional(),
 });
 export type Receipt = z.infer<typeof Receipt>;

@@ -22,19 +22,20 @@ export type CommandState = z.infer<typeof CommandState>;
 export const CancelReason = z.enum(["operator", "expired"]);
 export type CancelReason = z.infer<typeof CancelReason>;
 
-/** `instruction`: a message for the model; the others control the run (protocol 3). */
-export const CommandKind = z.enum(["instruction", "stop", "approval_decision"]);
+/** `instruction`: a message for the model; `stop` and `approval_decision` control the run (protocol 3); `start` is a host's job. */
+export const CommandKind = z.enum(["instruction", "stop", "approval_decision", "start"]);
 export type CommandKind = z.infer<typeof CommandKind>;
-export type ControlKind = Exclude<CommandKind, "instruction">;
+export type ControlKind = Exclude<CommandKind, "instruction" | "start">;
 export const CONTROL_KINDS: readonly ControlKind[] = ["stop", "approval_decision"];
 /** The command protocol that brought kinds and the control lane. */
 export const CONTROL_PROTOCOL = 3;
 
-/** Which commands a claim may receive: instructions only (the default, and all protocol 2 knows) or control commands only. */
-export const CommandLane = z.enum(["instructions", "control"]);
+/** Which commands a claim may receive: instructions only (the default, and all protocol 2 knows), control commands only, or a host's start jobs. */
+export const CommandLane = z.enum(["instructions", "control", "host"]);
 export type CommandLane = z.infer<typeof CommandLane>;
 
 export function laneOf(kind: CommandKind): CommandLane {
+  if (kind === "start") return "host";
   return kind === "instruction" ? "instructions" : "control";
 }
 
@@ -46,12 +47,17 @@ export const CONTROL_PAYLOADS = { stop: StopPayload, approval_decision: Approval
 export type ControlPayload<K extends ControlKind> = z.infer<(typeof CONTROL_PAYLOADS)[K]>;
 
 /** What the client did with a control command, sent with its ACK. `unknown`: no such call waits, or a kind the client does not know. */
-export const CommandOutcome = z.enum(["stopped", "already_idle", "applied", "already_answered", "mismatch", "unknown"]);
+export const CommandOutcome = z.enum(["stopped", "already_idle", "applied", "already_answered", "mismatch", "unknown", "started", "refused"]);
 export type CommandOutcome = z.infer<typeof CommandOutcome>;
-export const OUTCOMES: Readonly<Record<ControlKind, readonly CommandOutcome[]>> = {
+export const OUTCOMES: Readonly<Record<Exclude<CommandKind, "instruction">, readonly CommandOutcome[]>> = {
   stop: ["stopped", "already_idle", "unknown"],
   approval_decision: ["applied", "already_answered", "mismatch", "unknown"],
+  start: ["started", "refused"],
 };
+
+/** Why a host did not start a job (docs/protocol.md, Hosts). */
+export const StartRefusal = z.enum(["unknown_project", "root_not_allowed", "pi_not_found", "too_many_sessions", "start_failed"]);
+export type StartRefusal = z.infer<typeof StartRefusal>;
 
 /**
  * The run a stop aborted, sent with the stop's `stopped` ACK: a run typed in the terminal may have
@@ -100,6 +106,8 @@ export const AckBody = z.strictObject({
   outcome: CommandOutcome.optional(),
   /** A stop's `stopped` only: the run it aborted. */
   run: StoppedRun.optional(),
+  /** A start's `refused` only: why. */
+  refusal: StartRefusal.optional(),
 });
 export const AckAnswer = z.object({ state: z.literal("accepted") });
 

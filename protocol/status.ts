@@ -2,6 +2,7 @@
  * Server health and the recipient check the extension asks before it switches on.
  */
 import { z } from "zod";
+import { PushHealth } from "./push.ts";
 
 export const RecipientStatus = z.enum(["ok", "not_added", "unreachable", "unknown"]);
 export type RecipientStatus = z.infer<typeof RecipientStatus>;
@@ -40,5 +41,7 @@ export const HealthAnswer = z.object({
   notices: NoticesAnswer.optional(),
   /** Whether a chat bot that can reach the owner is loaded (false on the plain standalone server). */
   chat: z.boolean().optional(),
+  /** The phone push route (ntfy); absent from servers before 2026-12-02. */
+  push: PushHealth.optional(),
 });
 export type HealthAnswer = z.infer<typeof HealthAnswer>;

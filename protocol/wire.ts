@@ -150,6 +150,13 @@ export const ErrorCode = z.enum([
   "approval_mismatch",
   "too_many_approvals",
   "not_grantable",
+  "operator_decisions_off",
+  "operator_token_reachable",
+  "command_incomplete",
+  "host_offline",
+  "host_ambiguous",
+  "unknown_project",
+  "start_refused",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;

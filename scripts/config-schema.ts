@@ -1,6 +1,6 @@
 /**
  * Writes `config.schema.json`, the JSON Schema of the extension's config files, from the one zod
- * schema (`extension/config/schema.ts`), so editors complete and check `anon-notify.json`.
+ * schema (`extension/config/schema-rules.ts`), so editors complete and check `anon-notify.json`.
  * `npm run config-schema` after a change to the schema; test/extension/config-schema.test.ts fails
  * while the committed file differs from what this generates.
  *
@@ -12,7 +12,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { Config, DEFAULT_CONFIG } from "../extension/config/schema.ts";
+import { Config, DEFAULT_CONFIG } from "../extension/config/schema-rules.ts";
 
 export const CONFIG_SCHEMA_FILE = join(import.meta.dirname, "..", "config.schema.json");
 

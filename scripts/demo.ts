@@ -10,10 +10,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type {} from "@koishijs/plugin-mock";
-import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/instructions/message.ts";
-import { finalEventId } from "../extension/notices/notice.ts";
+import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/command-channel/instruction-message.ts";
+import { finalEventId } from "../extension/notices/notice-rules.ts";
 import { localeLanguage, type Language } from "../common/locale.ts";
-import { runStandalone } from "../server/standalone.ts";
+import { runStandalone } from "../server/standalone/start.ts";
 import { ai, latch, makeRoot, startPi, type PiHarness } from "../harness/pi.ts";
 import { operatorApi } from "../harness/agent-api.ts";
 import { getReceipt } from "../harness/event-client.ts";

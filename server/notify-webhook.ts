@@ -14,7 +14,7 @@ import { ApprovalService } from "./approvals/service.ts";
 import { ApprovalStore } from "./approvals/store.ts";
 import { GrantService } from "./approvals/grants.ts";
 import { GrantStore } from "./approvals/grant-store.ts";
-import { auditOperatorRequests } from "./audit/operator-requests.ts";
+import { auditOperatorRequests } from "./http/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
 import { ChatCommands } from "./chat/plugin.ts";
@@ -23,12 +23,13 @@ import { ConsolePage } from "./console/index.ts";
 import { consoleTokenProblem } from "./console/sign-in.ts";
 import { CommandRoutes } from "./queue/routes.ts";
 import { CommandStore } from "./queue/store.ts";
-import { ownerSender } from "./delivery/send-to-owner.ts";
-import { EventWorker } from "./delivery/worker.ts";
+import { ownerSender } from "./handover/send-to-owner.ts";
+import { EventWorker } from "./handover/worker.ts";
 import { DiskSync } from "./disk-sync.ts";
 import { EventIntake, eventCeiling } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
+import type { EventRow } from "./events/receipt-rules.ts";
 import { HttpApi } from "./http/api.ts";
 import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
@@ -41,15 +42,21 @@ import { MuteLoader } from "./mute/plugin.ts";
 import { MuteStore } from "./mute/store.ts";
 import { LogPersona } from "./persona/log.ts";
 import { PersonaSlot } from "./persona/port.ts";
-import { Retention } from "./retention.ts";
+import { Retention } from "./retention/plugin.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
 import { SessionRegistry } from "./sessions/registry.ts";
+import { HostRegistry } from "./hosts/registry.ts";
+import { HostRoutes } from "./hosts/routes.ts";
+import { StartService } from "./hosts/service.ts";
 import { SessionRoutes } from "./sessions/routes.ts";
 import { missingServicesText } from "./status/missing-services.ts";
 import { NoticeRouteReport } from "./status/notices.ts";
 import { StatusRoutes } from "./status/routes.ts";
 import { Watchdog } from "./watchdog/plugin.ts";
+import { pushConfigProblem } from "./push/config-rules.ts";
+import { pushParts } from "./push/parts.ts";
+import { PushRoutes } from "./push/routes.ts";
 
 const { Schema } = koishi;
 
@@ -107,11 +114,21 @@ export interface Config {
   approvalsPerMinute: number;
   approvalBurst: number;
   grantMaxMinutes: number;
+  approvalOperatorDecisions: boolean;
+  approvalMessagesPerMinute: number;
   consoleActions: boolean;
   consoleToken: string;
   consoleAuthority: number;
   consoleOrigins: string[];
   retentionDays: number;
+  ntfyUrl: string;
+  ntfyTopic: string;
+  ntfyToken: string;
+  ntfyCompletions: boolean;
+  pushRetryDelayMs: number;
+  publicUrl: string;
+  feishuWebhook: string;
+  feishuSecret: string;
 }
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -217,6 +234,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
       approvalsPerMinute: Schema.natural().min(1).default(10),
       approvalBurst: Schema.natural().min(1).default(5),
       grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
+      approvalOperatorDecisions: Schema.boolean().default(false),
+      approvalMessagesPerMinute: Schema.natural().min(1).default(10),
     }),
     "approvals",
   ),
@@ -228,6 +247,19 @@ export const Config: SchemaType<Config> = Schema.intersect([
       consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
     }),
     "console",
+  ),
+  section(
+    Schema.object({
+      ntfyUrl: Schema.string().role("link").default(""),
+      ntfyTopic: Schema.string().default(""),
+      ntfyToken: Schema.string().role("secret").default(""),
+      ntfyCompletions: Schema.boolean().default(false),
+      pushRetryDelayMs: Schema.natural().role("ms").default(5_000),
+      publicUrl: Schema.string().role("link").default(""),
+      feishuWebhook: Schema.string().role("secret").default(""),
+      feishuSecret: Schema.string().role("secret").default(""),
+    }),
+    "push",
   ),
 ]);
 
@@ -250,6 +282,8 @@ export function apply(ctx: Context, config: Config) {
     if (value && value.length < MIN_TOKEN_CHARS)
       throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
   }
+  const pushProblem = pushConfigProblem(config);
+  if (pushProblem) throw new Error(instanceText(ctx, `anon-notify.push.config.${pushProblem.key}`, { value: pushProblem.value }));
   const logger = ctx.logger("notify-webhook");
   const api = new HttpApi({
     agentToken: config.token,
@@ -295,12 +329,14 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
   const registry = new SessionRegistry(config.sessionHeartbeatTimeoutMs);
+  const hosts = new HostRegistry(config.sessionHeartbeatTimeoutMs);
   const commands = new CommandStore(ctx, {
     leaseMs: config.commandLeaseMs,
     imageBudgetBytes: config.commandImageBudgetBytes,
     stopTtlMs: config.stopTtlMs,
     audit,
   });
+  const starts = new StartService(hosts, commands);
   // Where the owner is reached: every part that talks to the owner names the same bot and recipient.
   const owner = { botId: config.botId, recipientId: config.recipientId };
   const events = new EventStore(ctx);
@@ -317,7 +353,30 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
   const limit = { perMinute: config.eventsPerMinute, burst: config.eventBurst };
   const disk = new DiskSync(untracedDatabase(ctx).drivers); // read at every sync: untraced
   ctx.on("dispose", () => disk.close());
-  const intake = new EventIntake({ store: events, worker, limit, totalLimit: eventCeiling(limit), audit, sync: () => disk.flush() });
+  const push = pushParts(
+    ctx,
+    { ...config, breakThrough: config.muteBreakThrough, maxAttempts: config.injectMaxAttempts },
+    {
+      events,
+      approvalStore,
+      audit,
+      mutes,
+      noBot: !(owner.botId && owner.recipientId),
+      // Built below; a press can only come once the routes are up.
+      approvals: { decide: (...args) => approvals.decide(...args) },
+    },
+  );
+  // The push route is offered each accepted notice beside the worker (and again at start, deduplicated by its receipt).
+  const handOver = push
+    ? {
+        enqueue: (row: Parameters<EventWorker["enqueue"]>[0]) => {
+          worker.enqueue(row);
+          push.offer(row.event_id);
+        },
+        overlay: (row: EventRow) => worker.overlay(row),
+      }
+    : worker;
+  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,
@@ -332,9 +391,11 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     store: approvalStore,
     audit,
     send: ownerSender(ctx, owner),
+    grantMaxMinutes: config.grantMaxMinutes,
     mention: async (event) => void (await intake.submit(event, { actor: "server" })),
     personaPresent: () => personas.current() !== undefined,
     chatConfigured: Boolean(owner.botId && owner.recipientId),
+    pace: { cap: config.approvalMessagesPerMinute, windowMs: 60_000 },
   });
   const grantStore = new GrantStore(ctx);
   const grants = new GrantService({ store: grantStore, audit, maxMinutes: config.grantMaxMinutes });
@@ -342,7 +403,10 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     store: approvalStore,
     audit,
     control: commands,
-    changed: () => messenger.kick(),
+    changed: () => {
+      messenger.kick();
+      push?.approvalsChanged();
+    },
     isLive: (sessionId, runtimeId) => registry.isLiveRuntime(sessionId, runtimeId),
     presenceGraceMs: config.sessionHeartbeatTimeoutMs,
     limits: {
@@ -351,9 +415,11 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
       rate: { perMinute: config.approvalsPerMinute, burst: config.approvalBurst },
     },
     grants,
+    operatorDecisions: { optedIn: config.approvalOperatorDecisions, serverUid: process.getuid?.() },
   });
 
-  ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs });
+  ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs, push: push?.pusher });
+  if (push) ctx.plugin(PushRoutes, { api, pusher: push.pusher, answers: push.answers, prune: push.prune });
   ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(MuteLoader, { api, mutes });
   ctx.plugin(SessionRoutes, {
@@ -364,12 +430,13 @@ function applyParts(ctx: Context, { api, config }: { api: HttpApi; config: Confi
     ...(config.presenceStream ? { streams: { max: config.presenceStreamsTotal } } : {}),
   });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
-  ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
+  ctx.plugin(CommandRoutes, { api, registry, hosts, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
   ctx.plugin(OperatorRoutes, { api, operator });
+  ctx.plugin(HostRoutes, { api, hosts, starts });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
-  ctx.plugin(ChatCommands, { operator, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
-  ctx.plugin(EventRoutes, { api, intake });
-  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry });
+  ctx.plugin(ChatCommands, { operator, starts, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
+  ctx.plugin(EventRoutes, { api, intake, push: push?.pusher });
+  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry, pushRoute: push?.route });
   ctx.plugin(AuditRoutes, { api, audit, limit });
   ctx.plugin(Retention, {
     api,

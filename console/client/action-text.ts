@@ -1,6 +1,6 @@
-/** An approval's action in the page's language (protocol/action-label.ts), never the session's words passed off as the page's. Pure. */
-import { actionLabel, type WordedAction } from "../../protocol/action-label.ts";
-import type { ConsoleApproval } from "../../server/console/model.ts";
+/** An approval's action in the page's language (common/action-label.ts), never the session's words passed off as the page's. Pure. */
+import { actionLabel, type WordedAction } from "../../common/action-label.ts";
+import type { ConsoleApproval } from "../../server/console/decisions.ts";
 
 /** The page's message keys of the actions it words itself. */
 const KEYS: Record<WordedAction, string> = { opaque: "opaque", "disk-write": "diskWrite", "write-outside-project": "writeOutsideProject" };

@@ -1,6 +1,5 @@
 /**
  * The page's texts; the console's language setting picks one (Chinese by default).
- * Over 400 lines: both languages of every text on the page side by side, checked key for key by a test.
  */
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 
@@ -57,6 +56,7 @@ export default {
       chat: "在聊天里",
       operator: "经运维接口",
       console: "在控制台",
+      ntfy: "在手机推送上",
       terminal: "在终端",
       policy: "按规则",
       timeout: "超时",
@@ -116,7 +116,7 @@ export default {
     approvalAsks: "请求批准：{action}",
     /** Why a run failed (a final notice's `failure_reason`, else Pi's stop reason), in the page's words. */
     failure: FAILURE_WORDS["zh-CN"],
-    /** The extension's own notice lines (protocol/said-words.ts), in the page's words. */
+    /** The extension's own notice lines (common/said-words.ts), in the page's words. */
     said: {
       inProject: "项目 {project}：{line}",
       completed: "任务已完成。",
@@ -134,7 +134,7 @@ export default {
       needsYouDialog: "需要你：Pi 正在等你在终端回答一个{kind}对话框，回答之前 Agent 不会继续。",
       dialog: { select: "选择", confirm: "确认", input: "输入", editor: "编辑", custom: "自定义" },
     },
-    /** An approval's action (protocol/action-label.ts), in the page's words. */
+    /** An approval's action (common/action-label.ts), in the page's words. */
     action: {
       opaque: "看不清将运行什么",
       diskWrite: "写磁盘设备",
@@ -296,6 +296,7 @@ export default {
       chat: "in the chat",
       operator: "through the operator API",
       console: "in the console",
+      ntfy: "on the phone push",
       terminal: "in the terminal",
       policy: "by policy",
       timeout: "by timeout",

@@ -4,7 +4,7 @@
  * does not know, the summary as the notice carried it. Pure.
  */
 import type { ReadSaid } from "../../protocol/said.ts";
-import { wordSaid } from "../../protocol/said-words.ts";
+import { wordSaid } from "../../common/said-words.ts";
 import { failureText } from "./failure-text.ts";
 
 type Translate = (key: string, params?: Record<string, unknown>) => string;

@@ -4,7 +4,7 @@
  */
 import { computed, reactive, ref, watch, type ComputedRef } from "vue";
 import type { ConsoleView } from "../../server/console/index.ts";
-import type { TimelineItem } from "../../server/console/model.ts";
+import type { TimelineItem } from "../../server/console/decisions.ts";
 import { call } from "./call.ts";
 
 const PAGE = 50;

@@ -9,14 +9,14 @@ import { randomUUID } from "node:crypto";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
 import { APPROVAL_LIMITS, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
-import type { Config } from "../config/schema.ts";
-import type { ApiClient } from "../delivery/http-client.ts";
-import type { Notifier } from "../delivery/notifier.ts";
-import type { Messages } from "../messages.ts";
-import { type NoticeContext, truncate } from "../notices/notice.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
+import type { Notifier } from "../notices/notifier.ts";
+import type { Messages } from "../texts/messages.ts";
+import { type NoticeContext, truncate } from "../notices/notice-rules.ts";
 import type { Report } from "../session/report.ts";
 import { createOutgoing, type Outgoing } from "./outgoing.ts";
-import { argsDigest } from "./policy.ts";
+import { argsDigest } from "./policy-rules.ts";
 import { Waits, type Answer } from "./waits.ts";
 
 /** The bound session as approvals need it. */
@@ -42,6 +42,10 @@ export interface PendingCall {
   /** Exactly what will run, literal secrets masked (not yet cut to the wire's limit). */
   command: string;
   rules: string[];
+  /** Where each rule matched (`policy` calls). */
+  matched?: { rule: string; at: string }[];
+  /** The literal words of every command, when all resolved (`policy` calls). */
+  argv?: string[][];
   grantable: boolean;
   source: ApprovalSource;
 }
@@ -121,6 +125,8 @@ export class PersonAsking {
           reason: call.reason,
           ...wireCommand(call.command),
           rules: call.rules,
+          ...(call.matched?.length ? { matched: call.matched.map(({ rule, at }) => ({ rule, at: truncate(at, APPROVAL_LIMITS.siteChars) })) } : {}),
+          ...(call.argv ? { argv: call.argv } : {}),
           grantable: call.grantable,
           source: call.source,
           ...(call.actionCode === undefined ? {} : { action_code: call.actionCode }),
@@ -128,8 +134,11 @@ export class PersonAsking {
           created_at: new Date(now).toISOString(),
         },
         ended.signal,
-        (code, reach) => {
-          if (dialogOpen && !ended.signal.aborted) ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
+        (code, reach, push) => {
+          if (!dialogOpen || ended.signal.aborted) return;
+          // Not in the chat, but on its way to the phone: say that, not "not sent".
+          if (push && reach !== "sent") ctx.ui.notify(m.requestPushed(code, push), "info");
+          else ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
         },
       );
     }

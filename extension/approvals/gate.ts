@@ -10,6 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { tmpdir, homedir } from "node:os";
+import { dirname } from "node:path";
 import type { ExtensionAPI, ExtensionContext, ToolCallEvent } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { errorText } from "../../common/errors.ts";
@@ -17,14 +18,14 @@ import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS, ASK_RULE, ApprovalDecisionPayload } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { DialogKind } from "../../protocol/said.ts";
-import type { ControlRegistry } from "../control/dispatcher.ts";
-import type { Messages } from "../messages.ts";
+import type { ControlRegistry } from "../command-channel/control-dispatcher.ts";
+import type { Messages } from "../texts/messages.ts";
 import type { HandOver } from "../notices/hand-over.ts";
-import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice.ts";
+import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice-rules.ts";
 import type { Report } from "../session/report.ts";
 import { type ApprovalSession, PersonAsking } from "./asking.ts";
-import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy.ts";
-import { loadShell, type ShellReader } from "./shell.ts";
+import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy-rules.ts";
+import { loadShell, type ShellReader } from "./shell-rules.ts";
 import type { Answer } from "./waits.ts";
 import { type OfferedTool, offeredTool } from "../pi-handlers.ts";
 
@@ -144,7 +145,7 @@ export class ApprovalGate implements Approvals {
     const s = this.#deps.session();
     if (!s?.config.approval.enabled) return undefined;
     const input = event.input as Record<string, unknown>;
-    const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()] };
+    const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()], roots: ownPaths(s.config) };
     const match: RuleMatch | undefined = matchCall(
       { tool: event.toolName, input },
       place,
@@ -156,6 +157,9 @@ export class ApprovalGate implements Approvals {
     if (decision.kind === "allow") return undefined;
     const m = this.#deps.text().approvals;
     if (decision.kind === "block") return { block: true, reason: m.noPerson(decision.match.action, decision.match.rules) };
+    // The whole command or none: a person never approves what they were shown only in part.
+    const command = commandOf(m, event.toolName, input);
+    if (command.length > APPROVAL_LIMITS.commandChars) return { block: true, reason: m.tooLong(command.length, APPROVAL_LIMITS.commandChars) };
     const digest = argsDigest(input);
     const answer = await this.#asking.ask(s, ctx, {
       tool: event.toolName,
@@ -163,9 +167,11 @@ export class ApprovalGate implements Approvals {
       input,
       action: decision.match.action,
       actionCode: decision.match.actionCode,
-      reason: truncate(m.rules(decision.match.rules), APPROVAL_LIMITS.reasonChars),
-      command: commandOf(m, event.toolName, input),
+      reason: truncate(m.rules(decision.match.rules, decision.match.sites), APPROVAL_LIMITS.reasonChars),
+      command,
       rules: decision.match.rules,
+      matched: decision.match.sites,
+      ...(decision.match.argv ? { argv: decision.match.argv } : {}),
       grantable: grantable(decision.match.rules, s.config.approval),
       source: "policy",
     });
@@ -193,6 +199,11 @@ export class ApprovalGate implements Approvals {
     });
     return respond(answer);
   }
+}
+
+/** The extension's own data folder and token files, which every tool call that names them asks for. */
+function ownPaths(config: ApprovalSession["config"]): string[] {
+  return [dirname(config.tokenFile), config.tokenFile, dirname(config.command.journal), config.sink.tokenFile];
 }
 
 const present = (s: ApprovalSession, ctx: ExtensionContext) =>

@@ -1,11 +1,12 @@
+import { z } from "zod";
 import { ApprovalAnswer, ApprovalReach, type ApprovalRequest, type ApprovalResolution } from "../../protocol/approvals.ts";
-import type { ApiClient } from "../delivery/http-client.ts";
-import type { Messages } from "../messages.ts";
-import { realSleep, runWithRetry, type Sleep } from "../delivery/retry.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
+import type { Messages } from "../texts/messages.ts";
+import { realSleep, runWithRetry, type Sleep } from "../server-client/retry.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
 /** A server before `reach` answers without it: how the owner is reached is then unknown. */
-const RequestAnswer = ApprovalAnswer.extend({ reach: ApprovalReach.optional() });
+const RequestAnswer = ApprovalAnswer.extend({ reach: ApprovalReach.optional(), push: z.string().nullable().optional() });
 const BACKOFF_MS = 500;
 /** While the call waits the request is tried again and again; the wait's end stops it. */
 const REQUEST_ATTEMPTS = 1_000;
@@ -13,7 +14,12 @@ const RESOLUTION_ATTEMPTS = 8;
 
 export interface Outgoing {
   /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code and how it reaches the owner. */
-  request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: (code: string, reach: ApprovalReach | "unknown") => void): void;
+  request(
+    client: ApiClient,
+    body: ApprovalRequest,
+    waitEnded: AbortSignal,
+    accepted: (code: string, reach: ApprovalReach | "unknown", push: string | null) => void,
+  ): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
 }
@@ -39,7 +45,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
           const { action_code: _, ...older } = body;
           result = await post(older);
         }
-        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown");
+        if (result.ok) accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.push ?? null);
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;
       })();

@@ -1,6 +1,6 @@
 /**
  * The extension's configuration, loaded in layers (defaults < legacy < user < trusted project <
- * environment) into the schema of schema.ts, each layer checked on its own (layers.ts). Reads
+ * environment) into the schema of schema-rules.ts, each layer checked on its own (layer-rules.ts). Reads
  * files, never writes them: legacy keys are normalised in memory only, so a user's file is never
  * rewritten behind their back. Also the token, the recipient check and the source template.
  */
@@ -9,9 +9,9 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText, isMissingFile } from "../../common/errors.ts";
-import { isLanguage, localeLanguage, messagesFor, type Language, type Messages } from "../messages.ts";
-import { deepMerge, hasKey, isPlainObject, type Json, layerProblems, leafPaths, type Problem, setPath, withoutKey } from "./layers.ts";
-import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema.ts";
+import { isLanguage, localeLanguage, messagesFor, type Language, type Messages } from "../texts/messages.ts";
+import { deepMerge, hasKey, isPlainObject, type Json, layerProblems, leafPaths, type Problem, setPath, withoutKey } from "./layer-rules.ts";
+import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema-rules.ts";
 
 /** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
 export function agentDirFrom(env: NodeJS.ProcessEnv, home: string = homedir()): string {

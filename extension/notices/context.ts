@@ -4,10 +4,10 @@
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { renderSource } from "../config/config.ts";
-import type { Config } from "../config/schema.ts";
-import type { Messages } from "../messages.ts";
-import { modelLabel, projectName } from "../session-labels.ts";
-import { sampleContextUsage, type NoticeContext, type PiContextUsage } from "./notice.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { Messages } from "../texts/messages.ts";
+import { modelLabel, projectName } from "../session/label-rules.ts";
+import { sampleContextUsage, type NoticeContext, type PiContextUsage } from "./notice-rules.ts";
 
 export function noticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): NoticeContext {
   return sampleNoticeContext(ctx, sessionId, runtimeId, config, m)();

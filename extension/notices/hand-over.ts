@@ -6,7 +6,7 @@
  * it flushes.
  */
 import type { EventBody } from "../../protocol/events.ts";
-import type { Notifier, SendOptions } from "../delivery/notifier.ts";
+import type { Notifier, SendOptions } from "./notifier.ts";
 
 /** A notice, or the builder of one (undefined: nothing to send). */
 export type NoticeToHand = EventBody | (() => EventBody | undefined);

@@ -6,12 +6,12 @@
  * (the recorder reads its task back from the session) and reports it.
  */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/schema-rules.ts";
 import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts";
-import type { Notifier } from "../delivery/notifier.ts";
+import type { Notifier } from "./notifier.ts";
 import type { RunRecorder, RunObserver, Observation } from "../run-recorder.ts";
 import type { HandOver } from "./hand-over.ts";
-import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice.ts";
+import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice-rules.ts";
 
 /** Where notices go now; undefined while the session does not notify. */
 export interface NoticeTarget {

@@ -8,10 +8,10 @@ import { randomUUID } from "node:crypto";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { formatIssues } from "../../protocol/wire.ts";
-import { SEND_CHANNEL, SendRequest } from "../state-bus.ts";
-import type { Messages } from "../messages.ts";
+import { SEND_CHANNEL, SendRequest } from "../../protocol/state-bus.ts";
+import type { Messages } from "../texts/messages.ts";
 import type { HandOver } from "./hand-over.ts";
-import { externalNotice } from "./notice.ts";
+import { externalNotice } from "./notice-rules.ts";
 import type { NoticeTarget } from "./run-notices.ts";
 
 export interface SendChannelDeps {

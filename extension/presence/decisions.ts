@@ -5,7 +5,7 @@
  */
 import { Heartbeat, type SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
-import { modelLabel, modelSupportsImages, projectName } from "../session-labels.ts";
+import { modelLabel, modelSupportsImages, projectName } from "../session/label-rules.ts";
 
 /** The send loop: `resend` means a newer state was asked for while a request was in flight. */
 export interface SendLoop {

@@ -7,7 +7,7 @@
  * that says what the server already accepted goes quiet (answered only if refused), and the timer
  * beats only every half TTL (a beat over it cannot be lost silently); a heartbeat the stream loses
  * goes by HTTP at once, the timer is back at the configured interval, and the stream is tried again later. Stopping sends one best-effort offline. What the server
- * answers is written into the `ServerFacts` record (extension/server-facts.ts) for others to read.
+ * answers is written into the `ServerFacts` record (extension/server-client/server-facts.ts) for others to read.
  *
  * The decisions (when to send, what to send, what counts as activity) are pure, in `decisions.ts`;
  * `Presence` is the thin edge holding the timers, the Pi handlers, the HTTP calls and the stream.
@@ -15,13 +15,13 @@
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/schema-rules.ts";
 import { errorText } from "../../common/errors.ts";
-import type { ApiClient, WebhookClient } from "../delivery/http-client.ts";
-import { asDeliveryError, needsNoWarning } from "../delivery/retry.ts";
-import type { Messages } from "../messages.ts";
+import type { ApiClient, WebhookClient } from "../server-client/http-client.ts";
+import { asServerError, needsNoWarning } from "../server-client/retry.ts";
+import type { Messages } from "../texts/messages.ts";
 import { type Attachable, attachable } from "../pi-handlers.ts";
-import type { ServerFacts } from "../server-facts.ts";
+import type { ServerFacts } from "../server-client/server-facts.ts";
 import {
   type Activity,
   type ActivitySignal,
@@ -287,7 +287,7 @@ export class Presence {
     this.#streamSignal({ kind: "refused" });
     const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
     // A refused token is told once by the client, an outage by the footer, for every channel at once.
-    if (message !== this.#lastFailure && !needsNoWarning(asDeliveryError(error))) this.#deps.report(message);
+    if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
     this.#lastFailure = message;
   }
 

@@ -2,13 +2,13 @@
  * One presence stream (docs/protocol.md, "The presence stream"): a WebSocket from the session's
  * client, carrying one heartbeat at a time; the next answer frame settles it, except a quiet one's
  * (settled once written; a refusal of it, marked quiet, goes to `refused`). A refusal frame
- * becomes the same DeliveryError the HTTP route's answer would (same code and status), so presence
+ * becomes the same ServerError the HTTP route's answer would (same code and status), so presence
  * reports it the same way. Anything else that goes wrong (it closed, an unreadable frame, no answer
  * in time) is `StreamLost`: presence sends that heartbeat by HTTP and retries the stream later.
  */
 import type { WebSocket } from "undici";
 import { type Heartbeat, type HeartbeatAnswer, StreamAnswer, type StreamRefusal } from "../../protocol/sessions.ts";
-import { classifyHttpFailure } from "../delivery/retry.ts";
+import { classifyHttpFailure } from "../server-client/retry.ts";
 
 /** The stream is gone (or never came): the heartbeat was not answered over it. */
 export class StreamLost extends Error {
@@ -27,7 +27,7 @@ interface Pending {
 export interface StreamEvents {
   opened: () => void;
   lost: (why: string) => void;
-  /** A quiet heartbeat was refused: the same DeliveryError an answered one's refusal rejects with. */
+  /** A quiet heartbeat was refused: the same ServerError an answered one's refusal rejects with. */
   refused: (error: Error) => void;
 }
 
@@ -55,7 +55,7 @@ export class HeartbeatStream {
   }
 
   /**
-   * Sends one heartbeat; resolves with its answer, rejects with a DeliveryError (refused) or
+   * Sends one heartbeat; resolves with its answer, rejects with a ServerError (refused) or
    * StreamLost. A `quiet` one resolves undefined once written (its refusal goes to `refused`).
    */
   beat(body: Heartbeat, timeoutMs: number, quiet = false): Promise<HeartbeatAnswer | undefined> {

@@ -5,7 +5,7 @@
  * was replaced or switched off.
  */
 import type { ApprovalSession } from "../approvals/asking.ts";
-import type { Messages } from "../messages.ts";
+import type { Messages } from "../texts/messages.ts";
 import { sampleNoticeContext } from "../notices/context.ts";
 import type { ProgressTarget } from "../notices/progress-tool.ts";
 import type { NoticeTarget } from "../notices/run-notices.ts";

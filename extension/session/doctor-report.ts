@@ -6,9 +6,9 @@
 import type { Receipt } from "../../protocol/events.ts";
 import type { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { ConfigFileInfo, ConfigOrigin } from "../config/config.ts";
-import type { ServerCause } from "../delivery/decisions.ts";
-import type { LastDelivery } from "../delivery/notifier.ts";
-import type { Messages } from "../messages.ts";
+import type { ServerCause } from "../server-client/decisions.ts";
+import type { LastDelivery } from "../notices/notifier.ts";
+import type { Messages } from "../texts/messages.ts";
 
 /** A question to the server: its answer, its failure (with the real cause when there is one), or why it was not asked. */
 export type Probe<T> = { kind: "ok"; value: T } | { kind: "error"; message: string; cause?: ServerCause | null } | { kind: "skipped"; why: string };
@@ -19,6 +19,8 @@ export interface DoctorFacts {
   /** Keys in effect with where each came from; undefined origin = the built-in default. */
   values: readonly { key: string; value: unknown; origin: ConfigOrigin | undefined }[];
   token: { used: "env" | "inline" | "file" | "none"; file: string; fileState: "present" | "missing" | "empty" | "unreadable" } | undefined;
+  /** Operator token files of a server found on this machine that the user Pi runs as can read. */
+  operatorTokens: readonly string[];
   endpoint: string | undefined;
   health: Probe<HealthAnswer>;
   recipient: Probe<RecipientAnswer>;
@@ -63,6 +65,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const token = facts.token
     ? [d.tokenUsed(d.tokenFrom[facts.token.used]), d.tokenFile(facts.token.file, d.tokenFileState[facts.token.fileState])]
     : [d.notChecked(d.configInvalid)];
+  token.push(...facts.operatorTokens.map((path) => d.operatorTokenReadable(path)));
   const endpoint = facts.endpoint ?? "—";
   const server = probeLine(
     m,
@@ -75,6 +78,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
         ? [d.noticeRoute(d.routes[health.notices.route], health.notices.ready ? null : m.link.reason(health.notices.reason ?? "no_persona"))]
         : []),
       ...(health.chat === undefined ? [] : [d.chat(health.chat)]),
+      ...(health.push === undefined ? [] : [d.push(health.push, m.link.reason)]),
     ],
     (message) => d.unreachable(endpoint, message),
     endpoint,

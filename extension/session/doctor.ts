@@ -6,22 +6,23 @@
  * a bounded timeout; the bare `/anon-notify` stays the only switch.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import { isMissingFile } from "../../common/errors.ts";
 import { Receipt } from "../../protocol/events.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
-import type { Config } from "../config/schema.ts";
-import type { WebhookClient } from "../delivery/http-client.ts";
-import { footerText, type Messages } from "../messages.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { WebhookClient } from "../server-client/http-client.ts";
+import { footerText, type Messages } from "../texts/messages.ts";
 import { noticeContext } from "../notices/context.ts";
-import { externalNotice } from "../notices/notice.ts";
+import { externalNotice } from "../notices/notice-rules.ts";
 import type { Presence } from "../presence/presence.ts";
-import { sessionStatus } from "../state-bus.ts";
-import { serverCause } from "../delivery/decisions.ts";
-import { FINAL_RECEIPT_STATES } from "../delivery/receipt-watch.ts";
-import { asDeliveryError } from "../delivery/retry.ts";
+import { sessionStatus } from "../../protocol/state-bus.ts";
+import { serverCause } from "../server-client/decisions.ts";
+import { FINAL_RECEIPT_STATES } from "../notices/receipt-watch.ts";
+import { asServerError } from "../server-client/retry.ts";
 import { doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
 import { outage, sessionFacts, type SessionState } from "./session.ts";
 
@@ -58,11 +59,28 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
 }
 
 /** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
+/**
+ * Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
+ * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read.
+ */
+export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): string[] {
+  const here = resolve(import.meta.dirname, "..", "..");
+  const candidates = [join(cwd, "data", "operator.token"), join(here, "data", "operator.token"), env.ANON_NOTIFY_OPERATOR_TOKEN_FILE];
+  return [...new Set(candidates.filter((path): path is string => !!path).map((path) => resolve(path)))].filter((path) => {
+    try {
+      accessSync(path, constants.R_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
   try {
     return { kind: "ok", value: await run() };
   } catch (error) {
-    return { kind: "error", message: why(error), cause: serverCause(asDeliveryError(error), hasToken) };
+    return { kind: "error", message: why(error), cause: serverCause(asServerError(error), hasToken) };
   }
 }
 
@@ -126,6 +144,7 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
     files: s.configFiles,
     values,
     token: config ? tokenFacts(config) : undefined,
+    operatorTokens: readableOperatorTokens(s.ctx.cwd, process.env),
     endpoint: config?.endpoint,
     health,
     recipient,

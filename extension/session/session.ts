@@ -8,19 +8,19 @@ import { join } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
-import { SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
+import { ACTIVATION_VERSION, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
-import type { Config } from "../config/schema.ts";
-import { createWebhookClient, type WebhookClient } from "../delivery/http-client.ts";
-import { serverCause } from "../delivery/decisions.ts";
-import { Link } from "../delivery/link.ts";
-import { asDeliveryError } from "../delivery/retry.ts";
-import { ReceiptWatch } from "../delivery/receipt-watch.ts";
-import { createNotifier, type Notifier } from "../delivery/notifier.ts";
-import { openOutbox, type Outbox } from "../delivery/outbox.ts";
-import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../messages.ts";
-import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../state-bus.ts";
-import { inheritActivation } from "./activation-store.ts";
+import type { Config } from "../config/schema-rules.ts";
+import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
+import { serverCause } from "../server-client/decisions.ts";
+import { Link } from "../server-client/link.ts";
+import { asServerError } from "../server-client/retry.ts";
+import { ReceiptWatch } from "../notices/receipt-watch.ts";
+import { createNotifier, type Notifier } from "../notices/notifier.ts";
+import { openOutbox, type Outbox } from "../notices/outbox.ts";
+import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../texts/messages.ts";
+import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../../protocol/state-bus.ts";
+import { inheritActivation, writeActivation } from "../activation/store.ts";
 import type { Report } from "./report.ts";
 
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
@@ -107,7 +107,9 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   const reading = readActivation(ctx.sessionManager.getEntries());
   if (reading.record === "invalid") report(text.session.recordInvalid(reading.problem));
   const active =
-    event.reason === "fork" ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error")) : reading.active;
+    event.reason === "fork"
+      ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error"))
+      : startsOn(pi, reading, subagent, report, text) || reading.active;
   const s: SessionState = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
@@ -127,6 +129,17 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   };
   if (config && configState === "valid" && !subagent) s.delivery = openDelivery(config, token, text, report, () => countHeld(pi, s));
   return s;
+}
+
+/**
+ * `--anon-notify-on` (a session anon-notify-host started): the record `/anon-notify` writes, once,
+ * when the session has none; a session its owner switched off later stays off when resumed so.
+ */
+function startsOn(pi: ExtensionAPI, reading: ReturnType<typeof readActivation>, subagent: boolean, report: Report, text: Messages): boolean {
+  if (pi.getFlag(START_ON_FLAG) !== true || reading.record !== "none" || subagent) return false;
+  const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: true, via: "command" }, false);
+  if (failure) report(text.session.startOnFailed(failure), "error");
+  return failure === undefined;
 }
 
 /** Counts what the outbox holds and shows it: the footer's outage state follows the link and the outbox. */
@@ -190,7 +203,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
 
 /** A failed request as the person should read it: its real cause when there is one (no token here, not our server, …), else its message. */
 export function explainFailure(s: SessionState, error: unknown): string {
-  const cause = serverCause(asDeliveryError(error), s.tokenConfigured);
+  const cause = serverCause(asServerError(error), s.tokenConfigured);
   const why = s.text.delivery.why(error);
   return cause && s.config ? s.text.link.cause[cause](s.config.endpoint, why) : why;
 }

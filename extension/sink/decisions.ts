@@ -4,8 +4,8 @@
  * without any reply.
  */
 import type { RunOutcome } from "../../lifecycle.ts";
-import type { RoundEnd } from "./hold.ts";
-import { formatSinkError } from "./payload.ts";
+import type { RoundEnd } from "./hold-rules.ts";
+import { formatSinkError } from "./payload-rules.ts";
 
 export function roundEndOf(outcome: RunOutcome, answer: { text: string; at: number | undefined } | undefined): RoundEnd {
   switch (outcome.kind) {

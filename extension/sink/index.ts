@@ -8,19 +8,19 @@ import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { isSubagent } from "../../activation.ts";
-import type { Config } from "../config/schema.ts";
+import type { Config } from "../config/schema-rules.ts";
 import type { RunOutcome } from "../../lifecycle.ts";
 import { type Observation, type RecordedRun, runRecorderFor } from "../run-recorder.ts";
-import { modelLabel, projectName } from "../session-labels.ts";
+import { modelLabel, projectName } from "../session/label-rules.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
 import { roundEndOf } from "./decisions.ts";
-import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "./hold.ts";
-import { buildSinkEnvelope, buildSinkPayload } from "./payload.ts";
+import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "./hold-rules.ts";
+import { buildSinkEnvelope, buildSinkPayload } from "./payload-rules.ts";
 import { createSinkQueue, type SinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
 import { errorText } from "../../common/errors.ts";
-import { localeLanguage, messagesFor, type Messages } from "../messages.ts";
+import { localeLanguage, messagesFor, type Messages } from "../texts/messages.ts";
 
 export type SinkConfig = Config["sink"];
 

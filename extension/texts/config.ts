@@ -4,7 +4,7 @@
  * zod's locales (config.ts); these are the words zod does not have.
  */
 
-/** The schema's own checks, named by key so each language words them (schema.ts sets them as `params.text`). */
+/** The schema's own checks, named by key so each language words them (schema-rules.ts sets them as `params.text`). */
 export const SCHEMA_CHECKS = ["absolutePath", "httpUrl", "socketUrl", "socketHostPort", "socketNotAbsolute", "regex", "sourceVariables"] as const;
 export type SchemaCheck = (typeof SCHEMA_CHECKS)[number];
 

@@ -7,7 +7,7 @@ import { errorText } from "../../common/errors.ts";
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
 import type { DialogKind } from "../../protocol/said.ts";
-import type { DeliveryFacts } from "../delivery/decisions.ts";
+import type { DeliveryFacts } from "../server-client/decisions.ts";
 import { formatsIn } from "./format.ts";
 
 /**

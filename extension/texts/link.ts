@@ -3,7 +3,7 @@
  * real cause, not the status code alone), the footer's outage state and its end; part of the
  * catalogue messages.ts composes. Times and durations come already formatted by the locale.
  */
-import type { ServerCause } from "../delivery/decisions.ts";
+import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
 export const REASON_CODES = [
@@ -17,6 +17,9 @@ export const REASON_CODES = [
   "persona_not_configured",
   "persona_busy",
   "send_failed",
+  "ntfy_rate_limited",
+  "ntfy_unavailable",
+  "ntfy_refused",
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 
@@ -45,6 +48,9 @@ const zhReasons: Record<ReasonCode, string> = {
   persona_not_configured: "服务端没有配置机器人和目标，找不到 Anon 的主会话",
   persona_busy: "人格的会话正忙",
   send_failed: "服务端的机器人没能发出消息",
+  ntfy_rate_limited: "ntfy 限流了，服务端稍后重试",
+  ntfy_unavailable: "服务端连不上 ntfy，稍后重试",
+  ntfy_refused: "ntfy 拒收了推送（检查服务端的 ntfyUrl、ntfyTopic、ntfyToken）",
 };
 const enReasons: Record<ReasonCode, string> = {
   not_configured: "the server has no recipient QQ configured",
@@ -57,6 +63,9 @@ const enReasons: Record<ReasonCode, string> = {
   persona_not_configured: "the server has no bot and recipient configured, so Anon's conversation cannot be found",
   persona_busy: "the persona's conversation is busy",
   send_failed: "the server's bot could not send the message",
+  ntfy_rate_limited: "ntfy is rate-limiting; the server retries later",
+  ntfy_unavailable: "the server cannot reach ntfy; it retries later",
+  ntfy_refused: "ntfy refused the push (check the server's ntfyUrl, ntfyTopic, ntfyToken)",
 };
 
 export const zhLink = {

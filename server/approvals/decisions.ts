@@ -21,7 +21,7 @@ import {
 } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
-import { takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 
 export interface ApprovalRecord {
   seq: number;
@@ -41,6 +41,10 @@ export interface ApprovalRecord {
   /** Exactly what will run, as the agent sent it (redacted again by the server). */
   command: string;
   command_hidden_chars: number;
+  /** The literal words of every simple command, as the client sent them; null when it could not (what a grant binds to). */
+  argv: string[][] | null;
+  /** The OS user id Pi said it runs as; null when it did not say. */
+  agent_uid: number | null;
   rules: string[];
   grantable: boolean;
   /** The server's display form of `command` (common/command-text.ts). */
@@ -60,6 +64,8 @@ export interface ApprovalRecord {
   /** The owner's copy of the request: its platform message id once sent (quote replies answer it). */
   request_message_id: string | null;
   request_sent: boolean;
+  /** Its request was not sent on its own (past the owner's message cap): a digest counts it instead. */
+  request_held: boolean;
   persona_mentioned: boolean;
   closing_sent: boolean;
   /** The standing grant that approved it at once, and which use of it this was; null when a person answered. */
@@ -196,7 +202,7 @@ function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boole
 export function decideResolution(record: ApprovalRecord | undefined, body: ApprovalResolution, now: Date): Transition {
   if (!record || record.session_id !== body.session_id || record.runtime_id !== body.runtime_id) return { kind: "refuse", error: "not_found" };
   if (record.state !== "pending" && record.state !== "decided" && record.state !== "vanished") return { kind: "unchanged" };
-  const person = body.via === "chat" || body.via === "operator" || body.via === "console";
+  const person = body.via === "chat" || body.via === "operator" || body.via === "console" || body.via === "ntfy";
   return {
     kind: "apply",
     from: record.state,
@@ -225,7 +231,7 @@ export function decideExpiry(record: ApprovalRecord, now: Date, graceMs: number)
 /** What the owner still has to be sent, in order. Pure. */
 export type Outgoing = "request" | "mention" | "closing" | "skip_closing";
 export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean): Outgoing | undefined {
-  if (isOpen(record.state) && !record.request_sent) return "request";
+  if (isOpen(record.state) && !record.request_sent && !record.request_held) return "request";
   if (isOpen(record.state) && personaPresent && !record.persona_mentioned) return "mention";
   if (isFinal(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
   return undefined;

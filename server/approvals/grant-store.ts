@@ -4,7 +4,7 @@
  * revoked grant is never used after its revocation landed.
  */
 import type { Context, Query } from "koishi";
-import type { GrantRecord } from "./grant-decisions.ts";
+import type { GrantRecord } from "./grant-rules.ts";
 
 declare module "koishi" {
   interface Tables {
@@ -26,6 +26,9 @@ export class GrantStore {
         grant_id: { type: "string", length: 8 },
         session_id: { type: "string", length: 128 },
         rules: "json",
+        argv: { type: "json", nullable: true },
+        prefix: { type: "boolean", initial: false },
+        cwd: { type: "text", initial: "" },
         approval_id: { type: "string", length: 128 },
         created_by: { type: "string", length: 255 },
         via: { type: "string", length: 16 },

@@ -1,15 +1,15 @@
 /**
  * GrantService: the owner's standing grants, for every surface (operator API, chat, console). A
  * grant is made only with an approval the server finds grantable, for a bounded time; a later
- * request of the same session whose rules one covers is approved at once by it, each use counted
- * and audited; revocation takes effect for the next request. Only a person makes or revokes one.
+ * request of the same session that it covers (grant-decisions.ts) is approved at once by it, each
+ * use counted and audited; revocation holds for the next request. Only a person makes or revokes one.
  */
 import { randomInt } from "node:crypto";
 import type { ApprovalRequest, Grant, GrantListQuery, PersonVia } from "../../protocol/approvals.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { ApprovalRecord, Decider } from "./decisions.ts";
-import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord } from "./grant-decisions.ts";
+import { coveringGrant, decideGrant, decideRevoke, pickGrantId, projectGrant, type GrantRecord, type Grantee } from "./grant-rules.ts";
 import type { GrantStore } from "./grant-store.ts";
 
 export interface GrantServiceDeps {
@@ -32,22 +32,25 @@ export class GrantService {
     return this.#deps.now?.() ?? new Date();
   }
 
-  /** Refuses (`not_grantable`) before anything is decided when the approval cannot be granted. */
-  check(approval: Pick<ApprovalRecord, "grantable" | "source" | "rules">, minutes: number): void {
-    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, this.#now());
-    if (decision.kind === "refuse") throw new DomainError(decision.error);
+  /** Refuses (`not_grantable`, or `invalid_request` for a prefix the call does not start with) before anything is decided. */
+  check(approval: Grantee, minutes: number, prefix?: readonly string[]): void {
+    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, this.#now(), prefix);
+    if (decision.kind === "refuse") throw new DomainError(decision.error, decision.issues ? { issues: decision.issues } : {});
   }
 
-  /** The grant of an approval the owner just approved with `minutes`. */
-  async create(approval: ApprovalRecord, minutes: number, decider: Decider, via: PersonVia): Promise<Grant> {
+  /** The grant of an approval the owner just approved with `minutes` (and, to cover every call starting so, `prefix`). */
+  async create(approval: ApprovalRecord, minutes: number, decider: Decider, via: PersonVia, prefix?: readonly string[]): Promise<Grant> {
     const { store, audit } = this.#deps;
     const now = this.#now();
-    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, now);
-    if (decision.kind === "refuse") throw new DomainError(decision.error);
+    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, now, prefix);
+    if (decision.kind === "refuse") throw new DomainError(decision.error, decision.issues ? { issues: decision.issues } : {});
     const grant = await store.create({
       grant_id: pickGrantId(this.#deps.random ?? randomInt, await store.ids()),
       session_id: approval.session_id,
       rules: approval.rules,
+      argv: decision.argv,
+      prefix: decision.prefix,
+      cwd: approval.cwd,
       approval_id: approval.approval_id,
       created_by: decider.name,
       via,
@@ -71,7 +74,7 @@ export class GrantService {
    * The live grant that covers a new request, with this use already counted; undefined when none
    * does (or the one that did was revoked or ran out a moment ago).
    */
-  async use(request: ApprovalRequest & { grantable: boolean }): Promise<{ grant: GrantRecord; use: number } | undefined> {
+  async use(request: ApprovalRequest): Promise<{ grant: GrantRecord; use: number } | undefined> {
     const now = this.#now();
     const grant = coveringGrant(await this.#deps.store.live(now, request.session_id), request, now);
     if (!grant || !(await this.#deps.store.use(grant.grant_id, grant.uses, now))) return undefined;

@@ -1,8 +1,9 @@
 /**
  * What the owner is owed about approvals, sent one at a time in approval order: the request
- * (straight to the owner, whatever the route, muting or not), a mention to the persona when one is
- * installed, and one closing message when the approval ends. What was sent is marked on the row,
- * so a restart resumes; a failed send is retried with backoff until it goes through.
+ * (straight to the owner, whatever the route, muting or not; past the cap across sessions held and
+ * counted in one digest instead), a mention to the persona when one is installed, and one closing
+ * message when the approval ends. What was sent is marked on the row, so a restart resumes; a
+ * failed send is retried with backoff until it goes through.
  */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
@@ -10,21 +11,28 @@ import type { ApprovalReach } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { isOpen, nextOutgoing, type ApprovalRecord } from "./decisions.ts";
-import { errorInWords } from "../delivery/steps.ts";
+import type { OwnerButton } from "../handover/direct.ts";
+import { errorInWords } from "../handover/decisions.ts";
+import { approvalButtons, GRANT_BUTTON_MINUTES } from "./buttons.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
-import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./messages.ts";
+import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./message-rules.ts";
+import { decideDigest, decideRequestPace, type PaceLimit } from "./owner-pace-rules.ts";
 import type { ApprovalStore } from "./store.ts";
 
 export interface MessengerDeps {
   store: ApprovalStore;
   audit: AuditLog;
-  /** Sends to the owner; answers the platform message id; throws when it could not send. */
-  send(text: string): Promise<string | null>;
+  /** Sends to the owner (with buttons where the platform has them); answers the platform message id; throws when it could not send. */
+  send(text: string, buttons?: readonly OwnerButton[]): Promise<string | null>;
+  /** The server's cap on a grant: the request's "Approve for N minutes" button grants no longer. */
+  grantMaxMinutes: number;
   /** Hands the persona its mention (the event intake); throws when not accepted yet. */
   mention(event: EventBody): Promise<void>;
   personaPresent(): boolean;
   /** Whether there is an owner's chat to send to at all (a bot and a recipient configured). */
   chatConfigured: boolean;
+  /** How many requests reach the owner on their own per window, all sessions together. */
+  pace: PaceLimit;
   retryFirstMs?: number;
   retryMaxMs?: number;
 }
@@ -47,6 +55,11 @@ export class ApprovalMessenger {
   /** The owner is written to in the instance's language (Koishi's i18n, its configured locales). */
   readonly #voice: Voice;
   readonly #say: Say;
+  /** When the recent requests went out on their own (ms), and what the digests told the owner of. */
+  #sentAtMs: number[] = [];
+  #told = new Set<string>();
+  #lastDigestAtMs: number | null = null;
+  #digestTimer: (() => void) | undefined;
 
   constructor(ctx: Context, deps: MessengerDeps) {
     this.#ctx = ctx;
@@ -56,13 +69,15 @@ export class ApprovalMessenger {
     ctx.on("dispose", () => {
       this.#stopped = true;
       this.#retry?.();
+      this.#digestTimer?.();
     });
   }
 
   /**
-   * How the owner is reached with this approval's request: `sent` once it is in their chat (waiting
-   * up to `waitMs` for the attempt in progress), `queued` while a configured chat has not taken it
-   * yet, `none` when there is no chat or the request will never be sent (closed first, or granted).
+   * How the owner is reached with this approval's request: `sent` once it (or a digest counting it)
+   * is in their chat (waiting up to `waitMs` for the attempt in progress), `queued` while a
+   * configured chat has not taken it yet, `none` when there is no chat or the request will never
+   * be sent (closed first, or granted).
    */
   async reach(approvalId: string, waitMs: number): Promise<ApprovalReach> {
     if (!this.#deps.chatConfigured) return "none";
@@ -71,14 +86,15 @@ export class ApprovalMessenger {
     const waiters = this.#attempts.get(approvalId) ?? new Set();
     this.#attempts.set(approvalId, waiters.add(wake!));
     try {
+      const told = (row: ApprovalRecord | undefined) => !!row && (row.request_sent || (row.request_held && this.#told.has(row.approval_id)));
       const row = await this.#deps.store.get(approvalId);
       if (!row || row.grant_id) return "none";
-      if (row.request_sent) return "sent";
-      if (!isOpen(row.state) || nextOutgoing(row, false) !== "request") return "none";
+      if (told(row)) return "sent";
+      if (!isOpen(row.state) || (!row.request_held && nextOutgoing(row, false) !== "request")) return "none";
       let timer: (() => void) | undefined;
       await Promise.race([attempted, new Promise<void>((resolve) => (timer = this.#ctx.setTimeout(resolve, waitMs)))]);
       timer?.();
-      return (await this.#deps.store.get(approvalId))?.request_sent ? "sent" : "queued";
+      return told(await this.#deps.store.get(approvalId)) ? "sent" : "queued";
     } finally {
       waiters.delete(wake!);
       if (waiters.size === 0) this.#attempts.delete(approvalId);
@@ -113,6 +129,7 @@ export class ApprovalMessenger {
           if (!(await this.#settle(row))) failed = true;
         }
       } while (this.#again && !failed);
+      if (!failed) await this.#digest();
     } catch (error) {
       // Shutdown closes the database (and the texts) under a pass in progress: nothing failed, and
       // what is owed stays in the table for the next start.
@@ -136,6 +153,38 @@ export class ApprovalMessenger {
     }
   }
 
+  /** One message counting the held requests the owner was not told of yet; at most one a window. */
+  async #digest(): Promise<void> {
+    const { store, audit, pace } = this.#deps;
+    const waiting = await store.heldWaiting();
+    const now = Date.now();
+    const decision = decideDigest({ waiting, told: this.#told, lastAtMs: this.#lastDigestAtMs, nowMs: now }, pace);
+    if (decision.kind === "wait" && !this.#digestTimer)
+      this.#digestTimer = this.#ctx.setTimeout(() => {
+        this.#digestTimer = undefined;
+        this.kick();
+      }, decision.untilMs - now);
+    if (decision.kind !== "send") return;
+    const text = this.#voice.say("digest", { count: decision.count, cap: pace.cap });
+    const messageId = await this.#deps.send(text);
+    this.#told = new Set(waiting);
+    this.#lastDigestAtMs = now;
+    await audit.record({ actor: "server", action: "approval.digest_sent", data: { count: decision.count, message_id: messageId, text, approvals: waiting } });
+    for (const id of waiting) this.#attempted(id);
+  }
+
+  /** A request past the cap is not sent on its own: held for the digest, and not mentioned to the persona either. */
+  async #hold(row: ApprovalRecord): Promise<void> {
+    await this.#deps.store.mark(row.approval_id, { request_held: true, persona_mentioned: true });
+    await this.#deps.audit.record({
+      actor: "server",
+      action: "approval.request_held",
+      session_id: row.session_id,
+      subject: row.approval_id,
+      data: { code: row.code },
+    });
+  }
+
   /** Sends everything owed for one approval, in order; false when a send failed (tried again later). */
   async #settle(initial: ApprovalRecord): Promise<boolean> {
     const { store, audit } = this.#deps;
@@ -148,11 +197,21 @@ export class ApprovalMessenger {
         if (!row.persona_mentioned && !this.#deps.personaPresent()) await store.mark(row.approval_id, { persona_mentioned: true });
         return true;
       }
+      if (next === "request" && decideRequestPace(this.#sentAtMs, Date.now(), this.#deps.pace) === "hold") {
+        await this.#hold(row);
+        row = await store.get(row.approval_id);
+        continue;
+      }
       try {
         // A message to the owner: sent, marked on the row, then on the audit trail with its text.
         const owed = row;
-        const sendToOwner = async (text: string, action: string, marks: (messageId: string | null) => Parameters<typeof store.mark>[1]) => {
-          const messageId = await this.#deps.send(text);
+        const sendToOwner = async (
+          text: string,
+          action: string,
+          marks: (messageId: string | null) => Parameters<typeof store.mark>[1],
+          buttons: readonly OwnerButton[] = [],
+        ) => {
+          const messageId = await this.#deps.send(text, buttons);
           await store.mark(owed.approval_id, marks(messageId));
           await audit.record({
             actor: "server",
@@ -163,10 +222,15 @@ export class ApprovalMessenger {
           });
         };
         if (next === "request") {
-          await sendToOwner(requestText(row, new Date(), this.#voice), "approval.request_sent", (messageId) => ({
-            request_sent: true,
-            request_message_id: messageId,
-          }));
+          const buttons = approvalButtons(row, this.#voice, Math.min(GRANT_BUTTON_MINUTES, this.#deps.grantMaxMinutes));
+          await sendToOwner(
+            requestText(row, new Date(), this.#voice),
+            "approval.request_sent",
+            (messageId) => ({ request_sent: true, request_message_id: messageId }),
+            buttons,
+          );
+          const now = Date.now();
+          this.#sentAtMs = [...this.#sentAtMs.filter((at) => now - at < this.#deps.pace.windowMs), now];
           this.#attempted(row.approval_id);
         } else if (next === "mention") {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));

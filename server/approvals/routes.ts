@@ -8,7 +8,7 @@
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, GrantListQuery, OperatorApprovalDecision } from "../../protocol/approvals.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
 import type { ApprovalMessenger } from "./messenger.ts";
@@ -26,12 +26,14 @@ export interface ApprovalRoutesDeps {
   grants: GrantService;
   messenger: ApprovalMessenger;
   registry: SessionRegistry;
+  /** The phone push route a pending request is handed to, when one is configured. */
+  pushRoute?: string | undefined;
 }
 
 export const ApprovalRoutes = {
   name: "notify-webhook-approvals",
   reusable: true,
-  apply(ctx: Context, { api, approvals, grants, messenger, registry }: ApprovalRoutesDeps) {
+  apply(ctx: Context, { api, approvals, grants, messenger, registry, pushRoute }: ApprovalRoutesDeps) {
     const logger = ctx.logger("notify-webhook");
     api.offer(ctx, "approvals");
     const background = (what: string, work: Promise<void>) =>
@@ -66,7 +68,8 @@ export const ApprovalRoutes = {
     api.route(ctx, { method: "POST", path: "/approvals", auth: "agent" }, async (request) => {
       const body = parseWith(ApprovalRequest, request.body);
       const { approval, created } = await approvals.request(body);
-      return json(created ? 201 : 200, { approval, reach: await messenger.reach(approval.approval_id, REACH_WAIT_MS) });
+      const reach = await messenger.reach(approval.approval_id, REACH_WAIT_MS);
+      return json(created ? 201 : 200, { approval, reach, push: pushRoute && approval.state === "pending" ? pushRoute : null });
     });
 
     api.route(ctx, { method: "POST", path: "/approvals/:approval_id/resolution", auth: "agent" }, async (request) => {
@@ -89,11 +92,14 @@ export const ApprovalRoutes = {
       const body = parseWith(OperatorApprovalDecision, request.body);
       const ref = request.params.approval_id ?? "";
       const operator = { actor: "operator", name: "operator" } as const;
+      if (body.grant_minutes === undefined && body.grant_prefix !== undefined)
+        throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
       if (body.grant_minutes === undefined)
         return json(200, { approval: await approvals.decide(ref, body.decision, operator, "operator", body.reason ?? null, body.binding) });
       if (body.decision !== "approved")
         throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
-      return json(200, await approvals.approveWithGrant(ref, body.grant_minutes, operator, "operator", body.reason ?? null, body.binding));
+      const grant = { minutes: body.grant_minutes, prefix: body.grant_prefix };
+      return json(200, await approvals.approveWithGrant(ref, grant, operator, "operator", body.reason ?? null, body.binding));
     });
 
     api.route(ctx, { method: "GET", path: "/operator/grants", auth: "operator" }, async (request) => {

@@ -4,7 +4,6 @@
  * may list. A decision is a conditional write on `pending` (first wins) and then an
  * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
  * and every change wakes the messenger, which owes the owner the request and one closing message.
- * Over 400 lines: each state change of an approval sits beside the audit row and wake-up it owes.
  */
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
@@ -25,8 +24,8 @@ import {
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { errorText } from "../../common/errors.ts";
-import { DomainError } from "../errors.ts";
-import { fullBucket, type Bucket } from "../rate-limit.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { fullBucket, type Bucket } from "../rate-limit-rules.ts";
 import {
   bindingOf,
   decideAdmission,
@@ -45,7 +44,8 @@ import {
   type Decider,
   type Transition,
 } from "./decisions.ts";
-import { serverGrantable, type GrantRecord } from "./grant-decisions.ts";
+import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
+import { operatorDecisionRefusal } from "./operator-decision-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
@@ -72,6 +72,8 @@ export interface ApprovalServiceDeps {
   presenceGraceMs: number;
   limits: ApprovalLimits;
   grants: GrantService;
+  /** Decisions through the operator API: opted in (`approvalOperatorDecisions`), and the server's own OS user id. */
+  operatorDecisions: { optedIn: boolean; serverUid: number | undefined };
   random?: (size: number) => number;
   now?: () => Date;
 }
@@ -89,6 +91,7 @@ const PENDING_FIELDS = {
   via: null,
   decided_at: null,
   request_sent: false,
+  request_held: false,
   persona_mentioned: false,
   grant_id: null,
   grant_use: null,
@@ -104,6 +107,7 @@ function grantedFields(grant: GrantRecord, use: number, now: Date) {
     via: grant.via,
     decided_at: now,
     request_sent: true,
+    request_held: false,
     persona_mentioned: true,
     grant_id: grant.grant_id,
     grant_use: use,
@@ -150,6 +154,8 @@ export class ApprovalService {
     return this.#creations.run(CREATE, async () => {
       const { store, audit, limits } = this.#deps;
       const digest = requestDigest(body);
+      // The owner answers for all of it or none: a command the client cut is never stored in part.
+      if (body.command_hidden_chars > 0) throw new DomainError("command_incomplete");
       const decision = decideRequest(await store.get(body.approval_id), digest);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
@@ -173,11 +179,15 @@ export class ApprovalService {
       this.#buckets.set(body.session_id, admission.bucket);
       this.#mayHaveOpen?.add(body.session_id);
       const code = pickCode(this.#deps.random ?? randomInt, await store.openCodes());
-      // The server's own view of what may be granted, whatever the client said.
+      // What may be granted is the server's decision alone, whatever the client said.
       const grantable = serverGrantable(body);
-      const granted = await this.#deps.grants.use({ ...body, grantable });
+      const granted = await this.#deps.grants.use(body);
+      // Where rules matched is the request's, not a column of the record.
+      const { matched: _matched, ...stored } = body;
       const record = await store.create({
-        ...body,
+        ...stored,
+        argv: body.argv ?? null,
+        agent_uid: body.agent_uid ?? null,
         action_code: body.source === "policy" ? (body.action_code ?? null) : null,
         grantable,
         command: redactSecrets(body.command),
@@ -230,7 +240,7 @@ export class ApprovalService {
       action: "approval.granted",
       session_id: record.session_id,
       subject: record.approval_id,
-      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules },
+      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules, argv: record.argv, cwd: record.cwd },
     });
   }
 
@@ -253,7 +263,9 @@ export class ApprovalService {
   /**
    * A person's decision, by approval id or 5-letter code. Refusals: `not_found`, `already_decided`,
    * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
-   * the persona, which may never decide. Each refusal is audited with who tried.
+   * the persona, which may never decide; through the operator API `operator_decisions_off` /
+   * `operator_token_reachable` unless opted in and the asking Pi runs as another OS user (the agent
+   * could have read the token). Each refusal is audited with who tried.
    */
   async decide(
     ref: string,
@@ -267,19 +279,20 @@ export class ApprovalService {
   }
 
   /**
-   * Approves and grants the approval's rules to its session for `minutes` (capped by the server's
-   * maximum); refused `not_grantable`, before anything is decided, where the server may not grant.
+   * Approves and grants this exact call (or, with `prefix`, every call of its cwd starting with
+   * those words) to its session for `minutes` (capped by the server's maximum); refused
+   * `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
    */
   async approveWithGrant(
     ref: string,
-    minutes: number,
+    grant: { minutes: number; prefix?: readonly string[] | undefined },
     decider: Decider,
     via: PersonVia,
     reason?: string | null,
     binding?: ApprovalBinding,
   ): Promise<{ approval: Approval; grant: Grant }> {
-    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, minutes));
-    return { approval: project(record), grant: await this.#deps.grants.create(record, minutes, decider, via) };
+    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, grant.minutes, grant.prefix));
+    return { approval: project(record), grant: await this.#deps.grants.create(record, grant.minutes, decider, via, grant.prefix) };
   }
 
   async #decide(
@@ -305,6 +318,10 @@ export class ApprovalService {
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
     if (!found) throw await refused(new DomainError("not_found"));
+    if (via === "operator") {
+      const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
+      if (refusal) throw await refused(new DomainError(refusal));
+    }
     try {
       precheck?.(found);
     } catch (error) {
@@ -355,6 +372,13 @@ export class ApprovalService {
       limit: query.limit,
     });
     return rows.map(project);
+  }
+
+  /** One page of the approvals nobody has answered yet, newest first, and how many there are in all. */
+  async pendingPage(page: number, size: number): Promise<{ approvals: Approval[]; total: number }> {
+    const { store } = this.#deps;
+    const rows = await store.list({ states: ["pending"], limit: size, offset: (page - 1) * size });
+    return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
   /** The approval a quote reply answers, if the quoted message is a request. */

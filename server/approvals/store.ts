@@ -6,7 +6,7 @@
  */
 import type { Context, Query } from "koishi";
 import { ApprovalState, OPEN_APPROVAL_STATES } from "../../protocol/approvals.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { ApprovalPatch, ApprovalRecord, Transition } from "./decisions.ts";
 
 declare module "koishi" {
@@ -46,6 +46,8 @@ export class ApprovalStore {
         reason: "text",
         command: "text",
         command_hidden_chars: "unsigned",
+        argv: { type: "json", nullable: true },
+        agent_uid: { type: "unsigned", nullable: true },
         rules: "json",
         grantable: "boolean",
         preview: "text",
@@ -63,6 +65,7 @@ export class ApprovalStore {
         resolved_at: { type: "timestamp", nullable: true },
         request_message_id: { type: "string", length: 255, nullable: true },
         request_sent: "boolean",
+        request_held: { type: "boolean", initial: false },
         persona_mentioned: "boolean",
         closing_sent: "boolean",
         grant_id: { type: "string", length: 8, nullable: true },
@@ -105,11 +108,16 @@ export class ApprovalStore {
     return this.#ctx.database.create(APPROVAL_TABLE, record);
   }
 
-  async list(filter: { states?: readonly ApprovalState[]; sessionId?: string | undefined; limit: number }): Promise<ApprovalRecord[]> {
+  async list(filter: { states?: readonly ApprovalState[]; sessionId?: string | undefined; limit: number; offset?: number }): Promise<ApprovalRecord[]> {
     const query: Partial<Record<keyof ApprovalRecord, unknown>> = {};
     if (filter.states) query.state = filter.states;
     if (filter.sessionId) query.session_id = filter.sessionId;
-    return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit });
+    return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit, offset: filter.offset ?? 0 });
+  }
+
+  /** How many approvals are in one of `states`. */
+  async count(states: readonly ApprovalState[]): Promise<number> {
+    return (await this.#ctx.database.get(APPROVAL_TABLE, where({ state: states }), ["seq"])).length;
   }
 
   /**
@@ -125,9 +133,12 @@ export class ApprovalStore {
     return result.removed ?? 0;
   }
 
-  /** Rows with a message still owed to the owner or the persona. */
+  /** Rows with a message still owed to the owner or the persona (an open one's closing is not owed yet). */
   async owing(): Promise<ApprovalRecord[]> {
-    const owing = { $or: [{ request_sent: false }, { persona_mentioned: false }, { closing_sent: false }] } as Query<ApprovalRecord>;
+    const closed = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
+    const owing = {
+      $or: [{ request_sent: false, request_held: false, state: OPEN_APPROVAL_STATES }, { persona_mentioned: false }, { closing_sent: false, state: closed }],
+    } as Query<ApprovalRecord>;
     return this.#ctx.database.get(APPROVAL_TABLE, owing, { sort: { seq: "asc" } });
   }
 
@@ -149,8 +160,17 @@ export class ApprovalStore {
   }
 
   /** Book-keeping of what was sent; not a state change, so no guard on the state. */
-  async mark(approvalId: string, patch: Pick<ApprovalPatch, "request_sent" | "request_message_id" | "persona_mentioned" | "closing_sent">): Promise<void> {
+  async mark(
+    approvalId: string,
+    patch: Pick<ApprovalPatch, "request_sent" | "request_held" | "request_message_id" | "persona_mentioned" | "closing_sent">,
+  ): Promise<void> {
     await this.#ctx.database.set(APPROVAL_TABLE, { approval_id: approvalId }, patch);
+  }
+
+  /** The pending approvals whose request was held for a digest, oldest first: their ids. */
+  async heldWaiting(): Promise<string[]> {
+    const rows = await this.#ctx.database.get(APPROVAL_TABLE, where({ state: "pending", request_held: true, request_sent: false }), ["approval_id"]);
+    return rows.map((row) => row.approval_id);
   }
 
   async openFor(filter: { sessionId?: string; notRuntime?: string }): Promise<ApprovalRecord[]> {

@@ -1,13 +1,13 @@
 /**
  * The audit trail's agent route: `POST /audit/tool-calls` (what the extension's tool guard
  * decided). Operators read the trail through the operator service (`GET /operator/audit`); pruning
- * is part of the server's retention (retention.ts).
+ * is part of the server's retention (retention/plugin.ts).
  */
 import type { Context } from "koishi";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
-import { fullBucket, takeToken, type RateLimit } from "../rate-limit.ts";
+import { fullBucket, takeToken, type RateLimit } from "../rate-limit-rules.ts";
 import type { AuditLog } from "./store.ts";
 
 export interface AuditRoutesDeps {

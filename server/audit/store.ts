@@ -2,7 +2,7 @@
  * The audit trail's store: one durable row per accepted event, persona tool call, operator request,
  * command state change, watchdog episode and the exact text handed to the persona or sent directly
  * (every tool call with its full inputs, and every final text that left the server), with its time
- * and acting side. Row data passes through `auditData` (redaction.ts), so no token is ever stored.
+ * and acting side. Row data passes through `auditData` (redaction-rules.ts), so no token is ever stored.
  *
  * The acting side travels with the request (AsyncLocalStorage), so a store deep below a route
  * records who asked without every signature carrying it. Writing an audit row never fails the
@@ -13,7 +13,7 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { AuditActor, AuditEntry, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { untracedDatabase } from "../koishi.ts";
-import { auditData } from "./redaction.ts";
+import { auditData } from "./redaction-rules.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";

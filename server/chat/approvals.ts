@@ -8,13 +8,15 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/messages.ts";
+import { actionText, durationText, grantedText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
+import { typedTail } from "./typed.ts";
+import { reply, say } from "./words.ts";
 
 /** How many open approvals one listing shows, and how much of each command. */
 const LISTED = 10;
@@ -55,24 +57,24 @@ function clip(reason: string | undefined): string | null {
   return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;
 }
 
-const PERSON_VIAS = new Set(["chat", "operator", "console", "terminal", "policy"]);
+const PERSON_VIAS = new Set(["chat", "operator", "console", "ntfy", "terminal", "policy"]);
 
 /** What an approval became, in words: "已在终端批准", "超时无人回答，按拒绝处理", …. */
-function resultText(session: Session, approval: Approval): string {
-  const via = approval.via && PERSON_VIAS.has(approval.via) ? session.text(`anon-notify.approval.via.${approval.via}`) : "";
-  if (approval.state === "decided") return session.text(`anon-notify.approval.result.decided-${approval.decision}`, { via });
-  if (approval.state === "rejected" && approval.via === "aborted") return session.text("anon-notify.approval.result.aborted");
-  return session.text(`anon-notify.approval.result.${approval.state}`, { via });
+export function resultText(session: Session, approval: Approval): string {
+  const via = approval.via && PERSON_VIAS.has(approval.via) ? say(session, `anon-notify.approval.via.${approval.via}`) : "";
+  if (approval.state === "decided") return say(session, `anon-notify.approval.result.decided-${approval.decision}`, { via });
+  if (approval.state === "rejected" && approval.via === "aborted") return say(session, "anon-notify.approval.result.aborted");
+  return say(session, `anon-notify.approval.result.${approval.state}`, { via });
 }
 
 /** Decides as the owner and words the outcome; refusals become sentences saying what happened instead. */
-async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
+export async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
     const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
     const action = actionText(approval, voiceOf(sessionSay(session)));
-    const why = reason ? session.text("anon-notify.approval.with-reason", [reason]) : "";
-    return session.text(`anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
+    const why = reason ? say(session, "anon-notify.approval.with-reason", [reason]) : "";
+    return say(session, `anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;
     return decideRefusal(kit, session, ref, error);
@@ -81,11 +83,11 @@ async function decide(kit: ChatKit, session: Session, ref: string, decision: App
 
 /** A refused decision in words: what the approval became, or that there is none. */
 async function decideRefusal(kit: ChatKit, session: Session, ref: string, error: DomainError): Promise<never> {
-  if (error.code === "not_found") throw new ChatRefusal(session.text("anon-notify.approval.not-found", [ref]));
+  if (error.code === "not_found") throw new ChatRefusal(say(session, "anon-notify.approval.not-found", [ref]));
   if (error.code === "already_decided" || error.code === "approval_expired") {
     const approval = await kit.approvals.find(ref);
     const key = error.code === "already_decided" ? "already" : "expired";
-    if (approval) throw new ChatRefusal(session.text(`anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
+    if (approval) throw new ChatRefusal(say(session, `anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
   }
   throw error;
 }
@@ -93,18 +95,11 @@ async function decideRefusal(kit: ChatKit, session: Session, ref: string, error:
 /** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
-async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number): Promise<string> {
+export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number, prefix?: string[]): Promise<string> {
   const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
-    const { approval, grant } = await kit.approvals.approveWithGrant(ref, minutes, decider, "chat");
-    const voice = voiceOf(sessionSay(session));
-    return session.text("anon-notify.approval.granted", {
-      code: approval.code,
-      action: actionText(approval, voice),
-      grant: grant.grant_id,
-      rules: grant.rules.map(oneLine).join(", "),
-      left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
-    });
+    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, decider, "chat");
+    return grantedText(approval, grant, voiceOf(sessionSay(session)));
   } catch (error) {
     // `not_grantable` is worded by the error's own text (refusalText).
     if (error instanceof DomainError && error.code !== "not_grantable") return decideRefusal(kit, session, ref, error);
@@ -114,50 +109,59 @@ async function approveWithGrant(kit: ChatKit, session: Session, ref: string, min
 
 function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs: number): string {
   const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
-  return session.text("commands.anon.approvals.messages.line", {
+  return say(session, "commands.anon.approvals.messages.line", {
     code: approval.code,
     session: online ? sessionName(session, online) : approval.session_id.slice(0, 8),
     tool: oneLine(approval.tool),
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
-    left: durationText(Date.parse(approval.expires_at) - nowMs, session.text("anon-notify.locale")),
+    left: durationText(Date.parse(approval.expires_at) - nowMs, say(session, "anon-notify.locale")),
   });
 }
 
 export function approvalCommands(ctx: Context, kit: ChatKit): void {
-  // `anon.approve CODE 30m`: approve, and grant the approval's rules to its session for that long.
-  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string]").action(({ session }, code, duration) =>
-    asOwner(ctx, kit, session!, async () => {
-      if (!code) return session!.text(".usage");
+  // `anon.approve CODE 30m [npm run]`: approve, and grant this exact call (or every call starting with those words) to its session for that long.
+  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string] [prefix:rawtext]").action((argv, code, duration, prefix) => {
+    const session = argv.session;
+    return asOwner(ctx, kit, session!, async () => {
+      if (!code) return say(session!, ".usage");
       if (duration === undefined) return decide(kit, session!, code, "approved", null);
       const minutes = GrantMinutes.safeParse(parseDuration(duration));
-      if (!minutes.success) throw new ChatRefusal(session!.text(".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
-      return approveWithGrant(kit, session!, code, minutes.data);
-    }),
-  );
+      if (!minutes.success) throw new ChatRefusal(say(session!, ".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
+      // The prefix as the owner typed it (never parsed as markup a second time).
+      const words = typedTail(argv, [code, duration], prefix);
+      return approveWithGrant(kit, session!, code, minutes.data, words ? words.split(/\s+/) : undefined);
+    });
+  });
 
-  ownerCommand(ctx, kit, "anon.deny <code:string> [reason:text]").action(({ session }, code, reason) =>
-    asOwner(ctx, kit, session!, async () => (code ? decide(kit, session!, code, "rejected", clip(plainText(reason ?? ""))) : session!.text(".usage"))),
+  ownerCommand(ctx, kit, "anon.deny <code:string> [reason:rawtext]").action((argv, code, reason) =>
+    asOwner(ctx, kit, argv.session!, async () =>
+      code ? decide(kit, argv.session!, code, "rejected", clip(typedTail(argv, [code], reason))) : say(argv.session!, ".usage"),
+    ),
   );
 
   // The whole command, in as many messages as it takes; agent text is sent as text, never as markup.
   ownerCommand(ctx, kit, "anon.approval <code:string>").action(({ session }, code) =>
     asOwner(ctx, kit, session!, async () => {
-      if (!code) return session!.text(".usage");
+      if (!code) return say(session!, ".usage");
       const approval = await kit.approvals.find(code);
-      if (!approval) throw new ChatRefusal(session!.text("anon-notify.approval.not-found", [code]));
+      if (!approval) throw new ChatRefusal(say(session!, "anon-notify.approval.not-found", [code]));
       const parts = wholeCommandTexts(approval, voiceOf(sessionSay(session!)));
       for (const part of parts.slice(0, -1)) await session!.send(koishi.h.text(part));
-      return koishi.h.escape(parts.at(-1)!);
+      return parts.at(-1)!;
     }),
   );
 
-  ownerCommand(ctx, kit, "anon.approvals").action(({ session }) =>
+  // Many sessions may be waiting at once: a page at a time (`anon.approvals 2`), so every one can be found.
+  ownerCommand(ctx, kit, "anon.approvals [page:posint]").action(({ session }, page) =>
     asOwner(ctx, kit, session!, async () => {
       // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
-      const open = (await kit.approvals.list({ state: "open", limit: LISTED })).filter((a) => a.state === "pending");
-      if (open.length === 0) return session!.text(".empty");
+      const { approvals, total } = await kit.approvals.pendingPage(page ?? 1, LISTED);
+      if (total === 0) return say(session!, ".empty");
+      const pages = Math.ceil(total / LISTED);
       const now = Date.now();
-      return [session!.text(".header", [open.length]), ...open.map((a) => approvalLine(kit, session!, a, now)), session!.text(".footer")].join("\n");
+      const lines = approvals.map((a) => approvalLine(kit, session!, a, now));
+      const more = (page ?? 1) < pages ? [say(session!, ".more", { page: (page ?? 1) + 1, pages })] : [];
+      return [say(session!, ".header", [total]), ...lines, ...more, say(session!, ".footer")].join("\n");
     }),
   );
 
@@ -171,9 +175,9 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     if (!approval) return next();
     const content = session.content ?? "";
     const verdict = await kit.guard.admit(session, true, "approval-reply", { quote: quoted, content });
-    if (verdict !== "owner") return kit.guard.refusalText(session, verdict);
+    if (verdict !== "owner") return reply(kit.guard.refusalText(session, verdict));
     const answer = replyDecision(plainText(content));
-    if (!answer) return session.text("anon-notify.approval.reply-how", { code: approval.code });
+    if (!answer) return reply(say(session, "anon-notify.approval.reply-how", { code: approval.code }));
     return asOwner(ctx, kit, session, () => decide(kit, session, approval.approval_id, answer.decision, answer.reason));
   }, true);
 }

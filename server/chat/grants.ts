@@ -4,10 +4,11 @@
  */
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
-import { durationText, oneLine, voiceOf } from "../approvals/messages.ts";
+import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
+import { say } from "./words.ts";
 
 /** How many live grants one listing shows. */
 const LISTED = 20;
@@ -15,10 +16,10 @@ const LISTED = 20;
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {
   const online = numbered(kit).find((s) => s.session.session_id === grant.session_id);
   const locale = voiceOf(sessionSay(session)).locale;
-  return session.text("commands.anon.grants.messages.line", {
+  return say(session, "commands.anon.grants.messages.line", {
     grant: grant.grant_id,
     session: online ? sessionName(session, online) : grant.session_id.slice(0, 8),
-    rules: grant.rules.map(oneLine).join(", "),
+    covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: grant.uses,
   });
@@ -28,21 +29,21 @@ export function grantCommands(ctx: Context, kit: ChatKit): void {
   ownerCommand(ctx, kit, "anon.grants").action(({ session }) =>
     asOwner(ctx, kit, session!, async () => {
       const live = await kit.grants.list({ state: "live", limit: LISTED });
-      if (live.length === 0) return session!.text(".empty");
+      if (live.length === 0) return say(session!, ".empty");
       const now = Date.now();
-      return [session!.text(".header", [live.length]), ...live.map((grant) => grantLine(kit, session!, grant, now)), session!.text(".footer")].join("\n");
+      return [say(session!, ".header", [live.length]), ...live.map((grant) => grantLine(kit, session!, grant, now)), say(session!, ".footer")].join("\n");
     }),
   );
 
   ownerCommand(ctx, kit, "anon.revoke <grant:string>").action(({ session }, ref) =>
     asOwner(ctx, kit, session!, async () => {
-      if (!ref) return session!.text(".usage");
+      if (!ref) return say(session!, ".usage");
       const decider = { actor: "operator" as const, name: `chat:${session!.platform}:${session!.userId ?? ""}` };
       try {
         const { grant, revoked } = await kit.grants.revoke(ref, decider);
-        return session!.text(revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: grant.uses });
+        return say(session!, revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: grant.uses });
       } catch (error) {
-        if (error instanceof DomainError && error.code === "not_found") throw new ChatRefusal(session!.text(".not-found", [ref]));
+        if (error instanceof DomainError && error.code === "not_found") throw new ChatRefusal(say(session!, ".not-found", [ref]));
         throw error;
       }
     }),

@@ -7,9 +7,10 @@ import type { Context, Session } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { CommandImage } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { decodeImage } from "../queue/state.ts";
+import { decodeImage } from "../queue/decisions.ts";
 import { koishi } from "../koishi.ts";
 import { ChatRefusal } from "./kit.ts";
+import { say } from "./words.ts";
 
 const MIB = 1024 * 1024;
 
@@ -22,19 +23,19 @@ export function imageSources(session: Session): string[] {
 }
 
 export async function fetchImages(ctx: Context, session: Session, sources: readonly string[]): Promise<CommandImage[]> {
-  if (sources.length > LIMITS.imagesPerCommand) throw new ChatRefusal(session.text("anon-notify.images.too-many", [LIMITS.imagesPerCommand]));
-  if (sources.length > 0 && !ctx.http) throw new ChatRefusal(session.text("anon-notify.images.no-http"));
+  if (sources.length > LIMITS.imagesPerCommand) throw new ChatRefusal(say(session, "anon-notify.images.too-many", [LIMITS.imagesPerCommand]));
+  if (sources.length > 0 && !ctx.http) throw new ChatRefusal(say(session, "anon-notify.images.no-http"));
   const images: CommandImage[] = [];
   for (const src of sources) {
     let bytes: Buffer;
     try {
       bytes = Buffer.from(await ctx.http.get<ArrayBuffer>(src, { responseType: "arraybuffer" }));
     } catch (error) {
-      throw new ChatRefusal(session.text("anon-notify.images.fetch-failed", [errorText(error).slice(0, 120)]));
+      throw new ChatRefusal(say(session, "anon-notify.images.fetch-failed", [errorText(error).slice(0, 120)]));
     }
-    if (bytes.length > LIMITS.imageBytes) throw new ChatRefusal(session.text("anon-notify.images.too-large", [LIMITS.imageBytes / MIB]));
+    if (bytes.length > LIMITS.imageBytes) throw new ChatRefusal(say(session, "anon-notify.images.too-large", [LIMITS.imageBytes / MIB]));
     const decoded = decodeImage(bytes);
-    if (!decoded.ok) throw new ChatRefusal(session.text("anon-notify.images.not-image"));
+    if (!decoded.ok) throw new ChatRefusal(say(session, "anon-notify.images.not-image"));
     images.push({ mime_type: decoded.mime, data: bytes.toString("base64") });
   }
   return images;

@@ -2,7 +2,8 @@
 import type { Context, Session } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import { MIN_PREFIX } from "./refs.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
+import { say } from "./words.ts";
 
 /** How many instructions one listing shows. */
 const LISTED = 10;
@@ -13,9 +14,9 @@ export function shortCommandId(commandId: string): string {
 }
 
 function commandLine(session: Session, command: CommandSummary, label: string): string {
-  const line = session.text("commands.anon.commands.messages.line", {
+  const line = say(session, "commands.anon.commands.messages.line", {
     command: shortCommandId(command.command_id),
-    state: session.text(`anon-notify.states.${command.state}`),
+    state: say(session, `anon-notify.states.${command.state}`),
     preview: command.preview.replace(/\s+/g, " ").slice(0, 60),
   });
   return label ? `${label} ${line}` : line;
@@ -32,11 +33,11 @@ export function instructionCommands(ctx: Context, kit: ChatKit): void {
       if (ref) {
         const target = sessionByRef(kit, session!, ref);
         const commands = await kit.operator.commands(target.session.session_id, LISTED);
-        if (commands.length === 0) return session!.text(".empty");
-        return [session!.text(".header", [sessionName(session!, target)]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
+        if (commands.length === 0) return say(session!, ".empty");
+        return [say(session!, ".header", [sessionName(session!, target)]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
       }
       const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
-      if (commands.length === 0) return session!.text(".empty");
+      if (commands.length === 0) return say(session!, ".empty");
       return commands.map((c) => commandLine(session!, c, labelOf(c.session_id))).join("\n");
     }),
   );
@@ -45,11 +46,11 @@ export function instructionCommands(ctx: Context, kit: ChatKit): void {
     asOwner(ctx, kit, session!, async () => {
       const wanted = (ref ?? "").trim();
       const matches = wanted.replace(/^c-/, "").length >= MIN_PREFIX ? await kit.operator.findCommands(wanted) : [];
-      if (matches.length === 0) throw new ChatRefusal(session!.text(".not-found", [wanted]));
-      if (matches.length > 1) throw new ChatRefusal(session!.text(".ambiguous", [wanted, matches.map((c) => shortCommandId(c.command_id)).join(", ")]));
+      if (matches.length === 0) throw new ChatRefusal(say(session!, ".not-found", [wanted]));
+      if (matches.length > 1) throw new ChatRefusal(say(session!, ".ambiguous", [wanted, matches.map((c) => shortCommandId(c.command_id)).join(", ")]));
       const command = matches[0]!;
       await kit.operator.cancel(command.session_id, command.command_id);
-      return session!.text(".cancelled", [shortCommandId(command.command_id)]);
+      return say(session!, ".cancelled", [shortCommandId(command.command_id)]);
     }),
   );
 }

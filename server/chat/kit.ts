@@ -3,43 +3,54 @@
  * one way to turn a domain refusal into a sentence that says what to do next. Other command files
  * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
  */
-import type { Command, Context, Session } from "koishi";
+import type { Command, Context, Fragment, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { OwnerGuard } from "./owner-guard.ts";
 import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";
+import { reply, say } from "./words.ts";
 
 export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
   /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
-  approvals: Pick<ApprovalService, "decide" | "approveWithGrant" | "find" | "list" | "byRequestMessage">;
+  approvals: Pick<ApprovalService, "decide" | "approveWithGrant" | "find" | "list" | "pendingPage" | "byRequestMessage">;
   /** The owner's standing grants: listed and revoked through the same service as everywhere. */
   grants: Pick<GrantService, "list" | "revoke">;
   audit: AuditLog;
   numbers: SessionNumbers;
 }
 
-/** A command of the `anon` group, guarded, never taking the quoted message as an argument. */
+/**
+ * A command of the `anon` group, guarded, never taking the quoted message as an argument; with
+ * strict options, since none declares any, a word starting with `-` is the owner's text. It also
+ * answers to its flat name (`anon_sessions`), which platforms whose command names cannot hold a
+ * dot (Telegram) show in their menu.
+ */
 export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
-  return kit.guard.protect(ctx.command(declaration, { captureQuote: false }));
+  const command = kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
+  if (command.name.includes(".")) command.alias(flatName(command.name));
+  return command;
 }
 
-/** A sentence for a refusal the owner can act on; anything unexpected is logged and named briefly. */
+/** `anon.sessions` → `anon_sessions`. */
+export const flatName = (name: string) => name.replace(/\./g, "_");
+
+/** A sentence (plain text) for a refusal the owner can act on; anything unexpected is logged and named briefly. */
 export function refusalText(ctx: Context, session: Session, error: unknown): string {
   if (error instanceof ChatRefusal) return error.text;
   if (error instanceof DomainError) {
     const detail = error.issues?.map((issue) => `${issue.path}: ${issue.message}`).join("; ") ?? "";
     const key = `anon-notify.errors.${error.code}`;
-    const text = session.text(key, [detail]);
-    return text === key ? session.text("anon-notify.errors.unknown", [error.code]) : text;
+    const text = say(session, key, [detail]);
+    return text === key ? say(session, "anon-notify.errors.unknown", [error.code]) : text;
   }
   ctx.logger("notify-webhook").warn(error);
-  return session.text("anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
+  return say(session, "anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
 }
 
 /** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
@@ -53,18 +64,18 @@ export class ChatRefusal extends Error {
   }
 }
 
-/** Runs an owner's action as the `operator`, answering refusals with words instead of throwing. */
-export async function asOwner(ctx: Context, kit: ChatKit, session: Session, action: () => Promise<string>): Promise<string> {
+/** Runs an owner's action as the `operator`, answering refusals with words instead of throwing; the words become the message here. */
+export async function asOwner(ctx: Context, kit: ChatKit, session: Session, action: () => Promise<string>): Promise<Fragment> {
   try {
-    return await kit.audit.as("operator", action);
+    return reply(await kit.audit.as("operator", action));
   } catch (error) {
-    return refusalText(ctx, session, error);
+    return reply(refusalText(ctx, session, error));
   }
 }
 
 /** A session's project as a row shows it: flagged, in the reader's language, when its letters mix scripts. */
 export function projectName(session: Session, s: SessionProjection): string {
-  return s.mixed_scripts ? s.project + session.text("anon-notify.mixed-scripts") : s.project;
+  return s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project;
 }
 
 /** `#n project`, as listings name a session. */
@@ -80,10 +91,10 @@ export function numbered(kit: ChatKit): NumberedSession[] {
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {
   const sessions = numbered(kit);
-  if (sessions.length === 0) throw new ChatRefusal(session.text("anon-notify.session-ref.none-online"));
+  if (sessions.length === 0) throw new ChatRefusal(say(session, "anon-notify.session-ref.none-online"));
   const found = resolveRef(ref, sessions);
   if (found.kind === "found") return { number: found.number, session: found.session };
-  if (found.kind === "none") throw new ChatRefusal(session.text("anon-notify.session-ref.none", [ref]));
+  if (found.kind === "none") throw new ChatRefusal(say(session, "anon-notify.session-ref.none", [ref]));
   const list = found.candidates.map((c) => sessionName(session, c)).join(", ");
-  throw new ChatRefusal(session.text("anon-notify.session-ref.ambiguous", [ref, list]));
+  throw new ChatRefusal(say(session, "anon-notify.session-ref.ambiguous", [ref, list]));
 }

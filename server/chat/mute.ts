@@ -3,6 +3,7 @@ import type { Context, Session } from "koishi";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
+import { say } from "./words.ts";
 
 /**
  * A mute's end as the locale writes it on the server's clock (Intl): the time, with the date when it
@@ -16,15 +17,15 @@ export function clockText(iso: string, now: Date, locale: string): string {
 }
 
 function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): string {
-  if (mutes.length === 0) return session.text(".mute-off");
+  if (mutes.length === 0) return say(session, ".mute-off");
   const now = new Date();
   const online = numbered(kit);
   return mutes
     .map((mute) => {
-      if (mute.session_id === null) return session.text(".mute-all", [clockText(mute.until, now, session.text("anon-notify.locale"))]);
+      if (mute.session_id === null) return say(session, ".mute-all", [clockText(mute.until, now, say(session, "anon-notify.locale"))]);
       const found = online.find((s) => s.session.session_id === mute.session_id);
-      const name = found ? sessionName(session!, found) : mute.session_id;
-      return session.text(".mute-session", [name, clockText(mute.until, now, session.text("anon-notify.locale"))]);
+      const name = found ? sessionName(session, found) : mute.session_id;
+      return say(session, ".mute-session", [name, clockText(mute.until, now, say(session, "anon-notify.locale"))]);
     })
     .join("；");
 }
@@ -34,13 +35,13 @@ export function muteCommands(ctx: Context, kit: ChatKit): void {
     asOwner(ctx, kit, session!, async () => {
       // The duration may be left out: `anon.mute #1` mutes session 1 for the default time.
       const minutes = first === undefined ? undefined : parseDuration(first);
-      if (minutes === null && (second !== undefined || looksLikeDuration(first!))) throw new ChatRefusal(session!.text(".bad-duration", [first]));
+      if (minutes === null && (second !== undefined || looksLikeDuration(first!))) throw new ChatRefusal(say(session!, ".bad-duration", [first]));
       const ref = minutes === null ? first : second;
       const target = ref === undefined ? null : sessionByRef(kit, session!, ref);
       const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
-      const until = clockText(mute.until, new Date(), session!.text("anon-notify.locale"));
-      if (!target) return session!.text(".muted-all", { until });
-      return session!.text(".muted-session", { until, ref: `#${target.number}`, project: projectName(session!, target.session) });
+      const until = clockText(mute.until, new Date(), say(session!, "anon-notify.locale"));
+      if (!target) return say(session!, ".muted-all", { until });
+      return say(session!, ".muted-session", { until, ref: `#${target.number}`, project: projectName(session!, target.session) });
     }),
   );
 
@@ -50,15 +51,15 @@ export function muteCommands(ctx: Context, kit: ChatKit): void {
       const sessionId =
         ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session!, ref).session.session_id;
       const ended = await kit.operator.unmute(sessionId);
-      return session!.text(ended > 0 ? ".unmuted" : ".none");
+      return say(session!, ended > 0 ? ".unmuted" : ".none");
     }),
   );
 
   ownerCommand(ctx, kit, "anon.status").action(({ session }) =>
     asOwner(ctx, kit, session!, async () => {
       const status = await kit.operator.status();
-      const held = status.held > 0 ? session!.text(".held", [status.held]) : "";
-      return session!.text(".report", {
+      const held = status.held > 0 ? say(session!, ".held", [status.held]) : "";
+      return say(session!, ".report", {
         sessions: status.sessions,
         running: status.running,
         pending: status.pending,

@@ -12,6 +12,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { Argv, Command, Session } from "koishi";
 import type { AuditLog } from "../audit/store.ts";
+import { reply, say } from "./words.ts";
 
 /** After a refusal is answered, the same user's further refusals get no answer (and one audit row) for this long. */
 export const REFUSAL_QUIET_MS = 10 * 60_000;
@@ -165,10 +166,10 @@ export class OwnerGuard {
     return verdict;
   }
 
-  /** The answer to a refused attempt: a short sentence, or nothing in silent mode or the user's quiet time. */
+  /** The answer to a refused attempt: a short sentence (plain text), or nothing in silent mode or the user's quiet time. */
   refusalText(session: Session, verdict: Verdict): string {
     if (this.#options.refusal === "silent" || this.#quiet.has(session)) return "";
-    return session.text(`anon-notify.refused.${verdict}`);
+    return say(session, `anon-notify.refused.${verdict}`);
   }
 
   /** Runs this guard before `command`'s own checks (authority included), so every attempt is recorded. */
@@ -176,7 +177,7 @@ export class OwnerGuard {
     command.before(async (argv: Argv) => {
       const session = argv.session!;
       const verdict = await this.admit(session, fromPlatformEvent(argv), command.name, { args: argv.args ?? [], options: argv.options ?? {} });
-      return verdict === "owner" ? undefined : this.refusalText(session, verdict);
+      return verdict === "owner" ? undefined : reply(this.refusalText(session, verdict));
     });
     return command;
   }

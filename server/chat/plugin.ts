@@ -10,15 +10,20 @@ import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
+import { buttonPresses } from "./buttons.ts";
 import { grantCommands } from "./grants.ts";
 import { instructionCommands } from "./instructions.ts";
 import { muteCommands } from "./mute.ts";
+import { flatCommandMenus } from "./native-commands.ts";
 import { sendCommands } from "./send.ts";
 import { sessionCommands } from "./sessions.ts";
 import { stopCommands } from "./stop.ts";
+import { newSessionCommands } from "./new-session.ts";
+import type { StartService } from "../hosts/service.ts";
 
 export interface ChatCommandsDeps {
   operator: OperatorService;
+  starts: StartService;
   approvals: ChatKit["approvals"];
   grants: ChatKit["grants"];
   audit: AuditLog;
@@ -40,10 +45,13 @@ export const ChatCommands = {
     sessionCommands(ctx, kit);
     // Before the replies to notices: a quote of an approval request is a decision, never an instruction.
     approvalCommands(ctx, kit);
+    buttonPresses(ctx, kit);
     grantCommands(ctx, kit);
     sendCommands(ctx, kit);
     instructionCommands(ctx, kit);
     muteCommands(ctx, kit);
     stopCommands(ctx, kit);
+    flatCommandMenus(ctx, "anon");
+    newSessionCommands(ctx, kit, deps.starts);
   },
 };

@@ -16,9 +16,9 @@ import { Id, wireIssues } from "../../protocol/wire.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError, type WireIssue } from "../errors.ts";
+import { DomainError, type WireIssue } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
-import type { TimelineItem } from "./model.ts";
+import type { TimelineItem } from "./decisions.ts";
 
 /** The console's own refusals, besides the protocol's error codes. */
 export type ConsoleRefusal = "sign_in_required" | "login_required" | "authority_too_low" | "bad_token";
@@ -96,14 +96,17 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
   action({
     name: "anon-notify/decide",
     input: ConsoleDecideInput,
-    // With `grant_minutes` (only `approved`): approve, and grant the approval's rules to its session for that long.
+    // With `grant_minutes` (only `approved`): approve, and grant this exact call (or `grant_prefix`) to its session for that long.
     run: async ({ approvals }, input, caller) => {
       const decider = { actor: "console" as const, name: caller.name };
+      if (input.grant_minutes === undefined && input.grant_prefix !== undefined)
+        throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
       if (input.grant_minutes === undefined)
         return { approval: await approvals.decide(input.approval_id, input.decision, decider, "console", input.reason ?? null, input.binding) };
       if (input.decision !== "approved")
         throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
-      return approvals.approveWithGrant(input.approval_id, input.grant_minutes, decider, "console", input.reason ?? null, input.binding);
+      const grant = { minutes: input.grant_minutes, prefix: input.grant_prefix };
+      return approvals.approveWithGrant(input.approval_id, grant, decider, "console", input.reason ?? null, input.binding);
     },
   }),
   action({

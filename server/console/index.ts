@@ -29,7 +29,7 @@ import type { OperatorService } from "../operator/service.ts";
 import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
-import { sessionRuns } from "./runs.ts";
+import { sessionRuns } from "./run-rules.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
 import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
 import {
@@ -48,7 +48,7 @@ import {
   type ConsoleApproval,
   type ConsoleSession,
   type TimelineItem,
-} from "./model.ts";
+} from "./decisions.ts";
 
 /** The store key of the page's data (`store.anonNotify` in the client). */
 export const FEED_KEY = "anonNotify";

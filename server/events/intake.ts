@@ -7,11 +7,11 @@
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
-import type { EventWorker } from "../delivery/worker.ts";
-import { DomainError } from "../errors.ts";
-import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit.ts";
+import type { EventWorker } from "../handover/worker.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 import { Turns } from "../../common/turns.ts";
-import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt.ts";
+import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt-rules.ts";
 import { ReceiptBatch, ReceiptLookup } from "./receipt-batch.ts";
 import type { EventStore } from "./store.ts";
 
@@ -114,11 +114,13 @@ export class EventIntake {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
     const stored: Promise<Stored>[] = [];
+    const lookup = await this.#batchLookup(bodies);
     const refused = await this.#as(from, async () => {
       for (const [index, body] of bodies.entries()) {
         try {
-          // Looked up one by one (each decided before the next), so the prefix still shares one write.
-          const acceptance = this.#accept(body, from, (eventId) => this.#deps.store.get(eventId));
+          // Decided one by one from rows read up front: no query between two events, so on any
+          // driver (MySQL's round trips too) the whole prefix joins one tick's write.
+          const acceptance = this.#accept(body, from, lookup);
           stored.push(acceptance.stored);
           accepted.push(await acceptance.decided);
         } catch (error) {
@@ -140,6 +142,27 @@ export class EventIntake {
     }
     await synced;
     return refused ? { accepted, refused } : { accepted };
+  }
+
+  /**
+   * One query for every event id the batch names; an id met a second time is read again, after
+   * its first acceptance was stored (one request per id at a time), so it is seen as a replay.
+   */
+  async #batchLookup(bodies: readonly unknown[]): Promise<Lookup> {
+    const ids = bodies.flatMap((body) => {
+      const id = (body as { event_id?: unknown } | null)?.event_id;
+      return typeof id === "string" ? [id] : [];
+    });
+    // Through the tick's lookup: one query with the single submissions of this tick, answered after theirs.
+    const unique = [...new Set(ids)];
+    const rows = await Promise.all(unique.map((id) => this.#lookup.get(id)));
+    const known = new Map(unique.map((id, index) => [id, rows[index]]));
+    const seen = new Set<string>();
+    return async (eventId) => {
+      if (seen.has(eventId)) return this.#deps.store.get(eventId);
+      seen.add(eventId);
+      return known.get(eventId);
+    };
   }
 
   /** The receipt as this process knows it, or `not_found`. */

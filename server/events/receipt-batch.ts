@@ -15,7 +15,7 @@
  */
 import { TickBatch, type ItemOutcome } from "../../common/tick-batch.ts";
 import type { AuditDraft, AuditLog } from "../audit/store.ts";
-import type { EventRow } from "./receipt.ts";
+import type { EventRow } from "./receipt-rules.ts";
 import type { EventStore } from "./store.ts";
 
 export interface ReceiptBatchDeps {

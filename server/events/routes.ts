@@ -6,11 +6,12 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { type BatchAccepted, type BatchRefusal, type EventAccepted, EventBatch } from "../../protocol/events.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
-import { type DomainError, parseWith } from "../errors.ts";
+import { type DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HTTP_STATUS } from "../http/error-status.ts";
 import { instanceText } from "../locales/load.ts";
 import type { EventIntake } from "./intake.ts";
+import type { Pusher } from "../push/pusher.ts";
 
 const LOAD_RETRY_MS = 1000;
 const PRUNE_INTERVAL_MS = 60_000;
@@ -31,12 +32,14 @@ function refusal(index: number, body: unknown, error: DomainError): BatchRefusal
 export interface EventRoutesDeps {
   api: HttpApi;
   intake: EventIntake;
+  /** The push route, when configured: a receipt carries the event's push receipt too. */
+  push?: Pick<Pusher, "receipt"> | undefined;
 }
 
 export const EventRoutes = {
   name: "notify-webhook-events",
   reusable: true,
-  apply(ctx: Context, { api, intake }: EventRoutesDeps) {
+  apply(ctx: Context, { api, intake, push }: EventRoutesDeps) {
     const logger = ctx.logger("notify-webhook");
     const release = api.holdUntilReady(ctx);
     const load = async () => {
@@ -74,8 +77,10 @@ export const EventRoutes = {
       return json(200, { accepted, refused: refused ? refusal(refused.index, events[refused.index], refused.error) : null } satisfies BatchAccepted);
     });
 
-    api.route(ctx, { method: "GET", path: "/events/:event_id", auth: "agent" }, async (request) =>
-      json(200, await intake.receipt(parseWith(Id, request.params.event_id))),
-    );
+    api.route(ctx, { method: "GET", path: "/events/:event_id", auth: "agent" }, async (request) => {
+      const eventId = parseWith(Id, request.params.event_id);
+      const receipt = await intake.receipt(eventId);
+      return json(200, push ? { ...receipt, push: await push.receipt(eventId) } : receipt);
+    });
   },
 };

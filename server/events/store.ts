@@ -5,7 +5,7 @@
 import type { Context, Query } from "koishi";
 import { koishi, untracedDatabase } from "../koishi.ts";
 import type { DeliveryRoute, ReceiptState } from "../../protocol/events.ts";
-import type { EventRow } from "./receipt.ts";
+import type { EventRow } from "./receipt-rules.ts";
 
 export const EVENT_TABLE = "anon_notify_event";
 

@@ -14,7 +14,7 @@ import type {} from "@koishijs/plugin-server";
 import type { Context as KoaContext } from "koa";
 import { errorText } from "../../common/errors.ts";
 import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } from "../../protocol/wire.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
 import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./error-status.ts";
 import { trustConnection } from "./trust.ts";
@@ -22,7 +22,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-export type RouteAuth = "agent" | "operator";
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons). */
+export type RouteAuth = "agent" | "operator" | "capability";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
 export interface RouteSpec {
@@ -32,6 +33,8 @@ export interface RouteSpec {
   auth: RouteAuth;
   /** Largest accepted body in bytes; bodies are read for every method but GET. */
   maxBytes?: number;
+  /** The body is read (within `maxBytes`) but not parsed: whatever a caller sends means nothing here. */
+  anyBody?: boolean;
 }
 
 export interface RouteRequest {
@@ -176,7 +179,8 @@ export class HttpApi {
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-    const body = spec.method === "GET" ? undefined : parseJson(await readBody(c, maxBytes, this.#bodyTimeoutMs));
+    const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
+    const body = raw === undefined || spec.anyBody ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
     refuseUnstorable(params, query);
@@ -216,6 +220,7 @@ export class HttpApi {
   }
 
   #authorize(c: KoaContext, auth: RouteAuth): void {
+    if (auth === "capability") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);

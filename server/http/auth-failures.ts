@@ -6,7 +6,7 @@
  * What makes guessing hopeless is the token's length (at least 32 characters, enforced at start);
  * this keeps a flood cheap, visible and answered without reading its body.
  */
-import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 
 export const AUTH_FAILURE_LIMIT: RateLimit = { perMinute: 30, burst: 20 };
 

@@ -3,15 +3,18 @@
  * the same refusal reads the same on every route (docs/protocol.md lists them).
  */
 import type { ErrorCode } from "../../protocol/wire.ts";
-import type { DomainError } from "../errors.ts";
+import type { DomainError } from "../../common/domain-error.ts";
 
 export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_json: 400,
   invalid_request: 400,
   invalid_context_usage: 400,
   invalid_image: 400,
+  command_incomplete: 400,
   unauthorized: 401,
   operator_disabled: 403,
+  operator_decisions_off: 403,
+  operator_token_reachable: 403,
   not_found: 404,
   session_offline: 409,
   session_in_use: 409,
@@ -25,8 +28,12 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   approval_mismatch: 409,
   capability_missing: 409,
   not_grantable: 409,
+  host_offline: 409,
+  host_ambiguous: 409,
   payload_too_large: 413,
   idempotency_key_reused: 422,
+  unknown_project: 422,
+  start_refused: 422,
   rate_limited: 429,
   too_many_approvals: 429,
   internal_error: 500,

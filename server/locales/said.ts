@@ -6,7 +6,7 @@
  */
 import type { EventBody } from "../../protocol/events.ts";
 import { readSaid } from "../../protocol/said.ts";
-import { wordSaid, type SaidWords } from "../../protocol/said-words.ts";
+import { wordSaid, type SaidWords } from "../../common/said-words.ts";
 import type { Say } from "./load.ts";
 
 function saidWords(say: Say): SaidWords {

@@ -11,7 +11,7 @@ import {
   OperatorStopBody,
   UnmuteBody,
 } from "../../protocol/operator.ts";
-import { parseWith } from "../errors.ts";
+import { parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
 

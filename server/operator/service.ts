@@ -10,9 +10,9 @@ import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSu
 import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { summarize } from "../queue/state.ts";
+import { summarize } from "../queue/decisions.ts";
 import type { CommandStore } from "../queue/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { muteUntil } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import { pageSessions, supportsImages, type SessionRegistry } from "../sessions/registry.ts";

@@ -4,7 +4,7 @@
  */
 import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
-import type { InjectOutcome } from "../delivery/steps.ts";
+import type { InjectOutcome } from "../handover/decisions.ts";
 
 export interface PersonaEvent {
   eventId: string;

@@ -26,7 +26,7 @@ import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from 
 import { formatIssues, Id, LIMITS } from "../../protocol/wire.ts";
 import { auditedTool } from "./persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { koishi } from "../koishi.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { OperatorService } from "../operator/service.ts";

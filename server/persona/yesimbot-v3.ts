@@ -15,8 +15,8 @@
 import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
 import { findBot } from "../bot.ts";
-import { withoutMarkers } from "./block.ts";
-import { deliveryError, type InjectOutcome } from "../delivery/steps.ts";
+import { withoutMarkers } from "./block-rules.ts";
+import { deliveryError, type InjectOutcome } from "../handover/decisions.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import type { PersonaEvent, PersonaSlot } from "./port.ts";
 

@@ -7,11 +7,12 @@ import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
 import { AckBody, ClaimQuery } from "../../protocol/queue.ts";
 import { Id } from "../../protocol/wire.ts";
-import { DomainError, parseWith } from "../errors.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { supportsImages, type SessionRegistry } from "../sessions/registry.ts";
-import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./state.ts";
+import { mayHoldClaim, mayHoldPoll, type PollCaps } from "./decisions.ts";
 import type { CommandStore } from "./store.ts";
+import type { HostRegistry } from "../hosts/registry.ts";
 import { instanceText } from "../locales/load.ts";
 
 const SWEEP_MAX_MS = 5_000;
@@ -21,6 +22,8 @@ const POLL_RETRY_SECONDS = 5;
 export interface CommandRoutesDeps {
   api: HttpApi;
   registry: SessionRegistry;
+  /** The host lane's claimers: on that lane `session_id` names a host. */
+  hosts: HostRegistry;
   commands: CommandStore;
   /** The shortest time the sweep serves (lease, stop time to live): it runs at least twice within it. */
   sweepMs: number;
@@ -31,7 +34,7 @@ export interface CommandRoutesDeps {
 export const CommandRoutes = {
   name: "notify-webhook-commands",
   reusable: true,
-  apply(ctx: Context, { api, registry, commands, sweepMs, pollCaps }: CommandRoutesDeps) {
+  apply(ctx: Context, { api, registry, hosts, commands, sweepMs, pollCaps }: CommandRoutesDeps) {
     const { waker } = commands;
     ctx.on("dispose", () => waker.close());
     for (const capability of ["commands", "command_images", "long_poll"]) api.offer(ctx, capability);
@@ -79,6 +82,7 @@ export const CommandRoutes = {
     };
 
     const claimUntil = async (query: z.output<typeof ClaimQuery>, withImages: boolean, deadline: number, signal: AbortSignal) => {
+      if (query.lane === "host") return claimForHost(ctx, hosts, commands, query, deadline, signal);
       for (;;) {
         const entry = registry.find(query.session_id);
         if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
@@ -103,6 +107,31 @@ export const CommandRoutes = {
     });
   },
 };
+
+/** A host's claim: held while nothing waits, whatever the host does (it has no run state). */
+async function claimForHost(
+  ctx: Context,
+  hosts: HostRegistry,
+  commands: CommandStore,
+  query: z.output<typeof ClaimQuery>,
+  deadline: number,
+  signal: AbortSignal,
+) {
+  const { waker } = commands;
+  for (;;) {
+    if (!hosts.isLiveRuntime(query.session_id, query.runtime_id)) throw new DomainError("session_offline");
+    const watch = waker.watch(query.session_id, "host");
+    try {
+      const answer = await commands.claim(query.session_id, query.runtime_id, false, signal, "host");
+      const remaining = deadline - Date.now();
+      if (answer.command || remaining <= 0 || waker.closed || signal.aborted) return json(200, answer);
+      await wake(ctx, watch.fired, remaining, signal);
+      if (waker.closed || signal.aborted) return json(200, { command: null });
+    } finally {
+      watch.close();
+    }
+  }
+}
 
 /** Waits for a wake-up, the time left, or the client leaving, and leaves no timer or listener behind. */
 function wake(ctx: Context, fired: Promise<void>, ms: number, signal: AbortSignal): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * The durable server-to-agent command queue (protocols 2 and 3) in Koishi's database. Every state change
- * is a conditional write guarded by what the decision was made on (state.ts), so two claims can
+ * is a conditional write guarded by what the decision was made on (decisions.ts), so two claims can
  * never lease the same command and a cancel can never slip past a claim. Final commands stay as
  * tombstones, so a cancelled command or a used request key survives restarts.
  *
@@ -22,6 +22,7 @@ import {
   type CommandLane,
   type CommandOrigin,
   type CommandSummary,
+  type CommandKind,
   type ControlKind,
 } from "../../protocol/queue.ts";
 import {
@@ -44,10 +45,11 @@ import {
   type AckInput,
   type CommandRecord,
   type Transition,
-} from "./state.ts";
+} from "./decisions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { wireIssues } from "../../protocol/wire.ts";
-import { DomainError } from "../errors.ts";
+import { StartPayload } from "../../protocol/hosts.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
 import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";
@@ -146,7 +148,26 @@ export class CommandStore {
   createControlCommand<K extends ControlKind>(sessionId: string, kind: K, payload: unknown, actor: AuditActor): Promise<CommandSummary> {
     const parsed = CONTROL_PAYLOADS[kind].safeParse(payload);
     if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
-    const checked: Record<string, unknown> = parsed.data;
+    return this.#createWithPayload(sessionId, kind, parsed.data, actor);
+  }
+
+  /** Queues a start job on a host's lane (docs/protocol.md, Hosts); `hostId` takes the session id's place. */
+  createStartJob(hostId: string, payload: StartPayload, actor: AuditActor): Promise<CommandSummary> {
+    return this.#createWithPayload(hostId, "start", StartPayload.parse(payload), actor);
+  }
+
+  /** A command's payload as stored (a start's refusal included); undefined for an unknown id. */
+  async payloadOf(commandId: string): Promise<Record<string, unknown> | null | undefined> {
+    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, ["payload"]);
+    return row?.payload;
+  }
+
+  #createWithPayload(
+    sessionId: string,
+    kind: Exclude<CommandKind, "instruction">,
+    checked: Record<string, unknown>,
+    actor: AuditActor,
+  ): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
       const record = await this.#table.insert(
         {

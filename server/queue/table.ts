@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import { koishi } from "../koishi.ts";
-import { ACTIVE_STATES, summarize, type CommandRecord } from "./state.ts";
+import { ACTIVE_STATES, summarize, type CommandRecord } from "./decisions.ts";
 
 declare module "koishi" {
   interface Tables {

@@ -6,8 +6,8 @@
  */
 import { Heartbeat, type HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
-import { DomainError, parseWith } from "../errors.ts";
-import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
+import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 import type { SessionRegistry } from "./registry.ts";
 
 export interface HeartbeatLimits {

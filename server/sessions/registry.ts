@@ -7,7 +7,7 @@ import { visibleControls } from "../../common/command-text.ts";
 import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
-import { DomainError } from "../errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 
 export interface SessionEntry {
   heartbeat: Heartbeat;

@@ -5,11 +5,11 @@
 import type { Context } from "koishi";
 import { OfflineBody } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";
-import { parseWith } from "../errors.ts";
+import { parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HeartbeatService, type HeartbeatLimits } from "./heartbeats.ts";
 import type { SessionRegistry } from "./registry.ts";
-import { PresenceStream } from "./stream.ts";
+import { PresenceStream } from "../http/presence-stream.ts";
 
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
 const SWEEP_INTERVAL_MAX_MS = 10_000;

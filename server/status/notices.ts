@@ -5,7 +5,7 @@
 import type { Context } from "koishi";
 import type { NoticesAnswer } from "../../protocol/status.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
-import type { DirectTarget } from "../delivery/direct.ts";
+import type { DirectTarget } from "../handover/direct.ts";
 import { instanceText } from "../locales/load.ts";
 import { LOG_PERSONA_NAME } from "../persona/log.ts";
 import type { PersonaSlot } from "../persona/port.ts";

@@ -8,6 +8,7 @@ import { packageRoot } from "../package-root.ts";
 import type { PersonaSlot } from "../persona/port.ts";
 import { chatReachesOwner, noticeFacts, noticeRoute } from "./notices.ts";
 import { recipientStatus } from "./recipient.ts";
+import type { Pusher } from "../push/pusher.ts";
 
 export interface StatusDeps {
   api: HttpApi;
@@ -16,14 +17,16 @@ export interface StatusDeps {
   personas: PersonaSlot;
   /** The server's heartbeat TTL, which the extension paces its heartbeats by. */
   sessionHeartbeatTimeoutMs: number;
+  /** The phone push route, when configured. */
+  push?: Pick<Pusher, "health"> | undefined;
 }
 
 export const StatusRoutes = {
   name: "notify-webhook-status",
   reusable: true,
-  apply(ctx: Context, { api, botId, recipientId, personas, sessionHeartbeatTimeoutMs }: StatusDeps) {
+  apply(ctx: Context, { api, botId, recipientId, personas, sessionHeartbeatTimeoutMs, push }: StatusDeps) {
     const version = packageVersion();
-    api.route(ctx, { method: "GET", path: "/health", auth: "agent" }, () => {
+    api.route(ctx, { method: "GET", path: "/health", auth: "agent" }, async () => {
       const facts = noticeFacts(ctx, personas, { botId, recipientId });
       return json(200, {
         ok: true,
@@ -33,6 +36,7 @@ export const StatusRoutes = {
         session_heartbeat_timeout_ms: sessionHeartbeatTimeoutMs,
         notices: noticeRoute(facts),
         chat: chatReachesOwner(facts),
+        push: push ? await push.health() : { route: "none", answers: null, last: null },
       } satisfies HealthAnswer);
     });
     api.route(ctx, { method: "GET", path: "/recipient", auth: "agent" }, async () => json(200, await recipientStatus(findBot(ctx, botId), recipientId)));

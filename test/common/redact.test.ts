@@ -28,6 +28,15 @@ const TABLE: readonly [string, string][] = [
   ["git clone https://me:$(rm${IFS}-rf${IFS}~)@github.com/x/y", "git clone https://me:$(rm${IFS}-rf${IFS}~)@github.com/x/y"],
   ["git commit --author=Alice -m x", "git commit --author=Alice -m x"],
   ["rm -rf build", "rm -rf build"],
+  // A value a later word uses is what runs: it is never hidden.
+  ["export AUTH_HOME=/; rm -rf $AUTH_HOME", "export AUTH_HOME=/; rm -rf $AUTH_HOME"],
+  ["AUTH_DIR=/home/u; rm -rf ${AUTH_DIR}/x", "AUTH_DIR=/home/u; rm -rf ${AUTH_DIR}/x"],
+  ["TOKEN=abc123 curl -H x; echo $TOKENS", "TOKEN=*** curl -H x; echo $TOKENS"],
+  ["echo $TOKEN; TOKEN=abc123 make", "echo $TOKEN; TOKEN=*** make"],
+  ["TOKEN_DIR=build; rm -rf ${TOKEN_DIR}/x", "TOKEN_DIR=build; rm -rf ${TOKEN_DIR}/x"],
+  ["SECRET_PATH=~/.ssh cp x $SECRET_PATH", "SECRET_PATH=~/.ssh cp x $SECRET_PATH"],
+  ["AUTH_FILE=./creds make", "AUTH_FILE=./creds make"],
+  ["TOKEN=s3cr3tvalue; echo $TOKENS", "TOKEN=***; echo $TOKENS"],
 ];
 
 for (const [text, redacted] of TABLE) {

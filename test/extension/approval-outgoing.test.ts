@@ -7,9 +7,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createOutgoing } from "../../extension/approvals/outgoing.ts";
-import type { ApiClient } from "../../extension/delivery/http-client.ts";
-import { classifyHttpFailure } from "../../extension/delivery/retry.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import type { ApiClient } from "../../extension/server-client/http-client.ts";
+import { classifyHttpFailure } from "../../extension/server-client/retry.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { ApprovalRequest } from "../../protocol/approvals.ts";
 import { approvalRequestOf } from "../../harness/agent-api.ts";
 

@@ -10,19 +10,19 @@ import {
   outsideProject,
   personPresent,
   type PolicySettings,
-} from "../../extension/approvals/policy.ts";
-import { analyzeCommand } from "../../extension/approvals/runs.ts";
-import { loadShell } from "../../extension/approvals/shell.ts";
+} from "../../extension/approvals/policy-rules.ts";
+import { analyzeCommand } from "../../extension/approvals/command-rules.ts";
+import { loadShell } from "../../extension/approvals/shell-rules.ts";
 import { Waits } from "../../extension/approvals/waits.ts";
-import { messagesFor } from "../../extension/messages.ts";
-import { Config, DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { Config, DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
 import { BUILTIN_RULE_IDS as BUILTIN_IDS } from "../../protocol/approvals.ts";
 
 const words = messagesFor("en-US").approvals.actions;
 
 const read = await loadShell();
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const defaults: PolicySettings = { disabledRules: [], rules: [], grantableRules: [] };
+const defaults: PolicySettings = { mode: "rules", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 const bash = (command: string) => ({ tool: "bash", input: { command } });
 const rulesOf = (command: string, settings = defaults) => matchCall(bash(command), place, settings, read, words)?.rules;
 
@@ -65,7 +65,7 @@ test("bash command lines: which rule each one matches", () => {
     ["dd if=/dev/zero of=/dev/null count=1", undefined],
     ["mkfs.ext4 /dev/sdb1", "disk-write"],
     ["echo x > /etc/hosts", "write-outside-project"],
-    ["echo x >> ~/.bashrc", "write-outside-project"],
+    ["echo x >> ~/.bashrc", "write-outside-project protected-path"],
     ["echo x > ../sibling/file", "write-outside-project"],
     ["echo x 2> /var/log/x", "write-outside-project"],
     ["cat a | tee /etc/motd", "write-outside-project"],
@@ -85,7 +85,7 @@ test("file tools: writes outside the project need a person, inside do not", () =
     ["write", { path: "/home/u/proj/src/a.ts", content: "" }, undefined],
     ["write", { path: "/etc/passwd", content: "" }, "write-outside-project"],
     ["edit", { path: "../other/x.ts", edits: [] }, "write-outside-project"],
-    ["edit", { path: "~/.ssh/config", edits: [] }, "write-outside-project"],
+    ["edit", { path: "~/.ssh/config", edits: [] }, "write-outside-project protected-path"],
     ["write", { path: "/tmp/x", content: "" }, undefined],
     ["read", { path: "/etc/passwd" }, undefined],
   ];
@@ -95,6 +95,8 @@ test("file tools: writes outside the project need a person, inside do not", () =
 
 test("rules can be switched off by id, and user rules match tool names and command patterns", () => {
   const settings: PolicySettings = {
+    mode: "rules",
+    allow: [],
     disabledRules: ["rm-rf"],
     grantableRules: [],
     rules: [
@@ -103,7 +105,8 @@ test("rules can be switched off by id, and user rules match tool names and comma
     ],
   };
   assert.equal(matchCall(bash("rm -rf build"), place, settings, read, words), undefined, "a disabled built-in rule no longer asks");
-  assert.deepEqual(matchCall(bash("kubectl delete pod x"), place, settings, read, words), { rules: ["deploy"], action: "kubectl", actionCode: "rule" });
+  const { rules, action, actionCode } = matchCall(bash("kubectl delete pod x"), place, settings, read, words) ?? {};
+  assert.deepEqual({ rules, action, actionCode }, { rules: ["deploy"], action: "kubectl", actionCode: "rule" });
   assert.equal(matchCall(bash("kubectl get pods"), place, settings, read, words), undefined);
   assert.deepEqual(matchCall({ tool: "mcp_call", input: {} }, place, settings, read, words)?.rules, ["any-mcp"]);
   assert.equal(matchCall({ tool: "other", input: {} }, place, settings, read, words), undefined);
@@ -128,8 +131,8 @@ test("who can answer, and what the gate does", () => {
   ];
   for (const [facts, present] of person) assert.equal(personPresent(facts), present, JSON.stringify(facts));
 
-  const match = { rules: ["rm-rf"], action: "rm -rf", actionCode: "rm-rf" };
-  const opaque = { rules: ["opaque.eval", "rm-rf"], action: "unclear", actionCode: "opaque" };
+  const match = { rules: ["rm-rf"], action: "rm -rf", actionCode: "rm-rf", sites: [] };
+  const opaque = { rules: ["opaque.eval", "rm-rf"], action: "unclear", actionCode: "opaque", sites: [] };
   assert.deepEqual(decideGate(undefined, false, "reject"), { kind: "allow" });
   assert.deepEqual(decideGate(match, true, "reject"), { kind: "ask", match });
   assert.deepEqual(decideGate(match, false, "allow"), { kind: "allow" });
@@ -155,6 +158,8 @@ test("helpers: nested commands are found, paths resolve against the project", ()
 
 test("grantable: only every matched rule made grantable by the user, never a fail-closed one", () => {
   const settings: PolicySettings = {
+    mode: "rules",
+    allow: [],
     disabledRules: [],
     grantableRules: ["rm-rf"],
     rules: [
@@ -267,7 +272,7 @@ const EVASIONS: readonly [string, string][] = [
   ["script -qc 'rm -rf ~' /dev/null", "rm-rf"],
   // The README's examples.
   ["r{m,} -rf ~", "opaque.dynamic-program"],
-  ["cp a ~/.bashrc", "write-outside-project"],
+  ["cp a ~/.bashrc", "write-outside-project protected-path"],
   ["git push -f", "git-push-force"],
   ["sudo apt install x", "sudo"],
   ["rm -r $FLAGS x", "rm-rf"],

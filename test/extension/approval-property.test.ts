@@ -9,15 +9,15 @@ import fc from "fast-check";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
-import { matchCall, type PolicySettings } from "../../extension/approvals/policy.ts";
-import { loadShell } from "../../extension/approvals/shell.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { matchCall, type PolicySettings } from "../../extension/approvals/policy-rules.ts";
+import { loadShell } from "../../extension/approvals/shell-rules.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 
 const words = messagesFor("en-US").approvals.actions;
 
 const read = await loadShell();
 const place = { cwd: "/home/u/proj", home: "/home/u", tempDirs: ["/tmp"] };
-const settings: PolicySettings = { disabledRules: [], rules: [], grantableRules: [] };
+const settings: PolicySettings = { mode: "rules", allow: [], disabledRules: [], rules: [], grantableRules: [] };
 
 /** A risky call: the program's name and the arguments that make it risky. */
 const risky = fc.constantFrom(

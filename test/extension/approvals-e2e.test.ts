@@ -6,13 +6,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { Type } from "typebox";
 import { ASK_TOOL_NAME } from "../../extension/approvals/gate.ts";
 import { AuditPage } from "../../protocol/audit.ts";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
+import { confirmingDeployer } from "../helpers/dialog-tool.ts";
 import { approvals, ask, auditActions, pendingApproval, rmBuild, setup } from "./approvals-stage.ts";
 
 test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
@@ -28,7 +27,7 @@ test("answered in the terminal first: the command runs, the owner was asked with
       "──── 将要运行（原文；控制字符与换行已显示为 ⏎ \\t 等可见符号）────",
       "rm -rf build",
       "──── 命令结束 ────",
-      "理由：规则 rm-rf",
+      "理由：规则 rm-rf ← rm -rf build、strict.unlisted ← rm -rf build（严格模式：只有安全清单上的命令和 approval.allow 允许的命令无需批准）",
       "10 分钟内无人回答则拒绝。也可以在聊天中回答，先到的答案为准。",
     ].join("\n"),
   );
@@ -116,7 +115,10 @@ test("print mode and subagents never wait: the policy rejects at once and nothin
       pi.script([rmBuild(), ai.fauxAssistantMessage("被拦截")]);
       await pi.prompt("清理构建目录");
       assert.equal(existsSync(build), true);
-      assert.match(toolResults(pi, "bash")[0]!.text, /^已拦截「rm -rf」（规则 rm-rf）：.*interactive, switched-on session/);
+      assert.match(
+        toolResults(pi, "bash")[0]!.text,
+        /^已拦截「rm -rf」（规则 rm-rf、strict\.unlisted（严格模式：[^）]*））：.*interactive, switched-on session/,
+      );
       assert.deepEqual(await approvals(koishi, sessionId), []);
       assert.deepEqual(owner, []);
     });
@@ -160,18 +162,7 @@ test("ask_approval is never offered in a subagent", { timeout: 90_000 }, async (
 
 test("another extension's dialog sends one urgent 'needs you' notice; this extension's own dialogs send none", { timeout: 90_000 }, async (t) => {
   const term = answerableTerminal();
-  const deployer = (pi: ExtensionAPI) => {
-    pi.registerTool({
-      name: "deploy",
-      label: "deploy",
-      description: "Deploys after asking.",
-      parameters: Type.Object({}),
-      async execute(_id, _params, _signal, _onUpdate, ctx) {
-        const yes = await ctx.ui.confirm("部署到生产？", "确认后开始部署");
-        return { content: [{ type: "text", text: yes ? "deployed" : "cancelled" }], details: undefined };
-      },
-    });
-  };
+  const deployer = confirmingDeployer("部署到生产？");
   const { koishi, pi, sessionId } = await setup(t, { pi: { ui: term.ui, extensions: [deployer] } });
   pi.script([ai.fauxAssistantMessage([ai.fauxToolCall("deploy", {})], { stopReason: "toolUse" }), rmBuild(), ai.fauxAssistantMessage("完成")]);
   const run = pi.prompt("部署然后清理");
@@ -281,7 +272,7 @@ test("an English session gets the dialog, the terminal notes and the model's ref
       "──── Will run (verbatim; control characters and line breaks shown as ⏎ \\t …) ────",
       "rm -rf build",
       "──── end of command ────",
-      "Reason: rule rm-rf",
+      "Reason: rule rm-rf ← rm -rf build, strict.unlisted ← rm -rf build (strict mode: only safe-listed commands and those approval.allow names run unasked)",
       "Rejected if nobody answers within 10 min. You can also answer in the chat; the first answer counts.",
     ].join("\n"),
   );

@@ -101,10 +101,11 @@ test("the request shows the code a secret-looking name hides, and a long or mult
 });
 
 test("a standing grant answers the next call of a grantable rule at once, the terminal says so, and never covers what cannot be seen", {
+  // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
-  const { koishi, pi, sessionId } = await setup(t, { approval: { grantableRules: ["rm-rf"] }, pi: { ui: term.ui } });
+  const { koishi, pi, sessionId } = await setup(t, { approval: { mode: "rules", grantableRules: ["rm-rf"] }, pi: { ui: term.ui } });
   for (const target of ["g1", "g2", "g3"]) mkdirSync(join(pi.cwd, target), { recursive: true });
   const commands = ["rm -rf g1", "rm -rf g2", "$(echo rm) -rf g3"];
   pi.script([...commands.map(bashCall), ai.fauxAssistantMessage("done")]);

@@ -32,7 +32,7 @@ export async function setup(
 ): Promise<Setup> {
   const owner: string[] = [];
   const koishi = await startKoishi({
-    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq },
+    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: RECIPIENT.qq, approvalOperatorDecisions: true },
     plugins: (use) => void use(MockBot, { selfId: "514" }),
   });
   const bot = koishi.app.bots["mock:514"]!;

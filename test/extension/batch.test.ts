@@ -1,10 +1,10 @@
 /**
- * The batch decisions (extension/delivery/batch.ts), table-driven: how much the next request
+ * The batch decisions (extension/notices/batch.ts), table-driven: how much the next request
  * carries, and what a batch answer means for each event sent.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { batchOutcomes, batchSize, takeChunk } from "../../extension/delivery/batch.ts";
+import { batchOutcomes, batchSize, takeChunk } from "../../extension/notices/batch.ts";
 import { type BatchAccepted, EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 

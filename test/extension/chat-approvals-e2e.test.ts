@@ -61,6 +61,35 @@ test("approved with anon.approve in the owner's chat: a stranger's approve chang
   assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`审批 ${code} 已经有了结果：已在聊天中批准。这次的回答没有生效。`]);
 });
 
+test("the self-approval loop's shape — the operator token posted to the decision route while the call waits — is refused, the call stays pending, and the owner decides in the chat", {
+  timeout: 90_000,
+}, async (t) => {
+  const { chat, pi, build, run, code, sessionId } = await setup(t);
+  // What the agent's background loop did: read data/operator.token and answer its own request.
+  const { body } = await call(chat, "GET", `/operator/approvals?state=open&session_id=${sessionId}`, undefined, OPERATOR_TOKEN);
+  const self = await call(chat, "POST", `/operator/approvals/${body.approvals[0].approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
+  assert.deepEqual([self.status, self.body], [403, { error: "operator_decisions_off" }]);
+  assert.equal(await approvalState(chat, sessionId), "pending", "the call stays pending");
+  assert.equal(existsSync(build), true, "nothing ran");
+
+  assert.deepEqual(await chat.owner().receive(`anon.approve ${code}`), [`已批准 ${code}（rm -rf），决定已发给 Pi。`]);
+  await run;
+  assert.equal(existsSync(build), false, "the owner approved: the command ran");
+  const closing = await waitUntil(() => chat.sent.find((m) => m.text.includes(`${code} 已结束`)), "the owner got the closing message");
+  assert.equal(closing.text, `【Pi 审批 ${code} 已结束】rm -rf：已在聊天中批准，命令已放行。`);
+  const audit = await call(chat, "GET", `/operator/audit?session_id=${sessionId}&limit=100`, undefined, OPERATOR_TOKEN);
+  assert.deepEqual(
+    audit.body.entries
+      .filter((e: { action: string }) => e.action === "approval.refused")
+      .map((e: { data: { via: string; error: string } }) => [e.data.via, e.data.error]),
+    [["operator", "operator_decisions_off"]],
+  );
+  assert.ok(
+    pi.notices().some((n) => /已在聊天中批准/.test(n)),
+    `the terminal is told where it was decided: ${JSON.stringify(pi.notices())}`,
+  );
+});
+
 test("denied by replying 拒绝 with a reason to the request: blocked, and the model reads the owner's reason", { timeout: 90_000 }, async (t) => {
   const { chat, pi, build, run, request, code } = await setup(t);
   assert.deepEqual(await chat.owner().receive(`<quote id="${request.id}"/>拒绝 build 里有我要的产物`), [
@@ -102,10 +131,14 @@ test("a command that tries to forge an approve line reaches the owner as one vis
 });
 
 test("approve for 30 minutes from the chat: the session's next rm -rf runs at once by the grant, the owner gets one closing line naming the grant and its use; after anon.revoke the next one asks again", {
+  // Grants now bind to the request's `argv`, which the gate sends from issue 34 (branch approvals-gate): until it does, none can be made.
   timeout: 120_000,
 }, async (t) => {
   const term = answerableTerminal();
-  const { chat, pi } = await piOnChat(t, { ui: term.ui, userConfig: { language: "zh-CN", approval: { enabled: true, grantableRules: ["rm-rf"] } } });
+  const { chat, pi } = await piOnChat(t, {
+    ui: term.ui,
+    userConfig: { language: "zh-CN", approval: { enabled: true, mode: "rules", grantableRules: ["rm-rf"] } },
+  });
   await pi.prompt("/anon-notify");
   const dirs = ["a", "b", "c"].map((name) => join(pi.cwd, name));
   for (const dir of dirs) mkdirSync(dir, { recursive: true });

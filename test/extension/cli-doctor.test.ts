@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { dataDirFor } from "../../extension/config/config.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
-import { runStandalone } from "../../server/standalone.ts";
+import { runStandalone } from "../../server/standalone/start.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { configureExtension } from "../../harness/webhook.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { REPO, describeRun, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 
 const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;

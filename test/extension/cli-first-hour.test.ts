@@ -9,7 +9,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readActivation, parseSessionLines } from "../../activation.ts";
 import { dataDirFor } from "../../extension/config/config.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { REPO, describeRun, runPi, stubbedPiHome, type PiHome, type StubModel } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 

@@ -12,14 +12,14 @@ import {
   wantsTurnEnd,
   type ClaimFacts,
   type RunFact,
-} from "../../extension/instructions/decisions.ts";
+} from "../../extension/command-channel/instruction-rules.ts";
 import { CustomMessageComponent, initTheme } from "@earendil-works/pi-coding-agent";
-import { commandMessage, commandMessageRenderer, instructionText } from "../../extension/instructions/message.ts";
-import { messagesFor } from "../../extension/messages.ts";
-import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/lanes/journal.ts";
-import { SendRequest } from "../../extension/state-bus.ts";
-import { allowedOutcome, controlStep, stoppedRun } from "../../extension/control/decisions.ts";
-import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
+import { commandMessage, commandMessageRenderer, instructionText } from "../../extension/command-channel/instruction-message.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/command-channel/journal.ts";
+import { SendRequest } from "../../protocol/state-bus.ts";
+import { allowedOutcome, controlStep, stoppedRun } from "../../extension/command-channel/control-rules.ts";
+import { ControlDispatcher } from "../../extension/command-channel/control-dispatcher.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
 

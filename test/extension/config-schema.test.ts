@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import test from "node:test";
 import { CONFIG_SCHEMA_FILE, configJsonSchema } from "../../scripts/config-schema.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
 
 test("config.schema.json is what `npm run config-schema` generates from the zod schema now", () => {
   assert.equal(readFileSync(CONFIG_SCHEMA_FILE, "utf8"), configJsonSchema(), "run `npm run config-schema` and commit config.schema.json");

@@ -14,9 +14,9 @@ import {
   renderSource,
   type LoadConfigOptions,
 } from "../../extension/config/config.ts";
-import { didYouMean, editDistance } from "../../extension/config/layers.ts";
-import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { didYouMean, editDistance } from "../../extension/config/layer-rules.ts";
+import { Config, DEFAULT_CONFIG, sinkSocketProblem } from "../../extension/config/schema-rules.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 
 const zh = messagesFor("zh-CN");
 const en = messagesFor("en-US");

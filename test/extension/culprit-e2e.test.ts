@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { messagesFor } from "../../extension/messages.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { configureExtension } from "../../harness/webhook.ts";

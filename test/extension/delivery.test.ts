@@ -9,14 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { classifyHttpFailure, DeliveryError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/delivery/retry.ts";
-import { createWebhookClient, type WebhookClient } from "../../extension/delivery/http-client.ts";
-import { createNotifier, nonFinalAllowed } from "../../extension/delivery/notifier.ts";
-import { openOutbox } from "../../extension/delivery/outbox.ts";
+import { classifyHttpFailure, ServerError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/server-client/retry.ts";
+import { createWebhookClient, type WebhookClient } from "../../extension/server-client/http-client.ts";
+import { createNotifier, nonFinalAllowed } from "../../extension/notices/notifier.ts";
+import { openOutbox } from "../../extension/notices/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { firstLine, waitUntil } from "../../harness/wait.ts";
 
 const TOKEN = "t0ken-that-must-never-leak";
@@ -169,7 +169,7 @@ test("HTTP failures: 408, 425, 429 and 5xx are retryable, other 4xx are not", ()
   ];
   for (const [code, retryable] of cases) {
     const error = classifyHttpFailure(code, {}, now);
-    assert.ok(error instanceof DeliveryError);
+    assert.ok(error instanceof ServerError);
     assert.equal(error.retryable, retryable, String(code));
     assert.equal(error.status, code);
   }
@@ -200,7 +200,7 @@ test("Retry-After is read as seconds or an HTTP date and capped at 60 s", () => 
 
 test("runWithRetry retries retryable failures with backoff, honours Retry-After, and returns a value", async () => {
   const sleep = fakeSleep();
-  const failures = [new DeliveryError("busy", { retryable: true }), new DeliveryError("slow down", { retryable: true, retryAfterMs: 4_000 })];
+  const failures = [new ServerError("busy", { retryable: true }), new ServerError("slow down", { retryable: true, retryAfterMs: 4_000 })];
   const result = await runWithRetry(
     async (n) => {
       const failure = failures[n - 1];
@@ -214,12 +214,12 @@ test("runWithRetry retries retryable failures with backoff, honours Retry-After,
 });
 
 test("runWithRetry stops at once on a permanent failure or a bug, and after maxAttempts otherwise", async () => {
-  const permanent = new DeliveryError("bad request", { retryable: false, status: 400 });
+  const permanent = new ServerError("bad request", { retryable: false, status: 400 });
   const cases: [unknown, number, number, boolean][] = [
     [permanent, 3, 1, false],
     [new TypeError("x is undefined"), 3, 1, false],
-    [new DeliveryError("down", { retryable: true }), 3, 3, true],
-    [new DeliveryError("down", { retryable: true }), 1, 1, true],
+    [new ServerError("down", { retryable: true }), 3, 3, true],
+    [new ServerError("down", { retryable: true }), 1, 1, true],
   ];
   for (const [thrown, maxAttempts, expectedAttempts, retryable] of cases) {
     let calls = 0;
@@ -234,9 +234,9 @@ test("runWithRetry stops at once on a permanent failure or a bug, and after maxA
     assert.equal(calls, expectedAttempts);
     assert.equal(result.attempts, expectedAttempts);
     if (!result.ok) {
-      assert.ok(result.error instanceof DeliveryError);
+      assert.ok(result.error instanceof ServerError);
       assert.equal(result.error.retryable, retryable);
-      if (thrown instanceof DeliveryError) assert.equal(result.error, thrown);
+      if (thrown instanceof ServerError) assert.equal(result.error, thrown);
     }
   }
 });
@@ -245,7 +245,7 @@ test("runWithRetry ends with an aborted result when its signal fires during a wa
   const controller = new AbortController();
   const result = await runWithRetry(
     async () => {
-      throw new DeliveryError("down", { retryable: true });
+      throw new ServerError("down", { retryable: true });
     },
     {
       maxAttempts: 5,
@@ -293,7 +293,7 @@ test("postEvent sends the bearer token, the Idempotency-Key and the body, and re
 test("postEvent failures are classified: status, retryability and server code; the token never appears", async () => {
   const now = Date.UTC(2026, 10, 30, 3, 0, 0);
   const otherId: Handler = (_req, res) => res.writeHead(202).end(JSON.stringify({ event_id: "pi:other", state: "queued", duplicate: false }));
-  const cases: [string, Handler, Partial<DeliveryError>][] = [
+  const cases: [string, Handler, Partial<ServerError>][] = [
     ["429 with seconds", status(429, { "retry-after": "3" }), { retryable: true, status: 429, retryAfterMs: 3_000, code: "rate_limited" }],
     ["429 with a date", status(429, { "retry-after": new Date(now + 8_000).toUTCString() }), { retryable: true, retryAfterMs: 8_000 }],
     ["503", status(503, {}, { error: "not_ready" }), { retryable: true, status: 503, code: "not_ready" }],
@@ -323,7 +323,7 @@ test("postEvent failures are classified: status, retryability and server code; t
         () => assert.fail(`${name}: expected a failure`),
         (e: unknown) => e,
       );
-    assert.ok(error instanceof DeliveryError, name);
+    assert.ok(error instanceof ServerError, name);
     for (const [key, value] of Object.entries(expected)) assert.equal((error as unknown as Record<string, unknown>)[key], value, `${name}: ${key}`);
     assert.ok(!error.message.includes(TOKEN) && !String(error.stack).includes(TOKEN), `${name}: no token`);
     await server.close();
@@ -335,7 +335,7 @@ test("a black-holed server times out as a retryable error; a closed port is a re
   const timedOut = await client(hole.endpoint, 150)
     .postEvent(event())
     .catch((e: unknown) => e);
-  assert.ok(timedOut instanceof DeliveryError);
+  assert.ok(timedOut instanceof ServerError);
   assert.equal(timedOut.code, "timeout");
   assert.equal(timedOut.retryable, true);
 
@@ -344,7 +344,7 @@ test("a black-holed server times out as a retryable error; a closed port is a re
   const refused = await client(gone.endpoint)
     .postEvent(event())
     .catch((e: unknown) => e);
-  assert.ok(refused instanceof DeliveryError);
+  assert.ok(refused instanceof ServerError);
   assert.equal(refused.code, "ECONNREFUSED");
   assert.equal(refused.retryable, true);
   assert.ok(!refused.message.includes(TOKEN));
@@ -366,7 +366,7 @@ test("request derives the URL from the endpoint, adds the query and validates th
   const error = await client(server.endpoint)
     .request("GET", "health", { schema: z.unknown(), signal: controller.signal })
     .catch((e: unknown) => e);
-  assert.ok(error instanceof DeliveryError);
+  assert.ok(error instanceof ServerError);
   assert.equal(error.code, "aborted");
   assert.equal(error.retryable, false);
 });
@@ -454,10 +454,10 @@ test("a final survives a crash of the Pi process mid-send and the next start res
     [
       "--input-type=module",
       "-e",
-      `import { createNotifier } from ${here("extension/delivery/notifier.ts")};
-       import { createWebhookClient } from ${here("extension/delivery/http-client.ts")};
-       import { openOutbox } from ${here("extension/delivery/outbox.ts")};
-       import { messagesFor } from ${here("extension/messages.ts")};
+      `import { createNotifier } from ${here("extension/notices/notifier.ts")};
+       import { createWebhookClient } from ${here("extension/server-client/http-client.ts")};
+       import { openOutbox } from ${here("extension/notices/outbox.ts")};
+       import { messagesFor } from ${here("extension/texts/messages.ts")};
        const notifier = createNotifier({
          client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
          outbox: openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn }),

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 import { setImmediate } from "node:timers/promises";
-import type { Notifier } from "../../extension/delivery/notifier.ts";
+import type { Notifier } from "../../extension/notices/notifier.ts";
 import { createHandOver } from "../../extension/notices/hand-over.ts";
 import type { EventBody } from "../../protocol/events.ts";
 

@@ -1,17 +1,17 @@
 /** The link to the server: the real cause of a failure, outages and their end, and what stays quiet. Pure, table-driven. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LINK_UNKNOWN, linkStep, quietFailure, serverCause, type LinkSignal, type LinkState } from "../../extension/delivery/decisions.ts";
-import { classifyHttpFailure, DeliveryError } from "../../extension/delivery/retry.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { LINK_UNKNOWN, linkStep, quietFailure, serverCause, type LinkSignal, type LinkState } from "../../extension/server-client/decisions.ts";
+import { classifyHttpFailure, ServerError } from "../../extension/server-client/retry.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 
 const http = (status: number, code?: string) => classifyHttpFailure(status, {}, 0, code);
-const refused = new DeliveryError("POST sessions/heartbeat failed: ECONNREFUSED connect ECONNREFUSED", { retryable: true, code: "ECONNREFUSED" });
-const timeout = new DeliveryError("no answer within 10000 ms", { retryable: true, code: "timeout" });
-const invalid = new DeliveryError("HTTP 200 with an invalid answer", { retryable: false, status: 200, code: "invalid_answer" });
+const refused = new ServerError("POST sessions/heartbeat failed: ECONNREFUSED connect ECONNREFUSED", { retryable: true, code: "ECONNREFUSED" });
+const timeout = new ServerError("no answer within 10000 ms", { retryable: true, code: "timeout" });
+const invalid = new ServerError("HTTP 200 with an invalid answer", { retryable: false, status: 200, code: "invalid_answer" });
 
 test("serverCause names what stands in the way, not the status code alone", () => {
-  const rows: [string, DeliveryError, boolean, ReturnType<typeof serverCause>][] = [
+  const rows: [string, ServerError, boolean, ReturnType<typeof serverCause>][] = [
     ["401 with no token here", http(401, "unauthorized"), false, "no_token"],
     ["401 with a token", http(401, "unauthorized"), true, "token_refused"],
     ["connection refused", refused, true, "no_answer"],
@@ -35,7 +35,7 @@ test("the causes are worded in both languages, naming the endpoint", () => {
 test("linkStep: down at the first failure that is the server being away, back (with how long) at its first answer", () => {
   const up: LinkState = { phase: "up", since: 0 };
   const down: LinkState = { phase: "down", since: 1_000 };
-  const failed = (error: DeliveryError): LinkSignal => ({ kind: "failed", error });
+  const failed = (error: ServerError): LinkSignal => ({ kind: "failed", error });
   const rows: [string, LinkState, LinkSignal, LinkState, number | undefined][] = [
     ["first answer", LINK_UNKNOWN, { kind: "answered" }, { phase: "up", since: 5_000 }, undefined],
     ["refused while up", up, failed(refused), { phase: "down", since: 5_000 }, undefined],
@@ -59,7 +59,7 @@ test("linkStep: down at the first failure that is the server being away, back (w
 test("quietFailure: the outage itself, a refused token and a forgotten runtime need no warning; anything else does", () => {
   const up: LinkState = { phase: "up", since: 0 };
   const down: LinkState = { phase: "down", since: 0 };
-  const rows: [string, DeliveryError, LinkState, boolean][] = [
+  const rows: [string, ServerError, LinkState, boolean][] = [
     ["refused while down", refused, down, true],
     ["a restart's 404 while down", http(404), down, true],
     ["a 409 session_offline after a restart", http(409, "session_offline"), up, true],

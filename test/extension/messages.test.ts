@@ -1,9 +1,9 @@
 /** The language rule, the footer text and the doctor's report: pure, table-driven. */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/messages.ts";
+import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/texts/messages.ts";
 import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
-import { DeliveryError } from "../../extension/delivery/retry.ts";
+import { ServerError } from "../../extension/server-client/retry.ts";
 
 describe("localeLanguage", () => {
   const rows: [string, NodeJS.ProcessEnv, string][] = [
@@ -50,6 +50,7 @@ const localTime = (ms: number) => new Intl.DateTimeFormat("en-US", { dateStyle: 
 
 test("doctorReport shows where each value came from, never the token, and what each probe found", () => {
   const facts: DoctorFacts = {
+    operatorTokens: [],
     configErrors: [],
     files: [
       { layer: "legacy", path: "/ext/config.json", status: "missing" },
@@ -162,6 +163,7 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
     files: [],
     values: [],
     token: { used: "file", file: "/a/token", fileState: "present" },
+    operatorTokens: [],
     endpoint: "http://127.0.0.1:5140/api/agent-notify/v1/events",
     health: { kind: "ok", value: { ok: true, version: "0.5.0", protocol: { events: 1, commands: 3 }, capabilities: [], session_heartbeat_timeout_ms: 30_000 } },
     recipient: { kind: "ok", value: { qq: "10001", anon_qq: "10002", status: "ok", reason: null } },
@@ -177,7 +179,7 @@ function doctorFacts(overrides: Partial<DoctorFacts> = {}): DoctorFacts {
 test("the doctor names the real cause of a failed question to the server, in both languages", () => {
   const endpoint = "http://127.0.0.1:5140/api/agent-notify/v1/events";
   // What the doctor's probe reports when nothing listens: the client's error, worded as Pi prints it in each language.
-  const refused = new DeliveryError("GET health failed: ECONNREFUSED", {
+  const refused = new ServerError("GET health failed: ECONNREFUSED", {
     retryable: true,
     code: "ECONNREFUSED",
     facts: { kind: "network", request: "GET health", code: "ECONNREFUSED", detail: "connect ECONNREFUSED 127.0.0.1:5140" },
@@ -225,6 +227,11 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
       session_heartbeat_timeout_ms: 30_000,
       notices: { route: "none", ready: false, reason: "no_persona" },
       chat: false,
+      push: {
+        route: "ntfy",
+        answers: "buttons",
+        last: { state: "retrying", error: "ntfy_rate_limited: ntfy 限流了（HTTP 429），6 秒后重试", at: "2026-01-02T03:04:05.000Z" },
+      },
     },
   };
   const facts = doctorFacts({
@@ -237,6 +244,7 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
   for (const line of [
     "  notices go: nowhere; not ready: the server has no persona (YesImBot) (no_persona)",
     "  chat: none (this server cannot message anyone)",
+    "  phone push: ntfy, approvals can be answered on the notification; last one retrying: ntfy is rate-limiting; the server retries later (ntfy_rate_limited)",
     "  QQ 10001, Anon QQ 10002: unknown, the server has no chat bot loaded (bot_not_found)",
     `  last delivery: pi:s:e:completed (completed, ${localTime(Date.UTC(2026, 0, 2, 3, 4, 6))}) → accepted; receipt now failed: the server has no persona (YesImBot) (no_persona)`,
   ]) {
@@ -247,6 +255,7 @@ test("the doctor shows where the server's notices go, whether it has a chat, and
   for (const line of [
     "  通知去向：无处可去；未就绪：服务端没有可用的人格（YesImBot）（no_persona）",
     "  聊天：没有（这个服务端不能私聊任何人）",
+    "  手机推送：ntfy，审批可在通知上直接批准或拒绝；最近一次 retrying：ntfy 限流了，服务端稍后重试（ntfy_rate_limited）",
     "已接受，当前回执 failed：服务端没有可用的人格（YesImBot）（no_persona）",
   ]) {
     assert.ok(chinese.includes(line), `${line}\n${chinese}`);

@@ -5,12 +5,12 @@ import { setImmediate as nextTick } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { EventBody } from "../../protocol/events.ts";
 import { ApprovalGate, needsYouNotice } from "../../extension/approvals/gate.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import { ControlDispatcher } from "../../extension/control/dispatcher.ts";
-import type { Notifier, SendOptions } from "../../extension/delivery/notifier.ts";
-import { messagesFor, type Language } from "../../extension/messages.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
+import { ControlDispatcher } from "../../extension/command-channel/control-dispatcher.ts";
+import type { Notifier, SendOptions } from "../../extension/notices/notifier.ts";
+import { messagesFor, type Language } from "../../extension/texts/messages.ts";
 import { createHandOver } from "../../extension/notices/hand-over.ts";
-import type { NoticeContext } from "../../extension/notices/notice.ts";
+import type { NoticeContext } from "../../extension/notices/notice-rules.ts";
 
 const context = (language: Language): NoticeContext => ({
   sessionId: "s-1",

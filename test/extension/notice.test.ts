@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { messagesFor } from "../../extension/messages.ts";
-import { buildEvent, finalEventId, finalNotice, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { buildEvent, finalEventId, finalNotice, runSummary, sampleContextUsage, truncate, type PiContextUsage } from "../../extension/notices/notice-rules.ts";
 import { startRun, withAssistant, withLowLevelStart } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";

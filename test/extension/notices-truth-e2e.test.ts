@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { messagesFor, type Language } from "../../extension/messages.ts";
+import { messagesFor, type Language } from "../../extension/texts/messages.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";

@@ -22,7 +22,7 @@ import {
 } from "../../harness/pi.ts";
 import { ABORT_SCENARIOS } from "../helpers/abort-scenarios.ts";
 import { probe, type Probe } from "../helpers/probe.ts";
-import { finalEventId } from "../../extension/notices/notice.ts";
+import { finalEventId } from "../../extension/notices/notice-rules.ts";
 import { TEST_TOKEN, configureExtension, startWebhook, type Webhook } from "../../harness/webhook.ts";
 
 interface Setup {

@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../extension/delivery/outbox.ts";
+import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../extension/notices/outbox.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { firstLine } from "../../harness/wait.ts";
 
@@ -228,7 +228,7 @@ test("an entry claimed by another live process is left alone, and taken over onc
   const outbox = open(dir);
   await outbox.put(finalEvent("pi:cross"), 1_000);
   await outbox.release("pi:cross"); // as after a failed send
-  const outboxModule = fileURLToPath(new URL("../../extension/delivery/outbox.ts", import.meta.url));
+  const outboxModule = fileURLToPath(new URL("../../extension/notices/outbox.ts", import.meta.url));
   const child = spawn(
     process.execPath,
     [

@@ -2,12 +2,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import type { ApiClient } from "../../extension/delivery/http-client.ts";
-import { DeliveryError } from "../../extension/delivery/retry.ts";
-import { messagesFor } from "../../extension/messages.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
+import type { ApiClient } from "../../extension/server-client/http-client.ts";
+import { ServerError } from "../../extension/server-client/retry.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
 import { Presence } from "../../extension/presence/presence.ts";
-import { ServerFacts } from "../../extension/server-facts.ts";
+import { ServerFacts } from "../../extension/server-client/server-facts.ts";
 
 type Answer = { command_protocol?: number } | "fail";
 
@@ -20,7 +20,7 @@ function scripted(answers: Answer[]) {
         await new Promise((resolve) => setImmediate(resolve));
         if (path === "sessions/offline") return { removed: true };
         const answer = answers.shift() ?? {};
-        if (answer === "fail") throw new DeliveryError("connection refused", { retryable: true });
+        if (answer === "fail") throw new ServerError("connection refused", { retryable: true });
         return { ttl_ms: 30_000, server_time: new Date(0).toISOString(), ...answer };
       })();
       calls.push({ path, answered });

@@ -23,7 +23,7 @@ import {
   type SendTrigger,
 } from "../../extension/presence/decisions.ts";
 import { createRuntimeId } from "../../extension/presence/presence.ts";
-import { projectName } from "../../extension/session-labels.ts";
+import { projectName } from "../../extension/session/label-rules.ts";
 
 test("the send loop keeps at most one request in flight and sends the newest state once after it", () => {
   const rows: { from: SendLoop; trigger: SendTrigger; to: SendLoop; send: boolean }[] = [

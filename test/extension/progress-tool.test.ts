@@ -2,9 +2,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventBody } from "../../protocol/events.ts";
 import { ToolCallRecord } from "../../protocol/progress.ts";
-import { messagesFor } from "../../extension/messages.ts";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
-import type { NoticeContext } from "../../extension/notices/notice.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
+import type { NoticeContext } from "../../extension/notices/notice-rules.ts";
 import {
   NO_REPORTS,
   ProgressParams,

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
-import { ReceiptWatch } from "../../extension/delivery/receipt-watch.ts";
-import type { ApiClient } from "../../extension/delivery/http-client.ts";
+import { ReceiptWatch } from "../../extension/notices/receipt-watch.ts";
+import type { ApiClient } from "../../extension/server-client/http-client.ts";
 import { Receipt, type ReceiptState } from "../../protocol/events.ts";
 import { waitUntil } from "../../harness/wait.ts";
 

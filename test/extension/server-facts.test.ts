@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ServerFacts } from "../../extension/server-facts.ts";
-import { modelSupportsImages } from "../../extension/session-labels.ts";
+import { ServerFacts } from "../../extension/server-client/server-facts.ts";
+import { modelSupportsImages } from "../../extension/session/label-rules.ts";
 
 type Step = "open" | "close" | "forget" | { accept: "idle" | "running"; protocol?: number };
 

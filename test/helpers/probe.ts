@@ -4,7 +4,7 @@
  * (emit `anon-notify:send`, append a raw activation entry).
  */
 import type { ExtensionAPI, InlineExtension } from "@earendil-works/pi-coding-agent";
-import { STATE_CHANNEL, SEND_CHANNEL, StatePayload } from "../../extension/state-bus.ts";
+import { STATE_CHANNEL, SEND_CHANNEL, StatePayload } from "../../protocol/state-bus.ts";
 import { ACTIVATION_CUSTOM_TYPE } from "../../activation.ts";
 
 export interface Probe {

@@ -6,7 +6,7 @@
  *
  * It is a stand-in for the server's queue, so it must not decide anything its own way: which
  * command a claim gets, whether a claim is held, what an expiry and an ACK do and the status of a
- * refusal are the real queue's pure decisions (server/queue/state.ts) and the HTTP edge's table
+ * refusal are the real queue's pure decisions (server/queue/decisions.ts) and the HTTP edge's table
  * (server/http/error-status.ts). Only `failNextAck` answers as the test scripts it.
  * test/server/scripted-api.test.ts runs one table of scenarios against this and the real server.
  */
@@ -18,7 +18,16 @@ import { AckBody, ClaimQuery, type ClaimAnswer, type ClaimedCommand, type Comman
 import { Heartbeat, OfflineBody } from "../../protocol/sessions.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { HTTP_STATUS } from "../../server/http/error-status.ts";
-import { ACTIVE_STATES, claimedCommand, claimPatch, decideAck, expiryPatch, mayHoldClaim, pickClaim, type CommandRecord } from "../../server/queue/state.ts";
+import {
+  ACTIVE_STATES,
+  claimedCommand,
+  claimPatch,
+  decideAck,
+  expiryPatch,
+  mayHoldClaim,
+  pickClaim,
+  type CommandRecord,
+} from "../../server/queue/decisions.ts";
 import { pendingRow } from "../../server/queue/table.ts";
 
 /** The real defaults' lease and stop time to live (notify-webhook.ts's Config). */

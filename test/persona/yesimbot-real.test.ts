@@ -11,7 +11,7 @@ import type { ToolDefinition } from "@earendil-works/pi-coding-agent";
 import type { ForkScope } from "koishi";
 import { EventBody } from "../../protocol/events.ts";
 import * as notifyWebhook from "../../server/notify-webhook.ts";
-import { buildEventBlock } from "../../server/persona/block.ts";
+import { buildEventBlock } from "../../server/persona/block-rules.ts";
 import { SYSTEM_EVENT_TYPE, type SystemEventStimulus } from "../../server/persona/yesimbot-v3.ts";
 import { startKoishi, type KoishiHarness, type Use } from "../../harness/koishi.ts";
 import {

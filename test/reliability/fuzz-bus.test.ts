@@ -16,7 +16,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { LIMITS, oneLine } from "../../protocol/wire.ts";
-import { SendRequest } from "../../extension/state-bus.ts";
+import { SendRequest } from "../../protocol/state-bus.ts";
 import { AUDIT_TABLE } from "../../server/audit/store.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
 import { piOnServer } from "../../harness/extension-env.ts";

@@ -1,5 +1,5 @@
 /**
- * Crash run of the standalone server (`server/standalone.ts`, a child process): under a mixed load —
+ * Crash run of the standalone server (`server/standalone/start.ts`, a child process): under a mixed load —
  * events, heartbeats, operator commands with images (request keys retried after a crash), claims,
  * ACKs, cancellations, leases that expire — the process is killed with SIGKILL at seeded random
  * moments and restarted on the same data folder. The command client is modelled as the extension

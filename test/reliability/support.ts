@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
+import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block-rules.ts";
 import { rowsOfRunningServer, rowsOnDisk } from "../../harness/standalone.ts";
 
 export const LONG = process.env.RELIABILITY === "long";

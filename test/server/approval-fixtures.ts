@@ -8,7 +8,7 @@ import type { Context, Plugin } from "koishi";
 import { OPERATOR_TOKEN, call, heartbeatOf } from "../../harness/agent-api.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { voiceOf, type Voice } from "../../server/approvals/messages.ts";
+import { voiceOf, type Voice } from "../../server/approvals/message-rules.ts";
 import type { Locale } from "../../server/locales/load.ts";
 import { sayIn } from "./say.ts";
 import { MockBot } from "./persona-standin.ts";
@@ -33,6 +33,8 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
     reason: "规则 rm-rf",
     command: "rm -rf build",
     command_hidden_chars: 0,
+    argv: [["rm", "-rf", "build"]],
+    agent_uid: null,
     rules: ["rm-rf"],
     grantable: false,
     preview: "rm -rf build",
@@ -50,6 +52,7 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
     resolved_at: null,
     request_message_id: null,
     request_sent: false,
+    request_held: false,
     persona_mentioned: false,
     closing_sent: false,
     grant_id: null,
@@ -67,7 +70,7 @@ export async function server(t: { after(fn: () => Promise<void>): void }, option
   const owner: string[] = [];
   let failSends = 0;
   const koishi = await startKoishi({
-    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: OWNER },
+    config: { operatorToken: OPERATOR_TOKEN, botId: "mock:514", recipientId: OWNER, approvalOperatorDecisions: true },
     plugins: (use) => {
       use(MockBot, { selfId: "514" });
       if (options.yesImBot) use(StandInToolService as unknown as Plugin<Context>);

@@ -110,6 +110,7 @@ test("the sweep ends what nobody can answer: past its time, or its runtime not o
             isLive: (_session, runtime) => live.has(runtime),
             presenceGraceMs: 30_000,
             limits: { maxOpenMs: 15 * 60_000, openPerSession: 10, rate: { perMinute: 100, burst: 100 } },
+            operatorDecisions: { optedIn: false, serverUid: 1000 },
             grants: new GrantService({ store: new GrantStore(ctx), audit: new AuditLog(ctx), maxMinutes: 120, now: () => now }),
             now: () => now,
           })),

@@ -8,7 +8,9 @@ import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import type { ApprovalRequest } from "../../protocol/approvals.ts";
 import type { ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { coveringGrant, decideGrant, decideRevoke, serverGrantable, type GrantRecord } from "../../server/approvals/grant-decisions.ts";
+import { posix } from "node:path";
+import fc from "fast-check";
+import { argvCovered, coveringGrant, decideGrant, decideRevoke, leavesProject, serverGrantable, type GrantRecord } from "../../server/approvals/grant-rules.ts";
 import { GrantStore } from "../../server/approvals/grant-store.ts";
 import { GrantService } from "../../server/approvals/grants.ts";
 import { AuditLog } from "../../server/audit/store.ts";
@@ -27,6 +29,9 @@ function grant(overrides: Partial<GrantRecord> = {}): GrantRecord {
     grant_id: "GACDE",
     session_id: "s-1",
     rules: ["rm-rf", "sudo"],
+    argv: [["rm", "-rf", "build"]],
+    prefix: false,
+    cwd: "/home/u/proj",
     approval_id: "ap-1",
     created_by: "operator",
     via: "operator",
@@ -39,29 +44,70 @@ function grant(overrides: Partial<GrantRecord> = {}): GrantRecord {
   };
 }
 
-test("what the server may grant: only policy requests whose every rule the user made grantable, never a fail-closed finding or the model's own ask", () => {
-  const table: [string, { grantable: boolean; source: "policy" | "ask_approval"; rules: string[] }, boolean][] = [
-    ["grantable rm-rf", { grantable: true, source: "policy", rules: ["rm-rf"] }, true],
-    ["the client said no", { grantable: false, source: "policy", rules: ["rm-rf"] }, false],
-    ["an opaque finding, the client said yes", { grantable: true, source: "policy", rules: ["rm-rf", "opaque.eval"] }, false],
-    ["ask_approval", { grantable: true, source: "ask_approval", rules: ["model.ask"] }, false],
-    ["model.ask under policy", { grantable: true, source: "policy", rules: ["model.ask"] }, false],
-    ["no rules", { grantable: true, source: "policy", rules: [] }, false],
+const CWD = "/home/u/proj";
+const RM_BUILD = [["rm", "-rf", "build"]];
+
+test("what the server may grant: a policy request with literal argv, never a fail-closed finding, the model's own ask or a call without argv; the client's word is not asked", () => {
+  const base = { source: "policy" as const, rules: ["rm-rf"], argv: RM_BUILD, cwd: CWD };
+  const table: [string, Parameters<typeof serverGrantable>[0], boolean][] = [
+    ["grantable rm-rf", base, true],
+    ["the client said no: the server decides", { ...base, grantable: false } as Parameters<typeof serverGrantable>[0], true],
+    ["no argv (an expansion the client could not resolve)", { ...base, argv: undefined }, false],
+    ["an empty argv", { ...base, argv: [] }, false],
+    ["an empty simple command", { ...base, argv: [[]] }, false],
+    ["an opaque finding", { ...base, rules: ["rm-rf", "opaque.eval"] }, false],
+    ["ask_approval", { ...base, source: "ask_approval", rules: ["model.ask"] }, false],
+    ["model.ask under policy", { ...base, rules: ["model.ask"] }, false],
+    ["no rules", { ...base, rules: [] }, false],
+    ["a protected path (asks in every mode)", { ...base, rules: ["rm-rf", "protected-path"] }, false],
   ];
   for (const [name, request, expected] of table) assert.equal(serverGrantable(request), expected, name);
   assert.deepEqual(
-    decideGrant({ grantable: true, source: "policy", rules: ["rm-rf"] }, 600, 120, NOW),
-    { kind: "grant", expiresAt: minutes(120) },
+    decideGrant(base, 600, 120, NOW),
+    { kind: "grant", expiresAt: minutes(120), argv: RM_BUILD, prefix: false },
     "capped by the server's maximum",
   );
-  assert.deepEqual(decideGrant({ grantable: true, source: "policy", rules: ["opaque.eval"] }, 30, 120, NOW), { kind: "refuse", error: "not_grantable" });
+  assert.deepEqual(decideGrant({ ...base, rules: ["opaque.eval"] }, 30, 120, NOW), { kind: "refuse", error: "not_grantable" });
+  const npm = { ...base, argv: [["npm", "test", "--", "--grep", "x"]] };
+  assert.deepEqual(decideGrant(npm, 30, 120, NOW, ["npm", "test"]), { kind: "grant", expiresAt: minutes(30), argv: [["npm", "test"]], prefix: true });
+  for (const [name, approval, prefix] of [
+    ["not its leading words", npm, ["npm", "run"]],
+    ["longer than the command", npm, ["npm", "test", "--", "--grep", "x", "y"]],
+    [
+      "an approval of two simple commands",
+      {
+        ...base,
+        argv: [
+          ["npm", "test"],
+          ["rm", "-rf", "build"],
+        ],
+      },
+      ["npm"],
+    ],
+  ] as const)
+    assert.deepEqual(
+      decideGrant(approval, 30, 120, NOW, prefix),
+      {
+        kind: "refuse",
+        error: "invalid_request",
+        issues: [{ path: "grant_prefix", message: "must be the leading words of the approval's one simple command" }],
+      },
+      name,
+    );
+  assert.deepEqual(decideGrant({ ...npm, cwd: "/" }, 30, 120, NOW, ["npm"]), { kind: "refuse", error: "not_grantable" }, "no prefix grant in the root");
 });
 
-test("which live grant covers a request: same session, not revoked, not expired, every rule held", () => {
-  const request = { session_id: "s-1", grantable: true, source: "policy" as const, rules: ["rm-rf"] };
+test("which live grant covers a request: same session and cwd, not revoked, not expired, the exact argv; none of the issue's widenings", () => {
+  const request = { session_id: "s-1", source: "policy" as const, rules: ["rm-rf"], argv: RM_BUILD, cwd: CWD };
   const table: [string, GrantRecord[], typeof request, Date, string | undefined][] = [
-    ["covers", [grant()], request, NOW, "GACDE"],
-    ["all of two rules", [grant()], { ...request, rules: ["sudo", "rm-rf"] }, NOW, "GACDE"],
+    ["the same call", [grant()], request, NOW, "GACDE"],
+    ["rm -rf ~", [grant()], { ...request, argv: [["rm", "-rf", "~"]] }, NOW, undefined],
+    ["rm -rf build; rm -rf /", [grant()], { ...request, argv: [...RM_BUILD, ["rm", "-rf", "/"]] }, NOW, undefined],
+    ["rm -rf build twice", [grant()], { ...request, argv: [...RM_BUILD, ...RM_BUILD] }, NOW, undefined],
+    ["rm -rf / from cwd /", [grant()], { ...request, argv: [["rm", "-rf", "/"]], cwd: "/" }, NOW, undefined],
+    ["the same argv from another cwd", [grant()], { ...request, cwd: "/home/u" }, NOW, undefined],
+    ["a request without argv", [grant()], { ...request, argv: undefined as never }, NOW, undefined],
+    ["a grant made before binding (no argv)", [grant({ argv: null })], request, NOW, undefined],
     ["a rule it lacks", [grant()], { ...request, rules: ["rm-rf", "git-push-force"] }, NOW, undefined],
     ["another session", [grant()], { ...request, session_id: "s-2" }, NOW, undefined],
     ["a minute before its end", [grant()], request, minutes(29), "GACDE"],
@@ -74,6 +120,57 @@ test("which live grant covers a request: same session, not revoked, not expired,
   assert.equal(decideRevoke(undefined, "operator", NOW).kind, "refuse");
   assert.equal(decideRevoke(grant(), "operator", NOW).kind, "apply");
   assert.equal(decideRevoke(grant(), "operator", minutes(31)).kind, "unchanged", "an expired grant is left as it is");
+});
+
+test("a prefix grant covers the commands starting with it whose further words stay inside the project", () => {
+  const prefix = grant({ argv: [["npm", "test"]], prefix: true, rules: ["npm"] });
+  const covered = (argv: string[][]) => argvCovered(prefix, argv);
+  const table: [string, string[][], boolean][] = [
+    ["the prefix itself", [["npm", "test"]], true],
+    ["with project arguments", [["npm", "test", "--", "--grep", "login", "src/a.test.ts", "./b/../c"]], true],
+    [
+      "twice",
+      [
+        ["npm", "test"],
+        ["npm", "test", "x"],
+      ],
+      true,
+    ],
+    [
+      "another program beside it",
+      [
+        ["npm", "test"],
+        ["rm", "-rf", "build"],
+      ],
+      false,
+    ],
+    ["a longer word, not the prefix", [["npm", "testx"]], false],
+    ["home", [["npm", "test", "~"]], false],
+    ["home path", [["npm", "test", "~/x"]], false],
+    ["absolute elsewhere", [["npm", "test", "/etc/passwd"]], false],
+    ["absolute inside", [["npm", "test", `${CWD}/src`]], true],
+    ["a sibling sharing the name's start", [["npm", "test", "/home/u/project2"]], false],
+    ["a .. escape", [["npm", "test", "../other"]], false],
+    ["a deep .. escape", [["npm", "test", "a/../../.."]], false],
+    ["after =", [["npm", "test", "--out=/etc/x"]], false],
+    ["after :", [["npm", "test", "x:~/y"]], false],
+    ["glued to a short option", [["npm", "test", "-C/etc"]], false],
+    ["dd's of=", [["npm", "test", "of=/dev/sda"]], false],
+    ["an expansion (never sent, fail closed)", [["npm", "test", "$HOME"]], false],
+  ];
+  for (const [name, argv, expected] of table) assert.equal(covered(argv), expected, name);
+});
+
+test("leavesProject agrees with path resolution for plain path words (generated)", () => {
+  const piece = fc.constantFrom("a", "b", "..", ".", "", "proj", "u", "home");
+  const word = fc.tuple(fc.boolean(), fc.array(piece, { minLength: 1, maxLength: 6 })).map(([absolute, parts]) => (absolute ? "/" : "") + parts.join("/"));
+  fc.assert(
+    fc.property(word, (w) => {
+      const rel = posix.relative(CWD, posix.resolve(CWD, w));
+      assert.equal(leavesProject(w, CWD), rel.startsWith("..") || posix.isAbsolute(rel), w);
+    }),
+    { seed: 34, numRuns: 2000 },
+  );
 });
 
 test("the service on a real database: a grant expires on time and a revocation holds for the next request; each use is counted once", async (t) => {
@@ -94,13 +191,22 @@ test("the service on a real database: a grant expires on time and a revocation h
   });
   t.after(() => server.stop());
   const grants = await waitUntil(() => service, "the grant service built once the database is there");
-  const approval = { approval_id: "ap-1", code: "ACDEF", session_id: "s-1", rules: ["rm-rf"], grantable: true, source: "policy" } as ApprovalRecord;
+  const approval = {
+    approval_id: "ap-1",
+    code: "ACDEF",
+    session_id: "s-1",
+    rules: ["rm-rf"],
+    argv: RM_BUILD,
+    cwd: CWD,
+    grantable: true,
+    source: "policy",
+  } as ApprovalRecord;
   const operator = { actor: "operator" as const, name: "operator" };
   const made = await grants.create(approval, 30, operator, "chat");
   assert.match(made.grant_id, /^G[A-Z]{4}$/);
   assert.equal(made.expires_at, minutes(30).toISOString());
 
-  const request = { ...approvalRequestOf({ session_id: "s-1", rules: ["rm-rf"] }), grantable: true } as ApprovalRequest;
+  const request = approvalRequestOf({ session_id: "s-1", rules: ["rm-rf"], argv: RM_BUILD });
   assert.deepEqual((await grants.use(request))?.use, 1);
   assert.deepEqual((await grants.use(request))?.use, 2);
   assert.equal(await grants.use({ ...request, rules: ["rm-rf", "opaque.eval"] }), undefined, "never for a fail-closed finding");
@@ -133,7 +239,7 @@ test("the service on a real database: a grant expires on time and a revocation h
 // ── The whole path ──────────────────────────────────────────────────────────
 
 const grantable = (overrides: Partial<ApprovalRequest> = {}) =>
-  approvalRequestOf({ tool_call_id: `call-${Math.random()}`, rules: ["rm-rf"], grantable: true, ...overrides });
+  approvalRequestOf({ tool_call_id: `call-${Math.random()}`, rules: ["rm-rf"], argv: RM_BUILD, grantable: true, ...overrides });
 
 async function requested(chat: ChatHarness, overrides: Partial<ApprovalRequest> = {}) {
   const created = await call(chat, "POST", "/approvals", grantable(overrides));
@@ -154,7 +260,7 @@ async function claimedDecisions(chat: ChatHarness) {
 }
 
 test("approve for a while from the chat: the next request of the session with those rules is approved at once and counted; revoked, the next one asks again", async (t) => {
-  const chat = await startChat({ config: { approvalBurst: 50, approvalsPerMinute: 1000, approvalsOpenPerSession: 10 } });
+  const chat = await startChat({ config: { approvalBurst: 50, approvalsPerMinute: 1000, approvalsOpenPerSession: 20 } });
   t.after(() => chat.stop());
   await agentApi(chat).heartbeat({ project: "shop" });
   const owner = chat.owner();
@@ -166,7 +272,7 @@ test("approve for a while from the chat: the next request of the session with th
   assert.match(
     reply ?? "",
     new RegExp(
-      `^已批准 ${first.approval.code}（rm -rf），并授权本会话 30分钟内只命中规则 rm-rf 的请求直接批准（授权 G[A-Z]{4}），决定已发给 Pi。撤销：anon\\.revoke G[A-Z]{4}$`,
+      `^已批准 ${first.approval.code}（rm -rf），并授权本会话 30分钟内在 proj 目录下：只有完全相同的命令 rm -rf build 直接批准（授权 G[A-Z]{4}），决定已发给 Pi。撤销：anon\\.revoke G[A-Z]{4}$`,
     ),
   );
   assert.ok(grantId);
@@ -194,23 +300,48 @@ test("approve for a while from the chat: the next request of the session with th
   assert.equal(closing.text, `【Pi 审批 ${second.approval.code} 已结束】rm -rf：已按授权 ${grantId} 批准（第 1 次使用），命令已放行。`);
   assert.equal(chat.sent.slice(sent).length, 1, "no request was sent for it, only its closing");
 
+  // Never for another call: the issue's widenings each ask the owner.
+  for (const [argv, cwd] of [
+    [[["rm", "-rf", "~"]], "/home/u/proj"],
+    [[...RM_BUILD, ["rm", "-rf", "/"]], "/home/u/proj"],
+    [[["rm", "-rf", "/"]], "/"],
+    [RM_BUILD, "/home/u"],
+  ] as const) {
+    const widened = await requested(chat, { argv: argv.map((c) => [...c]), cwd });
+    assert.equal(widened.approval.state, "pending", JSON.stringify({ argv, cwd }));
+    await owner.receive(`anon.deny ${widened.approval.code}`);
+  }
+  assert.equal((await requested(chat, { argv: undefined })).approval.state, "pending", "a request without argv is never covered");
+
   // Never for what the server cannot see through, nor for a rule the grant does not hold.
   const opaque = await requested(chat, { rules: ["rm-rf", "opaque.eval"] });
   assert.equal(opaque.approval.state, "pending");
   assert.deepEqual(await owner.receive(`anon.approve ${opaque.approval.code} 30m`), [
-    "这个审批不能授权（命中的规则无法看清要运行什么、是模型自己的请求，或该规则没有设为可授权）。可以只批准这一次。",
+    "这个审批不能授权（命中的规则无法看清要运行什么、是模型自己的请求，或命令里有不是字面量的部分，无法绑定到确切的调用）。可以只批准这一次。",
   ]);
   assert.equal((await requested(chat, { rules: ["sudo"] })).approval.state, "pending");
   assert.equal((await requested(chat, { source: "ask_approval", rules: ["model.ask"] })).approval.state, "pending");
 
   const [listing] = await owner.receive("anon.grants");
-  assert.match(listing ?? "", new RegExp(`^有效的授权（1 个）：\\n${grantId} · #1 shop · 规则 rm-rf · 还剩 \\d+分钟 · 已用 1 次\\n撤销：anon\\.revoke`));
+  assert.match(
+    listing ?? "",
+    new RegExp(`^有效的授权（1 个）：\\n${grantId} · #1 shop · 只有完全相同的命令 rm -rf build 直接批准 · 还剩 \\d+分钟 · 已用 1 次\\n撤销：anon\\.revoke`),
+  );
   assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`已撤销授权 ${grantId}（用过 1 次）。之后的请求会再问你。`]);
   assert.deepEqual(await owner.receive(`anon.revoke ${grantId}`), [`授权 ${grantId} 已经结束了（用过 1 次），无需撤销。`]);
   assert.deepEqual(await owner.receive("anon.grants"), ["现在没有有效的授权。"]);
   const after = await call(chat, "POST", "/approvals", grantable());
   assert.equal(after.body.approval.state, "pending", "revoked: the next request asks the owner");
   assert.match((await owner.receive(`anon.approve ${after.body.approval.code} 1d`))[0] ?? "", /看不懂授权时长“1d”。写成 30m、2h 这样，最长 240 分钟。/);
+
+  // A prefix the owner picks covers the commands starting with it, inside the project, and says so.
+  const npm = await requested(chat, { argv: [["npm", "test", "--", "--grep", "a"]], rules: ["strict.unknown"] });
+  const [prefixed] = await owner.receive(`anon.approve ${npm.approval.code} 30m npm test`);
+  assert.match(prefixed ?? "", /并授权本会话 30分钟内在 proj 目录下：以 npm test 开头、其余参数不指向项目以外的命令直接批准（授权 G[A-Z]{4}）/);
+  assert.equal((await requested(chat, { argv: [["npm", "test", "src/x.test.ts"]], rules: ["strict.unknown"] })).approval.state, "decided");
+  assert.equal((await requested(chat, { argv: [["npm", "test", "../../etc"]], rules: ["strict.unknown"] })).approval.state, "pending");
+  const [badPrefix] = await owner.receive(`anon.approve ${after.body.approval.code} 30m rm -rf build now`);
+  assert.match(badPrefix ?? "", /grant_prefix/, "a prefix the call does not start with is refused, nothing decided");
 
   const audit = (await operatorApi(chat).audit({ limit: "200" })).body.entries as {
     action: string;
@@ -222,12 +353,12 @@ test("approve for a while from the chat: the next request of the session with th
       .filter((e) => e.action.startsWith("grant.") || e.action === "approval.granted")
       .map((e) => e.action)
       .reverse(),
-    ["grant.created", "approval.granted", "grant.revoked"],
+    ["grant.created", "approval.granted", "grant.revoked", "grant.created", "approval.granted"],
   );
 });
 
 test("the operator API: grant_minutes only where grantable (else 409 not_grantable and nothing decided), grants listed and revoked", async (t) => {
-  const chat = await startChat({ config: { grantMaxMinutes: 60 } });
+  const chat = await startChat({ config: { grantMaxMinutes: 60, approvalOperatorDecisions: true } });
   t.after(() => chat.stop());
   await agentApi(chat).heartbeat();
   const decide = (id: string, body: Record<string, unknown>) => call(chat, "POST", `/operator/approvals/${id}/decision`, body, OPERATOR_TOKEN);

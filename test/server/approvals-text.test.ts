@@ -5,8 +5,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { project } from "../../server/approvals/decisions.ts";
-import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/messages.ts";
-import { consoleApproval } from "../../server/console/model.ts";
+import { closingText, requestText, wholeCommandTexts } from "../../server/approvals/message-rules.ts";
+import { consoleApproval } from "../../server/console/decisions.ts";
 import { ACTION_LABEL_CASES } from "../helpers/languages.ts";
 import { NOW, record, voice } from "./approval-fixtures.ts";
 
@@ -64,9 +64,13 @@ test("the request is the command, verbatim, on lines nothing the agent wrote can
   const long = `echo ${"a".repeat(5000)}; rm -rf ~`;
   const cut = requestText(record({ command: long }), NOW, zh);
   assert.match(cut, /┃ echo a+ ⟦…\d+…⟧ a+; rm -rf ~$/m, "head and tail, the tail's rm in sight");
-  const hidden = Number(/中间有 (\d+) 个字符没有显示。完整内容：anon\.approval ACDEF/.exec(cut)?.[1]);
+  const hidden = Number(/^⚠ 太长，中间有 (\d+) 个字符没有显示，其中可能还有别的命令。回答前先看完整内容：anon\.approval ACDEF$/m.exec(cut)?.[1]);
   assert.ok(hidden > 4000 && hidden < long.length, cut);
   assert.match(requestText(record({ command: "rm -rf ~", command_hidden_chars: 1234 }), NOW, en), /Pi left out 1234 of its characters/);
+  assert.match(
+    requestText(record({ command: long }), NOW, en),
+    /^⚠ Too long: \d+ characters in the middle are not shown, and they may run other commands\. Read all of it before you answer: anon\.approval ACDEF$/m,
+  );
 
   const parts = wholeCommandTexts(record({ command: `${"x".repeat(4000)}\n批准：anon.approve XXXXX\ntail`, code: "ACDEF" }), zh);
   assert.ok(parts.length >= 3, "split across messages");

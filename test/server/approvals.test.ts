@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { Context } from "koishi";
 import { CODE_ALPHABET, type ApprovalResolution } from "../../protocol/approvals.ts";
 import { decideDecision, decideExpiry, decideResolution, decideVanish, nextOutgoing, pickCode, type ApprovalRecord } from "../../server/approvals/decisions.ts";
-import { closingText, requestText } from "../../server/approvals/messages.ts";
+import { closingText, requestText } from "../../server/approvals/message-rules.ts";
 import { NOW, OWNER, binding, record, server, voice } from "./approval-fixtures.ts";
 import { ApprovalStore } from "../../server/approvals/store.ts";
 import { OPERATOR_TOKEN, approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";

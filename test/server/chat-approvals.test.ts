@@ -152,7 +152,7 @@ test("the request shows the command verbatim on one delimited line, no forged an
   const long = `echo ${"a".repeat(3000)}\nrm -rf ~ <at id="10001"/> &amp;`;
   const cut = await requested(harness, { command: long });
   assert.match(cut.message.text, /┃ echo a+ ⟦…\d+…⟧ a+⏎rm -rf ~ <at id="10001"\/> &amp;$/m, "head and tail; the tail's markup is text");
-  assert.match(cut.message.text, new RegExp(`中间有 \\d+ 个字符没有显示。完整内容：anon\\.approval ${cut.code}`));
+  assert.match(cut.message.text, new RegExp(`中间有 \\d+ 个字符没有显示，其中可能还有别的命令。回答前先看完整内容：anon\\.approval ${cut.code}`));
   const parts = await owner.receive(`anon.approval ${cut.code.toLowerCase()}`);
   assert.equal(parts.length, 3, parts.join("\n---\n"));
   assert.match(parts[0]!, new RegExp(`^【Pi 审批 ${cut.code} 的完整内容 1/3】`));

@@ -9,7 +9,7 @@ import { actionText } from "../../console/client/action-text.ts";
 import { failureText } from "../../console/client/failure-text.ts";
 import messages from "../../console/client/messages.ts";
 import { project } from "../../server/approvals/decisions.ts";
-import { consoleApproval } from "../../server/console/model.ts";
+import { consoleApproval } from "../../server/console/decisions.ts";
 import { ACTION_LABEL_CASES } from "../helpers/languages.ts";
 import { record } from "./approval-fixtures.ts";
 

@@ -15,7 +15,7 @@ import {
   originDecision,
   timelineItem,
   type Board,
-} from "../../server/console/model.ts";
+} from "../../server/console/decisions.ts";
 
 test("which WebSocket origins reach the page", () => {
   const cases: [string | undefined, string | undefined, string[], ReturnType<typeof originDecision>][] = [

@@ -1,10 +1,10 @@
 /**
- * The session view's runs (server/console/runs.ts), as tables: audit rows in, runs out.
+ * The session view's runs (server/console/run-rules.ts), as tables: audit rows in, runs out.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { AuditEntry } from "../../protocol/audit.ts";
-import { sessionRuns, timelineSay, type RunView } from "../../server/console/runs.ts";
+import { sessionRuns, timelineSay, type RunView } from "../../server/console/run-rules.ts";
 
 let nextId = 0;
 const T0 = Date.parse("2026-12-01T10:00:00.000Z");

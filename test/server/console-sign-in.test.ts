@@ -9,7 +9,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import { SIGN_IN_LISTENER } from "../../server/console/index.ts";
-import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
+import type { ConsoleSession, TimelineItem } from "../../server/console/decisions.ts";
 import { consoleStage } from "../helpers/console.ts";
 
 function sessionIn(sessions: ConsoleSession[], sessionId: string) {

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { CommandSummary } from "../../protocol/queue.ts";
 import { CHROMIUM_SKIP, consoleBrowser, consoleStage } from "../helpers/console.ts";
 import { latch, waitForAbortStep } from "../../harness/pi.ts";
-import type { RunView } from "../../server/console/runs.ts";
+import type { RunView } from "../../server/console/run-rules.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 test("a run typed in the terminal and stopped from the page before any notice shows in the session view with its task (redacted, as text) and a duration", {

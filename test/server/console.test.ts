@@ -15,8 +15,8 @@ import { consoleStage } from "../helpers/console.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
 import { imageOf } from "./images.ts";
-import type { ConsoleSession, TimelineItem } from "../../server/console/model.ts";
-import type { RunView } from "../../server/console/runs.ts";
+import type { ConsoleSession, TimelineItem } from "../../server/console/decisions.ts";
+import type { RunView } from "../../server/console/run-rules.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 const require = createRequire(import.meta.url);

@@ -3,12 +3,12 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { EventBody } from "../../protocol/events.ts";
-import { decideStep, type WorkOutcome } from "../../server/delivery/steps.ts";
-import { bodyHash, parseEvent } from "../../server/events/receipt.ts";
-import { DomainError } from "../../server/errors.ts";
-import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block.ts";
-import { formatDirectMessage } from "../../server/delivery/direct.ts";
-import { fullBucket, takeToken } from "../../server/rate-limit.ts";
+import { decideStep, type WorkOutcome } from "../../server/handover/decisions.ts";
+import { bodyHash, parseEvent } from "../../server/events/receipt-rules.ts";
+import { DomainError } from "../../common/domain-error.ts";
+import { CLOSE_MARKER, OPEN_MARKER, buildEventBlock } from "../../server/persona/block-rules.ts";
+import { formatDirectMessage } from "../../server/handover/direct.ts";
+import { fullBucket, takeToken } from "../../server/rate-limit-rules.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { sayIn, zh } from "./say.ts";
 

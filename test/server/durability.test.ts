@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { freePort, startKoishi } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, validEvent } from "../../harness/event-client.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
-import { runStandalone } from "../../server/standalone.ts";
+import { runStandalone } from "../../server/standalone/start.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 function straceMissing(): string | undefined {

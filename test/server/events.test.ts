@@ -9,7 +9,7 @@ import { request } from "undici";
 import { EventAccepted } from "../../protocol/events.ts";
 import { Id, LIMITS } from "../../protocol/wire.ts";
 import { EVENT_TABLE } from "../../server/events/store.ts";
-import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block.ts";
+import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block-rules.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { getReceipt, postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { agent, withPersona, worldState } from "./persona-standin.ts";

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import type { Context } from "koishi";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
-import { DomainError } from "../../server/errors.ts";
+import { DomainError } from "../../common/domain-error.ts";
 import { HttpApi, json } from "../../server/http/api.ts";
 import { HTTP_STATUS } from "../../server/http/error-status.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";

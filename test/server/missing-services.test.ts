@@ -43,7 +43,7 @@ test("without a database every route answers 503 naming it, the log says so once
   assert.deepEqual(await anonymous.json(), { error: "unauthorized" });
   assert.equal(log.warnings().filter(missingDatabase).length, 1, "one warning for start-up and every refused request");
 
-  const driver = useDatabase(server.app.plugin.bind(server.app) as Use, "sqlite", server.dataDir);
+  const driver = await useDatabase(server.app.plugin.bind(server.app) as Use, "sqlite", server.dataDir);
   await waitUntil(async () => (await fetch(`${server.baseUrl}/health`, { headers: agent })).status === 200, "/health answering 200 once the driver loaded");
   const event = validEvent();
   const accepted = await fetch(`${server.baseUrl}/events`, { method: "POST", headers: agent, body: JSON.stringify(event) });
@@ -67,7 +67,7 @@ test("a driver that loads after the plugin in the same start-up is no outage: no
     plugins: (use, app) => {
       // The log persona keeps the notice-route warning out of this test's "no warning".
       use(notifyWebhook, { token, logPersona: true });
-      useDatabase(use, "sqlite", app.baseDir);
+      void useDatabase(use, "sqlite", app.baseDir);
     },
   });
   t.after(() => server.stop());

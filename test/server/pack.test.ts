@@ -51,6 +51,7 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   const piPackage = await pack(repo, work);
   // Pi Web reads the dormant activation projection from here: Node strips no types under node_modules.
   assert.ok(piPackage.files.includes("package/dist/activation.js"));
+  assert.ok(piPackage.files.includes("package/dist/host/cli.js"), "the anon-notify-host bin");
   assert.ok(piPackage.files.includes("package/index.ts"), "the extension");
   assert.ok(piPackage.files.includes("package/config.schema.json"), "the config files' JSON Schema, for editors");
   assert.ok(!piPackage.files.some((file) => file.startsWith("package/packages/")), "the plugin package is not inside the Pi package");

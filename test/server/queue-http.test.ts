@@ -20,6 +20,7 @@ import { OperatorRoutes } from "../../server/operator/routes.ts";
 import { MuteStore } from "../../server/mute/store.ts";
 import { OperatorService } from "../../server/operator/service.ts";
 import { SessionRegistry } from "../../server/sessions/registry.ts";
+import { HostRegistry } from "../../server/hosts/registry.ts";
 import { SessionRoutes } from "../../server/sessions/routes.ts";
 import { startKoishi, type KoishiHarness } from "../../harness/koishi.ts";
 import { OPERATOR_TOKEN, agentApi, call, onlineServer, operatorApi, startServer, type ApiTarget } from "../../harness/agent-api.ts";
@@ -549,7 +550,7 @@ async function startParts(t: TestContext, registry: SessionRegistry): Promise<Ap
             eventsWaiting: async () => ({ persona: 0, held: 0 }),
           });
           ctx.plugin(SessionRoutes, { api, registry, limit: { perMinute: 600, burst: 120 }, totalLimit: { perMinute: 6000, burst: 1000 } });
-          ctx.plugin(CommandRoutes, { api, registry, commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
+          ctx.plugin(CommandRoutes, { api, registry, hosts: new HostRegistry(60_000), commands, sweepMs: 30_000, pollCaps: { perSession: 4, total: 256 } });
           ctx.plugin(OperatorRoutes, { api, operator });
         },
       });

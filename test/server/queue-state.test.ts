@@ -1,4 +1,4 @@
-/** The command queue's pure decisions (server/queue/state.ts): claims, holds, expiries, ACK outcomes, cancels, creates, image checks. */
+/** The command queue's pure decisions (server/queue/decisions.ts): claims, holds, expiries, ACK outcomes, cancels, creates, image checks. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { CommandImage } from "../../protocol/queue.ts";
@@ -21,7 +21,7 @@ import {
   summarize,
   type Claimer,
   type CommandRecord,
-} from "../../server/queue/state.ts";
+} from "../../server/queue/decisions.ts";
 import { pendingRow } from "../../server/queue/table.ts";
 import { imageHeader, imageOf } from "./images.ts";
 

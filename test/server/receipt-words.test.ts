@@ -5,7 +5,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { deliveryError, errorInWords } from "../../server/delivery/steps.ts";
+import { deliveryError, errorInWords } from "../../server/handover/decisions.ts";
 import { captureLog, startKoishi } from "../../harness/koishi.ts";
 import { settledReceipt, postEvent, validEvent } from "../../harness/event-client.ts";
 import { waitUntil } from "../../harness/wait.ts";

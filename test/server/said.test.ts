@@ -5,14 +5,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { messagesFor } from "../../extension/messages.ts";
-import { finalNotice, type NoticeContext } from "../../extension/notices/notice.ts";
+import { messagesFor } from "../../extension/texts/messages.ts";
+import { finalNotice, type NoticeContext } from "../../extension/notices/notice-rules.ts";
 import { progressEvent } from "../../extension/notices/progress-tool.ts";
 import { needsYouNotice } from "../../extension/approvals/gate.ts";
 import { startRun, withAssistant, withLowLevelStart, type RunOutcome } from "../../lifecycle.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { Said } from "../../protocol/said.ts";
-import { formatDirectMessage } from "../../server/delivery/direct.ts";
+import { formatDirectMessage } from "../../server/handover/direct.ts";
 import { saidSummary } from "../../server/locales/said.ts";
 import type { Say } from "../../server/locales/load.ts";
 import { digestText } from "../../server/mute/decisions.ts";
@@ -151,7 +151,7 @@ for (const [name, build] of REFUSED) {
 }
 
 test("another extension's said is dropped by the extension before it is sent", async () => {
-  const { externalNotice } = await import("../../extension/notices/notice.ts");
+  const { externalNotice } = await import("../../extension/notices/notice-rules.ts");
   const event = externalNotice(
     { status: "completed", summary: "deploy failed", details: { said: { key: "run_completed", params: {} }, keep: 1 } },
     "g1",
@@ -161,7 +161,7 @@ test("another extension's said is dropped by the extension before it is sent", a
 });
 
 test("the console: a checked line goes to the page with the agent's words; a forged one is the summary as carried", async () => {
-  const { timelineSay, saidOf } = await import("../../server/console/runs.ts");
+  const { timelineSay, saidOf } = await import("../../server/console/run-rules.ts");
   const row = (event: EventBody) => ({ action: "event.accepted", actor: "agent" as const, data: { event } });
   const good = EventBody.parse(finalNotice(completed, run("All 12 tests pass."), context("zh-CN"), 1)!);
   assert.deepEqual(timelineSay(row(good)).said, { said: { key: "run_completed", params: { project: "work", reply_from: 8 } }, agent: "All 12 tests pass." });

@@ -7,15 +7,15 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone.ts";
-import { DEFAULT_PORT, TRIAL_QQ, piInstructions, usage } from "../../server/standalone-text.ts";
+import { ensureToken, parseFlags, readStandaloneFile } from "../../server/standalone/start.ts";
+import { DEFAULT_PORT, TRIAL_QQ, piInstructions, usage } from "../../server/standalone/texts.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { validEvent } from "../../harness/event-client.ts";
 import { spawnStandalone } from "../../harness/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
 
 const repo = resolve(import.meta.dirname, "../..");
-const standalone = join(repo, "server/standalone.ts");
+const standalone = join(repo, "server/standalone/start.ts");
 const run = promisify(execFile);
 
 async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {

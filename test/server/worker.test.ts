@@ -7,7 +7,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ForkScope } from "koishi";
 import type {} from "@koishijs/plugin-mock";
-import { formatDirectMessage } from "../../server/delivery/direct.ts";
+import { formatDirectMessage } from "../../server/handover/direct.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { startKoishi } from "../../harness/koishi.ts";

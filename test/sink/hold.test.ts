@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mergeRounds, onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "../../extension/sink/hold.ts";
+import { mergeRounds, onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "../../extension/sink/hold-rules.ts";
 
 const done = (n: number, extra: Partial<CompletedRound> = {}): CompletedRound => ({
   kind: "completed",

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SINK_TEXT_CHARS, SinkEnvelope, SinkEventType, SinkPayloads } from "../../protocol/sink.ts";
-import { buildSinkEnvelope, buildSinkPayload, formatSinkError, truncateSinkText } from "../../extension/sink/payload.ts";
+import { buildSinkEnvelope, buildSinkPayload, formatSinkError, truncateSinkText } from "../../extension/sink/payload-rules.ts";
 
 test("texts are cut to 500 characters with a visible mark, never inside a surrogate pair", () => {
   const cases: [string, string][] = [

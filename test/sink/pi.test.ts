@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
 import type { ExtensionAPI, ToolDefinition } from "@earendil-works/pi-coding-agent";
-import { DEFAULT_CONFIG } from "../../extension/config/schema.ts";
+import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { installSink, type InstalledSink, type SinkConfig } from "../../extension/sink/index.ts";
 import { startSinkListener, type SinkListener, type SinkListenerOptions } from "../../harness/sink-listener.ts";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
 import { createSinkClient, socketRefusal } from "../../extension/sink/client.ts";
 import { startSinkListener } from "../../harness/sink-listener.ts";
-import { buildSinkEnvelope, buildSinkPayload } from "../../extension/sink/payload.ts";
+import { buildSinkEnvelope, buildSinkPayload } from "../../extension/sink/payload-rules.ts";
 import { createSinkQueue, SINK_QUEUE_CAPACITY } from "../../extension/sink/queue.ts";
 
 const TOKEN = "a".repeat(64);

@@ -1,0 +1,333 @@
+/**
+ * What a command line will run: every simple command (shell-rules.ts) followed through what runs other
+ * commands — wrappers (`env`, `sudo`, `timeout`, `xargs`, `busybox X` …), `find -exec`, the literal
+ * script of `sh -c '…'`, `eval` of literals, literal here-documents fed to a shell — and what the
+ * analysis cannot see through, named by an `opaque.*` id: a program name that is not a literal,
+ * `eval` or `source` of something that expands, interpreters given code that expands or arrives on
+ * standard input, a function or alias defined and then called, text the grammar rejects. Pure
+ * given the reader.
+ */
+import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
+import {
+  APPLETS,
+  ASSIGNMENT,
+  AWKS,
+  CODE_VARIABLES,
+  ENV_ASSIGNMENT,
+  GIT_COMMAND_KEYS,
+  GIT_VALUE_OPTIONS,
+  INTERPRETERS,
+  isOtherDescriptor,
+  isStdinPath,
+  parseOptions,
+  SCRIPT_OPTIONS,
+  SHELL_OPTIONS,
+  SHELLS,
+  SU_OPTIONS,
+  WATCH_OPTIONS,
+  WRAPPERS,
+  type Interpreter,
+  type Options,
+} from "./program-rules.ts";
+
+export const OPAQUE = {
+  dynamicProgram: "opaque.dynamic-program",
+  eval: "opaque.eval",
+  pipedInterpreter: "opaque.piped-interpreter",
+  inlineCode: "opaque.inline-code",
+  function: "opaque.function",
+  source: "opaque.source",
+  parseError: "opaque.parse-error",
+  /** Scripts within scripts deeper than the analysis follows. */
+  nesting: "opaque.nesting",
+  /** Longer than the analysis reads: reading blocks Pi while it runs (a few µs a character). */
+  tooLong: "opaque.too-long",
+} as const;
+
+const MAX_ANALYZED_CHARS = 262_144;
+
+/** One command that will run: its program (a literal) and arguments. */
+export interface Run {
+  name: string;
+  args: Word[];
+}
+
+export interface Analysis {
+  runs: Run[];
+  /** Where the script's redirections write. */
+  writes: Word[];
+  opaque: Set<string>;
+  /** The command line as the grammar read it (not the scripts within it); undefined when it could not be read. */
+  script: Script | undefined;
+}
+
+const MAX_DEPTH = 4;
+
+/** `/usr/bin/rm` and `rm` are the same command. */
+export function commandName(value: string): string {
+  return value.split("/").pop() ?? value;
+}
+
+export function analyzeCommand(source: string, read: ShellReader): Analysis {
+  const out: Analysis = { runs: [], writes: [], opaque: new Set(), script: undefined };
+  script(source, { read, out, depth: 0, defined: new Set(), stdin: { kind: "inherited" } });
+  return out;
+}
+
+interface Env {
+  read: ShellReader;
+  out: Analysis;
+  depth: number;
+  /** Functions and aliases the script (or an enclosing one) defines. */
+  defined: ReadonlySet<string>;
+  /** What "inherited" standard input is here: the enclosing command's. */
+  stdin: Stdin;
+}
+
+const RESERVED = new Set([
+  "if",
+  "then",
+  "else",
+  "elif",
+  "fi",
+  "for",
+  "while",
+  "until",
+  "do",
+  "done",
+  "case",
+  "esac",
+  "select",
+  "function",
+  "time",
+  "coproc",
+  "in",
+]);
+/** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
+const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
+
+/** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
+function plainScript(source: string): Script | undefined {
+  if (!PLAIN_LINE.test(source)) return undefined;
+  const words = source.split(" ").filter(Boolean);
+  const assignments: Script["assignments"] = [];
+  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
+    const [name, ...rest] = words.shift()!.split("=");
+    const value = rest.join("=");
+    assignments.push({ name: name!, value: { text: value, value, mayBeOption: false, processSubstitution: false } });
+  }
+  if (words.length > 0 && RESERVED.has(words[0]!)) return undefined;
+  const command: SimpleCommand = {
+    words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })),
+    stdin: { kind: "inherited" },
+  };
+  return { commands: [command], writes: [], definitions: new Set(), assignments, kinds: new Set(), expansions: [], tests: [] };
+}
+
+function script(source: string, env: Env): void {
+  if (env.depth > MAX_DEPTH) {
+    env.out.opaque.add(OPAQUE.nesting);
+    return;
+  }
+  if (source.length > MAX_ANALYZED_CHARS) {
+    env.out.opaque.add(OPAQUE.tooLong);
+    return;
+  }
+  const parsed = plainScript(source) ?? readSafely(env.read, source);
+  if (env.depth === 0) env.out.script = parsed;
+  if (!parsed) {
+    env.out.opaque.add(OPAQUE.parseError);
+    return;
+  }
+  env.out.writes.push(...parsed.writes);
+  for (const { name, value } of parsed.assignments) assignment(name, value, env);
+  const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
+  for (const command of parsed.commands) {
+    if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
+  }
+}
+
+/** The grammar's reading; a failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable. */
+function readSafely(read: ShellReader, source: string): ReturnType<ShellReader> {
+  try {
+    return read(source);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A nested script (of `sh -c`, `eval`, a here-document): one level deeper, reading `stdin`. */
+function nested(source: string, stdin: Stdin, env: Env): void {
+  script(source, { ...env, depth: env.depth + 1, stdin });
+}
+
+/** A variable set for the script or one command: an exported function, or code for a variable something runs. */
+function assignment(name: string, value: Word | undefined, env: Env): void {
+  if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
+  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) env.out.opaque.add(OPAQUE.inlineCode);
+}
+
+// ── Following one command ───────────────────────────────────────────────────
+
+function run(words: readonly Word[], stdin: Stdin, env: Env): void {
+  const program = words[0]!;
+  if (program.value === undefined) {
+    env.out.opaque.add(OPAQUE.dynamicProgram);
+    return;
+  }
+  if (env.defined.has(program.value)) env.out.opaque.add(OPAQUE.function);
+  const name = commandName(program.value);
+  const args = words.slice(1);
+  env.out.runs.push({ name, args });
+
+  const wrapper = WRAPPERS[name];
+  if (wrapper) return unwrap(name, args, wrapper, stdin, env);
+  if (APPLETS.has(name)) {
+    const { operands } = parseOptions(args, {});
+    if (operands !== undefined) run(args.slice(operands), stdin, env);
+    return;
+  }
+  if (SHELLS.has(name)) return shell(args, stdin, env);
+  if (name === "su" || name === "runuser") {
+    const code = parseOptions(args, SU_OPTIONS).seen;
+    const script = code.get("-c") ?? code.get("--command");
+    if (script) inline(script, stdin, env);
+    return;
+  }
+  if (name === "watch") {
+    const { operands } = parseOptions(args, WATCH_OPTIONS);
+    if (operands !== undefined) joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
+    return;
+  }
+  if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
+  // `trap 'code' EXIT` runs its code later in this shell; `script -c 'code'` runs it in a new one.
+  if (name === "trap" && args[0] && !args[0].value?.startsWith("-")) return inline(args[0], { kind: "inherited" }, env);
+  if (name === "script") {
+    const code = parseOptions(args, SCRIPT_OPTIONS).seen;
+    const script = code.get("-c") ?? code.get("--command");
+    if (script) inline(script, stdin, env);
+    return;
+  }
+  if (name === "source" || name === ".") {
+    const file = args[0];
+    if (
+      file &&
+      (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))
+    )
+      env.out.opaque.add(OPAQUE.source);
+    return;
+  }
+  if (name === "find") return findExec(args, env);
+  if (name === "git") return gitConfig(args, env);
+  if (AWKS.has(name)) {
+    const { operands, seen } = parseOptions(args, { short: "fvF" });
+    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    return;
+  }
+  const interpreter = INTERPRETERS.find(([pattern]) => pattern.test(name))?.[1];
+  if (interpreter) interpret(args, interpreter, stdin, env);
+}
+
+function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, spec);
+  // `env NAME=value cmd` sets NAME for cmd.
+  for (const word of spec.assignments ? args.slice(0, operands ?? args.length) : []) {
+    const set = word.value === undefined ? null : ENV_ASSIGNMENT.exec(word.value);
+    if (set) assignment(set[1]!, { ...word, text: set[2]!, value: set[2]! }, env);
+  }
+  // `env -S 'cmd args'` splits a string into the command.
+  const split = seen.get("-S") ?? seen.get("--split-string");
+  if (name === "env" && split) return inline(split, stdin, env);
+  // `command -v x` only looks a name up.
+  if (name === "command" && (seen.has("-v") || seen.has("-V"))) return;
+  if (operands === undefined) return;
+  const inner = args.slice(operands);
+  if (name !== "xargs") {
+    // A coprocess reads what the script writes to it later: a pipe.
+    run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
+    return;
+  }
+  // xargs puts words read from its input in place of the replace string, else after the command: they may be anything, options included.
+  const replace = (seen.get("-I") ?? seen.get("--replace"))?.value ?? (seen.has("-i") ? "{}" : undefined);
+  const input: Word = { text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false };
+  if (replace) run(substituted(inner, replace, input), { kind: "inherited" }, env);
+  else run([...inner, input], { kind: "inherited" }, env);
+}
+
+/** Words holding `marker` stand for what will be put there at run time: unknown. */
+function substituted(words: readonly Word[], marker: string, unknown: Word): Word[] {
+  return words.map((word) =>
+    word.value?.includes(marker) || (word.value === undefined && word.text.includes(marker)) ? { ...unknown, text: word.text } : word,
+  );
+}
+
+/** A script given as one word: read it when it is literal, else nothing can be seen. */
+function inline(script: Word, stdin: Stdin, env: Env): void {
+  if (script.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+  else nested(script.value, stdin, env);
+}
+
+/** Operands a shell joins with spaces and runs (`eval`, `watch`). */
+function joined(words: readonly Word[], stdin: Stdin, env: Env, opaque: string): void {
+  if (words.some((word) => word.value === undefined)) env.out.opaque.add(opaque);
+  else nested(words.map((word) => word.value).join(" "), stdin, env);
+}
+
+/** Code a program reads from standard input: a literal here-document is read; a pipe or anything that expands cannot be seen. */
+function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
+  if (stdin.kind === "pipe" || (stdin.kind === "file" && !stdin.literal) || (stdin.kind === "inline" && stdin.body === undefined)) {
+    env.out.opaque.add(OPAQUE.pipedInterpreter);
+  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) nested(stdin.body, { kind: "inherited" }, env);
+}
+
+function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, SHELL_OPTIONS);
+  const first = operands === undefined ? undefined : args[operands];
+  if (seen.has("-c")) {
+    if (first) inline(first, stdin, env);
+    return;
+  }
+  if (first === undefined || seen.has("-s") || (first.value !== undefined && isStdinPath(first.value))) return fromStdin(stdin, env, true);
+  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) env.out.opaque.add(OPAQUE.pipedInterpreter);
+}
+
+function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
+  const { operands, seen } = parseOptions(args, interpreter.options);
+  for (const option of interpreter.code) {
+    if (!seen.has(option)) continue;
+    if (seen.get(option)?.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    return;
+  }
+  if (interpreter.module?.some((option) => seen.has(option))) return;
+  const script = operands === undefined ? undefined : args[operands];
+  if (script === undefined || (script.value !== undefined && isStdinPath(script.value))) return fromStdin(stdin, env, false);
+  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) env.out.opaque.add(OPAQUE.pipedInterpreter);
+}
+
+/** `find … -exec cmd … ;` runs `cmd` (also `-execdir`, `-ok`, `-okdir`). */
+function findExec(args: readonly Word[], env: Env): void {
+  for (let i = 0; i < args.length; i++) {
+    if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.value ?? "")) continue;
+    let end = i + 1;
+    while (end < args.length && args[end]!.value !== ";" && args[end]!.value !== "+") end++;
+    // `{}` is a found path (`./…`, never an option), but any name the model could have given a file.
+    const found: Word = { text: "{}", value: undefined, mayBeOption: false, processSubstitution: false };
+    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", found), { kind: "inherited" }, env);
+    i = end;
+  }
+}
+
+/** `git -c alias.x='!rm -rf ~' x` and the like make git run a command of the model's choosing. */
+function gitConfig(args: readonly Word[], env: Env): void {
+  for (let i = 0; i < args.length && args[i]!.value?.startsWith("-"); i++) {
+    const option = args[i]!.value!;
+    if (GIT_VALUE_OPTIONS.has(option)) {
+      i++;
+      continue;
+    }
+    const setting = option === "-c" ? args[++i] : option.startsWith("--config-env") ? args[option.includes("=") ? i : ++i] : undefined;
+    if (!setting) continue;
+    const key = setting.value?.replace(/^--config-env=/, "").split("=")[0];
+    if (key === undefined || GIT_COMMAND_KEYS.test(key)) env.out.opaque.add(OPAQUE.inlineCode);
+  }
+}

@@ -1,0 +1,371 @@
+/**
+ * Which tool calls need a person, and what happens when nobody can answer. Pure: the gate in
+ * gate.ts feeds it the call exactly as Pi will run it, the session's facts and the shell reader.
+ *
+ * A command tool's line is read with a real bash grammar (command-rules.ts follows it into every command
+ * that will run). It needs a person when any of those commands matches a rule, and always when
+ * the analysis cannot see what will run (`opaque.*`; these cannot be switched off). Built-in
+ * rules cover the usual destructive set; the user turns any of them off by id
+ * (`approval.disabledRules`) and adds their own (`approval.rules`: a tool name or `*`, and for
+ * tools with a command line a regular expression on it).
+ */
+import { createHash } from "node:crypto";
+import { isAbsolute, relative, resolve } from "node:path";
+import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../common/action-label.ts";
+import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
+import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
+import { isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace } from "./protected-path-rules.ts";
+import { literalArgv } from "./argv-rules.ts";
+import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./command-rules.ts";
+import { strictFindings } from "./safe-rules.ts";
+import type { ShellReader, Word } from "./shell-rules.ts";
+
+export interface UserRule {
+  id: string;
+  /** A tool name, or `*` for every tool. */
+  tool: string;
+  /** A regular expression tested on the command line of a tool that has one (`bash`). */
+  command?: string | undefined;
+  /** Shown to the person as the action. */
+  label?: string | undefined;
+  /** The owner may answer with a standing grant. */
+  grantable?: boolean | undefined;
+}
+
+/** `strict`: a command runs unasked only when every command in it is known safe (safe.ts); `rules`: unless a rule matches. */
+export type ApprovalMode = "strict" | "rules";
+
+export interface PolicySettings {
+  mode: ApprovalMode;
+  /** Strict mode: commands the user lets run unasked, by exact argv prefix. */
+  allow: readonly (readonly string[])[];
+  disabledRules: readonly BuiltinRuleId[];
+  rules: readonly UserRule[];
+  /** Built-in rules the owner may answer with a standing grant. */
+  grantableRules: readonly BuiltinRuleId[];
+}
+
+/** Where the call runs: relative paths resolve against `cwd`; `~` against `home`; temp folders are not "the project" but not guarded either. */
+export interface CallPlace {
+  cwd: string;
+  home: string;
+  tempDirs: readonly string[];
+  /** The extension's own data folder and token files: protected like `~/.ssh`. */
+  roots?: readonly string[];
+}
+
+export interface ToolCall {
+  tool: string;
+  input: Record<string, unknown>;
+}
+
+/**
+ * Every rule a call matched (fail-closed findings first), a short label for the person here
+ * (≤ 40 chars, the session's language) and the label's code, which the server words in its own.
+ */
+export interface RuleMatch {
+  rules: string[];
+  action: string;
+  actionCode: string;
+  /** Each rule matched with where in the call it matched (the command or construct, as written). */
+  sites: { rule: string; at: string }[];
+  /** The literal words of every simple command, when the analysis resolved them all (the server binds grants to it). */
+  argv?: string[][];
+}
+
+/** One matched rule with the label and label code it would give the call, and where it matched. */
+type Found = { id: string; action: string; code: string; at?: string };
+
+const COMMAND_TOOLS = new Set(["bash", "powershell"]);
+const FILE_TOOLS = new Set(["write", "edit"]);
+/** Where writing is never "outside the project" in a way that matters. */
+const HARMLESS_TARGETS = new Set(["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
+
+/** The command line of a call, for tools that have one. */
+export function commandLine(call: ToolCall): string | undefined {
+  const value = COMMAND_TOOLS.has(call.tool) ? call.input.command : undefined;
+  return typeof value === "string" ? value : undefined;
+}
+
+// ── Built-in rules over one command that will run ───────────────────────────
+
+/** The options before `--`: literal short letters, literal long names, and whether one that expands may be any option. */
+function optionsOf(args: readonly Word[]): { short: string; long: string[]; unknown: boolean } {
+  const end = args.findIndex((arg) => arg.value === "--");
+  const options = end === -1 ? args : args.slice(0, end);
+  const literal = options.map((arg) => arg.value).filter((value): value is string => value !== undefined);
+  return {
+    short: literal
+      .filter((value) => /^-[A-Za-z]+$/.test(value))
+      .map((value) => value.slice(1))
+      .join(""),
+    long: literal.filter((value) => value.startsWith("--")).map((value) => value.split("=")[0]!),
+    unknown: options.some((arg) => arg.value === undefined && arg.mayBeOption),
+  };
+}
+
+/** A long option as getopt reads it: any unambiguous prefix of at least `--x`. */
+const longOption = (given: readonly string[], name: string) => given.some((option) => option.length >= 3 && name.startsWith(option));
+
+function isRecursiveDelete(run: Run): boolean {
+  if (run.name === "find") return run.args.some((arg) => arg.value === "-delete");
+  if (run.name !== "rm") return false;
+  const { short, long, unknown } = optionsOf(run.args);
+  const recursive = /[rR]/.test(short) || longOption(long, "--recursive") || unknown;
+  const force = short.includes("f") || longOption(long, "--force") || unknown;
+  return recursive && force;
+}
+
+const ELEVATE = new Set(["sudo", "doas", "su", "pkexec", "run0", "runuser"]);
+
+/** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand (undefined when it expands) and its args. */
+function gitSubcommand(run: Run): { name: string | undefined; args: Word[] } | undefined {
+  if (run.name !== "git") return undefined;
+  let i = 0;
+  while (i < run.args.length && run.args[i]!.value?.startsWith("-")) {
+    if (GIT_VALUE_OPTIONS.has(run.args[i]!.value!) || run.args[i]!.value === "-c") i++;
+    i++;
+  }
+  const name = run.args[i];
+  return name === undefined ? undefined : { name: name.value, args: run.args.slice(i + 1) };
+}
+
+/** A git subcommand that is `name`, or one that expands and so may be. */
+function gitArgs(run: Run, name: string): Word[] | undefined {
+  const git = gitSubcommand(run);
+  return git && (git.name === name || git.name === undefined) ? git.args : undefined;
+}
+
+function isForcePush(run: Run): boolean {
+  const args = gitArgs(run, "push");
+  if (!args) return false;
+  const { short, long, unknown } = optionsOf(args);
+  return (
+    unknown ||
+    /[fd]/.test(short) ||
+    ["--force", "--force-with-lease", "--force-if-includes", "--mirror", "--delete", "--prune"].some((name) => longOption(long, name)) ||
+    // A `+` refspec forces that one ref; `:ref` deletes it.
+    args.some((arg) => /^[+:]./.test(arg.value ?? arg.text))
+  );
+}
+
+function isHardReset(run: Run): boolean {
+  const args = gitArgs(run, "reset");
+  if (!args) return false;
+  const { long, unknown } = optionsOf(args);
+  return unknown || ["--hard", "--merge", "--keep"].some((name) => long.includes(name));
+}
+
+function isGitClean(run: Run): boolean {
+  const args = gitArgs(run, "clean");
+  if (!args) return false;
+  const { short, long, unknown } = optionsOf(args);
+  return unknown || short.includes("f") || longOption(long, "--force");
+}
+
+function isDiskWrite(run: Run): boolean {
+  if (/^mkfs(\.|$)/.test(run.name) || ["wipefs", "shred", "fdisk", "sfdisk", "parted", "sgdisk"].includes(run.name)) return true;
+  return (
+    run.name === "dd" &&
+    run.args.some((arg) => (arg.value === undefined ? arg.text.startsWith("of=") : /^of=\/dev\/(?!null$|zero$|stdout$|stderr$)/.test(arg.value)))
+  );
+}
+
+// ── Writes outside the project ──────────────────────────────────────────────
+
+function expandHome(path: string, home: string): string {
+  if (path === "~") return home;
+  return path.startsWith("~/") ? home + path.slice(1) : path;
+}
+
+/** Whether writing `path` from `place.cwd` lands outside the project folder (temp folders excepted). */
+export function outsideProject(path: string, place: CallPlace): boolean {
+  const expanded = expandHome(path.trim(), place.home);
+  if (expanded === "" || HARMLESS_TARGETS.has(expanded) || /^\/dev\/fd\//.test(expanded)) return false;
+  // Variables, globs and braces cannot be resolved here: a write through one is treated as outside.
+  if (/[$`*?{[]/.test(expanded)) return true;
+  const target = resolve(place.cwd, expanded);
+  const inside = (root: string) => {
+    const rel = relative(resolve(root), target);
+    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  };
+  return !inside(place.cwd) && !place.tempDirs.some(inside);
+}
+
+/** A word as a path: its value, or its text when it expands (which `outsideProject` treats as outside). */
+const pathOf = (word: Word) => word.value ?? (/[$`*?{[]/.test(word.text) ? word.text : `$${word.text}`);
+
+/** Where a command writes besides redirections: `tee`'s files, the destination of `cp`/`mv`/`install`/`ln`/`rsync`. */
+function writeTargets(run: Run): Word[] {
+  const operands = run.args.filter((arg) => !(arg.value ?? "").startsWith("-"));
+  if (run.name === "tee") return operands;
+  if (["cp", "mv", "install", "ln", "rsync"].includes(run.name) && operands.length >= 2) {
+    const explicit = run.args.findIndex((arg) => arg.value === "-t" || arg.value === "--target-directory");
+    return [explicit !== -1 && run.args[explicit + 1] ? run.args[explicit + 1]! : operands.at(-1)!];
+  }
+  return [];
+}
+
+// ── The decision ────────────────────────────────────────────────────────────
+
+/** The labels of the rules whose action is not the command's own words, in the session's language (the Pi catalogue). */
+export interface ActionWords {
+  diskWrite: string;
+  outside: string;
+  opaque: string;
+  protectedPath: string;
+  notKnownSafe: string;
+}
+
+/** Labelled by their command's words (`COMMAND_ACTION_WORDS`), `disk-write` by `ActionWords.diskWrite`. */
+const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; test(run: Run): boolean }[] = [
+  { id: "rm-rf", test: isRecursiveDelete },
+  { id: "sudo", test: (run) => ELEVATE.has(run.name) },
+  { id: "git-push-force", test: isForcePush },
+  { id: "git-reset-hard", test: isHardReset },
+  { id: "git-clean", test: isGitClean },
+  { id: "disk-write", test: isDiskWrite },
+];
+
+/** The rules a command line matches: fail-closed findings (never switched off), then the enabled built-in ones. */
+function commandRules(analysis: Analysis, place: CallPlace, enabled: (id: BuiltinRuleId) => boolean, words: ActionWords): Found[] {
+  const found: Found[] = [...analysis.opaque].sort().map((id) => ({ id, action: words.opaque, code: "opaque" }));
+  for (const rule of BUILTIN_COMMAND_RULES) {
+    const hit = enabled(rule.id) ? analysis.runs.find(rule.test) : undefined;
+    if (hit) found.push({ id: rule.id, action: COMMAND_ACTION_WORDS[rule.id] ?? words.diskWrite, code: rule.id, at: runText(hit) });
+  }
+  const writes = [...analysis.writes, ...analysis.runs.flatMap(writeTargets)];
+  const escaping = enabled("write-outside-project") ? writes.find((word) => outsideProject(pathOf(word), place)) : undefined;
+  if (escaping) found.push(outside(words, escaping.text));
+  return found;
+}
+
+const runText = (run: Run) => [run.name, ...run.args.map((arg) => arg.text)].join(" ");
+const outside = (words: ActionWords, at: string): Found => ({ id: "write-outside-project", action: words.outside, code: "write-outside-project", at });
+
+/** Where a command line names a protected path: a word of a command, a redirection, or the text itself. */
+function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace): string | undefined {
+  const words = [...analysis.runs.flatMap((run) => run.args), ...analysis.writes, ...(analysis.script?.commands.flatMap((command) => command.words) ?? [])];
+  for (const word of words) {
+    const value = word.value ?? word.text;
+    if ([value, value.slice(value.indexOf("=") + 1)].some((path) => isProtectedPath(path, place))) return word.text;
+  }
+  return mentionsProtected(line, place) ? line : undefined;
+}
+
+/**
+ * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
+ * (shell-rules.ts); `words` label the rules that have no command words of their own.
+ */
+export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
+  const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
+  const guarded: ProtectedPlace = { cwd: place.cwd, home: place.home, roots: place.roots ?? [] };
+  const line = commandLine(call);
+  const found: Found[] = [];
+  let argv: string[][] | undefined;
+  if (line !== undefined) {
+    // PowerShell is not bash: nothing here can see what it will run.
+    if (call.tool === "bash") {
+      const analysis = analyzeCommand(line, read);
+      found.push(...commandRules(analysis, place, enabled, words));
+      const site = protectedSite(line, analysis, guarded);
+      if (site !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: site });
+      if (settings.mode === "strict") {
+        const inside = (path: string) => !outsideProject(path, place);
+        for (const finding of strictFindings(analysis.script, place, settings.allow, inside))
+          found.push({ id: finding.rule, action: words.notKnownSafe, code: "strict", at: finding.at });
+      }
+      argv = literalArgv(analysis);
+    } else found.push({ id: OPAQUE.parseError, action: words.opaque, code: "opaque", at: line });
+  }
+  if (FILE_TOOLS.has(call.tool) && enabled("write-outside-project")) {
+    const path = call.input.path ?? call.input.file_path;
+    if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words, path));
+  }
+  const paths = line === undefined ? pathArguments(call.input) : [];
+  const guardedPath = paths.find((path) => isProtectedPath(path, guarded));
+  if (guardedPath !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: guardedPath });
+  for (const rule of settings.rules) {
+    if (rule.tool !== "*" && rule.tool !== call.tool) continue;
+    if (rule.command !== undefined && (line === undefined || !new RegExp(rule.command).test(line))) continue;
+    found.push({ id: rule.id, action: (rule.label ?? rule.id).slice(0, APPROVAL_LIMITS.actionChars), code: USER_RULE_ACTION });
+  }
+  if (found.length === 0) return undefined;
+  const [first] = found as [Found];
+  const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
+  return {
+    rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
+    action: first.action,
+    actionCode: first.code,
+    sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
+    ...(argv ? { argv } : {}),
+  };
+}
+
+/** Names a protected path: asks in every mode, never switched off, never grantable. */
+export const PROTECTED_RULE = PROTECTED_PATH_RULE;
+
+/**
+ * Whether the owner may answer these matched rules with a standing grant: never for a fail-closed
+ * finding, only when the user made every one of them grantable. (The server decides again.)
+ */
+export function grantable(rules: readonly string[], settings: PolicySettings): boolean {
+  return (
+    rules.length > 0 &&
+    rules.every((rule) =>
+      isOpaqueRule(rule) || rule === PROTECTED_RULE || rule.startsWith("strict.")
+        ? false
+        : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
+    )
+  );
+}
+
+/** Who could answer now. */
+export interface PersonFacts {
+  mode: string | undefined;
+  hasUI: boolean;
+  /** The session is switched on (its owner can answer from chat). */
+  active: boolean;
+  subagent: boolean;
+}
+
+/** A person can answer: never in a subagent or print/json mode; otherwise a terminal dialog or the switched-on chat. */
+export function personPresent(facts: PersonFacts): boolean {
+  if (facts.subagent || facts.mode === "print" || facts.mode === "json") return false;
+  return facts.hasUI || facts.active;
+}
+
+export type NoPersonPolicy = "reject" | "allow";
+
+/** `block`: nobody can answer, so the call is refused at once (the gate words it in the session's language). */
+export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch };
+
+/**
+ * What the gate does with a call. Nothing ever approves itself: without a person, the policy
+ * answers at once — and a command nobody can see through is refused even where the user lets the
+ * rules not apply (`noPerson: "allow"`).
+ */
+export function decideGate(match: RuleMatch | undefined, present: boolean, noPerson: NoPersonPolicy): GateDecision {
+  if (!match) return { kind: "allow" };
+  if (present) return { kind: "ask", match };
+  if (noPerson === "allow" && !match.rules.some(isOpaqueRule)) return { kind: "allow" };
+  return { kind: "block", match };
+}
+
+// ── Binding ─────────────────────────────────────────────────────────────────
+
+/** JSON with object keys sorted at every level, so equal arguments always give equal text. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item ?? null)).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+export function argsDigest(input: unknown): string {
+  return createHash("sha256").update(canonicalJson(input)).digest("hex");
+}

@@ -1,0 +1,52 @@
+/**
+ * Protected paths, where a write runs code later or a read hands over a credential (`~/.ssh`, rc
+ * files, git hooks and settings, `~/.pi`, `.netrc`, `.npmrc`, `~/.aws`, anon-notify's own data and
+ * tokens): any tool call that names one asks, in every mode. Pure.
+ */
+import { isAbsolute, relative, resolve } from "node:path";
+
+/** A path component or pair that is protected wherever it sits. */
+const PROTECTED_NAMES =
+  /(^|\/)(\.ssh|\.pi|\.gnupg|\.gitconfig|\.config\/git|\.config\/fish|\.git\/hooks|\.git\/config|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.inputrc|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.aws|\.docker|\.kube|\.config\/gh|\.config\/gcloud)(\/|$)/;
+/** The same names in free text (a command line), where any quote, blank or `=` may stand before them. */
+const PROTECTED_IN_TEXT = new RegExp(PROTECTED_NAMES.source.replace("(^|\\/)", "(^|[\\s/'\"=:~`(])").replace("(\\/|$)", "(?=[\\s/'\"`;&|)<>]|$)"));
+
+export interface ProtectedPlace {
+  cwd: string;
+  home: string;
+  /** Absolute folders and files of the extension's own (its data folder, token files). */
+  roots: readonly string[];
+}
+
+const within = (root: string, target: string) => {
+  const rel = relative(root, target);
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+};
+
+/** Whether a path (as a tool or a shell word gives it) names a protected place. */
+export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
+  const trimmed = path.trim();
+  if (trimmed === "") return false;
+  const expanded = trimmed === "~" ? place.home : trimmed.startsWith("~/") ? place.home + trimmed.slice(1) : trimmed;
+  const target = resolve(place.cwd, expanded);
+  return PROTECTED_NAMES.test(target) || PROTECTED_NAMES.test(expanded) || ownRoots(place).some((root) => within(root, target));
+}
+
+/** Whether free text (a whole command line) mentions a protected name or one of the roots. */
+export function mentionsProtected(text: string, place: ProtectedPlace): boolean {
+  return PROTECTED_IN_TEXT.test(text) || ownRoots(place).some((root) => text.includes(root));
+}
+
+/** The extension's own paths, less any folder that holds the project itself (else every call in it would ask). */
+const ownRoots = (place: ProtectedPlace) => place.roots.filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
+
+/** The string arguments of a tool call that may be paths: by their key (`path`, `file_path`, `dir` …), at the top level or in a list. */
+export function pathArguments(input: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  for (const [key, value] of Object.entries(input)) {
+    if (!/path|file|dir|cwd|target|dest|source/i.test(key)) continue;
+    if (typeof value === "string") out.push(value);
+    else if (Array.isArray(value)) for (const item of value) if (typeof item === "string") out.push(item);
+  }
+  return out;
+}

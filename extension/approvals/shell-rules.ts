@@ -1,0 +1,320 @@
+/**
+ * Reading a bash command line with a real bash grammar (tree-sitter-bash through web-tree-sitter):
+ * every simple command in it, wherever it sits (lists, pipelines, subshells, if/for/while/case
+ * bodies, function bodies, `$(…)`, backticks, `<(…)`, parameter defaults, arithmetic), each with
+ * its words as the shell will see them, where its standard input comes from and where it writes.
+ * Judging what those commands do is command-rules.ts and policy-rules.ts.
+ *
+ * A word's literal value is known only when nothing in it expands: quotes and backslashes are
+ * removed, `$'…'` is decoded, and anything with `$`, backticks, globs or braces is not literal.
+ *
+ * The grammar loads once (async, WASM); reading is synchronous after that.
+ */
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { Language, Parser, type Node } from "web-tree-sitter";
+
+/** A word of a command as the shell will see it. */
+export interface Word {
+  /** Its source text. */
+  text: string;
+  /** Its value after quote removal, when nothing in it expands. */
+  value: string | undefined;
+  /** Whether it can start with `-` once expanded (a literal that does, or an expansion at its start). */
+  mayBeOption: boolean;
+  /** A `<(…)` or `>(…)`: a file name standing for a command's output. */
+  processSubstitution: boolean;
+}
+
+/** Where a command's standard input comes from. */
+export type Stdin =
+  | { kind: "inherited" }
+  | { kind: "pipe" }
+  | { kind: "file"; literal: boolean }
+  /** A here-document or here-string; `body` when it is literal (nothing in it expands). */
+  | { kind: "inline"; body: string | undefined };
+
+export interface SimpleCommand {
+  /** The program and its arguments; assignments before it are left out. Empty: assignments only. */
+  words: Word[];
+  stdin: Stdin;
+}
+
+export interface Script {
+  commands: SimpleCommand[];
+  /** Targets of every output redirection in the script. */
+  writes: Word[];
+  /** Names given a function or an alias in the script. */
+  definitions: Set<string>;
+  /** Every variable the script sets (`X=…`, `export X=…`), with the value when it is one word. */
+  assignments: { name: string; value: Word | undefined }[];
+  /** Every kind of grammar node in the script, `arithmetic_command` for `((…))`: strict mode asks for any it does not know. */
+  kinds: Set<string>;
+  /** The text of every `${…}` and `[[ … ]]`, which strict mode reads for what bash evaluates in them. */
+  expansions: string[];
+  tests: string[];
+}
+
+export type ShellReader = (source: string) => Script | undefined;
+
+let loading: Promise<ShellReader> | undefined;
+
+/** A backslash-newline that is not itself escaped. */
+const LINE_CONTINUATION = /(?<!\\)((?:\\\\)*)\\\n/g;
+
+/** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
+export function loadShell(): Promise<ShellReader> {
+  loading ??= (async () => {
+    await Parser.init();
+    const require = createRequire(import.meta.url);
+    const language = await Language.load(join(dirname(require.resolve("tree-sitter-bash/package.json")), "tree-sitter-bash.wasm"));
+    const parser = new Parser();
+    parser.setLanguage(language);
+    return (source: string) => {
+      // The grammar takes `\` + CR LF for a line continuation; bash does not.
+      if (source.includes("\\\r")) return undefined;
+      // bash joins lines at `\⏎` before it splits words; the grammar takes it for a blank.
+      const tree = parser.parse(source.replace(LINE_CONTINUATION, "$1"));
+      if (!tree) return undefined;
+      try {
+        return tree.rootNode.hasError ? undefined : readScript(tree.rootNode);
+      } finally {
+        tree.delete();
+      }
+    };
+  })();
+  return loading;
+}
+
+// ── Words ───────────────────────────────────────────────────────────────────
+
+const EXPANDING = new Set(["simple_expansion", "expansion", "command_substitution", "process_substitution", "arithmetic_expansion", "brace_expression"]);
+
+/** An unquoted word's value: backslashes removed; undefined when it globs. */
+function bareValue(text: string): string | undefined {
+  let out = "";
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === "\\") {
+      if (text[i + 1] === "\n") i++;
+      else if (i + 1 < text.length) out += text[++i];
+      continue;
+    }
+    if ("*?[]".includes(c)) return undefined;
+    out += c;
+  }
+  return out;
+}
+
+/** The inside of "…" without expansions: only `\$ \` \" \\` and line continuations are escapes there. */
+function doubleQuotedValue(inner: string): string {
+  return inner.replace(/\\([$`"\\\n])/g, (_, c: string) => (c === "\n" ? "" : c));
+}
+
+const C_ESCAPES: Record<string, string> = {
+  a: "\x07",
+  b: "\b",
+  e: "\x1b",
+  E: "\x1b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
+  v: "\v",
+  "\\": "\\",
+  "'": "'",
+  '"': '"',
+  "?": "?",
+};
+
+/** `$'…'`'s inside, decoded as bash does. */
+export function ansiCValue(inner: string): string {
+  return inner.replace(/\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)/gs, (whole, esc: string) => {
+    if (/^x/.test(esc)) return String.fromCodePoint(parseInt(esc.slice(1), 16));
+    if (/^[uU]/.test(esc)) return String.fromCodePoint(Math.min(parseInt(esc.slice(1), 16), 0x10ffff));
+    if (/^[0-7]/.test(esc)) return String.fromCodePoint(parseInt(esc, 8) & 0xff);
+    if (esc[0] === "c" && esc.length === 2) return String.fromCodePoint(esc.charCodeAt(1) & 0x1f);
+    return C_ESCAPES[esc] ?? whole;
+  });
+}
+
+/** `{a,b}` and `{1..3}` expand into several words (a quoted one is counted too: erring towards "expands"). */
+const BRACE_EXPANSION = /\{[^{}]*(,|\.\.)[^{}]*\}/;
+
+/** A word node's value, or undefined when something in it expands. */
+function valueOf(node: Node): string | undefined {
+  if ((node.type === "word" || node.type === "concatenation") && BRACE_EXPANSION.test(node.text)) return undefined;
+  switch (node.type) {
+    case "word":
+    case "number":
+      return bareValue(node.text);
+    case "raw_string":
+      return node.text.slice(1, -1);
+    case "ansi_c_string":
+      return ansiCValue(node.text.slice(2, -1));
+    case "string":
+      return node.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)) ? undefined : doubleQuotedValue(node.text.slice(1, -1));
+    case "translated_string":
+      return node.namedChildren[0] ? valueOf(node.namedChildren[0]) : undefined;
+    case "concatenation": {
+      let out = "";
+      for (const child of node.children) {
+        if (!child) return undefined;
+        const part = valueOf(child);
+        if (part === undefined) return undefined;
+        out += part;
+      }
+      return out;
+    }
+    default:
+      // `$` standing alone is a literal dollar.
+      return node.text === "$" ? "$" : undefined;
+  }
+}
+
+function wordOf(node: Node): Word {
+  const value = valueOf(node);
+  const first = node.type === "concatenation" ? node.children[0] : node;
+  const head = first ? valueOf(first) : undefined;
+  return {
+    text: node.text,
+    value,
+    // An expansion at the start may expand to anything, `-rf` included.
+    mayBeOption: value !== undefined ? value.startsWith("-") : head === undefined || head === "" || head.startsWith("-"),
+    processSubstitution: node.type === "process_substitution",
+  };
+}
+
+// ── Commands ────────────────────────────────────────────────────────────────
+
+interface Context {
+  stdin: Stdin;
+}
+
+const INHERITED: Context = { stdin: { kind: "inherited" } };
+
+/** Where a redirection list sends standard input, when it does. */
+function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
+  let stdin = outer;
+  for (const redirect of redirects) {
+    if (redirect.type === "heredoc_redirect") {
+      const body = redirect.namedChildren.find((child) => child?.type === "heredoc_body");
+      const start = redirect.namedChildren.find((child) => child?.type === "heredoc_start")?.text ?? "";
+      // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
+      const quoted = /['"\\]/.test(start);
+      const literal = body && (quoted || !body.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)));
+      const text = body ? (quoted ? body.text : doubleQuotedValue(body.text)) : "";
+      stdin = { kind: "inline", body: literal || !body ? text : undefined };
+    } else if (redirect.type === "herestring_redirect") {
+      const word = redirect.namedChildren.find((child) => child !== null && child.type !== "file_descriptor");
+      const value = word ? valueOf(word) : undefined;
+      stdin = { kind: "inline", body: value === undefined ? undefined : `${value}\n` };
+    } else if (redirect.type === "file_redirect") {
+      const op = redirect.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
+      const descriptor = redirect.childForFieldName("descriptor")?.text;
+      const destination = redirect.childForFieldName("destination");
+      if ((descriptor === undefined || descriptor === "0") && destination) {
+        if (op === "<" || op === "<>") stdin = { kind: "file", literal: valueOf(destination) !== undefined };
+        // `<&3`: another descriptor, opened who knows where.
+        else if (op === "<&" && destination.text !== "-") stdin = { kind: "file", literal: false };
+      }
+    }
+  }
+  return stdin;
+}
+
+/**
+ * Where the grammar and bash disagree, bash wins: an unquoted word never holds a raw blank or line
+ * break in bash, so a word node that does (tree-sitter-bash glues `a⏎\rm -rf x` into one command)
+ * means the reading cannot be trusted.
+ */
+const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
+
+/** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
+function readScript(root: Node): Script | undefined {
+  const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] };
+  let trusted = true;
+
+  const visit = (node: Node, context: Context) => {
+    script.kinds.add(node.type === "compound_statement" && node.text.startsWith("((") ? "arithmetic_command" : node.type);
+    if (node.type === "expansion") script.expansions.push(node.text);
+    if (node.type === "test_command") script.tests.push(node.text);
+    if (node.type === "word" && BLANK_IN_WORD.test(node.text)) trusted = false;
+    // Escaped backticks nest a substitution inside a backtick one; the grammar reads them as text.
+    if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) trusted = false;
+    switch (node.type) {
+      case "pipeline": {
+        // Every stage after the first reads the previous one's output.
+        for (const [index, child] of node.namedChildren.entries()) if (child) visit(child, index === 0 ? context : { stdin: { kind: "pipe" } });
+        return;
+      }
+      case "redirected_statement": {
+        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
+        const body = node.childForFieldName("body");
+        for (const redirect of redirects) visit(redirect, INHERITED);
+        if (body) visit(body, { stdin: stdinOf(redirects, context.stdin) });
+        return;
+      }
+      case "command": {
+        // Words of one command never span a line break bash would end the command at (`ls | ls⏎rm … < f` glued into one).
+        const parts = node.children.filter((child): child is Node => child !== null);
+        if (parts.some((part, i) => i > 0 && part.startPosition.row !== parts[i - 1]!.endPosition.row && !/^heredoc/.test(part.type))) trusted = false;
+        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
+        const name = node.childForFieldName("name");
+        const args = node.childrenForFieldName("argument").filter((child): child is Node => child !== null);
+        const words = [name?.namedChildren[0] ?? name, ...args].filter((child): child is Node => child !== null && child !== undefined).map(wordOf);
+        script.commands.push({ words, stdin: stdinOf(redirects, context.stdin) });
+        // Aliases defined here are called later by name.
+        if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
+        // `hash -p /bin/rm ls` makes `ls` run rm.
+        if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p")))
+          for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
+        break;
+      }
+      case "variable_assignment": {
+        const name = node.childForFieldName("name");
+        const value = node.childForFieldName("value");
+        if (name) script.assignments.push({ name: name.text, value: value && value.type !== "array" ? wordOf(value) : undefined });
+        break;
+      }
+      case "declaration_command":
+        // `export "PS4=…"`: an assignment written as a quoted word.
+        for (const child of node.namedChildren) {
+          const value = child && child.type !== "variable_assignment" ? valueOf(child) : undefined;
+          const match = value === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*)=([\s\S]*)$/.exec(value);
+          if (match) script.assignments.push({ name: match[1]!, value: { text: match[2]!, value: match[2]!, mayBeOption: false, processSubstitution: false } });
+        }
+        break;
+      case "function_definition": {
+        const name = node.childForFieldName("name");
+        if (name) script.definitions.add(valueOf(name) ?? name.text);
+        break;
+      }
+      case "file_redirect": {
+        const op = node.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
+        const destination = node.childForFieldName("destination");
+        // `>&2` and `2>&1` duplicate a descriptor; every other `>` form writes a file.
+        if (destination && op.includes(">") && !(op.endsWith("&") && /^(\d+|-)$/.test(destination.text))) script.writes.push(wordOf(destination));
+        break;
+      }
+      case "heredoc_redirect":
+        // `cat <<EOF | sh`: the pipeline after the delimiter reads the here-document's command's output.
+        for (const child of node.namedChildren) {
+          if (child?.type === "pipeline") for (const stage of child.namedChildren) stage && visit(stage, { stdin: { kind: "pipe" } });
+          else if (child) visit(child, INHERITED);
+        }
+        return;
+      case "command_substitution":
+      case "process_substitution": {
+        // Runs on its own: its input is not the enclosing command's, except `>(…)`, which reads what is written to it.
+        const inner = node.text.startsWith(">(") ? { stdin: { kind: "pipe" } as const } : INHERITED;
+        for (const child of node.namedChildren) if (child) visit(child, inner);
+        return;
+      }
+    }
+    for (const child of node.namedChildren) if (child) visit(child, context);
+  };
+
+  visit(root, INHERITED);
+  return trusted ? script : undefined;
+}

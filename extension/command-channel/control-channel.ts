@@ -1,0 +1,148 @@
+/**
+ * The control channel (command protocol 3), a session service of its own: one long poll for control
+ * commands kept open while the session is switched on, idle and busy alike, so a stop or an approval
+ * decision reaches a run in the middle of a tool. It starts once the server has said it speaks
+ * protocol 3 (also after an upgrade). Each command goes to the handler registered for its kind, its
+ * outcome is journaled (flushed) and then ACKed; a command already journaled is only ACKed again
+ * with its journaled outcome. It owns the built-in `stop`, which does exactly what Esc does. Nothing
+ * here runs inside a Pi handler.
+ */
+import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
+import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { realSleep } from "../server-client/retry.ts";
+import { type LaneConnection, ReportOnce } from "./lane.ts";
+import type { ServerHeard } from "../server-client/server-facts.ts";
+import { controlStep, type Applied } from "./control-rules.ts";
+import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./control-dispatcher.ts";
+
+export class ControlChannel implements ControlRegistry {
+  readonly #dispatcher = new ControlDispatcher();
+  readonly #server: ServerHeard;
+  readonly #runNow: () => StoppedRun | undefined;
+  #ctx: ExtensionContext | undefined;
+  #lane: LaneConnection | undefined;
+  #poll: AbortController | undefined;
+
+  /** `runNow`: the run in progress as a stop's ACK names it (read before the abort ends it). */
+  constructor(server: ServerHeard, runNow: () => StoppedRun | undefined) {
+    this.#server = server;
+    this.#runNow = runNow;
+    // The protocol the server speaks comes with each accepted heartbeat.
+    server.onAccepted(() => this.#sync());
+  }
+
+  /** Registers the handler of a control kind; returns the unregister. `stop` is built in. */
+  on(kind: Exclude<ControlKind, "stop">, handler: ControlHandler): () => void {
+    return this.#dispatcher.on(kind, handler);
+  }
+
+  /** Polls for the session of `ctx` once `lane` is ready and the server speaks protocol 3. */
+  start(ctx: ExtensionContext, lane: LaneConnection): void {
+    this.#ctx = ctx;
+    if (this.#lane === lane) return;
+    this.#lane = lane;
+    void lane.ready.then((ready) => {
+      if (ready && this.#lane === lane) this.#sync();
+    });
+  }
+
+  /** Ends the poll; an ACK in flight finishes on its own. */
+  stop(): void {
+    this.#lane = undefined;
+    this.#poll?.abort();
+    this.#poll = undefined;
+  }
+
+  get polling(): boolean {
+    return this.#poll !== undefined;
+  }
+
+  /**
+   * Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
+   * wait. Says which run it stopped: the server may have heard nothing else of it.
+   */
+  #stopRun(): Applied {
+    const ctx = this.#ctx;
+    if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };
+    const run = this.#runNow();
+    ctx.abort();
+    return { outcome: "stopped", ...(run ? { run } : {}) };
+  }
+
+  #sync(): void {
+    const lane = this.#lane;
+    if (!lane?.journal || this.#poll || this.#server.commandProtocol() < CONTROL_PROTOCOL) return;
+    const controller = new AbortController();
+    this.#poll = controller;
+    void this.#loop(lane, controller.signal).finally(() => {
+      if (this.#poll === controller) this.#poll = undefined;
+    });
+  }
+
+  async #loop(lane: LaneConnection, stopped: AbortSignal): Promise<void> {
+    let failures = 0;
+    const claimFailures = new ReportOnce((message) => lane.reports.report(message));
+    while (!stopped.aborted) {
+      const sessionId = this.#sessionId();
+      if (!sessionId) return;
+      const waitMs = Math.min(lane.settings.longPollMs, LIMITS.longPollMaxMs);
+      try {
+        const answer = await lane.claim(sessionId, waitMs, { lane: "control" }, stopped);
+        failures = 0;
+        claimFailures.clear();
+        if (answer.command) await this.#apply(lane, sessionId, answer.command, answer.lease.token);
+        else if (waitMs === 0) await realSleep(lane.settings.idlePollIntervalMs, stopped);
+      } catch (thrown) {
+        if (stopped.aborted) return;
+        failures++;
+        const delayMs = lane.claimFailed(thrown, failures, claimFailures, lane.text.commands.controlClaimFailed);
+        await realSleep(delayMs, stopped).catch(() => undefined);
+      }
+    }
+  }
+
+  async #apply(lane: LaneConnection, sessionId: string, command: ClaimedCommand, leaseToken: string): Promise<void> {
+    const journal = lane.journal;
+    if (!journal) return;
+    const { command_id, event_id } = command;
+    const step = controlStep({ has: journal.has(command_id), ...journal.applied(command_id) });
+    let applied: Applied;
+    if (!step.apply) applied = step;
+    else {
+      // The built-in stop is applied here; every other kind by the feature that registered it.
+      applied =
+        command.kind === "stop"
+          ? this.#stopRun()
+          : {
+              outcome: await this.#dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
+                lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
+              ),
+            };
+      try {
+        await journal.record({ command_id, event_id, session_id: sessionId, delivered_at: new Date().toISOString(), ...applied });
+      } catch (error) {
+        // Applied but not journaled: no ACK, so the lease runs out and the redelivery is applied
+        // again, which for a stop is harmless (the run it would stop has ended: already idle).
+        lane.reports.report(lane.text.commands.journalWriteFailed(journal.file, errorText(error)));
+        return;
+      }
+    }
+    const { outcome, run } = applied;
+    await lane.ack(command_id, { session_id: sessionId, lease_token: leaseToken, outcome, ...(run ? { run } : {}) }, lane.text.commands.controlAckFailed);
+  }
+
+  #sessionId(): string | undefined {
+    return this.#ctx?.sessionManager.getSessionId();
+  }
+}
+
+/** A stale context (the session was replaced) counts as busy: its abort then fails loudly, not silently. */
+function isIdle(ctx: ExtensionContext): boolean {
+  try {
+    return ctx.isIdle();
+  } catch {
+    return false;
+  }
+}

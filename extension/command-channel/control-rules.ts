@@ -1,0 +1,57 @@
+/**
+ * The control channel's pure decisions: which outcomes the server accepts for a kind, whether a
+ * claimed command is applied or only ACKed again, and what a stop's ACK says of the run it aborted.
+ */
+import { redactSecrets } from "../../common/redact.ts";
+import { OUTCOMES, StoppedRun, type CommandOutcome } from "../../protocol/queue.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { truncate } from "../notices/notice-rules.ts";
+
+/** An outcome the server accepts for this kind; anything else becomes `unknown`. */
+export function allowedOutcome(kind: string, outcome: CommandOutcome): CommandOutcome {
+  const allowed = (OUTCOMES as Readonly<Record<string, readonly CommandOutcome[]>>)[kind];
+  return allowed?.includes(outcome) ? outcome : "unknown";
+}
+
+/** What applying a control command did, as journaled and ACKed. */
+export interface Applied {
+  outcome: CommandOutcome;
+  /** A stop that stopped a run: that run. */
+  run?: StoppedRun;
+}
+
+/**
+ * A control command is applied once: one the journal holds with its outcome (a lost ACK, a lease
+ * that came back) is only ACKed again with that outcome (and the run a stop named); anything else
+ * is applied.
+ */
+export function controlStep(journaled: {
+  has: boolean;
+  outcome: CommandOutcome | undefined;
+  run?: StoppedRun | undefined;
+}): { apply: true } | ({ apply: false } & Applied) {
+  if (!journaled.has || journaled.outcome === undefined) return { apply: true };
+  return { apply: false, outcome: journaled.outcome, ...(journaled.run ? { run: journaled.run } : {}) };
+}
+
+/** The run in progress as the recorder knows it. */
+export interface RunSoFar {
+  startedAt: number;
+  /** False for a run joined mid-way: its start is not known. */
+  startKnown: boolean;
+  task: string;
+}
+
+/**
+ * The run a stop aborts, as its ACK carries it: the prompt with literal secrets masked (before it is
+ * cut, so no secret is half-kept) and cut like a notice's task; the start only when it is known.
+ * Undefined when there is no run, or nothing the wire would accept.
+ */
+export function stoppedRun(run: RunSoFar | undefined, maxTaskChars: number): StoppedRun | undefined {
+  if (!run) return undefined;
+  const parsed = StoppedRun.safeParse({
+    ...(run.startKnown ? { started_at: new Date(run.startedAt).toISOString() } : {}),
+    task: truncate(redactSecrets(run.task), Math.min(maxTaskChars, LIMITS.taskChars)),
+  });
+  return parsed.success ? parsed.data : undefined;
+}

@@ -1,0 +1,103 @@
+/**
+ * The command channel's pure decisions: when to claim, when a claimed command may be handed to Pi,
+ * how long an idle session waits before claiming again, and which instructions an interrupted run
+ * left unanswered. commands.ts is the Pi and HTTP edge that applies them.
+ */
+import type { Messages } from "../texts/messages.ts";
+import type { SendRequest } from "../../protocol/state-bus.ts";
+
+export interface ClaimFacts {
+  running: boolean;
+  idle: boolean;
+  /**
+   * The server's newest accepted heartbeat said idle. Before that it would answer an idle long poll
+   * at once (it holds one only for an idle session), so none is sent: runs that follow each other
+   * within the idle settle then cost no claim either.
+   */
+  serverHeardIdle: boolean;
+  /** Called from a turn end: the one moment a busy session may claim. */
+  atBoundary: boolean;
+  claimInFlight: boolean;
+  /** A claimed command not yet done with: held for a boundary, queued in Pi, or being journaled and ACKed. */
+  outstanding: boolean;
+  backingOff: boolean;
+}
+
+export type ClaimKind = "idle" | "boundary";
+export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitMs: number };
+
+export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
+  if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
+  if (facts.idle) return facts.serverHeardIdle ? { claim: true, kind: "idle", waitMs: longPollMs } : { claim: false };
+  if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
+  return { claim: false };
+}
+
+/**
+ * Whether a turn-end listener is of use now (it makes Pi build a context preview at every turn
+ * end): while a claimed command waits for a boundary, and on a turn whose tool calls the run goes
+ * on after, where a boundary claim lets an instruction steer the rest of the run. A run's last
+ * turn goes without: what arrives then is claimed the moment the run settles.
+ */
+export function wantsTurnEnd(facts: { running: boolean; held: boolean; toolTurn: boolean }): boolean {
+  return facts.running && (facts.held || facts.toolTurn);
+}
+
+export interface DeliveryFacts {
+  /** Journaled, or already present in the session (the branch marker). */
+  alreadyDelivered: boolean;
+  idle: boolean;
+  atBoundary: boolean;
+}
+
+/**
+ * `deliver` only where Pi takes the steer without a gap: idle (it starts a run, or is deferred past
+ * the settled handlers), or inside a turn-end handler (Pi reads its steer queue right after). Any
+ * other moment of a busy session can be the tail of a run whose queue was already read.
+ */
+export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
+  if (facts.alreadyDelivered) return "ack-only";
+  return facts.idle || facts.atBoundary ? "deliver" : "hold";
+}
+
+/**
+ * After an empty claim, if the session is idle now. An idle claim the server held is followed at
+ * once; one answered early (no long poll, or a short cap) no sooner than `minIntervalMs` after it
+ * started. A turn-end claim is followed at once: the session has just gone idle and should start
+ * its long poll, not wait out an interval.
+ */
+export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
+  return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
+}
+
+/** What one top-level run did with commands, in order. */
+export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
+
+const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
+
+/**
+ * Commands the session took in that no assistant message answered afterwards, in an interrupted
+ * run. A failed run is reported by its failure notice, so only interrupts count here.
+ */
+export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boolean): string[] {
+  if (!aborted) return [];
+  const waiting: string[] = [];
+  for (const fact of facts) {
+    if (fact.kind === "command") waiting.push(fact.commandId);
+    else if (ANSWERING_STOPS.has(fact.stopReason)) waiting.length = 0;
+  }
+  return waiting;
+}
+
+/** The persona-facing warning for an instruction that reached the session but got no answer, in the session's language. */
+export function interruptedNotice(command: { commandId: string; eventId: string; instruction: string }, t: Messages["notice"]["interrupted"]): SendRequest {
+  const preview = command.instruction.length > 120 ? `${command.instruction.slice(0, 120)}…` : command.instruction;
+  const eventId = `cmd-interrupted:${command.commandId}`;
+  return {
+    status: "warning",
+    task: t.task,
+    summary: t.summary(preview),
+    ...(eventId.length <= 80 ? { eventId } : {}),
+    details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
+  };
+}

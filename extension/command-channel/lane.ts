@@ -1,0 +1,145 @@
+/**
+ * What the instruction channel and the control channel share (the server's two lanes of one
+ * command queue): the session's connection and command settings for one start of the channels,
+ * the command journal both write, the claim request and its time margins, the ACK with retry, and
+ * the once-per-distinct-failure report. The journal is opened once per start and shared, so both
+ * lanes append through one writer and read one set of journaled ids.
+ */
+import { errorText } from "../../common/errors.ts";
+import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
+import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
+import type { Messages } from "../texts/messages.ts";
+import type { Connection, Presence } from "../presence/presence.ts";
+import type { ServerHeard } from "../server-client/server-facts.ts";
+import { type CommandJournal, openCommandJournal } from "./journal.ts";
+
+/** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
+export const CLAIM_MARGIN_MS = 5_000;
+/** A claim the server answers at once (a turn end's, or every poll when long polling is off). */
+export const QUICK_CLAIM_TIMEOUT_MS = 10_000;
+export const ACK_TIMEOUT_MS = 10_000;
+export const ACK_ATTEMPTS = 3;
+export const RETRY_BASE_MS = 500;
+
+/** Tells each distinct failure once, until `clear` says things work again. */
+export class ReportOnce {
+  readonly #sink: (message: string) => void;
+  #last: string | undefined;
+
+  constructor(sink: (message: string) => void) {
+    this.#sink = sink;
+  }
+
+  report(message: string): void {
+    if (message !== this.#last) this.#sink(message);
+    this.#last = message;
+  }
+
+  clear(): void {
+    this.#last = undefined;
+  }
+}
+
+export interface LaneDeps {
+  runtimeId: string;
+  presence: Pick<Presence, "beat">;
+  server: ServerHeard;
+  report: (message: string) => void;
+  text: () => Messages;
+}
+
+/** One start of the command channels: the connection they use and the journal they share. */
+export class LaneConnection {
+  readonly client: ApiClient;
+  readonly settings: Connection["config"]["command"];
+  /** Retries after failures are capped here: a server that comes back is reached within one heartbeat. */
+  readonly heartbeatIntervalMs: number;
+  readonly runtimeId: string;
+  /** Shared by both lanes: a failure one lane reported is not told again by the other. */
+  readonly reports: ReportOnce;
+  /** The journal once open; undefined before, or if it cannot be read (then no lane claims). */
+  journal: CommandJournal | undefined;
+  /** Resolves once the journal is open and the server accepted this runtime's heartbeat, false if either fails. */
+  readonly ready: Promise<boolean>;
+  readonly #deps: LaneDeps;
+
+  constructor(connection: Connection, deps: LaneDeps) {
+    this.client = connection.client;
+    this.settings = connection.config.command;
+    this.heartbeatIntervalMs = connection.config.presence.heartbeatIntervalMs;
+    this.runtimeId = deps.runtimeId;
+    this.reports = new ReportOnce(deps.report);
+    this.#deps = deps;
+    this.ready = this.#open();
+  }
+
+  get text(): Messages {
+    return this.#deps.text();
+  }
+
+  /** Tells the person now, not deduplicated. */
+  tell(message: string): void {
+    this.#deps.report(message);
+  }
+
+  /** Asks presence for a heartbeat (the server lost this runtime). */
+  beat(): void {
+    this.#deps.presence.beat();
+  }
+
+  async #open(): Promise<boolean> {
+    const file = this.settings.journal;
+    try {
+      const opened = await openCommandJournal(file);
+      this.journal = opened.journal;
+      if (opened.skippedLines > 0) this.tell(this.text.commands.journalSkipped(file, opened.skippedLines));
+    } catch (error) {
+      // Without the journal no delivery could be deduplicated, so the channels stay off.
+      this.tell(this.text.commands.journalUnreadable(file, errorText(error)));
+      return false;
+    }
+    // The server lets a runtime claim only after it has seen that runtime's heartbeat.
+    return this.#deps.server.whenAccepted();
+  }
+
+  /** One claim on a lane; held up to `waitMs` by the server. */
+  claim(sessionId: string, waitMs: number, query: { lane?: "control"; capabilities?: "images" }, signal: AbortSignal) {
+    return this.client.request("GET", "commands", {
+      query: { session_id: sessionId, runtime_id: this.runtimeId, ...query, wait_ms: waitMs },
+      timeoutMs: waitMs > 0 ? waitMs + CLAIM_MARGIN_MS : QUICK_CLAIM_TIMEOUT_MS,
+      schema: ClaimAnswer,
+      signal,
+    });
+  }
+
+  /**
+   * After a failed claim: a lost runtime (restart, TTL) is re-registered by a heartbeat before the
+   * retry, the failure is told once (a refused token is told by the client, for every channel at
+   * once), and the wait before the retry is returned, capped at the heartbeat interval.
+   */
+  claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
+    const error = asServerError(thrown);
+    if (error.code === "session_offline") this.beat();
+    if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
+    return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
+  }
+
+  /** The ACK, retried; a failure is told (with `wording`) unless the client already told it. */
+  async ack(
+    commandId: string,
+    body: { session_id: string; lease_token: string; outcome?: CommandOutcome; run?: StoppedRun },
+    wording: (why: string) => string,
+  ) {
+    const acked = await runWithRetry(
+      () =>
+        this.client.request("POST", `commands/${encodeURIComponent(commandId)}/ack`, {
+          body: { ...body, runtime_id: this.runtimeId },
+          timeoutMs: ACK_TIMEOUT_MS,
+          schema: AckAnswer,
+        }),
+      { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
+    );
+    if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Batch decisions, pure: how many waiting notices go in the next request, and what a
+ * `POST /events/batch` answer says about each event (docs/protocol.md, "Several events at once").
+ */
+import type { BatchAccepted, EventAccepted, EventBody } from "../../protocol/events.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import { classifyHttpFailure, ServerError } from "../server-client/retry.ts";
+
+/**
+ * The server took the event but already knows it cannot deliver it: not a success, and resending
+ * the same event_id only returns the same stored receipt.
+ */
+export const receiptFailed = () => new ServerError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
+
+/** What a send did for one event: the server's receipt, or why it was not taken. */
+export type EventOutcome = { ok: true; value: EventAccepted } | { ok: false; error: ServerError };
+
+/** One notice on its way: handed over by `send`, or read back from the outbox. */
+export interface Outgoing {
+  readonly event: EventBody;
+  readonly final: boolean;
+  /** Its serialised size, for the batch's body limit. */
+  readonly bytes: number;
+  /** Finals: on disk in the outbox (undefined while the write runs; false when it failed: sent anyway, kept nowhere). */
+  durable?: boolean;
+  accepted?: boolean;
+}
+
+export const outgoing = (event: EventBody, final: boolean): Outgoing => ({ event, final, bytes: Buffer.byteLength(JSON.stringify(event)) });
+
+/** The leading items that `keep` holds for. */
+export function leading<T>(list: readonly T[], keep: (item: T) => boolean): T[] {
+  const end = list.findIndex((item) => !keep(item));
+  return end < 0 ? [...list] : list.slice(0, end);
+}
+
+// `{"events":[` … `]}` and the commas between elements.
+const ENVELOPE_BYTES = 16;
+
+/**
+ * How many of `waiting` (oldest first) the next request carries: at least the first, then as many
+ * as follow before a barrier (one that must not go yet), within `max` events and the body limit.
+ */
+export function takeChunk(waiting: readonly { bytes: number; barrier?: boolean }[], max: number): number {
+  let count = 0;
+  let bytes = ENVELOPE_BYTES;
+  for (const item of waiting) {
+    if (count > 0 && (count >= max || item.barrier || bytes + item.bytes + 1 > LIMITS.eventBatchBytes)) break;
+    count += 1;
+    bytes += item.bytes + 1;
+  }
+  return count;
+}
+
+/** How many events a server that said `batch_max` takes per request; 1 for one that said nothing (no batch route). */
+export function batchSize(said: number | undefined): number {
+  return said === undefined ? 1 : Math.max(1, Math.min(said, LIMITS.eventBatchMax));
+}
+
+/**
+ * The outcome of each event the server looked at, in order: the accepted prefix, then the refused
+ * event. Fewer outcomes than events means the rest were not looked at. An answer that does not fit
+ * what was sent (another event, a gap, a refusal out of place) is not trusted at all.
+ */
+export function batchOutcomes(sent: readonly EventBody[], answer: BatchAccepted, now: number): EventOutcome[] {
+  const { accepted, refused } = answer;
+  const refusedOne = refused === null ? undefined : sent[refused.index];
+  const fits =
+    accepted.length <= sent.length &&
+    accepted.every((receipt, i) => receipt.event_id === sent[i]!.event_id) &&
+    // Either every event was taken, or the one right after the taken ones was refused.
+    (refused === null
+      ? accepted.length === sent.length
+      : refused.index === accepted.length && refusedOne !== undefined && (refused.event_id ?? refusedOne.event_id) === refusedOne.event_id);
+  if (!fits)
+    throw new ServerError("the batch answer does not match the events sent", {
+      retryable: false,
+      code: "invalid_answer",
+      facts: { kind: "batch_mismatch" },
+    });
+  const outcomes: EventOutcome[] = accepted.map((value) => (value.state === "failed" ? { ok: false, error: receiptFailed() } : { ok: true, value }));
+  if (refused) {
+    const headers = refused.retry_after_seconds === undefined ? {} : { "retry-after": String(refused.retry_after_seconds) };
+    outcomes.push({ ok: false, error: classifyHttpFailure(refused.status, headers, now, refused.error) });
+  }
+  return outcomes;
+}

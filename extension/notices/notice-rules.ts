@@ -1,0 +1,280 @@
+/**
+ * Builds the event body sent to the webhook (docs/protocol.md, Events): ids, truncation to the
+ * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
+ * it read from Pi.
+ */
+import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
+import { SAID_ERROR_CHARS, Said } from "../../protocol/said.ts";
+import { LIMITS } from "../../protocol/wire.ts";
+import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
+import type { SendRequest } from "../../protocol/state-bus.ts";
+import type { zhNotice } from "../texts/delivery.ts";
+
+/** The words of the notices the extension writes itself, in the session's language. */
+export type NoticeTexts = typeof zhNotice;
+
+/** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
+export interface PiContextUsage {
+  tokens: number | null;
+  contextWindow: number;
+  percent: number | null;
+}
+
+/**
+ * Samples Pi's context estimate once, for one payload. After a compaction the
+ * window is known but the usage is not: both unknowns stay null. No model, a throwing reader or
+ * any impossible number makes the whole field null, so unknown never poses as 0 %.
+ */
+export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {
+  let usage: PiContextUsage | undefined;
+  try {
+    usage = read();
+  } catch {
+    return null;
+  }
+  if (!usage) return null;
+  const parsed = ContextUsage.safeParse({
+    used_tokens: usage.tokens,
+    context_window: usage.contextWindow,
+    // Two decimals: Pi's float arithmetic (1.4425000000000001) is noise to every reader.
+    percent: usage.percent === null ? null : Math.round(usage.percent * 100) / 100,
+  });
+  return parsed.success ? parsed.data : null;
+}
+
+/** Cuts to `max` characters (code points, never half a surrogate pair), marking the cut with "…". */
+export function truncate(text: string, max: number): string {
+  const chars = Array.from(text);
+  if (chars.length <= max) return text;
+  return `${chars.slice(0, Math.max(0, max - 1)).join("")}…`;
+}
+
+/**
+ * A final notice's id is derived from the session entry of the run's last assistant message, so a
+ * resend after a crash or reload carries the same id and the server deduplicates it.
+ */
+export function finalEventId(sessionId: string, assistantEntryId: string, status: "completed" | "failed"): string {
+  return `pi:${sessionId}:${assistantEntryId}:${status}`;
+}
+
+/** Notices not tied to a persisted entry (non-final ones, a final whose reply was not found): the runtime id keeps them apart across reloads. */
+export function transientEventId(sessionId: string, runtimeId: string, sequence: number, status: EventStatus): string {
+  return `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
+}
+
+/** Another extension's `eventId`, scoped to the session so two sessions cannot collide. */
+export function externalEventId(sessionId: string, eventId: string): string {
+  return `ext:${sessionId}:${eventId}`;
+}
+
+export interface ContentOptions {
+  maxTaskChars: number;
+  maxSummaryChars: number;
+  includeProject: boolean;
+  includeFinalReply: boolean;
+}
+
+/** A line the extension wrote, and what it says in `details.said` (undefined when it cannot point at the agent's words). */
+export interface SaidLine {
+  summary: string;
+  said: Said | undefined;
+}
+
+/**
+ * Where `tail` (the agent's own words, at the end of `line`) begins, in code points; undefined when
+ * `line` does not end with it, so nothing is ever pointed at that is not the agent's. Pure.
+ */
+export function tailFrom(line: string, tail: string): number | undefined {
+  if (!line.endsWith(tail)) return undefined;
+  return Array.from(line).length - Array.from(tail).length;
+}
+
+/** A line with the project named, when the content names it. */
+export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
+  return content.includeProject ? t.inProject(project, line) : line;
+}
+
+/** What a line says before the project and the agent's words are placed: its key and its other values. */
+export type SaidDraft = {
+  [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
+}[Said["key"]];
+
+/**
+ * The summary a line becomes (the project named when the content names it) and its said form: the
+ * project added, the agent's words (`tail`, at the line's end) located by offset, the whole checked
+ * against the shared schema. No said when any of it does not hold: the summary alone is then sent. Pure.
+ */
+export function saidLine(
+  line: string,
+  draft: SaidDraft,
+  context: Pick<NoticeContext, "content" | "project" | "text">,
+  tail?: { param: "reply_from" | "detail_from"; text: string },
+): SaidLine {
+  const summary = inProject(line, context.content, context.project, context.text);
+  const from = tail?.text ? tailFrom(summary, tail.text) : undefined;
+  if (tail?.text && from === undefined) return { summary, said: undefined };
+  const said = Said.safeParse({
+    key: draft.key,
+    params: {
+      ...(context.content.includeProject ? { project: context.project } : {}),
+      ...draft.params,
+      ...(tail && from !== undefined ? { [tail.param]: from } : {}),
+    },
+  });
+  return { summary, said: said.success ? said.data : undefined };
+}
+
+/** The human summary of a settled run (the final reply, or why it failed, in the session's language) and its said form. */
+export function runSummary(
+  outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
+  facts: RunFacts,
+  content: ContentOptions,
+  project: string,
+  t: NoticeTexts,
+): SaidLine {
+  const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
+  const tail = { param: "reply_from", text: reply } as const;
+  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, { content, project, text: t }, tail);
+  const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
+  const error = outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {};
+  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, { content, project, text: t }, tail);
+}
+
+export interface NoticeParts {
+  eventId: string;
+  sessionId: string;
+  runtimeId: string;
+  source: string;
+  task: string;
+  status: EventStatus;
+  summary: string;
+  details: Record<string, unknown> | null;
+  url?: string | null;
+  contextUsage: ContextUsage | null;
+  createdAt: Date;
+  delivery?: DeliveryRoute;
+}
+
+/**
+ * The wire body, cut to the configured and wire limits. Not parsed here: the notifier validates
+ * every event against the shared schema once, at its boundary, and a turn should not pay twice.
+ */
+export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "maxTaskChars" | "maxSummaryChars">): EventBody {
+  return {
+    event_id: parts.eventId,
+    session_id: parts.sessionId,
+    runtime_id: parts.runtimeId,
+    source: truncate(parts.source, LIMITS.sourceChars),
+    task: truncate(parts.task, Math.min(content.maxTaskChars, LIMITS.taskChars)),
+    status: parts.status,
+    summary: truncate(parts.summary, Math.min(content.maxSummaryChars, LIMITS.summaryChars)),
+    details: parts.details,
+    url: parts.url ?? null,
+    context_usage: parts.contextUsage,
+    created_at: parts.createdAt.toISOString(),
+    delivery: parts.delivery ?? "anon",
+  };
+}
+
+/** What every notice of one session shares; sampled by the caller when the notice is built. */
+export interface NoticeContext {
+  sessionId: string;
+  runtimeId: string;
+  source: string;
+  project: string;
+  content: ContentOptions;
+  contextUsage: ContextUsage | null;
+  now: Date;
+  text: NoticeTexts;
+}
+
+/**
+ * The final notice of a settled run, or undefined when the run is not reported (interrupted, silent).
+ * Its id is the persisted reply's entry, so the same run is one notice wherever it is built; a reply
+ * not found in the session still reports the run, under an id unique in this runtime (`sequence`),
+ * rather than leaving a finished run untold.
+ */
+export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
+  if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
+  const entryId = facts.lastAssistant?.entryId;
+  const line = runSummary(outcome, facts, context.content, context.project, context.text);
+  return buildEvent(
+    {
+      eventId: entryId
+        ? finalEventId(context.sessionId, entryId, outcome.kind)
+        : transientEventId(context.sessionId, context.runtimeId, sequence, outcome.kind),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task: facts.task,
+      status: outcome.kind,
+      summary: line.summary,
+      details: {
+        stop_reason: outcome.stopReason,
+        ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
+        // So the owner's view knows how long it took without a `started` notice (off by default).
+        ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
+        ...(line.said ? { said: line.said } : {}),
+      },
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}
+
+/** A started, progress or tool-error notice: never resent, so its id only has to be unique. */
+export function transientNotice(
+  status: "started" | "progress" | "tool_error",
+  line: SaidLine,
+  facts: RunFacts,
+  sequence: number,
+  context: NoticeContext,
+): EventBody {
+  return buildEvent(
+    {
+      eventId: transientEventId(context.sessionId, context.runtimeId, sequence, status),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: context.source,
+      task: facts.task,
+      status,
+      summary: line.summary,
+      details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+    },
+    context.content,
+  );
+}
+
+/**
+ * Another extension's details without `said`: only this extension's own code path says what its
+ * words mean, so a notice it merely carries cannot have its summary reworded as a run's outcome.
+ */
+function withoutSaid(details: Record<string, unknown> | null): Record<string, unknown> | null {
+  if (!details || !Object.hasOwn(details, "said")) return details;
+  const { said: _dropped, ...rest } = details;
+  return rest;
+}
+
+/** Another extension's `anon-notify:send`, already validated against SendRequest. */
+export function externalNotice(request: SendRequest, generatedId: string, context: NoticeContext): EventBody {
+  return buildEvent(
+    {
+      eventId: externalEventId(context.sessionId, request.eventId ?? generatedId),
+      sessionId: context.sessionId,
+      runtimeId: context.runtimeId,
+      source: request.source ?? context.source,
+      task: request.task ?? "",
+      status: request.status,
+      summary: request.summary,
+      details: withoutSaid(request.details ?? null),
+      url: request.url ?? null,
+      contextUsage: context.contextUsage,
+      createdAt: context.now,
+      ...(request.delivery ? { delivery: request.delivery } : {}),
+    },
+    context.content,
+  );
+}

@@ -1,0 +1,396 @@
+/**
+ * The notifier: what the extension's handlers call. It never throws and never makes the caller
+ * wait; a final notice is sent only after its durable outbox write finished, and removed only once
+ * accepted. Notices go out in the order they were handed over: one request at a time, carrying
+ * every notice that is waiting and ready (one `POST /events/batch`, once the server said it takes
+ * them), so a backlog costs a round trip per batch rather than per notice.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import { EventBody, type EventAccepted } from "../../protocol/events.ts";
+import { formatIssues, LIMITS } from "../../protocol/wire.ts";
+import type { Config } from "../config/schema-rules.ts";
+import type { Messages } from "../texts/messages.ts";
+import { batchSize, type EventOutcome, leading, type Outgoing, outgoing, takeChunk } from "./batch.ts";
+import type { WebhookClient } from "../server-client/http-client.ts";
+import type { Outbox } from "./outbox.ts";
+import { asServerError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
+
+export interface DeliveryLog {
+  info(message: string): void;
+  warn(message: string): void;
+  debug?(message: string): void;
+}
+
+export interface SendOptions {
+  /** completed / failed: written to the outbox before it is sent, and never rate limited. */
+  final: boolean;
+  /**
+   * Whether a non-final notice shares `delivery.minIntervalMs` with the other progress-type notices
+   * (the default: started, progress, tool_error). An explicit request from another extension does
+   * not: it carries its own event id, and the server's idempotency and rate limit still apply.
+   */
+  throttled?: boolean;
+}
+
+export interface Notifier {
+  /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
+  send(event: EventBody, options: SendOptions): void;
+  /**
+   * Waits for queued and in-flight sends, at most timeoutMs (reload and shutdown). Resolves true
+   * when everything handed over so far was done with, false when the time ran out first.
+   */
+  flush(timeoutMs: number): Promise<boolean>;
+  /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
+  resendOutbox(): Promise<void>;
+  /**
+   * The server answered another request (a heartbeat): finals held back by an outage are resent
+   * now rather than at the next start. Does nothing when none are held back.
+   */
+  serverAnswered(): void;
+  /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
+  close(): Promise<void>;
+  /** What became of the newest send that finished (for the doctor); undefined before the first. */
+  lastDelivery(): LastDelivery | undefined;
+}
+
+export type LastDelivery = { eventId: string; status: EventBody["status"]; at: number } & (
+  | { ok: true; state: EventAccepted["state"] }
+  | { ok: false; attempts: number; error: string }
+);
+
+export interface NotifierOptions {
+  client: Pick<WebhookClient, "postEvent" | "postEvents">;
+  outbox: Outbox;
+  delivery: Config["delivery"];
+  log: DeliveryLog;
+  /** The warnings' words, in the session's language. */
+  text: Messages["delivery"];
+  now?: () => number;
+  sleep?: Sleep;
+  random?: () => number;
+  /** While finals are held back, the outbox is tried again this often (default 60 s). */
+  outboxRetryMs?: number;
+  /** The outbox may hold more or fewer undelivered finals now (one was held back, or a resend ended). */
+  heldChanged?: () => void;
+  /** The server took a notice, with the receipt state it answered (to follow one still in progress). */
+  accepted?: (eventId: string, state: EventAccepted["state"]) => void;
+}
+
+const OUTBOX_RETRY_MS = 60_000;
+const ACCEPTED_MEMORY = 1000;
+
+/** Progress-type notices are rate limited; finals and explicit requests never are, so a completion is not swallowed by a recent progress. */
+export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number, minIntervalMs: number): boolean {
+  return lastNonFinalAt === undefined || now - lastNonFinalAt >= minIntervalMs;
+}
+
+/** What waits in line: a notice, or a pass over the outbox (resend at start, after an outage). */
+type Job = { kind: "notice"; notice: Outgoing; written?: Promise<boolean> } | { kind: "drain"; finished: () => void };
+
+class OrderedNotifier implements Notifier {
+  readonly #options: NotifierOptions;
+  readonly #now: () => number;
+  readonly #sleep: Sleep;
+  readonly #random: () => number;
+  readonly #stop = new AbortController();
+  /** Everything handed over and not yet done with, in hand-over order; one pump works through it. */
+  readonly #jobs: Job[] = [];
+  #pumping: Promise<void> | undefined;
+  /** Queued or in flight here, and recently accepted: an event_id in either is never sent again by this notifier. */
+  readonly #queued = new Set<string>();
+  readonly #accepted = new Set<string>();
+  #lastNonFinalAt: number | undefined;
+  /**
+   * Finals this notifier could not deliver wait in the outbox. While any do, a new final goes
+   * through the outbox oldest first behind them, so a newer final never overtakes an older one.
+   */
+  #heldBack = false;
+  #retryTimer: NodeJS.Timeout | undefined;
+  #last: LastDelivery | undefined;
+  /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
+  #batchMax = 1;
+
+  constructor(options: NotifierOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#sleep = options.sleep ?? realSleep;
+    this.#random = options.random ?? Math.random;
+  }
+
+  send(event: EventBody, { final, throttled = true }: SendOptions): void {
+    const { log, delivery, text: t } = this.#options;
+    try {
+      const parsed = EventBody.safeParse(event);
+      if (!parsed.success) {
+        log.warn(t.invalidEvent(formatIssues(parsed.error)));
+        return;
+      }
+      const valid = parsed.data;
+      if (this.#queued.has(valid.event_id) || this.#accepted.has(valid.event_id)) {
+        log.debug?.(`duplicate notice ${valid.event_id} ignored`);
+        return;
+      }
+      if (!final && this.#stop.signal.aborted) {
+        log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
+        return;
+      }
+      if (!final && throttled) {
+        if (!nonFinalAllowed(this.#lastNonFinalAt, this.#now(), delivery.minIntervalMs)) {
+          log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
+          return;
+        }
+        this.#lastNonFinalAt = this.#now();
+      }
+      const notice = outgoing(valid, final);
+      this.#queued.add(valid.event_id);
+      // Started here, beside the queue, so the outbox writes overlap the sends ahead of it.
+      const written = final ? this.#writeFinal(notice) : undefined;
+      this.#schedule(written ? { kind: "notice", notice, written } : { kind: "notice", notice });
+    } catch (error) {
+      log.warn(t.internalError(t.why(error)));
+    }
+  }
+
+  async flush(timeoutMs: number): Promise<boolean> {
+    const timer = new AbortController();
+    const idle = this.#pumping ?? Promise.resolve();
+    const drained = await Promise.race([idle.then(() => true), delay(timeoutMs, false, { signal: timer.signal, ref: false }).catch(() => false)]);
+    timer.abort();
+    return drained;
+  }
+
+  resendOutbox(): Promise<void> {
+    return new Promise((finished) => this.#schedule({ kind: "drain", finished }));
+  }
+
+  serverAnswered(): void {
+    if (this.#heldBack) void this.resendOutbox();
+  }
+
+  async close(): Promise<void> {
+    this.#stop.abort();
+    clearTimeout(this.#retryTimer);
+    await this.#pumping;
+  }
+
+  lastDelivery(): LastDelivery | undefined {
+    return this.#last;
+  }
+
+  #schedule(job: Job): void {
+    this.#jobs.push(job);
+    this.#pumping ??= this.#pump();
+  }
+
+  async #pump(): Promise<void> {
+    try {
+      while (this.#jobs.length > 0) {
+        try {
+          await this.#next();
+        } catch (error) {
+          this.#options.log.warn(this.#options.text.internalError(this.#options.text.why(error)));
+        }
+      }
+    } finally {
+      // In the same step as the last look at the line: a job scheduled after it starts a new pump.
+      this.#pumping = undefined;
+    }
+  }
+
+  /** Works off the head of the line: a pass over the outbox, or the notices waiting up to the next one. */
+  async #next(): Promise<void> {
+    const head = this.#jobs[0]!;
+    if (head.kind === "drain") {
+      this.#jobs.shift();
+      await this.#drainOutbox().finally(head.finished);
+      return;
+    }
+    // Sent only once on disk. Notices handed over while those writes ran join them (up to one
+    // batch): their writes started together, so they go together.
+    const noticesFirst = () => leading(this.#jobs, (job) => job.kind === "notice") as Extract<Job, { kind: "notice" }>[];
+    let waiting: Extract<Job, { kind: "notice" }>[] = [];
+    while (waiting.length < LIMITS.eventBatchMax && noticesFirst().length > waiting.length) {
+      waiting = noticesFirst();
+      await Promise.all(waiting.map((job) => job.written));
+    }
+    this.#jobs.splice(0, waiting.length);
+    const notices = waiting.map((job) => job.notice);
+    if (this.#stop.signal.aborted) {
+      // A closed notifier keeps its finals in the outbox for the next start.
+      for (const { event } of notices) this.#queued.delete(event.event_id);
+      this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
+      return;
+    }
+    // Anything thrown on the way (the outbox failing) is warned about by the pump; what was taken is done with.
+    let unsent: Outgoing[] = [];
+    try {
+      if (this.#heldBack && notices[0]!.durable) {
+        // Behind finals held back: the outbox oldest first, these finals among them.
+        const own = leading(notices, (notice) => notice.durable === true);
+        unsent = notices.slice(own.length);
+        await this.#drainOutbox(new Set(own.map((notice) => notice.event.event_id)));
+      } else {
+        const { rest, gaveUp } = await this.#sendInOrder(notices, (notice) => this.#heldBack && notice.durable === true);
+        // After an outage began, the finals behind it wait in the outbox, free, for the next pass (heartbeat answered, timer, start).
+        unsent = gaveUp ? rest.filter((notice) => !notice.durable) : rest;
+        if (gaveUp) for (const notice of rest) if (notice.durable) await this.#options.outbox.release(notice.event.event_id);
+      }
+    } finally {
+      for (const notice of notices) if (!unsent.includes(notice)) this.#queued.delete(notice.event.event_id);
+      // What did not go yet (finals are held back now) waits at the head again, in order.
+      this.#jobs.unshift(...unsent.map((notice): Job => ({ kind: "notice", notice })));
+    }
+  }
+
+  /** Starts the durable write; resolves false (with a warning) when the outbox cannot take it. */
+  #writeFinal(notice: Outgoing): Promise<boolean> {
+    const { outbox, log, text: t } = this.#options;
+    return outbox.put(notice.event, this.#now()).then(
+      () => (notice.durable = true),
+      (error: unknown) => {
+        log.warn(t.finalNotWritten(notice.event.event_id, outbox.dir, t.why(error)));
+        return (notice.durable = false);
+      },
+    );
+  }
+
+  /**
+   * Sends the notices in order, as few requests as the server's batch size allows, each retried
+   * from the first event not taken yet; outbox entries are claimed first (one claimed elsewhere is
+   * skipped). Stops at a notice `barrier` says must not go now, and after a notice that failed in
+   * a way the rest would too (unreachable, busy, the token refused: `gaveUp`). Resolves to what was not sent.
+   */
+  async #sendInOrder(notices: Outgoing[], barrier?: (notice: Outgoing) => boolean): Promise<{ rest: Outgoing[]; gaveUp: boolean }> {
+    const { delivery, outbox, log } = this.#options;
+    const rest: Outgoing[] = [];
+    for (const notice of notices) {
+      if (notice.durable && !(await outbox.claim(notice.event.event_id, this.#now()))) log.debug?.(`final ${notice.event.event_id} claimed elsewhere`);
+      else rest.push(notice);
+    }
+    let attempts = 0;
+    while (rest.length > 0 && !this.#stop.signal.aborted && !barrier?.(rest[0]!)) {
+      const chunk = rest.slice(
+        0,
+        takeChunk(
+          rest.map((notice) => ({ bytes: notice.bytes, barrier: barrier?.(notice) ?? false })),
+          this.#batchMax,
+        ),
+      );
+      attempts += 1;
+      const outcomes = await this.#post(chunk);
+      if (outcomes === undefined) {
+        attempts -= 1; // a server without the batch route: the same notices again, one by one
+        continue;
+      }
+      let retryInMs: number | undefined;
+      for (const outcome of outcomes) {
+        if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
+          retryInMs = retryDelayMs(outcome.error, attempts, delivery.backoffMs, this.#random);
+          break;
+        }
+        await this.#finish(rest.shift()!, outcome, attempts);
+        attempts = 0;
+        if (!outcome.ok && (outcome.error.retryable || tokenRejected(outcome.error))) return { rest, gaveUp: true };
+      }
+      if (retryInMs === undefined) continue;
+      try {
+        await this.#sleep(retryInMs, this.#stop.signal);
+      } catch {
+        break;
+      }
+    }
+    return { rest, gaveUp: false };
+  }
+
+  /** One request for these notices; undefined when the server has no batch route (it forgets the batch size then). */
+  async #post(chunk: Outgoing[]): Promise<EventOutcome[] | undefined> {
+    const { client } = this.#options;
+    const signal = this.#stop.signal;
+    try {
+      if (chunk.length > 1)
+        return await client.postEvents(
+          chunk.map((notice) => notice.event),
+          signal,
+        );
+      const value = await client.postEvent(chunk[0]!.event, signal);
+      this.#batchMax = batchSize(value.batch_max);
+      return [{ ok: true, value }];
+    } catch (thrown) {
+      const error = asServerError(thrown);
+      if (chunk.length > 1 && error.status === 404) {
+        this.#batchMax = 1;
+        return undefined;
+      }
+      return [{ ok: false, error }];
+    }
+  }
+
+  /** What one notice's outcome means: removed from the outbox once accepted, or kept (held back) and told. */
+  async #finish(notice: Outgoing, outcome: EventOutcome, attempts: number): Promise<void> {
+    const { outbox, log, text: t } = this.#options;
+    const { event_id: eventId, status } = notice.event;
+    const done = { eventId, status, at: this.#now() };
+    if (outcome.ok) {
+      this.#last = { ...done, ok: true, state: outcome.value.state };
+      notice.accepted = true;
+      this.#options.accepted?.(eventId, outcome.value.state);
+      this.#accepted.add(eventId);
+      if (this.#accepted.size > ACCEPTED_MEMORY) this.#accepted.delete(this.#accepted.values().next().value!);
+      // Only now: a crash before this line sends it again, which the server's idempotency absorbs.
+      if (notice.durable) await outbox.remove(eventId);
+      log.debug?.(`notice ${eventId} accepted: ${outcome.value.state}`);
+      return;
+    }
+    const { error } = outcome;
+    this.#last = { ...done, ok: false, attempts, error: t.why(error) };
+    if (notice.durable) {
+      await outbox.release(eventId);
+      this.#holdBack();
+    }
+    // A refused token is told once by the client; these warnings would only repeat it per notice.
+    if (needsNoWarning(error)) return;
+    if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
+    else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
+  }
+
+  #holdBack(): void {
+    this.#heldBack = true;
+    this.#options.heldChanged?.();
+    if (this.#retryTimer || this.#stop.signal.aborted) return;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      if (this.#heldBack) void this.resendOutbox();
+    }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS);
+    this.#retryTimer.unref();
+  }
+
+  /**
+   * Sends the outbox oldest first; `own` are the finals whose turn this is (queued, but due now).
+   * Stops at the first retryable failure or refused token: the rest would fail the same way, and
+   * must not overtake.
+   */
+  async #drainOutbox(own: ReadonlySet<string> = new Set()): Promise<void> {
+    const { outbox, delivery, log, text: t } = this.#options;
+    const pruned = await outbox.prune(delivery.outboxMaxAgeMs, this.#now());
+    if (pruned.length > 0) log.warn(t.expired(pruned.length, pruned.join(", ")));
+    this.#heldBack = false;
+    let resent = 0;
+    try {
+      // Finals still queued here wait for their own turn.
+      const entries = (await outbox.list()).filter((entry) => own.has(entry.event.event_id) || !this.#queued.has(entry.event.event_id));
+      const notices = entries.map((entry) => ({ ...outgoing(entry.event, true), durable: true }));
+      const { rest } = await this.#sendInOrder(notices);
+      // Claimed for this pass but not sent: free again for a later pass or process.
+      for (const notice of rest) await outbox.release(notice.event.event_id);
+      resent = notices.filter((notice) => notice.accepted && !own.has(notice.event.event_id)).length;
+    } finally {
+      // What went out after an outage is said once, with how many; the footer's count follows.
+      if (resent > 0) log.info(t.resent(resent));
+      this.#options.heldChanged?.();
+    }
+  }
+}
+
+export function createNotifier(options: NotifierOptions): Notifier {
+  return new OrderedNotifier(options);
+}

@@ -1,0 +1,82 @@
+/**
+ * What the server said to this runtime, as heard in heartbeat answers: whether it accepted the
+ * latest one, the run state it accepted, the command protocol it speaks. Presence writes it; the
+ * command channel and the notifier's wake-up read it, so neither asks presence for server facts.
+ */
+import type { SessionRunState } from "../../protocol/sessions.ts";
+
+/** The command protocol of a server whose answer names none. */
+const UNSTATED_COMMAND_PROTOCOL = 2;
+
+/** The reading side, for whoever acts on what the server said. */
+export type ServerHeard = Pick<ServerFacts, "accepted" | "heardIdle" | "commandProtocol" | "whenAccepted" | "onAccepted">;
+
+export class ServerFacts {
+  /** Open while presence runs: only then can the server have heard this runtime. */
+  #open = false;
+  #accepted = false;
+  #acceptedState: SessionRunState | undefined;
+  #commandProtocol = UNSTATED_COMMAND_PROTOCOL;
+  #waiters: ((accepted: boolean) => void)[] = [];
+  readonly #listeners = new Set<() => void>();
+
+  /** Presence started: nothing is heard yet. */
+  open(): void {
+    this.#open = true;
+  }
+
+  /** Presence stopped: the server forgets this runtime, and whoever waits for an acceptance hears no. */
+  close(): void {
+    this.#open = false;
+    this.forget();
+    this.#settle(false);
+  }
+
+  /** The server accepted a heartbeat that said `state`, and answered with its command protocol (if any). */
+  accept(state: SessionRunState, commandProtocol: number | undefined): void {
+    this.#commandProtocol = commandProtocol ?? UNSTATED_COMMAND_PROTOCOL;
+    this.#accepted = true;
+    this.#acceptedState = state;
+    this.#settle(true);
+    for (const listener of [...this.#listeners]) listener();
+  }
+
+  /** A heartbeat failed: the server may not know this runtime's state any more. */
+  forget(): void {
+    this.#accepted = false;
+    this.#acceptedState = undefined;
+  }
+
+  /** Whether the server accepted this runtime's latest heartbeat. */
+  accepted(): boolean {
+    return this.#accepted;
+  }
+
+  /** Whether the newest heartbeat the server accepted said idle (only then does it hold an idle long poll). */
+  heardIdle(): boolean {
+    return this.#open && this.#acceptedState === "idle";
+  }
+
+  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
+  commandProtocol(): number {
+    return this.#commandProtocol;
+  }
+
+  /** Resolves true once the server has accepted this runtime's latest heartbeat, false if presence stops first. */
+  whenAccepted(): Promise<boolean> {
+    if (!this.#open) return Promise.resolve(false);
+    return this.#accepted ? Promise.resolve(true) : new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Calls `listener` after each accepted heartbeat (the server answers again: what waited for it can go); returns the unsubscribe. */
+  onAccepted(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #settle(accepted: boolean): void {
+    const pending = this.#waiters;
+    this.#waiters = [];
+    for (const resolve of pending) resolve(accepted);
+  }
+}

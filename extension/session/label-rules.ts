@@ -1,0 +1,29 @@
+/**
+ * How a session is named to the outside (notices, heartbeats, the desktop sink): one rule each, so
+ * the persona, the server and the desktop app never see the same session under two names.
+ */
+import { LIMITS } from "../../protocol/wire.ts";
+
+/** A directory basename only: the server, the persona and the app never learn the full path. */
+export function projectName(cwd: string): string {
+  // Split on both separators: a Windows cwd reported to a Linux server is still cut to its last part.
+  const name =
+    cwd
+      .split(/[\\/]+/)
+      .filter(Boolean)
+      .at(-1) ?? "";
+  return (name || "root").slice(0, LIMITS.projectChars);
+}
+
+/** `provider/id`, or null without a model. */
+export function modelLabel(model: { provider: string; id: string } | undefined): string | null {
+  return model ? `${model.provider}/${model.id}` : null;
+}
+
+/**
+ * Whether the model can see images: heartbeats and claims declare image support only then, since Pi
+ * would otherwise swap an instruction's images for a placeholder.
+ */
+export function modelSupportsImages(model: { input: readonly string[] } | undefined): boolean {
+  return model?.input.includes("image") ?? false;
+}

@@ -1,0 +1,52 @@
+/**
+ * Which folder a start job's project names, pure: a project is one folder name directly under an
+ * allowed root, and the folder it really is (after every symlink) must still lie inside that root.
+ */
+import { isAbsolute, relative, sep } from "node:path";
+import type { StartRefusal } from "../protocol/queue.ts";
+
+/** One allowed root as the host resolved it at start: as given and as `realpath` found it. */
+export interface Root {
+  given: string;
+  real: string;
+}
+
+/** What the edge found for the name under one root: the real path (null when nothing is there) and whether it is a folder. */
+export interface Found {
+  root: Root;
+  real: string | null;
+  isDirectory: boolean;
+}
+
+export type ProjectVerdict = { kind: "ok"; cwd: string; root: Root } | { kind: "refuse"; refusal: StartRefusal };
+
+/** A name that could never be one folder under a root (`..`, a path, a hidden folder, a NUL) is refused before the disk is asked. */
+export function nameProblem(name: string): StartRefusal | undefined {
+  if (name === "" || name.startsWith(".") || /[\\/\0]/.test(name)) return "root_not_allowed";
+  return undefined;
+}
+
+/** Whether `real` lies strictly inside `root` (both already real paths). */
+export function inside(real: string, root: string): boolean {
+  const rel = relative(root, real);
+  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
+}
+
+/**
+ * The first root whose entry of that name is a folder that really lies inside it. A name found
+ * only as a link leading out of its root is `root_not_allowed`; found nowhere, `unknown_project`.
+ */
+export function judgeProject(name: string, found: readonly Found[]): ProjectVerdict {
+  const problem = nameProblem(name);
+  if (problem) return { kind: "refuse", refusal: problem };
+  let escaped = false;
+  for (const entry of found) {
+    if (entry.real === null) continue;
+    if (!inside(entry.real, entry.root.real)) {
+      escaped = true;
+      continue;
+    }
+    if (entry.isDirectory) return { kind: "ok", cwd: entry.real, root: entry.root };
+  }
+  return { kind: "refuse", refusal: escaped ? "root_not_allowed" : "unknown_project" };
+}

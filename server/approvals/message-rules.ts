@@ -1,0 +1,224 @@
+/**
+ * The texts an approval sends: the request straight to the owner, its closing message, the mention
+ * to the persona and the whole command on request. Pure: the words come from Koishi's i18n through
+ * a `Voice`, one language per text. Agent-written parts (command, action, reason, project) are
+ * redacted again and rendered on one line with every control character visible, and every line
+ * starts with the server's own words, so nothing the agent wrote can start a line of its own
+ * (a forged `批准：anon.approve …`, say).
+ */
+import { basename } from "node:path";
+import { commandPreview, visibleControls } from "../../common/command-text.ts";
+import { redactSecrets } from "../../common/redact.ts";
+import { actionLabel } from "../../common/action-label.ts";
+import type { Approval, Grant } from "../../protocol/approvals.ts";
+import type { EventBody } from "../../protocol/events.ts";
+import type { Say } from "../locales/load.ts";
+import type { ApprovalRecord } from "./decisions.ts";
+
+/** The words of one language: `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers and durations. */
+export interface Voice {
+  say(key: string, params?: Record<string, unknown> | unknown[]): string;
+  locale: string;
+}
+
+/** The approval texts of one `Say`: the instance's (`instanceSay`) or a chat session's (`sessionSay`). */
+export function voiceOf(say: Say): Voice {
+  return { say: (key, params) => say(`anon-notify.approval.${key}`, params), locale: say("anon-notify.locale") };
+}
+
+/** How much of the command the chat request shows before cutting to head and tail. */
+export const REQUEST_COMMAND_CHARS = 1000;
+/** How much of it the persona's mention and a listing line show. */
+export const MENTION_COMMAND_CHARS = 300;
+/** How long one message of `anon.approval` may be. */
+export const WHOLE_COMMAND_MESSAGE_CHARS = 1500;
+/** The mark in front of each line of agent-written command text. */
+const BAR = "┃ ";
+
+/** Agent text on one line, redacted, every control character visible. */
+export const oneLine = (text: string) => visibleControls(redactSecrets(text));
+
+/** A time span as the locale writes it, rounded down (never more time than there is), at least 1 s. */
+export function durationText(ms: number, locale: string): string {
+  const unit = (name: "second" | "minute" | "hour", count: number) =>
+    new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long" }).format(count);
+  const seconds = Math.max(1, Math.floor(ms / 1000));
+  if (seconds < 90) return unit("second", seconds);
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 90) return unit("minute", minutes);
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 === 0 ? unit("hour", hours) : `${unit("hour", hours)} ${unit("minute", minutes % 60)}`;
+}
+
+/** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
+export function shownCommand(
+  record: Pick<ApprovalRecord, "command" | "command_hidden_chars">,
+  maxChars: number,
+): { text: string; hiddenHere: number; hiddenByClient: number } {
+  const { text, hiddenChars } = commandPreview(redactSecrets(record.command), maxChars);
+  return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
+}
+
+/**
+ * The action in the voice's language: the server's words for a code it knows, a user rule's label
+ * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
+ * the server's own; an unknown code gets generic words (the verbatim command says what runs).
+ */
+export function actionText(approval: Pick<Approval, "source" | "action" | "action_code">, voice: Voice): string {
+  const label = actionLabel(approval);
+  switch (label.kind) {
+    case "words":
+      return label.words;
+    case "worded":
+      return voice.say(`action.${label.code}`);
+    case "rule":
+      return voice.say("action.rule", { label: oneLine(label.label) });
+    case "model":
+      return oneLine(label.text);
+    case "agent":
+      return voice.say("action.agent", { label: oneLine(label.text) });
+    case "unknown":
+      return voice.say("action.unknown");
+  }
+}
+
+const project = (record: Pick<ApprovalRecord, "cwd">) => oneLine(basename(record.cwd) || record.cwd);
+
+/** A word as a shell would read it back: plain words as they are, anything else in single quotes. */
+const shellWord = (word: string) => (/^[A-Za-z0-9_./=:@%+,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`);
+
+/** Simple commands as words, one line (`rm -rf build; npm test`), controls visible. */
+export const argvText = (argv: readonly (readonly string[])[]) => oneLine(argv.map((command) => command.map(shellWord).join(" ")).join("; "));
+
+/** What a grant covers, in words: the exact command, or every command starting with its words. */
+export function coversText(grant: Pick<Grant, "argv" | "prefix">, voice: Voice): string {
+  return voice.say(grant.prefix ? "covers.prefix" : "covers.exact", { command: argvText(grant.argv ?? []) });
+}
+
+/** The confirmation of an approval granted: which call, where, for how long, and how to revoke. */
+export function grantedText(approval: Approval, grant: Grant, voice: Voice): string {
+  return voice.say("granted", {
+    code: approval.code,
+    action: actionText(approval, voice),
+    grant: grant.grant_id,
+    project: project(grant),
+    covers: coversText(grant, voice),
+    left: durationText(Date.parse(grant.expires_at) - Date.parse(grant.created_at), voice.locale),
+  });
+}
+
+/** The request the owner answers: code, what will run (exactly), which rules, the real time left, how to answer. */
+export function requestText(record: ApprovalRecord, now: Date, voice: Voice): string {
+  const { say } = voice;
+  const code = record.code;
+  const asks = record.source === "ask_approval";
+  const shown = shownCommand(record, REQUEST_COMMAND_CHARS);
+  const lines = [
+    say("request.head", { code, project: project(record) }),
+    asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: actionText(record, voice) }),
+    BAR + shown.text,
+  ];
+  if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
+  if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
+  lines.push(say("request.rules", { rules: record.rules.map(oneLine).join(", ") }));
+  // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
+  if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));
+  lines.push(
+    say("request.deadline", { left: durationText(record.expires_at.getTime() - now.getTime(), voice.locale) }),
+    say("request.approve", { code }),
+    say("request.deny", { code }),
+  );
+  return lines.join("\n");
+}
+
+/** The one message that closes a request, so no stale request is left looking open. */
+export function closingText(record: ApprovalRecord, voice: Voice): string {
+  const { say } = voice;
+  const head = say("closing.head", { code: record.code, action: actionText(record, voice) });
+  const via = record.via && record.via in VIAS ? say(`via.${record.via}`) : "";
+  const why = record.outcome_reason ?? record.decision_reason;
+  const reason = why ? say("with-reason", [oneLine(why)]) : "";
+  const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
+  return (head + closingOutcome(record, say, { via, reason, terminal }, voice.locale)).trim();
+}
+
+function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }, locale: string): string {
+  switch (record.state) {
+    case "approved":
+      if (record.grant_id && record.grant_use) return say("closing.approved-grant", { grant: record.grant_id, use: ordinal(record.grant_use, say, locale) });
+      return say("closing.approved", params);
+    case "rejected":
+      return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
+    case "timeout":
+      return say("closing.timeout");
+    case "vanished":
+      return say("closing.vanished");
+    default:
+      return record.state;
+  }
+}
+
+/** "3rd use" / "第 3 次使用": the locale's ordinal category picks the words. */
+function ordinal(n: number, say: Voice["say"], locale: string): string {
+  return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
+}
+
+const VIAS = { chat: 1, operator: 1, console: 1, ntfy: 1, terminal: 1, policy: 1 };
+
+/** The persona hears of the request too, but only the owner can answer it. */
+export function mentionEvent(record: ApprovalRecord, now: Date, voice: Voice): EventBody {
+  const command = shownCommand(record, MENTION_COMMAND_CHARS).text;
+  return {
+    event_id: `approval:${record.approval_id}:request`,
+    session_id: record.session_id,
+    runtime_id: record.runtime_id,
+    source: `Pi Agent · ${project(record) || "project"}`.slice(0, 120),
+    task: "",
+    status: "warning",
+    summary: voice.say("mention", { code: record.code, action: actionText(record, voice), command }).slice(0, 1200),
+    details: { approval: { approval_id: record.approval_id, code: record.code, tool: record.tool, state: record.state } },
+    url: null,
+    context_usage: null,
+    created_at: now.toISOString(),
+    delivery: "anon",
+  };
+}
+
+/** The command redacted, one entry per line it has, each with its controls visible and its line break shown as `⏎`. */
+export function commandLines(command: string): string[] {
+  const lines = redactSecrets(command).split("\n");
+  return lines.map((line, i) => visibleControls(line) + (i < lines.length - 1 ? "⏎" : ""));
+}
+
+/**
+ * The whole stored command for `anon.approval <code>`: each of its lines on a line of its own
+ * behind the bar, controls visible, packed into messages of at most `maxChars` (a longer line is
+ * split, its pieces marked as continuing), each headed with the code and its place in the series.
+ */
+export function wholeCommandTexts(
+  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">,
+  voice: Voice,
+  maxChars = WHOLE_COMMAND_MESSAGE_CHARS,
+): string[] {
+  const rendered = commandLines(record.command).flatMap((line) => {
+    const chars = Array.from(line);
+    const room = maxChars - BAR.length - 1;
+    const pieces: string[] = [];
+    for (let at = 0; at < chars.length || pieces.length === 0; at += room) pieces.push(chars.slice(at, at + room).join(""));
+    return pieces.map((piece, j) => (j === 0 ? BAR : "┆ ") + piece);
+  });
+  const bodies: string[][] = [[]];
+  let size = 0;
+  for (const line of rendered) {
+    if (size + line.length + 1 > maxChars && bodies.at(-1)!.length > 0) {
+      bodies.push([]);
+      size = 0;
+    }
+    bodies.at(-1)!.push(line);
+    size += line.length + 1;
+  }
+  const tail = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  return bodies.map((body, i) =>
+    [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"),
+  );
+}

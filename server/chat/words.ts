@@ -1,0 +1,17 @@
+/**
+ * The chat's words: the plugin's texts rendered as plain text in the session's language, and the
+ * one place such text becomes a message (`reply`), where it is escaped, once.
+ */
+import type { Fragment, Session } from "koishi";
+import { sessionSay } from "../locales/load.ts";
+import { koishi } from "../koishi.ts";
+
+/** One of the plugin's texts for `session` as plain text: parameters go in as they are, nothing escaped. */
+export function say(session: Session, path: string, params?: object): string {
+  return sessionSay(session)(path, params);
+}
+
+/** What a command or reply answers: `text` as one text element; an empty answer sends nothing. */
+export function reply(text: string): Fragment {
+  return text ? koishi.h.text(text) : "";
+}

@@ -1,0 +1,87 @@
+/**
+ * An event's way into a receipt, pure: how a body is read (with its own code for `context_usage`
+ * problems), what counts as the same body on a replay, the stored row, and the receipt answered.
+ */
+import { createHash } from "node:crypto";
+import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
+import { wireIssues } from "../../protocol/wire.ts";
+import { DomainError } from "../../common/domain-error.ts";
+
+/** An event as the database stores it. */
+export interface EventRow {
+  event_id: string;
+  session_id: string;
+  status: EventStatus;
+  delivery: DeliveryRoute;
+  /** The validated request body as JSON: what is injected, and what a replay is compared with. */
+  body: string;
+  body_hash: string;
+  /** Acceptance order; the worker handles each delivery route in this order. */
+  seq: number;
+  state: ReceiptState;
+  attempts: number;
+  error: string | null;
+  message_id: string | null;
+  created_at: string;
+  received_at: string;
+  updated_at: string;
+}
+
+/** The body as the protocol reads it; any problem inside `context_usage` gets its own code. */
+export function parseEvent(body: unknown): EventBody {
+  const result = EventBody.safeParse(body);
+  if (result.success) return result.data;
+  const issues = wireIssues(result.error);
+  const aboutContextUsage = result.error.issues.some((issue) => issue.path[0] === "context_usage");
+  throw new DomainError(aboutContextUsage ? "invalid_context_usage" : "invalid_request", { issues });
+}
+
+/** The receipt row of a just-accepted event. */
+export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
+  return {
+    event_id: event.event_id,
+    session_id: event.session_id,
+    status: event.status,
+    delivery: event.delivery,
+    body: JSON.stringify(event),
+    body_hash: hash,
+    seq,
+    state: "queued",
+    attempts: 0,
+    error: null,
+    message_id: null,
+    created_at: event.created_at,
+    received_at: now,
+    updated_at: now,
+  };
+}
+
+/** Replays compare the validated body, so key order and whitespace do not count as a change. */
+export function bodyHash(event: EventBody): string {
+  return createHash("sha256").update(canonicalJson(event)).digest("hex");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function receiptOf(row: EventRow): Receipt {
+  return {
+    event_id: row.event_id,
+    session_id: row.session_id,
+    status: row.status,
+    state: row.state,
+    attempts: row.attempts,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    error: row.error,
+    message_id: row.message_id,
+  };
+}

@@ -1,0 +1,341 @@
+/**
+ * Moves each accepted event `queued → processing → context_injected | delivered | failed`, one at a
+ * time per delivery route, in acceptance order. The database row is the durable copy: a busy
+ * persona or an offline bot only delays the event (within `injectMaxAttempts`), and a restart
+ * resumes whatever is still queued or processing.
+ *
+ * Once the persona or the bot has taken an event, it is never handed over again by this process:
+ * if saving that outcome fails, only the save is retried, in the background, and the next event
+ * goes ahead. A crash between the hand-over and the save is the one duplicate window: the row is
+ * still `processing` and the restarted worker hands it over again.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
+import type { AuditLog } from "../audit/store.ts";
+import type { EventRow } from "../events/receipt-rules.ts";
+import type { EventPatch, EventStore } from "../events/store.ts";
+import { digestEvent, digestText, isUrgent, type UrgentKind } from "../mute/decisions.ts";
+import type { MuteStore } from "../mute/store.ts";
+import { buildEventBlock } from "../persona/block-rules.ts";
+import type { Persona, PersonaSlot } from "../persona/port.ts";
+import { instanceSay } from "../locales/load.ts";
+import { formatDirectMessage, noticeButtons, sendDirectText, type DirectTarget } from "./direct.ts";
+import { decideStep, deliveryError, errorInWords, type RetryPolicy, type WorkOutcome } from "./decisions.ts";
+
+const SAVE_RETRY_FIRST_MS = 1000;
+const SAVE_RETRY_MAX_MS = 30_000;
+
+export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
+  personaWaitMs: number;
+  /** Receives the exact text of every hand-over and its outcome. */
+  audit?: AuditLog | undefined;
+  /** While a notice's session is muted, non-urgent notices are held and later handed over as one digest. */
+  mute?: { store: MuteStore; breakThrough: readonly UrgentKind[] } | undefined;
+}
+
+/** One hand-over: a notice, or the digest of the notices a mute held. */
+interface HandOver {
+  subject: string;
+  sessionId: string | null;
+  delivery: DeliveryRoute;
+  event: EventBody;
+  receivedAt: string;
+  /** What the direct route sends. */
+  directText: string;
+}
+
+type LaneItem =
+  | { kind: "event"; eventId: string }
+  | { kind: "digest"; eventIds: string[]; done: () => void }
+  /** Reached once every item queued before it has been handled. */
+  | { kind: "barrier"; done: () => void };
+
+export class EventWorker {
+  readonly #ctx: Context;
+  readonly #store: EventStore;
+  readonly #personas: PersonaSlot;
+  /** With `say`: every text the worker writes (direct notices, digests, receipt errors) is in the instance's language. */
+  readonly #options: WorkerOptions & RetryPolicy;
+  readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
+  /** Notices a mute holds (still `queued`), by event id, with their route and session. */
+  readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
+  #releasing = false;
+  #releaseAgain = false;
+  readonly #running: Record<DeliveryRoute, boolean> = { anon: false, direct: false };
+  /** Outcomes already handed over whose save has not succeeded yet. */
+  readonly #unsaved = new Map<string, EventPatch>();
+  readonly #wakers = new Set<() => void>();
+
+  readonly #startedAtMs = Date.now();
+  #stopped = false;
+
+  constructor(ctx: Context, store: EventStore, personas: PersonaSlot, options: WorkerOptions) {
+    this.#ctx = ctx;
+    this.#store = store;
+    this.#personas = personas;
+    this.#options = { ...options, say: instanceSay(ctx) };
+    ctx.on("dispose", () => {
+      this.#stopped = true;
+      this.#wake();
+    });
+    ctx.effect(() => personas.onChange(() => this.#wake()));
+    const mute = options.mute;
+    if (mute) ctx.effect(() => mute.store.onEnd(() => void this.#release()));
+  }
+
+  enqueue(row: Pick<EventRow, "event_id" | "delivery">): void {
+    this.#lanes[row.delivery].push({ kind: "event", eventId: row.event_id });
+    void this.#drain(row.delivery);
+  }
+
+  /** How many notices a mute holds right now. */
+  get heldCount(): number {
+    return this.#held.size;
+  }
+
+  /** The receipt as this process knows it: an outcome waiting for its save counts as settled. */
+  overlay(row: EventRow): EventRow {
+    const unsaved = this.#unsaved.get(row.event_id);
+    return unsaved ? { ...row, ...unsaved } : row;
+  }
+
+  async #drain(lane: DeliveryRoute): Promise<void> {
+    if (this.#running[lane]) return;
+    this.#running[lane] = true;
+    try {
+      const queue = this.#lanes[lane];
+      while (!this.#stopped && queue.length > 0) {
+        const item = queue[0]!;
+        if (item.kind === "event") await this.#work(item.eventId);
+        else if (item.kind === "digest") await this.#workDigest(lane, item.eventIds).finally(item.done);
+        else item.done();
+        queue.shift();
+      }
+    } finally {
+      this.#running[lane] = false;
+    }
+  }
+
+  async #work(eventId: string): Promise<void> {
+    const logger = this.#ctx.logger("notify-webhook");
+    while (!this.#stopped && !this.#unsaved.has(eventId)) {
+      try {
+        const row = await this.#store.get(eventId);
+        if (!row || (row.state !== "queued" && row.state !== "processing")) return;
+        const event = EventBody.parse(JSON.parse(row.body));
+        if (await this.#holds(row, event)) return;
+        const persona = row.delivery === "anon" ? await this.#awaitPersona() : undefined;
+        if (this.#stopped) return;
+        const attempts = row.attempts + 1;
+        await this.#store.update(eventId, { state: "processing", attempts });
+        const handOver = {
+          subject: row.event_id,
+          sessionId: row.session_id,
+          delivery: row.delivery,
+          event,
+          receivedAt: row.received_at,
+          directText: formatDirectMessage(event, this.#options.say),
+        };
+        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
+        if (step.kind === "finish") {
+          if (step.state === "failed")
+            logger.warn(this.#options.say("anon-notify.event-failed", { id: eventId, reason: errorInWords(this.#options.say, step.error ?? "") }));
+          else logger.debug("event %s %s", eventId, step.state);
+          this.#settle(eventId, { state: step.state, error: step.error, message_id: step.messageId });
+          return;
+        }
+        await this.#store.update(eventId, { error: step.error });
+        await this.#sleep(step.delayMs);
+      } catch (error) {
+        // The database itself failed before anything was handed over: the row is still pending.
+        logger.warn(this.#options.say("anon-notify.log.store-unavailable", { id: eventId, error: errorText(error) }));
+        await this.#sleep(this.#options.retryDelayMs);
+      }
+    }
+  }
+
+  async #attempt(item: HandOver, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
+    const direct = item.delivery === "direct";
+    const text = direct ? item.directText : buildEventBlock(item.event, item.receivedAt);
+    let outcome: WorkOutcome;
+    try {
+      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, item.event, this.#options.say));
+      else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
+      else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
+    } catch (error) {
+      outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
+    }
+    try {
+      await this.#options.audit?.record({
+        actor: "server",
+        action: direct ? "event.sent_direct" : "event.handed_to_persona",
+        session_id: item.sessionId,
+        subject: item.subject,
+        data: { attempt, persona: persona?.name ?? null, outcome },
+        verbatim: { text },
+      });
+    } catch (error) {
+      // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
+      this.#ctx.logger("notify-webhook").error(this.#options.say("anon-notify.log.audit-failed", { id: item.subject, error: errorText(error) }));
+    }
+    return outcome;
+  }
+
+  /** Whether a mute holds this notice now; a held one stays `queued` with no error until the mute ends. */
+  async #holds(row: EventRow, event: EventBody): Promise<boolean> {
+    const mute = this.#options.mute;
+    if (!mute) return false;
+    await mute.store.loaded;
+    const covered = mute.store.all().some((m) => m.session_id === null || m.session_id === row.session_id);
+    if (!covered || isUrgent(event, mute.breakThrough)) return false;
+    if (row.state !== "queued" || row.error !== null) await this.#store.update(row.event_id, { state: "queued", error: null });
+    if (!this.#held.has(row.event_id)) {
+      // What became of the notice, for the owner's timeline: held, not lost.
+      await this.#options.audit?.record({
+        actor: "server",
+        action: "event.held",
+        session_id: row.session_id,
+        subject: row.event_id,
+        data: { status: event.status },
+      });
+    }
+    this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
+    // Held under a mute that has already ended (found so at start, or ending right now): release it too.
+    if (!mute.store.isMuted(row.session_id)) void this.#release();
+    return true;
+  }
+
+  /**
+   * After a mute ends: every held notice whose session no running mute covers goes into one digest
+   * per route, handed over in that route's lane; once those settled, the ended mutes are forgotten.
+   * Notices held meanwhile are picked up by another round.
+   */
+  async #release(): Promise<void> {
+    const store = this.#options.mute?.store;
+    if (!store) return;
+    if (this.#releasing) {
+      this.#releaseAgain = true;
+      return;
+    }
+    this.#releasing = true;
+    try {
+      do {
+        this.#releaseAgain = false;
+        const endedBy = new Date();
+        // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
+        await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
+        if (this.#stopped) return;
+        const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
+        const jobs: Promise<void>[] = [];
+        for (const lane of ["anon", "direct"] as const) {
+          const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
+          if (eventIds.length === 0) continue;
+          for (const id of eventIds) this.#held.delete(id);
+          jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
+        }
+        await Promise.all(jobs);
+        if (this.#stopped) return;
+        await store.forget(endedBy);
+      } while (this.#releaseAgain);
+    } catch (error) {
+      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) }));
+    } finally {
+      this.#releasing = false;
+    }
+  }
+
+  /** Queues an item that settles when handled (or at once once stopped). */
+  #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((done) => {
+      this.#lanes[lane].push(item(done));
+      void this.#drain(lane);
+    });
+  }
+
+  /** Hands the held notices still queued over as one digest; each receipt takes the digest's outcome. */
+  async #workDigest(lane: DeliveryRoute, eventIds: readonly string[]): Promise<void> {
+    const logger = this.#ctx.logger("notify-webhook");
+    let attempts = 0;
+    while (!this.#stopped) {
+      try {
+        const rows = (await Promise.all(eventIds.map((id) => this.#store.get(id)))).filter(
+          (row): row is EventRow => row !== undefined && row.state === "queued" && !this.#unsaved.has(row.event_id),
+        );
+        if (rows.length === 0) return;
+        const events = rows.map((row) => EventBody.parse(JSON.parse(row.body)));
+        const persona = lane === "anon" ? await this.#awaitPersona() : undefined;
+        if (this.#stopped) return;
+        const event = digestEvent(events, lane, new Date(), this.#options.say);
+        attempts++;
+        const sessions = new Set(events.map((e) => e.session_id));
+        const handOver = {
+          subject: event.event_id,
+          sessionId: sessions.size === 1 ? event.session_id : null,
+          delivery: lane,
+          event,
+          receivedAt: event.created_at,
+          directText: digestText(events, this.#options.say),
+        };
+        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
+        if (step.kind === "finish") {
+          logger.debug("digest of %d held events %s", rows.length, step.state);
+          for (const row of rows) this.#settle(row.event_id, { state: step.state, error: step.error, message_id: step.messageId, attempts: row.attempts + 1 });
+          return;
+        }
+        await this.#sleep(step.delayMs);
+      } catch (error) {
+        logger.warn(this.#options.say("anon-notify.log.digest-store", { error: errorText(error) }));
+        await this.#sleep(this.#options.retryDelayMs);
+      }
+    }
+  }
+
+  /** The present persona, waiting up to `personaWaitMs` since start or since the last one left. */
+  async #awaitPersona(): Promise<Persona | undefined> {
+    for (;;) {
+      const persona = this.#personas.current();
+      if (persona || this.#stopped) return persona;
+      const waitingSince = Math.max(this.#startedAtMs, this.#personas.lostAtMs);
+      const remainingMs = waitingSince + this.#options.personaWaitMs - Date.now();
+      if (remainingMs <= 0) return undefined;
+      await this.#sleep(remainingMs);
+    }
+  }
+
+  #settle(eventId: string, patch: EventPatch): void {
+    this.#unsaved.set(eventId, patch);
+    void this.#save(eventId, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS));
+  }
+
+  async #save(eventId: string, nextDelayMs: number): Promise<void> {
+    const patch = this.#unsaved.get(eventId);
+    if (!patch || this.#stopped) return;
+    try {
+      await this.#store.update(eventId, patch);
+      this.#unsaved.delete(eventId);
+    } catch (error) {
+      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
+      this.#ctx.setTimeout(() => void this.#save(eventId, Math.min(Math.max(1, nextDelayMs) * 2, SAVE_RETRY_MAX_MS)), nextDelayMs);
+    }
+  }
+
+  /** Waits `ms`, or less when a persona comes or goes or the plugin stops. */
+  #sleep(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.#wakers.delete(done);
+        cancel();
+        resolve();
+      };
+      const cancel = this.#ctx.setTimeout(done, ms);
+      this.#wakers.add(done);
+    });
+  }
+
+  #wake(): void {
+    for (const waker of [...this.#wakers]) waker();
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Retention: what the server deletes, at start and every hour. Audit rows older than
+ * `auditRetentionDays`; final event receipts and final commands last changed, closed approvals
+ * created, and standing grants ended, more than `retentionDays` ago. Pending events and active commands are never pruned, whatever their age, and
+ * the window is longer than a client resends an event (its outbox), so idempotency holds for every
+ * event a client can still repeat. The API is held at 503 until the first pass has run.
+ */
+import type { Context } from "koishi";
+import { errorText } from "../../common/errors.ts";
+import { retentionCutoff, type AuditLog } from "../audit/store.ts";
+import type { GrantStore } from "../approvals/grant-store.ts";
+import type { ApprovalStore } from "../approvals/store.ts";
+import type { CommandStore } from "../queue/store.ts";
+import type { EventStore } from "../events/store.ts";
+import type { HttpApi } from "../http/api.ts";
+import { instanceText } from "../locales/load.ts";
+
+const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+
+export interface RetentionDeps {
+  api: HttpApi;
+  audit: AuditLog;
+  events: EventStore;
+  commands: CommandStore;
+  approvals: ApprovalStore;
+  grants: GrantStore;
+  auditRetentionDays: number;
+  retentionDays: number;
+}
+
+export const Retention = {
+  name: "notify-webhook-retention",
+  reusable: true,
+  apply(ctx: Context, { api, audit, events, commands, approvals, grants, auditRetentionDays, retentionDays }: RetentionDeps) {
+    const logger = ctx.logger("notify-webhook");
+    const tables: [string, number, (cutoff: Date) => Promise<number>][] = [
+      ["audit", auditRetentionDays, (cutoff) => audit.prune(cutoff)],
+      ["receipts", retentionDays, (cutoff) => events.prune(cutoff)],
+      ["commands", retentionDays, (cutoff) => commands.prune(cutoff)],
+      ["approvals", retentionDays, (cutoff) => approvals.prune(cutoff)],
+      ["grants", retentionDays, (cutoff) => grants.prune(cutoff)],
+    ];
+    const prune = async () => {
+      for (const [table, days, remove] of tables) {
+        const what = instanceText(ctx, `anon-notify.log.tables.${table}`, {});
+        try {
+          const removed = await remove(retentionCutoff(Date.now(), days));
+          if (removed > 0) logger.info(instanceText(ctx, "anon-notify.log.pruned", { count: removed, what, days }));
+        } catch (error) {
+          logger.warn(instanceText(ctx, "anon-notify.log.prune-failed", { what, error: errorText(error) }));
+        }
+      }
+    };
+    const release = api.holdUntilReady(ctx);
+    ctx.on("ready", async () => {
+      await prune();
+      release();
+    });
+    ctx.setInterval(() => void prune(), PRUNE_INTERVAL_MS);
+  },
+};

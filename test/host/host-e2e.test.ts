@@ -1,0 +1,218 @@
+/**
+ * anon-notify-host end to end: the host process (host/cli.ts on the pinned Node) against the real
+ * server, starting the real `pi` CLI (a `pi` on PATH that runs the pinned package with this
+ * extension) with the stub model; from the operator route and from `anon.new` in the owner's chat.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { delimiter, join } from "node:path";
+import { request } from "undici";
+import { call, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
+import { type ChatHarness, startChat } from "../../harness/chat.ts";
+import { waitUntil } from "../../harness/wait.ts";
+import { configureExtension } from "../../harness/webhook.ts";
+import { lastUserText, PI_CLI, PINNED_NODE, type PiHome, REPO, stubbedPiHome } from "../helpers/pi-cli.ts";
+
+const HOST_CLI = join(REPO, "host/cli.ts");
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+
+interface RunningHost {
+  child: ChildProcess;
+  log: () => string;
+  /** SIGKILL to the host's process group: the host and the Pi sessions it started. */
+  kill(): void;
+}
+
+/** A root with one project, a link out of it, and a `pi` on PATH that is the pinned Pi with this extension. */
+function machine(home: PiHome) {
+  const code = join(home.root, "code");
+  mkdirSync(join(code, "shop"), { recursive: true });
+  mkdirSync(join(home.root, "elsewhere"));
+  symlinkSync(join(home.root, "elsewhere"), join(code, "escape"));
+  const bin = join(home.root, "bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "pi"), `#!/bin/sh\nexec "${PINNED_NODE}" "${PI_CLI}" -e "${REPO}" "$@"\n`);
+  chmodSync(join(bin, "pi"), 0o755);
+  return { code, env: { ...home.env, PATH: [bin, home.env.PATH].join(delimiter) } };
+}
+
+async function startHost(t: { after(fn: () => unknown): void }, env: Record<string, string>, args: string[]): Promise<RunningHost> {
+  const child = spawn(PINNED_NODE, [HOST_CLI, ...args], { env, detached: true, stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (log += chunk));
+  const host: RunningHost = {
+    child,
+    log: () => log,
+    kill: () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    },
+  };
+  t.after(() => host.kill());
+  await waitUntil(
+    () => log.includes("registered as"),
+    () => `the host to register\n${log}`,
+    30_000,
+  );
+  return host;
+}
+
+async function setUp(t: { after(fn: () => Promise<void>): void }) {
+  const server = await startChat({ config: { sessionHeartbeatTimeoutMs: 4_000, commandLeaseMs: 2_000 } });
+  const { model, home } = await stubbedPiHome(t, () => server.stop());
+  configureExtension(home.root, `${server.baseUrl}/events`, { presence: { heartbeatIntervalMs: 1_000 } }, server.token);
+  return { server, model, home, ...machine(home) };
+}
+
+async function completedNotice(server: ChatHarness, sessionId: string) {
+  await waitUntil(
+    async () => {
+      const answer = await operatorApi(server).audit({ session_id: sessionId, limit: "200" });
+      const entries = (answer.body as { entries: { action: string; data: { event?: { status?: string } } }[] }).entries;
+      return entries.some((entry) => entry.action === "event.accepted" && entry.data.event?.status === "completed");
+    },
+    `the completion notice of ${sessionId}`,
+    60_000,
+  );
+}
+
+test("POST /operator/sessions starts a real Pi session through the host, switched on from its start; its notice reaches the server", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  const host = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  model.script({ text: "fixed it" });
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "fix the failing test" }, OPERATOR_TOKEN);
+  assert.equal(answer.status, 201, `${JSON.stringify(answer.body)}\n${host.log()}`);
+  const started = answer.body as { session_id: string; host: string; project: string };
+  assert.equal(started.host, "laptop");
+  assert.match(started.session_id, UUID);
+  await completedNotice(server, started.session_id);
+  assert.equal(lastUserText(model.requests[0]!), "fix the failing test");
+  // The session shows like any other, in its project, and its file is Pi's own under the agent folder.
+  const sessions = (await operatorApi(server).sessions()).body as { sessions: { session_id: string; project: string }[] };
+  assert.deepEqual(
+    sessions.sessions.filter((s) => s.session_id === started.session_id).map((s) => s.project),
+    ["shop"],
+  );
+  // Stopping the host ends the sessions it started, so the host itself exits.
+  host.child.kill("SIGTERM");
+  await waitUntil(
+    () => host.child.exitCode !== null || host.child.signalCode !== null,
+    () => `the host to exit\n${host.log()}`,
+    30_000,
+  );
+});
+
+test("refusals answer with their reason and start nothing", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const start = (body: Record<string, unknown>) => call(server, "POST", "/operator/sessions", body, OPERATOR_TOKEN);
+  // Not in the host's list: refused by the server before the queue.
+  assert.deepEqual(await start({ project: "escape", task: "x" }).then((a) => [a.status, (a.body as { error: string }).error]), [422, "unknown_project"]);
+  assert.deepEqual(await start({ project: "missing", task: "x" }).then((a) => [a.status, (a.body as { error: string }).error]), [422, "unknown_project"]);
+  assert.deepEqual(await start({ project: "..", task: "x" }).then((a) => a.status), 400);
+  assert.deepEqual(await start({ project: "shop", task: "x", host: "other" }).then((a) => [a.status, (a.body as { error: string }).error]), [
+    409,
+    "host_offline",
+  ]);
+  assert.equal(model.requests.length, 0, "no model call for a refused start");
+});
+
+test("a host that cannot find Pi refuses every start with pi_not_found", async (t) => {
+  const { server, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop", "--pi", join(code, "no-such-pi")]);
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "x" }, OPERATOR_TOKEN);
+  assert.deepEqual([answer.status, answer.body], [422, { error: "start_refused", state: "pi_not_found" }]);
+});
+
+test("anon.new in the owner's chat starts a session (naming the host when several are online), which then shows in anon.sessions", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  await startHost(t, env, ["--root", code, "--name", "desk"]);
+  const owner = server.owner();
+  assert.deepEqual(await owner.receive("anon.new shop write the docs"), ["有多台主机在线，请先写明主机，例如 anon.new #laptop shop 修好测试。"]);
+  model.script({ text: "docs written" });
+  const [reply] = await owner.receive("anon.new #desk shop write the docs");
+  assert.match(reply!, /^已在 desk 的 shop 里开了新会话：/);
+  const sessionId = reply!.match(UUID)![0];
+  await completedNotice(server, sessionId);
+  assert.equal(lastUserText(model.requests[0]!), "write the docs");
+  const [listing] = await owner.receive("anon.sessions");
+  assert.match(listing!, /shop/);
+});
+
+/** A loopback proxy to the server that forwards everything but holds every ACK unanswered, and says which it holds. */
+async function ackHoldingProxy(t: { after(fn: () => Promise<void>): void }, target: string) {
+  const held: string[] = [];
+  const proxy = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const ack = req.url?.match(/\/commands\/([^/]+)\/ack$/);
+    if (req.method === "POST" && ack) return void held.push(decodeURIComponent(ack[1]!));
+    const headers: Record<string, string> = {};
+    for (const name of ["authorization", "content-type", "idempotency-key"]) if (typeof req.headers[name] === "string") headers[name] = req.headers[name];
+    try {
+      const answer = await request(`${new URL(target).origin}${req.url}`, {
+        method: req.method as "GET",
+        headers,
+        ...(req.method === "GET" ? {} : { body: Buffer.concat(chunks) }),
+      });
+      res.writeHead(answer.statusCode, { "content-type": "application/json" }).end(await answer.body.text());
+    } catch {
+      res.destroy();
+    }
+  });
+  await new Promise<void>((listening) => proxy.listen(0, "127.0.0.1", listening));
+  t.after(
+    () =>
+      new Promise<void>((closed) => {
+        proxy.closeAllConnections();
+        proxy.close(() => closed());
+      }),
+  );
+  const { port } = proxy.address() as AddressInfo;
+  return { held, baseUrl: `http://127.0.0.1:${port}${new URL(target).pathname}` };
+}
+
+test("a host killed between its journal and its ACK, started again, ACKs the job without starting it twice", async (t) => {
+  const { server, model, home, code, env } = await setUp(t);
+  const proxy = await ackHoldingProxy(t, server.baseUrl);
+  const first = await startHost(t, { ...env, ANON_NOTIFY_ENDPOINT: `${proxy.baseUrl}/events` }, ["--root", code, "--name", "laptop"]);
+  model.script({ text: "done once" }, { text: "a second run would get this" });
+  const answering = call(server, "POST", "/operator/sessions", { project: "shop", task: "run exactly once" }, OPERATOR_TOKEN);
+  await waitUntil(
+    () => proxy.held.length > 0,
+    () => `the first host's ACK\n${first.log()}`,
+    60_000,
+  );
+  assert.match(first.log(), /started session/);
+  first.kill();
+
+  const second = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const answer = await answering;
+  const { command } = answer.body as { command: { command_id: string; session_id: string } };
+  assert.equal(command.command_id, proxy.held[0]);
+  await waitUntil(
+    async () => {
+      const listed = (await operatorApi(server).list(command.session_id)).body as { commands: { command_id: string; state: string; outcome: string | null }[] };
+      return listed.commands.find((c) => c.command_id === command.command_id && c.state === "accepted" && c.outcome === "started");
+    },
+    () => `the job ACKed started by the second host\n${second.log()}`,
+    30_000,
+  );
+  assert.doesNotMatch(second.log(), /started session/, "the second host started nothing");
+  const journal = readFileSync(join(home.agentDir, "extension-data", "anon-notify", "host-journal.jsonl"), "utf8")
+    .trim()
+    .split("\n");
+  assert.deepEqual(
+    journal.map((line) => (JSON.parse(line) as { outcome?: string }).outcome ?? "begun"),
+    ["begun", "started"],
+  );
+  assert.ok(model.requests.filter((r) => lastUserText(r) === "run exactly once").length <= 1, "the task reached the model at most once");
+});
