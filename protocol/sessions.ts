@@ -84,7 +84,10 @@ export const STREAM_CLOSE = {
 export const OfflineBody = z.strictObject({ session_id: Id, runtime_id: Id });
 export const OfflineAnswer = z.object({ removed: z.boolean() });
 
-/** The safe projection of an online session: nothing but these keys ever leaves the registry. */
+/**
+ * The safe projection of an online session: nothing but these keys ever leaves the registry. Its
+ * `project`, `model` and `activity` are shown forms (`common/shown-name.ts`): one line, hidden characters written out.
+ */
 export const SessionProjection = z.object({
   session_id: Id,
   project: z.string(),
@@ -95,5 +98,7 @@ export const SessionProjection = z.object({
   supports_images: z.boolean(),
   last_activity_at: Timestamp,
   last_seen_at: Timestamp,
+  /** The project's letters mix scripts as look-alikes do (`ѕhop`): listings flag it. */
+  mixed_scripts: z.boolean(),
 });
 export type SessionProjection = z.infer<typeof SessionProjection>;

@@ -27,7 +27,7 @@ import { CommandStore } from "./queue/store.ts";
 import { ownerSender } from "./handover/send-to-owner.ts";
 import { EventWorker } from "./handover/worker.ts";
 import { DiskSync } from "./disk-sync.ts";
-import { EventIntake } from "./events/intake.ts";
+import { EventIntake, eventCeiling } from "./events/intake.ts";
 import { EventRoutes } from "./events/routes.ts";
 import { EventStore } from "./events/store.ts";
 import type { EventRow } from "./events/receipt-rules.ts";
@@ -383,7 +383,7 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
         overlay: (row: EventRow) => worker.overlay(row),
       }
     : worker;
-  const intake = new EventIntake({ store: events, worker: handOver, limit, audit, sync: () => disk.flush() });
+  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,

@@ -60,6 +60,11 @@ export class KeyedBuckets {
     return this.#buckets.get(key) ?? fullBucket(this.limit, nowMs);
   }
 
+  /** Whether `key` has a bucket that has not refilled since `prune` last looked. */
+  has(key: string): boolean {
+    return this.#buckets.has(key);
+  }
+
   set(key: string, bucket: Bucket): void {
     this.#buckets.set(key, bucket);
   }

@@ -3,16 +3,61 @@
  * model wrote it, so no HTML passes (`html: false` writes tags as text), no image is fetched (the
  * image rule is off: a remote image would tell a stranger the page was opened), and links open
  * apart from the page. markdown-it refuses `javascript:` and similar links itself.
+ *
+ * A link never shows one address and opens another: what is clicked reads as the destination's host
+ * (an address written out: the whole address it opens), `xn--…` for an international name as the
+ * URL parser spells it, and a link's own words stay beside it as plain text.
  */
 import MarkdownIt from "markdown-it";
 
 const md = new MarkdownIt({ html: false, linkify: true, breaks: true }).disable(["image"]);
-const renderLink = md.renderer.rules.link_open ?? ((tokens, index, options, _env, self) => self.renderToken(tokens, index, options));
-md.renderer.rules.link_open = (tokens, index, options, env, self) => {
-  tokens[index]!.attrSet("target", "_blank");
-  tokens[index]!.attrSet("rel", "noopener noreferrer nofollow");
-  return renderLink(tokens, index, options, env, self);
-};
+type Token = ReturnType<InstanceType<typeof MarkdownIt>["parse"]>[number];
+type TokenClass = new (type: string, tag: string, nesting: -1 | 0 | 1) => Token;
+
+/** Where a link really goes, as its visible text: the host (ASCII), or the address of a mail link. */
+export function linkHost(href: string): string {
+  try {
+    const url = new URL(href);
+    return url.protocol === "mailto:" ? url.pathname : url.host || url.protocol;
+  } catch {
+    return href;
+  }
+}
+
+/** Rewrites every link in `children` to `label <a>host</a>` (an address written out is only the link, reading as that address). */
+function honestLinks(children: Token[], TokenOf: TokenClass): Token[] {
+  const out: Token[] = [];
+  for (let i = 0; i < children.length; i++) {
+    const open = children[i]!;
+    if (open.type !== "link_open") {
+      out.push(open);
+      continue;
+    }
+    const close = children.findIndex((token, at) => at > i && token.type === "link_close");
+    const label = children.slice(i + 1, close);
+    const host = new TokenOf("text", "", 0);
+    const href = String(open.attrGet("href") ?? "");
+    const auto = open.markup === "autolink" || open.markup === "linkify";
+    // An address written out reads as the whole address it opens (punycode as the parser spells it), any other link as its host.
+    host.content = auto && !href.startsWith("mailto:") ? href : linkHost(href);
+    if (!auto) {
+      out.push(...label);
+      const space = new TokenOf("text", "", 0);
+      space.content = " ";
+      out.push(space);
+    }
+    open.attrSet("target", "_blank");
+    open.attrSet("rel", "noopener noreferrer nofollow");
+    open.attrSet("title", href);
+    out.push(open, host, children[close]!);
+    i = close;
+  }
+  return out;
+}
+
+md.core.ruler.push("honest_links", (state) => {
+  for (const token of state.tokens) if (token.type === "inline" && token.children) token.children = honestLinks(token.children, state.Token);
+});
 
 export function renderReply(text: string): string {
   return md.render(text);

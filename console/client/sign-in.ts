@@ -1,6 +1,7 @@
 /**
  * The page's sign-in with the console token (server/console/sign-in.ts): a link's `?token=` is
- * moved out of the address bar into this browser's storage, and presented once per connection. A
+ * moved out of the address bar into this tab's `sessionStorage` (never `localStorage`, which every
+ * console plugin's script of this origin reads for good) for `TOKEN_LIFETIME_MS`, and presented once per connection. A
  * refused token is forgotten, so a new token on the server signs this browser out; the page then
  * asks for the token. No answer is not a refusal: it is asked again, with backoff
  * (sign-in-steps.ts), and only said when the retries are spent. A retired copy of the page
@@ -10,7 +11,7 @@ import { ref, watch } from "vue";
 import { router, socket, store } from "@koishijs/client";
 import { call } from "./call.ts";
 import { isRetired } from "./lifetime.ts";
-import { signInStep, type SignInReply, type SignInState } from "./sign-in-steps.ts";
+import { TOKEN_LIFETIME_MS, signInStep, type SignInReply, type SignInState } from "./sign-in-steps.ts";
 
 export type { SignInState } from "./sign-in-steps.ts";
 
@@ -18,7 +19,18 @@ const STORAGE_KEY = "anon-notify.console-token";
 /** Set when a stored token was refused, so the page still says why after it is opened again. */
 const REFUSED_KEY = "anon-notify.console-token-refused";
 
-const stored = () => localStorage.getItem(STORAGE_KEY) ?? "";
+function stored(): string {
+  try {
+    const { token, until } = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? "null") ?? {};
+    if (typeof token === "string" && typeof until === "number" && Date.now() < until) return token;
+  } catch {
+    // Not ours, or from an older page: forgotten below.
+  }
+  sessionStorage.removeItem(STORAGE_KEY);
+  return "";
+}
+
+const keep = (token: string) => sessionStorage.setItem(STORAGE_KEY, JSON.stringify({ token, until: Date.now() + TOKEN_LIFETIME_MS }));
 
 export function useSignIn() {
   const state = ref<SignInState>("checking");
@@ -26,7 +38,7 @@ export function useSignIn() {
   const why = ref("");
   const fromLink = router.currentRoute.value.query.token;
   if (typeof fromLink === "string" && fromLink) {
-    localStorage.setItem(STORAGE_KEY, fromLink);
+    keep(fromLink);
     const { token: _token, ...rest } = router.currentRoute.value.query;
     void router.replace({ query: rest });
   }
@@ -46,8 +58,8 @@ export function useSignIn() {
     );
     if (mine !== round) return;
     const step = signInStep(reply, token, tries, Boolean(sessionStorage.getItem(REFUSED_KEY)));
-    if (step.token === "keep") localStorage.setItem(STORAGE_KEY, token);
-    if (step.token === "forget") localStorage.removeItem(STORAGE_KEY);
+    if (step.token === "keep") keep(token);
+    if (step.token === "forget") sessionStorage.removeItem(STORAGE_KEY);
     if (step.refused === "set") sessionStorage.setItem(REFUSED_KEY, "1");
     if (step.refused === "clear") sessionStorage.removeItem(REFUSED_KEY);
     why.value = "unanswered" in reply ? reply.unanswered : "";

@@ -3,7 +3,8 @@
  * Windows), with a bearer token. It reports the outcome as a value and never throws: the caller
  * drops the event either way, because the channel is one-way and nothing waits on the app.
  */
-import { existsSync } from "node:fs";
+import { lstatSync, type Stats } from "node:fs";
+import { isMissingFile } from "../../common/errors.ts";
 import { Agent } from "undici";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
 
@@ -18,14 +19,37 @@ export interface SinkClient {
   destroy(): Promise<void>;
 }
 
+/**
+ * Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
+ * a link to one), owned by this user, and writable by nobody else, or another local user could sit
+ * there and collect the token. Pure.
+ */
+export function socketRefusal(stats: Pick<Stats, "isSocket" | "uid" | "mode">, uid: number): string | null {
+  if (!stats.isSocket()) return "not a socket (a link or a file stands at the socket path): token not sent";
+  if (stats.uid !== uid) return `the socket belongs to uid ${stats.uid}, not to you (uid ${uid}): token not sent`;
+  if ((stats.mode & 0o022) !== 0) return `the socket is writable by group or others (mode ${(stats.mode & 0o777).toString(8)}): token not sent`;
+  return null;
+}
+
+/** "ENOENT" when nothing is there (the app is not running), a refusal, or null to go ahead. */
+function checkSocket(socketPath: string): string | null {
+  try {
+    return socketRefusal(lstatSync(socketPath), process.getuid!());
+  } catch (error) {
+    return isMissingFile(error) ? "ENOENT" : String(error);
+  }
+}
+
 export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS): SinkClient {
   // Named pipes (\\.\pipe\…) are not files that can be looked at first.
   const checkSocketFile = process.platform !== "win32";
   const agent = new Agent({ connect: { socketPath, timeout: timeoutMs }, pipelining: 1 });
   return {
     async post(envelope, token) {
-      // The common case "app not running" costs one stat, not a failed connect through the stack.
-      if (checkSocketFile && !existsSync(socketPath)) return { ok: false, reason: "ENOENT" };
+      // One lstat: the common case "app not running" is no failed connect, and a socket someone
+      // else could have put there never gets the token.
+      const refused = checkSocketFile ? checkSocket(socketPath) : null;
+      if (refused) return { ok: false, reason: refused };
       try {
         const response = await agent.request({
           origin: "http://localhost",

@@ -8,13 +8,13 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, grantedText, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
+import { actionText, durationText, grantedText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
@@ -111,8 +111,8 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
   const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
   return say(session, "commands.anon.approvals.messages.line", {
     code: approval.code,
-    session: online ? `#${online.number} ${online.session.project}` : approval.session_id.slice(0, 8),
-    tool: approval.tool,
+    session: online ? sessionName(session, online) : approval.session_id.slice(0, 8),
+    tool: oneLine(approval.tool),
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
     left: durationText(Date.parse(approval.expires_at) - nowMs, say(session, "anon-notify.locale")),
   });

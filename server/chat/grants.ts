@@ -7,7 +7,7 @@ import type { Grant } from "../../protocol/approvals.ts";
 import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
 import { countText, sessionSay } from "../locales/load.ts";
 import { DomainError } from "../../common/domain-error.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 /** How many live grants one listing shows. */
@@ -18,7 +18,7 @@ function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number):
   const locale = voiceOf(sessionSay(session)).locale;
   return say(session, "commands.anon.grants.messages.line", {
     grant: grant.grant_id,
-    session: online ? `#${online.number} ${online.session.project}` : grant.session_id.slice(0, 8),
+    session: online ? sessionName(session, online) : grant.session_id.slice(0, 8),
     covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: countText(sessionSay(session), "anon-notify.uses", grant.uses),

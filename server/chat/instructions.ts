@@ -2,7 +2,7 @@
 import type { Context, Session } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import { MIN_PREFIX } from "./refs.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 /** How many instructions one listing shows. */
@@ -34,7 +34,7 @@ export function instructionCommands(ctx: Context, kit: ChatKit): void {
         const target = sessionByRef(kit, session!, ref);
         const commands = await kit.operator.commands(target.session.session_id, LISTED);
         if (commands.length === 0) return say(session!, ".empty");
-        return [say(session!, ".header", [`#${target.number} ${target.session.project}`]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
+        return [say(session!, ".header", [sessionName(session!, target)]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
       }
       const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
       if (commands.length === 0) return say(session!, ".empty");

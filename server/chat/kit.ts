@@ -4,6 +4,7 @@
  * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
  */
 import type { Command, Context, Fragment, Session } from "koishi";
+import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -72,6 +73,16 @@ export async function asOwner(ctx: Context, kit: ChatKit, session: Session, acti
   }
 }
 
+/** A session's project as a row shows it: flagged, in the reader's language, when its letters mix scripts. */
+export function projectName(session: Session, s: SessionProjection): string {
+  return s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project;
+}
+
+/** `#n project`, as listings name a session. */
+export function sessionName(session: Session, { number, session: s }: NumberedSession): string {
+  return `#${number} ${projectName(session, s)}`;
+}
+
 /** The online sessions with their numbers. */
 export function numbered(kit: ChatKit): NumberedSession[] {
   return kit.numbers.number(kit.operator.onlineSessions());
@@ -84,6 +95,6 @@ export function sessionByRef(kit: ChatKit, session: Session, ref: string): Numbe
   const found = resolveRef(ref, sessions);
   if (found.kind === "found") return { number: found.number, session: found.session };
   if (found.kind === "none") throw new ChatRefusal(say(session, "anon-notify.session-ref.none", [ref]));
-  const list = found.candidates.map((c) => `#${c.number} ${c.session.project}`).join(", ");
+  const list = found.candidates.map((c) => sessionName(session, c)).join(", ");
   throw new ChatRefusal(say(session, "anon-notify.session-ref.ambiguous", [ref, list]));
 }

@@ -2,7 +2,7 @@
 import type { Context, Session } from "koishi";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 /**
@@ -24,7 +24,7 @@ function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): 
     .map((mute) => {
       if (mute.session_id === null) return say(session, ".mute-all", [clockText(mute.until, now, say(session, "anon-notify.locale"))]);
       const found = online.find((s) => s.session.session_id === mute.session_id);
-      const name = found ? `#${found.number} ${found.session.project}` : mute.session_id;
+      const name = found ? sessionName(session, found) : mute.session_id;
       return say(session, ".mute-session", [name, clockText(mute.until, now, say(session, "anon-notify.locale"))]);
     })
     .join("；");
@@ -41,7 +41,7 @@ export function muteCommands(ctx: Context, kit: ChatKit): void {
       const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
       const until = clockText(mute.until, new Date(), say(session!, "anon-notify.locale"));
       if (!target) return say(session!, ".muted-all", { until });
-      return say(session!, ".muted-session", { until, ref: `#${target.number}`, project: target.session.project });
+      return say(session!, ".muted-session", { until, ref: `#${target.number}`, project: projectName(session!, target.session) });
     }),
   );
 

@@ -5,6 +5,7 @@
  * least 4 characters) or the project's name; a reference that fits several sessions is refused
  * with the candidates, never guessed.
  */
+import { sameName } from "../../common/shown-name.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 
 export const MIN_PREFIX = 4;
@@ -35,7 +36,8 @@ export function resolveRef(ref: string, sessions: readonly NumberedSession[]): R
     const prefixed = sessions.filter((s) => s.session.session_id.toLowerCase().startsWith(lower));
     if (prefixed.length > 0) return pick(prefixed);
   }
-  return pick(sessions.filter((s) => s.session.project.toLowerCase() === lower));
+  // Never a look-alike: `ѕhop` (Cyrillic) or a name that only lowercases to this one is another name.
+  return pick(sessions.filter((s) => sameName(text, s.session.project)));
 }
 
 /** The numbers given so far; one instance per plugin, in memory (a restart numbers afresh). */

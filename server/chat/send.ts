@@ -7,7 +7,7 @@
  */
 import type { Context, Session } from "koishi";
 import type { OperatorCommandCreated } from "../../protocol/operator.ts";
-import { ChatRefusal, asOwner, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, ownerCommand, projectName, sessionByRef, type ChatKit } from "./kit.ts";
 import { fetchImages, imageSources, plainText } from "./images.ts";
 import { shortCommandId } from "./instructions.ts";
 import { typedTail } from "./typed.ts";
@@ -32,7 +32,11 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
         request_key: requestKey(session!),
         origin: "operator",
       });
-      return say(session!, ".queued", { ref: `#${target.number}`, project: target.session.project, command: shortCommandId(created.command.command_id) });
+      return say(session!, ".queued", {
+        ref: `#${target.number}`,
+        project: projectName(session!, target.session),
+        command: shortCommandId(created.command.command_id),
+      });
     });
   });
 
@@ -59,7 +63,8 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
         request_key: requestKey(session),
         origin: "operator",
       });
-      const project = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id)?.project ?? notice.session_id;
+      const online = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id);
+      const project = online ? projectName(session, online) : notice.session_id;
       return say(session, "anon-notify.reply.queued", { project, event: notice.event_id, command: shortCommandId(created.command.command_id) });
     });
   }, true);

@@ -2,14 +2,14 @@
 import type { Context, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { durationText } from "../approvals/message-rules.ts";
-import { numbered, ownerCommand, type ChatKit } from "./kit.ts";
+import { numbered, ownerCommand, projectName, type ChatKit } from "./kit.ts";
 import { reply, say } from "./words.ts";
 
 export function sessionLine(session: Session, number: number, s: SessionProjection, nowMs: number): string {
   const state = s.state === "idle" ? say(session, ".idle") : s.activity ? say(session, ".running-tool", [s.activity]) : say(session, ".running");
   return say(session, ".line", {
     ref: `#${number}`,
-    project: s.project,
+    project: projectName(session, s),
     model: s.model ?? "?",
     state,
     // In the reader's language (Intl), whole seconds at least: "817ms ago" is noise on a phone.

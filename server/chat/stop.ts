@@ -4,7 +4,7 @@
  * one reply: stopped, was already idle, or not confirmed yet.
  */
 import type { Context } from "koishi";
-import { asOwner, ownerCommand, sessionByRef, type ChatKit } from "./kit.ts";
+import { asOwner, ownerCommand, projectName, sessionByRef, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 /** How long the reply waits for the extension to say what the stop did. */
@@ -15,7 +15,7 @@ export function stopCommands(ctx: Context, kit: ChatKit): void {
     asOwner(ctx, kit, session!, async () => {
       if (!ref) return say(session!, ".usage");
       const target = sessionByRef(kit, session!, ref);
-      const names = { ref: `#${target.number}`, project: target.session.project };
+      const names = { ref: `#${target.number}`, project: projectName(session!, target.session) };
       const queued = await kit.operator.requestStop(target.session.session_id, "operator");
       const final = await kit.operator.waitForCommandOutcome(queued.command_id, STOP_REPLY_WAIT_MS);
       if (final.state === "accepted" && final.outcome === "stopped") return say(session!, ".stopped", names);

@@ -58,7 +58,7 @@ export function boardRecorded(board: Board, projection: SessionProjection, activ
   const next = new Map(board);
   next.set(projection.session_id, {
     projection,
-    activity: projection.state === "running" ? activity : null,
+    activity: projection.state === "running" && activity !== null ? oneLine(activity) : null,
     stateSinceMs: sameState ? previous.stateSinceMs : flickeredBack ? previous.left!.sinceMs : nowMs,
     left: sameState ? previous.left : online ? { state: previous.projection.state, sinceMs: previous.stateSinceMs, atMs: nowMs } : null,
     goneAtMs: null,

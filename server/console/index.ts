@@ -30,7 +30,7 @@ import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./run-rules.ts";
-import { ConsoleSignInInput, consoleTokenFromFile, signInOf, tokenMatches, type SignIn } from "./sign-in.ts";
+import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
 import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
 import {
   BOARD_LIMITS,
@@ -316,7 +316,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       }
       return { ok: false, error: "bad_token" };
     }
-    signedIn.set(client, signInOf(token, Date.now()));
+    signedIn.set(client, signedInOn(client.request?.socket, token, Date.now()));
     await audit.record({
       actor: "console",
       action: "console.sign_in",

@@ -6,8 +6,10 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdirSync } from "node:fs";
+import type { Socket } from "node:net";
 import { dirname } from "node:path";
 import { z } from "zod";
+import { trustConnection } from "../http/trust.ts";
 import { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
 
 /** The sign-in call's input; the page sends what the address or its storage holds. */
@@ -33,6 +35,12 @@ export function tokenMatches(presented: string, token: string): boolean {
 
 export function signInOf(token: string, nowMs: number): SignIn {
   return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
+}
+
+/** A connection that signed in: its sign-in, and its socket kept when strangers fill `npm start` (http/trust.ts). */
+export function signedInOn(socket: Socket | undefined, token: string, nowMs: number): SignIn {
+  trustConnection(socket);
+  return signInOf(token, nowMs);
 }
 
 /** The page's address that signs a browser in. */

@@ -9,7 +9,7 @@ import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type Eve
 import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../handover/worker.ts";
 import { DomainError } from "../../common/domain-error.ts";
-import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
+import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 import { Turns } from "../../common/turns.ts";
 import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt-rules.ts";
 import { ReceiptBatch, ReceiptLookup } from "./receipt-batch.ts";
@@ -18,7 +18,10 @@ import type { EventStore } from "./store.ts";
 export interface EventIntakeDeps {
   store: EventStore;
   worker: Pick<EventWorker, "enqueue" | "overlay">;
+  /** Events of one session, and likewise of one runtime: one session's flood never holds back another's final. */
   limit: RateLimit;
+  /** Events of every session together: a ceiling far above normal use (`eventCeiling`). */
+  totalLimit: RateLimit;
   /** Receives every accepted event. */
   audit?: AuditLog | undefined;
   /** Resolves once what was written is on disk (`DiskSync.flush`): a 202 is answered only then. */
@@ -47,20 +50,31 @@ interface Stored {
   row: EventRow | undefined;
 }
 
+/** The ceiling over every session's events: twenty sessions at their limit, ten at their burst. */
+export const eventCeiling = (limit: RateLimit): RateLimit => ({ perMinute: limit.perMinute * 20, burst: limit.burst * 10 });
+
 export class EventIntake {
   readonly #deps: EventIntakeDeps;
-  #bucket: Bucket;
+  readonly #bySession: KeyedBuckets;
+  readonly #byRuntime: KeyedBuckets;
+  #total: Bucket;
+  /** Sessions refused since their bucket was last full (`prune` forgets them then): a burst is told once. */
+  readonly #limited = new Set<string>();
   #lastSeq = 0;
   #loaded = false;
   readonly #turns = new Turns();
   readonly #batch: ReceiptBatch;
   readonly #lookup: ReceiptLookup;
+  /** Told once per burst when a session's events start being refused (the edge logs it). */
+  onLimited: ((sessionId: string, limit: RateLimit) => void) | undefined;
 
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
     this.#lookup = new ReceiptLookup(deps.store);
     this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit });
-    this.#bucket = fullBucket(deps.limit, Date.now());
+    this.#bySession = new KeyedBuckets(deps.limit);
+    this.#byRuntime = new KeyedBuckets(deps.limit);
+    this.#total = fullBucket(deps.totalLimit, Date.now());
   }
 
   /**
@@ -77,7 +91,7 @@ export class EventIntake {
   }
 
   /**
-   * Accepts one event body, or throws `not_ready`, `rate_limited` (before the body is even read),
+   * Accepts one event body, or throws `not_ready`, `rate_limited` (per session, runtime and in all),
    * `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused` for a replay with
    * another body. A replay of the same body answers `duplicate: true` with the current state.
    */
@@ -158,10 +172,37 @@ export class EventIntake {
     return receiptOf(this.#deps.worker.overlay(row));
   }
 
-  #takeToken(): void {
-    const take = takeToken(this.#bucket, Date.now(), this.#deps.limit);
-    this.#bucket = take.bucket;
-    if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+  /** One token from the event's session, its runtime (when it names one) and the ceiling, or none (a refused event uses up nothing). */
+  #takeToken(event: EventBody): void {
+    const now = Date.now();
+    const { limit, totalLimit } = this.#deps;
+    const runtime = event.runtime_id;
+    const take = takeFromAll(
+      [
+        { bucket: this.#total, limit: totalLimit },
+        { bucket: this.#bySession.get(event.session_id, now), limit },
+        ...(runtime === undefined ? [] : [{ bucket: this.#byRuntime.get(runtime, now), limit }]),
+      ],
+      now,
+    );
+    const [total, session, runtimeBucket] = take.buckets as [Bucket, Bucket, Bucket | undefined];
+    this.#total = total;
+    this.#bySession.set(event.session_id, session);
+    if (runtime !== undefined && runtimeBucket) this.#byRuntime.set(runtime, runtimeBucket);
+    if (take.allowed) return;
+    if (!this.#limited.has(event.session_id)) {
+      this.#limited.add(event.session_id);
+      this.onLimited?.(event.session_id, limit);
+    }
+    throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+  }
+
+  /** Forgets buckets that have refilled (they hold nothing worth keeping). */
+  prune(): void {
+    const now = Date.now();
+    this.#bySession.prune(now);
+    this.#byRuntime.prune(now);
+    for (const sessionId of this.#limited) if (!this.#bySession.has(sessionId)) this.#limited.delete(sessionId);
   }
 
   /**
@@ -191,8 +232,9 @@ export class EventIntake {
    * (until stored), so a replay never races the first write. Throws a refusal found before its turn.
    */
   #accept(body: unknown, from: Submission, lookup: Lookup): { decided: Promise<EventAccepted>; stored: Promise<Stored> } {
-    this.#takeToken();
+    // Validated first (a bad body costs nothing), then limited by the session it names.
     const event = parseEvent(body);
+    this.#takeToken(event);
     if (from.idempotencyKey !== undefined && from.idempotencyKey !== event.event_id) {
       throw new DomainError("invalid_request", { issues: [{ path: "Idempotency-Key", message: "must equal the body's event_id" }] });
     }

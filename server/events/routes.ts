@@ -14,6 +14,7 @@ import type { EventIntake } from "./intake.ts";
 import type { Pusher } from "../push/pusher.ts";
 
 const LOAD_RETRY_MS = 1000;
+const PRUNE_INTERVAL_MS = 60_000;
 
 /** What `POST /events` would have answered for the element that ended a batch. */
 function refusal(index: number, body: unknown, error: DomainError): BatchRefusal {
@@ -53,6 +54,11 @@ export const EventRoutes = {
       }
     };
     ctx.on("ready", load);
+    ctx.setInterval(() => intake.prune(), PRUNE_INTERVAL_MS);
+    intake.onLimited = (session, limit) => logger.warn(instanceText(ctx, "anon-notify.events-limited", { session, ...limit }));
+    ctx.on("dispose", () => {
+      intake.onLimited = undefined;
+    });
     api.offer(ctx, "events");
     api.offer(ctx, "direct");
     api.offer(ctx, "context_usage");

@@ -4,6 +4,7 @@
  * Satori markup.
  */
 import type { Context } from "koishi";
+import { visibleControls } from "../../common/command-text.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
@@ -52,10 +53,16 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
         : say("anon-notify.direct.context-used", { used: usage.used_tokens, window: usage.context_window, percent: usage.percent });
   const lines = [
     say("anon-notify.direct.header", { status: statusLabel(event.status, say) }),
-    say("anon-notify.direct.source", [event.source || none]),
-    say("anon-notify.direct.task", [event.task || none]),
-    // The summary may span lines; its continuation lines are indented, so none can pass for a header or a label.
-    say("anon-notify.direct.summary", [(saidSummary(event, say) || none).replace(/\r\n?|[\n\u2028\u2029\u0085]/g, "\n  ")]),
+    say("anon-notify.direct.source", [visibleControls(event.source) || none]),
+    say("anon-notify.direct.task", [visibleControls(event.task) || none]),
+    // The summary may span lines; its continuation lines are indented, so none can pass for a header or
+    // a label, and each line shows its bidi and zero-width characters written out.
+    say("anon-notify.direct.summary", [
+      (saidSummary(event, say) || none)
+        .split(/\r\n?|[\n\u2028\u2029\u0085]/)
+        .map(visibleControls)
+        .join("\n  "),
+    ]),
     say("anon-notify.direct.context", [context]),
   ];
   if (event.url) lines.push(say("anon-notify.direct.link", [event.url]));

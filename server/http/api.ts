@@ -17,6 +17,7 @@ import { API_BASE_PATH, LIMITS, isStorableText, nestsDeeperThan, NOT_STORABLE } 
 import { DomainError } from "../../common/domain-error.ts";
 import { AUTH_FAILURE_LIMIT, AuthFailures } from "./auth-failures.ts";
 import { errorAnswer, HTTP_STATUS, json, type JsonAnswer } from "./error-status.ts";
+import { trustConnection } from "./trust.ts";
 import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
@@ -220,6 +221,7 @@ export class HttpApi {
    */
   admitAgent(request: IncomingMessage): void {
     if (!presents(request.headers.authorization ?? "", this.#agentDigest)) this.#refuse(request);
+    trustConnection(request.socket);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
   }
 
@@ -228,6 +230,7 @@ export class HttpApi {
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);
+    trustConnection(c.req.socket);
   }
 
   #authorizeAny(c: KoaContext): void {
@@ -235,6 +238,7 @@ export class HttpApi {
     const agent = presents(header, this.#agentDigest);
     const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
     if (!agent && !operator) this.#refuse(c.req);
+    trustConnection(c.req.socket);
   }
 
   /** A wrong or missing token: 401, or 429 once this address has failed a burst of times. */

@@ -1,15 +1,16 @@
 /**
  * Bounds on the connections of an HTTP server we own (`npm start`): a socket that has not sent its
- * headers within a few seconds is closed, Node checks for such sockets every second, and one
- * remote address holds at most `perAddress` connections under a higher global cap. When an address
- * is at its cap, its oldest connection that never sent a request gives way to the newcomer, so idle
- * sockets cannot lock out a client that actually asks for something, even from the same address.
+ * headers within a few seconds is closed, Node checks for such sockets every second, and the
+ * connections that have not presented a valid token (trust.ts) get a small share of the cap, per
+ * remote address and in all, and are the first to go when it is full: a newcomer always gets in by
+ * closing a stranger's connection, and a client with a token (Pi, the console, the operator) stays.
  *
  * Inside someone else's Koishi the HTTP server belongs to plugin-server and its owner; the plugin
  * does not change it (docs/reliability.md says what that leaves open).
  */
 import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import { isTrusted } from "./trust.ts";
 
 export interface ConnectionBounds {
   /** A request's headers must be complete this long after the connection (or the previous request). */
@@ -18,7 +19,10 @@ export interface ConnectionBounds {
   requestTimeoutMs: number;
   /** How often Node looks for connections past those deadlines: the figure documented is timeout + this. */
   checkIntervalMs: number;
+  /** Connections without a valid token from one remote address. */
   perAddress: number;
+  /** Connections without a valid token from every address together: a small share of `total`. */
+  untrusted: number;
   total: number;
 }
 
@@ -27,22 +31,40 @@ export const CONNECTION_BOUNDS: ConnectionBounds = {
   requestTimeoutMs: 30_000,
   checkIntervalMs: 1_000,
   perAddress: 128,
+  untrusted: 256,
   total: 1024,
 };
 
 export interface OpenConnection<T> {
   connection: T;
+  address: string;
   /** It has sent at least one complete request head. */
   requested: boolean;
+  /** It has presented a valid token. */
+  trusted: boolean;
 }
 
+/** The oldest of `open` that never sent a request, else the oldest. */
+const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;
+
 /**
- * Which connection to close when one more arrives from an address holding `open` (oldest first):
- * none below the cap, else the oldest one that never sent a request, else the newcomer.
+ * Which connection to close when one more arrives from `address`, `open` oldest first: none below
+ * the caps; at the address's share, its oldest stranger (one that never asked first); at the
+ * strangers' share, the oldest stranger of the address holding most; at the total, any stranger;
+ * the newcomer only when every open connection presented a token.
  */
-export function connectionToClose<T>(open: readonly OpenConnection<T>[], perAddress: number): T | "newcomer" | null {
-  if (open.length < perAddress) return null;
-  return open.find((entry) => !entry.requested)?.connection ?? "newcomer";
+export function connectionToClose<T>(open: readonly OpenConnection<T>[], address: string, bounds: ConnectionBounds): T | "newcomer" | null {
+  const strangers = open.filter((entry) => !entry.trusted);
+  const ours = strangers.filter((entry) => entry.address === address);
+  if (ours.length >= bounds.perAddress) return oldestIdleFirst(ours)!;
+  if (strangers.length >= bounds.untrusted) {
+    const counts = new Map<string, number>();
+    for (const entry of strangers) counts.set(entry.address, (counts.get(entry.address) ?? 0) + 1);
+    const busiest = [...counts].reduce((most, next) => (next[1] > most[1] ? next : most))[0];
+    return oldestIdleFirst(strangers.filter((entry) => entry.address === busiest))!;
+  }
+  if (open.length < bounds.total) return null;
+  return oldestIdleFirst(strangers) ?? "newcomer";
 }
 
 /** Applies `bounds` to `server`; must run before it listens, when Node reads the check interval. */
@@ -51,14 +73,12 @@ export function boundConnections(server: HttpServer, bounds: ConnectionBounds = 
   server.requestTimeout = bounds.requestTimeoutMs;
   // A public field Node reads when the server starts listening, not only a createServer option.
   (server as HttpServer & { connectionsCheckingInterval: number }).connectionsCheckingInterval = bounds.checkIntervalMs;
-  server.maxConnections = bounds.total;
-  // Insertion order is age order: the first idle entry is the oldest.
-  const byAddress = new Map<string, Map<Socket, OpenConnection<Socket>>>();
+  // Insertion order is age order. Node's own maxConnections is not set: it would drop the newcomer, whoever it is.
+  const open = new Map<Socket, { address: string; requested: boolean }>();
   server.on("connection", (socket: Socket) => {
     const address = socket.remoteAddress ?? "";
-    const open = byAddress.get(address) ?? new Map<Socket, OpenConnection<Socket>>();
-    byAddress.set(address, open);
-    const close = connectionToClose([...open.values()], bounds.perAddress);
+    const entries = [...open].map(([connection, entry]) => ({ connection, ...entry, trusted: isTrusted(connection) }));
+    const close = connectionToClose(entries, address, bounds);
     if (close === "newcomer") {
       socket.destroy();
       return;
@@ -67,14 +87,11 @@ export function boundConnections(server: HttpServer, bounds: ConnectionBounds = 
       open.delete(close);
       close.destroy();
     }
-    open.set(socket, { connection: socket, requested: false });
-    socket.once("close", () => {
-      open.delete(socket);
-      if (open.size === 0 && byAddress.get(address) === open) byAddress.delete(address);
-    });
+    open.set(socket, { address, requested: false });
+    socket.once("close", () => open.delete(socket));
   });
   const markRequested = (request: IncomingMessage) => {
-    const entry = byAddress.get(request.socket.remoteAddress ?? "")?.get(request.socket);
+    const entry = open.get(request.socket);
     if (entry) entry.requested = true;
   };
   server.on("request", markRequested);

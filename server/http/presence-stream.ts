@@ -18,6 +18,7 @@ import { API_BASE_PATH, LIMITS } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { parseJson, type HttpApi } from "./api.ts";
 import { HTTP_STATUS } from "./error-status.ts";
+import { limitFrames } from "./ws-frames.ts";
 import { instanceText } from "../locales/load.ts";
 import type { HeartbeatService } from "../sessions/heartbeats.ts";
 
@@ -110,6 +111,8 @@ export const PresenceStream = {
     };
 
     ctx.server.ws(API_BASE_PATH + PRESENCE_STREAM_PATH, (socket, request) => {
+      // A heartbeat's size, before any buffering: a flood of large frames never reaches memory.
+      limitFrames(socket, LIMITS.heartbeatBodyBytes);
       try {
         api.admitAgent(request);
       } catch (error) {
@@ -125,7 +128,7 @@ export const PresenceStream = {
         if (isBinary) return end(stream, STREAM_CLOSE.binary, "binary");
         // The default binaryType: one Buffer per message, however many fragments it came in.
         const frame = data as Buffer;
-        if (frame.length > LIMITS.eventBodyBytes) return end(stream, STREAM_CLOSE.tooBig, "payload_too_large");
+        if (frame.length > LIMITS.heartbeatBodyBytes) return end(stream, STREAM_CLOSE.tooBig, "payload_too_large");
         stream.lastFrameMs = Date.now();
         const said = answer(stream, frame);
         if (said !== undefined) socket.send(JSON.stringify(said));

@@ -3,6 +3,8 @@
  * presence is soft state, and after a server restart the live runtimes register again within one
  * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
  */
+import { visibleControls } from "../../common/command-text.ts";
+import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
 import { DomainError } from "../../common/domain-error.ts";
@@ -109,15 +111,18 @@ export function supportsImages(heartbeat: Heartbeat): boolean {
 /** The only view of a session that leaves the server: no runtime id, no paths, no content. */
 export function projectSession(entry: SessionEntry): SessionProjection {
   const { heartbeat } = entry;
+  const project = shownName(heartbeat.project);
+  const activity = heartbeat.state === "running" ? (heartbeat.activity ?? null) : null;
   return {
     session_id: heartbeat.session_id,
-    project: heartbeat.project,
-    model: heartbeat.model,
+    project: project.text,
+    model: heartbeat.model === null ? null : visibleControls(heartbeat.model),
     state: heartbeat.state,
-    activity: heartbeat.state === "running" ? (heartbeat.activity ?? null) : null,
+    activity: activity === null ? null : visibleControls(activity),
     supports_images: supportsImages(heartbeat),
     last_activity_at: heartbeat.last_activity_at,
     last_seen_at: new Date(entry.lastSeenMs).toISOString(),
+    mixed_scripts: project.mixedScripts,
   };
 }
 

@@ -4,6 +4,7 @@
  */
 import type { Context } from "koishi";
 import { OfflineBody } from "../../protocol/sessions.ts";
+import { LIMITS } from "../../protocol/wire.ts";
 import { parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HeartbeatService, type HeartbeatLimits } from "./heartbeats.ts";
@@ -33,7 +34,9 @@ export const SessionRoutes = {
       Math.min(SWEEP_INTERVAL_MAX_MS, registry.ttlMs),
     );
     api.offer(ctx, "presence");
-    api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent" }, (request) => json(200, heartbeats.receive(request.body).answer));
+    api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent", maxBytes: LIMITS.heartbeatBodyBytes }, (request) =>
+      json(200, heartbeats.receive(request.body).answer),
+    );
     if (streams) ctx.plugin(PresenceStream, { api, heartbeats, idleMs: registry.ttlMs, maxStreams: streams.max });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);

@@ -15,8 +15,9 @@ import type { Context, ForkScope, Plugin } from "koishi";
 import { z } from "zod";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
-import { API_BASE_PATH, formatIssues } from "../../protocol/wire.ts";
+import { API_BASE_PATH, LIMITS, formatIssues } from "../../protocol/wire.ts";
 import { boundConnections } from "../http/connections.ts";
+import { limitFrames } from "../http/ws-frames.ts";
 import { holdDatabaseFiles } from "../disk-sync.ts";
 import { koishi } from "../koishi.ts";
 import * as notifyWebhook from "../notify-webhook.ts";
@@ -192,6 +193,8 @@ export async function runStandalone(
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
   // npm start owns this HTTP server (it is created now and listens at start), so it bounds what idle or slow clients can hold.
   boundConnections(app.server._http);
+  // Every WebSocket frame (the console's, the presence stream's) within the largest body a route takes, before ws buffers it.
+  app.server._ws.on("connection", (socket) => limitFrames(socket, LIMITS.operatorBodyBytes));
   // Koishi's http service: the chat commands fetch images the owner attaches with it.
   use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });

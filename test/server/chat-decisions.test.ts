@@ -40,6 +40,7 @@ const session = (session_id: string, project: string): SessionProjection => ({
   supports_images: true,
   last_activity_at: "2026-11-30T03:00:00.000Z",
   last_seen_at: "2026-11-30T03:00:00.000Z",
+  mixed_scripts: false,
 });
 
 test("refusals per user: answered once, then silent for the quiet time; the next answered one carries the count", () => {

@@ -13,6 +13,7 @@ import { CHROMIUM_SKIP, consoleBrowser, standaloneConsole } from "../helpers/con
 import { agentApi, approvalRequestOf, call } from "../../harness/agent-api.ts";
 import { ai, latch, waitForAbortStep } from "../../harness/pi.ts";
 import { gatedTool } from "../../harness/session-commands.ts";
+import { TOKEN_LIFETIME_MS } from "../../console/client/sign-in-steps.ts";
 
 test("npm start's printed link signs a real browser in on a phone-sized window: a Pi session comes online, answers an instruction, a queued one is cancelled, it is muted, an approval is answered in its session's view, a run is stopped; a new token signs the browser out", {
   skip: CHROMIUM_SKIP,
@@ -39,7 +40,12 @@ test("npm start's printed link signs a real browser in on a phone-sized window: 
   await page.goto(stage.link.href);
   await page.getByText("还没有会话上线", { exact: false }).waitFor({ timeout: 30_000 });
   assert.equal(new URL(page.url()).search, "", "the token is out of the address bar");
-  assert.equal(await page.evaluate(() => localStorage.getItem("anon-notify.console-token")), token);
+  // In this tab's sessionStorage with a lifetime, never in localStorage (every console plugin's script reads it).
+  const kept = await page.evaluate(() => [sessionStorage.getItem("anon-notify.console-token"), localStorage.getItem("anon-notify.console-token")]);
+  const parsed = JSON.parse(kept[0] ?? "null") as { token: string; until: number } | null;
+  assert.equal(parsed?.token, token);
+  assert.ok(parsed && parsed.until > Date.now() && parsed.until <= Date.now() + TOKEN_LIFETIME_MS, "a lifetime");
+  assert.equal(kept[1], null, "nothing in localStorage");
   assert.match(await page.locator("[data-test=gate]").innerText(), /已用控制台 Token 登录/);
 
   const slow = gatedTool("slow");
@@ -154,7 +160,7 @@ test("npm start's printed link signs a real browser in on a phone-sized window: 
   // The open page reconnects and presents its stored token by itself; nobody opens it again.
   await page.locator("[data-test=sign-in][data-state=refused]").waitFor({ timeout: 45_000 });
   assert.equal(await page.locator("[data-test=session]").count(), 0, "no data after the token changed");
-  assert.equal(await page.evaluate(() => localStorage.getItem("anon-notify.console-token")), null, "the old token is forgotten");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("anon-notify.console-token")), null, "the old token is forgotten");
   // @koishijs/client reconnects with `.then(location.reload)`, which throws unbound: the console's own, harmless here.
   assert.deepEqual(
     pageErrors.filter((message) => message !== "Illegal invocation"),

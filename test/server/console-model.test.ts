@@ -79,6 +79,7 @@ const projection = (state: "idle" | "running", seenMs: number): SessionProjectio
   supports_images: false,
   last_activity_at: new Date(seenMs).toISOString(),
   last_seen_at: new Date(seenMs).toISOString(),
+  mixed_scripts: false,
 });
 
 test("the board keeps since-when per state, marks gone sessions, and follows watchdog flags", () => {

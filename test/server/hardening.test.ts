@@ -228,12 +228,13 @@ describe("every text reaching the database round-trips or is refused with 400", 
   test(`JSON nested deeper than ${LIMITS.jsonDepth} levels is 400 on every route, never 500`, async (t) => {
     const { server } = await onlineServer(t);
     const tooDeep = (depth: number) => `{"details":${"[".repeat(depth)}${"]".repeat(depth)}}`;
-    for (const [path, token] of [
-      ["/events", server.token],
-      ["/sessions/heartbeat", server.token],
-      ["/operator/commands", OPERATOR_TOKEN],
+    // The deepest each route's body limit lets through (a heartbeat's is 8 KiB).
+    for (const [path, token, deepest] of [
+      ["/events", server.token, 30_000],
+      ["/sessions/heartbeat", server.token, (LIMITS.heartbeatBodyBytes - 16) / 2],
+      ["/operator/commands", OPERATOR_TOKEN, 30_000],
     ] as const) {
-      for (const depth of [LIMITS.jsonDepth, 30_000]) {
+      for (const depth of [LIMITS.jsonDepth, deepest]) {
         const response = await fetch(server.baseUrl + path, {
           method: "POST",
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -518,15 +519,24 @@ describe("slow clients and floods", () => {
     assert.equal(await waitUntil(() => answered(() => agentApi(target).heartbeat()), "a heartbeat answering", 5_000), 200);
   });
 
-  const closeRows: [string, boolean[], number, string | null][] = [
-    ["below the cap: nobody", [true, false], 3, null],
-    ["at the cap: the oldest that never asked", [true, false, false], 3, "1"],
-    ["at the cap, every one asked: the newcomer", [true, true], 2, "newcomer"],
+  // Each open connection as `address:asked/trusted`, oldest first; bounds: 2 strangers per address, 3 in all, 5 connections.
+  const bounds = { ...CONNECTION_BOUNDS, perAddress: 2, untrusted: 3, total: 5 };
+  const closeRows: [string, string[], string, string | null][] = [
+    ["below the caps: nobody", ["a:asked", "b:idle"], "a", null],
+    ["at the address's share: its oldest that never asked", ["a:asked", "a:idle"], "a", "1"],
+    ["at the address's share, every one asked: its oldest", ["a:asked", "a:asked"], "a", "0"],
+    ["trusted ones do not count toward a share", ["a:trusted", "a:trusted", "a:idle"], "a", null],
+    ["at the strangers' share: the busiest address's oldest idle", ["b:asked", "c:asked", "c:idle"], "a", "2"],
+    ["at the total: any stranger", ["a:trusted", "a:trusted", "a:trusted", "b:asked", "a:trusted"], "c", "3"],
+    ["at the total, every one trusted: the newcomer", ["a:trusted", "a:trusted", "a:trusted", "a:trusted", "a:trusted"], "b", "newcomer"],
   ];
-  for (const [label, requested, cap, expected] of closeRows) {
+  for (const [label, rows, address, expected] of closeRows) {
     test(`connectionToClose, ${label}`, () => {
-      const open = requested.map((asked, i) => ({ connection: String(i), requested: asked }));
-      assert.equal(connectionToClose(open, cap), expected);
+      const open = rows.map((row, i) => {
+        const [from, kind] = row.split(":");
+        return { connection: String(i), address: from!, requested: kind !== "idle", trusted: kind === "trusted" };
+      });
+      assert.equal(connectionToClose(open, address, bounds), expected);
     });
   }
 
@@ -535,7 +545,7 @@ describe("slow clients and floods", () => {
     boundConnections(http);
     assert.ok(http.headersTimeout > 0 && http.headersTimeout <= 10_000, `headersTimeout ${http.headersTimeout}`);
     assert.ok((http as typeof http & { connectionsCheckingInterval: number }).connectionsCheckingInterval <= 1_000);
-    assert.ok(CONNECTION_BOUNDS.perAddress * 4 <= http.maxConnections, `${CONNECTION_BOUNDS.perAddress} per address, ${http.maxConnections} in all`);
+    assert.ok(CONNECTION_BOUNDS.perAddress * 2 <= CONNECTION_BOUNDS.untrusted && CONNECTION_BOUNDS.untrusted * 4 <= CONNECTION_BOUNDS.total);
   });
 
   test("held long polls are capped per session and in total; the surplus gets 429 with Retry-After at once", async (t) => {

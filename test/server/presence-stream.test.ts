@@ -92,12 +92,12 @@ describe("frames", () => {
     assert.deepEqual(await onlineIds(server), ["s-1"]);
   });
 
-  test(`a frame over ${LIMITS.eventBodyBytes / 1024} KiB closes the stream 1009, a binary frame 1003; neither registers anything`, async (t) => {
+  test(`a frame over ${LIMITS.heartbeatBodyBytes / 1024} KiB closes the stream 1009, a binary frame 1003; neither registers anything`, async (t) => {
     const server = await startServer();
     t.after(() => server.stop());
     const big = openStream(server);
     await big.opened;
-    big.socket.send(JSON.stringify({ ...heartbeatOf(), model: "x".repeat(LIMITS.eventBodyBytes) }));
+    big.socket.send(JSON.stringify({ ...heartbeatOf(), model: "x".repeat(LIMITS.heartbeatBodyBytes) }));
     assert.equal((await big.closed).code, STREAM_CLOSE.tooBig);
     const binary = openStream(server);
     await binary.opened;

@@ -70,6 +70,7 @@ async function recordingIntake(events: FailingStore, audit: AuditLog) {
     store: events,
     worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
     limit: { perMinute: 600, burst: 100 },
+    totalLimit: { perMinute: 600, burst: 100 },
     audit,
     sync: async () => void syncs.count++,
   });
@@ -144,6 +145,7 @@ for (const driver of DATABASE_DRIVERS) {
         store: events,
         worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
         limit: { perMinute: 600, burst: 100 },
+        totalLimit: { perMinute: 600, burst: 100 },
         audit,
         sync: () => new Promise<void>((resolve, reject) => void pending.push({ resolve, reject })),
       });

@@ -57,7 +57,17 @@ test("the projection holds exactly the safe keys, newest first", () => {
     ["s-b", "s-a"],
   );
   for (const item of list) {
-    assert.deepEqual(Object.keys(item).sort(), ["activity", "last_activity_at", "last_seen_at", "model", "project", "session_id", "state", "supports_images"]);
+    assert.deepEqual(Object.keys(item).sort(), [
+      "activity",
+      "last_activity_at",
+      "last_seen_at",
+      "mixed_scripts",
+      "model",
+      "project",
+      "session_id",
+      "state",
+      "supports_images",
+    ]);
     assert.ok(SessionProjection.safeParse(item).success);
     assert.ok(!JSON.stringify(item).includes("r-1"));
   }

@@ -149,6 +149,7 @@ for (const driver of DATABASE_DRIVERS) {
         store: events,
         worker: { enqueue: (row) => void queued.push(row.event_id), overlay: (row) => row },
         limit: { perMinute: 600, burst: 100 },
+        totalLimit: { perMinute: 600, burst: 100 },
       });
       await intake.load();
       const event = validEvent();

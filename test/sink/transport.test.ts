@@ -1,10 +1,10 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
-import { createSinkClient } from "../../extension/sink/client.ts";
+import { createSinkClient, socketRefusal } from "../../extension/sink/client.ts";
 import { startSinkListener } from "../../harness/sink-listener.ts";
 import { buildSinkEnvelope, buildSinkPayload } from "../../extension/sink/payload-rules.ts";
 import { createSinkQueue, SINK_QUEUE_CAPACITY } from "../../extension/sink/queue.ts";
@@ -30,7 +30,7 @@ async function listenerAndClient(t: TestContext) {
     await client.destroy();
     await listener.close();
   });
-  return { listener, client };
+  return { listener, client, socket };
 }
 
 test("events reach a real Unix-socket listener in order, with the bearer token", async (t) => {
@@ -113,4 +113,38 @@ test("a send that throws loses that event only; the worker goes on", async () =>
   for (let n = 0; n < 3; n++) queue.push(event(n));
   await queue.close(60_000);
   assert.deepEqual(callIds(sent), ["c1", "c2"]);
+});
+
+test("the token goes only to a socket owned by this user and writable by nobody else; otherwise the client says why", async (t) => {
+  const { listener, client, socket } = await listenerAndClient(t);
+  chmodSync(socket, 0o777);
+  const open = await client.post(event(1), TOKEN);
+  assert.equal(open.ok, false);
+  assert.match(!open.ok ? open.reason : "", /writable by group or others \(mode 777\): token not sent/);
+  assert.equal(listener.events.length + listener.rejected.length, 0, "nothing reached the socket");
+  chmodSync(socket, 0o600);
+  assert.deepEqual(await client.post(event(2), TOKEN), { ok: true, status: 204 });
+
+  const link = `${socket}.link`;
+  symlinkSync(socket, link);
+  const linked = createSinkClient(link);
+  t.after(() => linked.destroy());
+  const viaLink = await linked.post(event(3), TOKEN);
+  assert.match(!viaLink.ok ? viaLink.reason : "", /not a socket/);
+
+  const uid = process.getuid!();
+  const stats = (isSocket: boolean, owner: number, mode: number) => ({ isSocket: () => isSocket, uid: owner, mode });
+  const table: [ReturnType<typeof stats>, RegExp | null][] = [
+    [stats(true, uid, 0o140755), null],
+    [stats(true, uid, 0o140700), null],
+    [stats(true, uid + 1, 0o140700), /belongs to uid/],
+    [stats(true, uid, 0o140775), /writable by group/],
+    [stats(true, uid, 0o140757), /writable by group or others/],
+    [stats(false, uid, 0o100600), /not a socket/],
+  ];
+  for (const [given, expected] of table) {
+    const refusal = socketRefusal(given, uid);
+    if (expected) assert.match(refusal ?? "", expected);
+    else assert.equal(refusal, null);
+  }
 });

@@ -1,0 +1,19 @@
+/**
+ * A bound on one WebSocket's frames that comes before `ws` buffers them. plugin-server's one
+ * WebSocketServer takes frames up to 100 MiB on every path and has no per-path option; the
+ * receiver's own limit, set before its first byte is parsed, is checked on every frame header.
+ */
+import type { WebSocket } from "ws";
+
+/**
+ * Makes `socket` refuse a frame (or a message's fragments) longer than `maxBytes` from its header on,
+ * closing 1009 without buffering it; a tighter limit already set stays. Call it in the connection
+ * handler, before any data is read (ws 8: `Receiver#_maxPayload`).
+ */
+export function limitFrames(socket: WebSocket, maxBytes: number): void {
+  const receiver = (socket as WebSocket & { _receiver?: { _maxPayload?: number } })._receiver;
+  if (typeof receiver?._maxPayload !== "number") throw new Error("ws changed: its receiver has no frame limit to set");
+  receiver._maxPayload = receiver._maxPayload > 0 ? Math.min(receiver._maxPayload, maxBytes) : maxBytes;
+  // ws reports an oversized or malformed frame as an error, then closes (1009, 1002): unheard, it would end the process.
+  socket.on("error", () => undefined);
+}

@@ -1,0 +1,180 @@
+/**
+ * The fourth attacker-style probe's cases against `npm start` (the real standalone as a child
+ * process, loopback only): one noisy session, a frame flood on the presence stream, unauthenticated
+ * keep-alive holders. Each case failed before its fix.
+ */
+import { test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
+import { Agent, request } from "undici";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BatchAccepted } from "../../protocol/events.ts";
+import { STREAM_CLOSE } from "../../protocol/sessions.ts";
+import { freePort } from "../../harness/koishi.ts";
+import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
+import { postEvent, validEvent } from "../../harness/event-client.ts";
+import { waitUntil } from "../../harness/wait.ts";
+import { CONSOLE_WS_PATH } from "../helpers/console.ts";
+
+async function standalone(t: TestContext): Promise<{ server: Standalone; target: { baseUrl: string; token: string }; dir: string }> {
+  const dir = await mkdtemp(join(tmpdir(), "anon-notify-hardening-iv-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const server = await spawnStandalone(dir, await freePort(), { keepOutput: true });
+  t.after(() => server.stop());
+  return { server, target: { baseUrl: server.baseUrl, token: (await readFile(join(dir, "token"), "utf8")).trim() }, dir };
+}
+
+test("one session flooding events does not hold back another session's final; the flood is told once", async (t) => {
+  const { server, target } = await standalone(t);
+  const statuses: number[] = [];
+  let acceptedA = 0;
+  for (let batch = 0; batch < 10; batch++) {
+    const events = Array.from({ length: 32 }, () => validEvent({ session_id: "s-a", runtime_id: "r-a", status: "progress" }));
+    const response = await fetch(`${target.baseUrl}/events/batch`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ events }),
+    });
+    statuses.push(response.status);
+    const answer = BatchAccepted.parse(await response.json());
+    acceptedA += answer.accepted.length;
+    if (batch > 0) assert.equal(answer.refused?.status, 429, "A is limited");
+  }
+  assert.ok(acceptedA < 320, `A was limited (${acceptedA} accepted)`);
+  const final = validEvent({ session_id: "s-b", runtime_id: "r-b", status: "completed" });
+  const answer = await postEvent(target, final);
+  assert.equal(answer.status, 202, `B's final while A floods: ${JSON.stringify(answer.body)}`);
+  const told = await waitUntil(() => (/s-a/.test(server.output()) && /429/.test(server.output()) ? server.output() : undefined), "the flood told in the log");
+  assert.equal(told.split("\n").filter((line) => line.includes("会话 s-a 发事件超过")).length, 1, "told once");
+});
+
+/** The resident memory of a process, from the kernel's own count. */
+async function rssBytes(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)![1]) * 1024;
+}
+
+/**
+ * One presence stream that announces a text frame of `frameBytes` and then sends it in 1 MiB
+ * chunks (masked with a zero key, so one chunk is reused) until the server closes the socket.
+ * Resolves with the close code the server sent, if any.
+ */
+function floodStream(baseUrl: string, token: string, frameBytes: number, path = "/sessions/stream"): Promise<number | undefined> {
+  // The console's socket sits at the server's root; the presence stream under the API's base.
+  const url = path === CONSOLE_WS_PATH ? new URL(path, baseUrl) : new URL(`${baseUrl}${path}`);
+  return new Promise((resolve) => {
+    const socket = connect(Number(url.port), url.hostname);
+    const chunk = Buffer.alloc(1024 * 1024, 0x61);
+    let answer = Buffer.alloc(0);
+    let upgraded = false;
+    let sent = 0;
+    const pump = () => {
+      // The server's answer (its close frame) ends the flood: what follows would only reset the socket.
+      while (sent < frameBytes && !socket.destroyed && answer.length === 0) {
+        sent += chunk.length;
+        if (!socket.write(chunk)) return void socket.once("drain", pump);
+      }
+    };
+    socket.on("error", () => undefined);
+    socket.on("close", () => {
+      const close = answer.indexOf(Buffer.from([0x88]));
+      resolve(close >= 0 && answer.length >= close + 4 ? answer.readUInt16BE(close + 2) : undefined);
+    });
+    socket.on("data", (data) => {
+      answer = Buffer.concat([answer, data]);
+      if (upgraded) {
+        if (answer.length >= 4) socket.end();
+        return;
+      }
+      if (!answer.includes("\r\n\r\n")) return;
+      upgraded = true;
+      answer = answer.subarray(answer.indexOf("\r\n\r\n") + 4);
+      const header = Buffer.alloc(14);
+      header[0] = 0x81; // FIN, text
+      header[1] = 0x80 | 127; // masked, 64-bit length
+      header.writeBigUInt64BE(BigInt(frameBytes), 2);
+      socket.write(header); // mask key: the last four bytes, zero
+      pump();
+    });
+    socket.write(
+      `GET ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+    );
+  });
+}
+
+test("20 presence streams sending 90 MiB frames are closed 1009 before the server buffers them; its memory stays", async (t) => {
+  const { server, target } = await standalone(t);
+  const pid = server.child.pid!;
+  // One small flood first, so the code it loads (the upgrade, ws's receiver) is in the figure before.
+  assert.equal(await floodStream(target.baseUrl, target.token, 1024 * 1024), STREAM_CLOSE.tooBig);
+  const before = await rssBytes(pid);
+  const codes = await Promise.all(Array.from({ length: 20 }, () => floodStream(target.baseUrl, target.token, 90 * 1024 * 1024)));
+  assert.deepEqual(codes, Array(20).fill(STREAM_CLOSE.tooBig));
+  // Memory a flood took is given back within a bounded wait (the collector runs on its own time).
+  const margin = 50 * 1024 * 1024;
+  let latest = 0;
+  const after = await waitUntil(
+    async () => {
+      latest = await rssBytes(pid);
+      return latest <= before + margin ? latest : undefined;
+    },
+    () => `server RSS ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(latest / 2 ** 20)} MiB after the flood`,
+    30_000,
+  );
+  console.log(`server RSS: ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(after / 2 ** 20)} MiB after 20 × 90 MiB frames`);
+});
+
+test("npm start bounds every WebSocket frame before ws buffers it: a 20 MiB frame on the console socket is closed 1009", async (t) => {
+  const { target } = await standalone(t);
+  assert.equal(await floodStream(target.baseUrl, "", 20 * 1024 * 1024, CONSOLE_WS_PATH), STREAM_CLOSE.tooBig);
+  assert.equal((await fetch(`${target.baseUrl}/health`, { headers: { authorization: `Bearer ${target.token}` } })).status, 200, "still serving");
+});
+
+test("1,024 strangers holding keep-alive connections over 127.0.0.2–9 do not lock out a client with a token from 127.0.0.1", async (t) => {
+  const { target } = await standalone(t);
+  const { port } = new URL(target.baseUrl);
+  let holding = true;
+  const holders = new Set<Socket>();
+  let connected = 0;
+  // Each holder asks `GET /` every 3 s on one kept connection; one the server closes is replaced a second later.
+  const hold = (address: string) => {
+    const socket = connect({ port: Number(port), host: "127.0.0.1", localAddress: address }, () => connected++);
+    const ask = () => socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`);
+    const timer = setInterval(ask, 3_000);
+    socket.on("connect", ask);
+    socket.on("data", () => undefined);
+    socket.on("error", () => undefined);
+    holders.add(socket);
+    socket.once("close", () => {
+      clearInterval(timer);
+      holders.delete(socket);
+      if (holding) setTimeout(() => hold(address), 1_000);
+    });
+  };
+  t.after(() => {
+    holding = false;
+    for (const socket of holders) socket.destroy();
+  });
+  for (let i = 0; i < 1024; i++) hold(`127.0.0.${2 + (i % 8)}`);
+  await waitUntil(() => connected >= 1024 || undefined, "1,024 holders connected", 20_000);
+  const answers: (number | string)[] = [];
+  for (let i = 0; i < 5; i++) {
+    // A fresh connection each time, as a Pi that just started would open.
+    const client = new Agent({ connections: 1 });
+    try {
+      const response = await request(`${target.baseUrl}/health`, { dispatcher: client, headers: { authorization: `Bearer ${target.token}` } });
+      await response.body.dump();
+      answers.push(response.statusCode);
+    } catch (error) {
+      answers.push((error as { code?: string }).code ?? String(error));
+    } finally {
+      await client.close();
+    }
+  }
+  console.log(`a client with a token while 1,024 strangers hold connections: ${answers.join(", ")} (${holders.size} holders open)`);
+  assert.deepEqual(answers, [200, 200, 200, 200, 200]);
+});
