@@ -2,13 +2,19 @@
  * `anon.new <project> <task>` (`#host` first when several hosts are online): a new Pi session on a
  * host, through the same start service as `POST /operator/sessions`; one reply saying what it became.
  */
-import type { Context } from "koishi";
+import type { Context, Session } from "koishi";
+import { shownName } from "../../common/shown-name.ts";
 import { CreateSessionBody } from "../../protocol/hosts.ts";
 import { parseWith } from "../../common/domain-error.ts";
 import type { StartService } from "../hosts/service.ts";
 import { asOwner, ownerCommand, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { say } from "./words.ts";
+
+function shown(session: Session, name: string): string {
+  const { text, mixedScripts } = shownName(name);
+  return mixedScripts ? text + say(session, "anon-notify.mixed-scripts") : text;
+}
 
 export function newSessionCommands(ctx: Context, kit: ChatKit, starts: StartService): void {
   ownerCommand(ctx, kit, "anon.new <words:rawtext>").action((argv, words) => {
@@ -19,7 +25,8 @@ export function newSessionCommands(ctx: Context, kit: ChatKit, starts: StartServ
       if (!typed) return say(session, ".usage");
       const [, host, project, task] = typed;
       const result = await starts.start(parseWith(CreateSessionBody, { project, task, ...(host ? { host } : {}) }), "operator");
-      const names = { host: result.host, project: result.project };
+      // The host names itself: shown like any agent-chosen name.
+      const names = { host: shown(session, result.host), project: shown(session, result.project) };
       if (result.state === "started") return say(session, ".started", { ...names, session: result.session_id });
       if (result.state === "refused") return say(session, `.refused.${result.refusal}`, names);
       return say(session, ".queued", names);
