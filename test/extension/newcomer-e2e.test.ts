@@ -25,7 +25,7 @@ const NAMES_AND_CODES = new Set(
     "events commands test queued processing context_injected delivered failed ok unknown not_configured bot_not_found no_persona " +
     "YesImBot notify webhook doctor anon notify true false zh CN " +
     // npm start's text: names, config keys and keys to press
-    "Token Koishi README botId recipientId delivery Ctrl C run " +
+    "Token Koishi README botId recipientId delivery Ctrl C run ntfy setup " +
     // the server's capability codes
     "approvals audit command_images context_usage direct long_poll presence"
   ).split(" "),
