@@ -152,6 +152,9 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
       stopTtlMs: 24 * 60 * 60_000,
       // The baseline approval would time out (15 min by default) in the middle of a long run.
       approvalMaxMinutes: 24 * 60,
+      // Past the owner's pace the messenger's minute-by-minute digest is a server notice of its own,
+      // written in the middle of whichever route runs then.
+      approvalMessagesPerMinute: 1_000_000_000,
       commandImageBudgetBytes: IMAGE_BUDGET,
       watchdogEnabled: false,
     },
@@ -212,6 +215,15 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
     body: JSON.stringify(baselineApproval),
   });
   assert.equal(approvalAnswer.statusCode, 201, await approvalAnswer.body.text());
+  // The messenger mentions a new approval to the persona (a server notice) in the background: settled
+  // before the next route runs, so a later refusal is measured against a quiet store.
+  const mentioned = (approvalId: string) =>
+    waitUntil(
+      async () => (await db.get(APPROVAL_TABLE, { approval_id: approvalId }, ["persona_mentioned"]))[0]?.persona_mentioned === true,
+      `approval ${approvalId} mentioned to the persona`,
+      30_000,
+    );
+  await mentioned(baselineApproval.approval_id);
   const knownApprovals = [baselineApproval.approval_id];
 
   const sessions = () => [SESSION, "s-2", "s-offline"];
@@ -585,7 +597,11 @@ test(`every HTTP route, ${RUNS} generated cases each: no 5xx, stable error codes
         } else if (name === "POST /operator/commands" && answer.status === 201) {
           knownCommands.push(String((body.command as { command_id: string }).command_id));
         } else if (name === "POST /approvals" && answer.status === 201) {
-          knownApprovals.push(String((body.approval as { approval_id: string }).approval_id));
+          const approvalId = String((body.approval as { approval_id: string }).approval_id);
+          knownApprovals.push(approvalId);
+          await mentioned(approvalId);
+          current = await fingerprint(name);
+          return;
         } else if (name === "GET /commands" && (body.lease as { token?: string } | undefined)?.token) {
           leaseTokens.push((body.lease as { token: string }).token);
         }
