@@ -5,9 +5,11 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDirFor } from "../extension/config/config.ts";
+import { operatorApi } from "./agent-api.ts";
 import { closeAll } from "./cleanup.ts";
 import type { KoishiHarness } from "./koishi.ts";
 import { makeRoot, startPi, type PiHarness, type StartPiOptions } from "./pi.ts";
+import { waitUntil } from "./wait.ts";
 
 export const RECIPIENT = { qq: "10001", anonQq: "10002" };
 
@@ -56,4 +58,14 @@ export function writeUserConfig(root: string, config: Record<string, unknown>): 
   const dataDir = dataDirFor(join(root, "agent"));
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(join(dataDir, "config.json"), JSON.stringify(config));
+}
+
+/** Resolves once the operator API lists `pi`'s session as online on `server`. */
+export async function listedOnline(server: KoishiHarness, pi: PiHarness, timeoutMs = 15_000): Promise<void> {
+  const sessionId = pi.session.sessionManager.getSessionId();
+  await waitUntil(
+    async () => (await operatorApi(server).sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId),
+    "the session online",
+    timeoutMs,
+  );
 }

@@ -329,6 +329,13 @@ export function latch(): { promise: Promise<void>; signal: () => void } {
   return { promise, signal };
 }
 
+/** The text the model read last, as one string (a user message's parts, non-text parts as `<type>`). */
+export function lastUserText(pi: PiHarness): string {
+  const last = pi.modelCalls.at(-1)!.messages.at(-1)!;
+  if (last.role !== "user") throw new Error(`the model read a ${last.role} message last, not the user's`);
+  return (last.content as { type: string; text?: string }[]).map((c) => c.text ?? `<${c.type}>`).join("");
+}
+
 /** The results of `tool`'s calls the model read, in order. */
 export function toolResults(pi: PiHarness, tool: string): { text: string; isError: boolean }[] {
   return pi.session.sessionManager

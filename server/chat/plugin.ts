@@ -11,6 +11,7 @@ import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
 import { approvalCommands } from "./approvals.ts";
 import { buttonPresses } from "./buttons.ts";
+import { discordText } from "./discord-text.ts";
 import { grantCommands } from "./grants.ts";
 import { instructionCommands } from "./instructions.ts";
 import { muteCommands } from "./mute.ts";
@@ -38,6 +39,8 @@ export const ChatCommands = {
   // Only attached images need it; every other command works without.
   inject: { http: { required: false } },
   apply(ctx: Context, deps: ChatCommandsDeps) {
+    // Before any command or middleware reads a Discord message's text.
+    discordText(ctx);
     const guard = new OwnerGuard({ owner: chatOwner(deps.botId, deps.recipientId), refusal: deps.refusal, audit: deps.audit });
     const kit: ChatKit = { guard, operator: deps.operator, approvals: deps.approvals, grants: deps.grants, audit: deps.audit, numbers: new SessionNumbers() };
     // The group itself only shows its subcommands (Koishi's help), but is guarded like them.

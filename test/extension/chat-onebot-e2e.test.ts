@@ -9,9 +9,9 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { operatorApi } from "../../harness/agent-api.ts";
-import { piOnServer } from "../../harness/extension-env.ts";
+import { listedOnline, piOnServer } from "../../harness/extension-env.ts";
 import { settledReceipt } from "../../harness/event-client.ts";
-import { ai, answerableTerminal, toolResults, type StartPiOptions } from "../../harness/pi.ts";
+import { ai, answerableTerminal, lastUserText, toolResults, type StartPiOptions } from "../../harness/pi.ts";
 import { settled } from "../../harness/session-commands.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { reply, text } from "../helpers/fake-onebot.ts";
@@ -25,13 +25,6 @@ async function piOnQq(t: TestContext, options: Omit<StartPiOptions, "root"> & { 
   return { chat, pi };
 }
 
-/** The text the model read last, as one string. */
-function lastUserText(pi: { modelCalls: { messages: { role: string; content: unknown }[] }[] }): string {
-  const last = pi.modelCalls.at(-1)!.messages.at(-1)!;
-  assert.equal(last.role, "user");
-  return (last.content as { type: string; text?: string }[]).map((c) => c.text ?? `<${c.type}>`).join("");
-}
-
 const TYPED = "fix the <Header> component, then check a < b && c > d";
 
 test("on QQ: /anon-notify switches on for a friend; anon.send and a quote reply reach the model whole", { timeout: 90_000 }, async (t) => {
@@ -39,11 +32,7 @@ test("on QQ: /anon-notify switches on for a friend; anon.send and a quote reply 
   const { chat, pi } = await piOnQq(t, { extensions: [observer.extension] });
   await pi.prompt("/anon-notify");
   const sessionId = pi.session.sessionManager.getSessionId();
-  await waitUntil(
-    async () => (await operatorApi(chat).sessions()).body.sessions.some((s: { session_id: string }) => s.session_id === sessionId),
-    "the session online",
-    15_000,
-  );
+  await listedOnline(chat, pi);
   assert.equal(chat.onebot.received("get_friend_list").length, 1, "the friend check asked QQ's friend list");
 
   pi.script([ai.fauxAssistantMessage("好的")]);

@@ -11,6 +11,7 @@ import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call } from "../../harness
 import { postEvent, settledReceipt, validEvent } from "../../harness/event-client.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { reply, text, type Segment } from "../helpers/fake-onebot.ts";
+import { markupText } from "../helpers/markup-text.ts";
 import { GROUP, OWNER, STRANGER, startOneBotChat, type OneBotChat } from "../helpers/onebot-chat.ts";
 
 async function onebotChat(t: TestContext, options: Parameters<typeof startOneBotChat>[0] = {}): Promise<OneBotChat> {
@@ -208,33 +209,6 @@ test("onebot: a refused send keeps its cause in the receipt: the retcode first, 
   assert.match(receipt.error ?? "", /^send_failed: 机器人发送失败：retcode 1200 \(send_private_msg\)/);
   assert.doesNotMatch(receipt.error ?? "", /长/, "the message text is not the cause");
 });
-
-/** Text people and agents write, rich in what markup parsers and CQ codes take for their own. */
-const markupText = fc
-  .array(
-    fc.oneof(
-      fc.constantFrom("<", ">", "&", '"', "'", "/", "=", "[", "]", ",", "`", ";", "#", "$", "{", "}", "(", ")", "\\", "-", "--"),
-      fc.constantFrom(
-        "<Header>",
-        "</b>",
-        '<at type="all"/>',
-        '<img src="http://127.0.0.1:9/x.png"/>',
-        "&lt;",
-        "&amp;",
-        "&#91;",
-        "[CQ:at,qq=all]",
-        "[CQ:reply,id=1]",
-        '<quote id="1"/>',
-        "$(date)",
-        "$(anon.status)",
-      ),
-      fc.constantFrom("a", "fix", "组件", "测试", "0", "x_y"),
-      fc.constantFrom(" ", "  "),
-    ),
-    { minLength: 1, maxLength: 12 },
-  )
-  .map((parts) => parts.join("").trim())
-  .filter((s) => s.length > 0);
 
 test("onebot, generated text: what the owner types reaches the queue byte-equal, and what the agent writes arrives as one text segment", async (t) => {
   const chat = await onebotChat(t, {
