@@ -135,10 +135,15 @@ test("npm start bounds every WebSocket frame before ws buffers it: a 20 MiB fram
 });
 
 test("1,024 strangers holding keep-alive connections over 127.0.0.2–9 do not lock out a client with a token from 127.0.0.1", async (t) => {
-  const { target } = await standalone(t);
-  const { port } = new URL(target.baseUrl);
   let holding = true;
   const holders = new Set<Socket>();
+  // Registered before the server's stop, so it runs first: holders that kept reconnecting would hold a stopping server open.
+  t.after(() => {
+    holding = false;
+    for (const socket of holders) socket.destroy();
+  });
+  const { target } = await standalone(t);
+  const { port } = new URL(target.baseUrl);
   let connected = 0;
   // Each holder asks `GET /` every 3 s on one kept connection; one the server closes is replaced a second later.
   const hold = (address: string) => {
@@ -155,10 +160,6 @@ test("1,024 strangers holding keep-alive connections over 127.0.0.2–9 do not l
       if (holding) setTimeout(() => hold(address), 1_000);
     });
   };
-  t.after(() => {
-    holding = false;
-    for (const socket of holders) socket.destroy();
-  });
   for (let i = 0; i < 1024; i++) hold(`127.0.0.${2 + (i % 8)}`);
   await waitUntil(() => connected >= 1024 || undefined, "1,024 holders connected", 20_000);
   const answers: (number | string)[] = [];
