@@ -11,6 +11,7 @@ import { connect, type Socket } from "node:net";
 import { Agent, request } from "undici";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { BatchAccepted } from "../../protocol/events.ts";
 import { STREAM_CLOSE } from "../../protocol/sessions.ts";
 import { freePort } from "../../harness/koishi.ts";
@@ -23,7 +24,8 @@ async function standalone(t: TestContext): Promise<{ server: Standalone; target:
   const dir = await mkdtemp(join(tmpdir(), "anon-notify-hardening-iv-"));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const server = await spawnStandalone(dir, await freePort(), { keepOutput: true });
-  t.after(() => server.stop());
+  // Bounded: after the holders' flood a Ctrl-C stop has been seen to hang on a loaded machine (issue 36, open).
+  t.after(() => Promise.race([server.stop(), delay(20_000).then(() => server.kill())]));
   return { server, target: { baseUrl: server.baseUrl, token: (await readFile(join(dir, "token"), "utf8")).trim() }, dir };
 }
 
