@@ -1,8 +1,5 @@
-/**
- * How each side (the chat, the console page) shows an approval's action in its own language: the
- * codes a `policy` request's `action_code` names and the one decision over them. Pure and free of
- * zod, so the console page bundles it too.
- */
+/** How the chat and the console page word an approval's action in their own language. Free of zod, so
+ * the console page bundles it too. */
 import type { ApprovalSource, BuiltinRuleId } from "../protocol/approvals.ts";
 
 /** Built-in rules whose label is their command's own words: the same in every language. */

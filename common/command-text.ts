@@ -1,12 +1,6 @@
-/**
- * A command as a person reads it before approving it: one line in which nothing the command holds
- * can pass for something else. Every control character, line break, bidi control, zero-width or
- * other invisible character is written out (`⏎`, `\t`, `\x0b`, `\u2028`), so a command can never
- * start a new line in a chat message or a dialog, reorder what is shown, or hide a character. Pure;
- * the terminal dialog and the server's chat, console and API texts all use it.
- *
- * Lengths are in UTF-16 code units, as the wire's limits count them; a surrogate pair is never split.
- */
+/** A command as a person reads it before approving it: one line where every control, bidi or invisible
+ * character is written out, so nothing a command holds can start a line, reorder or hide text. Lengths
+ * are UTF-16 code units, as the wire counts them; a surrogate pair is never split. */
 
 /**
  * What is written out: controls (C0, DEL, C1), format characters (bidi controls, zero-width

@@ -1,7 +1,5 @@
-/**
- * Durable writes: a file is complete on disk before anyone can see it, and the folder entry that
- * names it survives a crash too (rename and append are only durable once the folder is fsynced).
- */
+/** Durable writes: a file is complete on disk before anyone can see it, and its folder entry survives a
+ * crash too (rename and append are durable only once the folder is fsynced). */
 import { randomBytes } from "node:crypto";
 import { closeSync, constants, fsync, openSync } from "node:fs";
 import { mkdir, open, rename, unlink, writeFile } from "node:fs/promises";

@@ -1,7 +1,4 @@
-/**
- * The two languages user-facing text comes in, and which one a process's locale asks for. Shared
- * by the extension's message catalogue and the standalone server's start-up text.
- */
+/** The two languages user-facing text comes in, and which one a process's locale asks for. */
 export const LANGUAGES = ["zh-CN", "en-US"] as const;
 export type Language = (typeof LANGUAGES)[number];
 

@@ -1,8 +1,5 @@
-/**
- * A name or one-line field an agent chose (a project, a model, a tool, a notice's task), as a person
- * reads it in a row or a listing: one line, every hidden character written out as approval commands
- * are (`common/command-text.ts`), and whether its letters mix scripts the way look-alikes do. Pure.
- */
+/** A name an agent chose (project, model, tool, task) as a row shows it: one line, hidden characters
+ * written out as in common/command-text.ts, and whether its letters mix scripts the way look-alikes do. */
 import { visibleControls } from "./command-text.ts";
 
 /**

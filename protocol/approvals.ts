@@ -1,8 +1,4 @@
-/**
- * Approvals: a person answers for one exact tool call. The request and resolution the extension
- * posts, the approval as the server keeps it, the owner's decision, and the `approval_decision`
- * control command's payload.
- */
+/** Approvals on the wire: a person answers for one exact tool call. */
 import { z } from "zod";
 import { Id, Timestamp } from "./wire.ts";
 

@@ -1,7 +1,4 @@
-/**
- * The command queue on the wire (protocols 2 and 3): kinds, lanes, claims, leases, ACKs with outcomes,
- * images and the command summary.
- */
+/** The command queue on the wire (protocols 2 and 3): kinds, lanes, claims, leases, ACKs, images. */
 import { z } from "zod";
 import { ApprovalDecisionPayload } from "./approvals.ts";
 import { Id, LIMITS, Timestamp } from "./wire.ts";

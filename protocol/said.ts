@@ -1,11 +1,5 @@
-/**
- * `details.said`: what the extension's own words in a notice's `summary` say, as a closed key and
- * typed values, so a server can word the line in its own language (docs/protocol.md, Events). The
- * agent's free text is never a value here: it is the part of `summary` from a code-point offset on,
- * kept apart and shown as the agent's words (and `details` stays small: 4 KiB could not hold a
- * long reply twice). The key comes from the extension's code path; a reader checks it against the
- * event's status and shows `summary` unchanged for anything it cannot check.
- */
+/** `details.said`: the extension's own words in a summary as a closed key and typed values, so a server
+ * words the line in its own language; the agent's text is never a value, only the summary from an offset on. */
 import { z } from "zod";
 import type { EventStatus } from "./events.ts";
 import { ProgressSeverity, ProgressStage } from "./progress.ts";

@@ -1,8 +1,4 @@
-/**
- * The extension's two EventBus contracts with other extensions (a web UI reading the state, an
- * extension asking for a notice): the `anon-notify:state` v1 payload it publishes, and the
- * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests.
- */
+/** The extension's two EventBus contracts: the `anon-notify:state` v1 payload and `anon-notify:send` requests. */
 import { z } from "zod";
 import { DeliveryRoute } from "./events.ts";
 import { Id } from "./wire.ts";

@@ -1,7 +1,4 @@
-/**
- * The shared base of the wire contract (docs/protocol.md): paths, limits, ids, timestamps and the
- * error answer every route uses. Pure: no I/O.
- */
+/** The shared base of the wire contract: paths, limits, ids, timestamps and the error answer. */
 import { z } from "zod";
 
 export const API_BASE_PATH = "/api/agent-notify/v1";
