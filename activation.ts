@@ -1,9 +1,5 @@
-/**
- * Per-session activation, persisted in the session itself. The truth is the newest
- * `anon-notify:activation` custom entry anywhere in the session file; it is read again on every
- * `session_start`, written before memory changes, and fails closed when unreadable. Also: who is a
- * subagent, the pre-enable recipient verdict, and the dormant read-only projection for Pi Web.
- */
+/** Per-session activation, read from the newest `anon-notify:activation` entry in the session file at
+ * every `session_start` and failing closed when unreadable, so a switch survives reloads and forks. */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";

@@ -1,8 +1,5 @@
-/**
- * Run facts and the pure decisions made from them: how a settled run ended (completed, failed,
- * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
- * The run recorder (extension/run-recorder.ts) records facts through these reducers; nothing here does I/O.
- */
+/** Run facts and the pure decisions made from them: how a settled run ended and whether an optional
+ * started, progress or tool-error notice is due. */
 import type { FailureReason } from "./common/failure-words.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */

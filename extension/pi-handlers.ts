@@ -1,7 +1,4 @@
-/**
- * Pi handlers and model tools that only matter in some states (an active session, a running
- * service), switched on and off as the state changes.
- */
+/** Pi handlers and model tools that only matter in some states, switched on and off as the state changes. */
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 
 /**

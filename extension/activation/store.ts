@@ -1,7 +1,5 @@
-/**
- * Writing the session's activation records through Pi (`appendEntry`), with the rules for a write
- * that fails and for the value a fork or clone inherits. Reading them is activation.ts.
- */
+/** Writing the session's activation records through Pi (`appendEntry`), with the rules for a failed
+ * write and for what a fork or clone inherits. */
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";

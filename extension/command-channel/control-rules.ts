@@ -1,7 +1,5 @@
-/**
- * The control channel's pure decisions: which outcomes the server accepts for a kind, whether a
- * claimed command is applied or only ACKed again, and what a stop's ACK says of the run it aborted.
- */
+/** Which outcomes the server accepts for a control kind, whether a claimed command is applied or only
+ * re-ACKed, and what a stop's ACK says of the run. */
 import { redactSecrets } from "../../common/redact.ts";
 import { OUTCOMES, StoppedRun, type CommandOutcome } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -1,16 +1,5 @@
-/**
- * The instruction channel: instructions queued on the server for this session reach it as visible
- * steer messages. Idle, the runtime holds one claim request open (long poll), so an instruction
- * arrives within milliseconds and an idle session costs one request per `longPollMs`; when a run
- * starts, a protocol-3 server answers the held request (the run's heartbeat ends it) and whatever
- * it carries is read, while an older server's is abandoned. Busy, it claims one command at the end
- * of each tool turn and hands it to Pi only at a safe point (a turn end, or once settled). Each
- * command reaches the session once: its id is journaled and flushed before the ACK, and a command
- * whose id is already journaled, or already in the session, is ACKed without being delivered again.
- * An instruction still queued when an interrupt dropped Pi's queue (TUI Esc) is written into the
- * session without starting a run, so it is neither lost nor run against the user's interrupt; what
- * an interrupted run leaves unanswered is reported (`instruction-runs.ts`).
- */
+/** Instructions become visible steer messages: one held claim while idle, one claim per tool turn while
+ * busy, handed to Pi only at a safe point; each id is journaled before the ACK, so none is delivered twice. */
 import { setImmediate } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";

@@ -1,8 +1,5 @@
-/**
- * The command channel's pure decisions: when to claim, when a claimed command may be handed to Pi,
- * how long an idle session waits before claiming again, and which instructions an interrupted run
- * left unanswered. commands.ts is the Pi and HTTP edge that applies them.
- */
+/** When to claim, when a claimed instruction may be handed to Pi, how long an idle session waits, and
+ * which instructions an interrupted run left unanswered. */
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
 

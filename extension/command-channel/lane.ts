@@ -1,10 +1,5 @@
-/**
- * What the instruction channel and the control channel share (the server's two lanes of one
- * command queue): the session's connection and command settings for one start of the channels,
- * the command journal both write, the claim request and its time margins, the ACK with retry, and
- * the once-per-distinct-failure report. The journal is opened once per start and shared, so both
- * lanes append through one writer and read one set of journaled ids.
- */
+/** What both channels share for one start: the connection, the one journal writer, the claim request and
+ * its margins, the ACK with retry, and the once-per-distinct-failure report. */
 import { errorText } from "../../common/errors.ts";
 import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
 import type { ApiClient } from "../server-client/http-client.ts";

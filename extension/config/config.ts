@@ -1,9 +1,5 @@
-/**
- * The extension's configuration, loaded in layers (defaults < legacy < user < trusted project <
- * environment) into the schema of schema-rules.ts, each layer checked on its own (layer-rules.ts). Reads
- * files, never writes them: legacy keys are normalised in memory only, so a user's file is never
- * rewritten behind their back. Also the token, the recipient check and the source template.
- */
+/** The configuration, loaded in layers (defaults < legacy < user < trusted project < environment), each
+ * checked on its own. Files are never written: legacy keys are normalised in memory only. */
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";

@@ -1,9 +1,5 @@
-/**
- * A configuration layer as plain JSON, and checking one on its own: later layers win key by key,
- * and each layer is checked against the schema merged over the defaults, so every problem names
- * the file or variable that caused it and the key path, in the person's language (with the key a
- * typo most likely meant). Pure; `config.ts` reads the layers and merges them.
- */
+/** Checking one configuration layer against the schema merged over the defaults, so every problem names
+ * its file or variable and key path, with the key a typo most likely meant. */
 import { z } from "zod";
 import type { Language, Messages } from "../texts/messages.ts";
 import { SCHEMA_CHECKS, type SchemaCheck } from "../texts/config.ts";

@@ -1,7 +1,4 @@
-/**
- * The extension's configuration shape: one strict zod schema and the defaults in one constant.
- * Loading the layers that fill it is config.ts.
- */
+/** The configuration's shape: one strict zod schema and its defaults. */
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { BUILTIN_RULE_IDS, RuleId } from "../../protocol/approvals.ts";

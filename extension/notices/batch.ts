@@ -1,7 +1,4 @@
-/**
- * Batch decisions, pure: how many waiting notices go in the next request, and what a
- * `POST /events/batch` answer says about each event (docs/protocol.md, "Several events at once").
- */
+/** How many waiting notices go in the next request, and what a `POST /events/batch` answer says of each. */
 import type { BatchAccepted, EventAccepted, EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { classifyHttpFailure, ServerError } from "../server-client/retry.ts";

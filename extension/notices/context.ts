@@ -1,7 +1,4 @@
-/**
- * What every notice of one session shares, sampled from Pi when a notice is made: the session and
- * runtime ids, the project, the rendered source line, the context usage and the session's words.
- */
+/** What every notice of one session shares, sampled from Pi when the notice is made. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { renderSource } from "../config/config.ts";
 import type { Config } from "../config/schema-rules.ts";

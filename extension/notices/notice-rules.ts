@@ -1,8 +1,5 @@
-/**
- * Builds the event body sent to the webhook (docs/protocol.md, Events): ids, truncation to the
- * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
- * it read from Pi.
- */
+/** The event body sent to the server: ids, truncation to the wire limits, the summary and the
+ * `context_usage` snapshot, from what the caller read from Pi. */
 import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
 import { SAID_ERROR_CHARS, Said } from "../../protocol/said.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -1,10 +1,5 @@
-/**
- * The notifier: what the extension's handlers call. It never throws and never makes the caller
- * wait; a final notice is sent only after its durable outbox write finished, and removed only once
- * accepted. Notices go out in the order they were handed over: one request at a time, carrying
- * every notice that is waiting and ready (one `POST /events/batch`, once the server said it takes
- * them), so a backlog costs a round trip per batch rather than per notice.
- */
+/** What the handlers call: never throws, never waits. One request at a time carries every ready notice, in
+ * hand-over order; a final notice is sent only after its outbox write and removed only once accepted. */
 import { setTimeout as delay } from "node:timers/promises";
 import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues, LIMITS } from "../../protocol/wire.ts";

@@ -1,9 +1,5 @@
-/**
- * `anon-notify:send`: another extension asks for a notice. The request is validated against the
- * shared schema (a hostile payload is reported and ignored), scoped to the session, and handed over
- * like the extension's own notices (`handOverRequest`, also the command channel's direct way to the
- * persona); nothing is sent while the session does not notify.
- */
+/** `anon-notify:send`: another extension's notice request, validated against the shared schema, scoped to
+ * the session and handed over like the extension's own; nothing is sent while the session does not notify. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";

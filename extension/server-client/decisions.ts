@@ -1,8 +1,5 @@
-/**
- * The link decisions, pure: the real cause of a failed request (no token here, a refused token, no
- * answer, not our server), when the server counts as away and back, and which failures need no
- * warning. link.ts applies them to the session's requests.
- */
+/** The real cause of a failed request, when the server counts as away and back, and which failures need
+ * no warning. */
 
 /**
  * What went wrong, as facts each language words (texts/delivery.ts `why`), so no English sentence

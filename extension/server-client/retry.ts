@@ -1,8 +1,5 @@
-/**
- * The retry policy shared by every call to the server: `ServerError` carries the decision,
- * `classifyHttpFailure` and `retryAfterDelayMs` make it, `runWithRetry` applies it and returns a
- * value instead of throwing. Pure apart from the injected sleep.
- */
+/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry`
+ * applies it and returns a value instead of throwing. */
 import { setTimeout as delay } from "node:timers/promises";
 import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";

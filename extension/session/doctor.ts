@@ -1,10 +1,5 @@
-/**
- * `/anon-notify-doctor [test]`: answers "is this working?" without changing anything. It reads the
- * bound session's config layers, the token file, the services' state and the outbox, asks the
- * server for its health and the recipient, and with `test` sends one `info` notice through the
- * real route and follows its receipt. Every network call runs here, in the command handler, with
- * a bounded timeout; the bare `/anon-notify` stays the only switch.
- */
+/** `/anon-notify-doctor [test]`: answers "is this working?" without changing anything; every network call
+ * runs here in the command handler, bounded, and `test` sends one real `info` notice. */
 import { randomUUID } from "node:crypto";
 import { accessSync, constants, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";

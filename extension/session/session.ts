@@ -1,9 +1,5 @@
-/**
- * One bound Pi session as the extension sees it: its configuration, whether it is a subagent,
- * whether the user switched it on, and its delivery parts. Opened at every session_start, closed at
- * session_shutdown. Memory is the last to change: the status bar, the state bus and the services
- * follow `publish` and `syncServices`.
- */
+/** One bound Pi session: its configuration, subagent flag, activation and delivery parts, opened at
+ * session_start; memory changes last, and the status bar, state bus and services follow it. */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { debuglog } from "node:util";

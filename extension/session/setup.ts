@@ -1,8 +1,5 @@
-/**
- * `/anon-notify-setup <link>`: pairs this Pi with a server in one step (docs/protocol.md,
- * "Pairing"). Posts the link's code, writes the endpoint, the recipient and the token (0600) to the
- * user's config folder, asks the server's health with the new token and says what to run next.
- */
+/** `/anon-notify-setup <link>`: pairs this Pi with a server in one step and writes the endpoint,
+ * recipient and token (0600) to the user's config folder. */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";

@@ -1,8 +1,5 @@
-/**
- * The sink's only transport: `POST /event` as HTTP over a Unix domain socket (a named pipe on
- * Windows), with a bearer token. It reports the outcome as a value and never throws: the caller
- * drops the event either way, because the channel is one-way and nothing waits on the app.
- */
+/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the outcome is a
+ * value, never thrown, since the channel is one-way. */
 import { lstatSync, type Stats } from "node:fs";
 import { isMissingFile } from "../../common/errors.ts";
 import { Agent } from "undici";

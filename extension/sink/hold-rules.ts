@@ -1,15 +1,5 @@
-/**
- * The hold/merge rule for `run.completed`: it means "the work is done, come and look". Pure.
- *
- * A unit of work is one or more settled Pi runs chained without the user in between (e.g. an
- * extension that starts the next round from `agent_settled`, the way a goal loop does). Completion
- * means "you can come back and look", so it is held at every settle and released exactly once, when
- * the settle turns out to be the last one. Failure and cancellation are never held: they end the
- * unit at once, carrying the rounds held before them.
- *
- * Both directions are bugs: holding without releasing leaves the app on "working"
- * forever; releasing at every settle reports an N-round unit as done N times.
- */
+/** `run.completed` is held at every settle and released once, at the last settle of a unit of chained
+ * runs; failure and cancellation end the unit at once. Holding forever or releasing each settle are both bugs. */
 
 export type RoundEnd =
   | { kind: "completed"; had_response: boolean; answer?: string; answered_at?: string }

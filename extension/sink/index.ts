@@ -1,9 +1,5 @@
-/**
- * The local desktop sink (docs/local-sink.md): a second, one-way channel that tells a desktop app
- * on this machine what state a run is in. It observes the shared run recorder, only when
- * `sink.enabled`; it does not depend on `/anon-notify` activation (the app shows every main-agent
- * session). Handlers only record facts and push onto the queue; one worker posts to the socket.
- */
+/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine, observing the
+ * shared run recorder when `sink.enabled`, whatever `/anon-notify` says. */
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";

@@ -1,8 +1,5 @@
-/**
- * What the local desktop sink puts on the wire (docs/local-sink.md). Pure: no I/O, no clock.
- * The payload schemas in protocol/sink.ts are the whitelist; text the user saw is cut to 500 characters
- * with a visible mark, and absent facts stay absent (unknown), never zero.
- */
+/** What the sink puts on the wire: the protocol/sink.ts schemas are the whitelist, user text is cut to 500
+ * characters with a mark, and absent facts stay absent, never zero. */
 import { SINK_TEXT_CHARS, SINK_TRUNCATION_MARK, SinkPayloads, type SinkEnvelope, type SinkEventType, type SinkPayload } from "../../protocol/sink.ts";
 
 /** Cuts to 500 characters (code points, so no surrogate pair is split) and marks the cut. */

@@ -1,8 +1,4 @@
-/**
- * The texts of the delivery path (the notifier's and the outbox's warnings) and of the notices the
- * extension writes itself (run outcomes, started, progress, tool errors), in Chinese and English;
- * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
- */
+/** The notifier's and outbox's warnings and the notices the extension writes itself, in both languages. */
 import { errorText } from "../../common/errors.ts";
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";

@@ -1,8 +1,4 @@
-/**
- * The texts about the link to the notify server: what stands in the way when a request fails (the
- * real cause, not the status code alone), the footer's outage state and its end; part of the
- * catalogue messages.ts composes. Times and durations come already formatted by the locale.
- */
+/** The texts about the link to the server: the real cause of a failed request, the footer's outage and its end. */
 import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */

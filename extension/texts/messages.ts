@@ -1,11 +1,5 @@
-/**
- * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
- * `/anon-notify-doctor`, the approval dialog), in Chinese and English. The language is the config's
- * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
- * as tool results are here too, so they speak the user's language, and so are the tools'
- * descriptions and parameters (texts/tools.ts).
- *
- */
+/** Every text the extension shows in Pi, in Chinese and English by `language` or the locale; the texts the
+ * model reads as tool results are here too, so they speak the user's language. */
 import { visibleControls } from "../../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../../protocol/approvals.ts";
