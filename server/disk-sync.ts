@@ -1,11 +1,5 @@
-/**
- * Forces what the database wrote onto the disk before an acceptance is answered. The SQLite driver
- * (sql.js compiled to WebAssembly) writes through to the file but its fsync is a no-op, so a
- * written row sits in the OS cache: it survives a killed process, not a power cut. One
- * `fdatasync` of the database file covers every write made before it started, so the callers that
- * arrive while one runs share the next one (group commit): one sync per batch, not per row.
- * Drivers that are servers (MySQL, PostgreSQL) sync themselves; the memory driver has no file.
- */
+/** Forces database writes onto disk before an acceptance is answered (sql.js's fsync is a no-op); one
+ * `fdatasync` covers every write before it, so concurrent callers share one (group commit). */
 import { open, type FileHandle } from "node:fs/promises";
 import { setImmediate } from "node:timers/promises";
 

@@ -1,7 +1,4 @@
-/**
- * Secrets kept in files: the agents' token, the operator token (`npm start`) and the console's
- * sign-in token (`npm start`, and the plugin when its config names none). One rule for all of them.
- */
+/** Secrets kept in files (agent, operator and console tokens): one rule for all of them. */
 import { randomBytes } from "node:crypto";
 import { lstatSync, readFileSync, writeFileSync } from "node:fs";
 

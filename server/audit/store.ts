@@ -1,13 +1,5 @@
-/**
- * The audit trail's store: one durable row per accepted event, persona tool call, operator request,
- * command state change, watchdog episode and the exact text handed to the persona or sent directly
- * (every tool call with its full inputs, and every final text that left the server), with its time
- * and acting side. Row data passes through `auditData` (redaction-rules.ts), so no token is ever stored.
- *
- * The acting side travels with the request (AsyncLocalStorage), so a store deep below a route
- * records who asked without every signature carrying it. Writing an audit row never fails the
- * action it describes: a failed write is logged and the action goes on.
- */
+/** The audit trail: one durable row per accepted event, tool call, operator request, state change and text
+ * that left the server. The actor travels in AsyncLocalStorage; a failed write never fails the action. */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";

@@ -1,10 +1,5 @@
-/**
- * The owner answers approvals from the chat: `anon.approve <code>`, `anon.deny <code> [reason…]`,
- * `anon.approvals` (the open ones), `anon.approval <code>` (the whole command), and a reply quoting an approval request with 同意 / 拒绝 (yes /
- * no). All go through ApprovalService.decide with `via: "chat"`, so the first answer wins wherever it
- * came from, and a late one is told what the approval became. A quote of a request is never taken
- * as an instruction to the session, whatever it says.
- */
+/** The owner answers approvals from the chat (`anon.approve`, `anon.deny`, a quoted reply with 同意 / 拒绝)
+ * through ApprovalService, so the first answer wins wherever it came from; a quote is never an instruction. */
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";

@@ -1,8 +1,5 @@
-/**
- * Discord's adapter (4.6) hands a message's text to Koishi as markup without escaping it, so
- * `fix the <Header> component` reads as a tag and `a < b && c > d` is cut. Every plugin gets the
- * text back as the platform gave it, with the mentions, channels and emoji the adapter made of it.
- */
+/** Discord's adapter hands message text to Koishi as unescaped markup (`<Header>` reads as a tag), so every
+ * plugin gets the text back as the platform gave it. */
 import type { Context } from "koishi";
 import { koishi } from "../koishi.ts";
 

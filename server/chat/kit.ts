@@ -1,8 +1,5 @@
-/**
- * What every chat command shares: the owner guard, the operator service, the session numbers, and
- * one way to turn a domain refusal into a sentence that says what to do next. Other command files
- * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
- */
+/** What every chat command shares; commands register through `ownerCommand`, so none can skip the owner
+ * guard. */
 import type { Command, Context, Fragment, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";

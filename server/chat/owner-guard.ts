@@ -1,14 +1,5 @@
-/**
- * Who may use the chat commands: the owner, that is the configured target (`recipientId` on the
- * platform of `botId`: a platform and user id pair), writing in a private chat. Anyone else, and
- * the owner in a group, is refused and changes nothing; every attempt, allowed or refused, is on
- * the audit trail. A command must be the one the platform event itself carries (the owner's own
- * message, or a native command interaction): another plugin, such as the persona, calling
- * `session.execute` is refused whatever flags its argv carries. Anyone but the owner is answered
- * once and then silently for `REFUSAL_QUIET_MS`; the trail keeps a short excerpt of refused input
- * and a count of the refusals it did not write out, so strangers can neither make the bot talk nor
- * fill the table.
- */
+/** Only the owner, in a private chat, with a command the platform event itself carries (never another
+ * plugin's `session.execute`). Every attempt is audited; strangers are answered once, then quietly. */
 import { isDeepStrictEqual } from "node:util";
 import type { Argv, Command, Session } from "koishi";
 import type { AuditLog } from "../audit/store.ts";

@@ -1,8 +1,5 @@
-/**
- * The owner's words as they typed them. Koishi runs any `$(…)` in a message as a command before the
- * command sees its arguments, and reads a leading `-` as an option, so free text (an instruction, a
- * reason) is read from the message's own source, after the command's name and leading arguments.
- */
+/** The owner's words as typed: Koishi runs `$(…)` and reads a leading `-` as an option before a command
+ * sees its arguments, so free text is read from the message's own source. */
 import type { Argv } from "koishi";
 import { koishi } from "../koishi.ts";
 

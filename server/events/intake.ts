@@ -1,9 +1,5 @@
-/**
- * The one way events enter the server, for POST /events (one or a batch) and for producers inside
- * the server (the watchdog) alike: the event rate limit, validation, one request per `event_id` at a
- * time, deduplication by body, the receipt on disk (synced, one sync per batch) before any acceptance
- * is answered, then the worker — handed only receipts that are on disk, after the answers.
- */
+/** The one way events enter the server (POST /events and the watchdog): rate limit, validation, one request
+ * per `event_id` at a time, dedupe by body, the receipt synced to disk before any answer, then the worker. */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";

@@ -1,7 +1,4 @@
-/**
- * An event's way into a receipt, pure: how a body is read (with its own code for `context_usage`
- * problems), what counts as the same body on a replay, the stored row, and the receipt answered.
- */
+/** How an event body becomes a receipt: reading it, what counts as the same body on replay, the stored row. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
 import { wireIssues } from "../../protocol/wire.ts";

@@ -1,7 +1,4 @@
-/**
- * Durable event receipts in Koishi's database (whatever driver the user's Koishi runs).
- * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
- */
+/** Durable event receipts in Koishi's database. */
 import type { Context, Query } from "koishi";
 import { koishi, untracedDatabase } from "../koishi.ts";
 import type { DeliveryRoute, ReceiptState } from "../../protocol/events.ts";

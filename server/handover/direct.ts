@@ -1,8 +1,5 @@
-/**
- * `delivery: "direct"`: a fixed-format message from the configured bot to the configured
- * recipient. No persona, no model. Agent-written text is sent as escaped text elements, never as
- * Satori markup.
- */
+/** `delivery: "direct"`: a fixed-format message from the bot to the recipient, no persona; agent text is
+ * sent as escaped text elements, never as markup. */
 import type { Context } from "koishi";
 import { visibleControls } from "../../common/command-text.ts";
 import type { EventBody } from "../../protocol/events.ts";

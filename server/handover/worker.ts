@@ -1,14 +1,5 @@
-/**
- * Moves each accepted event `queued → processing → context_injected | delivered | failed`, one at a
- * time per delivery route, in acceptance order. The database row is the durable copy: a busy
- * persona or an offline bot only delays the event (within `injectMaxAttempts`), and a restart
- * resumes whatever is still queued or processing.
- *
- * Once the persona or the bot has taken an event, it is never handed over again by this process:
- * if saving that outcome fails, only the save is retried, in the background, and the next event
- * goes ahead. A crash between the hand-over and the save is the one duplicate window: the row is
- * still `processing` and the restarted worker hands it over again.
- */
+/** Moves each accepted event to the persona or the bot, one at a time per route, in acceptance order; the
+ * row is the durable copy. Once taken, an event is never handed over again by this process. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";

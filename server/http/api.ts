@@ -1,12 +1,5 @@
-/**
- * The HTTP edge shared by every route of the plugin: bearer check first (constant time), a 503
- * until the plugin's state is loaded, our own body reading with a byte limit, and JSON errors in
- * the protocol's shapes. No stack trace, token or request body ever reaches a client or a log line.
- *
- * plugin-server's own body parser would answer malformed JSON with a text/plain 400 and print a
- * stack trace, and its limit is a fixed 10 MB; marking the first middleware with
- * `Symbol.for('noParseBody')` makes it skip that parser for our routes.
- */
+/** The HTTP edge every route shares: constant-time bearer check, 503 until loaded, our own size-limited
+ * body reading and protocol-shaped JSON errors (`Symbol.for('noParseBody')` skips plugin-server's parser). */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Context } from "koishi";

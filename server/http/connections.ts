@@ -1,13 +1,5 @@
-/**
- * Bounds on the connections of an HTTP server we own (`npm start`): a socket that has not sent its
- * headers within a few seconds is closed, Node checks for such sockets every second, and the
- * connections that have not presented a valid token (trust.ts) get a small share of the cap, per
- * remote address and in all, and are the first to go when it is full: a newcomer always gets in by
- * closing a stranger's connection, and a client with a token (Pi, the console, the operator) stays.
- *
- * Inside someone else's Koishi the HTTP server belongs to plugin-server and its owner; the plugin
- * does not change it (docs/reliability.md says what that leaves open).
- */
+/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, and connections without a
+ * valid token get a small share of the cap and go first, so a token holder always gets in. */
 import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { isTrusted } from "./trust.ts";

@@ -1,10 +1,5 @@
-/**
- * The plugin's user-facing texts, one YAML file per language next to this file, registered with
- * Koishi's i18n (`ctx.i18n.define`) as Koishi plugins do. Koishi's build tools inline such files at
- * bundle time; this package is compiled with tsc instead, so the files ship as they are (the build
- * copies them into dist/) and are parsed here with js-yaml, the parser Koishi's own loader reads
- * koishi.yml with, so every Koishi install already has it.
- */
+/** The plugin's texts, one YAML file per language registered with Koishi's i18n; parsed with js-yaml because
+ * this package is compiled with tsc, not Koishi's bundler. */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { Context, Session } from "koishi";

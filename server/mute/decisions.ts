@@ -1,8 +1,5 @@
-/**
- * Mute, decided purely: which notices are urgent enough to break through, which mutes hold a
- * session's notices, how long a mute the owner typed lasts, and the one digest the held notices
- * become when a mute ends.
- */
+/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the
+ * digest held notices become. */
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -1,10 +1,5 @@
-/**
- * The operator service: the one in-process home of what an operator may do with Pi sessions, for
- * every surface (the persona's tools, the operator HTTP API, chat commands, the console page): list
- * the online sessions, queue an instruction, list and cancel queued ones, stop a run, read the audit
- * trail. Refusals are `DomainError`s with the protocol's codes; each surface words them its own way
- * (a status, a sentence for the model, a line on the page).
- */
+/** The operator service, for every surface: list sessions, queue, list and cancel instructions, stop a run,
+ * read the audit trail. Refusals are `DomainError`s each surface words its own way. */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/queue.ts";
 import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";

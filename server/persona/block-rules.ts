@@ -1,19 +1,5 @@
-/**
- * The `[EXTERNAL_AUTOMATION_EVENT]` block handed to the persona: the event's JSON between the two
- * markers and nothing after. Pure.
- *
- * - Size: one field per line, each value as compact JSON, so the block grows with the event and
- *   never with its nesting (indentation used to multiply a deep `details` many times over).
- * - Markers: anything a reader would take for the marker name — any letter case, full-width or
- *   styled letters, Cyrillic or Greek look-alikes, `0` for `O` and `1` for `I`, zero-width or other
- *   invisible characters inside, any dash, dot, slash, colon or low line (or `%5F`, `&#95;`) for
- *   the underscores, letters spaced out — is written as `\uXXXX` escapes. That is the same string
- *   to a JSON parser, but no longer reads as a marker, so agent-written text can neither end the
- *   block nor open a fake one. Each escaped UTF-16 unit takes 6 bytes, so the block stays within
- *   6× the event's JSON plus a constant.
- * - Templates: no `{{` survives: YesImBot renders its prompt with Mustache and re-renders the output,
- *   so a `{{name}}` in agent text would be replaced by prompt data; it is written `\u007b{`.
- */
+/** The `[EXTERNAL_AUTOMATION_EVENT]` block: one field per line as compact JSON, with every look-alike of the
+ * markers and every `{{` written as `\u` escapes, so agent text can neither end the block nor fake one. */
 import type { EventBody } from "../../protocol/events.ts";
 
 export const OPEN_MARKER = "[EXTERNAL_AUTOMATION_EVENT]";

@@ -1,7 +1,4 @@
-/**
- * The one small port between the event worker and whatever persona hears the events.
- * A persona takes the finished block and says whether its main conversation accepted it.
- */
+/** The port between the event worker and whatever persona hears the events. */
 import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
 import type { InjectOutcome } from "../handover/decisions.ts";

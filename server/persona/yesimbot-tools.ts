@@ -1,22 +1,5 @@
-/**
- * The persona's six tools (`agent_command`, `agent_sessions`, `agent_session_message`,
- * `agent_commands`, `agent_command_cancel`, `agent_approvals`) registered with YesImBot v3's tool service
- * (`yesimbot.tool`: `registerTool(definition)` / `unregisterTool(name)`). A thin adapter over the
- * operator service: it only exists while YesImBot does, and offers the tools only in the
- * configured owner's private chat, never in a group. YesImBot 3.0.3 checks `isSupported` when a
- * tool is called but lists every registered tool in every chat's prompt (its context builder asks
- * the tool service without a session), so the adapter also takes its tools out of the list
- * the model is shown in any other chat.
- *
- * Request keys have the form `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
- * tool as `execute({ session, ...params })` and passes neither a turn id nor a tool-call id, so:
- * - runtime_id: random per start of this adapter (a YesImBot or plugin reload starts a new one);
- * - turn_id: random per Koishi `Session` object, which YesImBot v3 keeps for a whole stimulus turn
- *   and passes to every action of it;
- * - tool_call_id: a digest of the tool name and its validated parameters, which is what YesImBot's
- *   own retry of the same call repeats.
- * So a retried call in the same turn maps to the same key and never creates a second command.
- */
+/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered
+ * only in the owner's private chat. Request keys are derived so a retried call in one turn repeats its key. */
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";

@@ -1,8 +1,5 @@
-/**
- * The approval buttons' capabilities: minted per push (32 random bytes, only the hash kept), each
- * bound to one approval and one answer until the approval's time is over, redeemed at most once
- * through the same decision the chat's `anon.approve` makes (first answer wins, audited `via: "ntfy"`).
- */
+/** The approval buttons' capabilities: one per push and answer, kept as hashes, redeemed at most once
+ * through the same decision as `anon.approve`. */
 import { createHash, randomBytes } from "node:crypto";
 import type { ApprovalDecision } from "../../protocol/approvals.ts";
 import type { PushAnswer } from "../../protocol/push.ts";

@@ -1,9 +1,5 @@
-/**
- * The command queue's decisions, pure: what a claim, a lease expiry, an ACK, a cancel or a create
- * does to one stored command, and the checks on its images. The store (store.ts) reads a
- * record, asks here, and writes the patch conditionally on the guard still matching, so a decision
- * made on a stale read is never applied.
- */
+/** What a claim, lease expiry, ACK, cancel or create does to one command; the store writes the patch only if
+ * the guard it was decided on still matches. */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { imageSize } from "image-size";

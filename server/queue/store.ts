@@ -1,16 +1,5 @@
-/**
- * The durable server-to-agent command queue (protocols 2 and 3) in Koishi's database. Every state change
- * is a conditional write guarded by what the decision was made on (decisions.ts), so two claims can
- * never lease the same command and a cancel can never slip past a claim. Final commands stay as
- * tombstones, so a cancelled command or a used request key survives restarts.
- *
- * The writes of one session's commands also take turns inside the process: minato's `set` is
- * atomic on some drivers only (the SQLite driver reads the matching rows, then updates each by
- * primary key, so two writes guarded by the same read could both report `matched: 1`).
- *
- * Every state change of the command table is here, each beside the guard it relies on; the table's
- * columns, its reads and retention's removal are table.ts.
- */
+/** The command queue's state changes, each a conditional write on its guard, taking turns per session in
+ * the process (minato's `set` is not atomic on SQLite). Final commands stay as tombstones. */
 import { randomBytes } from "node:crypto";
 import type { Context } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";

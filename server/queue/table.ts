@@ -1,8 +1,4 @@
-/**
- * The `anon_notify_command` table: its columns, the row a new command starts as, the reads that
- * change nothing (summaries, listings, the counts the limits use) and retention's removal of old
- * final rows. Every state change is the store's (store.ts), a conditional write in a turn.
- */
+/** The `anon_notify_command` table: columns, reads that change nothing, and retention's removal. */
 import { randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";

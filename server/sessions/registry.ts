@@ -1,8 +1,5 @@
-/**
- * Online sessions, as reported by each active runtime's own heartbeat. Memory only, on purpose:
- * presence is soft state, and after a server restart the live runtimes register again within one
- * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
- */
+/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again
+ * within one heartbeat of a restart. */
 import { visibleControls } from "../../common/command-text.ts";
 import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";

@@ -1,7 +1,4 @@
-/**
- * Where notices end up now (for /health, and the one start-up line that says when they reach
- * nobody), decided from what is loaded. The decision is pure; the plugin only gathers the facts.
- */
+/** Where notices end up now, for /health and the start-up line that says when they reach nobody. */
 import type { Context } from "koishi";
 import type { NoticesAnswer } from "../../protocol/status.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";

@@ -1,15 +1,5 @@
-/**
- * The watchdog's decisions, pure. The watchdog sits outside the agent because a stuck session
- * cannot be trusted to report that it is stuck: the server watches what the heartbeats say. A
- * `running` session whose activity has not moved for `stallAfterMs` gets one "可能卡住" notice; a
- * `running` session whose heartbeats stop (its registry entry expires without an offline call)
- * gets one "运行中失联" notice.
- * One notice per episode: a stall ends when activity moves or the session goes idle, a vanish when
- * the session comes back. Notices are ordinary events: the same rate limit, receipt table, worker
- * and audit trail as POST /events, and the recipient is the plugin's configuration.
- *
- * `observe` and `due` decide; plugin.ts holds the timer and submits the notices.
- */
+/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or
+ * vanish episode, from what heartbeats say. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
