@@ -61,10 +61,7 @@ export const Said = z.discriminatedUnion("key", [
 export type Said = z.infer<typeof Said>;
 export type SaidKey = Said["key"];
 
-/**
- * The status a report's stage is sent with: a report is never the run's own completion or failure
- * (those come from the lifecycle); a stage that needs a person is a warning.
- */
+/** The status a report's stage goes with: never the run's completion or failure (the lifecycle's); a stage that needs a person is a warning. */
 export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
   started: "started",
   progress: "progress",
@@ -92,11 +89,8 @@ export interface ReadSaid {
   agent: string;
 }
 
-/**
- * `details.said` of an event, if a reader may word it: the extension's own notice (`pi:` id), a
- * known key with valid values, the status it belongs with, and an offset inside the summary.
- * Anything else is undefined: the reader shows `summary` as it came. Pure.
- */
+/** `details.said` if a reader may word it: the extension's own notice (`pi:` id), a known key with valid values, the matching status and an offset inside
+ * the summary; else undefined, and the summary is shown as it came. */
 export function readSaid(event: { event_id: string; status: EventStatus; summary: string; details: Record<string, unknown> | null }): ReadSaid | undefined {
   if (!event.event_id.startsWith("pi:") || !event.details || !Object.hasOwn(event.details, "said")) return undefined;
   const parsed = Said.safeParse(event.details.said);
