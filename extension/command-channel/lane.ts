@@ -73,7 +73,6 @@ export class LaneConnection {
     return this.#deps.text();
   }
 
-  /** Tells the person now, not deduplicated. */
   tell(message: string): void {
     this.#deps.report(message);
   }
@@ -108,11 +107,8 @@ export class LaneConnection {
     });
   }
 
-  /**
-   * After a failed claim: a lost runtime (restart, TTL) is re-registered by a heartbeat before the
-   * retry, the failure is told once (a refused token is told by the client, for every channel at
-   * once), and the wait before the retry is returned, capped at the heartbeat interval.
-   */
+  /** After a failed claim: a lost runtime is re-registered by a heartbeat first, the failure told once, and the wait before the retry returned (capped at
+   * the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
     if (error.code === "session_offline") this.beat();

@@ -20,10 +20,7 @@ function looksAbsolute(path: string): boolean {
   return withoutPlaceholder === "~" || withoutPlaceholder.startsWith("~/") || isAbsolute(withoutPlaceholder) || /^[A-Za-z]:[\\/]/.test(withoutPlaceholder);
 }
 
-/**
- * A check of this schema's own: no fixed message, only the key of its text, so a parse in either
- * language words it (config.ts passes the error map).
- */
+/** A check of this schema's own: only its text's key, so a parse in either language words it (config.ts passes the error map). */
 const check = (text: SchemaCheck) => ({ params: { text } });
 
 const filePath = z.string().min(1).refine(looksAbsolute, check("absolutePath"));

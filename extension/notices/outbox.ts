@@ -20,17 +20,12 @@ const OutboxRecord = z.strictObject({ version: z.literal(RECORD_VERSION), event:
 
 export interface OutboxEntry {
   event: EventBody;
-  /** Epoch milliseconds when the event was first written. */
   queuedAt: number;
 }
 
 export interface Outbox {
   readonly dir: string;
-  /**
-   * Writes the event durably, claimed by this outbox (synchronous-durable write, folder fsync) off
-   * the event loop; resolves once it is on disk. A second put of the same event_id through this outbox is a no-op. Rejects on an
-   * invalid event or a failed write.
-   */
+  /** Writes the event durably under this outbox's claim, off the event loop; resolves once on disk. A second put of one event_id is a no-op. */
   put(event: EventBody, now?: number): Promise<void>;
   /** Entries this process may send now (unclaimed, or claimed by a lost owner), oldest first. */
   list(): Promise<OutboxEntry[]>;
@@ -91,7 +86,6 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
-/** The outbox folder of this process; see the header for the claim protocol. */
 class OutboxFolder implements Outbox {
   readonly dir: string;
   readonly #log: OutboxLog;
@@ -119,8 +113,7 @@ class OutboxFolder implements Outbox {
     return this.#turns.run(valid.event_id, async () => {
       if (this.#names.has(valid.event_id)) return;
       const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
-      // Written straight under this owner's claim: no other process reads it while it is written or
-      // sent, and the send that follows needs no claim rename.
+      // Written straight under this owner's claim: no other process reads it half-written, and the send needs no rename.
       const base = `${String(now).padStart(15, "0")}-${String(this.#seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}`;
       // The claim's age is real time (a lost owner is told by it), whatever queue time the caller gave.
       const name = `${base}.${process.pid}-${this.#owner}-${Date.now()}.sending`;
