@@ -16,18 +16,8 @@ function fileDrivers(drivers: readonly unknown[]): FileDriver[] {
   });
 }
 
-/**
- * For a process that owns its database (`npm start`, the benches): puts each sql.js connection in
- * exclusive locking mode. sql.js takes no file locks at all (its WebAssembly file system has none:
- * another process can write the file in the middle of a transaction), so "normal" locking keeps
- * nobody out and only costs: before each statement outside a transaction SQLite re-checks the file
- * (a stat for a hot journal, a read of the change counter) and every transaction creates and
- * deletes its journal (together about a tenth of the CPU per acceptance; docs/reliability.md).
- * The journal still protects every transaction (kept between them with its header zeroed), so a
- * killed process still rolls a half-written one back at the next start. What
- * it gives up: SQLite no longer notices another process writing the file while this one runs —
- * which is why a plugin inside someone else's Koishi leaves their shared connection as it is.
- */
+/** For a process that owns its database (`npm start`, the benches): exclusive locking on each sql.js connection. sql.js takes no file locks anyway, and
+ * normal locking costs a tenth of the CPU per acceptance (docs/reliability.md); the journal still protects every transaction. */
 export function holdDatabaseFiles(drivers: readonly unknown[]): void {
   for (const driver of fileDrivers(drivers)) {
     if (typeof driver.db?.exec === "function") (driver.db as { exec(sql: string): unknown }).exec("PRAGMA locking_mode = EXCLUSIVE");
@@ -81,7 +71,6 @@ export class DiskSync {
     return handle;
   }
 
-  /** Closes the files once the syncs under way are done. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#running.catch(() => undefined);

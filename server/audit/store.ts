@@ -35,17 +35,13 @@ export interface AuditInput {
   /** The event or command id the row is about. */
   subject?: string | null;
   data?: Record<string, unknown>;
-  /**
-   * Texts kept whole, never cut: the exact text handed to the persona or sent to the chat, whose
-   * size the event's own limits already bound. Merged over `data`.
-   */
+  /** Texts kept whole, never cut (the exact text handed to the persona or sent to the chat; the event's limits bound them), merged over `data`. */
   verbatim?: Record<string, string>;
 }
 
 /** A row ready to be written: everything but the id the database gives it. */
 export type AuditDraft = Omit<AuditRow, "id">;
 
-/** Rows older than this are pruned. */
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {
   return new Date(nowMs - retentionDays * DAY_MS);
 }
@@ -110,10 +106,7 @@ export class AuditLog {
     await this.write(this.draft(input, at));
   }
 
-  /**
-   * The row `record` would write, with the acting side of the current request: for a caller that
-   * writes it later inside its own transaction (`write` with that transaction's database).
-   */
+  /** The row `record` would write, with the current actor, for a caller that writes it inside its own transaction. */
   draft(input: AuditInput, at: Date = new Date()): AuditDraft {
     return {
       at,
@@ -157,7 +150,6 @@ export class AuditLog {
     return { entries: page.map(toEntry), next_before: rows.length > query.limit ? page.at(-1)!.id : null };
   }
 
-  /** Removes rows older than `cutoff`; returns how many went. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#database.remove(AUDIT_TABLE, { at: { $lt: cutoff } });
     return result.removed ?? 0;

@@ -28,11 +28,8 @@ const APPROVE_WORDS = ["同意", "批准", "yes", "y", "approve"];
 const DENY_WORDS = ["不同意", "拒绝", "deny", "no", "n"];
 const EDGE = /^[\s\p{P}]+|[\s\p{P}]+$/gu;
 
-/**
- * What a reply to an approval request decides, or null when it is not a clear yes or no. Full-width
- * letters and case do not matter; a Latin word must end at a space or punctuation ("nope" is no
- * "no"). Pure.
- */
+/** What a reply to an approval request decides, or null when it is not a clear yes or no; full-width letters and case do not matter, and a Latin word
+ * must end at a space or punctuation ("nope" is no "no"). */
 export function replyDecision(text: string): ReplyDecision | null {
   const normal = text.normalize("NFKC").trim();
   const lower = normal.toLowerCase();
@@ -46,7 +43,6 @@ export function replyDecision(text: string): ReplyDecision | null {
   return null;
 }
 
-/** A reason as the protocol takes it: at most its length, nothing when empty. */
 function clip(reason: string | undefined): string | null {
   const text = (reason ?? "").trim();
   return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;

@@ -52,12 +52,8 @@ export interface OwnerGuardOptions {
   audit: AuditLog;
 }
 
-/**
- * Whether `argv` is the command the platform event itself carries: the one Koishi parsed from the
- * message's own text (and keeps as `session.argv`), or a native command interaction's name,
- * arguments and options (`interaction/command`, as the Telegram and Discord adapters send it).
- * `session.execute` from a plugin builds another argv, whatever `root` flag it sets.
- */
+/** Whether `argv` is the command the platform event itself carries (Koishi's `session.argv`, or a native command interaction); a plugin's
+ * `session.execute` builds another argv, whatever flags it sets. */
 export function fromPlatformEvent(argv: Argv): boolean {
   const session = argv.session;
   if (!session) return false;
@@ -120,10 +116,7 @@ export class OwnerGuard {
     return verdict !== "stranger" && verdict !== "not_configured";
   }
 
-  /**
-   * Decides and records one attempt. Returns the verdict; for anything but `owner` the caller
-   * answers with `refusalText` and does nothing else. A refusal in the user's quiet time is only counted.
-   */
+  /** Decides and records one attempt; for anything but `owner` the caller answers with `refusalText` and does nothing else. */
   async admit(session: Session, typed: boolean, what: string, input: Record<string, unknown>): Promise<Verdict> {
     const verdict = verdictOf(this.#options.owner, speakerOf(session, typed));
     if (verdict === "owner") {

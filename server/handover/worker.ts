@@ -80,7 +80,6 @@ export class EventWorker {
     void this.#drain(row.delivery);
   }
 
-  /** How many notices a mute holds right now. */
   get heldCount(): number {
     return this.#held.size;
   }
@@ -197,11 +196,8 @@ export class EventWorker {
     return true;
   }
 
-  /**
-   * After a mute ends: every held notice whose session no running mute covers goes into one digest
-   * per route, handed over in that route's lane; once those settled, the ended mutes are forgotten.
-   * Notices held meanwhile are picked up by another round.
-   */
+  /** After a mute ends, every held notice no running mute covers goes into one digest per route, in that route's lane; notices held meanwhile wait for
+   * another round. */
   async #release(): Promise<void> {
     const store = this.#options.mute?.store;
     if (!store) return;
@@ -236,7 +232,6 @@ export class EventWorker {
     }
   }
 
-  /** Queues an item that settles when handled (or at once once stopped). */
   #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     return new Promise((done) => {

@@ -25,10 +25,7 @@ export interface OwnerScope {
   botId: string;
 }
 
-/**
- * A user id means something only on its platform: without a configured bot there is no platform,
- * and the same id on any other platform would pass, so nobody is the owner.
- */
+/** A user id means something only on its platform: without a configured bot nobody is the owner. */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {
   if (!session || !owner.recipientId || !owner.botId || !session.isDirect) return false;
   return session.sid === owner.botId && session.userId === owner.recipientId;
@@ -184,10 +181,7 @@ interface ContextBuilderLike {
   build(stimulus: { session?: Session }): Promise<{ toolSchemas?: { name: string }[] }>;
 }
 
-/**
- * Wraps the agent's context builder so that a turn outside the owner's private chat is not shown
- * these tools. Duck-typed: without that builder the tools stay listed and are refused when called.
- */
+/** Hides these tools from turns outside the owner's private chat; duck-typed: without that builder the tools stay listed and are refused when called. */
 function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string>): void {
   const builder = (ctx["yesimbot.agent"] as { contextBuilder?: Partial<ContextBuilderLike> }).contextBuilder;
   const original = builder?.build;
@@ -257,19 +251,13 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   }));
 }
 
-/**
- * YesImBot 3.0.3 keeps only a call's status and `result` in the history its model reads (the
- * `error` object is dropped), so the reason is carried in `result` as well.
- */
+/** YesImBot 3.0.3 keeps only a call's status and `result` in the model's history, so the reason is carried in `result` too. */
 function refusal(name: string, message: string, retryable = false): ToolCallResult {
   return { status: "error", result: { error: name, message }, error: { name, message, retryable } };
 }
 
-/**
- * Schemastery fills absent optional keys with `undefined`; the strict schemas treat those as absent.
- * YesImBot's prompt asks the model to put an `inner_thoughts` string into every action's params
- * (and Schemastery keeps unknown keys), so that one is dropped rather than refused.
- */
+/** Schemastery fills absent optional keys with `undefined` (treated as absent); YesImBot asks for `inner_thoughts` in every action's params, so it is
+ * dropped. */
 function withoutYesImBotExtras(params: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(params).filter(([key, value]) => value !== undefined && key !== "inner_thoughts"));
 }
