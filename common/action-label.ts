@@ -25,11 +25,9 @@ export type ActionLabel =
   | { kind: "agent"; text: string }
   | { kind: "unknown" };
 
-/**
- * Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
+/** Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
  * without a code (an older client) shows its text as the agent's label; an unknown code shows no
- * label at all (fail closed: the command itself says what runs).
- */
+ * label at all (fail closed: the command itself says what runs). */
 export function actionLabel(approval: { source: ApprovalSource; action: string; action_code?: string | null | undefined }): ActionLabel {
   if (approval.source === "ask_approval") return { kind: "model", text: approval.action };
   const code = approval.action_code;

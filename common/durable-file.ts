@@ -13,10 +13,7 @@ export function temporaryFileOwner(name: string): number | undefined {
   return Number(name.slice(TMP_PREFIX.length).split("-")[0]);
 }
 
-/**
- * Writes `text` to `path` atomically: a private temporary file in the same folder, fsynced, renamed
- * over the target, then the folder fsynced.
- */
+/** Writes `text` to `path` atomically: a private temporary file in the same folder, fsynced, renamed over the target, then the folder fsynced. */
 export async function replaceDurably(path: string, text: string): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `${TMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);

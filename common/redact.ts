@@ -11,10 +11,8 @@ const WORD_END = `(?=$|[\\s"';&|)<>])`;
 /** A name that says secret (`auth` but not `author`). */
 const SECRET_NAME = "[A-Za-z0-9_.-]*(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth(?!or))[A-Za-z0-9_.-]*";
 
-/**
- * `NAME=value`, `--name=value`, `name: value` (a header, free text) and `--name value` (a flag with
- * its value as the next word), optionally quoted, where the name says secret and the value is plain.
- */
+/** `NAME=value`, `--name=value`, `name: value` (a header, free text) and `--name value` (a flag with
+ * its value as the next word), optionally quoted, where the name says secret and the value is plain. */
 const NAMED_SECRET = new RegExp(`((?:^|[\\s"'{,;&(])(?:-{1,2}${SECRET_NAME}(?:=|\\s+)|${SECRET_NAME}["']?(?:=|:\\s*))["']?)(${PLAIN}+)${WORD_END}`, "gi");
 /** `Authorization: Bearer x`, `Basic x`. */
 const AUTH_SCHEME = new RegExp(`\\b(Bearer|Basic|Token)\\s+[A-Za-z0-9._~+/=-]{8,}${WORD_END}`, "g");

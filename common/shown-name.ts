@@ -2,10 +2,8 @@
  * written out as in common/command-text.ts, and whether its letters mix scripts the way look-alikes do. */
 import { visibleControls } from "./command-text.ts";
 
-/**
- * Scripts a name's letters are told apart by. A letter in none of them counts as one more script
- * of its own ("other"), so a name in an unlisted script is one script, and mixed with Latin is two.
- */
+/** Scripts a name's letters are told apart by. A letter in none of them counts as one more script
+ * of its own ("other"), so a name in an unlisted script is one script, and mixed with Latin is two. */
 const SCRIPTS = [
   "Latin",
   "Greek",
@@ -62,10 +60,8 @@ export function shownName(name: string): ShownName {
   return { text: visibleControls(name), mixedScripts: mixesScripts(name) };
 }
 
-/**
- * Whether a name a person typed refers to `name`: equal ignoring case, but only where case maps both
- * ways (`K` and `k`, never the Kelvin sign `K` and `k`), so no look-alike is ever the same name.
- */
+/** Whether a name a person typed refers to `name`: equal ignoring case, but only where case maps both
+ * ways (`K` and `k`, never the Kelvin sign `K` and `k`), so no look-alike is ever the same name. */
 export function sameName(typed: string, name: string): boolean {
   return typed.toLowerCase() === name.toLowerCase() && typed.toUpperCase() === name.toUpperCase();
 }

@@ -1,6 +1,4 @@
-/**
- * Presence: heartbeats, offline, and the safe projection of an online session.
- */
+/** Presence: heartbeats, offline, and the safe projection of an online session. */
 import { z } from "zod";
 import { Id, LIMITS, Timestamp } from "./wire.ts";
 

@@ -7,10 +7,8 @@ export const STATE_CHANNEL = "anon-notify:state";
 export const SEND_CHANNEL = "anon-notify:send";
 export const STATUS_KEY = "anon-notify";
 
-/**
- * `disabled`: the global `enabled` switch is off. `misconfigured`: the configuration is invalid.
- * `suppressed`: a subagent, which never notifies whatever its record says.
- */
+/** `disabled`: the global `enabled` switch is off. `misconfigured`: the configuration is invalid.
+ * `suppressed`: a subagent, which never notifies whatever its record says. */
 export const SessionStatus = z.enum(["inactive", "active", "suppressed", "disabled", "misconfigured"]);
 export type SessionStatus = z.infer<typeof SessionStatus>;
 
@@ -43,10 +41,8 @@ export function servicesEnabled(facts: SessionFacts): boolean {
   return sessionStatus(facts) === "active";
 }
 
-/**
- * What another extension may send. Text longer than the wire limits is cut like the extension's
- * own notices; wrong types and unknown keys are rejected.
- */
+/** What another extension may send. Text longer than the wire limits is cut like the extension's
+ * own notices; wrong types and unknown keys are rejected. */
 export const SendRequest = z.strictObject({
   status: z.enum(["completed", "failed", "warning", "info"]),
   summary: z.string().min(1),
