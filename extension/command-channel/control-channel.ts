@@ -52,10 +52,8 @@ export class ControlChannel implements ControlRegistry {
     return this.#poll !== undefined;
   }
 
-  /**
-   * Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
-   * wait. Says which run it stopped: the server may have heard nothing else of it.
-   */
+  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
+   * wait. Says which run it stopped: the server may have heard nothing else of it. */
   #stopRun(): Applied {
     const ctx = this.#ctx;
     if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };

@@ -10,11 +10,9 @@ export function noticeContext(ctx: ExtensionContext, sessionId: string, runtimeI
   return sampleNoticeContext(ctx, sessionId, runtimeId, config, m)();
 }
 
-/**
- * Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
+/** Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
  * the time) and returns the builder of the rest (the rendered source line, the checked usage): a
- * Pi handler pays only for the reads, and the building runs after it, off Pi's turn.
- */
+ * Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */
 export function sampleNoticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): () => NoticeContext {
   let readUsage: () => PiContextUsage | undefined;
   try {

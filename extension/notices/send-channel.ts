@@ -32,10 +32,8 @@ export function installSendChannel(pi: ExtensionAPI, deps: SendChannelDeps): voi
   });
 }
 
-/**
- * A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
- * over like the extension's own notices; false when the session does not notify (nothing is sent).
- */
+/** A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
+ * over like the extension's own notices; false when the session does not notify (nothing is sent). */
 export function handOverRequest(to: NoticeTarget | undefined, handOver: HandOver, request: SendRequest): boolean {
   if (!to) return false;
   const notice = externalNotice(request, randomUUID(), to.context());

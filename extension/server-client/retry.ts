@@ -51,10 +51,8 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
   });
 }
 
-/**
- * The server refused the bearer token. The client reports that once for the whole session, so the
- * heartbeat, the command channel and the notifier do not each report it again in their own words.
- */
+/** The server refused the bearer token. The client reports that once for the whole session, so the
+ * heartbeat, the command channel and the notifier do not each report it again in their own words. */
 export const tokenRejected = (error: ServerError): boolean => error.status === 401;
 
 /** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */

@@ -54,10 +54,8 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
 }
 
 /** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
-/**
- * Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
- * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read.
- */
+/** Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
+ * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read. */
 export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): string[] {
   const here = resolve(import.meta.dirname, "..", "..");
   const candidates = [join(cwd, "data", "operator.token"), join(here, "data", "operator.token"), env.ANON_NOTIFY_OPERATOR_TOKEN_FILE];

@@ -18,10 +18,8 @@ export function modelLabel(model: { provider: string; id: string } | undefined):
   return model ? `${model.provider}/${model.id}` : null;
 }
 
-/**
- * Whether the model can see images: heartbeats and claims declare image support only then, since Pi
- * would otherwise swap an instruction's images for a placeholder.
- */
+/** Whether the model can see images: heartbeats and claims declare image support only then, since Pi
+ * would otherwise swap an instruction's images for a placeholder. */
 export function modelSupportsImages(model: { input: readonly string[] } | undefined): boolean {
   return model?.input.includes("image") ?? false;
 }

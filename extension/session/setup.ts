@@ -48,11 +48,9 @@ export interface PairingFiles {
   token: string;
 }
 
-/**
- * Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
+/** Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
  * removed) and writes the token file (0600), each through a temporary file and a rename. A config
- * that is not a JSON object is never overwritten: this throws before anything is written.
- */
+ * that is not a JSON object is never overwritten: this throws before anything is written. */
 export function writePairing(files: PairingFiles, endpoint: string, answer: PairAnswer, m: Messages): void {
   let current: Record<string, unknown> = {};
   try {

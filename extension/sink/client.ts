@@ -16,11 +16,9 @@ export interface SinkClient {
   destroy(): Promise<void>;
 }
 
-/**
- * Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
+/** Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
  * a link to one), owned by this user, and writable by nobody else, or another local user could sit
- * there and collect the token. Pure.
- */
+ * there and collect the token. Pure. */
 export function socketRefusal(stats: Pick<Stats, "isSocket" | "uid" | "mode">, uid: number): string | null {
   if (!stats.isSocket()) return "not a socket (a link or a file stands at the socket path): token not sent";
   if (stats.uid !== uid) return `the socket belongs to uid ${stats.uid}, not to you (uid ${uid}): token not sent`;

@@ -15,11 +15,9 @@ export interface HoldDecision {
   emit: Round | null;
 }
 
-/**
- * Merges an earlier part of the unit into a later round: durations summed (unknown if either is
+/** Merges an earlier part of the unit into a later round: durations summed (unknown if either is
  * unknown), the first non-empty agent name, `had_response` if any round had one, and the last
- * answer given with its own `answered_at`. The later round's kind wins.
- */
+ * answer given with its own `answered_at`. The later round's kind wins. */
 export function mergeRounds(earlier: CompletedRound | null, later: Round): Round {
   if (earlier === null) return later;
   const duration_ms = earlier.duration_ms === undefined || later.duration_ms === undefined ? undefined : earlier.duration_ms + later.duration_ms;
@@ -42,11 +40,9 @@ export function onRoundSettled(held: CompletedRound | null, round: Round): HoldD
   return merged.kind === "completed" ? { held: merged, emit: null } : { held: null, emit: merged };
 }
 
-/**
- * Once the settle has quieted down: if another round already started, the unit goes on and the
+/** Once the settle has quieted down: if another round already started, the unit goes on and the
  * completion stays held; otherwise it is released now. Every hold therefore ends in exactly one
- * release, failure or cancellation.
- */
+ * release, failure or cancellation. */
 export function onSettleQuiet(held: CompletedRound | null, nextRoundStarted: boolean): HoldDecision {
   if (held === null || nextRoundStarted) return { held, emit: null };
   return { held: null, emit: held };

@@ -17,11 +17,9 @@ export function formatSinkError(type: string, message: string | undefined): stri
 
 const TRUNCATED_KEYS = ["prompt", "answer", "error"] as const;
 
-/**
- * Builds an event payload from loose run facts: keys outside the event's whitelist are dropped,
+/** Builds an event payload from loose run facts: keys outside the event's whitelist are dropped,
  * `undefined`, `null` and empty strings count as unknown and are left out, long texts are cut.
- * Throws when a required fact is missing: that is a bug in the caller, not bad user input.
- */
+ * Throws when a required fact is missing: that is a bug in the caller, not bad user input. */
 export function buildSinkPayload<T extends SinkEventType>(type: T, facts: Record<string, unknown>): SinkPayload<T> {
   const known: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(facts)) {

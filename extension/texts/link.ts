@@ -19,10 +19,8 @@ export const REASON_CODES = [
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 
-/**
- * A server's reason as a person reads it, the code in brackets. A known code is worded here (the
- * server's own detail after `code:` is left out); another keeps the server's words, code after them.
- */
+/** A server's reason as a person reads it, the code in brackets. A known code is worded here (the
+ * server's own detail after `code:` is left out); another keeps the server's words, code after them. */
 function reasonIn(words: Record<ReasonCode, string>, open: string, close: string) {
   return (raw: string) => {
     const [code, ...rest] = raw.split(":");
