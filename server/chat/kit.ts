@@ -22,12 +22,8 @@ export interface ChatKit {
   numbers: SessionNumbers;
 }
 
-/**
- * A command of the `anon` group, guarded, never taking the quoted message as an argument; with
- * strict options, since none declares any, a word starting with `-` is the owner's text. It also
- * answers to its flat name (`anon_sessions`), which platforms whose command names cannot hold a
- * dot (Telegram) show in their menu.
- */
+/** A guarded `anon` command that never takes the quoted message as an argument, with strict options (a word starting with `-` is the owner's text), also
+ * answering to its flat name (`anon_sessions`) for Telegram's menu. */
 export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
   const command = kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
   if (command.name.includes(".")) command.alias(flatName(command.name));

@@ -48,10 +48,8 @@ export class ReceiptBatch {
   }
 }
 
-/**
- * The receipts asked for in one tick read together: one query for all of them. Building a minato
- * query costs more than running it (a third of an acceptance's CPU went to the per-event lookup).
- */
+/** The receipts asked for in one tick read together: one query for all of them. Building a minato
+ * query costs more than running it (a third of an acceptance's CPU went to the per-event lookup). */
 export class ReceiptLookup {
   readonly #tick: TickBatch<string, EventRow | undefined>;
 

@@ -73,10 +73,8 @@ const SEND_FAILURE_CHARS = 300;
 /** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */
 export const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
 
-/**
- * Sends `text` as escaped text from the configured bot to the configured recipient, once, with
- * `buttons` where the platform has them (elsewhere the text's own typed answers are the way).
- */
+/** Sends `text` as escaped text from the configured bot to the configured recipient, once, with
+ * `buttons` where the platform has them (elsewhere the text's own typed answers are the way). */
 export async function sendDirectText(ctx: Context, target: DirectTarget, text: string, buttons: readonly OwnerButton[] = []): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "direct_not_configured") };

@@ -15,10 +15,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-/**
- * `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
- * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/).
- */
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
+ * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/). */
 export type RouteAuth = "agent" | "operator" | "capability" | "pairing";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 

@@ -39,12 +39,8 @@ export interface OpenConnection<T> {
 /** The oldest of `open` that never sent a request, else the oldest. */
 const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;
 
-/**
- * Which connection to close when one more arrives from `address`, `open` oldest first: none below
- * the caps; at the address's share, its oldest stranger (one that never asked first); at the
- * strangers' share, the oldest stranger of the address holding most; at the total, any stranger;
- * the newcomer only when every open connection presented a token.
- */
+/** Which connection to close when one more arrives from `address`: none below the caps; else the oldest stranger of that address, of the address holding
+ * most, or any; the newcomer only when every open connection presented a token. */
 export function connectionToClose<T>(open: readonly OpenConnection<T>[], address: string, bounds: ConnectionBounds): T | "newcomer" | null {
   const strangers = open.filter((entry) => !entry.trusted);
   const ours = strangers.filter((entry) => entry.address === address);

@@ -74,10 +74,8 @@ export class MuteStore {
     return mute;
   }
 
-  /**
-   * Ends the running mute of `sessionId`, or with `null` every running mute; returns how many
-   * ended. Their held notices are released by the `onEnd` listeners.
-   */
+  /** Ends the running mute of `sessionId`, or with `null` every running mute; returns how many
+   * ended. Their held notices are released by the `onEnd` listeners. */
   async unmute(sessionId: string | null): Promise<number> {
     const now = this.#now();
     const ending = this.#mutes.filter((m) => m.until > now && (sessionId === null || m.session_id === sessionId));

@@ -22,10 +22,8 @@ interface Offer {
   priority: number;
 }
 
-/**
- * Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
- * reloaded without restarting this plugin); the highest priority present one is used.
- */
+/** Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
+ * reloaded without restarting this plugin); the highest priority present one is used. */
 export class PersonaSlot {
   readonly #offers = new Set<Offer>();
   readonly #listeners = new Set<() => void>();

@@ -37,10 +37,8 @@ export class PushAnswers {
     return `${base}${API_BASE_PATH}/push/answer/${capability}`;
   }
 
-  /**
-   * A press: `not_found` for an unknown, used or expired capability (or an approval that has
-   * ended), `already_decided` when someone answered first; otherwise the approval is decided.
-   */
+  /** A press: `not_found` for an unknown, used or expired capability (or an approval that has
+   * ended), `already_decided` when someone answered first; otherwise the approval is decided. */
   async redeem(capability: string): Promise<PushAnswer> {
     const { store, approvals } = this.#deps;
     const now = this.#deps.now?.() ?? new Date();

@@ -42,11 +42,7 @@ export const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
   "updated_at",
 ];
 
-/**
- * minato's query types distribute over union-typed columns (so `state: ["pending", "leased"]`
- * does not type-check) and refuse `null` for columns that are not optional, although both are
- * valid queries at run time.
- */
+/** minato's query types reject `state: [...]` on union columns and `null` on required ones, both valid at run time. */
 export function where(query: Partial<Record<keyof CommandRecord, unknown>>): Query<CommandRecord> {
   return query as Query<CommandRecord>;
 }
@@ -161,11 +157,7 @@ export class CommandTable {
     return Number(sum ?? 0);
   }
 
-  /**
-   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
-   * went. Such a command can never be claimed again, so its tombstone is only needed while a
-   * request key may still be retried; active commands stay however old.
-   */
+  /** Removes final commands last changed before `cutoff`; a tombstone is only needed while its request key may be retried, and active commands stay. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATE_LIST, updated_at: { $lt: cutoff } }));
     return result.removed ?? 0;

@@ -33,10 +33,8 @@ export class HeartbeatService {
     this.#total = fullBucket(limits.totalLimit, now());
   }
 
-  /**
-   * Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
-   * stream checks its runtime; throwing refuses it), takes from every bucket, records it.
-   */
+  /** Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
+   * stream checks its runtime; throwing refuses it), takes from every bucket, records it. */
   receive(body: unknown, admit?: (heartbeat: Heartbeat) => void): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
     const heartbeat = parseWith(Heartbeat, body);
     admit?.(heartbeat);

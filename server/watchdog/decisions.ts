@@ -139,12 +139,8 @@ export interface VanishedNotice {
 const LISTED_SESSIONS = 8;
 const LISTED_PROJECTS = 5;
 
-/**
- * The vanish notices due in one check: one per session when a single session vanished, and one
- * notice for all of them when several did, so a crash of many runtimes (or a flood of fake
- * `running` sessions) is one message, not hundreds. Deterministic id per group, so a retried
- * submit is a duplicate.
- */
+/** The vanish notices due in one check: one per session when one vanished, one for all when several did (a crash of many runtimes is one message); ids
+ * are deterministic per group, so a retried submit is a duplicate. */
 export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
   if (vanished.length === 0) return [];
   if (vanished.length === 1)
