@@ -4,7 +4,6 @@ import type { ReadSaid } from "../protocol/said.ts";
 import type { ProgressSeverity, ProgressStage } from "../protocol/progress.ts";
 import type { DialogKind, FailureReason } from "../protocol/said.ts";
 
-/** One language's words for said lines. */
 export interface SaidWords {
   inProject(project: string, line: string): string;
   completed: string;

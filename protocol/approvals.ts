@@ -20,7 +20,6 @@ export const APPROVAL_LIMITS = {
 
 export const ApprovalDecision = z.enum(["approved", "rejected"]);
 export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
-/** What happened to the call in the end. */
 export const ApprovalOutcome = z.enum(["approved", "rejected", "timeout"]);
 export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
 export const ApprovalVia = z.enum(["chat", "operator", "console", "ntfy", "terminal", "policy", "timeout", "aborted"]);
@@ -167,7 +166,6 @@ export const ApprovalListQuery = z.strictObject({
 export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
 export const ApprovalList = z.object({ approvals: z.array(Approval).max(APPROVAL_LIMITS.listMax) });
 
-/** The `approval_decision` control command's payload. */
 export const ApprovalDecisionPayload = z.strictObject({
   approval_id: Id,
   decision: ApprovalDecision,

@@ -47,7 +47,6 @@ export const StreamRefusal = z.object({
 });
 export type StreamRefusal = z.infer<typeof StreamRefusal>;
 
-/** What the server answers to each frame of the presence stream. */
 export const StreamAnswer = z.union([StreamRefusal, HeartbeatAnswer]);
 export type StreamAnswer = z.infer<typeof StreamAnswer>;
 

@@ -30,7 +30,6 @@ export class RunRecord {
     return this.#aborted;
   }
 
-  /** The instruction is in the session now. */
   tookIn(lease: Lease): void {
     this.#facts.push({ kind: "command", commandId: lease.command.command_id });
     this.#instructions.set(lease.command.command_id, lease);

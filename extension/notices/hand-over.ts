@@ -8,7 +8,6 @@ export type NoticeToHand = EventBody | (() => EventBody | undefined);
 
 export interface HandOver {
   enqueue(notifier: Notifier, notice: NoticeToHand, options: SendOptions): void;
-  /** Hands over everything waiting, now. */
   drain(): void;
 }
 

@@ -3,7 +3,6 @@
 const unit = (locale: string, name: "second" | "minute" | "hour", count: number) =>
   new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long", maximumFractionDigits: 0 }).format(count);
 
-/** The texts' formatters in one locale. */
 export function formatsIn(locale: string) {
   return {
     /** A whole number of minutes ("5 分钟", "5 minutes"). */
