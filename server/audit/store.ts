@@ -39,7 +39,6 @@ export interface AuditInput {
   verbatim?: Record<string, string>;
 }
 
-/** A row ready to be written: everything but the id the database gives it. */
 export type AuditDraft = Omit<AuditRow, "id">;
 
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {

@@ -7,7 +7,6 @@ import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
-/** How many live grants one listing shows. */
 const LISTED = 20;
 
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {

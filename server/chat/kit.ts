@@ -76,7 +76,6 @@ export function sessionName(session: Session, { number, session: s }: NumberedSe
   return `#${number} ${projectName(session, s)}`;
 }
 
-/** The online sessions with their numbers. */
 export function numbered(kit: ChatKit): NumberedSession[] {
   return kit.numbers.number(kit.operator.onlineSessions());
 }

@@ -60,7 +60,6 @@ export class ReceiptLookup {
     });
   }
 
-  /** The stored receipt of `eventId`, or `undefined`. */
   get(eventId: string): Promise<EventRow | undefined> {
     return this.#tick.add(eventId);
   }

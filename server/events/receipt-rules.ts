@@ -4,7 +4,6 @@ import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type Rec
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 
-/** An event as the database stores it. */
 export interface EventRow {
   event_id: string;
   session_id: string;
@@ -33,7 +32,6 @@ export function parseEvent(body: unknown): EventBody {
   throw new DomainError(aboutContextUsage ? "invalid_context_usage" : "invalid_request", { issues });
 }
 
-/** The receipt row of a just-accepted event. */
 export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
   return {
     event_id: event.event_id,

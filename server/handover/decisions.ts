@@ -9,7 +9,6 @@ export type InjectOutcome =
   | { kind: "busy"; reason: string }
   | { kind: "error"; retryable: boolean; error: string };
 
-/** What a direct send to the recipient came to. */
 export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
 export type WorkOutcome = InjectOutcome | DirectOutcome;

@@ -32,7 +32,6 @@ interface HandOver {
   delivery: DeliveryRoute;
   event: EventBody;
   receivedAt: string;
-  /** What the direct route sends. */
   directText: string;
 }
 

@@ -50,12 +50,10 @@ export class MuteStore {
     this.#reschedule();
   }
 
-  /** Every stored mute, running or ended but not yet released. */
   all(): Mute[] {
     return [...this.#mutes];
   }
 
-  /** The mutes still running now. */
   running(): Mute[] {
     const now = this.#now();
     return this.#mutes.filter((mute) => mute.until > now);

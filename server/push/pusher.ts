@@ -24,7 +24,6 @@ export interface PusherDeps {
   approvals: Pick<ApprovalStore, "get" | "openFor">;
   audit: AuditLog;
   route: PushRoute;
-  /** Publishes one message on this route. */
   send(message: PushMessage): Promise<PublishOutcome>;
   /** Mints the Approve and Deny URLs; absent without a public base URL or on a notify-only route. */
   answers: PushAnswers | undefined;

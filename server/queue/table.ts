@@ -129,7 +129,6 @@ export class CommandTable {
     );
   }
 
-  /** One command's listing shape; `undefined` for an unknown id. */
   async summary(commandId: string): Promise<CommandSummary | undefined> {
     const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
     return row ? summarize({ ...row, images: [] }) : undefined;
