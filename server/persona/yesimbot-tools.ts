@@ -202,6 +202,8 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
 export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string, say: Say): ToolDefinition[] {
   const texts = descriptions(say);
   const turns = new WeakMap<Session, string>();
+  /** YesImBot v3 passes no turn or tool-call id: the turn is a random id per Koishi `Session` (kept for a whole stimulus turn), the
+   * call a digest of its name and validated parameters, so YesImBot's retry of the same call repeats the key. */
   const requestKey = (session: Session, name: ToolName, args: unknown) => {
     let turn = turns.get(session);
     if (!turn) turns.set(session, (turn = randomUUID()));
