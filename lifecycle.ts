@@ -1,8 +1,5 @@
-/**
- * Run facts and the pure decisions made from them: how a settled run ended (completed, failed,
- * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
- * The run recorder (extension/run-recorder.ts) records facts through these reducers; nothing here does I/O.
- */
+/** Run facts and the pure decisions made from them: how a settled run ended and whether an optional
+ * started, progress or tool-error notice is due. */
 import type { FailureReason } from "./common/failure-words.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
@@ -106,12 +103,8 @@ export function withCompaction(facts: RunFacts): RunFacts {
   return { ...facts, betweenRunsRisk: true };
 }
 
-/**
- * Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run
- * can be aborted while no low-level run is live (a retry back-off after an error, a compaction, a
- * continuation). Any other abort hits a live run, whose signal or stop reason tells it. Watching
- * costs a context preview per settle, so a plain run goes without.
- */
+/** Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run can be aborted with no live low-level run (a retry
+ * back-off, a compaction). Watching costs a context preview per settle. */
 export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
@@ -124,10 +117,7 @@ export type RunOutcome =
   | { kind: "interrupted" }
   | { kind: "silent" };
 
-/**
- * Decides once per settled run how it ended. `settledAborted` is Pi ≥ 1.1's
- * `agent_settled.aborted`; on 0.87.1 it is undefined and the recorded facts decide.
- */
+/** Decides once per settled run how it ended; `settledAborted` is Pi ≥ 1.1's `agent_settled.aborted` (undefined on 0.87.1: the facts decide). */
 export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined): RunOutcome {
   if (facts.lowLevelRuns === 0) return { kind: "silent" };
   if (settledAborted === true || facts.abortSeen) return { kind: "interrupted" };
@@ -170,16 +160,12 @@ export interface ProgressPolicy {
   toolCountThreshold: number;
 }
 
-/** What was last reported as progress for the current run. */
 export interface ProgressMark {
   at: number;
   toolCalls: number;
 }
 
-/**
- * A progress notice is due after `firstAfterMs` of running and then every `intervalMs`, or sooner
- * once `toolCountThreshold` more tools have finished since the last one.
- */
+/** A progress notice is due after `firstAfterMs` and then every `intervalMs`, or once `toolCountThreshold` more tools have finished. */
 export function progressDue(facts: RunFacts, last: ProgressMark | null, now: number, policy: ProgressPolicy): boolean {
   if (!policy.progress) return false;
   const toolsSince = facts.toolCalls - (last?.toolCalls ?? 0);

@@ -1,7 +1,5 @@
-/**
- * Why a run failed, by the code a final notice carries (`details.failure_reason`), in Chinese and
- * English: one table for the Pi side's notices and the console page, so both say it the same way.
- */
+/** Why a run failed, by `details.failure_reason`, in both languages: one table for the Pi side's notices
+ * and the console page. */
 import type { FailureReason } from "../protocol/said.ts";
 
 export type { FailureReason };

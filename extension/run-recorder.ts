@@ -1,16 +1,5 @@
-/**
- * The one place Pi's events become run facts (lifecycle.ts), for every channel that reports runs:
- * the chat notices and the desktop sink observe the same recorded run and the same outcome, so
- * they cannot disagree about how a run ended, what its task was or what it answered.
- *
- * A run is one top-level unit of work: from its first `agent_start` to `agent_settled` (retries,
- * compaction and continuations are low-level runs inside it). The recorder listens only while
- * someone observes (an inactive session's turns cost it nothing); an observer that joins while a run
- * is in progress gets that run from then on, its task read back from the session. An `agent_before_settle` listener makes Pi build a context preview at every
- * settle (a `turn_end` one, at every turn: none is used), so it is attached only while an observer
- * needs the exact outcome and the run can be aborted with no live low-level run to show it
- * (`needsSettleTell`).
- */
+/** The one place Pi's events become run facts, so the chat notices and the desktop sink cannot disagree
+ * about how a run ended. It listens only while someone observes; a run is agent_start to agent_settled. */
 import type { AgentSettledEvent, ExtensionAPI, ExtensionContext, ToolExecutionEndEvent, ToolExecutionStartEvent } from "@earendil-works/pi-coding-agent";
 import {
   classifyRun,

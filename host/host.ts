@@ -1,8 +1,5 @@
-/**
- * The host process: registers and heartbeats, holds one long poll on its `host` lane, and turns
- * each start job into a Pi session (docs/protocol.md, Hosts). The journal is written before Pi
- * starts and before the ACK, so a job claimed again after a crash starts nothing twice.
- */
+/** The host process: registers, heartbeats and long-polls its `host` lane, turning each start job into a
+ * Pi session; the journal is written before Pi starts and before the ACK, so nothing starts twice. */
 import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import { errorText } from "../common/errors.ts";

@@ -1,7 +1,5 @@
-/**
- * The Pi sessions a host runs: the user's own `pi` found on PATH (or as configured), started in RPC
- * mode with the session id the server chose and `--anon-notify-on`, the task sent as its first prompt.
- */
+/** The Pi sessions a host runs: the user's own `pi` in RPC mode with the server's session id and
+ * `--anon-notify-on`, the task as its first prompt. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";

@@ -1,7 +1,4 @@
-/**
- * Hosts on the wire (docs/protocol.md, Hosts): a host's heartbeat, the start job's payload, and
- * `POST /operator/sessions` with its answer.
- */
+/** Hosts on the wire: a host's heartbeat, the start job's payload, and `POST /operator/sessions`. */
 import { z } from "zod";
 import type { CommandSummary, StartRefusal } from "./queue.ts";
 import { Id, LIMITS } from "./wire.ts";

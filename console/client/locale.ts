@@ -1,9 +1,5 @@
-/**
- * The page's language: the console's locale setting, else the browser's. The console stores a
- * locale from its first start (Chinese) whether or not the person chose it, so on this page's first
- * visit in a browser whose language is not Chinese the console's setting is switched to English,
- * once; from then on the console's own language setting decides, for the page and the console.
- */
+/** The page's language: the console's locale setting, else the browser's. The console stores Chinese
+ * from its first start, so a non-Chinese browser switches it to English once, on the first visit. */
 import { useConfig } from "@koishijs/client";
 
 export type PageLocale = "zh-CN" | "en-US";

@@ -1,8 +1,5 @@
-/**
- * The sink's own reading of a settled run, pure: the chat channel's classifier decides, but a user
- * interrupt is reported here (the app must stop showing "working"), and so is a run that ended
- * without any reply.
- */
+/** The sink's own reading of a settled run: the chat classifier decides, but a user interrupt and a run
+ * with no reply are reported here. */
 import type { RunOutcome } from "../../lifecycle.ts";
 import type { RoundEnd } from "./hold-rules.ts";
 import { formatSinkError } from "./payload-rules.ts";

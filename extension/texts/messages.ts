@@ -1,11 +1,5 @@
-/**
- * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
- * `/anon-notify-doctor`, the approval dialog), in Chinese and English. The language is the config's
- * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
- * as tool results are here too, so they speak the user's language, and so are the tools'
- * descriptions and parameters (texts/tools.ts).
- *
- */
+/** Every text the extension shows in Pi, in Chinese and English by `language` or the locale; the texts the
+ * model reads as tool results are here too, so they speak the user's language. */
 import { visibleControls } from "../../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../../protocol/approvals.ts";
@@ -47,8 +41,7 @@ const duration = (ms: number, unit: { min: string; s: string }) => {
   const [m, sec] = [Math.floor(total / 60), total % 60];
   return [m ? `${m} ${unit.min}` : "", sec ? `${sec} ${unit.s}` : ""].filter(Boolean).join(" ");
 };
-/** A standing grant's end as a local time of day. */
-/** Where a rule matched, as the gate found it (policy.ts `RuleMatch.sites`). */
+/** Where a rule matched, as the gate found it (policy-rules.ts `RuleMatch.sites`). */
 type RuleSite = { rule: string; at: string };
 /** Each rule with the places it matched: `rm-rf ← rm -rf build`, one line whatever the command holds. */
 const withSites = (rules: readonly string[], sites: readonly RuleSite[], separator: string) =>
@@ -66,7 +59,6 @@ export interface DialogFacts {
   preview: string;
   /** How many characters of the command the preview leaves out (the request's own cut included). */
   hiddenChars: number;
-  /** The command's full length. */
   totalChars: number;
   reason: string;
   timeoutMs: number;

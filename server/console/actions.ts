@@ -1,13 +1,5 @@
-/**
- * What the console page may ask of the server: one table of named actions, each an input schema
- * and a call into the same operator service the HTTP API and the persona's tools use, so the page
- * gets the same rules, the same refusals and the same audit rows; answering an approval calls the
- * approval service, as the chat commands and the operator API do.
- *
- * Every answer is a value, never a thrown error: the console would turn a thrown error into its
- * stack trace, and the page must show the server's reason (`error` is a protocol error code, or
- * one of the console's own refusals below).
- */
+/** What the console page may ask: named actions calling the same services as the API and the chat. Every
+ * answer is a value, never thrown: the console would show a thrown error's stack. */
 import { z } from "zod";
 import { AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
 import { GrantId, OperatorApprovalDecision } from "../../protocol/approvals.ts";

@@ -1,16 +1,5 @@
-/**
- * The owner's page in the Koishi console, when `@koishijs/plugin-console` is loaded (an optional
- * service, as the console's own plugins use it): one data service pushing the sessions and the
- * newest timeline to every open page as they change, listeners for reading older timeline pages
- * and full entries, and the action listeners of actions.ts.
- *
- * Who may see and act: with `@koishijs/plugin-auth`, its logins at `authority` or above (the
- * console enforces it before any listener runs; the gate checks again); without it, a connection
- * that signed in with the console token (sign-in.ts), or everyone when the owner turned
- * `consoleActions` on. A connection that may not gets no data and every call answers
- * `unauthorized` (the console's own refusal, decided per client in `console/intercept`). Pages of
- * other sites never reach any of it (see `originDecision`).
- */
+/** The owner's page in the Koishi console (optional service): data pushed to every open page, timeline
+ * reads and actions. Access: plugin-auth at `authority`, else the console token, else `consoleActions`. */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";

@@ -1,8 +1,5 @@
-/**
- * `StartService`: the one way a session is started on a host, for every surface (the operator
- * route, `anon.new`, and later the triggers): picks the host, queues the start job on its lane,
- * and waits a bounded time for the host's ACK.
- */
+/** `StartService`: the one way a session is started on a host, for every surface; waits a bounded time for
+ * the host's ACK. */
 import { randomUUID } from "node:crypto";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { CreateSessionBody, StartResult } from "../../protocol/hosts.ts";
