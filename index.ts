@@ -7,7 +7,7 @@
  */
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
-import { START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
+import { LIMITS_FLAG, START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
@@ -40,6 +40,7 @@ import { registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { registerSetupCommand } from "./extension/session/setup.ts";
 import { installSink } from "./extension/sink/index.ts";
+import { installRunLimits } from "./extension/session/run-limits.ts";
 
 const debug = debuglog("anon-notify");
 
@@ -50,6 +51,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
   pi.registerFlag(SUBAGENT_FLAG, { type: "boolean", default: false, description: early.session.flagDescription });
   pi.registerFlag(START_ON_FLAG, { type: "boolean", default: false, description: early.session.startOnFlagDescription });
+  pi.registerFlag(LIMITS_FLAG, { type: "string", description: early.session.limitsFlagDescription });
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);
@@ -135,6 +137,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   installSendChannel(pi, { target, handOver, report, text, debug });
+  installRunLimits(pi, recorder, { report, text });
   registerToggleCommand(pi, { session: () => current.state, changed, text, report, refresh });
   registerSetupCommand(pi, { text, refresh });
   registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });

@@ -109,6 +109,27 @@ test("POST /operator/sessions starts a real Pi session through the host, switche
   );
 });
 
+test("a start job's limits reach the Pi the host starts: over its turn limit the run is stopped and its notice says so", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const looping = { toolCalls: [{ name: "bash", arguments: { command: "true" } }] };
+  model.script(looping, looping, { text: "never reached" });
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "loop", limits: { turns: 1 } }, OPERATOR_TOKEN);
+  assert.equal(answer.status, 201, JSON.stringify(answer.body));
+  const sessionId = (answer.body as { session_id: string }).session_id;
+  const failed = await waitUntil(
+    async () => {
+      const found = await operatorApi(server).audit({ session_id: sessionId, limit: "200" });
+      const entries = (found.body as { entries: { action: string; data: { event?: { status?: string; details?: Record<string, unknown> } } }[] }).entries;
+      return entries.find((entry) => entry.action === "event.accepted" && entry.data.event?.status === "failed")?.data.event;
+    },
+    `the failed notice of ${sessionId}`,
+    60_000,
+  );
+  assert.equal(failed.details?.failure_reason, "turn_limit");
+  assert.equal(model.requests.length, 1, "the second turn never called the model");
+});
+
 test("refusals answer with their reason and start nothing", async (t) => {
   const { server, model, code, env } = await setUp(t);
   await startHost(t, env, ["--root", code, "--name", "laptop"]);
