@@ -201,7 +201,7 @@ test("the console's New session form starts a session through the host: its host
       for (const [locale, words] of [
         // The host's second and last session.
         ["en-US", /^Started the new session [0-9a-f-]{36} in shop on laptop; it shows in the session list\.$/],
-        ["zh-CN", /^laptop 运行的会话已达上限，请先停掉一个再试。$/],
+        ["zh-CN", /^laptop 同时运行的会话已达上限。先停掉一个再试。$/],
       ] as const) {
         const tab = await browser!.newPage({ locale });
         await tab.goto(`http://127.0.0.1:${port}/anon-notify?token=${token}`);
