@@ -124,10 +124,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   const console = ctx.console;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
 
-  let board: Board = new Map();
-  for (const projection of registry.list()) {
-    board = boardRecorded(board, projection, registry.find(projection.session_id)?.heartbeat.activity ?? null, Date.now());
-  }
+  let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
   let version = 0;
   let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
   let lastView: Omit<ConsoleView, "actions"> | undefined;
