@@ -17,7 +17,6 @@ export interface RunLimitsDeps {
   text: () => Messages;
   /** Runs `fire` after `ms`; returns its cancel. Injected by tests (the time limit without waiting for it). */
   schedule?: (ms: number, fire: () => void) => () => void;
-  now?: () => number;
 }
 
 function realSchedule(ms: number, fire: () => void): () => void {
@@ -27,7 +26,7 @@ function realSchedule(ms: number, fire: () => void): () => void {
 }
 
 export function installRunLimits(pi: ExtensionAPI, recorder: RunRecorder, deps: RunLimitsDeps): void {
-  const { schedule = realSchedule, now = Date.now } = deps;
+  const { schedule = realSchedule } = deps;
   let limits: RunLimits = {};
   let observation: Observation | undefined;
   let cancelTimer: (() => void) | undefined;
@@ -43,7 +42,7 @@ export function installRunLimits(pi: ExtensionAPI, recorder: RunRecorder, deps: 
     }
   };
   const check = (run: RecordedRun, ctx: ExtensionContext) => {
-    const hit = limitHit(limits, { turns: run.facts.turns, elapsedMs: now() - run.facts.startedAt });
+    const hit = limitHit(limits, { turns: run.facts.turns, elapsedMs: Date.now() - run.facts.startedAt });
     if (hit) stop(run, ctx, hit);
   };
   const clearTimer = () => {
@@ -62,7 +61,7 @@ export function installRunLimits(pi: ExtensionAPI, recorder: RunRecorder, deps: 
       {
         start(run, runCtx) {
           clearTimer();
-          const wait = msUntilTimeLimit(limits, now() - run.facts.startedAt);
+          const wait = msUntilTimeLimit(limits, Date.now() - run.facts.startedAt);
           if (wait !== undefined) cancelTimer = schedule(wait, () => recorder.current() === run && stop(run, runCtx, "time_limit"));
         },
         turn: check,
