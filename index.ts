@@ -137,12 +137,13 @@ export default function anonNotify(pi: ExtensionAPI): void {
   };
 
   installSendChannel(pi, { target, handOver, report, text, debug });
-  installRunLimits(pi, recorder, { report, text });
   registerToggleCommand(pi, { session: () => current.state, changed, text, report, refresh });
   registerSetupCommand(pi, { text, refresh });
   registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => open(event, ctx));
+  // After `open`, which binds the terminal the limits' words go to.
+  installRunLimits(pi, recorder, { report, text });
 
   pi.on("session_shutdown", close);
 }

@@ -4,21 +4,17 @@ import { RunLimits } from "../../protocol/hosts.ts";
 export type LimitHit = "turn_limit" | "time_limit";
 
 /**
- * The flag's value: no limits when it is not given; `invalid` with why when it does not parse, which
+ * The flag's value: no limits when it is not given; `invalid` when it is not the wire's shape, which
  * the caller answers by stopping every run at its first turn (fail closed: a bound asked for is never dropped).
  */
-export function limitsFromFlag(value: unknown): { limits: RunLimits | null } | { invalid: string } {
+export function limitsFromFlag(value: unknown): { limits: RunLimits | null } | { invalid: true } {
   if (value === undefined || value === false) return { limits: null };
-  if (typeof value !== "string") return { invalid: "it needs a value" };
-  let json: unknown;
   try {
-    json = JSON.parse(value);
+    const parsed = RunLimits.safeParse(typeof value === "string" ? JSON.parse(value) : undefined);
+    return parsed.success ? { limits: parsed.data } : { invalid: true };
   } catch {
-    return { invalid: "it is not JSON" };
+    return { invalid: true };
   }
-  const parsed = RunLimits.safeParse(json);
-  if (!parsed.success) return { invalid: parsed.error.issues.map((i) => `${i.path.join(".") || "value"}: ${i.message}`).join("; ") };
-  return { limits: parsed.data };
 }
 
 /** The limit a run is past: more turns started than allowed, or its minutes used up; undefined while within both. */

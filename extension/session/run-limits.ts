@@ -52,7 +52,7 @@ export function installRunLimits(pi: ExtensionAPI, recorder: RunRecorder, deps: 
 
   pi.on("session_start", (_event, ctx) => {
     const read = limitsFromFlag(pi.getFlag(LIMITS_FLAG));
-    if ("invalid" in read) deps.report(deps.text().session.limitsInvalid(read.invalid), "error");
+    if ("invalid" in read) deps.report(deps.text().session.limitsInvalid(JSON.stringify(pi.getFlag(LIMITS_FLAG) ?? null).slice(0, 80)), "error");
     // Invalid: a limit of no turns, so nothing runs unbounded.
     const wanted = "invalid" in read ? { turns: 0 } : read.limits;
     if (!wanted || observation) return;

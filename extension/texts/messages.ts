@@ -162,7 +162,8 @@ const zh = {
       hit === "turn_limit"
         ? `已停止本次运行：达到轮数上限（${limits.turns ?? 0} 轮，由 --anon-notify-limits 设定）。`
         : `已停止本次运行：达到时长上限（${limits.minutes ?? 0} 分钟，由 --anon-notify-limits 设定）。`,
-    limitsInvalid: (why: string) => `--anon-notify-limits 的值无效（${why}）：为安全起见，此 Pi 进程的每次运行都会在第一轮开始时被停止。`,
+    limitsInvalid: (value: string) =>
+      `--anon-notify-limits 的值 ${value} 无效，应为 JSON {"turns":1–1000,"minutes":1–1440}（整数，可只写一项）：为安全起见，此 Pi 进程的每次运行都会在第一轮开始时被停止。`,
     tokenRejected: (tokenFile: string) =>
       `通知服务拒绝了令牌（HTTP 401）：在线状态、指令和通知都不会生效，未送达的最终通知留在 outbox。` +
       `请确认 ${tokenFile}（或 ANON_NOTIFY_TOKEN）与服务端的令牌一致，然后执行 /reload。`,
@@ -426,7 +427,8 @@ const en: Messages = {
       hit === "turn_limit"
         ? `Stopped this run: it reached its limit of ${limits.turns ?? 0} turns (set by --anon-notify-limits).`
         : `Stopped this run: it reached its limit of ${limits.minutes ?? 0} minutes (set by --anon-notify-limits).`,
-    limitsInvalid: (why) => `--anon-notify-limits is invalid (${why}): to stay safe, every run of this Pi process is stopped at its first turn.`,
+    limitsInvalid: (value) =>
+      `--anon-notify-limits ${value} is invalid; it takes JSON {"turns":1–1000,"minutes":1–1440} (whole numbers, either may be left out): to stay safe, every run of this Pi process is stopped at its first turn.`,
     tokenRejected: (tokenFile) =>
       "The notify server rejected the token (HTTP 401): presence, instructions and notices do not work; undelivered finals stay in the outbox. " +
       `Check that ${tokenFile} (or ANON_NOTIFY_TOKEN) holds the server's token, then run /reload.`,

@@ -86,3 +86,14 @@ test("a time limit stops the run in progress when its timer fires", { timeout: 6
   assert.deepEqual(outcomes, [{ kind: "failed", stopReason: "aborted", reason: "time_limit", errorMessage: null }]);
   assert.equal(pi.modelCalls.length, 1);
 });
+
+test("limits that do not parse are not dropped: the terminal says so and the run is stopped before its first model call", { timeout: 60_000 }, async (t) => {
+  const root = makeRoot();
+  configureExtension(root, "http://127.0.0.1:9/events", { language: "en-US" });
+  const pi = await startPi({ root, tools: [echoTool()], flags: { [LIMITS_FLAG]: '{"turns":0}' } });
+  t.after(() => pi.dispose());
+  assert.ok(pi.notices().includes(messagesFor("en-US").session.limitsInvalid('"{\\"turns\\":0}"')), pi.notices().join(" | "));
+  pi.script([ai.fauxAssistantMessage("never reached")]);
+  await pi.prompt("anything");
+  assert.equal(pi.modelCalls.length, 0);
+});
