@@ -25,7 +25,9 @@ function realSchedule(ms: number, fire: () => void): () => void {
   return () => clearTimeout(timer);
 }
 
+/** Registers `--anon-notify-limits` (call from the extension factory) and follows it from each session's start. */
 export function installRunLimits(pi: ExtensionAPI, recorder: RunRecorder, deps: RunLimitsDeps): void {
+  pi.registerFlag(LIMITS_FLAG, { type: "string", description: deps.text().session.limitsFlagDescription });
   const { schedule = realSchedule } = deps;
   let limits: RunLimits = {};
   let observation: Observation | undefined;

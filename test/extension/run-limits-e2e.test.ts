@@ -52,7 +52,6 @@ test("a time limit stops the run in progress when its timer fires", { timeout: 6
   const waits: number[] = [];
   // The guard alone, with its timer in the test's hand: nothing waits a minute.
   const limited = (pi: ExtensionAPI) => {
-    pi.registerFlag(LIMITS_FLAG, { type: "string" });
     const recorder = runRecorderFor(pi);
     recorder.observe({ settled: (s) => void (s && outcomes.push(s.outcome)) }, { exact: false });
     installRunLimits(pi, recorder, {
