@@ -104,6 +104,8 @@ export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
 export const SUBAGENT_FLAG = "anon-notify-off";
 /** Passed by anon-notify-host: the session is switched on at its start when it has no activation record yet. */
 export const START_ON_FLAG = "anon-notify-on";
+/** Passed by anon-notify-host with a start job's limits, as JSON (`{"turns"?,"minutes"?}`): each run of this Pi is stopped past them. */
+export const LIMITS_FLAG = "anon-notify-limits";
 
 /** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
  * too, even when `mainAgentOnly` is off. */

@@ -35,6 +35,7 @@ import { registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { registerSetupCommand } from "./extension/session/setup.ts";
 import { installSink } from "./extension/sink/index.ts";
+import { installRunLimits } from "./extension/session/run-limits.ts";
 
 const debug = debuglog("anon-notify");
 
@@ -135,6 +136,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => open(event, ctx));
+  // After `open`, which binds the terminal the limits' words go to.
+  installRunLimits(pi, recorder, { report, text });
 
   pi.on("session_shutdown", close);
 }

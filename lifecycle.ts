@@ -36,6 +36,10 @@ export interface RunFacts {
   finalBatch: ToolBatchFacts | null;
   toolCalls: number;
   toolErrors: number;
+  /** Turns started (`turn_start`s) across the run's low-level runs. */
+  turns: number;
+  /** Set when the extension stopped the run past its limits: the abort then reads as this failure. */
+  limitHit: "turn_limit" | "time_limit" | null;
 }
 
 export function startRun(now: number): RunFacts {
@@ -51,7 +55,17 @@ export function startRun(now: number): RunFacts {
     finalBatch: null,
     toolCalls: 0,
     toolErrors: 0,
+    turns: 0,
+    limitHit: null,
   };
+}
+
+export function withTurn(facts: RunFacts): RunFacts {
+  return { ...facts, turns: facts.turns + 1 };
+}
+
+export function withLimitHit(facts: RunFacts, limit: "turn_limit" | "time_limit"): RunFacts {
+  return facts.limitHit ? facts : { ...facts, limitHit: limit };
 }
 
 export function withLowLevelStart(facts: RunFacts): RunFacts {
@@ -120,9 +134,13 @@ export type RunOutcome =
 /** Decides once per settled run how it ended; `settledAborted` is Pi ≥ 1.1's `agent_settled.aborted` (undefined on 0.87.1: the facts decide). */
 export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined): RunOutcome {
   if (facts.lowLevelRuns === 0) return { kind: "silent" };
-  if (settledAborted === true || facts.abortSeen) return { kind: "interrupted" };
+  // A run the extension stopped at its limits is told as failed for that reason; any other abort is the person's and silent.
+  const interrupted: RunOutcome = facts.limitHit
+    ? { kind: "failed", stopReason: "aborted", reason: facts.limitHit, errorMessage: null }
+    : { kind: "interrupted" };
+  if (settledAborted === true || facts.abortSeen) return interrupted;
   // An abort between low-level runs (retry back-off, compaction) leaves no aborted signal behind.
-  if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return { kind: "interrupted" };
+  if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return interrupted;
   const last = facts.lastAssistant;
   if (!last) return { kind: "silent" };
   const failed = (reason: FailureReason): RunOutcome => ({
@@ -133,7 +151,7 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   });
   switch (last.stopReason) {
     case "aborted":
-      return { kind: "interrupted" };
+      return interrupted;
     case "stop":
       return { kind: "completed", stopReason: "stop" };
     case "length":

@@ -13,6 +13,7 @@ import {
   withLowLevelStart,
   withTask,
   withToolEnd,
+  withTurn,
   type RunFacts,
   type RunOutcome,
 } from "../lifecycle.ts";
@@ -33,6 +34,8 @@ export interface RunObserver {
   start?(run: RecordedRun, ctx: ExtensionContext): void;
   /** A user-visible request (user or custom message) was recorded; the first one named the task. */
   request?(run: RecordedRun): void;
+  /** A turn (one model call and its tools) is about to start; `run.facts.turns` counts it. */
+  turn?(run: RecordedRun, ctx: ExtensionContext): void;
   toolStart?(run: RecordedRun, event: ToolExecutionStartEvent): void;
   toolEnd?(run: RecordedRun, event: ToolExecutionEndEvent, ctx: ExtensionContext): void;
   /** Every `agent_settled`; `settled` is undefined when no run was recorded (nothing started). */
@@ -160,6 +163,12 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
         syncSettleTell();
         if (text) run.answer = { text, at: message.timestamp };
       }
+    }),
+    pi.on("turn_start", (_event, ctx) => {
+      const current = run;
+      if (!current) return;
+      current.facts = withTurn(current.facts);
+      each((o) => o.turn?.(current, ctx));
     }),
     pi.on("tool_execution_start", (event) => {
       const current = run;

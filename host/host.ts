@@ -155,7 +155,7 @@ export class Host {
       journal.record({ command_id: command.command_id, session_id: this.id, event_id: command.event_id, delivered_at: new Date().toISOString(), outcome });
     await record();
     try {
-      const session = await startSession(pi!, decision.cwd, job.session_id, job.task, env);
+      const session = await startSession(pi!, decision.cwd, job, env);
       this.#sessions.set(job.session_id, session);
       void session.exited.then(() => this.#sessions.delete(job.session_id));
       await record("started");

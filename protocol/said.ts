@@ -13,6 +13,9 @@ export const FailureReason = z.enum([
   "tool_error_in_final_batch",
   "non_terminating_tool_batch",
   "unexpected_stop_reason",
+  // Stopped by the extension past the run's limits (`--anon-notify-limits`).
+  "turn_limit",
+  "time_limit",
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 

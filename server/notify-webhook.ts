@@ -462,6 +462,7 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
     grants,
     audit,
     events,
+    starts,
     options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });

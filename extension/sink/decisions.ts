@@ -29,6 +29,9 @@ function failureText(outcome: Extract<RunOutcome, { kind: "failed" }>): string {
     case "tool_error_in_final_batch":
     case "non_terminating_tool_batch":
       return formatSinkError("ToolError", `the run ended after its tool calls without a reply (${outcome.reason})`);
+    case "turn_limit":
+    case "time_limit":
+      return formatSinkError("LimitError", `the run was stopped at its ${outcome.reason === "turn_limit" ? "turn" : "time"} limit`);
     case "unexpected_stop_reason":
       return formatSinkError("RunError", `unexpected stop reason ${outcome.stopReason}`);
   }

@@ -14,6 +14,7 @@ import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
+import type { StartService } from "../hosts/service.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
@@ -93,6 +94,7 @@ export interface ConsolePageDeps {
   grants: GrantService;
   audit: AuditLog;
   events: EventStore;
+  starts: StartService;
   options: ConsolePageOptions;
 }
 
@@ -106,15 +108,12 @@ export const ConsolePage = {
   },
 };
 
-function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, options }: ConsolePageDeps): void {
+function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, starts, options }: ConsolePageDeps): void {
   const logger = ctx.logger("notify-webhook");
   const console = ctx.console;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
 
-  let board: Board = new Map();
-  for (const projection of registry.list()) {
-    board = boardRecorded(board, projection, registry.find(projection.session_id)?.heartbeat.activity ?? null, Date.now());
-  }
+  let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
   let version = 0;
   let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
   let lastView: Omit<ConsoleView, "actions"> | undefined;
@@ -256,7 +255,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     listen(action.name, async (client, raw) => {
       const gate = gateFor(client);
       const result = gate.allowed
-        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants }, input, caller(client))))
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants, starts }, input, caller(client))))
         : ({ ok: false, error: gate.reason } as const);
       await auditAction(audit, action.name, raw, result, who(client));
       if (result.ok) changed();
@@ -279,6 +278,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
     }),
   );
+  listen(CONSOLE_READS.hosts.name, (_client, raw) => answer(CONSOLE_READS.hosts.input, raw, async () => ({ hosts: starts.hosts() })));
   listen(CONSOLE_READS.entry.name, (_client, raw) =>
     answer(CONSOLE_READS.entry.input, raw, async ({ id }) => {
       const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;

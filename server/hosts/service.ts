@@ -31,7 +31,8 @@ export class StartService {
     const picked = pickHost(this.#hosts.online(), request.host, request.project);
     if ("error" in picked) throw new DomainError(picked.error);
     const sessionId = randomUUID();
-    const queued = await this.#commands.createStartJob(picked.host_id, { project: request.project, task: request.task, session_id: sessionId }, actor);
+    const { project, task, limits } = request;
+    const queued = await this.#commands.createStartJob(picked.host_id, { project, task, session_id: sessionId, ...(limits ? { limits } : {}) }, actor);
     const final = await this.#commands.waitFinal(queued.command_id, this.#waitMs);
     const payload = final.state === "accepted" ? await this.#commands.payloadOf(final.command_id) : null;
     return startResult(picked.name, request.project, sessionId, final, payload);
