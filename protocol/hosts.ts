@@ -36,10 +36,23 @@ export type HostHeartbeat = z.infer<typeof HostHeartbeat>;
 
 export const HostHeartbeatAnswer = z.object({ ttl_ms: z.number().int().positive(), server_time: z.string() });
 
+/** The bounds of the run a start job begins (a trigger's `turns` and `minutes`); each optional. */
+export const RunLimits = z.strictObject({
+  turns: z.number().int().positive().max(10_000).optional(),
+  minutes: z
+    .number()
+    .int()
+    .positive()
+    .max(7 * 24 * 60)
+    .optional(),
+});
+export type RunLimits = z.infer<typeof RunLimits>;
+
 export const StartPayload = z.strictObject({
   project: ProjectName,
   task: z.string().min(1).max(LIMITS.instructionChars),
   session_id: Id,
+  limits: RunLimits.optional(),
 });
 export type StartPayload = z.infer<typeof StartPayload>;
 
@@ -49,6 +62,13 @@ export const CreateSessionBody = z.strictObject({
   host: HostName.optional(),
 });
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
+
+/** What `StartService.start` takes: a surface's body, and from a trigger the run's limits and the session it resumes. */
+export interface StartRequest extends CreateSessionBody {
+  limits?: RunLimits | undefined;
+  /** An existing session's id: its host resumes it (Pi opens that session's file). */
+  session_id?: string | undefined;
+}
 
 /** What a start came to: started (with the session it became), refused by the host, or still queued. */
 export type StartResult =
