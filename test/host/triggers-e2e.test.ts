@@ -160,3 +160,33 @@ test("five synchronize deliveries in a row give one session; the other four arri
     ["instruction:accepted", "instruction:accepted", "instruction:accepted", "instruction:accepted"],
   );
 });
+
+test("a delivery for a key whose session ended resumes that session on its host: Pi opens it with its history, the delivery as its next prompt", async (t) => {
+  const { server, model, code, env } = await setUp(t, { triggers: [TRIGGER] });
+  const first = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  model.script({ text: "first look done" }, { text: "second look done" });
+  assert.equal((await deliver(server, "pull_request", fixture("pull_request.opened"))).status, 202);
+  await toldOnce(server, "开了会话");
+  const sessionId = toldOf(server, "开了会话")[0]!.text.match(/会话 ([0-9a-f-]{36})/)![1]!;
+  await modelCalls(model, 1, first.log);
+  // Stopping the host ends its sessions; a new host process on the same roots is the same host.
+  first.child.kill("SIGTERM");
+  await waitUntil(
+    async () => {
+      const sessions = (await operatorApi(server).sessions()).body as { sessions: { session_id: string }[] };
+      return first.child.exitCode !== null && !sessions.sessions.some((s) => s.session_id === sessionId);
+    },
+    () => `the session to end with its host\n${first.log()}`,
+    60_000,
+  );
+  const second = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  assert.equal((await deliver(server, "pull_request", fixture("pull_request.synchronize"))).status, 202);
+  await toldOnce(server, `恢复了会话 ${sessionId}`);
+  await modelCalls(model, 2, second.log);
+  const resumed = model.requests[1]!;
+  assert.match(lastUserText(resumed), /"event": "pull_request\.synchronize"/);
+  const history = JSON.stringify(resumed.messages);
+  assert.match(history, /Fix the rounding of cart totals/, "the first prompt is in the resumed session's history");
+  assert.match(history, /first look done/, "and the model's first answer");
+  assert.equal(await startJobs(server), 2, "the first start and the resume");
+});
