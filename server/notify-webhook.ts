@@ -495,6 +495,7 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
     retentionDays: config.retentionDays,
   });
   if (triggers.length > 0) {
+    const logger = ctx.logger("notify-webhook");
     const service = new TriggerService({
       triggers,
       store: new TriggerStore(ctx),
@@ -506,7 +507,7 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
       audit,
       say: instanceSay(ctx),
       delivery: config.triggerDelivery,
-      log: (line) => ctx.logger("notify-webhook").warn(line),
+      log: (line) => logger.warn(line),
     });
     ctx.plugin(TriggerRoutes, { api, triggers: service });
   }

@@ -201,7 +201,7 @@ export class TriggerService {
       // Waited for outside the key's turn: later deliveries join the pending start meanwhile.
       void starts.settle(queued).then((result) => this.#tell(subject, startFact(result, queued.sessionId, plan.kind === "resume")));
     } catch (error) {
-      this.#deps.log(`trigger ${trigger.name}: delivery ${deliveryId} failed: ${errorText(error)}`);
+      this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) }));
       await store.settle(id, "failed", null).catch(() => {});
       const project = plan.kind === "resume" ? plan.session.project : (projectFor(trigger, delivery.repository)?.project ?? "");
       void this.#tell(subject, { kind: "start_refused", project, reason: error instanceof DomainError ? error.code : errorText(error) });
@@ -224,7 +224,7 @@ export class TriggerService {
     try {
       await intake.submit(triggerNotice(subject, fact, this.#now(), delivery, say), { actor: "server" });
     } catch (error) {
-      log(`trigger ${subject.trigger}: the owner's notice (${fact.kind}) was not accepted: ${errorText(error)}`);
+      log(say("anon-notify.log.trigger-notice-failed", { trigger: subject.trigger, kind: fact.kind, error: errorText(error) }));
     }
   }
 }
