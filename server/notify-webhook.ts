@@ -496,20 +496,8 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
   });
   if (triggers.length > 0) {
     const logger = ctx.logger("notify-webhook");
-    const service = new TriggerService({
-      triggers,
-      store: new TriggerStore(ctx),
-      starts,
-      commands,
-      registry,
-      hosts,
-      intake,
-      audit,
-      say: instanceSay(ctx),
-      delivery: config.triggerDelivery,
-      log: (line) => logger.warn(line),
-    });
-    ctx.plugin(TriggerRoutes, { api, triggers: service });
+    const deps = { triggers, store: new TriggerStore(ctx), starts, commands, registry, hosts, intake, audit, say: instanceSay(ctx) };
+    ctx.plugin(TriggerRoutes, { api, triggers: new TriggerService({ ...deps, delivery: config.triggerDelivery, log: (line) => logger.warn(line) }) });
   }
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
