@@ -1,7 +1,8 @@
 /**
  * From a signed GitHub delivery to the model's first call, p50/p99: for a new PR (the answer, the
  * start job, the host, Pi's start-up) and for a PR whose session is online (the instruction path);
- * their difference is the start's cost, mostly Pi's own start-up. Real parts: Koishi on loopback with
+ * their difference is the start's cost; beside them Pi's own start-up (spawned as the host spawns it,
+ * no server path), so the host's overhead reads apart from it. Real parts: Koishi on loopback with
  * SQLite, the host process, the pinned `pi` CLI and the stub model (test/helpers/host.ts).
  *
  *   node bench/trigger-latency.ts [new-PR samples, default 5] [online-PR samples, default 20]
@@ -13,6 +14,7 @@ import { performance } from "node:perf_hooks";
 import { fetch } from "undici";
 import { operatorApi } from "../harness/agent-api.ts";
 import { waitUntil } from "../harness/wait.ts";
+import { findProgram, startSession } from "../host/pi-process.ts";
 import { setUp, startHost } from "../test/helpers/host.ts";
 
 const starts = Number(process.argv[2] ?? 5);
@@ -73,11 +75,29 @@ const report = (label: string, samples: number[]) => {
   );
 };
 
+/** Pi alone: spawned in the project as the host spawns it, to its first model call. */
+async function piAlone(): Promise<number> {
+  const before = arrivals.length;
+  model.script({ text: "looked" });
+  const spawnedAt = performance.now();
+  const session = await startSession({ program: findProgram("pi", env)!, args: [] }, join(code, "shop"), randomUUID(), "look", env);
+  await waitUntil(() => arrivals.length > before, "Pi's first model call", 120_000);
+  session.child.kill("SIGTERM");
+  await session.exited;
+  return arrivals[before]! - spawnedAt;
+}
+
 try {
+  // Side by side, one of each in turn, so the machine's load changes both alike.
+  const alone: number[] = [];
   const started: number[] = [];
-  for (let i = 0; i < starts; i++) started.push(await deliver(1000 + i, "opened"));
+  for (let i = 0; i < starts; i++) {
+    alone.push(await piAlone());
+    started.push(await deliver(1000 + i, "opened"));
+  }
   const continued: number[] = [];
   for (let i = 0; i < continues; i++) continued.push(await deliver(1000, "synchronize"));
+  report("Pi alone: spawn -> first model call", alone);
   report("new PR: delivery -> start -> first model call", started);
   report("online PR: delivery -> instruction -> call", continued);
 } finally {
