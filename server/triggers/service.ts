@@ -28,6 +28,7 @@ import {
   limitGuard,
   planFor,
   projectFor,
+  refusalCounts,
   signatureMatches,
   triggerPrompt,
   type KeySession,
@@ -152,14 +153,7 @@ export class TriggerService {
     if (!stored) return duplicate();
     await audit.record({ actor: "server", action: guard ? "trigger.refused" : "trigger.accepted", subject: id, data: { ...subject, guard } });
     if (!guard) return { state: "queued", delivery: deliveryId };
-    const until =
-      guard === "paused"
-        ? new Date(counts!.trippedAt!.getTime() + BREAKER_PAUSE_MS)
-        : guard === "breaker"
-          ? new Date(now.getTime() + BREAKER_PAUSE_MS)
-          : undefined;
-    const count = guard === "breaker" ? counts!.keyRunsLastHour : guard === "daily_limit" ? counts!.runsLastDay : undefined;
-    void this.#tell(subject, { kind: "refused", guard, ...(count === undefined ? {} : { count }), ...(until ? { until: until.toISOString() } : {}) });
+    void this.#tell(subject, { kind: "refused", guard, ...refusalCounts(guard, counts, now) });
     return { state: "refused", delivery: deliveryId, guard };
   }
 

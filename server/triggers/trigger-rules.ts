@@ -85,6 +85,14 @@ export function limitGuard(counts: RunCounts, trigger: TriggerConfig): TriggerGu
   return null;
 }
 
+/** What the owner reads beside a limit's refusal: the count that refused it, and until when the trigger is paused. */
+export function refusalCounts(guard: TriggerGuard, counts: RunCounts | undefined, now: Date): { count?: number; until?: string } {
+  if (guard === "paused" && counts?.trippedAt) return { until: new Date(counts.trippedAt.getTime() + BREAKER_PAUSE_MS).toISOString() };
+  if (guard === "breaker" && counts) return { count: counts.keyRunsLastHour, until: new Date(now.getTime() + BREAKER_PAUSE_MS).toISOString() };
+  if (guard === "daily_limit" && counts) return { count: counts.runsLastDay };
+  return {};
+}
+
 /** What is known of a key's session: its start job's state, and whether it runs now. */
 export interface KeySession {
   sessionId: string;

@@ -14,7 +14,17 @@ import { LIMITS } from "../../protocol/wire.ts";
 import { CLOSE_MARKER, OPEN_MARKER } from "../../server/persona/block-rules.ts";
 import { parseTriggers, TriggerConfig } from "../../server/triggers/config-rules.ts";
 import { triggerNotice } from "../../server/triggers/notice-rules.ts";
-import { admit, fromGitHub, keyOf, limitGuard, planFor, signatureMatches, triggerPrompt, type KeySession } from "../../server/triggers/trigger-rules.ts";
+import {
+  admit,
+  fromGitHub,
+  keyOf,
+  limitGuard,
+  planFor,
+  refusalCounts,
+  signatureMatches,
+  triggerPrompt,
+  type KeySession,
+} from "../../server/triggers/trigger-rules.ts";
 import { sayIn } from "./say.ts";
 
 const FIXTURES = join(import.meta.dirname, "../fixtures/github");
@@ -110,6 +120,12 @@ test("limits: a tripped breaker pauses, a key at its hourly runs trips it, the t
     [{ trippedAt: null, keyRunsLastHour: 0, runsLastDay: 5 }, "daily_limit"],
   ];
   for (const [counts, guard] of rows) assert.equal(limitGuard(counts, config), guard, JSON.stringify(counts));
+  const now = new Date("2026-12-02T10:00:00.000Z");
+  const tripped = { trippedAt: new Date("2026-12-02T09:30:00.000Z"), keyRunsLastHour: 3, runsLastDay: 5 };
+  assert.deepEqual(refusalCounts("paused", tripped, now), { until: "2026-12-02T10:30:00.000Z" }, "paused until an hour after the trip");
+  assert.deepEqual(refusalCounts("breaker", { ...tripped, trippedAt: null }, now), { count: 3, until: "2026-12-02T11:00:00.000Z" });
+  assert.deepEqual(refusalCounts("daily_limit", tripped, now), { count: 5 });
+  assert.deepEqual(refusalCounts("actor", undefined, now), {});
 });
 
 test("property: a delivery from a bot or carrying the marker never passes, whatever the settings", () => {
