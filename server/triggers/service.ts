@@ -157,49 +157,55 @@ export class TriggerService {
     return { state: "refused", delivery: deliveryId, guard };
   }
 
+  /** Works on an accepted delivery; never rejects: what went wrong is logged and told. */
+  async #work(received: Received): Promise<void> {
+    const { trigger, id, deliveryId, delivery, subject } = received;
+    try {
+      await this.#act(received);
+    } catch (error) {
+      this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) }));
+      await this.#deps.store.settle(id, "failed", null).catch(() => {});
+      const project = projectFor(trigger, delivery.repository)?.project ?? "";
+      void this.#tell(subject, { kind: "start_refused", project, reason: error instanceof DomainError ? error.code : errorText(error) });
+    }
+  }
+
   /** Starts, resumes or continues the key's session with the delivery's prompt. */
-  async #work({ trigger, id, deliveryId, delivery, subject }: Received): Promise<void> {
+  async #act({ trigger, id, deliveryId, delivery, subject }: Received): Promise<void> {
     const { store, starts, commands } = this.#deps;
     const itemKey = `${trigger.name}:${subject.key}`;
     const prompt = triggerPrompt(trigger, deliveryId, delivery);
     const plan = planFor(await this.#keySession(itemKey));
-    try {
-      if (plan.kind === "instruct") {
-        const { record } = await commands.create({
-          session_id: plan.sessionId,
-          event_id: null,
-          origin: "operator",
-          instruction: prompt,
-          images: [],
-          request_key: `trigger:${id}`,
-        });
-        await store.settle(id, plan.joined ? "joined" : "continued", plan.sessionId);
-        return void this.#tell(subject, { kind: plan.joined ? "joined" : "continued", sessionId: plan.sessionId, commandId: record.command_id });
-      }
-      const limits = { turns: trigger.turns, minutes: trigger.minutes };
-      const mapped = projectFor(trigger, delivery.repository)!;
-      const request =
-        plan.kind === "resume"
-          ? { project: plan.session.project, host: plan.session.host, session_id: plan.session.sessionId, task: prompt, limits }
-          : { project: mapped.project, host: mapped.host, task: prompt, limits };
-      const queued = await starts.queue(request, "server");
-      await store.setKey({
-        item_key: itemKey,
-        session_id: queued.sessionId,
-        host: queued.host,
-        project: queued.project,
-        start_command_id: queued.command.command_id,
-        updated_at: this.#now(),
-      });
-      await store.settle(id, plan.kind === "resume" ? "resumed" : "started", queued.sessionId);
-      // Waited for outside the key's turn: later deliveries join the pending start meanwhile.
-      void starts.settle(queued).then((result) => this.#tell(subject, startFact(result, queued.sessionId, plan.kind === "resume")));
-    } catch (error) {
-      this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) }));
-      await store.settle(id, "failed", null).catch(() => {});
-      const project = plan.kind === "resume" ? plan.session.project : (projectFor(trigger, delivery.repository)?.project ?? "");
-      void this.#tell(subject, { kind: "start_refused", project, reason: error instanceof DomainError ? error.code : errorText(error) });
+    if (plan.kind === "instruct") {
+      const instruction = {
+        session_id: plan.sessionId,
+        event_id: null,
+        origin: "operator" as const,
+        instruction: prompt,
+        images: [],
+        request_key: `trigger:${id}`,
+      };
+      const { record } = await commands.create(instruction);
+      await store.settle(id, plan.joined ? "joined" : "continued", plan.sessionId);
+      return void this.#tell(subject, { kind: plan.joined ? "joined" : "continued", sessionId: plan.sessionId, commandId: record.command_id });
     }
+    const limits = { turns: trigger.turns, minutes: trigger.minutes };
+    const mapped = projectFor(trigger, delivery.repository)!;
+    const request =
+      plan.kind === "resume"
+        ? { project: plan.session.project, host: plan.session.host, session_id: plan.session.sessionId, task: prompt, limits }
+        : { project: mapped.project, host: mapped.host, task: prompt, limits };
+    const queued = await starts.queue(request, "server");
+    const { sessionId, host, project, command } = queued;
+    await store.setKey({ item_key: itemKey, session_id: sessionId, host, project, start_command_id: command.command_id, updated_at: this.#now() });
+    await store.settle(id, plan.kind === "resume" ? "resumed" : "started", sessionId);
+    // Waited for outside the key's turn: later deliveries join the pending start meanwhile.
+    void starts
+      .settle(queued)
+      .then((result) => this.#tell(subject, startFact(result, sessionId, plan.kind === "resume")))
+      .catch((error: unknown) =>
+        this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) })),
+      );
   }
 
   async #keySession(itemKey: string): Promise<KeySession | undefined> {
