@@ -56,6 +56,13 @@ export const CreateSessionBody = z.strictObject({
 });
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
+/** What `StartService.start` takes: a surface's body, and from a trigger the run's limits and the session it resumes. */
+export interface StartRequest extends CreateSessionBody {
+  limits?: RunLimits | undefined;
+  /** An existing session's id: its host resumes it (Pi opens that session's file). */
+  session_id?: string | undefined;
+}
+
 /** What a start came to: started (with the session it became), refused by the host, or still queued. */
 export type StartResult =
   | { state: "started"; session_id: string; host: string; project: string; command: CommandSummary }

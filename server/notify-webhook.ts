@@ -30,7 +30,7 @@ import { HttpApi } from "./http/api.ts";
 import { MIN_TOKEN_CHARS } from "./token-file.ts";
 import { AUTH_FAILURE_LIMIT } from "./http/auth-failures.ts";
 import { koishi, untracedDatabase } from "./koishi.ts";
-import { configDescriptions, defineLocales, instanceLocale, instanceText, usageText } from "./locales/load.ts";
+import { configDescriptions, defineLocales, instanceLocale, instanceSay, instanceText, usageText } from "./locales/load.ts";
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { PairingCodes, PairingRoutes } from "./pairing/routes.ts";
@@ -54,6 +54,10 @@ import { Watchdog } from "./watchdog/plugin.ts";
 import { pushConfigProblem } from "./push/config.ts";
 import { pushParts } from "./push/parts.ts";
 import { PushRoutes } from "./push/routes.ts";
+import { DEFAULT_EVENTS, DEFAULT_MARKER, DEFAULT_PROMPT, parseTriggers, type TriggerConfig, type TriggerOption } from "./triggers/config-rules.ts";
+import { TriggerRoutes } from "./triggers/routes.ts";
+import { TriggerService } from "./triggers/service.ts";
+import { TriggerStore } from "./triggers/store.ts";
 
 const { Schema } = koishi;
 
@@ -127,6 +131,8 @@ export interface Config {
   publicUrl: string;
   feishuWebhook: string;
   feishuSecret: string;
+  triggers: TriggerOption[];
+  triggerDelivery: DeliveryRoute;
 }
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -260,6 +266,36 @@ export const Config: SchemaType<Config> = Schema.intersect([
     }),
     "push",
   ),
+  section(
+    Schema.object({
+      triggers: Schema.array(
+        section(
+          Schema.object({
+            name: Schema.string().required(),
+            secret: Schema.string().role("secret").required(),
+            projects: Schema.array(
+              Schema.object({ repository: Schema.string().required(), project: Schema.string().required(), host: Schema.string().default("") }),
+            )
+              .role("table")
+              .default([]),
+            events: Schema.array(Schema.string()).default([...DEFAULT_EVENTS]),
+            labels: Schema.array(Schema.string()).default([]),
+            actors: Schema.array(Schema.string()).default([]),
+            bots: Schema.array(Schema.string()).default([]),
+            marker: Schema.string().default(DEFAULT_MARKER),
+            runsPerDay: Schema.natural().min(1).default(20),
+            runsPerKeyPerHour: Schema.natural().min(1).default(10),
+            turns: Schema.natural().min(1).default(30),
+            minutes: Schema.natural().min(1).default(30),
+            prompt: Schema.string().role("textarea").default(DEFAULT_PROMPT),
+          }),
+          "trigger",
+        ),
+      ).default([]),
+      triggerDelivery: Schema.union(["anon", "direct"]).default("direct"),
+    }),
+    "triggers",
+  ),
 ]);
 
 /**
@@ -283,6 +319,8 @@ export function apply(ctx: Context, config: Config) {
   }
   const pushProblem = pushConfigProblem(config);
   if (pushProblem) throw new Error(instanceText(ctx, `anon-notify.push.config.${pushProblem.key}`, { value: pushProblem.value }));
+  const triggers = parseTriggers(config.triggers);
+  if (!triggers.ok) throw new Error(instanceText(ctx, "anon-notify.triggers.config-problem", { problem: triggers.problem }));
   const logger = ctx.logger("notify-webhook");
   const api = new HttpApi({
     agentToken: config.token,
@@ -316,7 +354,7 @@ export function apply(ctx: Context, config: Config) {
   // Outlives the parts (a database that comes and goes), so a used code stays used; npm start passes the code it prints.
   const pairing = new PairingCodes();
   if (config.pairingCode) pairing.issue(config.pairingCode);
-  ctx.plugin(Parts, { api, config, pairing });
+  ctx.plugin(Parts, { api, config, pairing, triggers: triggers.triggers });
 }
 
 /**
@@ -326,7 +364,7 @@ export function apply(ctx: Context, config: Config) {
  */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
-function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; config: Config; pairing: PairingCodes }) {
+function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] }) {
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
@@ -451,6 +489,11 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
     auditRetentionDays: config.auditRetentionDays,
     retentionDays: config.retentionDays,
   });
+  if (triggers.length > 0) {
+    const logger = ctx.logger("notify-webhook");
+    const deps = { triggers, store: new TriggerStore(ctx), starts, commands, registry, hosts, intake, audit, say: instanceSay(ctx) };
+    ctx.plugin(TriggerRoutes, { api, triggers: new TriggerService({ ...deps, delivery: config.triggerDelivery, log: (line) => logger.warn(line) }) });
+  }
   if (config.watchdogEnabled) {
     const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
     ctx.plugin(Watchdog, { registry, intake, audit, options });

@@ -16,8 +16,9 @@ import { instanceText } from "../locales/load.ts";
 export { json, type JsonAnswer } from "./error-status.ts";
 
 /** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
- * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/). */
-export type RouteAuth = "agent" | "operator" | "capability" | "pairing";
+ * `pairing`: the body's pairing code is the credential (server/pairing/); `signed`: the handler
+ * checks the raw body's signature before parsing it (triggers). */
+export type RouteAuth = "agent" | "operator" | "capability" | "pairing" | "signed";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
 export interface RouteSpec {
@@ -35,7 +36,10 @@ export interface RouteRequest {
   params: Readonly<Record<string, string>>;
   query: URLSearchParams;
   header(name: string): string | undefined;
+  /** The parsed JSON body; `undefined` for GET and for `signed` routes. */
   body: unknown;
+  /** The body's bytes as they arrived (empty for GET). */
+  raw: Buffer;
   /** Aborted when the client goes away (for long polls). */
   signal: AbortSignal;
   /** The peer's address (behind a reverse proxy: the proxy's). */
@@ -164,7 +168,7 @@ export class HttpApi {
     this.#authorize(c, spec.auth);
     if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
     const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
-    const body = raw === undefined || spec.anyBody ? undefined : parseJson(raw);
+    const body = raw === undefined || spec.anyBody || spec.auth === "signed" ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
     refuseUnstorable(params, query);
@@ -179,6 +183,7 @@ export class HttpApi {
         query,
         header: (name) => c.get(name) || undefined,
         body,
+        raw: raw ?? Buffer.alloc(0),
         signal: abort.signal,
         remoteAddress: c.req.socket.remoteAddress ?? "",
       };
@@ -201,7 +206,7 @@ export class HttpApi {
   }
 
   #authorize(c: KoaContext, auth: RouteAuth): void {
-    if (auth === "capability" || auth === "pairing") return;
+    if (auth === "capability" || auth === "pairing" || auth === "signed") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
     if (!expected) throw new DomainError("operator_disabled");
     if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);

@@ -180,6 +180,11 @@ function escapeTemplateOpenings(json: string): string {
 }
 
 export function buildEventBlock(event: EventBody, receivedAt: string): string {
-  const fields = Object.entries(blockPayload(event, receivedAt)).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  return markedBlock(blockPayload(event, receivedAt));
+}
+
+/** Outside text as marked data, for the persona (a notice) and for Pi (a trigger's delivery) alike. */
+export function markedBlock(payload: Record<string, unknown>): string {
+  const fields = Object.entries(payload).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
   return `${OPEN_MARKER}\n${escapeTemplateOpenings(escapeMarkers(`{\n${fields.join(",\n")}\n}`))}\n${CLOSE_MARKER}`;
 }

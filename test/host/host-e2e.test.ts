@@ -5,78 +5,18 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { request } from "undici";
 import { call, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
-import { type ChatHarness, startChat } from "../../harness/chat.ts";
+import type { ChatHarness } from "../../harness/chat.ts";
 import { waitUntil } from "../../harness/wait.ts";
-import { configureExtension } from "../../harness/webhook.ts";
-import { closeConsolePages } from "../../server/console/index.ts";
-import { CHROMIUM_SKIP, ConsoleSocket, consoleBrowser, withConsole } from "../helpers/console.ts";
-import { lastUserText, PI_CLI, PINNED_NODE, type PiHome, REPO, stubbedPiHome } from "../helpers/pi-cli.ts";
-
-const HOST_CLI = join(REPO, "host/cli.ts");
-const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
-
-interface RunningHost {
-  child: ChildProcess;
-  log: () => string;
-  /** SIGKILL to the host's process group: the host and the Pi sessions it started. */
-  kill(): void;
-}
-
-/** A root with one project, a link out of it, and a `pi` on PATH that is the pinned Pi with this extension. */
-function machine(home: PiHome) {
-  const code = join(home.root, "code");
-  mkdirSync(join(code, "shop"), { recursive: true });
-  mkdirSync(join(home.root, "elsewhere"));
-  symlinkSync(join(home.root, "elsewhere"), join(code, "escape"));
-  const bin = join(home.root, "bin");
-  mkdirSync(bin);
-  writeFileSync(join(bin, "pi"), `#!/bin/sh\nexec "${PINNED_NODE}" "${PI_CLI}" -e "${REPO}" "$@"\n`);
-  chmodSync(join(bin, "pi"), 0o755);
-  return { code, env: { ...home.env, PATH: [bin, home.env.PATH].join(delimiter) } };
-}
-
-async function startHost(t: { after(fn: () => unknown): void }, env: Record<string, string>, args: string[]): Promise<RunningHost> {
-  const child = spawn(PINNED_NODE, [HOST_CLI, ...args], { env, detached: true, stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (log += chunk));
-  const host: RunningHost = {
-    child,
-    log: () => log,
-    kill: () => {
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        // Already gone.
-      }
-    },
-  };
-  t.after(() => host.kill());
-  await waitUntil(
-    () => log.includes("registered as"),
-    () => `the host to register\n${log}`,
-    30_000,
-  );
-  return host;
-}
-
-async function setUp(t: { after(fn: () => Promise<void>): void }, consoleToken?: string) {
-  const server = await startChat({
-    config: { sessionHeartbeatTimeoutMs: 4_000, commandLeaseMs: 2_000, ...(consoleToken ? { consoleToken } : {}) },
-    ...(consoleToken ? { plugins: (use) => withConsole(use) } : {}),
-  });
-  if (consoleToken) t.after(() => closeConsolePages(server.app));
-  const { model, home } = await stubbedPiHome(t, () => server.stop());
-  configureExtension(home.root, `${server.baseUrl}/events`, { presence: { heartbeatIntervalMs: 1_000 } }, server.token);
-  return { server, model, home, ...machine(home) };
-}
+import { CHROMIUM_SKIP, ConsoleSocket, consoleBrowser } from "../helpers/console.ts";
+import { setUp, startHost, UUID } from "../helpers/host.ts";
+import { lastUserText } from "../helpers/pi-cli.ts";
 
 async function completedNotice(server: ChatHarness, sessionId: string) {
   await waitUntil(
@@ -178,7 +118,7 @@ test("anon.new in the owner's chat starts a session (naming the host when severa
 test("the console's New session form starts a session through the host: its hosts and projects listed, the session named, a refusal worded", async (t) => {
   const browser = CHROMIUM_SKIP ? undefined : await consoleBrowser(t);
   const token = randomBytes(16).toString("hex");
-  const { server, model, code, env } = await setUp(t, token);
+  const { server, model, code, env } = await setUp(t, { consoleToken: token });
   await startHost(t, env, ["--root", code, "--name", "laptop", "--max-sessions", "2"]);
   const port = Number(new URL(server.baseUrl).port);
   const page = await ConsoleSocket.open(port);
