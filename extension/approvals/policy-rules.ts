@@ -246,9 +246,16 @@ const outside = (words: ActionWords, at: string): Found => ({ id: "write-outside
 /** Where a command line names a protected path: a word of a command, a redirection, or the text itself. */
 function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace): string | undefined {
   const words = [...analysis.runs.flatMap((run) => run.args), ...analysis.writes, ...(analysis.script?.commands.flatMap((command) => command.words) ?? [])];
+  // A script repeats its words: each distinct path is resolved once.
+  const seen = new Set<string>();
+  const isProtected = (path: string) => {
+    if (seen.has(path)) return false;
+    seen.add(path);
+    return isProtectedPath(path, place);
+  };
   for (const word of words) {
     const value = word.value ?? word.text;
-    if ([value, value.slice(value.indexOf("=") + 1)].some((path) => isProtectedPath(path, place))) return word.text;
+    if (isProtected(value) || isProtected(value.slice(value.indexOf("=") + 1))) return word.text;
   }
   return mentionsProtected(line, place) ? line : undefined;
 }
