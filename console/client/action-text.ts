@@ -6,7 +6,7 @@ import type { ConsoleApproval } from "../../server/console/decisions.ts";
 const KEYS: Record<WordedAction, string> = { opaque: "opaque", "disk-write": "diskWrite", "write-outside-project": "writeOutsideProject" };
 
 export function actionText(
-  approval: Pick<ConsoleApproval, "source" | "action" | "action_code">,
+  approval: Pick<ConsoleApproval, "source" | "action" | "action_code"> & { rules?: readonly string[] },
   t: (key: string, params?: Record<string, string>) => string,
 ): string {
   const label = actionLabel(approval);

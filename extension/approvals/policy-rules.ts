@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
-import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../common/action-label.ts";
+import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
 import { isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace } from "./protected-path-rules.ts";
@@ -302,7 +302,11 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
   return {
     rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
-    action: first.action,
+    // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
+    action: ((COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action).slice(
+      0,
+      APPROVAL_LIMITS.actionChars,
+    ),
     actionCode: first.code,
     sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
     ...(argv ? { argv } : {}),

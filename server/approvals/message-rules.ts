@@ -64,7 +64,7 @@ export function shownCommand(
  * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
  * the server's own; an unknown code gets generic words (the verbatim command says what runs).
  */
-export function actionText(approval: Pick<Approval, "source" | "action" | "action_code">, voice: Voice): string {
+export function actionText(approval: Pick<Approval, "source" | "action" | "action_code"> & { rules?: readonly string[] }, voice: Voice): string {
   const label = actionLabel(approval);
   switch (label.kind) {
     case "words":

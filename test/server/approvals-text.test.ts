@@ -111,7 +111,13 @@ test("a grant's use is named in the closing message, its ordinal as the locale w
 test("the action is the server's words for a code it knows; an older client's label is marked as the agent's; an unknown code shows no label; ask_approval is the model's words whatever code came", () => {
   const [zh, en] = [voice("zh-CN"), voice("en-US")];
   for (const [action, code, source, zhAction, enAction] of ACTION_LABEL_CASES) {
-    const row = record({ action, action_code: code, source, command: "rm -rf ~", rules: [source === "policy" ? "rm-rf" : "model.ask"] });
+    const row = record({
+      action,
+      action_code: code,
+      source,
+      command: "rm -rf ~",
+      rules: [source === "ask_approval" ? "model.ask" : code === "git-push-force" ? code : "rm-rf"],
+    });
     for (const [v, line, words] of [
       [zh, source === "policy" ? `Agent 想执行 bash（${zhAction}）` : `Agent 请求批准：${zhAction}`, zhAction],
       [en, source === "policy" ? `The agent wants to run bash (${enAction})` : `The agent asks for approval: ${enAction}`, enAction],
@@ -122,4 +128,13 @@ test("the action is the server's words for a code it knows; an older client's la
       assert.ok(closingText({ ...row, state: "rejected", via: "chat" }, v).includes(words), `${code}: the closing names it the same way`);
     }
   }
+});
+
+test("every command-word rule a request matched is in its action, in the request and the closing message of either language", () => {
+  const row = record({ action: "rm -rf", action_code: "rm-rf", command: "rm -rf build\nsudo true", rules: ["rm-rf", "sudo", "strict.unlisted"] });
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  assert.ok(requestText(row, NOW, zh).includes("Agent 想执行 bash（rm -rf + sudo）"), requestText(row, NOW, zh));
+  assert.ok(requestText(row, NOW, en).includes("The agent wants to run bash (rm -rf + sudo)"), requestText(row, NOW, en));
+  assert.match(closingText({ ...row, state: "rejected", via: "chat" }, zh), /rm -rf \+ sudo/);
+  assert.match(closingText({ ...row, state: "rejected", via: "chat" }, en), /rm -rf \+ sudo/);
 });

@@ -30,7 +30,9 @@ function pageT(locale: "zh-CN" | "en-US") {
 
 test("the page words each action code in its own language; unknown codes name nothing; agent words stay marked as theirs", () => {
   for (const [action, action_code, source, zh, en] of ACTION_LABEL_CASES) {
-    const approval = consoleApproval(project(record({ action, action_code, source })));
+    // A request's rules hold the rule its code names (or none of the command-word ones).
+    const rules = action_code === "rm-rf" || action_code === "git-push-force" ? [action_code] : ["opaque.eval"];
+    const approval = consoleApproval(project(record({ action, action_code, source, rules })));
     assert.equal(actionText(approval, pageT("zh-CN")), zh, `${action_code} zh-CN`);
     assert.equal(actionText(approval, pageT("en-US")), en, `${action_code} en-US`);
   }
@@ -55,4 +57,10 @@ test("the page words a run's failure code in its own language; a code it does no
         `${locale} ${code}`,
       );
   }
+});
+
+test("the page names every command-word rule an approval matched", () => {
+  const approval = consoleApproval(project(record({ action: "rm -rf", action_code: "rm-rf", rules: ["rm-rf", "sudo", "strict.unlisted"] })));
+  assert.equal(actionText(approval, pageT("zh-CN")), "rm -rf + sudo");
+  assert.equal(actionText(approval, pageT("en-US")), "rm -rf + sudo");
 });
