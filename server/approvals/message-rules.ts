@@ -120,7 +120,7 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
   ];
   if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
   if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
-  lines.push(say("request.rules", { rules: record.rules.map(oneLine).join(", ") }));
+  lines.push(say("request.rules", { rules: rulesText(record, voice) }));
   // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
   if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));
   lines.push(
@@ -129,6 +129,27 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
     say("request.deny", { code }),
   );
   return lines.join("\n");
+}
+
+/** Where `at` first stands in `command`: 1-based line and column, or undefined when it is not there as written. */
+function placeOf(command: string, at: string): { line: number; col: number } | undefined {
+  const index = at === "" ? -1 : command.indexOf(at);
+  if (index < 0) return undefined;
+  const before = command.slice(0, index);
+  return { line: before.split("\n").length, col: index - before.lastIndexOf("\n") };
+}
+
+/** Every rule, each with where it matched: `rm-rf (line 1, col 10); sudo (line 2)`, or what it matched when that is not in the command as written. */
+export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "command">, voice: Voice): string {
+  const command = redactSecrets(record.command);
+  return record.rules
+    .map((rule) => {
+      const at = record.matched?.find((site) => site.rule === rule)?.at;
+      const place = at === undefined ? undefined : placeOf(command, at);
+      if (place) return voice.say(place.col === 1 ? "request.site.line" : "request.site.place", { rule: oneLine(rule), ...place });
+      return at === undefined ? oneLine(rule) : voice.say("request.site.text", { rule: oneLine(rule), at: oneLine(at) });
+    })
+    .join("; ");
 }
 
 /** The one message that closes a request, so no stale request is left looking open. */
@@ -196,7 +217,7 @@ export function commandLines(command: string): string[] {
  * split, its pieces marked as continuing), each headed with the code and its place in the series.
  */
 export function wholeCommandTexts(
-  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">,
+  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars" | "rules" | "matched">,
   voice: Voice,
   maxChars = WHOLE_COMMAND_MESSAGE_CHARS,
 ): string[] {
@@ -217,7 +238,8 @@ export function wholeCommandTexts(
     bodies.at(-1)!.push(line);
     size += line.length + 1;
   }
-  const tail = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  const cut = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  const tail = [...cut, voice.say("request.rules", { rules: rulesText(record, voice) })];
   return bodies.map((body, i) =>
     [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"),
   );
