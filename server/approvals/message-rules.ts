@@ -10,6 +10,7 @@ import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { actionLabel } from "../../common/action-label.ts";
+import { ruleSites } from "../../common/rule-sites.ts";
 import type { Approval, Grant } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
@@ -131,22 +132,11 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
   return lines.join("\n");
 }
 
-/** Where `at` first stands in `command`: 1-based line and column, or undefined when it is not there as written. */
-function placeOf(command: string, at: string): { line: number; col: number } | undefined {
-  const index = at === "" ? -1 : command.indexOf(at);
-  if (index < 0) return undefined;
-  const before = command.slice(0, index);
-  return { line: before.split("\n").length, col: index - before.lastIndexOf("\n") };
-}
-
 /** Every rule, each with where it matched: `rm-rf (line 1, col 10); sudo (line 2)`, or what it matched when that is not in the command as written. */
 export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "command">, voice: Voice): string {
-  const command = redactSecrets(record.command);
-  return record.rules
-    .map((rule) => {
-      const at = record.matched?.find((site) => site.rule === rule)?.at;
-      const place = at === undefined ? undefined : placeOf(command, at);
-      if (place) return voice.say(place.col === 1 ? "request.site.line" : "request.site.place", { rule: oneLine(rule), ...place });
+  return ruleSites(record.rules, record.matched, redactSecrets(record.command))
+    .map(({ rule, line, col, at }) => {
+      if (line !== undefined) return voice.say(col === 1 ? "request.site.line" : "request.site.place", { rule: oneLine(rule), line, col });
       return at === undefined ? oneLine(rule) : voice.say("request.site.text", { rule: oneLine(rule), at: oneLine(at) });
     })
     .join("; ");

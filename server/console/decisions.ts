@@ -4,6 +4,7 @@
  * shows them, one-line timeline items made from audit entries, who may act, and which WebSocket origins may reach the page's data at all.
  * The shapes here are the page's wire: the client imports these types.
  */
+import { ruleSites, type RuleSite } from "../../common/rule-sites.ts";
 import { isIP } from "node:net";
 import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";
@@ -156,7 +157,7 @@ export type ConsoleApproval = Pick<
   | "decided_by"
   | "created_at"
   | "expires_at"
-> & { command_lines: string[] };
+> & { command_lines: string[]; sites: RuleSite[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
   const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable } = approval;
@@ -180,6 +181,11 @@ export function consoleApproval(approval: Approval): ConsoleApproval {
     preview: redactSecrets(approval.preview),
     rules: approval.rules.map(oneLine),
     command_lines: commandLines(approval.command),
+    sites: ruleSites(approval.rules, approval.matched ?? null, redactSecrets(approval.command)).map((site) => ({
+      ...site,
+      rule: oneLine(site.rule),
+      ...(site.at === undefined ? {} : { at: oneLine(site.at) }),
+    })),
   };
 }
 
