@@ -22,7 +22,6 @@ import { createOutgoing, type Outgoing } from "./outgoing.ts";
 import { argsDigest } from "./policy-rules.ts";
 import { Waits, type Answer } from "./waits.ts";
 
-/** The bound session as approvals need it. */
 export interface ApprovalSession {
   ctx: ExtensionContext;
   sessionId: string;
@@ -61,7 +60,6 @@ function wireCommand(text: string): { command: string; command_hidden_chars: num
   return { command, command_hidden_chars: hiddenChars };
 }
 
-/** One wait, as its request and its dialog share it. */
 interface Wait {
   approvalId: string;
   argsDigest: string;
@@ -100,7 +98,6 @@ export class PersonAsking {
     this.#inRun = false;
   }
 
-  /** Whether a dialog with this title is one this extension opened. */
   ownsDialog(title: string): boolean {
     return this.#ownDialogs.has(title);
   }

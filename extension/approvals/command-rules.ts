@@ -1,11 +1,6 @@
 /**
- * What a command line will run: every simple command (shell-rules.ts) followed through what runs other
- * commands — wrappers (`env`, `sudo`, `timeout`, `xargs`, `busybox X` …), `find -exec`, the literal
- * script of `sh -c '…'`, `eval` of literals, literal here-documents fed to a shell — and what the
- * analysis cannot see through, named by an `opaque.*` id: a program name that is not a literal,
- * `eval` or `source` of something that expands, interpreters given code that expands or arrives on
- * standard input, a function or alias defined and then called, text the grammar rejects. Pure
- * given the reader.
+ * What a command line will run: every simple command followed through wrappers, `find -exec`, `sh -c`, `eval`
+ * and here-documents fed to a shell, and an `opaque.*` id for whatever the analysis cannot see through. Pure given the reader.
  */
 import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
 import {

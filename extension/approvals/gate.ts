@@ -1,12 +1,6 @@
 /**
- * The approval gate, Pi's side: Pi's `tool_call` event checks each call exactly as it will run
- * against the policy; a call that needs a person waits on a local promise (waits.ts) that the
- * server's decision (control lane), the terminal dialog, the timeout or the run's abort settles,
- * first answer wins. The request and the resolution go to the server through the outgoing queue,
- * never awaited here. Without a person the policy answers at once.
- *
- * Also: the opt-in `ask_approval` tool (offered while approvals are on in a switched-on main
- * session), and one "needs you" notice per dialog another extension opens while Pi waits on it.
+ * The approval gate, Pi's side: each `tool_call` is checked as it will run; one that needs a person waits on
+ * waits.ts, never on the network. Also the opt-in `ask_approval` tool and "needs you" notices for others' dialogs.
  */
 import { randomUUID } from "node:crypto";
 import { tmpdir, homedir } from "node:os";

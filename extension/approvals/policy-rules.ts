@@ -1,13 +1,6 @@
 /**
- * Which tool calls need a person, and what happens when nobody can answer. Pure: the gate in
- * gate.ts feeds it the call exactly as Pi will run it, the session's facts and the shell reader.
- *
- * A command tool's line is read with a real bash grammar (command-rules.ts follows it into every command
- * that will run). It needs a person when any of those commands matches a rule, and always when
- * the analysis cannot see what will run (`opaque.*`; these cannot be switched off). Built-in
- * rules cover the usual destructive set; the user turns any of them off by id
- * (`approval.disabledRules`) and adds their own (`approval.rules`: a tool name or `*`, and for
- * tools with a command line a regular expression on it).
+ * Which tool calls need a person, and what happens when nobody can answer. Pure. Built-in rules, the user's,
+ * and the fail-closed `opaque.*` findings (never switched off) over every command the bash grammar finds.
  */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
@@ -22,13 +15,10 @@ import type { ShellReader, Word } from "./shell-rules.ts";
 
 export interface UserRule {
   id: string;
-  /** A tool name, or `*` for every tool. */
   tool: string;
   /** A regular expression tested on the command line of a tool that has one (`bash`). */
   command?: string | undefined;
-  /** Shown to the person as the action. */
   label?: string | undefined;
-  /** The owner may answer with a standing grant. */
   grantable?: boolean | undefined;
 }
 
@@ -73,7 +63,6 @@ export interface RuleMatch {
   argv?: string[][];
 }
 
-/** One matched rule with the label and label code it would give the call, and where it matched. */
 type Found = { id: string; action: string; code: string; at?: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
@@ -81,13 +70,10 @@ const FILE_TOOLS = new Set(["write", "edit"]);
 /** Where writing is never "outside the project" in a way that matters. */
 const HARMLESS_TARGETS = new Set(["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
 
-/** The command line of a call, for tools that have one. */
 export function commandLine(call: ToolCall): string | undefined {
   const value = COMMAND_TOOLS.has(call.tool) ? call.input.command : undefined;
   return typeof value === "string" ? value : undefined;
 }
-
-// ── Built-in rules over one command that will run ───────────────────────────
 
 /** The options before `--`: literal short letters, literal long names, and whether one that expands may be any option. */
 function optionsOf(args: readonly Word[]): { short: string; long: string[]; unknown: boolean } {
@@ -171,14 +157,11 @@ function isDiskWrite(run: Run): boolean {
   );
 }
 
-// ── Writes outside the project ──────────────────────────────────────────────
-
 function expandHome(path: string, home: string): string {
   if (path === "~") return home;
   return path.startsWith("~/") ? home + path.slice(1) : path;
 }
 
-/** Whether writing `path` from `place.cwd` lands outside the project folder (temp folders excepted). */
 export function outsideProject(path: string, place: CallPlace): boolean {
   const expanded = expandHome(path.trim(), place.home);
   if (expanded === "" || HARMLESS_TARGETS.has(expanded) || /^\/dev\/fd\//.test(expanded)) return false;
@@ -205,8 +188,6 @@ function writeTargets(run: Run): Word[] {
   }
   return [];
 }
-
-// ── The decision ────────────────────────────────────────────────────────────
 
 /** The labels of the rules whose action is not the command's own words, in the session's language (the Pi catalogue). */
 export interface ActionWords {
@@ -331,7 +312,6 @@ export function grantable(rules: readonly string[], settings: PolicySettings): b
   );
 }
 
-/** Who could answer now. */
 export interface PersonFacts {
   mode: string | undefined;
   hasUI: boolean;
@@ -362,8 +342,6 @@ export function decideGate(match: RuleMatch | undefined, present: boolean, noPer
   if (noPerson === "allow" && !match.rules.some(isOpaqueRule)) return { kind: "allow" };
   return { kind: "block", match };
 }
-
-// ── Binding ─────────────────────────────────────────────────────────────────
 
 /** JSON with object keys sorted at every level, so equal arguments always give equal text. */
 export function canonicalJson(value: unknown): string {

@@ -6,9 +6,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Language, Parser, type Tree } from "web-tree-sitter";
 
-/** A word of a command as the shell will see it. */
 export interface Word {
-  /** Its source text. */
   text: string;
   /** Its value after quote removal, when nothing in it expands. */
   value: string | undefined;
@@ -18,7 +16,6 @@ export interface Word {
   processSubstitution: boolean;
 }
 
-/** Where a command's standard input comes from. */
 export type Stdin =
   | { kind: "inherited" }
   | { kind: "pipe" }
@@ -51,7 +48,6 @@ export type ShellReader = (source: string) => Script | undefined;
 
 let loading: Promise<ShellReader> | undefined;
 
-/** A backslash-newline that is not itself escaped. */
 const LINE_CONTINUATION = /(?<!\\)((?:\\\\)*)\\\n/g;
 
 /** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
@@ -80,8 +76,6 @@ export function loadShell(): Promise<ShellReader> {
   return loading;
 }
 
-// ── The tree ────────────────────────────────────────────────────────────────
-
 /** A grammar node copied out in one cursor walk: each property of tree-sitter's own nodes is a WASM call. */
 interface Syntax {
   type: string;
@@ -94,7 +88,6 @@ interface Syntax {
   namedChildren: Syntax[];
 }
 
-/** The node types whose children the reader looks up by field. */
 const WITH_FIELDS = new Set(["command", "redirected_statement", "file_redirect", "variable_assignment", "function_definition"]);
 
 function syntaxOf(tree: Tree, source: string, named: readonly boolean[]): Syntax {
@@ -135,10 +128,7 @@ function syntaxOf(tree: Tree, source: string, named: readonly boolean[]): Syntax
 
 const field = (node: Syntax, name: string) => node.children.find((child) => child.field === name);
 const fieldAll = (node: Syntax, name: string) => node.children.filter((child) => child.field === name);
-/** The operator of a redirection: its first anonymous child. */
 const operatorOf = (node: Syntax) => node.children.find((child) => !child.named)?.text ?? "";
-
-// ── Words ───────────────────────────────────────────────────────────────────
 
 const EXPANDING = new Set(["simple_expansion", "expansion", "command_substitution", "process_substitution", "arithmetic_expansion", "brace_expression"]);
 
@@ -179,7 +169,6 @@ const C_ESCAPES: Record<string, string> = {
   "?": "?",
 };
 
-/** `$'…'`'s inside, decoded as bash does. */
 export function ansiCValue(inner: string): string {
   return inner.replace(/\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)/gs, (whole, esc: string) => {
     if (/^x/.test(esc)) return String.fromCodePoint(parseInt(esc.slice(1), 16));
@@ -193,7 +182,6 @@ export function ansiCValue(inner: string): string {
 /** `{a,b}` and `{1..3}` expand into several words (a quoted one is counted too: erring towards "expands"). */
 const BRACE_EXPANSION = /\{[^{}]*(,|\.\.)[^{}]*\}/;
 
-/** A word node's value, or undefined when something in it expands. */
 function valueOf(node: Syntax): string | undefined {
   if ((node.type === "word" || node.type === "concatenation") && BRACE_EXPANSION.test(node.text)) return undefined;
   switch (node.type) {
@@ -236,8 +224,6 @@ function wordOf(node: Syntax): Word {
   };
 }
 
-// ── Commands ────────────────────────────────────────────────────────────────
-
 interface Context {
   stdin: Stdin;
 }
@@ -255,7 +241,6 @@ function heredocStdin(redirect: Syntax): Stdin {
   return { kind: "inline", body: literal ? (quoted ? body.text : doubleQuotedValue(body.text)) : undefined };
 }
 
-/** Where a redirection list sends standard input, when it does. */
 function stdinOf(redirects: readonly Syntax[], outer: Stdin): Stdin {
   let stdin = outer;
   for (const redirect of redirects) {
@@ -291,7 +276,6 @@ interface Reading {
   trusted: boolean;
 }
 
-/** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
 function readScript(root: Syntax, source: string): Script | undefined {
   const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] };
   const reading: Reading = { script, source, trusted: true };

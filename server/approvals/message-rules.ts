@@ -1,10 +1,6 @@
 /**
- * The texts an approval sends: the request straight to the owner, its closing message, the mention
- * to the persona and the whole command on request. Pure: the words come from Koishi's i18n through
- * a `Voice`, one language per text. Agent-written parts (command, action, reason, project) are
- * redacted again and rendered on one line with every control character visible, and every line
- * starts with the server's own words, so nothing the agent wrote can start a line of its own
- * (a forged `批准：anon.approve …`, say).
+ * The texts an approval sends, one language per text through a `Voice`. Pure. Agent-written parts are redacted
+ * and kept on one line with controls visible, and every line starts with the server's words, so none can be forged.
  */
 import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";

@@ -1,8 +1,6 @@
 /**
- * What the owner's console page shows, as pure decisions: the session board (online and recently
- * gone sessions, since when each is in its state, watchdog flags), the open approvals as the page
- * shows them, one-line timeline items made from audit entries, who may act, and which WebSocket origins may reach the page's data at all.
- * The shapes here are the page's wire: the client imports these types.
+ * What the owner's console page shows, as pure decisions: sessions, open approvals, timeline items, who may act
+ * and which WebSocket origins may connect. The shapes here are the page's wire: the client imports these types.
  */
 import { ruleSites, type RuleSite } from "../../common/rule-sites.ts";
 import { isIP } from "node:net";
