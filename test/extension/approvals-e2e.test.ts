@@ -36,6 +36,7 @@ test("answered in the terminal first: the command runs, the owner was asked with
   const code = /审批 ([A-Z]{5})/.exec(request)?.[1];
   assert.ok(code, request);
   assert.match(request, /rm -rf build/);
+  assert.ok(request.split("\n").includes("规则：rm-rf（第 1 行）; strict.unlisted（第 1 行）"), `every rule with where it matched: ${request}`);
   assert.match(request, new RegExp(`anon\\.approve ${code}`));
   assert.equal(existsSync(build), true, "nothing ran while waiting");
 
