@@ -108,11 +108,6 @@ export const ApprovalRequest = z.strictObject({
     .array(z.strictObject({ rule: RuleId, at: z.string().max(APPROVAL_LIMITS.siteChars) }))
     .max(APPROVAL_LIMITS.rulesMax)
     .optional(),
-  /**
-   * The literal words of every simple command, in order: present only when the gate resolved every
-   * word of every command (no expansion, assignment, file redirection, nested or wrapped command).
-   * Absent, the request is never covered by a grant.
-   */
   /** Ignored: the server alone decides what may be granted (`serverGrantable`); kept for older servers, which need it. */
   grantable: z.boolean(),
   source: ApprovalSource,
@@ -146,7 +141,10 @@ export const Approval = z.object({
   command_hidden_chars: z.number().int().min(0),
   rules: z.array(z.string()),
   /** Where each rule matched, as requested (redacted again); null without; absent from older servers. */
-  matched: z.array(z.object({ rule: z.string(), at: z.string() })).nullable().default(null),
+  matched: z
+    .array(z.object({ rule: z.string(), at: z.string() }))
+    .nullable()
+    .default(null),
   grantable: z.boolean(),
   /** The server's display form of `command`: one line, controls visible, head and tail past `previewChars`. */
   preview: z.string(),
