@@ -1,20 +1,6 @@
 /**
- * `npm run bench:approvals`: how long a tool call waiting for approval takes to start running once
- * a person answers, side by side in one run: answered with `anon.approve <code>` in the owner's
- * chat (Koishi's command parsing, the owner guard, then the same path as the operator API),
- * answered through the operator API (the server's conditional write, the control command, the
- * extension's control long poll, the local wait) and answered in the terminal dialog (the local
- * wait alone, the floor).
- *
- * Real parts only: the notify-webhook plugin in a Koishi app (loopback, SQLite) with plugin-mock's
- * owner chat, the extension as Pi loads it with approvals on, a real Pi session whose faux model
- * calls a `probe` tool that a user rule guards; the probe notes when it starts running.
- *
- * Then the gate's own cost per call, the part every tool call pays whether or not it asks: the
- * policy over a plain `ls` (the fast path that needs no parser), the same line through the bash
- * grammar, and longer commands the grammar reads and follows, in µs per call side by side.
- *
- *   npm run bench:approvals -- [samples per mode, default 40]
+ * `npm run bench:approvals -- [samples, default 40]`: answer → guarded tool running, answered in the owner's chat
+ * (real Koishi, plugin-mock, a real Pi session) and in the terminal (the floor); then the gate's own cost per call.
  */
 import { rmSync } from "node:fs";
 import { matchCall, type PolicySettings } from "../extension/approvals/policy-rules.ts";
@@ -31,12 +17,9 @@ import { messagesFor } from "../extension/texts/messages.ts";
 const samples = Number(process.argv[2] ?? 40);
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
-// The owner's messages go out as a platform would take them (recorded, an id back).
-// The per-session request limits and the owner's message cap would throttle a run of back-to-back
-// samples: this measures latency, not the limiters. Operator-API answers are an opt-in (this Pi runs as the bench's user).
-const koishi = await startChat({
-  config: { approvalsPerMinute: 100_000, approvalBurst: 1_000, approvalMessagesPerMinute: 100_000, approvalOperatorDecisions: true },
-});
+// The limiters would throttle back-to-back samples: this measures latency, not them. No operator-API mode:
+// this Pi runs as the bench's own user, so the server refuses decisions through the token it could read.
+const koishi = await startChat({ config: { approvalsPerMinute: 100_000, approvalBurst: 1_000, approvalMessagesPerMinute: 100_000 } });
 const owner = koishi.owner();
 const root = makeRoot();
 const savedEnv = { ...process.env };
@@ -79,7 +62,7 @@ try {
     async () => ((await call(koishi, "GET", "/operator/sessions", undefined, OPERATOR_TOKEN)).body.sessions.length > 0 ? true : undefined),
     "online",
   );
-  for (const mode of [CHAT, "operator decision", "terminal answer"] as const) {
+  for (const mode of [CHAT, "terminal answer"] as const) {
     const latencies: number[] = [];
     const calls: number[] = [];
     for (let i = 0; i < samples; i++) {
@@ -95,14 +78,10 @@ try {
       }, "the approval is pending on the server");
       const answeredAt = performance.now();
       if (mode === "terminal answer") dialog!(true);
-      else if (mode === CHAT) {
+      else {
         const [reply] = await owner.receive(`anon.approve ${pending.code}`);
         calls.push(performance.now() - answeredAt);
         if (!reply?.startsWith(`已批准 ${pending.code}`)) throw new Error(`chat: ${reply}`);
-      } else {
-        const decided = await call(koishi, "POST", `/operator/approvals/${pending.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
-        calls.push(performance.now() - answeredAt);
-        if (decided.status !== 200) throw new Error(`decision: ${decided.status} ${JSON.stringify(decided.body)}`);
       }
       latencies.push((await ran) - answeredAt);
       await run;
@@ -131,17 +110,12 @@ try {
 }
 
 console.log(`\nApproval latency, answer → guarded tool running (Node ${process.version}, loopback, ${samples} samples each)`);
-console.log("| answered by | samples | p50 ms | p99 ms | max ms | the decision call / chat reply, p50 ms |");
+console.log("| answered by | samples | p50 ms | p99 ms | max ms | the chat reply, p50 ms |");
 console.log("|---|---|---|---|---|---|");
 for (const row of rows)
   console.log(`| ${row.mode} | ${row.n} | ${row.p50.toFixed(1)} | ${row.p99.toFixed(1)} | ${row.max.toFixed(1)} | ${row.callP50?.toFixed(1) ?? "—"} |`);
-const [chat, remote, local] = rows;
-if (chat && remote && local) {
-  const ratio = (a: number, b: number) => `${(a / Math.max(b, 0.001)).toFixed(1)}×`;
-  console.log(
-    `\np50 ratios: chat / operator ${ratio(chat.p50, remote.p50)}, operator / terminal ${ratio(remote.p50, local.p50)}, chat / terminal ${ratio(chat.p50, local.p50)}`,
-  );
-}
+const [chat, local] = rows;
+if (chat && local) console.log(`\np50 ratio chat / terminal: ${(chat.p50 / Math.max(local.p50, 0.001)).toFixed(1)}×`);
 
 // ── The gate's own cost per call ────────────────────────────────────────────
 

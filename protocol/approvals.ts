@@ -124,6 +124,11 @@ export const Approval = z.object({
   command: z.string(),
   command_hidden_chars: z.number().int().min(0),
   rules: z.array(z.string()),
+  /** Where each rule matched, as requested (redacted again); null without; absent from older servers. */
+  matched: z
+    .array(z.object({ rule: z.string(), at: z.string() }))
+    .nullable()
+    .default(null),
   grantable: z.boolean(),
   /** The server's display form of `command`: one line, controls visible, head and tail past `previewChars`. */
   preview: z.string(),

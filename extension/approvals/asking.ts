@@ -3,7 +3,13 @@
 import { randomUUID } from "node:crypto";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
-import { APPROVAL_LIMITS, type ApprovalDecisionOutcome, type ApprovalDecisionPayload, type ApprovalSource } from "../../protocol/approvals.ts";
+import {
+  APPROVAL_LIMITS,
+  type ApprovalDecisionOutcome,
+  type ApprovalDecisionPayload,
+  type ApprovalRequest,
+  type ApprovalSource,
+} from "../../protocol/approvals.ts";
 import type { Config } from "../config/schema-rules.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
 import type { Notifier } from "../notices/notifier.ts";
@@ -14,7 +20,6 @@ import { createOutgoing, type Outgoing } from "./outgoing.ts";
 import { argsDigest } from "./policy-rules.ts";
 import { Waits, type Answer } from "./waits.ts";
 
-/** The bound session as approvals need it. */
 export interface ApprovalSession {
   ctx: ExtensionContext;
   sessionId: string;
@@ -53,6 +58,14 @@ function wireCommand(text: string): { command: string; command_hidden_chars: num
   return { command, command_hidden_chars: hiddenChars };
 }
 
+interface Wait {
+  approvalId: string;
+  argsDigest: string;
+  timeoutMs: number;
+  ended: AbortSignal;
+  dialogOpen: boolean;
+}
+
 export interface AskingDeps {
   runtimeId: string;
   report: Report;
@@ -83,7 +96,6 @@ export class PersonAsking {
     this.#inRun = false;
   }
 
-  /** Whether a dialog with this title is one this extension opened. */
   ownsDialog(title: string): boolean {
     return this.#ownDialogs.has(title);
   }
@@ -95,100 +107,26 @@ export class PersonAsking {
 
   /** Waits for a person; resolves with the first answer. Never awaits the network. */
   async ask(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall): Promise<Answer> {
-    const waits = this.#waits;
-    const ownDialogs = this.#ownDialogs;
     const timeoutMs = s.config.approval.timeoutMs;
-    const m = this.#deps.text().approvals;
     const approvalId = `ap-${randomUUID()}`;
     const binding = { tool_call_id: call.toolCallId, args_digest: argsDigest(call.input), cwd: ctx.cwd };
-    const answer = waits.open(approvalId, binding);
+    const answer = this.#waits.open(approvalId, binding);
     const ended = new AbortController();
-    const now = Date.now();
-    let dialogOpen = false;
+    const wait: Wait = { approvalId, argsDigest: binding.args_digest, timeoutMs, ended: ended.signal, dialogOpen: false };
+    if (s.client) this.#request(s.client, s, ctx, call, wait);
 
-    if (s.client) {
-      this.#outgoing.request(
-        s.client,
-        {
-          approval_id: approvalId,
-          session_id: s.sessionId,
-          runtime_id: this.#deps.runtimeId,
-          run_id: `${this.#deps.runtimeId}.run.${this.#runSeq}`,
-          tool_call_id: call.toolCallId,
-          tool: call.tool,
-          args_digest: binding.args_digest,
-          cwd: truncate(ctx.cwd, APPROVAL_LIMITS.cwdChars),
-          action: call.action,
-          reason: call.reason,
-          ...wireCommand(call.command),
-          rules: call.rules,
-          ...(call.matched?.length ? { matched: call.matched.map(({ rule, at }) => ({ rule, at: truncate(at, APPROVAL_LIMITS.siteChars) })) } : {}),
-          ...(call.argv ? { argv: call.argv } : {}),
-          grantable: call.grantable,
-          source: call.source,
-          ...(call.actionCode === undefined ? {} : { action_code: call.actionCode }),
-          expires_at: new Date(now + timeoutMs).toISOString(),
-          created_at: new Date(now).toISOString(),
-        },
-        ended.signal,
-        (code, reach, push, open) => {
-          // A request a standing grant approved reaches nobody, and needs nobody: the grant's own line says so.
-          if (!open || !dialogOpen || ended.signal.aborted) return;
-          // Not in the chat, but on its way to the phone: say that, not "not sent".
-          if (push && reach !== "sent") ctx.ui.notify(m.requestPushed(code, push), "info");
-          else ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
-        },
-      );
-    }
-
-    const timer = setTimeout(() => waits.settle(approvalId, { outcome: "timeout", via: "timeout", reason: null }), timeoutMs);
+    const timer = setTimeout(() => this.#waits.settle(approvalId, { outcome: "timeout", via: "timeout", reason: null }), timeoutMs);
     const signal = ctx.signal;
-    const onAbort = () => waits.settle(approvalId, { outcome: "rejected", via: "aborted", reason: null });
+    const onAbort = () => this.#waits.settle(approvalId, { outcome: "rejected", via: "aborted", reason: null });
     if (signal?.aborted) onAbort();
     signal?.addEventListener("abort", onAbort, { once: true });
-
-    if (ctx.hasUI) {
-      const title = m.dialogTitle(call.action);
-      ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
-      dialogOpen = true;
-      const preview = commandPreview(call.command, APPROVAL_LIMITS.previewChars);
-      const facts = {
-        preview: preview.text,
-        hiddenChars: preview.hiddenChars,
-        totalChars: call.command.length,
-        reason: call.reason,
-        timeoutMs,
-        remote: s.client !== undefined && s.chat,
-      };
-      ctx.ui
-        .confirm(title, m.dialogMessage(facts), { signal: ended.signal })
-        .then(
-          (yes) => {
-            // A dialog dismissed because the wait ended is no answer.
-            if (!ended.signal.aborted) waits.settle(approvalId, { outcome: yes ? "approved" : "rejected", via: "terminal", reason: null });
-          },
-          () => {},
-        )
-        .finally(() => {
-          dialogOpen = false;
-          const left = (ownDialogs.get(title) ?? 1) - 1;
-          // Pi announces the dialog's end after it closed; the title is forgotten a tick later.
-          setImmediate(() => (left > 0 ? ownDialogs.set(title, left) : ownDialogs.delete(title)));
-        });
-    }
+    if (ctx.hasUI) this.#openDialog(s, ctx, call, wait);
 
     const result = await answer;
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
     ended.abort();
-    if ((dialogOpen && result.via !== "terminal") || (ctx.hasUI && result.grant)) {
-      try {
-        if (result.grant) ctx.ui.notify(m.grantApplied(call.action, result.via, result.grant.expires_at), "info");
-        else ctx.ui.notify(m.answeredElsewhere(call.action, result), result.outcome === "approved" ? "info" : "warning");
-      } catch {
-        // A stale ctx after the session was replaced.
-      }
-    }
+    if ((wait.dialogOpen && result.via !== "terminal") || (ctx.hasUI && result.grant)) this.#tellAnswer(ctx, call, result);
     this.#outgoing.resolve(approvalId, {
       session_id: s.sessionId,
       runtime_id: this.#deps.runtimeId,
@@ -197,5 +135,84 @@ export class PersonAsking {
       reason: result.reason,
     });
     return result;
+  }
+
+  /** Posts the request; the terminal hears how the owner is reached while its dialog is open. */
+  #request(client: ApiClient, s: ApprovalSession, ctx: ExtensionContext, call: PendingCall, wait: Wait): void {
+    const m = this.#deps.text().approvals;
+    const now = Date.now();
+    const uid = process.getuid?.();
+    const body: ApprovalRequest = {
+      approval_id: wait.approvalId,
+      session_id: s.sessionId,
+      runtime_id: this.#deps.runtimeId,
+      run_id: `${this.#deps.runtimeId}.run.${this.#runSeq}`,
+      tool_call_id: call.toolCallId,
+      tool: call.tool,
+      args_digest: wait.argsDigest,
+      cwd: truncate(ctx.cwd, APPROVAL_LIMITS.cwdChars),
+      action: call.action,
+      reason: call.reason,
+      ...wireCommand(call.command),
+      rules: call.rules,
+      ...(call.matched?.length ? { matched: call.matched.map(({ rule, at }) => ({ rule, at: truncate(at, APPROVAL_LIMITS.siteChars) })) } : {}),
+      ...(call.argv ? { argv: call.argv } : {}),
+      ...(uid === undefined ? {} : { agent_uid: uid }),
+      grantable: call.grantable,
+      source: call.source,
+      ...(call.actionCode === undefined ? {} : { action_code: call.actionCode }),
+      expires_at: new Date(now + wait.timeoutMs).toISOString(),
+      created_at: new Date(now).toISOString(),
+    };
+    this.#outgoing.request(client, body, wait.ended, (code, reach, push, open) => {
+      // A request a standing grant approved reaches nobody, and needs nobody: the grant's own line says so.
+      if (!open || !wait.dialogOpen || wait.ended.aborted) return;
+      // Not in the chat, but on its way to the phone: say that, not "not sent".
+      if (push && reach !== "sent") ctx.ui.notify(m.requestPushed(code, push), "info");
+      else ctx.ui.notify(m.requestReach[reach](code), reach === "sent" ? "info" : "warning");
+    });
+  }
+
+  /** The terminal dialog; a dialog dismissed because the wait ended is no answer. */
+  #openDialog(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall, wait: Wait): void {
+    const m = this.#deps.text().approvals;
+    const ownDialogs = this.#ownDialogs;
+    const title = m.dialogTitle(call.action);
+    ownDialogs.set(title, (ownDialogs.get(title) ?? 0) + 1);
+    wait.dialogOpen = true;
+    const preview = commandPreview(call.command, APPROVAL_LIMITS.previewChars);
+    const facts = {
+      preview: preview.text,
+      hiddenChars: preview.hiddenChars,
+      totalChars: call.command.length,
+      reason: call.reason,
+      timeoutMs: wait.timeoutMs,
+      remote: s.client !== undefined && s.chat,
+    };
+    ctx.ui
+      .confirm(title, m.dialogMessage(facts), { signal: wait.ended })
+      .then(
+        (yes) => {
+          if (!wait.ended.aborted) this.#waits.settle(wait.approvalId, { outcome: yes ? "approved" : "rejected", via: "terminal", reason: null });
+        },
+        () => {},
+      )
+      .finally(() => {
+        wait.dialogOpen = false;
+        const left = (ownDialogs.get(title) ?? 1) - 1;
+        // Pi announces the dialog's end after it closed; the title is forgotten a tick later.
+        setImmediate(() => (left > 0 ? ownDialogs.set(title, left) : ownDialogs.delete(title)));
+      });
+  }
+
+  /** The terminal told how a wait it did not answer ended. */
+  #tellAnswer(ctx: ExtensionContext, call: PendingCall, result: Answer): void {
+    const m = this.#deps.text().approvals;
+    try {
+      if (result.grant) ctx.ui.notify(m.grantApplied(call.action, result.via, result.grant.expires_at), "info");
+      else ctx.ui.notify(m.answeredElsewhere(call.action, result), result.outcome === "approved" ? "info" : "warning");
+    } catch {
+      // A stale ctx after the session was replaced.
+    }
   }
 }

@@ -39,10 +39,15 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
         });
       const sent = (async () => {
         let result = await post(body);
-        // A server older than `action_code` refuses the field (its request shape is strict): the
-        // same request without it, which that server shows with the session's own label as before.
-        if (!result.ok && result.error.status === 400 && body.action_code !== undefined && !waitEnded.aborted) {
-          const { action_code: _, ...older } = body;
+        // A server older than optional fields refuses them (its request shape is strict): the same
+        // request without the display fields, then without `agent_uid` (it cannot refuse by uid anyway).
+        const { action_code: _code, matched: _matched, ...plain } = body;
+        const { agent_uid: _uid, ...oldest } = plain;
+        let sent: object = body;
+        for (const older of [plain, oldest]) {
+          if (result.ok || result.error.status !== 400 || waitEnded.aborted) break;
+          if (Object.keys(older).length === Object.keys(sent).length) continue;
+          sent = older;
           result = await post(older);
         }
         if (result.ok)

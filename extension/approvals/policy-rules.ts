@@ -2,7 +2,7 @@
  * real bash grammar; anything the analysis cannot see through (`opaque.*`) always asks. */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
-import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../common/action-label.ts";
+import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
 import { isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace } from "./protected-path-rules.ts";
@@ -13,13 +13,10 @@ import type { ShellReader, Word } from "./shell-rules.ts";
 
 export interface UserRule {
   id: string;
-  /** A tool name, or `*` for every tool. */
   tool: string;
   /** A regular expression tested on the command line of a tool that has one (`bash`). */
   command?: string | undefined;
-  /** Shown to the person as the action. */
   label?: string | undefined;
-  /** The owner may answer with a standing grant. */
   grantable?: boolean | undefined;
 }
 
@@ -64,7 +61,6 @@ export interface RuleMatch {
   argv?: string[][];
 }
 
-/** One matched rule with the label and label code it would give the call, and where it matched. */
 type Found = { id: string; action: string; code: string; at?: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
@@ -72,13 +68,10 @@ const FILE_TOOLS = new Set(["write", "edit"]);
 /** Where writing is never "outside the project" in a way that matters. */
 const HARMLESS_TARGETS = new Set(["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
 
-/** The command line of a call, for tools that have one. */
 export function commandLine(call: ToolCall): string | undefined {
   const value = COMMAND_TOOLS.has(call.tool) ? call.input.command : undefined;
   return typeof value === "string" ? value : undefined;
 }
-
-// ── Built-in rules over one command that will run ───────────────────────────
 
 /** The options before `--`: literal short letters, literal long names, and whether one that expands may be any option. */
 function optionsOf(args: readonly Word[]): { short: string; long: string[]; unknown: boolean } {
@@ -162,14 +155,11 @@ function isDiskWrite(run: Run): boolean {
   );
 }
 
-// ── Writes outside the project ──────────────────────────────────────────────
-
 function expandHome(path: string, home: string): string {
   if (path === "~") return home;
   return path.startsWith("~/") ? home + path.slice(1) : path;
 }
 
-/** Whether writing `path` from `place.cwd` lands outside the project folder (temp folders excepted). */
 export function outsideProject(path: string, place: CallPlace): boolean {
   const expanded = expandHome(path.trim(), place.home);
   if (expanded === "" || HARMLESS_TARGETS.has(expanded) || /^\/dev\/fd\//.test(expanded)) return false;
@@ -196,8 +186,6 @@ function writeTargets(run: Run): Word[] {
   }
   return [];
 }
-
-// ── The decision ────────────────────────────────────────────────────────────
 
 /** The labels of the rules whose action is not the command's own words, in the session's language (the Pi catalogue). */
 export interface ActionWords {
@@ -237,9 +225,16 @@ const outside = (words: ActionWords, at: string): Found => ({ id: "write-outside
 /** Where a command line names a protected path: a word of a command, a redirection, or the text itself. */
 function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace): string | undefined {
   const words = [...analysis.runs.flatMap((run) => run.args), ...analysis.writes, ...(analysis.script?.commands.flatMap((command) => command.words) ?? [])];
+  // A script repeats its words: each distinct path is resolved once.
+  const seen = new Set<string>();
+  const isProtected = (path: string) => {
+    if (seen.has(path)) return false;
+    seen.add(path);
+    return isProtectedPath(path, place);
+  };
   for (const word of words) {
     const value = word.value ?? word.text;
-    if ([value, value.slice(value.indexOf("=") + 1)].some((path) => isProtectedPath(path, place))) return word.text;
+    if (isProtected(value) || isProtected(value.slice(value.indexOf("=") + 1))) return word.text;
   }
   return mentionsProtected(line, place) ? line : undefined;
 }
@@ -286,7 +281,11 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
   return {
     rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
-    action: first.action,
+    // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
+    action: ((COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action).slice(
+      0,
+      APPROVAL_LIMITS.actionChars,
+    ),
     actionCode: first.code,
     sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
     ...(argv ? { argv } : {}),
@@ -311,7 +310,6 @@ export function grantable(rules: readonly string[], settings: PolicySettings): b
   );
 }
 
-/** Who could answer now. */
 export interface PersonFacts {
   mode: string | undefined;
   hasUI: boolean;
@@ -342,8 +340,6 @@ export function decideGate(match: RuleMatch | undefined, present: boolean, noPer
   if (noPerson === "allow" && !match.rules.some(isOpaqueRule)) return { kind: "allow" };
   return { kind: "block", match };
 }
-
-// ── Binding ─────────────────────────────────────────────────────────────────
 
 /** JSON with object keys sorted at every level, so equal arguments always give equal text. */
 export function canonicalJson(value: unknown): string {

@@ -2,11 +2,9 @@
  * the shell will see them (literal only when nothing expands), its stdin and where it writes. */
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { Language, Parser, type Node } from "web-tree-sitter";
+import { Language, Parser, type Tree } from "web-tree-sitter";
 
-/** A word of a command as the shell will see it. */
 export interface Word {
-  /** Its source text. */
   text: string;
   /** Its value after quote removal, when nothing in it expands. */
   value: string | undefined;
@@ -16,7 +14,6 @@ export interface Word {
   processSubstitution: boolean;
 }
 
-/** Where a command's standard input comes from. */
 export type Stdin =
   | { kind: "inherited" }
   | { kind: "pipe" }
@@ -49,7 +46,6 @@ export type ShellReader = (source: string) => Script | undefined;
 
 let loading: Promise<ShellReader> | undefined;
 
-/** A backslash-newline that is not itself escaped. */
 const LINE_CONTINUATION = /(?<!\\)((?:\\\\)*)\\\n/g;
 
 /** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
@@ -60,14 +56,16 @@ export function loadShell(): Promise<ShellReader> {
     const language = await Language.load(join(dirname(require.resolve("tree-sitter-bash/package.json")), "tree-sitter-bash.wasm"));
     const parser = new Parser();
     parser.setLanguage(language);
+    const named = language.types.map((_, typeId) => language.nodeTypeIsNamed(typeId));
     return (source: string) => {
       // The grammar takes `\` + CR LF for a line continuation; bash does not.
       if (source.includes("\\\r")) return undefined;
       // bash joins lines at `\⏎` before it splits words; the grammar takes it for a blank.
-      const tree = parser.parse(source.replace(LINE_CONTINUATION, "$1"));
+      const joined = source.replace(LINE_CONTINUATION, "$1");
+      const tree = parser.parse(joined);
       if (!tree) return undefined;
       try {
-        return tree.rootNode.hasError ? undefined : readScript(tree.rootNode);
+        return tree.rootNode.hasError ? undefined : readScript(syntaxOf(tree, joined, named), joined);
       } finally {
         tree.delete();
       }
@@ -76,7 +74,59 @@ export function loadShell(): Promise<ShellReader> {
   return loading;
 }
 
-// ── Words ───────────────────────────────────────────────────────────────────
+/** A grammar node copied out in one cursor walk: each property of tree-sitter's own nodes is a WASM call. */
+interface Syntax {
+  type: string;
+  named: boolean;
+  field: string | undefined;
+  text: string;
+  start: number;
+  end: number;
+  children: Syntax[];
+  namedChildren: Syntax[];
+}
+
+const WITH_FIELDS = new Set(["command", "redirected_statement", "file_redirect", "variable_assignment", "function_definition"]);
+
+function syntaxOf(tree: Tree, source: string, named: readonly boolean[]): Syntax {
+  const cursor = tree.walk();
+  const { types, fields } = tree.language;
+  const copy = (withFields: boolean): Syntax => {
+    const typeId = cursor.nodeTypeId;
+    const start = cursor.startIndex;
+    const end = cursor.endIndex;
+    const type = types[typeId] || "ERROR";
+    const node: Syntax = {
+      type,
+      named: named[typeId] ?? false,
+      field: withFields ? (fields[cursor.currentFieldId] ?? undefined) : undefined,
+      text: source.slice(start, end),
+      start,
+      end,
+      children: [],
+      namedChildren: [],
+    };
+    if (cursor.gotoFirstChild()) {
+      const fielded = WITH_FIELDS.has(type);
+      do {
+        const child = copy(fielded);
+        node.children.push(child);
+        if (child.named) node.namedChildren.push(child);
+      } while (cursor.gotoNextSibling());
+      cursor.gotoParent();
+    }
+    return node;
+  };
+  try {
+    return copy(false);
+  } finally {
+    cursor.delete();
+  }
+}
+
+const field = (node: Syntax, name: string) => node.children.find((child) => child.field === name);
+const fieldAll = (node: Syntax, name: string) => node.children.filter((child) => child.field === name);
+const operatorOf = (node: Syntax) => node.children.find((child) => !child.named)?.text ?? "";
 
 const EXPANDING = new Set(["simple_expansion", "expansion", "command_substitution", "process_substitution", "arithmetic_expansion", "brace_expression"]);
 
@@ -117,7 +167,6 @@ const C_ESCAPES: Record<string, string> = {
   "?": "?",
 };
 
-/** `$'…'`'s inside, decoded as bash does. */
 export function ansiCValue(inner: string): string {
   return inner.replace(/\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)/gs, (whole, esc: string) => {
     if (/^x/.test(esc)) return String.fromCodePoint(parseInt(esc.slice(1), 16));
@@ -131,8 +180,7 @@ export function ansiCValue(inner: string): string {
 /** `{a,b}` and `{1..3}` expand into several words (a quoted one is counted too: erring towards "expands"). */
 const BRACE_EXPANSION = /\{[^{}]*(,|\.\.)[^{}]*\}/;
 
-/** A word node's value, or undefined when something in it expands. */
-function valueOf(node: Node): string | undefined {
+function valueOf(node: Syntax): string | undefined {
   if ((node.type === "word" || node.type === "concatenation") && BRACE_EXPANSION.test(node.text)) return undefined;
   switch (node.type) {
     case "word":
@@ -143,13 +191,12 @@ function valueOf(node: Node): string | undefined {
     case "ansi_c_string":
       return ansiCValue(node.text.slice(2, -1));
     case "string":
-      return node.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)) ? undefined : doubleQuotedValue(node.text.slice(1, -1));
+      return node.namedChildren.some((child) => EXPANDING.has(child.type)) ? undefined : doubleQuotedValue(node.text.slice(1, -1));
     case "translated_string":
       return node.namedChildren[0] ? valueOf(node.namedChildren[0]) : undefined;
     case "concatenation": {
       let out = "";
       for (const child of node.children) {
-        if (!child) return undefined;
         const part = valueOf(child);
         if (part === undefined) return undefined;
         out += part;
@@ -162,7 +209,7 @@ function valueOf(node: Node): string | undefined {
   }
 }
 
-function wordOf(node: Node): Word {
+function wordOf(node: Syntax): Word {
   const value = valueOf(node);
   const first = node.type === "concatenation" ? node.children[0] : node;
   const head = first ? valueOf(first) : undefined;
@@ -175,34 +222,35 @@ function wordOf(node: Node): Word {
   };
 }
 
-// ── Commands ────────────────────────────────────────────────────────────────
-
 interface Context {
   stdin: Stdin;
 }
 
 const INHERITED: Context = { stdin: { kind: "inherited" } };
+const PIPED: Context = { stdin: { kind: "pipe" } };
 
-/** Where a redirection list sends standard input, when it does. */
-function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
+function heredocStdin(redirect: Syntax): Stdin {
+  const body = redirect.namedChildren.find((child) => child.type === "heredoc_body");
+  const start = redirect.namedChildren.find((child) => child.type === "heredoc_start")?.text ?? "";
+  // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
+  const quoted = /['"\\]/.test(start);
+  if (!body) return { kind: "inline", body: "" };
+  const literal = quoted || !body.namedChildren.some((child) => EXPANDING.has(child.type));
+  return { kind: "inline", body: literal ? (quoted ? body.text : doubleQuotedValue(body.text)) : undefined };
+}
+
+function stdinOf(redirects: readonly Syntax[], outer: Stdin): Stdin {
   let stdin = outer;
   for (const redirect of redirects) {
-    if (redirect.type === "heredoc_redirect") {
-      const body = redirect.namedChildren.find((child) => child?.type === "heredoc_body");
-      const start = redirect.namedChildren.find((child) => child?.type === "heredoc_start")?.text ?? "";
-      // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
-      const quoted = /['"\\]/.test(start);
-      const literal = body && (quoted || !body.namedChildren.some((child) => child !== null && EXPANDING.has(child.type)));
-      const text = body ? (quoted ? body.text : doubleQuotedValue(body.text)) : "";
-      stdin = { kind: "inline", body: literal || !body ? text : undefined };
-    } else if (redirect.type === "herestring_redirect") {
-      const word = redirect.namedChildren.find((child) => child !== null && child.type !== "file_descriptor");
+    if (redirect.type === "heredoc_redirect") stdin = heredocStdin(redirect);
+    else if (redirect.type === "herestring_redirect") {
+      const word = redirect.namedChildren.find((child) => child.type !== "file_descriptor");
       const value = word ? valueOf(word) : undefined;
       stdin = { kind: "inline", body: value === undefined ? undefined : `${value}\n` };
     } else if (redirect.type === "file_redirect") {
-      const op = redirect.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
-      const descriptor = redirect.childForFieldName("descriptor")?.text;
-      const destination = redirect.childForFieldName("destination");
+      const op = operatorOf(redirect);
+      const descriptor = field(redirect, "descriptor")?.text;
+      const destination = field(redirect, "destination");
       if ((descriptor === undefined || descriptor === "0") && destination) {
         if (op === "<" || op === "<>") stdin = { kind: "file", literal: valueOf(destination) !== undefined };
         // `<&3`: another descriptor, opened who knows where.
@@ -220,91 +268,109 @@ function stdinOf(redirects: readonly Node[], outer: Stdin): Stdin {
  */
 const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
 
-/** The script's commands, or undefined when the grammar's reading disagrees with bash's. */
-function readScript(root: Node): Script | undefined {
+interface Reading {
+  script: Script;
+  source: string;
+  trusted: boolean;
+}
+
+function readScript(root: Syntax, source: string): Script | undefined {
   const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] };
-  let trusted = true;
+  const reading: Reading = { script, source, trusted: true };
+  visit(root, INHERITED, reading);
+  return reading.trusted ? script : undefined;
+}
 
-  const visit = (node: Node, context: Context) => {
-    script.kinds.add(node.type === "compound_statement" && node.text.startsWith("((") ? "arithmetic_command" : node.type);
-    if (node.type === "expansion") script.expansions.push(node.text);
-    if (node.type === "test_command") script.tests.push(node.text);
-    if (node.type === "word" && BLANK_IN_WORD.test(node.text)) trusted = false;
-    // Escaped backticks nest a substitution inside a backtick one; the grammar reads them as text.
-    if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) trusted = false;
-    switch (node.type) {
-      case "pipeline": {
-        // Every stage after the first reads the previous one's output.
-        for (const [index, child] of node.namedChildren.entries()) if (child) visit(child, index === 0 ? context : { stdin: { kind: "pipe" } });
-        return;
-      }
-      case "redirected_statement": {
-        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
-        const body = node.childForFieldName("body");
-        for (const redirect of redirects) visit(redirect, INHERITED);
-        if (body) visit(body, { stdin: stdinOf(redirects, context.stdin) });
-        return;
-      }
-      case "command": {
-        // Words of one command never span a line break bash would end the command at (`ls | ls⏎rm … < f` glued into one).
-        const parts = node.children.filter((child): child is Node => child !== null);
-        if (parts.some((part, i) => i > 0 && part.startPosition.row !== parts[i - 1]!.endPosition.row && !/^heredoc/.test(part.type))) trusted = false;
-        const redirects = node.childrenForFieldName("redirect").filter((child): child is Node => child !== null);
-        const name = node.childForFieldName("name");
-        const args = node.childrenForFieldName("argument").filter((child): child is Node => child !== null);
-        const words = [name?.namedChildren[0] ?? name, ...args].filter((child): child is Node => child !== null && child !== undefined).map(wordOf);
-        script.commands.push({ words, stdin: stdinOf(redirects, context.stdin) });
-        // Aliases defined here are called later by name.
-        if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
-        // `hash -p /bin/rm ls` makes `ls` run rm.
-        if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p")))
-          for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
-        break;
-      }
-      case "variable_assignment": {
-        const name = node.childForFieldName("name");
-        const value = node.childForFieldName("value");
-        if (name) script.assignments.push({ name: name.text, value: value && value.type !== "array" ? wordOf(value) : undefined });
-        break;
-      }
-      case "declaration_command":
-        // `export "PS4=…"`: an assignment written as a quoted word.
-        for (const child of node.namedChildren) {
-          const value = child && child.type !== "variable_assignment" ? valueOf(child) : undefined;
-          const match = value === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*)=([\s\S]*)$/.exec(value);
-          if (match) script.assignments.push({ name: match[1]!, value: { text: match[2]!, value: match[2]!, mayBeOption: false, processSubstitution: false } });
-        }
-        break;
-      case "function_definition": {
-        const name = node.childForFieldName("name");
-        if (name) script.definitions.add(valueOf(name) ?? name.text);
-        break;
-      }
-      case "file_redirect": {
-        const op = node.children.find((child) => child !== null && !child.isNamed)?.text ?? "";
-        const destination = node.childForFieldName("destination");
-        // `>&2` and `2>&1` duplicate a descriptor; every other `>` form writes a file.
-        if (destination && op.includes(">") && !(op.endsWith("&") && /^(\d+|-)$/.test(destination.text))) script.writes.push(wordOf(destination));
-        break;
-      }
-      case "heredoc_redirect":
-        // `cat <<EOF | sh`: the pipeline after the delimiter reads the here-document's command's output.
-        for (const child of node.namedChildren) {
-          if (child?.type === "pipeline") for (const stage of child.namedChildren) stage && visit(stage, { stdin: { kind: "pipe" } });
-          else if (child) visit(child, INHERITED);
-        }
-        return;
-      case "command_substitution":
-      case "process_substitution": {
-        // Runs on its own: its input is not the enclosing command's, except `>(…)`, which reads what is written to it.
-        const inner = node.text.startsWith(">(") ? { stdin: { kind: "pipe" } as const } : INHERITED;
-        for (const child of node.namedChildren) if (child) visit(child, inner);
-        return;
-      }
+/** What strict mode reads of every node, and the constructs the grammar reads differently from bash. */
+function note(node: Syntax, reading: Reading): void {
+  const { script } = reading;
+  script.kinds.add(node.type === "compound_statement" && node.text.startsWith("((") ? "arithmetic_command" : node.type);
+  if (node.type === "expansion") script.expansions.push(node.text);
+  else if (node.type === "test_command") script.tests.push(node.text);
+  else if (node.type === "word" && BLANK_IN_WORD.test(node.text)) reading.trusted = false;
+  // Escaped backticks nest a substitution inside a backtick one; the grammar reads them as text.
+  else if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) reading.trusted = false;
+}
+
+function visit(node: Syntax, context: Context, reading: Reading): void {
+  note(node, reading);
+  const { script } = reading;
+  switch (node.type) {
+    case "pipeline":
+      // Every stage after the first reads the previous one's output.
+      for (const [index, child] of node.namedChildren.entries()) visit(child, index === 0 ? context : PIPED, reading);
+      return;
+    case "redirected_statement": {
+      const redirects = fieldAll(node, "redirect");
+      const body = field(node, "body");
+      for (const redirect of redirects) visit(redirect, INHERITED, reading);
+      if (body) visit(body, { stdin: stdinOf(redirects, context.stdin) }, reading);
+      return;
     }
-    for (const child of node.namedChildren) if (child) visit(child, context);
-  };
+    case "command":
+      command(node, context, reading);
+      break;
+    case "variable_assignment": {
+      const name = field(node, "name");
+      const value = field(node, "value");
+      if (name) script.assignments.push({ name: name.text, value: value && value.type !== "array" ? wordOf(value) : undefined });
+      break;
+    }
+    case "declaration_command":
+      declaration(node, script);
+      break;
+    case "function_definition": {
+      const name = field(node, "name");
+      if (name) script.definitions.add(valueOf(name) ?? name.text);
+      break;
+    }
+    case "file_redirect": {
+      const op = operatorOf(node);
+      const destination = field(node, "destination");
+      // `>&2` and `2>&1` duplicate a descriptor; every other `>` form writes a file.
+      if (destination && op.includes(">") && !(op.endsWith("&") && /^(\d+|-)$/.test(destination.text))) script.writes.push(wordOf(destination));
+      break;
+    }
+    case "heredoc_redirect":
+      // `cat <<EOF | sh`: the pipeline after the delimiter reads the here-document's command's output.
+      for (const child of node.namedChildren) {
+        if (child.type === "pipeline") for (const stage of child.namedChildren) visit(stage, PIPED, reading);
+        else visit(child, INHERITED, reading);
+      }
+      return;
+    case "command_substitution":
+    case "process_substitution": {
+      // Runs on its own: its input is not the enclosing command's, except `>(…)`, which reads what is written to it.
+      const inner = node.text.startsWith(">(") ? PIPED : INHERITED;
+      for (const child of node.namedChildren) visit(child, inner, reading);
+      return;
+    }
+  }
+  for (const child of node.namedChildren) visit(child, context, reading);
+}
 
-  visit(root, INHERITED);
-  return trusted ? script : undefined;
+function command(node: Syntax, context: Context, reading: Reading): void {
+  const { script } = reading;
+  // Words of one command never span a line break bash would end the command at (`ls | ls⏎rm … < f` glued into one).
+  const parts = node.children;
+  const newlineBefore = (i: number) => reading.source.slice(parts[i - 1]!.end, parts[i]!.start).includes("\n");
+  if (parts.some((part, i) => i > 0 && !part.type.startsWith("heredoc") && newlineBefore(i))) reading.trusted = false;
+  const name = field(node, "name");
+  const named = name?.namedChildren[0] ?? name;
+  const words = [...(named ? [named] : []), ...fieldAll(node, "argument")].map(wordOf);
+  script.commands.push({ words, stdin: stdinOf(fieldAll(node, "redirect"), context.stdin) });
+  // Aliases defined here are called later by name.
+  if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
+  // `hash -p /bin/rm ls` makes `ls` run rm.
+  if (words[0]?.value === "hash" && words.some((word) => word.value?.startsWith("-p")))
+    for (const word of words.slice(1)) if (word.value) script.definitions.add(word.value);
+}
+
+/** `export "PS4=…"`: an assignment written as a quoted word. */
+function declaration(node: Syntax, script: Script): void {
+  for (const child of node.namedChildren) {
+    const value = child.type !== "variable_assignment" ? valueOf(child) : undefined;
+    const match = value === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*)=([\s\S]*)$/.exec(value);
+    if (match) script.assignments.push({ name: match[1]!, value: { text: match[2]!, value: match[2]!, mayBeOption: false, processSubstitution: false } });
+  }
 }

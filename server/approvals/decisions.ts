@@ -41,6 +41,8 @@ export interface ApprovalRecord {
   /** The OS user id Pi said it runs as; null when it did not say. */
   agent_uid: number | null;
   rules: string[];
+  /** Where each rule matched (redacted); null when the request did not say. */
+  matched: { rule: string; at: string }[] | null;
   grantable: boolean;
   /** The server's display form of `command` (common/command-text.ts). */
   preview: string;
@@ -244,6 +246,7 @@ export function project(record: ApprovalRecord): Approval {
     command: record.command,
     command_hidden_chars: record.command_hidden_chars,
     rules: record.rules,
+    matched: record.matched,
     grantable: record.grantable,
     preview: record.preview,
     cwd: record.cwd,

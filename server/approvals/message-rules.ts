@@ -4,6 +4,7 @@ import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import { actionLabel } from "../../common/action-label.ts";
+import { ruleSites } from "../../common/rule-sites.ts";
 import type { Approval, Grant } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
@@ -58,7 +59,7 @@ export function shownCommand(
  * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
  * the server's own; an unknown code gets generic words (the verbatim command says what runs).
  */
-export function actionText(approval: Pick<Approval, "source" | "action" | "action_code">, voice: Voice): string {
+export function actionText(approval: Pick<Approval, "source" | "action" | "action_code"> & { rules?: readonly string[] }, voice: Voice): string {
   const label = actionLabel(approval);
   switch (label.kind) {
     case "words":
@@ -114,7 +115,7 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
   ];
   if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
   if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
-  lines.push(say("request.rules", { rules: record.rules.map(oneLine).join(", ") }));
+  lines.push(say("request.rules", { rules: rulesText(record, voice) }));
   // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
   if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));
   lines.push(
@@ -123,6 +124,16 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
     say("request.deny", { code }),
   );
   return lines.join("\n");
+}
+
+/** Every rule, each with where it matched: `rm-rf (line 1, col 10); sudo (line 2)`, or what it matched when that is not in the command as written. */
+export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "command">, voice: Voice): string {
+  return ruleSites(record.rules, record.matched, redactSecrets(record.command))
+    .map(({ rule, line, col, at }) => {
+      if (line !== undefined) return voice.say(col === 1 ? "request.site.line" : "request.site.place", { rule: oneLine(rule), line, col });
+      return at === undefined ? oneLine(rule) : voice.say("request.site.text", { rule: oneLine(rule), at: oneLine(at) });
+    })
+    .join("; ");
 }
 
 /** The one message that closes a request, so no stale request is left looking open. */
@@ -190,7 +201,7 @@ export function commandLines(command: string): string[] {
  * split, its pieces marked as continuing), each headed with the code and its place in the series.
  */
 export function wholeCommandTexts(
-  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars">,
+  record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars" | "rules" | "matched">,
   voice: Voice,
   maxChars = WHOLE_COMMAND_MESSAGE_CHARS,
 ): string[] {
@@ -211,7 +222,8 @@ export function wholeCommandTexts(
     bodies.at(-1)!.push(line);
     size += line.length + 1;
   }
-  const tail = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  const cut = record.command_hidden_chars > 0 ? [voice.say("request.client-cut", { count: record.command_hidden_chars })] : [];
+  const tail = [...cut, voice.say("request.rules", { rules: rulesText(record, voice) })];
   return bodies.map((body, i) =>
     [voice.say("whole.head", { code: record.code, part: i + 1, parts: bodies.length }), ...body, ...(i === bodies.length - 1 ? tail : [])].join("\n"),
   );

@@ -177,10 +177,9 @@ export class ApprovalService {
       // What may be granted is the server's decision alone, whatever the client said.
       const grantable = serverGrantable(body);
       const granted = await this.#deps.grants.use(body);
-      // Where rules matched is the request's, not a column of the record.
-      const { matched: _matched, ...stored } = body;
       const record = await store.create({
-        ...stored,
+        ...body,
+        matched: body.matched?.map(({ rule, at }) => ({ rule, at: redactSecrets(at) })) ?? null,
         argv: body.argv ?? null,
         agent_uid: body.agent_uid ?? null,
         action_code: body.source === "policy" ? (body.action_code ?? null) : null,

@@ -45,6 +45,7 @@ export class ApprovalStore {
         argv: { type: "json", nullable: true },
         agent_uid: { type: "unsigned", nullable: true },
         rules: "json",
+        matched: { type: "json", nullable: true },
         grantable: "boolean",
         preview: "text",
         source: { type: "string", length: 16 },

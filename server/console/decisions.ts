@@ -1,5 +1,6 @@
 /** What the owner's page shows (board, approvals, timeline lines), who may act, and which WebSocket origins
  * may reach it. These shapes are the page's wire. */
+import { ruleSites, type RuleSite } from "../../common/rule-sites.ts";
 import { isIP } from "node:net";
 import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";
@@ -152,7 +153,7 @@ export type ConsoleApproval = Pick<
   | "decided_by"
   | "created_at"
   | "expires_at"
-> & { command_lines: string[] };
+> & { command_lines: string[]; sites: RuleSite[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
   const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable } = approval;
@@ -176,6 +177,11 @@ export function consoleApproval(approval: Approval): ConsoleApproval {
     preview: redactSecrets(approval.preview),
     rules: approval.rules.map(oneLine),
     command_lines: commandLines(approval.command),
+    sites: ruleSites(approval.rules, approval.matched ?? null, redactSecrets(approval.command)).map((site) => ({
+      ...site,
+      rule: oneLine(site.rule),
+      ...(site.at === undefined ? {} : { at: oneLine(site.at) }),
+    })),
   };
 }
 

@@ -398,6 +398,9 @@ test("the rules with no command words of their own are labelled in the session's
     [bash('eval "$SCRIPT"'), "cannot see what will run", "看不清将运行什么", "opaque"],
     [{ tool: "powershell", input: { command: "rm x" } }, "cannot see what will run", "看不清将运行什么", "opaque"],
     [bash("rm -rf build && dd if=x of=/dev/sda"), "rm -rf", "rm -rf", "rm-rf"],
+    // Every rule with command words of its own is named, not just the first one found.
+    [bash("rm -rf build\nsudo true"), "rm -rf + sudo", "rm -rf + sudo", "rm-rf"],
+    [bash("git push --force origin main && sudo rm -rf x"), "rm -rf + sudo + git push --force", "rm -rf + sudo + git push --force", "rm-rf"],
   ];
   for (const [call, english, chinese, code] of rows) {
     const en = matchCall(call, place, defaults, read, messagesFor("en-US").approvals.actions);
@@ -407,4 +410,13 @@ test("the rules with no command words of their own are labelled in the session's
     assert.equal(en?.actionCode, code, JSON.stringify(call));
     assert.equal(zh?.actionCode, code, JSON.stringify(call));
   }
+});
+
+test("the terminal and the model read every command-word rule a call matched, in either language", () => {
+  const action = matchCall(bash("rm -rf build; sudo true"), place, defaults, read, messagesFor("en-US").approvals.actions)!.action;
+  const answer = { outcome: "rejected", via: "terminal", reason: null } as const;
+  assert.match(messagesFor("en-US").approvals.refusal(action, answer, 60_000), /^The user rejected "rm -rf \+ sudo" in the terminal\./);
+  assert.match(messagesFor("zh-CN").approvals.refusal(action, answer, 60_000), /^用户在终端拒绝了「rm -rf \+ sudo」。/);
+  assert.equal(messagesFor("zh-CN").approvals.dialogTitle(action), "需要批准：rm -rf + sudo");
+  assert.equal(messagesFor("en-US").approvals.dialogTitle(action), "Approval needed: rm -rf + sudo");
 });

@@ -12,7 +12,8 @@ import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
 import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { confirmingDeployer } from "../helpers/dialog-tool.ts";
-import { approvals, ask, auditActions, pendingApproval, rmBuild, setup } from "./approvals-stage.ts";
+import { RECIPIENT } from "../../harness/extension-env.ts";
+import { approvals, ask, auditActions, operatorDecisionRefused, ownerSays, pendingApproval, rmBuild, setup } from "./approvals-stage.ts";
 
 test("answered in the terminal first: the command runs, the owner was asked with a code and then told it is closed", { timeout: 90_000 }, async (t) => {
   const term = answerableTerminal();
@@ -35,6 +36,7 @@ test("answered in the terminal first: the command runs, the owner was asked with
   const code = /审批 ([A-Z]{5})/.exec(request)?.[1];
   assert.ok(code, request);
   assert.match(request, /rm -rf build/);
+  assert.ok(request.split("\n").includes("规则：rm-rf（第 1 行）; strict.unlisted（第 1 行）"), `every rule with where it matched: ${request}`);
   assert.match(request, new RegExp(`anon\\.approve ${code}`));
   assert.equal(existsSync(build), true, "nothing ran while waiting");
 
@@ -52,15 +54,14 @@ test("answered in the terminal first: the command runs, the owner was asked with
   assert.equal(approval.state, "approved");
   assert.equal(approval.via, "terminal");
   // A chat answer after the terminal's is answered, not dropped.
-  const late = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "rejected" }, OPERATOR_TOKEN);
-  assert.deepEqual([late.status, late.body], [409, { error: "already_decided", state: "approved" }]);
+  assert.deepEqual(await ownerSays(koishi, `anon.deny ${code}`), [`审批 ${code} 已经有了结果：已在终端批准。这次的回答没有生效。`]);
   const actions = await waitUntil(async () => {
     const all = await auditActions(koishi, sessionId);
     return all.includes("approval.closing_sent") && all.includes("approval.refused") ? all : undefined;
   }, "the trail has the whole story");
   for (const action of ["approval.requested", "approval.request_sent", "approval.resolved", "approval.closing_sent", "approval.refused"])
     assert.ok(actions.includes(action), action);
-  assert.equal(owner.length, 2, "one request, one closing message");
+  assert.equal(owner.filter((m) => m.includes(code)).length, 2, "one request, one closing message");
 });
 
 test("denied in the terminal: blocked, and the model reads why", { timeout: 90_000 }, async (t) => {
@@ -185,23 +186,28 @@ test("another extension's dialog sends one urgent 'needs you' notice; this exten
   assert.match(event.summary, /需要你.*部署到生产？/);
 });
 
-test("approved by the owner through the server: the command runs, the terminal dialog closes and says so", { timeout: 90_000 }, async (t) => {
+test("approved by the owner in the chat, never by the operator token this Pi's user can read: the command runs, the terminal dialog closes and says so", {
+  timeout: 90_000,
+}, async (t) => {
   const term = answerableTerminal();
   const { koishi, pi, sessionId, owner, build } = await setup(t, { pi: { ui: term.ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("删好了")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);
-  const decided = await call(koishi, "POST", `/operator/approvals/${approval.code}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
-  assert.equal(decided.status, 200, JSON.stringify(decided.body));
+  const [row] = await koishi.app.database.get("anon_notify_approval", { approval_id: approval.approval_id });
+  assert.equal(row!.agent_uid, process.getuid?.() ?? null, "the request says which OS user Pi runs as");
+  await operatorDecisionRefused(koishi, approval.code);
+  assert.equal(existsSync(build), true, "the refused decision released nothing");
+  assert.deepEqual(await ownerSays(koishi, `anon.approve ${approval.code}`), [`已批准 ${approval.code}（rm -rf），决定已发给 Pi。`]);
   await run;
   assert.equal(existsSync(build), false, "approved: the command ran");
   await term.dialogs[0]!.dismissed;
   assert.ok(
-    pi.notices().some((n) => /rm -rf」已通过运维接口批准/.test(n)),
+    pi.notices().some((n) => /rm -rf」已在聊天中批准/.test(n)),
     `the terminal is told who answered: ${JSON.stringify(pi.notices())}`,
   );
   const final = await waitUntil(async () => (await approvals(koishi, sessionId)).find((a) => a.state === "approved"), "resolved on the server");
-  assert.deepEqual([final.via, final.decided_by], ["operator", "operator"]);
+  assert.deepEqual([final.via, final.decided_by], ["chat", `chat:mock:${RECIPIENT.qq}`]);
   await waitUntil(() => owner.find((m) => m.includes(`${approval.code} 已结束`)), "one closing message");
   // The control command was ACKed as applied.
   const control = await waitUntil(async () => {
@@ -220,41 +226,34 @@ test("denied by the owner: blocked with the owner's reason in the tool result; a
   pi.script([rmBuild(), ai.fauxAssistantMessage("不删了")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);
-  const denied = await call(
-    koishi,
-    "POST",
-    `/operator/approvals/${approval.approval_id}/decision`,
-    { decision: "rejected", reason: "build 里有我要的产物" },
-    OPERATOR_TOKEN,
-  );
-  assert.equal(denied.status, 200);
-  const duplicate = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
-  assert.equal(duplicate.body.error, "already_decided");
+  assert.deepEqual(await ownerSays(koishi, `anon.deny ${approval.code} build 里有我要的产物`), [
+    `已拒绝 ${approval.code}（rm -rf），理由：build 里有我要的产物，决定已发给 Pi。`,
+  ]);
+  const [duplicate] = await ownerSays(koishi, `anon.approve ${approval.code}`);
+  assert.match(duplicate!, new RegExp(`审批 ${approval.code} 已经有了结果.*这次的回答没有生效`));
   await run;
   assert.equal(existsSync(build), true);
   const [result] = toolResults(pi, "bash");
   assert.equal(result!.isError, true);
-  assert.match(result!.text, /通过运维接口拒绝了「rm -rf」，理由：build 里有我要的产物/);
+  assert.match(result!.text, /在聊天中拒绝了「rm -rf」，理由：build 里有我要的产物/);
 });
 
-test("a decision for other arguments is refused and the call keeps waiting for the right one", { timeout: 90_000 }, async (t) => {
+// A binding that differs is refused before anything (test/server/approvals.test.ts); here no operator-API
+// decision gets that far, whatever the binding, since this Pi runs as the server's own user.
+test("operator-API decisions for this Pi, with a wrong binding or the right one, are refused and the call keeps waiting for the owner", {
+  timeout: 90_000,
+}, async (t) => {
   const { koishi, pi, sessionId, build } = await setup(t, { pi: { ui: answerableTerminal().ui } });
   pi.script([rmBuild(), ai.fauxAssistantMessage("好")]);
   const run = pi.prompt("清理构建目录");
   const approval = await pendingApproval(koishi, sessionId);
   const [row] = await koishi.app.database.get("anon_notify_approval", { approval_id: approval.approval_id });
   const binding = { tool_call_id: row!.tool_call_id, args_digest: row!.args_digest, cwd: row!.cwd };
-  const mismatched = await call(
-    koishi,
-    "POST",
-    `/operator/approvals/${approval.approval_id}/decision`,
-    { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } },
-    OPERATOR_TOKEN,
-  );
-  assert.deepEqual([mismatched.status, mismatched.body.error], [409, "approval_mismatch"]);
+  await operatorDecisionRefused(koishi, approval.approval_id, { decision: "approved", binding: { ...binding, args_digest: "0".repeat(64) } });
+  await operatorDecisionRefused(koishi, approval.approval_id, { decision: "approved", binding });
   assert.equal(existsSync(build), true, "still waiting");
-  const right = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved", binding }, OPERATOR_TOKEN);
-  assert.equal(right.status, 200);
+  assert.equal((await approvals(koishi, sessionId))[0].state, "pending");
+  assert.deepEqual(await ownerSays(koishi, `anon.approve ${approval.code}`), [`已批准 ${approval.code}（rm -rf），决定已发给 Pi。`]);
   await run;
   assert.equal(existsSync(build), false);
 });
@@ -281,21 +280,14 @@ test("an English session gets the dialog, the terminal notes and the model's ref
     () => pi.notices().includes(`The approval request went to the chat with code ${approval.code}; answer here or there.`),
     "the terminal was told the code",
   );
-  const denied = await call(
-    koishi,
-    "POST",
-    `/operator/approvals/${approval.approval_id}/decision`,
-    { decision: "rejected", reason: "keep it" },
-    OPERATOR_TOKEN,
-  );
-  assert.equal(denied.status, 200);
+  assert.deepEqual(await ownerSays(koishi, `anon.deny ${approval.code} keep it`), [`已拒绝 ${approval.code}（rm -rf），理由：keep it，决定已发给 Pi。`]);
   await run;
   assert.equal(existsSync(build), true);
   await dialog.dismissed;
-  assert.ok(pi.notices().includes(`"rm -rf" was rejected through the operator API; the terminal dialog is closed.`), JSON.stringify(pi.notices()));
+  assert.ok(pi.notices().includes(`"rm -rf" was rejected in the chat; the terminal dialog is closed.`), JSON.stringify(pi.notices()));
   assert.equal(
     toolResults(pi, "bash")[0]!.text,
-    `The user rejected "rm -rf" through the operator API, reason: keep it. Do not retry the same operation; wait for the user's further instructions. (rejected by the user)`,
+    `The user rejected "rm -rf" in the chat, reason: keep it. Do not retry the same operation; wait for the user's further instructions. (rejected by the user)`,
   );
   const chinese = pi.notices().filter((n) => /\p{Script=Han}/u.test(n));
   assert.deepEqual(chinese, [], "every note the English session showed is in English");

@@ -12,9 +12,8 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ai, answerableTerminal, toolResults } from "../../harness/pi.ts";
-import { OPERATOR_TOKEN, call } from "../../harness/agent-api.ts";
 import { waitUntil } from "../../harness/wait.ts";
-import { approvals, setup } from "./approvals-stage.ts";
+import { approvals, ownerSays, setup } from "./approvals-stage.ts";
 
 const bashCall = (command: string) => ai.fauxAssistantMessage([ai.fauxToolCall("bash", { command })], { stopReason: "toolUse" });
 
@@ -42,8 +41,7 @@ test("evasions of the rules each produce a request and run only after the owner 
     const request = await waitUntil(() => owner.find((message) => message.includes(approval.code)), `the owner was asked about ${command}`);
     assert.ok(request.includes(command), `${command}: the owner reads the command as it is: ${request}`);
     assert.ok(term.dialogs[index]?.message.includes(command), `${command}: the dialog shows it as it is`);
-    const decided = await call(koishi, "POST", `/operator/approvals/${approval.approval_id}/decision`, { decision: "approved" }, OPERATOR_TOKEN);
-    assert.equal(decided.status, 200, JSON.stringify(decided.body));
+    assert.deepEqual(await ownerSays(koishi, `anon.approve ${approval.code}`), [`已批准 ${approval.code}（${approval.action}），决定已发给 Pi。`]);
   }
   await run;
   for (const target of targets) assert.equal(existsSync(join(pi.cwd, target)), false, `${target}: approved, so it ran`);
@@ -115,19 +113,16 @@ test("a standing grant answers the next call of a grantable rule at once, the te
     "the first request",
   );
   assert.deepEqual([first.rules, first.grantable], [["rm-rf"], true], "the user made rm-rf grantable");
-  const granted = await call(
-    koishi,
-    "POST",
-    `/operator/approvals/${first.approval_id}/decision`,
-    { decision: "approved", grant_minutes: 30, grant_prefix: ["rm", "-rf"] },
-    OPERATOR_TOKEN,
+  const [granted] = await ownerSays(koishi, `anon.approve ${first.code} 30m rm -rf`);
+  assert.match(
+    granted!,
+    new RegExp(`^已批准 ${first.code}（rm -rf），并授权本会话 30分钟内在 \\S+ 目录下：以 rm -rf 开头、其余参数不指向项目以外的命令直接批准`),
   );
-  assert.equal(granted.status, 200, JSON.stringify(granted.body));
 
   // The second rm -rf is answered by the prefix grant (its target stays in the project), nobody touches it.
   await waitUntil(() => !existsSync(join(pi.cwd, "g2")), "the granted call ran");
   const note = await waitUntil(() => pi.notices().find((n) => n.includes("长期授权")), "the terminal told whose grant answered");
-  assert.match(note, /^「rm -rf」已由主人通过运维接口设定的长期授权批准（有效至 \d\d:\d\d）。$/);
+  assert.match(note, /^「rm -rf」已由主人在聊天中设定的长期授权批准（有效至 \d\d:\d\d）。$/);
 
   const opaque = await waitUntil(
     async () => (await approvals(koishi, sessionId)).find((a) => a.state === "pending" && a.command === commands[2]),

@@ -4,6 +4,7 @@
  * what it sends the owner.
  */
 import type { TestContext } from "node:test";
+import type {} from "@koishijs/plugin-mock";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -66,6 +67,18 @@ export async function auditActions(koishi: KoishiHarness, sessionId: string): Pr
   return AuditPage.parse(answer.body)
     .entries.map((e) => e.action)
     .reverse();
+}
+
+/** The owner writes in their private chat with the bot, as a person would; the bot's replies. */
+export const ownerSays = (koishi: KoishiHarness, text: string): Promise<string[]> => koishi.app.mock.client(RECIPIENT.qq).receive(text);
+
+/**
+ * What the self-approval loop does: the operator token posted to the decision route. The opt-in is on
+ * here, but this Pi runs as the server's own OS user (or root), so it could have read the token: refused.
+ */
+export async function operatorDecisionRefused(koishi: KoishiHarness, ref: string, body: Record<string, unknown> = { decision: "approved" }): Promise<void> {
+  const answer = await call(koishi, "POST", `/operator/approvals/${ref}/decision`, body, OPERATOR_TOKEN);
+  assert.deepEqual([answer.status, answer.body], [403, { error: "operator_token_reachable" }]);
 }
 
 /** The approval the server holds open for this session, once the extension's request arrived. */

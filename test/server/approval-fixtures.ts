@@ -36,6 +36,7 @@ export function record(overrides: Partial<ApprovalRecord> = {}): ApprovalRecord 
     argv: [["rm", "-rf", "build"]],
     agent_uid: null,
     rules: ["rm-rf"],
+    matched: null,
     grantable: false,
     preview: "rm -rf build",
     source: "policy",

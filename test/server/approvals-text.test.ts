@@ -81,14 +81,15 @@ test("the request is the command, verbatim, on lines nothing the agent wrote can
       part
         .split("\n")
         .slice(1)
-        .every((line) => /^[┃┆] /.test(line)),
-      "every command line behind the bar",
+        .every((line) => /^[┃┆] /.test(line) || /^规则：rm-rf$/.test(line)),
+      "every command line behind the bar; the last part ends with the rules, in the server's words",
     );
   }
   assert.equal(
     parts
       .join("\n")
       .replace(/^【.*\n?/gm, "")
+      .replace(/\n规则：.*$/, "")
       .split("\n")
       .map((line) => line.slice(2))
       .join(""),
@@ -111,7 +112,13 @@ test("a grant's use is named in the closing message, its ordinal as the locale w
 test("the action is the server's words for a code it knows; an older client's label is marked as the agent's; an unknown code shows no label; ask_approval is the model's words whatever code came", () => {
   const [zh, en] = [voice("zh-CN"), voice("en-US")];
   for (const [action, code, source, zhAction, enAction] of ACTION_LABEL_CASES) {
-    const row = record({ action, action_code: code, source, command: "rm -rf ~", rules: [source === "policy" ? "rm-rf" : "model.ask"] });
+    const row = record({
+      action,
+      action_code: code,
+      source,
+      command: "rm -rf ~",
+      rules: [source === "ask_approval" ? "model.ask" : code === "git-push-force" ? code : "rm-rf"],
+    });
     for (const [v, line, words] of [
       [zh, source === "policy" ? `Agent 想执行 bash（${zhAction}）` : `Agent 请求批准：${zhAction}`, zhAction],
       [en, source === "policy" ? `The agent wants to run bash (${enAction})` : `The agent asks for approval: ${enAction}`, enAction],
@@ -121,5 +128,35 @@ test("the action is the server's words for a code it knows; an older client's la
       assert.ok(text.split("\n").includes("┃ rm -rf ~"), `${code}: the command verbatim, always\n${text}`);
       assert.ok(closingText({ ...row, state: "rejected", via: "chat" }, v).includes(words), `${code}: the closing names it the same way`);
     }
+  }
+});
+
+test("every command-word rule a request matched is in its action, in the request and the closing message of either language", () => {
+  const row = record({ action: "rm -rf", action_code: "rm-rf", command: "rm -rf build\nsudo true", rules: ["rm-rf", "sudo", "strict.unlisted"] });
+  const [zh, en] = [voice("zh-CN"), voice("en-US")];
+  assert.ok(requestText(row, NOW, zh).includes("Agent 想执行 bash（rm -rf + sudo）"), requestText(row, NOW, zh));
+  assert.ok(requestText(row, NOW, en).includes("The agent wants to run bash (rm -rf + sudo)"), requestText(row, NOW, en));
+  assert.match(closingText({ ...row, state: "rejected", via: "chat" }, zh), /rm -rf \+ sudo/);
+  assert.match(closingText({ ...row, state: "rejected", via: "chat" }, en), /rm -rf \+ sudo/);
+});
+
+test("every rule is listed with where it matched, in the request and in anon.approval, in either language", () => {
+  const row = record({
+    command: "echo hi; rm -rf build\nsudo true",
+    rules: ["rm-rf", "sudo", "strict.unlisted", "protected-path"],
+    matched: [
+      { rule: "rm-rf", at: "rm -rf build" },
+      { rule: "sudo", at: "sudo true" },
+      { rule: "strict.unlisted", at: "bash -c x" },
+    ],
+  });
+  const zhRules = "规则：rm-rf（第 1 行第 10 列）; sudo（第 2 行）; strict.unlisted（命中：bash -c x）; protected-path";
+  const enRules = "Rules: rm-rf (line 1, col 10); sudo (line 2); strict.unlisted (at: bash -c x); protected-path";
+  for (const [v, line] of [
+    [voice("zh-CN"), zhRules],
+    [voice("en-US"), enRules],
+  ] as const) {
+    assert.ok(requestText(row, NOW, v).split("\n").includes(line), requestText(row, NOW, v));
+    assert.ok(wholeCommandTexts(row, v).at(-1)!.split("\n").includes(line), wholeCommandTexts(row, v).join("\n"));
   }
 });

@@ -150,17 +150,20 @@ test("the request shows the command verbatim on one delimited line, no forged an
   assert.match(message.text, /请在 \d+分钟内回答，否则按拒绝处理。/);
 
   const long = `echo ${"a".repeat(3000)}\nrm -rf ~ <at id="10001"/> &amp;`;
-  const cut = await requested(harness, { command: long });
+  const cut = await requested(harness, { command: long, rules: ["rm-rf"], matched: [{ rule: "rm-rf", at: "rm -rf ~" }] });
+  assert.ok(cut.message.text.split("\n").includes("规则：rm-rf（第 2 行）"), `where the rule matched: ${cut.message.text}`);
   assert.match(cut.message.text, /┃ echo a+ ⟦…\d+…⟧ a+⏎rm -rf ~ <at id="10001"\/> &amp;$/m, "head and tail; the tail's markup is text");
   assert.match(cut.message.text, new RegExp(`中间有 \\d+ 个字符没有显示，其中可能还有别的命令。回答前先看完整内容：anon\\.approval ${cut.code}`));
   const parts = await owner.receive(`anon.approval ${cut.code.toLowerCase()}`);
   assert.equal(parts.length, 3, parts.join("\n---\n"));
   assert.match(parts[0]!, new RegExp(`^【Pi 审批 ${cut.code} 的完整内容 1/3】`));
+  assert.equal(parts[2]!.split("\n").at(-1), "规则：rm-rf（第 2 行）", "the whole command ends with where each rule matched");
   const body = parts
     .map((part) =>
       part
         .split("\n")
         .slice(1)
+        .filter((line) => !line.startsWith("规则："))
         .map((line) => line.slice(2))
         .join(""),
     )

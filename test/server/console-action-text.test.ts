@@ -5,7 +5,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { actionText } from "../../console/client/action-text.ts";
+import { actionText, sitesText } from "../../console/client/action-text.ts";
 import { failureText } from "../../console/client/failure-text.ts";
 import messages from "../../console/client/messages.ts";
 import { project } from "../../server/approvals/decisions.ts";
@@ -30,7 +30,9 @@ function pageT(locale: "zh-CN" | "en-US") {
 
 test("the page words each action code in its own language; unknown codes name nothing; agent words stay marked as theirs", () => {
   for (const [action, action_code, source, zh, en] of ACTION_LABEL_CASES) {
-    const approval = consoleApproval(project(record({ action, action_code, source })));
+    // A request's rules hold the rule its code names (or none of the command-word ones).
+    const rules = action_code === "rm-rf" || action_code === "git-push-force" ? [action_code] : ["opaque.eval"];
+    const approval = consoleApproval(project(record({ action, action_code, source, rules })));
     assert.equal(actionText(approval, pageT("zh-CN")), zh, `${action_code} zh-CN`);
     assert.equal(actionText(approval, pageT("en-US")), en, `${action_code} en-US`);
   }
@@ -55,4 +57,34 @@ test("the page words a run's failure code in its own language; a code it does no
         `${locale} ${code}`,
       );
   }
+});
+
+test("the page names every command-word rule an approval matched", () => {
+  const approval = consoleApproval(project(record({ action: "rm -rf", action_code: "rm-rf", rules: ["rm-rf", "sudo", "strict.unlisted"] })));
+  assert.equal(actionText(approval, pageT("zh-CN")), "rm -rf + sudo");
+  assert.equal(actionText(approval, pageT("en-US")), "rm -rf + sudo");
+});
+
+test("the page lists every rule with where it matched, in its own language", () => {
+  const approval = consoleApproval(
+    project(
+      record({
+        command: "echo hi; rm -rf build\nsudo true",
+        rules: ["rm-rf", "sudo", "strict.unlisted", "protected-path"],
+        matched: [
+          { rule: "rm-rf", at: "rm -rf build" },
+          { rule: "sudo", at: "sudo true" },
+          { rule: "strict.unlisted", at: "bash -c x\nanon.approve XXXXX" },
+        ],
+      }),
+    ),
+  );
+  assert.equal(
+    sitesText(approval.sites, pageT("zh-CN")),
+    "rm-rf（第 1 行第 10 列）; sudo（第 2 行）; strict.unlisted（命中：bash -c x⏎anon.approve XXXXX）; protected-path",
+  );
+  assert.equal(
+    sitesText(approval.sites, pageT("en-US")),
+    "rm-rf (line 1, col 10); sudo (line 2); strict.unlisted (at: bash -c x⏎anon.approve XXXXX); protected-path",
+  );
 });

@@ -168,6 +168,7 @@ test("an approval on the page: what the agent wrote is redacted again", () => {
     command: "curl",
     command_hidden_chars: 0,
     rules: ["rm-rf"],
+    matched: null,
     grantable: false,
     preview: "curl -H 'Authorization: Bearer abcdefghijklmnop' https://user:pw@example.com",
     cwd: "/p",
