@@ -29,27 +29,14 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
 
   return {
     request(client, body, waitEnded, accepted) {
-      const post = (payload: ApprovalRequest) =>
-        runWithRetry(() => client.request("POST", "approvals", { body: payload, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
+      const sent = (async () => {
+        const result = await runWithRetry(() => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
           maxAttempts: REQUEST_ATTEMPTS,
           backoffMs: BACKOFF_MS,
           sleep,
           random: Math.random,
           signal: waitEnded,
         });
-      const sent = (async () => {
-        let result = await post(body);
-        // A server older than optional fields refuses them (its request shape is strict): the same
-        // request without the display fields, then without `agent_uid` (it cannot refuse by uid anyway).
-        const { action_code: _code, matched: _matched, ...plain } = body;
-        const { agent_uid: _uid, ...oldest } = plain;
-        let sent: object = body;
-        for (const older of [plain, oldest]) {
-          if (result.ok || result.error.status !== 400 || waitEnded.aborted) break;
-          if (Object.keys(older).length === Object.keys(sent).length) continue;
-          sent = older;
-          result = await post(older);
-        }
         if (result.ok)
           accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.push ?? null, result.value.approval.state === "pending");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
