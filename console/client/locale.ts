@@ -1,10 +1,10 @@
 /**
- * The page's language: the console's locale setting, else the browser's. The console stores a
- * locale from its first start (Chinese) whether or not the person chose it, so on this page's first
- * visit in a browser whose language is not Chinese the console's setting is switched to English,
- * once; from then on the console's own language setting decides, for the page and the console.
+ * The page's language: under `npm start`, the server's (named in the page's head), for the whole
+ * console; else the console's setting, switched once to English on a first visit from a browser
+ * that is not Chinese (the console stores Chinese whether or not the person chose it).
  */
-import { useConfig } from "@koishijs/client";
+import { type Context, useConfig } from "@koishijs/client";
+import { watchEffect } from "vue";
 
 export type PageLocale = "zh-CN" | "en-US";
 const SEEDED_KEY = "anon-notify.locale-seeded";
@@ -15,8 +15,16 @@ export function browserLocale(languages: readonly string[]): PageLocale {
   return first && /^en/i.test(first) ? "en-US" : first ? "zh-CN" : "en-US";
 }
 
+/** The language `npm start` runs in, from the meta tag it puts in the console's head; else undefined. */
+export function serverLocale(): PageLocale | undefined {
+  const named = document.querySelector('meta[name="anon-notify-language"]')?.getAttribute("content");
+  return named === "zh-CN" || named === "en-US" ? named : undefined;
+}
+
 export function seedLocale(): void {
-  if (localStorage.getItem(SEEDED_KEY)) return;
+  const server = serverLocale();
+  if (server) useConfig(true).value.locale = server;
+  if (server || localStorage.getItem(SEEDED_KEY)) return;
   localStorage.setItem(SEEDED_KEY, "1");
   const config = useConfig(true);
   if (config.value.locale === "zh-CN" && browserLocale(navigator.languages ?? [navigator.language]) === "en-US") config.value.locale = "en-US";
@@ -24,4 +32,9 @@ export function seedLocale(): void {
 
 export function pageLocale(): PageLocale {
   return useConfig().value.locale === "en-US" ? "en-US" : "zh-CN";
+}
+
+/** `<html lang>` names the console's language as it changes. */
+export function followLocale(ctx: Context): void {
+  ctx.effect(() => watchEffect(() => (document.documentElement.lang = pageLocale())));
 }
