@@ -43,6 +43,7 @@ import {
   consoleApproval,
   originDecision,
   timelineItem,
+  timelineLines,
   type ActionGate,
   type Board,
   type ConsoleApproval,
@@ -211,7 +212,8 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   async function items(entries: AuditEntry[]): Promise<TimelineItem[]> {
     const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
     const receipts = new Map((await events.many(eventIds)).map((row) => [row.event_id, { state: row.state, attempts: row.attempts, error: row.error }]));
-    return entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
+    const lines = entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
+    return timelineLines(lines, board);
   }
 
   function gateFor(client: AuthedClient): ActionGate {

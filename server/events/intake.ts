@@ -24,6 +24,8 @@ export interface EventIntakeDeps {
   totalLimit: RateLimit;
   /** Receives every accepted event. */
   audit?: AuditLog | undefined;
+  /** The project a session's heartbeats name, recorded with its events: the timeline names a gone session by it. */
+  project?: ((sessionId: string) => string | undefined) | undefined;
   /** Resolves once what was written is on disk (`DiskSync.flush`): a 202 is answered only then. */
   sync?: (() => Promise<void>) | undefined;
 }
@@ -273,7 +275,15 @@ export class EventIntake {
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
     // Stored with the other acceptances of this tick, each with its audit row: one transaction for all.
-    const written = this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
+    const written = this.#batch.write(
+      row,
+      audit?.draft({
+        action: "event.accepted",
+        session_id: event.session_id,
+        subject: event.event_id,
+        data: { event, project: this.#deps.project?.(event.session_id) ?? null },
+      }),
+    );
     return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written, row };
   }
 }
