@@ -290,7 +290,7 @@ const zh = {
     routes: {
       persona: "交给人格（Anon）转述",
       direct: "由机器人直接私聊发送",
-      log: "只打印在服务端终端（试用，不发给任何人）",
+      log: "只打印在服务端终端（日志人格，不告诉任何人）",
       none: "无处可去",
     } satisfies Record<NoticeRoute, string>,
     noticeRoute: (route: string, problem: string | null) => `通知去向：${route}${problem ? `；未就绪：${problem}` : ""}`,
@@ -555,7 +555,7 @@ const en: Messages = {
     routes: {
       persona: "handed to the persona (Anon), who tells them",
       direct: "sent directly by the bot in a private chat",
-      log: "only printed in the server's terminal (trial: nobody is messaged)",
+      log: "only printed in the server's terminal (the log persona; nobody is told)",
       none: "nowhere",
     },
     noticeRoute: (route, problem) => `notices go: ${route}${problem ? `; not ready: ${problem}` : ""}`,
