@@ -47,7 +47,7 @@ import { PersonaSlot } from "./persona/port.ts";
 import { Retention } from "./retention/plugin.ts";
 import { PersonaTools } from "./persona/yesimbot-tools.ts";
 import { YesImBotV3 } from "./persona/yesimbot-v3.ts";
-import { SessionRegistry, projectSession } from "./sessions/registry.ts";
+import { SessionRegistry } from "./sessions/registry.ts";
 import { HostRegistry } from "./hosts/registry.ts";
 import { HostRoutes } from "./hosts/routes.ts";
 import { StartService } from "./hosts/service.ts";
@@ -383,11 +383,7 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
         overlay: (row: EventRow) => worker.overlay(row),
       }
     : worker;
-  const project = (sessionId: string) => {
-    const entry = registry.find(sessionId);
-    return entry && projectSession(entry).project;
-  };
-  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, project, sync: () => disk.flush() });
+  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, registry, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,

@@ -292,11 +292,13 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
 }
 
 /**
- * The page's lines, newest first: each named by its session's project (the board's, else one the
- * trail recorded with a notice), and a run of sign-ins (every page load signs in) as one line with
- * its count. Pure.
+ * The page's lines, newest first: each accepted event with its receipt now (`rows`), each named by
+ * its session's project (the board's, else one the trail recorded with a notice), and a run of
+ * sign-ins (every page load signs in) as one line with its count. Pure.
  */
-export function timelineLines(items: readonly TimelineItem[], board: Board): TimelineItem[] {
+export function timelineLines(entries: readonly AuditEntry[], rows: readonly (TimelineReceipt & { event_id: string })[], board: Board): TimelineItem[] {
+  const receipts = new Map(rows.map(({ event_id, state, attempts, error }) => [event_id, { state, attempts, error }]));
+  const items = entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
   const recorded = new Map(items.filter((item) => item.session_id && item.project).map((item) => [item.session_id!, item.project!]));
   const lines: TimelineItem[] = [];
   for (const item of items) {

@@ -6,6 +6,7 @@
  */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
+import type { SessionRegistry } from "../sessions/registry.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../handover/worker.ts";
 import { DomainError } from "../../common/domain-error.ts";
@@ -24,8 +25,8 @@ export interface EventIntakeDeps {
   totalLimit: RateLimit;
   /** Receives every accepted event. */
   audit?: AuditLog | undefined;
-  /** The project a session's heartbeats name, recorded with its events: the timeline names a gone session by it. */
-  project?: ((sessionId: string) => string | undefined) | undefined;
+  /** Names each accepted event's project on the audit trail: the timeline names a gone session by it. */
+  registry?: Pick<SessionRegistry, "projectOf"> | undefined;
   /** Resolves once what was written is on disk (`DiskSync.flush`): a 202 is answered only then. */
   sync?: (() => Promise<void>) | undefined;
 }
@@ -281,7 +282,7 @@ export class EventIntake {
         action: "event.accepted",
         session_id: event.session_id,
         subject: event.event_id,
-        data: { event, project: this.#deps.project?.(event.session_id) ?? null },
+        data: { event, project: this.#deps.registry?.projectOf(event.session_id) ?? null },
       }),
     );
     return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written, row };

@@ -157,6 +157,13 @@ function loadPlugin(name: string, cwd: string, language: Language): Plugin<Conte
   throw new Error(standaloneText(language).pluginNotFound(name));
 }
 
+/** The console's own start line names the page without its token; the one npm start prints signs in, and "/" lands on the page. */
+function useConsole(app: Context, use: () => void): void {
+  use();
+  koishi.Logger.levels.console = koishi.Logger.ERROR;
+  app.server.get("/", (koa) => koa.redirect(CONSOLE_PAGE_PATH));
+}
+
 export interface StandaloneOutput {
   /** Where the start-up text goes (console.log by default); the demo prints its own. */
   announce?: (text: string) => void;
@@ -201,12 +208,7 @@ export async function runStandalone(
   use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
   const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
-  if (consolePlugin) {
-    use(consolePlugin, { open: false, head: consoleHead(language) });
-    // The console's own start line names the page without its token; the one printed below signs in, and "/" lands on it.
-    koishi.Logger.levels.console = koishi.Logger.ERROR;
-    app.server.get("/", (koa) => koa.redirect(CONSOLE_PAGE_PATH));
-  }
+  if (consolePlugin) useConsole(app, () => use(consolePlugin, { open: false, head: consoleHead(language) }));
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd, language), config);
   use(notifyWebhook, {
     ...file.notifyWebhook,

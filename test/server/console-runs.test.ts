@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import { sessionRuns, timelineSay, type RunView } from "../../server/console/run-rules.ts";
-import { timelineItem, timelineLines, type Board } from "../../server/console/decisions.ts";
+import { timelineLines, type Board } from "../../server/console/decisions.ts";
 import messages from "../../console/client/messages.ts";
 
 let nextId = 0;
@@ -296,10 +296,8 @@ test("the page's timeline: a run of sign-ins is one line with its count; a gone 
     entry(2, "event.accepted", { event: { status: "completed", task: "t", summary: "s" }, project: "web-shop" }, "01a23449-gone"),
     entry(1, "console.sign_in"),
   ];
-  const lines = timelineLines(
-    newestFirst.map((item) => timelineItem(item)),
-    new Map() as Board,
-  );
+  const entries = newestFirst.map((item) => (item.id === 2 ? { ...item, subject: "ev-2" } : item));
+  const lines = timelineLines(entries, [{ event_id: "ev-2", state: "context_injected", attempts: 1, error: null }], new Map() as Board);
   assert.deepEqual(
     lines.map((line) => [line.id, line.say.key, line.project]),
     [
@@ -309,6 +307,8 @@ test("the page's timeline: a run of sign-ins is one line with its count; a gone 
       [1, "signed_in", null],
     ],
   );
+  assert.equal(lines[1]!.receipt, null);
+  assert.deepEqual(lines[2]!.receipt, { state: "context_injected", attempts: 1, error: null }, "an accepted event with its receipt now");
   assert.equal(worded(lines[0]!.say, "en-US"), "Browsers signed in with the console token 3 times");
   assert.equal(worded(lines[0]!.say, "zh-CN"), "浏览器用控制台 Token 登录了 3 次");
 });
