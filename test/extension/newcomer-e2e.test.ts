@@ -1,9 +1,6 @@
-/**
- * The newcomer's path in each language against the REAL `npm start`: a Pi session (SDK, faux model)
- * switched on, a notice, the doctor, switched off (footer included); and the README's path: Pi's own
- * CLI with the stub model paired by the one printed line, a task and its notice, then the printed
- * link in Chromium. No Chinese under en-US; under zh-CN no English words but names and codes.
- */
+/** The newcomer's path per language against the REAL `npm start`: a Pi session (SDK) on, a notice, the doctor, off; and
+ * by the README: Pi's CLI (stub model) paired by the printed line, a notice, the printed link in Chromium. No word of
+ * the other language on any surface (zh-CN: names and codes only). */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

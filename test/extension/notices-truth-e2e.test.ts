@@ -1,10 +1,5 @@
-/**
- * Notices that cannot reach anyone are not dropped without a word: a REAL Pi session (SDK, faux
- * model) against the REAL notify-webhook plugin in a Koishi app with no persona and no bot (the
- * documented SQLite koishi.yml without YesImBot). `/anon-notify` warns before switching on, the
- * first failed receipt is told once, and the doctor shows the receipt as it is now, in the
- * session's language.
- */
+/** A REAL Pi session against notify-webhook with no persona and no bot: `/anon-notify` warns first, the footer keeps
+ * "(no chat on the server)" after /reload, the first failed receipt is told once, the doctor shows it, per language. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";

@@ -1,8 +1,6 @@
-/**
- * The README's doctor samples are real output: in each language, a fresh `npm start` server, Pi's own
- * CLI paired with it by the printed line, switched on, `/anon-notify-doctor test`; the README's block
- * must equal what the doctor printed, with temp paths, ports and ids normalized.
- */
+/** The README's doctor samples are real output: in each language, a fresh `npm start` server, Pi's own CLI paired
+ * with it by the printed line, switched on, `/anon-notify-doctor test`; the README's block must equal what the
+ * doctor printed, with temp paths, ports and ids normalized. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

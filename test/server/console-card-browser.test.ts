@@ -1,8 +1,6 @@
-/**
- * The session card on a desktop window in a real Chromium, in each language: the session id stays
- * on one line, and while every session is muted the card offers ending that mute (not another
- * mute) and the mute bar no longer offers muting all next to ending all mutes.
- */
+/** The session card on a desktop window in a real Chromium, in each language: the session id stays on one line, and
+ * while every session is muted the card offers ending that mute (not another mute) and the mute bar no longer
+ * offers muting all next to ending all mutes. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import messages from "../../console/client/messages.ts";

@@ -1,8 +1,6 @@
-/**
- * Koishi's frame around the page under `npm start`, in a real Chromium whose own language is the
- * other one: the server's language decides the tab title, `<html lang>` and every sidebar tooltip;
- * the only console address printed is the one that signs in, and the bare address lands on the page.
- */
+/** Koishi's frame around the page under `npm start`, in a real Chromium whose own language is the other one: the
+ * server's language decides the tab title, `<html lang>` and every sidebar tooltip; the only console address
+ * printed is the one that signs in, and the bare address lands on the page. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";

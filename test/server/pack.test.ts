@@ -1,11 +1,6 @@
-/**
- * Both packages, packed as npm publishes them (prepack builds them), installed into a temp Koishi
- * instance folder (from npm's cache where it can, the registry otherwise): the Pi package, and the
- * Koishi plugin package that Koishi's loader finds by name. Koishi's own CLI starts from the
- * README's `koishi.yml` (placeholders filled in) in a folder made as the README says; the server
- * says at start and in /health that notices have no persona, and an event gets a 202 and a receipt
- * that fails saying so.
- */
+/** Both packages packed as npm publishes them, installed into a Koishi folder made as the README says; Koishi's CLI
+ * starts from the README's koishi.yml (English first in i18n.locales) and says, in English, that notices have no
+ * persona; an event gets a 202 and a receipt that fails saying so. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
