@@ -1,9 +1,5 @@
-/**
- * Per-session activation, persisted in the session itself. The truth is the newest
- * `anon-notify:activation` custom entry anywhere in the session file; it is read again on every
- * `session_start`, written before memory changes, and fails closed when unreadable. Also: who is a
- * subagent, the pre-enable recipient verdict, and the dormant read-only projection for Pi Web.
- */
+/** Per-session activation, read from the newest `anon-notify:activation` entry in the session file at
+ * every `session_start` and failing closed when unreadable, so a switch survives reloads and forks. */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
@@ -34,11 +30,8 @@ function isActivationEntry(entry: unknown): entry is { data?: unknown } {
   );
 }
 
-/**
- * The newest activation record across all entries (all branches: activation is session-wide, so
- * `/tree` navigation does not change it). A malformed or unknown-version newest record means
- * inactive; an older valid record is never fallen back to.
- */
+/** The newest activation record across all branches (`/tree` does not change it); a malformed or unknown-version newest record means inactive, never an
+ * older one. */
 export function readActivation(entries: readonly unknown[]): ActivationReading {
   const newest = entries.findLast(isActivationEntry);
   if (!newest) return { record: "none", active: false };
@@ -49,10 +42,7 @@ export function readActivation(entries: readonly unknown[]): ActivationReading {
   return { record: "valid", active: parsed.data.active, via: parsed.data.via };
 }
 
-/**
- * Session JSONL lines as entries. Lines that are not JSON are skipped, as Pi's own loader does, so
- * the dormant view agrees with what a live runtime would restore.
- */
+/** Session JSONL lines as entries, skipping lines that are not JSON as Pi's own loader does. */
 export function parseSessionLines(text: string): unknown[] {
   const entries: unknown[] = [];
   for (const line of text.split("\n")) {
@@ -87,10 +77,7 @@ export interface DormantActivation {
   record: ActivationReading["record"];
 }
 
-/**
- * Read-only projection for a Pi Web server from a session JSONL path. Never writes, never reads
- * configuration, tokens or server readiness. Throws only when the file itself cannot be read.
- */
+/** Read-only projection for Pi Web from a session JSONL path: never writes, never reads config or tokens; throws only when the file cannot be read. */
 export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
   const header = entries.find(
@@ -106,7 +93,6 @@ export async function readDormantActivation(sessionFile: string): Promise<Dorman
   };
 }
 
-/** How this Pi process was started, as far as subagent recognition needs it. */
 export interface ProcessFacts {
   mode: string;
   sessionFile: string | undefined;
@@ -118,12 +104,11 @@ export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
 export const SUBAGENT_FLAG = "anon-notify-off";
 /** Passed by anon-notify-host: the session is switched on at its start when it has no activation record yet. */
 export const START_ON_FLAG = "anon-notify-on";
+/** Passed by anon-notify-host with a start job's limits, as JSON (`{"turns"?,"minutes"?}`): each run of this Pi is stopped past them. */
+export const LIMITS_FLAG = "anon-notify-limits";
 
-/**
- * A subagent is what Pi's subagent example spawns: JSON or print mode without a session file
- * (it has no session to switch on). Parents that spawn Pi otherwise can say so with `--anon-notify-off` or
- * `ANON_NOTIFY_SUBAGENT=1`; those two hold even when `mainAgentOnly` is off.
- */
+/** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
+ * too, even when `mainAgentOnly` is off. */
 export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean {
   if (facts.optOutFlag) return true;
   const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();
@@ -134,19 +119,13 @@ export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean
 /** The server's answer to `GET /recipient`, or why there is none. */
 export type RecipientCheck = { kind: "answer"; status: RecipientStatus; reason: string | null } | { kind: "network_error"; message: string };
 
-/**
- * `allow` with the footer's note: `reachable`, `unverified` (no answer: warn with `why`), `unknown`
- * (the server cannot check: warn with `why`). Refused: the server says the friend is missing.
- */
+/** `allow` with the footer's note (`reachable`, `unverified`, `unknown`), or refused because the server says the friend is missing. */
 export type EnableVerdict =
   | { allow: true; note: "reachable" }
   | { allow: true; note: "unverified" | "unknown"; why: string }
   | { allow: false; status: "not_added" | "unreachable" };
 
-/**
- * Whether `/anon-notify` may switch a session on, given the server's recipient status. A network
- * error is not evidence that the friend is missing: allow, and say the status is unverified.
- */
+/** Whether `/anon-notify` may switch on, given the recipient status; a network error is no evidence the friend is missing: allow, unverified. */
 export function enableVerdict(check: RecipientCheck): EnableVerdict {
   if (check.kind === "network_error") return { allow: true, note: "unverified", why: check.message };
   switch (check.status) {

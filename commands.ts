@@ -1,12 +1,5 @@
-/**
- * The command channel, the public face of two channels over the server's two lanes of one queue:
- * the instruction channel (extension/command-channel/instruction-*.ts: instructions become visible steer messages,
- * claimed while idle by long poll and at tool turns while busy, journaled before the ACK, an
- * interrupted one reported) and, with a protocol-3 server, the control channel (extension/command-channel/control-*.ts:
- * a control long poll beside it, idle and busy, that owns the built-in `stop` and hands other kinds
- * to the feature that registered them). Both run on one start's connection and journal
- * (extension/command-channel/lane.ts, journal.ts).
- */
+/** The command channel's face: the instruction and control channels over the server's two lanes of one
+ * queue, started and stopped together on one connection and journal (extension/command-channel/). */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { ControlChannel } from "./extension/command-channel/control-channel.ts";
 import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";

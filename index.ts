@@ -1,10 +1,5 @@
-/**
- * anon-notify: tells Anon (a YesImBot persona) when a Pi run completes or fails, for the sessions
- * the user switched on with `/anon-notify` (`/anon-notify-doctor` says whether it works). Wiring
- * only: the session (extension/session/), the run recorder (extension/run-recorder.ts) observed by
- * the notices (extension/notices/) and the desktop sink (extension/sink/), and the services an active session runs: presence, the command channel
- * (commands.ts) and the progress tool. Handlers record and enqueue; none awaits the network.
- */
+/** anon-notify's Pi entry, wiring only: the session, the run recorder and its observers, and the services
+ * an active session runs. Handlers record and enqueue; none awaits the network. */
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
@@ -40,6 +35,7 @@ import { recallNoChat, registerToggleCommand } from "./extension/activation/togg
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { registerSetupCommand } from "./extension/session/setup.ts";
 import { installSink } from "./extension/sink/index.ts";
+import { installRunLimits } from "./extension/session/run-limits.ts";
 
 const debug = debuglog("anon-notify");
 
@@ -140,6 +136,8 @@ export default function anonNotify(pi: ExtensionAPI): void {
   registerDoctorCommand(pi, { session: () => current.state, text, presence, commands, runtimeId });
 
   pi.on("session_start", (event, ctx) => open(event, ctx));
+  // After `open`, which binds the terminal the limits' words go to.
+  installRunLimits(pi, recorder, { report, text });
 
   pi.on("session_shutdown", close);
 }

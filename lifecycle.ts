@@ -1,8 +1,5 @@
-/**
- * Run facts and the pure decisions made from them: how a settled run ended (completed, failed,
- * interrupted, silent) and whether an optional started / progress / tool-error notice is due.
- * The run recorder (extension/run-recorder.ts) records facts through these reducers; nothing here does I/O.
- */
+/** Run facts and the pure decisions made from them: how a settled run ended and whether an optional
+ * started, progress or tool-error notice is due. */
 import type { FailureReason } from "./common/failure-words.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
@@ -39,6 +36,10 @@ export interface RunFacts {
   finalBatch: ToolBatchFacts | null;
   toolCalls: number;
   toolErrors: number;
+  /** Turns started (`turn_start`s) across the run's low-level runs. */
+  turns: number;
+  /** Set when the extension stopped the run past its limits: the abort then reads as this failure. */
+  limitHit: "turn_limit" | "time_limit" | null;
 }
 
 export function startRun(now: number): RunFacts {
@@ -54,7 +55,17 @@ export function startRun(now: number): RunFacts {
     finalBatch: null,
     toolCalls: 0,
     toolErrors: 0,
+    turns: 0,
+    limitHit: null,
   };
+}
+
+export function withTurn(facts: RunFacts): RunFacts {
+  return { ...facts, turns: facts.turns + 1 };
+}
+
+export function withLimitHit(facts: RunFacts, limit: "turn_limit" | "time_limit"): RunFacts {
+  return facts.limitHit ? facts : { ...facts, limitHit: limit };
 }
 
 export function withLowLevelStart(facts: RunFacts): RunFacts {
@@ -106,12 +117,8 @@ export function withCompaction(facts: RunFacts): RunFacts {
   return { ...facts, betweenRunsRisk: true };
 }
 
-/**
- * Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run
- * can be aborted while no low-level run is live (a retry back-off after an error, a compaction, a
- * continuation). Any other abort hits a live run, whose signal or stop reason tells it. Watching
- * costs a context preview per settle, so a plain run goes without.
- */
+/** Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run can be aborted with no live low-level run (a retry
+ * back-off, a compaction). Watching costs a context preview per settle. */
 export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
@@ -124,15 +131,16 @@ export type RunOutcome =
   | { kind: "interrupted" }
   | { kind: "silent" };
 
-/**
- * Decides once per settled run how it ended. `settledAborted` is Pi ≥ 1.1's
- * `agent_settled.aborted`; on 0.87.1 it is undefined and the recorded facts decide.
- */
+/** Decides once per settled run how it ended; `settledAborted` is Pi ≥ 1.1's `agent_settled.aborted` (undefined on 0.87.1: the facts decide). */
 export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined): RunOutcome {
   if (facts.lowLevelRuns === 0) return { kind: "silent" };
-  if (settledAborted === true || facts.abortSeen) return { kind: "interrupted" };
+  // A run the extension stopped at its limits is told as failed for that reason; any other abort is the person's and silent.
+  const interrupted: RunOutcome = facts.limitHit
+    ? { kind: "failed", stopReason: "aborted", reason: facts.limitHit, errorMessage: null }
+    : { kind: "interrupted" };
+  if (settledAborted === true || facts.abortSeen) return interrupted;
   // An abort between low-level runs (retry back-off, compaction) leaves no aborted signal behind.
-  if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return { kind: "interrupted" };
+  if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return interrupted;
   const last = facts.lastAssistant;
   if (!last) return { kind: "silent" };
   const failed = (reason: FailureReason): RunOutcome => ({
@@ -143,7 +151,7 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   });
   switch (last.stopReason) {
     case "aborted":
-      return { kind: "interrupted" };
+      return interrupted;
     case "stop":
       return { kind: "completed", stopReason: "stop" };
     case "length":
@@ -170,16 +178,12 @@ export interface ProgressPolicy {
   toolCountThreshold: number;
 }
 
-/** What was last reported as progress for the current run. */
 export interface ProgressMark {
   at: number;
   toolCalls: number;
 }
 
-/**
- * A progress notice is due after `firstAfterMs` of running and then every `intervalMs`, or sooner
- * once `toolCountThreshold` more tools have finished since the last one.
- */
+/** A progress notice is due after `firstAfterMs` and then every `intervalMs`, or once `toolCountThreshold` more tools have finished. */
 export function progressDue(facts: RunFacts, last: ProgressMark | null, now: number, policy: ProgressPolicy): boolean {
   if (!policy.progress) return false;
   const toolsSince = facts.toolCalls - (last?.toolCalls ?? 0);

@@ -1,8 +1,5 @@
-/**
- * How each side (the chat, the console page) shows an approval's action in its own language: the
- * codes a `policy` request's `action_code` names and the one decision over them. Pure and free of
- * zod, so the console page bundles it too.
- */
+/** How the chat and the console page word an approval's action in their own language. Free of zod, so
+ * the console page bundles it too. */
 import type { ApprovalSource, BuiltinRuleId } from "../protocol/approvals.ts";
 
 /** Built-in rules whose label is their command's own words: the same in every language. */
@@ -28,11 +25,9 @@ export type ActionLabel =
   | { kind: "agent"; text: string }
   | { kind: "unknown" };
 
-/**
- * Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
+/** Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
  * without a code (an older client) shows its text as the agent's label; an unknown code shows no
- * label at all (fail closed: the command itself says what runs).
- */
+ * label at all (fail closed: the command itself says what runs). */
 export function actionLabel(approval: { source: ApprovalSource; action: string; action_code?: string | null | undefined }): ActionLabel {
   if (approval.source === "ask_approval") return { kind: "model", text: approval.action };
   const code = approval.action_code;

@@ -1,19 +1,9 @@
-/**
- * A command as a person reads it before approving it: one line in which nothing the command holds
- * can pass for something else. Every control character, line break, bidi control, zero-width or
- * other invisible character is written out (`⏎`, `\t`, `\x0b`, `\u2028`), so a command can never
- * start a new line in a chat message or a dialog, reorder what is shown, or hide a character. Pure;
- * the terminal dialog and the server's chat, console and API texts all use it.
- *
- * Lengths are in UTF-16 code units, as the wire's limits count them; a surrogate pair is never split.
- */
+/** A command as a person reads it before approving it: one line where every control, bidi or invisible
+ * character is written out, so nothing a command holds can start a line, reorder or hide text. Lengths
+ * are UTF-16 code units, as the wire counts them; a surrogate pair is never split. */
 
-/**
- * What is written out: controls (C0, DEL, C1), format characters (bidi controls, zero-width
- * characters, BOM, soft hyphen…), line and paragraph separators, surrogates, private-use and
- * unassigned code points, every whitespace but the plain space, and `⏎` itself (else a literal `⏎`
- * would read as a line break).
- */
+/** Written out: controls, format characters (bidi, zero-width, BOM, soft hyphen), line and paragraph separators, surrogates, private-use and unassigned
+ * code points, whitespace but the space, and `⏎` itself. */
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\u23ce]|[^\S ]/u;
 
 const hex = (code: number, width: number) => code.toString(16).padStart(width, "0");
@@ -39,10 +29,7 @@ export function visibleControls(text: string): string {
 /** Where hidden characters were left out; the same mark in every language (the caller says what it means). */
 export const hiddenMark = (count: number) => ` ⟦…${count}…⟧ `;
 
-/**
- * At most `maxChars` units of `text` from its start (`from: "head"`) or end, whole code points only,
- * each piece measured by `measure` (its length as shown).
- */
+/** At most `maxChars` units of `text` from its head or tail, whole code points only, each measured by `measure`. */
 function take(chars: readonly string[], maxChars: number, from: "head" | "tail", measure: (char: string) => number): number {
   let used = 0;
   let count = 0;
@@ -56,10 +43,7 @@ function take(chars: readonly string[], maxChars: number, from: "head" | "tail",
   return count;
 }
 
-/**
- * Head and tail of `text` with the mark of how many units were left out between them, at most
- * `maxChars` long as measured by `measure`; the text itself when it fits.
- */
+/** Head and tail of `text` with the mark of how many units were left out, within `maxChars`; the text itself when it fits. */
 function cut(text: string, maxChars: number, render: (char: string) => string): { text: string; hiddenChars: number } {
   const chars = Array.from(text);
   const shown = chars.map(render);
@@ -75,18 +59,12 @@ function cut(text: string, maxChars: number, render: (char: string) => string): 
   return { text: shown.slice(0, head).join("") + hiddenMark(hidden) + shown.slice(chars.length - tail).join(""), hiddenChars: hidden };
 }
 
-/**
- * The display form of a command: `visibleControls`, and past `maxChars` its head and tail with
- * the count of hidden characters (of the command) between them.
- */
+/** The display form of a command: `visibleControls`, and past `maxChars` its head and tail with the hidden count between. */
 export function commandPreview(command: string, maxChars: number): { text: string; hiddenChars: number } {
   return cut(command, maxChars, visible);
 }
 
-/**
- * A command cut to fit the wire (`commandChars`) as it is, controls and all: head and tail with
- * the mark between them, and how many of its characters were left out.
- */
+/** A command cut to fit the wire as it is, controls and all, with how many characters were left out. */
 export function cutCommand(command: string, maxChars: number): { command: string; hiddenChars: number } {
   const { text, hiddenChars } = cut(command, maxChars, (char) => char);
   return { command: text, hiddenChars };

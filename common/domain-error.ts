@@ -1,8 +1,5 @@
-/**
- * The server's domain error: a refusal named by a protocol error code, thrown by services, stores
- * and routes alike. Nothing here knows HTTP; the HTTP edge (http/error-status.ts) is the one place that
- * turns a code into a status, and the persona tools turn it into words for the model.
- */
+/** The server's domain error, a refusal named by a protocol error code. Nothing here knows HTTP: only
+ * http/error-status.ts turns a code into a status. */
 import type { z } from "zod";
 import { wireIssues, type ErrorCode } from "../protocol/wire.ts";
 

@@ -1,7 +1,5 @@
-/**
- * Durable writes: a file is complete on disk before anyone can see it, and the folder entry that
- * names it survives a crash too (rename and append are only durable once the folder is fsynced).
- */
+/** Durable writes: a file is complete on disk before anyone can see it, and its folder entry survives a
+ * crash too (rename and append are durable only once the folder is fsynced). */
 import { randomBytes } from "node:crypto";
 import { closeSync, constants, fsync, openSync } from "node:fs";
 import { mkdir, open, rename, unlink, writeFile } from "node:fs/promises";
@@ -15,10 +13,7 @@ export function temporaryFileOwner(name: string): number | undefined {
   return Number(name.slice(TMP_PREFIX.length).split("-")[0]);
 }
 
-/**
- * Writes `text` to `path` atomically: a private temporary file in the same folder, fsynced, renamed
- * over the target, then the folder fsynced.
- */
+/** Writes `text` to `path` atomically: a private temporary file in the same folder, fsynced, renamed over the target, then the folder fsynced. */
 export async function replaceDurably(path: string, text: string): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `${TMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);

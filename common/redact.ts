@@ -1,14 +1,6 @@
-/**
- * Secrets out of free text that leaves the machine or is shown to a person (an approval's command,
- * a reason): the extension redacts before it sends, the server again before it stores or shows.
- * Pure.
- *
- * Only a LITERAL secret value is replaced, never anything the shell would expand or run: a person
- * approving a command must see all of its code. So a value is masked only when it is a plain word
- * (letters, digits and `_.~+/=:%@,^-`) that ends where the word ends; `X_TOKEN=$(curl … | sh)` and
- * `--auth="$(rm -rf ~)"` stay exactly as they are; so do paths and any value a later word
- * expands (`AUTH_HOME=/; rm -rf $AUTH_HOME`). Masking keeps the shape (`TOKEN=***`).
- */
+/** Secrets out of free text that leaves the machine or is shown to a person. Only a literal value (a
+ * plain word) is masked, never anything the shell would expand or run: a person approving a command
+ * must see all of its code (`X_TOKEN=$(curl … | sh)` stays as it is). */
 
 const MASK = "***";
 
@@ -19,10 +11,8 @@ const WORD_END = `(?=$|[\\s"';&|)<>])`;
 /** A name that says secret (`auth` but not `author`). */
 const SECRET_NAME = "[A-Za-z0-9_.-]*(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth(?!or))[A-Za-z0-9_.-]*";
 
-/**
- * `NAME=value`, `--name=value`, `name: value` (a header, free text) and `--name value` (a flag with
- * its value as the next word), optionally quoted, where the name says secret and the value is plain.
- */
+/** `NAME=value`, `--name=value`, `name: value` (a header, free text) and `--name value` (a flag with
+ * its value as the next word), optionally quoted, where the name says secret and the value is plain. */
 const NAMED_SECRET = new RegExp(`((?:^|[\\s"'{,;&(])(?:-{1,2}${SECRET_NAME}(?:=|\\s+)|${SECRET_NAME}["']?(?:=|:\\s*))["']?)(${PLAIN}+)${WORD_END}`, "gi");
 /** `Authorization: Bearer x`, `Basic x`. */
 const AUTH_SCHEME = new RegExp(`\\b(Bearer|Basic|Token)\\s+[A-Za-z0-9._~+/=-]{8,}${WORD_END}`, "g");

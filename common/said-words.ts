@@ -1,14 +1,9 @@
-/**
- * How a checked `details.said` line is put together from one language's words: the one
- * composition the server (Koishi i18n) and the console page (its catalogue) share, each passing
- * its own words. The agent's words are placed as they came, never worded. Pure and free of zod, so
- * the console page bundles it too.
- */
+/** How a checked `details.said` line is composed from one language's words; the server and the console
+ * page share it, each with its own words. Free of zod, so the console page bundles it too. */
 import type { ReadSaid } from "../protocol/said.ts";
 import type { ProgressSeverity, ProgressStage } from "../protocol/progress.ts";
 import type { DialogKind, FailureReason } from "../protocol/said.ts";
 
-/** One language's words for said lines. */
 export interface SaidWords {
   inProject(project: string, line: string): string;
   completed: string;

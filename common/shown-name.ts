@@ -1,14 +1,9 @@
-/**
- * A name or one-line field an agent chose (a project, a model, a tool, a notice's task), as a person
- * reads it in a row or a listing: one line, every hidden character written out as approval commands
- * are (`common/command-text.ts`), and whether its letters mix scripts the way look-alikes do. Pure.
- */
+/** A name an agent chose (project, model, tool, task) as a row shows it: one line, hidden characters
+ * written out as in common/command-text.ts, and whether its letters mix scripts the way look-alikes do. */
 import { visibleControls } from "./command-text.ts";
 
-/**
- * Scripts a name's letters are told apart by. A letter in none of them counts as one more script
- * of its own ("other"), so a name in an unlisted script is one script, and mixed with Latin is two.
- */
+/** Scripts a name's letters are told apart by. A letter in none of them counts as one more script
+ * of its own ("other"), so a name in an unlisted script is one script, and mixed with Latin is two. */
 const SCRIPTS = [
   "Latin",
   "Greek",
@@ -65,10 +60,8 @@ export function shownName(name: string): ShownName {
   return { text: visibleControls(name), mixedScripts: mixesScripts(name) };
 }
 
-/**
- * Whether a name a person typed refers to `name`: equal ignoring case, but only where case maps both
- * ways (`K` and `k`, never the Kelvin sign `K` and `k`), so no look-alike is ever the same name.
- */
+/** Whether a name a person typed refers to `name`: equal ignoring case, but only where case maps both
+ * ways (`K` and `k`, never the Kelvin sign `K` and `k`), so no look-alike is ever the same name. */
 export function sameName(typed: string, name: string): boolean {
   return typed.toLowerCase() === name.toLowerCase() && typed.toUpperCase() === name.toUpperCase();
 }

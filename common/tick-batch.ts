@@ -1,7 +1,5 @@
-/**
- * What callers ask for within one turn of the event loop, handled together: one query or one write
- * for a tick's worth of callers instead of one each. Each caller gets its own item's outcome.
- */
+/** What callers ask for within one turn of the event loop, handled as one query or write; each caller
+ * gets its own item's outcome. */
 import { setImmediate } from "node:timers/promises";
 
 export type ItemOutcome<Result> = { ok: true; value: Result } | { ok: false; error: unknown };

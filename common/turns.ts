@@ -1,10 +1,5 @@
-/**
- * One task at a time per key, in arrival order; tasks of different keys run side by side, and a key
- * is forgotten once its last task settles. A failed task does not stop the next one. The project's
- * one way to serialise per key (the server's event acceptance per `event_id`, command writes per
- * session, command creations and approval requests each in one shared turn, the extension's outbox
- * operations per event).
- */
+/** One task at a time per key, in arrival order, different keys side by side: the project's one way to
+ * serialise per key. A failed task does not stop the next one. */
 export class Turns {
   readonly #tails = new Map<string, Promise<unknown>>();
 

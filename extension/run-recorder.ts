@@ -1,16 +1,5 @@
-/**
- * The one place Pi's events become run facts (lifecycle.ts), for every channel that reports runs:
- * the chat notices and the desktop sink observe the same recorded run and the same outcome, so
- * they cannot disagree about how a run ended, what its task was or what it answered.
- *
- * A run is one top-level unit of work: from its first `agent_start` to `agent_settled` (retries,
- * compaction and continuations are low-level runs inside it). The recorder listens only while
- * someone observes (an inactive session's turns cost it nothing); an observer that joins while a run
- * is in progress gets that run from then on, its task read back from the session. An `agent_before_settle` listener makes Pi build a context preview at every
- * settle (a `turn_end` one, at every turn: none is used), so it is attached only while an observer
- * needs the exact outcome and the run can be aborted with no live low-level run to show it
- * (`needsSettleTell`).
- */
+/** The one place Pi's events become run facts, so the chat notices and the desktop sink cannot disagree
+ * about how a run ended. It listens only while someone observes; a run is agent_start to agent_settled. */
 import type { AgentSettledEvent, ExtensionAPI, ExtensionContext, ToolExecutionEndEvent, ToolExecutionStartEvent } from "@earendil-works/pi-coding-agent";
 import {
   classifyRun,
@@ -24,6 +13,7 @@ import {
   withLowLevelStart,
   withTask,
   withToolEnd,
+  withTurn,
   type RunFacts,
   type RunOutcome,
 } from "../lifecycle.ts";
@@ -44,6 +34,8 @@ export interface RunObserver {
   start?(run: RecordedRun, ctx: ExtensionContext): void;
   /** A user-visible request (user or custom message) was recorded; the first one named the task. */
   request?(run: RecordedRun): void;
+  /** A turn (one model call and its tools) is about to start; `run.facts.turns` counts it. */
+  turn?(run: RecordedRun, ctx: ExtensionContext): void;
   toolStart?(run: RecordedRun, event: ToolExecutionStartEvent): void;
   toolEnd?(run: RecordedRun, event: ToolExecutionEndEvent, ctx: ExtensionContext): void;
   /** Every `agent_settled`; `settled` is undefined when no run was recorded (nothing started). */
@@ -171,6 +163,12 @@ function createRunRecorder(pi: ExtensionAPI): RunRecorder {
         syncSettleTell();
         if (text) run.answer = { text, at: message.timestamp };
       }
+    }),
+    pi.on("turn_start", (_event, ctx) => {
+      const current = run;
+      if (!current) return;
+      current.facts = withTurn(current.facts);
+      each((o) => o.turn?.(current, ctx));
     }),
     pi.on("tool_execution_start", (event) => {
       const current = run;

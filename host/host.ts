@@ -1,8 +1,5 @@
-/**
- * The host process: registers and heartbeats, holds one long poll on its `host` lane, and turns
- * each start job into a Pi session (docs/protocol.md, Hosts). The journal is written before Pi
- * starts and before the ACK, so a job claimed again after a crash starts nothing twice.
- */
+/** The host process: registers, heartbeats and long-polls its `host` lane, turning each start job into a
+ * Pi session; the journal is written before Pi starts and before the ACK, so nothing starts twice. */
 import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import { errorText } from "../common/errors.ts";
@@ -158,7 +155,7 @@ export class Host {
       journal.record({ command_id: command.command_id, session_id: this.id, event_id: command.event_id, delivered_at: new Date().toISOString(), outcome });
     await record();
     try {
-      const session = await startSession(pi!, decision.cwd, job.session_id, job.task, env);
+      const session = await startSession(pi!, decision.cwd, job, env);
       this.#sessions.set(job.session_id, session);
       void session.exited.then(() => this.#sessions.delete(job.session_id));
       await record("started");

@@ -1,7 +1,5 @@
-/**
- * Which folder a start job's project names, pure: a project is one folder name directly under an
- * allowed root, and the folder it really is (after every symlink) must still lie inside that root.
- */
+/** Which folder a start job's project names: one folder directly under an allowed root, still inside it
+ * after every symlink. */
 import { isAbsolute, relative, sep } from "node:path";
 import type { StartRefusal } from "../protocol/queue.ts";
 

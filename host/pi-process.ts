@@ -1,11 +1,10 @@
-/**
- * The Pi sessions a host runs: the user's own `pi` found on PATH (or as configured), started in RPC
- * mode with the session id the server chose and `--anon-notify-on`, the task sent as its first prompt.
- */
+/** The Pi sessions a host runs: the user's own `pi` in RPC mode with the server's session id,
+ * `--anon-notify-on` and the job's limits, the task as its first prompt. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
-import { START_ON_FLAG } from "../activation.ts";
+import { LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
+import type { RunLimits } from "../protocol/hosts.ts";
 
 /** The command that runs Pi: a program and the arguments before Pi's own (e.g. `node cli.js`). */
 export interface PiCommand {
@@ -43,8 +42,16 @@ export interface RunningSession {
  * when Pi exits or refuses it first. Pi's stdout is read only for that answer; the session's
  * notices go to the server through the extension like any session's.
  */
-export function startSession(pi: PiCommand, cwd: string, sessionId: string, task: string, env: NodeJS.ProcessEnv): Promise<RunningSession> {
-  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", sessionId, `--${START_ON_FLAG}`], {
+export function startSession(
+  pi: PiCommand,
+  cwd: string,
+  job: { session_id: string; task: string; limits?: RunLimits | undefined },
+  env: NodeJS.ProcessEnv,
+): Promise<RunningSession> {
+  const sessionId = job.session_id;
+  // `=`: the value is one argument whatever it holds, never taken for the next one.
+  const limits = job.limits ? [`--${LIMITS_FLAG}=${JSON.stringify(job.limits)}`] : [];
+  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", sessionId, `--${START_ON_FLAG}`, ...limits], {
     cwd,
     env,
     stdio: ["pipe", "pipe", "inherit"],
@@ -69,7 +76,7 @@ export function startSession(pi: PiCommand, cwd: string, sessionId: string, task
     child.stdout!.setEncoding("utf8").on("data", onData);
     child.once("error", rejectStart);
     void exited.then(() => rejectStart(new Error(`pi exited (${child.exitCode ?? child.signalCode}) before it took the task`)));
-    child.stdin!.write(`${JSON.stringify({ id: "anon-notify-host-task", type: "prompt", message: task })}\n`);
+    child.stdin!.write(`${JSON.stringify({ id: "anon-notify-host-task", type: "prompt", message: job.task })}\n`);
   });
 }
 

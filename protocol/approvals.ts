@@ -1,8 +1,4 @@
-/**
- * Approvals: a person answers for one exact tool call. The request and resolution the extension
- * posts, the approval as the server keeps it, the owner's decision, and the `approval_decision`
- * control command's payload.
- */
+/** Approvals on the wire: a person answers for one exact tool call. */
 import { z } from "zod";
 import { Id, Timestamp } from "./wire.ts";
 
@@ -22,13 +18,10 @@ export const APPROVAL_LIMITS = {
   grantMinutesMax: 240,
 } as const;
 
-/** What the person can decide. */
 export const ApprovalDecision = z.enum(["approved", "rejected"]);
 export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
-/** What happened to the call in the end. */
 export const ApprovalOutcome = z.enum(["approved", "rejected", "timeout"]);
 export type ApprovalOutcome = z.infer<typeof ApprovalOutcome>;
-/** Where the answer came from. */
 export const ApprovalVia = z.enum(["chat", "operator", "console", "ntfy", "terminal", "policy", "timeout", "aborted"]);
 export type ApprovalVia = z.infer<typeof ApprovalVia>;
 /** Where a person can answer on the server's side (`ntfy`: a button on the phone push). */
@@ -41,13 +34,9 @@ export const OPEN_APPROVAL_STATES: readonly ApprovalState[] = ["pending", "decid
 export const ApprovalSource = z.enum(["policy", "ask_approval"]);
 export type ApprovalSource = z.infer<typeof ApprovalSource>;
 
-/** A sha256 in lower-case hex: the digest of the call's canonical JSON arguments. */
 export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lower-case hex sha256");
 
-/**
- * A rule the gate matched: a built-in or user rule id, `opaque.*` for a command the analysis could not
- * see through (fail closed, never grantable), `model.ask` for `ask_approval`.
- */
+/** A matched rule: a built-in or user rule id, `opaque.*` (the analysis could not see through; never grantable), or `model.ask` for `ask_approval`. */
 export const RuleId = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be a rule id: lower-case letters, digits, '.', '_', '-' (≤ 64)");
 export type RuleId = z.infer<typeof RuleId>;
 export const OPAQUE_RULE_PREFIX = "opaque.";
@@ -59,11 +48,7 @@ export const PROTECTED_PATH_RULE = "protected-path";
 export const BUILTIN_RULE_IDS = ["rm-rf", "sudo", "git-push-force", "git-reset-hard", "git-clean", "disk-write", "write-outside-project"] as const;
 export type BuiltinRuleId = (typeof BUILTIN_RULE_IDS)[number];
 
-/**
- * What the `action` of a `policy` request is, as a code each reader's side words in its own
- * language (the terminal may speak another than the chat): the extension sends the code, never its
- * own words for the server to show.
- */
+/** An action as a code each side words in its own language: the extension never sends its own words for the server to show. */
 export const ActionCode = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be an action code: lower-case letters, digits, '.', '_', '-' (≤ 64)");
 /** The exact call an approval is for, beyond its session, runtime and run. */
 export const ApprovalBinding = z.strictObject({
@@ -101,18 +86,12 @@ export const ApprovalRequest = z.strictObject({
     .optional(),
   /** The OS user id Pi runs as (`process.getuid()`; absent where there is none): whether it could read the operator token. */
   agent_uid: z.number().int().min(0).max(0xffff_ffff).optional(),
-  /** Every rule the gate matched. */
   rules: z.array(RuleId).min(1).max(APPROVAL_LIMITS.rulesMax),
   /** Where each rule matched: the command or construct as written (cut to `siteChars`). Absent from older clients. */
   matched: z
     .array(z.strictObject({ rule: RuleId, at: z.string().max(APPROVAL_LIMITS.siteChars) }))
     .max(APPROVAL_LIMITS.rulesMax)
     .optional(),
-  /**
-   * The literal words of every simple command, in order: present only when the gate resolved every
-   * word of every command (no expansion, assignment, file redirection, nested or wrapped command).
-   * Absent, the request is never covered by a grant.
-   */
   /** Ignored: the server alone decides what may be granted (`serverGrantable`); kept for older servers, which need it. */
   grantable: z.boolean(),
   source: ApprovalSource,
@@ -160,15 +139,11 @@ export const Approval = z.object({
 });
 export type Approval = z.infer<typeof Approval>;
 export const ApprovalAnswer = z.object({ approval: Approval });
-/**
- * How the owner is reached with a new request: `sent` it is in their chat; `queued` a chat is
- * configured but the request has not gone through yet (retried while the approval is open); `none`
- * nobody to send to (no chat configured, or decided at once by a grant): answer in the terminal or the console.
- */
+/** How the owner is reached: `sent` in their chat; `queued` a chat is configured but not reached yet (retried while open); `none` nobody to send to (no
+ * chat, or a grant decided at once): answer in the terminal or the console. */
 export const ApprovalReach = z.enum(["sent", "queued", "none"]);
 export type ApprovalReach = z.infer<typeof ApprovalReach>;
-/** The answer of `POST /approvals`. */
-/** `push`: the phone push route the request is also handed to (`ntfy`, `feishu`), null when none; absent from older servers. */
+/** The answer of `POST /approvals`; `push` names the phone push route it also went to (null when none; absent from older servers). */
 export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach, push: z.string().nullable().optional() });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
@@ -191,7 +166,6 @@ export const ApprovalListQuery = z.strictObject({
 export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
 export const ApprovalList = z.object({ approvals: z.array(Approval).max(APPROVAL_LIMITS.listMax) });
 
-/** The `approval_decision` control command's payload. */
 export const ApprovalDecisionPayload = z.strictObject({
   approval_id: Id,
   decision: ApprovalDecision,
@@ -207,12 +181,8 @@ export type ApprovalDecisionPayload = z.infer<typeof ApprovalDecisionPayload>;
 export const ApprovalDecisionOutcome = z.enum(["applied", "already_answered", "mismatch", "unknown"]);
 export type ApprovalDecisionOutcome = z.infer<typeof ApprovalDecisionOutcome>;
 
-/**
- * A standing grant: the owner approved one exact call for its session for a while, so a later
- * request of that session with the same argv (or, for a prefix grant, every simple command starting
- * with the prefix and no further word a path outside the project) from the same cwd is approved at
- * once. Never for `opaque.*` rules, `ask_approval` or a call without `argv`; revocable; each use counted.
- */
+/** A standing grant: the owner approved one exact call for a while, so a later call of its session and cwd with the same argv (or the granted prefix, no
+ * further word a path outside the project) is approved at once. Never for `opaque.*`, `ask_approval` or a call without argv. */
 export const GrantId = z.string().regex(new RegExp(`^G[${CODE_ALPHABET}]{4}$`), "must be a grant id: G and 4 letters");
 export const Grant = z.object({
   grant_id: GrantId,
@@ -221,9 +191,7 @@ export const Grant = z.object({
   /** What it covers: the exact simple commands, or (`prefix`) the leading words each must start with; null on grants made before binding (they cover nothing). */
   argv: z.array(z.array(z.string())).nullable(),
   prefix: z.boolean(),
-  /** The working directory it holds in. */
   cwd: z.string(),
-  /** The approval it was given with. */
   approval_id: Id,
   created_by: z.string(),
   via: PersonVia,

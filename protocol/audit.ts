@@ -1,6 +1,4 @@
-/**
- * The audit trail: who acted, what was recorded, and how the operator pages through it.
- */
+/** The audit trail: who acted, what was recorded, and how the operator pages through it. */
 import { z } from "zod";
 import { Id, Timestamp } from "./wire.ts";
 

@@ -1,6 +1,4 @@
-/**
- * Events (protocol 1): the notice body the extension posts, its acceptance and its receipt.
- */
+/** Events (protocol 1): the notice body the extension posts, its acceptance and its receipt. */
 import { z } from "zod";
 import { PushReceipt } from "./push.ts";
 import { Details, Id, LIMITS, Timestamp, httpUrl, nonNegativeSafeInt, oneLine, positiveSafeInt } from "./wire.ts";
@@ -40,11 +38,9 @@ export const EventBody = z.strictObject({
 });
 export type EventBody = z.infer<typeof EventBody>;
 
-/**
- * Event ids the server gives its own notices (watchdog, an approval's mention to the persona, the
+/** Event ids the server gives its own notices (watchdog, an approval's mention to the persona, the
  * mute digest). `POST /events` refuses them, so what only the server may say (break through a
- * mute) can be told by the id alone.
- */
+ * mute) can be told by the id alone. */
 export const SERVER_EVENT_ID_PREFIXES = ["watchdog:", "approval:", "mute-digest:"] as const;
 export function isServerEventId(eventId: string): boolean {
   return SERVER_EVENT_ID_PREFIXES.some((prefix) => eventId.startsWith(prefix));

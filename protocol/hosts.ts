@@ -1,7 +1,4 @@
-/**
- * Hosts on the wire (docs/protocol.md, Hosts): a host's heartbeat, the start job's payload, and
- * `POST /operator/sessions` with its answer.
- */
+/** Hosts on the wire: a host's heartbeat, the start job's payload, and `POST /operator/sessions`. */
 import { z } from "zod";
 import type { CommandSummary, StartRefusal } from "./queue.ts";
 import { Id, LIMITS } from "./wire.ts";
@@ -36,10 +33,18 @@ export type HostHeartbeat = z.infer<typeof HostHeartbeat>;
 
 export const HostHeartbeatAnswer = z.object({ ttl_ms: z.number().int().positive(), server_time: z.string() });
 
+/** A run's bounds: the extension stops a run past either (`failure_reason` `turn_limit` / `time_limit`). */
+export const RunLimits = z.strictObject({
+  turns: z.number().int().positive().max(1000).optional(),
+  minutes: z.number().int().positive().max(1440).optional(),
+});
+export type RunLimits = z.infer<typeof RunLimits>;
+
 export const StartPayload = z.strictObject({
   project: ProjectName,
   task: z.string().min(1).max(LIMITS.instructionChars),
   session_id: Id,
+  limits: RunLimits.optional(),
 });
 export type StartPayload = z.infer<typeof StartPayload>;
 
@@ -47,6 +52,7 @@ export const CreateSessionBody = z.strictObject({
   project: ProjectName,
   task: z.string().trim().min(1).max(LIMITS.instructionChars),
   host: HostName.optional(),
+  limits: RunLimits.optional(),
 });
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 

@@ -1,6 +1,4 @@
-/**
- * The operator API: creating, listing and cancelling instructions, stopping a run, listing sessions.
- */
+/** The operator API: creating, listing and cancelling instructions, stopping a run, listing sessions. */
 import { z } from "zod";
 import { CommandImage, CommandSummary } from "./queue.ts";
 import { SessionProjection } from "./sessions.ts";

@@ -1,7 +1,4 @@
-/**
- * Pairing (docs/protocol.md, "Pairing"): a short-lived code, printed by the server as a link, that
- * a Pi exchanges once for the agent token and the recipient it must name.
- */
+/** Pairing: a short-lived code a Pi exchanges once for the agent token and the recipient. */
 import { z } from "zod";
 
 /** No 0/O, 1/I/L: a code read off a terminal and typed again is typed right. */

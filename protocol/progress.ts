@@ -1,6 +1,4 @@
-/**
- * The governed `report_progress` tool: its stages and the record of a refused call.
- */
+/** The governed `report_progress` tool: its stages and the record of a refused call. */
 import { z } from "zod";
 import { Details, Id, Timestamp } from "./wire.ts";
 
@@ -9,10 +7,8 @@ export type ProgressStage = z.infer<typeof ProgressStage>;
 export const ProgressSeverity = z.enum(["info", "warn", "critical"]);
 export type ProgressSeverity = z.infer<typeof ProgressSeverity>;
 
-/**
- * `POST /audit/tool-calls`: the extension's record of one call of its model-callable tool that was
- * refused (a sent call is audited through its event). `input` is the model's arguments as given.
- */
+/** `POST /audit/tool-calls`: the extension's record of one call of its model-callable tool that was
+ * refused (a sent call is audited through its event). `input` is the model's arguments as given. */
 export const ToolCallRecord = z.strictObject({
   session_id: Id,
   runtime_id: Id,

@@ -1,7 +1,4 @@
-/**
- * The phone push route (ntfy): a push's receipt, what `/health` says about the route, and the
- * answer of a pressed Approve or Deny button (docs/protocol.md "Push to the phone").
- */
+/** The phone push route on the wire: a push's receipt, `/health`'s view of it, and a button press's answer. */
 import { z } from "zod";
 import { ApprovalCode, ApprovalDecision, ApprovalState } from "./approvals.ts";
 import { Timestamp } from "./wire.ts";

@@ -1,7 +1,4 @@
-/**
- * The command queue on the wire (protocols 2 and 3): kinds, lanes, claims, leases, ACKs with outcomes,
- * images and the command summary.
- */
+/** The command queue on the wire (protocols 2 and 3): kinds, lanes, claims, leases, ACKs, images. */
 import { z } from "zod";
 import { ApprovalDecisionPayload } from "./approvals.ts";
 import { Id, LIMITS, Timestamp } from "./wire.ts";
@@ -59,10 +56,7 @@ export const OUTCOMES: Readonly<Record<Exclude<CommandKind, "instruction">, read
 export const StartRefusal = z.enum(["unknown_project", "root_not_allowed", "pi_not_found", "too_many_sessions", "start_failed"]);
 export type StartRefusal = z.infer<typeof StartRefusal>;
 
-/**
- * The run a stop aborted, sent with the stop's `stopped` ACK: a run typed in the terminal may have
- * sent no notice, so this is all the server learns of it. Untrusted text, like a notice's task.
- */
+/** The run a stop aborted, sent with its `stopped` ACK: a run typed in the terminal may have sent no notice. Untrusted text, like a notice's task. */
 export const StoppedRun = z.strictObject({
   /** Absent when the extension joined the run mid-way. */
   started_at: Timestamp.optional(),

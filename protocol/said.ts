@@ -1,11 +1,5 @@
-/**
- * `details.said`: what the extension's own words in a notice's `summary` say, as a closed key and
- * typed values, so a server can word the line in its own language (docs/protocol.md, Events). The
- * agent's free text is never a value here: it is the part of `summary` from a code-point offset on,
- * kept apart and shown as the agent's words (and `details` stays small: 4 KiB could not hold a
- * long reply twice). The key comes from the extension's code path; a reader checks it against the
- * event's status and shows `summary` unchanged for anything it cannot check.
- */
+/** `details.said`: the extension's own words in a summary as a closed key and typed values, so a server
+ * words the line in its own language; the agent's text is never a value, only the summary from an offset on. */
 import { z } from "zod";
 import type { EventStatus } from "./events.ts";
 import { ProgressSeverity, ProgressStage } from "./progress.ts";
@@ -19,6 +13,9 @@ export const FailureReason = z.enum([
   "tool_error_in_final_batch",
   "non_terminating_tool_batch",
   "unexpected_stop_reason",
+  // Stopped by the extension past the run's limits (`--anon-notify-limits`).
+  "turn_limit",
+  "time_limit",
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 
@@ -67,10 +64,7 @@ export const Said = z.discriminatedUnion("key", [
 export type Said = z.infer<typeof Said>;
 export type SaidKey = Said["key"];
 
-/**
- * The status a report's stage is sent with: a report is never the run's own completion or failure
- * (those come from the lifecycle); a stage that needs a person is a warning.
- */
+/** The status a report's stage goes with: never the run's completion or failure (the lifecycle's); a stage that needs a person is a warning. */
 export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
   started: "started",
   progress: "progress",
@@ -98,11 +92,8 @@ export interface ReadSaid {
   agent: string;
 }
 
-/**
- * `details.said` of an event, if a reader may word it: the extension's own notice (`pi:` id), a
- * known key with valid values, the status it belongs with, and an offset inside the summary.
- * Anything else is undefined: the reader shows `summary` as it came. Pure.
- */
+/** `details.said` if a reader may word it: the extension's own notice (`pi:` id), a known key with valid values, the matching status and an offset inside
+ * the summary; else undefined, and the summary is shown as it came. */
 export function readSaid(event: { event_id: string; status: EventStatus; summary: string; details: Record<string, unknown> | null }): ReadSaid | undefined {
   if (!event.event_id.startsWith("pi:") || !event.details || !Object.hasOwn(event.details, "said")) return undefined;
   const parsed = Said.safeParse(event.details.said);

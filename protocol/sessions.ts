@@ -1,6 +1,4 @@
-/**
- * Presence: heartbeats, offline, and the safe projection of an online session.
- */
+/** Presence: heartbeats, offline, and the safe projection of an online session. */
 import { z } from "zod";
 import { Id, LIMITS, Timestamp } from "./wire.ts";
 
@@ -49,28 +47,19 @@ export const StreamRefusal = z.object({
 });
 export type StreamRefusal = z.infer<typeof StreamRefusal>;
 
-/** What the server answers to each frame of the presence stream. */
 export const StreamAnswer = z.union([StreamRefusal, HeartbeatAnswer]);
 export type StreamAnswer = z.infer<typeof StreamAnswer>;
 
-/**
- * Splits a stream frame into its `quiet` flag and the heartbeat body. A boolean `quiet` is the
- * stream's own key and leaves the body; anything else under that name stays in it, where the
- * strict heartbeat schema refuses it (fail closed: such a frame is answered).
- */
+/** Splits a stream frame into its `quiet` flag and the heartbeat body; a non-boolean `quiet` stays in the body, where the strict schema refuses it. */
 export function splitStreamFrame(frame: unknown): { quiet: boolean; body: unknown } {
   if (typeof frame !== "object" || frame === null || Array.isArray(frame) || !Object.hasOwn(frame, "quiet")) return { quiet: false, body: frame };
   const { quiet, ...body } = frame as Record<string, unknown>;
   return typeof quiet === "boolean" ? { quiet, body } : { quiet: false, body: frame };
 }
 
-/** The presence stream's path under the API base path. */
 export const PRESENCE_STREAM_PATH = "/sessions/stream";
 
-/**
- * Close codes of the presence stream. A refusal at the handshake is 4000 + the HTTP status its error
- * code has on the HTTP routes (4401 unauthorized, 4429 rate_limited, 4503 not_ready).
- */
+/** Close codes of the presence stream; a handshake refusal is 4000 + its error code's HTTP status (4401, 4429, 4503). */
 export const STREAM_CLOSE = {
   refusedBase: 4000,
   replaced: 4409,
@@ -84,10 +73,7 @@ export const STREAM_CLOSE = {
 export const OfflineBody = z.strictObject({ session_id: Id, runtime_id: Id });
 export const OfflineAnswer = z.object({ removed: z.boolean() });
 
-/**
- * The safe projection of an online session: nothing but these keys ever leaves the registry. Its
- * `project`, `model` and `activity` are shown forms (`common/shown-name.ts`): one line, hidden characters written out.
- */
+/** The safe projection of an online session: nothing else leaves the registry; `project`, `model` and `activity` are shown forms (common/shown-name.ts). */
 export const SessionProjection = z.object({
   session_id: Id,
   project: z.string(),

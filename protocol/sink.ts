@@ -1,8 +1,5 @@
-/**
- * The local desktop sink (docs/local-sink.md): one-way `POST /event` over a Unix domain socket.
- * Payload schemas are the whitelist: parsing with them drops every key not listed (z.object strips),
- * and a missing optional key means "unknown", never zero.
- */
+/** The local desktop sink's payloads; the schemas are the whitelist (unknown keys are stripped) and a
+ * missing optional key means unknown, never zero. */
 import { z } from "zod";
 import { Timestamp } from "./wire.ts";
 

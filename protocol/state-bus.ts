@@ -1,8 +1,4 @@
-/**
- * The extension's two EventBus contracts with other extensions (a web UI reading the state, an
- * extension asking for a notice): the `anon-notify:state` v1 payload it publishes, and the
- * `anon-notify:send` requests it accepts. One schema per shape, shared by the code and the tests.
- */
+/** The extension's two EventBus contracts: the `anon-notify:state` v1 payload and `anon-notify:send` requests. */
 import { z } from "zod";
 import { DeliveryRoute } from "./events.ts";
 import { Id } from "./wire.ts";
@@ -11,10 +7,8 @@ export const STATE_CHANNEL = "anon-notify:state";
 export const SEND_CHANNEL = "anon-notify:send";
 export const STATUS_KEY = "anon-notify";
 
-/**
- * `disabled`: the global `enabled` switch is off. `misconfigured`: the configuration is invalid.
- * `suppressed`: a subagent, which never notifies whatever its record says.
- */
+/** `disabled`: the global `enabled` switch is off. `misconfigured`: the configuration is invalid.
+ * `suppressed`: a subagent, which never notifies whatever its record says. */
 export const SessionStatus = z.enum(["inactive", "active", "suppressed", "disabled", "misconfigured"]);
 export type SessionStatus = z.infer<typeof SessionStatus>;
 
@@ -47,10 +41,8 @@ export function servicesEnabled(facts: SessionFacts): boolean {
   return sessionStatus(facts) === "active";
 }
 
-/**
- * What another extension may send. Text longer than the wire limits is cut like the extension's
- * own notices; wrong types and unknown keys are rejected.
- */
+/** What another extension may send. Text longer than the wire limits is cut like the extension's
+ * own notices; wrong types and unknown keys are rejected. */
 export const SendRequest = z.strictObject({
   status: z.enum(["completed", "failed", "warning", "info"]),
   summary: z.string().min(1),

@@ -1,6 +1,4 @@
-/**
- * Server health and the recipient check the extension asks before it switches on.
- */
+/** Server health and the recipient check the extension asks before it switches on. */
 import { z } from "zod";
 import { PushHealth } from "./push.ts";
 
@@ -14,11 +12,9 @@ export const RecipientAnswer = z.object({
 });
 export type RecipientAnswer = z.infer<typeof RecipientAnswer>;
 
-/**
- * Where the server's notices end up now: a real persona (`persona`), the log persona that only
+/** Where the server's notices end up now: a real persona (`persona`), the log persona that only
  * prints them (`log`), no persona but a bot that sends `delivery: "direct"` notices (`direct`), or
- * nowhere (`none`). `reason` names what stands in the way, null when nothing does.
- */
+ * nowhere (`none`). `reason` names what stands in the way, null when nothing does. */
 export const NoticeRoute = z.enum(["persona", "direct", "log", "none"]);
 export type NoticeRoute = z.infer<typeof NoticeRoute>;
 export const NoticeReason = z.enum(["no_persona", "bot_not_found", "bot_offline"]);

@@ -1,7 +1,4 @@
-/**
- * The shared base of the wire contract (docs/protocol.md): paths, limits, ids, timestamps and the
- * error answer every route uses. Pure: no I/O.
- */
+/** The shared base of the wire contract: paths, limits, ids, timestamps and the error answer. */
 import { z } from "zod";
 
 export const API_BASE_PATH = "/api/agent-notify/v1";
@@ -20,10 +17,7 @@ export const LIMITS = {
   jsonDepth: 32,
   urlChars: 2048,
   eventBodyBytes: 64 * 1024,
-  /**
-   * A heartbeat, over HTTP or as one presence-stream frame: the largest valid one (two ids, project,
-   * model and activity at their limits, every character escaped to six bytes) is under 6 KiB.
-   */
+  /** A heartbeat, over HTTP or as one stream frame: the largest valid one (every character escaped to six bytes) is under 6 KiB. */
   heartbeatBodyBytes: 8 * 1024,
   /** `POST /events/batch`: events per request, and the whole body. */
   eventBatchMax: 32,
@@ -62,11 +56,7 @@ export const Timestamp = z.iso.datetime({ offset: false });
 export const nonNegativeSafeInt = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 export const positiveSafeInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
-/**
- * An http(s) URL, stored as the parser normalises it. Whitespace and control characters are refused
- * rather than dropped (the URL parser silently removes tabs and line breaks, so the raw string would
- * carry text the link does not).
- */
+/** An http(s) URL as the parser normalises it; whitespace and controls are refused, since the parser silently drops tabs and line breaks. */
 export const httpUrl = z
   .string()
   .max(LIMITS.urlChars)
@@ -90,10 +80,7 @@ export function oneLine(maxChars: number) {
     .transform((value) => value.replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, " "));
 }
 
-/**
- * Whether `value` nests objects and arrays more than `maxDepth` levels (`{}` is one). Iterative,
- * and it never looks below `maxDepth + 1`, so any depth, and a cyclic in-memory value, is safe to check.
- */
+/** Whether `value` nests deeper than `maxDepth` (`{}` is one); iterative and bounded, so any depth or a cycle is safe to check. */
 export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length > 0) {
@@ -107,10 +94,7 @@ export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
 
 const UNPAIRED_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
-/**
- * Whether text can be stored in a database text column and read back byte for byte: the SQLite
- * binding cuts at NUL, and UTF-8 cannot carry an unpaired surrogate.
- */
+/** Whether text survives a database text column byte for byte: SQLite cuts at NUL, and UTF-8 cannot carry an unpaired surrogate. */
 export function isStorableText(text: string): boolean {
   return !text.includes("\0") && !UNPAIRED_SURROGATE.test(text);
 }
@@ -172,7 +156,6 @@ export const ErrorAnswer = z.object({
 });
 export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 
-/** Flattens zod issues into the wire's `{path, message}` list. */
 export function wireIssues(error: z.ZodError): { path: string; message: string }[] {
   return error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message }));
 }

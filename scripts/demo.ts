@@ -4,11 +4,13 @@
  * model, switches the session on, lets a run finish (the completion notice reaches the persona),
  * sends an instruction through the operator API (it reaches the session and is answered), and
  * cancels one that then never arrives; then the owner does the same from a private chat with the
- * bot (plugin-mock stands in for QQ). Everything runs in a temp folder on 127.0.0.1.
+ * bot (plugin-mock stands in for QQ), and starts a new session there with `anon.new`, which
+ * anon-notify-host runs with Pi's own CLI (a stub model on loopback). Everything runs in a temp folder on 127.0.0.1.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { delimiter, join } from "node:path";
 import type {} from "@koishijs/plugin-mock";
 import { COMMAND_MESSAGE_TYPE, instructionText, type CommandMessage } from "../extension/command-channel/instruction-message.ts";
 import { finalEventId } from "../extension/notices/notice-rules.ts";
@@ -19,6 +21,7 @@ import { operatorApi } from "../harness/agent-api.ts";
 import { getReceipt } from "../harness/event-client.ts";
 import { freePort } from "../harness/koishi.ts";
 import { gatedTool } from "../harness/session-commands.ts";
+import { makePiHome, PI_CLI, PINNED_NODE, REPO, startStubModel } from "../test/helpers/pi-cli.ts";
 
 const RECIPIENT = { qq: "10001", anonQq: "10002" };
 
@@ -65,7 +68,15 @@ const TEXT = {
     sendFromChat: "anon.send #1 把 README 的安装步骤更新一下",
     piGot: (text: string) => `Pi 会话收到：「${text}」`,
     chatNotified: (id: string) => `这次的完成通知也送到了 Anon（上面的日志）：${id}`,
-    step8: "8. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失",
+    step8: "8. 从聊天新开会话：Agent 的机器上运行着 anon-notify-host，主人用 anon.new 让它在项目里启动 Pi",
+    hostRuns: (command: string) => `主机：${command}（这里的 Pi 是真实的 pi 命令行，模型是本机上的桩模型）`,
+    newTask: "anon.new shop 给 README 加一节“从聊天开会话”",
+    hostReply: "README 已经加上“从聊天开会话”一节。",
+    waitHost: "主机注册",
+    waitHosted: "新会话的完成通知",
+    hostedNotified: (id: string) => `新会话的完成通知也送到了 Anon（上面的日志）：${id}`,
+    hostStopped: "主机退出，它启动的会话随之结束（会话文件还在，可以在终端用 pi --session 接着用）。",
+    step9: "9. 用户再次执行 /anon-notify 关闭：心跳停止并注销，会话从在线列表消失",
     waitOffline: "会话下线",
     stillThere: "还在吗？",
     refused: (status: number, error: string) => `向离线会话主动发消息：HTTP ${status} ${error}（直接拒绝，不排队）`,
@@ -114,7 +125,15 @@ const TEXT = {
     sendFromChat: "anon.send #1 update the install steps in the README",
     piGot: (text: string) => `The Pi session received: "${text}"`,
     chatNotified: (id: string) => `This completion notice reached Anon too (the log above): ${id}`,
-    step8: "8. The user runs /anon-notify again to switch off: heartbeats stop, the session signs off and leaves the online list",
+    step8: "8. A new session from chat: anon-notify-host runs on the agent's machine, and the owner has it start Pi in a project with anon.new",
+    hostRuns: (command: string) => `Host: ${command} (its Pi is the real pi CLI, talking to a stub model on this machine)`,
+    newTask: "anon.new shop add a section on starting sessions from chat to the README",
+    hostReply: "The README has a section on starting sessions from chat now.",
+    waitHost: "the host to register",
+    waitHosted: "the new session's completion notice",
+    hostedNotified: (id: string) => `The new session's completion notice reached Anon too (the log above): ${id}`,
+    hostStopped: "The host exits and ends the session it started (its file stays: pi --session takes it over at the terminal).",
+    step9: "9. The user runs /anon-notify again to switch off: heartbeats stop, the session signs off and leaves the online list",
     waitOffline: "the session to go offline",
     stillThere: "Still there?",
     refused: (status: number, error: string) => `A message to the offline session: HTTP ${status} ${error} (refused at once, not queued)`,
@@ -151,6 +170,57 @@ function nextCommandMessage(pi: PiHarness): Promise<{ message: CommandMessage; a
       }
     });
   });
+}
+
+/**
+ * Step 8: anon-notify-host (its CLI, as `npx anon-notify-host` runs it) over one project, with a `pi`
+ * that is Pi's CLI with this extension and a stub model; the owner starts a session from chat, its
+ * completion notice reaches the persona, and the host exits, ending it.
+ */
+async function hostedSession(
+  workDir: string,
+  agent: { baseUrl: string; token: string },
+  operator: ReturnType<typeof operatorApi>,
+  cleanup: (() => unknown)[],
+  chat: (text: string) => Promise<string[]>,
+) {
+  const model = await startStubModel();
+  cleanup.unshift(model.close);
+  const home = makePiHome(model, join(workDir, "host"));
+  const code = join(home.root, "code");
+  mkdirSync(join(code, "shop"), { recursive: true });
+  const bin = join(home.root, "bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "pi"), `#!/bin/sh\nexec "${PINNED_NODE}" "${PI_CLI}" -e "${REPO}" "$@"\n`, { mode: 0o755 });
+  const env = {
+    ...home.env,
+    PATH: [bin, home.env.PATH].join(delimiter),
+    ANON_NOTIFY_ENDPOINT: `${agent.baseUrl}/events`,
+    ANON_NOTIFY_TOKEN: agent.token,
+    ANON_NOTIFY_RECIPIENT_QQ: RECIPIENT.qq,
+    ANON_NOTIFY_ANON_QQ: RECIPIENT.anonQq,
+  };
+  say(T.hostRuns(`npx anon-notify-host --root ${code} --name laptop`));
+  const host = spawn(PINNED_NODE, [join(REPO, "host", "cli.ts"), "--root", code, "--name", "laptop"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const exited = new Promise((done) => host.once("close", done));
+  cleanup.unshift(() => void host.kill("SIGKILL"));
+  let log = "";
+  host.stderr.setEncoding("utf8").on("data", (chunk: string) => (log += chunk));
+  await until(T.waitHost, async () => (log.includes("registered as") ? true : undefined));
+
+  model.script({ text: T.hostReply });
+  // The reply names the session it became.
+  const sessionId = /[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}/.exec((await chat(T.newTask)).join("\n"))?.[0] ?? "";
+  const notice = await until(T.waitHosted, async () => {
+    const { body } = await operator.audit({ session_id: sessionId, limit: "50" });
+    const accepted = (body.entries as { action: string; subject: string | null }[]).find((entry) => entry.action === "event.accepted");
+    const receipt = accepted?.subject ? await getReceipt(agent, accepted.subject) : undefined;
+    return receipt?.state === "context_injected" ? receipt : undefined;
+  });
+  say(T.hostedNotified(notice.event_id));
+  host.kill("SIGTERM");
+  await exited;
+  say(T.hostStopped);
 }
 
 async function main() {
@@ -275,7 +345,9 @@ async function main() {
     const owner = server.app.mock.client(RECIPIENT.qq);
     const chat = async (client: typeof owner, who: string, text: string) => {
       say(`${who}${language === "zh-CN" ? "：" : ": "}${text}`);
-      for (const reply of await client.receive(text)) say(`${T.bot}${language === "zh-CN" ? "：" : ": "}${reply.replace(/\n/g, "\n          ")}`);
+      const replies = await client.receive(text);
+      for (const reply of replies) say(`${T.bot}${language === "zh-CN" ? "：" : ": "}${reply.replace(/\n/g, "\n          ")}`);
+      return replies;
     };
     await chat(owner, T.owner, "anon.sessions");
     pi.script([ai.fauxAssistantMessage(T.reply4)]);
@@ -292,6 +364,9 @@ async function main() {
     await chat(server.app.mock.client("20002"), T.stranger, "anon.sessions");
 
     step(T.step8);
+    await hostedSession(workDir, agent, operator, cleanup, (text) => chat(owner, T.owner, text));
+
+    step(T.step9);
     await pi.prompt("/anon-notify");
     await until(T.waitOffline, async () => ((await operator.sessions()).body.sessions.length === 0 ? true : undefined));
     const refused = await operator.create({ session_id: sessionId, instruction: T.stillThere });

@@ -4,7 +4,6 @@ import type { Bot, Context } from "koishi";
 /** Universal.Status.ONLINE: only an online bot can send or be asked for its friends. */
 export const BOT_ONLINE = 1;
 
-/** The configured bot, if it is loaded. */
 export function findBot(ctx: Context, botId: string): Bot | undefined {
   return botId ? ctx.bots[botId] : undefined;
 }

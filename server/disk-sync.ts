@@ -1,11 +1,5 @@
-/**
- * Forces what the database wrote onto the disk before an acceptance is answered. The SQLite driver
- * (sql.js compiled to WebAssembly) writes through to the file but its fsync is a no-op, so a
- * written row sits in the OS cache: it survives a killed process, not a power cut. One
- * `fdatasync` of the database file covers every write made before it started, so the callers that
- * arrive while one runs share the next one (group commit): one sync per batch, not per row.
- * Drivers that are servers (MySQL, PostgreSQL) sync themselves; the memory driver has no file.
- */
+/** Forces database writes onto disk before an acceptance is answered (sql.js's fsync is a no-op); one
+ * `fdatasync` covers every write before it, so concurrent callers share one (group commit). */
 import { open, type FileHandle } from "node:fs/promises";
 import { setImmediate } from "node:timers/promises";
 
@@ -22,18 +16,8 @@ function fileDrivers(drivers: readonly unknown[]): FileDriver[] {
   });
 }
 
-/**
- * For a process that owns its database (`npm start`, the benches): puts each sql.js connection in
- * exclusive locking mode. sql.js takes no file locks at all (its WebAssembly file system has none:
- * another process can write the file in the middle of a transaction), so "normal" locking keeps
- * nobody out and only costs: before each statement outside a transaction SQLite re-checks the file
- * (a stat for a hot journal, a read of the change counter) and every transaction creates and
- * deletes its journal (together about a tenth of the CPU per acceptance; docs/reliability.md).
- * The journal still protects every transaction (kept between them with its header zeroed), so a
- * killed process still rolls a half-written one back at the next start. What
- * it gives up: SQLite no longer notices another process writing the file while this one runs —
- * which is why a plugin inside someone else's Koishi leaves their shared connection as it is.
- */
+/** For a process that owns its database (`npm start`, the benches): exclusive locking on each sql.js connection. sql.js takes no file locks anyway, and
+ * normal locking costs a tenth of the CPU per acceptance (docs/reliability.md); the journal still protects every transaction. */
 export function holdDatabaseFiles(drivers: readonly unknown[]): void {
   for (const driver of fileDrivers(drivers)) {
     if (typeof driver.db?.exec === "function") (driver.db as { exec(sql: string): unknown }).exec("PRAGMA locking_mode = EXCLUSIVE");
@@ -87,7 +71,6 @@ export class DiskSync {
     return handle;
   }
 
-  /** Closes the files once the syncs under way are done. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#running.catch(() => undefined);

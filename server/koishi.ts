@@ -1,9 +1,5 @@
-/**
- * Koishi's runtime values, taken from its CommonJS build. Koishi 4.18's ES module entry cannot be
- * imported by Node (its loader default-imports a CommonJS module and gets the exports object), and
- * mixing both builds would give two copies of cordis with services that do not see each other.
- * Types still come from `import type … from 'koishi'`.
- */
+/** Koishi's runtime values from its CommonJS build: its ES module entry cannot be imported by Node, and mixing
+ * builds would give two copies of cordis. */
 import { createRequire } from "node:module";
 import type * as KoishiModule from "koishi";
 

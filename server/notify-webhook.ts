@@ -1,10 +1,5 @@
-/**
- * The notify-webhook Koishi plugin: receives Pi agent events, keeps durable receipts in Koishi's
- * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
- * straight to the configured chat). This file only declares the configuration and composes the
- * parts; each folder under server/ is one of them (docs/architecture.md has the map).
- * Over 400 lines: every option's schema (one section per part) is declared here beside the parts.
- */
+/** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under
+ * server/ each (docs/architecture.md). */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { localeLanguage } from "../common/locale.ts";
@@ -467,6 +462,7 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
     grants,
     audit,
     events,
+    starts,
     options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });

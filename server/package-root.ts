@@ -1,7 +1,4 @@
-/**
- * Which installed package this code runs from: the Pi package (its source, or its dist/) or the
- * Koishi plugin package (its lib/). Both ship the same server, so both names count.
- */
+/** Which installed package this code runs from; both ship the same server, so both names count. */
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 

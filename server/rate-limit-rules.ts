@@ -30,10 +30,8 @@ export function takeToken(bucket: Bucket, nowMs: number, limit: RateLimit): Take
   return { allowed: false, bucket: now, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
 }
 
-/**
- * Takes one token from each bucket (each under its own limit), or none when any is empty: a
- * request refused by one limit does not use up the others. Retry-After is the longest wait.
- */
+/** Takes one token from each bucket (each under its own limit), or none when any is empty: a
+ * request refused by one limit does not use up the others. Retry-After is the longest wait. */
 export function takeFromAll(
   buckets: readonly { bucket: Bucket; limit: RateLimit }[],
   nowMs: number,
@@ -44,10 +42,8 @@ export function takeFromAll(
   return { allowed: false, buckets: buckets.map(({ bucket, limit }) => refilled(bucket, nowMs, limit)), retryAfterSeconds: Math.max(...waits) };
 }
 
-/**
- * One bucket per key (a session, a runtime, a remote address), all under the same limit. A bucket
- * that has refilled completely holds nothing worth keeping, so `prune` forgets it.
- */
+/** One bucket per key (a session, a runtime, a remote address), all under the same limit. A bucket
+ * that has refilled completely holds nothing worth keeping, so `prune` forgets it. */
 export class KeyedBuckets {
   readonly #buckets = new Map<string, Bucket>();
   readonly limit: RateLimit;

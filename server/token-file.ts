@@ -1,18 +1,13 @@
-/**
- * Secrets kept in files: the agents' token, the operator token (`npm start`) and the console's
- * sign-in token (`npm start`, and the plugin when its config names none). One rule for all of them.
- */
+/** Secrets kept in files (agent, operator and console tokens): one rule for all of them. */
 import { randomBytes } from "node:crypto";
 import { lstatSync, readFileSync, writeFileSync } from "node:fs";
 
 /** A token anyone could guess or brute-force is no token: generated ones have 64 characters. */
 export const MIN_TOKEN_CHARS = 32;
 
-/**
- * Reads the token, creating it (0600) only when the file does not exist; an existing file is never
+/** Reads the token, creating it (0600) only when the file does not exist; an existing file is never
  * rewritten. Refused, with what to do: a symlink (the secret would live wherever it points), a file
- * others can read, and a token shorter than `MIN_TOKEN_CHARS`.
- */
+ * others can read, and a token shorter than `MIN_TOKEN_CHARS`. */
 export function ensureToken(path: string): string {
   try {
     writeFileSync(path, `${randomBytes(32).toString("hex")}\n`, { flag: "wx", mode: 0o600 });

@@ -1,8 +1,5 @@
-/**
- * The page's language: under `npm start`, the server's (named in the page's head), for the whole
- * console; else the console's setting, switched once to English on a first visit from a browser
- * that is not Chinese (the console stores Chinese whether or not the person chose it).
- */
+/** The page's language: under `npm start` the server's (named in the page's head), for the whole console; else the
+ * console's setting, which a non-Chinese browser switches to English once, on the first visit (it stores Chinese). */
 import { type Context, useConfig } from "@koishijs/client";
 import { watchEffect } from "vue";
 

@@ -1,13 +1,5 @@
-/**
- * A run's final reply, as the notice carried it, rendered as markdown for the page, safely: the
- * model wrote it, so no HTML passes (`html: false` writes tags as text), no image is fetched (the
- * image rule is off: a remote image would tell a stranger the page was opened), and links open
- * apart from the page. markdown-it refuses `javascript:` and similar links itself.
- *
- * A link never shows one address and opens another: what is clicked reads as the destination's host
- * (an address written out: the whole address it opens), `xn--…` for an international name as the
- * URL parser spells it, and a link's own words stay beside it as plain text.
- */
+/** A run's final reply rendered as markdown, safely: the model wrote it, so no HTML, no image is fetched,
+ * and a link reads as the host it opens (`xn--…` for international names), its words beside it as text. */
 import MarkdownIt from "markdown-it";
 
 const md = new MarkdownIt({ html: false, linkify: true, breaks: true }).disable(["image"]);

@@ -1,8 +1,5 @@
-/**
- * A notice's line in the page's words: the extension's own line (a `said` the server checked) worded
- * from the page's catalogue, the agent's words as they came; without one, or with a key this page
- * does not know, the summary as the notice carried it. Pure.
- */
+/** A notice's line in the page's words: a checked `said` worded from the page's catalogue, else the
+ * summary as the notice carried it. */
 import type { ReadSaid } from "../../protocol/said.ts";
 import { wordSaid } from "../../common/said-words.ts";
 import { failureText } from "./failure-text.ts";

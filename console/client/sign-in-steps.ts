@@ -1,9 +1,5 @@
-/**
- * What the page does with the answer to one sign-in attempt (sign-in.ts), pure: a value decides;
- * no answer at all (the server's listener not registered yet after a restart, so the console says
- * `not implemented`; a timeout; the connection gone) is retried with backoff, a bounded number of
- * times, and only then said, with why. It is never taken for "no token".
- */
+/** What the page does with one sign-in answer. No answer at all (a restart's `not implemented`, a
+ * timeout) is retried with backoff and never taken for "no token". */
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 
 /** `checking`: asking the server (or waiting to ask again); `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */

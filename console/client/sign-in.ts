@@ -1,12 +1,5 @@
-/**
- * The page's sign-in with the console token (server/console/sign-in.ts): a link's `?token=` is
- * moved out of the address bar into this tab's `sessionStorage` (never `localStorage`, which every
- * console plugin's script of this origin reads for good) for `TOKEN_LIFETIME_MS`, and presented once per connection. A
- * refused token is forgotten, so a new token on the server signs this browser out; the page then
- * asks for the token. No answer is not a refusal: it is asked again, with backoff
- * (sign-in-steps.ts), and only said when the retries are spent. A retired copy of the page
- * (lifetime.ts) never signs in.
- */
+/** The page's sign-in with the console token: `?token=` moves into this tab's `sessionStorage` (never
+ * `localStorage`, which every console plugin reads), is presented once per connection, forgotten when refused. */
 import { ref, watch } from "vue";
 import { router, socket, store } from "@koishijs/client";
 import { call } from "./call.ts";

@@ -1,7 +1,5 @@
-/**
- * The timeline the page shows: the pushed newest rows, or, while a filter is set, the rows asked
- * for with it (asked again when the filter changes or a new row arrives), paged back by `older`.
- */
+/** The timeline the page shows: the pushed newest rows, or while a filter is set the rows asked for with
+ * it, paged back by `older`. */
 import { computed, reactive, ref, watch, type ComputedRef } from "vue";
 import type { ConsoleView } from "../../server/console/index.ts";
 import type { TimelineItem } from "../../server/console/decisions.ts";

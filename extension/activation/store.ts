@@ -1,16 +1,12 @@
-/**
- * Writing the session's activation records through Pi (`appendEntry`), with the rules for a write
- * that fails and for the value a fork or clone inherits. Reading them is activation.ts.
- */
+/** Writing the session's activation records through Pi (`appendEntry`), with the rules for a failed
+ * write and for what a fork or clone inherits. */
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";
 
-/**
- * Appends an activation record; on failure returns why, after recording `fallbackActive` behind
+/** Appends an activation record; on failure returns why, after recording `fallbackActive` behind
  * it: Pi 0.87.1 keeps an entry whose write failed in memory, where a reload would find it (1.x
- * rolls back, and then the second append fails too, which is as consistent).
- */
+ * rolls back, and then the second append fails too, which is as consistent). */
 export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fallbackActive: boolean): string | undefined {
   try {
     pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);

@@ -1,10 +1,5 @@
-/**
- * `--anon-notify-off` on Pi's command line. Pi parses its arguments before any extension has
- * registered a flag, so it cannot know this one is boolean: an unknown `--name` followed by a word
- * that starts with neither `-` nor `@` takes that word as its value, and the boolean flag then
- * drops the value. `pi -p --anon-notify-off "task"` therefore runs no task at all. The extension
- * cannot give the prompt back; it refuses to load instead, which makes Pi exit 1 before any run.
- */
+/** `--anon-notify-off`: Pi parses arguments before extensions register flags, so `pi -p --anon-notify-off
+ * "task"` swallows the task as the flag's value; the extension refuses to load then, and Pi exits 1. */
 
 /** The word Pi's parser took as the value of `--<flag>`, mirroring that parser; undefined when none. */
 export function swallowedByFlag(args: readonly string[], flag: string): string | undefined {

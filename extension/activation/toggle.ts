@@ -1,10 +1,5 @@
-/**
- * `/anon-notify`: the bare command switches the current session's notices on or off. With an
- * invalid configuration it changes nothing in either direction and shows the errors. Switching on
- * is refused with its reason for subagents, a disabled configuration, a missing recipient or token,
- * and asks the server whether the recipient can be reached (enableVerdict decides). Config and token
- * are read afresh first; the record is written to the session before memory changes.
- */
+/** `/anon-notify` switches the session's notices on or off, refusing with its reason (invalid config,
+ * subagent, missing recipient or token, unreachable recipient); the record is written before memory changes. */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";

@@ -1,7 +1,5 @@
-/**
- * The argv a request carries for the server's grant binding: the literal words of every simple
- * command, only when the analysis resolved all of them. Pure.
- */
+/** The literal argv a request carries for the server's grant binding, only when the analysis resolved
+ * every simple command. */
 import type { Analysis } from "./command-rules.ts";
 import { COMMAND_KINDS } from "./safe-rules.ts";
 import type { Script } from "./shell-rules.ts";

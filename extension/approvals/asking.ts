@@ -1,10 +1,5 @@
-/**
- * Asking a person, the one wait every approval takes: the request posted to the server beside the
- * agent (when the session is switched on), the terminal dialog, the timeout and the run's abort,
- * whichever answers first (waits.ts); then the resolution posted and the terminal told how it was
- * answered elsewhere. It remembers the titles of its own dialogs (Pi announces them like anyone's)
- * and numbers the top-level runs the requests name.
- */
+/** Asking a person, the one wait every approval takes: server request, terminal dialog, timeout and abort,
+ * first answer wins (waits.ts); the request and resolution are posted beside the agent, never awaited. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";

@@ -1,12 +1,5 @@
-/**
- * What a command line will run: every simple command (shell-rules.ts) followed through what runs other
- * commands — wrappers (`env`, `sudo`, `timeout`, `xargs`, `busybox X` …), `find -exec`, the literal
- * script of `sh -c '…'`, `eval` of literals, literal here-documents fed to a shell — and what the
- * analysis cannot see through, named by an `opaque.*` id: a program name that is not a literal,
- * `eval` or `source` of something that expands, interpreters given code that expands or arrives on
- * standard input, a function or alias defined and then called, text the grammar rejects. Pure
- * given the reader.
- */
+/** What a command line will run: every simple command followed through wrappers, `sh -c`, `find -exec`,
+ * `eval` of literals and here-documents; whatever the analysis cannot see through is an `opaque.*` finding. */
 import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
 import {
   APPLETS,

@@ -1,13 +1,5 @@
-/**
- * The approval gate, Pi's side: Pi's `tool_call` event checks each call exactly as it will run
- * against the policy; a call that needs a person waits on a local promise (waits.ts) that the
- * server's decision (control lane), the terminal dialog, the timeout or the run's abort settles,
- * first answer wins. The request and the resolution go to the server through the outgoing queue,
- * never awaited here. Without a person the policy answers at once.
- *
- * Also: the opt-in `ask_approval` tool (offered while approvals are on in a switched-on main
- * session), and one "needs you" notice per dialog another extension opens while Pi waits on it.
- */
+/** The approval gate on Pi's `tool_call`: a call that needs a person waits only on a local promise
+ * (waits.ts), never on the network; also the opt-in `ask_approval` tool and the dialog "needs you" notice. */
 import { randomUUID } from "node:crypto";
 import { tmpdir, homedir } from "node:os";
 import { dirname } from "node:path";

@@ -1,14 +1,5 @@
-/**
- * Which tool calls need a person, and what happens when nobody can answer. Pure: the gate in
- * gate.ts feeds it the call exactly as Pi will run it, the session's facts and the shell reader.
- *
- * A command tool's line is read with a real bash grammar (command-rules.ts follows it into every command
- * that will run). It needs a person when any of those commands matches a rule, and always when
- * the analysis cannot see what will run (`opaque.*`; these cannot be switched off). Built-in
- * rules cover the usual destructive set; the user turns any of them off by id
- * (`approval.disabledRules`) and adds their own (`approval.rules`: a tool name or `*`, and for
- * tools with a command line a regular expression on it).
- */
+/** Which tool calls need a person, and what happens when nobody can answer. A command line is read with a
+ * real bash grammar; anything the analysis cannot see through (`opaque.*`) always asks. */
 import { createHash } from "node:crypto";
 import { isAbsolute, relative, resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, USER_RULE_ACTION } from "../../common/action-label.ts";

@@ -1,9 +1,5 @@
-/**
- * The programs that run other programs, as the gate needs to know them: the options each takes
- * before the command it runs (getopt-style, read by `parseOptions`), the shells and interpreters
- * and which of their options carry code, git settings and environment variables whose value
- * something runs as a command. Data and one pure reader; command-rules.ts follows commands with them.
- */
+/** The programs that run other programs: the options each takes before its command, which interpreter
+ * options carry code, and git settings and variables whose value runs as a command. */
 import type { Word } from "./shell-rules.ts";
 
 export const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;

@@ -1,8 +1,5 @@
-/**
- * Protected paths, where a write runs code later or a read hands over a credential (`~/.ssh`, rc
- * files, git hooks and settings, `~/.pi`, `.netrc`, `.npmrc`, `~/.aws`, anon-notify's own data and
- * tokens): any tool call that names one asks, in every mode. Pure.
- */
+/** Protected paths, where a write runs code later or a read hands over a credential: any tool call that
+ * names one asks, in every mode. */
 import { isAbsolute, relative, resolve } from "node:path";
 
 /** A path component or pair that is protected wherever it sits. */

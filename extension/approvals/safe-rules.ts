@@ -1,8 +1,5 @@
-/**
- * Strict mode: a command line runs without a person only when every simple command in it is on
- * the known-safe list with safe arguments (or starts with one of the user's allowed argv prefixes)
- * and every construct in it is one the analysis knows. Pure; anything not proven safe is a finding.
- */
+/** Strict mode: a command line runs without a person only when every simple command is on the known-safe
+ * list with safe arguments (or an allowed argv prefix); anything not proven safe is a finding. */
 import type { Script, Word } from "./shell-rules.ts";
 import { CODE_VARIABLES } from "./program-rules.ts";
 

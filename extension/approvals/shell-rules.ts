@@ -1,15 +1,5 @@
-/**
- * Reading a bash command line with a real bash grammar (tree-sitter-bash through web-tree-sitter):
- * every simple command in it, wherever it sits (lists, pipelines, subshells, if/for/while/case
- * bodies, function bodies, `$(…)`, backticks, `<(…)`, parameter defaults, arithmetic), each with
- * its words as the shell will see them, where its standard input comes from and where it writes.
- * Judging what those commands do is command-rules.ts and policy-rules.ts.
- *
- * A word's literal value is known only when nothing in it expands: quotes and backslashes are
- * removed, `$'…'` is decoded, and anything with `$`, backticks, globs or braces is not literal.
- *
- * The grammar loads once (async, WASM); reading is synchronous after that.
- */
+/** Reading a bash command line with tree-sitter-bash: every simple command wherever it sits, its words as
+ * the shell will see them (literal only when nothing expands), its stdin and where it writes. */
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Language, Parser, type Node } from "web-tree-sitter";

@@ -1,8 +1,5 @@
-/**
- * The calls waiting for a person in this runtime, each a LOCAL promise: whoever answers first (the
- * control lane's decision, the terminal dialog, the timeout, the run's abort) settles it, and every
- * later answer is told so. No network here: the gate awaits only these promises.
- */
+/** The calls waiting for a person, each a local promise: whoever answers first settles it, every later
+ * answer is told so. No network here. */
 import type { ApprovalBinding, ApprovalDecisionOutcome, ApprovalDecisionPayload, ApprovalOutcome, ApprovalVia } from "../../protocol/approvals.ts";
 
 export interface Answer {

@@ -1,12 +1,5 @@
-/**
- * The control channel (command protocol 3), a session service of its own: one long poll for control
- * commands kept open while the session is switched on, idle and busy alike, so a stop or an approval
- * decision reaches a run in the middle of a tool. It starts once the server has said it speaks
- * protocol 3 (also after an upgrade). Each command goes to the handler registered for its kind, its
- * outcome is journaled (flushed) and then ACKed; a command already journaled is only ACKed again
- * with its journaled outcome. It owns the built-in `stop`, which does exactly what Esc does. Nothing
- * here runs inside a Pi handler.
- */
+/** The control channel (protocol 3): one long poll kept open idle and busy, so a stop or an approval
+ * decision reaches a run mid-tool; each outcome is journaled before the ACK, and a journaled one is only re-ACKed. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
@@ -59,10 +52,8 @@ export class ControlChannel implements ControlRegistry {
     return this.#poll !== undefined;
   }
 
-  /**
-   * Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
-   * wait. Says which run it stopped: the server may have heard nothing else of it.
-   */
+  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
+   * wait. Says which run it stopped: the server may have heard nothing else of it. */
   #stopRun(): Applied {
     const ctx = this.#ctx;
     if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };

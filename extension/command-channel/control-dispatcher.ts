@@ -28,10 +28,8 @@ export class ControlDispatcher implements ControlRegistry {
     };
   }
 
-  /**
-   * The handler's outcome if it is one its kind allows; `unknown` for a kind nobody handles or a
-   * failed handler. `failed` hears why a handler threw, to be worded for the person by the caller.
-   */
+  /** The handler's outcome if it is one its kind allows; `unknown` for a kind nobody handles or a
+   * failed handler. `failed` hears why a handler threw, to be worded for the person by the caller. */
   async dispatch(command: ControlCommand, failed: (why: string) => void): Promise<CommandOutcome> {
     const handler = this.#handlers.get(command.kind);
     if (!handler) return "unknown";

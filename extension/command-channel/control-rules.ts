@@ -1,7 +1,5 @@
-/**
- * The control channel's pure decisions: which outcomes the server accepts for a kind, whether a
- * claimed command is applied or only ACKed again, and what a stop's ACK says of the run it aborted.
- */
+/** Which outcomes the server accepts for a control kind, whether a claimed command is applied or only
+ * re-ACKed, and what a stop's ACK says of the run. */
 import { redactSecrets } from "../../common/redact.ts";
 import { OUTCOMES, StoppedRun, type CommandOutcome } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -20,11 +18,7 @@ export interface Applied {
   run?: StoppedRun;
 }
 
-/**
- * A control command is applied once: one the journal holds with its outcome (a lost ACK, a lease
- * that came back) is only ACKed again with that outcome (and the run a stop named); anything else
- * is applied.
- */
+/** A control command is applied once: one journaled with its outcome is only ACKed again with that outcome. */
 export function controlStep(journaled: {
   has: boolean;
   outcome: CommandOutcome | undefined;
@@ -42,11 +36,8 @@ export interface RunSoFar {
   task: string;
 }
 
-/**
- * The run a stop aborts, as its ACK carries it: the prompt with literal secrets masked (before it is
- * cut, so no secret is half-kept) and cut like a notice's task; the start only when it is known.
- * Undefined when there is no run, or nothing the wire would accept.
- */
+/** The run a stop aborts, as its ACK carries it: the prompt masked before it is cut (no secret half-kept), the start only when known; undefined when
+ * there is nothing the wire would accept. */
 export function stoppedRun(run: RunSoFar | undefined, maxTaskChars: number): StoppedRun | undefined {
   if (!run) return undefined;
   const parsed = StoppedRun.safeParse({

@@ -1,16 +1,5 @@
-/**
- * The instruction channel: instructions queued on the server for this session reach it as visible
- * steer messages. Idle, the runtime holds one claim request open (long poll), so an instruction
- * arrives within milliseconds and an idle session costs one request per `longPollMs`; when a run
- * starts, a protocol-3 server answers the held request (the run's heartbeat ends it) and whatever
- * it carries is read, while an older server's is abandoned. Busy, it claims one command at the end
- * of each tool turn and hands it to Pi only at a safe point (a turn end, or once settled). Each
- * command reaches the session once: its id is journaled and flushed before the ACK, and a command
- * whose id is already journaled, or already in the session, is ACKed without being delivered again.
- * An instruction still queued when an interrupt dropped Pi's queue (TUI Esc) is written into the
- * session without starting a run, so it is neither lost nor run against the user's interrupt; what
- * an interrupted run leaves unanswered is reported (`instruction-runs.ts`).
- */
+/** Instructions become visible steer messages: one held claim while idle, one claim per tool turn while
+ * busy, handed to Pi only at a safe point; each id is journaled before the ACK, so none is delivered twice. */
 import { setImmediate } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
@@ -31,11 +20,9 @@ export const STOP_GRACE_MS = 2_000;
 export interface InstructionChannelDeps {
   /** What the server said in heartbeat answers: whether it heard idle, its protocol, each acceptance. */
   server: ServerHeard;
-  /** Tells the person (a TUI warning, or stderr in print and JSON modes). */
   report: (message: string) => void;
   /** Hands a notice for the persona to the session's notices (nothing while the session does not notify). */
   notify: (request: SendRequest) => void;
-  /** The texts in the bound session's language. */
   text: () => Messages;
   now?: () => number;
 }
@@ -57,12 +44,9 @@ export class InstructionChannel {
   #failures = 0;
   #wakeTimer: ReturnType<typeof setTimeout> | undefined;
   #run = new RunRecord();
-  // Attached only when a turn end is of use (wantsTurnEnd): a turn_end listener makes Pi build a
-  // context preview at every turn. Without it, agent_end and the aborted stop reason still mark an
-  // interrupted run.
+  // Attached only when a turn end is of use (wantsTurnEnd): a turn_end listener makes Pi build a context preview at every turn.
   readonly #boundary;
-  // Attached while the channel runs, and after a stop until what was handed to Pi is confirmed: a
-  // session that is not switched on runs none of these per turn.
+  // Attached while the channel runs, and after a stop until what was handed to Pi is confirmed.
   readonly #lifecycle;
 
   constructor(pi: ExtensionAPI, deps: InstructionChannelDeps) {
@@ -88,9 +72,8 @@ export class InstructionChannel {
     this.#lifecycle = attachable(() => [
       pi.on("agent_start", (_event, c) => {
         this.#ctx = c;
-        // A busy session claims only at turn ends. A protocol-3 server ends the held idle claim itself
-        // on the run's heartbeat, and a command it leased in that instant is read and held for the first
-        // turn end; an older server's is abandoned (a lease granted in that instant then expires).
+        // Busy sessions claim only at turn ends. A protocol-3 server ends the held idle claim on the run's heartbeat (a command leased then is held for
+        // the first turn end); an older server's is abandoned.
         if (this.#claim?.heldOpen && deps.server.commandProtocol() < CONTROL_PROTOCOL) this.#claim.controller.abort();
       }),
       pi.on("message_end", (event, c) => {
@@ -227,8 +210,7 @@ export class InstructionChannel {
         serverHeardIdle: this.#deps.server.heardIdle(),
         atBoundary,
         claimInFlight: this.#claim !== undefined,
-        // Until its ACK is answered the server still holds our lease on the queue's head and would
-        // answer a new claim with nothing (an ACK does not wake a held claim), so none is made.
+        // Until its ACK is answered the server still holds our lease on the head and would answer a new claim with nothing.
         outstanding: this.#held !== undefined || this.#sent.size > 0 || this.#confirming.size > 0,
         backingOff: this.#wakeTimer !== undefined,
       },
@@ -325,8 +307,7 @@ export class InstructionChannel {
           await journal.record({ command_id, event_id, session_id: id, delivered_at: new Date(this.#now()).toISOString() });
         }
       } catch (error) {
-        // Without the journal line the ACK waits: the lease expires, and the redelivery finds the
-        // command in the session and tries again.
+        // Without the journal line the ACK waits: the lease expires and the redelivery tries again.
         lane.reports.report(lane.text.commands.journalWriteFailed(lane.settings.journal, errorText(error)));
         return;
       }
@@ -342,8 +323,7 @@ export class InstructionChannel {
   #settleRun(): void {
     const finished = this.#run;
     this.#run = new RunRecord();
-    // Still queued when an interrupted run ended: the interrupt cleared Pi's queue (TUI Esc).
-    // Written in without a run; a failure leaves the lease to expire and the command to come back.
+    // Still queued when an interrupted run ended (Esc cleared Pi's queue): written in without a run; a failure leaves the lease to expire.
     const dropped = finished.aborted ? [...this.#sent] : [];
     for (const [commandId, lease] of dropped) {
       this.#sent.delete(commandId);

@@ -1,8 +1,5 @@
-/**
- * What a delivered command looks like inside the Pi session: a visible custom message the model
- * receives as user content (the instruction, then the images), with the ids kept in `details`,
- * which the model never sees. Plus its TUI renderer, because Pi's default one shows no images.
- */
+/** A delivered instruction inside the Pi session: a custom message the model reads as user content (text,
+ * then images), its ids in `details`; with a TUI renderer, because Pi's default shows no images. */
 import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
 import type { MessageRenderer } from "@earendil-works/pi-coding-agent";
 import { Box, Container, Image, Spacer, Text } from "@earendil-works/pi-tui";

@@ -1,19 +1,12 @@
-/**
- * The command channel's pure decisions: when to claim, when a claimed command may be handed to Pi,
- * how long an idle session waits before claiming again, and which instructions an interrupted run
- * left unanswered. commands.ts is the Pi and HTTP edge that applies them.
- */
+/** When to claim, when a claimed instruction may be handed to Pi, how long an idle session waits, and
+ * which instructions an interrupted run left unanswered. */
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
 
 export interface ClaimFacts {
   running: boolean;
   idle: boolean;
-  /**
-   * The server's newest accepted heartbeat said idle. Before that it would answer an idle long poll
-   * at once (it holds one only for an idle session), so none is sent: runs that follow each other
-   * within the idle settle then cost no claim either.
-   */
+  /** The server's newest accepted heartbeat said idle; before that it would answer an idle long poll at once, so none is sent. */
   serverHeardIdle: boolean;
   /** Called from a turn end: the one moment a busy session may claim. */
   atBoundary: boolean;
@@ -33,12 +26,8 @@ export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
   return { claim: false };
 }
 
-/**
- * Whether a turn-end listener is of use now (it makes Pi build a context preview at every turn
- * end): while a claimed command waits for a boundary, and on a turn whose tool calls the run goes
- * on after, where a boundary claim lets an instruction steer the rest of the run. A run's last
- * turn goes without: what arrives then is claimed the moment the run settles.
- */
+/** Whether a turn-end listener is of use (it costs a context preview per turn): while a claimed command waits for a boundary, and on a tool turn the run
+ * goes on after. A run's last turn goes without: what arrives then is claimed when the run settles. */
 export function wantsTurnEnd(facts: { running: boolean; held: boolean; toolTurn: boolean }): boolean {
   return facts.running && (facts.held || facts.toolTurn);
 }
@@ -50,22 +39,15 @@ export interface DeliveryFacts {
   atBoundary: boolean;
 }
 
-/**
- * `deliver` only where Pi takes the steer without a gap: idle (it starts a run, or is deferred past
- * the settled handlers), or inside a turn-end handler (Pi reads its steer queue right after). Any
- * other moment of a busy session can be the tail of a run whose queue was already read.
- */
+/** `deliver` only where Pi takes the steer without a gap: idle, or inside a turn-end handler (Pi reads its steer queue right after); any other busy
+ * moment may be the tail of a run whose queue was already read. */
 export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
   if (facts.alreadyDelivered) return "ack-only";
   return facts.idle || facts.atBoundary ? "deliver" : "hold";
 }
 
-/**
- * After an empty claim, if the session is idle now. An idle claim the server held is followed at
- * once; one answered early (no long poll, or a short cap) no sooner than `minIntervalMs` after it
- * started. A turn-end claim is followed at once: the session has just gone idle and should start
- * its long poll, not wait out an interval.
- */
+/** The wait after an empty claim while idle: at once after a held claim or a turn-end claim; an early answer no sooner than `minIntervalMs` after it
+ * started. */
 export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
   return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
 }
@@ -75,10 +57,7 @@ export type RunFact = { kind: "command"; commandId: string } | { kind: "assistan
 
 const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
 
-/**
- * Commands the session took in that no assistant message answered afterwards, in an interrupted
- * run. A failed run is reported by its failure notice, so only interrupts count here.
- */
+/** Commands an interrupted run took in that no assistant message answered (a failed run has its failure notice). */
 export function unansweredAfterInterrupt(facts: readonly RunFact[], aborted: boolean): string[] {
   if (!aborted) return [];
   const waiting: string[] = [];

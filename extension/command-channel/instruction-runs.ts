@@ -1,9 +1,5 @@
-/**
- * What one top-level run did with instructions, and what an interrupt left unanswered. An
- * instruction the session took in but never answered because the user interrupted the run is
- * reported: a warning for the person and a `warning` notice for the persona, handed straight to the
- * session's notices (its event id names the command, so a repeat is the same notice).
- */
+/** What one top-level run did with instructions: an instruction an interrupt left unanswered is reported
+ * to the person and, as a `warning` notice whose event id names the command, to the persona. */
 import type { ClaimedCommand } from "../../protocol/queue.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
@@ -34,7 +30,6 @@ export class RunRecord {
     return this.#aborted;
   }
 
-  /** The instruction is in the session now. */
   tookIn(lease: Lease): void {
     this.#facts.push({ kind: "command", commandId: lease.command.command_id });
     this.#instructions.set(lease.command.command_id, lease);

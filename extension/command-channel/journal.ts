@@ -1,10 +1,5 @@
-/**
- * The command journal (`command.journal`, one JSON line per command that reached a session).
- * A command id is written and flushed to disk before the server hears the ACK, so a lease that is
- * retried, a reload or a restart finds the id here and ACKs again instead of steering the session a
- * second time. A control command's line also keeps its outcome, which such a repeated ACK reports
- * again instead of applying the command a second time.
- */
+/** The command journal: an id is flushed to disk before the server hears the ACK, so a retried lease, a
+ * reload or a restart ACKs again instead of steering twice; a control command's line keeps its outcome. */
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { appendDurably, replaceDurably } from "../../common/durable-file.ts";

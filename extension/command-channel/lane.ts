@@ -1,10 +1,5 @@
-/**
- * What the instruction channel and the control channel share (the server's two lanes of one
- * command queue): the session's connection and command settings for one start of the channels,
- * the command journal both write, the claim request and its time margins, the ACK with retry, and
- * the once-per-distinct-failure report. The journal is opened once per start and shared, so both
- * lanes append through one writer and read one set of journaled ids.
- */
+/** What both channels share for one start: the connection, the one journal writer, the claim request and
+ * its margins, the ACK with retry, and the once-per-distinct-failure report. */
 import { errorText } from "../../common/errors.ts";
 import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
@@ -78,7 +73,6 @@ export class LaneConnection {
     return this.#deps.text();
   }
 
-  /** Tells the person now, not deduplicated. */
   tell(message: string): void {
     this.#deps.report(message);
   }
@@ -113,11 +107,8 @@ export class LaneConnection {
     });
   }
 
-  /**
-   * After a failed claim: a lost runtime (restart, TTL) is re-registered by a heartbeat before the
-   * retry, the failure is told once (a refused token is told by the client, for every channel at
-   * once), and the wait before the retry is returned, capped at the heartbeat interval.
-   */
+  /** After a failed claim: a lost runtime is re-registered by a heartbeat first, the failure told once, and the wait before the retry returned (capped at
+   * the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
     if (error.code === "session_offline") this.beat();

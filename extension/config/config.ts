@@ -1,9 +1,5 @@
-/**
- * The extension's configuration, loaded in layers (defaults < legacy < user < trusted project <
- * environment) into the schema of schema-rules.ts, each layer checked on its own (layer-rules.ts). Reads
- * files, never writes them: legacy keys are normalised in memory only, so a user's file is never
- * rewritten behind their back. Also the token, the recipient check and the source template.
- */
+/** The configuration, loaded in layers (defaults < legacy < user < trusted project < environment), each
+ * checked on its own. Files are never written: legacy keys are normalised in memory only. */
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
@@ -29,13 +25,8 @@ function expandHome(path: string, home: string): string {
   return path.startsWith("~/") ? join(home, path.slice(2)) : path;
 }
 
-/**
- * Legacy values, normalised in one place and only in memory:
- * `command.deliveryWhenBusy: "followUp"` becomes `"steer"` (waiting for the whole task to go idle
- * is gone), and `content.includeModel/includeDuration/includeToolCounts` become false (the model
- * name, duration and tool counts are no longer appended). `notify.cancelled` and
- * `command.maxBatchSize` are kept as read and have no effect.
- */
+/** Legacy values, normalised in memory only: `command.deliveryWhenBusy: "followUp"` becomes `"steer"`,
+ * `content.includeModel/includeDuration/includeToolCounts` become false; `notify.cancelled` and `command.maxBatchSize` are read and have no effect. */
 export function normaliseLegacy(config: Config, m: Messages): { config: Config; warnings: string[] } {
   const t = m.config;
   const warnings: string[] = [];
@@ -66,10 +57,7 @@ export interface ConfigOrigin {
   layer: ConfigLayer | "env";
   where: string;
 }
-/**
- * `language`: the language every text here is in, and the session's: the newest valid `language`
- * any layer asked for (even an otherwise invalid one, so its errors are shown in it), else the locale's.
- */
+/** `language`: the newest valid `language` any layer asked for (even an otherwise invalid layer's, so its errors are shown in it), else the locale's. */
 export type LoadConfigResult =
   | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin>; language: Language }
   | { ok: false; errors: string[]; files: ConfigFileInfo[]; language: Language };
@@ -77,7 +65,6 @@ export type LoadConfigResult =
 export interface LoadConfigOptions {
   cwd: string;
   env: NodeJS.ProcessEnv;
-  /** Defaults to agentDirFrom(env). */
   agentDir?: string;
   /** The extension's source folder holding the legacy `config.json`; defaults to this file's folder. */
   legacyDir?: string;
@@ -158,13 +145,8 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
   };
 }
 
-/**
- * Where secrets are read from, where the token is sent and where files are written: only the
- * layers a project cannot write may set these, so a project's file cannot send the bearer token to
- * another endpoint, make the extension read another one-line secret as its token, append its
- * journal to any file, or send the token to another socket. A project file naming one gets a
- * warning and those keys are ignored; the rest of it applies.
- */
+/** Where secrets are read from, where the token is sent and where files are written: only layers a project cannot write may set these, so a project's
+ * file cannot redirect the bearer token or a journal. A project file naming one is warned about and those keys ignored. */
 const USER_ONLY_KEYS: readonly (readonly string[])[] = [
   ["endpoint"],
   ["token"],
@@ -174,20 +156,9 @@ const USER_ONLY_KEYS: readonly (readonly string[])[] = [
   ["sink", "socket"],
 ];
 
-/**
- * Layers, lowest first: built-in defaults < legacy `config.json` in the extension's source folder <
- * the stable user config `<agentDir>/extension-data/anon-notify/config.json` < the trusted project
- * config `<cwd>/.pi/anon-notify.json` < ANON_NOTIFY_* environment variables.
- *
- * Trust rule: the project file is read only when the layers the project cannot write (defaults,
- * legacy, user) set `projectConfig: true` AND Pi trusts the folder. A project can never trust
- * itself, so a `projectConfig` key inside the project file is an error, and no environment
- * variable sets it. This matters because a project's file could otherwise redirect `endpoint` and
- * with it the bearer token.
- *
- * Any bad layer makes the whole result `ok: false` with every problem listed: the extension then
- * stays inactive rather than half-working.
- */
+/** Layers, lowest first: defaults < legacy `config.json` < `<agentDir>/extension-data/anon-notify/config.json` < `<cwd>/.pi/anon-notify.json` <
+ * ANON_NOTIFY_*. The project file is read only when a layer it cannot write sets `projectConfig: true` and Pi trusts the folder. Any bad layer makes the
+ * result `ok: false`. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const home = homedir();
   const agentDir = options.agentDir ?? agentDirFrom(options.env, home);
@@ -287,11 +258,8 @@ export function recipientProblem(config: Pick<Config, "recipient">, m: Messages)
   return undefined;
 }
 
-/**
- * The bearer token: ANON_NOTIFY_TOKEN > inline `token` > `tokenFile`, trimmed; undefined when none
- * is set or the file is missing or empty. Throws (naming the file, never its content) when the
- * file exists but cannot be read, so a permissions mistake is not mistaken for "no token".
- */
+/** The bearer token: ANON_NOTIFY_TOKEN > inline `token` > `tokenFile`, trimmed; undefined when none. Throws (naming the file, never its content) when the
+ * file exists but cannot be read, so a permissions mistake is not taken for "no token". */
 export function readToken(config: Pick<Config, "token" | "tokenFile">, env: NodeJS.ProcessEnv, m: Messages): string | undefined {
   const fromEnv = env.ANON_NOTIFY_TOKEN?.trim();
   if (fromEnv) return fromEnv;

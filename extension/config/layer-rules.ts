@@ -1,9 +1,5 @@
-/**
- * A configuration layer as plain JSON, and checking one on its own: later layers win key by key,
- * and each layer is checked against the schema merged over the defaults, so every problem names
- * the file or variable that caused it and the key path, in the person's language (with the key a
- * typo most likely meant). Pure; `config.ts` reads the layers and merges them.
- */
+/** Checking one configuration layer against the schema merged over the defaults, so every problem names
+ * its file or variable and key path, with the key a typo most likely meant. */
 import { z } from "zod";
 import type { Language, Messages } from "../texts/messages.ts";
 import { SCHEMA_CHECKS, type SchemaCheck } from "../texts/config.ts";
@@ -54,10 +50,7 @@ export function hasKey(value: Json, path: readonly string[]): boolean {
   return true;
 }
 
-/**
- * A problem found while loading, worded once the language is known: a file read before the one that
- * sets `language` is reported in that language too.
- */
+/** A problem worded once the language is known, so a file read before the one setting `language` is reported in it too. */
 export type Problem = (m: Messages) => string | string[];
 
 const ZOD_LOCALES: Record<Language, () => { localeError: z.core.$ZodErrorMap }> = { "zh-CN": z.locales.zhCN, "en-US": z.locales.en };
@@ -88,10 +81,7 @@ function knownKeys(path: readonly PropertyKey[]): string[] {
   return [];
 }
 
-/**
- * Edits between two keys, a swapped pair counting as one (optimal string alignment). Written here
- * rather than added as a runtime dependency for one short loop over config keys.
- */
+/** Edits between two keys, a swapped pair counting as one (optimal string alignment); too short a loop for a dependency. */
 export function editDistance(a: string, b: string): number {
   const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
   for (let i = 1; i <= a.length; i++) {
@@ -112,10 +102,7 @@ export function didYouMean(key: string, known: readonly string[]): string | null
   return best && best.edits <= Math.max(1, Math.floor(best.name.length / 3)) ? best.name : null;
 }
 
-/**
- * Checks one layer on its own, merged over the defaults, so every problem is reported against the
- * file (or variable) that caused it, naming `where` and the key path.
- */
+/** Checks one layer on its own, merged over the defaults, so every problem names the file or variable (`where`) and the key path. */
 export function layerProblems(layer: Json, where: (m: Messages) => string): Problem[] {
   const merged = deepMerge(DEFAULT_CONFIG as unknown as Json, layer);
   if (Config.safeParse(merged).success) return [];

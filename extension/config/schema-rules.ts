@@ -1,7 +1,4 @@
-/**
- * The extension's configuration shape: one strict zod schema and the defaults in one constant.
- * Loading the layers that fill it is config.ts.
- */
+/** The configuration's shape: one strict zod schema and its defaults. */
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { BUILTIN_RULE_IDS, RuleId } from "../../protocol/approvals.ts";
@@ -23,10 +20,7 @@ function looksAbsolute(path: string): boolean {
   return withoutPlaceholder === "~" || withoutPlaceholder.startsWith("~/") || isAbsolute(withoutPlaceholder) || /^[A-Za-z]:[\\/]/.test(withoutPlaceholder);
 }
 
-/**
- * A check of this schema's own: no fixed message, only the key of its text, so a parse in either
- * language words it (config.ts passes the error map).
- */
+/** A check of this schema's own: only its text's key, so a parse in either language words it (config.ts passes the error map). */
 const check = (text: SchemaCheck) => ({ params: { text } });
 
 const filePath = z.string().min(1).refine(looksAbsolute, check("absolutePath"));

@@ -1,15 +1,9 @@
-/**
- * Batch decisions, pure: how many waiting notices go in the next request, and what a
- * `POST /events/batch` answer says about each event (docs/protocol.md, "Several events at once").
- */
+/** How many waiting notices go in the next request, and what a `POST /events/batch` answer says of each. */
 import type { BatchAccepted, EventAccepted, EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { classifyHttpFailure, ServerError } from "../server-client/retry.ts";
 
-/**
- * The server took the event but already knows it cannot deliver it: not a success, and resending
- * the same event_id only returns the same stored receipt.
- */
+/** The server took the event but knows it cannot deliver it: not a success, and a resend only returns the same receipt. */
 export const receiptFailed = () => new ServerError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
 
 /** What a send did for one event: the server's receipt, or why it was not taken. */
@@ -28,7 +22,6 @@ export interface Outgoing {
 
 export const outgoing = (event: EventBody, final: boolean): Outgoing => ({ event, final, bytes: Buffer.byteLength(JSON.stringify(event)) });
 
-/** The leading items that `keep` holds for. */
 export function leading<T>(list: readonly T[], keep: (item: T) => boolean): T[] {
   const end = list.findIndex((item) => !keep(item));
   return end < 0 ? [...list] : list.slice(0, end);
@@ -37,10 +30,7 @@ export function leading<T>(list: readonly T[], keep: (item: T) => boolean): T[] 
 // `{"events":[` … `]}` and the commas between elements.
 const ENVELOPE_BYTES = 16;
 
-/**
- * How many of `waiting` (oldest first) the next request carries: at least the first, then as many
- * as follow before a barrier (one that must not go yet), within `max` events and the body limit.
- */
+/** How many of `waiting` the next request carries: the first, then those before a barrier, within `max` events and the body limit. */
 export function takeChunk(waiting: readonly { bytes: number; barrier?: boolean }[], max: number): number {
   let count = 0;
   let bytes = ENVELOPE_BYTES;
@@ -57,11 +47,7 @@ export function batchSize(said: number | undefined): number {
   return said === undefined ? 1 : Math.max(1, Math.min(said, LIMITS.eventBatchMax));
 }
 
-/**
- * The outcome of each event the server looked at, in order: the accepted prefix, then the refused
- * event. Fewer outcomes than events means the rest were not looked at. An answer that does not fit
- * what was sent (another event, a gap, a refusal out of place) is not trusted at all.
- */
+/** Each looked-at event's outcome in order (the accepted prefix, then the refused one); an answer that does not fit what was sent is not trusted at all. */
 export function batchOutcomes(sent: readonly EventBody[], answer: BatchAccepted, now: number): EventOutcome[] {
   const { accepted, refused } = answer;
   const refusedOne = refused === null ? undefined : sent[refused.index];

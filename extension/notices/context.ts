@@ -1,7 +1,4 @@
-/**
- * What every notice of one session shares, sampled from Pi when a notice is made: the session and
- * runtime ids, the project, the rendered source line, the context usage and the session's words.
- */
+/** What every notice of one session shares, sampled from Pi when the notice is made. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { renderSource } from "../config/config.ts";
 import type { Config } from "../config/schema-rules.ts";
@@ -13,11 +10,9 @@ export function noticeContext(ctx: ExtensionContext, sessionId: string, runtimeI
   return sampleNoticeContext(ctx, sessionId, runtimeId, config, m)();
 }
 
-/**
- * Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
+/** Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
  * the time) and returns the builder of the rest (the rendered source line, the checked usage): a
- * Pi handler pays only for the reads, and the building runs after it, off Pi's turn.
- */
+ * Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */
 export function sampleNoticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): () => NoticeContext {
   let readUsage: () => PiContextUsage | undefined;
   try {

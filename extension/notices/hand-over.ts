@@ -1,10 +1,5 @@
-/**
- * Pi awaits handlers (agent_settled before prompt() resolves), and handing a notice to the
- * notifier validates it and starts the outbox write: so the hand-over runs just after the handler,
- * in order, off Pi's path. A notice may be handed over as its builder (what it says of the moment
- * read already), so building it is off Pi's path too. Shutdown drains what is still waiting before
- * it flushes.
- */
+/** Hands notices to the notifier just after the Pi handler, in order, so validating, building and the
+ * outbox write stay off Pi's path (Pi awaits handlers). Shutdown drains what is still waiting. */
 import type { EventBody } from "../../protocol/events.ts";
 import type { Notifier, SendOptions } from "./notifier.ts";
 
@@ -13,7 +8,6 @@ export type NoticeToHand = EventBody | (() => EventBody | undefined);
 
 export interface HandOver {
   enqueue(notifier: Notifier, notice: NoticeToHand, options: SendOptions): void;
-  /** Hands over everything waiting, now. */
   drain(): void;
 }
 

@@ -1,8 +1,5 @@
-/**
- * Builds the event body sent to the webhook (docs/protocol.md, Events): ids, truncation to the
- * wire limits, the summary text and the `context_usage` snapshot. Pure: the caller passes in what
- * it read from Pi.
- */
+/** The event body sent to the server: ids, truncation to the wire limits, the summary and the
+ * `context_usage` snapshot, from what the caller read from Pi. */
 import { ContextUsage, type DeliveryRoute, type EventBody, type EventStatus } from "../../protocol/events.ts";
 import { SAID_ERROR_CHARS, Said } from "../../protocol/said.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -10,7 +7,6 @@ import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
 import type { zhNotice } from "../texts/delivery.ts";
 
-/** The words of the notices the extension writes itself, in the session's language. */
 export type NoticeTexts = typeof zhNotice;
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
@@ -20,11 +16,8 @@ export interface PiContextUsage {
   percent: number | null;
 }
 
-/**
- * Samples Pi's context estimate once, for one payload. After a compaction the
- * window is known but the usage is not: both unknowns stay null. No model, a throwing reader or
- * any impossible number makes the whole field null, so unknown never poses as 0 %.
- */
+/** Samples Pi's context estimate once: after a compaction both unknowns stay null, and no model, a throwing reader or an impossible number makes the
+ * whole field null, so unknown never poses as 0 %. */
 export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {
   let usage: PiContextUsage | undefined;
   try {
@@ -49,10 +42,7 @@ export function truncate(text: string, max: number): string {
   return `${chars.slice(0, Math.max(0, max - 1)).join("")}…`;
 }
 
-/**
- * A final notice's id is derived from the session entry of the run's last assistant message, so a
- * resend after a crash or reload carries the same id and the server deduplicates it.
- */
+/** A final notice's id comes from the run's last assistant entry, so a resend after a crash or reload carries the same id and the server deduplicates it. */
 export function finalEventId(sessionId: string, assistantEntryId: string, status: "completed" | "failed"): string {
   return `pi:${sessionId}:${assistantEntryId}:${status}`;
 }
@@ -80,16 +70,12 @@ export interface SaidLine {
   said: Said | undefined;
 }
 
-/**
- * Where `tail` (the agent's own words, at the end of `line`) begins, in code points; undefined when
- * `line` does not end with it, so nothing is ever pointed at that is not the agent's. Pure.
- */
+/** Where `tail` (the agent's words, at the end of `line`) begins, in code points; undefined when `line` does not end with it. */
 export function tailFrom(line: string, tail: string): number | undefined {
   if (!line.endsWith(tail)) return undefined;
   return Array.from(line).length - Array.from(tail).length;
 }
 
-/** A line with the project named, when the content names it. */
 export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
   return content.includeProject ? t.inProject(project, line) : line;
 }
@@ -99,11 +85,8 @@ export type SaidDraft = {
   [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
 }[Said["key"]];
 
-/**
- * The summary a line becomes (the project named when the content names it) and its said form: the
- * project added, the agent's words (`tail`, at the line's end) located by offset, the whole checked
- * against the shared schema. No said when any of it does not hold: the summary alone is then sent. Pure.
- */
+/** The summary a line becomes and its said form: the project added, the agent's words located by offset, checked against the shared schema; no said when
+ * any of it does not hold. */
 export function saidLine(
   line: string,
   draft: SaidDraft,
@@ -155,10 +138,7 @@ export interface NoticeParts {
   delivery?: DeliveryRoute;
 }
 
-/**
- * The wire body, cut to the configured and wire limits. Not parsed here: the notifier validates
- * every event against the shared schema once, at its boundary, and a turn should not pay twice.
- */
+/** The wire body, cut to the limits. Not parsed here: the notifier validates every event once, at its boundary. */
 export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "maxTaskChars" | "maxSummaryChars">): EventBody {
   return {
     event_id: parts.eventId,
@@ -176,7 +156,6 @@ export function buildEvent(parts: NoticeParts, content: Pick<ContentOptions, "ma
   };
 }
 
-/** What every notice of one session shares; sampled by the caller when the notice is built. */
 export interface NoticeContext {
   sessionId: string;
   runtimeId: string;
@@ -188,12 +167,8 @@ export interface NoticeContext {
   text: NoticeTexts;
 }
 
-/**
- * The final notice of a settled run, or undefined when the run is not reported (interrupted, silent).
- * Its id is the persisted reply's entry, so the same run is one notice wherever it is built; a reply
- * not found in the session still reports the run, under an id unique in this runtime (`sequence`),
- * rather than leaving a finished run untold.
- */
+/** The final notice of a settled run, or undefined when not reported (interrupted, silent). A reply not found in the session still reports the run, under
+ * an id unique in this runtime (`sequence`). */
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
@@ -248,10 +223,8 @@ export function transientNotice(
   );
 }
 
-/**
- * Another extension's details without `said`: only this extension's own code path says what its
- * words mean, so a notice it merely carries cannot have its summary reworded as a run's outcome.
- */
+/** Another extension's details without `said`: only this extension's own code says what its words mean, so a carried notice cannot be reworded as a run's
+ * outcome. */
 function withoutSaid(details: Record<string, unknown> | null): Record<string, unknown> | null {
   if (!details || !Object.hasOwn(details, "said")) return details;
   const { said: _dropped, ...rest } = details;

@@ -1,10 +1,5 @@
-/**
- * The notifier: what the extension's handlers call. It never throws and never makes the caller
- * wait; a final notice is sent only after its durable outbox write finished, and removed only once
- * accepted. Notices go out in the order they were handed over: one request at a time, carrying
- * every notice that is waiting and ready (one `POST /events/batch`, once the server said it takes
- * them), so a backlog costs a round trip per batch rather than per notice.
- */
+/** What the handlers call: never throws, never waits. One request at a time carries every ready notice, in
+ * hand-over order; a final notice is sent only after its outbox write and removed only once accepted. */
 import { setTimeout as delay } from "node:timers/promises";
 import { EventBody, type EventAccepted } from "../../protocol/events.ts";
 import { formatIssues, LIMITS } from "../../protocol/wire.ts";
@@ -24,28 +19,19 @@ export interface DeliveryLog {
 export interface SendOptions {
   /** completed / failed: written to the outbox before it is sent, and never rate limited. */
   final: boolean;
-  /**
-   * Whether a non-final notice shares `delivery.minIntervalMs` with the other progress-type notices
-   * (the default: started, progress, tool_error). An explicit request from another extension does
-   * not: it carries its own event id, and the server's idempotency and rate limit still apply.
-   */
+  /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (the default); another extension's explicit request
+   * does not: the server's idempotency and rate limit still apply. */
   throttled?: boolean;
 }
 
 export interface Notifier {
   /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
   send(event: EventBody, options: SendOptions): void;
-  /**
-   * Waits for queued and in-flight sends, at most timeoutMs (reload and shutdown). Resolves true
-   * when everything handed over so far was done with, false when the time ran out first.
-   */
+  /** Waits for queued and in-flight sends, at most timeoutMs; true when everything handed over so far was done with. */
   flush(timeoutMs: number): Promise<boolean>;
   /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
   resendOutbox(): Promise<void>;
-  /**
-   * The server answered another request (a heartbeat): finals held back by an outage are resent
-   * now rather than at the next start. Does nothing when none are held back.
-   */
+  /** The server answered another request (a heartbeat): finals held back by an outage are resent now. */
   serverAnswered(): void;
   /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
   close(): Promise<void>;
@@ -63,7 +49,6 @@ export interface NotifierOptions {
   outbox: Outbox;
   delivery: Config["delivery"];
   log: DeliveryLog;
-  /** The warnings' words, in the session's language. */
   text: Messages["delivery"];
   now?: () => number;
   sleep?: Sleep;
@@ -100,10 +85,7 @@ class OrderedNotifier implements Notifier {
   readonly #queued = new Set<string>();
   readonly #accepted = new Set<string>();
   #lastNonFinalAt: number | undefined;
-  /**
-   * Finals this notifier could not deliver wait in the outbox. While any do, a new final goes
-   * through the outbox oldest first behind them, so a newer final never overtakes an older one.
-   */
+  /** While finals wait in the outbox, a new final goes through it behind them, so it never overtakes an older one. */
   #heldBack = false;
   #retryTimer: NodeJS.Timeout | undefined;
   #last: LastDelivery | undefined;
@@ -254,12 +236,8 @@ class OrderedNotifier implements Notifier {
     );
   }
 
-  /**
-   * Sends the notices in order, as few requests as the server's batch size allows, each retried
-   * from the first event not taken yet; outbox entries are claimed first (one claimed elsewhere is
-   * skipped). Stops at a notice `barrier` says must not go now, and after a notice that failed in
-   * a way the rest would too (unreachable, busy, the token refused: `gaveUp`). Resolves to what was not sent.
-   */
+  /** Sends in order, in as few requests as the batch size allows, each retried from the first event not taken; outbox entries are claimed first. Stops at
+   * `barrier` and after a failure the rest would share (`gaveUp`); resolves to what was not sent. */
   async #sendInOrder(notices: Outgoing[], barrier?: (notice: Outgoing) => boolean): Promise<{ rest: Outgoing[]; gaveUp: boolean }> {
     const { delivery, outbox, log } = this.#options;
     const rest: Outgoing[] = [];
@@ -364,11 +342,8 @@ class OrderedNotifier implements Notifier {
     this.#retryTimer.unref();
   }
 
-  /**
-   * Sends the outbox oldest first; `own` are the finals whose turn this is (queued, but due now).
-   * Stops at the first retryable failure or refused token: the rest would fail the same way, and
-   * must not overtake.
-   */
+  /** Sends the outbox oldest first (`own`: the finals whose turn this is); stops at the first retryable failure or refused token, which the rest would
+   * share. */
   async #drainOutbox(own: ReadonlySet<string> = new Set()): Promise<void> {
     const { outbox, delivery, log, text: t } = this.#options;
     const pruned = await outbox.prune(delivery.outboxMaxAgeMs, this.#now());

@@ -1,25 +1,6 @@
-/**
- * The durable outbox for final notices (completed / failed): written before the first send and
- * removed only when the server accepted the event, so neither a Pi crash nor a server outage loses
- * one. One file per event under `<dataDir>/outbox/`; names start with the queue time, so a name
- * sort is oldest first.
- *
- * Several Pi processes may share the folder. Before sending, a process claims an entry by renaming
- * it to a name carrying its owner id; rename is atomic, so exactly one claimant wins. A new entry
- * is written under its writer's claim from the start (nobody else reads it half-written, and its
- * first send needs no rename); a failed send releases it to the plain name. A claim whose
- * owner is gone (dead pid, or an outbox closed in this process, or older than CLAIM_STALE_MS in case
- * the pid was reused) can be taken over the same way. Nothing is ever deleted except on acceptance,
- * on age, or by moving a corrupt file aside as `.bad`.
- *
- * Cost on Pi's event loop: every file operation goes through the async fs API (libuv's thread pool),
- * so the fsyncs of a put never block a turn; and the outbox remembers the file name of every entry
- * it wrote, claimed or listed, so put, claim, release and remove name their file without reading
- * the folder. Only list and prune (the resend at start) read it, and a claim falls back to reading
- * it when the remembered name is gone (another process moved the entry). Operations on one event
- * run one after another (common/turns.ts), so a remove issued before its put finished removes what
- * the put wrote. Puts that overlap share one folder sync.
- */
+/** The durable outbox for final notices, one file per event, removed only on acceptance. Processes sharing
+ * the folder claim an entry by an atomic rename to their owner id; a dead owner's claim can be taken over.
+ * All I/O is async and names remembered files, so a put's fsyncs never block a turn. */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { readdir, readFile, rename, unlink } from "node:fs/promises";
@@ -39,17 +20,12 @@ const OutboxRecord = z.strictObject({ version: z.literal(RECORD_VERSION), event:
 
 export interface OutboxEntry {
   event: EventBody;
-  /** Epoch milliseconds when the event was first written. */
   queuedAt: number;
 }
 
 export interface Outbox {
   readonly dir: string;
-  /**
-   * Writes the event durably, claimed by this outbox (synchronous-durable write, folder fsync) off
-   * the event loop; resolves once it is on disk. A second put of the same event_id through this outbox is a no-op. Rejects on an
-   * invalid event or a failed write.
-   */
+  /** Writes the event durably under this outbox's claim, off the event loop; resolves once on disk. A second put of one event_id is a no-op. */
   put(event: EventBody, now?: number): Promise<void>;
   /** Entries this process may send now (unclaimed, or claimed by a lost owner), oldest first. */
   list(): Promise<OutboxEntry[]>;
@@ -110,7 +86,6 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
-/** The outbox folder of this process; see the header for the claim protocol. */
 class OutboxFolder implements Outbox {
   readonly dir: string;
   readonly #log: OutboxLog;
@@ -138,8 +113,7 @@ class OutboxFolder implements Outbox {
     return this.#turns.run(valid.event_id, async () => {
       if (this.#names.has(valid.event_id)) return;
       const record = { version: RECORD_VERSION, event: valid, queued_at: new Date(now).toISOString() };
-      // Written straight under this owner's claim: no other process reads it while it is written or
-      // sent, and the send that follows needs no claim rename.
+      // Written straight under this owner's claim: no other process reads it half-written, and the send needs no rename.
       const base = `${String(now).padStart(15, "0")}-${String(this.#seq++ % 10_000).padStart(4, "0")}-${Buffer.from(valid.event_id).toString("base64url")}`;
       // The claim's age is real time (a lost owner is told by it), whatever queue time the caller gave.
       const name = `${base}.${process.pid}-${this.#owner}-${Date.now()}.sending`;

@@ -1,15 +1,5 @@
-/**
- * The governed progress tool, opt-in through `progressTool.enabled`. The
- * model fills a structure; code validates it, renders the message and decides whether it goes out:
- * at most 6 reports a minute per run, a `progress` right after a `progress` is a duplicate, and no
- * parameter can name a recipient or channel (the server's configuration alone decides who hears
- * it). A report goes out like a lifecycle notice (notifier, outbox, idempotent event id); a
- * refused call is recorded on the server's audit trail (`POST /audit/tool-calls`), so every call
- * is accounted for.
- *
- * `decideReport` and `progressEvent` are pure; `installProgressTool` is the thin Pi edge, a
- * session service: the tool exists and is active only while the session is active as a main agent.
- */
+/** The opt-in `report_progress` tool: the model fills a structure, code validates, renders and rate-limits
+ * it, and no parameter can name a recipient; a refused call is audited on the server. */
 import { createHash } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";

@@ -1,16 +1,5 @@
-/**
- * Follows the receipts of accepted notices for a while, so a notice the server took but cannot
- * deliver (no persona, no bot) is told in Pi: once per session, for the first such receipt. A
- * server that took a notice answers 202 before its worker tries it, so only a later look sees
- * the failure. Background only: nothing waits on it.
- *
- * One receipt is followed at a time. What it finds out is the server's way with this session's
- * notices (a persona or bot missing), which a burst of notices all share, and a look per notice
- * was a second request for every notice sent: about as much work as sending it. A notice accepted
- * while another is followed waits as "newest"; once the followed one is settled, the newest one
- * accepted meanwhile is followed next (its first look as long after its acceptance as any). A
- * person's notices, minutes apart, are each followed as before.
- */
+/** Follows accepted notices' receipts (202 comes before the worker tries), so an undeliverable one is told
+ * in Pi once per session. One receipt at a time, the newest accepted next: a burst shares one cause. */
 import { errorText } from "../../common/errors.ts";
 import { Receipt, type ReceiptState } from "../../protocol/events.ts";
 import type { ApiClient } from "../server-client/http-client.ts";

@@ -1,10 +1,5 @@
-/**
- * The run notices: what the recorded runs of an active session become on the chat channel. A
- * final notice when a run settles completed or failed; the optional started, progress and
- * tool-error notices while it runs. Observes the run recorder only while the session notifies, so
- * an inactive session's turns run none of this; switched on mid-run, it joins the run in progress
- * (the recorder reads its task back from the session) and reports it.
- */
+/** What the recorded runs of an active session become on the chat channel: the final notice and the
+ * optional started, progress and tool-error ones; it observes the recorder only while the session notifies. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Config } from "../config/schema-rules.ts";
 import { progressDue, toolErrorDue, type ProgressMark } from "../../lifecycle.ts";

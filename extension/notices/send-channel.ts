@@ -1,9 +1,5 @@
-/**
- * `anon-notify:send`: another extension asks for a notice. The request is validated against the
- * shared schema (a hostile payload is reported and ignored), scoped to the session, and handed over
- * like the extension's own notices (`handOverRequest`, also the command channel's direct way to the
- * persona); nothing is sent while the session does not notify.
- */
+/** `anon-notify:send`: another extension's notice request, validated against the shared schema, scoped to
+ * the session and handed over like the extension's own; nothing is sent while the session does not notify. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
@@ -36,10 +32,8 @@ export function installSendChannel(pi: ExtensionAPI, deps: SendChannelDeps): voi
   });
 }
 
-/**
- * A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
- * over like the extension's own notices; false when the session does not notify (nothing is sent).
- */
+/** A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
+ * over like the extension's own notices; false when the session does not notify (nothing is sent). */
 export function handOverRequest(to: NoticeTarget | undefined, handOver: HandOver, request: SendRequest): boolean {
   if (!to) return false;
   const notice = externalNotice(request, randomUUID(), to.context());

@@ -1,8 +1,5 @@
-/**
- * Presence's decisions, pure: when a heartbeat is sent (one in flight, the newest state once after
- * it), what a run edge asks for given what the server last heard, what counts as activity, and the
- * heartbeat's body. `presence.ts` is the edge that holds the timers, the Pi handlers and the HTTP calls.
- */
+/** When a heartbeat is sent (one in flight, the newest state once after it), what a run edge asks for,
+ * what counts as activity, and the heartbeat's body. */
 import { Heartbeat, type SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { modelLabel, modelSupportsImages, projectName } from "../session/label-rules.ts";

@@ -1,17 +1,5 @@
-/**
- * Presence: while a session is active, the runtime tells the server it is alive and whether it is
- * idle or running, so the persona can find live sessions and reach them. Heartbeats go to the server only, never into the
- * session file. One heartbeat is in flight at a time; a heartbeat asked for meanwhile is sent once,
- * right after, with the newest state. When the server offers it, heartbeats go over one kept
- * WebSocket (the presence stream, `stream.ts`) instead of one HTTP request each, and a periodic one
- * that says what the server already accepted goes quiet (answered only if refused), and the timer
- * beats only every half TTL (a beat over it cannot be lost silently); a heartbeat the stream loses
- * goes by HTTP at once, the timer is back at the configured interval, and the stream is tried again later. Stopping sends one best-effort offline. What the server
- * answers is written into the `ServerFacts` record (extension/server-client/server-facts.ts) for others to read.
- *
- * The decisions (when to send, what to send, what counts as activity) are pure, in `decisions.ts`;
- * `Presence` is the thin edge holding the timers, the Pi handlers, the HTTP calls and the stream.
- */
+/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running (over
+ * the presence stream when offered, else HTTP); the answers go into server-facts.ts for others to read. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";

@@ -1,11 +1,5 @@
-/**
- * One presence stream (docs/protocol.md, "The presence stream"): a WebSocket from the session's
- * client, carrying one heartbeat at a time; the next answer frame settles it, except a quiet one's
- * (settled once written; a refusal of it, marked quiet, goes to `refused`). A refusal frame
- * becomes the same ServerError the HTTP route's answer would (same code and status), so presence
- * reports it the same way. Anything else that goes wrong (it closed, an unreadable frame, no answer
- * in time) is `StreamLost`: presence sends that heartbeat by HTTP and retries the stream later.
- */
+/** One presence stream: a WebSocket carrying one heartbeat at a time. A refusal frame becomes the same
+ * ServerError as HTTP's; anything else that goes wrong is `StreamLost`, and presence falls back to HTTP. */
 import type { WebSocket } from "undici";
 import { type Heartbeat, type HeartbeatAnswer, StreamAnswer, type StreamRefusal } from "../../protocol/sessions.ts";
 import { classifyHttpFailure } from "../server-client/retry.ts";

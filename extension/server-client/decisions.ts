@@ -1,13 +1,7 @@
-/**
- * The link decisions, pure: the real cause of a failed request (no token here, a refused token, no
- * answer, not our server), when the server counts as away and back, and which failures need no
- * warning. link.ts applies them to the session's requests.
- */
+/** The real cause of a failed request, when the server counts as away and back, and which failures need
+ * no warning. */
 
-/**
- * What went wrong, as facts each language words (texts/delivery.ts `why`), so no English sentence
- * of ours lands inside a Chinese one; the message stays for debug logs.
- */
+/** What went wrong, as facts each language words, so no English sentence of ours lands inside a Chinese one. */
 export type DeliveryFacts =
   | { kind: "timeout"; ms: number }
   | { kind: "network"; request: string; code: string | null; detail: string }
@@ -48,10 +42,7 @@ export const LINK_UNKNOWN: LinkState = { phase: "unknown", since: 0 };
 /** `answered`: a 2xx; `failed`: any failure, which may still be an answer (a refusal of this request). */
 export type LinkSignal = { kind: "answered" } | { kind: "failed"; error: Failure };
 
-/**
- * A 404 without the server's own error code: no such route here (a wrong URL, or our server while
- * it restarts and has not mounted its routes yet), not a missing event or command.
- */
+/** A 404 without the server's own code: no such route (a wrong URL, or our server restarting), not a missing event or command. */
 const routeMissing = (error: Failure) => error.status === 404 && error.code === "http_404";
 
 /** Whether a failure is the server being away: no answer, a 5xx, or a missing route on a server that answered before (one restarting). */
@@ -71,11 +62,8 @@ export function linkStep(state: LinkState, signal: LinkSignal, now: number): { s
   return { state: { phase: "down", since: now } };
 }
 
-/**
- * A failure nobody needs a warning for: the outage the footer already shows, a token refusal the
- * client tells once, and the server having forgotten this runtime (after its restart or TTL: the
- * next heartbeat registers it again).
- */
+/** Failures nobody needs a warning for: the outage the footer shows, a token refusal the client tells once, and a forgotten runtime (the next heartbeat
+ * registers it). */
 export function quietFailure(error: Failure, state: LinkState): boolean {
   if (error.status === 401 || error.code === "session_offline" || error.code === "aborted") return true;
   return state.phase === "down" && outage(error, state.phase);

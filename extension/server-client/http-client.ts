@@ -1,9 +1,5 @@
-/**
- * The extension's HTTP client for the notify-webhook server (undici, one kept-alive Agent): bearer
- * token, Idempotency-Key, timeouts, answers validated with the shared protocol schemas, single
- * events and batches. Every
- * failure is a ServerError whose `retryable` the retry policy reads.
- */
+/** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts,
+ * answers validated with the protocol schemas; every failure is a ServerError whose `retryable` retry reads. */
 import { Agent, request as undiciRequest, WebSocket } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";

@@ -1,9 +1,5 @@
-/**
- * The link to the notify server as every request of one session sees it: up, down since when, or
- * not known yet. The client feeds it each request's outcome; the session shows the outage in the
- * footer and says once when it ends, and the channels stay quiet about failures that are the
- * outage itself or its expected aftermath. The decisions are decisions.ts.
- */
+/** The link to the server as one session's requests see it: up, down since when, or unknown; the footer
+ * shows an outage once and the channels stay quiet about failures that are the outage itself. */
 import { LINK_UNKNOWN, linkStep, quietFailure, type Failure, type LinkSignal, type LinkState } from "./decisions.ts";
 
 export class Link {

@@ -1,8 +1,5 @@
-/**
- * The retry policy shared by every call to the server: `ServerError` carries the decision,
- * `classifyHttpFailure` and `retryAfterDelayMs` make it, `runWithRetry` applies it and returns a
- * value instead of throwing. Pure apart from the injected sleep.
- */
+/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry`
+ * applies it and returns a value instead of throwing. */
 import { setTimeout as delay } from "node:timers/promises";
 import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
@@ -54,10 +51,8 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
   });
 }
 
-/**
- * The server refused the bearer token. The client reports that once for the whole session, so the
- * heartbeat, the command channel and the notifier do not each report it again in their own words.
- */
+/** The server refused the bearer token. The client reports that once for the whole session, so the
+ * heartbeat, the command channel and the notifier do not each report it again in their own words. */
 export const tokenRejected = (error: ServerError): boolean => error.status === 401;
 
 /** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */

@@ -1,8 +1,5 @@
-/**
- * What the server said to this runtime, as heard in heartbeat answers: whether it accepted the
- * latest one, the run state it accepted, the command protocol it speaks. Presence writes it; the
- * command channel and the notifier's wake-up read it, so neither asks presence for server facts.
- */
+/** What the server said in heartbeat answers (accepted, run state, protocol): presence writes it, the
+ * command channel and the notifier read it, so neither asks presence. */
 import type { SessionRunState } from "../../protocol/sessions.ts";
 
 /** The command protocol of a server whose answer names none. */

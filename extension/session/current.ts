@@ -1,9 +1,5 @@
-/**
- * The session bound now (between session_start and session_shutdown), and the four views of it
- * the parts read: where notices go, the server connection, what the approval gate needs, and the
- * progress tool's target. Each is read at the moment of use, so a part never holds a session that
- * was replaced or switched off.
- */
+/** The session bound now and the views the parts read of it, each read at the moment of use so no part
+ * holds a session that was replaced or switched off. */
 import type { ApprovalSession } from "../approvals/asking.ts";
 import type { Messages } from "../texts/messages.ts";
 import { sampleNoticeContext } from "../notices/context.ts";

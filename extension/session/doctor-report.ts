@@ -1,8 +1,4 @@
-/**
- * What `/anon-notify-doctor` found, as text. Pure: the command gathers the facts (files, the
- * server's answers, the services' state) and this turns them into lines in the session's language.
- * Never a token's value: only where it comes from and whether its file is there.
- */
+/** What `/anon-notify-doctor` found, as lines in the session's language; never a token's value. */
 import type { Receipt } from "../../protocol/events.ts";
 import type { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { ConfigFileInfo, ConfigOrigin } from "../config/config.ts";

@@ -1,10 +1,5 @@
-/**
- * `/anon-notify-doctor [test]`: answers "is this working?" without changing anything. It reads the
- * bound session's config layers, the token file, the services' state and the outbox, asks the
- * server for its health and the recipient, and with `test` sends one `info` notice through the
- * real route and follows its receipt. Every network call runs here, in the command handler, with
- * a bounded timeout; the bare `/anon-notify` stays the only switch.
- */
+/** `/anon-notify-doctor [test]`: answers "is this working?" without changing anything; every network call
+ * runs here in the command handler, bounded, and `test` sends one real `info` notice. */
 import { randomUUID } from "node:crypto";
 import { accessSync, constants, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -59,10 +54,8 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
 }
 
 /** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
-/**
- * Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
- * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read.
- */
+/** Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
+ * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read. */
 export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): string[] {
   const here = resolve(import.meta.dirname, "..", "..");
   const candidates = [join(cwd, "data", "operator.token"), join(here, "data", "operator.token"), env.ANON_NOTIFY_OPERATOR_TOKEN_FILE];

@@ -1,7 +1,4 @@
-/**
- * How the extension tells the user something: the bound session's UI when it has one, stderr
- * otherwise (print and JSON modes), never throwing into Pi.
- */
+/** Telling the user something: the session's UI when it has one, stderr otherwise, never throwing into Pi. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 
 export type ReportLevel = "info" | "warning" | "error";

@@ -1,9 +1,5 @@
-/**
- * One bound Pi session as the extension sees it: its configuration, whether it is a subagent,
- * whether the user switched it on, and its delivery parts. Opened at every session_start, closed at
- * session_shutdown. Memory is the last to change: the status bar, the state bus and the services
- * follow `publish` and `syncServices`.
- */
+/** One bound Pi session: its configuration, subagent flag, activation and delivery parts, opened at
+ * session_start; memory changes last, and the status bar, state bus and services follow it. */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { debuglog } from "node:util";
@@ -27,10 +23,8 @@ import type { Report } from "./report.ts";
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
 export const SHUTDOWN_FLUSH_MS = 3_000;
 
-/**
- * Something that runs only while the session is active (heartbeats, the command channel, the
- * progress tool): started after activation is persisted, stopped on deactivation and at shutdown.
- */
+/** Runs only while the session is active (heartbeats, the command channel, the progress tool): started after activation is persisted, stopped on
+ * deactivation and at shutdown. */
 export interface SessionService {
   start(ctx: ExtensionContext): void;
   stop(): Promise<void>;
@@ -51,7 +45,6 @@ export interface SessionState {
   ctx: ExtensionContext;
   sessionId: string;
   language: Language;
-  /** The texts in the session's language. */
   text: Messages;
   config: Config | undefined;
   configState: SessionFacts["config"];
@@ -94,10 +87,7 @@ function readInputs(ctx: ExtensionContext): string {
   return JSON.stringify([loaded.language, loaded.ok ? loaded.config : loaded.errors, digest]);
 }
 
-/**
- * Whether the config or the token changed since the session opened (pairing wrote them, the token
- * file was deleted): `/anon-notify` then reopens the session rather than act on what it read before.
- */
+/** Whether the config or the token changed since the session opened (pairing wrote them): `/anon-notify` then reopens the session. */
 export function inputsChanged(s: SessionState): boolean {
   return readInputs(s.ctx) !== s.inputs;
 }
@@ -157,10 +147,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   return s;
 }
 
-/**
- * `--anon-notify-on` (a session anon-notify-host started): the record `/anon-notify` writes, once,
- * when the session has none; a session its owner switched off later stays off when resumed so.
- */
+/** `--anon-notify-on` (a session anon-notify-host started): writes the `/anon-notify` record once, when the session has none. */
 function startsOn(pi: ExtensionAPI, reading: ReturnType<typeof readActivation>, subagent: boolean, report: Report, text: Messages): boolean {
   if (pi.getFlag(START_ON_FLAG) !== true || reading.record !== "none" || subagent) return false;
   const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: true, via: "command" }, false);
@@ -261,7 +248,6 @@ export function publish(pi: ExtensionAPI, s: SessionState): void {
   pi.events.emit(STATE_CHANNEL, payload);
 }
 
-/** Starts or stops the services to match the session's facts. */
 export async function syncServices(s: SessionState, services: readonly SessionService[]): Promise<void> {
   const wanted = servicesEnabled(sessionFacts(s));
   if (wanted === s.servicesRunning) return;
@@ -270,11 +256,8 @@ export async function syncServices(s: SessionState, services: readonly SessionSe
   else await Promise.all(services.map((service) => service.stop()));
 }
 
-/**
- * Every shutdown reason is a user or session operation: never a notice, and no inactive record.
- * Bounded as a whole by SHUTDOWN_FLUSH_MS: stopping the services (the offline call, itself bounded
- * shorter) and flushing the notices in flight run side by side, never one after the other.
- */
+/** Shutdown is never a notice and writes no inactive record. Bounded as a whole by SHUTDOWN_FLUSH_MS: stopping the services and flushing run side by
+ * side. */
 export async function closeSession(s: SessionState, services: readonly SessionService[]): Promise<void> {
   s.active = false;
   const flushed = s.delivery?.notifier.flush(SHUTDOWN_FLUSH_MS);

@@ -1,8 +1,5 @@
-/**
- * `/anon-notify-setup <link>`: pairs this Pi with a server in one step (docs/protocol.md,
- * "Pairing"). Posts the link's code, writes the endpoint, the recipient and the token (0600) to the
- * user's config folder, asks the server's health with the new token and says what to run next.
- */
+/** `/anon-notify-setup <link>`: pairs this Pi with a server in one step and writes the endpoint,
+ * recipient and token (0600) to the user's config folder. */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
@@ -51,11 +48,9 @@ export interface PairingFiles {
   token: string;
 }
 
-/**
- * Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
+/** Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
  * removed) and writes the token file (0600), each through a temporary file and a rename. A config
- * that is not a JSON object is never overwritten: this throws before anything is written.
- */
+ * that is not a JSON object is never overwritten: this throws before anything is written. */
 export function writePairing(files: PairingFiles, endpoint: string, answer: PairAnswer, m: Messages): void {
   let current: Record<string, unknown> = {};
   try {

@@ -1,8 +1,5 @@
-/**
- * The sink's only transport: `POST /event` as HTTP over a Unix domain socket (a named pipe on
- * Windows), with a bearer token. It reports the outcome as a value and never throws: the caller
- * drops the event either way, because the channel is one-way and nothing waits on the app.
- */
+/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the outcome is a
+ * value, never thrown, since the channel is one-way. */
 import { lstatSync, type Stats } from "node:fs";
 import { isMissingFile } from "../../common/errors.ts";
 import { Agent } from "undici";
@@ -19,11 +16,9 @@ export interface SinkClient {
   destroy(): Promise<void>;
 }
 
-/**
- * Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
+/** Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
  * a link to one), owned by this user, and writable by nobody else, or another local user could sit
- * there and collect the token. Pure.
- */
+ * there and collect the token. Pure. */
 export function socketRefusal(stats: Pick<Stats, "isSocket" | "uid" | "mode">, uid: number): string | null {
   if (!stats.isSocket()) return "not a socket (a link or a file stands at the socket path): token not sent";
   if (stats.uid !== uid) return `the socket belongs to uid ${stats.uid}, not to you (uid ${uid}): token not sent`;

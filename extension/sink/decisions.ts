@@ -1,8 +1,5 @@
-/**
- * The sink's own reading of a settled run, pure: the chat channel's classifier decides, but a user
- * interrupt is reported here (the app must stop showing "working"), and so is a run that ended
- * without any reply.
- */
+/** The sink's own reading of a settled run: the chat classifier decides, but a user interrupt and a run
+ * with no reply are reported here. */
 import type { RunOutcome } from "../../lifecycle.ts";
 import type { RoundEnd } from "./hold-rules.ts";
 import { formatSinkError } from "./payload-rules.ts";
@@ -32,6 +29,9 @@ function failureText(outcome: Extract<RunOutcome, { kind: "failed" }>): string {
     case "tool_error_in_final_batch":
     case "non_terminating_tool_batch":
       return formatSinkError("ToolError", `the run ended after its tool calls without a reply (${outcome.reason})`);
+    case "turn_limit":
+    case "time_limit":
+      return formatSinkError("LimitError", `the run was stopped at its ${outcome.reason === "turn_limit" ? "turn" : "time"} limit`);
     case "unexpected_stop_reason":
       return formatSinkError("RunError", `unexpected stop reason ${outcome.stopReason}`);
   }

@@ -1,15 +1,5 @@
-/**
- * The hold/merge rule for `run.completed`: it means "the work is done, come and look". Pure.
- *
- * A unit of work is one or more settled Pi runs chained without the user in between (e.g. an
- * extension that starts the next round from `agent_settled`, the way a goal loop does). Completion
- * means "you can come back and look", so it is held at every settle and released exactly once, when
- * the settle turns out to be the last one. Failure and cancellation are never held: they end the
- * unit at once, carrying the rounds held before them.
- *
- * Both directions are bugs: holding without releasing leaves the app on "working"
- * forever; releasing at every settle reports an N-round unit as done N times.
- */
+/** `run.completed` is held at every settle and released once, at the last settle of a unit of chained
+ * runs; failure and cancellation end the unit at once. Holding forever or releasing each settle are both bugs. */
 
 export type RoundEnd =
   | { kind: "completed"; had_response: boolean; answer?: string; answered_at?: string }
@@ -25,11 +15,9 @@ export interface HoldDecision {
   emit: Round | null;
 }
 
-/**
- * Merges an earlier part of the unit into a later round: durations summed (unknown if either is
+/** Merges an earlier part of the unit into a later round: durations summed (unknown if either is
  * unknown), the first non-empty agent name, `had_response` if any round had one, and the last
- * answer given with its own `answered_at`. The later round's kind wins.
- */
+ * answer given with its own `answered_at`. The later round's kind wins. */
 export function mergeRounds(earlier: CompletedRound | null, later: Round): Round {
   if (earlier === null) return later;
   const duration_ms = earlier.duration_ms === undefined || later.duration_ms === undefined ? undefined : earlier.duration_ms + later.duration_ms;
@@ -52,11 +40,9 @@ export function onRoundSettled(held: CompletedRound | null, round: Round): HoldD
   return merged.kind === "completed" ? { held: merged, emit: null } : { held: null, emit: merged };
 }
 
-/**
- * Once the settle has quieted down: if another round already started, the unit goes on and the
+/** Once the settle has quieted down: if another round already started, the unit goes on and the
  * completion stays held; otherwise it is released now. Every hold therefore ends in exactly one
- * release, failure or cancellation.
- */
+ * release, failure or cancellation. */
 export function onSettleQuiet(held: CompletedRound | null, nextRoundStarted: boolean): HoldDecision {
   if (held === null || nextRoundStarted) return { held, emit: null };
   return { held: null, emit: held };

@@ -1,9 +1,5 @@
-/**
- * The local desktop sink (docs/local-sink.md): a second, one-way channel that tells a desktop app
- * on this machine what state a run is in. It observes the shared run recorder, only when
- * `sink.enabled`; it does not depend on `/anon-notify` activation (the app shows every main-agent
- * session). Handlers only record facts and push onto the queue; one worker posts to the socket.
- */
+/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine, observing the
+ * shared run recorder when `sink.enabled`, whatever `/anon-notify` says. */
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
@@ -36,7 +32,6 @@ export interface SinkOptions {
   warn?: (message: string) => void;
   /** Where the one debug line goes; by default Node's `NODE_DEBUG=anon-notify-sink`. */
   debug?: (line: string) => void;
-  /** The texts for `warn`; by default in the locale's language. */
   text?: Messages;
 }
 
@@ -61,15 +56,10 @@ interface Unit {
   model: string | undefined;
 }
 
-/**
- * Subscribes the sink to Pi when `config.enabled`; otherwise installs nothing at all and returns
- * undefined. Call it from the extension factory or from `session_start`; it closes itself at
- * `session_shutdown`. A token file problem is the user's to fix: it is reported once through
- * `warn` and the sink stays off; an absent, slow or refusing app is not reported (one debug line).
- */
+/** Subscribes the sink when `config.enabled`, else installs nothing; it closes itself at `session_shutdown`. A token file problem is told once through
+ * `warn` and the sink stays off; an absent, slow or refusing app gets one debug line. */
 export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkOptions = {}): InstalledSink | undefined {
-  // One sink per Pi binding, even if session_start comes twice without a shutdown in between
-  // (Pi 0.87.1's RPC new_session does that): the older one stops listening at once.
+  // One sink per Pi binding, even when session_start comes twice without a shutdown (Pi 0.87.1's RPC new_session): the older one stops at once.
   void installed.get(pi)?.close();
   installed.delete(pi);
   if (!config.enabled) return undefined;
@@ -163,14 +153,12 @@ class Sink implements InstalledSink {
     ];
   }
 
-  /** Resolves once a just-settled run's completion has been decided and everything queued was sent. */
   async flush(): Promise<void> {
     // The release check runs on the turn after agent_settled; wait for it, then for the worker.
     await new Promise((resolve) => setImmediate(resolve));
     await this.queue.idle();
   }
 
-  /** Releases a held completion, drains briefly, and frees the socket (also done at session_shutdown). */
   async close(): Promise<void> {
     if (this.#closed) return;
     const now = Date.now();
@@ -219,8 +207,7 @@ class Sink implements InstalledSink {
       if (decision.emit) this.#emitTerminal(decision.emit);
     }
     if (!this.#held) return;
-    // Work requested from a settled handler (a goal-like loop, queued input) starts right after
-    // all settled handlers return; only then is it known whether this settle was the last one.
+    // Work requested from a settled handler starts right after all settled handlers return; only then is it known whether this settle was the last.
     const settleQuiet = () => {
       if (this.#closed) return;
       // Busy but no run yet (a run still starting, a compaction): look again, never hold blindly.

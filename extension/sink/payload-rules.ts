@@ -1,8 +1,5 @@
-/**
- * What the local desktop sink puts on the wire (docs/local-sink.md). Pure: no I/O, no clock.
- * The payload schemas in protocol/sink.ts are the whitelist; text the user saw is cut to 500 characters
- * with a visible mark, and absent facts stay absent (unknown), never zero.
- */
+/** What the sink puts on the wire: the protocol/sink.ts schemas are the whitelist, user text is cut to 500
+ * characters with a mark, and absent facts stay absent, never zero. */
 import { SINK_TEXT_CHARS, SINK_TRUNCATION_MARK, SinkPayloads, type SinkEnvelope, type SinkEventType, type SinkPayload } from "../../protocol/sink.ts";
 
 /** Cuts to 500 characters (code points, so no surrogate pair is split) and marks the cut. */
@@ -20,11 +17,9 @@ export function formatSinkError(type: string, message: string | undefined): stri
 
 const TRUNCATED_KEYS = ["prompt", "answer", "error"] as const;
 
-/**
- * Builds an event payload from loose run facts: keys outside the event's whitelist are dropped,
+/** Builds an event payload from loose run facts: keys outside the event's whitelist are dropped,
  * `undefined`, `null` and empty strings count as unknown and are left out, long texts are cut.
- * Throws when a required fact is missing: that is a bug in the caller, not bad user input.
- */
+ * Throws when a required fact is missing: that is a bug in the caller, not bad user input. */
 export function buildSinkPayload<T extends SinkEventType>(type: T, facts: Record<string, unknown>): SinkPayload<T> {
   const known: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(facts)) {

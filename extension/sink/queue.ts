@@ -1,8 +1,5 @@
-/**
- * The sink's bounded in-memory queue and its one worker. `push` only stores and returns, so a Pi
- * handler never waits on the app; when the app is slower than the run, the oldest events go first
- * (the newest state is what the app must show).
- */
+/** The sink's bounded queue and its one worker: `push` only stores, and when the app is slow the oldest
+ * events go first (the newest state is what the app must show). */
 
 export const SINK_QUEUE_CAPACITY = 256;
 

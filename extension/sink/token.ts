@@ -1,8 +1,5 @@
-/**
- * The sink's bearer token file: 32 random bytes as hex, mode 0600, created only when
- * absent and never overwritten — the app and the extension share it, whoever runs first decides,
- * and overwriting would lock the other side out with 401. Its folder is created 0700 when missing.
- */
+/** The sink's token file (hex, 0600) is created only when absent and never overwritten: the app and the
+ * extension share it, and overwriting would lock the other side out. */
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, fchmodSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { dirname } from "node:path";

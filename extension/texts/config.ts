@@ -1,8 +1,4 @@
-/**
- * The configuration's texts (load errors, warnings, recipient problems, the schema's own checks),
- * in Chinese and English; part of the catalogue messages.ts composes. zod's own messages come from
- * zod's locales (config.ts); these are the words zod does not have.
- */
+/** The configuration's texts in both languages: the words zod's own locales do not have. */
 
 /** The schema's own checks, named by key so each language words them (schema-rules.ts sets them as `params.text`). */
 export const SCHEMA_CHECKS = ["absolutePath", "httpUrl", "socketUrl", "socketHostPort", "socketNotAbsolute", "regex", "sourceVariables"] as const;

@@ -1,8 +1,4 @@
-/**
- * The texts of the delivery path (the notifier's and the outbox's warnings) and of the notices the
- * extension writes itself (run outcomes, started, progress, tool errors), in Chinese and English;
- * part of the catalogue messages.ts composes. Durations come already formatted by the locale.
- */
+/** The notifier's and outbox's warnings and the notices the extension writes itself, in both languages. */
 import { errorText } from "../../common/errors.ts";
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 import type { ProgressSeverity, ProgressStage } from "../../protocol/progress.ts";
@@ -10,10 +6,8 @@ import type { DialogKind } from "../../protocol/said.ts";
 import type { DeliveryFacts } from "../server-client/decisions.ts";
 import { formatsIn } from "./format.ts";
 
-/**
- * Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
- * language; anything else (a system or program error) as its own text.
- */
+/** Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
+ * language; anything else (a system or program error) as its own text. */
 function whyIn(words: { [K in DeliveryFacts["kind"]]: (facts: Extract<DeliveryFacts, { kind: K }>) => string }) {
   return (error: unknown): string => {
     const facts = (error as { facts?: DeliveryFacts } | null)?.facts;

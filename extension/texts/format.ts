@@ -1,12 +1,8 @@
-/**
- * Times, dates and durations as a locale writes them (Intl), for the catalogue's two languages:
- * never an ISO string or a bare number of milliseconds in a text a person reads.
- */
+/** Times, dates and durations as a locale writes them: never an ISO string or bare milliseconds in text. */
 
 const unit = (locale: string, name: "second" | "minute" | "hour", count: number) =>
   new Intl.NumberFormat(locale, { style: "unit", unit: name, unitDisplay: "long", maximumFractionDigits: 0 }).format(count);
 
-/** The texts' formatters in one locale. */
 export function formatsIn(locale: string) {
   return {
     /** A whole number of minutes ("5 分钟", "5 minutes"). */

@@ -1,8 +1,4 @@
-/**
- * The texts about the link to the notify server: what stands in the way when a request fails (the
- * real cause, not the status code alone), the footer's outage state and its end; part of the
- * catalogue messages.ts composes. Times and durations come already formatted by the locale.
- */
+/** The texts about the link to the server: the real cause of a failed request, the footer's outage and its end. */
 import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
@@ -23,10 +19,8 @@ export const REASON_CODES = [
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 
-/**
- * A server's reason as a person reads it, the code in brackets. A known code is worded here (the
- * server's own detail after `code:` is left out); another keeps the server's words, code after them.
- */
+/** A server's reason as a person reads it, the code in brackets. A known code is worded here (the
+ * server's own detail after `code:` is left out); another keeps the server's words, code after them. */
 function reasonIn(words: Record<ReasonCode, string>, open: string, close: string) {
   return (raw: string) => {
     const [code, ...rest] = raw.split(":");

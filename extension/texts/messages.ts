@@ -1,11 +1,5 @@
-/**
- * Every text the extension shows its user in Pi (footer, notifications, command descriptions,
- * `/anon-notify-doctor`, the approval dialog), in Chinese and English. The language is the config's
- * `language`, else the environment's locale (common/locale.ts). The approval texts the model reads
- * as tool results are here too, so they speak the user's language, and so are the tools'
- * descriptions and parameters (texts/tools.ts).
- *
- */
+/** Every text the extension shows in Pi, in Chinese and English by `language` or the locale; the texts the
+ * model reads as tool results are here too, so they speak the user's language. */
 import { visibleControls } from "../../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../../protocol/approvals.ts";
@@ -47,8 +41,7 @@ const duration = (ms: number, unit: { min: string; s: string }) => {
   const [m, sec] = [Math.floor(total / 60), total % 60];
   return [m ? `${m} ${unit.min}` : "", sec ? `${sec} ${unit.s}` : ""].filter(Boolean).join(" ");
 };
-/** A standing grant's end as a local time of day. */
-/** Where a rule matched, as the gate found it (policy.ts `RuleMatch.sites`). */
+/** Where a rule matched, as the gate found it (policy-rules.ts `RuleMatch.sites`). */
 type RuleSite = { rule: string; at: string };
 /** Each rule with the places it matched: `rm-rf ← rm -rf build`, one line whatever the command holds. */
 const withSites = (rules: readonly string[], sites: readonly RuleSite[], separator: string) =>
@@ -66,7 +59,6 @@ export interface DialogFacts {
   preview: string;
   /** How many characters of the command the preview leaves out (the request's own cut included). */
   hiddenChars: number;
-  /** The command's full length. */
   totalChars: number;
   reason: string;
   timeoutMs: number;
@@ -157,6 +149,13 @@ const zh = {
       `请把 --${flag} 放在提示词之后（pi -p "任务" --${flag}），或在提示词前加 --（pi -p --${flag} -- "任务"），或改用环境变量 ${envName}=1。`,
     flagDescription: "这个 Pi 进程从不发送 anon-notify 通知（由启动子 Agent 的父进程设置）",
     startOnFlagDescription: "会话还没有开关记录时，从一开始就开启 anon-notify（由 anon-notify-host 设置）",
+    limitsFlagDescription: '每次运行的上限，JSON：{"turns":N,"minutes":M}（N 轮、M 分钟），超出即停止该次运行（由 anon-notify-host 设置）',
+    limitStopped: (hit: "turn_limit" | "time_limit", limits: { turns?: number | undefined; minutes?: number | undefined }) =>
+      hit === "turn_limit"
+        ? `已停止本次运行：达到轮数上限（${limits.turns ?? 0} 轮，由 --anon-notify-limits 设定）。`
+        : `已停止本次运行：达到时长上限（${limits.minutes ?? 0} 分钟，由 --anon-notify-limits 设定）。`,
+    limitsInvalid: (value: string) =>
+      `--anon-notify-limits 的值 ${value} 无效，应为 JSON {"turns":1–1000,"minutes":1–1440}（整数，可只写一项）：为安全起见，此 Pi 进程的每次运行都会在第一轮开始时被停止。`,
     tokenRejected: (tokenFile: string) =>
       `通知服务拒绝了令牌（HTTP 401）：在线状态、指令和通知都不会生效，未送达的最终通知留在 outbox。` +
       `请确认 ${tokenFile}（或 ANON_NOTIFY_TOKEN）与服务端的令牌一致，然后执行 /reload。`,
@@ -416,6 +415,13 @@ const en: Messages = {
       `Put --${flag} after the prompt (pi -p "task" --${flag}), end the options with -- (pi -p --${flag} -- "task"), or set ${envName}=1 instead.`,
     flagDescription: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
     startOnFlagDescription: "Switch anon-notify on from the session's start when it has no on/off record yet (set by anon-notify-host)",
+    limitsFlagDescription: 'Limits for each run, as JSON {"turns":N,"minutes":M}: a run past either is stopped (set by anon-notify-host)',
+    limitStopped: (hit, limits) =>
+      hit === "turn_limit"
+        ? `Stopped this run: it reached its limit of ${limits.turns ?? 0} turns (set by --anon-notify-limits).`
+        : `Stopped this run: it reached its limit of ${limits.minutes ?? 0} minutes (set by --anon-notify-limits).`,
+    limitsInvalid: (value) =>
+      `--anon-notify-limits ${value} is invalid; it takes JSON {"turns":1–1000,"minutes":1–1440} (whole numbers, either may be left out): to stay safe, every run of this Pi process is stopped at its first turn.`,
     tokenRejected: (tokenFile) =>
       "The notify server rejected the token (HTTP 401): presence, instructions and notices do not work; undelivered finals stay in the outbox. " +
       `Check that ${tokenFile} (or ANON_NOTIFY_TOKEN) holds the server's token, then run /reload.`,

@@ -1,9 +1,4 @@
-/**
- * What the model reads about this extension's tools (`ask_approval`, `report_progress`): the
- * description, the system prompt's one-line snippet, each parameter's description and the tool's
- * own answers; part of the catalogue messages.ts composes, so the model reads the language the
- * person chose.
- */
+/** What the model reads about the extension's tools, in the language the person chose. */
 
 const zhAsk = {
   label: "请求批准",

@@ -1,8 +1,5 @@
-/**
- * The buttons an approval request carries (Approve, Deny, Approve for N minutes) and how a press
- * names its approval. Pure. An id must fit Telegram's 64-byte `callback_data`, so it is the code plus
- * a short tag of the approval id: a stale button whose code was reused never answers the newer one.
- */
+/** The buttons an approval request carries and how a press names its approval: the id is the code plus a
+ * short tag of the approval id (Telegram's 64-byte `callback_data`), so a stale button never answers a newer one. */
 import { createHash } from "node:crypto";
 import type { OwnerButton } from "../handover/direct.ts";
 import type { ApprovalRecord } from "./decisions.ts";

@@ -1,10 +1,5 @@
-/**
- * The approval decisions, pure: a request (new, repeat, or an id reused with another body), a
- * person's decision (first wins; late, expired or mismatched ones are refused with their reason),
- * the agent's resolution (the truth about the call), the session vanishing, the server's own
- * expiry, and the short code. Every transition says which state it was decided on; the store
- * writes it only if the row is still in that state.
- */
+/** Approval transitions: requests, a person's decision (first wins), the agent's resolution, vanishing and
+ * expiry. Each names the state it was decided on; the store writes it only if the row is still there. */
 import { createHash } from "node:crypto";
 import {
   CODE_ALPHABET,

@@ -1,9 +1,5 @@
-/**
- * Standing grants, decided purely and only here: what the server may grant (a policy request with
- * literal `argv`, never what it cannot see through, never the model's own request), which live
- * grant covers a new request (same session and cwd, the exact argv or the granted prefix with no
- * further word a path outside the project), how long a grant runs, and its revocation.
- */
+/** Standing grants, decided only here: what is grantable (literal argv, never opaque, never the model's own
+ * request), which live grant covers a request, how long it runs, and its revocation. */
 import { posix, win32 } from "node:path";
 import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";

@@ -1,8 +1,5 @@
-/**
- * The `anon_notify_grant` table: standing grants, kept after they end as the record of what was
- * granted, by whom, and how often it was used. Revocation and each use are conditional writes, so a
- * revoked grant is never used after its revocation landed.
- */
+/** The `anon_notify_grant` table, kept after grants end as the record; revocation and each use are
+ * conditional writes, so a revoked grant is never used after the revocation landed. */
 import type { Context, Query } from "koishi";
 import type { GrantRecord } from "./grant-rules.ts";
 

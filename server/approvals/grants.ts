@@ -1,9 +1,5 @@
-/**
- * GrantService: the owner's standing grants, for every surface (operator API, chat, console). A
- * grant is made only with an approval the server finds grantable, for a bounded time; a later
- * request of the same session that it covers (grant-decisions.ts) is approved at once by it, each
- * use counted and audited; revocation holds for the next request. Only a person makes or revokes one.
- */
+/** GrantService, for every surface: a grant is made only by a person, from an approval the server finds
+ * grantable, for a bounded time; each use is counted and audited. */
 import { randomInt } from "node:crypto";
 import type { ApprovalRequest, Grant, GrantListQuery, PersonVia } from "../../protocol/approvals.ts";
 import type { AuditLog } from "../audit/store.ts";

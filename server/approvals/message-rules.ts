@@ -1,11 +1,5 @@
-/**
- * The texts an approval sends: the request straight to the owner, its closing message, the mention
- * to the persona and the whole command on request. Pure: the words come from Koishi's i18n through
- * a `Voice`, one language per text. Agent-written parts (command, action, reason, project) are
- * redacted again and rendered on one line with every control character visible, and every line
- * starts with the server's own words, so nothing the agent wrote can start a line of its own
- * (a forged `批准：anon.approve …`, say).
- */
+/** The texts an approval sends. Agent-written parts are redacted and shown on one line, controls visible,
+ * and every line starts with the server's own words, so the agent cannot forge a line (`批准：anon.approve …`). */
 import { basename } from "node:path";
 import { commandPreview, visibleControls } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";

@@ -1,10 +1,5 @@
-/**
- * What the owner is owed about approvals, sent one at a time in approval order: the request
- * (straight to the owner, whatever the route, muting or not; past the cap across sessions held and
- * counted in one digest instead), a mention to the persona when one is installed, and one closing
- * message when the approval ends. What was sent is marked on the row, so a restart resumes; a
- * failed send is retried with backoff until it goes through.
- */
+/** What the owner is owed about approvals, one at a time in order: the request (past the cap, a digest),
+ * the persona's mention, one closing message; marked on the row so a restart resumes, retried until sent. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { ApprovalReach } from "../../protocol/approvals.ts";

@@ -1,8 +1,5 @@
-/**
- * Whether an approval may be decided through the operator API, purely. Its token is a file on the
- * server's machine: an agent running as the server's OS user can read it and approve its own call,
- * so such decisions are an opt-in, and even then refused for a Pi that could reach the token.
- */
+/** Whether the operator API may decide an approval: its token is a file an agent running as the server's
+ * user could read, so it is opt-in and refused for a Pi that could reach it. */
 import type { ErrorCode } from "../../protocol/wire.ts";
 
 export interface OperatorDecisionFacts {

@@ -1,8 +1,5 @@
-/**
- * How fast approval requests reach the one owner of many sessions, purely: at most `cap` request
- * messages a window across all sessions; past it each request is held, and one digest says how many
- * are waiting — sent again only for requests it has not counted yet, at most once a window.
- */
+/** How fast approval requests reach the owner: at most `cap` a window across sessions; past it requests
+ * are held and one digest says how many wait. */
 
 export interface PaceLimit {
   cap: number;

@@ -1,10 +1,5 @@
-/**
- * Approvals over HTTP and the timers around them: the agent's `POST /approvals` and
- * `POST /approvals/:id/resolution`, the owner's `GET /operator/approvals`, `GET /operator/approvals/:id` and
- * `POST /operator/approvals/:id/decision` (with `grant_minutes`, a standing grant), `GET /operator/grants`,
- * `POST /operator/grants/:id/revoke`; open approvals of a runtime that went away become
- * `vanished`, unresolved ones past their time `timeout`; the messenger starts on load.
- */
+/** Approvals over HTTP (the agent's requests and resolutions, the owner's reads, decisions and grants)
+ * and the timers that close vanished and timed-out approvals. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { ApprovalListQuery, ApprovalRequest, ApprovalResolution, GrantListQuery, OperatorApprovalDecision } from "../../protocol/approvals.ts";

@@ -1,10 +1,5 @@
-/**
- * ApprovalService: the one home of approvals for every surface. The agent requests and resolves;
- * only the owner decides (operator API, chat commands, console), never the persona; anyone allowed
- * may list. A decision is a conditional write on `pending` (first wins) and then an
- * `approval_decision` control command to the waiting runtime. Every step is on the audit trail,
- * and every change wakes the messenger, which owes the owner the request and one closing message.
- */
+/** ApprovalService, for every surface: the agent requests and resolves, only the owner decides (first
+ * conditional write on `pending` wins, then an `approval_decision` control command); every step is audited. */
 import { randomInt } from "node:crypto";
 import { commandPreview } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";

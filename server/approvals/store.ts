@@ -1,9 +1,5 @@
-/**
- * The `anon_notify_approval` table. Every state change is a conditional write on the state it was
- * decided on, so of two decisions racing for one approval exactly one lands; the other is decided
- * again on a fresh read and refused. Closed approvals stay as the record of who decided what until
- * retention removes them with the other final rows.
- */
+/** The `anon_notify_approval` table: every state change is conditional on the state it was decided on, so
+ * of two racing decisions exactly one lands. */
 import type { Context, Query } from "koishi";
 import { ApprovalState, OPEN_APPROVAL_STATES } from "../../protocol/approvals.ts";
 import { DomainError } from "../../common/domain-error.ts";

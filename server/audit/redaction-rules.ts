@@ -1,8 +1,5 @@
-/**
- * What the audit trail keeps of any input, pure: secret-named keys dropped, images reduced to
- * count, bytes and digests, long strings cut. Tokens never reach a row because every row's data
- * passes through `auditData`.
- */
+/** What the audit trail keeps of any input: secret-named keys dropped, images reduced to digests, long
+ * strings cut; every row's data passes through `auditData`. */
 import { createHash } from "node:crypto";
 
 /** Longer strings are cut: the trail records what was said, not unbounded blobs. */

@@ -1,8 +1,4 @@
-/**
- * The audit trail's agent route: `POST /audit/tool-calls` (what the extension's tool guard
- * decided). Operators read the trail through the operator service (`GET /operator/audit`); pruning
- * is part of the server's retention (retention/plugin.ts).
- */
+/** The audit trail's agent route, `POST /audit/tool-calls`. */
 import type { Context } from "koishi";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
 import { DomainError, parseWith } from "../../common/domain-error.ts";

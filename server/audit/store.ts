@@ -1,13 +1,5 @@
-/**
- * The audit trail's store: one durable row per accepted event, persona tool call, operator request,
- * command state change, watchdog episode and the exact text handed to the persona or sent directly
- * (every tool call with its full inputs, and every final text that left the server), with its time
- * and acting side. Row data passes through `auditData` (redaction-rules.ts), so no token is ever stored.
- *
- * The acting side travels with the request (AsyncLocalStorage), so a store deep below a route
- * records who asked without every signature carrying it. Writing an audit row never fails the
- * action it describes: a failed write is logged and the action goes on.
- */
+/** The audit trail: one durable row per accepted event, tool call, operator request, state change and text
+ * that left the server. The actor travels in AsyncLocalStorage; a failed write never fails the action. */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
@@ -43,17 +35,12 @@ export interface AuditInput {
   /** The event or command id the row is about. */
   subject?: string | null;
   data?: Record<string, unknown>;
-  /**
-   * Texts kept whole, never cut: the exact text handed to the persona or sent to the chat, whose
-   * size the event's own limits already bound. Merged over `data`.
-   */
+  /** Texts kept whole, never cut (the exact text handed to the persona or sent to the chat; the event's limits bound them), merged over `data`. */
   verbatim?: Record<string, string>;
 }
 
-/** A row ready to be written: everything but the id the database gives it. */
 export type AuditDraft = Omit<AuditRow, "id">;
 
-/** Rows older than this are pruned. */
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {
   return new Date(nowMs - retentionDays * DAY_MS);
 }
@@ -118,10 +105,7 @@ export class AuditLog {
     await this.write(this.draft(input, at));
   }
 
-  /**
-   * The row `record` would write, with the acting side of the current request: for a caller that
-   * writes it later inside its own transaction (`write` with that transaction's database).
-   */
+  /** The row `record` would write, with the current actor, for a caller that writes it inside its own transaction. */
   draft(input: AuditInput, at: Date = new Date()): AuditDraft {
     return {
       at,
@@ -165,7 +149,6 @@ export class AuditLog {
     return { entries: page.map(toEntry), next_before: rows.length > query.limit ? page.at(-1)!.id : null };
   }
 
-  /** Removes rows older than `cutoff`; returns how many went. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#database.remove(AUDIT_TABLE, { at: { $lt: cutoff } });
     return result.removed ?? 0;

@@ -1,10 +1,5 @@
-/**
- * The owner answers approvals from the chat: `anon.approve <code>`, `anon.deny <code> [reason…]`,
- * `anon.approvals` (the open ones), `anon.approval <code>` (the whole command), and a reply quoting an approval request with 同意 / 拒绝 (yes /
- * no). All go through ApprovalService.decide with `via: "chat"`, so the first answer wins wherever it
- * came from, and a late one is told what the approval became. A quote of a request is never taken
- * as an instruction to the session, whatever it says.
- */
+/** The owner answers approvals from the chat (`anon.approve`, `anon.deny`, a quoted reply with 同意 / 拒绝)
+ * through ApprovalService, so the first answer wins wherever it came from; a quote is never an instruction. */
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
@@ -33,11 +28,8 @@ const APPROVE_WORDS = ["同意", "批准", "yes", "y", "approve"];
 const DENY_WORDS = ["不同意", "拒绝", "deny", "no", "n"];
 const EDGE = /^[\s\p{P}]+|[\s\p{P}]+$/gu;
 
-/**
- * What a reply to an approval request decides, or null when it is not a clear yes or no. Full-width
- * letters and case do not matter; a Latin word must end at a space or punctuation ("nope" is no
- * "no"). Pure.
- */
+/** What a reply to an approval request decides, or null when it is not a clear yes or no; full-width letters and case do not matter, and a Latin word
+ * must end at a space or punctuation ("nope" is no "no"). */
 export function replyDecision(text: string): ReplyDecision | null {
   const normal = text.normalize("NFKC").trim();
   const lower = normal.toLowerCase();
@@ -51,7 +43,6 @@ export function replyDecision(text: string): ReplyDecision | null {
   return null;
 }
 
-/** A reason as the protocol takes it: at most its length, nothing when empty. */
 function clip(reason: string | undefined): string | null {
   const text = (reason ?? "").trim();
   return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;

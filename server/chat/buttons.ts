@@ -1,8 +1,5 @@
-/**
- * A press on an approval request's button (`interaction/button`, Telegram and Discord) is judged
- * like the typed answer: the presser's identity from the platform event, the owner guard, the same
- * ApprovalService call and audit rows. A stranger's press changes nothing and gets no answer.
- */
+/** A press on an approval button is judged like the typed answer: the presser's platform identity, the
+ * owner guard, the same service call. A stranger's press changes nothing and gets no answer. */
 import type { Bot, Context, Session } from "koishi";
 import { z } from "zod";
 import type { Approval } from "../../protocol/approvals.ts";

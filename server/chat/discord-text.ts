@@ -1,8 +1,5 @@
-/**
- * Discord's adapter (4.6) hands a message's text to Koishi as markup without escaping it, so
- * `fix the <Header> component` reads as a tag and `a < b && c > d` is cut. Every plugin gets the
- * text back as the platform gave it, with the mentions, channels and emoji the adapter made of it.
- */
+/** Discord's adapter hands message text to Koishi as unescaped markup (`<Header>` reads as a tag), so every
+ * plugin gets the text back as the platform gave it. */
 import type { Context } from "koishi";
 import { koishi } from "../koishi.ts";
 
@@ -44,11 +41,9 @@ function rendered(data: DiscordText, text: (s: string) => string): string {
   return out + text(data.content.slice(last));
 }
 
-/**
- * The markup the adapter should have made of `data` when it made `adapted` (its text, then what it
+/** The markup the adapter should have made of `data` when it made `adapted` (its text, then what it
  * appended: stickers, attachments, embeds), or undefined where its text is not the one recognised
- * here, or where a `<` in the text sits beside Discord's tokens: then the adapter's reading stands. Pure.
- */
+ * here, or where a `<` in the text sits beside Discord's tokens: then the adapter's reading stands. Pure. */
 export function discordMarkup(data: DiscordText, adapted: string): string | undefined {
   // A `<` in the text beside Discord's own tokens can be read into them by the adapter: its reading stands.
   const tokens = [...data.content.matchAll(TOKEN)];

@@ -1,7 +1,4 @@
-/**
- * The owner's standing grants from the chat: `anon.grants` (the live ones) and `anon.revoke <id>`.
- * Both go through GrantService, like the operator API and the console, with the same audit rows.
- */
+/** `anon.grants` and `anon.revoke <id>`, through GrantService like the operator API and the console. */
 import type { Context, Session } from "koishi";
 import type { Grant } from "../../protocol/approvals.ts";
 import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
@@ -10,7 +7,6 @@ import { DomainError } from "../../common/domain-error.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
-/** How many live grants one listing shows. */
 const LISTED = 20;
 
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {

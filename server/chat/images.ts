@@ -1,8 +1,5 @@
-/**
- * Images the owner attached to a chat message, fetched with Koishi's `http` service and turned into
- * command images. The queue's own checks (count, size per image and per command, magic bytes,
- * budget) still decide; this only refuses early what can never pass, with words saying why.
- */
+/** Images the owner attached, fetched with Koishi's `http` and turned into command images; only what can
+ * never pass the queue's checks is refused early. */
 import type { Context, Session } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { CommandImage } from "../../protocol/queue.ts";

@@ -5,7 +5,6 @@ import { MIN_PREFIX } from "./refs.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
-/** How many instructions one listing shows. */
 const LISTED = 10;
 
 /** The part of a command id people type: 8 characters of its random part. */

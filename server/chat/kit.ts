@@ -1,8 +1,5 @@
-/**
- * What every chat command shares: the owner guard, the operator service, the session numbers, and
- * one way to turn a domain refusal into a sentence that says what to do next. Other command files
- * (`server/chat/*.ts`) register their commands through `ownerCommand` so none can skip the guard.
- */
+/** What every chat command shares; commands register through `ownerCommand`, so none can skip the owner
+ * guard. */
 import type { Command, Context, Fragment, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";
@@ -25,12 +22,8 @@ export interface ChatKit {
   numbers: SessionNumbers;
 }
 
-/**
- * A command of the `anon` group, guarded, never taking the quoted message as an argument; with
- * strict options, since none declares any, a word starting with `-` is the owner's text. It also
- * answers to its flat name (`anon_sessions`), which platforms whose command names cannot hold a
- * dot (Telegram) show in their menu.
- */
+/** A guarded `anon` command that never takes the quoted message as an argument, with strict options (a word starting with `-` is the owner's text), also
+ * answering to its flat name (`anon_sessions`) for Telegram's menu. */
 export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
   const command = kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
   if (command.name.includes(".")) command.alias(flatName(command.name));
@@ -83,7 +76,6 @@ export function sessionName(session: Session, { number, session: s }: NumberedSe
   return `#${number} ${projectName(session, s)}`;
 }
 
-/** The online sessions with their numbers. */
 export function numbered(kit: ChatKit): NumberedSession[] {
   return kit.numbers.number(kit.operator.onlineSessions());
 }

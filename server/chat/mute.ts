@@ -5,10 +5,8 @@ import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
 import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
-/**
- * A mute's end as the locale writes it on the server's clock (Intl): the time, with the date when it
- * is another day (`21:30`; `12月2日 21:30` / `Dec 2, 21:30`). Pure.
- */
+/** A mute's end as the locale writes it on the server's clock (Intl): the time, with the date when it
+ * is another day (`21:30`; `12月2日 21:30` / `Dec 2, 21:30`). Pure. */
 export function clockText(iso: string, now: Date, locale: string): string {
   const at = new Date(iso);
   const time = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" } as const;

@@ -1,8 +1,5 @@
-/**
- * Telegram's command menu holds flat names only (its adapter drops `anon.sessions`), so a Telegram
- * bot's menu also lists each `anon` subcommand under its flat alias (`/anon_sessions`), with the
- * same descriptions in every language. Discord keeps `/anon <subcommand>`.
- */
+/** Telegram's command menu holds flat names only, so a Telegram bot's menu also lists each `anon`
+ * subcommand under its flat alias (`/anon_sessions`). */
 import type { Bot, Context, Universal } from "koishi";
 import { BOT_ONLINE } from "../bot.ts";
 import { flatName } from "./kit.ts";

@@ -1,7 +1,5 @@
-/**
- * `anon.new <project> <task>` (`#host` first when several hosts are online): a new Pi session on a
- * host, through the same start service as `POST /operator/sessions`; one reply saying what it became.
- */
+/** `anon.new <project> <task>`: a new Pi session on a host, through the same start service as
+ * `POST /operator/sessions`. */
 import type { Context, Session } from "koishi";
 import { shownName } from "../../common/shown-name.ts";
 import { CreateSessionBody } from "../../protocol/hosts.ts";

@@ -1,14 +1,5 @@
-/**
- * Who may use the chat commands: the owner, that is the configured target (`recipientId` on the
- * platform of `botId`: a platform and user id pair), writing in a private chat. Anyone else, and
- * the owner in a group, is refused and changes nothing; every attempt, allowed or refused, is on
- * the audit trail. A command must be the one the platform event itself carries (the owner's own
- * message, or a native command interaction): another plugin, such as the persona, calling
- * `session.execute` is refused whatever flags its argv carries. Anyone but the owner is answered
- * once and then silently for `REFUSAL_QUIET_MS`; the trail keeps a short excerpt of refused input
- * and a count of the refusals it did not write out, so strangers can neither make the bot talk nor
- * fill the table.
- */
+/** Only the owner, in a private chat, with a command the platform event itself carries (never another
+ * plugin's `session.execute`). Every attempt is audited; strangers are answered once, then quietly. */
 import { isDeepStrictEqual } from "node:util";
 import type { Argv, Command, Session } from "koishi";
 import type { AuditLog } from "../audit/store.ts";
@@ -61,12 +52,8 @@ export interface OwnerGuardOptions {
   audit: AuditLog;
 }
 
-/**
- * Whether `argv` is the command the platform event itself carries: the one Koishi parsed from the
- * message's own text (and keeps as `session.argv`), or a native command interaction's name,
- * arguments and options (`interaction/command`, as the Telegram and Discord adapters send it).
- * `session.execute` from a plugin builds another argv, whatever `root` flag it sets.
- */
+/** Whether `argv` is the command the platform event itself carries (Koishi's `session.argv`, or a native command interaction); a plugin's
+ * `session.execute` builds another argv, whatever flags it sets. */
 export function fromPlatformEvent(argv: Argv): boolean {
   const session = argv.session;
   if (!session) return false;
@@ -129,10 +116,7 @@ export class OwnerGuard {
     return verdict !== "stranger" && verdict !== "not_configured";
   }
 
-  /**
-   * Decides and records one attempt. Returns the verdict; for anything but `owner` the caller
-   * answers with `refusalText` and does nothing else. A refusal in the user's quiet time is only counted.
-   */
+  /** Decides and records one attempt; for anything but `owner` the caller answers with `refusalText` and does nothing else. */
   async admit(session: Session, typed: boolean, what: string, input: Record<string, unknown>): Promise<Verdict> {
     const verdict = verdictOf(this.#options.owner, speakerOf(session, typed));
     if (verdict === "owner") {

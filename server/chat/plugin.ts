@@ -1,8 +1,4 @@
-/**
- * The owner's chat commands (`anon.*`): a sub-plugin of notify-webhook on the same operator
- * service as the persona tools and the operator API. Each command file registers its commands
- * through the shared kit, so every one passes the owner guard.
- */
+/** The owner's chat commands (`anon.*`), on the same operator service as the persona tools and the API. */
 import type { Context } from "koishi";
 import type { AuditLog } from "../audit/store.ts";
 import type { OperatorService } from "../operator/service.ts";

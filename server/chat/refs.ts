@@ -1,10 +1,5 @@
-/**
- * Short references to online sessions for people typing on a phone: `#1`, `#2` … given in the order
- * sessions are first seen and kept while a session stays online (a number is reused only after its
- * session went offline). A reference may also be the number alone, the start of the session id (at
- * least 4 characters) or the project's name; a reference that fits several sessions is refused
- * with the candidates, never guessed.
- */
+/** Short references to online sessions for people on a phone (`#1`, an id prefix, a project name); an
+ * ambiguous reference is refused with its candidates, never guessed. */
 import { sameName } from "../../common/shown-name.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 

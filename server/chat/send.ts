@@ -1,10 +1,5 @@
-/**
- * Instructions from the owner: `anon.send <session> <instruction…>` to an online session
- * (`agent_session_message` semantics), and a reply quoting a notice the bot sent directly, which
- * answers that notice's session (`agent_command` semantics: it may wait for the session to come
- * back). Attached images go along. The platform's message id is the request key, so a message the
- * platform delivers twice queues one command.
- */
+/** The owner's instructions: `anon.send <session> …`, or a reply quoting a notice; the platform's message
+ * id is the request key, so a message delivered twice queues one command. */
 import type { Context, Session } from "koishi";
 import type { OperatorCommandCreated } from "../../protocol/operator.ts";
 import { ChatRefusal, asOwner, ownerCommand, projectName, sessionByRef, type ChatKit } from "./kit.ts";

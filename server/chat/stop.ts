@@ -1,8 +1,5 @@
-/**
- * `anon.stop <session>`: interrupt the run in progress, like Esc in the terminal. The stop is queued
- * on the control lane, the answer waits (bounded) for the extension's outcome, and the owner gets
- * one reply: stopped, was already idle, or not confirmed yet.
- */
+/** `anon.stop <session>`, like Esc in the terminal: queued on the control lane, one reply once the outcome
+ * is in or the bounded wait ends. */
 import type { Context } from "koishi";
 import { asOwner, ownerCommand, projectName, sessionByRef, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";

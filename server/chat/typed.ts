@@ -1,16 +1,11 @@
-/**
- * The owner's words as they typed them. Koishi runs any `$(…)` in a message as a command before the
- * command sees its arguments, and reads a leading `-` as an option, so free text (an instruction, a
- * reason) is read from the message's own source, after the command's name and leading arguments.
- */
+/** The owner's words as typed: Koishi runs `$(…)` and reads a leading `-` as an option before a command
+ * sees its arguments, so free text is read from the message's own source. */
 import type { Argv } from "koishi";
 import { koishi } from "../koishi.ts";
 
-/**
- * The text after the command's name and `leading` (its arguments as Koishi parsed them), attached
+/** The text after the command's name and `leading` (its arguments as Koishi parsed them), attached
  * elements left out, trimmed; `parsed` when `argv` is not the message's own or its source does not
- * start that way (a quoted argument, a native command).
- */
+ * start that way (a quoted argument, a native command). */
 export function typedTail(argv: Argv, leading: readonly (string | undefined)[], parsed: string | undefined): string {
   const fallback = (parsed ?? "").trim();
   const session = argv.session;

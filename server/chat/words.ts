@@ -1,7 +1,4 @@
-/**
- * The chat's words: the plugin's texts rendered as plain text in the session's language, and the
- * one place such text becomes a message (`reply`), where it is escaped, once.
- */
+/** The chat's words in the session's language, and `reply`, the one place text becomes a message (escaped once). */
 import type { Fragment, Session } from "koishi";
 import { sessionSay } from "../locales/load.ts";
 import { koishi } from "../koishi.ts";

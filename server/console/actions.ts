@@ -1,21 +1,15 @@
-/**
- * What the console page may ask of the server: one table of named actions, each an input schema
- * and a call into the same operator service the HTTP API and the persona's tools use, so the page
- * gets the same rules, the same refusals and the same audit rows; answering an approval calls the
- * approval service, as the chat commands and the operator API do.
- *
- * Every answer is a value, never a thrown error: the console would turn a thrown error into its
- * stack trace, and the page must show the server's reason (`error` is a protocol error code, or
- * one of the console's own refusals below).
- */
+/** What the console page may ask: named actions calling the same services as the API and the chat. Every
+ * answer is a value, never thrown: the console would show a thrown error's stack. */
 import { z } from "zod";
 import { AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
 import { GrantId, OperatorApprovalDecision } from "../../protocol/approvals.ts";
+import { CreateSessionBody } from "../../protocol/hosts.ts";
 import { MuteBody, OperatorCreateCommand, UnmuteBody } from "../../protocol/operator.ts";
 import { Id, wireIssues } from "../../protocol/wire.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
+import type { StartService } from "../hosts/service.ts";
 import { DomainError, type WireIssue } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
 import type { TimelineItem } from "./decisions.ts";
@@ -43,6 +37,7 @@ export interface ConsoleActionDeps {
   operator: OperatorService;
   approvals: ApprovalService;
   grants: GrantService;
+  starts: StartService;
 }
 
 /** Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided). */
@@ -110,6 +105,16 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
     },
   }),
   action({
+    name: "anon-notify/new-session",
+    input: CreateSessionBody,
+    // As `POST /operator/sessions`: a host's refusal is a refusal, its reason in `state`.
+    run: async ({ starts }, input) => {
+      const result = await starts.start(input, "console");
+      if (result.state === "refused") throw new DomainError("start_refused", { state: result.refusal });
+      return result;
+    },
+  }),
+  action({
     name: "anon-notify/revoke",
     input: ConsoleRevokeInput,
     run: ({ grants }, input, caller) => grants.revoke(input.grant_id, { actor: "console", name: caller.name }),
@@ -128,6 +133,8 @@ export const CONSOLE_READS = {
   timeline: { name: "anon-notify/timeline", input: ConsoleTimelineInput },
   entry: { name: "anon-notify/entry", input: ConsoleEntryInput },
   session: { name: "anon-notify/session", input: ConsoleSessionInput },
+  /** The online hosts and their projects, for the "New session" form. */
+  hosts: { name: "anon-notify/hosts", input: z.strictObject({}) },
 } as const;
 
 /** Parses, runs and turns every failure into an answer. */

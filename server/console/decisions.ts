@@ -1,9 +1,5 @@
-/**
- * What the owner's console page shows, as pure decisions: the session board (online and recently
- * gone sessions, since when each is in its state, watchdog flags), the open approvals as the page
- * shows them, one-line timeline items made from audit entries, who may act, and which WebSocket origins may reach the page's data at all.
- * The shapes here are the page's wire: the client imports these types.
- */
+/** What the owner's page shows (board, approvals, timeline lines), who may act, and which WebSocket origins
+ * may reach it. These shapes are the page's wire. */
 import { isIP } from "node:net";
 import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";

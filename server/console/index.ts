@@ -1,16 +1,5 @@
-/**
- * The owner's page in the Koishi console, when `@koishijs/plugin-console` is loaded (an optional
- * service, as the console's own plugins use it): one data service pushing the sessions and the
- * newest timeline to every open page as they change, listeners for reading older timeline pages
- * and full entries, and the action listeners of actions.ts.
- *
- * Who may see and act: with `@koishijs/plugin-auth`, its logins at `authority` or above (the
- * console enforces it before any listener runs; the gate checks again); without it, a connection
- * that signed in with the console token (sign-in.ts), or everyone when the owner turned
- * `consoleActions` on. A connection that may not gets no data and every call answers
- * `unauthorized` (the console's own refusal, decided per client in `console/intercept`). Pages of
- * other sites never reach any of it (see `originDecision`).
- */
+/** The owner's page in the Koishi console (optional service): data pushed to every open page, timeline
+ * reads and actions. Access: plugin-auth at `authority`, else the console token, else `consoleActions`. */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -25,6 +14,7 @@ import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
+import type { StartService } from "../hosts/service.ts";
 import type { OperatorService } from "../operator/service.ts";
 import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
@@ -104,6 +94,7 @@ export interface ConsolePageDeps {
   grants: GrantService;
   audit: AuditLog;
   events: EventStore;
+  starts: StartService;
   options: ConsolePageOptions;
 }
 
@@ -117,15 +108,12 @@ export const ConsolePage = {
   },
 };
 
-function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, options }: ConsolePageDeps): void {
+function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, starts, options }: ConsolePageDeps): void {
   const logger = ctx.logger("notify-webhook");
   const console = ctx.console;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
 
-  let board: Board = new Map();
-  for (const projection of registry.list()) {
-    board = boardRecorded(board, projection, registry.find(projection.session_id)?.heartbeat.activity ?? null, Date.now());
-  }
+  let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
   let version = 0;
   let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
   let lastView: Omit<ConsoleView, "actions"> | undefined;
@@ -266,7 +254,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     listen(action.name, async (client, raw) => {
       const gate = gateFor(client);
       const result = gate.allowed
-        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants }, input, caller(client))))
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants, starts }, input, caller(client))))
         : ({ ok: false, error: gate.reason } as const);
       await auditAction(audit, action.name, raw, result, who(client));
       if (result.ok) changed();
@@ -289,6 +277,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
     }),
   );
+  listen(CONSOLE_READS.hosts.name, (_client, raw) => answer(CONSOLE_READS.hosts.input, raw, async () => ({ hosts: starts.hosts() })));
   listen(CONSOLE_READS.entry.name, (_client, raw) =>
     answer(CONSOLE_READS.entry.input, raw, async ({ id }) => {
       const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;

@@ -1,15 +1,5 @@
-/**
- * What each session did, as the owner wants to read it: its runs, built from what the server
- * already stores (the audit trail's accepted events, with their bodies, and its command rows), and
- * one sentence per timeline line. Pure; the page's wire.
- *
- * A run begins with its `started` notice, or with the instruction the session took, or, when
- * neither is on the trail (start notices are off by default), with its first notice; its start is
- * then the one its final notice reports (`details.run_started_at`), else unknown. It ends with its `completed` or `failed` notice, with a stop the
- * session confirmed (`stopped`, naming who asked), or, when the next run begins first, as
- * `interrupted`; a stop the session confirmed with no run open is a run of its own, stopped, with
- * the task and start its ACK named (else unknown). A run still open is `running`.
- */
+/** What each session did, as runs built from the audit trail's events and command rows, and one sentence
+ * per timeline line. */
 import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
 import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
 import { CommandKind, StoppedRun } from "../../protocol/queue.ts";

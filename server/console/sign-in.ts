@@ -1,9 +1,5 @@
-/**
- * The console token, the page's sign-in without `@koishijs/plugin-auth` (the way notebook servers
- * do it): `npm start` prints the page's address with the token; the page presents it once per
- * WebSocket connection (`anon-notify/sign-in`), and only then gets data and may act. Changing the
- * token (a new file or config value, then a restart or reload) signs every browser out.
- */
+/** The console token, the page's sign-in without plugin-auth: presented once per WebSocket connection;
+ * changing the token signs every browser out. */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import type { Socket } from "node:net";

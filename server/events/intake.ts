@@ -1,9 +1,5 @@
-/**
- * The one way events enter the server, for POST /events (one or a batch) and for producers inside
- * the server (the watchdog) alike: the event rate limit, validation, one request per `event_id` at a
- * time, deduplication by body, the receipt on disk (synced, one sync per batch) before any acceptance
- * is answered, then the worker — handed only receipts that are on disk, after the answers.
- */
+/** The one way events enter the server (POST /events and the watchdog): rate limit, validation, one request
+ * per `event_id` at a time, dedupe by body, the receipt synced to disk before any answer, then the worker. */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
 import type { SessionRegistry } from "../sessions/registry.ts";
@@ -23,7 +19,6 @@ export interface EventIntakeDeps {
   limit: RateLimit;
   /** Events of every session together: a ceiling far above normal use (`eventCeiling`). */
   totalLimit: RateLimit;
-  /** Receives every accepted event. */
   audit?: AuditLog | undefined;
   /** Names each accepted event's project on the audit trail: the timeline names a gone session by it. */
   registry?: Pick<SessionRegistry, "projectOf"> | undefined;
@@ -80,10 +75,7 @@ export class EventIntake {
     this.#total = fullBucket(deps.totalLimit, Date.now());
   }
 
-  /**
-   * Reads where the receipts stand and hands every pending event back to the worker; returns how
-   * many. Until this has succeeded every submission is refused `not_ready`, never guessed at.
-   */
+  /** Reads the receipts and hands pending events back to the worker; until then every submission is refused `not_ready`. */
   async load(): Promise<number> {
     const { store, worker } = this.#deps;
     this.#lastSeq = await store.lastSeq();
@@ -93,11 +85,8 @@ export class EventIntake {
     return pending.length;
   }
 
-  /**
-   * Accepts one event body, or throws `not_ready`, `rate_limited` (per session, runtime and in all),
-   * `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused` for a replay with
-   * another body. A replay of the same body answers `duplicate: true` with the current state.
-   */
+  /** Accepts one event body, or throws `not_ready`, `rate_limited`, `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused`; a replay of
+   * the same body answers `duplicate: true`. */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
     // Looked up with the other submissions of this tick: one query for all.
@@ -106,13 +95,8 @@ export class EventIntake {
     return accepted;
   }
 
-  /**
-   * Accepts event bodies in array order, each exactly as `submit` would, and stops at the first
-   * refusal (a `DomainError`): what was accepted is always a prefix, so a later event never gets
-   * ahead of an earlier one. Each event is decided before the next is looked at, but their rows are
-   * written together (one transaction, then one sync for the whole prefix). Anything else (the
-   * store failing) rejects the whole call, as it would a single submission.
-   */
+  /** Accepts bodies in order as `submit` would and stops at the first refusal, so what was accepted is a prefix and no later event overtakes an earlier
+   * one; their rows are written together (one transaction, one sync). A store failure rejects the whole call. */
   async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
@@ -147,10 +131,7 @@ export class EventIntake {
     return refused ? { accepted, refused } : { accepted };
   }
 
-  /**
-   * One query for every event id the batch names; an id met a second time is read again, after
-   * its first acceptance was stored (one request per id at a time), so it is seen as a replay.
-   */
+  /** One query for every id the batch names; an id met twice is read again after its first acceptance was stored, so it is a replay. */
   async #batchLookup(bodies: readonly unknown[]): Promise<Lookup> {
     const ids = bodies.flatMap((body) => {
       const id = (body as { event_id?: unknown } | null)?.event_id;
@@ -208,11 +189,7 @@ export class EventIntake {
     for (const sessionId of this.#limited) if (!this.#bySession.has(sessionId)) this.#limited.delete(sessionId);
   }
 
-  /**
-   * Waits for the sync that puts `rows` on disk, then hands them to the worker: in acceptance order
-   * (syncs complete in order, immediates run in order), after this turn's answers are written, and
-   * also when the sync failed — the rows are stored, and one not queued would wait for a restart.
-   */
+  /** Hands `rows` to the worker once synced, in acceptance order and after this turn's answers; also when the sync failed, since the rows are stored. */
   async #syncThenHandOver(rows: EventRow[]): Promise<void> {
     try {
       await this.#deps.sync?.();
@@ -229,11 +206,8 @@ export class EventIntake {
     return audit ? audit.as(from.actor, task) : task();
   }
 
-  /**
-   * Checks one body and stores it (not yet synced): `decided` once its answer is known (the row, if
-   * new, has joined this tick's write), `stored` once written. One request per event_id at a time
-   * (until stored), so a replay never races the first write. Throws a refusal found before its turn.
-   */
+  /** Checks one body and stores it (not yet synced): `decided` once its answer is known, `stored` once written. One request per event_id at a time, so a
+   * replay never races the first write. */
   #accept(body: unknown, from: Submission, lookup: Lookup): { decided: Promise<EventAccepted>; stored: Promise<Stored> } {
     // Validated first (a bad body costs nothing), then limited by the session it names.
     const event = parseEvent(body);

@@ -1,18 +1,5 @@
-/**
- * The acceptances of one tick stored together: every new receipt with its audit row in one
- * database transaction (the callers then share one sync, `DiskSync`). Before, each acceptance was
- * two single-row writes (two journal files created, written and deleted on SQLite) and the writes
- * dominated ingest; now a tick of acceptances costs one.
- *
- * One transaction on minato's SQLite driver, whose single connection every caller shares, is safe
- * here because of two things this class keeps true:
- * - the transaction only awaits database calls, and sql.js answers those synchronously, so COMMIT
- *   comes before any timer or I/O callback; another caller's statement that runs in between is
- *   committed with it, and nobody's sync (which waits for the next turn) can start before that COMMIT;
- * - it never fails: a row that cannot be written fails alone (SQLite undoes just that statement),
- *   so the driver never runs ROLLBACK, which would also undo those other callers' statements.
- * Server drivers (MySQL, PostgreSQL) give a transaction its own session anyway.
- */
+/** One tick's acceptances stored in one transaction. Safe on minato's shared SQLite connection because the
+ * transaction awaits only synchronous sql.js calls and never fails (a bad row fails alone, no ROLLBACK). */
 import { TickBatch, type ItemOutcome } from "../../common/tick-batch.ts";
 import type { AuditDraft, AuditLog } from "../audit/store.ts";
 import type { EventRow } from "./receipt-rules.ts";
@@ -61,10 +48,8 @@ export class ReceiptBatch {
   }
 }
 
-/**
- * The receipts asked for in one tick read together: one query for all of them. Building a minato
- * query costs more than running it (a third of an acceptance's CPU went to the per-event lookup).
- */
+/** The receipts asked for in one tick read together: one query for all of them. Building a minato
+ * query costs more than running it (a third of an acceptance's CPU went to the per-event lookup). */
 export class ReceiptLookup {
   readonly #tick: TickBatch<string, EventRow | undefined>;
 
@@ -75,7 +60,6 @@ export class ReceiptLookup {
     });
   }
 
-  /** The stored receipt of `eventId`, or `undefined`. */
   get(eventId: string): Promise<EventRow | undefined> {
     return this.#tick.add(eventId);
   }

@@ -1,13 +1,9 @@
-/**
- * An event's way into a receipt, pure: how a body is read (with its own code for `context_usage`
- * problems), what counts as the same body on a replay, the stored row, and the receipt answered.
- */
+/** How an event body becomes a receipt: reading it, what counts as the same body on replay, the stored row. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 
-/** An event as the database stores it. */
 export interface EventRow {
   event_id: string;
   session_id: string;
@@ -36,7 +32,6 @@ export function parseEvent(body: unknown): EventBody {
   throw new DomainError(aboutContextUsage ? "invalid_context_usage" : "invalid_request", { issues });
 }
 
-/** The receipt row of a just-accepted event. */
 export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
   return {
     event_id: event.event_id,

@@ -1,7 +1,4 @@
-/**
- * POST /events, POST /events/batch and GET /events/:event_id over the event intake, and the start-up load: the whole
- * API answers 503 until the receipts have been read, so nothing is answered from a half-loaded store.
- */
+/** POST /events, /events/batch and GET /events/:event_id; the API answers 503 until the receipts are loaded. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { type BatchAccepted, type BatchRefusal, type EventAccepted, EventBatch } from "../../protocol/events.ts";

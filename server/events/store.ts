@@ -1,7 +1,4 @@
-/**
- * Durable event receipts in Koishi's database (whatever driver the user's Koishi runs).
- * The presence/command side reads `event_id` and `session_id` here to bind commands to events.
- */
+/** Durable event receipts in Koishi's database. */
 import type { Context, Query } from "koishi";
 import { koishi, untracedDatabase } from "../koishi.ts";
 import type { DeliveryRoute, ReceiptState } from "../../protocol/events.ts";
@@ -43,11 +40,7 @@ export function declareEventTable(ctx: Context): void {
 export type EventPatch = Partial<Pick<EventRow, "state" | "attempts" | "error" | "message_id">>;
 
 export class EventStore {
-  /**
-   * Taken once and untraced (`untracedDatabase`): ingest calls it several times per event. The
-   * store lives inside the parts that inject `database`, which are rebuilt when the database
-   * changes, so this one is always current.
-   */
+  /** Taken once and untraced: ingest calls it several times per event, and the store is rebuilt when the database changes. */
   readonly #database: Context["database"];
 
   constructor(ctx: Context) {
@@ -95,10 +88,7 @@ export class EventStore {
     return this.#database.get(EVENT_TABLE, { message_id: messageId }, { fields: ["event_id", "session_id", "seq"], sort: { seq: "desc" } });
   }
 
-  /**
-   * Removes final receipts last changed before `cutoff`; returns how many went. Pending ones stay
-   * however old. A pruned event id is new again: retention must exceed how long a client resends.
-   */
+  /** Removes final receipts last changed before `cutoff`; a pruned event id is new again, so retention must exceed how long a client resends. */
   async prune(cutoff: Date): Promise<number> {
     const query = { state: { $nin: [...PENDING_STATES] }, updated_at: { $lt: cutoff.toISOString() } };
     const result = await this.#database.remove(EVENT_TABLE, query as Query<EventRow>);

@@ -9,7 +9,6 @@ export type InjectOutcome =
   | { kind: "busy"; reason: string }
   | { kind: "error"; retryable: boolean; error: string };
 
-/** What a direct send to the recipient came to. */
 export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { kind: "error"; retryable: boolean; error: string };
 
 export type WorkOutcome = InjectOutcome | DirectOutcome;
@@ -52,18 +51,14 @@ export type DeliveryErrorCode =
   | "send_failed"
   | "exception";
 
-/**
- * A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
- * server's language. Pure.
- */
+/** A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
+ * server's language. Pure. */
 export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
   return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
 }
 
-/**
- * A receipt's error as a person reads it (a log line): the reason first, the code in brackets; an
- * error not in the `code: reason` form is shown as it is. Pure.
- */
+/** A receipt's error as a person reads it (a log line): the reason first, the code in brackets; an
+ * error not in the `code: reason` form is shown as it is. Pure. */
 export function errorInWords(say: Say, error: string): string {
   const match = /^([a-z][a-z_]*): ([\s\S]+)$/.exec(error);
   return match ? say("anon-notify.reason-with-code", { reason: match[2], code: match[1] }) : error;

@@ -1,8 +1,5 @@
-/**
- * `delivery: "direct"`: a fixed-format message from the configured bot to the configured
- * recipient. No persona, no model. Agent-written text is sent as escaped text elements, never as
- * Satori markup.
- */
+/** `delivery: "direct"`: a fixed-format message from the bot to the recipient, no persona; agent text is
+ * sent as escaped text elements, never as markup. */
 import type { Context } from "koishi";
 import { visibleControls } from "../../common/command-text.ts";
 import type { EventBody } from "../../protocol/events.ts";
@@ -76,10 +73,8 @@ const SEND_FAILURE_CHARS = 300;
 /** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */
 export const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
 
-/**
- * Sends `text` as escaped text from the configured bot to the configured recipient, once, with
- * `buttons` where the platform has them (elsewhere the text's own typed answers are the way).
- */
+/** Sends `text` as escaped text from the configured bot to the configured recipient, once, with
+ * `buttons` where the platform has them (elsewhere the text's own typed answers are the way). */
 export async function sendDirectText(ctx: Context, target: DirectTarget, text: string, buttons: readonly OwnerButton[] = []): Promise<DirectOutcome> {
   if (!target.botId || !target.recipientId) {
     return { kind: "error", retryable: false, error: deliveryError(instanceSay(ctx), "direct_not_configured") };

@@ -1,7 +1,5 @@
-/**
- * Why a platform refused a send, cause first: the HTTP status and the platform's code come before
- * the adapter's words, so a receipt that keeps a few hundred characters never loses them. Pure.
- */
+/** Why a platform refused a send, cause first (status and platform code before the adapter's words), so a
+ * short receipt never loses them. */
 import { errorText } from "../../common/errors.ts";
 
 interface ErrorFacts {

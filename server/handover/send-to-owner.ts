@@ -1,8 +1,5 @@
-/**
- * Messages to the owner that are not notices (confirmations, closing messages): one function for
- * every part of the server, through the configured bot to the configured recipient, as escaped
- * text. It sends once; callers that must not lose a message retry on `OwnerUnreachable`.
- */
+/** Messages to the owner that are not notices, as escaped text; it sends once, and callers that must not
+ * lose one retry on `OwnerUnreachable`. */
 import type { Context } from "koishi";
 import { sendDirectText, type DirectTarget, type OwnerButton } from "./direct.ts";
 

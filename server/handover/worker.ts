@@ -1,14 +1,5 @@
-/**
- * Moves each accepted event `queued → processing → context_injected | delivered | failed`, one at a
- * time per delivery route, in acceptance order. The database row is the durable copy: a busy
- * persona or an offline bot only delays the event (within `injectMaxAttempts`), and a restart
- * resumes whatever is still queued or processing.
- *
- * Once the persona or the bot has taken an event, it is never handed over again by this process:
- * if saving that outcome fails, only the save is retried, in the background, and the next event
- * goes ahead. A crash between the hand-over and the save is the one duplicate window: the row is
- * still `processing` and the restarted worker hands it over again.
- */
+/** Moves each accepted event to the persona or the bot, one at a time per route, in acceptance order; the
+ * row is the durable copy. Once taken, an event is never handed over again by this process. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
@@ -41,7 +32,6 @@ interface HandOver {
   delivery: DeliveryRoute;
   event: EventBody;
   receivedAt: string;
-  /** What the direct route sends. */
   directText: string;
 }
 
@@ -89,7 +79,6 @@ export class EventWorker {
     void this.#drain(row.delivery);
   }
 
-  /** How many notices a mute holds right now. */
   get heldCount(): number {
     return this.#held.size;
   }
@@ -206,11 +195,8 @@ export class EventWorker {
     return true;
   }
 
-  /**
-   * After a mute ends: every held notice whose session no running mute covers goes into one digest
-   * per route, handed over in that route's lane; once those settled, the ended mutes are forgotten.
-   * Notices held meanwhile are picked up by another round.
-   */
+  /** After a mute ends, every held notice no running mute covers goes into one digest per route, in that route's lane; notices held meanwhile wait for
+   * another round. */
   async #release(): Promise<void> {
     const store = this.#options.mute?.store;
     if (!store) return;
@@ -245,7 +231,6 @@ export class EventWorker {
     }
   }
 
-  /** Queues an item that settles when handled (or at once once stopped). */
   #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     return new Promise((done) => {

@@ -1,7 +1,4 @@
-/**
- * The start service's decisions, pure: which online host a start goes to, and what an ACKed (or
- * not yet ACKed) start job came to.
- */
+/** Which online host a start goes to, and what a start job's ACK came to. */
 import type { StartResult } from "../../protocol/hosts.ts";
 import { StartRefusal, type CommandSummary } from "../../protocol/queue.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";

@@ -1,7 +1,4 @@
-/**
- * Online hosts from their heartbeats, in memory on the sessions' TTL, like the session registry:
- * after a server restart a live host registers again within one heartbeat.
- */
+/** Online hosts from their heartbeats, in memory on the sessions' TTL. */
 import type { HostHeartbeat } from "../../protocol/hosts.ts";
 import { DomainError } from "../../common/domain-error.ts";
 

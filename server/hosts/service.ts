@@ -1,8 +1,5 @@
-/**
- * `StartService`: the one way a session is started on a host, for every surface (the operator
- * route, `anon.new`, and later the triggers): picks the host, queues the start job on its lane,
- * and waits a bounded time for the host's ACK.
- */
+/** `StartService`: the one way a session is started on a host, for every surface; waits a bounded time for
+ * the host's ACK. */
 import { randomUUID } from "node:crypto";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { CreateSessionBody, StartResult } from "../../protocol/hosts.ts";
@@ -34,7 +31,8 @@ export class StartService {
     const picked = pickHost(this.#hosts.online(), request.host, request.project);
     if ("error" in picked) throw new DomainError(picked.error);
     const sessionId = randomUUID();
-    const queued = await this.#commands.createStartJob(picked.host_id, { project: request.project, task: request.task, session_id: sessionId }, actor);
+    const { project, task, limits } = request;
+    const queued = await this.#commands.createStartJob(picked.host_id, { project, task, session_id: sessionId, ...(limits ? { limits } : {}) }, actor);
     const final = await this.#commands.waitFinal(queued.command_id, this.#waitMs);
     const payload = final.state === "accepted" ? await this.#commands.payloadOf(final.command_id) : null;
     return startResult(picked.name, request.project, sessionId, final, payload);

@@ -1,12 +1,5 @@
-/**
- * The HTTP edge shared by every route of the plugin: bearer check first (constant time), a 503
- * until the plugin's state is loaded, our own body reading with a byte limit, and JSON errors in
- * the protocol's shapes. No stack trace, token or request body ever reaches a client or a log line.
- *
- * plugin-server's own body parser would answer malformed JSON with a text/plain 400 and print a
- * stack trace, and its limit is a fixed 10 MB; marking the first middleware with
- * `Symbol.for('noParseBody')` makes it skip that parser for our routes.
- */
+/** The HTTP edge every route shares: constant-time bearer check, 503 until loaded, our own size-limited
+ * body reading and protocol-shaped JSON errors (`Symbol.for('noParseBody')` skips plugin-server's parser). */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Context } from "koishi";
@@ -22,10 +15,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-/**
- * `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
- * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/).
- */
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
+ * `pairing`: no bearer token, the body's pairing code is the credential (server/pairing/). */
 export type RouteAuth = "agent" | "operator" | "capability" | "pairing";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -44,7 +35,6 @@ export interface RouteRequest {
   params: Readonly<Record<string, string>>;
   query: URLSearchParams;
   header(name: string): string | undefined;
-  /** The parsed JSON body; `undefined` for GET. */
   body: unknown;
   /** Aborted when the client goes away (for long polls). */
   signal: AbortSignal;
@@ -54,10 +44,7 @@ export interface RouteRequest {
 
 export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | JsonAnswer;
 
-/**
- * Runs around every authenticated operator request and must call `run` once; the audit trail
- * records each operator request with its inputs and outcome here.
- */
+/** Runs around every authenticated operator request and must call `run` once (the audit trail records each one here). */
 export type OperatorRequestHook = (spec: RouteSpec, request: RouteRequest, run: () => Promise<JsonAnswer>) => Promise<JsonAnswer>;
 
 export interface HttpAccess {
@@ -74,11 +61,7 @@ export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
 const NOT_READY_RETRY_SECONDS = 1;
 
-/**
- * One per plugin instance. Parts register their routes through `route` and may hold the whole
- * API at 503 until their durable state is loaded (`holdUntilReady`), so no request is answered
- * from a half-loaded store.
- */
+/** One per plugin instance: parts register routes through `route` and may hold the whole API at 503 until their durable state is loaded. */
 export class HttpApi {
   readonly #agentDigest: Buffer;
   readonly #operatorDigest: Buffer | null;
@@ -154,12 +137,8 @@ export class HttpApi {
     else router.delete(path, middleware);
   }
 
-  /**
-   * While `missing()` names any service, every request under the API base path is answered here:
-   * 401 without a valid token (either one), else 503 `service_missing` naming them, and
-   * `onRefused` is told. Otherwise the request goes on to the routes. Registered before them, so
-   * it runs first on every path; it never reads the body.
-   */
+  /** While `missing()` names any service, every API request is answered here (401 without a valid token, else 503 `service_missing`) before the routes,
+   * never reading the body. */
   refuseWhileMissing(ctx: Context, missing: () => string[], onRefused: (names: string[]) => void): void {
     const middleware = async (c: KoaContext, next: () => Promise<unknown>) => {
       const names = missing();
@@ -210,15 +189,11 @@ export class HttpApi {
     }
   }
 
-  /** Installs the hook every authenticated operator request runs through (the audit trail). */
   aroundOperatorRequests(hook: OperatorRequestHook): void {
     this.#operatorHook = hook;
   }
 
-  /**
-   * The agent-token check and readiness of every agent route, for a WebSocket handshake (which
-   * never reaches Koa): throws the DomainError the route would have answered with.
-   */
+  /** The agent-token check and readiness for a WebSocket handshake (which never reaches Koa): throws the DomainError the route would answer with. */
   admitAgent(request: IncomingMessage): void {
     if (!presents(request.headers.authorization ?? "", this.#agentDigest)) this.#refuse(request);
     trustConnection(request.socket);

@@ -1,11 +1,5 @@
-/**
- * Wrong tokens, counted per remote address: after a burst, further failures from that address get
- * `429` with `Retry-After` instead of `401`, and one log line says a burst began (never one per
- * request). A right token is always served, even from a throttled address: Pi on the same machine
- * shares 127.0.0.1 with any local process, and refusing it would hand that process a lock-out.
- * What makes guessing hopeless is the token's length (at least 32 characters, enforced at start);
- * this keeps a flood cheap, visible and answered without reading its body.
- */
+/** Wrong tokens per remote address: after a burst, `429` instead of `401` and one log line. A right token
+ * is always served, even from a throttled address, so a local process cannot lock Pi out. */
 import { fullBucket, takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 
 export const AUTH_FAILURE_LIMIT: RateLimit = { perMinute: 30, burst: 20 };

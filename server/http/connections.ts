@@ -1,13 +1,5 @@
-/**
- * Bounds on the connections of an HTTP server we own (`npm start`): a socket that has not sent its
- * headers within a few seconds is closed, Node checks for such sockets every second, and the
- * connections that have not presented a valid token (trust.ts) get a small share of the cap, per
- * remote address and in all, and are the first to go when it is full: a newcomer always gets in by
- * closing a stranger's connection, and a client with a token (Pi, the console, the operator) stays.
- *
- * Inside someone else's Koishi the HTTP server belongs to plugin-server and its owner; the plugin
- * does not change it (docs/reliability.md says what that leaves open).
- */
+/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, and connections without a
+ * valid token get a small share of the cap and go first, so a token holder always gets in. */
 import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { isTrusted } from "./trust.ts";
@@ -47,12 +39,8 @@ export interface OpenConnection<T> {
 /** The oldest of `open` that never sent a request, else the oldest. */
 const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;
 
-/**
- * Which connection to close when one more arrives from `address`, `open` oldest first: none below
- * the caps; at the address's share, its oldest stranger (one that never asked first); at the
- * strangers' share, the oldest stranger of the address holding most; at the total, any stranger;
- * the newcomer only when every open connection presented a token.
- */
+/** Which connection to close when one more arrives from `address`: none below the caps; else the oldest stranger of that address, of the address holding
+ * most, or any; the newcomer only when every open connection presented a token. */
 export function connectionToClose<T>(open: readonly OpenConnection<T>[], address: string, bounds: ConnectionBounds): T | "newcomer" | null {
   const strangers = open.filter((entry) => !entry.trusted);
   const ours = strangers.filter((entry) => entry.address === address);

@@ -1,7 +1,4 @@
-/**
- * The one mapping from domain error codes to HTTP answers. Every code has exactly one status, so
- * the same refusal reads the same on every route (docs/protocol.md lists them).
- */
+/** The one mapping from domain error codes to HTTP statuses. */
 import type { ErrorCode } from "../../protocol/wire.ts";
 import type { DomainError } from "../../common/domain-error.ts";
 

@@ -1,8 +1,4 @@
-/**
- * Every authenticated operator request, recorded with its inputs and the status it got; installed
- * on the HTTP edge with `api.aroundOperatorRequests`. Runs the request as the `operator`, so the
- * rows its services write carry that actor too.
- */
+/** Every authenticated operator request, audited with its inputs and status, run as the `operator` actor. */
 import { Id } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import type { OperatorRequestHook } from "./api.ts";

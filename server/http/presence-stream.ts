@@ -1,14 +1,5 @@
-/**
- * The presence stream (`GET /sessions/stream`, docs/protocol.md): heartbeats over one kept
- * WebSocket per runtime instead of one HTTP request each. A thin edge: the handshake passes the
- * same agent-token check as every route (`HttpApi.admitAgent`), each text frame goes to the same
- * `HeartbeatService` as `POST /sessions/heartbeat`, and each answer or refusal goes back as one
- * frame, in order (an accepted quiet frame gets none; its refusal does). What the edge adds are the bounds a kept socket needs: a cap on streams, one per
- * runtime, frame size, idle time and unread answers.
- *
- * plugin-server upgrades every WebSocket request before any plugin sees it, so a refused handshake
- * is closed at once after the upgrade (its close code says why) and no frame of it is read.
- */
+/** The presence stream (`GET /sessions/stream`): heartbeats over one WebSocket per runtime, through the same
+ * token check and HeartbeatService as HTTP, with the bounds a kept socket needs. */
 import type { Socket } from "node:net";
 import type { Context } from "koishi";
 import type { WebSocket } from "ws";

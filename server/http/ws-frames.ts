@@ -1,8 +1,5 @@
-/**
- * A bound on one WebSocket's frames that comes before `ws` buffers them. plugin-server's one
- * WebSocketServer takes frames up to 100 MiB on every path and has no per-path option; the
- * receiver's own limit, set before its first byte is parsed, is checked on every frame header.
- */
+/** A frame size bound applied before `ws` buffers frames: plugin-server's one WebSocketServer takes 100 MiB
+ * frames on every path. */
 import type { WebSocket } from "ws";
 
 /**

@@ -1,10 +1,5 @@
-/**
- * The plugin's user-facing texts, one YAML file per language next to this file, registered with
- * Koishi's i18n (`ctx.i18n.define`) as Koishi plugins do. Koishi's build tools inline such files at
- * bundle time; this package is compiled with tsc instead, so the files ship as they are (the build
- * copies them into dist/) and are parsed here with js-yaml, the parser Koishi's own loader reads
- * koishi.yml with, so every Koishi install already has it.
- */
+/** The plugin's texts, one YAML file per language registered with Koishi's i18n; parsed with js-yaml because
+ * this package is compiled with tsc, not Koishi's bundler. */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { Context, Session } from "koishi";
@@ -19,10 +14,7 @@ const LocaleTree: z.ZodType<LocaleTree> = z.lazy(() => z.record(z.string(), z.un
 
 const yaml = createRequire(import.meta.url)("js-yaml") as { load(text: string): unknown };
 
-/**
- * One language's texts, validated: a nested map of strings. Why a run failed comes from the table
- * the Pi side and the console page word it with (`common/failure-words.ts`), not from a copy here.
- */
+/** One language's texts, validated as a nested map of strings. */
 export function readLocale(locale: Locale): LocaleTree {
   const text = readFileSync(new URL(`./${locale}.yml`, import.meta.url), "utf8");
   const tree = LocaleTree.parse(yaml.load(text));
@@ -33,17 +25,13 @@ export function readLocale(locale: Locale): LocaleTree {
 }
 
 const parsed = new Map<Locale, LocaleTree>();
-/** A language's texts, read once: the Config's descriptions and the usage are needed at import. */
 function cachedLocale(locale: Locale): LocaleTree {
   let tree = parsed.get(locale);
   if (!tree) parsed.set(locale, (tree = readLocale(locale)));
   return tree;
 }
 
-/**
- * One Config section's descriptions in every language (`_config.<section>` in the locale files), for
- * `Schema.i18n`, which shows them in the reader's language in Koishi's console and market.
- */
+/** One Config section's descriptions in every language (`_config.<section>`), for `Schema.i18n`. */
 export function configDescriptions(section: string): Record<Locale, LocaleTree> {
   const entries = LOCALES.map((locale) => {
     const texts = (cachedLocale(locale)._config as LocaleTree | undefined)?.[section];
@@ -53,10 +41,7 @@ export function configDescriptions(section: string): Record<Locale, LocaleTree> 
   return Object.fromEntries(entries) as Record<Locale, LocaleTree>;
 }
 
-/**
- * The help on the plugin's config page (`_usage`). Koishi takes a plugin's `usage` as one markdown
- * string, with no per-locale form, so the plugin exports the text of one language at a time.
- */
+/** The help on the plugin's config page (`_usage`): Koishi takes `usage` as one markdown string, so one language at a time. */
 export function usageText(locale: Locale): string {
   const text = cachedLocale(locale)._usage;
   if (typeof text !== "string") throw new Error(`${locale}.yml has no _usage`);
@@ -77,12 +62,8 @@ export function instanceLocale(ctx: Context): Locale {
   return LOCALES[0];
 }
 
-/**
- * Registers every language for as long as `ctx` lives; Chinese is the first and default. Koishi
- * looks a text up only under the tags of its own `i18n.locales` and their parents, so an instance
- * set to a bare `en` (or `en-GB`, whose parent is `en`) never reaches `en-US` and would print our
- * keys raw: each of the instance's tags that is one of our languages' base gets that language too.
- */
+/** Registers every language for as long as `ctx` lives, Chinese first. Koishi looks texts up only under its own `i18n.locales` and their parents, so a
+ * bare `en` or `en-GB` instance also gets our `en-US`. */
 export function defineLocales(ctx: Context): void {
   const trees = new Map(LOCALES.map((locale) => [locale, readLocale(locale)] as const));
   for (const [locale, tree] of trees) ctx.i18n.define(locale, tree);
@@ -95,10 +76,7 @@ export function defineLocales(ctx: Context): void {
 /** One text by its locale path, rendered as plain text: how pure code that words things is given a language. */
 export type Say = (path: string, params?: object) => string;
 
-/**
- * A count in words: the text at `<path>.<category>`, the category chosen by the language's plural
- * rules (`Intl.PluralRules`: English one/other, Chinese other), with `{n}` the number.
- */
+/** A count in words: `<path>.<category>` chosen by `Intl.PluralRules`, with `{n}` the number. */
 export function countText(say: Say, path: string, n: number): string {
   return say(`${path}.${new Intl.PluralRules(say("anon-notify.locale")).select(n)}`, { n });
 }
@@ -108,15 +86,11 @@ function plain(elements: { toString(strip: boolean): string }[]): string {
   return elements.map((element) => element.toString(true)).join("");
 }
 
-/**
- * `Say` outside any chat session (log lines, messages the server starts), in the instance's
- * language: Koishi's own fallback order from its `i18n.locales` setting.
- */
+/** `Say` outside any chat session (log lines, messages the server starts), in the instance's language. */
 export function instanceSay(ctx: Context): Say {
   return (path, params = {}) => plain(ctx.i18n.render([], [path], params));
 }
 
-/** One text in the instance's language (see `instanceSay`). */
 export function instanceText(ctx: Context, path: string, params: object): string {
   return instanceSay(ctx)(path, params);
 }

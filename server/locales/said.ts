@@ -1,9 +1,5 @@
-/**
- * A notice's summary as this server words it: the extension's own line (`details.said`) in the
- * server's language with the agent's words kept as they came, or, for anything that cannot be
- * checked (another sender, an unknown key, values that do not fit, a key that disagrees with the
- * status), the summary unchanged. Pure.
- */
+/** A notice's summary as this server words it: a checkable `details.said` line in the server's language, else
+ * the summary unchanged. */
 import type { EventBody } from "../../protocol/events.ts";
 import { readSaid } from "../../protocol/said.ts";
 import { wordSaid, type SaidWords } from "../../common/said-words.ts";

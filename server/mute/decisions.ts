@@ -1,8 +1,5 @@
-/**
- * Mute, decided purely: which notices are urgent enough to break through, which mutes hold a
- * session's notices, how long a mute the owner typed lasts, and the one digest the held notices
- * become when a mute ends.
- */
+/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the
+ * digest held notices become. */
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -14,7 +11,6 @@ export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as c
 export type UrgentKind = (typeof URGENT_KINDS)[number];
 
 const { muteDefaultMinutes: DEFAULT_MUTE_MINUTES, muteMaxMinutes: MAX_MUTE_MINUTES } = LIMITS;
-/** The scope of a mute of every session. */
 export const ALL_SESSIONS = "*";
 
 /** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
@@ -27,12 +23,8 @@ export function scopeOf(sessionId: string | null): string {
   return sessionId ?? ALL_SESSIONS;
 }
 
-/**
- * Whether a notice must reach the owner even while muted: a failed run, a watchdog notice, an
- * approval request, or a notice that says it needs the person — each only if `breakThrough` lists it.
- * Watchdog and approval notices count only when the server made them (its own event ids, which
- * agents cannot use): an agent's `details.watchdog` or `details.approval` asks for nothing.
- */
+/** Whether a notice breaks through a mute (failed run, watchdog, approval, needs-you), each only if `breakThrough` lists it; watchdog and approval
+ * notices count only with the server's own event ids, which agents cannot use. */
 export function isUrgent(event: Pick<EventBody, "event_id" | "status" | "details">, breakThrough: readonly UrgentKind[]): boolean {
   const details = event.details ?? {};
   const serverMade = isServerEventId(event.event_id);
@@ -63,10 +55,7 @@ export function muteUntil(now: Date, minutes: number | undefined): Date {
 
 const UNIT_MINUTES: Record<string, number> = { m: 1, min: 1, h: 60, d: 24 * 60, 分: 1, 分钟: 1, 小时: 60, 时: 60, 天: 24 * 60 };
 
-/**
- * Minutes from what a person types: `30m`, `2h`, `1d`, `1h30m`, `90` (minutes), `2小时`; `null` when
- * it is not a duration or is outside 1 minute … 7 days.
- */
+/** Minutes from what a person types (`30m`, `2h`, `1d`, `1h30m`, `90`, `2小时`); `null` outside 1 minute … 7 days. */
 export function parseDuration(text: string): number | null {
   const minutes = durationMinutes(text);
   return minutes !== null && minutes >= 1 && minutes <= MAX_MUTE_MINUTES ? minutes : null;
@@ -107,10 +96,7 @@ export function digestText(events: readonly EventBody[], say: Say): string {
   return [say("anon-notify.digest.header", [events.length]), ...digestLines(events, say), hint].join("\n");
 }
 
-/**
- * The persona's digest: one event whose summary lists the held notices and whose details name each
- * (event and session id), so the persona can still answer any of them with `agent_command`.
- */
+/** The persona's digest: one event listing the held notices, its details naming each, so the persona can still answer any with `agent_command`. */
 export function digestEvent(events: readonly EventBody[], route: DeliveryRoute, now: Date, say: Say): EventBody {
   const ids = events.map((e) => e.event_id);
   const sessions = [...new Set(events.map((e) => e.session_id))];

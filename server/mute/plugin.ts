@@ -1,7 +1,4 @@
-/**
- * Reads the stored mutes at start, before the worker may deliver anything, and keeps the API at 503
- * until then (a notice answered while the mutes are unknown could slip through a mute).
- */
+/** Reads the stored mutes at start and holds the API at 503 until then, so no notice slips past a mute. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { HttpApi } from "../http/api.ts";

@@ -1,13 +1,5 @@
-/**
- * The mutes in Koishi's database (`anon_notify_mute`, one row per scope: a session id or `*` for
- * all), mirrored in memory so the worker asks without I/O. A mute that ends (its time is up, or the
- * owner ends it early, which sets `until` to now) stays stored until the worker has released the
- * notices it held as a digest, so a restart in between still releases them as one.
- *
- * Ends are announced to `onEnd` listeners: from one timer at the earliest running mute's end, and
- * from `unmute`. A mute whose time ran out while the server was down is found ended at `load`; the
- * worker releases what it held as soon as it meets the first of those notices again.
- */
+/** The mutes, stored and mirrored in memory; an ended mute stays stored until its held notices went out as
+ * one digest, so a restart still releases them. */
 import type { Context } from "koishi";
 import { isMuted, scopeOf, type Mute } from "./decisions.ts";
 
@@ -58,12 +50,10 @@ export class MuteStore {
     this.#reschedule();
   }
 
-  /** Every stored mute, running or ended but not yet released. */
   all(): Mute[] {
     return [...this.#mutes];
   }
 
-  /** The mutes still running now. */
   running(): Mute[] {
     const now = this.#now();
     return this.#mutes.filter((mute) => mute.until > now);
@@ -82,10 +72,8 @@ export class MuteStore {
     return mute;
   }
 
-  /**
-   * Ends the running mute of `sessionId`, or with `null` every running mute; returns how many
-   * ended. Their held notices are released by the `onEnd` listeners.
-   */
+  /** Ends the running mute of `sessionId`, or with `null` every running mute; returns how many
+   * ended. Their held notices are released by the `onEnd` listeners. */
   async unmute(sessionId: string | null): Promise<number> {
     const now = this.#now();
     const ending = this.#mutes.filter((m) => m.until > now && (sessionId === null || m.session_id === sessionId));

@@ -1,10 +1,5 @@
-/**
- * The operator service: the one in-process home of what an operator may do with Pi sessions, for
- * every surface (the persona's tools, the operator HTTP API, chat commands, the console page): list
- * the online sessions, queue an instruction, list and cancel queued ones, stop a run, read the audit
- * trail. Refusals are `DomainError`s with the protocol's codes; each surface words them its own way
- * (a status, a sentence for the model, a line on the page).
- */
+/** The operator service, for every surface: list sessions, queue, list and cancel instructions, stop a run,
+ * read the audit trail. Refusals are `DomainError`s each surface words its own way. */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
 import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/queue.ts";
 import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
@@ -67,8 +62,7 @@ export class OperatorService {
     this.#deps = deps;
   }
 
-  /** Online sessions, most recently seen first, one page at a time. */
-  /** Every online session, most recently seen first: for surfaces that show them all at once (chat). */
+  /** Every online session, most recently seen first (for surfaces that show them all at once). */
   onlineSessions(): SessionProjection[] {
     return this.#deps.registry.list();
   }
@@ -77,12 +71,8 @@ export class OperatorService {
     return pageSessions(this.#deps.registry.list(), page.cursor, page.limit);
   }
 
-  /**
-   * Queues an instruction. With an event id the notice must belong to the session, which may be
-   * offline (the queue keeps it); without one the session must be online now, and an offline one
-   * is refused, never queued for a later start. A repeated request key returns the stored command
-   * before any of these checks, so a retry after the session went away still gets its answer.
-   */
+  /** Queues an instruction. With an event id the notice must belong to the session, which may be offline; without one the session must be online now. A
+   * repeated request key returns the stored command before these checks, so a retry still gets its answer. */
   async createCommand(request: CommandRequest): Promise<OperatorCommandCreated> {
     const { registry, commands, eventSession } = this.#deps;
     const images = request.images ?? [];
@@ -147,7 +137,6 @@ export class OperatorService {
     };
   }
 
-  /** The running mutes, all-sessions first. */
   mutes(): MuteEntry[] {
     return this.#deps.mutes
       .running()
@@ -175,10 +164,7 @@ export class OperatorService {
     return ended;
   }
 
-  /**
-   * Queues a stop for the run in progress. Only an online session whose extension speaks
-   * command protocol 3 can be stopped; anything else is refused now rather than left waiting.
-   */
+  /** Queues a stop for the run in progress; a session that is offline or below command protocol 3 is refused now rather than left waiting. */
   async requestStop(sessionId: string, actor: AuditActor): Promise<CommandSummary> {
     const live = this.#deps.registry.find(sessionId);
     if (!live) throw new DomainError("session_offline");
@@ -200,7 +186,6 @@ export class OperatorService {
     return this.#deps.commands.waitFinal(commandId, timeoutMs);
   }
 
-  /** The audit trail, newest first, one page at a time. */
   audit(query: AuditQuery): Promise<AuditPage> {
     return this.#deps.audit.query(query);
   }

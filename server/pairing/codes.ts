@@ -1,8 +1,5 @@
-/**
- * Pairing codes: issued at start, single use, gone after PAIRING_TTL_MS; only their SHA-256 digests
- * are kept, in memory. Redeeming is rate-limited per remote address and for the whole server, so
- * guessing one of 31⁸ codes within its life is hopeless (docs/protocol.md, "Pairing").
- */
+/** Pairing codes: single use, short-lived, kept only as digests; redeeming is rate-limited per address and
+ * in all. */
 import { createHash, randomInt } from "node:crypto";
 import { normalisePairingCode, PAIRING_ALPHABET, PAIRING_CODE_CHARS, PAIRING_TTL_MS } from "../../protocol/pairing.ts";
 import { fullBucket, KeyedBuckets, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";

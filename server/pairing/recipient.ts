@@ -1,7 +1,4 @@
-/**
- * The recipient a paired Pi names: the configured one when the server has a bot and an owner, and
- * otherwise placeholders its check accepts, on a server that sends nothing to them.
- */
+/** The recipient a paired Pi names: the configured one, else placeholders on a server that sends nothing. */
 
 /** Any two different 5–12 digit numbers pass the extension's recipient check; nothing is ever sent to these. */
 export const TRIAL_QQ = { qq: "10001", anonQq: "20002" } as const;

@@ -1,7 +1,4 @@
-/**
- * `POST /pair`: a pairing code for the agent token and the recipient (docs/protocol.md, "Pairing"),
- * and the one log line that offers the code when nobody else prints it (the plugin in your Koishi).
- */
+/** `POST /pair`, and the one log line that offers the code when nobody else prints it. */
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { formatPairingCode, PAIRING_PATH, PAIRING_TTL_MS, PairRequest, type PairAnswer } from "../../protocol/pairing.ts";

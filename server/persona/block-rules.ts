@@ -1,19 +1,5 @@
-/**
- * The `[EXTERNAL_AUTOMATION_EVENT]` block handed to the persona: the event's JSON between the two
- * markers and nothing after. Pure.
- *
- * - Size: one field per line, each value as compact JSON, so the block grows with the event and
- *   never with its nesting (indentation used to multiply a deep `details` many times over).
- * - Markers: anything a reader would take for the marker name — any letter case, full-width or
- *   styled letters, Cyrillic or Greek look-alikes, `0` for `O` and `1` for `I`, zero-width or other
- *   invisible characters inside, any dash, dot, slash, colon or low line (or `%5F`, `&#95;`) for
- *   the underscores, letters spaced out — is written as `\uXXXX` escapes. That is the same string
- *   to a JSON parser, but no longer reads as a marker, so agent-written text can neither end the
- *   block nor open a fake one. Each escaped UTF-16 unit takes 6 bytes, so the block stays within
- *   6× the event's JSON plus a constant.
- * - Templates: no `{{` survives: YesImBot renders its prompt with Mustache and re-renders the output,
- *   so a `{{name}}` in agent text would be replaced by prompt data; it is written `\u007b{`.
- */
+/** The `[EXTERNAL_AUTOMATION_EVENT]` block: one field per line as compact JSON, with every look-alike of the
+ * markers and every `{{` written as `\u` escapes, so agent text can neither end the block nor fake one. */
 import type { EventBody } from "../../protocol/events.ts";
 
 export const OPEN_MARKER = "[EXTERNAL_AUTOMATION_EVENT]";
@@ -36,13 +22,8 @@ export function blockPayload(event: EventBody, receivedAt: string) {
   };
 }
 
-/**
- * A reader's skeleton of the text, character by character (`fold`): compatibility-normalised
- * (NFKD, which folds all NFKC folds and also splits off accents), invisible characters dropped,
- * confusable letters and digits mapped to the Latin letter they are drawn like, every separator a
- * reader would take for an underscore folded to `_`, upper case. A small table is enough here, not
- * a full confusables database: only the 14 letters of the marker name need their look-alikes.
- */
+/** `fold` gives a reader's skeleton of the text: NFKD, invisibles dropped, look-alike letters and digits mapped to Latin, separators to `_`, upper case.
+ * Only the 14 letters of the marker name need look-alikes, so a small table suffices. */
 const INVISIBLE = /^[\p{Cf}\p{Cc}\p{M}]$/u;
 /** Cyrillic and Greek letters, and digits, drawn like the Latin letters of the marker name (NFKD leaves them apart). */
 const LOOK_ALIKES: Readonly<Record<string, string>> = {
@@ -106,11 +87,7 @@ const LOOK_ALIKES: Readonly<Record<string, string>> = {
   Ɩ: "I",
   ǀ: "I",
 };
-/**
- * What a reader takes for an underscore between letters: spaces, dashes of every kind (U+2010,
- * U+2013, U+2014 …), the minus sign, middle dots (U+00B7, U+30FB, U+2027, U+2219, U+22C5), `/`, `:`,
- * `+`, `.`, and low lines drawn differently (U+203F, U+2040, U+2581, U+02CD).
- */
+/** What a reader takes for an underscore between letters: spaces, every dash, the minus sign, middle dots, `/`, `:`, `+`, `.`, and other low lines. */
 const SEPARATOR = /^[\s_\p{Pd}\u2212\u00b7\u30fb\u2027\u2219\u22c5/:+.\u203f\u2040\u2581\u02cd]$/u;
 /** Between any two letters of the name: nothing, separators, or an underscore or space written as `%5F`, `%20`, `&#95;`, `&#x5F;` (digits already folded). */
 const GAP = "(?:_|%5F|%2[0O]|&#[0O]*95;|&#X[0O]*5F;)*";
@@ -175,21 +152,15 @@ function markerPieces(pieces: readonly Piece[]): Set<number> {
   return found;
 }
 
-/**
- * Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes. The name's letters,
- * spaces, dashes and underscores never include a quote or a comma, so a match stays inside one
- * JSON string and the result parses to the same value.
- */
+/** Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes; the name never includes a quote or comma, so the result parses to the
+ * same value. */
 export function escapeMarkers(json: string): string {
   const pieces = jsonPieces(json);
   const found = markerPieces(pieces);
   return found.size === 0 ? json : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
 }
 
-/**
- * `value` with every string (keys included) defused the same way, for objects handed on as objects
- * (YesImBot's event payload): there the escapes stay visible as text, since no JSON parser reads them.
- */
+/** `value` with every string defused the same way, for objects handed on as objects (YesImBot's event payload). */
 export function withoutMarkers(value: unknown): unknown {
   if (typeof value === "string") {
     const pieces = [...value].map((char) => ({ raw: char, char }));

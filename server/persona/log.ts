@@ -1,7 +1,4 @@
-/**
- * A persona that only prints each block it would inject. The standalone server uses it so that a
- * newcomer without YesImBot sees events arrive; it ranks below any real persona.
- */
+/** A persona that prints each block it would inject, so the standalone server shows events without YesImBot. */
 import type { Context } from "koishi";
 import { instanceText } from "../locales/load.ts";
 import type { PersonaSlot } from "./port.ts";

@@ -1,7 +1,4 @@
-/**
- * The one small port between the event worker and whatever persona hears the events.
- * A persona takes the finished block and says whether its main conversation accepted it.
- */
+/** The port between the event worker and whatever persona hears the events. */
 import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
 import type { InjectOutcome } from "../handover/decisions.ts";
@@ -25,10 +22,8 @@ interface Offer {
   priority: number;
 }
 
-/**
- * Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
- * reloaded without restarting this plugin); the highest priority present one is used.
- */
+/** Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
+ * reloaded without restarting this plugin); the highest priority present one is used. */
 export class PersonaSlot {
   readonly #offers = new Set<Offer>();
   readonly #listeners = new Set<() => void>();

@@ -1,10 +1,6 @@
-/**
- * The shapes of YesImBot v3's tool service (`yesimbot.tool`) this package relies on. YesImBot is
- * not installable from this project's registry, so they are declared here by duck typing.
- */
+/** The shapes of YesImBot v3's tool service this package relies on, duck-typed (not installable here). */
 import type { Schema as SchemaType, Session } from "koishi";
 
-/** YesImBot v3's `ToolCallResult`. */
 export interface ToolCallResult {
   status: "success" | "error";
   result?: unknown;

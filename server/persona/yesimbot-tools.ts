@@ -1,22 +1,5 @@
-/**
- * The persona's six tools (`agent_command`, `agent_sessions`, `agent_session_message`,
- * `agent_commands`, `agent_command_cancel`, `agent_approvals`) registered with YesImBot v3's tool service
- * (`yesimbot.tool`: `registerTool(definition)` / `unregisterTool(name)`). A thin adapter over the
- * operator service: it only exists while YesImBot does, and offers the tools only in the
- * configured owner's private chat, never in a group. YesImBot 3.0.3 checks `isSupported` when a
- * tool is called but lists every registered tool in every chat's prompt (its context builder asks
- * the tool service without a session), so the adapter also takes its tools out of the list
- * the model is shown in any other chat.
- *
- * Request keys have the form `runtime_id:turn_id:tool_call_id`. YesImBot v3 calls a
- * tool as `execute({ session, ...params })` and passes neither a turn id nor a tool-call id, so:
- * - runtime_id: random per start of this adapter (a YesImBot or plugin reload starts a new one);
- * - turn_id: random per Koishi `Session` object, which YesImBot v3 keeps for a whole stimulus turn
- *   and passes to every action of it;
- * - tool_call_id: a digest of the tool name and its validated parameters, which is what YesImBot's
- *   own retry of the same call repeats.
- * So a retried call in the same turn maps to the same key and never creates a second command.
- */
+/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered
+ * only in the owner's private chat. Request keys are derived so a retried call in one turn repeats its key. */
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
@@ -42,10 +25,7 @@ export interface OwnerScope {
   botId: string;
 }
 
-/**
- * A user id means something only on its platform: without a configured bot there is no platform,
- * and the same id on any other platform would pass, so nobody is the owner.
- */
+/** A user id means something only on its platform: without a configured bot nobody is the owner. */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {
   if (!session || !owner.recipientId || !owner.botId || !session.isDirect) return false;
   return session.sid === owner.botId && session.userId === owner.recipientId;
@@ -201,10 +181,7 @@ interface ContextBuilderLike {
   build(stimulus: { session?: Session }): Promise<{ toolSchemas?: { name: string }[] }>;
 }
 
-/**
- * Wraps the agent's context builder so that a turn outside the owner's private chat is not shown
- * these tools. Duck-typed: without that builder the tools stay listed and are refused when called.
- */
+/** Hides these tools from turns outside the owner's private chat; duck-typed: without that builder the tools stay listed and are refused when called. */
 function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string>): void {
   const builder = (ctx["yesimbot.agent"] as { contextBuilder?: Partial<ContextBuilderLike> }).contextBuilder;
   const original = builder?.build;
@@ -225,6 +202,8 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
 export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string, say: Say): ToolDefinition[] {
   const texts = descriptions(say);
   const turns = new WeakMap<Session, string>();
+  /** YesImBot v3 passes no turn or tool-call id: the turn is a random id per Koishi `Session` (kept for a whole stimulus turn), the
+   * call a digest of its name and validated parameters, so YesImBot's retry of the same call repeats the key. */
   const requestKey = (session: Session, name: ToolName, args: unknown) => {
     let turn = turns.get(session);
     if (!turn) turns.set(session, (turn = randomUUID()));
@@ -274,19 +253,13 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   }));
 }
 
-/**
- * YesImBot 3.0.3 keeps only a call's status and `result` in the history its model reads (the
- * `error` object is dropped), so the reason is carried in `result` as well.
- */
+/** YesImBot 3.0.3 keeps only a call's status and `result` in the model's history, so the reason is carried in `result` too. */
 function refusal(name: string, message: string, retryable = false): ToolCallResult {
   return { status: "error", result: { error: name, message }, error: { name, message, retryable } };
 }
 
-/**
- * Schemastery fills absent optional keys with `undefined`; the strict schemas treat those as absent.
- * YesImBot's prompt asks the model to put an `inner_thoughts` string into every action's params
- * (and Schemastery keeps unknown keys), so that one is dropped rather than refused.
- */
+/** Schemastery fills absent optional keys with `undefined` (treated as absent); YesImBot asks for `inner_thoughts` in every action's params, so it is
+ * dropped. */
 function withoutYesImBotExtras(params: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(params).filter(([key, value]) => value !== undefined && key !== "inner_thoughts"));
 }

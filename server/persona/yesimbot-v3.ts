@@ -1,17 +1,5 @@
-/**
- * YesImBot v3 (koishi-plugin-yesimbot 3.0.x) as a persona. Loaded in a sub-scope that exists only
- * while `yesimbot.world-state` and `yesimbot.agent` do, so YesImBot can be installed, reloaded or
- * removed without restarting this plugin. YesImBot is not installable from this project's
- * registry, so the shapes this adapter uses are declared here by duck typing.
- *
- * The block goes into the recipient's direct chat as a system event (`recordSystemEvent`, durable
- * in YesImBot's history), then a `system_event` stimulus starts a turn (system stimuli skip
- * YesImBot's `allowedChannels` and willingness checks). v3 drops non-message stimuli while that
- * chat is mid-turn, and an event recorded mid-turn would count as already handled by the next
- * turn, so a busy chat answers `busy` and the worker hands the event over later. 3.0.3 has no
- * public busy query: its scheduler keeps the chats mid-turn in `runningTasks` (TypeScript-private,
- * a plain Set at run time); without that probe the event is recorded and triggered as is.
- */
+/** YesImBot v3 as a persona, in a sub-scope that exists while its services do; a block goes in as a system
+ * event and a `system_event` stimulus, and a chat mid-turn answers `busy` so the worker retries later. */
 import { createHash } from "node:crypto";
 import type { Bot, Context } from "koishi";
 import { findBot } from "../bot.ts";

@@ -1,8 +1,5 @@
-/**
- * The approval buttons' capabilities: minted per push (32 random bytes, only the hash kept), each
- * bound to one approval and one answer until the approval's time is over, redeemed at most once
- * through the same decision the chat's `anon.approve` makes (first answer wins, audited `via: "ntfy"`).
- */
+/** The approval buttons' capabilities: one per push and answer, kept as hashes, redeemed at most once
+ * through the same decision as `anon.approve`. */
 import { createHash, randomBytes } from "node:crypto";
 import type { ApprovalDecision } from "../../protocol/approvals.ts";
 import type { PushAnswer } from "../../protocol/push.ts";
@@ -40,10 +37,8 @@ export class PushAnswers {
     return `${base}${API_BASE_PATH}/push/answer/${capability}`;
   }
 
-  /**
-   * A press: `not_found` for an unknown, used or expired capability (or an approval that has
-   * ended), `already_decided` when someone answered first; otherwise the approval is decided.
-   */
+  /** A press: `not_found` for an unknown, used or expired capability (or an approval that has
+   * ended), `already_decided` when someone answered first; otherwise the approval is decided. */
   async redeem(capability: string): Promise<PushAnswer> {
     const { store, approvals } = this.#deps;
     const now = this.#deps.now?.() ?? new Date();

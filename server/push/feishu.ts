@@ -1,8 +1,4 @@
-/**
- * The notify-only Feishu (Lark) custom bot: one signed text message per push (`timestamp` in
- * seconds, `sign` = base64 of HMAC-SHA256 keyed with `timestamp + "\n" + secret` over an empty
- * message), kept within the bot's limits (5 a second, 100 a minute, 20 KB a request) before sending.
- */
+/** The notify-only Feishu custom bot: one signed text message per push, within the bot's rate and size limits. */
 import { createHmac } from "node:crypto";
 import { errorText } from "../../common/errors.ts";
 import { retryAfterDelayMs } from "../../common/backoff.ts";

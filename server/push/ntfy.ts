@@ -1,8 +1,4 @@
-/**
- * One publish to ntfy's JSON API (`POST <base>/` with the topic in the body, bearer auth) and what
- * its answer comes to: delivered, worth retrying (429 with its delay, 5xx, no connection), or
- * refused for good (any other 4xx), each with a `<code>: <reason>` receipt error.
- */
+/** One publish to ntfy's JSON API and what its answer comes to: delivered, worth retrying, or refused. */
 import { errorText } from "../../common/errors.ts";
 import { retryAfterDelayMs } from "../../common/backoff.ts";
 import type { Say } from "../locales/load.ts";

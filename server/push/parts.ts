@@ -1,7 +1,4 @@
-/**
- * The push routes' parts, built once when configured: the receipts and capabilities, a pusher per
- * route (ntfy, the Feishu bot), the answer buttons; and the hooks the plugin calls.
- */
+/** The push routes' parts, built once when configured, and the hooks the plugin calls. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { ApprovalService } from "../approvals/service.ts";

@@ -1,9 +1,5 @@
-/**
- * A push route's worker (ntfy, or the notify-only Feishu bot): takes the notices and approval requests the server chose to push, keeps
- * a receipt for each (`queued → retrying → delivered | failed`) and publishes them one at a time, in
- * its own queue, so an ntfy outage only delays pushes, never the chat, the persona or an approval's
- * other surfaces. A `429` waits its `Retry-After`, else a doubling backoff; the receipt says so.
- */
+/** A push route's worker: one receipt per push, published one at a time in its own queue, so an outage
+ * delays only pushes. */
 import type { Context } from "koishi";
 import { backoffDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
@@ -28,7 +24,6 @@ export interface PusherDeps {
   approvals: Pick<ApprovalStore, "get" | "openFor">;
   audit: AuditLog;
   route: PushRoute;
-  /** Publishes one message on this route. */
   send(message: PushMessage): Promise<PublishOutcome>;
   /** Mints the Approve and Deny URLs; absent without a public base URL or on a notify-only route. */
   answers: PushAnswers | undefined;

@@ -1,9 +1,5 @@
-/**
- * What the phone push says, pure: which notices are pushed and at which priority (the server's
- * choice, never the agent's), and the ntfy message of a notice or an approval request. Every line
- * starts with the server's words and holds at most one agent-made field, on one line, redacted,
- * controls visible; nothing is markup, and no agent field becomes a URL, a topic or an attachment.
- */
+/** What the phone push says and at which priority (the server's choice): every line starts with the server's
+ * words, at most one agent field per line, and no agent field becomes a URL, topic or attachment. */
 import { basename } from "node:path";
 import { isServerEventId, type EventBody } from "../../protocol/events.ts";
 import type { ApprovalRecord } from "../approvals/decisions.ts";

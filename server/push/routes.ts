@@ -1,7 +1,4 @@
-/**
- * The push route's edge: `POST /push/answer/:capability`, the phone's press of Approve or Deny (the
- * URL is the credential, no bearer token), the start-up resume of pushes still owed, and the hourly prune.
- */
+/** `POST /push/answer/:capability` (the URL is the credential), the resume of pushes owed and the prune. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { DomainError } from "../../common/domain-error.ts";

@@ -1,8 +1,4 @@
-/**
- * The push routes' two tables: `anon_notify_push`, one receipt per push and route (a notice, an
- * approval's request), and `anon_notify_push_answer`, the approval buttons' capabilities, kept only as their
- * SHA-256, each bound to one approval and one answer and redeemed at most once.
- */
+/** The push receipts and the buttons' capabilities (stored as SHA-256, redeemed at most once). */
 import type { Context, Query } from "koishi";
 import type { ApprovalDecision } from "../../protocol/approvals.ts";
 import type { PushRoute, PushState } from "../../protocol/push.ts";

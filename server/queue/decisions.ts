@@ -1,9 +1,5 @@
-/**
- * The command queue's decisions, pure: what a claim, a lease expiry, an ACK, a cancel or a create
- * does to one stored command, and the checks on its images. The store (store.ts) reads a
- * record, asks here, and writes the patch conditionally on the guard still matching, so a decision
- * made on a stale read is never applied.
- */
+/** What a claim, lease expiry, ACK, cancel or create does to one command; the store writes the patch only if
+ * the guard it was decided on still matches. */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { imageSize } from "image-size";
@@ -71,7 +67,6 @@ export interface CommandGuard {
   lease_token: string | null;
 }
 
-/** A refusal by protocol error code; the HTTP edge decides the status. */
 export interface Refusal {
   kind: "refuse";
   error: ErrorCode;
@@ -96,7 +91,6 @@ export interface Claimer {
   runtimeId: string;
   supportsImages: boolean;
   lane: CommandLane;
-  /** How long a stop may wait to be handed out. */
   stopTtlMs: number;
 }
 
@@ -110,16 +104,8 @@ export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number)
   return record.kind === "stop" && record.created_at.getTime() + stopTtlMs <= now.getTime();
 }
 
-/**
- * The command a claim should lease, from the session's active commands in queue order. Each lane
- * is a queue of its own: a claim sees only its lane's kinds, so a control command never waits
- * behind an instruction's lease and a protocol-2 claim (instructions only) never gets one. A client
- * without the image capability never gets an image command (no silent downgrade to text), but one
- * it cannot take does not hold up the others. An unexpired lease holds the lane until its ACK or
- * its expiry, whichever runtime holds it: commands arrive in order, and an instruction leased by a
- * runtime that went away reaches whoever registers next only after the lease ran out (and the
- * store writes `command.rebound` for the owner to see), never at once.
- */
+/** The command a claim should lease. Each lane is its own queue; a client without the image capability never gets an image command (the others still go);
+ * an unexpired lease holds the lane whichever runtime holds it, so commands arrive in order (a gone runtime's lease must run out first). */
 export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: Claimer): CommandRecord | null {
   for (const record of active) {
     if (laneOf(record.kind) !== claimer.lane || isStaleStop(record, now, claimer.stopTtlMs)) continue;
@@ -132,13 +118,8 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
   return null;
 }
 
-/**
- * Whether a claim with nothing to hand out may be held open (long poll). A busy session takes
- * instructions only at its turn ends, so an instruction claim is held only while its runtime says
- * idle: the heartbeat a run starts with ends it, and the client reads that answer instead of
- * dropping the request, so nothing leased in that instant is lost. Control claims are held busy
- * or idle: that is how a stop reaches a run in the middle of a tool.
- */
+/** Whether an empty claim may be held open: an instruction claim only while idle (the heartbeat a run starts with ends it, and the client reads that
+ * answer, so nothing leased then is lost); a control claim always, so a stop reaches a run mid-tool. */
 export function mayHoldClaim(lane: CommandLane, state: SessionRunState): boolean {
   return lane === "control" || state === "idle";
 }
@@ -173,11 +154,7 @@ export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPat
   };
 }
 
-/**
- * Undoes a claim whose answer never left the server (its client had gone): every field the claim
- * set goes back to what it was, so a first claim leaves the command cancellable again and an older
- * lease's late ACK is recognised again, as if the claim had never happened.
- */
+/** Undoes a claim whose answer never left the server: every field the claim set goes back, as if it had never happened. */
 export function rollbackPatch(before: CommandRecord, now: Date): CommandPatch {
   return {
     state: before.state,
@@ -190,11 +167,8 @@ export function rollbackPatch(before: CommandRecord, now: Date): CommandPatch {
   };
 }
 
-/**
- * An expired lease goes back to pending for redelivery. `first_claimed_at` stays: the content may
- * already be inside Pi, so the command never becomes cancellable again. The lease token stays so
- * that an ACK arriving late, before any new claim, is still accepted.
- */
+/** An expired lease goes back to pending. `first_claimed_at` stays (the content may be inside Pi: never cancellable again), and so does the lease token,
+ * so a late ACK is still accepted. */
 export function expiryPatch(record: CommandRecord, now: Date): CommandPatch | null {
   if (!leaseExpired(record, now)) return null;
   return { state: "pending", lease_expires_at: null, updated_at: now };
@@ -261,10 +235,8 @@ export function decideCancel(record: CommandRecord | undefined, sessionId: strin
 
 export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
 
-/**
- * A repeated request key returns the stored command (final ones included: a cancelled command
- * never comes back to life); the same key over different content, images included, is refused.
- */
+/** A repeated request key returns the stored command, final ones included (a cancelled command never comes back); the same key over other content is
+ * refused. */
 export function decideCreate(
   sameKey: CommandRecord | undefined,
   requestDigest: string,
@@ -340,11 +312,8 @@ const DECODED_TYPES: Readonly<Record<string, ImageMime>> = { png: "image/png", j
 
 export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string };
 
-/**
- * Reads the image's header with image-size (a small, dependency-free, widely used parser; we keep
- * no hand-written one): its real type and its dimensions, which must be within `IMAGE_BOUNDS`;
- * then decodes the whole image (image-rules.ts). Magic bytes alone are not an image.
- */
+/** Reads the header with image-size (type, and dimensions within `IMAGE_BOUNDS`), then decodes the whole image (image-rules.ts): magic bytes alone are
+ * not an image. */
 export function decodeImage(bytes: Buffer): ImageDecoding {
   let size: ReturnType<typeof imageSize>;
   try {
@@ -377,10 +346,7 @@ export interface ImageFacts {
 
 export type ImageCheck = { ok: true; facts: ImageFacts } | { ok: false; issues: { path: string; message: string }[] };
 
-/**
- * Decoded sizes, and each image's header decoded (type and dimensions); the schema has already checked the count, the base64 alphabet and
- * the declared type names. The digest covers types and bytes, in order.
- */
+/** Decoded sizes and each image's header (the schema checked count, alphabet and type names); the digest covers types and bytes, in order. */
 export function checkImages(images: readonly CommandImage[]): ImageCheck {
   const issues: { path: string; message: string }[] = [];
   const hash = createHash("sha256");

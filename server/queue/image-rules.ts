@@ -1,11 +1,5 @@
-/**
- * Decodes a whole image before an instruction carrying it is accepted: every chunk and its CRC up
- * to IEND (pngjs), every JPEG segment and scan (jpeg-js), every GIF block and frame up to the
- * trailer (omggif). A valid header followed by garbage, a bad checksum or a cut file is refused
- * here, not by the model provider later. Called only after the header's dimensions passed
- * `IMAGE_BOUNDS`, so the decoders allocate at most that many pixels. WebP has no well-kept pure
- * JavaScript decoder among our dependencies: it is still checked by its header only.
- */
+/** Decodes a whole image (PNG, JPEG, GIF) before an instruction carrying it is accepted, so a valid header
+ * over garbage is refused here, not by the model provider; WebP is checked by its header only. */
 import { createRequire } from "node:module";
 import type { ImageMime } from "../../protocol/queue.ts";
 

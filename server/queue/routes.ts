@@ -1,7 +1,4 @@
-/**
- * The agent's side of the command queue: `GET /commands` (claim at most one of a lane, long poll
- * with `wait_ms`) and `POST /commands/:command_id/ack`, plus the sweep of expired leases and stops.
- */
+/** The agent's side of the queue: claim (long poll) and ACK, plus the sweep of expired leases and stops. */
 import type { Context } from "koishi";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";

@@ -1,16 +1,5 @@
-/**
- * The durable server-to-agent command queue (protocols 2 and 3) in Koishi's database. Every state change
- * is a conditional write guarded by what the decision was made on (decisions.ts), so two claims can
- * never lease the same command and a cancel can never slip past a claim. Final commands stay as
- * tombstones, so a cancelled command or a used request key survives restarts.
- *
- * The writes of one session's commands also take turns inside the process: minato's `set` is
- * atomic on some drivers only (the SQLite driver reads the matching rows, then updates each by
- * primary key, so two writes guarded by the same read could both report `matched: 1`).
- *
- * Every state change of the command table is here, each beside the guard it relies on; the table's
- * columns, its reads and retention's removal are table.ts.
- */
+/** The command queue's state changes, each a conditional write on its guard, taking turns per session in
+ * the process (minato's `set` is not atomic on SQLite). Final commands stay as tombstones. */
 import { randomBytes } from "node:crypto";
 import type { Context } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";
@@ -75,7 +64,6 @@ export interface CommandStoreOptions {
   stopTtlMs: number;
   /** Receives every state change (never a lease token or image bytes). */
   audit?: AuditLog | undefined;
-  /** The clock every decision is made on (tests inject one). */
   now?: (() => Date) | undefined;
 }
 
@@ -99,12 +87,8 @@ export class CommandStore {
     this.#table = new CommandTable(ctx);
   }
 
-  /**
-   * Validates the images and queues the command, or returns the stored one for a repeated request
-   * key. `admit` runs only for a new command, before the budget check, and refuses by throwing.
-   * Creations run one at a time so the budget check and the request-key check hold until the
-   * insert lands.
-   */
+  /** Validates the images and queues the command, or returns the stored one for a repeated request key; `admit` runs only for a new command, before the
+   * budget check, and refuses by throwing. */
   create(input: NewCommand, admit: () => Promise<void> = async () => {}): Promise<{ record: CommandRecord; duplicate: boolean }> {
     const check = checkImages(input.images);
     if (!check.ok) return Promise.reject(new DomainError("invalid_image", { issues: check.issues }));
@@ -141,10 +125,7 @@ export class CommandStore {
     });
   }
 
-  /**
-   * Queues a control command (protocol 3) with its kind's payload, checked here. Whether the
-   * session can take it (online, protocol 3) is for the caller's service to decide first.
-   */
+  /** Queues a control command (protocol 3) with its kind's payload; whether the session can take it is the caller's to decide first. */
   createControlCommand<K extends ControlKind>(sessionId: string, kind: K, payload: unknown, actor: AuditActor): Promise<CommandSummary> {
     const parsed = CONTROL_PAYLOADS[kind].safeParse(payload);
     if (!parsed.success) return Promise.reject(new DomainError("invalid_request", { issues: wireIssues(parsed.error) }));
@@ -191,15 +172,11 @@ export class CommandStore {
     });
   }
 
-  /** One command's listing shape; `undefined` for an unknown id. */
   summary(commandId: string): Promise<CommandSummary | undefined> {
     return this.#table.summary(commandId);
   }
 
-  /**
-   * Resolves with the command's summary once it is final (accepted with its outcome, or
-   * cancelled), or with its current one when `timeoutMs` is up or the plugin stops.
-   */
+  /** Resolves with the command's summary once it is final, or with its current one when `timeoutMs` is up or the plugin stops. */
   async waitFinal(commandId: string, timeoutMs: number): Promise<CommandSummary> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -220,11 +197,8 @@ export class CommandStore {
     }
   }
 
-  /**
-   * Leases the session's next command for this runtime, or answers `{command: null}`. If
-   * `clientGone` has aborted by the time the lease is granted, the answer could never be written:
-   * the claim is rolled back and `{command: null}` answered.
-   */
+  /** Leases the session's next command for this runtime, or answers `{command: null}`; if `clientGone` aborted before the lease, the claim is rolled
+   * back. */
   claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
     return this.#turns.run(sessionId, () => this.#claim(sessionId, runtimeId, withImages, clientGone, lane));
   }
@@ -272,10 +246,7 @@ export class CommandStore {
     return { command: null };
   }
 
-  /**
-   * Puts a leased command back exactly as it was before `leased`'s claim, conditionally on that
-   * lease still being the current one; otherwise (a very short lease already expired) it has moved on.
-   */
+  /** Puts a leased command back as it was before the claim, if that lease is still current; otherwise it has moved on. */
   async #rollBack(leased: CommandRecord, before: CommandRecord, runtimeId: string): Promise<void> {
     const patch = rollbackPatch(before, this.#now());
     const { matched } = await this.#ctx.database.set(COMMAND_TABLE, where(guardOf(leased)), patch);
@@ -295,7 +266,6 @@ export class CommandStore {
     );
   }
 
-  /** Newest first, without image bytes or lease tokens. */
   list(sessionId: string, limit: number): Promise<CommandSummary[]> {
     return this.#table.list(sessionId, limit);
   }
@@ -324,7 +294,6 @@ export class CommandStore {
     return this.#table.prune(cutoff);
   }
 
-  /** Puts expired leases back to pending and wakes their sessions' long polls. */
   async expireLeases(): Promise<void> {
     const now = this.#now();
     const db = this.#ctx.database;
@@ -340,7 +309,6 @@ export class CommandStore {
     }
   }
 
-  /** Cancels (`expired`) every stop still pending after its time to live. */
   async expireStops(): Promise<void> {
     const now = this.#now();
     const db = this.#ctx.database;
@@ -357,11 +325,8 @@ export class CommandStore {
     }
   }
 
-  /**
-   * After every committed state change: wake the session's long polls, since any change may have
-   * made a command claimable (a creation, an ACK freeing the head, an expiry), and write one audit
-   * row, whose actor defaults to whoever the request came from.
-   */
+  /** After every committed change: wake the session's long polls (any change may make a command claimable) and write one audit row, its actor by default
+   * whoever the request came from. */
   async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
     this.waker.wake(record.session_id, laneOf(record.kind));
     await this.#options.audit?.record({

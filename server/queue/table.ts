@@ -1,8 +1,4 @@
-/**
- * The `anon_notify_command` table: its columns, the row a new command starts as, the reads that
- * change nothing (summaries, listings, the counts the limits use) and retention's removal of old
- * final rows. Every state change is the store's (store.ts), a conditional write in a turn.
- */
+/** The `anon_notify_command` table: columns, reads that change nothing, and retention's removal. */
 import { randomUUID } from "node:crypto";
 import type { Context, Query } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
@@ -46,11 +42,7 @@ export const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
   "updated_at",
 ];
 
-/**
- * minato's query types distribute over union-typed columns (so `state: ["pending", "leased"]`
- * does not type-check) and refuse `null` for columns that are not optional, although both are
- * valid queries at run time.
- */
+/** minato's query types reject `state: [...]` on union columns and `null` on required ones, both valid at run time. */
 export function where(query: Partial<Record<keyof CommandRecord, unknown>>): Query<CommandRecord> {
   return query as Query<CommandRecord>;
 }
@@ -137,7 +129,6 @@ export class CommandTable {
     );
   }
 
-  /** One command's listing shape; `undefined` for an unknown id. */
   async summary(commandId: string): Promise<CommandSummary | undefined> {
     const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
     return row ? summarize({ ...row, images: [] }) : undefined;
@@ -165,11 +156,7 @@ export class CommandTable {
     return Number(sum ?? 0);
   }
 
-  /**
-   * Removes final commands (accepted, cancelled) last changed before `cutoff`; returns how many
-   * went. Such a command can never be claimed again, so its tombstone is only needed while a
-   * request key may still be retried; active commands stay however old.
-   */
+  /** Removes final commands last changed before `cutoff`; a tombstone is only needed while its request key may be retried, and active commands stay. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#ctx.database.remove(COMMAND_TABLE, where({ state: FINAL_STATE_LIST, updated_at: { $lt: cutoff } }));
     return result.removed ?? 0;

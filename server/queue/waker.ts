@@ -1,8 +1,5 @@
-/**
- * Wakes long polls of one session's lane when a command of that lane may have become claimable
- * (created, ACKed, its lease expired) or when the poll should end (a run started). A watch is taken
- * before looking at the queue, so a command created between the look and the wait still wakes it.
- */
+/** Wakes a lane's long polls; a watch is taken before looking at the queue, so a command created in between
+ * still wakes it. */
 import type { CommandLane } from "../../protocol/queue.ts";
 
 export class LongPollWaker {

@@ -1,10 +1,5 @@
-/**
- * Retention: what the server deletes, at start and every hour. Audit rows older than
- * `auditRetentionDays`; final event receipts and final commands last changed, closed approvals
- * created, and standing grants ended, more than `retentionDays` ago. Pending events and active commands are never pruned, whatever their age, and
- * the window is longer than a client resends an event (its outbox), so idempotency holds for every
- * event a client can still repeat. The API is held at 503 until the first pass has run.
- */
+/** What the server deletes, at start and hourly; pending events and active commands never, and the window
+ * outlasts a client's resend, so idempotency holds. The API waits at 503 for the first pass. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { retentionCutoff, type AuditLog } from "../audit/store.ts";

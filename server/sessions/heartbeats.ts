@@ -1,9 +1,5 @@
-/**
- * The heartbeat service: one heartbeat body in, the registry updated and the answer out, under the
- * three rate limits (per session, per runtime, the whole token). Both surfaces call it, the HTTP
- * route and the presence stream, so a heartbeat is validated, limited and answered the same way
- * whichever way it came. Refusals are DomainErrors; each edge says them in its own form.
- */
+/** The heartbeat service: validation, the three rate limits and the answer, the same for the HTTP route and
+ * the presence stream. */
 import { Heartbeat, type HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../../common/domain-error.ts";
@@ -37,10 +33,8 @@ export class HeartbeatService {
     this.#total = fullBucket(limits.totalLimit, now());
   }
 
-  /**
-   * Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
-   * stream checks its runtime; throwing refuses it), takes from every bucket, records it.
-   */
+  /** Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
+   * stream checks its runtime; throwing refuses it), takes from every bucket, records it. */
   receive(body: unknown, admit?: (heartbeat: Heartbeat) => void): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
     const heartbeat = parseWith(Heartbeat, body);
     admit?.(heartbeat);

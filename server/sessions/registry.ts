@@ -1,8 +1,5 @@
-/**
- * Online sessions, as reported by each active runtime's own heartbeat. Memory only, on purpose:
- * presence is soft state, and after a server restart the live runtimes register again within one
- * heartbeat interval. The server's TTL (`sessionHeartbeatTimeoutMs`) is the authority on expiry.
- */
+/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again
+ * within one heartbeat of a restart. */
 import { visibleControls } from "../../common/command-text.ts";
 import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";
@@ -37,11 +34,8 @@ export class SessionRegistry {
     return () => void this.listeners.delete(listener);
   }
 
-  /**
-   * A session belongs to the runtime that registered it until that runtime goes offline or its
-   * heartbeats expire; another runtime's heartbeat before then is refused `session_in_use` (with
-   * the time until expiry), so nobody takes over a live session's commands silently.
-   */
+  /** A session belongs to the runtime that registered it until offline or expired; another runtime's heartbeat is refused `session_in_use`, so no live
+   * session's commands are taken over silently. */
   record(heartbeat: Heartbeat): void {
     const current = this.entries.get(heartbeat.session_id);
     if (current && current.heartbeat.runtime_id !== heartbeat.runtime_id && this.isLive(current)) {
@@ -136,11 +130,8 @@ function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/**
- * One page of `list()`'s order. The cursor names the last session shown by its place in that
- * order (last seen, id), not by its index, so sessions that heartbeat between two pages (and move
- * to the front) shift nothing after the cursor. Pure.
- */
+/** One page of `list()`'s order; the cursor names the last session by its place (last seen, id), so sessions that heartbeat between pages shift nothing
+ * after it. */
 export function pageSessions(list: readonly SessionProjection[], cursor: string | undefined, limit: number): OperatorSessionList {
   let start = 0;
   if (cursor !== undefined) {

@@ -1,7 +1,4 @@
-/**
- * Presence's surfaces: `POST /sessions/heartbeat`, the presence stream (when offered) over the same
- * heartbeat service, `POST /sessions/offline`, and the sweep of expired entries.
- */
+/** Presence's surfaces over the heartbeat service, `POST /sessions/offline`, and the expiry sweep. */
 import type { Context } from "koishi";
 import { OfflineBody } from "../../protocol/sessions.ts";
 import { LIMITS } from "../../protocol/wire.ts";

@@ -1,8 +1,4 @@
-/**
- * The one log line when `server` or `database` is missing, in the instance's language. A driver
- * that is loaded but failed to start (SQLite's "database directory … is not accessible") is named
- * with its own error, rather than blamed on a driver that is not installed.
- */
+/** The one log line when `server` or `database` is missing, naming a loaded driver's own start error. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { instanceText } from "../locales/load.ts";

@@ -1,7 +1,4 @@
-/**
- * Where notices end up now (for /health, and the one start-up line that says when they reach
- * nobody), decided from what is loaded. The decision is pure; the plugin only gathers the facts.
- */
+/** Where notices end up now, for /health and the start-up line that says when they reach nobody. */
 import type { Context } from "koishi";
 import type { NoticesAnswer } from "../../protocol/status.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
@@ -18,10 +15,8 @@ export interface NoticeFacts {
   bot: "online" | "offline" | "missing";
 }
 
-/**
- * A persona (real or log) takes every notice. Without one, only `delivery: "direct"` notices can
- * arrive, through the bot, so `no_persona` stays the reason even when the bot is ready. Pure.
- */
+/** A persona (real or log) takes every notice. Without one, only `delivery: "direct"` notices can
+ * arrive, through the bot, so `no_persona` stays the reason even when the bot is ready. Pure. */
 export function noticeRoute(facts: NoticeFacts): NoticesAnswer {
   if (facts.persona === "real") return { route: "persona", ready: true, reason: null };
   if (facts.persona === "log") return { route: "log", ready: true, reason: null };
@@ -46,10 +41,8 @@ export function noticeFacts(ctx: Context, personas: PersonaSlot, owner: DirectTa
   };
 }
 
-/**
- * Says once, after start-up settled, in the instance's language, when notices reach nobody (or only
- * the direct ones do): otherwise every notice would fail `no_persona` with no word in the log.
- */
+/** Says once, after start-up settled, in the instance's language, when notices reach nobody (or only
+ * the direct ones do): otherwise every notice would fail `no_persona` with no word in the log. */
 export const NoticeRouteReport = {
   name: "notify-webhook-notice-route",
   apply(ctx: Context, { personas, owner }: { personas: PersonaSlot; owner: DirectTarget }) {

@@ -1,7 +1,4 @@
-/**
- * Whether the configured recipient can hear the bot. `ok`/`not_added` only from the bot's real
- * friend list; anything the bot cannot tell for sure is `unknown`, never a guess.
- */
+/** Whether the recipient can hear the bot: `ok`/`not_added` only from a real friend list, else `unknown`. */
 import type { Bot } from "koishi";
 import type { RecipientAnswer } from "../../protocol/status.ts";
 import { BOT_ONLINE } from "../bot.ts";

@@ -17,7 +17,6 @@ export interface StatusDeps {
   personas: PersonaSlot;
   /** The server's heartbeat TTL, which the extension paces its heartbeats by. */
   sessionHeartbeatTimeoutMs: number;
-  /** The phone push route, when configured. */
   push?: Pick<Pusher, "health"> | undefined;
 }
 

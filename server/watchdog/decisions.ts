@@ -1,15 +1,5 @@
-/**
- * The watchdog's decisions, pure. The watchdog sits outside the agent because a stuck session
- * cannot be trusted to report that it is stuck: the server watches what the heartbeats say. A
- * `running` session whose activity has not moved for `stallAfterMs` gets one "可能卡住" notice; a
- * `running` session whose heartbeats stop (its registry entry expires without an offline call)
- * gets one "运行中失联" notice.
- * One notice per episode: a stall ends when activity moves or the session goes idle, a vanish when
- * the session comes back. Notices are ordinary events: the same rate limit, receipt table, worker
- * and audit trail as POST /events, and the recipient is the plugin's configuration.
- *
- * `observe` and `due` decide; plugin.ts holds the timer and submits the notices.
- */
+/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or
+ * vanish episode, from what heartbeats say. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
@@ -149,12 +139,8 @@ export interface VanishedNotice {
 const LISTED_SESSIONS = 8;
 const LISTED_PROJECTS = 5;
 
-/**
- * The vanish notices due in one check: one per session when a single session vanished, and one
- * notice for all of them when several did, so a crash of many runtimes (or a flood of fake
- * `running` sessions) is one message, not hundreds. Deterministic id per group, so a retried
- * submit is a duplicate.
- */
+/** The vanish notices due in one check: one per session when one vanished, one for all when several did (a crash of many runtimes is one message); ids
+ * are deterministic per group, so a retried submit is a duplicate. */
 export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
   if (vanished.length === 0) return [];
   if (vanished.length === 1)

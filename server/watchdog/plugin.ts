@@ -1,8 +1,4 @@
-/**
- * The watchdog's edge: follows the registry's changes, checks every `checkIntervalMs`, and submits
- * each due notice through the event intake (the same rate limit, receipts, worker and audit trail
- * as POST /events). A notice not accepted yet (rate limit) is tried again at the next check.
- */
+/** The watchdog's edge: checks every `checkIntervalMs` and submits due notices through the event intake. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { DeliveryRoute, EventBody } from "../../protocol/events.ts";

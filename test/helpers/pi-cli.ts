@@ -98,7 +98,8 @@ function streamReply(response: ServerResponse, model: string, reply: { text: str
   response.end("data: [DONE]\n\n");
 }
 
-export async function startStubModel(): Promise<StubModel> {
+/** `onRequest` hears each request as it arrives (a bench times the first model call with it). */
+export async function startStubModel(onRequest?: (request: StubRequest) => void): Promise<StubModel> {
   const requests: StubRequest[] = [];
   const queue: StubReply[] = [];
   const server = createServer(async (request, response) => {
@@ -110,6 +111,7 @@ export async function startStubModel(): Promise<StubModel> {
     if (request.headers.authorization !== `Bearer ${STUB_API_KEY}`) return fail(401, "stub model: wrong API key");
     const body = (await readJson(request)) as StubRequest;
     requests.push(body);
+    onRequest?.(body);
     const reply = queue.shift();
     if (!reply) return fail(400, `stub model: no scripted reply for request ${requests.length}`);
     if ("status" in reply) return fail(reply.status, reply.message);

@@ -6,6 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,6 +16,8 @@ import { call, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
 import { type ChatHarness, startChat } from "../../harness/chat.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { configureExtension } from "../../harness/webhook.ts";
+import { closeConsolePages } from "../../server/console/index.ts";
+import { CHROMIUM_SKIP, ConsoleSocket, consoleBrowser, withConsole } from "../helpers/console.ts";
 import { lastUserText, PI_CLI, PINNED_NODE, type PiHome, REPO, stubbedPiHome } from "../helpers/pi-cli.ts";
 
 const HOST_CLI = join(REPO, "host/cli.ts");
@@ -64,8 +67,12 @@ async function startHost(t: { after(fn: () => unknown): void }, env: Record<stri
   return host;
 }
 
-async function setUp(t: { after(fn: () => Promise<void>): void }) {
-  const server = await startChat({ config: { sessionHeartbeatTimeoutMs: 4_000, commandLeaseMs: 2_000 } });
+async function setUp(t: { after(fn: () => Promise<void>): void }, consoleToken?: string) {
+  const server = await startChat({
+    config: { sessionHeartbeatTimeoutMs: 4_000, commandLeaseMs: 2_000, ...(consoleToken ? { consoleToken } : {}) },
+    ...(consoleToken ? { plugins: (use) => withConsole(use) } : {}),
+  });
+  if (consoleToken) t.after(() => closeConsolePages(server.app));
   const { model, home } = await stubbedPiHome(t, () => server.stop());
   configureExtension(home.root, `${server.baseUrl}/events`, { presence: { heartbeatIntervalMs: 1_000 } }, server.token);
   return { server, model, home, ...machine(home) };
@@ -109,6 +116,27 @@ test("POST /operator/sessions starts a real Pi session through the host, switche
   );
 });
 
+test("a start job's limits reach the Pi the host starts: over its turn limit the run is stopped and its notice says so", async (t) => {
+  const { server, model, code, env } = await setUp(t);
+  await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const looping = { toolCalls: [{ name: "bash", arguments: { command: "true" } }] };
+  model.script(looping, looping, { text: "never reached" });
+  const answer = await call(server, "POST", "/operator/sessions", { project: "shop", task: "loop", limits: { turns: 1 } }, OPERATOR_TOKEN);
+  assert.equal(answer.status, 201, JSON.stringify(answer.body));
+  const sessionId = (answer.body as { session_id: string }).session_id;
+  const failed = await waitUntil(
+    async () => {
+      const found = await operatorApi(server).audit({ session_id: sessionId, limit: "200" });
+      const entries = (found.body as { entries: { action: string; data: { event?: { status?: string; details?: Record<string, unknown> } } }[] }).entries;
+      return entries.find((entry) => entry.action === "event.accepted" && entry.data.event?.status === "failed")?.data.event;
+    },
+    `the failed notice of ${sessionId}`,
+    60_000,
+  );
+  assert.equal(failed.details?.failure_reason, "turn_limit");
+  assert.equal(model.requests.length, 1, "the second turn never called the model");
+});
+
 test("refusals answer with their reason and start nothing", async (t) => {
   const { server, model, code, env } = await setUp(t);
   await startHost(t, env, ["--root", code, "--name", "laptop"]);
@@ -145,6 +173,53 @@ test("anon.new in the owner's chat starts a session (naming the host when severa
   assert.equal(lastUserText(model.requests[0]!), "write the docs");
   const [listing] = await owner.receive("anon.sessions");
   assert.match(listing!, /shop/);
+});
+
+test("the console's New session form starts a session through the host: its hosts and projects listed, the session named, a refusal worded", async (t) => {
+  const browser = CHROMIUM_SKIP ? undefined : await consoleBrowser(t);
+  const token = randomBytes(16).toString("hex");
+  const { server, model, code, env } = await setUp(t, token);
+  await startHost(t, env, ["--root", code, "--name", "laptop", "--max-sessions", "2"]);
+  const port = Number(new URL(server.baseUrl).port);
+  const page = await ConsoleSocket.open(port);
+  t.after(() => page.close());
+  assert.ok((await page.signIn(token)).ok);
+  assert.deepEqual(await page.call("anon-notify/hosts", {}), { ok: true, value: { hosts: [{ name: "laptop", projects: ["shop"] }] } });
+  assert.deepEqual(await page.call("anon-notify/new-session", { host: "laptop", project: "missing", task: "x" }), { ok: false, error: "unknown_project" });
+
+  model.script({ text: "started from the page" }, { text: "the second one" });
+  const start = (task: string) => page.call<{ state: string; session_id: string }>("anon-notify/new-session", { host: "laptop", project: "shop", task });
+  const answer = await start("from the console");
+  assert.ok(answer.ok && answer.value.state === "started", JSON.stringify(answer));
+  await completedNotice(server, answer.value.session_id);
+  assert.equal(lastUserText(model.requests[0]!), "from the console");
+
+  await t.test(
+    "in the page, the form lists the host's projects, names the session it started and words the refusal, in both languages",
+    { skip: CHROMIUM_SKIP },
+    async () => {
+      for (const [locale, words] of [
+        // The host's second and last session.
+        ["en-US", /^Started the new session [0-9a-f-]{36} in shop on laptop; it shows in the session list\.$/],
+        ["zh-CN", /^laptop 同时运行的会话已达上限。先停掉一个再试。$/],
+      ] as const) {
+        const tab = await browser!.newPage({ locale });
+        await tab.goto(`http://127.0.0.1:${port}/anon-notify?token=${token}`);
+        const form = tab.locator("[data-test=new-session]");
+        await form.locator("[data-test=new-project] option", { hasText: "shop" }).waitFor({ state: "attached", timeout: 20_000 });
+        assert.equal(await form.locator("[data-test=new-host]").inputValue(), "laptop");
+        await form.locator("[data-test=new-task]").fill(`from the ${locale} page`);
+        await form.locator("[data-test=new-start]").click();
+        const result = tab.locator("[data-test=result]");
+        await result.waitFor({ timeout: 30_000 });
+        assert.match(await result.innerText(), words, locale);
+        await tab.close();
+      }
+    },
+  );
+  if (CHROMIUM_SKIP) assert.ok((await start("the second")).ok);
+  // Both sessions the host allows are running: the next start is refused by the host, with its reason.
+  assert.deepEqual(await start("one more"), { ok: false, error: "start_refused", state: "too_many_sessions" });
 });
 
 /** A loopback proxy to the server that forwards everything but holds every ACK unanswered, and says which it holds. */

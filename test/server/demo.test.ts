@@ -25,9 +25,11 @@ for (const [language, expected] of Object.entries(LANGUAGES)) {
     assert.ok(stdout.trimEnd().endsWith(expected.closing), `the closing line is the last thing printed:\n${stdout.slice(-2000)}`);
     assert.ok(!output.includes(".pi/agent"), `no Pi agent folder is named:\n${output}`);
     assert.match(output, expected.noPiDir);
-    // Every completion the demo causes (four runs) reaches the persona while its step is shown.
-    assert.equal(output.split(expected.persona).length - 1, 4, output);
-    const lastStep = output.slice(output.indexOf("━━ 8."));
+    // Every completion the demo causes (four runs, and the session started from chat) reaches the persona while its step is shown.
+    assert.equal(output.split(expected.persona).length - 1, 5, output);
+    const fromChat = output.slice(output.indexOf("━━ 8."), output.indexOf("━━ 9."));
+    assert.equal(fromChat.split(expected.persona).length - 1, 1, `the session started with anon.new completes in its step:\n${fromChat}`);
+    const lastStep = output.slice(output.indexOf("━━ 9."));
     assert.ok(!lastStep.includes(expected.persona), `no notice spills into the last step:\n${lastStep}`);
     if (language === "en-US") assert.equal(output.match(/\p{Script=Han}/u), null, `no Chinese anywhere in the English demo:\n${output}`);
   });
