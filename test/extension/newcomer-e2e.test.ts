@@ -37,6 +37,7 @@ function strayEnglish(text: string): string[] {
     .replace(/"[^"]*"/g, " ") // config values as JSON
     .replace(/\S*[/:@\\]\S*/g, " ") // paths, URLs, event ids, commands like /anon-notify
     .replace(/\b[0-9a-f]{8}(-[0-9a-f]{4,12})*\b/g, " ") // session ids, whole or their first eight
+    .replace(/\bnpx [\w-]+|--[\w-]+/g, " ") // a command to run and its flags, as typed
     .replace(/[A-Za-z_]+(\.[A-Za-z_]+)+/g, " ") // config keys (delivery.timeoutMs)
     .match(/[A-Za-z][A-Za-z_]*/g);
   // snake_case words are codes (capabilities, reasons, states)
