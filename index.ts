@@ -31,7 +31,7 @@ import {
 } from "./extension/session/session.ts";
 import { errorText } from "./common/errors.ts";
 import { quotedPrompt, swallowedByFlag } from "./extension/activation/subagent-flag.ts";
-import { registerToggleCommand } from "./extension/activation/toggle.ts";
+import { recallNoChat, registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { registerSetupCommand } from "./extension/session/setup.ts";
 import { installSink } from "./extension/sink/index.ts";
@@ -109,7 +109,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     notices = s.delivery ? observeRunNotices(recorder, target, handOver) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
     if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message), text: s.text });
-    void changed(s);
+    void changed(s).then(() => recallNoChat(s, () => current.state === s && void changed(s)));
     // Finals left by a crash or an outage, from any session: sent in the background, oldest first.
     void s.delivery?.notifier.resendOutbox();
   };

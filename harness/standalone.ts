@@ -37,7 +37,7 @@ export async function spawnStandalone(dataDir: string, port: number, options: { 
   const language = options.language ?? "zh-CN";
   const env = { ...process.env, LC_ALL: language === "en-US" ? "en_US.UTF-8" : "zh_CN.UTF-8" };
   const child = spawn(process.execPath, [STANDALONE, "--port", String(port), "--data-dir", dataDir], { stdio: ["ignore", "pipe", "pipe"], env });
-  const started = language === "en-US" ? { last: /Operator API/, url: /API: (http:\/\/\S+)/ } : { last: /运维接口/, url: /接口地址：(http:\/\/\S+)/ };
+  const started = language === "en-US" ? { last: /Operator API/, url: /API: (http:\/\/\S+)/ } : { last: /运维接口（http/, url: /接口地址：(http:\/\/\S+)/ };
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   const injected: string[] = [];
   let output = "";

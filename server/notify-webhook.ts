@@ -416,7 +416,7 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
         overlay: (row: EventRow) => worker.overlay(row),
       }
     : worker;
-  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, sync: () => disk.flush() });
+  const intake = new EventIntake({ store: events, worker: handOver, limit, totalLimit: eventCeiling(limit), audit, registry, sync: () => disk.flush() });
   const operator = new OperatorService({
     registry,
     commands,

@@ -46,6 +46,16 @@ async function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "n
   }
 }
 
+/** A session that starts switched on (a /reload, a resume) asks the server once, in the background, whether it has a chat: the footer says so again. */
+export function recallNoChat(s: SessionState, changed: () => void): void {
+  if (!s.active || !s.delivery) return;
+  void checkHealth(s.delivery.client).then((health) => {
+    if (health?.chat !== false || s.recipientNote !== null) return;
+    s.recipientNote = "no_chat";
+    changed();
+  });
+}
+
 /** What to tell before switching on about where the server's notices go; null when they reach a person. */
 export function routeWarning(m: Messages, health: Pick<HealthAnswer, "notices"> | null): string | null {
   const notices = health?.notices;

@@ -98,7 +98,10 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   const time = m.format.dateTime;
   const last = facts.lastDelivery;
   const now = facts.lastReceipt?.kind === "ok" ? facts.lastReceipt.value : null;
-  const accepted = (state: Receipt["state"]) => (now ? d.receiptNow(now.state, now.error && m.link.reason(now.error)) : d.accepted(state));
+  // The log persona takes a notice as a persona would, but only prints it: its receipt says so.
+  const printedOnly = facts.health.kind === "ok" && facts.health.value.notices?.route === "log";
+  const state = (value: Receipt["state"]) => (printedOnly && value === "context_injected" ? d.printedOnly(value) : value);
+  const accepted = (value: Receipt["state"]) => (now ? d.receiptNow(state(now.state), now.error && m.link.reason(now.error)) : d.accepted(state(value)));
   const delivery = [
     ...probeLine(m, facts.outbox, ({ count, oldest }) => [d.outbox(count, oldest === null ? null : time(oldest))], d.outboxError),
     last ? d.lastDelivery(last.eventId, last.status, time(last.at), last.ok ? accepted(last.state) : d.failed(last.attempts, last.error)) : d.lastDeliveryNone,
@@ -109,7 +112,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
         facts.test,
         ({ eventId, receipt, final }) => [
           d.testSent(eventId),
-          ...(receipt ? [d.testReceipt(receipt.state, receipt.error && m.link.reason(receipt.error), final)] : []),
+          ...(receipt ? [d.testReceipt(state(receipt.state), receipt.error && m.link.reason(receipt.error), final)] : []),
         ],
         d.testFailed,
       )

@@ -289,7 +289,7 @@ const zh = {
     routes: {
       persona: "交给人格（Anon）转述",
       direct: "由机器人直接私聊发送",
-      log: "只打印在服务端终端（试用，不发给任何人）",
+      log: "只打印在服务端终端（日志人格，不告诉任何人）",
       none: "无处可去",
     } satisfies Record<NoticeRoute, string>,
     noticeRoute: (route: string, problem: string | null) => `通知去向：${route}${problem ? `；未就绪：${problem}` : ""}`,
@@ -315,6 +315,7 @@ const zh = {
     lastDeliveryNone: "本次启动以来尚未投递通知",
     accepted: (state: string) => `已接受，回执 ${state}`,
     receiptNow: (state: string, reason: string | null) => `已接受，当前回执 ${state}${reason ? `：${reason}` : ""}`,
+    printedOnly: (state: string) => `${state}（只打印在服务端终端，没有告诉任何人）`,
     failed: (attempts: number, why: string) => `失败（${attempts} 次尝试）：${why}`,
     testHint: "发送测试通知：/anon-notify-doctor test",
     testSent: (eventId: string) => `已发送 ${eventId}`,
@@ -560,7 +561,7 @@ const en: Messages = {
     routes: {
       persona: "handed to the persona (Anon), who tells them",
       direct: "sent directly by the bot in a private chat",
-      log: "only printed in the server's terminal (trial: nobody is messaged)",
+      log: "only printed in the server's terminal (the log persona; nobody is told)",
       none: "nowhere",
     },
     noticeRoute: (route, problem) => `notices go: ${route}${problem ? `; not ready: ${problem}` : ""}`,
@@ -586,6 +587,7 @@ const en: Messages = {
     lastDeliveryNone: "no notice delivered since this start",
     accepted: (state) => `accepted, receipt ${state}`,
     receiptNow: (state, reason) => `accepted; receipt now ${state}${reason ? `: ${reason}` : ""}`,
+    printedOnly: (state) => `${state} (only printed in the server's terminal; nobody was told)`,
     failed: (attempts, why) => `failed (${attempts} attempts): ${why}`,
     testHint: "send a test notice: /anon-notify-doctor test",
     testSent: (eventId) => `sent ${eventId}`,

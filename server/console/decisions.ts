@@ -209,6 +209,8 @@ export interface TimelineItem {
   receipt: TimelineReceipt | null;
   /** Whether the full entry holds more than this line (an exact hand-over text, an event body). */
   detail: boolean;
+  /** The session's project, when the trail or the board knows it (`timelineLines`). */
+  project: string | null;
   /** The line in words (run-rules.ts). */
   say: Say;
 }
@@ -286,8 +288,31 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     outcome,
     receipt,
     detail: detail || family === "approval" || family === "command",
+    project: typeof data.project === "string" ? data.project : null,
     say: timelineSay(entry),
   };
+}
+
+/**
+ * The page's lines, newest first: each accepted event with its receipt now (`rows`), each named by
+ * its session's project (the board's, else one the trail recorded with a notice), and a run of
+ * sign-ins (every page load signs in) as one line with its count. Pure.
+ */
+export function timelineLines(entries: readonly AuditEntry[], rows: readonly (TimelineReceipt & { event_id: string })[], board: Board): TimelineItem[] {
+  const receipts = new Map(rows.map(({ event_id, state, attempts, error }) => [event_id, { state, attempts, error }]));
+  const items = entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
+  const recorded = new Map(items.filter((item) => item.session_id && item.project).map((item) => [item.session_id!, item.project!]));
+  const lines: TimelineItem[] = [];
+  for (const item of items) {
+    const previous = lines.at(-1);
+    if (item.action === "console.sign_in" && previous?.action === "console.sign_in") {
+      previous.say = { key: "signed_in_times", params: { n: String(Number(previous.say.params.n ?? 1) + 1) } };
+      continue;
+    }
+    const session = item.session_id;
+    lines.push({ ...item, project: item.project ?? (session ? (board.get(session)?.projection.project ?? recorded.get(session) ?? null) : null) });
+  }
+  return lines;
 }
 
 // ── Who may see and act ─────────────────────────────────────────────────────

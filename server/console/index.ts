@@ -32,7 +32,7 @@ import {
   boardView,
   consoleApproval,
   originDecision,
-  timelineItem,
+  timelineLines,
   type ActionGate,
   type Board,
   type ConsoleApproval,
@@ -198,8 +198,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   /** Timeline lines, each accepted event with its receipt as it is now. */
   async function items(entries: AuditEntry[]): Promise<TimelineItem[]> {
     const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
-    const receipts = new Map((await events.many(eventIds)).map((row) => [row.event_id, { state: row.state, attempts: row.attempts, error: row.error }]));
-    return entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
+    return timelineLines(entries, await events.many(eventIds), board);
   }
 
   function gateFor(client: AuthedClient): ActionGate {

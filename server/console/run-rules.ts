@@ -2,7 +2,7 @@
  * per timeline line. */
 import type { AuditActor, AuditEntry } from "../../protocol/audit.ts";
 import type { ContextUsage, EventStatus } from "../../protocol/events.ts";
-import { StoppedRun } from "../../protocol/queue.ts";
+import { CommandKind, StoppedRun } from "../../protocol/queue.ts";
 import { readSaid, type ReadSaid } from "../../protocol/said.ts";
 
 export type RunOutcome = "running" | "done" | "failed" | "stopped" | "interrupted";
@@ -243,6 +243,8 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
     case "event.sent_direct": {
       const outcome = record(data.outcome);
       const ok = outcome.kind === "injected" || outcome.kind === "sent" || outcome.kind === "delivered";
+      // The log persona (persona/log.ts, named "log") only prints the block in the server's terminal: nobody was told.
+      if (ok && data.persona === "log") return say("printed_only");
       const key = entry.action === "event.handed_to_persona" ? "told_anon" : "sent_direct";
       return ok ? say(key) : say(`${key}_failed`, { why: outcome.error ?? outcome.reason ?? outcome.kind });
     }
@@ -253,7 +255,7 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
         ? say("queued", { by: entry.actor, text: data.instruction })
         : say(data.kind === "stop" ? "stop_asked" : "answer_queued", { by: entry.actor });
     case "command.leased":
-      return say("command_taken");
+      return say(`taken.${CommandKind.catch("instruction").parse(data.kind)}`);
     case "command.accepted":
       if (data.kind === "stop") return say(data.outcome === "stopped" ? "stopped" : "already_idle");
       return say(data.kind === "instruction" ? "instruction_delivered" : "answer_delivered");
@@ -282,7 +284,7 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
       return say("operator_request", { method: data.method, path: data.path, status: data.status });
   }
   if (family === "watchdog") return say(rest.endsWith("_cleared") ? "watchdog_cleared" : `watchdog_${rest}`);
-  if (family === "console") return say("page_action", { name: rest, status: data.error ?? data.status });
+  if (family === "console") return data.status === "ok" ? say(`page_done.${rest}`) : say("page_refused", { verb: rest, status: data.error ?? data.status });
   if (family === "persona") return say("persona_tool", { name: rest, status: data.error ?? data.status });
   return say("other", { action: entry.action });
 }

@@ -2,6 +2,7 @@
  * per `event_id` at a time, dedupe by body, the receipt synced to disk before any answer, then the worker. */
 import type { AuditActor } from "../../protocol/audit.ts";
 import { SERVER_EVENT_ID_PREFIXES, isServerEventId, type EventAccepted, type EventBody, type Receipt } from "../../protocol/events.ts";
+import type { SessionRegistry } from "../sessions/registry.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../handover/worker.ts";
 import { DomainError } from "../../common/domain-error.ts";
@@ -19,6 +20,8 @@ export interface EventIntakeDeps {
   /** Events of every session together: a ceiling far above normal use (`eventCeiling`). */
   totalLimit: RateLimit;
   audit?: AuditLog | undefined;
+  /** Names each accepted event's project on the audit trail: the timeline names a gone session by it. */
+  registry?: Pick<SessionRegistry, "projectOf"> | undefined;
   /** Resolves once what was written is on disk (`DiskSync.flush`): a 202 is answered only then. */
   sync?: (() => Promise<void>) | undefined;
 }
@@ -247,7 +250,15 @@ export class EventIntake {
     }
     const row = newEventRow(event, hash, ++this.#lastSeq, new Date().toISOString());
     // Stored with the other acceptances of this tick, each with its audit row: one transaction for all.
-    const written = this.#batch.write(row, audit?.draft({ action: "event.accepted", session_id: event.session_id, subject: event.event_id, data: { event } }));
+    const written = this.#batch.write(
+      row,
+      audit?.draft({
+        action: "event.accepted",
+        session_id: event.session_id,
+        subject: event.event_id,
+        data: { event, project: this.#deps.registry?.projectOf(event.session_id) ?? null },
+      }),
+    );
     return { accepted: { event_id: event.event_id, state: "queued", duplicate: false }, written, row };
   }
 }

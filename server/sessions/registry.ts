@@ -64,6 +64,12 @@ export class SessionRegistry {
     return entry && this.isLive(entry) ? entry : undefined;
   }
 
+  /** The project a live session's heartbeats name, as every surface shows it. */
+  projectOf(sessionId: string): string | undefined {
+    const entry = this.find(sessionId);
+    return entry && projectSession(entry).project;
+  }
+
   isLiveRuntime(sessionId: string, runtimeId: string): boolean {
     return this.find(sessionId)?.heartbeat.runtime_id === runtimeId;
   }

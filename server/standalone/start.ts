@@ -14,12 +14,14 @@ import { limitFrames } from "../http/ws-frames.ts";
 import { holdDatabaseFiles } from "../disk-sync.ts";
 import { koishi } from "../koishi.ts";
 import * as notifyWebhook from "../notify-webhook.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleInstructions, piInstructions, standaloneText, usage } from "./texts.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleHead, consoleInstructions, piInstructions, standaloneText, usage } from "./texts.ts";
 import { closeConsolePages } from "../console/index.ts";
 import { newPairingCode } from "../pairing/codes.ts";
 import { pairingLink } from "../pairing/routes.ts";
 import { signInUrl } from "../console/sign-in.ts";
 import { MIN_TOKEN_CHARS, ensureToken, octal } from "../token-file.ts";
+
+const CONSOLE_PAGE_PATH = "/anon-notify";
 
 export { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
 
@@ -148,6 +150,13 @@ function loadPlugin(name: string, cwd: string, language: Language): Plugin<Conte
   throw new Error(standaloneText(language).pluginNotFound(name));
 }
 
+/** The console's own start line names the page without its token; the one npm start prints signs in, and "/" lands on the page. */
+function useConsole(app: Context, use: () => void): void {
+  use();
+  koishi.Logger.levels.console = koishi.Logger.ERROR;
+  app.server.get("/", (koa) => koa.redirect(CONSOLE_PAGE_PATH));
+}
+
 export interface StandaloneOutput {
   /** Where the start-up text goes (console.log by default); the demo prints its own. */
   announce?: (text: string) => void;
@@ -192,7 +201,7 @@ export async function runStandalone(
   use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
   const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
-  if (consolePlugin) use(consolePlugin, { open: false });
+  if (consolePlugin) useConsole(app, () => use(consolePlugin, { open: false, head: consoleHead(language) }));
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd, language), config);
   use(notifyWebhook, {
     ...file.notifyWebhook,
@@ -214,7 +223,7 @@ export async function runStandalone(
   const baseUrl = `${origin}${API_BASE_PATH}`;
   announce(piInstructions(baseUrl, pairingLink(origin, pairingCode), tokenPath, options.configPath, file, language));
   if (consolePlugin) {
-    const pageUrl = `${origin}/anon-notify`;
+    const pageUrl = `${origin}${CONSOLE_PAGE_PATH}`;
     announce(consoleInstructions(signInUrl(pageUrl, consoleToken), consoleTokenPath, Boolean(file.notifyWebhook.consoleActions), language));
   }
   if (!file.operatorToken) announce(standaloneText(language).operatorToken(baseUrl, operatorTokenPath));

@@ -46,6 +46,7 @@ const TEXT = {
     trialRecipient: "这里没有聊天，配对写入的两个 QQ 号只是占位，不会给它们发任何消息；接上真正的机器人后再配对一次。",
     then: "/anon-notify-doctor 检查连接。按 Ctrl-C 停止。",
     operatorToken: (url: string, path: string) => `运维接口（${url}/operator/*）Token 文件：${path}（与 Pi 端 Token 不同）`,
+    consoleTitle: "Koishi 控制台",
     console: (link: string, tokenPath: string, openToAll: boolean) =>
       [
         `控制台“Pi 会话”页面（打开此链接即登录）：${link}`,
@@ -103,6 +104,7 @@ const TEXT = {
       "There is no chat here, so the two QQ numbers pairing writes are placeholders that nothing is ever sent to; pair again once a real bot is connected.",
     then: "/anon-notify-doctor checks the connection. Ctrl-C stops.",
     operatorToken: (url: string, path: string) => `Operator API (${url}/operator/*) token file: ${path} (not the Pi token)`,
+    consoleTitle: "Koishi console",
     console: (link: string, tokenPath: string, openToAll: boolean) =>
       [
         `Console "Pi sessions" page (this link signs you in): ${link}`,
@@ -165,6 +167,14 @@ export function piInstructions(baseUrl: string, pairLink: string, tokenPath: str
     "",
     text.then,
   ].join("\n");
+}
+
+/** The console's `<head>` under npm start: its title, and the language the page then gives the whole console (console/client/locale.ts). */
+export function consoleHead(language: Language): { tag: string; attrs?: Record<string, string>; content?: string }[] {
+  return [
+    { tag: "title", content: TEXT[language].consoleTitle },
+    { tag: "meta", attrs: { name: "anon-notify-language", content: language } },
+  ];
 }
 
 /** The console's page: the address that signs a browser in, and how to sign every browser out. */

@@ -55,7 +55,7 @@ test("through Pi's CLI, /anon-notify-doctor reports config sources, token, serve
     "outbox 待重发：0 条",
     "发送测试通知：/anon-notify-doctor test",
     // The standalone server prints notices with its log persona and has no chat.
-    "通知去向：只打印在服务端终端（试用，不发给任何人）",
+    "通知去向：只打印在服务端终端（日志人格，不告诉任何人）",
     "聊天：没有（这个服务端不能私聊任何人）",
   ]) {
     assert.ok(before.stderr.includes(line), `doctor says ${JSON.stringify(line)}\n${describeRun(before)}`);

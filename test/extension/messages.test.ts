@@ -110,6 +110,25 @@ test("doctorReport shows where each value came from, never the token, and what e
   const legacy = { ...facts, files: [{ layer: "legacy" as const, path: "/ext/config.json", status: "loaded" as const }] };
   assert.match(doctorReport(messagesFor("en-US"), legacy), /^ {2}config in the old place \(the extension's own folder\) \/ext\/config\.json: loaded$/m);
   assert.match(doctorReport(messagesFor("zh-CN"), legacy), /^ {2}旧位置（扩展自己的目录）的配置 \/ext\/config\.json: 已读取$/m);
+
+  // Against npm start's log persona a context_injected receipt says the notice was only printed.
+  const printed: DoctorFacts = {
+    ...facts,
+    health: facts.health.kind === "ok" ? { kind: "ok", value: { ...facts.health.value, notices: { route: "log", ready: true, reason: null } } } : facts.health,
+    lastDelivery: { eventId: "pi:s:e:completed", status: "completed", at: 0, ok: true, state: "context_injected" },
+    test: { kind: "ok", value: { eventId: "ext:s:doctor-1", receipt: { state: "context_injected", error: null }, final: true } },
+  };
+  for (const [language, receipt] of [
+    ["en-US", "  receipt: context_injected (only printed in the server's terminal; nobody was told)"],
+    ["zh-CN", "  回执：context_injected（只打印在服务端终端，没有告诉任何人）"],
+  ] as const) {
+    const report = doctorReport(messagesFor(language), printed).split("\n");
+    assert.ok(report.includes(receipt), report.join("\n"));
+    assert.ok(
+      report.some((line) => line.includes("context_injected") && line.includes(messagesFor(language).doctor.printedOnly("").trim())),
+      "the last delivery too",
+    );
+  }
 });
 
 test("the approval texts the model reads keep their outcome word and tag in both languages", () => {

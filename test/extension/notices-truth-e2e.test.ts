@@ -1,14 +1,10 @@
-/**
- * Notices that cannot reach anyone are not dropped without a word: a REAL Pi session (SDK, faux
- * model) against the REAL notify-webhook plugin in a Koishi app with no persona and no bot (the
- * documented SQLite koishi.yml without YesImBot). `/anon-notify` warns before switching on, the
- * first failed receipt is told once, and the doctor shows the receipt as it is now, in the
- * session's language.
- */
+/** A REAL Pi session against notify-webhook with no persona and no bot: `/anon-notify` warns first, the footer keeps
+ * "(no chat on the server)" after /reload, the first failed receipt is told once, the doctor shows it, per language. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { messagesFor, type Language } from "../../extension/texts/messages.ts";
+import { STATUS_KEY } from "../../protocol/state-bus.ts";
 import { startKoishi } from "../../harness/koishi.ts";
 import { ai, makeRoot, startPi } from "../../harness/pi.ts";
 import { waitUntil } from "../../harness/wait.ts";
@@ -41,6 +37,17 @@ for (const language of ["en-US", "zh-CN"] as const) {
     const enabled = notices.indexOf(m.toggle.enabled(TEST_QQ, "no_chat"));
     assert.ok(warned >= 0, `warned:\n${notices.join("\n")}`);
     assert.ok(enabled > warned, `the warning comes before the switch-on:\n${notices.join("\n")}`);
+    // A /reload restores the session switched on, and its footer still says there is no chat.
+    const footers = () => pi.ui.filter((call) => call.method === "setStatus" && call.args[0] === STATUS_KEY).map((call) => String(call.args[1]));
+    const noChat = m.footer.active + m.footer.target(TEST_QQ) + m.footer.note(m.notes.no_chat);
+    assert.equal(footers().at(-1), noChat);
+    const before = footers().length;
+    await pi.session.reload();
+    await waitUntil(
+      () => (footers().length > before && footers().at(-1) === noChat ? true : undefined),
+      () => `the footer after /reload: ${footers().slice(before).join(" | ")}`,
+      15_000,
+    );
 
     pi.script([ai.fauxAssistantMessage("first"), ai.fauxAssistantMessage("second")]);
     await pi.prompt("task one");

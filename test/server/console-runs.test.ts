@@ -5,6 +5,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import { sessionRuns, timelineSay, type RunView } from "../../server/console/run-rules.ts";
+import { timelineLines, type Board } from "../../server/console/decisions.ts";
+import messages from "../../console/client/messages.ts";
 
 let nextId = 0;
 const T0 = Date.parse("2026-12-01T10:00:00.000Z");
@@ -233,10 +235,80 @@ test("each timeline line in words: a sentence key and its values, never the raw 
       "approval_decided",
       { code: "KCYUW", decision: "approved", via: "chat" },
     ],
-    [row("console.send", { status: "refused", error: "session_offline" }, "console"), "page_action", { name: "send", status: "session_offline" }],
+    [row("console.send", { status: "refused", error: "session_offline" }, "console"), "page_refused", { verb: "send", status: "session_offline" }],
     [row("watchdog.stalled", {}, "watchdog"), "watchdog_stalled", {}],
     [row("watchdog.vanished_cleared", {}, "watchdog"), "watchdog_cleared", {}],
     [row("something.new", {}, "server"), "other", { action: "something.new" }],
   ];
   for (const [entry, key, params] of rows) assert.deepEqual(timelineSay(entry), { key, params }, entry.action);
+});
+
+/** A line as the page words it for project "work" (timeline.vue's `sentence`, without vue-i18n). */
+function worded(line: { key: string; params: Record<string, string> }, locale: "zh-CN" | "en-US"): string {
+  const texts = messages[locale];
+  const template = line.key.split(".").reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], texts.say) as string;
+  const params: Record<string, string> = { ...line.params, project: "work", ...(line.params.verb ? { verb: texts.pageVerb[line.params.verb as "send"] } : {}) };
+  return template.replace(/\{(\w+)\}/g, (_, name: string) => params[name] ?? `{${name}}`);
+}
+
+test("timeline lines say what happened, in both languages: a notice only printed, a stop taken, page actions as a person words them", () => {
+  const row = (action: string, data: Record<string, unknown>, actor: AuditEntry["actor"] = "server") => ({ action, actor, data });
+  const cases: [ReturnType<typeof row>, string, string][] = [
+    [
+      row("event.handed_to_persona", { persona: "log", outcome: { kind: "injected" } }),
+      "Only printed in the server's terminal: no persona, nobody was told",
+      "只打印在服务端终端：没有人格，没有告诉任何人",
+    ],
+    [row("event.handed_to_persona", { persona: "yesimbot", outcome: { kind: "injected" } }), "Anon was told", "已告诉 Anon"],
+    [row("command.leased", { kind: "stop" }, "agent"), "work took the stop request", "work 领取了打断请求"],
+    [row("command.leased", { kind: "instruction" }, "agent"), "work took the instruction", "work 领取了指令"],
+    [row("console.decide", { status: "ok" }, "console"), "An approval was answered from the page", "在页面上答复了审批"],
+    [row("console.send", { status: "ok" }, "console"), "An instruction was sent from the page", "在页面上发出了一条指令"],
+    [
+      row("console.stop", { status: "refused", error: "session_offline" }, "console"),
+      "The page could not stop a run (session_offline)",
+      "页面上的操作没有成功：打断运行（session_offline）",
+    ],
+  ];
+  for (const [entry, en, zh] of cases) {
+    assert.equal(worded(timelineSay(entry), "en-US"), en, entry.action);
+    assert.equal(worded(timelineSay(entry), "zh-CN"), zh, entry.action);
+  }
+  assert.doesNotMatch(messages["en-US"].receipt.context_injected, /Anon/, "a receipt badge names no persona it may not have reached");
+  assert.doesNotMatch(messages["zh-CN"].receipt.context_injected, /Anon/);
+});
+
+test("the page's timeline: a run of sign-ins is one line with its count; a gone session is named by the project its notice recorded", () => {
+  const entry = (id: number, action: string, data: Record<string, unknown> = {}, session_id: string | null = null): AuditEntry => ({
+    id,
+    at: new Date(1_700_000_000_000 + id * 1000).toISOString(),
+    actor: "server",
+    action,
+    session_id,
+    subject: null,
+    data,
+  });
+  const newestFirst = [
+    entry(6, "console.sign_in"),
+    entry(5, "console.sign_in"),
+    entry(4, "console.sign_in"),
+    entry(3, "command.leased", { kind: "stop" }, "01a23449-gone"),
+    entry(2, "event.accepted", { event: { status: "completed", task: "t", summary: "s" }, project: "web-shop" }, "01a23449-gone"),
+    entry(1, "console.sign_in"),
+  ];
+  const entries = newestFirst.map((item) => (item.id === 2 ? { ...item, subject: "ev-2" } : item));
+  const lines = timelineLines(entries, [{ event_id: "ev-2", state: "context_injected", attempts: 1, error: null }], new Map() as Board);
+  assert.deepEqual(
+    lines.map((line) => [line.id, line.say.key, line.project]),
+    [
+      [6, "signed_in_times", null],
+      [3, "taken.stop", "web-shop"],
+      [2, "finished", "web-shop"],
+      [1, "signed_in", null],
+    ],
+  );
+  assert.equal(lines[1]!.receipt, null);
+  assert.deepEqual(lines[2]!.receipt, { state: "context_injected", attempts: 1, error: null }, "an accepted event with its receipt now");
+  assert.equal(worded(lines[0]!.say, "en-US"), "Browsers signed in with the console token 3 times");
+  assert.equal(worded(lines[0]!.say, "zh-CN"), "浏览器用控制台 Token 登录了 3 次");
 });

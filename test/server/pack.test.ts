@@ -1,11 +1,6 @@
-/**
- * Both packages, packed as npm publishes them (prepack builds them), installed into a temp Koishi
- * instance folder (from npm's cache where it can, the registry otherwise): the Pi package, and the
- * Koishi plugin package that Koishi's loader finds by name. Koishi's own CLI starts from the
- * README's `koishi.yml` (placeholders filled in) in a folder made as the README says; the server
- * says at start and in /health that notices have no persona, and an event gets a 202 and a receipt
- * that fails saying so.
- */
+/** Both packages packed as npm publishes them, installed into a Koishi folder made as the README says; Koishi's CLI
+ * starts from the README's koishi.yml (English first in i18n.locales) and says, in English, that notices have no
+ * persona; an event gets a 202 and a receipt that fails saying so. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
@@ -147,8 +142,10 @@ test("both packed packages install into a Koishi instance, which loads the plugi
   // No YesImBot, no log persona, and the bot's adapter not installed: the server says where notices go, at start and in /health.
   assert.deepEqual(health.notices, { route: "direct", ready: false, reason: "bot_not_found" });
   assert.equal(health.chat, false);
+  // The README's koishi.yml puts en-US first in i18n.locales: the plugin's log and receipts are in English.
+  assert.match(documented, /^i18n:\n {2}locales: \[en-US, zh-CN\]/m);
   await waitUntil(
-    () => (output.includes("没有人格（没有检测到 YesImBot v3，也没有开启 logPersona）") ? true : undefined),
+    () => (output.includes("There is no persona (YesImBot v3 not found, logPersona off)") ? true : undefined),
     () => `the start-up warning in Koishi's log:\n${output}`,
   );
 
@@ -167,5 +164,6 @@ test("both packed packages install into a Koishi instance, which loads the plugi
     "the event failing for want of a persona",
     30_000,
   );
-  assert.match(receipt.error ?? "", /^no_persona: 没有可用的人格/);
+  assert.match(receipt.error ?? "", /^no_persona: No persona is available/);
+  assert.doesNotMatch(output, /\p{Script=Han}/u, "no Chinese in Koishi's log");
 });
