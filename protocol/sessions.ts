@@ -31,55 +31,8 @@ export const HeartbeatAnswer = z.object({
   server_time: Timestamp,
   /** Absent from a protocol-2 server: the client then uses no control lane. */
   command_protocol: z.number().int().positive().optional(),
-  /** True when the server also takes heartbeats over `GET /sessions/stream` (absent: HTTP only). */
-  presence_stream: z.boolean().optional(),
-  /** True when the stream also takes quiet frames (`"quiet": true`: answered only if refused). */
-  quiet_beats: z.boolean().optional(),
 });
 export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswer>;
-
-/** A refused heartbeat on the presence stream: the HTTP route's error code and status, and its Retry-After in ms. */
-export const StreamRefusal = z.object({
-  error: z.string(),
-  status: z.number().int(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  retry_after_ms: z.number().int().nonnegative().optional(),
-  /** The refused frame was a quiet one (the client wrote it without waiting for an answer). */
-  quiet: z.literal(true).optional(),
-});
-export type StreamRefusal = z.infer<typeof StreamRefusal>;
-
-/** What the server answers to each frame of the presence stream. */
-export const StreamAnswer = z.union([StreamRefusal, HeartbeatAnswer]);
-export type StreamAnswer = z.infer<typeof StreamAnswer>;
-
-/**
- * Splits a stream frame into its `quiet` flag and the heartbeat body. A boolean `quiet` is the
- * stream's own key and leaves the body; anything else under that name stays in it, where the
- * strict heartbeat schema refuses it (fail closed: such a frame is answered).
- */
-export function splitStreamFrame(frame: unknown): { quiet: boolean; body: unknown } {
-  if (typeof frame !== "object" || frame === null || Array.isArray(frame) || !Object.hasOwn(frame, "quiet")) return { quiet: false, body: frame };
-  const { quiet, ...body } = frame as Record<string, unknown>;
-  return typeof quiet === "boolean" ? { quiet, body } : { quiet: false, body: frame };
-}
-
-/** The presence stream's path under the API base path. */
-export const PRESENCE_STREAM_PATH = "/sessions/stream";
-
-/**
- * Close codes of the presence stream. A refusal at the handshake is 4000 + the HTTP status its error
- * code has on the HTTP routes (4401 unauthorized, 4429 rate_limited, 4503 not_ready).
- */
-export const STREAM_CLOSE = {
-  refusedBase: 4000,
-  replaced: 4409,
-  idle: 4408,
-  binary: 1003,
-  policy: 1008,
-  tooBig: 1009,
-  full: 1013,
-} as const;
 
 export const OfflineBody = z.strictObject({ session_id: Id, runtime_id: Id });
 export const OfflineAnswer = z.object({ removed: z.boolean() });

@@ -21,8 +21,8 @@ export const LIMITS = {
   urlChars: 2048,
   eventBodyBytes: 64 * 1024,
   /**
-   * A heartbeat, over HTTP or as one presence-stream frame: the largest valid one (two ids, project,
-   * model and activity at their limits, every character escaped to six bytes) is under 6 KiB.
+   * A heartbeat: the largest valid one (two ids, project, model and activity at their limits,
+   * every character escaped to six bytes) is under 6 KiB.
    */
   heartbeatBodyBytes: 8 * 1024,
   /** `POST /events/batch`: events per request, and the whole body. */

@@ -215,16 +215,6 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
-  /**
-   * The agent-token check and readiness of every agent route, for a WebSocket handshake (which
-   * never reaches Koa): throws the DomainError the route would have answered with.
-   */
-  admitAgent(request: IncomingMessage): void {
-    if (!presents(request.headers.authorization ?? "", this.#agentDigest)) this.#refuse(request);
-    trustConnection(request.socket);
-    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-  }
-
   #authorize(c: KoaContext, auth: RouteAuth): void {
     if (auth === "capability" || auth === "pairing") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;

@@ -1,8 +1,6 @@
 /**
  * The heartbeat service: one heartbeat body in, the registry updated and the answer out, under the
- * three rate limits (per session, per runtime, the whole token). Both surfaces call it, the HTTP
- * route and the presence stream, so a heartbeat is validated, limited and answered the same way
- * whichever way it came. Refusals are DomainErrors; each edge says them in its own form.
+ * three rate limits (per session, per runtime, the whole token). Refusals are DomainErrors.
  */
 import { Heartbeat, type HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
@@ -25,8 +23,6 @@ export class HeartbeatService {
   readonly #bySession: KeyedBuckets;
   readonly #byRuntime: KeyedBuckets;
   #total: Bucket;
-  /** Whether answers tell the client it may use the presence stream. */
-  streamOffered = false;
 
   constructor(registry: SessionRegistry, limits: HeartbeatLimits, now: () => number = Date.now) {
     this.#registry = registry;
@@ -37,13 +33,9 @@ export class HeartbeatService {
     this.#total = fullBucket(limits.totalLimit, now());
   }
 
-  /**
-   * Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
-   * stream checks its runtime; throwing refuses it), takes from every bucket, records it.
-   */
-  receive(body: unknown, admit?: (heartbeat: Heartbeat) => void): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
+  /** Validates `body` (before the limits: a bad body costs nothing), takes from every bucket, records it. */
+  receive(body: unknown): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
     const heartbeat = parseWith(Heartbeat, body);
-    admit?.(heartbeat);
     const now = this.#now();
     const { limit, totalLimit } = this.#limits;
     const take = takeFromAll(
@@ -65,10 +57,6 @@ export class HeartbeatService {
       server_time: new Date(now).toISOString(),
       command_protocol: PROTOCOL_VERSIONS.commands,
     };
-    if (this.streamOffered) {
-      answer.presence_stream = true;
-      answer.quiet_beats = true;
-    }
     return { heartbeat, answer };
   }
 
