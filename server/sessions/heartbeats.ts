@@ -34,7 +34,7 @@ export class HeartbeatService {
   }
 
   /** Validates `body` (before the limits: a bad body costs nothing), takes from every bucket, records it. */
-  receive(body: unknown): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
+  receive(body: unknown): HeartbeatAnswer {
     const heartbeat = parseWith(Heartbeat, body);
     const now = this.#now();
     const { limit, totalLimit } = this.#limits;
@@ -52,12 +52,7 @@ export class HeartbeatService {
     this.#total = all;
     if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
     this.#registry.record(heartbeat);
-    const answer: HeartbeatAnswer = {
-      ttl_ms: this.#registry.ttlMs,
-      server_time: new Date(now).toISOString(),
-      command_protocol: PROTOCOL_VERSIONS.commands,
-    };
-    return { heartbeat, answer };
+    return { ttl_ms: this.#registry.ttlMs, server_time: new Date(now).toISOString(), command_protocol: PROTOCOL_VERSIONS.commands };
   }
 
   /** Forgets buckets that have refilled (they hold nothing worth keeping). */

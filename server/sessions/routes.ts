@@ -32,7 +32,7 @@ export const SessionRoutes = {
     );
     api.offer(ctx, "presence");
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent", maxBytes: LIMITS.heartbeatBodyBytes }, (request) =>
-      json(200, heartbeats.receive(request.body).answer),
+      json(200, heartbeats.receive(request.body)),
     );
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);
