@@ -568,7 +568,8 @@ const en: Messages = {
     recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,
-    presenceLine: (running, accepted) => `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
+    presenceLine: (running, accepted) =>
+      `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
     commandsLine: (running, enabled, held, queued) =>
       `instruction channel: ${!enabled ? "disabled in the config" : running ? "running" : "not running"}${held ? `, holding ${held}` : ""}${queued > 0 ? `, ${queued} handed to Pi` : ""}`,
     lastFailure: (why) => `last failure: ${why}`,
