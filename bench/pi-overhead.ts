@@ -12,10 +12,14 @@
  * the machine's load is the same for all. The prompts follow each other at once, as queued
  * follow-ups do.
  *
- * Each model call answers after BENCH_MODEL_MS (default "20,0": both). The targets (≤ 1.03 active,
+ * Each model call answers after BENCH_MODEL_MS (default "20,0": both). The targets (≤ 1.02 active,
  * ≤ 1.05 black-holed) are judged with provider latency, as a real turn has; with 0 ms a faux turn is
  * ~2 ms of pure CPU, and that line shows what the extension adds per turn in absolute terms: there
  * "inactive" should sit within noise of "empty". BENCH_VARIANTS=empty,inactive runs a subset.
+ *
+ * A last pass streams every reply as BENCH_DELTAS `message_update` deltas (default 300, 4 characters
+ * each; 0 skips it), 0 ms model latency, absent / inactive / active: the CPU added per delta is the
+ * added CPU per turn over the 0 ms pass's, spread over the extra deltas (target ≤ 0.02 ms).
  *
  * Every final of an active run is accounted for: after the prompts (not measured) the bench waits up
  * to DRAIN_MS for the server to have stored all of them, then disposes Pi and counts what the server
@@ -38,7 +42,11 @@ import { dataDirFor } from "../extension/config/config.ts";
 const TURNS = Number(process.env.BENCH_TURNS ?? 200);
 const LATENCIES_MS = (process.env.BENCH_MODEL_MS ?? "20,0").split(",").map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const TARGETS = { active: 1.03, "black-holed": 1.05 } as const;
+const TARGETS = { active: 1.02, "black-holed": 1.05 } as const;
+const DELTAS = Number(process.env.BENCH_DELTAS ?? 300);
+const DELTA_TARGET_MS = 0.02;
+/** The text of one streamed reply: DELTAS deltas of 4 characters at one token per delta. */
+const streamedText = (turn: number) => `turn ${turn} `.padEnd(DELTAS * 4, "lorem ipsum ");
 const DRAIN_MS = Number(process.env.BENCH_DRAIN_MS ?? 60_000);
 /** `transientEventId`'s shape for a final: `pi:<session>:<runtime>:<sequence>:<status>`. */
 const FALLBACK_FINAL_ID = /^pi:[^:]+:r-[^:]+:\d+:(?:completed|failed)$/;
@@ -121,8 +129,8 @@ async function startBlackHole(): Promise<Server> {
   };
 }
 
-function script(turn: number, modelMs: number) {
-  const reply = ai.fauxAssistantMessage(`turn ${turn} done`);
+function script(turn: number, modelMs: number, streamed: boolean) {
+  const reply = ai.fauxAssistantMessage(streamed ? streamedText(turn) : `turn ${turn} done`);
   const steps = turn % 4 === 0 ? [ai.fauxAssistantMessage(ai.fauxToolCall("echo", {}), { stopReason: "toolUse" }), reply] : [reply];
   return modelMs === 0 ? steps : steps.map((step) => () => delay(modelMs, step));
 }
@@ -158,7 +166,7 @@ async function drain(server: Server, count: number): Promise<number> {
 }
 
 /** One session of TURNS prompts; returns the wall and CPU time of the prompts alone. */
-async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
+async function runSession(variant: Variant, modelMs: number, streamed = false): Promise<Sample> {
   const webhook = variant === "black-holed" ? await startBlackHole() : await startRealServer();
   const root = makeRoot();
   configureExtension(root, webhook.endpoint, {}, webhook.token);
@@ -167,6 +175,7 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     extension: LOADED.includes(variant),
     extensions: variant === "empty" ? [() => {}] : [],
     tools: [echoTool()],
+    ...(streamed ? { tokenSize: { min: 1, max: 1 } } : {}),
   });
   let sample: Sample | undefined;
   let drainMs = 0;
@@ -175,7 +184,7 @@ async function runSession(variant: Variant, modelMs: number): Promise<Sample> {
     // Enabling asks a black-holed server for the recipient and waits out that check: not measured.
     if (SWITCHED_ON.includes(variant)) await pi.prompt("/anon-notify");
     // Straight to the faux provider: the harness's recording of model calls would dominate a turn.
-    for (let turn = 1; turn <= TURNS; turn += 1) pi.faux.appendResponses(script(turn, modelMs));
+    for (let turn = 1; turn <= TURNS; turn += 1) pi.faux.appendResponses(script(turn, modelMs, streamed));
     const started = performance.now();
     const cpu = process.cpuUsage();
     for (let turn = 1; turn <= TURNS; turn += 1) await pi.prompt(`turn ${turn}`);
@@ -247,14 +256,26 @@ const median = (values: number[]) => {
 };
 
 let missed = false;
-for (const modelMs of LATENCIES_MS) {
+
+/** One warm-up of each variant, then ROUNDS rounds in rotated order (drift in machine load favours none). */
+async function measure(variants: readonly Variant[], modelMs: number, streamed: boolean): Promise<Record<Variant, Sample[]>> {
   const times = Object.fromEntries(ALL_VARIANTS.map((v) => [v, [] as Sample[]])) as Record<Variant, Sample[]>;
-  for (const variant of VARIANTS) await runSession(variant, modelMs); // warm-up: JIT, module cache, file system
+  for (const variant of variants) await runSession(variant, modelMs, streamed); // warm-up: JIT, module cache, file system
   for (let round = 0; round < ROUNDS; round += 1) {
-    // Rotate the order so drift in machine load does not favour one variant.
-    const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]!);
-    for (const variant of order) times[variant].push(await runSession(variant, modelMs));
+    const order = variants.map((_, i) => variants[(i + round) % variants.length]!);
+    for (const variant of order) times[variant].push(await runSession(variant, modelMs, streamed));
   }
+  return times;
+}
+
+/** The median CPU each variant adds per turn over absent. */
+const cpuAdded = (times: Record<Variant, Sample[]>, variant: Variant) =>
+  (median(times[variant].map((t) => t.cpuMs)) - median(times.absent.map((t) => t.cpuMs))) / TURNS;
+
+const shortAtZero: Partial<Record<Variant, number>> = {};
+for (const modelMs of LATENCIES_MS) {
+  const times = await measure(VARIANTS, modelMs, false);
+  if (modelMs === 0) for (const variant of VARIANTS) shortAtZero[variant] = cpuAdded(times, variant);
   const base = median(times.absent.map((t) => t.wallMs));
   const cpuBase = median(times.absent.map((t) => t.cpuMs));
   const judged = modelMs > 0;
@@ -286,6 +307,26 @@ for (const modelMs of LATENCIES_MS) {
         ` the server had them all ${median(finals.map((f) => f.drainMs)).toFixed(0)} ms (median) after the last prompt;` +
         ` drain rate ${drainedMs > 0 ? ((sum("backlog") * 1000) / drainedMs).toFixed(0) : "-"} finals/s (${sum("backlog")} still waiting at the last prompt);` +
         ` ${sum("fallbackIds")} sent under a fallback id (reply not found in the session)`,
+    );
+  }
+}
+
+if (DELTAS > 0) {
+  const variants = VARIANTS.filter((v) => v === "absent" || v === "inactive" || v === "active");
+  const times = await measure(variants, 0, true);
+  console.log(
+    `anon-notify per message_update delta on Pi ${PI_FLAVOUR} — ${TURNS} turns × ${ROUNDS} rounds, each reply streamed as ${DELTAS} deltas, model latency 0 ms — median CPU added per turn, and per delta over the 0 ms pass`,
+  );
+  for (const variant of variants.filter((v) => v !== "absent")) {
+    const perTurn = cpuAdded(times, variant);
+    const short = shortAtZero[variant];
+    // Without a 0 ms pass in this run the whole turn's cost is put on its deltas: an upper bound.
+    const perDelta = (perTurn - (short ?? 0)) / (short === undefined ? DELTAS : DELTAS - 1);
+    const judged = variant === "active";
+    if (judged && perDelta > DELTA_TARGET_MS) missed = true;
+    console.log(
+      `  ${variant.padEnd(12)} cpu ${perTurn.toFixed(3).padStart(6)} ms/turn  ${perDelta.toFixed(5)} ms/delta${short === undefined ? " (upper bound)" : ""}` +
+        (judged ? `  target ≤ ${DELTA_TARGET_MS}  ${perDelta <= DELTA_TARGET_MS ? "ok" : "MISSED"}` : ""),
     );
   }
 }

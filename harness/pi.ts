@@ -57,6 +57,8 @@ export interface StartPiOptions {
   settings?: Parameters<typeof PiSdk.SettingsManager.inMemory>[0];
   contextWindow?: number;
   maxTokens?: number;
+  /** The faux model's stream: tokens per text delta (4 characters each; default 3–5). */
+  tokenSize?: { min: number; max: number };
 }
 
 export interface PiHarness {
@@ -102,6 +104,7 @@ export async function startPi(options: StartPiOptions = {}): Promise<PiHarness> 
   const faux = ai.fauxProvider({
     provider: "faux",
     models: [{ id: "faux-1", contextWindow: options.contextWindow ?? 200_000, maxTokens: options.maxTokens ?? 16_000 }],
+    ...(options.tokenSize ? { tokenSize: options.tokenSize } : {}),
   });
   const modelRuntime = await sdk.ModelRuntime.create({
     authPath: join(agentDir, "auth.json"),

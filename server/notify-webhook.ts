@@ -92,8 +92,6 @@ export interface Config {
   heartbeatTotalBurst: number;
   longPollsPerSession: number;
   longPollsTotal: number;
-  presenceStream: boolean;
-  presenceStreamsTotal: number;
   requestBodyTimeoutMs: number;
   injectMaxAttempts: number;
   injectRetryDelayMs: number;
@@ -166,8 +164,6 @@ export const Config: SchemaType<Config> = Schema.intersect([
       heartbeatTotalBurst: Schema.natural().min(1).default(1000),
       longPollsPerSession: Schema.natural().min(1).default(4),
       longPollsTotal: Schema.natural().min(1).default(256),
-      presenceStream: Schema.boolean().default(true),
-      presenceStreamsTotal: Schema.natural().min(1).default(256),
       requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
     }),
     "limits",
@@ -468,7 +464,6 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
     registry,
     limit: { perMinute: config.heartbeatsPerMinute, burst: config.heartbeatBurst },
     totalLimit: { perMinute: config.heartbeatsTotalPerMinute, burst: config.heartbeatTotalBurst },
-    ...(config.presenceStream ? { streams: { max: config.presenceStreamsTotal } } : {}),
   });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, hosts, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });

@@ -1,11 +1,11 @@
-/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running (over
- * the presence stream when offered, else HTTP); the answers go into server-facts.ts for others to read. */
+/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running
+ * (over HTTP); the answers go into server-facts.ts for others to read. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
 import type { Config } from "../config/schema-rules.ts";
 import { errorText } from "../../common/errors.ts";
-import type { ApiClient, WebhookClient } from "../server-client/http-client.ts";
+import type { ApiClient } from "../server-client/http-client.ts";
 import { asServerError, needsNoWarning } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import { type Attachable, attachable } from "../pi-handlers.ts";
@@ -13,10 +13,7 @@ import type { ServerFacts } from "../server-client/server-facts.ts";
 import {
   type Activity,
   type ActivitySignal,
-  beatIntervalMs,
   buildHeartbeat,
-  CLOSED_STREAM,
-  heartbeatWay,
   IDLE_LOOP,
   nextSend,
   noteActivity,
@@ -24,14 +21,8 @@ import {
   type RunEdge,
   runEdgeAction,
   type SendLoop,
-  sendQuiet,
   type SendTrigger,
-  shouldOpenStream,
-  type StreamLink,
-  type StreamSignal,
-  streamChanged,
 } from "./decisions.ts";
-import { HeartbeatStream, StreamLost } from "./stream.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
@@ -47,8 +38,7 @@ export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
 export interface Connection {
-  /** Without `socket` (a client that cannot open WebSockets), heartbeats go by HTTP only. */
-  client: ApiClient & Partial<Pick<WebhookClient, "socket">>;
+  client: ApiClient;
   config: Pick<Config, "presence" | "command">;
 }
 
@@ -89,16 +79,12 @@ export class Presence {
   #running = false;
   #loop: SendLoop = IDLE_LOOP;
   #timer: ReturnType<typeof setInterval> | undefined;
-  /** The interval `#timer` beats at: the one in effect when it was armed. */
-  #timerMs = 0;
   #inFlight: { controller: AbortController; done: Promise<void> } | undefined;
   #activity: Activity;
   #lastFailure: string | undefined;
   // The run state of the newest heartbeat sent; cleared when one fails (the server may not know it).
   #heard: SessionRunState | undefined;
   #settleTimer: ReturnType<typeof setTimeout> | undefined;
-  #link: StreamLink = CLOSED_STREAM;
-  #stream: HeartbeatStream | undefined;
 
   constructor(pi: ExtensionAPI, deps: PresenceDeps) {
     this.#deps = deps;
@@ -143,9 +129,9 @@ export class Presence {
     this.#server.open();
     this.#handlers.set(true);
     this.#lastFailure = undefined;
-    this.#link = CLOSED_STREAM;
     this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
-    this.#armTimer();
+    this.#timer = setInterval(() => this.beat(), connection.intervalMs);
+    this.#timer.unref();
     this.beat();
   }
 
@@ -162,9 +148,6 @@ export class Presence {
     const body = this.#snapshot();
     // An answer to a heartbeat still in flight must not land after the offline and revive the entry.
     this.#inFlight?.controller.abort();
-    // Closing the stream is not going offline (the offline below is): it only ends the socket.
-    this.#stream?.close();
-    this.#stream = undefined;
     await this.#inFlight?.done;
     this.#loop = IDLE_LOOP;
     if (!body || !this.#connection) return;
@@ -184,9 +167,9 @@ export class Presence {
     this.#step("due");
   }
 
-  /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved, which way heartbeats go. */
-  status(): { running: boolean; accepted: boolean; lastFailure: string | null; way: "stream" | "http" } {
-    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null, way: heartbeatWay(this.#link) };
+  /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
+  status(): { running: boolean; accepted: boolean; lastFailure: string | null } {
+    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null };
   }
 
   #snapshot(): PresenceSnapshot | undefined {
@@ -224,41 +207,26 @@ export class Presence {
     }
     const controller = new AbortController();
     this.#heard = body.state;
-    const heartbeat = buildHeartbeat(body);
-    const timeoutMs = Math.min(connection.intervalMs, HEARTBEAT_TIMEOUT_CAP_MS);
-    const overHttp = () =>
-      connection.client
-        .request("POST", "sessions/heartbeat", { body: heartbeat, timeoutMs, schema: HeartbeatAnswer, signal: controller.signal })
-        .then((answer) => {
-          this.#streamSignal({ kind: "http_answer", offered: answer.presence_stream === true });
-          this.#openStream(connection.client);
-          return answer;
-        });
-    const stream = heartbeatWay(this.#link) === "stream" ? this.#stream : undefined;
-    // Quiet (answered only if refused) when the answer would change nothing: the state the server already accepted.
-    const quiet = stream !== undefined && sendQuiet(this.#link, heartbeat, this.#now());
-    const sent: Promise<HeartbeatAnswer | undefined> = stream
-      ? stream.beat(heartbeat, timeoutMs, quiet).then(
-          (answer) => {
-            if (answer) {
-              const { quiet_beats: quietBeats = false, ttl_ms: ttlMs } = answer;
-              this.#streamSignal({ kind: "answered", beat: heartbeat, quietBeats, ttlMs, nowMs: this.#now() });
-            }
-            return answer;
-          },
-          // A heartbeat the stream lost goes by HTTP at once; a refusal over it is a refusal like any.
-          (error: unknown) => (error instanceof StreamLost && !controller.signal.aborted ? overHttp() : Promise.reject(error)),
-        )
-      : overHttp();
-    const done = sent
+    const done = connection.client
+      .request("POST", "sessions/heartbeat", {
+        body: buildHeartbeat(body),
+        timeoutMs: Math.min(connection.intervalMs, HEARTBEAT_TIMEOUT_CAP_MS),
+        schema: HeartbeatAnswer,
+        signal: controller.signal,
+      })
       .then(
         (answer) => {
           this.#lastFailure = undefined;
-          // A quiet heartbeat (written, no answer) said what the server last accepted: nothing to record.
-          if (answer) this.#server.accept(body.state, answer.command_protocol);
+          this.#server.accept(body.state, answer.command_protocol);
         },
         (error: unknown) => {
-          if (!controller.signal.aborted) this.#failed(error);
+          if (controller.signal.aborted) return;
+          this.#heard = undefined;
+          this.#server.forget();
+          const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
+          // A refused token is told once by the client, an outage by the footer, for every channel at once.
+          if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
+          this.#lastFailure = message;
         },
       )
       .finally(() => {
@@ -266,65 +234,6 @@ export class Presence {
         this.#step("finished");
       });
     this.#inFlight = { controller, done };
-  }
-
-  /** A heartbeat failed or was refused (a quiet one's refusal too, whenever it comes): told the same way. */
-  #failed(error: unknown): void {
-    this.#heard = undefined;
-    this.#server.forget();
-    this.#streamSignal({ kind: "refused" });
-    const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
-    // A refused token is told once by the client, an outage by the footer, for every channel at once.
-    if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
-    this.#lastFailure = message;
-  }
-
-  #streamSignal(signal: StreamSignal): void {
-    this.#link = streamChanged(this.#link, signal);
-    this.#armTimer();
-  }
-
-  /** Arms the timer, again when the interval in effect changed (a stream lost: the configured one, at once). */
-  #armTimer(): void {
-    const connection = this.#connection;
-    if (!this.#running || !connection) return;
-    const intervalMs = beatIntervalMs(this.#link, connection.intervalMs);
-    if (this.#timer !== undefined && intervalMs === this.#timerMs) return;
-    clearInterval(this.#timer);
-    this.#timerMs = intervalMs;
-    this.#timer = setInterval(() => this.beat(), intervalMs);
-    this.#timer.unref();
-  }
-
-  /** Opens the presence stream when the server offers it and its retry time has come; never waits for it. */
-  #openStream(client: Connection["client"]): void {
-    if (!this.#running || !client.socket || !shouldOpenStream(this.#link, this.#now())) return;
-    this.#streamSignal({ kind: "opening" });
-    let socket: ReturnType<NonNullable<Connection["client"]["socket"]>>;
-    try {
-      socket = client.socket("sessions/stream");
-    } catch {
-      // An endpoint undici cannot make a WebSocket URL of: HTTP goes on, the stream is tried later.
-      return this.#streamSignal({ kind: "lost", nowMs: this.#now() });
-    }
-    const stream: HeartbeatStream = new HeartbeatStream(
-      socket,
-      {
-        opened: () => {
-          if (this.#stream === stream) this.#streamSignal({ kind: "opened" });
-        },
-        lost: () => {
-          if (this.#stream !== stream) return;
-          this.#stream = undefined;
-          this.#streamSignal({ kind: "lost", nowMs: this.#now() });
-        },
-        refused: (error) => {
-          if (this.#stream === stream && this.#running) this.#failed(error);
-        },
-      },
-      this.#now,
-    );
-    this.#stream = stream;
   }
 
   // Stopped, activity is not tracked (the handlers are off): start() begins afresh.

@@ -1,6 +1,6 @@
 /** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts,
  * answers validated with the protocol schemas; every failure is a ServerError whose `retryable` retry reads. */
-import { Agent, request as undiciRequest, WebSocket } from "undici";
+import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
 import { BatchAccepted, EventAccepted, type EventBody } from "../../protocol/events.ts";
@@ -28,11 +28,6 @@ export interface WebhookClient {
   postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]>;
   /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
   request<T>(method: "GET" | "POST", path: string, options: RequestOptions<T>): Promise<T>;
-  /**
-   * A WebSocket to `path` under the base path (ws: or wss: as the endpoint's scheme), with the
-   * bearer token on the handshake (never in the URL), over the same pool; `close()` drops it too.
-   */
-  socket(path: string): WebSocket;
   /** Drops the kept-alive connections and aborts anything still in flight. */
   close(): Promise<void>;
 }
@@ -177,11 +172,6 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     async postEvents(events, signal) {
       const answer = await request("POST", "events/batch", { body: { events }, schema: BatchAccepted, ...(signal ? { signal } : {}) });
       return batchOutcomes(events, answer, now());
-    },
-    socket(path) {
-      const url = new URL(endpointUrl(options.endpoint, path));
-      url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-      return new WebSocket(url, { headers: options.token ? { authorization: `Bearer ${options.token}` } : {}, dispatcher: agent });
     },
     async close() {
       await agent.destroy();

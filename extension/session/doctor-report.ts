@@ -22,7 +22,7 @@ export interface DoctorFacts {
   recipient: Probe<RecipientAnswer>;
   /** The footer text, which already says active / inactive / suppressed / misconfigured. */
   footer: string;
-  presence: { running: boolean; accepted: boolean; lastFailure: string | null; way: "stream" | "http" };
+  presence: { running: boolean; accepted: boolean; lastFailure: string | null };
   commands: { enabled: boolean; running: boolean; held: string | null; queued: number };
   outbox: Probe<{ count: number; oldest: number | null }>;
   lastDelivery: LastDelivery | undefined;
@@ -91,7 +91,7 @@ export function doctorReport(m: Messages, facts: DoctorFacts): string {
   );
   const session = [
     d.sessionLine(facts.footer),
-    d.presenceLine(facts.presence.running, facts.presence.accepted, facts.presence.way),
+    d.presenceLine(facts.presence.running, facts.presence.accepted),
     ...(facts.presence.lastFailure ? [`  ${d.lastFailure(facts.presence.lastFailure)}`] : []),
     d.commandsLine(facts.commands.running, facts.commands.enabled, facts.commands.held, facts.commands.queued),
   ];

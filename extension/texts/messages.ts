@@ -304,8 +304,7 @@ const zh = {
       `QQ ${qq}，Anon QQ ${anonQq}：${status}${reason ? `，${reason}` : ""}`,
     recipientError: (why: string) => `无法询问：${why}`,
     sessionLine: (status: string) => `状态：${status}`,
-    presenceLine: (running: boolean, accepted: boolean, way: "stream" | "http") =>
-      `在线心跳：${running ? (accepted ? `运行中，服务端已接受（${way === "stream" ? "经在线状态流" : "经 HTTP"}）` : "运行中，尚未被服务端接受") : "未运行"}`,
+    presenceLine: (running: boolean, accepted: boolean) => `在线心跳：${running ? (accepted ? "运行中，服务端已接受" : "运行中，尚未被服务端接受") : "未运行"}`,
     commandsLine: (running: boolean, enabled: boolean, held: string | null, queued: number) =>
       `指令通道：${!enabled ? "已在配置中关闭" : running ? "运行中" : "未运行"}${held ? `，等待交付 ${held}` : ""}${queued > 0 ? `，已交给 Pi ${queued} 条` : ""}`,
     lastFailure: (why: string) => `最近一次失败：${why}`,
@@ -576,8 +575,8 @@ const en: Messages = {
     recipientAnswer: (qq, anonQq, status, reason) => `QQ ${qq}, Anon QQ ${anonQq}: ${status}${reason ? `, ${reason}` : ""}`,
     recipientError: (why) => `cannot ask: ${why}`,
     sessionLine: (status) => `state: ${status}`,
-    presenceLine: (running, accepted, way) =>
-      `presence: ${running ? (accepted ? `running, accepted by the server (${way === "stream" ? "over the presence stream" : "over HTTP"})` : "running, not yet accepted by the server") : "not running"}`,
+    presenceLine: (running, accepted) =>
+      `presence: ${running ? (accepted ? "running, accepted by the server" : "running, not yet accepted by the server") : "not running"}`,
     commandsLine: (running, enabled, held, queued) =>
       `instruction channel: ${!enabled ? "disabled in the config" : running ? "running" : "not running"}${held ? `, holding ${held}` : ""}${queued > 0 ? `, ${queued} handed to Pi` : ""}`,
     lastFailure: (why) => `last failure: ${why}`,

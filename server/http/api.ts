@@ -198,13 +198,6 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
-  /** The agent-token check and readiness for a WebSocket handshake (which never reaches Koa): throws the DomainError the route would answer with. */
-  admitAgent(request: IncomingMessage): void {
-    if (!presents(request.headers.authorization ?? "", this.#agentDigest)) this.#refuse(request);
-    trustConnection(request.socket);
-    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-  }
-
   #authorize(c: KoaContext, auth: RouteAuth): void {
     if (auth === "capability" || auth === "pairing" || auth === "signed") return;
     const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;

@@ -1,5 +1,5 @@
-/** The heartbeat service: validation, the three rate limits and the answer, the same for the HTTP route and
- * the presence stream. */
+/** The heartbeat service: validation, the three rate limits (session, runtime, the whole token) and the
+ * answer; refusals are DomainErrors. */
 import { Heartbeat, type HeartbeatAnswer } from "../../protocol/sessions.ts";
 import { PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { DomainError, parseWith } from "../../common/domain-error.ts";
@@ -21,8 +21,6 @@ export class HeartbeatService {
   readonly #bySession: KeyedBuckets;
   readonly #byRuntime: KeyedBuckets;
   #total: Bucket;
-  /** Whether answers tell the client it may use the presence stream. */
-  streamOffered = false;
 
   constructor(registry: SessionRegistry, limits: HeartbeatLimits, now: () => number = Date.now) {
     this.#registry = registry;
@@ -33,11 +31,9 @@ export class HeartbeatService {
     this.#total = fullBucket(limits.totalLimit, now());
   }
 
-  /** Validates `body` (before the limits: a bad body costs nothing), lets the surface `admit` it (a
-   * stream checks its runtime; throwing refuses it), takes from every bucket, records it. */
-  receive(body: unknown, admit?: (heartbeat: Heartbeat) => void): { heartbeat: Heartbeat; answer: HeartbeatAnswer } {
+  /** Validates `body` (before the limits: a bad body costs nothing), takes from every bucket, records it. */
+  receive(body: unknown): HeartbeatAnswer {
     const heartbeat = parseWith(Heartbeat, body);
-    admit?.(heartbeat);
     const now = this.#now();
     const { limit, totalLimit } = this.#limits;
     const take = takeFromAll(
@@ -54,16 +50,7 @@ export class HeartbeatService {
     this.#total = all;
     if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
     this.#registry.record(heartbeat);
-    const answer: HeartbeatAnswer = {
-      ttl_ms: this.#registry.ttlMs,
-      server_time: new Date(now).toISOString(),
-      command_protocol: PROTOCOL_VERSIONS.commands,
-    };
-    if (this.streamOffered) {
-      answer.presence_stream = true;
-      answer.quiet_beats = true;
-    }
-    return { heartbeat, answer };
+    return { ttl_ms: this.#registry.ttlMs, server_time: new Date(now).toISOString(), command_protocol: PROTOCOL_VERSIONS.commands };
   }
 
   /** Forgets buckets that have refilled (they hold nothing worth keeping). */

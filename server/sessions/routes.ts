@@ -6,7 +6,6 @@ import { parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { HeartbeatService, type HeartbeatLimits } from "./heartbeats.ts";
 import type { SessionRegistry } from "./registry.ts";
-import { PresenceStream } from "../http/presence-stream.ts";
 
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
 const SWEEP_INTERVAL_MAX_MS = 10_000;
@@ -14,14 +13,12 @@ const SWEEP_INTERVAL_MAX_MS = 10_000;
 export interface SessionRoutesDeps extends HeartbeatLimits {
   api: HttpApi;
   registry: SessionRegistry;
-  /** Offer the presence stream, with this many streams at most; absent: heartbeats over HTTP only. */
-  streams?: { max: number };
 }
 
 export const SessionRoutes = {
   name: "notify-webhook-sessions",
   reusable: true,
-  apply(ctx: Context, { api, registry, streams, ...limits }: SessionRoutesDeps) {
+  apply(ctx: Context, { api, registry, ...limits }: SessionRoutesDeps) {
     const heartbeats = new HeartbeatService(registry, limits);
     ctx.setInterval(
       () => {
@@ -32,9 +29,8 @@ export const SessionRoutes = {
     );
     api.offer(ctx, "presence");
     api.route(ctx, { method: "POST", path: "/sessions/heartbeat", auth: "agent", maxBytes: LIMITS.heartbeatBodyBytes }, (request) =>
-      json(200, heartbeats.receive(request.body).answer),
+      json(200, heartbeats.receive(request.body)),
     );
-    if (streams) ctx.plugin(PresenceStream, { api, heartbeats, idleMs: registry.ttlMs, maxStreams: streams.max });
     api.route(ctx, { method: "POST", path: "/sessions/offline", auth: "agent" }, (request) => {
       const body = parseWith(OfflineBody, request.body);
       return json(200, { removed: registry.remove(body.session_id, body.runtime_id) });

@@ -195,7 +195,7 @@ export async function runStandalone(
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
   // npm start owns this HTTP server (it is created now and listens at start), so it bounds what idle or slow clients can hold.
   boundConnections(app.server._http);
-  // Every WebSocket frame (the console's, the presence stream's) within the largest body a route takes, before ws buffers it.
+  // Every WebSocket frame (the console's) within the largest body a route takes, before ws buffers it.
   app.server._ws.on("connection", (socket) => limitFrames(socket, LIMITS.operatorBodyBytes));
   // Koishi's http service: the chat commands fetch images the owner attaches with it.
   use(require("@koishijs/plugin-http").default);

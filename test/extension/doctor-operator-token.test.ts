@@ -32,7 +32,7 @@ test("the report warns in the session's language, naming the file, never its con
     health: { kind: "skipped", why: "-" },
     recipient: { kind: "skipped", why: "-" },
     footer: "",
-    presence: { running: false, accepted: false, lastFailure: null, way: "http" },
+    presence: { running: false, accepted: false, lastFailure: null },
     commands: { enabled: false, running: false, held: null, queued: 0 },
     outbox: { kind: "skipped", why: "-" },
     lastDelivery: undefined,

@@ -1,6 +1,6 @@
 /**
  * The fourth attacker-style probe's cases against `npm start` (the real standalone as a child
- * process, loopback only): one noisy session, a frame flood on the presence stream, unauthenticated
+ * process, loopback only): one noisy session, a WebSocket frame flood, unauthenticated
  * keep-alive holders. Each case failed before its fix.
  */
 import { test, type TestContext } from "node:test";
@@ -13,7 +13,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { BatchAccepted } from "../../protocol/events.ts";
-import { STREAM_CLOSE } from "../../protocol/sessions.ts";
 import { freePort } from "../../harness/koishi.ts";
 import { spawnStandalone, type Standalone } from "../../harness/standalone.ts";
 import { postEvent, validEvent } from "../../harness/event-client.ts";
@@ -59,14 +58,16 @@ async function rssBytes(pid: number): Promise<number> {
   return Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)![1]) * 1024;
 }
 
+/** The close code of a frame too large to be buffered (RFC 6455 "message too big"). */
+const TOO_BIG = 1009;
+
 /**
- * One presence stream that announces a text frame of `frameBytes` and then sends it in 1 MiB
+ * One console WebSocket that announces a text frame of `frameBytes` and then sends it in 1 MiB
  * chunks (masked with a zero key, so one chunk is reused) until the server closes the socket.
  * Resolves with the close code the server sent, if any.
  */
-function floodStream(baseUrl: string, token: string, frameBytes: number, path = "/sessions/stream"): Promise<number | undefined> {
-  // The console's socket sits at the server's root; the presence stream under the API's base.
-  const url = path === CONSOLE_WS_PATH ? new URL(path, baseUrl) : new URL(`${baseUrl}${path}`);
+function floodSocket(baseUrl: string, frameBytes: number): Promise<number | undefined> {
+  const url = new URL(CONSOLE_WS_PATH, baseUrl);
   return new Promise((resolve) => {
     const socket = connect(Number(url.port), url.hostname);
     const chunk = Buffer.alloc(1024 * 1024, 0x61);
@@ -103,19 +104,19 @@ function floodStream(baseUrl: string, token: string, frameBytes: number, path = 
     });
     socket.write(
       `GET ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+        `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
     );
   });
 }
 
-test("20 presence streams sending 90 MiB frames are closed 1009 before the server buffers them; its memory stays", async (t) => {
+test("npm start bounds every WebSocket frame before ws buffers it: 20 console sockets sending 90 MiB frames are closed 1009; its memory stays", async (t) => {
   const { server, target } = await standalone(t);
   const pid = server.child.pid!;
   // One small flood first, so the code it loads (the upgrade, ws's receiver) is in the figure before.
-  assert.equal(await floodStream(target.baseUrl, target.token, 1024 * 1024), STREAM_CLOSE.tooBig);
+  assert.equal(await floodSocket(target.baseUrl, 20 * 1024 * 1024), TOO_BIG);
   const before = await rssBytes(pid);
-  const codes = await Promise.all(Array.from({ length: 20 }, () => floodStream(target.baseUrl, target.token, 90 * 1024 * 1024)));
-  assert.deepEqual(codes, Array(20).fill(STREAM_CLOSE.tooBig));
+  const codes = await Promise.all(Array.from({ length: 20 }, () => floodSocket(target.baseUrl, 90 * 1024 * 1024)));
+  assert.deepEqual(codes, Array(20).fill(TOO_BIG));
   // Memory a flood took is given back within a bounded wait (the collector runs on its own time).
   const margin = 50 * 1024 * 1024;
   let latest = 0;
@@ -128,11 +129,6 @@ test("20 presence streams sending 90 MiB frames are closed 1009 before the serve
     30_000,
   );
   console.log(`server RSS: ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(after / 2 ** 20)} MiB after 20 × 90 MiB frames`);
-});
-
-test("npm start bounds every WebSocket frame before ws buffers it: a 20 MiB frame on the console socket is closed 1009", async (t) => {
-  const { target } = await standalone(t);
-  assert.equal(await floodStream(target.baseUrl, "", 20 * 1024 * 1024, CONSOLE_WS_PATH), STREAM_CLOSE.tooBig);
   assert.equal((await fetch(`${target.baseUrl}/health`, { headers: { authorization: `Bearer ${target.token}` } })).status, 200, "still serving");
 });
 
