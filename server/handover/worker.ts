@@ -1,6 +1,7 @@
 /** Moves each accepted event to the persona or the bot, one at a time per route, in acceptance order; the
  * row is the durable copy. Once taken, an event is never handed over again by this process. */
 import type { Context } from "koishi";
+import { backoffDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -15,7 +16,6 @@ import { formatDirectMessage, noticeButtons, sendDirectText, type DirectTarget }
 import { decideStep, deliveryError, errorInWords, type RetryPolicy, type WorkOutcome } from "./decisions.ts";
 
 const SAVE_RETRY_FIRST_MS = 1000;
-const SAVE_RETRY_MAX_MS = 30_000;
 
 export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
   personaWaitMs: number;
@@ -291,10 +291,10 @@ export class EventWorker {
 
   #settle(eventId: string, patch: EventPatch): void {
     this.#unsaved.set(eventId, patch);
-    void this.#save(eventId, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS));
+    void this.#save(eventId, 1);
   }
 
-  async #save(eventId: string, nextDelayMs: number): Promise<void> {
+  async #save(eventId: string, tries: number): Promise<void> {
     const patch = this.#unsaved.get(eventId);
     if (!patch || this.#stopped) return;
     try {
@@ -302,7 +302,8 @@ export class EventWorker {
       this.#unsaved.delete(eventId);
     } catch (error) {
       this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
-      this.#ctx.setTimeout(() => void this.#save(eventId, Math.min(Math.max(1, nextDelayMs) * 2, SAVE_RETRY_MAX_MS)), nextDelayMs);
+      const delayMs = backoffDelayMs(tries, Math.max(1, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS)), Math.random);
+      this.#ctx.setTimeout(() => void this.#save(eventId, tries + 1), delayMs);
     }
   }
 
