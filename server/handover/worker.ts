@@ -3,6 +3,7 @@
 import type { Context } from "koishi";
 import { backoffDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
+import { kickLoop } from "../../common/kick-loop.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventRow } from "../events/receipt-rules.ts";
@@ -50,8 +51,6 @@ export class EventWorker {
   readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
   /** Notices a mute holds (still `queued`), by event id, with their route and session. */
   readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
-  #releasing = false;
-  #releaseAgain = false;
   readonly #running: Record<DeliveryRoute, boolean> = { anon: false, direct: false };
   /** Outcomes already handed over whose save has not succeeded yet. */
   readonly #unsaved = new Map<string, EventPatch>();
@@ -71,7 +70,7 @@ export class EventWorker {
     });
     ctx.effect(() => personas.onChange(() => this.#wake()));
     const mute = options.mute;
-    if (mute) ctx.effect(() => mute.store.onEnd(() => void this.#release()));
+    if (mute) ctx.effect(() => mute.store.onEnd(() => this.#release()));
   }
 
   enqueue(row: Pick<EventRow, "event_id" | "delivery">): void {
@@ -191,45 +190,33 @@ export class EventWorker {
     }
     this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
     // Held under a mute that has already ended (found so at start, or ending right now): release it too.
-    if (!mute.store.isMuted(row.session_id)) void this.#release();
+    if (!mute.store.isMuted(row.session_id)) this.#release();
     return true;
   }
 
   /** After a mute ends, every held notice no running mute covers goes into one digest per route, in that route's lane; notices held meanwhile wait for
    * another round. */
-  async #release(): Promise<void> {
-    const store = this.#options.mute?.store;
-    if (!store) return;
-    if (this.#releasing) {
-      this.#releaseAgain = true;
-      return;
-    }
-    this.#releasing = true;
-    try {
-      do {
-        this.#releaseAgain = false;
-        const endedBy = new Date();
-        // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
-        await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
-        if (this.#stopped) return;
-        const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
-        const jobs: Promise<void>[] = [];
-        for (const lane of ["anon", "direct"] as const) {
-          const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
-          if (eventIds.length === 0) continue;
-          for (const id of eventIds) this.#held.delete(id);
-          jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
-        }
-        await Promise.all(jobs);
-        if (this.#stopped) return;
-        await store.forget(endedBy);
-      } while (this.#releaseAgain);
-    } catch (error) {
-      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) }));
-    } finally {
-      this.#releasing = false;
-    }
-  }
+  readonly #release = kickLoop(
+    async () => {
+      const store = this.#options.mute?.store;
+      if (!store || this.#stopped) return;
+      const endedBy = new Date();
+      // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
+      await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
+      if (this.#stopped) return;
+      const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
+      const jobs: Promise<void>[] = [];
+      for (const lane of ["anon", "direct"] as const) {
+        const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
+        if (eventIds.length === 0) continue;
+        for (const id of eventIds) this.#held.delete(id);
+        jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
+      }
+      await Promise.all(jobs);
+      if (!this.#stopped) await store.forget(endedBy);
+    },
+    (error) => this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) })),
+  );
 
   #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
     if (this.#stopped) return Promise.resolve();
