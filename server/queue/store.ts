@@ -32,6 +32,7 @@ import {
   stopExpiryPatch,
   summarize,
   type AckInput,
+  type CommandPatch,
   type CommandRecord,
   type Transition,
 } from "./decisions.ts";
@@ -296,31 +297,30 @@ export class CommandStore {
 
   async expireLeases(): Promise<void> {
     const now = this.#now();
-    const db = this.#ctx.database;
-    const expired = await db.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
-    for (const row of expired) {
-      const record = { ...row, images: [] };
-      const patch = expiryPatch(record, now);
-      if (!patch) continue;
-      await this.#turns.run(record.session_id, async () => {
-        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { lease_expired: true });
-      });
-    }
+    const expired = await this.#ctx.database.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
+    await this.#expire(expired, (record) => expiryPatch(record, now), { lease_expired: true });
   }
 
   async expireStops(): Promise<void> {
     const now = this.#now();
-    const db = this.#ctx.database;
     const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
-    const waiting = await db.get(COMMAND_TABLE, { kind: "stop", state: "pending", created_at: { $lte: bornBefore } }, { fields: WITHOUT_IMAGES });
-    for (const row of waiting) {
+    const waiting = await this.#ctx.database.get(
+      COMMAND_TABLE,
+      { kind: "stop", state: "pending", created_at: { $lte: bornBefore } },
+      { fields: WITHOUT_IMAGES },
+    );
+    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
+  }
+
+  /** Writes each row's expiry patch (if it has one) on its guard, in its session's turn. */
+  async #expire(rows: Omit<CommandRecord, "images">[], patchOf: (record: CommandRecord) => CommandPatch | null, data: Record<string, unknown>) {
+    for (const row of rows) {
       const record = { ...row, images: [] };
-      const patch = stopExpiryPatch(record, now, this.#options.stopTtlMs);
+      const patch = patchOf(record);
       if (!patch) continue;
       await this.#turns.run(record.session_id, async () => {
-        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { cancel_reason: "expired" });
+        const { matched } = await this.#ctx.database.set(COMMAND_TABLE, where(guardOf(record)), patch);
+        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", data);
       });
     }
   }
