@@ -70,22 +70,22 @@ export interface CommandStoreOptions {
 
 const CREATE = "create";
 
-export class CommandStore {
+/** The table's reads (table.ts) and every state change of its commands. */
+export class CommandStore extends CommandTable {
   readonly waker = new LongPollWaker();
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
-  readonly #table: CommandTable;
   /** One turn for all creations (key `CREATE`): the budget and request-key checks hold until the insert lands. */
   readonly #creations = new Turns();
   /** Keyed by session id: every state change of a session's commands runs in its turn. */
   readonly #turns = new Turns();
 
   constructor(ctx: Context, options: CommandStoreOptions) {
+    super(ctx);
     this.#ctx = ctx;
     this.#options = options;
     this.#now = options.now ?? (() => new Date());
-    this.#table = new CommandTable(ctx);
   }
 
   /** Validates the images and queues the command, or returns the stored one for a repeated request key; `admit` runs only for a new command, before the
@@ -103,7 +103,7 @@ export class CommandStore {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const record = await this.#table.insert(
+      const record = await this.insert(
         {
           session_id: input.session_id,
           event_id: input.event_id,
@@ -151,7 +151,7 @@ export class CommandStore {
     actor: AuditActor,
   ): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
-      const record = await this.#table.insert(
+      const record = await this.insert(
         {
           session_id: sessionId,
           event_id: null,
@@ -171,10 +171,6 @@ export class CommandStore {
       await this.#changed(record, actor, { payload: checked });
       return summarize(record);
     });
-  }
-
-  summary(commandId: string): Promise<CommandSummary | undefined> {
-    return this.#table.summary(commandId);
   }
 
   /** Resolves with the command's summary once it is final, or with its current one when `timeoutMs` is up or the plugin stops. */
@@ -267,32 +263,15 @@ export class CommandStore {
     );
   }
 
-  list(sessionId: string, limit: number): Promise<CommandSummary[]> {
-    return this.#table.list(sessionId, limit);
-  }
-
   /** The newest commands of every session, without image bytes: where a short command id is looked up. */
   recent(limit: number): Promise<CommandSummary[]> {
-    return this.#table.list(undefined, limit);
-  }
-
-  countActive(): Promise<number> {
-    return this.#table.countActive();
-  }
-
-  activeImageBytes(): Promise<number> {
-    return this.#table.activeImageBytes();
+    return this.list(undefined, limit);
   }
 
   /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
     await this.expireStops();
-  }
-
-  /** Retention: final commands last changed before `cutoff` (table.ts). */
-  prune(cutoff: Date): Promise<number> {
-    return this.#table.prune(cutoff);
   }
 
   async expireLeases(): Promise<void> {
