@@ -263,11 +263,6 @@ export class CommandStore extends CommandTable {
     );
   }
 
-  /** The newest commands of every session, without image bytes: where a short command id is looked up. */
-  recent(limit: number): Promise<CommandSummary[]> {
-    return this.list(undefined, limit);
-  }
-
   /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
