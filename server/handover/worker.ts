@@ -154,19 +154,15 @@ export class EventWorker {
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
     }
-    try {
-      await this.#options.audit?.record({
-        actor: "server",
-        action: direct ? "event.sent_direct" : "event.handed_to_persona",
-        session_id: item.sessionId,
-        subject: item.subject,
-        data: { attempt, persona: persona?.name ?? null, outcome },
-        verbatim: { text },
-      });
-    } catch (error) {
-      // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
-      this.#ctx.logger("notify-webhook").error(this.#options.say("anon-notify.log.audit-failed", { id: item.subject, error: errorText(error) }));
-    }
+    // Never rejects (AuditLog.record): a failed audit write cannot make the worker hand it over again.
+    await this.#options.audit?.record({
+      actor: "server",
+      action: direct ? "event.sent_direct" : "event.handed_to_persona",
+      session_id: item.sessionId,
+      subject: item.subject,
+      data: { attempt, persona: persona?.name ?? null, outcome },
+      verbatim: { text },
+    });
     return outcome;
   }
 
