@@ -36,7 +36,6 @@ export function laneOf(kind: CommandKind): CommandLane {
 }
 
 export const StopPayload = z.strictObject({});
-export type StopPayload = z.infer<typeof StopPayload>;
 
 /** The payload each control kind carries; an instruction carries none. */
 export const CONTROL_PAYLOADS = { stop: StopPayload, approval_decision: ApprovalDecisionPayload } as const satisfies Record<ControlKind, z.ZodType>;
