@@ -69,6 +69,8 @@ export interface CommandStoreOptions {
 }
 
 const CREATE = "create";
+/** A control command or start job: no notice, instruction, images or request key. */
+const NO_CONTENT = { event_id: null, instruction: "", image_count: 0, image_bytes: 0, image_digest: null, request_key: null };
 
 /** The table's reads (table.ts) and every state change of its commands. */
 export class CommandStore extends CommandTable {
@@ -151,23 +153,9 @@ export class CommandStore extends CommandTable {
     actor: AuditActor,
   ): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
-      const record = await this.insert(
-        {
-          session_id: sessionId,
-          event_id: null,
-          origin: "operator",
-          kind,
-          payload: checked,
-          instruction: "",
-          images: [],
-          image_count: 0,
-          image_bytes: 0,
-          image_digest: null,
-          request_key: null,
-          request_digest: requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } }),
-        },
-        this.#now(),
-      );
+      const digest = requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } });
+      const fields = { session_id: sessionId, origin: "operator" as const, kind, payload: checked, request_digest: digest };
+      const record = await this.insert({ ...NO_CONTENT, images: [], ...fields }, this.#now());
       await this.#changed(record, actor, { payload: checked });
       return summarize(record);
     });
