@@ -148,8 +148,6 @@ export const ApprovalAnswer = z.object({ approval: Approval });
  * chat, or a grant decided at once): answer in the terminal or the console. */
 export const ApprovalReach = z.enum(["sent", "queued", "none"]);
 export type ApprovalReach = z.infer<typeof ApprovalReach>;
-/** The answer of `POST /approvals`; `push` names the phone push route it also went to (null when none; absent from older servers). */
-export const ApprovalRequestAnswer = z.object({ approval: Approval, reach: ApprovalReach, push: z.string().nullable().optional() });
 
 /** `POST /operator/approvals/{approval_id}/decision` (operator token). */
 export const OperatorApprovalDecision = z.strictObject({
@@ -169,7 +167,6 @@ export const ApprovalListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(APPROVAL_LIMITS.listMax).default(20),
 });
 export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
-export const ApprovalList = z.object({ approvals: z.array(Approval).max(APPROVAL_LIMITS.listMax) });
 
 export const ApprovalDecisionPayload = z.strictObject({
   approval_id: Id,
@@ -207,7 +204,6 @@ export const Grant = z.object({
   uses: z.number().int().min(0),
 });
 export type Grant = z.infer<typeof Grant>;
-export const GrantAnswer = z.object({ grant: Grant });
 /** `GET /operator/grants`: newest first; `live` = neither revoked nor expired. */
 export const GrantListQuery = z.strictObject({
   state: z.enum(["live", "all"]).default("live"),
@@ -215,4 +211,3 @@ export const GrantListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(APPROVAL_LIMITS.listMax).default(20),
 });
 export type GrantListQuery = z.infer<typeof GrantListQuery>;
-export const GrantList = z.object({ grants: z.array(Grant).max(APPROVAL_LIMITS.listMax) });

@@ -52,4 +52,3 @@ export const MuteEntry = z.object({ session_id: Id.nullable(), until: Timestamp 
 export type MuteEntry = z.infer<typeof MuteEntry>;
 export const MuteSet = z.object({ mute: MuteEntry });
 export const MuteEnded = z.object({ ended: z.number().int().nonnegative() });
-export const MuteList = z.object({ mutes: z.array(MuteEntry) });

@@ -23,7 +23,6 @@ export type CancelReason = z.infer<typeof CancelReason>;
 export const CommandKind = z.enum(["instruction", "stop", "approval_decision", "start"]);
 export type CommandKind = z.infer<typeof CommandKind>;
 export type ControlKind = Exclude<CommandKind, "instruction" | "start">;
-export const CONTROL_KINDS: readonly ControlKind[] = ["stop", "approval_decision"];
 /** The command protocol that brought kinds and the control lane. */
 export const CONTROL_PROTOCOL = 3;
 
@@ -37,11 +36,9 @@ export function laneOf(kind: CommandKind): CommandLane {
 }
 
 export const StopPayload = z.strictObject({});
-export type StopPayload = z.infer<typeof StopPayload>;
 
 /** The payload each control kind carries; an instruction carries none. */
 export const CONTROL_PAYLOADS = { stop: StopPayload, approval_decision: ApprovalDecisionPayload } as const satisfies Record<ControlKind, z.ZodType>;
-export type ControlPayload<K extends ControlKind> = z.infer<(typeof CONTROL_PAYLOADS)[K]>;
 
 /** What the client did with a control command, sent with its ACK. `unknown`: no such call waits, or a kind the client does not know. */
 export const CommandOutcome = z.enum(["stopped", "already_idle", "applied", "already_answered", "mismatch", "unknown", "started", "refused"]);

@@ -62,7 +62,6 @@ export const Said = z.discriminatedUnion("key", [
   z.strictObject({ key: z.literal("needs_you"), params: z.strictObject({ project: Project, kind: DialogKind, title: oneLine(200).optional() }) }),
 ]);
 export type Said = z.infer<typeof Said>;
-export type SaidKey = Said["key"];
 
 /** The status a report's stage goes with: never the run's completion or failure (the lifecycle's); a stage that needs a person is a warning. */
 export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {

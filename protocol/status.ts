@@ -17,12 +17,10 @@ export type RecipientAnswer = z.infer<typeof RecipientAnswer>;
  * nowhere (`none`). `reason` names what stands in the way, null when nothing does. */
 export const NoticeRoute = z.enum(["persona", "direct", "log", "none"]);
 export type NoticeRoute = z.infer<typeof NoticeRoute>;
-export const NoticeReason = z.enum(["no_persona", "bot_not_found", "bot_offline"]);
-export type NoticeReason = z.infer<typeof NoticeReason>;
 export const NoticesAnswer = z.object({
   route: NoticeRoute,
   ready: z.boolean(),
-  /** A code from `NoticeReason`; a newer server may add codes, so any string is read. */
+  /** `no_persona`, `bot_not_found` or `bot_offline`; a newer server may add codes, so any string is read. */
   reason: z.string().nullable(),
 });
 export type NoticesAnswer = z.infer<typeof NoticesAnswer>;

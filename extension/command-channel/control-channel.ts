@@ -2,10 +2,11 @@
  * decision reaches a run mid-tool; each outcome is journaled before the ACK, and a journaled one is only re-ACKed. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
+import { ReportOnce } from "../../common/report-once.ts";
 import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
-import { type LaneConnection, ReportOnce } from "./lane.ts";
+import type { LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { controlStep, type Applied } from "./control-rules.ts";
 import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./control-dispatcher.ts";

@@ -1,6 +1,7 @@
 /** What both channels share for one start: the connection, the one journal writer, the claim request and
- * its margins, the ACK with retry, and the once-per-distinct-failure report. */
+ * its margins, and the ACK with retry. */
 import { errorText } from "../../common/errors.ts";
+import { ReportOnce } from "../../common/report-once.ts";
 import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
@@ -16,25 +17,6 @@ export const QUICK_CLAIM_TIMEOUT_MS = 10_000;
 export const ACK_TIMEOUT_MS = 10_000;
 export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
-
-/** Tells each distinct failure once, until `clear` says things work again. */
-export class ReportOnce {
-  readonly #sink: (message: string) => void;
-  #last: string | undefined;
-
-  constructor(sink: (message: string) => void) {
-    this.#sink = sink;
-  }
-
-  report(message: string): void {
-    if (message !== this.#last) this.#sink(message);
-    this.#last = message;
-  }
-
-  clear(): void {
-    this.#last = undefined;
-  }
-}
 
 export interface LaneDeps {
   runtimeId: string;

@@ -167,35 +167,33 @@ export interface NoticeContext {
   text: NoticeTexts;
 }
 
+type OwnParts = Omit<NoticeParts, "sessionId" | "runtimeId" | "source" | "contextUsage" | "createdAt"> & { source?: string | undefined };
+
+/** A notice of the context's session and runtime, at its time, from its source unless `parts` name one. */
+function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
+  const { sessionId, runtimeId, contextUsage, now: createdAt } = context;
+  return buildEvent({ sessionId, runtimeId, contextUsage, createdAt, ...parts, source: parts.source ?? context.source }, context.content);
+}
+
 /** The final notice of a settled run, or undefined when not reported (interrupted, silent). A reply not found in the session still reports the run, under
  * an id unique in this runtime (`sequence`). */
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
   const line = runSummary(outcome, facts, context.content, context.project, context.text);
-  return buildEvent(
-    {
-      eventId: entryId
-        ? finalEventId(context.sessionId, entryId, outcome.kind)
-        : transientEventId(context.sessionId, context.runtimeId, sequence, outcome.kind),
-      sessionId: context.sessionId,
-      runtimeId: context.runtimeId,
-      source: context.source,
-      task: facts.task,
-      status: outcome.kind,
-      summary: line.summary,
-      details: {
-        stop_reason: outcome.stopReason,
-        ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
-        // So the owner's view knows how long it took without a `started` notice (off by default).
-        ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
-        ...(line.said ? { said: line.said } : {}),
-      },
-      contextUsage: context.contextUsage,
-      createdAt: context.now,
+  return noticeOf(context, {
+    eventId: entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context.sessionId, context.runtimeId, sequence, outcome.kind),
+    task: facts.task,
+    status: outcome.kind,
+    summary: line.summary,
+    details: {
+      stop_reason: outcome.stopReason,
+      ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
+      // So the owner's view knows how long it took without a `started` notice (off by default).
+      ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
+      ...(line.said ? { said: line.said } : {}),
     },
-    context.content,
-  );
+  });
 }
 
 /** A started, progress or tool-error notice: never resent, so its id only has to be unique. */
@@ -206,21 +204,13 @@ export function transientNotice(
   sequence: number,
   context: NoticeContext,
 ): EventBody {
-  return buildEvent(
-    {
-      eventId: transientEventId(context.sessionId, context.runtimeId, sequence, status),
-      sessionId: context.sessionId,
-      runtimeId: context.runtimeId,
-      source: context.source,
-      task: facts.task,
-      status,
-      summary: line.summary,
-      details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
-      contextUsage: context.contextUsage,
-      createdAt: context.now,
-    },
-    context.content,
-  );
+  return noticeOf(context, {
+    eventId: transientEventId(context.sessionId, context.runtimeId, sequence, status),
+    task: facts.task,
+    status,
+    summary: line.summary,
+    details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
+  });
 }
 
 /** Another extension's details without `said`: only this extension's own code says what its words mean, so a carried notice cannot be reworded as a run's
@@ -233,21 +223,14 @@ function withoutSaid(details: Record<string, unknown> | null): Record<string, un
 
 /** Another extension's `anon-notify:send`, already validated against SendRequest. */
 export function externalNotice(request: SendRequest, generatedId: string, context: NoticeContext): EventBody {
-  return buildEvent(
-    {
-      eventId: externalEventId(context.sessionId, request.eventId ?? generatedId),
-      sessionId: context.sessionId,
-      runtimeId: context.runtimeId,
-      source: request.source ?? context.source,
-      task: request.task ?? "",
-      status: request.status,
-      summary: request.summary,
-      details: withoutSaid(request.details ?? null),
-      url: request.url ?? null,
-      contextUsage: context.contextUsage,
-      createdAt: context.now,
-      ...(request.delivery ? { delivery: request.delivery } : {}),
-    },
-    context.content,
-  );
+  return noticeOf(context, {
+    eventId: externalEventId(context.sessionId, request.eventId ?? generatedId),
+    source: request.source,
+    task: request.task ?? "",
+    status: request.status,
+    summary: request.summary,
+    details: withoutSaid(request.details ?? null),
+    url: request.url ?? null,
+    ...(request.delivery ? { delivery: request.delivery } : {}),
+  });
 }

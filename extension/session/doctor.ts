@@ -5,6 +5,7 @@ import { accessSync, constants, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
+import type { z } from "zod";
 import { isMissingFile } from "../../common/errors.ts";
 import { Receipt } from "../../protocol/events.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
@@ -53,7 +54,6 @@ function tokenFacts(config: Config): NonNullable<DoctorFacts["token"]> {
   return { used, file: config.tokenFile, fileState };
 }
 
-/** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
 /** Where a server on this machine keeps its operator token: the standalone's `data/operator.token`
  * beside the project or this package, or `ANON_NOTIFY_OPERATOR_TOKEN_FILE`; those Pi's user can read. */
 export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): string[] {
@@ -69,6 +69,7 @@ export function readableOperatorTokens(cwd: string, env: NodeJS.ProcessEnv): str
   });
 }
 
+/** One question; a failure keeps its real cause (no token here, a refused token, no answer, not our server). */
 async function ask<T>(why: (error: unknown) => string, run: () => Promise<T>, hasToken = true): Promise<Probe<T>> {
   try {
     return { kind: "ok", value: await run() };
@@ -111,16 +112,14 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
   const client = s.delivery?.client;
   const noServer: Probe<never> = { kind: "skipped", why: !config ? m.doctor.configInvalid : m.doctor.noClient };
   const last = s.delivery?.notifier.lastDelivery();
+  const get = <T>(c: WebhookClient, path: string, schema: z.ZodType<T>) =>
+    ask(m.delivery.why, () => c.request("GET", path, { schema, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured);
   const [health, recipient, lastReceipt] = client
     ? await Promise.all([
-        ask(m.delivery.why, () => client.request("GET", "health", { schema: HealthAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
-        ask(m.delivery.why, () => client.request("GET", "recipient", { schema: RecipientAnswer, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }), s.tokenConfigured),
+        get(client, "health", HealthAnswer),
+        get(client, "recipient", RecipientAnswer),
         // What became of the last notice since the server took it: its receipt now, not the one it answered then.
-        last?.ok
-          ? ask(m.delivery.why, () =>
-              client.request("GET", `events/${encodeURIComponent(last.eventId)}`, { schema: Receipt, timeoutMs: DOCTOR_REQUEST_TIMEOUT_MS }),
-            )
-          : noServer,
+        last?.ok ? get(client, `events/${encodeURIComponent(last.eventId)}`, Receipt) : noServer,
       ])
     : [noServer, noServer, noServer];
   const outbox = s.delivery?.outbox;

@@ -1,7 +1,9 @@
 /** Moves each accepted event to the persona or the bot, one at a time per route, in acceptance order; the
  * row is the durable copy. Once taken, an event is never handed over again by this process. */
 import type { Context } from "koishi";
+import { backoffDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
+import { kickLoop } from "../../common/kick-loop.ts";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventRow } from "../events/receipt-rules.ts";
@@ -15,7 +17,6 @@ import { formatDirectMessage, noticeButtons, sendDirectText, type DirectTarget }
 import { decideStep, deliveryError, errorInWords, type RetryPolicy, type WorkOutcome } from "./decisions.ts";
 
 const SAVE_RETRY_FIRST_MS = 1000;
-const SAVE_RETRY_MAX_MS = 30_000;
 
 export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
   personaWaitMs: number;
@@ -50,8 +51,6 @@ export class EventWorker {
   readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
   /** Notices a mute holds (still `queued`), by event id, with their route and session. */
   readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
-  #releasing = false;
-  #releaseAgain = false;
   readonly #running: Record<DeliveryRoute, boolean> = { anon: false, direct: false };
   /** Outcomes already handed over whose save has not succeeded yet. */
   readonly #unsaved = new Map<string, EventPatch>();
@@ -71,7 +70,7 @@ export class EventWorker {
     });
     ctx.effect(() => personas.onChange(() => this.#wake()));
     const mute = options.mute;
-    if (mute) ctx.effect(() => mute.store.onEnd(() => void this.#release()));
+    if (mute) ctx.effect(() => mute.store.onEnd(() => this.#release()));
   }
 
   enqueue(row: Pick<EventRow, "event_id" | "delivery">): void {
@@ -155,19 +154,15 @@ export class EventWorker {
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
     }
-    try {
-      await this.#options.audit?.record({
-        actor: "server",
-        action: direct ? "event.sent_direct" : "event.handed_to_persona",
-        session_id: item.sessionId,
-        subject: item.subject,
-        data: { attempt, persona: persona?.name ?? null, outcome },
-        verbatim: { text },
-      });
-    } catch (error) {
-      // The hand-over has happened either way; a failed audit write must not make the worker hand it over again.
-      this.#ctx.logger("notify-webhook").error(this.#options.say("anon-notify.log.audit-failed", { id: item.subject, error: errorText(error) }));
-    }
+    // Never rejects (AuditLog.record): a failed audit write cannot make the worker hand it over again.
+    await this.#options.audit?.record({
+      actor: "server",
+      action: direct ? "event.sent_direct" : "event.handed_to_persona",
+      session_id: item.sessionId,
+      subject: item.subject,
+      data: { attempt, persona: persona?.name ?? null, outcome },
+      verbatim: { text },
+    });
     return outcome;
   }
 
@@ -191,45 +186,33 @@ export class EventWorker {
     }
     this.#held.set(row.event_id, { delivery: row.delivery, sessionId: row.session_id });
     // Held under a mute that has already ended (found so at start, or ending right now): release it too.
-    if (!mute.store.isMuted(row.session_id)) void this.#release();
+    if (!mute.store.isMuted(row.session_id)) this.#release();
     return true;
   }
 
   /** After a mute ends, every held notice no running mute covers goes into one digest per route, in that route's lane; notices held meanwhile wait for
    * another round. */
-  async #release(): Promise<void> {
-    const store = this.#options.mute?.store;
-    if (!store) return;
-    if (this.#releasing) {
-      this.#releaseAgain = true;
-      return;
-    }
-    this.#releasing = true;
-    try {
-      do {
-        this.#releaseAgain = false;
-        const endedBy = new Date();
-        // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
-        await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
-        if (this.#stopped) return;
-        const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
-        const jobs: Promise<void>[] = [];
-        for (const lane of ["anon", "direct"] as const) {
-          const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
-          if (eventIds.length === 0) continue;
-          for (const id of eventIds) this.#held.delete(id);
-          jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
-        }
-        await Promise.all(jobs);
-        if (this.#stopped) return;
-        await store.forget(endedBy);
-      } while (this.#releaseAgain);
-    } catch (error) {
-      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) }));
-    } finally {
-      this.#releasing = false;
-    }
-  }
+  readonly #release = kickLoop(
+    async () => {
+      const store = this.#options.mute?.store;
+      if (!store || this.#stopped) return;
+      const endedBy = new Date();
+      // Every notice already queued is looked at first (held or handed over), so none slips past the digest.
+      await Promise.all((["anon", "direct"] as const).map((lane) => this.#push(lane, (done) => ({ kind: "barrier", done }))));
+      if (this.#stopped) return;
+      const free = [...this.#held].filter(([, held]) => !store.isMuted(held.sessionId));
+      const jobs: Promise<void>[] = [];
+      for (const lane of ["anon", "direct"] as const) {
+        const eventIds = free.filter(([, held]) => held.delivery === lane).map(([id]) => id);
+        if (eventIds.length === 0) continue;
+        for (const id of eventIds) this.#held.delete(id);
+        jobs.push(this.#push(lane, (done) => ({ kind: "digest", eventIds, done })));
+      }
+      await Promise.all(jobs);
+      if (!this.#stopped) await store.forget(endedBy);
+    },
+    (error) => this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) })),
+  );
 
   #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
     if (this.#stopped) return Promise.resolve();
@@ -291,10 +274,10 @@ export class EventWorker {
 
   #settle(eventId: string, patch: EventPatch): void {
     this.#unsaved.set(eventId, patch);
-    void this.#save(eventId, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS));
+    void this.#save(eventId, 1);
   }
 
-  async #save(eventId: string, nextDelayMs: number): Promise<void> {
+  async #save(eventId: string, tries: number): Promise<void> {
     const patch = this.#unsaved.get(eventId);
     if (!patch || this.#stopped) return;
     try {
@@ -302,7 +285,8 @@ export class EventWorker {
       this.#unsaved.delete(eventId);
     } catch (error) {
       this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
-      this.#ctx.setTimeout(() => void this.#save(eventId, Math.min(Math.max(1, nextDelayMs) * 2, SAVE_RETRY_MAX_MS)), nextDelayMs);
+      const delayMs = backoffDelayMs(tries, Math.max(1, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS)), Math.random);
+      this.#ctx.setTimeout(() => void this.#save(eventId, tries + 1), delayMs);
     }
   }
 

@@ -110,7 +110,7 @@ export class OperatorService {
   /** The recent commands whose id starts with `prefix` (with or without the `c-`), newest first. */
   async findCommands(prefix: string): Promise<CommandSummary[]> {
     const wanted = prefix.toLowerCase().replace(/^c-/, "");
-    const recent = await this.#deps.commands.recent(COMMAND_LOOKUP_WINDOW);
+    const recent = await this.#deps.commands.list(undefined, COMMAND_LOOKUP_WINDOW);
     return recent.filter((command) => command.command_id.toLowerCase().replace(/^c-/, "").startsWith(wanted));
   }
 

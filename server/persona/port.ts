@@ -54,9 +54,7 @@ export class PersonaSlot {
 
   onChange(listener: () => void): () => void {
     this.#listeners.add(listener);
-    return () => {
-      this.#listeners.delete(listener);
-    };
+    return () => void this.#listeners.delete(listener);
   }
 
   #changed(): void {

@@ -219,18 +219,14 @@ export class Pusher {
     if (state === "failed") this.#ctx.logger("notify-webhook").warn(this.#say("anon-notify.push.log.failed", { id: row.push_id, error }));
   }
 
-  async #audit(action: string, row: PushRow, data: Record<string, unknown>): Promise<void> {
-    try {
-      await this.#deps.audit.record({
-        actor: "server",
-        action,
-        session_id: row.session_id,
-        subject: row.subject,
-        data: { push_id: row.push_id, route: row.route, ...data },
-      });
-    } catch (error) {
-      this.#ctx.logger("notify-webhook").warn(this.#say("anon-notify.log.audit-failed", { id: row.push_id, error: errorText(error) }));
-    }
+  #audit(action: string, row: PushRow, data: Record<string, unknown>): Promise<void> {
+    return this.#deps.audit.record({
+      actor: "server",
+      action,
+      session_id: row.session_id,
+      subject: row.subject,
+      data: { push_id: row.push_id, route: row.route, ...data },
+    });
   }
 
   #sleep(ms: number): Promise<void> {

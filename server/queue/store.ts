@@ -32,6 +32,7 @@ import {
   stopExpiryPatch,
   summarize,
   type AckInput,
+  type CommandPatch,
   type CommandRecord,
   type Transition,
 } from "./decisions.ts";
@@ -68,23 +69,25 @@ export interface CommandStoreOptions {
 }
 
 const CREATE = "create";
+/** A control command or start job: no notice, instruction, images or request key. */
+const NO_CONTENT = { event_id: null, instruction: "", image_count: 0, image_bytes: 0, image_digest: null, request_key: null };
 
-export class CommandStore {
+/** The table's reads (table.ts) and every state change of its commands. */
+export class CommandStore extends CommandTable {
   readonly waker = new LongPollWaker();
   readonly #ctx: Context;
   readonly #options: CommandStoreOptions;
   readonly #now: () => Date;
-  readonly #table: CommandTable;
   /** One turn for all creations (key `CREATE`): the budget and request-key checks hold until the insert lands. */
   readonly #creations = new Turns();
   /** Keyed by session id: every state change of a session's commands runs in its turn. */
   readonly #turns = new Turns();
 
   constructor(ctx: Context, options: CommandStoreOptions) {
+    super(ctx);
     this.#ctx = ctx;
     this.#options = options;
     this.#now = options.now ?? (() => new Date());
-    this.#table = new CommandTable(ctx);
   }
 
   /** Validates the images and queues the command, or returns the stored one for a repeated request key; `admit` runs only for a new command, before the
@@ -102,7 +105,7 @@ export class CommandStore {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const record = await this.#table.insert(
+      const record = await this.insert(
         {
           session_id: input.session_id,
           event_id: input.event_id,
@@ -150,30 +153,12 @@ export class CommandStore {
     actor: AuditActor,
   ): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
-      const record = await this.#table.insert(
-        {
-          session_id: sessionId,
-          event_id: null,
-          origin: "operator",
-          kind,
-          payload: checked,
-          instruction: "",
-          images: [],
-          image_count: 0,
-          image_bytes: 0,
-          image_digest: null,
-          request_key: null,
-          request_digest: requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } }),
-        },
-        this.#now(),
-      );
+      const digest = requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } });
+      const fields = { session_id: sessionId, origin: "operator" as const, kind, payload: checked, request_digest: digest };
+      const record = await this.insert({ ...NO_CONTENT, images: [], ...fields }, this.#now());
       await this.#changed(record, actor, { payload: checked });
       return summarize(record);
     });
-  }
-
-  summary(commandId: string): Promise<CommandSummary | undefined> {
-    return this.#table.summary(commandId);
   }
 
   /** Resolves with the command's summary once it is final, or with its current one when `timeoutMs` is up or the plugin stops. */
@@ -266,61 +251,38 @@ export class CommandStore {
     );
   }
 
-  list(sessionId: string, limit: number): Promise<CommandSummary[]> {
-    return this.#table.list(sessionId, limit);
-  }
-
-  /** The newest commands of every session, without image bytes: where a short command id is looked up. */
-  recent(limit: number): Promise<CommandSummary[]> {
-    return this.#table.list(undefined, limit);
-  }
-
-  countActive(): Promise<number> {
-    return this.#table.countActive();
-  }
-
-  activeImageBytes(): Promise<number> {
-    return this.#table.activeImageBytes();
-  }
-
   /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
     await this.expireStops();
   }
 
-  /** Retention: final commands last changed before `cutoff` (table.ts). */
-  prune(cutoff: Date): Promise<number> {
-    return this.#table.prune(cutoff);
-  }
-
   async expireLeases(): Promise<void> {
     const now = this.#now();
-    const db = this.#ctx.database;
-    const expired = await db.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
-    for (const row of expired) {
-      const record = { ...row, images: [] };
-      const patch = expiryPatch(record, now);
-      if (!patch) continue;
-      await this.#turns.run(record.session_id, async () => {
-        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { lease_expired: true });
-      });
-    }
+    const expired = await this.#ctx.database.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
+    await this.#expire(expired, (record) => expiryPatch(record, now), { lease_expired: true });
   }
 
   async expireStops(): Promise<void> {
     const now = this.#now();
-    const db = this.#ctx.database;
     const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
-    const waiting = await db.get(COMMAND_TABLE, { kind: "stop", state: "pending", created_at: { $lte: bornBefore } }, { fields: WITHOUT_IMAGES });
-    for (const row of waiting) {
+    const waiting = await this.#ctx.database.get(
+      COMMAND_TABLE,
+      { kind: "stop", state: "pending", created_at: { $lte: bornBefore } },
+      { fields: WITHOUT_IMAGES },
+    );
+    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
+  }
+
+  /** Writes each row's expiry patch (if it has one) on its guard, in its session's turn. */
+  async #expire(rows: Omit<CommandRecord, "images">[], patchOf: (record: CommandRecord) => CommandPatch | null, data: Record<string, unknown>) {
+    for (const row of rows) {
       const record = { ...row, images: [] };
-      const patch = stopExpiryPatch(record, now, this.#options.stopTtlMs);
+      const patch = patchOf(record);
       if (!patch) continue;
       await this.#turns.run(record.session_id, async () => {
-        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(record)), patch);
-        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", { cancel_reason: "expired" });
+        const { matched } = await this.#ctx.database.set(COMMAND_TABLE, where(guardOf(record)), patch);
+        if (matched === 1) await this.#changed({ ...record, ...patch }, "server", data);
       });
     }
   }
