@@ -1,5 +1,6 @@
 /** What the owner is owed about approvals, one at a time in order: the request (past the cap, a digest),
  * the persona's mention, one closing message; marked on the row so a restart resumes, retried until sent. */
+import { backoffDelayMs } from "../../common/backoff.ts";
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import type { ApprovalReach } from "../../protocol/approvals.ts";
@@ -28,12 +29,9 @@ export interface MessengerDeps {
   chatConfigured: boolean;
   /** How many requests reach the owner on their own per window, all sessions together. */
   pace: PaceLimit;
-  retryFirstMs?: number;
-  retryMaxMs?: number;
 }
 
 const RETRY_FIRST_MS = 1_000;
-const RETRY_MAX_MS = 60_000;
 
 export class ApprovalMessenger {
   readonly #ctx: Context;
@@ -136,8 +134,7 @@ export class ApprovalMessenger {
     }
     if (failed && !this.#stopped) {
       this.#failures++;
-      const first = this.#deps.retryFirstMs ?? RETRY_FIRST_MS;
-      const delay = Math.min(first * 2 ** (this.#failures - 1), this.#deps.retryMaxMs ?? RETRY_MAX_MS);
+      const delay = backoffDelayMs(this.#failures, RETRY_FIRST_MS, Math.random);
       this.#retry = this.#ctx.setTimeout(() => {
         this.#retry = undefined;
         this.kick();
