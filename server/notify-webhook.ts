@@ -1,9 +1,6 @@
 /**
- * The notify-webhook Koishi plugin: receives Pi agent events, keeps durable receipts in Koishi's
- * database, and hands each event to the persona's main conversation (or, for `delivery: "direct"`,
- * straight to the configured chat). This file only declares the configuration and composes the
- * parts; each folder under server/ is one of them (docs/architecture.md has the map).
- * Over 400 lines: every option's schema (one section per part) is declared here beside the parts.
+ * The notify-webhook Koishi plugin: declares the configuration (one schema section per part, hence
+ * over 400 lines) and composes the parts, each a folder under server/ (docs/architecture.md).
  */
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
@@ -123,6 +120,7 @@ export interface Config {
   consoleToken: string;
   consoleAuthority: number;
   consoleOrigins: string[];
+  consoleAlone: boolean;
   retentionDays: number;
   ntfyUrl: string;
   ntfyTopic: string;
@@ -249,6 +247,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
       consoleActions: Schema.boolean().default(false),
       consoleAuthority: Schema.natural().default(4),
       consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
+      consoleAlone: Schema.boolean().default(false).hidden(),
     }),
     "console",
   ),
@@ -467,7 +466,13 @@ function applyParts(ctx: Context, { api, config, pairing }: { api: HttpApi; conf
     grants,
     audit,
     events,
-    options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },
+    options: {
+      openToAll: config.consoleActions,
+      token: config.consoleToken,
+      authority: config.consoleAuthority,
+      origins: config.consoleOrigins,
+      alone: config.consoleAlone,
+    },
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);

@@ -1,15 +1,6 @@
 /**
- * The owner's page in the Koishi console, when `@koishijs/plugin-console` is loaded (an optional
- * service, as the console's own plugins use it): one data service pushing the sessions and the
- * newest timeline to every open page as they change, listeners for reading older timeline pages
- * and full entries, and the action listeners of actions.ts.
- *
- * Who may see and act: with `@koishijs/plugin-auth`, its logins at `authority` or above (the
- * console enforces it before any listener runs; the gate checks again); without it, a connection
- * that signed in with the console token (sign-in.ts), or everyone when the owner turned
- * `consoleActions` on. A connection that may not gets no data and every call answers
- * `unauthorized` (the console's own refusal, decided per client in `console/intercept`). Pages of
- * other sites never reach any of it (see `originDecision`).
+ * The owner's page in the Koishi console: one data service pushing sessions and timeline, listeners
+ * for reads and actions; who may see and act is the gate's (decisions.ts) and the sign-in's (sign-in.ts).
  */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:fs";
@@ -95,6 +86,12 @@ export interface ConsolePageOptions {
   authority: number;
   /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
   origins: string[];
+  /**
+   * The console serves this page alone (`npm start`): a connection not signed in gets only the
+   * console's entry (the page's script, for the sign-in form), none of Koishi's own data (its config
+   * schema, the command list). In a Koishi install that data is the owner's console, not this page's.
+   */
+  alone: boolean;
 }
 
 export interface ConsolePageDeps {
@@ -238,9 +235,16 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     };
   }
 
+  // Who sees and acts: with plugin-auth, its logins at `authority` (it decides first); without, a
+  // connection signed in with the console token, or everyone with `consoleActions`. Anyone else gets
+  // no data and `unauthorized` for every call; pages of other sites never reach any of it.
   ctx.on("console/intercept", (client, listener) => {
-    const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean };
-    if (!marks[SURFACE] && !marks[SIGN_IN]) return false;
+    const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean; callback?: unknown };
+    if (!marks[SURFACE] && !marks[SIGN_IN]) {
+      // Data, not a call (`ping` keeps the page connected); the entry loads the sign-in form.
+      const koishiData = !marks.callback && listener !== ctx.get("console.services.entry")?.options;
+      return options.alone && koishiData && !ctx.get("auth") && !gateFor(client).allowed;
+    }
     const selfUrl = (console as { config?: { selfUrl?: string } }).config?.selfUrl;
     const headers = client.request?.headers ?? {};
     const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
@@ -324,9 +328,9 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       subject: signedIn.get(client)!.id,
       data: { status: "ok", client: who(client) },
     });
-    // The console pushed this connection nothing so far: its data now, then every change as usual.
-    const view = await viewFor(client);
-    if (view) client.send({ type: "data", body: { key: FEED_KEY, value: view } });
+    // The console pushed this connection none of the page's data so far (nor Koishi's, when `alone`):
+    // all of it now, then every change as usual.
+    client.refresh();
     return { ok: true, value: { via: "token" } };
   };
   (console.addListener as (name: string, callback: unknown, options: object) => void)(SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });

@@ -1,10 +1,5 @@
 /**
- * `npm start`: a standalone Koishi app carrying the notify-webhook plugin, for people without a
- * Koishi of their own (or to try the extension). Embedded defaults: 127.0.0.1:5140, SQLite under
- * ./data, a token file `<data-dir>/token` created once with mode 0600 and never overwritten (and
- * likewise `<data-dir>/operator.token` for the operator API, unless the config file names one), and
- * the log persona, which prints each event block it would inject.
- *
+ * `npm start`: a standalone Koishi app carrying notify-webhook on 127.0.0.1:5140, SQLite and 0600 token files under ./data, the log persona.
  *   npm start -- [--host 127.0.0.1] [--port 5140] [--data-dir ./data] [--config <data-dir>/server.json] [--help]
  */
 import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, statSync } from "node:fs";
@@ -206,6 +201,7 @@ export async function runStandalone(
     token,
     operatorToken,
     consoleToken,
+    consoleAlone: true,
     pairingCode,
     botId: file.botId,
     recipientId: file.recipientId,
