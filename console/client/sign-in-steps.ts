@@ -1,16 +1,14 @@
 /**
- * What the page does with the answer to one sign-in attempt (sign-in.ts), pure: a value decides;
- * no answer at all (the server's listener not registered yet after a restart, so the console says
- * `not implemented`; a timeout; the connection gone) is retried with backoff, a bounded number of
- * times, and only then said, with why. It is never taken for "no token".
+ * What the page does with the answer to one sign-in attempt (sign-in.ts), pure: a value decides; no
+ * answer at all (`not implemented` after a restart, a timeout) is retried with backoff, never taken for "no token".
  */
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 
-/** `checking`: asking the server (or waiting to ask again); `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
 /** A stored console token is used this long after it was stored, then asked for again. */
 export const TOKEN_LIFETIME_MS = 12 * 60 * 60 * 1000;
 
-export type SignInState = "checking" | "signed_in" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
+/** `checking`: asking the server (or waiting to ask again); `signed_out`: the person signed out here; `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
+export type SignInState = "checking" | "signed_in" | "signed_out" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
 
 /** What came back: the listener's answer, or why there was none. */
 export type SignInReply = { answer: ConsoleAnswer<{ via: string }> } | { unanswered: string };

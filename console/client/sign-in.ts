@@ -1,11 +1,6 @@
 /**
- * The page's sign-in with the console token (server/console/sign-in.ts): a link's `?token=` is
- * moved out of the address bar into this tab's `sessionStorage` (never `localStorage`, which every
- * console plugin's script of this origin reads for good) for `TOKEN_LIFETIME_MS`, and presented once per connection. A
- * refused token is forgotten, so a new token on the server signs this browser out; the page then
- * asks for the token. No answer is not a refusal: it is asked again, with backoff
- * (sign-in-steps.ts), and only said when the retries are spent. A retired copy of the page
- * (lifetime.ts) never signs in.
+ * The page's sign-in with the console token: a link's `?token=` moves into this tab's `sessionStorage` for
+ * `TOKEN_LIFETIME_MS` (never `localStorage`, which every console plugin reads), presented once per connection; signing out forgets it.
  */
 import { ref, watch } from "vue";
 import { router, socket, store } from "@koishijs/client";
@@ -73,6 +68,17 @@ export function useSignIn() {
     void attempt(token, ++round, 0);
   }
 
+  /** Signs this connection out and forgets the token this tab kept; the page then asks for one. */
+  async function signOut() {
+    clearTimeout(retry);
+    round++;
+    // Before the server takes the data away, so the watcher below does not sign in again.
+    state.value = "signed_out";
+    sessionStorage.removeItem(STORAGE_KEY);
+    sessionStorage.removeItem(REFUSED_KEY);
+    await call("anon-notify/sign-out", {});
+  }
+
   // Once connected, and again whenever the data is taken away (a new token on the server).
   watch(
     () => Boolean(socket.value),
@@ -82,8 +88,8 @@ export function useSignIn() {
   watch(
     () => (store as { anonNotify?: unknown }).anonNotify,
     (current, previous) => {
-      if (current === null && previous && socket.value) present();
+      if (current === null && previous && socket.value && state.value !== "signed_out") present();
     },
   );
-  return { state, why, present };
+  return { state, why, present, signOut };
 }

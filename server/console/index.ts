@@ -48,9 +48,10 @@ const COMMANDS_PER_SESSION = 10;
 const REFRESH_THROTTLE_MS = 150;
 /** Marks the console options of this page's data and listeners, so the checks here touch nothing else. */
 const SURFACE = Symbol.for("anon-notify.console");
-/** Marks the sign-in listener: origin-checked like the rest, but open to connections not signed in yet. */
+/** Marks the sign-in and sign-out listeners (listenSignIn). */
 const SIGN_IN = Symbol.for("anon-notify.console.sign-in");
 export const SIGN_IN_LISTENER = "anon-notify/sign-in";
+export const SIGN_OUT_LISTENER = "anon-notify/sign-out";
 /** Refused sign-ins are logged once per this long, with their count, never one line each. */
 const REFUSED_LOG_MS = 60_000;
 
@@ -301,11 +302,34 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     }),
   );
 
+  listenSignIn(ctx, { token, signedIn, gateFor, who, audit });
+
+  const files = pageFiles(logger, instanceSay(ctx));
+  if (files) console.addEntry(files);
+}
+
+interface SignInDeps {
+  token: string;
+  signedIn: WeakMap<Client, SignIn>;
+  gateFor(client: AuthedClient): ActionGate;
+  who(client: AuthedClient): Record<string, unknown>;
+  audit: AuditLog;
+}
+
+/**
+ * The sign-in and sign-out listeners: origin-checked like the rest, but open to connections not
+ * signed in. Either way the console's data for the connection is pushed again (`client.refresh`):
+ * all of it after a sign-in, `null` for what it may no longer see after a sign-out.
+ */
+function listenSignIn(ctx: Context, { token, signedIn, gateFor, who, audit }: SignInDeps): void {
+  const logger = ctx.logger("notify-webhook");
+  const console = ctx.console;
   let refused = 0;
   const reportRefused = ctx.throttle(() => {
     logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
+
   const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {
     const client = this as AuthedClient;
     const gate = gateFor(client);
@@ -328,23 +352,27 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       subject: signedIn.get(client)!.id,
       data: { status: "ok", client: who(client) },
     });
-    // The console pushed this connection none of the page's data so far (nor Koishi's, when `alone`):
-    // all of it now, then every change as usual.
     client.refresh();
     return { ok: true, value: { via: "token" } };
   };
-  (console.addListener as (name: string, callback: unknown, options: object) => void)(SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });
+  // Ends this connection's token sign-in (the page forgets the token itself). Not a trail row: it opens nothing.
+  const signOutListener = function (this: Client): ConsoleAnswer {
+    const signedOut = signedIn.delete(this);
+    if (signedOut) this.refresh();
+    return { ok: true, value: { signed_out: signedOut } };
+  };
+  const listeners = { [SIGN_IN_LISTENER]: signInListener, [SIGN_OUT_LISTENER]: signOutListener };
+  for (const [name, callback] of Object.entries(listeners)) {
+    (console.addListener as (name: string, callback: unknown, options: object) => void)(name, callback, { [SIGN_IN]: true });
+  }
   ctx.on("dispose", () => {
-    if (console.listeners[SIGN_IN_LISTENER]?.callback === signInListener) delete console.listeners[SIGN_IN_LISTENER];
+    for (const [name, callback] of Object.entries(listeners)) if (console.listeners[name]?.callback === callback) delete console.listeners[name];
     // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
     for (const client of Object.values(console.clients) as Client[]) {
       if (!signedIn.has(client) || client.socket.readyState !== 1) continue;
       client.send({ type: "data", body: { key: FEED_KEY, value: null } });
     }
   });
-
-  const files = pageFiles(logger, instanceSay(ctx));
-  if (files) console.addEntry(files);
 }
 
 /**

@@ -12,6 +12,7 @@ import { spawnStandalone } from "../../harness/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { ConsoleSocket, printedConsoleLink } from "../helpers/console.ts";
 import { agentApi } from "../../harness/agent-api.ts";
+import { SIGN_OUT_LISTENER } from "../../server/console/index.ts";
 
 test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", {
   timeout: 60_000,
@@ -80,6 +81,9 @@ test("before signing in, npm start's console socket carries only the page's entr
   const permissions = await waitUntil(() => page.store.permissions as string[] | undefined, "Koishi's command list after signing in");
   assert.ok(permissions.includes("command:anon.sessions"), permissions.join(", "));
   assert.ok(page.store.schema, "Koishi's config schema after signing in");
+  // Signing out takes it away again.
+  assert.deepEqual(await page.call(SIGN_OUT_LISTENER, {}), { ok: true, value: { signed_out: true } });
+  await waitUntil(() => (page.store.schema === null && page.store.permissions === null && page.store.anonNotify === null) || undefined, "all of it taken away");
 });
 
 test("Ctrl-C while a Pi session holds a long poll and keeps a connection alive still exits 0, bounded", { timeout: 60_000 }, async (t) => {
