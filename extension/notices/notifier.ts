@@ -1,9 +1,6 @@
 /**
- * The notifier: what the extension's handlers call. It never throws and never makes the caller
- * wait; a final notice is sent only after its durable outbox write finished, and removed only once
- * accepted. Notices go out in the order they were handed over: one request at a time, carrying
- * every notice that is waiting and ready (one `POST /events/batch`, once the server said it takes
- * them), so a backlog costs a round trip per batch rather than per notice.
+ * The notifier: never throws, never makes the caller wait; a final is sent only once on disk (outbox), removed once
+ * accepted. Notices go in hand-over order, one request at a time carrying all that are ready (`POST /events/batch`).
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { EventBody, type EventAccepted } from "../../protocol/events.ts";
@@ -109,6 +106,8 @@ class OrderedNotifier implements Notifier {
   #last: LastDelivery | undefined;
   /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
   #batchMax = 1;
+  /** The server is pacing these notices (429): said once per episode, which ends when the line drained with nothing held back. */
+  #paced = false;
 
   constructor(options: NotifierOptions) {
     this.#options = options;
@@ -194,6 +193,7 @@ class OrderedNotifier implements Notifier {
     } finally {
       // In the same step as the last look at the line: a job scheduled after it starts a new pump.
       this.#pumping = undefined;
+      if (!this.#heldBack) this.#paced = false;
     }
   }
 
@@ -282,6 +282,7 @@ class OrderedNotifier implements Notifier {
         attempts -= 1; // a server without the batch route: the same notices again, one by one
         continue;
       }
+      this.#pacing(outcomes);
       let retryInMs: number | undefined;
       for (const outcome of outcomes) {
         if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
@@ -300,6 +301,12 @@ class OrderedNotifier implements Notifier {
       }
     }
     return { rest, gaveUp: false };
+  }
+
+  #pacing(outcomes: EventOutcome[]): void {
+    if (this.#paced || !outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) return;
+    this.#paced = true;
+    this.#options.log.warn(this.#options.text.paced);
   }
 
   /** One request for these notices; undefined when the server has no batch route (it forgets the batch size then). */
@@ -347,8 +354,8 @@ class OrderedNotifier implements Notifier {
       await outbox.release(eventId);
       this.#holdBack();
     }
-    // A refused token is told once by the client; these warnings would only repeat it per notice.
-    if (needsNoWarning(error)) return;
+    // A refused token is told once by the client, pacing once by #pacing; these warnings would only repeat it per notice.
+    if (needsNoWarning(error) || (error.status === 429 && notice.durable !== false)) return;
     if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
     else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
   }
