@@ -1,11 +1,6 @@
 /**
- * The HTTP edge shared by every route of the plugin: bearer check first (constant time), a 503
- * until the plugin's state is loaded, our own body reading with a byte limit, and JSON errors in
- * the protocol's shapes. No stack trace, token or request body ever reaches a client or a log line.
- *
- * plugin-server's own body parser would answer malformed JSON with a text/plain 400 and print a
- * stack trace, and its limit is a fixed 10 MB; marking the first middleware with
- * `Symbol.for('noParseBody')` makes it skip that parser for our routes.
+ * The HTTP edge of every route: bearer check first (constant time), 503 until loaded, our own body reading with a byte
+ * limit, JSON errors in the protocol's shapes; no stack trace, token or body reaches a client or a log line.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -145,6 +140,7 @@ export class HttpApi {
       write(c, answer);
       logger.debug("%s %s → %d", spec.method, spec.path, answer.status);
     };
+    // plugin-server's own parser answers bad JSON with a text/plain 400 and a stack trace, its limit a fixed 10 MB: skipped.
     Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
     const path = API_BASE_PATH + spec.path;
     const router = ctx.server;
@@ -177,6 +173,7 @@ export class HttpApi {
       // The body is never read here, so the connection is not reused.
       c.set("Connection", "close");
     };
+    // plugin-server's own parser answers bad JSON with a text/plain 400 and a stack trace, its limit a fixed 10 MB: skipped.
     Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
     ctx.server.all(`${API_BASE_PATH}/(.*)`, middleware);
   }
@@ -270,7 +267,7 @@ function digest(token: string): Buffer {
 /** A refusal for a wrong token that is not a 401 (a throttled address): its body is never read either. */
 class Unauthorized extends DomainError {}
 
-/** A body that missed its deadline: its connection has been closed. */
+/** A body that missed its deadline, or whose connection closed first (a client gone, npm start stopping): nobody to answer. */
 class BodyCutOff extends Error {}
 
 /** Reads at most `maxBytes` within `timeoutMs`; a body still trickling in after that loses its connection. */
@@ -292,7 +289,7 @@ async function readBody(c: KoaContext, maxBytes: number, timeoutMs: number): Pro
       chunks.push(chunk);
     }
   } catch (error) {
-    throw cutOff ? new BodyCutOff() : error;
+    throw cutOff || socket.destroyed ? new BodyCutOff() : error;
   } finally {
     clearTimeout(deadline);
   }
