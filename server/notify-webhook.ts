@@ -120,6 +120,7 @@ export interface Config {
   consoleToken: string;
   consoleAuthority: number;
   consoleOrigins: string[];
+  consoleAlone: boolean;
   retentionDays: number;
   ntfyUrl: string;
   ntfyTopic: string;
@@ -246,6 +247,7 @@ export const Config: SchemaType<Config> = Schema.intersect([
       consoleActions: Schema.boolean().default(false),
       consoleAuthority: Schema.natural().default(4),
       consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
+      consoleAlone: Schema.boolean().default(false).hidden(),
     }),
     "console",
   ),
@@ -501,7 +503,13 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
     audit,
     events,
     starts,
-    options: { openToAll: config.consoleActions, token: config.consoleToken, authority: config.consoleAuthority, origins: config.consoleOrigins },
+    options: {
+      openToAll: config.consoleActions,
+      token: config.consoleToken,
+      authority: config.consoleAuthority,
+      origins: config.consoleOrigins,
+      alone: config.consoleAlone,
+    },
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);

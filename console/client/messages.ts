@@ -19,6 +19,8 @@ export default {
       title: "登录“Pi 会话”页面",
       checking: "正在登录…",
       signed_in: "已登录。",
+      signed_out: "已退出登录：这个标签页保存的 Token 已清除。要再登录，请粘贴 Token，或重新打开 npm start 打印的链接。",
+      signOut: "退出登录",
       needed:
         "这个页面需要控制台 Token 才能查看和操作（没有安装 {'@'}koishijs/plugin-auth 时的登录方式）。打开 npm start 打印的链接即自动登录，或在下面粘贴 Token。",
       refused: "Token 不对，或服务端已更换 Token（所有浏览器都已退出登录）。请粘贴新的 Token，或重新打开 npm start 打印的链接。",
@@ -300,6 +302,8 @@ export default {
       title: "Sign in to the Pi sessions page",
       checking: "Signing in…",
       signed_in: "Signed in.",
+      signed_out: "Signed out: the token this tab kept is cleared. To sign in again, paste the token or open the link npm start printed again.",
+      signOut: "Sign out",
       needed:
         "This page needs the console token to see and act (the sign-in when {'@'}koishijs/plugin-auth is not installed). Open the link npm start printed to sign in, or paste the token below.",
       refused: "Wrong token, or the server has a new one (every browser was signed out). Paste the new token, or open the link npm start printed again.",

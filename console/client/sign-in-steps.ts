@@ -2,11 +2,11 @@
  * timeout) is retried with backoff and never taken for "no token". */
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 
-/** `checking`: asking the server (or waiting to ask again); `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
 /** A stored console token is used this long after it was stored, then asked for again. */
 export const TOKEN_LIFETIME_MS = 12 * 60 * 60 * 1000;
 
-export type SignInState = "checking" | "signed_in" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
+/** `checking`: asking the server (or waiting to ask again); `signed_out`: the person signed out here; `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
+export type SignInState = "checking" | "signed_in" | "signed_out" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
 
 /** What came back: the listener's answer, or why there was none. */
 export type SignInReply = { answer: ConsoleAnswer<{ via: string }> } | { unanswered: string };

@@ -66,6 +66,17 @@ export function useSignIn() {
     void attempt(token, ++round, 0);
   }
 
+  /** Signs this connection out and forgets the token this tab kept; the page then asks for one. */
+  async function signOut() {
+    clearTimeout(retry);
+    round++;
+    // Before the server takes the data away, so the watcher below does not sign in again.
+    state.value = "signed_out";
+    sessionStorage.removeItem(STORAGE_KEY);
+    sessionStorage.removeItem(REFUSED_KEY);
+    await call("anon-notify/sign-out", {});
+  }
+
   // Once connected, and again whenever the data is taken away (a new token on the server).
   watch(
     () => Boolean(socket.value),
@@ -75,8 +86,8 @@ export function useSignIn() {
   watch(
     () => (store as { anonNotify?: unknown }).anonNotify,
     (current, previous) => {
-      if (current === null && previous && socket.value) present();
+      if (current === null && previous && socket.value && state.value !== "signed_out") present();
     },
   );
-  return { state, why, present };
+  return { state, why, present, signOut };
 }

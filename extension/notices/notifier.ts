@@ -91,6 +91,8 @@ class OrderedNotifier implements Notifier {
   #last: LastDelivery | undefined;
   /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
   #batchMax = 1;
+  /** The server is pacing these notices (429): said once per episode, which ends when the line drained with nothing held back. */
+  #paced = false;
 
   constructor(options: NotifierOptions) {
     this.#options = options;
@@ -176,6 +178,7 @@ class OrderedNotifier implements Notifier {
     } finally {
       // In the same step as the last look at the line: a job scheduled after it starts a new pump.
       this.#pumping = undefined;
+      if (!this.#heldBack) this.#paced = false;
     }
   }
 
@@ -260,6 +263,7 @@ class OrderedNotifier implements Notifier {
         attempts -= 1; // a server without the batch route: the same notices again, one by one
         continue;
       }
+      this.#pacing(outcomes);
       let retryInMs: number | undefined;
       for (const outcome of outcomes) {
         if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
@@ -278,6 +282,12 @@ class OrderedNotifier implements Notifier {
       }
     }
     return { rest, gaveUp: false };
+  }
+
+  #pacing(outcomes: EventOutcome[]): void {
+    if (this.#paced || !outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) return;
+    this.#paced = true;
+    this.#options.log.warn(this.#options.text.paced);
   }
 
   /** One request for these notices; undefined when the server has no batch route (it forgets the batch size then). */
@@ -325,8 +335,8 @@ class OrderedNotifier implements Notifier {
       await outbox.release(eventId);
       this.#holdBack();
     }
-    // A refused token is told once by the client; these warnings would only repeat it per notice.
-    if (needsNoWarning(error)) return;
+    // A refused token is told once by the client, pacing once by #pacing; these warnings would only repeat it per notice.
+    if (needsNoWarning(error) || (error.status === 429 && notice.durable !== false)) return;
     if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
     else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
   }

@@ -39,6 +39,7 @@ export const zhDelivery = {
   invalidEvent: (why: string) => `通知事件无效，未发送：${why}`,
   outboxCorrupt: (file: string, why: string) => `outbox 文件 ${file} 无法读取，已改名为 .bad 保留：${why}`,
   resent: (count: number) => `已补发服务端中断期间暂存的 ${count} 条通知。`,
+  paced: "服务端正在限速这个会话的通知（HTTP 429）：通知会按服务端给的间隔自动重发，期间个别进度通知可能被跳过；最终通知不会丢失。",
 };
 
 export const enDelivery: typeof zhDelivery = {
@@ -64,6 +65,8 @@ export const enDelivery: typeof zhDelivery = {
   invalidEvent: (why) => `Invalid notice event, not sent: ${why}`,
   outboxCorrupt: (file, why) => `Outbox file ${file} is unreadable and was renamed to .bad: ${why}`,
   resent: (count) => `Sent ${count} ${count === 1 ? "notice" : "notices"} held while the server was unreachable.`,
+  paced:
+    "The server is pacing this session's notices (HTTP 429): they are sent again at the pace it asks for, and some progress notices may be skipped meanwhile; final notices are never lost.",
 };
 
 export const zhNotice = {

@@ -47,9 +47,10 @@ const COMMANDS_PER_SESSION = 10;
 const REFRESH_THROTTLE_MS = 150;
 /** Marks the console options of this page's data and listeners, so the checks here touch nothing else. */
 const SURFACE = Symbol.for("anon-notify.console");
-/** Marks the sign-in listener: origin-checked like the rest, but open to connections not signed in yet. */
+/** Marks the sign-in and sign-out listeners (listenSignIn). */
 const SIGN_IN = Symbol.for("anon-notify.console.sign-in");
 export const SIGN_IN_LISTENER = "anon-notify/sign-in";
+export const SIGN_OUT_LISTENER = "anon-notify/sign-out";
 /** Refused sign-ins are logged once per this long, with their count, never one line each. */
 const REFUSED_LOG_MS = 60_000;
 
@@ -85,6 +86,12 @@ export interface ConsolePageOptions {
   authority: number;
   /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
   origins: string[];
+  /**
+   * The console serves this page alone (`npm start`): a connection not signed in gets only the
+   * console's entry (the page's script, for the sign-in form), none of Koishi's own data (its config
+   * schema, the command list). In a Koishi install that data is the owner's console, not this page's.
+   */
+  alone: boolean;
 }
 
 export interface ConsolePageDeps {
@@ -225,9 +232,16 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     };
   }
 
+  // Who sees and acts: with plugin-auth, its logins at `authority` (it decides first); without, a
+  // connection signed in with the console token, or everyone with `consoleActions`. Anyone else gets
+  // no data and `unauthorized` for every call; pages of other sites never reach any of it.
   ctx.on("console/intercept", (client, listener) => {
-    const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean };
-    if (!marks[SURFACE] && !marks[SIGN_IN]) return false;
+    const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean; callback?: unknown };
+    if (!marks[SURFACE] && !marks[SIGN_IN]) {
+      // Data, not a call (`ping` keeps the page connected); the entry loads the sign-in form.
+      const koishiData = !marks.callback && listener !== ctx.get("console.services.entry")?.options;
+      return options.alone && koishiData && !ctx.get("auth") && !gateFor(client).allowed;
+    }
     const selfUrl = (console as { config?: { selfUrl?: string } }).config?.selfUrl;
     const headers = client.request?.headers ?? {};
     const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
@@ -285,11 +299,34 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     }),
   );
 
+  listenSignIn(ctx, { token, signedIn, gateFor, who, audit });
+
+  const files = pageFiles(logger, instanceSay(ctx));
+  if (files) console.addEntry(files);
+}
+
+interface SignInDeps {
+  token: string;
+  signedIn: WeakMap<Client, SignIn>;
+  gateFor(client: AuthedClient): ActionGate;
+  who(client: AuthedClient): Record<string, unknown>;
+  audit: AuditLog;
+}
+
+/**
+ * The sign-in and sign-out listeners: origin-checked like the rest, but open to connections not
+ * signed in. Either way the console's data for the connection is pushed again (`client.refresh`):
+ * all of it after a sign-in, `null` for what it may no longer see after a sign-out.
+ */
+function listenSignIn(ctx: Context, { token, signedIn, gateFor, who, audit }: SignInDeps): void {
+  const logger = ctx.logger("notify-webhook");
+  const console = ctx.console;
   let refused = 0;
   const reportRefused = ctx.throttle(() => {
     logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
+
   const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {
     const client = this as AuthedClient;
     const gate = gateFor(client);
@@ -312,23 +349,27 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       subject: signedIn.get(client)!.id,
       data: { status: "ok", client: who(client) },
     });
-    // The console pushed this connection nothing so far: its data now, then every change as usual.
-    const view = await viewFor(client);
-    if (view) client.send({ type: "data", body: { key: FEED_KEY, value: view } });
+    client.refresh();
     return { ok: true, value: { via: "token" } };
   };
-  (console.addListener as (name: string, callback: unknown, options: object) => void)(SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });
+  // Ends this connection's token sign-in (the page forgets the token itself). Not a trail row: it opens nothing.
+  const signOutListener = function (this: Client): ConsoleAnswer {
+    const signedOut = signedIn.delete(this);
+    if (signedOut) this.refresh();
+    return { ok: true, value: { signed_out: signedOut } };
+  };
+  const listeners = { [SIGN_IN_LISTENER]: signInListener, [SIGN_OUT_LISTENER]: signOutListener };
+  for (const [name, callback] of Object.entries(listeners)) {
+    (console.addListener as (name: string, callback: unknown, options: object) => void)(name, callback, { [SIGN_IN]: true });
+  }
   ctx.on("dispose", () => {
-    if (console.listeners[SIGN_IN_LISTENER]?.callback === signInListener) delete console.listeners[SIGN_IN_LISTENER];
+    for (const [name, callback] of Object.entries(listeners)) if (console.listeners[name]?.callback === callback) delete console.listeners[name];
     // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
     for (const client of Object.values(console.clients) as Client[]) {
       if (!signedIn.has(client) || client.socket.readyState !== 1) continue;
       client.send({ type: "data", body: { key: FEED_KEY, value: null } });
     }
   });
-
-  const files = pageFiles(logger, instanceSay(ctx));
-  if (files) console.addEntry(files);
 }
 
 /**

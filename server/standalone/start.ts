@@ -194,7 +194,8 @@ export async function runStandalone(
   };
   use(require("@koishijs/plugin-server").default, { host: options.host, port: options.port, maxPort: options.port + PORT_RANGE });
   // npm start owns this HTTP server (it is created now and listens at start), so it bounds what idle or slow clients can hold.
-  boundConnections(app.server._http);
+  const http = app.server._http;
+  boundConnections(http);
   // Every WebSocket frame (the console's) within the largest body a route takes, before ws buffers it.
   app.server._ws.on("connection", (socket) => limitFrames(socket, LIMITS.operatorBodyBytes));
   // Koishi's http service: the chat commands fetch images the owner attaches with it.
@@ -208,6 +209,7 @@ export async function runStandalone(
     token,
     operatorToken,
     consoleToken,
+    consoleAlone: true,
     pairingCode,
     botId: file.botId,
     recipientId: file.recipientId,
@@ -232,13 +234,19 @@ export async function runStandalone(
     baseUrl,
     app,
     language,
-    async stop() {
-      await closeConsolePages(app);
-      // plugin-server's dispose throws once the logger is gone, so the forks go first, newest first.
-      for (const fork of forks.reverse()) fork.dispose();
-      await app.stop();
-    },
+    stop: () => stopApp(app, forks, http),
   };
+}
+
+async function stopApp(app: Context, forks: ForkScope[], http: Context["server"]["_http"]): Promise<void> {
+  await closeConsolePages(app);
+  // plugin-server's dispose would stop listening and end only idle connections: one mid-request (a
+  // slow body, a holder asking again) kept the stopped process alive, no timeout left to end it.
+  http.close();
+  http.closeAllConnections();
+  // plugin-server's dispose throws once the logger is gone, so the forks go first, newest first.
+  for (const fork of forks.reverse()) fork.dispose();
+  await app.stop();
 }
 
 async function main(): Promise<void> {

@@ -121,6 +121,7 @@ function logger() {
 }
 
 const delivery = { ...DEFAULT_CONFIG.delivery, maxAttempts: 3, backoffMs: 100 };
+const zh = messagesFor("zh-CN").delivery;
 
 function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number; outboxRetryMs?: number } = {}) {
   const dir = options.dir ?? tempOutboxDir();
@@ -408,7 +409,25 @@ test("429 with Retry-After, then 500, then success: one notice, three attempts, 
   assert.equal(sleep.waits[0], 2_000);
   assert.equal(sleep.waits.length, 2);
   assert.deepEqual(await outboxIds(dir), []);
-  assert.deepEqual(lines.warn, []);
+  assert.deepEqual(lines.warn, [zh.paced], "the pacing is said; no warning for the notice");
+});
+
+test("pacing (429) is said once per episode, which ends when the line drained; a final held back by it is kept, not warned about", async () => {
+  const paced = status(429, { "retry-after": "1" });
+  // e1: three 429s, its attempts spent (held back in the outbox), then resent; e2: one 429, then taken.
+  const server = await scriptedServer(paced, paced, paced, accept, paced, accept);
+  const { notifier, dir, lines } = notifierFor(server.endpoint);
+  const e1 = event("completed");
+  notifier.send(e1, { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(await outboxIds(dir), [e1.event_id], "kept in the outbox for a resend");
+  await notifier.resendOutbox();
+  assert.deepEqual(await outboxIds(dir), [], "the resend delivered it");
+  assert.deepEqual(lines.warn, [zh.paced], "one episode (the held final kept it open): said once, nothing per notice");
+  notifier.send(event("completed"), { final: true });
+  assert.equal(await notifier.flush(5_000), true);
+  assert.deepEqual(lines.warn, [zh.paced, zh.paced], "a new episode: said again");
+  assert.equal(server.received.length, 6);
 });
 
 test("a 400 is not retried; the final stays in the outbox and the failure is logged without the token", async () => {

@@ -1,16 +1,16 @@
 /**
- * The console page's sign-in without plugin-auth, through the console's real WebSocket: what a
- * connection without the console token gets (nothing), what the token opens, which sign-in the
- * trail names, a new token signing every page out, and the plugin's own token file.
+ * The console page's sign-in without plugin-auth, through the console's real WebSocket: nothing without the token, what it
+ * opens, the trail's sign-in, signing out, a new token signing every page out, the plugin's own token file.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { AuditEntry } from "../../protocol/audit.ts";
-import { SIGN_IN_LISTENER } from "../../server/console/index.ts";
+import { SIGN_IN_LISTENER, SIGN_OUT_LISTENER } from "../../server/console/index.ts";
 import type { ConsoleSession, TimelineItem } from "../../server/console/decisions.ts";
 import { consoleStage } from "../helpers/console.ts";
+import { waitUntil } from "../../harness/wait.ts";
 
 function sessionIn(sessions: ConsoleSession[], sessionId: string) {
   return sessions.find((session) => session.session_id === sessionId);
@@ -32,8 +32,9 @@ test("without plugin-auth, a local process without the console token learns noth
   assert.equal((await probe.raw("ping")).value, "pong", "the console itself still answers");
   for (let id = 1; id <= 30; id++) assert.deepEqual(await probe.raw("anon-notify/entry", { id }), { error: "unauthorized" }, `entry ${id}`);
   const listeners = Object.keys((stage.koishi.app.get("console") as { listeners: object }).listeners).filter(
-    (name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER,
+    (name) => name.startsWith("anon-notify/") && name !== SIGN_IN_LISTENER && name !== SIGN_OUT_LISTENER,
   );
+  assert.deepEqual(await probe.call(SIGN_OUT_LISTENER, {}), { ok: true, value: { signed_out: false } }, "signing out opens nothing");
   assert.ok(listeners.length >= 8, `the page's listeners: ${listeners.join(", ")}`);
   for (const name of listeners)
     assert.deepEqual(
@@ -70,6 +71,22 @@ test("without plugin-auth, a local process without the console token learns noth
   assert.equal(signIn.id, signIns[0]!.subject, "the stop names the probe's (newest) sign-in");
   assert.match(signIn.generation, /^[0-9a-f]{8}$/, "which token generation");
   assert.ok(!JSON.stringify(full.value).includes(stage.token), "never the token itself");
+});
+
+test("signing out ends that connection's sign-in alone: its data goes, its calls are refused, another page stays", { timeout: 60_000 }, async (t) => {
+  const stage = await consoleStage(t);
+  const leaving = await stage.openSignedIn();
+  const staying = await stage.openSignedIn();
+  await leaving.until((view) => view.actions.allowed, "the data");
+  assert.deepEqual(await leaving.call(SIGN_OUT_LISTENER, {}), { ok: true, value: { signed_out: true } });
+  await waitUntil(() => leaving.store.anonNotify === null || undefined, "the page's data taken away");
+  assert.deepEqual(await leaving.raw("anon-notify/timeline", {}), { error: "unauthorized" });
+  assert.deepEqual(await leaving.call(SIGN_OUT_LISTENER, {}), { ok: true, value: { signed_out: false } }, "nothing left to sign out");
+  assert.ok((await staying.call("anon-notify/timeline", {})).ok, "the other page is still signed in");
+  assert.ok(staying.view?.actions.allowed);
+  // The same connection signs in again with the token.
+  assert.deepEqual(await leaving.signIn(stage.token), { ok: true, value: { via: "token" } });
+  await leaving.until((view) => view.actions.allowed, "the data again");
 });
 
 test("a new console token signs every page out: the old token is refused after the restart", { timeout: 60_000 }, async (t) => {

@@ -1,7 +1,6 @@
 /**
- * The console page on `npm start` (a child process, as a person runs it): the printed link carries
- * the console token that signs a connection in, the bare connection gets nothing, and Ctrl-C with
- * pages still connected stops cleanly with exit code 0.
+ * The console page on `npm start` (a child process, as a person runs it): the printed link's token
+ * signs a connection in, a connection without it gets only the sign-in form's entry, Ctrl-C exits 0.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -13,6 +12,7 @@ import { spawnStandalone } from "../../harness/standalone.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { ConsoleSocket, printedConsoleLink } from "../helpers/console.ts";
 import { agentApi } from "../../harness/agent-api.ts";
+import { SIGN_OUT_LISTENER } from "../../server/console/index.ts";
 
 test("npm start prints the page's sign-in link; its token signs a WebSocket in, none gets nothing; Ctrl-C with pages connected exits 0 without a TypeError", {
   timeout: 60_000,
@@ -46,6 +46,44 @@ test("npm start prints the page's sign-in link; its token signs a WebSocket in, 
   assert.equal(server.child.exitCode, 0, server.output());
   assert.match(server.output(), /已停止。/);
   assert.doesNotMatch(server.output(), /TypeError|Unhandled|at .*console\/lib/);
+});
+
+test("before signing in, npm start's console socket carries only the page's entry: Koishi's schema and command list come with the token", {
+  timeout: 60_000,
+}, async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), "anon-notify-console-"));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const server = await spawnStandalone(dataDir, await freePort());
+  t.after(() => server.stop());
+  const url = await printedConsoleLink(server);
+  const page = await ConsoleSocket.open(Number(url.port), url.origin);
+  t.after(() => page.close());
+  await waitUntil(() => page.store.entry, "the console's entry");
+  // A call answered after the entry: every push of the connection's first refresh went out before it.
+  assert.equal((await page.raw("ping")).value, "pong");
+  const before = page.pushed.filter((message) => message.value !== null);
+  const bytes = Buffer.byteLength(JSON.stringify(before));
+  console.log(`before sign-in: ${bytes} bytes of data (${before.map((message) => message.key).join(", ")})`);
+  assert.deepEqual(
+    before.map((message) => message.key),
+    ["entry"],
+    "nothing but the entry",
+  );
+  const { _id, ...entries } = page.store.entry as Record<string, { files: string[] }>;
+  assert.equal(Object.keys(entries).length, 1, "one entry: the page's own script");
+  const [[key, entry]] = Object.entries(entries) as [[string, { files: string[] }]];
+  assert.deepEqual(Object.keys(entry), ["files"]);
+  for (const file of entry.files) assert.match(file, new RegExp(`^/@plugin-${key}/(index\\.js|style\\.css)$`));
+  assert.doesNotMatch(JSON.stringify(page.pushed), /command:anon|intercept\.http/, "no command list, no config schema");
+
+  assert.deepEqual(await page.signIn(url.searchParams.get("token")!), { ok: true, value: { via: "token" } });
+  await page.until((view) => view.actions.allowed, "the page's data after signing in");
+  const permissions = await waitUntil(() => page.store.permissions as string[] | undefined, "Koishi's command list after signing in");
+  assert.ok(permissions.includes("command:anon.sessions"), permissions.join(", "));
+  assert.ok(page.store.schema, "Koishi's config schema after signing in");
+  // Signing out takes it away again.
+  assert.deepEqual(await page.call(SIGN_OUT_LISTENER, {}), { ok: true, value: { signed_out: true } });
+  await waitUntil(() => (page.store.schema === null && page.store.permissions === null && page.store.anonNotify === null) || undefined, "all of it taken away");
 });
 
 test("Ctrl-C while a Pi session holds a long poll and keeps a connection alive still exits 0, bounded", { timeout: 60_000 }, async (t) => {
