@@ -170,6 +170,25 @@ export interface ProgressToolDeps {
   text(): Messages;
 }
 
+/** `details` is for the session file and renderers; the model reads only the text. */
+interface Outcome {
+  content: { type: "text"; text: string }[];
+  details: { sent: boolean; reason?: string; event_id?: string };
+}
+
+function recordRefusal(deps: ProgressToolDeps, target: ProgressTarget, input: unknown, toolCallId: string, reason: string): void {
+  const { context, client } = target;
+  if (!context || !client) return;
+  // Not awaited: the model's turn never waits on the network.
+  client
+    .request("POST", "audit/tool-calls", {
+      body: refusedCallRecord(input, toolCallId, reason, context),
+      schema: ToolCallRecorded,
+      timeoutMs: RECORD_TIMEOUT_MS,
+    })
+    .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
+}
+
 /**
  * Registers the Pi handlers and returns a session service: `start` offers the tool (registered
  * once per extension runtime, then activated), `stop` takes it out of the model's tool list.
@@ -180,25 +199,6 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
   pi.on("agent_settled", () => {
     reports = NO_REPORTS;
   });
-
-  const recordRefusal = (target: ProgressTarget, input: unknown, toolCallId: string, reason: string) => {
-    const { context, client } = target;
-    if (!context || !client) return;
-    // Not awaited: the model's turn never waits on the network.
-    client
-      .request("POST", "audit/tool-calls", {
-        body: refusedCallRecord(input, toolCallId, reason, context),
-        schema: ToolCallRecorded,
-        timeoutMs: RECORD_TIMEOUT_MS,
-      })
-      .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
-  };
-
-  /** `details` is for the session file and renderers; the model reads only the text. */
-  interface Outcome {
-    content: { type: "text"; text: string }[];
-    details: { sent: boolean; reason?: string; event_id?: string };
-  }
 
   // Pi checks the arguments against the schema before our code runs; a call it refuses is still a
   // call, so it is recorded from its start and end events.
@@ -212,7 +212,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     unchecked.delete(event.toolCallId);
     const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
     const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
-    recordRefusal(deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
+    recordRefusal(deps, deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
   });
 
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
@@ -226,7 +226,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     });
     if (decision.kind === "refuse" || target.kind === "unavailable") {
       const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: text.notice.refusal.inactive };
-      recordRefusal(target, input, toolCallId, refusal.reason);
+      recordRefusal(deps, target, input, toolCallId, refusal.reason);
       return { content: [{ type: "text", text: text.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
     }
     reports = decision.state;
