@@ -137,12 +137,10 @@ function sessionServices(pi: ExtensionAPI, { runtimeId, report, recorder, curren
     notify: (request) => void handOverRequest(target(), handOver, request),
     runNow: () => stoppedRun(recorder.current()?.facts, current.state?.config?.content.maxTaskChars ?? LIMITS.taskChars),
   });
-  // The gate checks every tool call of a session with approvals on.
   const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });
   const services: SessionService[] = [
     presence,
     commands,
-    // The opt-in report_progress tool: offered only while this session is an active main agent.
     installProgressTool(pi, {
       offered: () => current.state?.config?.progressTool.enabled === true,
       target: () => current.progress(recorder.current()?.facts.task ?? ""),

@@ -49,7 +49,6 @@ export interface Observation {
 }
 
 export interface RunRecorder {
-  /** The run in progress, if any. */
   current(): RecordedRun | undefined;
   /**
    * `joining`: the session now; when nobody listened yet and a run is in progress there, that run

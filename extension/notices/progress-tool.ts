@@ -38,8 +38,6 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
 export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
 
-// ── Pure decisions ──────────────────────────────────────────────────────────
-
 /** What one run has reported so far. */
 export interface ReportState {
   /** When each sent report went out (only the last minute matters). */
@@ -149,8 +147,6 @@ export function refusedCallRecord(
   };
 }
 
-// ── Edge ────────────────────────────────────────────────────────────────────
-
 /** Where a report goes now, or why this session cannot report (with what can still record the refusal). */
 export type ProgressTarget =
   | { kind: "ready"; notifier: Notifier; client: Pick<WebhookClient, "request">; context: NoticeContext; task: string }
@@ -166,7 +162,6 @@ export interface ProgressToolDeps {
   /** Whether the configuration offers the tool at all (`progressTool.enabled`). */
   offered(): boolean;
   report(message: string): void;
-  /** The texts in the bound session's language. */
   text(): Messages;
 }
 

@@ -63,7 +63,6 @@ export interface ConsoleView {
   /** Live standing grants, newest first. */
   grants: Grant[];
   timeline: TimelineItem[];
-  /** Whether this page may act, and if not, why. */
   actions: ActionGate;
   server_time: string;
 }
