@@ -7,17 +7,17 @@ import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
 import { ApprovalGate } from "./extension/approvals/gate.ts";
-import { createHandOver } from "./extension/notices/hand-over.ts";
+import { createHandOver, type HandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool } from "./extension/notices/progress-tool.ts";
 import { observeRunNotices, type RunNotices } from "./extension/notices/run-notices.ts";
 import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
-import { messagesFor } from "./extension/texts/messages.ts";
+import { messagesFor, type Messages } from "./extension/texts/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
 import { ServerFacts } from "./extension/server-client/server-facts.ts";
-import { runRecorderFor } from "./extension/run-recorder.ts";
+import { runRecorderFor, type RunRecorder } from "./extension/run-recorder.ts";
 import { CurrentSession } from "./extension/session/current.ts";
-import { createReporter } from "./extension/session/report.ts";
+import { createReporter, type Report } from "./extension/session/report.ts";
 import {
   closeSession,
   explainFailure,
@@ -40,59 +40,15 @@ import { installRunLimits } from "./extension/session/run-limits.ts";
 const debug = debuglog("anon-notify");
 
 export default function anonNotify(pi: ExtensionAPI): void {
-  // Before a session is bound: the language the config asks for (its errors wait for the session), else the locale's.
-  const early = messagesFor(loadConfig({ cwd: process.cwd(), env: process.env }).language);
-  const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
-  if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
-  pi.registerFlag(SUBAGENT_FLAG, { type: "boolean", default: false, description: early.session.flagDescription });
-  pi.registerFlag(START_ON_FLAG, { type: "boolean", default: false, description: early.session.startOnFlagDescription });
+  const early = registerFlags(pi);
   const runtimeId = createRuntimeId();
   const { report, bind } = createReporter();
   const recorder = runRecorderFor(pi);
   const current = new CurrentSession(runtimeId, early);
-  const { text, target, connection } = current;
+  const { text, target } = current;
   const handOver = createHandOver((error) => report(text().delivery.internalError(text().delivery.why(error))));
+  const { presence, commands, services } = sessionServices(pi, { runtimeId, report, recorder, current, handOver });
   let notices: RunNotices | undefined;
-
-  // The services an active session runs, started and stopped together by syncServices.
-  // What the server answered presence: the command channel reads it, the notifier wakes on it.
-  const server = new ServerFacts();
-  const presence = new Presence(pi, {
-    runtimeId,
-    connection,
-    server,
-    report,
-    text,
-    explain: (error) => (current.state ? explainFailure(current.state, error) : errorText(error)),
-  });
-  // A heartbeat the server accepts means it answers again: finals an outage held back go now.
-  server.onAccepted(() => current.state?.delivery?.notifier.serverAnswered());
-  // An interrupted instruction's notice goes straight to the hand-over queue; features with a
-  // control command kind register their handler on `commands.control`.
-  const commands = installCommandChannel(pi, {
-    presence,
-    server,
-    runtimeId,
-    connection,
-    report,
-    text,
-    notify: (request) => void handOverRequest(target(), handOver, request),
-    runNow: () => stoppedRun(recorder.current()?.facts, current.state?.config?.content.maxTaskChars ?? LIMITS.taskChars),
-  });
-  // The gate checks every tool call of a session with approvals on.
-  const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });
-  const services: SessionService[] = [
-    presence,
-    commands,
-    // The opt-in report_progress tool: offered only while this session is an active main agent.
-    installProgressTool(pi, {
-      offered: () => current.state?.config?.progressTool.enabled === true,
-      target: () => current.progress(recorder.current()?.facts.task ?? ""),
-      report,
-      text,
-    }),
-    approvals,
-  ];
 
   const changed = async (s: SessionState) => {
     publish(pi, s);
@@ -140,4 +96,58 @@ export default function anonNotify(pi: ExtensionAPI): void {
   installRunLimits(pi, recorder, { report, text });
 
   pi.on("session_shutdown", close);
+}
+
+/** Pi's flags; the messages before a session is bound: the config's language (its errors wait for the session), else the locale's. */
+function registerFlags(pi: ExtensionAPI): Messages {
+  const early = messagesFor(loadConfig({ cwd: process.cwd(), env: process.env }).language);
+  const swallowed = swallowedByFlag(process.argv.slice(2), SUBAGENT_FLAG);
+  if (swallowed !== undefined) throw new Error(early.session.swallowedPrompt(SUBAGENT_FLAG, quotedPrompt(swallowed), SUBAGENT_ENV));
+  pi.registerFlag(SUBAGENT_FLAG, { type: "boolean", default: false, description: early.session.flagDescription });
+  pi.registerFlag(START_ON_FLAG, { type: "boolean", default: false, description: early.session.startOnFlagDescription });
+  return early;
+}
+
+type ServiceWiring = { runtimeId: string; report: Report; recorder: RunRecorder; current: CurrentSession; handOver: HandOver };
+
+/** The services an active session runs, started and stopped together by syncServices. */
+function sessionServices(pi: ExtensionAPI, { runtimeId, report, recorder, current, handOver }: ServiceWiring) {
+  const { text, target, connection } = current;
+  // What the server answered presence: the command channel reads it, the notifier wakes on it.
+  const server = new ServerFacts();
+  const presence = new Presence(pi, {
+    runtimeId,
+    connection,
+    server,
+    report,
+    text,
+    explain: (error) => (current.state ? explainFailure(current.state, error) : errorText(error)),
+  });
+  // A heartbeat the server accepts means it answers again: finals an outage held back go now.
+  server.onAccepted(() => current.state?.delivery?.notifier.serverAnswered());
+  // An interrupted instruction's notice goes straight to the hand-over queue; features with a
+  // control command kind register their handler on `commands.control`.
+  const commands = installCommandChannel(pi, {
+    presence,
+    server,
+    runtimeId,
+    connection,
+    report,
+    text,
+    notify: (request) => void handOverRequest(target(), handOver, request),
+    runNow: () => stoppedRun(recorder.current()?.facts, current.state?.config?.content.maxTaskChars ?? LIMITS.taskChars),
+  });
+  const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });
+  const services: SessionService[] = [
+    presence,
+    commands,
+    installProgressTool(pi, {
+      offered: () => current.state?.config?.progressTool.enabled === true,
+      target: () => current.progress(recorder.current()?.facts.task ?? ""),
+      report,
+      text,
+    }),
+    approvals,
+  ];
+  return { presence, commands, services };
 }

@@ -43,13 +43,12 @@ export interface RunObserver {
 }
 
 export interface Observation {
-  /** Whether this observer needs the exact outcome now (entry ids, Pi 0.87.1's before-settle tell). */
+  /** Whether this observer needs the exact outcome now (entry ids, Pi 0.87.1's before-settle tell, which costs a context preview per settle). */
   exact(on: boolean): void;
   close(): void;
 }
 
 export interface RunRecorder {
-  /** The run in progress, if any. */
   current(): RecordedRun | undefined;
   /**
    * `joining`: the session now; when nobody listened yet and a run is in progress there, that run
@@ -118,131 +117,146 @@ const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
 /** The recorder of this Pi binding: one per extension runtime, shared by every channel. */
 export function runRecorderFor(pi: ExtensionAPI): RunRecorder {
   let recorder = recorders.get(pi);
-  if (!recorder) recorders.set(pi, (recorder = createRunRecorder(pi)));
+  if (!recorder) recorders.set(pi, (recorder = new Recorder(pi)));
   return recorder;
 }
 
-function createRunRecorder(pi: ExtensionAPI): RunRecorder {
-  let run: RecordedRun | undefined;
-  const observers = new Map<RunObserver, { exact: boolean }>();
-  const each = (call: (observer: RunObserver) => void) => {
-    for (const observer of [...observers.keys()]) call(observer);
-  };
-  const abort = () => {
-    if (run) run.facts = withAbort(run.facts);
-  };
+type EndedMessage = { role: string; content?: unknown; stopReason?: string; errorMessage?: string; timestamp?: number };
 
-  const basic: Attachable = attachable(() => [
-    pi.on("agent_start", (_event, ctx) => {
-      const first = !run;
-      const current = (run ??= { facts: startRun(Date.now()), answer: undefined });
-      current.facts = withLowLevelStart(current.facts);
-      syncSettleTell();
-      // Esc and ctx.abort() abort this low-level run's signal; a retry gets a new one.
-      ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
-      if (first) each((o) => o.start?.(current, ctx));
-    }),
-    pi.on("message_end", (event) => {
-      if (!run) return;
-      const message = event.message as { role: string; content?: unknown; stopReason?: string; errorMessage?: string; timestamp?: number };
-      if (message.role === "user" || message.role === "custom") {
-        run.facts = withTask(run.facts, messageText(message.content));
-        const current = run;
-        each((o) => o.request?.(current));
-      } else if (message.role === "assistant") {
-        const text = messageText(message.content);
-        const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
-        run.facts = withAssistant(run.facts, {
-          stopReason: message.stopReason ?? "stop",
-          errorMessage: message.errorMessage ?? null,
-          text,
-          entryId: null,
-          toolCalls,
-        });
-        run.lastMessage = message;
-        syncSettleTell();
-        if (text) run.answer = { text, at: message.timestamp };
-      }
-    }),
-    pi.on("turn_start", (_event, ctx) => {
-      const current = run;
-      if (!current) return;
-      current.facts = withTurn(current.facts);
-      each((o) => o.turn?.(current, ctx));
-    }),
-    pi.on("tool_execution_start", (event) => {
-      const current = run;
-      if (current) each((o) => o.toolStart?.(current, event));
-    }),
-    pi.on("tool_execution_end", (event, ctx) => {
-      const current = run;
-      if (!current) return;
-      // `terminate` is not persisted on the tool result message: this is the only place to see it.
-      const result = event.result as { terminate?: unknown } | undefined;
-      current.facts = withToolEnd(current.facts, { terminate: result?.terminate === true, isError: event.isError });
-      each((o) => o.toolEnd?.(current, event, ctx));
-    }),
-    pi.on("agent_end", (_event, ctx) => {
-      if (ctx.signal?.aborted) abort();
-    }),
-    pi.on("session_before_compact", () => {
-      if (!run) return;
-      run.facts = withCompaction(run.facts);
-      syncSettleTell();
-    }),
-    // agent_end is not final (retry, compaction or queued work may follow); agent_settled is, once per run.
-    pi.on("agent_settled", (event, ctx) => {
-      const finished = run;
-      run = undefined;
-      if (finished?.lastMessage && exactWanted()) {
-        const sessionManager = ctx.sessionManager;
-        const entryId = persistedEntryId(finished.lastMessage, sessionManager.getLeafEntry(), (id) => sessionManager.getEntry(id));
-        // The final notice's id comes from the persisted assistant entry.
-        if (entryId) finished.facts = withAssistantEntry(finished.facts, entryId);
-      }
-      const aborted = (event as AgentSettledEvent & { aborted?: unknown }).aborted;
-      const settled = finished && { run: finished, outcome: classifyRun(finished.facts, typeof aborted === "boolean" ? aborted : undefined) };
-      syncSettleTell();
-      each((o) => o.settled?.(settled, ctx));
-    }),
-  ]);
+class Recorder implements RunRecorder {
+  #run: RecordedRun | undefined;
+  readonly #observers = new Map<RunObserver, { exact: boolean }>();
+  readonly #basic: Attachable;
+  readonly #settleTell: Attachable;
 
-  const settleTell: Attachable = attachable(() => [
-    // Pi 0.87.1 skips agent_before_settle exactly when the run was aborted.
-    pi.on("agent_before_settle", () => {
-      if (run) run.facts = withBeforeSettle(run.facts);
-    }),
-  ]);
-  const exactWanted = () => [...observers.values()].some((o) => o.exact);
-  // Attached from the moment a run can be aborted between low-level runs until it settles.
-  function syncSettleTell() {
-    settleTell.set(run !== undefined && exactWanted() && needsSettleTell(run.facts));
+  constructor(pi: ExtensionAPI) {
+    this.#basic = attachable(() => [
+      pi.on("agent_start", (_event, ctx) => this.#agentStart(ctx)),
+      pi.on("message_end", (event) => this.#messageEnd(event.message as EndedMessage)),
+      pi.on("turn_start", (_event, ctx) => {
+        const current = this.#run;
+        if (!current) return;
+        current.facts = withTurn(current.facts);
+        this.#each((o) => o.turn?.(current, ctx));
+      }),
+      pi.on("tool_execution_start", (event) => {
+        const current = this.#run;
+        if (current) this.#each((o) => o.toolStart?.(current, event));
+      }),
+      pi.on("tool_execution_end", (event, ctx) => this.#toolEnd(event, ctx)),
+      pi.on("agent_end", (_event, ctx) => {
+        if (ctx.signal?.aborted && this.#run) this.#run.facts = withAbort(this.#run.facts);
+      }),
+      pi.on("session_before_compact", () => {
+        if (!this.#run) return;
+        this.#run.facts = withCompaction(this.#run.facts);
+        this.#syncSettleTell();
+      }),
+      // agent_end is not final (retry, compaction or queued work may follow); agent_settled is, once per run.
+      pi.on("agent_settled", (event, ctx) => this.#agentSettled(event, ctx)),
+    ]);
+    this.#settleTell = attachable(() => [
+      // Pi 0.87.1 skips agent_before_settle exactly when the run was aborted.
+      pi.on("agent_before_settle", () => {
+        if (this.#run) this.#run.facts = withBeforeSettle(this.#run.facts);
+      }),
+    ]);
   }
 
-  const sync = () => {
-    basic.set(observers.size > 0);
-    syncSettleTell();
-    // Nobody listens: a run half-seen would be judged wrongly by a later observer.
-    if (observers.size === 0) run = undefined;
-  };
+  current(): RecordedRun | undefined {
+    return this.#run;
+  }
 
-  return {
-    current: () => run,
-    observe(observer, options, joining) {
-      if (observers.size === 0 && joining) run = joinedRun(joining);
-      observers.set(observer, { exact: options.exact });
-      sync();
-      return {
-        exact(on) {
-          const entry = observers.get(observer);
-          if (!entry || entry.exact === on) return;
-          entry.exact = on;
-          sync();
-        },
-        close() {
-          if (observers.delete(observer)) sync();
-        },
-      };
-    },
-  };
+  observe(observer: RunObserver, options: { exact: boolean }, joining?: ExtensionContext): Observation {
+    if (this.#observers.size === 0 && joining) this.#run = joinedRun(joining);
+    this.#observers.set(observer, { exact: options.exact });
+    this.#sync();
+    return {
+      exact: (on) => {
+        const entry = this.#observers.get(observer);
+        if (!entry || entry.exact === on) return;
+        entry.exact = on;
+        this.#sync();
+      },
+      close: () => {
+        if (this.#observers.delete(observer)) this.#sync();
+      },
+    };
+  }
+
+  #each(call: (observer: RunObserver) => void): void {
+    for (const observer of [...this.#observers.keys()]) call(observer);
+  }
+
+  #agentStart(ctx: ExtensionContext): void {
+    const first = !this.#run;
+    const current = (this.#run ??= { facts: startRun(Date.now()), answer: undefined });
+    current.facts = withLowLevelStart(current.facts);
+    this.#syncSettleTell();
+    // Esc and ctx.abort() abort this low-level run's signal; a retry gets a new one.
+    ctx.signal?.addEventListener("abort", () => (current.facts = withAbort(current.facts)), { once: true });
+    if (first) this.#each((o) => o.start?.(current, ctx));
+  }
+
+  #messageEnd(message: EndedMessage): void {
+    const run = this.#run;
+    if (!run) return;
+    if (message.role === "user" || message.role === "custom") {
+      run.facts = withTask(run.facts, messageText(message.content));
+      this.#each((o) => o.request?.(run));
+    } else if (message.role === "assistant") {
+      const text = messageText(message.content);
+      const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
+      run.facts = withAssistant(run.facts, {
+        stopReason: message.stopReason ?? "stop",
+        errorMessage: message.errorMessage ?? null,
+        text,
+        entryId: null,
+        toolCalls,
+      });
+      run.lastMessage = message;
+      this.#syncSettleTell();
+      if (text) run.answer = { text, at: message.timestamp };
+    }
+  }
+
+  #toolEnd(event: ToolExecutionEndEvent, ctx: ExtensionContext): void {
+    const current = this.#run;
+    if (!current) return;
+    // `terminate` is not persisted on the tool result message: this is the only place to see it.
+    const result = event.result as { terminate?: unknown } | undefined;
+    current.facts = withToolEnd(current.facts, { terminate: result?.terminate === true, isError: event.isError });
+    this.#each((o) => o.toolEnd?.(current, event, ctx));
+  }
+
+  #agentSettled(event: AgentSettledEvent, ctx: ExtensionContext): void {
+    const finished = this.#run;
+    this.#run = undefined;
+    if (finished?.lastMessage && this.#exactWanted()) {
+      const sessionManager = ctx.sessionManager;
+      const entryId = persistedEntryId(finished.lastMessage, sessionManager.getLeafEntry(), (id) => sessionManager.getEntry(id));
+      // The final notice's id comes from the persisted assistant entry.
+      if (entryId) finished.facts = withAssistantEntry(finished.facts, entryId);
+    }
+    const aborted = (event as AgentSettledEvent & { aborted?: unknown }).aborted;
+    const settled = finished && { run: finished, outcome: classifyRun(finished.facts, typeof aborted === "boolean" ? aborted : undefined) };
+    this.#syncSettleTell();
+    this.#each((o) => o.settled?.(settled, ctx));
+  }
+
+  #exactWanted(): boolean {
+    return [...this.#observers.values()].some((o) => o.exact);
+  }
+
+  /** Attached from the moment a run can be aborted between low-level runs until it settles. */
+  #syncSettleTell(): void {
+    this.#settleTell.set(this.#run !== undefined && this.#exactWanted() && needsSettleTell(this.#run.facts));
+  }
+
+  #sync(): void {
+    this.#basic.set(this.#observers.size > 0);
+    this.#syncSettleTell();
+    // Nobody listens: a run half-seen would be judged wrongly by a later observer.
+    if (this.#observers.size === 0) this.#run = undefined;
+  }
 }

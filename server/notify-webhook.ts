@@ -362,7 +362,22 @@ export function apply(ctx: Context, config: Config) {
  */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
-function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] }) {
+type PartsOptions = { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] };
+
+function applyParts(ctx: Context, options: PartsOptions) {
+  // A press on a push button can only come once the routes are up, after the approvals are built.
+  let approvals: ApprovalService | undefined;
+  const notices = noticeServices(ctx, options, { decide: (...args) => approvals!.decide(...args) });
+  const services = { ...notices, ...approvalServices(ctx, options.config, notices) };
+  approvals = services.approvals;
+  httpRoutes(ctx, options, services);
+  ownerSurfaces(ctx, options.config, services);
+  upkeep(ctx, options, services);
+  if (options.triggers.length > 0) triggerRoutes(ctx, options, services);
+}
+
+/** The sessions, the commands for them, and the path of a notice from intake to the persona or a push route. */
+function noticeServices(ctx: Context, { api, config }: PartsOptions, approvals: Pick<ApprovalService, "decide">) {
   const audit = new AuditLog(ctx);
   api.aroundOperatorRequests(auditOperatorRequests(audit));
   const personas = new PersonaSlot();
@@ -394,15 +409,7 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
   const push = pushParts(
     ctx,
     { ...config, breakThrough: config.muteBreakThrough, maxAttempts: config.injectMaxAttempts },
-    {
-      events,
-      approvalStore,
-      audit,
-      mutes,
-      noBot: !(owner.botId && owner.recipientId),
-      // Built below; a press can only come once the routes are up.
-      approvals: { decide: (...args) => approvals.decide(...args) },
-    },
+    { events, approvalStore, audit, mutes, noBot: !(owner.botId && owner.recipientId), approvals },
   );
   // The push route is offered each accepted notice beside the worker (and again at start, deduplicated by its receipt).
   const handOver = push
@@ -424,7 +431,13 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
     messageNotices: (messageId) => events.byMessageId(messageId),
     eventsWaiting: async () => ({ persona: await events.countPending("anon"), held: worker.heldCount }),
   });
+  return { audit, personas, registry, hosts, commands, starts, owner, events, mutes, approvalStore, limit, push, intake, operator };
+}
 
+type NoticeServices = ReturnType<typeof noticeServices>;
+
+/** Asking the owner before a gated tool runs: the requests, the standing grants, and the chat messages about them. */
+function approvalServices(ctx: Context, config: Config, { audit, owner, personas, registry, commands, approvalStore, push, intake }: NoticeServices) {
   const messenger = new ApprovalMessenger(ctx, {
     store: approvalStore,
     audit,
@@ -455,12 +468,18 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
     grants,
     operatorDecisions: { optedIn: config.approvalOperatorDecisions, serverUid: process.getuid?.() },
   });
+  return { messenger, grantStore, grants, approvals };
+}
 
+type Services = NoticeServices & ReturnType<typeof approvalServices>;
+
+/** The HTTP API: what the agents, the hosts and the operator call. */
+function httpRoutes(ctx: Context, { api, config, pairing }: PartsOptions, s: Services) {
+  const { owner, personas, registry, hosts, commands, push } = s;
   ctx.plugin(StatusRoutes, { api, ...owner, personas, sessionHeartbeatTimeoutMs: config.sessionHeartbeatTimeoutMs, push: push?.pusher });
   if (push) ctx.plugin(PushRoutes, { api, pusher: push.pusher, answers: push.answers, prune: push.prune });
   ctx.plugin(PairingRoutes, { api, codes: pairing, owner, personas, token: config.token, announced: Boolean(config.pairingCode) });
-  ctx.plugin(NoticeRouteReport, { personas, owner });
-  ctx.plugin(MuteLoader, { api, mutes });
+  ctx.plugin(MuteLoader, { api, mutes: s.mutes });
   ctx.plugin(SessionRoutes, {
     api,
     registry,
@@ -469,32 +488,18 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
   });
   const pollCaps = { perSession: config.longPollsPerSession, total: config.longPollsTotal };
   ctx.plugin(CommandRoutes, { api, registry, hosts, commands, sweepMs: Math.min(config.commandLeaseMs, config.stopTtlMs), pollCaps });
-  ctx.plugin(OperatorRoutes, { api, operator });
-  ctx.plugin(HostRoutes, { api, hosts, starts });
+  ctx.plugin(OperatorRoutes, { api, operator: s.operator });
+  ctx.plugin(HostRoutes, { api, hosts, starts: s.starts });
+  ctx.plugin(EventRoutes, { api, intake: s.intake, push: push?.pusher });
+  ctx.plugin(ApprovalRoutes, { api, approvals: s.approvals, grants: s.grants, messenger: s.messenger, registry, pushRoute: push?.route });
+  ctx.plugin(AuditRoutes, { api, audit: s.audit, limit: s.limit });
+}
+
+/** Where the owner meets the server: the persona, chat commands and the console page. */
+function ownerSurfaces(ctx: Context, config: Config, { owner, personas, registry, operator, starts, approvals, grants, audit, events }: Services) {
+  ctx.plugin(NoticeRouteReport, { personas, owner });
   ctx.plugin(PersonaTools, { operator, approvals, owner, audit });
   ctx.plugin(ChatCommands, { operator, starts, approvals, grants, audit, ...owner, refusal: config.chatRefusal });
-  ctx.plugin(EventRoutes, { api, intake, push: push?.pusher });
-  ctx.plugin(ApprovalRoutes, { api, approvals, grants, messenger, registry, pushRoute: push?.route });
-  ctx.plugin(AuditRoutes, { api, audit, limit });
-  ctx.plugin(Retention, {
-    api,
-    audit,
-    events,
-    commands,
-    approvals: approvalStore,
-    grants: grantStore,
-    auditRetentionDays: config.auditRetentionDays,
-    retentionDays: config.retentionDays,
-  });
-  if (triggers.length > 0) {
-    const logger = ctx.logger("notify-webhook");
-    const deps = { triggers, store: new TriggerStore(ctx), starts, commands, registry, hosts, intake, audit, say: instanceSay(ctx) };
-    ctx.plugin(TriggerRoutes, { api, triggers: new TriggerService({ ...deps, delivery: config.triggerDelivery, log: (line) => logger.warn(line) }) });
-  }
-  if (config.watchdogEnabled) {
-    const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
-    ctx.plugin(Watchdog, { registry, intake, audit, options });
-  }
   ctx.plugin(ConsolePage, {
     registry,
     operator,
@@ -513,4 +518,29 @@ function applyParts(ctx: Context, { api, config, pairing, triggers }: { api: Htt
   });
   ctx.plugin(YesImBotV3, { personas, target: { ...owner, stimulusPriority: config.stimulusPriority } });
   if (config.logPersona) ctx.plugin(LogPersona, personas);
+}
+
+/** Work on a timer: pruning old rows, and telling the owner about sessions that stalled. */
+function upkeep(ctx: Context, { api, config }: PartsOptions, { audit, events, commands, approvalStore, grantStore, registry, intake }: Services) {
+  ctx.plugin(Retention, {
+    api,
+    audit,
+    events,
+    commands,
+    approvals: approvalStore,
+    grants: grantStore,
+    auditRetentionDays: config.auditRetentionDays,
+    retentionDays: config.retentionDays,
+  });
+  if (config.watchdogEnabled) {
+    const options = { stallAfterMs: config.watchdogStallAfterMs, checkIntervalMs: config.watchdogCheckIntervalMs, delivery: config.watchdogDelivery };
+    ctx.plugin(Watchdog, { registry, intake, audit, options });
+  }
+}
+
+/** Signed webhooks (server/triggers) that start or continue a key's session. */
+function triggerRoutes(ctx: Context, { api, config, triggers }: PartsOptions, { starts, commands, registry, hosts, intake, audit }: Services) {
+  const logger = ctx.logger("notify-webhook");
+  const deps = { triggers, store: new TriggerStore(ctx), starts, commands, registry, hosts, intake, audit, say: instanceSay(ctx) };
+  ctx.plugin(TriggerRoutes, { api, triggers: new TriggerService({ ...deps, delivery: config.triggerDelivery, log: (line) => logger.warn(line) }) });
 }

@@ -38,8 +38,6 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
 export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
 
-// ── Pure decisions ──────────────────────────────────────────────────────────
-
 /** What one run has reported so far. */
 export interface ReportState {
   /** When each sent report went out (only the last minute matters). */
@@ -149,8 +147,6 @@ export function refusedCallRecord(
   };
 }
 
-// ── Edge ────────────────────────────────────────────────────────────────────
-
 /** Where a report goes now, or why this session cannot report (with what can still record the refusal). */
 export type ProgressTarget =
   | { kind: "ready"; notifier: Notifier; client: Pick<WebhookClient, "request">; context: NoticeContext; task: string }
@@ -166,8 +162,26 @@ export interface ProgressToolDeps {
   /** Whether the configuration offers the tool at all (`progressTool.enabled`). */
   offered(): boolean;
   report(message: string): void;
-  /** The texts in the bound session's language. */
   text(): Messages;
+}
+
+/** `details` is for the session file and renderers; the model reads only the text. */
+interface Outcome {
+  content: { type: "text"; text: string }[];
+  details: { sent: boolean; reason?: string; event_id?: string };
+}
+
+function recordRefusal(deps: ProgressToolDeps, target: ProgressTarget, input: unknown, toolCallId: string, reason: string): void {
+  const { context, client } = target;
+  if (!context || !client) return;
+  // Not awaited: the model's turn never waits on the network.
+  client
+    .request("POST", "audit/tool-calls", {
+      body: refusedCallRecord(input, toolCallId, reason, context),
+      schema: ToolCallRecorded,
+      timeoutMs: RECORD_TIMEOUT_MS,
+    })
+    .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
 }
 
 /**
@@ -181,25 +195,6 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     reports = NO_REPORTS;
   });
 
-  const recordRefusal = (target: ProgressTarget, input: unknown, toolCallId: string, reason: string) => {
-    const { context, client } = target;
-    if (!context || !client) return;
-    // Not awaited: the model's turn never waits on the network.
-    client
-      .request("POST", "audit/tool-calls", {
-        body: refusedCallRecord(input, toolCallId, reason, context),
-        schema: ToolCallRecorded,
-        timeoutMs: RECORD_TIMEOUT_MS,
-      })
-      .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
-  };
-
-  /** `details` is for the session file and renderers; the model reads only the text. */
-  interface Outcome {
-    content: { type: "text"; text: string }[];
-    details: { sent: boolean; reason?: string; event_id?: string };
-  }
-
   // Pi checks the arguments against the schema before our code runs; a call it refuses is still a
   // call, so it is recorded from its start and end events.
   const unchecked = new Map<string, unknown>();
@@ -212,7 +207,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     unchecked.delete(event.toolCallId);
     const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
     const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
-    recordRefusal(deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
+    recordRefusal(deps, deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
   });
 
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
@@ -226,7 +221,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     });
     if (decision.kind === "refuse" || target.kind === "unavailable") {
       const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: text.notice.refusal.inactive };
-      recordRefusal(target, input, toolCallId, refusal.reason);
+      recordRefusal(deps, target, input, toolCallId, refusal.reason);
       return { content: [{ type: "text", text: text.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
     }
     reports = decision.state;

@@ -75,7 +75,6 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
   const now = options.now ?? Date.now;
   // One kept-alive pool for all calls: heartbeats and events reuse the same connection.
   const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
-  const redact = (text: string) => (options.token ? text.split(options.token).join("[token]") : text);
   let rejected = false;
   // The link decides what a failure says about the server: an answer with a refusal is still an answer.
   const failed = (error: ServerError): ServerError => {
@@ -110,25 +109,10 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       text = await response.body.text();
     } catch (error) {
       if (opts.signal?.aborted) throw aborted();
-      if (timeout.aborted)
-        throw failed(new ServerError(`no answer within ${timeoutMs} ms`, { retryable: true, code: "timeout", facts: { kind: "timeout", ms: timeoutMs } }));
-      const code = networkCode(error);
-      const message = redact(errorText(error));
-      throw failed(
-        new ServerError(`${method} ${path} failed: ${code ?? "error"} ${message}`.trim(), {
-          retryable: code !== undefined && NETWORK_CODES.has(code),
-          code: code ?? "network",
-          facts: { kind: "network", request: `${method} ${path}`, code: code ?? null, detail: message },
-        }),
-      );
+      throw failed(unanswered(error, `${method} ${path}`, timeout.aborted ? timeoutMs : undefined, options.token));
     }
 
-    let json: unknown;
-    try {
-      json = text === "" ? undefined : JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
+    const json = parsedJson(text);
     if (response.statusCode === 401 && !rejected) {
       rejected = true;
       options.onTokenRejected?.();
@@ -138,37 +122,12 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       throw failed(classifyHttpFailure(response.statusCode, response.headers, now(), serverError.success ? serverError.data.error : undefined));
     }
     options.link?.signal({ kind: "answered" });
-    const answer = opts.schema.safeParse(json);
-    if (!answer.success) {
-      throw new ServerError(`HTTP ${response.statusCode} with an invalid answer: ${formatIssues(answer.error, "(body)")}`, {
-        retryable: false,
-        status: response.statusCode,
-        code: "invalid_answer",
-        facts: { kind: "invalid_answer", status: response.statusCode, where: answer.error.issues.map((issue) => issue.path.join(".") || "(body)").join(", ") },
-      });
-    }
-    return answer.data;
+    return validAnswer(opts.schema, json, response.statusCode);
   }
 
   return {
     request,
-    async postEvent(event, signal) {
-      const accepted = await request("POST", "events", {
-        body: event,
-        schema: EventAccepted,
-        headers: { "idempotency-key": event.event_id },
-        ...(signal ? { signal } : {}),
-      });
-      if (accepted.event_id !== event.event_id) {
-        throw new ServerError(`answer names event ${accepted.event_id}, not ${event.event_id}`, {
-          retryable: false,
-          code: "invalid_answer",
-          facts: { kind: "wrong_event", named: accepted.event_id, sent: event.event_id },
-        });
-      }
-      if (accepted.state === "failed") throw receiptFailed();
-      return accepted;
-    },
+    postEvent: (event, signal) => postEvent(request, event, signal),
     async postEvents(events, signal) {
       const answer = await request("POST", "events/batch", { body: { events }, schema: BatchAccepted, ...(signal ? { signal } : {}) });
       return batchOutcomes(events, answer, now());
@@ -177,6 +136,57 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
       await agent.destroy();
     },
   };
+}
+
+/** Why a request got no answer: its timeout ran out, or the connection failed (retryable for the codes above). */
+function unanswered(error: unknown, request: string, timedOutMs: number | undefined, token: string | undefined): ServerError {
+  if (timedOutMs !== undefined) {
+    return new ServerError(`no answer within ${timedOutMs} ms`, { retryable: true, code: "timeout", facts: { kind: "timeout", ms: timedOutMs } });
+  }
+  const code = networkCode(error);
+  const message = token ? errorText(error).split(token).join("[token]") : errorText(error);
+  return new ServerError(`${request} failed: ${code ?? "error"} ${message}`.trim(), {
+    retryable: code !== undefined && NETWORK_CODES.has(code),
+    code: code ?? "network",
+    facts: { kind: "network", request, code: code ?? null, detail: message },
+  });
+}
+
+function parsedJson(text: string): unknown {
+  try {
+    return text === "" ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function validAnswer<T>(schema: z.ZodType<T>, json: unknown, status: number): T {
+  const answer = schema.safeParse(json);
+  if (answer.success) return answer.data;
+  throw new ServerError(`HTTP ${status} with an invalid answer: ${formatIssues(answer.error, "(body)")}`, {
+    retryable: false,
+    status,
+    code: "invalid_answer",
+    facts: { kind: "invalid_answer", status, where: answer.error.issues.map((issue) => issue.path.join(".") || "(body)").join(", ") },
+  });
+}
+
+async function postEvent(request: WebhookClient["request"], event: EventBody, signal?: AbortSignal): Promise<EventAccepted> {
+  const accepted = await request("POST", "events", {
+    body: event,
+    schema: EventAccepted,
+    headers: { "idempotency-key": event.event_id },
+    ...(signal ? { signal } : {}),
+  });
+  if (accepted.event_id !== event.event_id) {
+    throw new ServerError(`answer names event ${accepted.event_id}, not ${event.event_id}`, {
+      retryable: false,
+      code: "invalid_answer",
+      facts: { kind: "wrong_event", named: accepted.event_id, sent: event.event_id },
+    });
+  }
+  if (accepted.state === "failed") throw receiptFailed();
+  return accepted;
 }
 
 /** The slice of the client that presence, the command channel and the progress tool use. */

@@ -47,7 +47,7 @@ const COMMANDS_PER_SESSION = 10;
 const REFRESH_THROTTLE_MS = 150;
 /** Marks the console options of this page's data and listeners, so the checks here touch nothing else. */
 const SURFACE = Symbol.for("anon-notify.console");
-/** Marks the sign-in and sign-out listeners (listenSignIn). */
+/** Marks the sign-in listener: origin-checked like the rest, but open to connections not signed in yet. */
 const SIGN_IN = Symbol.for("anon-notify.console.sign-in");
 export const SIGN_IN_LISTENER = "anon-notify/sign-in";
 export const SIGN_OUT_LISTENER = "anon-notify/sign-out";
@@ -64,7 +64,6 @@ export interface ConsoleView {
   /** Live standing grants, newest first. */
   grants: Grant[];
   timeline: TimelineItem[];
-  /** Whether this page may act, and if not, why. */
   actions: ActionGate;
   server_time: string;
 }
@@ -86,11 +85,8 @@ export interface ConsolePageOptions {
   authority: number;
   /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
   origins: string[];
-  /**
-   * The console serves this page alone (`npm start`): a connection not signed in gets only the
-   * console's entry (the page's script, for the sign-in form), none of Koishi's own data (its config
-   * schema, the command list). In a Koishi install that data is the owner's console, not this page's.
-   */
+  /** `npm start` serves this page alone: a connection not signed in gets only the console's entry (the
+   * sign-in form's script), none of Koishi's own data; in a Koishi install that data is the owner's console. */
   alone: boolean;
 }
 
@@ -106,6 +102,7 @@ export interface ConsolePageDeps {
 }
 
 type AuthedClient = Client & { auth?: { authority: number; name?: string } | null };
+type Logger = ReturnType<Context["logger"]>;
 
 export const ConsolePage = {
   name: "notify-webhook-console",
@@ -115,23 +112,70 @@ export const ConsolePage = {
   },
 };
 
-function setUp(ctx: Context, { registry, operator, approvals, grants, audit, events, starts, options }: ConsolePageDeps): void {
+function setUp(ctx: Context, deps: ConsolePageDeps): void {
   const logger = ctx.logger("notify-webhook");
-  const console = ctx.console;
-  const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
+  const access = pageAccess(ctx, logger, deps.options);
+  const feed = startFeed(ctx, logger, deps, access);
+  guardListeners(ctx, logger, deps.options, access);
+  listenActions(ctx, deps, access, feed);
+  listenSignIn(ctx, logger, deps.audit, access);
+  const files = pageFiles(logger, instanceSay(ctx));
+  if (files) ctx.console.addEntry(files);
+}
 
-  let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
-  let version = 0;
-  let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
-  let lastView: Omit<ConsoleView, "actions"> | undefined;
-
-  const feedOptions = { authority: options.authority, [SURFACE]: true };
-  const token = options.token || ownToken(ctx, logger);
+/** The connections signed in here and the gate every listener passes; refused ones get no data, only `unauthorized`. */
+interface PageAccess {
+  feedOptions: { authority: number; [SURFACE]: true };
+  token: string;
   /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
-  const signedIn = new WeakMap<Client, SignIn>();
+  signedIn: WeakMap<Client, SignIn>;
+  gateFor(client: AuthedClient): ActionGate;
+  who(client: AuthedClient): Record<string, unknown>;
+}
+
+function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions): PageAccess {
+  const token = options.token || ownToken(ctx, logger);
   if (options.openToAll && !ctx.get("auth")) {
     logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
   }
+  const signedIn = new WeakMap<Client, SignIn>();
+  function gateFor(client: AuthedClient): ActionGate {
+    return actionGate({
+      authInstalled: Boolean(ctx.get("auth")),
+      authority: client.auth ? client.auth.authority : null,
+      required: options.authority,
+      signedIn: signedIn.has(client),
+      openToAll: options.openToAll,
+    });
+  }
+  function who(client: AuthedClient): Record<string, unknown> {
+    return {
+      id: client.id,
+      user: client.auth?.name ?? null,
+      sign_in: signedIn.get(client) ?? null,
+      address: client.request?.socket.remoteAddress ?? null,
+      origin: client.request?.headers.origin ?? null,
+    };
+  }
+  return { feedOptions: { authority: options.authority, [SURFACE]: true }, token, signedIn, gateFor, who };
+}
+
+/** The page's data service: what every open page shows, rebuilt (throttled) after each change. */
+interface PageFeed {
+  viewFor(client: Client): Promise<ConsoleView | null>;
+  changed(): void;
+  items(entries: AuditEntry[]): Promise<TimelineItem[]>;
+}
+
+function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOptions, gateFor }: PageAccess): PageFeed {
+  const { registry, operator, audit } = deps;
+  const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
+
+  let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
+  const boardNow = () => board;
+  let version = 0;
+  let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
+  let lastView: Omit<ConsoleView, "actions"> | undefined;
 
   class Feed extends DataService<ConsoleView | null> {
     constructor(ctx: Context) {
@@ -145,7 +189,10 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
   ctx.plugin(Feed);
 
   async function viewFor(client: Client): Promise<ConsoleView | null> {
-    if (cached?.version !== version) cached = { version, view: snapshot() };
+    if (cached?.version !== version) {
+      board = boardPruned(board, Date.now(), BOARD_LIMITS);
+      cached = { version, view: pageData(deps, boardNow) };
+    }
     try {
       lastView = await cached.view;
     } catch (error) {
@@ -180,61 +227,37 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     }),
   );
   ctx.effect(() => operator.onMuteEnd(changed));
+  return { viewFor, changed, items: (entries) => timelineItems(deps.events, entries, boardNow) };
+}
 
-  async function snapshot(): Promise<Omit<ConsoleView, "actions">> {
-    board = boardPruned(board, Date.now(), BOARD_LIMITS);
-    const commands = new Map<string, CommandSummary[]>();
-    for (const sessionId of board.keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
-    const page = await operator.audit({ limit: TIMELINE_PUSHED });
-    const [status, open, live] = await Promise.all([
-      operator.status(),
-      approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax }),
-      grants.list({ state: "live", limit: APPROVAL_LIMITS.listMax }),
-    ]);
-    return {
-      sessions: boardView(board, commands),
-      mutes: status.mutes,
-      held: status.held,
-      approvals: open.map(consoleApproval),
-      grants: live,
-      timeline: await items(page.entries),
-      server_time: new Date().toISOString(),
-    };
-  }
+async function pageData({ operator, approvals, grants, events }: ConsolePageDeps, board: () => Board): Promise<Omit<ConsoleView, "actions">> {
+  const commands = new Map<string, CommandSummary[]>();
+  for (const sessionId of board().keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
+  const page = await operator.audit({ limit: TIMELINE_PUSHED });
+  const [status, open, live] = await Promise.all([
+    operator.status(),
+    approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax }),
+    grants.list({ state: "live", limit: APPROVAL_LIMITS.listMax }),
+  ]);
+  return {
+    sessions: boardView(board(), commands),
+    mutes: status.mutes,
+    held: status.held,
+    approvals: open.map(consoleApproval),
+    grants: live,
+    timeline: await timelineItems(events, page.entries, board),
+    server_time: new Date().toISOString(),
+  };
+}
 
-  /** Timeline lines, each accepted event with its receipt as it is now. */
-  async function items(entries: AuditEntry[]): Promise<TimelineItem[]> {
-    const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
-    return timelineLines(entries, await events.many(eventIds), board);
-  }
+/** Timeline lines, each accepted event with its receipt as it is now. */
+async function timelineItems(events: EventStore, entries: AuditEntry[], board: () => Board): Promise<TimelineItem[]> {
+  const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
+  return timelineLines(entries, await events.many(eventIds), board());
+}
 
-  function gateFor(client: AuthedClient): ActionGate {
-    return actionGate({
-      authInstalled: Boolean(ctx.get("auth")),
-      authority: client.auth ? client.auth.authority : null,
-      required: options.authority,
-      signedIn: signedIn.has(client),
-      openToAll: options.openToAll,
-    });
-  }
-
-  function caller(client: AuthedClient): ConsoleCaller {
-    return { name: client.auth?.name ? `console:${client.auth.name}` : "console" };
-  }
-
-  function who(client: AuthedClient): Record<string, unknown> {
-    return {
-      id: client.id,
-      user: client.auth?.name ?? null,
-      sign_in: signedIn.get(client) ?? null,
-      address: client.request?.socket.remoteAddress ?? null,
-      origin: client.request?.headers.origin ?? null,
-    };
-  }
-
-  // Who sees and acts: with plugin-auth, its logins at `authority` (it decides first); without, a
-  // connection signed in with the console token, or everyone with `consoleActions`. Anyone else gets
-  // no data and `unauthorized` for every call; pages of other sites never reach any of it.
+/** Refuses this page's listeners to pages of other sites, and without plugin-auth to connections the gate refuses. */
+function guardListeners(ctx: Context, logger: Logger, options: ConsolePageOptions, { gateFor }: PageAccess): void {
   ctx.on("console/intercept", (client, listener) => {
     const marks = listener as { [SURFACE]?: boolean; [SIGN_IN]?: boolean; callback?: unknown };
     if (!marks[SURFACE] && !marks[SIGN_IN]) {
@@ -242,7 +265,7 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       const koishiData = !marks.callback && listener !== ctx.get("console.services.entry")?.options;
       return options.alone && koishiData && !ctx.get("auth") && !gateFor(client).allowed;
     }
-    const selfUrl = (console as { config?: { selfUrl?: string } }).config?.selfUrl;
+    const selfUrl = (ctx.console as { config?: { selfUrl?: string } }).config?.selfUrl;
     const headers = client.request?.headers ?? {};
     const decision = originDecision(headers.origin, headers.host, [...options.origins, ...(selfUrl ? [selfUrl] : [])]);
     if (!decision.allowed) {
@@ -252,16 +275,23 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
     // With plugin-auth, its own intercept has decided by `authority` already.
     return Boolean(marks[SURFACE]) && !ctx.get("auth") && !gateFor(client).allowed;
   });
+}
 
+/** The console keeps listeners until overwritten; a disposed plugin's must not answer with stale services. */
+function addListener(ctx: Context, name: string, listener: (this: Client, raw: unknown) => Promise<ConsoleAnswer>, options: object): void {
+  (ctx.console.addListener as (name: string, callback: unknown, options: object) => void)(name, listener, options);
+  ctx.on("dispose", () => {
+    if (ctx.console.listeners[name]?.callback === listener) delete ctx.console.listeners[name];
+  });
+}
+
+function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateFor, who }: PageAccess, { changed, items }: PageFeed): void {
+  const { operator, approvals, grants, audit, starts } = deps;
   const listen = (name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>) => {
     const listener = async function (this: Client, raw: unknown) {
       return callback(this, raw);
     };
-    (console.addListener as (name: string, callback: unknown, options: object) => void)(name, listener, feedOptions);
-    // The console keeps listeners until overwritten; a disposed plugin's must not answer with stale services.
-    ctx.on("dispose", () => {
-      if (console.listeners[name]?.callback === listener) delete console.listeners[name];
-    });
+    addListener(ctx, name, listener, feedOptions);
   };
 
   for (const action of CONSOLE_ACTIONS) {
@@ -298,35 +328,18 @@ function setUp(ctx: Context, { registry, operator, approvals, grants, audit, eve
       return entry?.id === id ? entry : null;
     }),
   );
-
-  listenSignIn(ctx, { token, signedIn, gateFor, who, audit });
-
-  const files = pageFiles(logger, instanceSay(ctx));
-  if (files) console.addEntry(files);
 }
 
-interface SignInDeps {
-  token: string;
-  signedIn: WeakMap<Client, SignIn>;
-  gateFor(client: AuthedClient): ActionGate;
-  who(client: AuthedClient): Record<string, unknown>;
-  audit: AuditLog;
+function caller(client: AuthedClient): ConsoleCaller {
+  return { name: client.auth?.name ? `console:${client.auth.name}` : "console" };
 }
 
-/**
- * The sign-in and sign-out listeners: origin-checked like the rest, but open to connections not
- * signed in. Either way the console's data for the connection is pushed again (`client.refresh`):
- * all of it after a sign-in, `null` for what it may no longer see after a sign-out.
- */
-function listenSignIn(ctx: Context, { token, signedIn, gateFor, who, audit }: SignInDeps): void {
-  const logger = ctx.logger("notify-webhook");
-  const console = ctx.console;
+function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, signedIn, gateFor, who }: PageAccess): void {
   let refused = 0;
   const reportRefused = ctx.throttle(() => {
     logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
-
   const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {
     const client = this as AuthedClient;
     const gate = gateFor(client);
@@ -349,23 +362,21 @@ function listenSignIn(ctx: Context, { token, signedIn, gateFor, who, audit }: Si
       subject: signedIn.get(client)!.id,
       data: { status: "ok", client: who(client) },
     });
+    // Its data pushed again: all of it after a sign-in, `null` for what it may no longer see after a sign-out.
     client.refresh();
     return { ok: true, value: { via: "token" } };
   };
   // Ends this connection's token sign-in (the page forgets the token itself). Not a trail row: it opens nothing.
-  const signOutListener = function (this: Client): ConsoleAnswer {
+  const signOutListener = async function (this: Client): Promise<ConsoleAnswer> {
     const signedOut = signedIn.delete(this);
     if (signedOut) this.refresh();
     return { ok: true, value: { signed_out: signedOut } };
   };
-  const listeners = { [SIGN_IN_LISTENER]: signInListener, [SIGN_OUT_LISTENER]: signOutListener };
-  for (const [name, callback] of Object.entries(listeners)) {
-    (console.addListener as (name: string, callback: unknown, options: object) => void)(name, callback, { [SIGN_IN]: true });
-  }
+  addListener(ctx, SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });
+  addListener(ctx, SIGN_OUT_LISTENER, signOutListener, { [SIGN_IN]: true });
+  // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
   ctx.on("dispose", () => {
-    for (const [name, callback] of Object.entries(listeners)) if (console.listeners[name]?.callback === callback) delete console.listeners[name];
-    // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
-    for (const client of Object.values(console.clients) as Client[]) {
+    for (const client of Object.values(ctx.console.clients) as Client[]) {
       if (!signedIn.has(client) || client.socket.readyState !== 1) continue;
       client.send({ type: "data", body: { key: FEED_KEY, value: null } });
     }
@@ -390,7 +401,7 @@ export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promis
 }
 
 /** The plugin's own console token (its config names none): the page's address is logged, never the token. */
-function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
+function ownToken(ctx: Context, logger: Logger): string {
   const path = join(ctx.baseDir, "data", "notify-webhook", "console.token");
   logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path }));
   return consoleTokenFromFile(path);
@@ -402,7 +413,7 @@ function ownToken(ctx: Context, logger: ReturnType<Context["logger"]>): string {
  * folder); a package installed by npm is, a clone of this repository is not, so a clone's page is
  * reached through a link in its own `node_modules`.
  */
-function pageFiles(logger: ReturnType<Context["logger"]>, say: Say): { dev: string; prod: string } | undefined {
+function pageFiles(logger: Logger, say: Say): { dev: string; prod: string } | undefined {
   const root = packageRoot(import.meta.dirname)?.dir;
   if (!root) return undefined;
   const dev = join(root, "console", "client", "index.ts");

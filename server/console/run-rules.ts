@@ -94,98 +94,109 @@ function durationOf(run: RunView): number | null {
   return run.started_at && run.ended_at ? Math.max(0, Date.parse(run.ended_at) - Date.parse(run.started_at)) : null;
 }
 
-/** The runs of one session from its audit rows (any order), newest first. Pure. */
-export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN_LIMITS): RunView[] {
-  const runs: RunView[] = [];
-  // A holder, not a `let`: the helpers below change it, which narrowing would not see.
-  const current: { open: RunView | null } = { open: null };
+/** The runs read so far from one session's trail, oldest first, and what the next rows need. */
+interface Trail {
+  runs: RunView[];
+  open: RunView | null;
   /** Who queued each command, and an instruction's text, from its `command.pending` row; the row that leased it. */
-  const pending = new Map<string, { actor: AuditActor; instruction: string | null; leasedRow?: number }>();
+  pending: Map<string, { actor: AuditActor; instruction: string | null; leasedRow?: number }>;
   /** The audit row that ended the newest run (its final notice or the confirmed stop), and when. */
-  let lastEndRow = 0;
-  let lastEndAt: string | null = null;
+  lastEndRow: number;
+  lastEndAt: string | null;
+}
 
-  const begin = (entry: AuditEntry, task: string, startedAt: string | null): RunView => {
-    if (current.open) end(current.open, "interrupted", current.open.latest?.at ?? current.open.started_at);
-    const run: RunView = {
-      key: entry.id,
-      task,
-      started_at: startedAt,
-      ended_at: null,
-      duration_ms: null,
-      outcome: "running",
-      failure: null,
-      stopped_by: null,
-      reply: null,
-      context: null,
-      latest: null,
-      final_id: null,
-    };
-    current.open = run;
-    runs.push(run);
-    return run;
-  };
-  const end = (run: RunView, outcome: RunOutcome, at: string | null) => {
-    run.outcome = outcome;
-    run.ended_at = at;
-    run.duration_ms = durationOf(run);
-    if (current.open === run) current.open = null;
-  };
-
+/** The runs of one session from its audit rows (any order), newest first, as docs/protocol.md's `RunView` says. */
+export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN_LIMITS): RunView[] {
+  const trail: Trail = { runs: [], open: null, pending: new Map(), lastEndRow: 0, lastEndAt: null };
   for (const entry of [...rows].sort((a, b) => a.id - b.id)) {
-    const data = record(entry.data);
-    if (entry.action === "command.pending" && entry.subject) {
-      pending.set(entry.subject, { actor: entry.actor, instruction: text(data.instruction) });
-    } else if (entry.action === "command.leased" && entry.subject) {
-      const queued = pending.get(entry.subject);
-      if (queued) queued.leasedRow = entry.id;
-    } else if (entry.action === "command.accepted" && entry.subject) {
-      const queued = pending.get(entry.subject);
-      if (data.kind === "stop" && data.outcome === "stopped") {
-        // A run typed in the terminal with start notices off is on the trail only through its stop,
-        // whose ACK names it; an open run takes only what it lacks.
-        const acked = ackedRun(data.run, entry.at, lastEndAt);
-        const run = current.open ?? begin(entry, acked.task, acked.started_at);
-        if (!run.task) run.task = acked.task;
-        run.started_at ??= acked.started_at;
-        run.stopped_by = queued?.actor ?? entry.actor;
-        end(run, "stopped", entry.at);
-        lastEndRow = entry.id;
-        lastEndAt = entry.at;
-      } else if (data.kind === "instruction" && !current.open) {
-        // Taken before the newest run ended (its ACK came after the final notice): it was that run's.
-        const endedSinceTaken = queued?.leasedRow !== undefined && lastEndRow > queued.leasedRow;
-        if (!endedSinceTaken) begin(entry, queued?.instruction ?? "", entry.at);
-      }
-    } else if (entry.action === "event.accepted") {
-      const event = record(data.event);
-      const status = event.status as EventStatus;
-      const task = text(event.task) ?? "";
-      const at = text(event.created_at) ?? entry.at;
-      const context = (event.context_usage as ContextUsage | null | undefined) ?? null;
-      if (status === "started") {
-        begin(entry, task, at);
-      } else if (status === "progress" || status === "tool_error") {
-        const run = current.open ?? begin(entry, task, null);
-        run.latest = { at, status, summary: String(event.summary ?? ""), said: saidOf(event) };
-        run.context = context ?? run.context;
-        if (!run.task) run.task = task;
-      } else if (status === "completed" || status === "failed") {
-        const run = current.open ?? begin(entry, task, null);
-        const details = record(event.details);
-        if (!run.task) run.task = task;
-        run.started_at ??= reportedStart(details, at);
-        run.reply = finalWords(event);
-        run.context = context ?? run.context;
-        run.final_id = entry.id;
-        run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
-        end(run, status === "completed" ? "done" : "failed", at);
-        lastEndRow = entry.id;
-        lastEndAt = at;
-      }
+    if (entry.action === "event.accepted") eventRow(trail, entry);
+    else if (entry.subject) commandRow(trail, entry, entry.subject);
+  }
+  return trail.runs.reverse().slice(0, limits.maxRuns);
+}
+
+function commandRow(trail: Trail, entry: AuditEntry, subject: string): void {
+  const data = record(entry.data);
+  if (entry.action === "command.pending") {
+    trail.pending.set(subject, { actor: entry.actor, instruction: text(data.instruction) });
+  } else if (entry.action === "command.leased") {
+    const queued = trail.pending.get(subject);
+    if (queued) queued.leasedRow = entry.id;
+  } else if (entry.action === "command.accepted") {
+    const queued = trail.pending.get(subject);
+    if (data.kind === "stop" && data.outcome === "stopped") {
+      // A run typed in the terminal with start notices off is on the trail only through its stop,
+      // whose ACK names it; an open run takes only what it lacks.
+      const acked = ackedRun(data.run, entry.at, trail.lastEndAt);
+      const run = trail.open ?? begin(trail, entry, acked.task, acked.started_at);
+      if (!run.task) run.task = acked.task;
+      run.started_at ??= acked.started_at;
+      run.stopped_by = queued?.actor ?? entry.actor;
+      end(trail, run, "stopped", entry.at, entry.id);
+    } else if (data.kind === "instruction" && !trail.open) {
+      // Taken before the newest run ended (its ACK came after the final notice): it was that run's.
+      const endedSinceTaken = queued?.leasedRow !== undefined && trail.lastEndRow > queued.leasedRow;
+      if (!endedSinceTaken) begin(trail, entry, queued?.instruction ?? "", entry.at);
     }
   }
-  return runs.reverse().slice(0, limits.maxRuns);
+}
+
+function eventRow(trail: Trail, entry: AuditEntry): void {
+  const event = record(record(entry.data).event);
+  const status = event.status as EventStatus;
+  const task = text(event.task) ?? "";
+  const at = text(event.created_at) ?? entry.at;
+  const context = (event.context_usage as ContextUsage | null | undefined) ?? null;
+  if (status === "started") {
+    begin(trail, entry, task, at);
+  } else if (status === "progress" || status === "tool_error") {
+    const run = trail.open ?? begin(trail, entry, task, null);
+    run.latest = { at, status, summary: String(event.summary ?? ""), said: saidOf(event) };
+    run.context = context ?? run.context;
+    if (!run.task) run.task = task;
+  } else if (status === "completed" || status === "failed") {
+    const run = trail.open ?? begin(trail, entry, task, null);
+    const details = record(event.details);
+    if (!run.task) run.task = task;
+    run.started_at ??= reportedStart(details, at);
+    run.reply = finalWords(event);
+    run.context = context ?? run.context;
+    run.final_id = entry.id;
+    run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
+    end(trail, run, status === "completed" ? "done" : "failed", at, entry.id);
+  }
+}
+
+function begin(trail: Trail, entry: AuditEntry, task: string, startedAt: string | null): RunView {
+  if (trail.open) end(trail, trail.open, "interrupted", trail.open.latest?.at ?? trail.open.started_at);
+  const run: RunView = {
+    key: entry.id,
+    task,
+    started_at: startedAt,
+    ended_at: null,
+    duration_ms: null,
+    outcome: "running",
+    failure: null,
+    stopped_by: null,
+    reply: null,
+    context: null,
+    latest: null,
+    final_id: null,
+  };
+  trail.open = run;
+  trail.runs.push(run);
+  return run;
+}
+
+/** `endRow`: the row that ended it (a final notice or a confirmed stop), not an interruption. */
+function end(trail: Trail, run: RunView, outcome: RunOutcome, at: string | null, endRow?: number): void {
+  run.outcome = outcome;
+  run.ended_at = at;
+  run.duration_ms = durationOf(run);
+  if (trail.open === run) trail.open = null;
+  if (endRow === undefined) return;
+  trail.lastEndRow = endRow;
+  trail.lastEndAt = at;
 }
 
 // ── The timeline in words ───────────────────────────────────────────────────
