@@ -4,6 +4,7 @@
  * WebSocket protocol as its page does: `data`/`patch` messages fill a store, and a call is
  * `{id, type, args}` answered by `{type: "response", body: {id, value, error}}`.
  */
+import type { Language } from "../../common/locale.ts";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -217,7 +218,9 @@ export async function consoleStage(
 export function printedConsoleLink(server: Standalone, timeoutMs = 20_000): Promise<URL> {
   return waitUntil(
     () => {
-      const link = /控制台“Pi 会话”页面（打开此链接即登录）：(http:\/\/\S+)/.exec(server.output())?.[1];
+      const link = /(?:控制台“Pi 会话”页面（打开此链接即登录）：|Console "Pi sessions" page \(this link signs you in\): )(http:\/\/\S+)/.exec(
+        server.output(),
+      )?.[1];
       return link ? new URL(link) : undefined;
     },
     () => `the console link in: ${server.output()}`,
@@ -243,13 +246,14 @@ export interface StandaloneConsole {
  * `npm start` as a person runs it (a child process on a free port and a temp data folder) and the
  * environment that points real Pi sessions at it. Everything is stopped and removed after the test.
  */
-export async function standaloneConsole(t: TestContext): Promise<StandaloneConsole> {
+/** `language` is the server's (its locale), which under npm start also decides the page's. */
+export async function standaloneConsole(t: TestContext, language?: Language): Promise<StandaloneConsole> {
   const dataDir = mkdtempSync(join(tmpdir(), "anon-notify-console-"));
   const root = makeRoot();
   const saved = { ...process.env };
   const harnesses: PiHarness[] = [];
   const port = await freePort();
-  const state = { server: await spawnStandalone(dataDir, port) };
+  const state = { server: await spawnStandalone(dataDir, port, language ? { language } : {}) };
   t.after(() =>
     closeAll(
       ...harnesses.reverse().map((pi) => () => pi.dispose({ keepRoot: true })),
@@ -273,7 +277,7 @@ export async function standaloneConsole(t: TestContext): Promise<StandaloneConso
     async restart({ newToken = false } = {}) {
       await state.server.stop();
       if (newToken) rmSync(join(dataDir, "console.token"));
-      state.server = await spawnStandalone(dataDir, port);
+      state.server = await spawnStandalone(dataDir, port, language ? { language } : {});
       stage.link = await printedConsoleLink(state.server);
     },
     openPi: (tools, options) => openPiIn(root, harnesses, tools, options),

@@ -4,6 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import type { Language } from "../../common/locale.ts";
 import { CHROMIUM_SKIP, consoleBrowser, standaloneConsole } from "../helpers/console.ts";
 
 const WORDS = {
@@ -24,8 +25,8 @@ test("signing out of the page clears this tab's token and takes the data away; a
   timeout: 180_000,
 }, async (t) => {
   const browser = await consoleBrowser(t);
-  const stage = await standaloneConsole(t);
   for (const [language, words] of Object.entries(WORDS)) {
+    const stage = await standaloneConsole(t, language as Language);
     const page = await browser.newPage({ locale: language });
     const pageErrors: string[] = [];
     page.on("pageerror", (error) => pageErrors.push(error.message));

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import type { Context, Plugin } from "koishi";
 import { Approval, type ApprovalRequest } from "../../protocol/approvals.ts";
-import { AuditEntry } from "../../protocol/audit.ts";
+import { AuditEntry, AuditKind } from "../../protocol/audit.ts";
 import { CommandSummary } from "../../protocol/queue.ts";
 import { MuteEnded, MuteSet, OperatorCommandCreated } from "../../protocol/operator.ts";
 import { approvalRequestOf, call, heartbeatOf } from "../../harness/agent-api.ts";
@@ -86,7 +86,7 @@ test("the page's data follows a real Pi session as it comes online, runs a tool,
   assert.deepEqual(await page.call("anon-notify/timeline", { kind: "nonsense" }), {
     ok: false,
     error: "invalid_request",
-    issues: [{ path: "kind", message: 'Invalid option: expected one of "event"|"command"|"operator"|"console"|"persona"|"tool_call"|"watchdog"' }],
+    issues: [{ path: "kind", message: `Invalid option: expected one of ${AuditKind.options.map((kind) => `"${kind}"`).join("|")}` }],
   });
 
   await pi.prompt("/anon-notify");
