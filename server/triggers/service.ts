@@ -189,12 +189,13 @@ export class TriggerService {
       await store.settle(id, plan.joined ? "joined" : "continued", plan.sessionId);
       return void this.#tell(subject, { kind: plan.joined ? "joined" : "continued", sessionId: plan.sessionId, commandId: record.command_id });
     }
-    const limits = { turns: trigger.turns, minutes: trigger.minutes };
+    // Strangers' text drives this session: approvals strict, whatever the user's config says.
+    const bounds = { limits: { turns: trigger.turns, minutes: trigger.minutes }, approvals: "strict" as const };
     const mapped = projectFor(trigger, delivery.repository)!;
     const request =
       plan.kind === "resume"
-        ? { project: plan.session.project, host: plan.session.host, session_id: plan.session.sessionId, task: prompt, limits }
-        : { project: mapped.project, host: mapped.host, task: prompt, limits };
+        ? { project: plan.session.project, host: plan.session.host, session_id: plan.session.sessionId, task: prompt, ...bounds }
+        : { project: mapped.project, host: mapped.host, task: prompt, ...bounds };
     const queued = await starts.queue(request, "server");
     const { sessionId, host, project, command } = queued;
     await store.setKey({ item_key: itemKey, session_id: sessionId, host, project, start_command_id: command.command_id, updated_at: this.#now() });
