@@ -106,6 +106,8 @@ export const SUBAGENT_FLAG = "anon-notify-off";
 export const START_ON_FLAG = "anon-notify-on";
 /** Passed by anon-notify-host with a start job's limits, as JSON (`{"turns"?,"minutes"?}`): each run of this Pi is stopped past them. */
 export const LIMITS_FLAG = "anon-notify-limits";
+/** Passed by anon-notify-host when a start job says `"approvals":"strict"` (a trigger's session): the gate is forced on in strict mode. */
+export const APPROVALS_FLAG = "anon-notify-approvals";
 
 /** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
  * too, even when `mainAgentOnly` is off. */

@@ -1,9 +1,9 @@
 /** The Pi sessions a host runs: the user's own `pi` in RPC mode with the server's session id,
- * `--anon-notify-on` and the job's limits, the task as its first prompt. */
+ * `--anon-notify-on` and the job's limits and approvals, the task as its first prompt. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
-import { LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
+import { APPROVALS_FLAG, LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
 import type { RunLimits } from "../protocol/hosts.ts";
 
 /** The command that runs Pi: a program and the arguments before Pi's own (e.g. `node cli.js`). */
@@ -45,13 +45,16 @@ export interface RunningSession {
 export function startSession(
   pi: PiCommand,
   cwd: string,
-  job: { session_id: string; task: string; limits?: RunLimits | undefined },
+  job: { session_id: string; task: string; limits?: RunLimits | undefined; approvals?: "strict" | undefined },
   env: NodeJS.ProcessEnv,
 ): Promise<RunningSession> {
   const sessionId = job.session_id;
   // `=`: the value is one argument whatever it holds, never taken for the next one.
-  const limits = job.limits ? [`--${LIMITS_FLAG}=${JSON.stringify(job.limits)}`] : [];
-  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", sessionId, `--${START_ON_FLAG}`, ...limits], {
+  const bounds = [
+    ...(job.limits ? [`--${LIMITS_FLAG}=${JSON.stringify(job.limits)}`] : []),
+    ...(job.approvals ? [`--${APPROVALS_FLAG}=${job.approvals}`] : []),
+  ];
+  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", sessionId, `--${START_ON_FLAG}`, ...bounds], {
     cwd,
     env,
     stdio: ["pipe", "pipe", "inherit"],

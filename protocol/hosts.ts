@@ -45,6 +45,8 @@ export const StartPayload = z.strictObject({
   task: z.string().min(1).max(LIMITS.instructionChars),
   session_id: Id,
   limits: RunLimits.optional(),
+  /** The session's approval gate forced on in strict mode, whatever the user's config (a trigger's session). */
+  approvals: z.literal("strict").optional(),
 });
 export type StartPayload = z.infer<typeof StartPayload>;
 
@@ -59,6 +61,7 @@ export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 /** What `StartService.start` takes: a surface's body, and from a trigger the run's limits and the session it resumes. */
 export interface StartRequest extends CreateSessionBody {
   limits?: RunLimits | undefined;
+  approvals?: "strict" | undefined;
   /** An existing session's id: its host resumes it (Pi opens that session's file). */
   session_id?: string | undefined;
 }

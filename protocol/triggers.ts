@@ -3,7 +3,7 @@
  * (the generic route's body as it is, GitHub's payloads mapped), the guards, and the answers.
  */
 import { z } from "zod";
-import { httpUrl } from "./wire.ts";
+import { Id, httpUrl } from "./wire.ts";
 
 /** `owner/name` as GitHub spells repositories; the generic route uses the same namespace. */
 export const RepositoryName = z.string().regex(/^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}$/, "must be owner/name (letters, digits, . _ -)");
@@ -26,6 +26,13 @@ export const TriggerDelivery = z.strictObject({
   url: httpUrl.nullable().default(null),
 });
 export type TriggerDelivery = z.infer<typeof TriggerDelivery>;
+
+/** `PUT /operator/triggers/{name}/keys`: the owner sends a key's deliveries to a session by hand. */
+export const KeyMapping = z.strictObject({
+  key: z.string().regex(/^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}(#[1-9][0-9]{0,15})?$/, "must be owner/name or owner/name#number"),
+  session_id: Id,
+});
+export type KeyMapping = z.infer<typeof KeyMapping>;
 
 /** What refuses a delivery, in the order they are asked. */
 export const TriggerGuard = z.enum(["repository", "event", "bot", "marker", "actor", "label", "paused", "breaker", "daily_limit"]);

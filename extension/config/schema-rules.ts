@@ -240,3 +240,13 @@ export const DEFAULT_CONFIG: Config = {
     needsYou: true,
   },
 };
+
+/**
+ * `--anon-notify-approvals` (a session a trigger started, docs/protocol.md "Forced approvals"): the gate
+ * on in strict mode over the user's config, which may only add asks; any value, or no valid config, fails closed.
+ */
+export function withForcedApprovals(config: Config | undefined, flag: unknown): Config | undefined {
+  if (flag === undefined || flag === false) return config;
+  const base = config ?? DEFAULT_CONFIG;
+  return { ...base, approval: { ...base.approval, enabled: true, mode: "strict", noPerson: "reject", disabledRules: [], allow: [] } };
+}

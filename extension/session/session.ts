@@ -5,9 +5,9 @@ import { join } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
-import { ACTIVATION_VERSION, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
+import { ACTIVATION_VERSION, APPROVALS_FLAG, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
-import type { Config } from "../config/schema-rules.ts";
+import { type Config, withForcedApprovals } from "../config/schema-rules.ts";
 import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { Link } from "../server-client/link.ts";
@@ -96,7 +96,7 @@ export function inputsChanged(s: SessionState): boolean {
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
   const inputs = readInputs(ctx);
   const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
-  const config = loaded.ok ? loaded.config : undefined;
+  const config = withForcedApprovals(loaded.ok ? loaded.config : undefined, pi.getFlag(APPROVALS_FLAG));
   const language = loaded.language;
   const text = messagesFor(language);
   let token: string | undefined;

@@ -150,6 +150,7 @@ const zh = {
     flagDescription: "这个 Pi 进程从不发送 anon-notify 通知（由启动子 Agent 的父进程设置）",
     startOnFlagDescription: "会话还没有开关记录时，从一开始就开启 anon-notify（由 anon-notify-host 设置）",
     limitsFlagDescription: '每次运行的上限，JSON：{"turns":N,"minutes":M}（N 轮、M 分钟），超出即停止该次运行（由 anon-notify-host 设置）',
+    approvalsFlagDescription: "strict：不论配置，本会话以严格模式开启审批（由 anon-notify-host 为触发器的会话设置）",
     limitStopped: (hit: "turn_limit" | "time_limit", limits: { turns?: number | undefined; minutes?: number | undefined }) =>
       hit === "turn_limit"
         ? `已停止本次运行：达到轮数上限（${limits.turns ?? 0} 轮，由 --anon-notify-limits 设定）。`
@@ -415,6 +416,8 @@ const en: Messages = {
     flagDescription: "Never send anon-notify notices from this Pi process (set by parents that spawn subagents)",
     startOnFlagDescription: "Switch anon-notify on from the session's start when it has no on/off record yet (set by anon-notify-host)",
     limitsFlagDescription: 'Limits for each run, as JSON {"turns":N,"minutes":M}: a run past either is stopped (set by anon-notify-host)',
+    approvalsFlagDescription:
+      "strict: approvals on in strict mode for this session, whatever the config says (set by anon-notify-host for a trigger's session)",
     limitStopped: (hit, limits) =>
       hit === "turn_limit"
         ? `Stopped this run: it reached its limit of ${limits.turns ?? 0} turns (set by --anon-notify-limits).`

@@ -46,9 +46,10 @@ export class StartService {
     if ("error" in picked) throw new DomainError(picked.error);
     const sessionId = request.session_id ?? randomUUID();
     const limits = request.limits ? { limits: request.limits } : {};
+    const approvals = request.approvals ? { approvals: request.approvals } : {};
     const command = await this.#commands.createStartJob(
       picked.host_id,
-      { project: request.project, task: request.task, session_id: sessionId, ...limits },
+      { project: request.project, task: request.task, session_id: sessionId, ...limits, ...approvals },
       actor,
     );
     return { host: picked.name, project: request.project, sessionId, command };

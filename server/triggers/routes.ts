@@ -1,6 +1,8 @@
-/** The triggers' surface: `POST /triggers/{name}` (GitHub's at `/triggers/github`), signed by the sender, no bearer token. */
+/** The triggers' surface: `POST /triggers/{name}` (GitHub's at `/triggers/github`), signed by the sender, no bearer token;
+ * and the owner's `PUT /operator/triggers/{name}/keys`. */
 import type { Context } from "koishi";
-import { TRIGGER_BODY_BYTES } from "../../protocol/triggers.ts";
+import { KeyMapping, TRIGGER_BODY_BYTES } from "../../protocol/triggers.ts";
+import { parseWith } from "../../common/domain-error.ts";
 import { json, parseJson, type HttpApi } from "../http/api.ts";
 import type { TriggerService } from "./service.ts";
 
@@ -19,5 +21,8 @@ export const TriggerRoutes = {
       const answer = await triggers.accept(trigger, request.header, parseJson(request.raw));
       return json(answer.state === "queued" ? 202 : 200, answer);
     });
+    api.route(ctx, { method: "PUT", path: "/operator/triggers/:name/keys", auth: "operator" }, async (request) =>
+      json(200, await triggers.mapKey(request.params.name ?? "", parseWith(KeyMapping, request.body))),
+    );
   },
 };

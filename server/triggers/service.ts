@@ -8,7 +8,7 @@ import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
 import type { DeliveryRoute } from "../../protocol/events.ts";
 import type { StartResult } from "../../protocol/hosts.ts";
-import { GITHUB_TRIGGER, TriggerDelivery, type TriggerAnswer } from "../../protocol/triggers.ts";
+import { GITHUB_TRIGGER, type KeyMapping, TriggerDelivery, type TriggerAnswer } from "../../protocol/triggers.ts";
 import { Id, wireIssues } from "../../protocol/wire.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventIntake } from "../events/intake.ts";
@@ -157,6 +157,26 @@ export class TriggerService {
     return { state: "refused", delivery: deliveryId, guard };
   }
 
+  /** The owner sends a key's deliveries to an online session by hand, in the key's turn so no delivery is mid-way. */
+  async mapKey(name: string, mapping: KeyMapping): Promise<{ trigger: string; key: string; session_id: string; previous: string | null }> {
+    const trigger = this.#byName.get(name);
+    if (!trigger) throw new DomainError("not_found");
+    const mapped = projectFor(trigger, mapping.key.split("#")[0]!);
+    if (!mapped) throw new DomainError("invalid_request", { issues: [{ path: "key", message: "names no repository of this trigger" }] });
+    const { registry, hosts, store, audit } = this.#deps;
+    const host = hosts.online().find((h) => h.sessions.includes(mapping.session_id));
+    if (!host && !registry.find(mapping.session_id)) throw new DomainError("session_offline");
+    const itemKey = `${name}:${mapping.key}`;
+    return this.#keyTurns.run(itemKey, async () => {
+      const previous = (await store.key(itemKey))?.session_id ?? null;
+      const row = { item_key: itemKey, session_id: mapping.session_id, project: mapped.project, start_command_id: "", updated_at: this.#now() };
+      await store.setKey({ ...row, host: host?.name ?? mapped.host ?? "" });
+      const answer = { trigger: name, key: mapping.key, session_id: mapping.session_id, previous };
+      await audit.record({ actor: "operator", action: "trigger.mapped", subject: itemKey, data: answer });
+      return answer;
+    });
+  }
+
   /** Works on an accepted delivery; never rejects: what went wrong is logged and told. */
   async #work(received: Received): Promise<void> {
     const { trigger, id, deliveryId, delivery, subject } = received;
@@ -189,12 +209,13 @@ export class TriggerService {
       await store.settle(id, plan.joined ? "joined" : "continued", plan.sessionId);
       return void this.#tell(subject, { kind: plan.joined ? "joined" : "continued", sessionId: plan.sessionId, commandId: record.command_id });
     }
-    const limits = { turns: trigger.turns, minutes: trigger.minutes };
+    // Strangers' text drives this session: approvals strict, whatever the user's config says.
+    const bounds = { limits: { turns: trigger.turns, minutes: trigger.minutes }, approvals: "strict" as const };
     const mapped = projectFor(trigger, delivery.repository)!;
     const request =
       plan.kind === "resume"
-        ? { project: plan.session.project, host: plan.session.host, session_id: plan.session.sessionId, task: prompt, limits }
-        : { project: mapped.project, host: mapped.host, task: prompt, limits };
+        ? { project: plan.session.project, host: plan.session.host || undefined, session_id: plan.session.sessionId, task: prompt, ...bounds }
+        : { project: mapped.project, host: mapped.host, task: prompt, ...bounds };
     const queued = await starts.queue(request, "server");
     const { sessionId, host, project, command } = queued;
     await store.setKey({ item_key: itemKey, session_id: sessionId, host, project, start_command_id: command.command_id, updated_at: this.#now() });

@@ -27,9 +27,10 @@ export interface KeyRow {
   /** `<trigger>:<repository>#<number>`. */
   item_key: string;
   session_id: string;
+  /** Empty when no host ran it (a terminal session mapped by hand): a resume then picks the host. */
   host: string;
   project: string;
-  /** The start job that began (or resumed) the session. */
+  /** The start job that began (or resumed) the session; empty for one the owner mapped by hand. */
   start_command_id: string;
   updated_at: Date;
 }

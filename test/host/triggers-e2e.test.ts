@@ -6,10 +6,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fetch } from "undici";
-import { operatorApi } from "../../harness/agent-api.ts";
+import { call, OPERATOR_TOKEN, operatorApi } from "../../harness/agent-api.ts";
 import type { ChatHarness } from "../../harness/chat.ts";
 import { waitUntil } from "../../harness/wait.ts";
 import { setUp, startHost } from "../helpers/host.ts";
@@ -192,4 +192,29 @@ test("a delivery for a key whose session ended resumes that session on its host:
   assert.match(history, /Fix the rounding of cart totals/, "the first prompt is in the resumed session's history");
   assert.match(history, /first look done/, "and the model's first answer");
   assert.equal(await startJobs(server), 2, "the first start and the resume");
+});
+
+test("a trigger's session runs with strict approvals though the user's config has them off: a risky bash call asks the owner and does not run", async (t) => {
+  const { server, model, code, env } = await setUp(t, { triggers: [TRIGGER] });
+  const host = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  // `touch` runs unasked in rules mode; only strict mode asks for it (not known safe).
+  model.script({ toolCalls: [{ name: "bash", arguments: { command: "touch ran.txt" } }] });
+  assert.equal((await deliver(server, "pull_request", fixture("pull_request.opened"))).status, 202);
+  const open = async () =>
+    (
+      (await call(server, "GET", "/operator/approvals?state=open", undefined, OPERATOR_TOKEN)).body as {
+        approvals: { approval_id: string; command: string; rules: string[] }[];
+      }
+    ).approvals;
+  await waitUntil(
+    async () => (await open()).length > 0,
+    () => `an approval request for the trigger's session\n${host.log()}`,
+    90_000,
+  );
+  const [asked] = await open();
+  assert.deepEqual([asked!.command, asked!.rules], ["touch ran.txt", ["strict.unlisted"]]);
+  // The gate holds the call before it runs; the call waits for an answer the test never gives.
+  assert.ok(!existsSync(join(code, "shop", "ran.txt")), "the call did not run");
+  assert.equal(model.requests.length, 1, "the run waits on the owner");
+  await toldOnce(server, "touch ran.txt");
 });
