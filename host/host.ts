@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import { errorText } from "../common/errors.ts";
 import { HOST_PROTOCOL, type HostHeartbeat, HostHeartbeatAnswer, StartPayload } from "../protocol/hosts.ts";
+import { OfflineAnswer } from "../protocol/sessions.ts";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand, type StartRefusal } from "../protocol/queue.ts";
 import type { CommandJournal } from "../extension/command-channel/journal.ts";
 import { createRuntimeId } from "../extension/presence/presence.ts";
@@ -52,12 +53,16 @@ export class Host {
     this.id = hostIdFor(options.name, options.roots);
   }
 
-  /** Runs until `stop()`: heartbeats beside one claim loop. */
+  /** Runs until `stop()`: heartbeats beside one claim loop; then signs off, so a restart is not refused `session_in_use`. */
   async run(): Promise<void> {
     await this.#register();
     const beats = this.#heartbeats();
     await this.#claims();
     await beats;
+    const body = { host_id: this.id, runtime_id: this.runtimeId };
+    await this.#options.client
+      .request("POST", "hosts/offline", { body, timeoutMs: 2_000, schema: OfflineAnswer })
+      .catch((error: unknown) => this.#options.log(`sign-off failed (the name is free once the heartbeat expires): ${errorText(error)}`));
   }
 
   /** Stops claiming and heartbeating and ends the sessions it started (their files stay, to be resumed at the terminal). */

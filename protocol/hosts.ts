@@ -33,6 +33,9 @@ export type HostHeartbeat = z.infer<typeof HostHeartbeat>;
 
 export const HostHeartbeatAnswer = z.object({ ttl_ms: z.number().int().positive(), server_time: z.string() });
 
+/** A stopping host's sign-off: its id is free for the next runtime at once, not one TTL later. */
+export const HostOfflineBody = z.strictObject({ host_id: Id, runtime_id: Id });
+
 /** A run's bounds: the extension stops a run past either (`failure_reason` `turn_limit` / `time_limit`). */
 export const RunLimits = z.strictObject({
   turns: z.number().int().positive().max(1000).optional(),

@@ -2,7 +2,7 @@
  * the shell will see them (literal only when nothing expands), its stdin and where it writes. */
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { Language, Parser, type Tree } from "web-tree-sitter";
+import type { Tree } from "web-tree-sitter";
 
 export interface Word {
   text: string;
@@ -51,6 +51,8 @@ const LINE_CONTINUATION = /(?<!\\)((?:\\\\)*)\\\n/g;
 /** The reader, once the grammar is loaded; `undefined` from the reader means the grammar rejects the text. */
 export function loadShell(): Promise<ShellReader> {
   loading ??= (async () => {
+    // Imported here, not with the extension: Pi's start does not wait for the grammar's runtime.
+    const { Language, Parser } = await import("web-tree-sitter");
     await Parser.init();
     const require = createRequire(import.meta.url);
     const language = await Language.load(join(dirname(require.resolve("tree-sitter-bash/package.json")), "tree-sitter-bash.wasm"));

@@ -26,6 +26,11 @@ export class HostRegistry {
     this.#entries.set(heartbeat.host_id, { heartbeat, lastSeenMs: this.#now() });
   }
 
+  /** Only the registered runtime signs its host off; an old runtime's goodbye is ignored. */
+  remove(hostId: string, runtimeId: string): boolean {
+    return this.#entries.get(hostId)?.heartbeat.runtime_id === runtimeId && this.#entries.delete(hostId);
+  }
+
   isLiveRuntime(hostId: string, runtimeId: string): boolean {
     const entry = this.#entries.get(hostId);
     return entry !== undefined && entry.heartbeat.runtime_id === runtimeId && this.#live(entry);

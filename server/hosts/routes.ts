@@ -1,6 +1,6 @@
-/** The hosts' surfaces: `POST /hosts/heartbeat` (agent token) and `POST /operator/sessions` (operator token). */
+/** The hosts' surfaces: `POST /hosts/heartbeat` and `/hosts/offline` (agent token) and `POST /operator/sessions` (operator token). */
 import type { Context } from "koishi";
-import { CreateSessionBody, HostHeartbeat } from "../../protocol/hosts.ts";
+import { CreateSessionBody, HostHeartbeat, HostOfflineBody } from "../../protocol/hosts.ts";
 import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { HostRegistry } from "./registry.ts";
@@ -19,6 +19,10 @@ export const HostRoutes = {
     api.route(ctx, { method: "POST", path: "/hosts/heartbeat", auth: "agent" }, (request) => {
       hosts.record(parseWith(HostHeartbeat, request.body));
       return json(200, { ttl_ms: hosts.ttlMs, server_time: new Date().toISOString() });
+    });
+    api.route(ctx, { method: "POST", path: "/hosts/offline", auth: "agent" }, (request) => {
+      const body = parseWith(HostOfflineBody, request.body);
+      return json(200, { removed: hosts.remove(body.host_id, body.runtime_id) });
     });
 
     api.route(ctx, { method: "POST", path: "/operator/sessions", auth: "operator" }, async (request) => {

@@ -99,6 +99,20 @@ test("a host that cannot find Pi refuses every start with pi_not_found", async (
   assert.deepEqual([answer.status, answer.body], [422, { error: "start_refused", state: "pi_not_found" }]);
 });
 
+test("a host stopped with SIGTERM signs off: started again under its name, it registers at once", async (t) => {
+  const { code, env } = await setUp(t);
+  const first = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  const exited = new Promise((done) => first.child.once("close", done));
+  first.child.kill("SIGTERM");
+  await exited;
+  assert.doesNotMatch(first.log(), /sign-off failed/);
+  const second = await startHost(t, env, ["--root", code, "--name", "laptop"]);
+  // Without the sign-off the old heartbeat holds the id for its TTL: the first try is refused session_in_use.
+  assert.doesNotMatch(second.log(), /registration failed/);
+  const hostId = /registered as laptop \(([^)]+)\)/.exec(second.log())?.[1];
+  assert.equal(hostId, /registered as laptop \(([^)]+)\)/.exec(first.log())?.[1], "the same host id");
+});
+
 test("anon.new in the owner's chat starts a session (naming the host when several are online), which then shows in anon.sessions", async (t) => {
   const { server, model, code, env } = await setUp(t);
   await startHost(t, env, ["--root", code, "--name", "laptop"]);

@@ -28,6 +28,7 @@ import * as notifyWebhook from "../../server/notify-webhook.ts";
 import { koishi } from "../../server/koishi.ts";
 import { CLOSE_MARKER, OPEN_MARKER, blockPayload, buildEventBlock, withoutMarkers } from "../../server/persona/block-rules.ts";
 import { isOwnerChat, type OwnerScope } from "../../server/persona/yesimbot-tools.ts";
+import { HostRegistry } from "../../server/hosts/registry.ts";
 import { SessionRegistry, pageSessions } from "../../server/sessions/registry.ts";
 import { ensureToken, runStandalone, secureDataDir } from "../../server/standalone/start.ts";
 import { vanishedNotices } from "../../server/watchdog/decisions.ts";
@@ -364,6 +365,31 @@ describe("a session's command channel belongs to the runtime that registered it"
     clock.ms = 30_000;
     registry.record(heartbeatOf({ runtime_id: "r-2" }));
     assert.ok(registry.isLiveRuntime("s-1", "r-2"));
+  });
+
+  test("a host id is freed by its own runtime's sign-off only; an old runtime's goodbye is ignored (registry)", () => {
+    const registry = new HostRegistry(30_000, () => 0);
+    const beat = (runtime_id: string) => ({
+      host_id: "h-1",
+      runtime_id,
+      name: "laptop",
+      pi: { command: "pi", version: null },
+      projects: [],
+      max_sessions: 1,
+      sessions: [],
+      host_protocol: 1,
+    });
+    registry.record(beat("r-1"));
+    assert.throws(
+      () => registry.record(beat("r-2")),
+      (error) => error instanceof DomainError && error.code === "session_in_use",
+    );
+    assert.equal(registry.remove("h-1", "r-2"), false);
+    assert.ok(registry.isLiveRuntime("h-1", "r-1"));
+    assert.equal(registry.remove("h-1", "r-1"), true);
+    registry.record(beat("r-2"));
+    assert.ok(registry.isLiveRuntime("h-1", "r-2") && !registry.isLiveRuntime("h-1", "r-1"));
+    assert.equal(registry.remove("h-1", "r-1"), false);
   });
 });
 
