@@ -107,8 +107,8 @@ test("a real session's runs in the session view: done with the reply rendered sa
     "newest first",
   );
 
-  // The timeline in words, no raw codes or English state words.
-  await page.locator("[data-test=timeline-say]", { hasText: "已告诉 Anon" }).first().waitFor({ timeout: 10_000 });
+  // The timeline in words, no raw codes or English state words; the log persona told nobody, and says so.
+  await page.locator("[data-test=timeline-say]", { hasText: "只打印在服务端终端：没有人格，没有告诉任何人" }).first().waitFor({ timeout: 10_000 });
   await page.locator("[data-test=timeline-say]", { hasText: "Pi 在 work 完成了：更新 README" }).first().waitFor({ timeout: 10_000 });
   const words = (await page.locator("[data-test=timeline-say]").allInnerTexts()).join("\n");
   assert.doesNotMatch(words, /event\.|command\.|\bstopped\b|\bapplied\b|EXTERNAL_AUTOMATION_EVENT/);
