@@ -492,7 +492,7 @@ function httpRoutes(ctx: Context, { api, config, pairing }: PartsOptions, s: Ser
   ctx.plugin(HostRoutes, { api, hosts, starts: s.starts });
   ctx.plugin(EventRoutes, { api, intake: s.intake, push: push?.pusher });
   ctx.plugin(ApprovalRoutes, { api, approvals: s.approvals, grants: s.grants, messenger: s.messenger, registry, pushRoute: push?.route });
-  ctx.plugin(AuditRoutes, { api, audit: s.audit, limit: s.limit });
+  ctx.plugin(AuditRoutes, { api, audit: s.audit, limit: s.limit, totalLimit: eventCeiling(s.limit) });
 }
 
 /** Where the owner meets the server: the persona, chat commands and the console page. */

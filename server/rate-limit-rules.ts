@@ -71,3 +71,47 @@ export class KeyedBuckets {
     }
   }
 }
+
+/** An agent route's limits: a bucket per session and per runtime (when the body names one) under one
+ * ceiling for the whole token, so one session's flood is refused itself and never holds back another. */
+export class SessionBuckets {
+  readonly #bySession: KeyedBuckets;
+  readonly #byRuntime: KeyedBuckets;
+  readonly #totalLimit: RateLimit;
+  #total: Bucket;
+
+  constructor(limit: RateLimit, totalLimit: RateLimit, nowMs: number) {
+    this.#bySession = new KeyedBuckets(limit);
+    this.#byRuntime = new KeyedBuckets(limit);
+    this.#totalLimit = totalLimit;
+    this.#total = fullBucket(totalLimit, nowMs);
+  }
+
+  /** One token from each bucket, or none (a refused request uses up nothing). */
+  take(sessionId: string, runtimeId: string | undefined, nowMs: number): { allowed: boolean; retryAfterSeconds: number } {
+    const limit = this.#bySession.limit;
+    const take = takeFromAll(
+      [
+        { bucket: this.#total, limit: this.#totalLimit },
+        { bucket: this.#bySession.get(sessionId, nowMs), limit },
+        ...(runtimeId === undefined ? [] : [{ bucket: this.#byRuntime.get(runtimeId, nowMs), limit }]),
+      ],
+      nowMs,
+    );
+    const [total, session, runtime] = take.buckets as [Bucket, Bucket, Bucket | undefined];
+    this.#total = total;
+    this.#bySession.set(sessionId, session);
+    if (runtimeId !== undefined && runtime) this.#byRuntime.set(runtimeId, runtime);
+    return { allowed: take.allowed, retryAfterSeconds: take.retryAfterSeconds };
+  }
+
+  /** Whether the session's bucket has not refilled since `prune` last looked. */
+  hasSession(sessionId: string): boolean {
+    return this.#bySession.has(sessionId);
+  }
+
+  prune(nowMs: number): void {
+    this.#bySession.prune(nowMs);
+    this.#byRuntime.prune(nowMs);
+  }
+}

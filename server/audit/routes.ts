@@ -3,28 +3,34 @@ import type { Context } from "koishi";
 import { ToolCallRecord, type ToolCallRecorded } from "../../protocol/progress.ts";
 import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
-import { fullBucket, takeToken, type RateLimit } from "../rate-limit-rules.ts";
+import { SessionBuckets, type RateLimit } from "../rate-limit-rules.ts";
 import type { AuditLog } from "./store.ts";
 
 export interface AuditRoutesDeps {
   api: HttpApi;
   audit: AuditLog;
-  /** The agents' tool-call records have their own bucket, sized like the event limit. */
+  /** The agents' tool-call records have their own buckets, sized like the event limits: per session
+   * and per runtime, under a ceiling for the whole token. */
   limit: RateLimit;
+  totalLimit: RateLimit;
 }
+
+const PRUNE_INTERVAL_MS = 60_000;
 
 export const AuditRoutes = {
   name: "notify-webhook-audit",
   reusable: true,
-  apply(ctx: Context, { api, audit, limit }: AuditRoutesDeps) {
+  apply(ctx: Context, { api, audit, limit, totalLimit }: AuditRoutesDeps) {
     api.offer(ctx, "audit");
 
-    let bucket = fullBucket(limit, Date.now());
+    // One session's refused calls use up its own buckets, never another session's record.
+    const buckets = new SessionBuckets(limit, totalLimit, Date.now());
+    ctx.setInterval(() => buckets.prune(Date.now()), PRUNE_INTERVAL_MS);
     api.route(ctx, { method: "POST", path: "/audit/tool-calls", auth: "agent" }, async (request) => {
-      const take = takeToken(bucket, Date.now(), limit);
-      bucket = take.bucket;
-      if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
+      // Validated first: the buckets are keyed by the body's session and runtime.
       const call = parseWith(ToolCallRecord, request.body);
+      const take = buckets.take(call.session_id, call.runtime_id, Date.now());
+      if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
       await audit.record({
         actor: "agent",
         action: `tool_call.${call.decision}`,

@@ -6,7 +6,7 @@ import type { SessionRegistry } from "../sessions/registry.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventWorker } from "../handover/worker.ts";
 import { DomainError } from "../../common/domain-error.ts";
-import { KeyedBuckets, fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
+import { SessionBuckets, type RateLimit } from "../rate-limit-rules.ts";
 import { Turns } from "../../common/turns.ts";
 import { bodyHash, newEventRow, parseEvent, receiptOf, type EventRow } from "./receipt-rules.ts";
 import { ReceiptBatch, ReceiptLookup } from "./receipt-batch.ts";
@@ -53,9 +53,7 @@ export const eventCeiling = (limit: RateLimit): RateLimit => ({ perMinute: limit
 
 export class EventIntake {
   readonly #deps: EventIntakeDeps;
-  readonly #bySession: KeyedBuckets;
-  readonly #byRuntime: KeyedBuckets;
-  #total: Bucket;
+  readonly #buckets: SessionBuckets;
   /** Sessions refused since their bucket was last full (`prune` forgets them then): a burst is told once. */
   readonly #limited = new Set<string>();
   #lastSeq = 0;
@@ -70,9 +68,7 @@ export class EventIntake {
     this.#deps = deps;
     this.#lookup = new ReceiptLookup(deps.store);
     this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit });
-    this.#bySession = new KeyedBuckets(deps.limit);
-    this.#byRuntime = new KeyedBuckets(deps.limit);
-    this.#total = fullBucket(deps.totalLimit, Date.now());
+    this.#buckets = new SessionBuckets(deps.limit, deps.totalLimit, Date.now());
   }
 
   /** Reads the receipts and hands pending events back to the worker; until then every submission is refused `not_ready`. */
@@ -158,35 +154,19 @@ export class EventIntake {
 
   /** One token from the event's session, its runtime (when it names one) and the ceiling, or none (a refused event uses up nothing). */
   #takeToken(event: EventBody): void {
-    const now = Date.now();
-    const { limit, totalLimit } = this.#deps;
-    const runtime = event.runtime_id;
-    const take = takeFromAll(
-      [
-        { bucket: this.#total, limit: totalLimit },
-        { bucket: this.#bySession.get(event.session_id, now), limit },
-        ...(runtime === undefined ? [] : [{ bucket: this.#byRuntime.get(runtime, now), limit }]),
-      ],
-      now,
-    );
-    const [total, session, runtimeBucket] = take.buckets as [Bucket, Bucket, Bucket | undefined];
-    this.#total = total;
-    this.#bySession.set(event.session_id, session);
-    if (runtime !== undefined && runtimeBucket) this.#byRuntime.set(runtime, runtimeBucket);
+    const take = this.#buckets.take(event.session_id, event.runtime_id, Date.now());
     if (take.allowed) return;
     if (!this.#limited.has(event.session_id)) {
       this.#limited.add(event.session_id);
-      this.onLimited?.(event.session_id, limit);
+      this.onLimited?.(event.session_id, this.#deps.limit);
     }
     throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
   }
 
   /** Forgets buckets that have refilled (they hold nothing worth keeping). */
   prune(): void {
-    const now = Date.now();
-    this.#bySession.prune(now);
-    this.#byRuntime.prune(now);
-    for (const sessionId of this.#limited) if (!this.#bySession.has(sessionId)) this.#limited.delete(sessionId);
+    this.#buckets.prune(Date.now());
+    for (const sessionId of this.#limited) if (!this.#buckets.hasSession(sessionId)) this.#limited.delete(sessionId);
   }
 
   /** Hands `rows` to the worker once synced, in acceptance order and after this turn's answers; also when the sync failed, since the rows are stored. */

@@ -631,6 +631,32 @@ describe("slow clients and floods", () => {
     assert.deepEqual(others, [200, 200, 200, 200, 429, 429]);
   });
 
+  test("one session's refused tool calls get 429 for its own records; another session's row is still recorded", async (t) => {
+    const { server, operator } = await onlineServer(t, { config: { eventsPerMinute: 60, eventBurst: 3 } });
+    const record = (session: string, runtime: string, n: number) =>
+      call(server, "POST", "/audit/tool-calls", {
+        session_id: session,
+        runtime_id: runtime,
+        tool: "report_progress",
+        tool_call_id: `${session}-t-${n}`,
+        decision: "refused",
+        reason: "rate",
+        event_id: null,
+        input: { summary: "x" },
+        created_at: RECEIVED_AT,
+      });
+    const flood = [];
+    for (let n = 0; n < 5; n++) flood.push((await record("s-1", "r-1", n)).status);
+    assert.deepEqual(flood, [202, 202, 202, 429, 429]);
+    assert.equal((await record("s-3", "r-1", 0)).status, 429, "the same runtime under another session id is limited as one");
+    assert.equal((await record("s-2", "r-2", 0)).status, 202);
+    const rows = (await operator.audit({ session_id: "s-2", limit: "50" })).body.entries;
+    assert.deepEqual(
+      rows.filter((row: { action: string }) => row.action === "tool_call.refused").map((row: { subject: string }) => row.subject),
+      ["s-2-t-0"],
+    );
+  });
+
   const takeRows: [string, [number, number][], boolean, number[]][] = [
     [
       "every bucket has a token: one taken from each",
