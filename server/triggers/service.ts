@@ -163,9 +163,9 @@ export class TriggerService {
     if (!trigger) throw new DomainError("not_found");
     const mapped = projectFor(trigger, mapping.key.split("#")[0]!);
     if (!mapped) throw new DomainError("invalid_request", { issues: [{ path: "key", message: "names no repository of this trigger" }] });
-    const { registry, hosts, store, audit } = this.#deps;
+    const { hosts, store, audit } = this.#deps;
+    if (!this.#online(mapping.session_id)) throw new DomainError("session_offline");
     const host = hosts.online().find((h) => h.sessions.includes(mapping.session_id));
-    if (!host && !registry.find(mapping.session_id)) throw new DomainError("session_offline");
     const itemKey = `${name}:${mapping.key}`;
     return this.#keyTurns.run(itemKey, async () => {
       const previous = (await store.key(itemKey))?.session_id ?? null;
@@ -232,12 +232,17 @@ export class TriggerService {
   async #keySession(itemKey: string): Promise<KeySession | undefined> {
     const row = await this.#deps.store.key(itemKey);
     if (!row) return undefined;
-    const online = this.#deps.registry.find(row.session_id) !== undefined || this.#deps.hosts.online().some((h) => h.sessions.includes(row.session_id));
+    const online = this.#online(row.session_id);
     const job = await this.#deps.commands.summary(row.start_command_id);
     // A job retention removed had long been final; its session is resumed like any ended one.
     const start =
       !job || (job.state === "accepted" && job.outcome === "started") ? "started" : job.state === "pending" || job.state === "leased" ? "pending" : "refused";
     return { sessionId: row.session_id, host: row.host, project: row.project, start, online };
+  }
+
+  /** Heartbeating itself, or listed by a host that runs it (a session starting up has not beat yet). */
+  #online(sessionId: string): boolean {
+    return this.#deps.registry.find(sessionId) !== undefined || this.#deps.hosts.online().some((h) => h.sessions.includes(sessionId));
   }
 
   async #tell(subject: NoticeSubject, fact: TriggerFact): Promise<void> {
