@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { TriggerGuard } from "../../protocol/triggers.ts";
 import { LIMITS } from "../../protocol/wire.ts";
+import { shownName } from "../../common/shown-name.ts";
 import type { Say } from "../locales/load.ts";
 
 /** What happened to one delivery, as the owner is told it. */
@@ -31,12 +32,14 @@ const WARNINGS = new Set<TriggerFact["kind"]>(["start_refused", "refused", "dupl
 
 export function triggerNotice(subject: NoticeSubject, fact: TriggerFact, now: Date, delivery: DeliveryRoute, say: Say): EventBody {
   const digest = createHash("sha256").update(`${subject.trigger}\0${subject.delivery}\0${fact.kind}\0${now.getTime()}`).digest("hex").slice(0, 32);
-  const params = { ...subject, ...fact, guardText: fact.kind === "refused" ? say(`anon-notify.triggers.guards.${fact.guard}`, { ...subject, ...fact }) : "" };
+  // The actor is the sender's words (the generic route takes any string): one line, controls written out.
+  const shown = { ...subject, actor: shownName(subject.actor).text };
+  const params = { ...shown, ...fact, guardText: fact.kind === "refused" ? say(`anon-notify.triggers.guards.${fact.guard}`, { ...shown, ...fact }) : "" };
   const sessionId = "sessionId" in fact ? fact.sessionId : `trigger:${subject.trigger}`;
   return EventBody.parse({
     event_id: `trigger:${fact.kind}:${digest}`,
     session_id: sessionId,
-    source: say("anon-notify.triggers.source", subject).slice(0, LIMITS.sourceChars),
+    source: say("anon-notify.triggers.source", shown).slice(0, LIMITS.sourceChars),
     task: "",
     status: WARNINGS.has(fact.kind) ? "warning" : "info",
     summary: say(`anon-notify.triggers.${fact.kind}`, params).slice(0, LIMITS.summaryChars),

@@ -193,6 +193,24 @@ test("the prompt carries the event as marked data: markers inside are escaped, a
   );
 });
 
+test("a sender-chosen actor reaches the owner's notice on one line, its hidden characters written out", () => {
+  fc.assert(
+    fc.property(
+      fc.string({ maxLength: 20 }),
+      fc.constantFrom("\n", "\r", "\u2028", "\u202e", "\u200b", "\u2066"),
+      fc.string({ maxLength: 20 }),
+      (a, hidden, b) => {
+        const actor = `${a}${hidden}${b}`;
+        const subject = { trigger: "ci", delivery: "d-1", key: "octo-org/shop#1", event: "push", actor, url: null };
+        for (const language of ["en-US", "zh-CN"] as const) {
+          const notice = triggerNotice(subject, { kind: "refused", guard: "actor" }, new Date(0), "direct", sayIn(language));
+          assert.doesNotMatch(notice.summary + notice.source, /[\n\r\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b]/u);
+        }
+      },
+    ),
+  );
+});
+
 test("the config refuses what cannot work, with the path named and never the secret", () => {
   const bad = parseTriggers([{ name: "github", secret: "short", projects: [], actors: [] }]);
   assert.equal(bad.ok, false);
