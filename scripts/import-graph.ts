@@ -83,7 +83,8 @@ export interface Layer {
   name: string;
   side: "shared" | "extension" | "server" | "tooling";
   rank: number;
-  /** `folder/` a prefix, `*\/name.ts` any file of that name on the side, `*\/*-suffix.ts` any file whose name ends so. */
+  /** `folder/` a prefix, `*\/name.ts` any file of that name on the side, `*\/*-suffix.ts` any file whose name ends so, `path.ts` that one file
+   * (the files the user's layout fixes: the top-level files and the plugin's entry). */
   paths: readonly string[];
 }
 
@@ -93,11 +94,11 @@ export interface Layer {
  */
 export const LAYERS: readonly Layer[] = [
   { name: "wire contract and common helpers", side: "shared", rank: 0, paths: ["protocol/", "common/"] },
-  { name: "extension: pure decisions and texts", side: "extension", rank: 1, paths: ["extension/texts/", "*/decisions.ts", "*/*-rules.ts"] },
-  { name: "extension: stores, clients and Pi edges", side: "extension", rank: 2, paths: ["extension/"] },
+  { name: "extension: pure decisions and texts", side: "extension", rank: 1, paths: ["lifecycle.ts", "extension/texts/", "*/decisions.ts", "*/*-rules.ts"] },
+  { name: "extension: stores, clients and Pi edges", side: "extension", rank: 2, paths: ["activation.ts", "extension/"] },
   // The host runs on the agent's machine beside Pi and reuses the extension's config, client and journal.
   { name: "extension: the host process", side: "extension", rank: 3, paths: ["host/"] },
-  { name: "extension: entry", side: "extension", rank: 4, paths: [] },
+  { name: "extension: entry", side: "extension", rank: 4, paths: ["index.ts", "commands.ts"] },
   { name: "server: pure decisions and Koishi basics", side: "server", rank: 1, paths: ["server/locales/", "*/decisions.ts", "*/*-rules.ts"] },
   { name: "server: stores and services", side: "server", rank: 2, paths: ["server/"] },
   {
@@ -106,21 +107,9 @@ export const LAYERS: readonly Layer[] = [
     rank: 3,
     paths: ["server/http/", "server/chat/", "server/console/", "server/status/", "*/routes.ts", "*/plugin.ts"],
   },
-  { name: "server: entry", side: "server", rank: 4, paths: ["server/standalone/"] },
+  { name: "server: entry", side: "server", rank: 4, paths: ["server/notify-webhook.ts", "server/standalone/"] },
   { name: "tests, harness, benchmarks, scripts, console page", side: "tooling", rank: 5, paths: ["test/", "harness/", "bench/", "scripts/", "console/"] },
 ];
-
-/**
- * The files whose names the user's layout fixes (guide.md: the top-level files, and the plugin's entry
- * both packages name as `main`), each with its layer. They are the layout, not exceptions to a pattern.
- */
-export const FIXED_FILES: ReadonlyMap<string, string> = new Map([
-  ["lifecycle.ts", "extension: pure decisions and texts"],
-  ["activation.ts", "extension: stores, clients and Pi edges"],
-  ["index.ts", "extension: entry"],
-  ["commands.ts", "extension: entry"],
-  ["server/notify-webhook.ts", "server: entry"],
-]);
 
 const sideOf = (file: string): Layer["side"] | undefined =>
   file.startsWith("server/") ? "server" : file.startsWith("extension/") || file.startsWith("host/") || !file.includes("/") ? "extension" : undefined;
@@ -129,13 +118,12 @@ const sideOf = (file: string): Layer["side"] | undefined =>
 function matchScore(path: string, file: string, base: string): number {
   if (path.startsWith("*/*")) return base.endsWith(path.slice(3)) ? 4_000 : -1;
   if (path.startsWith("*/")) return path.slice(2) === base ? 5_000 : -1;
-  return path.endsWith("/") && file.startsWith(path) ? path.length : -1;
+  if (!path.endsWith("/")) return path === file ? 10_000 : -1;
+  return file.startsWith(path) ? path.length : -1;
 }
 
-/** The layer a file sits in: a fixed file's own, then a file name on its side, then the longest folder prefix. */
+/** The layer a file sits in: the one naming it exactly, then a file name on its side, then the longest folder prefix. */
 export function layerOf(file: string, layers: readonly Layer[] = LAYERS): Layer | undefined {
-  const fixed = FIXED_FILES.get(file);
-  if (fixed !== undefined) return layers.find((layer) => layer.name === fixed);
   const base = file.slice(file.lastIndexOf("/") + 1);
   const side = sideOf(file);
   let best: { layer: Layer; score: number } | undefined;
