@@ -43,7 +43,9 @@ const PROBE_SESSION = "s-probe";
 const DUPLICATE_WINDOW = 2;
 const IMAGE_BUDGET = 48 * 1024;
 const LEASE_MS = 800;
-const MIN_IMAGE = 8; // the PNG signature
+/** The smallest image each probe can make at an exact size: a PNG pads only past its real minimum, a WebP from its header. */
+const MIN_IMAGE = Buffer.from(imageOf("image/png", 0).data, "base64").length;
+const MIN_EXACT = Buffer.from(imageOf("image/webp", 0).data, "base64").length;
 
 test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event or command lost, nothing delivered twice, no cancelled command back, no image budget leaked`, {
   timeout: LONG ? 60 * 60_000 : 120_000,
@@ -242,11 +244,11 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     assert.equal((await call("POST", "/sessions/heartbeat", "agent", heartbeatOf({ session_id: PROBE_SESSION, runtime_id: "r-probe" })))?.status, 200);
     const free = IMAGE_BUDGET - activeBytes;
     let fill: string | undefined;
-    if (free >= MIN_IMAGE) {
+    if (free >= MIN_EXACT) {
       const fits = await call("POST", "/operator/commands", "operator", {
         session_id: PROBE_SESSION,
         instruction: "probe",
-        images: [imageOf("image/png", free)],
+        images: [imageOf("image/webp", free)],
       });
       assert.equal(fits?.status, 201, `an image of the ${free} free bytes fits (seed ${seed}): ${JSON.stringify(fits?.body)}`);
       fill = fits!.body.command.command_id;
@@ -254,7 +256,7 @@ test(`mixed load, ${KILLS} SIGKILLs at seeded random points: no accepted event o
     const over = await call("POST", "/operator/commands", "operator", {
       session_id: PROBE_SESSION,
       instruction: "probe",
-      images: [imageOf("image/png", MIN_IMAGE)],
+      images: [imageOf("image/webp", MIN_EXACT)],
     });
     assert.equal(over?.status, 507, `one image more is refused with 507 (free was ${free}, seed ${seed})`);
     if (fill) assert.equal((await call("POST", `/operator/commands/${fill}/cancel`, "operator", { session_id: PROBE_SESSION }))?.status, 200);
