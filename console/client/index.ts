@@ -1,7 +1,7 @@
 import type { Context } from "@koishijs/client";
 // Before the page, so the parts' own rules come later and refine the shared look.
 import "./common.scss";
-import { retire } from "./lifetime.ts";
+import { retire } from "./call.ts";
 import { followLocale, pageLocale, seedLocale, serverLocale } from "./locale.ts";
 import messages from "./messages.ts";
 import Page from "./page.vue";

@@ -2,7 +2,6 @@
  * summary as the notice carried it. */
 import type { ReadSaid } from "../../protocol/said.ts";
 import { wordSaid } from "../../common/said-words.ts";
-import { failureText } from "./failure-text.ts";
 
 type Translate = (key: string, params?: Record<string, unknown>) => string;
 
@@ -27,4 +26,9 @@ export function saidText(said: ReadSaid | null | undefined, summary: string, t: 
     dialog: (kind: string) => t(`said.dialog.${kind}`),
   };
   return wordSaid(said, words) ?? summary;
+}
+
+/** Why a run failed, in the page's words: a failure code the page knows is worded, another stays the code it is. Pure. */
+export function failureText(code: string, t: (key: string) => string, te: (key: string) => boolean): string {
+  return te(`failure.${code}`) ? t(`failure.${code}`) : code;
 }

@@ -2,8 +2,7 @@
  * `localStorage`, which every console plugin reads), is presented once per connection, forgotten when refused. */
 import { ref, watch } from "vue";
 import { router, socket, store } from "@koishijs/client";
-import { call } from "./call.ts";
-import { isRetired } from "./lifetime.ts";
+import { call, isRetired } from "./call.ts";
 import { TOKEN_LIFETIME_MS, signInStep, type SignInReply, type SignInState } from "./sign-in-steps.ts";
 
 export type { SignInState } from "./sign-in-steps.ts";

@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { actionText, sitesText } from "../../console/client/action-text.ts";
-import { failureText } from "../../console/client/failure-text.ts";
+import { failureText } from "../../console/client/said-text.ts";
 import messages from "../../console/client/messages.ts";
 import { project } from "../../server/approvals/decisions.ts";
 import { consoleApproval } from "../../server/console/decisions.ts";
