@@ -6,7 +6,7 @@ import { ReportOnce } from "../../common/report-once.ts";
 import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
-import type { LaneConnection } from "./lane.ts";
+import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { controlStep, type Applied } from "./control-rules.ts";
 import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./control-dispatcher.ts";
@@ -127,14 +127,5 @@ export class ControlChannel implements ControlRegistry {
 
   #sessionId(): string | undefined {
     return this.#ctx?.sessionManager.getSessionId();
-  }
-}
-
-/** A stale context (the session was replaced) counts as busy: its abort then fails loudly, not silently. */
-function isIdle(ctx: ExtensionContext): boolean {
-  try {
-    return ctx.isIdle();
-  } catch {
-    return false;
   }
 }

@@ -5,7 +5,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { errorText } from "../../common/errors.ts";
 import { CONTROL_PROTOCOL } from "../../protocol/queue.ts";
 import { attachable } from "../pi-handlers.ts";
-import type { LaneConnection } from "./lane.ts";
+import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { modelSupportsImages } from "../session/label-rules.ts";
 import type { Messages } from "../texts/messages.ts";
@@ -150,14 +150,6 @@ export class InstructionChannel {
     return { held: this.#held?.command.command_id ?? null, queued: [...this.#sent.keys()] };
   }
 
-  #isIdle(): boolean {
-    try {
-      return this.#ctx?.isIdle() ?? false;
-    } catch {
-      return false;
-    }
-  }
-
   /** What the claim declares: whether the session's model can see images. */
   #supportsImages(): boolean {
     try {
@@ -197,7 +189,7 @@ export class InstructionChannel {
   #evaluate(atBoundary: boolean): void {
     if (this.#held) {
       const lease = this.#held;
-      if (planDelivery({ alreadyDelivered: false, idle: this.#isIdle(), atBoundary }) === "deliver") {
+      if (planDelivery({ alreadyDelivered: false, idle: isIdle(this.#ctx), atBoundary }) === "deliver") {
         this.#held = undefined;
         this.#syncBoundary();
         this.#deliver(lease);
@@ -206,7 +198,7 @@ export class InstructionChannel {
     const plan = planClaim(
       {
         running: this.#running,
-        idle: this.#isIdle(),
+        idle: isIdle(this.#ctx),
         serverHeardIdle: this.#deps.server.heardIdle(),
         atBoundary,
         claimInFlight: this.#claim !== undefined,
@@ -242,7 +234,7 @@ export class InstructionChannel {
       lane.reports.clear();
       if (answer.command) {
         this.#claimed({ command: answer.command, token: answer.lease.token });
-      } else if (this.#running && lane === this.#lane && this.#isIdle()) {
+      } else if (this.#running && lane === this.#lane && isIdle(this.#ctx)) {
         const delay = repollDelay(kind, this.#now() - startedAt, lane.settings.idlePollIntervalMs);
         if (delay > 0) return this.#wakeAfter(delay);
       }
@@ -268,7 +260,7 @@ export class InstructionChannel {
     const journaled = this.#lane?.journal?.has(command_id) ?? false;
     const plan = planDelivery({
       alreadyDelivered: journaled || this.#inSession(command_id) || this.#sent.has(command_id),
-      idle: this.#isIdle(),
+      idle: isIdle(this.#ctx),
       atBoundary: false,
     });
     if (plan === "ack-only") {

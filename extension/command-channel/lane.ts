@@ -1,5 +1,6 @@
 /** What both channels share for one start: the connection, the one journal writer, the claim request and
  * its margins, and the ACK with retry. */
+import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
 import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
@@ -55,24 +56,15 @@ export class LaneConnection {
     return this.#deps.text();
   }
 
-  tell(message: string): void {
-    this.#deps.report(message);
-  }
-
-  /** Asks presence for a heartbeat (the server lost this runtime). */
-  beat(): void {
-    this.#deps.presence.beat();
-  }
-
   async #open(): Promise<boolean> {
     const file = this.settings.journal;
     try {
       const opened = await openCommandJournal(file);
       this.journal = opened.journal;
-      if (opened.skippedLines > 0) this.tell(this.text.commands.journalSkipped(file, opened.skippedLines));
+      if (opened.skippedLines > 0) this.#deps.report(this.text.commands.journalSkipped(file, opened.skippedLines));
     } catch (error) {
       // Without the journal no delivery could be deduplicated, so the channels stay off.
-      this.tell(this.text.commands.journalUnreadable(file, errorText(error)));
+      this.#deps.report(this.text.commands.journalUnreadable(file, errorText(error)));
       return false;
     }
     // The server lets a runtime claim only after it has seen that runtime's heartbeat.
@@ -93,7 +85,8 @@ export class LaneConnection {
    * the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
-    if (error.code === "session_offline") this.beat();
+    // The server lost this runtime: a heartbeat registers it again.
+    if (error.code === "session_offline") this.#deps.presence.beat();
     if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
     return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
   }
@@ -114,5 +107,14 @@ export class LaneConnection {
       { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
     );
     if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
+  }
+}
+
+/** A stale context (the session was replaced) counts as busy: its abort then fails loudly, not silently. */
+export function isIdle(ctx: ExtensionContext | undefined): boolean {
+  try {
+    return ctx?.isIdle() ?? false;
+  } catch {
+    return false;
   }
 }

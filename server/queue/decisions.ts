@@ -119,9 +119,9 @@ export function pickClaim(active: readonly CommandRecord[], now: Date, claimer: 
 }
 
 /** Whether an empty claim may be held open: an instruction claim only while idle (the heartbeat a run starts with ends it, and the client reads that
- * answer, so nothing leased then is lost); a control claim always, so a stop reaches a run mid-tool. */
-export function mayHoldClaim(lane: CommandLane, state: SessionRunState): boolean {
-  return lane === "control" || state === "idle";
+ * answer, so nothing leased then is lost); a control claim always, so a stop reaches a run mid-tool, and a host's (it has no run state). */
+export function mayHoldClaim(lane: CommandLane, state: SessionRunState | undefined): boolean {
+  return lane !== "instructions" || state === "idle";
 }
 
 /** How many long polls may be held at once: per session and over all sessions. */

@@ -79,15 +79,16 @@ export const CommandRoutes = {
     };
 
     const claimUntil = async (query: z.output<typeof ClaimQuery>, withImages: boolean, deadline: number, signal: AbortSignal) => {
-      if (query.lane === "host") return claimForHost(ctx, hosts, commands, query, deadline, signal);
       for (;;) {
-        const entry = registry.find(query.session_id);
-        if (!entry || entry.heartbeat.runtime_id !== query.runtime_id) throw new DomainError("session_offline");
+        const entry = query.lane === "host" ? undefined : registry.find(query.session_id);
+        const live = query.lane === "host" ? hosts.isLiveRuntime(query.session_id, query.runtime_id) : entry?.heartbeat.runtime_id === query.runtime_id;
+        if (!live) throw new DomainError("session_offline");
         const watch = waker.watch(query.session_id, query.lane);
         try {
-          const answer = await commands.claim(query.session_id, query.runtime_id, withImages && supportsImages(entry.heartbeat), signal, query.lane);
+          const images = withImages && entry !== undefined && supportsImages(entry.heartbeat);
+          const answer = await commands.claim(query.session_id, query.runtime_id, images, signal, query.lane);
           const remaining = deadline - Date.now();
-          const state = registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state;
+          const state = entry && (registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state);
           if (answer.command || remaining <= 0 || waker.closed || signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
           await wake(ctx, watch.fired, remaining, signal);
           if (waker.closed || signal.aborted) return json(200, { command: null });
@@ -104,31 +105,6 @@ export const CommandRoutes = {
     });
   },
 };
-
-/** A host's claim: held while nothing waits, whatever the host does (it has no run state). */
-async function claimForHost(
-  ctx: Context,
-  hosts: HostRegistry,
-  commands: CommandStore,
-  query: z.output<typeof ClaimQuery>,
-  deadline: number,
-  signal: AbortSignal,
-) {
-  const { waker } = commands;
-  for (;;) {
-    if (!hosts.isLiveRuntime(query.session_id, query.runtime_id)) throw new DomainError("session_offline");
-    const watch = waker.watch(query.session_id, "host");
-    try {
-      const answer = await commands.claim(query.session_id, query.runtime_id, false, signal, "host");
-      const remaining = deadline - Date.now();
-      if (answer.command || remaining <= 0 || waker.closed || signal.aborted) return json(200, answer);
-      await wake(ctx, watch.fired, remaining, signal);
-      if (waker.closed || signal.aborted) return json(200, { command: null });
-    } finally {
-      watch.close();
-    }
-  }
-}
 
 /** Waits for a wake-up, the time left, or the client leaving, and leaves no timer or listener behind. */
 function wake(ctx: Context, fired: Promise<void>, ms: number, signal: AbortSignal): Promise<void> {

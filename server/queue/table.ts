@@ -15,109 +15,67 @@ export const COMMAND_TABLE = "anon_notify_command";
 const ID_LENGTH = 128;
 const FINAL_STATE_LIST: CommandRecord["state"][] = ["accepted", "cancelled"];
 export const FINAL_STATES: ReadonlySet<string> = new Set(FINAL_STATE_LIST);
-/** Every column but the image bytes, for reads that never need them. */
-export const WITHOUT_IMAGES: (keyof CommandRecord)[] = [
-  "seq",
-  "command_id",
-  "session_id",
-  "event_id",
-  "origin",
-  "kind",
-  "payload",
-  "instruction",
-  "image_count",
-  "image_bytes",
-  "image_digest",
-  "request_key",
-  "request_digest",
-  "state",
-  "lease_token",
-  "lease_runtime_id",
-  "lease_expires_at",
-  "first_claimed_at",
-  "deliveries",
-  "outcome",
-  "cancel_reason",
-  "created_at",
-  "updated_at",
-];
-
 /** minato's query types reject `state: [...]` on union columns and `null` on required ones, both valid at run time. */
 export function where(query: Partial<Record<keyof CommandRecord, unknown>>): Query<CommandRecord> {
   return query as Query<CommandRecord>;
 }
 
-/** What a caller decides about a new command; the rest of its row is the table's (`CommandTable.insert`). */
-export type NewRow = Omit<
-  CommandRecord,
-  | "seq"
-  | "command_id"
-  | "event_id"
-  | "state"
-  | "lease_token"
-  | "lease_runtime_id"
-  | "lease_expires_at"
-  | "first_claimed_at"
-  | "deliveries"
-  | "outcome"
-  | "cancel_reason"
-  | "created_at"
-  | "updated_at"
-> & { event_id: string | null };
+/** What a new command starts as: pending, never claimed, no outcome. */
+const FRESH = {
+  state: "pending",
+  lease_token: null,
+  lease_runtime_id: null,
+  lease_expires_at: null,
+  first_claimed_at: null,
+  deliveries: 0,
+  outcome: null,
+  cancel_reason: null,
+} as const;
 
-/** The row a new command starts as: pending, never claimed, no outcome. */
+/** What a caller decides about a new command; the rest of its row is the table's (`CommandTable.insert`). */
+export type NewRow = Omit<CommandRecord, keyof typeof FRESH | "seq" | "command_id" | "event_id" | "created_at" | "updated_at"> & { event_id: string | null };
+
 export function pendingRow(fields: NewRow & { command_id: string; event_id: string }, now: Date): Omit<CommandRecord, "seq"> {
-  return {
-    ...fields,
-    state: "pending",
-    lease_token: null,
-    lease_runtime_id: null,
-    lease_expires_at: null,
-    first_claimed_at: null,
-    deliveries: 0,
-    outcome: null,
-    cancel_reason: null,
-    created_at: now,
-    updated_at: now,
-  };
+  return { ...fields, ...FRESH, created_at: now, updated_at: now };
 }
+
+const COLUMNS = {
+  seq: "unsigned",
+  command_id: { type: "string", length: ID_LENGTH },
+  session_id: { type: "string", length: ID_LENGTH },
+  event_id: { type: "string", length: ID_LENGTH },
+  origin: { type: "string", length: 16 },
+  // Rows from before protocol 3 are instructions.
+  kind: { type: "string", length: 24, initial: "instruction" },
+  payload: { type: "json", nullable: true },
+  instruction: "text",
+  images: "json",
+  image_count: "unsigned",
+  image_bytes: "unsigned",
+  image_digest: { type: "string", length: 64, nullable: true },
+  request_key: { type: "string", length: 640, nullable: true },
+  request_digest: { type: "string", length: 64 },
+  state: { type: "string", length: 16 },
+  lease_token: { type: "string", length: 64, nullable: true },
+  lease_runtime_id: { type: "string", length: ID_LENGTH, nullable: true },
+  lease_expires_at: { type: "timestamp", nullable: true },
+  first_claimed_at: { type: "timestamp", nullable: true },
+  deliveries: "unsigned",
+  outcome: { type: "string", length: 24, nullable: true },
+  cancel_reason: { type: "string", length: 16, nullable: true },
+  created_at: "timestamp",
+  updated_at: "timestamp",
+} as const satisfies Record<keyof CommandRecord, unknown>;
+
+/** Every column but the image bytes, for reads that never need them. */
+export const WITHOUT_IMAGES = (Object.keys(COLUMNS) as (keyof CommandRecord)[]).filter((column) => column !== "images");
 
 export class CommandTable {
   readonly #ctx: Context;
 
   constructor(ctx: Context) {
     this.#ctx = ctx;
-    ctx.model.extend(
-      COMMAND_TABLE,
-      {
-        seq: "unsigned",
-        command_id: { type: "string", length: ID_LENGTH },
-        session_id: { type: "string", length: ID_LENGTH },
-        event_id: { type: "string", length: ID_LENGTH },
-        origin: { type: "string", length: 16 },
-        // Rows from before protocol 3 are instructions.
-        kind: { type: "string", length: 24, initial: "instruction" },
-        payload: { type: "json", nullable: true },
-        instruction: "text",
-        images: "json",
-        image_count: "unsigned",
-        image_bytes: "unsigned",
-        image_digest: { type: "string", length: 64, nullable: true },
-        request_key: { type: "string", length: 640, nullable: true },
-        request_digest: { type: "string", length: 64 },
-        state: { type: "string", length: 16 },
-        lease_token: { type: "string", length: 64, nullable: true },
-        lease_runtime_id: { type: "string", length: ID_LENGTH, nullable: true },
-        lease_expires_at: { type: "timestamp", nullable: true },
-        first_claimed_at: { type: "timestamp", nullable: true },
-        deliveries: "unsigned",
-        outcome: { type: "string", length: 24, nullable: true },
-        cancel_reason: { type: "string", length: 16, nullable: true },
-        created_at: "timestamp",
-        updated_at: "timestamp",
-      },
-      { primary: "seq", autoInc: true, unique: ["command_id", "request_key"] },
-    );
+    ctx.model.extend(COMMAND_TABLE, COLUMNS, { primary: "seq", autoInc: true, unique: ["command_id", "request_key"] });
   }
 
   /** Inserts a pending command with a fresh id; one with no notice to answer gets `<origin>:<command_id>`. */

@@ -93,12 +93,13 @@ test("each lane is its own queue: control commands never wait behind an instruct
   for (const [name, active, claimer, expected] of cases) assert.equal(pickClaim(active, T0, claimer)?.seq ?? null, expected, name);
 });
 
-test("an instruction claim is held only while the runtime says idle; a control claim busy or idle", () => {
+test("an instruction claim is held only while the runtime says idle; a control claim busy or idle; a host claim always", () => {
   const cases: [Parameters<typeof mayHoldClaim>[0], Parameters<typeof mayHoldClaim>[1], boolean][] = [
     ["instructions", "idle", true],
     ["instructions", "running", false],
     ["control", "idle", true],
     ["control", "running", true],
+    ["host", undefined, true],
   ];
   for (const [lane, state, expected] of cases) assert.equal(mayHoldClaim(lane, state), expected, `${lane} ${state}`);
 });
