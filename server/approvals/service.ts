@@ -31,6 +31,7 @@ import {
   decideUndo,
   decideVanish,
   normaliseCode,
+  operatorDecisionRefusal,
   pickCode,
   project,
   requestDigest,
@@ -40,12 +41,9 @@ import {
   type Transition,
 } from "./decisions.ts";
 import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
-import { operatorDecisionRefusal } from "./operator-decision-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
-
-export type { Decider } from "./decisions.ts";
 
 /** The commands store's control lane, as far as approvals use it. */
 export interface ControlCommands {
@@ -218,7 +216,7 @@ export class ApprovalService {
       await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
     } catch (error) {
       await store.transition(record.approval_id, (r) =>
-        r?.state === "decided" ? { kind: "apply", from: "decided", patch: { ...PENDING_FIELDS, grant_id: null, grant_use: null } } : { kind: "unchanged" },
+        r?.state === "decided" ? { kind: "apply", from: "decided", patch: PENDING_FIELDS } : { kind: "unchanged" },
       );
       await audit.record({
         actor: "server",
