@@ -91,21 +91,19 @@ const PENDING_FIELDS = {
 } as const satisfies Partial<ApprovalRecord>;
 
 /** A new approval a standing grant answered at once: nothing to ask, only the closing message is owed. */
-function grantedFields(grant: GrantRecord, use: number, now: Date) {
-  return {
+const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
+  ({
+    ...PENDING_FIELDS,
     state: "decided",
     decision: "approved",
-    decision_reason: null,
     decided_by: grant.created_by,
     via: grant.via,
     decided_at: now,
     request_sent: true,
-    request_held: false,
     persona_mentioned: true,
     grant_id: grant.grant_id,
     grant_use: use,
-  } as const satisfies Partial<ApprovalRecord>;
-}
+  }) as const satisfies Partial<ApprovalRecord>;
 
 const CREATE = "create";
 
@@ -314,13 +312,9 @@ export class ApprovalService {
       const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
       if (refusal) throw await refused(new DomainError(refusal));
     }
-    try {
-      precheck?.(found);
-    } catch (error) {
-      throw error instanceof DomainError ? await refused(error) : error;
-    }
     let result: { record: ApprovalRecord; changed: boolean };
     try {
+      precheck?.(found);
       result = await store.transition(found.approval_id, (r) =>
         decideDecision(r, { decision, reason: reason ?? null, decidedBy: decider.name, via, binding }, this.#now()),
       );
