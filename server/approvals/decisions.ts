@@ -4,55 +4,31 @@ import { createHash } from "node:crypto";
 import {
   CODE_ALPHABET,
   OPEN_APPROVAL_STATES,
-  type Approval,
+  Approval,
   type ApprovalBinding,
   type ApprovalDecision,
   type ApprovalRequest,
   type ApprovalResolution,
-  type ApprovalSource,
   type ApprovalState,
-  type ApprovalVia,
   type PersonVia,
 } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import { takeToken, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
 
-export interface ApprovalRecord {
+/** A stored approval: what the owner sees (`Approval`, with dates as dates) and the server's own book-keeping. */
+export type ApprovalRecord = Omit<Approval, "created_at" | "expires_at" | "resolved_at"> & {
   seq: number;
-  approval_id: string;
-  code: string;
-  session_id: string;
   runtime_id: string;
   run_id: string;
   tool_call_id: string;
-  tool: string;
   args_digest: string;
-  cwd: string;
-  action: string;
-  /** What `action` is, as the client named it (protocol `actionLabel`); null from older clients and for `ask_approval`. */
-  action_code: string | null;
-  reason: string;
-  /** Exactly what will run, as the agent sent it (redacted again by the server). */
-  command: string;
-  command_hidden_chars: number;
   /** The literal words of every simple command, as the client sent them; null when it could not (what a grant binds to). */
   argv: string[][] | null;
   /** The OS user id Pi said it runs as; null when it did not say. */
   agent_uid: number | null;
-  rules: string[];
-  /** Where each rule matched (redacted); null when the request did not say. */
-  matched: { rule: string; at: string }[] | null;
-  grantable: boolean;
-  /** The server's display form of `command` (common/command-text.ts). */
-  preview: string;
-  source: ApprovalSource;
   request_digest: string;
-  state: ApprovalState;
-  decision: ApprovalDecision | null;
   decision_reason: string | null;
-  decided_by: string | null;
-  via: ApprovalVia | null;
   outcome_reason: string | null;
   created_at: Date;
   expires_at: Date;
@@ -68,7 +44,7 @@ export interface ApprovalRecord {
   /** The standing grant that approved it at once, and which use of it this was; null when a person answered. */
   grant_id: string | null;
   grant_use: number | null;
-}
+};
 
 /** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
 export interface Decider {
@@ -234,29 +210,25 @@ export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean, ch
   return undefined;
 }
 
+const APPROVAL_KEYS = Approval.keyof().options;
+
 export function project(record: ApprovalRecord): Approval {
+  const shown = Object.fromEntries(APPROVAL_KEYS.map((key) => [key, record[key]])) as Approval;
   return {
-    approval_id: record.approval_id,
-    code: record.code,
-    session_id: record.session_id,
-    tool: record.tool,
-    action: record.action,
-    action_code: record.action_code,
-    reason: record.reason,
-    command: record.command,
-    command_hidden_chars: record.command_hidden_chars,
-    rules: record.rules,
-    matched: record.matched,
-    grantable: record.grantable,
-    preview: record.preview,
-    cwd: record.cwd,
-    source: record.source,
-    state: record.state,
-    decision: record.decision,
-    decided_by: record.decided_by,
-    via: record.via,
+    ...shown,
     created_at: new Date(record.created_at).toISOString(),
     expires_at: new Date(record.expires_at).toISOString(),
     resolved_at: record.resolved_at ? new Date(record.resolved_at).toISOString() : null,
   };
+}
+
+/**
+ * Whether the operator API may decide: its token is a file an agent running as the server's user (or
+ * root) could read, so it is opt-in and refused for a Pi that says it runs as either. A Pi that does
+ * not say cannot be told apart: the opt-in is the operator's word that it runs as another user.
+ */
+export function operatorDecisionRefusal(facts: { optedIn: boolean; serverUid: number | undefined; agentUid: number | null }): ErrorCode | undefined {
+  if (!facts.optedIn) return "operator_decisions_off";
+  if (facts.agentUid !== null && (facts.agentUid === 0 || facts.agentUid === facts.serverUid)) return "operator_token_reachable";
+  return undefined;
 }

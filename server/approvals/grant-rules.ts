@@ -1,29 +1,18 @@
 /** Standing grants, decided only here: what is grantable (literal argv, never opaque, never the model's own
  * request), which live grant covers a request, how long it runs, and its revocation. */
 import { posix, win32 } from "node:path";
-import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, type Grant, type PersonVia } from "../../protocol/approvals.ts";
+import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, Grant } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import type { WireIssue } from "../../common/domain-error.ts";
 import { pickCode } from "./decisions.ts";
 
-export interface GrantRecord {
+/** A stored grant: what the operator sees (`Grant`, with dates as dates); `argv` null on grants made before binding covers nothing. */
+export type GrantRecord = Omit<Grant, "created_at" | "expires_at" | "revoked_at"> & {
   seq: number;
-  grant_id: string;
-  session_id: string;
-  rules: string[];
-  /** The exact simple commands it covers, or (`prefix`) the one list of leading words; null on grants made before binding: they cover nothing. */
-  argv: string[][] | null;
-  prefix: boolean;
-  cwd: string;
-  approval_id: string;
-  created_by: string;
-  via: PersonVia;
   created_at: Date;
   expires_at: Date;
   revoked_at: Date | null;
-  revoked_by: string | null;
-  uses: number;
-}
+};
 
 /** What of a request or an approval grants are decided on. */
 export interface Grantee {
@@ -146,21 +135,14 @@ export function decideRevoke(grant: GrantRecord | undefined, by: string, now: Da
 /** A grant id not taken yet: `G` and 4 letters of the approval codes' alphabet. */
 export const pickGrantId = (random: (size: number) => number, taken: ReadonlySet<string>) => pickCode(random, taken, 64, "G", 4);
 
+const GRANT_KEYS = Grant.keyof().options;
+
 export function projectGrant(grant: GrantRecord): Grant {
+  const shown = Object.fromEntries(GRANT_KEYS.map((key) => [key, grant[key]])) as Grant;
   return {
-    grant_id: grant.grant_id,
-    session_id: grant.session_id,
-    rules: grant.rules,
-    argv: grant.argv,
-    prefix: grant.prefix,
-    cwd: grant.cwd,
-    approval_id: grant.approval_id,
-    created_by: grant.created_by,
-    via: grant.via,
+    ...shown,
     created_at: new Date(grant.created_at).toISOString(),
     expires_at: new Date(grant.expires_at).toISOString(),
     revoked_at: grant.revoked_at ? new Date(grant.revoked_at).toISOString() : null,
-    revoked_by: grant.revoked_by,
-    uses: grant.uses,
   };
 }

@@ -29,17 +29,17 @@ export class GrantService {
   }
 
   /** Refuses (`not_grantable`, or `invalid_request` for a prefix the call does not start with) before anything is decided. */
-  check(approval: Grantee, minutes: number, prefix?: readonly string[]): void {
-    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, this.#now(), prefix);
+  check(approval: Grantee, minutes: number, prefix?: readonly string[], now = this.#now()) {
+    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, now, prefix);
     if (decision.kind === "refuse") throw new DomainError(decision.error, decision.issues ? { issues: decision.issues } : {});
+    return decision;
   }
 
   /** The grant of an approval the owner just approved with `minutes` (and, to cover every call starting so, `prefix`). */
   async create(approval: ApprovalRecord, minutes: number, decider: Decider, via: PersonVia, prefix?: readonly string[]): Promise<Grant> {
     const { store, audit } = this.#deps;
     const now = this.#now();
-    const decision = decideGrant(approval, minutes, this.#deps.maxMinutes, now, prefix);
-    if (decision.kind === "refuse") throw new DomainError(decision.error, decision.issues ? { issues: decision.issues } : {});
+    const decision = this.check(approval, minutes, prefix, now);
     const grant = await store.create({
       grant_id: pickGrantId(this.#deps.random ?? randomInt, await store.ids()),
       session_id: approval.session_id,

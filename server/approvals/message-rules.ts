@@ -140,7 +140,7 @@ export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "co
 export function closingText(record: ApprovalRecord, voice: Voice): string {
   const { say } = voice;
   const head = say("closing.head", { code: record.code, action: actionText(record, voice) });
-  const via = record.via && record.via in VIAS ? say(`via.${record.via}`) : "";
+  const via = record.via && WORDED_VIAS.has(record.via) ? say(`via.${record.via}`) : "";
   const why = record.outcome_reason ?? record.decision_reason;
   const reason = why ? say("with-reason", [oneLine(why)]) : "";
   const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
@@ -168,7 +168,8 @@ function ordinal(n: number, say: Voice["say"], locale: string): string {
   return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
 }
 
-const VIAS = { chat: 1, operator: 1, console: 1, ntfy: 1, terminal: 1, policy: 1 };
+/** The ways of closing an approval that have words of their own (`via.<via>`). */
+export const WORDED_VIAS: ReadonlySet<string> = new Set(["chat", "operator", "console", "ntfy", "terminal", "policy"]);
 
 /** The persona hears of the request too, but only the owner can answer it. */
 export function mentionEvent(record: ApprovalRecord, now: Date, voice: Voice): EventBody {

@@ -31,6 +31,7 @@ import {
   decideUndo,
   decideVanish,
   normaliseCode,
+  operatorDecisionRefusal,
   pickCode,
   project,
   requestDigest,
@@ -40,12 +41,9 @@ import {
   type Transition,
 } from "./decisions.ts";
 import { serverGrantable, type GrantRecord } from "./grant-rules.ts";
-import { operatorDecisionRefusal } from "./operator-decision-rules.ts";
 import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
-
-export type { Decider } from "./decisions.ts";
 
 /** The commands store's control lane, as far as approvals use it. */
 export interface ControlCommands {
@@ -93,21 +91,19 @@ const PENDING_FIELDS = {
 } as const satisfies Partial<ApprovalRecord>;
 
 /** A new approval a standing grant answered at once: nothing to ask, only the closing message is owed. */
-function grantedFields(grant: GrantRecord, use: number, now: Date) {
-  return {
+const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
+  ({
+    ...PENDING_FIELDS,
     state: "decided",
     decision: "approved",
-    decision_reason: null,
     decided_by: grant.created_by,
     via: grant.via,
     decided_at: now,
     request_sent: true,
-    request_held: false,
     persona_mentioned: true,
     grant_id: grant.grant_id,
     grant_use: use,
-  } as const satisfies Partial<ApprovalRecord>;
-}
+  }) as const satisfies Partial<ApprovalRecord>;
 
 const CREATE = "create";
 
@@ -218,7 +214,7 @@ export class ApprovalService {
       await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
     } catch (error) {
       await store.transition(record.approval_id, (r) =>
-        r?.state === "decided" ? { kind: "apply", from: "decided", patch: { ...PENDING_FIELDS, grant_id: null, grant_use: null } } : { kind: "unchanged" },
+        r?.state === "decided" ? { kind: "apply", from: "decided", patch: PENDING_FIELDS } : { kind: "unchanged" },
       );
       await audit.record({
         actor: "server",
@@ -316,13 +312,9 @@ export class ApprovalService {
       const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
       if (refusal) throw await refused(new DomainError(refusal));
     }
-    try {
-      precheck?.(found);
-    } catch (error) {
-      throw error instanceof DomainError ? await refused(error) : error;
-    }
     let result: { record: ApprovalRecord; changed: boolean };
     try {
+      precheck?.(found);
       result = await store.transition(found.approval_id, (r) =>
         decideDecision(r, { decision, reason: reason ?? null, decidedBy: decider.name, via, binding }, this.#now()),
       );

@@ -13,6 +13,7 @@ declare module "koishi" {
 
 export const APPROVAL_TABLE = "anon_notify_approval";
 const MAX_RACE_RETRIES = 5;
+const CLOSED = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
 
 /** minato's query types do not accept a list for a union-typed column, which is valid at run time. */
 function where(query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> {
@@ -122,19 +123,17 @@ export class ApprovalStore {
    * many went. Open ones, and closed ones still owing the owner a message, stay however old.
    */
   async prune(cutoff: Date): Promise<number> {
-    const closed = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
     const result = await this.#ctx.database.remove(
       APPROVAL_TABLE,
-      where({ state: closed, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true }),
+      where({ state: CLOSED, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true }),
     );
     return result.removed ?? 0;
   }
 
   /** Rows with a message still owed to the owner or the persona (an open one's closing is not owed yet). */
   async owing(): Promise<ApprovalRecord[]> {
-    const closed = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
     const owing = {
-      $or: [{ request_sent: false, request_held: false, state: OPEN_APPROVAL_STATES }, { persona_mentioned: false }, { closing_sent: false, state: closed }],
+      $or: [{ request_sent: false, request_held: false, state: OPEN_APPROVAL_STATES }, { persona_mentioned: false }, { closing_sent: false, state: CLOSED }],
     } as Query<ApprovalRecord>;
     return this.#ctx.database.get(APPROVAL_TABLE, owing, { sort: { seq: "asc" } });
   }

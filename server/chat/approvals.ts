@@ -3,7 +3,7 @@
 import type { Context, Session } from "koishi";
 import { APPROVAL_LIMITS, type Approval, type ApprovalDecision } from "../../protocol/approvals.ts";
 import { z } from "zod";
-import { actionText, durationText, grantedText, oneLine, shownCommand, voiceOf, wholeCommandTexts } from "../approvals/message-rules.ts";
+import { actionText, durationText, grantedText, oneLine, shownCommand, voiceOf, wholeCommandTexts, WORDED_VIAS } from "../approvals/message-rules.ts";
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../../common/domain-error.ts";
@@ -48,21 +48,20 @@ function clip(reason: string | undefined): string | null {
   return text ? [...text].slice(0, APPROVAL_LIMITS.reasonChars).join("") : null;
 }
 
-const PERSON_VIAS = new Set(["chat", "operator", "console", "ntfy", "terminal", "policy"]);
-
 /** What an approval became, in words: "已在终端批准", "超时无人回答，按拒绝处理", …. */
 export function resultText(session: Session, approval: Approval): string {
-  const via = approval.via && PERSON_VIAS.has(approval.via) ? say(session, `anon-notify.approval.via.${approval.via}`) : "";
+  const via = approval.via && WORDED_VIAS.has(approval.via) ? say(session, `anon-notify.approval.via.${approval.via}`) : "";
   if (approval.state === "decided") return say(session, `anon-notify.approval.result.decided-${approval.decision}`, { via });
   if (approval.state === "rejected" && approval.via === "aborted") return say(session, "anon-notify.approval.result.aborted");
   return say(session, `anon-notify.approval.result.${approval.state}`, { via });
 }
 
+const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
+
 /** Decides as the owner and words the outcome; refusals become sentences saying what happened instead. */
 export async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
-  const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
-    const approval = await kit.approvals.decide(ref, decision, decider, "chat", reason);
+    const approval = await kit.approvals.decide(ref, decision, chatDecider(session), "chat", reason);
     const action = actionText(approval, voiceOf(sessionSay(session)));
     const why = reason ? say(session, "anon-notify.approval.with-reason", [reason]) : "";
     return say(session, `anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
@@ -87,9 +86,8 @@ async function decideRefusal(kit: ChatKit, session: Session, ref: string, error:
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
 export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number, prefix?: string[]): Promise<string> {
-  const decider = { actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` };
   try {
-    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, decider, "chat");
+    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, chatDecider(session), "chat");
     return grantedText(approval, grant, voiceOf(sessionSay(session)));
   } catch (error) {
     // `not_grantable` is worded by the error's own text (refusalText).

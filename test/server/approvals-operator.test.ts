@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { OPERATOR_TOKEN, agentApi, approvalRequestOf, call } from "../../harness/agent-api.ts";
 import { startChat } from "../../harness/chat.ts";
 import { waitUntil } from "../../harness/wait.ts";
-import { operatorDecisionRefusal } from "../../server/approvals/operator-decision-rules.ts";
+import { operatorDecisionRefusal } from "../../server/approvals/decisions.ts";
 
 test("an operator-API decision goes through only when opted in and the asking Pi is not the token's user or root", () => {
   const table: [string, Parameters<typeof operatorDecisionRefusal>[0], string | undefined][] = [
