@@ -50,10 +50,7 @@ export interface Observation {
 
 export interface RunRecorder {
   current(): RecordedRun | undefined;
-  /**
-   * `joining`: the session now; when nobody listened yet and a run is in progress there, that run
-   * is recorded from now on, its task taken from the branch (`taskInProgress`).
-   */
+  /** `joining`: the session now; when nobody listened yet and a run is in progress there, that run is recorded from now on, its task taken from the branch. */
   observe(observer: RunObserver, options: { exact: boolean }, joining?: ExtensionContext): Observation;
 }
 
@@ -75,28 +72,25 @@ export interface BranchEntry {
   message?: unknown;
 }
 
-/**
- * The id of the entry that persisted `message` (the same object Pi handed to message_end), walking
- * back from the leaf: at a settle that entry is at or near the leaf, so this costs a step or two,
- * where a turn_end handler would make Pi build the whole context preview at every turn.
- */
-export function persistedEntryId(message: unknown, leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string | undefined {
+/** The newest message entry of the branch that `wanted` accepts, walking back from the leaf. */
+function newestMessage(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined, wanted: (message: unknown) => boolean) {
   for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
-    if (current.type === "message" && current.message === message) return current.id;
+    if (current.type === "message" && wanted(current.message)) return current;
   }
   return undefined;
 }
 
-/**
- * The task of the run in progress, read back from the branch: the text of the newest user message
- * (its prompt; a steer since would also be one, as when the recorder saw it). Walks back from the leaf.
- */
+/** The id of the entry that persisted `message` (the object Pi handed to message_end): at a settle it is at or near the leaf, so this costs a step or
+ * two, where a turn_end handler would make Pi build the whole context preview at every turn. */
+export function persistedEntryId(message: unknown, leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string | undefined {
+  return newestMessage(leaf, entry, (m) => m === message)?.id;
+}
+
+/** The task of the run in progress, read back from the branch: the text of the newest user message (its prompt; a steer since would also be one, as
+ * when the recorder saw it). */
 export function taskInProgress(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string {
-  for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
-    const message = current.message as { role?: unknown; content?: unknown } | undefined;
-    if (current.type === "message" && message?.role === "user") return messageText(message.content);
-  }
-  return "";
+  const found = newestMessage(leaf, entry, (m) => (m as { role?: unknown } | undefined)?.role === "user");
+  return found ? messageText((found.message as { content?: unknown }).content) : "";
 }
 
 /** A run the recorder joins in progress: started now, one low-level run, its task from the session. */

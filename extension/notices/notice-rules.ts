@@ -48,14 +48,8 @@ export function finalEventId(sessionId: string, assistantEntryId: string, status
 }
 
 /** Notices not tied to a persisted entry (non-final ones, a final whose reply was not found): the runtime id keeps them apart across reloads. */
-export function transientEventId(sessionId: string, runtimeId: string, sequence: number, status: EventStatus): string {
-  return `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
-}
-
-/** Another extension's `eventId`, scoped to the session so two sessions cannot collide. */
-export function externalEventId(sessionId: string, eventId: string): string {
-  return `ext:${sessionId}:${eventId}`;
-}
+const transientEventId = ({ sessionId, runtimeId }: NoticeContext, sequence: number, status: EventStatus) =>
+  `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
 
 export interface ContentOptions {
   maxTaskChars: number;
@@ -68,12 +62,6 @@ export interface ContentOptions {
 export interface SaidLine {
   summary: string;
   said: Said | undefined;
-}
-
-/** Where `tail` (the agent's words, at the end of `line`) begins, in code points; undefined when `line` does not end with it. */
-export function tailFrom(line: string, tail: string): number | undefined {
-  if (!line.endsWith(tail)) return undefined;
-  return Array.from(line).length - Array.from(tail).length;
 }
 
 export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
@@ -94,7 +82,8 @@ export function saidLine(
   tail?: { param: "reply_from" | "detail_from"; text: string },
 ): SaidLine {
   const summary = inProject(line, context.content, context.project, context.text);
-  const from = tail?.text ? tailFrom(summary, tail.text) : undefined;
+  // Where the agent's words (at the end of the line) begin, in code points.
+  const from = tail?.text && summary.endsWith(tail.text) ? Array.from(summary).length - Array.from(tail.text).length : undefined;
   if (tail?.text && from === undefined) return { summary, said: undefined };
   const said = Said.safeParse({
     key: draft.key,
@@ -182,7 +171,7 @@ export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: Notic
   const entryId = facts.lastAssistant?.entryId;
   const line = runSummary(outcome, facts, context.content, context.project, context.text);
   return noticeOf(context, {
-    eventId: entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context.sessionId, context.runtimeId, sequence, outcome.kind),
+    eventId: entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context, sequence, outcome.kind),
     task: facts.task,
     status: outcome.kind,
     summary: line.summary,
@@ -205,7 +194,7 @@ export function transientNotice(
   context: NoticeContext,
 ): EventBody {
   return noticeOf(context, {
-    eventId: transientEventId(context.sessionId, context.runtimeId, sequence, status),
+    eventId: transientEventId(context, sequence, status),
     task: facts.task,
     status,
     summary: line.summary,
@@ -213,23 +202,17 @@ export function transientNotice(
   });
 }
 
-/** Another extension's details without `said`: only this extension's own code says what its words mean, so a carried notice cannot be reworded as a run's
- * outcome. */
-function withoutSaid(details: Record<string, unknown> | null): Record<string, unknown> | null {
-  if (!details || !Object.hasOwn(details, "said")) return details;
-  const { said: _dropped, ...rest } = details;
-  return rest;
-}
-
-/** Another extension's `anon-notify:send`, already validated against SendRequest. */
+/** Another extension's `anon-notify:send`, already validated against SendRequest; its `eventId` scoped to the session. Its details lose `said`: only
+ * this extension's own code says what its words mean, so a carried notice cannot be reworded as a run's outcome. */
 export function externalNotice(request: SendRequest, generatedId: string, context: NoticeContext): EventBody {
+  const { said: _dropped, ...details } = request.details ?? {};
   return noticeOf(context, {
-    eventId: externalEventId(context.sessionId, request.eventId ?? generatedId),
+    eventId: `ext:${context.sessionId}:${request.eventId ?? generatedId}`,
     source: request.source,
     task: request.task ?? "",
     status: request.status,
     summary: request.summary,
-    details: withoutSaid(request.details ?? null),
+    details: request.details ? details : null,
     url: request.url ?? null,
     ...(request.delivery ? { delivery: request.delivery } : {}),
   });

@@ -19,8 +19,7 @@ export interface DeliveryLog {
 export interface SendOptions {
   /** completed / failed: written to the outbox before it is sent, and never rate limited. */
   final: boolean;
-  /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (the default); another extension's explicit request
-   * does not: the server's idempotency and rate limit still apply. */
+  /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (default); an explicit request does not. */
   throttled?: boolean;
 }
 
@@ -250,13 +249,8 @@ class OrderedNotifier implements Notifier {
     }
     let attempts = 0;
     while (rest.length > 0 && !this.#stop.signal.aborted && !barrier?.(rest[0]!)) {
-      const chunk = rest.slice(
-        0,
-        takeChunk(
-          rest.map((notice) => ({ bytes: notice.bytes, barrier: barrier?.(notice) ?? false })),
-          this.#batchMax,
-        ),
-      );
+      const sizes = rest.map((notice) => ({ bytes: notice.bytes, barrier: barrier?.(notice) ?? false }));
+      const chunk = rest.slice(0, takeChunk(sizes, this.#batchMax));
       attempts += 1;
       const outcomes = await this.#post(chunk);
       if (outcomes === undefined) {
@@ -295,11 +289,8 @@ class OrderedNotifier implements Notifier {
     const { client } = this.#options;
     const signal = this.#stop.signal;
     try {
-      if (chunk.length > 1)
-        return await client.postEvents(
-          chunk.map((notice) => notice.event),
-          signal,
-        );
+      const events = chunk.map((notice) => notice.event);
+      if (chunk.length > 1) return await client.postEvents(events, signal);
       const value = await client.postEvent(chunk[0]!.event, signal);
       this.#batchMax = batchSize(value.batch_max);
       return [{ ok: true, value }];
@@ -352,8 +343,7 @@ class OrderedNotifier implements Notifier {
     this.#retryTimer.unref();
   }
 
-  /** Sends the outbox oldest first (`own`: the finals whose turn this is); stops at the first retryable failure or refused token, which the rest would
-   * share. */
+  /** Sends the outbox oldest first (`own`: the finals whose turn this is); stops at a retryable failure or refused token the rest would share. */
   async #drainOutbox(own: ReadonlySet<string> = new Set()): Promise<void> {
     const { outbox, delivery, log, text: t } = this.#options;
     const pruned = await outbox.prune(delivery.outboxMaxAgeMs, this.#now());

@@ -23,24 +23,6 @@ export interface OutboxEntry {
   queuedAt: number;
 }
 
-export interface Outbox {
-  readonly dir: string;
-  /** Writes the event durably under this outbox's claim, off the event loop; resolves once on disk. A second put of one event_id is a no-op. */
-  put(event: EventBody, now?: number): Promise<void>;
-  /** Entries this process may send now (unclaimed, or claimed by a lost owner), oldest first. */
-  list(): Promise<OutboxEntry[]>;
-  /** Takes the entry for sending once its put finished; false when it is gone or another live owner holds it. */
-  claim(eventId: string, now?: number): Promise<boolean>;
-  /** Gives a claimed entry back after a failed send, for a later pass or process. */
-  release(eventId: string): Promise<void>;
-  /** Deletes the entry (the server accepted it) once its put finished; never another live owner's claim. */
-  remove(eventId: string): Promise<void>;
-  /** Deletes claimable entries queued more than maxAgeMs before now; resolves to their event ids. */
-  prune(maxAgeMs: number, now: number): Promise<string[]>;
-  /** Waits for operations in progress, releases what this outbox still holds and marks its owner gone. */
-  close(): Promise<void>;
-}
-
 /** Told of an entry it cannot read (kept as `.bad`); the caller words it in the person's language. */
 export interface OutboxLog {
   movedAside(file: string, why: string): void;
@@ -86,7 +68,7 @@ function ownerLost(claim: NonNullable<ParsedName["claim"]>, now: number): boolea
   return !pidAlive(claim.pid);
 }
 
-class OutboxFolder implements Outbox {
+export class Outbox {
   readonly dir: string;
   readonly #log: OutboxLog;
   readonly #owner = randomBytes(4).toString("hex");
@@ -108,6 +90,7 @@ class OutboxFolder implements Outbox {
     this.#sweep();
   }
 
+  /** Writes the event durably under this outbox's claim, off the event loop; resolves once on disk. A second put of one event_id is a no-op. */
   async put(event: EventBody, now = Date.now()): Promise<void> {
     const valid = EventBody.parse(event);
     return this.#turns.run(valid.event_id, async () => {
@@ -132,6 +115,7 @@ class OutboxFolder implements Outbox {
     });
   }
 
+  /** Entries this process may send now (unclaimed, or claimed by a lost owner), oldest first. */
   async list(): Promise<OutboxEntry[]> {
     const now = Date.now();
     const entries: OutboxEntry[] = [];
@@ -145,6 +129,7 @@ class OutboxFolder implements Outbox {
     return entries;
   }
 
+  /** Takes the entry for sending once its put finished; false when it is gone or another live owner holds it. */
   claim(eventId: string, now = Date.now()): Promise<boolean> {
     return this.#turns.run(eventId, async () => {
       const known = this.#names.get(eventId);
@@ -157,6 +142,7 @@ class OutboxFolder implements Outbox {
     });
   }
 
+  /** Gives a claimed entry back after a failed send, for a later pass or process. */
   release(eventId: string): Promise<void> {
     return this.#turns.run(eventId, async () => {
       const known = this.#names.get(eventId);
@@ -164,6 +150,7 @@ class OutboxFolder implements Outbox {
     });
   }
 
+  /** Deletes the entry (the server accepted it) once its put finished; never another live owner's claim. */
   remove(eventId: string): Promise<void> {
     return this.#turns.run(eventId, async () => {
       const known = this.#names.get(eventId);
@@ -171,6 +158,7 @@ class OutboxFolder implements Outbox {
     });
   }
 
+  /** Deletes claimable entries queued more than maxAgeMs before now; resolves to their event ids. */
   async prune(maxAgeMs: number, now: number): Promise<string[]> {
     const pruned: string[] = [];
     for (const p of await this.#scan()) {
@@ -187,6 +175,7 @@ class OutboxFolder implements Outbox {
     return pruned;
   }
 
+  /** Waits for operations in progress, releases what this outbox still holds and marks its owner gone. */
   async close(): Promise<void> {
     await this.#turns.settled();
     for (const p of [...this.#names.values()]) await this.#releaseFile(p);
@@ -303,5 +292,5 @@ class OutboxFolder implements Outbox {
 }
 
 export function openOutbox(dir: string, log: OutboxLog): Outbox {
-  return new OutboxFolder(dir, log);
+  return new Outbox(dir, log);
 }

@@ -87,10 +87,10 @@ function argumentProblem(input: unknown, t: ReportFacts["text"]): string | undef
   return undefined;
 }
 
+const callHash = (toolCallId: string) => createHash("sha256").update(toolCallId).digest("hex").slice(0, 24);
+
 /** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
-export function progressEventId(sessionId: string, toolCallId: string): string {
-  return `pi:${sessionId}:report:${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`;
-}
+export const progressEventId = (sessionId: string, toolCallId: string) => `pi:${sessionId}:report:${callHash(toolCallId)}`;
 
 /** The notice a sent report becomes, rendered by code from the structure. Pure. */
 export function progressEvent(args: ProgressArgs, toolCallId: string, task: string, context: NoticeContext): EventBody {
@@ -137,7 +137,7 @@ export function refusedCallRecord(
     session_id: context.sessionId,
     runtime_id: context.runtimeId,
     tool: PROGRESS_TOOL_NAME,
-    tool_call_id: `call-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 24)}`,
+    tool_call_id: `call-${callHash(toolCallId)}`,
     decision: "refused",
     reason: reason.slice(0, 200),
     event_id: null,
@@ -184,10 +184,8 @@ function recordRefusal(deps: ProgressToolDeps, target: ProgressTarget, input: un
     .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
 }
 
-/**
- * Registers the Pi handlers and returns a session service: `start` offers the tool (registered
- * once per extension runtime, then activated), `stop` takes it out of the model's tool list.
- */
+/** Registers the Pi handlers and returns a session service: `start` offers the tool (registered once per extension runtime, then activated), `stop`
+ * takes it out of the model's tool list. */
 export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): { start(ctx: ExtensionContext): void; stop(): Promise<void> } {
   let reports: ReportState = NO_REPORTS;
   // "Per run": the count and the last stage start again with each settled unit of work.
