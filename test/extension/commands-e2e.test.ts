@@ -129,6 +129,13 @@ test("a busy session takes instructions in order at turn boundaries; one cancell
   ]);
   const run = pi.prompt("开始一个长任务");
   await slow.started;
+  // An idle session's claim is held open until the server records the run's first "running" beat.
+  await waitUntil(
+    async () =>
+      (await operator.sessions()).body.sessions.find((s: { session_id: string; state: string }) => s.session_id === sessionId && s.state === "running"),
+    `session ${sessionId} seen running`,
+    60_000,
+  );
   const ids: string[] = [];
   for (const instruction of ["第一条", "第二条（将撤回）", "第三条"]) {
     const created = await operator.create({ session_id: sessionId, instruction });
