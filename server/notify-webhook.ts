@@ -3,7 +3,6 @@
 import type { Context, Schema as SchemaType } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { localeLanguage } from "../common/locale.ts";
-import type { DeliveryRoute } from "../protocol/events.ts";
 import { ApprovalMessenger } from "./approvals/messenger.ts";
 import { ApprovalRoutes } from "./approvals/routes.ts";
 import { ApprovalService } from "./approvals/service.ts";
@@ -14,7 +13,6 @@ import { auditOperatorRequests } from "./http/operator-requests.ts";
 import { AuditRoutes } from "./audit/routes.ts";
 import { AuditLog } from "./audit/store.ts";
 import { ChatCommands } from "./chat/plugin.ts";
-import type { RefusalMode } from "./chat/owner-guard.ts";
 import { ConsolePage } from "./console/index.ts";
 import { consoleTokenProblem } from "./console/sign-in.ts";
 import { CommandRoutes } from "./queue/routes.ts";
@@ -34,7 +32,7 @@ import { configDescriptions, defineLocales, instanceLocale, instanceSay, instanc
 import { OperatorRoutes } from "./operator/routes.ts";
 import { OperatorService } from "./operator/service.ts";
 import { PairingCodes, PairingRoutes } from "./pairing/routes.ts";
-import { URGENT_KINDS, type UrgentKind } from "./mute/decisions.ts";
+import { URGENT_KINDS } from "./mute/decisions.ts";
 import { MuteLoader } from "./mute/plugin.ts";
 import { MuteStore } from "./mute/store.ts";
 import { LogPersona } from "./persona/log.ts";
@@ -54,7 +52,7 @@ import { Watchdog } from "./watchdog/plugin.ts";
 import { pushConfigProblem } from "./push/config.ts";
 import { pushParts } from "./push/parts.ts";
 import { PushRoutes } from "./push/routes.ts";
-import { DEFAULT_EVENTS, DEFAULT_MARKER, DEFAULT_PROMPT, parseTriggers, type TriggerConfig, type TriggerOption } from "./triggers/config-rules.ts";
+import { DEFAULT_EVENTS, DEFAULT_MARKER, DEFAULT_PROMPT, parseTriggers, type TriggerConfig } from "./triggers/config-rules.ts";
 import { TriggerRoutes } from "./triggers/routes.ts";
 import { TriggerService } from "./triggers/service.ts";
 import { TriggerStore } from "./triggers/store.ts";
@@ -78,68 +76,12 @@ const NEEDED_SERVICES = ["server", "database"] as const;
  */
 export let usage = usageText(localeLanguage(process.env));
 
-export interface Config {
-  token: string;
-  operatorToken: string;
-  pairingCode: string;
-  botId: string;
-  recipientId: string;
-  eventsPerMinute: number;
-  eventBurst: number;
-  heartbeatsPerMinute: number;
-  heartbeatBurst: number;
-  heartbeatsTotalPerMinute: number;
-  heartbeatTotalBurst: number;
-  longPollsPerSession: number;
-  longPollsTotal: number;
-  requestBodyTimeoutMs: number;
-  injectMaxAttempts: number;
-  injectRetryDelayMs: number;
-  personaWaitMs: number;
-  stimulusPriority: number;
-  logPersona: boolean;
-  sessionHeartbeatTimeoutMs: number;
-  commandLeaseMs: number;
-  commandImageBudgetBytes: number;
-  stopTtlMs: number;
-  watchdogEnabled: boolean;
-  watchdogStallAfterMs: number;
-  watchdogCheckIntervalMs: number;
-  watchdogDelivery: DeliveryRoute;
-  auditRetentionDays: number;
-  chatRefusal: RefusalMode;
-  muteBreakThrough: UrgentKind[];
-  approvalMaxMinutes: number;
-  approvalsOpenPerSession: number;
-  approvalsPerMinute: number;
-  approvalBurst: number;
-  grantMaxMinutes: number;
-  approvalOperatorDecisions: boolean;
-  approvalMessagesPerMinute: number;
-  consoleActions: boolean;
-  consoleToken: string;
-  consoleAuthority: number;
-  consoleOrigins: string[];
-  consoleAlone: boolean;
-  retentionDays: number;
-  ntfyUrl: string;
-  ntfyTopic: string;
-  ntfyToken: string;
-  ntfyCompletions: boolean;
-  pushRetryDelayMs: number;
-  publicUrl: string;
-  feishuWebhook: string;
-  feishuSecret: string;
-  triggers: TriggerOption[];
-  triggerDelivery: DeliveryRoute;
-}
-
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
 function section<T>(schema: SchemaType<T>, name: string): SchemaType<T> {
   return schema.i18n(configDescriptions(name));
 }
 
-export const Config: SchemaType<Config> = Schema.intersect([
+export const Config = Schema.intersect([
   section(
     Schema.object({
       token: Schema.string().role("secret").required(),
@@ -295,6 +237,8 @@ export const Config: SchemaType<Config> = Schema.intersect([
     "triggers",
   ),
 ]);
+/** The plugin's options, as the schema above resolves them. */
+export type Config = ReturnType<typeof Config>;
 
 /**
  * Loads the parts once `server` and `database` are there, and until then answers every route with
