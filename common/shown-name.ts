@@ -4,26 +4,9 @@ import { visibleControls } from "./command-text.ts";
 
 /** Scripts a name's letters are told apart by. A letter in none of them counts as one more script
  * of its own ("other"), so a name in an unlisted script is one script, and mixed with Latin is two. */
-const SCRIPTS = [
-  "Latin",
-  "Greek",
-  "Cyrillic",
-  "Armenian",
-  "Hebrew",
-  "Arabic",
-  "Devanagari",
-  "Bengali",
-  "Tamil",
-  "Thai",
-  "Georgian",
-  "Cherokee",
-  "Ethiopic",
-  "Hangul",
-  "Hiragana",
-  "Katakana",
-  "Bopomofo",
-  "Han",
-].map((name) => ({ name, pattern: new RegExp(`\\p{Script=${name}}`, "u") }));
+const SCRIPTS = "Latin Greek Cyrillic Armenian Hebrew Arabic Devanagari Bengali Tamil Thai Georgian Cherokee Ethiopic Hangul Hiragana Katakana Bopomofo Han"
+  .split(" ")
+  .map((name) => ({ name, pattern: new RegExp(`\\p{Script=${name}}`, "u") }));
 
 /** Script sets a name may combine and still read as one writing system (UTS #39, "highly restrictive"). */
 const ALLOWED_MIXES = [

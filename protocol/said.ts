@@ -3,20 +3,12 @@
 import { z } from "zod";
 import type { EventStatus } from "./events.ts";
 import { ProgressSeverity, ProgressStage } from "./progress.ts";
-import { LIMITS, oneLine } from "./wire.ts";
+import { LIMITS, oneLine, words } from "./wire.ts";
 
-/** Why a settled run counts as failed (lifecycle.ts decides it; `details.failure_reason`). */
-export const FailureReason = z.enum([
-  "length",
-  "error",
-  "incomplete_tool_batch",
-  "tool_error_in_final_batch",
-  "non_terminating_tool_batch",
-  "unexpected_stop_reason",
-  // Stopped by the extension past the run's limits (`--anon-notify-limits`).
-  "turn_limit",
-  "time_limit",
-]);
+/** Why a settled run counts as failed (lifecycle.ts decides it; `details.failure_reason`); `turn_limit`, `time_limit`: past the run's limits (`--anon-notify-limits`). */
+export const FailureReason = z.enum(
+  words("length error incomplete_tool_batch tool_error_in_final_batch non_terminating_tool_batch unexpected_stop_reason turn_limit time_limit"),
+);
 export type FailureReason = z.infer<typeof FailureReason>;
 
 /** The kinds of blocking dialog Pi announces (`ui_prompt_start`). */

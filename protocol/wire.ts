@@ -46,6 +46,10 @@ export function endpointUrl(eventsEndpoint: string, path: string): string {
   return url.toString();
 }
 
+type Words<S extends string> = S extends `${infer Head} ${infer Tail}` ? [Head, ...Words<Tail>] : [S];
+/** A word list written as one string, typed as its tuple of words (for z.enum). */
+export const words = <const S extends string>(list: S) => list.split(" ") as Words<S>;
+
 export const Id = z
   .string()
   .min(1)
@@ -107,43 +111,11 @@ export const Details = z
     message: `must serialise to at most ${LIMITS.detailsBytes} bytes`,
   });
 
-export const ErrorCode = z.enum([
-  "unauthorized",
-  "payload_too_large",
-  "invalid_json",
-  "invalid_request",
-  "invalid_context_usage",
-  "idempotency_key_reused",
-  "rate_limited",
-  "not_ready",
-  "service_missing",
-  "not_found",
-  "session_offline",
-  "session_in_use",
-  "event_session_mismatch",
-  "delivery_started",
-  "already_accepted",
-  "lease_mismatch",
-  "image_budget_exceeded",
-  "invalid_image",
-  "images_not_supported",
-  "capability_missing",
-  "operator_disabled",
-  "already_decided",
-  "approval_expired",
-  "approval_mismatch",
-  "too_many_approvals",
-  "not_grantable",
-  "operator_decisions_off",
-  "operator_token_reachable",
-  "command_incomplete",
-  "host_offline",
-  "host_ambiguous",
-  "unknown_project",
-  "start_refused",
-  "pairing_code_invalid",
-  "internal_error",
-]);
+export const ErrorCode = z.enum(
+  words(
+    "unauthorized payload_too_large invalid_json invalid_request invalid_context_usage idempotency_key_reused rate_limited not_ready service_missing not_found session_offline session_in_use event_session_mismatch delivery_started already_accepted lease_mismatch image_budget_exceeded invalid_image images_not_supported capability_missing operator_disabled already_decided approval_expired approval_mismatch too_many_approvals not_grantable operator_decisions_off operator_token_reachable command_incomplete host_offline host_ambiguous unknown_project start_refused pairing_code_invalid internal_error",
+  ),
+);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
 export const ErrorAnswer = z.object({

@@ -147,14 +147,7 @@ function resolvePaths(config: Config, dataDir: string, home: string): Config {
 
 /** Where secrets are read from, where the token is sent and where files are written: only layers a project cannot write may set these, so a project's
  * file cannot redirect the bearer token or a journal. A project file naming one is warned about and those keys ignored. */
-const USER_ONLY_KEYS: readonly (readonly string[])[] = [
-  ["endpoint"],
-  ["token"],
-  ["tokenFile"],
-  ["command", "journal"],
-  ["sink", "tokenFile"],
-  ["sink", "socket"],
-];
+const USER_ONLY_KEYS = "endpoint token tokenFile command.journal sink.tokenFile sink.socket".split(" ").map((key) => key.split("."));
 
 /** Layers, lowest first: defaults < legacy `config.json` < `<agentDir>/extension-data/anon-notify/config.json` < `<cwd>/.pi/anon-notify.json` <
  * ANON_NOTIFY_*. The project file is read only when a layer it cannot write sets `projectConfig: true` and Pi trusts the folder. Any bad layer makes the
