@@ -3,10 +3,7 @@
 import type { z } from "zod";
 import { wireIssues, type ErrorCode } from "../protocol/wire.ts";
 
-export interface WireIssue {
-  path: string;
-  message: string;
-}
+export type WireIssue = ReturnType<typeof wireIssues>[number];
 
 export class DomainError extends Error {
   readonly code: ErrorCode;

@@ -70,14 +70,10 @@ export function observe(prev: Watched | undefined, input: WatchInput): Observati
   return { next, ended };
 }
 
-export interface WatchThresholds {
-  stallAfterMs: number;
-}
-
 export type Due = { kind: "stalled"; sinceMs: number } | { kind: "vanished" } | null;
 
 /** Whether a notice is due now for `watched`. Pure. */
-export function due(watched: Watched, nowMs: number, thresholds: WatchThresholds): Due {
+export function due(watched: Watched, nowMs: number, thresholds: { stallAfterMs: number }): Due {
   if (watched.vanishedAtMs !== null) return { kind: "vanished" };
   if (watched.state !== "running" || watched.stalledAtActivityMs !== null) return null;
   const sinceMs = Math.max(watched.lastActivityMs, watched.runningSinceMs ?? watched.lastActivityMs);
@@ -107,13 +103,11 @@ export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowM
     notice.kind === "stalled"
       ? say("anon-notify.watchdog.stalled", { ...facts, minutes: minutes(nowMs - notice.sinceMs) })
       : say("anon-notify.watchdog.vanished", { ...facts, seconds: Math.round(ttlMs / 1000), lastSeen: new Date(watched.lastSeenMs).toISOString() });
-  return EventBody.parse({
+  return warningEvent(nowMs, delivery, {
     event_id: `watchdog:${notice.kind}:${digest}`,
     session_id: watched.sessionId,
     runtime_id: watched.runtimeId,
     source: say("anon-notify.watchdog.source", [watched.project]).slice(0, LIMITS.sourceChars),
-    task: "",
-    status: "warning",
     summary: summary.slice(0, LIMITS.summaryChars),
     details: {
       watchdog: notice.kind,
@@ -122,11 +116,16 @@ export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowM
       last_seen_at: new Date(watched.lastSeenMs).toISOString(),
       running_since: watched.runningSinceMs === null ? null : new Date(watched.runningSinceMs).toISOString(),
     },
-    url: null,
-    context_usage: null,
-    created_at: new Date(nowMs).toISOString(),
-    delivery,
   });
+}
+
+/** A watchdog notice: a warning with no task, url or context usage. */
+function warningEvent(
+  nowMs: number,
+  delivery: DeliveryRoute,
+  fields: Pick<EventBody, "event_id" | "session_id" | "runtime_id" | "source" | "summary" | "details">,
+) {
+  return EventBody.parse({ ...fields, task: "", status: "warning", url: null, context_usage: null, created_at: new Date(nowMs).toISOString(), delivery });
 }
 
 /** One notice for sessions that vanished together, and which sessions it covers. */
@@ -153,13 +152,11 @@ export function vanishedNotices(vanished: readonly Watched[], nowMs: number, del
   const more = projects.length > LISTED_PROJECTS ? say("anon-notify.watchdog.more-projects", [projects.length]) : "";
   const named = projects.slice(0, LISTED_PROJECTS).join(say("anon-notify.watchdog.project-separator")) + more;
   const summary = say("anon-notify.watchdog.many", { count: sorted.length, seconds: Math.round(ttlMs / 1000), projects: named });
-  const event = EventBody.parse({
+  const event = warningEvent(nowMs, delivery, {
     event_id: `watchdog:vanished:${digest.digest("hex").slice(0, 32)}`,
     session_id: first.sessionId,
     runtime_id: first.runtimeId,
     source: say("anon-notify.watchdog.source-all"),
-    task: "",
-    status: "warning",
     summary: summary.slice(0, LIMITS.summaryChars),
     details: {
       watchdog: "vanished",
@@ -168,10 +165,6 @@ export function vanishedNotices(vanished: readonly Watched[], nowMs: number, del
         .slice(0, LISTED_SESSIONS)
         .map((w) => ({ session_id: w.sessionId, project: w.project, last_seen_at: new Date(w.lastSeenMs).toISOString() })),
     },
-    url: null,
-    context_usage: null,
-    created_at: new Date(nowMs).toISOString(),
-    delivery,
   });
   return [{ event, sessions: sorted.map((w) => w.sessionId) }];
 }
