@@ -57,22 +57,6 @@ export function toEntry(row: AuditRow): AuditEntry {
   };
 }
 
-export function declareAuditTable(ctx: Context): void {
-  ctx.model.extend(
-    AUDIT_TABLE,
-    {
-      id: "unsigned(8)",
-      at: "timestamp",
-      actor: "string(16)",
-      action: "string(64)",
-      session_id: { type: "string", length: 128, nullable: true },
-      subject: { type: "string", length: 255, nullable: true },
-      data: "json",
-    },
-    { primary: "id", autoInc: true },
-  );
-}
-
 export class AuditLog {
   /** Taken once and untraced, as in EventStore: a row is written per accepted event. */
   readonly #database: Context["database"];
@@ -86,7 +70,19 @@ export class AuditLog {
     this.#database = untracedDatabase(ctx);
     this.#logger = ctx.logger("notify-webhook");
     this.#say = instanceSay(ctx);
-    declareAuditTable(ctx);
+    ctx.model.extend(
+      AUDIT_TABLE,
+      {
+        id: "unsigned(8)",
+        at: "timestamp",
+        actor: "string(16)",
+        action: "string(64)",
+        session_id: { type: "string", length: 128, nullable: true },
+        subject: { type: "string", length: 255, nullable: true },
+        data: "json",
+      },
+      { primary: "id", autoInc: true },
+    );
   }
 
   /** Follows every row written (the console's live timeline); returns the unsubscribe. */
