@@ -15,7 +15,7 @@ export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
   /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
-  approvals: Pick<ApprovalService, "decide" | "approveWithGrant" | "find" | "list" | "pendingPage" | "byRequestMessage">;
+  approvals: Pick<ApprovalService, "decide" | "find" | "list" | "pendingPage" | "byRequestMessage">;
   /** The owner's standing grants: listed and revoked through the same service as everywhere. */
   grants: Pick<GrantService, "list" | "revoke">;
   audit: AuditLog;
