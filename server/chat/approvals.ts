@@ -10,7 +10,7 @@ import { DomainError } from "../../common/domain-error.ts";
 import type { PersonDecision } from "../approvals/service.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, chatDecider, ownerCommand, sessionLabel, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
@@ -57,8 +57,6 @@ export function resultText(session: Session, approval: Approval): string {
   return say(session, `anon-notify.approval.result.${approval.state}`, { via });
 }
 
-const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
-
 /** Decides as the owner (with `grant_minutes`, also grants) and words the outcome; refusals become sentences saying what happened instead. */
 export async function decide(kit: ChatKit, session: Session, answer: Omit<PersonDecision, "decider" | "via">): Promise<string> {
   const { ref, decision, reason } = answer;
@@ -85,10 +83,9 @@ export async function decide(kit: ChatKit, session: Session, answer: Omit<Person
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
 function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs: number): string {
-  const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
   return say(session, "commands.anon.approvals.messages.line", {
     code: approval.code,
-    session: online ? sessionName(session, online) : approval.session_id.slice(0, 8),
+    session: sessionLabel(kit, session, approval.session_id),
     tool: oneLine(approval.tool),
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
     left: durationText(Date.parse(approval.expires_at) - nowMs, say(session, "anon-notify.locale")),
