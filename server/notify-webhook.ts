@@ -311,7 +311,7 @@ type PartsOptions = { api: HttpApi; config: Config; pairing: PairingCodes; trigg
 function applyParts(ctx: Context, options: PartsOptions) {
   // A press on a push button can only come once the routes are up, after the approvals are built.
   let approvals: ApprovalService | undefined;
-  const notices = noticeServices(ctx, options, { decide: (...args) => approvals!.decide(...args) });
+  const notices = noticeServices(ctx, options, { decide: (request) => approvals!.decide(request) });
   const services = { ...notices, ...approvalServices(ctx, options.config, notices) };
   approvals = services.approvals;
   httpRoutes(ctx, options, services);

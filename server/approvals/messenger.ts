@@ -165,18 +165,6 @@ export class ApprovalMessenger {
     for (const id of waiting) this.#attempted(id);
   }
 
-  /** A request past the cap is not sent on its own: held for the digest, and not mentioned to the persona either. */
-  async #hold(row: ApprovalRecord): Promise<void> {
-    await this.#deps.store.mark(row.approval_id, { request_held: true, persona_mentioned: true });
-    await this.#deps.audit.record({
-      actor: "server",
-      action: "approval.request_held",
-      session_id: row.session_id,
-      subject: row.approval_id,
-      data: { code: row.code },
-    });
-  }
-
   /** Sends everything owed for one approval, in order; false when a send failed (tried again later). */
   async #settle(initial: ApprovalRecord): Promise<boolean> {
     const { store, audit } = this.#deps;
@@ -190,7 +178,15 @@ export class ApprovalMessenger {
         return true;
       }
       if (next === "request" && decideRequestPace(this.#sentAtMs, Date.now(), this.#deps.pace) === "hold") {
-        await this.#hold(row);
+        // Past the cap a request is held for the digest, and not mentioned to the persona either.
+        await store.mark(row.approval_id, { request_held: true, persona_mentioned: true });
+        await audit.record({
+          actor: "server",
+          action: "approval.request_held",
+          session_id: row.session_id,
+          subject: row.approval_id,
+          data: { code: row.code },
+        });
         row = await store.get(row.approval_id);
         continue;
       }

@@ -85,16 +85,8 @@ export const ApprovalRoutes = {
 
     api.route(ctx, { method: "POST", path: "/operator/approvals/:approval_id/decision", auth: "operator" }, async (request) => {
       const body = parseWith(OperatorApprovalDecision, request.body);
-      const ref = request.params.approval_id ?? "";
-      const operator = { actor: "operator", name: "operator" } as const;
-      if (body.grant_minutes === undefined && body.grant_prefix !== undefined)
-        throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
-      if (body.grant_minutes === undefined)
-        return json(200, { approval: await approvals.decide(ref, body.decision, operator, "operator", body.reason ?? null, body.binding) });
-      if (body.decision !== "approved")
-        throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
-      const grant = { minutes: body.grant_minutes, prefix: body.grant_prefix };
-      return json(200, await approvals.approveWithGrant(ref, grant, operator, "operator", body.reason ?? null, body.binding));
+      const decider = { actor: "operator", name: "operator" } as const;
+      return json(200, await approvals.decide({ ...body, ref: request.params.approval_id ?? "", decider, via: "operator" }));
     });
 
     api.route(ctx, { method: "GET", path: "/operator/grants", auth: "operator" }, async (request) => {

@@ -107,6 +107,18 @@ const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
 
 const CREATE = "create";
 
+/** A person's answer to an approval (`ref`: its id or code), optionally with a standing grant. */
+export interface PersonDecision {
+  ref: string;
+  decision: ApprovalDecision;
+  decider: Decider;
+  via: PersonVia;
+  reason?: string | null | undefined;
+  binding?: ApprovalBinding | undefined;
+  grant_minutes?: number | undefined;
+  grant_prefix?: readonly string[] | undefined;
+}
+
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
   /** One turn for all requests (key `CREATE`): the code stays unique and the open cap holds until the insert lands. */
@@ -255,45 +267,24 @@ export class ApprovalService {
    * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
    * the persona, which may never decide; through the operator API `operator_decisions_off` /
    * `operator_token_reachable` unless opted in and the asking Pi runs as another OS user (the agent
-   * could have read the token). Each refusal is audited with who tried.
+   * could have read the token). Each refusal is audited with who tried. With `grant_minutes` (only
+   * `approved`) it also grants this exact call (or, with `grant_prefix`, every call of its cwd
+   * starting with those words) to its session for that long (capped by the server's maximum);
+   * refused `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
    */
-  async decide(
-    ref: string,
-    decision: ApprovalDecision,
-    decider: Decider,
-    via: PersonVia,
-    reason?: string | null,
-    binding?: ApprovalBinding,
-  ): Promise<Approval> {
-    return project(await this.#decide(ref, decision, decider, via, reason, binding));
+  async decide(request: PersonDecision): Promise<{ approval: Approval; grant?: Grant }> {
+    const { grant_minutes: minutes, grant_prefix: prefix } = request;
+    if (minutes === undefined && prefix !== undefined)
+      throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
+    if (minutes === undefined) return { approval: project(await this.#decide(request)) };
+    if (request.decision !== "approved")
+      throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
+    const { grants } = this.#deps;
+    const record = await this.#decide(request, (found) => grants.check(found, minutes, prefix));
+    return { approval: project(record), grant: await grants.create(record, minutes, request.decider, request.via, prefix) };
   }
 
-  /**
-   * Approves and grants this exact call (or, with `prefix`, every call of its cwd starting with
-   * those words) to its session for `minutes` (capped by the server's maximum); refused
-   * `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
-   */
-  async approveWithGrant(
-    ref: string,
-    grant: { minutes: number; prefix?: readonly string[] | undefined },
-    decider: Decider,
-    via: PersonVia,
-    reason?: string | null,
-    binding?: ApprovalBinding,
-  ): Promise<{ approval: Approval; grant: Grant }> {
-    const record = await this.#decide(ref, "approved", decider, via, reason, binding, (found) => this.#deps.grants.check(found, grant.minutes, grant.prefix));
-    return { approval: project(record), grant: await this.#deps.grants.create(record, grant.minutes, decider, via, grant.prefix) };
-  }
-
-  async #decide(
-    ref: string,
-    decision: ApprovalDecision,
-    decider: Decider,
-    via: PersonVia,
-    reason?: string | null,
-    binding?: ApprovalBinding,
-    precheck?: (found: ApprovalRecord) => void,
-  ): Promise<ApprovalRecord> {
+  async #decide({ ref, decision, decider, via, reason = null, binding }: PersonDecision, precheck?: (found: ApprovalRecord) => void): Promise<ApprovalRecord> {
     const { store, audit } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
@@ -315,14 +306,12 @@ export class ApprovalService {
     let result: { record: ApprovalRecord; changed: boolean };
     try {
       precheck?.(found);
-      result = await store.transition(found.approval_id, (r) =>
-        decideDecision(r, { decision, reason: reason ?? null, decidedBy: decider.name, via, binding }, this.#now()),
-      );
+      result = await store.transition(found.approval_id, (r) => decideDecision(r, { decision, reason, decidedBy: decider.name, via, binding }, this.#now()));
     } catch (error) {
       throw error instanceof DomainError ? await refused(error) : error;
     }
     const record = result.record;
-    const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason: reason ?? null, binding: bindingOf(record), via };
+    const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason, binding: bindingOf(record), via };
     try {
       await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
     } catch (error) {
@@ -334,7 +323,7 @@ export class ApprovalService {
       action: "approval.decided",
       session_id: record.session_id,
       subject: record.approval_id,
-      data: { code: record.code, decision, reason: reason ?? null, by: decider.name, via },
+      data: { code: record.code, decision, reason, by: decider.name, via },
     });
     this.#deps.changed();
     return record;

@@ -7,9 +7,10 @@ import { actionText, durationText, grantedText, oneLine, shownCommand, voiceOf, 
 import { sessionSay } from "../locales/load.ts";
 import { parseDuration } from "../mute/decisions.ts";
 import { DomainError } from "../../common/domain-error.ts";
+import type { PersonDecision } from "../approvals/service.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, chatDecider, ownerCommand, sessionLabel, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
@@ -56,51 +57,35 @@ export function resultText(session: Session, approval: Approval): string {
   return say(session, `anon-notify.approval.result.${approval.state}`, { via });
 }
 
-const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
-
-/** Decides as the owner and words the outcome; refusals become sentences saying what happened instead. */
-export async function decide(kit: ChatKit, session: Session, ref: string, decision: ApprovalDecision, reason: string | null): Promise<string> {
+/** Decides as the owner (with `grant_minutes`, also grants) and words the outcome; refusals become sentences saying what happened instead. */
+export async function decide(kit: ChatKit, session: Session, answer: Omit<PersonDecision, "decider" | "via">): Promise<string> {
+  const { ref, decision, reason } = answer;
   try {
-    const approval = await kit.approvals.decide(ref, decision, chatDecider(session), "chat", reason);
-    const action = actionText(approval, voiceOf(sessionSay(session)));
+    const { approval, grant } = await kit.approvals.decide({ ...answer, decider: chatDecider(session), via: "chat" });
+    const voice = voiceOf(sessionSay(session));
+    if (grant) return grantedText(approval, grant, voice);
     const why = reason ? say(session, "anon-notify.approval.with-reason", [reason]) : "";
-    return say(session, `anon-notify.approval.${decision}`, { code: approval.code, action, reason: why });
+    return say(session, `anon-notify.approval.${decision}`, { code: approval.code, action: actionText(approval, voice), reason: why });
   } catch (error) {
+    // `not_grantable` and the like are worded by the error's own text (refusalText).
     if (!(error instanceof DomainError)) throw error;
-    return decideRefusal(kit, session, ref, error);
+    if (error.code === "not_found") throw new ChatRefusal(say(session, "anon-notify.approval.not-found", [ref]));
+    if (error.code === "already_decided" || error.code === "approval_expired") {
+      const approval = await kit.approvals.find(ref);
+      const key = error.code === "already_decided" ? "already" : "expired";
+      if (approval) throw new ChatRefusal(say(session, `anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
+    }
+    throw error;
   }
-}
-
-/** A refused decision in words: what the approval became, or that there is none. */
-async function decideRefusal(kit: ChatKit, session: Session, ref: string, error: DomainError): Promise<never> {
-  if (error.code === "not_found") throw new ChatRefusal(say(session, "anon-notify.approval.not-found", [ref]));
-  if (error.code === "already_decided" || error.code === "approval_expired") {
-    const approval = await kit.approvals.find(ref);
-    const key = error.code === "already_decided" ? "already" : "expired";
-    if (approval) throw new ChatRefusal(say(session, `anon-notify.approval.${key}`, { code: approval.code, result: resultText(session, approval) }));
-  }
-  throw error;
 }
 
 /** How long a grant typed in the chat may be: whole minutes, at most the protocol's maximum (the server caps it further). */
 const GrantMinutes = z.number().int().min(1).max(APPROVAL_LIMITS.grantMinutesMax);
 
-export async function approveWithGrant(kit: ChatKit, session: Session, ref: string, minutes: number, prefix?: string[]): Promise<string> {
-  try {
-    const { approval, grant } = await kit.approvals.approveWithGrant(ref, { minutes, prefix }, chatDecider(session), "chat");
-    return grantedText(approval, grant, voiceOf(sessionSay(session)));
-  } catch (error) {
-    // `not_grantable` is worded by the error's own text (refusalText).
-    if (error instanceof DomainError && error.code !== "not_grantable") return decideRefusal(kit, session, ref, error);
-    throw error;
-  }
-}
-
 function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs: number): string {
-  const online = numbered(kit).find((s) => s.session.session_id === approval.session_id);
   return say(session, "commands.anon.approvals.messages.line", {
     code: approval.code,
-    session: online ? sessionName(session, online) : approval.session_id.slice(0, 8),
+    session: sessionLabel(kit, session, approval.session_id),
     tool: oneLine(approval.tool),
     preview: shownCommand(approval, LISTED_COMMAND_CHARS).text,
     left: durationText(Date.parse(approval.expires_at) - nowMs, say(session, "anon-notify.locale")),
@@ -113,18 +98,18 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     const session = argv.session;
     return asOwner(ctx, kit, session!, async () => {
       if (!code) return say(session!, ".usage");
-      if (duration === undefined) return decide(kit, session!, code, "approved", null);
+      if (duration === undefined) return decide(kit, session!, { ref: code, decision: "approved" });
       const minutes = GrantMinutes.safeParse(parseDuration(duration));
       if (!minutes.success) throw new ChatRefusal(say(session!, ".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
       // The prefix as the owner typed it (never parsed as markup a second time).
       const words = typedTail(argv, [code, duration], prefix);
-      return approveWithGrant(kit, session!, code, minutes.data, words ? words.split(/\s+/) : undefined);
+      return decide(kit, session!, { ref: code, decision: "approved", grant_minutes: minutes.data, grant_prefix: words ? words.split(/\s+/) : undefined });
     });
   });
 
   ownerCommand(ctx, kit, "anon.deny <code:string> [reason:rawtext]").action((argv, code, reason) =>
     asOwner(ctx, kit, argv.session!, async () =>
-      code ? decide(kit, argv.session!, code, "rejected", clip(typedTail(argv, [code], reason))) : say(argv.session!, ".usage"),
+      code ? decide(kit, argv.session!, { ref: code, decision: "rejected", reason: clip(typedTail(argv, [code], reason)) }) : say(argv.session!, ".usage"),
     ),
   );
 
@@ -167,6 +152,6 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
     if (verdict !== "owner") return reply(kit.guard.refusalText(session, verdict));
     const answer = replyDecision(plainText(content));
     if (!answer) return reply(say(session, "anon-notify.approval.reply-how", { code: approval.code }));
-    return asOwner(ctx, kit, session, () => decide(kit, session, approval.approval_id, answer.decision, answer.reason));
+    return asOwner(ctx, kit, session, () => decide(kit, session, { ...answer, ref: approval.approval_id }));
   }, true);
 }

@@ -7,7 +7,7 @@ import { approvalTag, parseButtonId } from "../approvals/buttons.ts";
 import { actionText, shownCommand, voiceOf } from "../approvals/message-rules.ts";
 import { koishi } from "../koishi.ts";
 import { sessionSay } from "../locales/load.ts";
-import { approveWithGrant, decide, resultText } from "./approvals.ts";
+import { decide, resultText } from "./approvals.ts";
 import { ChatRefusal, asOwner, type ChatKit } from "./kit.ts";
 import { reply, say } from "./words.ts";
 
@@ -32,7 +32,7 @@ export function buttonPresses(ctx: Context, kit: ChatKit): void {
     const text = await asOwner(ctx, kit, session, async () => {
       if (!approval) throw new ChatRefusal(say(session, "anon-notify.approval.not-found", [pressed.code]));
       const { decision, minutes } = pressed.answer;
-      return minutes === null ? decide(kit, session, approval.approval_id, decision, null) : approveWithGrant(kit, session, approval.approval_id, minutes);
+      return decide(kit, session, { ref: approval.approval_id, decision, grant_minutes: minutes ?? undefined });
     });
     await session.send(text);
     const after = approval && (await kit.approvals.find(approval.approval_id));

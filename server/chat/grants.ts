@@ -4,17 +4,16 @@ import type { Grant } from "../../protocol/approvals.ts";
 import { coversText, durationText, voiceOf } from "../approvals/message-rules.ts";
 import { countText, sessionSay } from "../locales/load.ts";
 import { DomainError } from "../../common/domain-error.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, chatDecider, ownerCommand, sessionLabel, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 const LISTED = 20;
 
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {
-  const online = numbered(kit).find((s) => s.session.session_id === grant.session_id);
   const locale = voiceOf(sessionSay(session)).locale;
   return say(session, "commands.anon.grants.messages.line", {
     grant: grant.grant_id,
-    session: online ? sessionName(session, online) : grant.session_id.slice(0, 8),
+    session: sessionLabel(kit, session, grant.session_id),
     covers: coversText(grant, voiceOf(sessionSay(session))),
     left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
     uses: countText(sessionSay(session), "anon-notify.uses", grant.uses),
@@ -34,9 +33,8 @@ export function grantCommands(ctx: Context, kit: ChatKit): void {
   ownerCommand(ctx, kit, "anon.revoke <grant:string>").action(({ session }, ref) =>
     asOwner(ctx, kit, session!, async () => {
       if (!ref) return say(session!, ".usage");
-      const decider = { actor: "operator" as const, name: `chat:${session!.platform}:${session!.userId ?? ""}` };
       try {
-        const { grant, revoked } = await kit.grants.revoke(ref, decider);
+        const { grant, revoked } = await kit.grants.revoke(ref, chatDecider(session!));
         return say(session!, revoked ? ".revoked" : ".ended", { grant: grant.grant_id, uses: countText(sessionSay(session!), "anon-notify.uses", grant.uses) });
       } catch (error) {
         if (error instanceof DomainError && error.code === "not_found") throw new ChatRefusal(say(session!, ".not-found", [ref]));

@@ -15,7 +15,7 @@ export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
   /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
-  approvals: Pick<ApprovalService, "decide" | "approveWithGrant" | "find" | "list" | "pendingPage" | "byRequestMessage">;
+  approvals: Pick<ApprovalService, "decide" | "find" | "list" | "pendingPage" | "byRequestMessage">;
   /** The owner's standing grants: listed and revoked through the same service as everywhere. */
   grants: Pick<GrantService, "list" | "revoke">;
   audit: AuditLog;
@@ -79,6 +79,15 @@ export function sessionName(session: Session, { number, session: s }: NumberedSe
 export function numbered(kit: ChatKit): NumberedSession[] {
   return kit.numbers.number(kit.operator.onlineSessions());
 }
+
+/** A session as listings name it: `#n project` while online, else the start of its id. */
+export function sessionLabel(kit: ChatKit, session: Session, sessionId: string): string {
+  const online = numbered(kit).find((s) => s.session.session_id === sessionId);
+  return online ? sessionName(session, online) : sessionId.slice(0, 8);
+}
+
+/** The owner deciding from the chat: the `operator`, named by platform and user. */
+export const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
 
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {

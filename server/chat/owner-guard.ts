@@ -124,24 +124,19 @@ export class OwnerGuard {
       return verdict;
     }
     // The owner in a group, or a plugin acting for them, is always told; only other people are rate limited.
-    if (verdict === "group" || verdict === "not_typed") {
-      await this.#options.audit.record({
-        actor: "server",
-        action: "chat.refused",
-        data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict },
-      });
-      return verdict;
+    const unanswered: { unanswered_before?: number } = {};
+    if (verdict !== "group" && verdict !== "not_typed") {
+      const user = `${session.platform}:${session.userId ?? ""}`;
+      const step = refusalStep(this.#refused.get(user), Date.now(), REFUSAL_QUIET_MS);
+      this.#refused.delete(user);
+      this.#refused.set(user, step.state);
+      if (this.#refused.size > MAX_REFUSED_USERS) this.#refused.delete(this.#refused.keys().next().value!);
+      if (!step.answer) {
+        this.#quiet.add(session);
+        return verdict;
+      }
+      if (step.unansweredBefore > 0) unanswered.unanswered_before = step.unansweredBefore;
     }
-    const user = `${session.platform}:${session.userId ?? ""}`;
-    const step = refusalStep(this.#refused.get(user), Date.now(), REFUSAL_QUIET_MS);
-    this.#refused.delete(user);
-    this.#refused.set(user, step.state);
-    if (this.#refused.size > MAX_REFUSED_USERS) this.#refused.delete(this.#refused.keys().next().value!);
-    if (!step.answer) {
-      this.#quiet.add(session);
-      return verdict;
-    }
-    const unanswered = step.unansweredBefore > 0 ? { unanswered_before: step.unansweredBefore } : {};
     await this.#options.audit.record({
       actor: "server",
       action: "chat.refused",

@@ -92,17 +92,8 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
     name: "anon-notify/decide",
     input: ConsoleDecideInput,
     // With `grant_minutes` (only `approved`): approve, and grant this exact call (or `grant_prefix`) to its session for that long.
-    run: async ({ approvals }, input, caller) => {
-      const decider = { actor: "console" as const, name: caller.name };
-      if (input.grant_minutes === undefined && input.grant_prefix !== undefined)
-        throw new DomainError("invalid_request", { issues: [{ path: "grant_prefix", message: "only with grant_minutes" }] });
-      if (input.grant_minutes === undefined)
-        return { approval: await approvals.decide(input.approval_id, input.decision, decider, "console", input.reason ?? null, input.binding) };
-      if (input.decision !== "approved")
-        throw new DomainError("invalid_request", { issues: [{ path: "grant_minutes", message: "only with decision approved" }] });
-      const grant = { minutes: input.grant_minutes, prefix: input.grant_prefix };
-      return approvals.approveWithGrant(input.approval_id, grant, decider, "console", input.reason ?? null, input.binding);
-    },
+    run: ({ approvals }, input, caller) =>
+      approvals.decide({ ...input, ref: input.approval_id, decider: { actor: "console", name: caller.name }, via: "console" }),
   }),
   action({
     name: "anon-notify/new-session",

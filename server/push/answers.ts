@@ -48,7 +48,7 @@ export class PushAnswers {
     if (!row || row.used_at !== null || now.getTime() >= new Date(row.expires_at).getTime()) throw new DomainError("not_found");
     if (!(await store.redeem(hash, now))) throw new DomainError("not_found");
     try {
-      const approval = await approvals.decide(row.approval_id, row.decision, NTFY_DECIDER, "ntfy");
+      const { approval } = await approvals.decide({ ref: row.approval_id, decision: row.decision, decider: NTFY_DECIDER, via: "ntfy" });
       return { code: approval.code, decision: row.decision, state: approval.state };
     } catch (error) {
       if (!(error instanceof DomainError)) {
