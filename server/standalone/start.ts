@@ -66,11 +66,9 @@ export function parseFlags(argv: string[], cwd: string, language: Language = loc
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
 }
 
-/**
- * Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
+/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
  * creates it with the umask's mode). A folder or database others could read or write is narrowed;
- * returns one line for each change made, for the start-up output.
- */
+ * returns one line for each change made, for the start-up output. */
 export function secureDataDir(dataDir: string, language: Language = localeLanguage(process.env)): string[] {
   const text = standaloneText(language);
   const notes: string[] = [];
@@ -93,10 +91,8 @@ export function assertDistinctTokens(token: string, operatorToken: string, langu
   if (operatorToken && operatorToken === token) throw new Error(standaloneText(language).sameTokens);
 }
 
-/**
- * A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
- * characters, and a file only its owner can read (a symlink's target is what is checked).
- */
+/** A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
+ * characters, and a file only its owner can read (a symlink's target is what is checked). */
 export function assertConfigTokenKept(path: string, file: StandaloneFile, language: Language): void {
   if (!file.operatorToken) return;
   const text = standaloneText(language);
