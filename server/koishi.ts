@@ -5,13 +5,11 @@ import type * as KoishiModule from "koishi";
 
 export const koishi = createRequire(import.meta.url)("koishi") as typeof KoishiModule;
 
-/**
- * The database service itself, without the tracing proxy cordis puts around every service a
+/** The database service itself, without the tracing proxy cordis puts around every service a
  * context hands out: through it, every method call builds a shadow context and wraps each property
  * minato reads (a third of an event's ingest CPU went there). The tracing only tells cordis which
  * plugin made a call, which rows written and read need not know. Where cordis has no such proxy the
- * service is returned as it is.
- */
+ * service is returned as it is. */
 export function untracedDatabase(ctx: KoishiModule.Context): KoishiModule.Context["database"] {
   const original = Symbol.for("cordis.original");
   let database = ctx.database as unknown as Record<symbol, unknown>;

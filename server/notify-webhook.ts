@@ -60,20 +60,16 @@ import { TriggerStore } from "./triggers/store.ts";
 const { Schema } = koishi;
 
 export const name = "notify-webhook";
-/**
- * Optional here so that the plugin starts without them and says what is missing (a 503 naming
- * it, one log line); the parts that use them require them and start once they are there.
- */
+/** Optional here so that the plugin starts without them and says what is missing (a 503 naming
+ * it, one log line); the parts that use them require them and start once they are there. */
 export const inject = { server: { required: false }, database: { required: false } };
 
 /** The services every route needs; the locale files say what to do about each one's absence (`anon-notify.services.*`). */
 const NEEDED_SERVICES = ["server", "database"] as const;
 
-/**
- * The help on Koishi's config page, which takes one markdown string: in the environment's language
+/** The help on Koishi's config page, which takes one markdown string: in the environment's language
  * until the plugin runs, then in the instance's (Koishi's `i18n.locales`). A live binding, so the
- * page reads the current one.
- */
+ * page reads the current one. */
 export let usage = usageText(localeLanguage(process.env));
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -90,13 +86,7 @@ export const Config = Schema.intersect([
     }),
     "auth",
   ),
-  section(
-    Schema.object({
-      botId: Schema.string().default(""),
-      recipientId: Schema.string().default(""),
-    }),
-    "target",
-  ),
+  section(Schema.object({ botId: Schema.string().default(""), recipientId: Schema.string().default("") }), "target"),
   section(
     Schema.object({
       eventsPerMinute: Schema.natural().min(1).default(60),
@@ -121,12 +111,7 @@ export const Config = Schema.intersect([
     }),
     "persona",
   ),
-  section(
-    Schema.object({
-      sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000),
-    }),
-    "sessions",
-  ),
+  section(Schema.object({ sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000) }), "sessions"),
   section(
     Schema.object({
       commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
@@ -147,19 +132,8 @@ export const Config = Schema.intersect([
     }),
     "watchdog",
   ),
-  section(
-    Schema.object({
-      auditRetentionDays: Schema.natural().min(1).default(30),
-      retentionDays: Schema.natural().min(1).default(30),
-    }),
-    "retention",
-  ),
-  section(
-    Schema.object({
-      chatRefusal: Schema.union(["reply", "silent"]).default("reply"),
-    }),
-    "chat",
-  ),
+  section(Schema.object({ auditRetentionDays: Schema.natural().min(1).default(30), retentionDays: Schema.natural().min(1).default(30) }), "retention"),
+  section(Schema.object({ chatRefusal: Schema.union(["reply", "silent"]).default("reply") }), "chat"),
   section(
     Schema.object({
       muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
@@ -240,10 +214,8 @@ export const Config = Schema.intersect([
 /** The plugin's options, as the schema above resolves them. */
 export type Config = ReturnType<typeof Config>;
 
-/**
- * Loads the parts once `server` and `database` are there, and until then answers every route with
- * 503 `service_missing` naming what is missing, and says so in the log once per outage.
- */
+/** Loads the parts once `server` and `database` are there, and until then answers every route with
+ * 503 `service_missing` naming what is missing, and says so in the log once per outage. */
 export function apply(ctx: Context, config: Config) {
   defineLocales(ctx);
   usage = usageText(instanceLocale(ctx));
@@ -299,11 +271,9 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(Parts, { api, config, pairing, triggers: triggers.triggers });
 }
 
-/**
- * Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
+/** Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
  * it needs. Everything hangs off `ctx`, so losing a service or disposing the plugin stops every
- * route, timer and worker; the API's tokens and its guard outlive a database that comes and goes.
- */
+ * route, timer and worker; the API's tokens and its guard outlive a database that comes and goes. */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
 type PartsOptions = { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] };

@@ -90,9 +90,7 @@ export class HttpApi {
   holdUntilReady(ctx: Context): () => void {
     const hold = Symbol();
     this.#holds.add(hold);
-    const release = () => {
-      this.#holds.delete(hold);
-    };
+    const release = () => void this.#holds.delete(hold);
     ctx.on("dispose", release);
     return release;
   }
@@ -101,9 +99,7 @@ export class HttpApi {
   offer(ctx: Context, capability: string): void {
     const key = Symbol();
     this.#capabilities.set(key, capability);
-    ctx.on("dispose", () => {
-      this.#capabilities.delete(key);
-    });
+    ctx.on("dispose", () => void this.#capabilities.delete(key));
   }
 
   get capabilities(): string[] {
@@ -132,14 +128,7 @@ export class HttpApi {
       write(c, answer);
       logger.debug("%s %s → %d", spec.method, spec.path, answer.status);
     };
-    // plugin-server's own parser answers bad JSON with a text/plain 400 and a stack trace, its limit a fixed 10 MB: skipped.
-    Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
-    const path = API_BASE_PATH + spec.path;
-    const router = ctx.server;
-    if (spec.method === "GET") router.get(path, middleware);
-    else if (spec.method === "POST") router.post(path, middleware);
-    else if (spec.method === "PUT") router.put(path, middleware);
-    else router.delete(path, middleware);
+    ctx.server[spec.method.toLowerCase() as Lowercase<RouteMethod>](API_BASE_PATH + spec.path, unparsed(middleware));
   }
 
   /** While `missing()` names any service, every API request is answered here (401 without a valid token, else 503 `service_missing`) before the routes,
@@ -161,9 +150,7 @@ export class HttpApi {
       // The body is never read here, so the connection is not reused.
       c.set("Connection", "close");
     };
-    // plugin-server's own parser answers bad JSON with a text/plain 400 and a stack trace, its limit a fixed 10 MB: skipped.
-    Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
-    ctx.server.all(`${API_BASE_PATH}/(.*)`, middleware);
+    ctx.server.all(`${API_BASE_PATH}/(.*)`, unparsed(middleware));
   }
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
@@ -229,6 +216,11 @@ function presents(header: string, expected: Buffer): boolean {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   const presented = digest(match?.[1] ?? "");
   return timingSafeEqual(presented, expected) && match !== null;
+}
+
+/** plugin-server's own parser answers bad JSON with a text/plain 400 and a stack trace, its limit a fixed 10 MB: skipped. */
+function unparsed<T extends object>(middleware: T): T {
+  return Object.defineProperty(middleware, Symbol.for("noParseBody"), { value: true });
 }
 
 function write(c: KoaContext, answer: JsonAnswer): void {

@@ -2,11 +2,9 @@
  * frames on every path. */
 import type { WebSocket } from "ws";
 
-/**
- * Makes `socket` refuse a frame (or a message's fragments) longer than `maxBytes` from its header on,
+/** Makes `socket` refuse a frame (or a message's fragments) longer than `maxBytes` from its header on,
  * closing 1009 without buffering it; a tighter limit already set stays. Call it in the connection
- * handler, before any data is read (ws 8: `Receiver#_maxPayload`).
- */
+ * handler, before any data is read (ws 8: `Receiver#_maxPayload`). */
 export function limitFrames(socket: WebSocket, maxBytes: number): void {
   const receiver = (socket as WebSocket & { _receiver?: { _maxPayload?: number } })._receiver;
   if (typeof receiver?._maxPayload !== "number") throw new Error("ws changed: its receiver has no frame limit to set");

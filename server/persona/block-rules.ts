@@ -26,67 +26,11 @@ export function blockPayload(event: EventBody, receivedAt: string) {
  * Only the 14 letters of the marker name need look-alikes, so a small table suffices. */
 const INVISIBLE = /^[\p{Cf}\p{Cc}\p{M}]$/u;
 /** Cyrillic and Greek letters, and digits, drawn like the Latin letters of the marker name (NFKD leaves them apart). */
-const LOOK_ALIKES: Readonly<Record<string, string>> = {
-  А: "A",
-  В: "B",
-  Е: "E",
-  К: "K",
-  М: "M",
-  Н: "H",
-  О: "O",
-  Р: "P",
-  С: "C",
-  Т: "T",
-  Х: "X",
-  У: "Y",
-  І: "I",
-  Ј: "J",
-  Ѕ: "S",
-  Ӏ: "I",
-  а: "a",
-  е: "e",
-  о: "o",
-  р: "p",
-  с: "c",
-  х: "x",
-  у: "y",
-  і: "i",
-  ј: "j",
-  ѕ: "s",
-  ӏ: "l",
-  ԁ: "d",
-  һ: "h",
-  Α: "A",
-  Β: "B",
-  Ε: "E",
-  Ζ: "Z",
-  Η: "H",
-  Ι: "I",
-  Κ: "K",
-  Μ: "M",
-  Ν: "N",
-  Ο: "O",
-  Ρ: "P",
-  Τ: "T",
-  Υ: "Y",
-  Χ: "X",
-  α: "a",
-  ε: "e",
-  ι: "i",
-  κ: "k",
-  ν: "v",
-  ο: "o",
-  ρ: "p",
-  τ: "t",
-  υ: "u",
-  χ: "x",
-  ı: "i",
-  "0": "O",
-  "1": "I",
-  "|": "I",
-  Ɩ: "I",
-  ǀ: "I",
-};
+const LOOK_ALIKES: Readonly<Record<string, string>> = Object.fromEntries(
+  "АA ВB ЕE КK МM НH ОO РP СC ТT ХX УY ІI ЈJ ЅS ӀI аa еe оo рp сc хx уy іi јj ѕs ӏl ԁd һh ΑA ΒB ΕE ΖZ ΗH ΙI ΚK ΜM ΝN ΟO ΡP ΤT ΥY ΧX αa εe ιi κk νv οo ρp τt υu χx ıi 0O 1I |I ƖI ǀI"
+    .split(" ")
+    .map((pair) => [pair[0], pair[1]]),
+);
 /** What a reader takes for an underscore between letters: spaces, every dash, the minus sign, middle dots, `/`, `:`, `+`, `.`, and other low lines. */
 const SEPARATOR = /^[\s_\p{Pd}\u2212\u00b7\u30fb\u2027\u2219\u22c5/:+.\u203f\u2040\u2581\u02cd]$/u;
 /** Between any two letters of the name: nothing, separators, or an underscore or space written as `%5F`, `%20`, `&#95;`, `&#x5F;` (digits already folded). */
@@ -155,18 +99,18 @@ function markerPieces(pieces: readonly Piece[]): Set<number> {
 /** Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes; the name never includes a quote or comma, so the result parses to the
  * same value. */
 export function escapeMarkers(json: string): string {
-  const pieces = jsonPieces(json);
+  return rewritten(jsonPieces(json)) ?? json;
+}
+
+/** The pieces with each one of a marker name escaped, or undefined when there is none. */
+function rewritten(pieces: readonly Piece[]): string | undefined {
   const found = markerPieces(pieces);
-  return found.size === 0 ? json : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
+  return found.size === 0 ? undefined : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
 }
 
 /** `value` with every string defused the same way, for objects handed on as objects (YesImBot's event payload). */
 export function withoutMarkers(value: unknown): unknown {
-  if (typeof value === "string") {
-    const pieces = [...value].map((char) => ({ raw: char, char }));
-    const found = markerPieces(pieces);
-    return found.size === 0 ? value : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
-  }
+  if (typeof value === "string") return rewritten([...value].map((char) => ({ raw: char, char }))) ?? value;
   if (Array.isArray(value)) return value.map(withoutMarkers);
   if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, item]) => [withoutMarkers(key), withoutMarkers(item)]));
   return value;

@@ -50,21 +50,11 @@ const ToolArgs = {
 type ToolName = keyof typeof ToolArgs;
 
 /** Refusal codes the model is told in words (`anon-notify.persona-tools.refusals.<code>`); others by their code. */
-const WORDED_REFUSALS = new Set<string>([
-  "not_found",
-  "event_session_mismatch",
-  "session_offline",
-  "images_not_supported",
-  "delivery_started",
-  "already_accepted",
-  "idempotency_key_reused",
-  "image_budget_exceeded",
-  "invalid_image",
-  "invalid_request",
-  "not_ready",
-  "forbidden",
-]);
-
+const WORDED_REFUSALS = new Set(
+  "not_found event_session_mismatch session_offline images_not_supported delivery_started already_accepted idempotency_key_reused image_budget_exceeded invalid_image invalid_request not_ready forbidden".split(
+    " ",
+  ),
+);
 function refusalText(say: Say, code: string): string {
   return WORDED_REFUSALS.has(code) ? say(`anon-notify.persona-tools.refusals.${code}`) : code;
 }
@@ -72,11 +62,13 @@ function refusalText(say: Say, code: string): string {
 /** The tools' descriptions for the model, in the instance's language (the persona's). */
 function descriptions(say: Say): Record<ToolName, { description: string; parameters: () => SchemaType }> {
   const t = (key: string, params: object = {}) => say(`anon-notify.persona-tools.${key}`, params);
+  const required = (description: string) => Schema.string().required().description(description);
+  const limit = (max: number, description: string) => Schema.natural().max(max).description(description);
   const imagesSchema = () =>
     // YesImBot's prompt shows only top-level parameters, so the item shape is spelled out here too.
     Schema.array(
       Schema.object({
-        data: Schema.string().required().description(t("image-data")),
+        data: required(t("image-data")),
         mime_type: Schema.union(ImageMime.options).required().description(t("image-type")),
       }),
     ).description(
@@ -87,11 +79,9 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       description: t("agent_command.description"),
       parameters: () =>
         Schema.object({
-          event_id: Schema.string().required().description(t("agent_command.event_id")),
-          session_id: Schema.string().required().description(t("agent_command.session_id")),
-          instruction: Schema.string()
-            .required()
-            .description(t("instruction", { max: LIMITS.instructionChars })),
+          event_id: required(t("agent_command.event_id")),
+          session_id: required(t("agent_command.session_id")),
+          instruction: required(t("instruction", { max: LIMITS.instructionChars })),
           images: imagesSchema(),
         }),
     },
@@ -99,9 +89,7 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
       parameters: () =>
         Schema.object({
-          limit: Schema.natural()
-            .max(AGENT_SESSIONS_PAGE_MAX)
-            .description(t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+          limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
           cursor: Schema.string().description(t("agent_sessions.cursor")),
         }),
     },
@@ -109,10 +97,8 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       description: t("agent_session_message.description"),
       parameters: () =>
         Schema.object({
-          session_id: Schema.string().required().description(t("agent_session_message.session_id")),
-          content: Schema.string()
-            .required()
-            .description(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+          session_id: required(t("agent_session_message.session_id")),
+          content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
           images: imagesSchema(),
         }),
     },
@@ -120,18 +106,16 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
       description: t("agent_commands.description"),
       parameters: () =>
         Schema.object({
-          session_id: Schema.string().required().description("session ID"),
-          limit: Schema.natural()
-            .max(LIMITS.commandListMax)
-            .description(t("limit", { max: LIMITS.commandListMax })),
+          session_id: required("session ID"),
+          limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })),
         }),
     },
     agent_command_cancel: {
       description: t("agent_command_cancel.description"),
       parameters: () =>
         Schema.object({
-          session_id: Schema.string().required().description("session ID"),
-          command_id: Schema.string().required().description(t("agent_command_cancel.command_id")),
+          session_id: required("session ID"),
+          command_id: required(t("agent_command_cancel.command_id")),
         }),
     },
     agent_approvals: {
@@ -140,9 +124,7 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
         Schema.object({
           state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
           session_id: Schema.string().description(t("agent_approvals.session_id")),
-          limit: Schema.natural()
-            .max(100)
-            .description(t("limit", { max: 100 })),
+          limit: limit(100, t("limit", { max: 100 })),
         }),
     },
   };

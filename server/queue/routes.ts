@@ -90,7 +90,7 @@ export const CommandRoutes = {
           const remaining = deadline - Date.now();
           const state = entry && (registry.find(query.session_id)?.heartbeat.state ?? entry.heartbeat.state);
           if (answer.command || remaining <= 0 || waker.closed || signal.aborted || !mayHoldClaim(query.lane, state)) return json(200, answer);
-          await wake(ctx, watch.fired, remaining, signal);
+          await watch.until(remaining, signal);
           if (waker.closed || signal.aborted) return json(200, { command: null });
         } finally {
           watch.close();
@@ -105,17 +105,3 @@ export const CommandRoutes = {
     });
   },
 };
-
-/** Waits for a wake-up, the time left, or the client leaving, and leaves no timer or listener behind. */
-function wake(ctx: Context, fired: Promise<void>, ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      stopTimer();
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const stopTimer = ctx.setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    void fired.then(done);
-  });
-}

@@ -173,9 +173,7 @@ export class CommandStore extends CommandTable {
         const current = (await this.summary(commandId)) ?? first;
         const left = deadline - Date.now();
         if (FINAL_STATES.has(current.state) || left <= 0 || this.waker.closed) return current;
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([watch.fired, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
-        clearTimeout(timer);
+        await watch.until(left);
       } finally {
         watch.close();
       }

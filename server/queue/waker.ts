@@ -10,12 +10,27 @@ export class LongPollWaker {
     return this.#closed;
   }
 
-  watch(sessionId: string, lane: CommandLane = "instructions"): { fired: Promise<void>; close(): void } {
+  /** `until` resolves on a wake-up, after `ms`, or when `signal` aborts, and leaves no timer or listener behind. */
+  watch(
+    sessionId: string,
+    lane: CommandLane = "instructions",
+  ): { fired: Promise<void>; until(ms: number, signal?: AbortSignal): Promise<void>; close(): void } {
     let fire = () => {};
     const fired = new Promise<void>((resolve) => (fire = resolve));
+    const until = (ms: number, signal?: AbortSignal) =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", done);
+          resolve();
+        };
+        const timer = setTimeout(done, ms);
+        signal?.addEventListener("abort", done, { once: true });
+        void fired.then(done);
+      });
     if (this.#closed) {
       fire();
-      return { fired, close: () => {} };
+      return { fired, until, close: () => {} };
     }
     const key = keyOf(sessionId, lane);
     const set = this.#watchers.get(key) ?? new Set();
@@ -23,6 +38,7 @@ export class LongPollWaker {
     this.#watchers.set(key, set);
     return {
       fired,
+      until,
       close: () => {
         set.delete(fire);
         if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);

@@ -66,27 +66,23 @@ export function parseFlags(argv: string[], cwd: string, language: Language = loc
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
 }
 
-/**
- * Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
+/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
  * creates it with the umask's mode). A folder or database others could read or write is narrowed;
- * returns one line for each change made, for the start-up output.
- */
+ * returns one line for each change made, for the start-up output. */
 export function secureDataDir(dataDir: string, language: Language = localeLanguage(process.env)): string[] {
   const text = standaloneText(language);
   const notes: string[] = [];
+  const narrow = (path: string, mode: number, note: (path: string, mode: string) => string) => {
+    const was = statSync(path).mode;
+    if (!(was & 0o077)) return;
+    chmodSync(path, mode);
+    notes.push(note(path, octal(was)));
+  };
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const folderMode = statSync(dataDir).mode;
-  if (folderMode & 0o077) {
-    chmodSync(dataDir, 0o700);
-    notes.push(text.folderNarrowed(dataDir, octal(folderMode)));
-  }
+  narrow(dataDir, 0o700, text.folderNarrowed);
   const database = join(dataDir, "koishi.db");
   closeSync(openSync(database, "a", 0o600));
-  const databaseMode = statSync(database).mode;
-  if (databaseMode & 0o077) {
-    chmodSync(database, 0o600);
-    notes.push(text.databaseNarrowed(database, octal(databaseMode)));
-  }
+  narrow(database, 0o600, text.databaseNarrowed);
   return notes;
 }
 
@@ -95,10 +91,8 @@ export function assertDistinctTokens(token: string, operatorToken: string, langu
   if (operatorToken && operatorToken === token) throw new Error(standaloneText(language).sameTokens);
 }
 
-/**
- * A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
- * characters, and a file only its owner can read (a symlink's target is what is checked).
- */
+/** A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
+ * characters, and a file only its owner can read (a symlink's target is what is checked). */
 export function assertConfigTokenKept(path: string, file: StandaloneFile, language: Language): void {
   if (!file.operatorToken) return;
   const text = standaloneText(language);
@@ -127,10 +121,11 @@ function hostForUrl(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
 }
 
-/** The console is a development dependency: a clone has it, an install without it runs without the page. */
+/** A plugin module's default export (or the module), undefined when it is not installed. */
 function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> | undefined {
   try {
-    return require(name).default as Plugin<Context>;
+    const module = require(name);
+    return module.default ?? module;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "MODULE_NOT_FOUND") return undefined;
     throw error;
@@ -140,12 +135,8 @@ function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> 
 function loadPlugin(name: string, cwd: string, language: Language): Plugin<Context> {
   const require = createRequire(join(cwd, "package.json"));
   for (const candidate of [`koishi-plugin-${name}`, `@koishijs/plugin-${name}`, name]) {
-    try {
-      const module = require(candidate);
-      return module.default ?? module;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw error;
-    }
+    const plugin = optionalPlugin(require, candidate);
+    if (plugin) return plugin;
   }
   throw new Error(standaloneText(language).pluginNotFound(name));
 }
@@ -201,6 +192,7 @@ export async function runStandalone(
   // Koishi's http service: the chat commands fetch images the owner attaches with it.
   use(require("@koishijs/plugin-http").default);
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
+  // The console is a development dependency: a clone has it, an install without it runs without the page.
   const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
   if (consolePlugin) useConsole(app, () => use(consolePlugin, { open: false, head: consoleHead(language) }));
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd, language), config);
@@ -230,12 +222,7 @@ export async function runStandalone(
   }
   if (!file.operatorToken) announce(standaloneText(language).operatorToken(baseUrl, operatorTokenPath));
 
-  return {
-    baseUrl,
-    app,
-    language,
-    stop: () => stopApp(app, forks, http),
-  };
+  return { baseUrl, app, language, stop: () => stopApp(app, forks, http) };
 }
 
 async function stopApp(app: Context, forks: ForkScope[], http: Context["server"]["_http"]): Promise<void> {
