@@ -51,7 +51,6 @@ export class EventWorker {
   readonly #lanes: Record<DeliveryRoute, LaneItem[]> = { anon: [], direct: [] };
   /** Notices a mute holds (still `queued`), by event id, with their route and session. */
   readonly #held = new Map<string, { delivery: DeliveryRoute; sessionId: string }>();
-  readonly #running: Record<DeliveryRoute, boolean> = { anon: false, direct: false };
   /** Outcomes already handed over whose save has not succeeded yet. */
   readonly #unsaved = new Map<string, EventPatch>();
   readonly #wakers = new Set<() => void>();
@@ -75,7 +74,7 @@ export class EventWorker {
 
   enqueue(row: Pick<EventRow, "event_id" | "delivery">): void {
     this.#lanes[row.delivery].push({ kind: "event", eventId: row.event_id });
-    void this.#drain(row.delivery);
+    void this.#drains[row.delivery]();
   }
 
   get heldCount(): number {
@@ -88,20 +87,26 @@ export class EventWorker {
     return unsaved ? { ...row, ...unsaved } : row;
   }
 
-  async #drain(lane: DeliveryRoute): Promise<void> {
-    if (this.#running[lane]) return;
-    this.#running[lane] = true;
-    try {
-      const queue = this.#lanes[lane];
-      while (!this.#stopped && queue.length > 0) {
-        const item = queue[0]!;
-        if (item.kind === "event") await this.#work(item.eventId);
-        else if (item.kind === "digest") await this.#workDigest(lane, item.eventIds).finally(item.done);
-        else item.done();
-        queue.shift();
-      }
-    } finally {
-      this.#running[lane] = false;
+  readonly #drains = { anon: this.#laneLoop("anon"), direct: this.#laneLoop("direct") };
+
+  #laneLoop(lane: DeliveryRoute): () => void {
+    // A pass that throws rejects, as an unguarded drain did.
+    return kickLoop(
+      () => this.#pass(lane),
+      (error) => {
+        throw error;
+      },
+    );
+  }
+
+  async #pass(lane: DeliveryRoute): Promise<void> {
+    const queue = this.#lanes[lane];
+    while (!this.#stopped && queue.length > 0) {
+      const item = queue[0]!;
+      if (item.kind === "event") await this.#work(item.eventId);
+      else if (item.kind === "digest") await this.#workDigest(lane, item.eventIds).finally(item.done);
+      else item.done();
+      queue.shift();
     }
   }
 
@@ -218,7 +223,7 @@ export class EventWorker {
     if (this.#stopped) return Promise.resolve();
     return new Promise((done) => {
       this.#lanes[lane].push(item(done));
-      void this.#drain(lane);
+      void this.#drains[lane]();
     });
   }
 

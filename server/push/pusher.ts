@@ -3,6 +3,7 @@
 import type { Context } from "koishi";
 import { backoffDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
+import { kickLoop } from "../../common/kick-loop.ts";
 import { EventBody } from "../../protocol/events.ts";
 import type { PushHealth, PushReceipt } from "../../protocol/push.ts";
 import type { ApprovalRecord } from "../approvals/decisions.ts";
@@ -43,7 +44,6 @@ export class Pusher {
   readonly #deps: PusherDeps;
   readonly #say: Say;
   readonly #queue: string[] = [];
-  #running = false;
   #stopped = false;
   #wake: (() => void) | undefined;
 
@@ -73,18 +73,20 @@ export class Pusher {
 
   /** An accepted notice: pushed if the server's plan says so (once per event id). */
   async offerEvent(eventId: string): Promise<void> {
-    const row = await this.#deps.events.get(eventId);
-    if (!row) return;
-    const event = EventBody.parse(JSON.parse(row.body));
     const mute = this.#deps.mute;
     await mute.store.loaded;
-    const plan = pushPlan(event, {
-      noBot: this.#deps.noBot,
-      completions: this.#deps.completions,
-      muted: mute.store.isMuted(event.session_id),
-      breakThrough: mute.breakThrough,
-    });
-    if (plan) await this.#claim("event", eventId, event.session_id);
+    const planned = await this.#plan(eventId, (sessionId) => mute.store.isMuted(sessionId), mute.breakThrough);
+    if (planned) await this.#claim("event", eventId, planned.event.session_id);
+  }
+
+  /** The stored notice and the server's push plan for it, or undefined when there is none. */
+  async #plan(eventId: string, muted: (sessionId: string) => boolean, breakThrough: readonly UrgentKind[]) {
+    const row = await this.#deps.events.get(eventId);
+    if (!row) return undefined;
+    const event = EventBody.parse(JSON.parse(row.body));
+    const { noBot, completions } = this.#deps;
+    const plan = pushPlan(event, { noBot, completions, muted: muted(event.session_id), breakThrough });
+    return plan ? { event, plan } : undefined;
   }
 
   /** Approvals changed: every open request nobody answered yet (and no grant decided) is pushed once. */
@@ -133,10 +135,8 @@ export class Pusher {
     void this.#drain();
   }
 
-  async #drain(): Promise<void> {
-    if (this.#running) return;
-    this.#running = true;
-    try {
+  readonly #drain = kickLoop(
+    async () => {
       while (!this.#stopped && this.#queue.length > 0) {
         const pushId = this.#queue[0]!;
         try {
@@ -147,10 +147,9 @@ export class Pusher {
         }
         this.#queue.shift();
       }
-    } finally {
-      this.#running = false;
-    }
-  }
+    },
+    () => {},
+  );
 
   /** Publishes one push until it is delivered, refused, out of attempts, or no longer wanted. */
   async #work(pushId: string): Promise<void> {
@@ -187,12 +186,9 @@ export class Pusher {
   /** The message to publish now (an approval's with fresh single-use answer URLs), or why there is none. */
   async #message(row: PushRow): Promise<{ message: PushMessage; open: boolean } | { ended: true }> {
     if (row.kind === "event") {
-      const stored = await this.#deps.events.get(row.subject);
-      if (!stored) return { ended: true };
-      const event = EventBody.parse(JSON.parse(stored.body));
       // The mute was judged when the notice came; the plan is read again only for its priority.
-      const plan = pushPlan(event, { noBot: this.#deps.noBot, completions: this.#deps.completions, muted: false, breakThrough: [] });
-      return plan ? { message: eventPush(event, plan, this.#say), open: true } : { ended: true };
+      const planned = await this.#plan(row.subject, () => false, []);
+      return planned ? { message: eventPush(planned.event, planned.plan, this.#say), open: true } : { ended: true };
     }
     const record = await this.#deps.approvals.get(row.subject);
     if (record?.state !== "pending" || Date.now() >= new Date(record.expires_at).getTime()) return { ended: true };

@@ -1,8 +1,5 @@
-/**
- * `TriggerService`: a signed delivery is checked, stored under its id and judged by the guards
- * before the answer; the accepted ones then start, resume or continue their key's session through
- * the start service and the command queue, and the owner is told what each came to.
- */
+/** `TriggerService`: a signed delivery is checked, stored and judged by the guards before the answer; the
+ * accepted ones then start, resume or continue their key's session, and the owner is told what each came to. */
 import { errorText } from "../../common/errors.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
@@ -82,8 +79,7 @@ export class TriggerService {
 
   /** The trigger whose secret signed `raw`; anything else is `unauthorized` (an unknown name `not_found`). */
   verify(name: string, header: Header, raw: Buffer, address: string): TriggerConfig {
-    const trigger = this.#byName.get(name);
-    if (!trigger) throw new DomainError("not_found");
+    const trigger = this.#trigger(name);
     const signature = header(name === GITHUB_TRIGGER ? "x-hub-signature-256" : "x-anon-signature-256");
     if (signatureMatches(trigger.secret, raw, signature)) return trigger;
     void this.#deps.audit.record({ actor: "server", action: "trigger.unsigned", data: { trigger: name, address } });
@@ -159,9 +155,7 @@ export class TriggerService {
 
   /** The owner sends a key's deliveries to an online session by hand, in the key's turn so no delivery is mid-way. */
   async mapKey(name: string, mapping: KeyMapping): Promise<{ trigger: string; key: string; session_id: string; previous: string | null }> {
-    const trigger = this.#byName.get(name);
-    if (!trigger) throw new DomainError("not_found");
-    const mapped = projectFor(trigger, mapping.key.split("#")[0]!);
+    const mapped = projectFor(this.#trigger(name), mapping.key.split("#")[0]!);
     if (!mapped) throw new DomainError("invalid_request", { issues: [{ path: "key", message: "names no repository of this trigger" }] });
     const { hosts, store, audit } = this.#deps;
     if (!this.#online(mapping.session_id)) throw new DomainError("session_offline");
@@ -183,7 +177,7 @@ export class TriggerService {
     try {
       await this.#act(received);
     } catch (error) {
-      this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) }));
+      this.#failed(trigger, deliveryId, error);
       await this.#deps.store.settle(id, "failed", null).catch(() => {});
       const project = projectFor(trigger, delivery.repository)?.project ?? "";
       void this.#tell(subject, { kind: "start_refused", project, reason: error instanceof DomainError ? error.code : errorText(error) });
@@ -224,9 +218,17 @@ export class TriggerService {
     void starts
       .settle(queued)
       .then((result) => this.#tell(subject, startFact(result, sessionId, plan.kind === "resume")))
-      .catch((error: unknown) =>
-        this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) })),
-      );
+      .catch((error: unknown) => this.#failed(trigger, deliveryId, error));
+  }
+
+  #failed(trigger: TriggerConfig, deliveryId: string, error: unknown): void {
+    this.#deps.log(this.#deps.say("anon-notify.log.trigger-failed", { trigger: trigger.name, delivery: deliveryId, error: errorText(error) }));
+  }
+
+  #trigger(name: string): TriggerConfig {
+    const trigger = this.#byName.get(name);
+    if (!trigger) throw new DomainError("not_found");
+    return trigger;
   }
 
   async #keySession(itemKey: string): Promise<KeySession | undefined> {
