@@ -1,22 +1,11 @@
 /** The texts about the link to the server: the real cause of a failed request, the footer's outage and its end. */
+import { words } from "../../protocol/wire.ts";
 import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
-export const REASON_CODES = [
-  "not_configured",
-  "bot_not_found",
-  "bot_offline",
-  "not_checked",
-  "not_in_friend_list",
-  "no_persona",
-  "direct_not_configured",
-  "persona_not_configured",
-  "persona_busy",
-  "send_failed",
-  "ntfy_rate_limited",
-  "ntfy_unavailable",
-  "ntfy_refused",
-] as const;
+export const REASON_CODES = words(
+  "not_configured bot_not_found bot_offline not_checked not_in_friend_list no_persona direct_not_configured persona_not_configured persona_busy send_failed ntfy_rate_limited ntfy_unavailable ntfy_refused",
+);
 export type ReasonCode = (typeof REASON_CODES)[number];
 
 /** A server's reason as a person reads it, the code in brackets. A known code is worded here (the
