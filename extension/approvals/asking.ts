@@ -3,13 +3,7 @@
 import { randomUUID } from "node:crypto";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { commandPreview, cutCommand } from "../../common/command-text.ts";
-import {
-  APPROVAL_LIMITS,
-  type ApprovalDecisionOutcome,
-  type ApprovalDecisionPayload,
-  type ApprovalRequest,
-  type ApprovalSource,
-} from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS, type ApprovalRequest, type ApprovalSource } from "../../protocol/approvals.ts";
 import type { Config } from "../config/schema-rules.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
 import type { Notifier } from "../notices/notifier.ts";
@@ -52,12 +46,6 @@ export interface PendingCall {
   source: ApprovalSource;
 }
 
-/** The command as the wire carries it: head and tail past `commandChars`, with how much was left out. */
-function wireCommand(text: string): { command: string; command_hidden_chars: number } {
-  const { command, hiddenChars } = cutCommand(text, APPROVAL_LIMITS.commandChars);
-  return { command, command_hidden_chars: hiddenChars };
-}
-
 interface Wait {
   approvalId: string;
   argsDigest: string;
@@ -74,7 +62,8 @@ export interface AskingDeps {
 
 export class PersonAsking {
   readonly #deps: AskingDeps;
-  readonly #waits = new Waits();
+  /** `decide` applies a person's decision from the server to the wait it names, if still open and bound the same. */
+  readonly waits = new Waits();
   readonly #outgoing: Outgoing;
   /** Titles of the dialogs this extension opened, with how many are open. */
   readonly #ownDialogs = new Map<string, number>();
@@ -100,24 +89,19 @@ export class PersonAsking {
     return this.#ownDialogs.has(title);
   }
 
-  /** A person's decision from the server: settles the wait it names, if still open and bound the same. */
-  decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome {
-    return this.#waits.decide(payload);
-  }
-
   /** Waits for a person; resolves with the first answer. Never awaits the network. */
   async ask(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall): Promise<Answer> {
     const timeoutMs = s.config.approval.timeoutMs;
     const approvalId = `ap-${randomUUID()}`;
     const binding = { tool_call_id: call.toolCallId, args_digest: argsDigest(call.input), cwd: ctx.cwd };
-    const answer = this.#waits.open(approvalId, binding);
+    const answer = this.waits.open(approvalId, binding);
     const ended = new AbortController();
     const wait: Wait = { approvalId, argsDigest: binding.args_digest, timeoutMs, ended: ended.signal, dialogOpen: false };
     if (s.client) this.#request(s.client, s, ctx, call, wait);
 
-    const timer = setTimeout(() => this.#waits.settle(approvalId, { outcome: "timeout", via: "timeout", reason: null }), timeoutMs);
+    const timer = setTimeout(() => this.waits.settle(approvalId, { outcome: "timeout", via: "timeout", reason: null }), timeoutMs);
     const signal = ctx.signal;
-    const onAbort = () => this.#waits.settle(approvalId, { outcome: "rejected", via: "aborted", reason: null });
+    const onAbort = () => this.waits.settle(approvalId, { outcome: "rejected", via: "aborted", reason: null });
     if (signal?.aborted) onAbort();
     signal?.addEventListener("abort", onAbort, { once: true });
     if (ctx.hasUI) this.#openDialog(s, ctx, call, wait);
@@ -142,6 +126,8 @@ export class PersonAsking {
     const m = this.#deps.text().approvals;
     const now = Date.now();
     const uid = process.getuid?.();
+    // The command as the wire carries it: head and tail past `commandChars`, with how much was left out.
+    const cut = cutCommand(call.command, APPROVAL_LIMITS.commandChars);
     const body: ApprovalRequest = {
       approval_id: wait.approvalId,
       session_id: s.sessionId,
@@ -153,7 +139,8 @@ export class PersonAsking {
       cwd: truncate(ctx.cwd, APPROVAL_LIMITS.cwdChars),
       action: call.action,
       reason: call.reason,
-      ...wireCommand(call.command),
+      command: cut.command,
+      command_hidden_chars: cut.hiddenChars,
       rules: call.rules,
       ...(call.matched?.length ? { matched: call.matched.map(({ rule, at }) => ({ rule, at: truncate(at, APPROVAL_LIMITS.siteChars) })) } : {}),
       ...(call.argv ? { argv: call.argv } : {}),
@@ -193,7 +180,7 @@ export class PersonAsking {
       .confirm(title, m.dialogMessage(facts), { signal: wait.ended })
       .then(
         (yes) => {
-          if (!wait.ended.aborted) this.#waits.settle(wait.approvalId, { outcome: yes ? "approved" : "rejected", via: "terminal", reason: null });
+          if (!wait.ended.aborted) this.waits.settle(wait.approvalId, { outcome: yes ? "approved" : "rejected", via: "terminal", reason: null });
         },
         () => {},
       )

@@ -77,25 +77,7 @@ interface Env {
   stdin: Stdin;
 }
 
-const RESERVED = new Set([
-  "if",
-  "then",
-  "else",
-  "elif",
-  "fi",
-  "for",
-  "while",
-  "until",
-  "do",
-  "done",
-  "case",
-  "esac",
-  "select",
-  "function",
-  "time",
-  "coproc",
-  "in",
-]);
+const RESERVED = new Set("if then else elif fi for while until do done case esac select function time coproc in".split(" "));
 /** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 
@@ -181,8 +163,9 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
     return;
   }
   if (SHELLS.has(name)) return shell(args, stdin, env);
-  if (name === "su" || name === "runuser") {
-    const code = parseOptions(args, SU_OPTIONS).seen;
+  if (name === "su" || name === "runuser" || name === "script") {
+    // `su -c 'code'` and `script -c 'code'` run it in a new shell.
+    const code = parseOptions(args, name === "script" ? SCRIPT_OPTIONS : SU_OPTIONS).seen;
     const script = code.get("-c") ?? code.get("--command");
     if (script) inline(script, stdin, env);
     return;
@@ -193,14 +176,8 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
     return;
   }
   if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
-  // `trap 'code' EXIT` runs its code later in this shell; `script -c 'code'` runs it in a new one.
+  // `trap 'code' EXIT` runs its code later in this shell.
   if (name === "trap" && args[0] && !args[0].value?.startsWith("-")) return inline(args[0], { kind: "inherited" }, env);
-  if (name === "script") {
-    const code = parseOptions(args, SCRIPT_OPTIONS).seen;
-    const script = code.get("-c") ?? code.get("--command");
-    if (script) inline(script, stdin, env);
-    return;
-  }
   if (name === "source" || name === ".") {
     const file = args[0];
     if (

@@ -83,7 +83,7 @@ export class ApprovalGate implements Approvals {
     // A person's decision from the server settles the wait it names, if that wait is still open and bound the same.
     deps.control.on("approval_decision", (command) => {
       const payload = ApprovalDecisionPayload.safeParse(command.payload);
-      return payload.success ? asking.decide(payload.data) : "unknown";
+      return payload.success ? asking.waits.decide(payload.data) : "unknown";
     });
     pi.on("agent_start", () => asking.runStarted());
     pi.on("agent_settled", () => asking.runSettled());

@@ -5,8 +5,7 @@ import type { Messages } from "../texts/messages.ts";
 import { realSleep, runWithRetry, type Sleep } from "../server-client/retry.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
-/** A server before `reach` answers without it: how the owner is reached is then unknown. */
-const RequestAnswer = ApprovalAnswer.extend({ reach: ApprovalReach.optional(), push: z.string().nullable().optional() });
+const RequestAnswer = ApprovalAnswer.extend({ reach: ApprovalReach, push: z.string().nullable() });
 const BACKOFF_MS = 500;
 /** While the call waits the request is tried again and again; the wait's end stops it. */
 const REQUEST_ATTEMPTS = 1_000;
@@ -18,7 +17,7 @@ export interface Outgoing {
     client: ApiClient,
     body: ApprovalRequest,
     waitEnded: AbortSignal,
-    accepted: (code: string, reach: ApprovalReach | "unknown", push: string | null, open: boolean) => void,
+    accepted: (code: string, reach: ApprovalReach, push: string | null, open: boolean) => void,
   ): void;
   /** Sends the resolution after the request, if the request ever reached the server. */
   resolve(approvalId: string, body: ApprovalResolution): void;
@@ -37,8 +36,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
           random: Math.random,
           signal: waitEnded,
         });
-        if (result.ok)
-          accepted(result.value.approval.code, result.value.reach ?? "unknown", result.value.push ?? null, result.value.approval.state === "pending");
+        if (result.ok) accepted(result.value.approval.code, result.value.reach, result.value.push, result.value.approval.state === "pending");
         else if (!waitEnded.aborted) report(text().approvals.requestFailed(text().delivery.why(result.error)));
         return result.ok;
       })();

@@ -1,11 +1,11 @@
 /** Which tool calls need a person, and what happens when nobody can answer. A command line is read with a
  * real bash grammar; anything the analysis cannot see through (`opaque.*`) always asks. */
 import { createHash } from "node:crypto";
-import { isAbsolute, relative, resolve } from "node:path";
+import { resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
-import { isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace } from "./protected-path-rules.ts";
+import { expandHome, isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace, within } from "./protected-path-rules.ts";
 import { literalArgv } from "./argv-rules.ts";
 import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./command-rules.ts";
 import { strictFindings } from "./safe-rules.ts";
@@ -114,38 +114,26 @@ function gitSubcommand(run: Run): { name: string | undefined; args: Word[] } | u
   return name === undefined ? undefined : { name: name.value, args: run.args.slice(i + 1) };
 }
 
-/** A git subcommand that is `name`, or one that expands and so may be. */
-function gitArgs(run: Run, name: string): Word[] | undefined {
-  const git = gitSubcommand(run);
-  return git && (git.name === name || git.name === undefined) ? git.args : undefined;
+/** A rule on git subcommand `name` (or one that expands and so may be): met by `test`, or by an option that expands. */
+function gitRule(name: string, test: (options: ReturnType<typeof optionsOf>, args: readonly Word[]) => boolean): (run: Run) => boolean {
+  return (run) => {
+    const git = gitSubcommand(run);
+    if (!git || (git.name !== name && git.name !== undefined)) return false;
+    const options = optionsOf(git.args);
+    return options.unknown || test(options, git.args);
+  };
 }
 
-function isForcePush(run: Run): boolean {
-  const args = gitArgs(run, "push");
-  if (!args) return false;
-  const { short, long, unknown } = optionsOf(args);
-  return (
-    unknown ||
+const isForcePush = gitRule(
+  "push",
+  ({ short, long }, args) =>
     /[fd]/.test(short) ||
     ["--force", "--force-with-lease", "--force-if-includes", "--mirror", "--delete", "--prune"].some((name) => longOption(long, name)) ||
     // A `+` refspec forces that one ref; `:ref` deletes it.
-    args.some((arg) => /^[+:]./.test(arg.value ?? arg.text))
-  );
-}
-
-function isHardReset(run: Run): boolean {
-  const args = gitArgs(run, "reset");
-  if (!args) return false;
-  const { long, unknown } = optionsOf(args);
-  return unknown || ["--hard", "--merge", "--keep"].some((name) => long.includes(name));
-}
-
-function isGitClean(run: Run): boolean {
-  const args = gitArgs(run, "clean");
-  if (!args) return false;
-  const { short, long, unknown } = optionsOf(args);
-  return unknown || short.includes("f") || longOption(long, "--force");
-}
+    args.some((arg) => /^[+:]./.test(arg.value ?? arg.text)),
+);
+const isHardReset = gitRule("reset", ({ long }) => ["--hard", "--merge", "--keep"].some((name) => long.includes(name)));
+const isGitClean = gitRule("clean", ({ short, long }) => short.includes("f") || longOption(long, "--force"));
 
 function isDiskWrite(run: Run): boolean {
   if (/^mkfs(\.|$)/.test(run.name) || ["wipefs", "shred", "fdisk", "sfdisk", "parted", "sgdisk"].includes(run.name)) return true;
@@ -155,21 +143,13 @@ function isDiskWrite(run: Run): boolean {
   );
 }
 
-function expandHome(path: string, home: string): string {
-  if (path === "~") return home;
-  return path.startsWith("~/") ? home + path.slice(1) : path;
-}
-
 export function outsideProject(path: string, place: CallPlace): boolean {
   const expanded = expandHome(path.trim(), place.home);
   if (expanded === "" || HARMLESS_TARGETS.has(expanded) || /^\/dev\/fd\//.test(expanded)) return false;
   // Variables, globs and braces cannot be resolved here: a write through one is treated as outside.
   if (/[$`*?{[]/.test(expanded)) return true;
   const target = resolve(place.cwd, expanded);
-  const inside = (root: string) => {
-    const rel = relative(resolve(root), target);
-    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
-  };
+  const inside = (root: string) => within(resolve(root), target);
   return !inside(place.cwd) && !place.tempDirs.some(inside);
 }
 
@@ -255,7 +235,7 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
       const analysis = analyzeCommand(line, read);
       found.push(...commandRules(analysis, place, enabled, words));
       const site = protectedSite(line, analysis, guarded);
-      if (site !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: site });
+      if (site !== undefined) found.push({ id: PROTECTED_PATH_RULE, action: words.protectedPath, code: PROTECTED_PATH_RULE, at: site });
       if (settings.mode === "strict") {
         const inside = (path: string) => !outsideProject(path, place);
         for (const finding of strictFindings(analysis.script, place, settings.allow, inside))
@@ -270,7 +250,7 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   }
   const paths = line === undefined ? pathArguments(call.input) : [];
   const guardedPath = paths.find((path) => isProtectedPath(path, guarded));
-  if (guardedPath !== undefined) found.push({ id: PROTECTED_RULE, action: words.protectedPath, code: PROTECTED_RULE, at: guardedPath });
+  if (guardedPath !== undefined) found.push({ id: PROTECTED_PATH_RULE, action: words.protectedPath, code: PROTECTED_PATH_RULE, at: guardedPath });
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;
     if (rule.command !== undefined && (line === undefined || !new RegExp(rule.command).test(line))) continue;
@@ -292,9 +272,6 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   };
 }
 
-/** Names a protected path: asks in every mode, never switched off, never grantable. */
-export const PROTECTED_RULE = PROTECTED_PATH_RULE;
-
 /**
  * Whether the owner may answer these matched rules with a standing grant: never for a fail-closed
  * finding, only when the user made every one of them grantable. (The server decides again.)
@@ -303,7 +280,7 @@ export function grantable(rules: readonly string[], settings: PolicySettings): b
   return (
     rules.length > 0 &&
     rules.every((rule) =>
-      isOpaqueRule(rule) || rule === PROTECTED_RULE || rule.startsWith("strict.")
+      isOpaqueRule(rule) || rule === PROTECTED_PATH_RULE || rule.startsWith("strict.")
         ? false
         : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
     )

@@ -15,16 +15,18 @@ export interface ProtectedPlace {
   roots: readonly string[];
 }
 
-const within = (root: string, target: string) => {
+export const within = (root: string, target: string) => {
   const rel = relative(root, target);
   return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
 };
+
+export const expandHome = (path: string, home: string) => (path === "~" ? home : path.startsWith("~/") ? home + path.slice(1) : path);
 
 /** Whether a path (as a tool or a shell word gives it) names a protected place. */
 export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
   const trimmed = path.trim();
   if (trimmed === "") return false;
-  const expanded = trimmed === "~" ? place.home : trimmed.startsWith("~/") ? place.home + trimmed.slice(1) : trimmed;
+  const expanded = expandHome(trimmed, place.home);
   const target = resolve(place.cwd, expanded);
   return PROTECTED_NAMES.test(target) || PROTECTED_NAMES.test(expanded) || ownRoots(place).some((root) => within(root, target));
 }

@@ -34,60 +34,18 @@ export const STRICT_RULES = {
 export type StrictRule = (typeof STRICT_RULES)[keyof typeof STRICT_RULES];
 
 /** The nodes of a line that is only commands and words, in lists and pipelines (argv.ts sends such a line's words). */
-export const COMMAND_KINDS: readonly string[] = [
-  "program",
-  "comment",
-  "list",
-  "pipeline",
-  "command",
-  "command_name",
-  "word",
-  "string",
-  "string_content",
-  "raw_string",
-  "ansi_c_string",
-  "concatenation",
-  "number",
-];
+export const COMMAND_KINDS: readonly string[] =
+  "program comment list pipeline command command_name word string string_content raw_string ansi_c_string concatenation number".split(" ");
 
 /** Grammar nodes whose meaning is plain: everything else (arithmetic, declarations, functions, `for ((…))` …) asks. */
 const KNOWN_KINDS = new Set([
   ...COMMAND_KINDS,
-  "translated_string",
-  "simple_expansion",
-  "expansion",
-  "variable_name",
-  "special_variable_name",
-  "command_substitution",
-  "process_substitution",
-  "redirected_statement",
-  "file_redirect",
-  "file_descriptor",
-  "heredoc_redirect",
-  "heredoc_start",
-  "heredoc_body",
-  "heredoc_content",
-  "heredoc_end",
-  "herestring_redirect",
-  "subshell",
-  "compound_statement",
-  "negated_command",
-  "variable_assignment",
-  "test_command",
-  "binary_expression",
-  "unary_expression",
-  "parenthesized_expression",
-  "test_operator",
-  "regex",
-  "if_statement",
-  "elif_clause",
-  "else_clause",
-  "for_statement",
-  "while_statement",
-  "do_group",
-  "case_statement",
-  "case_item",
-  "brace_expression",
+  ..."translated_string simple_expansion expansion variable_name special_variable_name command_substitution process_substitution".split(" "),
+  ..."redirected_statement file_redirect file_descriptor heredoc_redirect heredoc_start heredoc_body heredoc_content heredoc_end herestring_redirect".split(
+    " ",
+  ),
+  ..."subshell compound_statement negated_command variable_assignment test_command binary_expression unary_expression parenthesized_expression".split(" "),
+  ..."test_operator regex if_statement elif_clause else_clause for_statement while_statement do_group case_statement case_item brace_expression".split(" "),
   "extglob_pattern",
 ]);
 
@@ -123,8 +81,8 @@ function harmlessWord(word: Word, place: StrictPlace): boolean {
 const PLAIN: Check = (args, place) => args.every((arg) => harmlessWord(arg, place));
 
 /** Short options in a cluster, long option names; `banned` names any of which makes the call unsafe (long ones by getopt's unambiguous prefix). */
-function hasOption(args: readonly string[], short: string, long: readonly string[]): boolean {
-  for (const arg of args) {
+function hasOption(args: readonly { value: string }[], short: string, long: readonly string[]): boolean {
+  for (const { value: arg } of args) {
     if (arg === "--") return false;
     if (arg.startsWith("--")) {
       const name = arg.split("=")[0]!;
@@ -134,15 +92,11 @@ function hasOption(args: readonly string[], short: string, long: readonly string
   return false;
 }
 
-const without =
-  (short: string, long: readonly string[] = []): Check =>
-  (args) =>
-    literal(args) &&
-    !hasOption(
-      args.map((arg) => arg.value),
-      short,
-      long,
-    );
+function without(short: string, long: readonly string[] = []): Check {
+  return (args) => literal(args) && !hasOption(args, short, long);
+}
+
+const TEST: Check = (args) => literal(args) && testIsPlain(args.map((arg) => arg.value));
 
 /** Words that are only printed: any expansion is fine there (the commands in it are checked on their own). */
 const ECHO: Check = () => true;
@@ -170,24 +124,18 @@ function sedCheck(args: readonly Word[]): boolean {
   return quiet && scripts.length > 0 && scripts.every((script) => script.split(/[;\n]/).every((part) => SED_PRINT.test(part)));
 }
 
+/** Options that write a file or run a diff program. */
+const DIFF_OUTPUT = ["--output", "--ext-diff", "--textconv"];
+
 /** git subcommands that only read, each with the options it must not have. */
 const GIT_READ: Record<string, Check> = {
+  ...Object.fromEntries(
+    "rev-parse ls-files ls-tree rev-list merge-base name-rev show-ref describe shortlog version".split(" ").map((sub) => [sub, without("")]),
+  ),
+  ...Object.fromEntries(["log", "diff", "show"].map((sub) => [sub, without("", DIFF_OUTPUT)])),
   status: without("", ["--output"]),
-  log: without("", ["--output", "--ext-diff", "--textconv"]),
-  diff: without("", ["--output", "--ext-diff", "--textconv"]),
-  show: without("", ["--output", "--ext-diff", "--textconv"]),
   blame: without("", ["--contents"]),
-  "rev-parse": without(""),
-  "ls-files": without(""),
-  "ls-tree": without(""),
-  "rev-list": without(""),
-  "merge-base": without(""),
-  "name-rev": without(""),
-  "show-ref": without(""),
   "cat-file": without("", ["--textconv", "--filters"]),
-  describe: without(""),
-  shortlog: without(""),
-  version: without(""),
   grep: without("O", ["--open-files-in-pager", "--ext-grep"]),
   branch: (args) =>
     literal(args) &&
@@ -195,30 +143,13 @@ const GIT_READ: Record<string, Check> = {
       (args.some((arg) => arg.value === "--list" || arg.value === "-l") &&
         args.every((arg) => !arg.value.startsWith("-") || /^(-a|-r|-v|-vv|--all|--remotes|--verbose|--list|-l)$/.test(arg.value)))),
   remote: (args) => literal(args) && args.every((arg) => arg.value === "-v" || arg.value === "--verbose"),
-  tag: (args) =>
-    literal(args) &&
+  // The first word must say it only lists; `without` then checks every word is literal.
+  tag: (args, place) =>
     (args.length === 0 || args[0]!.value === "-l" || args[0]!.value === "--list") &&
-    !hasOption(
-      args.map((a) => a.value),
-      "dfsuam",
-      ["--delete", "--force", "--sign", "--annotate", "--message", "--file"],
-    ),
-  stash: (args) =>
-    literal(args) &&
-    (args[0]?.value === "list" || args[0]?.value === "show") &&
-    !hasOption(
-      args.map((a) => a.value),
-      "",
-      ["--output", "--ext-diff", "--textconv"],
-    ),
-  reflog: (args) =>
-    literal(args) &&
-    (args.length === 0 || args[0]!.value === "show" || args[0]!.value.startsWith("-")) &&
-    !hasOption(
-      args.map((a) => a.value),
-      "",
-      ["--output"],
-    ),
+    without("dfsuam", ["--delete", "--force", "--sign", "--annotate", "--message", "--file"])(args, place),
+  stash: (args, place) => (args[0]?.value === "list" || args[0]?.value === "show") && without("", DIFF_OUTPUT)(args, place),
+  reflog: (args, place) =>
+    (args.length === 0 || args[0]!.value === "show" || args[0]!.value?.startsWith("-") === true) && without("", ["--output"])(args, place),
 };
 
 /** `git [--no-pager] <read-only subcommand> …`: no `-c`, `-C`, `--git-dir`, `--exec-path`, `--config-env`, `-p` (another repository's or the command line's settings can run commands). */
@@ -231,70 +162,20 @@ function gitCheck(args: readonly Word[], place: StrictPlace): boolean {
 }
 
 /** Toolchains whose `--version` alone only prints (anything more is the toolchain running code). */
-const VERSION_ONLY = new Set([
-  "node",
-  "python",
-  "python3",
-  "npm",
-  "pnpm",
-  "yarn",
-  "npx",
-  "cargo",
-  "rustc",
-  "go",
-  "deno",
-  "bun",
-  "java",
-  "ruby",
-  "perl",
-  "gcc",
-  "clang",
-  "make",
-  "tsc",
-]);
+const VERSION_ONLY = new Set("node python python3 npm pnpm yarn npx cargo rustc go deno bun java ruby perl gcc clang make tsc".split(" "));
+
+/** Programs whose every option only reads or prints. */
+const PLAIN_PROGRAMS =
+  "ls cat head tail wc grep egrep fgrep pwd which stat du df true false diff cmp comm cut tr nl tac basename dirname realpath readlink md5sum sha1sum sha256sum sha512sum whoami jq ps id uname";
 
 /** The safe list: program → the rule its arguments must meet. */
 export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
-  ls: PLAIN,
-  cat: PLAIN,
-  head: PLAIN,
-  tail: PLAIN,
-  wc: PLAIN,
-  grep: PLAIN,
-  egrep: PLAIN,
-  fgrep: PLAIN,
-  pwd: PLAIN,
-  which: PLAIN,
-  stat: PLAIN,
-  du: PLAIN,
-  df: PLAIN,
-  true: PLAIN,
-  false: PLAIN,
-  diff: PLAIN,
-  cmp: PLAIN,
-  comm: PLAIN,
-  cut: PLAIN,
-  tr: PLAIN,
-  nl: PLAIN,
-  tac: PLAIN,
-  basename: PLAIN,
-  dirname: PLAIN,
-  realpath: PLAIN,
-  readlink: PLAIN,
-  md5sum: PLAIN,
-  sha1sum: PLAIN,
-  sha256sum: PLAIN,
-  sha512sum: PLAIN,
-  whoami: PLAIN,
-  jq: PLAIN,
-  ps: PLAIN,
-  id: PLAIN,
-  uname: PLAIN,
+  ...Object.fromEntries(PLAIN_PROGRAMS.split(" ").map((name) => [name, PLAIN])),
   cd: (args) => literal(args),
   echo: ECHO,
   printf: (args) => args[0]?.value !== undefined && !args[0].value.startsWith("-v") && args.slice(1).every((arg) => arg.value !== "-v"),
-  test: (args) => literal(args) && testIsPlain(args.map((arg) => arg.value)),
-  "[": (args) => literal(args) && testIsPlain(args.map((arg) => arg.value)),
+  test: TEST,
+  "[": TEST,
   file: without("Cm", ["--compile", "--magic-file"]),
   date: without("s", ["--set"]),
   tree: without("oR", ["--fromfile"]),

@@ -153,21 +153,8 @@ function doubleQuotedValue(inner: string): string {
   return inner.replace(/\\([$`"\\\n])/g, (_, c: string) => (c === "\n" ? "" : c));
 }
 
-const C_ESCAPES: Record<string, string> = {
-  a: "\x07",
-  b: "\b",
-  e: "\x1b",
-  E: "\x1b",
-  f: "\f",
-  n: "\n",
-  r: "\r",
-  t: "\t",
-  v: "\v",
-  "\\": "\\",
-  "'": "'",
-  '"': '"',
-  "?": "?",
-};
+/** Escapes that stand for a control character; `\\ \' \" \?` stand for the character itself. */
+const C_ESCAPES: Record<string, string> = { a: "\x07", b: "\b", e: "\x1b", E: "\x1b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v" };
 
 export function ansiCValue(inner: string): string {
   return inner.replace(/\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)/gs, (whole, esc: string) => {
@@ -175,7 +162,7 @@ export function ansiCValue(inner: string): string {
     if (/^[uU]/.test(esc)) return String.fromCodePoint(Math.min(parseInt(esc.slice(1), 16), 0x10ffff));
     if (/^[0-7]/.test(esc)) return String.fromCodePoint(parseInt(esc, 8) & 0xff);
     if (esc[0] === "c" && esc.length === 2) return String.fromCodePoint(esc.charCodeAt(1) & 0x1f);
-    return C_ESCAPES[esc] ?? whole;
+    return C_ESCAPES[esc] ?? (`\\'"?`.includes(esc) ? esc : whole);
   });
 }
 
@@ -224,12 +211,8 @@ function wordOf(node: Syntax): Word {
   };
 }
 
-interface Context {
-  stdin: Stdin;
-}
-
-const INHERITED: Context = { stdin: { kind: "inherited" } };
-const PIPED: Context = { stdin: { kind: "pipe" } };
+const INHERITED: Stdin = { kind: "inherited" };
+const PIPED: Stdin = { kind: "pipe" };
 
 function heredocStdin(redirect: Syntax): Stdin {
   const body = redirect.namedChildren.find((child) => child.type === "heredoc_body");
@@ -294,23 +277,23 @@ function note(node: Syntax, reading: Reading): void {
   else if (node.type === "command_substitution" && node.text.startsWith("`") && node.text.includes("\\`")) reading.trusted = false;
 }
 
-function visit(node: Syntax, context: Context, reading: Reading): void {
+function visit(node: Syntax, stdin: Stdin, reading: Reading): void {
   note(node, reading);
   const { script } = reading;
   switch (node.type) {
     case "pipeline":
       // Every stage after the first reads the previous one's output.
-      for (const [index, child] of node.namedChildren.entries()) visit(child, index === 0 ? context : PIPED, reading);
+      for (const [index, child] of node.namedChildren.entries()) visit(child, index === 0 ? stdin : PIPED, reading);
       return;
     case "redirected_statement": {
       const redirects = fieldAll(node, "redirect");
       const body = field(node, "body");
       for (const redirect of redirects) visit(redirect, INHERITED, reading);
-      if (body) visit(body, { stdin: stdinOf(redirects, context.stdin) }, reading);
+      if (body) visit(body, stdinOf(redirects, stdin), reading);
       return;
     }
     case "command":
-      command(node, context, reading);
+      command(node, stdin, reading);
       break;
     case "variable_assignment": {
       const name = field(node, "name");
@@ -348,10 +331,10 @@ function visit(node: Syntax, context: Context, reading: Reading): void {
       return;
     }
   }
-  for (const child of node.namedChildren) visit(child, context, reading);
+  for (const child of node.namedChildren) visit(child, stdin, reading);
 }
 
-function command(node: Syntax, context: Context, reading: Reading): void {
+function command(node: Syntax, stdin: Stdin, reading: Reading): void {
   const { script } = reading;
   // Words of one command never span a line break bash would end the command at (`ls | ls⏎rm … < f` glued into one).
   const parts = node.children;
@@ -360,7 +343,7 @@ function command(node: Syntax, context: Context, reading: Reading): void {
   const name = field(node, "name");
   const named = name?.namedChildren[0] ?? name;
   const words = [...(named ? [named] : []), ...fieldAll(node, "argument")].map(wordOf);
-  script.commands.push({ words, stdin: stdinOf(fieldAll(node, "redirect"), context.stdin) });
+  script.commands.push({ words, stdin: stdinOf(fieldAll(node, "redirect"), stdin) });
   // Aliases defined here are called later by name.
   if (words[0]?.value === "alias") for (const word of words.slice(1)) if (word.value?.includes("=")) script.definitions.add(word.value.split("=")[0]!);
   // `hash -p /bin/rm ls` makes `ls` run rm.
