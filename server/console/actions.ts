@@ -1,7 +1,7 @@
 /** What the console page may ask: named actions calling the same services as the API and the chat. Every
  * answer is a value, never thrown: the console would show a thrown error's stack. */
 import { z } from "zod";
-import { AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
+import { AuditQuery } from "../../protocol/audit.ts";
 import { GrantId, OperatorApprovalDecision } from "../../protocol/approvals.ts";
 import { CreateSessionBody } from "../../protocol/hosts.ts";
 import { MuteBody, OperatorCreateCommand, UnmuteBody } from "../../protocol/operator.ts";
@@ -12,26 +12,12 @@ import type { AuditLog } from "../audit/store.ts";
 import type { StartService } from "../hosts/service.ts";
 import { DomainError, type WireIssue } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
-import type { TimelineItem } from "./decisions.ts";
-
-/** The console's own refusals, besides the protocol's error codes. */
-export type ConsoleRefusal = "sign_in_required" | "login_required" | "authority_too_low" | "bad_token";
 
 /** A refusal's `state` is the approval's state now, with `already_decided` and `approval_expired`. */
 export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; error: string; issues?: WireIssue[]; state?: string };
 
-export const ConsoleSendInput = OperatorCreateCommand;
-export const ConsoleCancelInput = z.strictObject({ session_id: Id, command_id: Id });
-export const ConsoleStopInput = z.strictObject({ session_id: Id });
-export const ConsoleMuteInput = MuteBody;
-export const ConsoleUnmuteInput = UnmuteBody;
-export const ConsoleDecideInput = OperatorApprovalDecision.extend({ approval_id: Id });
-export const ConsoleRevokeInput = z.strictObject({ grant_id: GrantId });
-export const ConsoleEntryInput = z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
-export const ConsoleTimelineInput = AuditQuery;
-
 /** How long a stop waits for the session's ACK before the page gets the command as it stands. */
-export const STOP_WAIT_MS = 10_000;
+const STOP_WAIT_MS = 10_000;
 
 export interface ConsoleActionDeps {
   operator: OperatorService;
@@ -40,16 +26,11 @@ export interface ConsoleActionDeps {
   starts: StartService;
 }
 
-/** Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided). */
-export interface ConsoleCaller {
-  name: string;
-}
-
 export interface ConsoleAction<I extends z.ZodType = z.ZodType> {
   /** The listener's name on the console's WebSocket. */
   name: string;
   input: I;
-  run(deps: ConsoleActionDeps, input: z.infer<I>, caller: ConsoleCaller): Promise<unknown>;
+  run(deps: ConsoleActionDeps, input: z.infer<I>, caller: string): Promise<unknown>;
 }
 
 function action<I extends z.ZodType>(definition: ConsoleAction<I>): ConsoleAction<I> {
@@ -59,19 +40,19 @@ function action<I extends z.ZodType>(definition: ConsoleAction<I>): ConsoleActio
 export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
   action({
     name: "anon-notify/send",
-    input: ConsoleSendInput,
+    input: OperatorCreateCommand,
     // The page makes one key per submit, so a repeated submit (a reconnect, a double click) queues once.
     run: ({ operator }, input) =>
       operator.createCommand({ ...input, request_key: input.request_key === undefined ? null : `console:${input.request_key}`, origin: "operator" }),
   }),
   action({
     name: "anon-notify/cancel",
-    input: ConsoleCancelInput,
+    input: z.strictObject({ session_id: Id, command_id: Id }),
     run: ({ operator }, input) => operator.cancel(input.session_id, input.command_id),
   }),
   action({
     name: "anon-notify/stop",
-    input: ConsoleStopInput,
+    input: z.strictObject({ session_id: Id }),
     // The page shows what the session did (stopped, already idle), so the answer waits for the ACK, bounded.
     run: async ({ operator }, input) => {
       const stop = await operator.requestStop(input.session_id, "console");
@@ -80,20 +61,19 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
   }),
   action({
     name: "anon-notify/mute",
-    input: ConsoleMuteInput,
+    input: MuteBody,
     run: async ({ operator }, input) => ({ mute: await operator.mute(input.session_id ?? null, input.minutes) }),
   }),
   action({
     name: "anon-notify/unmute",
-    input: ConsoleUnmuteInput,
+    input: UnmuteBody,
     run: async ({ operator }, input) => ({ ended: await operator.unmute(input.session_id ?? null) }),
   }),
   action({
     name: "anon-notify/decide",
-    input: ConsoleDecideInput,
+    input: OperatorApprovalDecision.extend({ approval_id: Id }),
     // With `grant_minutes` (only `approved`): approve, and grant this exact call (or `grant_prefix`) to its session for that long.
-    run: ({ approvals }, input, caller) =>
-      approvals.decide({ ...input, ref: input.approval_id, decider: { actor: "console", name: caller.name }, via: "console" }),
+    run: ({ approvals }, input, caller) => approvals.decide({ ...input, ref: input.approval_id, decider: { actor: "console", name: caller }, via: "console" }),
   }),
   action({
     name: "anon-notify/new-session",
@@ -107,23 +87,16 @@ export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
   }),
   action({
     name: "anon-notify/revoke",
-    input: ConsoleRevokeInput,
-    run: ({ grants }, input, caller) => grants.revoke(input.grant_id, { actor: "console", name: caller.name }),
+    input: z.strictObject({ grant_id: GrantId }),
+    run: ({ grants }, input, caller) => grants.revoke(input.grant_id, { actor: "console", name: caller }),
   }),
 ];
 
 /** Reading listeners: allowed wherever the console's data is. */
-export interface ConsoleReads {
-  timeline(query: AuditQuery): Promise<{ entries: TimelineItem[]; next_before: number | null }>;
-  entry(id: number): Promise<AuditEntry | undefined>;
-}
-
-export const ConsoleSessionInput = z.strictObject({ session_id: Id });
-
 export const CONSOLE_READS = {
-  timeline: { name: "anon-notify/timeline", input: ConsoleTimelineInput },
-  entry: { name: "anon-notify/entry", input: ConsoleEntryInput },
-  session: { name: "anon-notify/session", input: ConsoleSessionInput },
+  timeline: { name: "anon-notify/timeline", input: AuditQuery },
+  entry: { name: "anon-notify/entry", input: z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) }) },
+  session: { name: "anon-notify/session", input: z.strictObject({ session_id: Id }) },
   /** The online hosts and their projects, for the "New session" form. */
   hosts: { name: "anon-notify/hosts", input: z.strictObject({}) },
 } as const;

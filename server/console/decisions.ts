@@ -9,7 +9,7 @@ import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import type { ReceiptState } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { timelineSay, type Say } from "./run-rules.ts";
+import { record, timelineSay, type Say } from "./run-rules.ts";
 
 // ── Session board ───────────────────────────────────────────────────────────
 
@@ -133,51 +133,18 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
  * An open approval on the page; what the agent wrote is redacted again and shown on one line with
  * its controls visible; `command_lines` is the whole command, a line per line it has.
  */
-export type ConsoleApproval = Pick<
-  Approval,
-  | "approval_id"
-  | "code"
-  | "session_id"
-  | "tool"
-  | "action"
-  | "action_code"
-  | "reason"
-  | "preview"
-  | "command_hidden_chars"
-  | "rules"
-  | "grantable"
-  | "cwd"
-  | "source"
-  | "state"
-  | "decision"
-  | "decided_by"
-  | "created_at"
-  | "expires_at"
-> & { command_lines: string[]; sites: RuleSite[] };
+export type ConsoleApproval = Omit<Approval, "command" | "matched" | "via" | "resolved_at"> & { command_lines: string[]; sites: RuleSite[] };
 
 export function consoleApproval(approval: Approval): ConsoleApproval {
-  const { approval_id, code, session_id, tool, cwd, source, state, decision, decided_by, created_at, expires_at, command_hidden_chars, grantable } = approval;
+  const { command, matched, via: _via, resolved_at: _resolved, ...shown } = approval;
   return {
-    approval_id,
-    code,
-    session_id,
-    tool,
-    cwd,
-    source,
-    state,
-    decision,
-    decided_by,
-    created_at,
-    expires_at,
-    command_hidden_chars,
-    grantable,
+    ...shown,
     action: oneLine(approval.action),
-    action_code: approval.action_code,
     reason: oneLine(approval.reason),
     preview: redactSecrets(approval.preview),
     rules: approval.rules.map(oneLine),
-    command_lines: commandLines(approval.command),
-    sites: ruleSites(approval.rules, approval.matched ?? null, redactSecrets(approval.command)).map((site) => ({
+    command_lines: commandLines(command),
+    sites: ruleSites(approval.rules, matched ?? null, redactSecrets(command)).map((site) => ({
       ...site,
       rule: oneLine(site.rule),
       ...(site.at === undefined ? {} : { at: oneLine(site.at) }),
@@ -222,14 +189,6 @@ function clip(value: unknown): string {
   return text.length > TEXT_CHARS ? `${text.slice(0, TEXT_CHARS - 1)}…` : text;
 }
 
-function field(data: Record<string, unknown>, key: string): unknown {
-  return data[key];
-}
-
-function record(value: unknown): Record<string, unknown> {
-  return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-}
-
 /** The line for one audit entry. Pure. */
 export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null = null): TimelineItem {
   const { data } = entry;
@@ -238,43 +197,39 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
   let detail = false;
   const family = entry.action.split(".", 1)[0];
   if (entry.action === "event.accepted") {
-    const event = record(field(data, "event"));
+    const event = record(data.event);
     text = clip(`${String(event.status ?? "")} · ${String(event.summary ?? "")}`);
     detail = true;
   } else if (entry.action === "event.handed_to_persona" || entry.action === "event.sent_direct") {
-    const result = record(field(data, "outcome"));
-    text = clip(field(data, "text"));
+    const result = record(data.outcome);
+    text = clip(data.text);
     outcome = [result.kind, result.error ?? result.reason].filter((part) => typeof part === "string" && part).join(": ") || null;
     detail = true;
   } else if (entry.action === "event.held") {
     outcome = "held";
   } else if (family === "approval") {
-    text = clip(
-      [field(data, "code"), field(data, "tool"), field(data, "action"), field(data, "decision"), field(data, "outcome"), field(data, "state")]
-        .filter((part) => typeof part === "string" && part)
-        .join(" · "),
-    );
-    outcome = String(field(data, "error") ?? "") || entry.action.slice("approval.".length);
+    text = clip([data.code, data.tool, data.action, data.decision, data.outcome, data.state].filter((part) => typeof part === "string" && part).join(" · "));
+    outcome = String(data.error ?? "") || entry.action.slice("approval.".length);
   } else if (family === "mute") {
-    text = clip(field(data, "until") ?? field(data, "ended") ?? "");
+    text = clip(data.until ?? data.ended ?? "");
     outcome = entry.action.slice("mute.".length);
   } else if (family === "command") {
-    text = clip(field(data, "instruction"));
+    text = clip(data.instruction);
     outcome = entry.action.slice("command.".length);
   } else if (entry.action === "operator.request") {
-    text = `${String(field(data, "method") ?? "")} ${String(field(data, "path") ?? "")}`;
-    outcome = [field(data, "status"), field(data, "error")].filter((part) => part !== null && part !== undefined).join(" ") || null;
+    text = `${String(data.method ?? "")} ${String(data.path ?? "")}`;
+    outcome = [data.status, data.error].filter((part) => part !== null && part !== undefined).join(" ") || null;
     detail = true;
   } else if (family === "console" || family === "persona") {
-    const input = record(field(data, "input"));
-    text = clip(input.instruction ?? input.command_id ?? input.approval_id ?? input.event_id ?? field(data, "input"));
-    outcome = String(field(data, "error") ?? field(data, "status") ?? "") || null;
+    const input = record(data.input);
+    text = clip(input.instruction ?? input.command_id ?? input.approval_id ?? input.event_id ?? data.input);
+    outcome = String(data.error ?? data.status ?? "") || null;
     detail = true;
   } else if (family === "tool_call") {
-    text = clip(field(data, "reason"));
+    text = clip(data.reason);
     outcome = entry.action.slice("tool_call.".length);
   } else if (family === "watchdog") {
-    text = clip(field(data, "activity") ?? field(data, "reason") ?? "");
+    text = clip(data.activity ?? data.reason ?? "");
     outcome = entry.action.slice("watchdog.".length);
   }
   return {

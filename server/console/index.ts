@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:f
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
+import type { z } from "zod";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
 import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
 import { AUDIT_PAGE_MAX, type AuditEntry } from "../../protocol/audit.ts";
@@ -21,7 +22,7 @@ import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./run-rules.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
-import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer, type ConsoleCaller } from "./actions.ts";
+import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
 import {
   BOARD_LIMITS,
   actionGate,
@@ -124,20 +125,14 @@ function setUp(ctx: Context, deps: ConsolePageDeps): void {
 }
 
 /** The connections signed in here and the gate every listener passes; refused ones get no data, only `unauthorized`. */
-interface PageAccess {
-  feedOptions: { authority: number; [SURFACE]: true };
-  token: string;
-  /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
-  signedIn: WeakMap<Client, SignIn>;
-  gateFor(client: AuthedClient): ActionGate;
-  who(client: AuthedClient): Record<string, unknown>;
-}
+type PageAccess = ReturnType<typeof pageAccess>;
 
-function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions): PageAccess {
+function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions) {
   const token = options.token || ownToken(ctx, logger);
   if (options.openToAll && !ctx.get("auth")) {
     logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
   }
+  /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
   const signedIn = new WeakMap<Client, SignIn>();
   function gateFor(client: AuthedClient): ActionGate {
     return actionGate({
@@ -157,17 +152,11 @@ function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions): 
       origin: client.request?.headers.origin ?? null,
     };
   }
-  return { feedOptions: { authority: options.authority, [SURFACE]: true }, token, signedIn, gateFor, who };
+  return { feedOptions: { authority: options.authority, [SURFACE]: true as const }, token, signedIn, gateFor, who };
 }
 
 /** The page's data service: what every open page shows, rebuilt (throttled) after each change. */
-interface PageFeed {
-  viewFor(client: Client): Promise<ConsoleView | null>;
-  changed(): void;
-  items(entries: AuditEntry[]): Promise<TimelineItem[]>;
-}
-
-function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOptions, gateFor }: PageAccess): PageFeed {
+function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOptions, gateFor }: PageAccess) {
   const { registry, operator, audit } = deps;
   const { DataService } = createRequire(import.meta.url)("@koishijs/plugin-console") as { DataService: typeof DataServiceType };
 
@@ -227,7 +216,7 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
     }),
   );
   ctx.effect(() => operator.onMuteEnd(changed));
-  return { viewFor, changed, items: (entries) => timelineItems(deps.events, entries, boardNow) };
+  return { changed, items: (entries: AuditEntry[]) => timelineItems(deps.events, entries, boardNow) };
 }
 
 async function pageData({ operator, approvals, grants, events }: ConsolePageDeps, board: () => Board): Promise<Omit<ConsoleView, "actions">> {
@@ -278,60 +267,55 @@ function guardListeners(ctx: Context, logger: Logger, options: ConsolePageOption
 }
 
 /** The console keeps listeners until overwritten; a disposed plugin's must not answer with stale services. */
-function addListener(ctx: Context, name: string, listener: (this: Client, raw: unknown) => Promise<ConsoleAnswer>, options: object): void {
+function addListener(ctx: Context, name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>, options: object): void {
+  const listener = function (this: Client, raw: unknown) {
+    return callback(this, raw);
+  };
   (ctx.console.addListener as (name: string, callback: unknown, options: object) => void)(name, listener, options);
   ctx.on("dispose", () => {
     if (ctx.console.listeners[name]?.callback === listener) delete ctx.console.listeners[name];
   });
 }
 
-function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateFor, who }: PageAccess, { changed, items }: PageFeed): void {
-  const { operator, approvals, grants, audit, starts } = deps;
-  const listen = (name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>) => {
-    const listener = async function (this: Client, raw: unknown) {
-      return callback(this, raw);
-    };
-    addListener(ctx, name, listener, feedOptions);
-  };
-
+function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateFor, who }: PageAccess, { changed, items }: ReturnType<typeof startFeed>): void {
+  const { operator, audit, starts } = deps;
   for (const action of CONSOLE_ACTIONS) {
-    listen(action.name, async (client, raw) => {
-      const gate = gateFor(client);
-      const result = gate.allowed
-        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run({ operator, approvals, grants, starts }, input, caller(client))))
-        : ({ ok: false, error: gate.reason } as const);
-      await auditAction(audit, action.name, raw, result, who(client));
-      if (result.ok) changed();
-      return result;
-    });
+    addListener(
+      ctx,
+      action.name,
+      async (client, raw) => {
+        const gate = gateFor(client);
+        // Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided).
+        const caller = client.auth?.name ? `console:${client.auth.name}` : "console";
+        const result = gate.allowed
+          ? await audit.as("console", () => answer(action.input, raw, (input) => action.run(deps, input, caller)))
+          : ({ ok: false, error: gate.reason } as const);
+        await auditAction(audit, action.name, raw, result, who(client));
+        if (result.ok) changed();
+        return result;
+      },
+      feedOptions,
+    );
   }
-  listen(CONSOLE_READS.timeline.name, (_client, raw) =>
-    answer(CONSOLE_READS.timeline.input, raw, async (query) => {
-      const page = await operator.audit(query);
-      return { entries: await items(page.entries), next_before: page.next_before };
-    }),
-  );
-  listen(CONSOLE_READS.session.name, (_client, raw) =>
-    answer(CONSOLE_READS.session.input, raw, async ({ session_id }) => {
-      // The newest rows of the two kinds a run is made of, read in full: the events' bodies and the commands' states.
-      const [notices, commands] = await Promise.all([
-        operator.audit({ session_id, kind: "event", limit: AUDIT_PAGE_MAX }),
-        operator.audit({ session_id, kind: "command", limit: AUDIT_PAGE_MAX }),
-      ]);
-      return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
-    }),
-  );
-  listen(CONSOLE_READS.hosts.name, (_client, raw) => answer(CONSOLE_READS.hosts.input, raw, async () => ({ hosts: starts.hosts() })));
-  listen(CONSOLE_READS.entry.name, (_client, raw) =>
-    answer(CONSOLE_READS.entry.input, raw, async ({ id }) => {
-      const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;
-      return entry?.id === id ? entry : null;
-    }),
-  );
-}
-
-function caller(client: AuthedClient): ConsoleCaller {
-  return { name: client.auth?.name ? `console:${client.auth.name}` : "console" };
+  const read = <I extends z.ZodType>({ name, input }: { name: string; input: I }, run: (value: z.infer<I>) => Promise<unknown>) =>
+    addListener(ctx, name, (_client, raw) => answer(input, raw, run), feedOptions);
+  read(CONSOLE_READS.timeline, async (query) => {
+    const page = await operator.audit(query);
+    return { entries: await items(page.entries), next_before: page.next_before };
+  });
+  read(CONSOLE_READS.session, async ({ session_id }) => {
+    // The newest rows of the two kinds a run is made of, read in full: the events' bodies and the commands' states.
+    const [notices, commands] = await Promise.all([
+      operator.audit({ session_id, kind: "event", limit: AUDIT_PAGE_MAX }),
+      operator.audit({ session_id, kind: "command", limit: AUDIT_PAGE_MAX }),
+    ]);
+    return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
+  });
+  read(CONSOLE_READS.hosts, async () => ({ hosts: starts.hosts() }));
+  read(CONSOLE_READS.entry, async ({ id }) => {
+    const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;
+    return entry?.id === id ? entry : null;
+  });
 }
 
 function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, signedIn, gateFor, who }: PageAccess): void {
@@ -340,8 +324,7 @@ function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, si
     logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
-  const signInListener = async function (this: Client, raw: unknown): Promise<ConsoleAnswer> {
-    const client = this as AuthedClient;
+  const signIn = async (client: AuthedClient, raw: unknown): Promise<ConsoleAnswer> => {
     const gate = gateFor(client);
     if (gate.allowed) return { ok: true, value: { via: gate.via } };
     if (ctx.get("auth")) return { ok: false, error: gate.reason };
@@ -367,13 +350,13 @@ function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, si
     return { ok: true, value: { via: "token" } };
   };
   // Ends this connection's token sign-in (the page forgets the token itself). Not a trail row: it opens nothing.
-  const signOutListener = async function (this: Client): Promise<ConsoleAnswer> {
-    const signedOut = signedIn.delete(this);
-    if (signedOut) this.refresh();
+  const signOut = async (client: Client): Promise<ConsoleAnswer> => {
+    const signedOut = signedIn.delete(client);
+    if (signedOut) client.refresh();
     return { ok: true, value: { signed_out: signedOut } };
   };
-  addListener(ctx, SIGN_IN_LISTENER, signInListener, { [SIGN_IN]: true });
-  addListener(ctx, SIGN_OUT_LISTENER, signOutListener, { [SIGN_IN]: true });
+  addListener(ctx, SIGN_IN_LISTENER, signIn, { [SIGN_IN]: true });
+  addListener(ctx, SIGN_OUT_LISTENER, signOut, { [SIGN_IN]: true });
   // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
   ctx.on("dispose", () => {
     for (const client of Object.values(ctx.console.clients) as Client[]) {

@@ -41,14 +41,7 @@ export interface RunView {
   final_id: number | null;
 }
 
-export interface RunLimits {
-  /** Runs kept, newest first. */
-  maxRuns: number;
-}
-
-export const RUN_LIMITS: RunLimits = { maxRuns: 30 };
-
-function record(value: unknown): Record<string, unknown> {
+export function record(value: unknown): Record<string, unknown> {
   return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
@@ -106,7 +99,7 @@ interface Trail {
 }
 
 /** The runs of one session from its audit rows (any order), newest first, as docs/protocol.md's `RunView` says. */
-export function sessionRuns(rows: readonly AuditEntry[], limits: RunLimits = RUN_LIMITS): RunView[] {
+export function sessionRuns(rows: readonly AuditEntry[], limits = { maxRuns: 30 }): RunView[] {
   const trail: Trail = { runs: [], open: null, pending: new Map(), lastEndRow: 0, lastEndAt: null };
   for (const entry of [...rows].sort((a, b) => a.id - b.id)) {
     if (entry.action === "event.accepted") eventRow(trail, entry);
