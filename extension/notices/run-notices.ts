@@ -17,12 +17,6 @@ export interface NoticeTarget {
   sample(): () => NoticeContext;
 }
 
-export interface RunNotices {
-  /** Follow the session's activation (`ctx`: the session now, for a run already in progress). */
-  setActive(active: boolean, ctx: ExtensionContext): void;
-  close(): void;
-}
-
 interface RunMarks {
   /** The started notice waits for the run's first request, so it can name the task. */
   startAnnounced: boolean;
@@ -30,11 +24,7 @@ interface RunMarks {
   lastToolErrorAt: number | null;
 }
 
-export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver): RunNotices {
-  return new RunNoticeObserver(recorder, target, handOver);
-}
-
-class RunNoticeObserver implements RunObserver, RunNotices {
+export class RunNotices implements RunObserver {
   readonly #recorder: RunRecorder;
   readonly #target: () => NoticeTarget | undefined;
   readonly #handOver: HandOver;
@@ -49,6 +39,7 @@ class RunNoticeObserver implements RunObserver, RunNotices {
     this.#handOver = handOver;
   }
 
+  /** Follow the session's activation (`ctx`: the session now, for a run already in progress). */
   setActive(on: boolean, ctx: ExtensionContext): void {
     if (on && !this.#observation) this.#observation = this.#recorder.observe(this, { exact: true }, ctx);
     else if (!on && this.#observation) this.close();
