@@ -10,9 +10,8 @@ import type { ServerHeard } from "../server-client/server-facts.ts";
 import { modelSupportsImages } from "../session/label-rules.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
-import { planClaim, planDelivery, repollDelay, wantsTurnEnd, type ClaimKind } from "./instruction-rules.ts";
+import { interruptedNotice, planClaim, planDelivery, repollDelay, RunRecord, wantsTurnEnd, type ClaimKind, type Lease } from "./instruction-rules.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./instruction-message.ts";
-import { type Lease, RunRecord, reportInterrupted } from "./instruction-runs.ts";
 
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
@@ -315,7 +314,13 @@ export class InstructionChannel {
       finished.tookIn(lease);
       this.#confirm(lease);
     }
-    for (const lease of finished.unanswered()) reportInterrupted(lease, this.#deps);
+    // Told to the person and, as a `warning` notice whose event id names the command, to the persona.
+    for (const { command } of finished.unanswered()) {
+      const { command_id: commandId, event_id: eventId, instruction, origin } = command;
+      const t = this.#deps.text();
+      this.#deps.report(t.commands.interrupted(origin, instruction.slice(0, 80)));
+      this.#deps.notify(interruptedNotice({ commandId, eventId, instruction }, t.notice.interrupted));
+    }
   }
 
   /** Journal lines are written first, so an ACK cut short here is only redelivered and ACKed later. */
