@@ -7,10 +7,9 @@ import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
 import { ApprovalGate } from "./extension/approvals/gate.ts";
-import { createHandOver, type HandOver } from "./extension/notices/hand-over.ts";
+import { createHandOver, handOverRequest, installSendChannel, type HandOver } from "./extension/notices/hand-over.ts";
 import { installProgressTool } from "./extension/notices/progress-tool.ts";
-import { observeRunNotices, type RunNotices } from "./extension/notices/run-notices.ts";
-import { handOverRequest, installSendChannel } from "./extension/notices/send-channel.ts";
+import { RunNotices } from "./extension/notices/run-notices.ts";
 import { messagesFor, type Messages } from "./extension/texts/messages.ts";
 import { loadConfig } from "./extension/config/config.ts";
 import { createRuntimeId, Presence } from "./extension/presence/presence.ts";
@@ -62,7 +61,7 @@ export default function anonNotify(pi: ExtensionAPI): void {
     const s = openSession(pi, event, ctx, report);
     current.state = s;
     // A session that can never notify (subagent, bad or disabled configuration) records no runs.
-    notices = s.delivery ? observeRunNotices(recorder, target, handOver) : undefined;
+    notices = s.delivery ? new RunNotices(recorder, target, handOver) : undefined;
     // The desktop channel has its own gate (sink.enabled), not the session's activation.
     if (s.config) installSink(pi, s.config.sink, { isSubagent: () => s.subagent, warn: (message) => report(message), text: s.text });
     void changed(s).then(() => recallNoChat(s, () => current.state === s && void changed(s)));

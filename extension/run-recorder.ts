@@ -43,15 +43,7 @@ export interface RunObserver {
 }
 
 export interface Observation {
-  /** Whether this observer needs the exact outcome now (entry ids, Pi 0.87.1's before-settle tell, which costs a context preview per settle). */
-  exact(on: boolean): void;
   close(): void;
-}
-
-export interface RunRecorder {
-  current(): RecordedRun | undefined;
-  /** `joining`: the session now; when nobody listened yet and a run is in progress there, that run is recorded from now on, its task taken from the branch. */
-  observe(observer: RunObserver, options: { exact: boolean }, joining?: ExtensionContext): Observation;
 }
 
 /** An assistant or user message's text: its text blocks, one per line, as Pi prints them; trimmed. */
@@ -111,15 +103,16 @@ const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
 /** The recorder of this Pi binding: one per extension runtime, shared by every channel. */
 export function runRecorderFor(pi: ExtensionAPI): RunRecorder {
   let recorder = recorders.get(pi);
-  if (!recorder) recorders.set(pi, (recorder = new Recorder(pi)));
+  if (!recorder) recorders.set(pi, (recorder = new RunRecorder(pi)));
   return recorder;
 }
 
 type EndedMessage = { role: string; content?: unknown; stopReason?: string; errorMessage?: string; timestamp?: number };
 
-class Recorder implements RunRecorder {
+export class RunRecorder {
   #run: RecordedRun | undefined;
-  readonly #observers = new Map<RunObserver, { exact: boolean }>();
+  /** Each observer, and whether it needs the exact outcome (entry ids, Pi 0.87.1's before-settle tell, which costs a context preview per settle). */
+  readonly #observers = new Map<RunObserver, boolean>();
   readonly #basic: Attachable;
   readonly #settleTell: Attachable;
 
@@ -161,17 +154,12 @@ class Recorder implements RunRecorder {
     return this.#run;
   }
 
+  /** `joining`: the session now; when nobody listened yet and a run is in progress there, that run is recorded from now on, its task taken from the branch. */
   observe(observer: RunObserver, options: { exact: boolean }, joining?: ExtensionContext): Observation {
     if (this.#observers.size === 0 && joining) this.#run = joinedRun(joining);
-    this.#observers.set(observer, { exact: options.exact });
+    this.#observers.set(observer, options.exact);
     this.#sync();
     return {
-      exact: (on) => {
-        const entry = this.#observers.get(observer);
-        if (!entry || entry.exact === on) return;
-        entry.exact = on;
-        this.#sync();
-      },
       close: () => {
         if (this.#observers.delete(observer)) this.#sync();
       },
@@ -239,7 +227,7 @@ class Recorder implements RunRecorder {
   }
 
   #exactWanted(): boolean {
-    return [...this.#observers.values()].some((o) => o.exact);
+    return [...this.#observers.values()].includes(true);
   }
 
   /** Attached from the moment a run can be aborted between low-level runs until it settles. */

@@ -1,18 +1,16 @@
 /** The control channel (protocol 3): one long poll kept open idle and busy, so a stop or an approval
  * decision reaches a run mid-tool; each outcome is journaled before the ACK, and a journaled one is only re-ACKed. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
-import { CONTROL_PROTOCOL, type ClaimedCommand, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
+import { CONTROL_PROTOCOL, type ClaimedCommand, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
 import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { controlStep, type Applied } from "./control-rules.ts";
-import { ControlDispatcher, type ControlHandler, type ControlRegistry } from "./control-dispatcher.ts";
+import { ControlDispatcher } from "./control-dispatcher.ts";
 
-export class ControlChannel implements ControlRegistry {
-  readonly #dispatcher = new ControlDispatcher();
+export class ControlChannel extends ControlDispatcher {
   readonly #server: ServerHeard;
   readonly #runNow: () => StoppedRun | undefined;
   #ctx: ExtensionContext | undefined;
@@ -21,15 +19,11 @@ export class ControlChannel implements ControlRegistry {
 
   /** `runNow`: the run in progress as a stop's ACK names it (read before the abort ends it). */
   constructor(server: ServerHeard, runNow: () => StoppedRun | undefined) {
+    super();
     this.#server = server;
     this.#runNow = runNow;
     // The protocol the server speaks comes with each accepted heartbeat.
     server.onAccepted(() => this.#sync());
-  }
-
-  /** Registers the handler of a control kind; returns the unregister. `stop` is built in. */
-  on(kind: Exclude<ControlKind, "stop">, handler: ControlHandler): () => void {
-    return this.#dispatcher.on(kind, handler);
   }
 
   /** Polls for the session of `ctx` once `lane` is ready and the server speaks protocol 3. */
@@ -95,34 +89,22 @@ export class ControlChannel implements ControlRegistry {
     }
   }
 
-  async #apply(lane: LaneConnection, sessionId: string, command: ClaimedCommand, leaseToken: string): Promise<void> {
+  async #apply(lane: LaneConnection, sessionId: string, command: ClaimedCommand, token: string): Promise<void> {
     const journal = lane.journal;
     if (!journal) return;
-    const { command_id, event_id } = command;
-    const step = controlStep({ has: journal.has(command_id), ...journal.applied(command_id) });
-    let applied: Applied;
-    if (!step.apply) applied = step;
-    else {
-      // The built-in stop is applied here; every other kind by the feature that registered it.
-      applied =
-        command.kind === "stop"
-          ? this.#stopRun()
-          : {
-              outcome: await this.#dispatcher.dispatch({ commandId: command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
-                lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
-              ),
-            };
-      try {
-        await journal.record({ command_id, event_id, session_id: sessionId, delivered_at: new Date().toISOString(), ...applied });
-      } catch (error) {
-        // Applied but not journaled: no ACK, so the lease runs out and the redelivery is applied
-        // again, which for a stop is harmless (the run it would stop has ended: already idle).
-        lane.reports.report(lane.text.commands.journalWriteFailed(journal.file, errorText(error)));
-        return;
-      }
-    }
-    const { outcome, run } = applied;
-    await lane.ack(command_id, { session_id: sessionId, lease_token: leaseToken, outcome, ...(run ? { run } : {}) }, lane.text.commands.controlAckFailed);
+    const step = controlStep({ has: journal.has(command.command_id), ...journal.applied(command.command_id) });
+    // The built-in stop is applied here; every other kind by the feature that registered it. Applied but not journaled: no ACK, so the redelivery is
+    // applied again, which for a stop is harmless (the run it would stop has ended: already idle).
+    const applied: Applied = !step.apply
+      ? step
+      : command.kind === "stop"
+        ? this.#stopRun()
+        : {
+            outcome: await this.dispatch({ commandId: command.command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
+              lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
+            ),
+          };
+    await lane.confirm(command, { sessionId, token, journaled: !step.apply }, lane.text.commands.controlAckFailed, applied);
   }
 
   #sessionId(): string | undefined {

@@ -19,11 +19,7 @@ export interface Applied {
 }
 
 /** A control command is applied once: one journaled with its outcome is only ACKed again with that outcome. */
-export function controlStep(journaled: {
-  has: boolean;
-  outcome: CommandOutcome | undefined;
-  run?: StoppedRun | undefined;
-}): { apply: true } | ({ apply: false } & Applied) {
+export function controlStep(journaled: { has: boolean } & Partial<Applied>): { apply: true } | ({ apply: false } & Applied) {
   if (!journaled.has || journaled.outcome === undefined) return { apply: true };
   return { apply: false, outcome: journaled.outcome, ...(journaled.run ? { run: journaled.run } : {}) };
 }

@@ -10,9 +10,8 @@ import type { ServerHeard } from "../server-client/server-facts.ts";
 import { modelSupportsImages } from "../session/label-rules.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
-import { planClaim, planDelivery, repollDelay, wantsTurnEnd, type ClaimKind } from "./instruction-rules.ts";
+import { interruptedNotice, planClaim, planDelivery, repollDelay, RunRecord, wantsTurnEnd, type ClaimKind, type Lease } from "./instruction-rules.ts";
 import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRenderer } from "./instruction-message.ts";
-import { type Lease, RunRecord, reportInterrupted } from "./instruction-runs.ts";
 
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
@@ -24,13 +23,11 @@ export interface InstructionChannelDeps {
   /** Hands a notice for the persona to the session's notices (nothing while the session does not notify). */
   notify: (request: SendRequest) => void;
   text: () => Messages;
-  now?: () => number;
 }
 
 export class InstructionChannel {
   readonly #pi: ExtensionAPI;
   readonly #deps: InstructionChannelDeps;
-  readonly #now: () => number;
   #lane: LaneConnection | undefined;
   #ctx: ExtensionContext | undefined;
   #running = false;
@@ -52,7 +49,6 @@ export class InstructionChannel {
   constructor(pi: ExtensionAPI, deps: InstructionChannelDeps) {
     this.#pi = pi;
     this.#deps = deps;
-    this.#now = deps.now ?? Date.now;
     pi.registerMessageRenderer(COMMAND_MESSAGE_TYPE, commandMessageRenderer(deps.text));
     // An idle long poll waits until the server heard idle (planClaim): an accepted heartbeat may be that moment.
     deps.server.onAccepted(() => {
@@ -222,7 +218,7 @@ export class InstructionChannel {
     const release = () => {
       if (this.#claim === current) this.#claim = undefined;
     };
-    const startedAt = this.#now();
+    const startedAt = Date.now();
     const capabilities = this.#supportsImages() ? "images" : undefined;
     try {
       // The request is made after the Pi handler that asked for it returns: off Pi's turn.
@@ -235,7 +231,7 @@ export class InstructionChannel {
       if (answer.command) {
         this.#claimed({ command: answer.command, token: answer.lease.token });
       } else if (this.#running && lane === this.#lane && isIdle(this.#ctx)) {
-        const delay = repollDelay(kind, this.#now() - startedAt, lane.settings.idlePollIntervalMs);
+        const delay = repollDelay(kind, Date.now() - startedAt, lane.settings.idlePollIntervalMs);
         if (delay > 0) return this.#wakeAfter(delay);
       }
     } catch (thrown) {
@@ -285,26 +281,13 @@ export class InstructionChannel {
     }
   }
 
-  /** Journal (flushed) first, then ACK: a lost ACK is redelivered and then only ACKed. */
+  /** Journal first, then ACK (lane.confirm): a lost ACK is redelivered and then only ACKed. */
   #confirm(lease: Lease): void {
     const lane = this.#lane;
     if (!lane) return;
-    const id = this.#sessionId() ?? "unknown";
-    const task = (async () => {
-      const { command_id, event_id } = lease.command;
-      try {
-        const journal = lane.journal;
-        if (!journal) throw new Error("journal not open");
-        if (!journal.has(command_id)) {
-          await journal.record({ command_id, event_id, session_id: id, delivered_at: new Date(this.#now()).toISOString() });
-        }
-      } catch (error) {
-        // Without the journal line the ACK waits: the lease expires and the redelivery tries again.
-        lane.reports.report(lane.text.commands.journalWriteFailed(lane.settings.journal, errorText(error)));
-        return;
-      }
-      await lane.ack(command_id, { session_id: id, lease_token: lease.token }, lane.text.commands.ackFailed);
-    })();
+    const journaled = lane.journal?.has(lease.command.command_id) ?? false;
+    const to = { sessionId: this.#sessionId() ?? "unknown", token: lease.token, journaled };
+    const task = lane.confirm(lease.command, to, lane.text.commands.ackFailed);
     this.#confirming.add(task);
     void task.finally(() => {
       this.#confirming.delete(task);
@@ -331,7 +314,13 @@ export class InstructionChannel {
       finished.tookIn(lease);
       this.#confirm(lease);
     }
-    for (const lease of finished.unanswered()) reportInterrupted(lease, this.#deps);
+    // Told to the person and, as a `warning` notice whose event id names the command, to the persona.
+    for (const { command } of finished.unanswered()) {
+      const { command_id: commandId, event_id: eventId, instruction, origin } = command;
+      const t = this.#deps.text();
+      this.#deps.report(t.commands.interrupted(origin, instruction.slice(0, 80)));
+      this.#deps.notify(interruptedNotice({ commandId, eventId, instruction }, t.notice.interrupted));
+    }
   }
 
   /** Journal lines are written first, so an ACK cut short here is only redelivered and ACKed later. */

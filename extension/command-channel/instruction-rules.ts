@@ -2,6 +2,7 @@
  * which instructions an interrupted run left unanswered. */
 import type { Messages } from "../texts/messages.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
+import type { ClaimedCommand } from "../../protocol/queue.ts";
 
 export interface ClaimFacts {
   running: boolean;
@@ -79,4 +80,46 @@ export function interruptedNotice(command: { commandId: string; eventId: string;
     ...(eventId.length <= 80 ? { eventId } : {}),
     details: { command_id: command.commandId, event_id: command.eventId, reason: "interrupted" },
   };
+}
+
+export interface Lease {
+  command: ClaimedCommand;
+  token: string;
+}
+
+/** What one top-level run did with instructions, for the ones an interrupt left unanswered. */
+export class RunRecord {
+  readonly #facts: RunFact[] = [];
+  readonly #instructions = new Map<string, Lease>();
+  #aborted = false;
+
+  /** An assistant message ended; `aborted` marks the run interrupted. */
+  assistant(stopReason: string): void {
+    this.#facts.push({ kind: "assistant", stopReason });
+    if (stopReason === "aborted") this.#aborted = true;
+  }
+
+  /** The run was interrupted (seen on a turn end or the run's end). */
+  abort(): void {
+    this.#aborted = true;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  tookIn(lease: Lease): void {
+    this.#facts.push({ kind: "command", commandId: lease.command.command_id });
+    this.#instructions.set(lease.command.command_id, lease);
+  }
+
+  /** Instructions this run still owes a report for once it settles. */
+  get holdsInstructions(): boolean {
+    return this.#instructions.size > 0;
+  }
+
+  /** What no assistant message answered after the instruction, in an interrupted run. */
+  unanswered(): Lease[] {
+    return unansweredAfterInterrupt(this.#facts, this.#aborted).flatMap((commandId) => this.#instructions.get(commandId) ?? []);
+  }
 }

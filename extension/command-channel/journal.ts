@@ -6,6 +6,7 @@ import { appendDurably, replaceDurably } from "../../common/durable-file.ts";
 import { isMissingFile } from "../../common/errors.ts";
 import { CommandOutcome, StoppedRun } from "../../protocol/queue.ts";
 import { Id, Timestamp } from "../../protocol/wire.ts";
+import type { Applied } from "./control-rules.ts";
 
 // Not strict: a line written by a newer version with more keys is still read.
 const JournalRecord = z.object({
@@ -30,14 +31,9 @@ export interface CommandJournal {
   readonly file: string;
   has(commandId: string): boolean;
   /** What applying a control command did, as journaled: its outcome, and a stopped run. */
-  applied(commandId: string): JournaledControl;
+  applied(commandId: string): Partial<Applied>;
   /** Appends and fsyncs one record; resolves only once it is on disk. */
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
-}
-
-export interface JournaledControl {
-  outcome: CommandOutcome | undefined;
-  run: StoppedRun | undefined;
 }
 
 export interface OpenedJournal {
@@ -59,7 +55,7 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
     await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
   }
-  const known = new Map<string, JournaledControl>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
+  const known = new Map<string, Partial<Applied>>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
   let tail: Promise<void> = Promise.resolve();
 
   return {

@@ -3,12 +3,13 @@
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
-import { AckAnswer, ClaimAnswer, type CommandOutcome, type StoppedRun } from "../../protocol/queue.ts";
+import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "../../protocol/queue.ts";
 import type { ApiClient } from "../server-client/http-client.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Connection, Presence } from "../presence/presence.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
+import type { Applied } from "./control-rules.ts";
 import { type CommandJournal, openCommandJournal } from "./journal.ts";
 
 /** Beyond `wait_ms`, how long the client waits for the server to answer a held claim. */
@@ -91,16 +92,28 @@ export class LaneConnection {
     return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
   }
 
-  /** The ACK, retried; a failure is told (with `wording`) unless the client already told it. */
-  async ack(
-    commandId: string,
-    body: { session_id: string; lease_token: string; outcome?: CommandOutcome; run?: StoppedRun },
+  /** Journals the command (flushed) unless `journaled`, then ACKs it, retried: without its journal line there is no ACK, so the lease runs out and the
+   * redelivery tries again. A failed ACK is told (with `wording`) unless the client already told it. */
+  async confirm(
+    command: Pick<ClaimedCommand, "command_id" | "event_id">,
+    lease: { sessionId: string; token: string; journaled: boolean },
     wording: (why: string) => string,
-  ) {
+    { outcome, run }: Partial<Applied> = {},
+  ): Promise<void> {
+    const { command_id, event_id } = command;
+    try {
+      if (!this.journal) throw new Error("journal not open");
+      const delivered_at = new Date().toISOString();
+      if (!lease.journaled) await this.journal.record({ command_id, event_id, session_id: lease.sessionId, delivered_at, outcome, run });
+    } catch (error) {
+      this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
+      return;
+    }
+    const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.runtimeId, outcome, ...(run ? { run } : {}) };
     const acked = await runWithRetry(
       () =>
-        this.client.request("POST", `commands/${encodeURIComponent(commandId)}/ack`, {
-          body: { ...body, runtime_id: this.runtimeId },
+        this.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
+          body,
           timeoutMs: ACK_TIMEOUT_MS,
           schema: AckAnswer,
         }),

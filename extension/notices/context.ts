@@ -6,10 +6,6 @@ import type { Messages } from "../texts/messages.ts";
 import { modelLabel, projectName } from "../session/label-rules.ts";
 import { sampleContextUsage, type NoticeContext, type PiContextUsage } from "./notice-rules.ts";
 
-export function noticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): NoticeContext {
-  return sampleNoticeContext(ctx, sessionId, runtimeId, config, m)();
-}
-
 /** Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
  * the time) and returns the builder of the rest (the rendered source line, the checked usage): a
  * Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */

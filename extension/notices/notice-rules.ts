@@ -159,7 +159,7 @@ export interface NoticeContext {
 type OwnParts = Omit<NoticeParts, "sessionId" | "runtimeId" | "source" | "contextUsage" | "createdAt"> & { source?: string | undefined };
 
 /** A notice of the context's session and runtime, at its time, from its source unless `parts` name one. */
-function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
+export function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
   const { sessionId, runtimeId, contextUsage, now: createdAt } = context;
   return buildEvent({ sessionId, runtimeId, contextUsage, createdAt, ...parts, source: parts.source ?? context.source }, context.content);
 }

@@ -10,32 +10,11 @@ import type { WebhookClient } from "../server-client/http-client.ts";
 import type { Outbox } from "./outbox.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
 
-export interface DeliveryLog {
-  info(message: string): void;
-  warn(message: string): void;
-  debug?(message: string): void;
-}
-
 export interface SendOptions {
   /** completed / failed: written to the outbox before it is sent, and never rate limited. */
   final: boolean;
   /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (default); an explicit request does not. */
   throttled?: boolean;
-}
-
-export interface Notifier {
-  /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
-  send(event: EventBody, options: SendOptions): void;
-  /** Waits for queued and in-flight sends, at most timeoutMs; true when everything handed over so far was done with. */
-  flush(timeoutMs: number): Promise<boolean>;
-  /** Sends what the outbox holds, oldest first, after pruning entries older than outboxMaxAgeMs. Never rejects. */
-  resendOutbox(): Promise<void>;
-  /** The server answered another request (a heartbeat): finals held back by an outage are resent now. */
-  serverAnswered(): void;
-  /** Stops: aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
-  close(): Promise<void>;
-  /** What became of the newest send that finished (for the doctor); undefined before the first. */
-  lastDelivery(): LastDelivery | undefined;
 }
 
 export type LastDelivery = { eventId: string; status: EventBody["status"]; at: number } & (
@@ -47,7 +26,7 @@ export interface NotifierOptions {
   client: Pick<WebhookClient, "postEvent" | "postEvents">;
   outbox: Outbox;
   delivery: Config["delivery"];
-  log: DeliveryLog;
+  log: { info(message: string): void; warn(message: string): void; debug?(message: string): void };
   text: Messages["delivery"];
   now?: () => number;
   sleep?: Sleep;
@@ -71,7 +50,7 @@ export function nonFinalAllowed(lastNonFinalAt: number | undefined, now: number,
 /** What waits in line: a notice, or a pass over the outbox (resend at start, after an outage). */
 type Job = { kind: "notice"; notice: Outgoing; written?: Promise<boolean> } | { kind: "drain"; finished: () => void };
 
-class OrderedNotifier implements Notifier {
+export class Notifier {
   readonly #options: NotifierOptions;
   readonly #now: () => number;
   readonly #sleep: Sleep;
@@ -100,6 +79,7 @@ class OrderedNotifier implements Notifier {
     this.#random = options.random ?? Math.random;
   }
 
+  /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
   send(event: EventBody, { final, throttled = true }: SendOptions): void {
     const { log, delivery, text: t } = this.#options;
     try {
@@ -134,6 +114,7 @@ class OrderedNotifier implements Notifier {
     }
   }
 
+  /** Waits for queued and in-flight sends, at most timeoutMs; true when everything handed over so far was done with. */
   async flush(timeoutMs: number): Promise<boolean> {
     const timer = new AbortController();
     const idle = this.#pumping ?? Promise.resolve();
@@ -142,14 +123,17 @@ class OrderedNotifier implements Notifier {
     return drained;
   }
 
+  /** Sends what the outbox holds, oldest first, after pruning old entries. Never rejects. */
   resendOutbox(): Promise<void> {
     return new Promise((finished) => this.#schedule({ kind: "drain", finished }));
   }
 
+  /** The server answered another request (a heartbeat): finals held back by an outage are resent now. */
   serverAnswered(): void {
     if (this.#heldBack) void this.resendOutbox();
   }
 
+  /** Aborts waits and requests in flight; unsent finals stay in the outbox for the next start. */
   async close(): Promise<void> {
     this.#stop.abort();
     clearTimeout(this.#retryTimer);
@@ -364,8 +348,4 @@ class OrderedNotifier implements Notifier {
       this.#options.heldChanged?.();
     }
   }
-}
-
-export function createNotifier(options: NotifierOptions): Notifier {
-  return new OrderedNotifier(options);
 }

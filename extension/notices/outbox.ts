@@ -290,7 +290,3 @@ export class Outbox {
     }
   }
 }
-
-export function openOutbox(dir: string, log: OutboxLog): Outbox {
-  return new Outbox(dir, log);
-}

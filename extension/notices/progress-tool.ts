@@ -6,7 +6,7 @@ import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import type { WebhookClient } from "../server-client/http-client.ts";
 import type { Notifier } from "./notifier.ts";
-import { buildEvent, saidLine, type NoticeContext } from "./notice-rules.ts";
+import { noticeOf, saidLine, type NoticeContext } from "./notice-rules.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { STAGE_STATUS } from "../../protocol/said.ts";
 import { ProgressSeverity, ProgressStage, ToolCallRecorded, type ToolCallRecord } from "../../protocol/progress.ts";
@@ -102,26 +102,18 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
     param: "detail_from",
     text: args.detail ?? "",
   });
-  return buildEvent(
-    {
-      eventId: progressEventId(context.sessionId, toolCallId),
-      sessionId: context.sessionId,
-      runtimeId: context.runtimeId,
-      source: context.source,
-      task,
-      status: STAGE_STATUS[args.stage],
-      summary,
-      details: {
-        report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null },
-        tool: PROGRESS_TOOL_NAME,
-        ...(said ? { said } : {}),
-      },
-      url: args.artifact ?? null,
-      contextUsage: context.contextUsage,
-      createdAt: context.now,
+  return noticeOf(context, {
+    eventId: progressEventId(context.sessionId, toolCallId),
+    task,
+    status: STAGE_STATUS[args.stage],
+    summary,
+    details: {
+      report: { stage: args.stage, severity, detail: args.detail ?? null, artifact: args.artifact ?? null },
+      tool: PROGRESS_TOOL_NAME,
+      ...(said ? { said } : {}),
     },
-    context.content,
-  );
+    url: args.artifact ?? null,
+  });
 }
 
 /** What the server's audit trail receives for a refused call. Pure. */

@@ -1,27 +1,10 @@
 /** What the recorded runs of an active session become on the chat channel: the final notice and the
  * optional started, progress and tool-error ones; it observes the recorder only while the session notifies. */
 import type { ExtensionContext, ToolExecutionEndEvent } from "@earendil-works/pi-coding-agent";
-import type { Config } from "../config/schema-rules.ts";
 import { progressDue, toolErrorDue, type ProgressMark, type RunOutcome } from "../../lifecycle.ts";
-import type { Notifier } from "./notifier.ts";
 import type { RunRecorder, RunObserver, Observation, RecordedRun } from "../run-recorder.ts";
-import type { HandOver } from "./hand-over.ts";
+import type { HandOver, NoticeTarget } from "./hand-over.ts";
 import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice-rules.ts";
-
-/** Where notices go now; undefined while the session does not notify. */
-export interface NoticeTarget {
-  config: Config;
-  notifier: Notifier;
-  context(): NoticeContext;
-  /** Reads now what a notice says of this moment; the returned builder makes the rest (`sampleNoticeContext`). */
-  sample(): () => NoticeContext;
-}
-
-export interface RunNotices {
-  /** Follow the session's activation (`ctx`: the session now, for a run already in progress). */
-  setActive(active: boolean, ctx: ExtensionContext): void;
-  close(): void;
-}
 
 interface RunMarks {
   /** The started notice waits for the run's first request, so it can name the task. */
@@ -30,11 +13,7 @@ interface RunMarks {
   lastToolErrorAt: number | null;
 }
 
-export function observeRunNotices(recorder: RunRecorder, target: () => NoticeTarget | undefined, handOver: HandOver): RunNotices {
-  return new RunNoticeObserver(recorder, target, handOver);
-}
-
-class RunNoticeObserver implements RunObserver, RunNotices {
+export class RunNotices implements RunObserver {
   readonly #recorder: RunRecorder;
   readonly #target: () => NoticeTarget | undefined;
   readonly #handOver: HandOver;
@@ -49,6 +28,7 @@ class RunNoticeObserver implements RunObserver, RunNotices {
     this.#handOver = handOver;
   }
 
+  /** Follow the session's activation (`ctx`: the session now, for a run already in progress). */
   setActive(on: boolean, ctx: ExtensionContext): void {
     if (on && !this.#observation) this.#observation = this.#recorder.observe(this, { exact: true }, ctx);
     else if (!on && this.#observation) this.close();

@@ -4,7 +4,7 @@ import type { ApprovalSession } from "../approvals/asking.ts";
 import type { Messages } from "../texts/messages.ts";
 import { sampleNoticeContext } from "../notices/context.ts";
 import type { ProgressTarget } from "../notices/progress-tool.ts";
-import type { NoticeTarget } from "../notices/run-notices.ts";
+import type { NoticeTarget } from "../notices/hand-over.ts";
 import type { Connection } from "../presence/presence.ts";
 import { notifying, type SessionState } from "./session.ts";
 

@@ -12,7 +12,7 @@ import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { Config } from "../config/schema-rules.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
 import { footerText, type Messages } from "../texts/messages.ts";
-import { noticeContext } from "../notices/context.ts";
+import { sampleNoticeContext } from "../notices/context.ts";
 import { externalNotice } from "../notices/notice-rules.ts";
 import type { Presence } from "../presence/presence.ts";
 import { sessionStatus } from "../../protocol/state-bus.ts";
@@ -83,7 +83,7 @@ async function testNotice(s: SessionState & { config: Config }, client: WebhookC
   const event = externalNotice(
     { status: "info", summary: s.text.doctor.testSummary, eventId: `doctor-${randomUUID()}`, details: { doctor_test: true } },
     randomUUID(),
-    noticeContext(s.ctx, s.sessionId, runtimeId, s.config, s.text),
+    sampleNoticeContext(s.ctx, s.sessionId, runtimeId, s.config, s.text)(),
   );
   try {
     await client.postEvent(event);

@@ -13,8 +13,8 @@ import { serverCause } from "../server-client/decisions.ts";
 import { Link } from "../server-client/link.ts";
 import { asServerError } from "../server-client/retry.ts";
 import { ReceiptWatch } from "../notices/receipt-watch.ts";
-import { createNotifier, type Notifier } from "../notices/notifier.ts";
-import { openOutbox, type Outbox } from "../notices/outbox.ts";
+import { Notifier } from "../notices/notifier.ts";
+import { Outbox } from "../notices/outbox.ts";
 import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../texts/messages.ts";
 import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../../protocol/state-bus.ts";
 import { inheritActivation, writeActivation } from "../activation/store.ts";
@@ -179,7 +179,7 @@ function publishQuietly(pi: ExtensionAPI, s: SessionState): void {
 
 function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
   try {
-    const outbox = openOutbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
+    const outbox = new Outbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
       movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)),
     });
     const link = new Link((_state, back) => {
@@ -198,7 +198,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
     const receipts = new ReceiptWatch(client, (eventId, error) => report(text.link.firstFailedReceipt(eventId, text.link.reason(error ?? "failed"))), {
       debug,
     });
-    const notifier = createNotifier({
+    const notifier = new Notifier({
       client,
       outbox,
       delivery: config.delivery,

@@ -11,8 +11,8 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { classifyHttpFailure, ServerError, retryAfterDelayMs, runWithRetry, type Sleep } from "../../extension/server-client/retry.ts";
 import { createWebhookClient, type WebhookClient } from "../../extension/server-client/http-client.ts";
-import { createNotifier, nonFinalAllowed } from "../../extension/notices/notifier.ts";
-import { openOutbox } from "../../extension/notices/outbox.ts";
+import { Notifier, nonFinalAllowed } from "../../extension/notices/notifier.ts";
+import { Outbox } from "../../extension/notices/outbox.ts";
 import { EventBody } from "../../protocol/events.ts";
 import { API_BASE_PATH } from "../../protocol/wire.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
@@ -126,8 +126,8 @@ const zh = messagesFor("zh-CN").delivery;
 function notifierFor(endpoint: string, options: { dir?: string; now?: () => number; sleep?: Sleep; timeoutMs?: number; outboxRetryMs?: number } = {}) {
   const dir = options.dir ?? tempOutboxDir();
   const { lines, log } = logger();
-  const outbox = openOutbox(dir, { movedAside: (file, why) => log.warn(`${file}: ${why}`) });
-  const notifier = createNotifier({
+  const outbox = new Outbox(dir, { movedAside: (file, why) => log.warn(`${file}: ${why}`) });
+  const notifier = new Notifier({
     client: client(endpoint, options.timeoutMs),
     outbox,
     delivery,
@@ -145,7 +145,7 @@ function notifierFor(endpoint: string, options: { dir?: string; now?: () => numb
   return { notifier, outbox, dir, lines };
 }
 
-const outboxIds = async (dir: string) => (await openOutbox(dir, { movedAside: () => {} }).list()).map((e) => e.event.event_id);
+const outboxIds = async (dir: string) => (await new Outbox(dir, { movedAside: () => {} }).list()).map((e) => e.event.event_id);
 
 // ── the policy ──────────────────────────────────────────────────────────────
 
@@ -473,13 +473,13 @@ test("a final survives a crash of the Pi process mid-send and the next start res
     [
       "--input-type=module",
       "-e",
-      `import { createNotifier } from ${here("extension/notices/notifier.ts")};
+      `import { Notifier } from ${here("extension/notices/notifier.ts")};
        import { createWebhookClient } from ${here("extension/server-client/http-client.ts")};
-       import { openOutbox } from ${here("extension/notices/outbox.ts")};
+       import { Outbox } from ${here("extension/notices/outbox.ts")};
        import { messagesFor } from ${here("extension/texts/messages.ts")};
-       const notifier = createNotifier({
+       const notifier = new Notifier({
          client: createWebhookClient({ endpoint: ${JSON.stringify(hole.endpoint)}, token: "t", timeoutMs: 60000 }),
-         outbox: openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn }),
+         outbox: new Outbox(${JSON.stringify(dir)}, { movedAside: console.warn }),
          delivery: ${JSON.stringify(delivery)},
          log: console,
          text: messagesFor("zh-CN").delivery,
@@ -557,7 +557,7 @@ test("progress-type notices respect the minimum interval; finals and explicit re
 test("resendOutbox sends oldest first, prunes expired entries with a log line, and stops when the server is down", async () => {
   const server = await scriptedServer(accept);
   const dir = tempOutboxDir();
-  const seed = openOutbox(dir, { movedAside: () => {} });
+  const seed = new Outbox(dir, { movedAside: () => {} });
   const now = Date.UTC(2026, 10, 30, 3, 0, 0);
   const expired = event("failed");
   const older = event("completed");
@@ -579,7 +579,7 @@ test("resendOutbox sends oldest first, prunes expired entries with a log line, a
   assert.deepEqual(await outboxIds(dir), []);
 
   const down = await scriptedServer(status(503));
-  const again = openOutbox(tempOutboxDir(), { movedAside: () => {} });
+  const again = new Outbox(tempOutboxDir(), { movedAside: () => {} });
   await again.put(event("completed"), now - 2_000);
   await again.put(event("completed"), now - 1_000);
   const stuck = notifierFor(down.endpoint, { dir: again.dir, now: () => now });

@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CLAIM_STALE_MS, openOutbox, type Outbox } from "../../extension/notices/outbox.ts";
+import { CLAIM_STALE_MS, Outbox } from "../../extension/notices/outbox.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { firstLine } from "../../harness/wait.ts";
 
@@ -24,7 +24,7 @@ function tempDir(): string {
 }
 
 function open(dir: string, warnings: string[] = []): Outbox {
-  const outbox = openOutbox(dir, { movedAside: (file, why) => warnings.push(`${file}: ${why}`) });
+  const outbox = new Outbox(dir, { movedAside: (file, why) => warnings.push(`${file}: ${why}`) });
   opened.push(outbox);
   return outbox;
 }
@@ -234,8 +234,8 @@ test("an entry claimed by another live process is left alone, and taken over onc
     [
       "--input-type=module",
       "-e",
-      `import { openOutbox } from ${JSON.stringify(outboxModule)};
-       const outbox = openOutbox(${JSON.stringify(dir)}, { movedAside: console.warn });
+      `import { Outbox } from ${JSON.stringify(outboxModule)};
+       const outbox = new Outbox(${JSON.stringify(dir)}, { movedAside: console.warn });
        process.stdout.write(String(await outbox.claim("pi:cross")) + "\\n");
        setInterval(() => {}, 1000);`,
     ],
