@@ -21,21 +21,15 @@ export type ActivationReading =
   | { record: "valid"; active: boolean; via: ActivationRecord["via"] }
   | { record: "invalid"; active: false; problem: string };
 
-function isActivationEntry(entry: unknown): entry is { data?: unknown } {
-  return (
-    typeof entry === "object" &&
-    entry !== null &&
-    (entry as { type?: unknown }).type === "custom" &&
-    (entry as { customType?: unknown }).customType === ACTIVATION_CUSTOM_TYPE
-  );
-}
+type Entry = { type?: unknown; customType?: unknown; id?: unknown; data?: unknown } | null | undefined;
+const isActivationEntry = (entry: unknown) => (entry as Entry)?.type === "custom" && (entry as Entry)?.customType === ACTIVATION_CUSTOM_TYPE;
 
 /** The newest activation record across all branches (`/tree` does not change it); a malformed or unknown-version newest record means inactive, never an
  * older one. */
 export function readActivation(entries: readonly unknown[]): ActivationReading {
-  const newest = entries.findLast(isActivationEntry);
+  const newest = entries.findLast(isActivationEntry) as Entry;
   if (!newest) return { record: "none", active: false };
-  const parsed = ActivationRecord.safeParse(newest.data);
+  const parsed = ActivationRecord.safeParse(newest?.data);
   if (!parsed.success) {
     return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
   }
@@ -80,9 +74,7 @@ export interface DormantActivation {
 /** Read-only projection for Pi Web from a session JSONL path: never writes, never reads config or tokens; throws only when the file cannot be read. */
 export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
-  const header = entries.find(
-    (entry): entry is { id: string } => typeof entry === "object" && entry !== null && (entry as { type?: unknown }).type === "session",
-  );
+  const header = entries.find((entry) => (entry as Entry)?.type === "session") as Entry;
   const reading = readActivation(entries);
   return {
     source: "dormant",

@@ -123,8 +123,6 @@ export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
 
-export type { FailureReason };
-
 export type RunOutcome =
   | { kind: "completed"; stopReason: string }
   | { kind: "failed"; stopReason: string; reason: FailureReason; errorMessage: string | null }
@@ -143,12 +141,7 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   if (settledAborted === undefined && needsSettleTell(facts) && !facts.beforeSettleSeen) return interrupted;
   const last = facts.lastAssistant;
   if (!last) return { kind: "silent" };
-  const failed = (reason: FailureReason): RunOutcome => ({
-    kind: "failed",
-    stopReason: last.stopReason,
-    reason,
-    errorMessage: last.errorMessage,
-  });
+  const failed = (reason: FailureReason): RunOutcome => ({ kind: "failed", stopReason: last.stopReason, reason, errorMessage: last.errorMessage });
   switch (last.stopReason) {
     case "aborted":
       return interrupted;

@@ -3,13 +3,13 @@
  * `anon-notify-host --root <folder> [--root …] [--name <name>] [--pi <path>] [--max-sessions <n>]`:
  * the endpoint and agent token come from the extension's own config (files and ANON_NOTIFY_* variables).
  */
-import { homedir, hostname } from "node:os";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { errorText } from "../common/errors.ts";
 import { HostName } from "../protocol/hosts.ts";
 import { openCommandJournal } from "../extension/command-channel/journal.ts";
-import { agentDirFrom, dataDirFor, loadConfig, readToken } from "../extension/config/config.ts";
+import { agentDirFrom, dataDirFor, expandHome, loadConfig, readToken } from "../extension/config/config.ts";
 import { createWebhookClient } from "../extension/server-client/http-client.ts";
 import { messagesFor } from "../extension/texts/messages.ts";
 import { Host } from "./host.ts";
@@ -21,10 +21,6 @@ const USAGE = "usage: anon-notify-host --root <folder> [--root <folder>…] [--n
 function fail(message: string): never {
   process.stderr.write(`anon-notify-host: ${message}\n${USAGE}\n`);
   process.exit(2);
-}
-
-function expandHome(path: string): string {
-  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
 }
 
 async function main(): Promise<void> {
@@ -39,7 +35,7 @@ async function main(): Promise<void> {
   });
   if (values.help) return void process.stdout.write(`${USAGE}\n`);
   if (!values.root?.length) fail("at least one --root is needed");
-  const roots = resolveRoots(values.root.map(expandHome));
+  const roots = resolveRoots(values.root.map((root) => expandHome(root)));
   const name = HostName.safeParse(values.name ?? machineName());
   if (!name.success) fail(`--name: ${name.error.issues[0]?.message}`);
   const maxSessions = Number(values["max-sessions"] ?? 4);

@@ -32,14 +32,6 @@ export interface HostOptions {
   log: (line: string) => void;
 }
 
-/** Stable for one machine and one set of roots, so a restarted host gets back the jobs queued for it. */
-export function hostIdFor(name: string, roots: readonly Root[]): string {
-  const digest = createHash("sha256")
-    .update(JSON.stringify([hostname(), name, roots.map((r) => r.real).sort()]))
-    .digest("hex");
-  return `host-${digest.slice(0, 24)}`;
-}
-
 export class Host {
   readonly id: string;
   readonly runtimeId = createRuntimeId();
@@ -50,7 +42,9 @@ export class Host {
 
   constructor(options: HostOptions) {
     this.#options = options;
-    this.id = hostIdFor(options.name, options.roots);
+    // Stable for one machine and one set of roots, so a restarted host gets back the jobs queued for it.
+    const digest = createHash("sha256").update(JSON.stringify([hostname(), options.name, options.roots.map((r) => r.real).sort()]));
+    this.id = `host-${digest.digest("hex").slice(0, 24)}`;
   }
 
   /** Runs until `stop()`: heartbeats beside one claim loop; then signs off, so a restart is not refused `session_in_use`. */
@@ -93,9 +87,7 @@ export class Host {
         this.#options.log(`registered as ${this.#options.name} (${this.id})`);
         return;
       } catch (error) {
-        const wait = Math.min(retryDelayMs(asServerError(error), failures, RETRY_BASE_MS, Math.random), RETRY_MAX_MS);
-        this.#options.log(`registration failed, retrying in ${wait} ms: ${errorText(error)}`);
-        await realSleep(wait, this.#stop.signal).catch(() => {});
+        await this.#retryLater("registration", error, failures);
       }
     }
   }
@@ -126,14 +118,18 @@ export class Host {
         if (answer.command) await this.#handle(answer.command, answer.lease.token);
       } catch (error) {
         if (this.#stop.signal.aborted) return;
-        const serverError = asServerError(error);
         // The server lost this runtime (its restart, a TTL): registered again before the next claim.
-        if (serverError.code === "session_offline") await this.#beat().catch(() => {});
-        const wait = Math.min(retryDelayMs(serverError, ++failures, RETRY_BASE_MS, Math.random), RETRY_MAX_MS);
-        this.#options.log(`claim failed, retrying in ${wait} ms: ${errorText(error)}`);
-        await realSleep(wait, this.#stop.signal).catch(() => {});
+        if (asServerError(error).code === "session_offline") await this.#beat().catch(() => {});
+        await this.#retryLater("claim", error, ++failures);
       }
     }
+  }
+
+  /** Tells a failure, then waits its retry delay (capped) or until `stop()`. */
+  async #retryLater(what: string, error: unknown, failures: number): Promise<void> {
+    const wait = Math.min(retryDelayMs(asServerError(error), failures, RETRY_BASE_MS, Math.random), RETRY_MAX_MS);
+    this.#options.log(`${what} failed, retrying in ${wait} ms: ${errorText(error)}`);
+    await realSleep(wait, this.#stop.signal).catch(() => {});
   }
 
   /** One start job: decided, journaled and started, then ACKed with what it came to. */

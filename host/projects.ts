@@ -25,11 +25,7 @@ function find(root: Root, name: string): Found {
 
 /** Where `name` is, judged by path-rules.ts from what the disk says now (a link may have changed since the listing). */
 export function locateProject(name: string, roots: readonly Root[]): ProjectVerdict {
-  if (nameProblem(name)) return judgeProject(name, []);
-  return judgeProject(
-    name,
-    roots.map((root) => find(root, name)),
-  );
+  return judgeProject(name, nameProblem(name) ? [] : roots.map((root) => find(root, name)));
 }
 
 /** The folders directly under the roots that a start may name (links leading out left out), sorted, capped. */

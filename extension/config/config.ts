@@ -20,7 +20,7 @@ export function dataDirFor(agentDir: string): string {
   return join(agentDir, "extension-data", "anon-notify");
 }
 
-function expandHome(path: string, home: string): string {
+export function expandHome(path: string, home: string = homedir()): string {
   if (path === "~") return home;
   return path.startsWith("~/") ? join(home, path.slice(2)) : path;
 }
@@ -72,17 +72,12 @@ export interface LoadConfigOptions {
   projectTrusted?: boolean;
 }
 
-const ENV_KEYS: Record<string, { path: string[]; kind: "boolean" | "string" }> = {
-  ANON_NOTIFY_ENABLED: { path: ["enabled"], kind: "boolean" },
-  ANON_NOTIFY_ENDPOINT: { path: ["endpoint"], kind: "string" },
-  ANON_NOTIFY_TOKEN: { path: ["token"], kind: "string" },
-  ANON_NOTIFY_SOURCE: { path: ["source"], kind: "string" },
-  ANON_NOTIFY_RECIPIENT_QQ: { path: ["recipient", "qq"], kind: "string" },
-  ANON_NOTIFY_ANON_QQ: { path: ["recipient", "anonQq"], kind: "string" },
-  ANON_NOTIFY_SINK_ENABLED: { path: ["sink", "enabled"], kind: "boolean" },
-  ANON_NOTIFY_SINK_SOCKET: { path: ["sink", "socket"], kind: "string" },
-  ANON_NOTIFY_SINK_TOKEN_FILE: { path: ["sink", "tokenFile"], kind: "string" },
-};
+/** `ANON_NOTIFY_<name>=key.path`; the `enabled` switches read as booleans, the rest as strings. */
+const ENV_KEYS =
+  "ENABLED=enabled ENDPOINT=endpoint TOKEN=token SOURCE=source RECIPIENT_QQ=recipient.qq ANON_QQ=recipient.anonQq SINK_ENABLED=sink.enabled SINK_SOCKET=sink.socket SINK_TOKEN_FILE=sink.tokenFile"
+    .split(" ")
+    .map((pair) => pair.split("="))
+    .map(([name, key]) => ({ name: `ANON_NOTIFY_${name}`, path: key!.split("."), boolean: key!.endsWith("enabled") }));
 const ENV_TRUE = new Set(["1", "true", "yes", "on"]);
 const ENV_FALSE = new Set(["0", "false", "no", "off"]);
 
@@ -110,12 +105,12 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; nam
   let layer: Json = {};
   const errors: Problem[] = [];
   const names: Record<string, string> = {};
-  for (const [name, { path, kind }] of Object.entries(ENV_KEYS)) {
+  for (const { name, path, boolean } of ENV_KEYS) {
     const raw = env[name];
     // An empty variable counts as unset, as Pi treats an empty PI_CODING_AGENT_DIR.
     if (raw === undefined || raw === "") continue;
     let value: unknown = raw;
-    if (kind === "boolean") {
+    if (boolean) {
       const lower = raw.trim().toLowerCase();
       if (!ENV_TRUE.has(lower) && !ENV_FALSE.has(lower)) {
         errors.push((m) => m.config.envBoolean(name, JSON.stringify(raw)));

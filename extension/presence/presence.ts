@@ -91,6 +91,9 @@ export class Presence {
     this.#now = deps.now ?? Date.now;
     this.#server = deps.server;
     this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
+    const modelOutput = (event: { message: { role: string } }) => {
+      if (event.message.role === "assistant") this.#track({ kind: "model_output" });
+    };
     // Attached only while running: a session that is not switched on runs none of these per turn.
     this.#handlers = attachable(() => [
       pi.on("agent_start", (_event, c) => {
@@ -106,12 +109,8 @@ export class Presence {
         this.#ctx = c;
         this.beat();
       }),
-      pi.on("message_update", (event) => {
-        if (event.message.role === "assistant") this.#track({ kind: "model_output" });
-      }),
-      pi.on("message_end", (event) => {
-        if (event.message.role === "assistant") this.#track({ kind: "model_output" });
-      }),
+      pi.on("message_update", modelOutput),
+      pi.on("message_end", modelOutput),
       pi.on("tool_execution_start", (event) => this.#track({ kind: "tool_start", toolCallId: event.toolCallId, toolName: event.toolName })),
       pi.on("tool_execution_end", (event) => this.#track({ kind: "tool_end", toolCallId: event.toolCallId })),
     ]);

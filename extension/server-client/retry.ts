@@ -15,26 +15,20 @@ export interface ServerErrorDetails {
 }
 
 export class ServerError extends Error {
-  readonly retryable: boolean;
-  readonly retryAfterMs?: number;
-  readonly status?: number;
-  readonly code?: string;
-  readonly facts?: DeliveryFacts;
+  declare readonly retryable: boolean;
+  declare readonly retryAfterMs?: number;
+  declare readonly status?: number;
+  declare readonly code?: string;
+  declare readonly facts?: DeliveryFacts;
   /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
   quiet = false;
 
   constructor(message: string, details: ServerErrorDetails) {
     super(message);
     this.name = "ServerError";
-    this.retryable = details.retryable;
-    if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
-    if (details.status !== undefined) this.status = details.status;
-    if (details.code !== undefined) this.code = details.code;
-    if (details.facts !== undefined) this.facts = details.facts;
+    Object.assign(this, details);
   }
 }
-
-export { retryAfterDelayMs };
 
 export type HttpHeaders = Record<string, string | string[] | undefined>;
 

@@ -12,27 +12,20 @@ export class CurrentSession {
   readonly #runtimeId: string;
   /** Before a session is bound: the config's language or the locale's. */
   readonly #early: Messages;
-  #state: SessionState | undefined;
+  /** The bound session; undefined before session_start and after shutdown. */
+  state: SessionState | undefined;
 
   constructor(runtimeId: string, early: Messages) {
     this.#runtimeId = runtimeId;
     this.#early = early;
   }
 
-  get state(): SessionState | undefined {
-    return this.#state;
-  }
-
-  set state(s: SessionState | undefined) {
-    this.#state = s;
-  }
-
   /** The session's language once one is bound; before that, the config's or the locale's. */
-  readonly text = (): Messages => this.#state?.text ?? this.#early;
+  readonly text = (): Messages => this.state?.text ?? this.#early;
 
   /** Where the session's notices go; undefined while it does not notify. */
   readonly target = (): NoticeTarget | undefined => {
-    const s = this.#state;
+    const s = this.state;
     if (!notifying(s)) return undefined;
     const sample = () => sampleNoticeContext(s.ctx, s.sessionId, this.#runtimeId, s.config, s.text);
     return { config: s.config, notifier: s.delivery.notifier, sample, context: () => sample()() };
@@ -40,13 +33,13 @@ export class CurrentSession {
 
   /** The client and configuration the session services use; undefined without a valid config and delivery. */
   readonly connection = (): Connection | undefined => {
-    const s = this.#state;
+    const s = this.state;
     return s?.config && s.delivery ? { client: s.delivery.client, config: s.config } : undefined;
   };
 
   /** The session as the approval gate needs it; asking the owner from chat needs it switched on. */
   readonly approvals = (): ApprovalSession | undefined => {
-    const s = this.#state;
+    const s = this.state;
     if (!s?.config) return undefined;
     const to = this.target();
     return {
@@ -63,7 +56,7 @@ export class CurrentSession {
   /** Where a `report_progress` call goes, or why it cannot (and what it can still record). */
   progress(task: string): ProgressTarget {
     const to = this.target();
-    const s = this.#state;
+    const s = this.state;
     if (to && s?.delivery) return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task };
     const recorded = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId: this.#runtimeId, now: new Date() } } : {};
     return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };

@@ -19,6 +19,7 @@ import { sessionStatus } from "../../protocol/state-bus.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { FINAL_RECEIPT_STATES } from "../notices/receipt-watch.ts";
 import { asServerError } from "../server-client/retry.ts";
+import { show } from "./report.ts";
 import { doctorReport, type DoctorFacts, type Probe } from "./doctor-report.ts";
 import { outage, sessionFacts, type SessionState } from "./session.ts";
 
@@ -171,12 +172,6 @@ export async function gatherDoctorFacts(s: SessionState, deps: DoctorDeps, withT
 function localeOrigin() {
   const name = ["LC_ALL", "LC_MESSAGES", "LANG"].find((variable) => process.env[variable]?.trim());
   return { layer: "env" as const, where: name ? `${name}=${process.env[name]}` : "LANG" };
-}
-
-/** The UI when there is one; else stderr, since Pi keeps stdout for the answer in print and JSON modes. */
-function show(ctx: ExtensionCommandContext, text: string): void {
-  if (ctx.hasUI) return ctx.ui.notify(text, "info");
-  process.stderr.write(`${text}\n`);
 }
 
 export function registerDoctorCommand(pi: ExtensionAPI, deps: DoctorDeps): void {

@@ -74,41 +74,39 @@ export const sessionFacts = (s: SessionState): SessionFacts => ({ sessionActive:
 export const notifying = (s: SessionState | undefined): s is SessionState & { config: Config; delivery: Delivery } =>
   !!s && servicesEnabled(sessionFacts(s)) && !!s.config && !!s.delivery;
 
-/** The config layers and the token as read now, as one string: a change to either shows as a difference. */
-function readInputs(ctx: ExtensionContext): string {
+/** The config layers and the token as read now; `inputs` is both as one string, so a change to either shows as a difference. */
+function readInputs(ctx: ExtensionContext) {
   const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
   let token: string | undefined;
+  let tokenError: string | undefined;
   try {
     token = loaded.ok ? readToken(loaded.config, process.env, messagesFor(loaded.language)) : undefined;
   } catch (error) {
-    token = `unreadable: ${errorText(error)}`;
+    tokenError = errorText(error);
   }
-  const digest = token === undefined ? null : createHash("sha256").update(token).digest("hex");
-  return JSON.stringify([loaded.language, loaded.ok ? loaded.config : loaded.errors, digest]);
+  const read = token ?? (tokenError === undefined ? undefined : `unreadable: ${tokenError}`);
+  const digest = read === undefined ? null : createHash("sha256").update(read).digest("hex");
+  return { loaded, token, tokenError, inputs: JSON.stringify([loaded.language, loaded.ok ? loaded.config : loaded.errors, digest]) };
 }
 
 /** Whether the config or the token changed since the session opened (pairing wrote them): `/anon-notify` then reopens the session. */
 export function inputsChanged(s: SessionState): boolean {
-  return readInputs(s.ctx) !== s.inputs;
+  return readInputs(s.ctx).inputs !== s.inputs;
 }
 
 /** Reads everything a session_start decides: configuration, token, subagent verdict, activation. */
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
-  const inputs = readInputs(ctx);
-  const loaded = loadConfig({ cwd: ctx.cwd, env: process.env, projectTrusted: ctx.isProjectTrusted() });
+  const { loaded, token, tokenError, inputs } = readInputs(ctx);
   const config = withForcedApprovals(loaded.ok ? loaded.config : undefined, pi.getFlag(APPROVALS_FLAG));
   const language = loaded.language;
   const text = messagesFor(language);
-  let token: string | undefined;
   let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
   const configErrors = loaded.ok ? [] : loaded.errors;
   if (loaded.ok) {
     for (const warning of loaded.warnings) report(warning);
-    try {
-      token = readToken(loaded.config, process.env, text);
-    } catch (error) {
-      configErrors.push(errorText(error));
-      report(errorText(error), "error");
+    if (tokenError !== undefined) {
+      configErrors.push(tokenError);
+      report(tokenError, "error");
       configState = "invalid";
     }
   } else {

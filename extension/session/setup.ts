@@ -1,8 +1,9 @@
 /** `/anon-notify-setup <link>`: pairs this Pi with a server in one step and writes the endpoint,
  * recipient and token (0600) to the user's config folder. */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
+import { replaceDurably } from "../../common/durable-file.ts";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { normalisePairingCode, PAIRING_PATH, PairAnswer } from "../../protocol/pairing.ts";
 import { HealthAnswer } from "../../protocol/status.ts";
@@ -13,6 +14,7 @@ import { createWebhookClient } from "../server-client/http-client.ts";
 import { asServerError } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import { routeWarning } from "../activation/toggle.ts";
+import { type ReportLevel, show } from "./report.ts";
 
 const PAIR_TIMEOUT_MS = 10_000;
 /** Variables that override what pairing writes: said, so the person knows why pairing seems not to apply. */
@@ -51,7 +53,7 @@ export interface PairingFiles {
 /** Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
  * removed) and writes the token file (0600), each through a temporary file and a rename. A config
  * that is not a JSON object is never overwritten: this throws before anything is written. */
-export function writePairing(files: PairingFiles, endpoint: string, answer: PairAnswer, m: Messages): void {
+export async function writePairing(files: PairingFiles, endpoint: string, answer: PairAnswer, m: Messages): Promise<void> {
   let current: Record<string, unknown> = {};
   try {
     const parsed: unknown = JSON.parse(readFileSync(files.config, "utf8"));
@@ -63,14 +65,8 @@ export function writePairing(files: PairingFiles, endpoint: string, answer: Pair
   const { token: _inline, ...kept } = current;
   const next = { ...kept, endpoint, recipient: { qq: answer.recipient.qq, anonQq: answer.recipient.anon_qq } };
   for (const path of [files.config, files.token]) mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  replaceFile(files.token, `${answer.token}\n`, 0o600);
-  replaceFile(files.config, `${JSON.stringify(next, null, 2)}\n`, 0o600);
-}
-
-function replaceFile(path: string, content: string, mode: number): void {
-  const temporary = `${path}.${process.pid}.tmp`;
-  writeFileSync(temporary, content, { mode, flag: "w" });
-  renameSync(temporary, path);
+  await replaceDurably(files.token, `${answer.token}\n`);
+  await replaceDurably(files.config, `${JSON.stringify(next, null, 2)}\n`);
 }
 
 export interface SetupDeps {
@@ -79,13 +75,8 @@ export interface SetupDeps {
   refresh(): Promise<void>;
 }
 
-function show(ctx: ExtensionCommandContext, text: string, level: "info" | "warning" | "error"): void {
-  if (ctx.hasUI) return ctx.ui.notify(text, level);
-  process.stderr.write(`${text}\n`);
-}
-
 /** The pairing itself: the code for the answer, the files written, the server asked with the new token. */
-async function runSetup(raw: string, m: Messages): Promise<{ text: string; level: "info" | "warning" | "error" }> {
+async function runSetup(raw: string, m: Messages): Promise<{ text: string; level: ReportLevel }> {
   const link = parsePairingLink(raw);
   if ("problem" in link) return { text: link.problem === "usage" ? m.setup.usage : m.setup.notALink(raw.trim()), level: "error" };
   const pairing = createWebhookClient({ endpoint: link.endpoint, token: undefined, timeoutMs: PAIR_TIMEOUT_MS });
@@ -104,15 +95,12 @@ async function runSetup(raw: string, m: Messages): Promise<{ text: string; level
   const loaded = loadConfig({ cwd: process.cwd(), env: { ...env, ANON_NOTIFY_TOKEN: "" } });
   const files = { config: join(dataDir, "config.json"), token: loaded.ok ? loaded.config.tokenFile : join(dataDir, "token") };
   try {
-    writePairing(files, link.endpoint, answer, m);
+    await writePairing(files, link.endpoint, answer, m);
   } catch (error) {
     return { text: errorText(error), level: "error" };
   }
   const client = createWebhookClient({ endpoint: link.endpoint, token: answer.token, timeoutMs: PAIR_TIMEOUT_MS });
-  const health = await client.request("GET", "health", { schema: HealthAnswer }).then(
-    (value) => value,
-    () => null,
-  );
+  const health = await client.request("GET", "health", { schema: HealthAnswer }).catch(() => null);
   await client.close();
   const overridden = OVERRIDES.filter((name) => env[name]);
   const lines = [

@@ -228,18 +228,9 @@ class Sink implements InstalledSink {
     const u = this.#unit;
     this.#unit = null;
     if (!u) return;
-    const common = {
-      ...unitFacts(u),
-      agent_name: ended.agent_name,
-      duration_seconds: ended.duration_ms === undefined ? undefined : ended.duration_ms / 1000,
-    };
-    if (ended.kind === "completed") {
-      this.#emit("run.completed", { ...common, had_response: ended.had_response, answer: ended.answer, answered_at: ended.answered_at });
-    } else if (ended.kind === "failed") {
-      this.#emit("run.failed", { ...common, error: ended.error });
-    } else {
-      this.#emit("run.cancelled", common);
-    }
+    // The round's own facts (the answer, the error) go as they are: the event's schema keeps its own keys.
+    const { kind, duration_ms, ...facts } = ended;
+    this.#emit(`run.${kind}`, { ...unitFacts(u), ...facts, duration_seconds: duration_ms === undefined ? undefined : duration_ms / 1000 });
   }
 
   #finishTools(now: number): void {
