@@ -10,7 +10,7 @@ import { DomainError } from "../../common/domain-error.ts";
 import type { PersonDecision } from "../approvals/service.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, chatDecider, ownerCommand, sessionLabel, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, chatDecider, ownerAction, sessionLabel, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
@@ -94,50 +94,42 @@ function approvalLine(kit: ChatKit, session: Session, approval: Approval, nowMs:
 
 export function approvalCommands(ctx: Context, kit: ChatKit): void {
   // `anon.approve CODE 30m [npm run]`: approve, and grant this exact call (or every call starting with those words) to its session for that long.
-  ownerCommand(ctx, kit, "anon.approve <code:string> [duration:string] [prefix:rawtext]").action((argv, code, duration, prefix) => {
-    const session = argv.session;
-    return asOwner(ctx, kit, session!, async () => {
-      if (!code) return say(session!, ".usage");
-      if (duration === undefined) return decide(kit, session!, { ref: code, decision: "approved" });
-      const minutes = GrantMinutes.safeParse(parseDuration(duration));
-      if (!minutes.success) throw new ChatRefusal(say(session!, ".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
-      // The prefix as the owner typed it (never parsed as markup a second time).
-      const words = typedTail(argv, [code, duration], prefix);
-      return decide(kit, session!, { ref: code, decision: "approved", grant_minutes: minutes.data, grant_prefix: words ? words.split(/\s+/) : undefined });
-    });
+  ownerAction(ctx, kit, "anon.approve <code:string> [duration:string] [prefix:rawtext]", async (argv, code, duration, prefix) => {
+    const { session } = argv;
+    if (!code) return say(session, ".usage");
+    if (duration === undefined) return decide(kit, session, { ref: code, decision: "approved" });
+    const minutes = GrantMinutes.safeParse(parseDuration(duration));
+    if (!minutes.success) throw new ChatRefusal(say(session, ".bad-duration", [duration, APPROVAL_LIMITS.grantMinutesMax]));
+    // The prefix as the owner typed it (never parsed as markup a second time).
+    const words = typedTail(argv, [code, duration], prefix);
+    return decide(kit, session, { ref: code, decision: "approved", grant_minutes: minutes.data, grant_prefix: words ? words.split(/\s+/) : undefined });
   });
 
-  ownerCommand(ctx, kit, "anon.deny <code:string> [reason:rawtext]").action((argv, code, reason) =>
-    asOwner(ctx, kit, argv.session!, async () =>
-      code ? decide(kit, argv.session!, { ref: code, decision: "rejected", reason: clip(typedTail(argv, [code], reason)) }) : say(argv.session!, ".usage"),
-    ),
+  ownerAction(ctx, kit, "anon.deny <code:string> [reason:rawtext]", async (argv, code, reason) =>
+    code ? decide(kit, argv.session, { ref: code, decision: "rejected", reason: clip(typedTail(argv, [code], reason)) }) : say(argv.session, ".usage"),
   );
 
   // The whole command, in as many messages as it takes; agent text is sent as text, never as markup.
-  ownerCommand(ctx, kit, "anon.approval <code:string>").action(({ session }, code) =>
-    asOwner(ctx, kit, session!, async () => {
-      if (!code) return say(session!, ".usage");
-      const approval = await kit.approvals.find(code);
-      if (!approval) throw new ChatRefusal(say(session!, "anon-notify.approval.not-found", [code]));
-      const parts = wholeCommandTexts(approval, voiceOf(sessionSay(session!)));
-      for (const part of parts.slice(0, -1)) await session!.send(koishi.h.text(part));
-      return parts.at(-1)!;
-    }),
-  );
+  ownerAction(ctx, kit, "anon.approval <code:string>", async ({ session }, code) => {
+    if (!code) return say(session, ".usage");
+    const approval = await kit.approvals.find(code);
+    if (!approval) throw new ChatRefusal(say(session, "anon-notify.approval.not-found", [code]));
+    const parts = wholeCommandTexts(approval, voiceOf(sessionSay(session)));
+    for (const part of parts.slice(0, -1)) await session.send(koishi.h.text(part));
+    return parts.at(-1)!;
+  });
 
   // Many sessions may be waiting at once: a page at a time (`anon.approvals 2`), so every one can be found.
-  ownerCommand(ctx, kit, "anon.approvals [page:posint]").action(({ session }, page) =>
-    asOwner(ctx, kit, session!, async () => {
-      // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
-      const { approvals, total } = await kit.approvals.pendingPage(page ?? 1, LISTED);
-      if (total === 0) return say(session!, ".empty");
-      const pages = Math.ceil(total / LISTED);
-      const now = Date.now();
-      const lines = approvals.map((a) => approvalLine(kit, session!, a, now));
-      const more = (page ?? 1) < pages ? [say(session!, ".more", { page: (page ?? 1) + 1, pages })] : [];
-      return [say(session!, ".header", [total]), ...lines, ...more, say(session!, ".footer")].join("\n");
-    }),
-  );
+  ownerAction(ctx, kit, "anon.approvals [page:posint]", async ({ session }, page = 1) => {
+    // Decided ones are only on their way to Pi: nothing is left for the owner to answer there.
+    const { approvals, total } = await kit.approvals.pendingPage(page, LISTED);
+    if (total === 0) return say(session, ".empty");
+    const pages = Math.ceil(total / LISTED);
+    const now = Date.now();
+    const lines = approvals.map((a) => approvalLine(kit, session, a, now));
+    const more = page < pages ? [say(session, ".more", { page: page + 1, pages })] : [];
+    return [say(session, ".header", [total]), ...lines, ...more, say(session, ".footer")].join("\n");
+  });
 
   // A reply quoting an approval request answers it; anything else in such a reply is not an instruction.
   // Ahead of other plugins' middleware (a persona's), which would otherwise also take the answer as chat.

@@ -2,7 +2,7 @@
 import type { Context, Session } from "koishi";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import { MIN_PREFIX } from "./refs.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, numbered, ownerAction, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 const LISTED = 10;
@@ -22,34 +22,30 @@ function commandLine(session: Session, command: CommandSummary, label: string): 
 }
 
 export function instructionCommands(ctx: Context, kit: ChatKit): void {
-  ownerCommand(ctx, kit, "anon.commands [session:string]").action(({ session }, ref) =>
-    asOwner(ctx, kit, session!, async () => {
-      const online = numbered(kit);
-      const labelOf = (sessionId: string) => {
-        const found = online.find((s) => s.session.session_id === sessionId);
-        return found ? `#${found.number}` : "";
-      };
-      if (ref) {
-        const target = sessionByRef(kit, session!, ref);
-        const commands = await kit.operator.commands(target.session.session_id, LISTED);
-        if (commands.length === 0) return say(session!, ".empty");
-        return [say(session!, ".header", [sessionName(session!, target)]), ...commands.map((c) => commandLine(session!, c, ""))].join("\n");
-      }
-      const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
-      if (commands.length === 0) return say(session!, ".empty");
-      return commands.map((c) => commandLine(session!, c, labelOf(c.session_id))).join("\n");
-    }),
-  );
+  ownerAction(ctx, kit, "anon.commands [session:string]", async ({ session }, ref) => {
+    if (ref) {
+      const target = sessionByRef(kit, session, ref);
+      const commands = await kit.operator.commands(target.session.session_id, LISTED);
+      if (commands.length === 0) return say(session, ".empty");
+      return [say(session, ".header", [sessionName(session, target)]), ...commands.map((c) => commandLine(session, c, ""))].join("\n");
+    }
+    const online = numbered(kit);
+    const labelOf = (sessionId: string) => {
+      const found = online.find((s) => s.session.session_id === sessionId);
+      return found ? `#${found.number}` : "";
+    };
+    const commands = (await kit.operator.findCommands("")).slice(0, LISTED);
+    if (commands.length === 0) return say(session, ".empty");
+    return commands.map((c) => commandLine(session, c, labelOf(c.session_id))).join("\n");
+  });
 
-  ownerCommand(ctx, kit, "anon.cancel <command:string>").action(({ session }, ref) =>
-    asOwner(ctx, kit, session!, async () => {
-      const wanted = (ref ?? "").trim();
-      const matches = wanted.replace(/^c-/, "").length >= MIN_PREFIX ? await kit.operator.findCommands(wanted) : [];
-      if (matches.length === 0) throw new ChatRefusal(say(session!, ".not-found", [wanted]));
-      if (matches.length > 1) throw new ChatRefusal(say(session!, ".ambiguous", [wanted, matches.map((c) => shortCommandId(c.command_id)).join(", ")]));
-      const command = matches[0]!;
-      await kit.operator.cancel(command.session_id, command.command_id);
-      return say(session!, ".cancelled", [shortCommandId(command.command_id)]);
-    }),
-  );
+  ownerAction(ctx, kit, "anon.cancel <command:string>", async ({ session }, ref) => {
+    const wanted = (ref ?? "").trim();
+    const matches = wanted.replace(/^c-/, "").length >= MIN_PREFIX ? await kit.operator.findCommands(wanted) : [];
+    if (matches.length === 0) throw new ChatRefusal(say(session, ".not-found", [wanted]));
+    if (matches.length > 1) throw new ChatRefusal(say(session, ".ambiguous", [wanted, matches.map((c) => shortCommandId(c.command_id)).join(", ")]));
+    const command = matches[0]!;
+    await kit.operator.cancel(command.session_id, command.command_id);
+    return say(session, ".cancelled", [shortCommandId(command.command_id)]);
+  });
 }

@@ -1,6 +1,6 @@
 /** What every chat command shares; commands register through `ownerCommand`, so none can skip the owner
  * guard. */
-import type { Command, Context, Fragment, Session } from "koishi";
+import type { Argv, Command, Context, Fragment, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
@@ -24,10 +24,22 @@ export interface ChatKit {
 
 /** A guarded `anon` command that never takes the quoted message as an argument, with strict options (a word starting with `-` is the owner's text), also
  * answering to its flat name (`anon_sessions`) for Telegram's menu. */
-export function ownerCommand(ctx: Context, kit: ChatKit, declaration: string): Command {
+export function ownerCommand<D extends string>(ctx: Context, kit: ChatKit, declaration: D) {
   const command = kit.guard.protect(ctx.command(declaration, { captureQuote: false, strictOptions: true }));
   if (command.name.includes(".")) command.alias(flatName(command.name));
   return command;
+}
+
+/** An `ownerCommand` whose action runs through `asOwner`: its words are the reply, its refusals worded. */
+export function ownerAction<D extends string>(
+  ctx: Context,
+  kit: ChatKit,
+  declaration: D,
+  action: (argv: Argv & { session: Session }, ...args: Argv.ArgumentType<D>) => Promise<string>,
+): Command {
+  return ownerCommand(ctx, kit, declaration).action((argv, ...args) =>
+    asOwner(ctx, kit, argv.session!, () => action(argv as Argv & { session: Session }, ...args)),
+  );
 }
 
 /** `anon.sessions` → `anon_sessions`. */

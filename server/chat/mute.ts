@@ -2,7 +2,7 @@
 import type { Context, Session } from "koishi";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import { looksLikeDuration, parseDuration } from "../mute/decisions.ts";
-import { ChatRefusal, asOwner, numbered, ownerCommand, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
+import { ChatRefusal, numbered, ownerAction, projectName, sessionByRef, sessionName, type ChatKit } from "./kit.ts";
 import { say } from "./words.ts";
 
 /** A mute's end as the locale writes it on the server's clock (Intl): the time, with the date when it
@@ -29,41 +29,30 @@ function muteText(kit: ChatKit, session: Session, mutes: readonly MuteEntry[]): 
 }
 
 export function muteCommands(ctx: Context, kit: ChatKit): void {
-  ownerCommand(ctx, kit, "anon.mute [duration:string] [session:string]").action(({ session }, first, second) =>
-    asOwner(ctx, kit, session!, async () => {
-      // The duration may be left out: `anon.mute #1` mutes session 1 for the default time.
-      const minutes = first === undefined ? undefined : parseDuration(first);
-      if (minutes === null && (second !== undefined || looksLikeDuration(first!))) throw new ChatRefusal(say(session!, ".bad-duration", [first]));
-      const ref = minutes === null ? first : second;
-      const target = ref === undefined ? null : sessionByRef(kit, session!, ref);
-      const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
-      const until = clockText(mute.until, new Date(), say(session!, "anon-notify.locale"));
-      if (!target) return say(session!, ".muted-all", { until });
-      return say(session!, ".muted-session", { until, ref: `#${target.number}`, project: projectName(session!, target.session) });
-    }),
-  );
+  ownerAction(ctx, kit, "anon.mute [duration:string] [session:string]", async ({ session }, first, second) => {
+    // The duration may be left out: `anon.mute #1` mutes session 1 for the default time.
+    const minutes = first === undefined ? undefined : parseDuration(first);
+    if (minutes === null && (second !== undefined || looksLikeDuration(first!))) throw new ChatRefusal(say(session, ".bad-duration", [first]));
+    const ref = minutes === null ? first : second;
+    const target = ref === undefined ? null : sessionByRef(kit, session, ref);
+    const mute = await kit.operator.mute(target?.session.session_id ?? null, minutes ?? undefined);
+    const until = clockText(mute.until, new Date(), say(session, "anon-notify.locale"));
+    if (!target) return say(session, ".muted-all", { until });
+    return say(session, ".muted-session", { until, ref: `#${target.number}`, project: projectName(session, target.session) });
+  });
 
-  ownerCommand(ctx, kit, "anon.unmute [session:string]").action(({ session }, ref) =>
-    asOwner(ctx, kit, session!, async () => {
-      // A session that went offline can still be named by its full id.
-      const sessionId =
-        ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session!, ref).session.session_id;
-      const ended = await kit.operator.unmute(sessionId);
-      return say(session!, ended > 0 ? ".unmuted" : ".none");
-    }),
-  );
+  ownerAction(ctx, kit, "anon.unmute [session:string]", async ({ session }, ref) => {
+    // A session that went offline can still be named by its full id.
+    const sessionId =
+      ref === undefined ? null : kit.operator.mutes().some((m) => m.session_id === ref) ? ref : sessionByRef(kit, session, ref).session.session_id;
+    const ended = await kit.operator.unmute(sessionId);
+    return say(session, ended > 0 ? ".unmuted" : ".none");
+  });
 
-  ownerCommand(ctx, kit, "anon.status").action(({ session }) =>
-    asOwner(ctx, kit, session!, async () => {
-      const status = await kit.operator.status();
-      const held = status.held > 0 ? say(session!, ".held", [status.held]) : "";
-      return say(session!, ".report", {
-        sessions: status.sessions,
-        running: status.running,
-        pending: status.pending,
-        mute: muteText(kit, session!, status.mutes) + held,
-        waiting: status.waiting,
-      });
-    }),
-  );
+  ownerAction(ctx, kit, "anon.status", async ({ session }) => {
+    const status = await kit.operator.status();
+    const held = status.held > 0 ? say(session, ".held", [status.held]) : "";
+    const mute = muteText(kit, session, status.mutes) + held;
+    return say(session, ".report", { sessions: status.sessions, running: status.running, pending: status.pending, mute, waiting: status.waiting });
+  });
 }

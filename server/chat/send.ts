@@ -1,38 +1,28 @@
 /** The owner's instructions: `anon.send <session> …`, or a reply quoting a notice; the platform's message
  * id is the request key, so a message delivered twice queues one command. */
 import type { Context, Session } from "koishi";
-import type { OperatorCommandCreated } from "../../protocol/operator.ts";
-import { ChatRefusal, asOwner, ownerCommand, projectName, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, ownerAction, projectName, sessionByRef, type ChatKit } from "./kit.ts";
 import { fetchImages, imageSources, plainText } from "./images.ts";
 import { shortCommandId } from "./instructions.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
-function requestKey(session: Session): string | null {
-  return session.messageId ? `chat:${session.platform}:${session.channelId ?? ""}:${session.messageId}` : null;
-}
-
 export function sendCommands(ctx: Context, kit: ChatKit): void {
-  ownerCommand(ctx, kit, "anon.send <session:string> <instruction:rawtext>").action((argv, ref, instruction) => {
-    const session = argv.session;
-    return asOwner(ctx, kit, session!, async () => {
-      const text = typedTail(argv, [ref], instruction);
-      if (!ref || !text) return say(session!, ".usage");
-      const target = sessionByRef(kit, session!, ref);
-      const images = await fetchImages(ctx, session!, imageSources(session!));
-      const created = await kit.operator.createCommand({
-        session_id: target.session.session_id,
-        instruction: text,
-        images,
-        request_key: requestKey(session!),
-        origin: "operator",
-      });
-      return say(session!, ".queued", {
-        ref: `#${target.number}`,
-        project: projectName(session!, target.session),
-        command: shortCommandId(created.command.command_id),
-      });
-    });
+  /** Queues the owner's message with its images; the short id of the command it became. */
+  const queue = async (session: Session, target: { session_id: string; event_id?: string }, instruction: string) => {
+    const images = await fetchImages(ctx, session, imageSources(session));
+    const request_key = session.messageId ? `chat:${session.platform}:${session.channelId ?? ""}:${session.messageId}` : null;
+    const created = await kit.operator.createCommand({ ...target, instruction, images, request_key, origin: "operator" });
+    return shortCommandId(created.command.command_id);
+  };
+
+  ownerAction(ctx, kit, "anon.send <session:string> <instruction:rawtext>", async (argv, ref, instruction) => {
+    const { session } = argv;
+    const text = typedTail(argv, [ref], instruction);
+    if (!ref || !text) return say(session, ".usage");
+    const target = sessionByRef(kit, session, ref);
+    const command = await queue(session, { session_id: target.session.session_id }, text);
+    return say(session, ".queued", { ref: `#${target.number}`, project: projectName(session, target.session), command });
   });
 
   // A reply that quotes a notice the bot delivered directly; any other message goes on. Ahead of other
@@ -49,18 +39,10 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
     return asOwner(ctx, kit, session, async () => {
       if (new Set(notices.map((n) => n.session_id)).size > 1) throw new ChatRefusal(say(session, "anon-notify.reply.several-sessions"));
       const notice = notices[0]!;
-      const images = await fetchImages(ctx, session, imageSources(session));
-      const created: OperatorCommandCreated = await kit.operator.createCommand({
-        session_id: notice.session_id,
-        event_id: notice.event_id,
-        instruction: text,
-        images,
-        request_key: requestKey(session),
-        origin: "operator",
-      });
+      const command = await queue(session, { session_id: notice.session_id, event_id: notice.event_id }, text);
       const online = kit.operator.onlineSessions().find((s) => s.session_id === notice.session_id);
       const project = online ? projectName(session, online) : notice.session_id;
-      return say(session, "anon-notify.reply.queued", { project, event: notice.event_id, command: shortCommandId(created.command.command_id) });
+      return say(session, "anon-notify.reply.queued", { project, event: notice.event_id, command });
     });
   }, true);
 }
