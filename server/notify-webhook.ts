@@ -1,6 +1,6 @@
 /** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under
  * server/ each (docs/architecture.md). */
-import type { Context, Schema as SchemaType } from "koishi";
+import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { localeLanguage } from "../common/locale.ts";
 import { ApprovalMessenger } from "./approvals/messenger.ts";
@@ -73,143 +73,104 @@ const NEEDED_SERVICES = ["server", "database"] as const;
 export let usage = usageText(localeLanguage(process.env));
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
-function section<T>(schema: SchemaType<T>, name: string): SchemaType<T> {
-  return schema.i18n(configDescriptions(name));
+function section<X extends Parameters<typeof Schema.object>[0]>(name: string, shape: X) {
+  return Schema.object(shape).i18n(configDescriptions(name));
 }
 
 export const Config = Schema.intersect([
-  section(
-    Schema.object({
-      token: Schema.string().role("secret").required(),
-      operatorToken: Schema.string().role("secret").default(""),
-      pairingCode: Schema.string().role("secret").default("").hidden(),
-    }),
-    "auth",
-  ),
-  section(Schema.object({ botId: Schema.string().default(""), recipientId: Schema.string().default("") }), "target"),
-  section(
-    Schema.object({
-      eventsPerMinute: Schema.natural().min(1).default(60),
-      eventBurst: Schema.natural().min(1).default(20),
-      heartbeatsPerMinute: Schema.natural().min(1).default(60),
-      heartbeatBurst: Schema.natural().min(1).default(20),
-      heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000),
-      heartbeatTotalBurst: Schema.natural().min(1).default(1000),
-      longPollsPerSession: Schema.natural().min(1).default(4),
-      longPollsTotal: Schema.natural().min(1).default(256),
-      requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
-    }),
-    "limits",
-  ),
-  section(
-    Schema.object({
-      injectMaxAttempts: Schema.natural().min(1).default(20),
-      injectRetryDelayMs: Schema.natural().role("ms").default(15_000),
-      personaWaitMs: Schema.natural().role("ms").default(10_000),
-      stimulusPriority: Schema.natural().default(5),
-      logPersona: Schema.boolean().default(false),
-    }),
-    "persona",
-  ),
-  section(Schema.object({ sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000) }), "sessions"),
-  section(
-    Schema.object({
-      commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
-      commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024),
-      stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000),
-    }),
-    "commands",
-  ),
-  section(
-    Schema.object({
-      watchdogEnabled: Schema.boolean().default(true),
-      watchdogStallAfterMs: Schema.natural()
-        .role("ms")
-        .min(1000)
-        .default(10 * 60_000),
-      watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000),
-      watchdogDelivery: Schema.union(["anon", "direct"]).default("anon"),
-    }),
-    "watchdog",
-  ),
-  section(Schema.object({ auditRetentionDays: Schema.natural().min(1).default(30), retentionDays: Schema.natural().min(1).default(30) }), "retention"),
-  section(Schema.object({ chatRefusal: Schema.union(["reply", "silent"]).default("reply") }), "chat"),
-  section(
-    Schema.object({
-      muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
-        .role("checkbox")
-        .default([...URGENT_KINDS]),
-    }),
-    "mute",
-  ),
-  section(
-    Schema.object({
-      approvalMaxMinutes: Schema.natural()
-        .min(1)
-        .max(24 * 60)
-        .default(15),
-      approvalsOpenPerSession: Schema.natural().min(1).default(3),
-      approvalsPerMinute: Schema.natural().min(1).default(10),
-      approvalBurst: Schema.natural().min(1).default(5),
-      grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
-      approvalOperatorDecisions: Schema.boolean().default(false),
-      approvalMessagesPerMinute: Schema.natural().min(1).default(10),
-    }),
-    "approvals",
-  ),
-  section(
-    Schema.object({
-      consoleToken: Schema.string().role("secret").default(""),
-      consoleActions: Schema.boolean().default(false),
-      consoleAuthority: Schema.natural().default(4),
-      consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
-      consoleAlone: Schema.boolean().default(false).hidden(),
-    }),
-    "console",
-  ),
-  section(
-    Schema.object({
-      ntfyUrl: Schema.string().role("link").default(""),
-      ntfyTopic: Schema.string().default(""),
-      ntfyToken: Schema.string().role("secret").default(""),
-      ntfyCompletions: Schema.boolean().default(false),
-      pushRetryDelayMs: Schema.natural().role("ms").default(5_000),
-      publicUrl: Schema.string().role("link").default(""),
-      feishuWebhook: Schema.string().role("secret").default(""),
-      feishuSecret: Schema.string().role("secret").default(""),
-    }),
-    "push",
-  ),
-  section(
-    Schema.object({
-      triggers: Schema.array(
-        section(
-          Schema.object({
-            name: Schema.string().required(),
-            secret: Schema.string().role("secret").required(),
-            projects: Schema.array(
-              Schema.object({ repository: Schema.string().required(), project: Schema.string().required(), host: Schema.string().default("") }),
-            )
-              .role("table")
-              .default([]),
-            events: Schema.array(Schema.string()).default([...DEFAULT_EVENTS]),
-            labels: Schema.array(Schema.string()).default([]),
-            actors: Schema.array(Schema.string()).default([]),
-            bots: Schema.array(Schema.string()).default([]),
-            marker: Schema.string().default(DEFAULT_MARKER),
-            runsPerDay: Schema.natural().min(1).default(20),
-            runsPerKeyPerHour: Schema.natural().min(1).default(10),
-            turns: Schema.natural().min(1).default(30),
-            minutes: Schema.natural().min(1).default(30),
-            prompt: Schema.string().role("textarea").default(DEFAULT_PROMPT),
-          }),
-          "trigger",
-        ),
-      ).default([]),
-      triggerDelivery: Schema.union(["anon", "direct"]).default("direct"),
-    }),
-    "triggers",
-  ),
+  section("auth", {
+    token: Schema.string().role("secret").required(),
+    operatorToken: Schema.string().role("secret").default(""),
+    pairingCode: Schema.string().role("secret").default("").hidden(),
+  }),
+  section("target", { botId: Schema.string().default(""), recipientId: Schema.string().default("") }),
+  section("limits", {
+    eventsPerMinute: Schema.natural().min(1).default(60),
+    eventBurst: Schema.natural().min(1).default(20),
+    heartbeatsPerMinute: Schema.natural().min(1).default(60),
+    heartbeatBurst: Schema.natural().min(1).default(20),
+    heartbeatsTotalPerMinute: Schema.natural().min(1).default(6000),
+    heartbeatTotalBurst: Schema.natural().min(1).default(1000),
+    longPollsPerSession: Schema.natural().min(1).default(4),
+    longPollsTotal: Schema.natural().min(1).default(256),
+    requestBodyTimeoutMs: Schema.natural().role("ms").min(100).default(30_000),
+  }),
+  section("persona", {
+    injectMaxAttempts: Schema.natural().min(1).default(20),
+    injectRetryDelayMs: Schema.natural().role("ms").default(15_000),
+    personaWaitMs: Schema.natural().role("ms").default(10_000),
+    stimulusPriority: Schema.natural().default(5),
+    logPersona: Schema.boolean().default(false),
+  }),
+  section("sessions", { sessionHeartbeatTimeoutMs: Schema.natural().role("ms").min(1000).default(30_000) }),
+  section("commands", {
+    commandLeaseMs: Schema.natural().role("ms").min(100).default(60_000),
+    commandImageBudgetBytes: Schema.natural().default(32 * 1024 * 1024),
+    stopTtlMs: Schema.natural().role("ms").min(1000).default(30_000),
+  }),
+  section("watchdog", {
+    watchdogEnabled: Schema.boolean().default(true),
+    watchdogStallAfterMs: Schema.natural().role("ms").min(1000).default(600_000),
+    watchdogCheckIntervalMs: Schema.natural().role("ms").min(100).default(15_000),
+    watchdogDelivery: Schema.union(["anon", "direct"]).default("anon"),
+  }),
+  section("retention", { auditRetentionDays: Schema.natural().min(1).default(30), retentionDays: Schema.natural().min(1).default(30) }),
+  section("chat", { chatRefusal: Schema.union(["reply", "silent"]).default("reply") }),
+  section("mute", {
+    muteBreakThrough: Schema.array(Schema.union([...URGENT_KINDS]))
+      .role("checkbox")
+      .default([...URGENT_KINDS]),
+  }),
+  section("approvals", {
+    approvalMaxMinutes: Schema.natural().min(1).max(1440).default(15),
+    approvalsOpenPerSession: Schema.natural().min(1).default(3),
+    approvalsPerMinute: Schema.natural().min(1).default(10),
+    approvalBurst: Schema.natural().min(1).default(5),
+    grantMaxMinutes: Schema.natural().min(1).max(240).default(120),
+    approvalOperatorDecisions: Schema.boolean().default(false),
+    approvalMessagesPerMinute: Schema.natural().min(1).default(10),
+  }),
+  section("console", {
+    consoleToken: Schema.string().role("secret").default(""),
+    consoleActions: Schema.boolean().default(false),
+    consoleAuthority: Schema.natural().default(4),
+    consoleOrigins: Schema.array(Schema.string().role("link")).default([]),
+    consoleAlone: Schema.boolean().default(false).hidden(),
+  }),
+  section("push", {
+    ntfyUrl: Schema.string().role("link").default(""),
+    ntfyTopic: Schema.string().default(""),
+    ntfyToken: Schema.string().role("secret").default(""),
+    ntfyCompletions: Schema.boolean().default(false),
+    pushRetryDelayMs: Schema.natural().role("ms").default(5_000),
+    publicUrl: Schema.string().role("link").default(""),
+    feishuWebhook: Schema.string().role("secret").default(""),
+    feishuSecret: Schema.string().role("secret").default(""),
+  }),
+  section("triggers", {
+    triggers: Schema.array(
+      section("trigger", {
+        name: Schema.string().required(),
+        secret: Schema.string().role("secret").required(),
+        projects: Schema.array(
+          Schema.object({ repository: Schema.string().required(), project: Schema.string().required(), host: Schema.string().default("") }),
+        )
+          .role("table")
+          .default([]),
+        events: Schema.array(Schema.string()).default([...DEFAULT_EVENTS]),
+        labels: Schema.array(Schema.string()).default([]),
+        actors: Schema.array(Schema.string()).default([]),
+        bots: Schema.array(Schema.string()).default([]),
+        marker: Schema.string().default(DEFAULT_MARKER),
+        runsPerDay: Schema.natural().min(1).default(20),
+        runsPerKeyPerHour: Schema.natural().min(1).default(10),
+        turns: Schema.natural().min(1).default(30),
+        minutes: Schema.natural().min(1).default(30),
+        prompt: Schema.string().role("textarea").default(DEFAULT_PROMPT),
+      }),
+    ).default([]),
+    triggerDelivery: Schema.union(["anon", "direct"]).default("direct"),
+  }),
 ]);
 /** The plugin's options, as the schema above resolves them. */
 export type Config = ReturnType<typeof Config>;
@@ -224,12 +185,9 @@ export function apply(ctx: Context, config: Config) {
   const consoleTokenRefused = config.consoleToken ? consoleTokenProblem(config.consoleToken, [config.token, config.operatorToken]) : null;
   if (consoleTokenRefused) throw new Error(consoleTokenRefused);
   // The same minimum as the token files: a short token in koishi.yml is as guessable as one in a file.
-  for (const [key, value] of [
-    ["token", config.token],
-    ["operatorToken", config.operatorToken],
-  ] as const) {
-    if (value && value.length < MIN_TOKEN_CHARS)
-      throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length: value.length, min: MIN_TOKEN_CHARS }));
+  for (const key of ["token", "operatorToken"] as const) {
+    const { length } = config[key];
+    if (length > 0 && length < MIN_TOKEN_CHARS) throw new Error(instanceText(ctx, "anon-notify.weak-token", { key, length, min: MIN_TOKEN_CHARS }));
   }
   const pushProblem = pushConfigProblem(config);
   if (pushProblem) throw new Error(instanceText(ctx, `anon-notify.push.config.${pushProblem.key}`, { value: pushProblem.value }));

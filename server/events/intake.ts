@@ -67,7 +67,7 @@ export class EventIntake {
   constructor(deps: EventIntakeDeps) {
     this.#deps = deps;
     this.#lookup = new ReceiptLookup(deps.store);
-    this.#batch = new ReceiptBatch({ store: deps.store, audit: deps.audit });
+    this.#batch = new ReceiptBatch(deps.store, deps.audit);
     this.#buckets = new SessionBuckets(deps.limit, deps.totalLimit, Date.now());
   }
 

@@ -5,22 +5,20 @@ import type { AuditDraft, AuditLog } from "../audit/store.ts";
 import type { EventRow } from "./receipt-rules.ts";
 import type { EventStore } from "./store.ts";
 
-export interface ReceiptBatchDeps {
-  store: EventStore;
-  audit?: AuditLog | undefined;
-}
-
 interface Receipt {
   row: EventRow;
   audit: AuditDraft | undefined;
 }
 
 export class ReceiptBatch {
-  readonly #deps: ReceiptBatchDeps;
-  readonly #tick = new TickBatch<Receipt, void>((receipts) => this.#store(receipts));
+  readonly #tick = new TickBatch<Receipt, void>((receipts) => this.#write(receipts));
 
-  constructor(deps: ReceiptBatchDeps) {
-    this.#deps = deps;
+  readonly #store: EventStore;
+  readonly #audit: AuditLog | undefined;
+
+  constructor(store: EventStore, audit: AuditLog | undefined) {
+    this.#store = store;
+    this.#audit = audit;
   }
 
   /** Resolves once `row` and its audit row are stored (not yet synced); rejects if the row was not stored. */
@@ -29,18 +27,17 @@ export class ReceiptBatch {
   }
 
   /** Throws only when COMMIT itself fails: then nothing of the tick is known to be stored. */
-  async #store(receipts: Receipt[]): Promise<ItemOutcome<void>[]> {
-    const { store, audit } = this.#deps;
+  async #write(receipts: Receipt[]): Promise<ItemOutcome<void>[]> {
     const outcomes: ItemOutcome<void>[] = [];
-    await store.transaction(async (database) => {
+    await this.#store.transaction(async (database) => {
       for (const receipt of receipts) {
         try {
-          await store.create(receipt.row, database);
+          await this.#store.create(receipt.row, database);
         } catch (error) {
           outcomes.push({ ok: false, error });
           continue;
         }
-        if (receipt.audit) await audit?.write(receipt.audit, database);
+        if (receipt.audit) await this.#audit?.write(receipt.audit, database);
         outcomes.push({ ok: true, value: undefined });
       }
     });

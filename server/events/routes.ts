@@ -26,12 +26,8 @@ function refusal(index: number, body: unknown, error: DomainError): BatchRefusal
   };
 }
 
-export interface EventRoutesDeps {
-  api: HttpApi;
-  intake: EventIntake;
-  /** The push route, when configured: a receipt carries the event's push receipt too. */
-  push?: Pick<Pusher, "receipt"> | undefined;
-}
+/** `push`: the push route, when configured; a receipt carries the event's push receipt too. */
+type EventRoutesDeps = { api: HttpApi; intake: EventIntake; push?: Pick<Pusher, "receipt"> | undefined };
 
 export const EventRoutes = {
   name: "notify-webhook-events",
@@ -56,11 +52,7 @@ export const EventRoutes = {
     ctx.on("dispose", () => {
       intake.onLimited = undefined;
     });
-    api.offer(ctx, "events");
-    api.offer(ctx, "direct");
-    api.offer(ctx, "context_usage");
-
-    api.offer(ctx, "events_batch");
+    for (const capability of ["events", "direct", "context_usage", "events_batch"]) api.offer(ctx, capability);
 
     api.route(ctx, { method: "POST", path: "/events", auth: "agent", maxBytes: LIMITS.eventBodyBytes }, async (request) => {
       const accepted = await intake.submit(request.body, { actor: "agent", idempotencyKey: request.header("idempotency-key") });

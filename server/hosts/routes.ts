@@ -6,16 +6,10 @@ import { json, type HttpApi } from "../http/api.ts";
 import type { HostRegistry } from "./registry.ts";
 import type { StartService } from "./service.ts";
 
-export interface HostRoutesDeps {
-  api: HttpApi;
-  hosts: HostRegistry;
-  starts: StartService;
-}
-
 export const HostRoutes = {
   name: "notify-webhook-hosts",
   reusable: true,
-  apply(ctx: Context, { api, hosts, starts }: HostRoutesDeps) {
+  apply(ctx: Context, { api, hosts, starts }: { api: HttpApi; hosts: HostRegistry; starts: StartService }) {
     api.route(ctx, { method: "POST", path: "/hosts/heartbeat", auth: "agent" }, (request) => {
       hosts.record(parseWith(HostHeartbeat, request.body));
       return json(200, { ttl_ms: hosts.ttlMs, server_time: new Date().toISOString() });

@@ -7,15 +7,10 @@ import { instanceText } from "../locales/load.ts";
 
 const LOAD_RETRY_MS = 1000;
 
-export interface MuteLoaderDeps {
-  api: HttpApi;
-  mutes: MuteStore;
-}
-
 export const MuteLoader = {
   name: "notify-webhook-mute",
   reusable: true,
-  apply(ctx: Context, { api, mutes }: MuteLoaderDeps) {
+  apply(ctx: Context, { api, mutes }: { api: HttpApi; mutes: MuteStore }) {
     const release = api.holdUntilReady(ctx);
     const load = async () => {
       try {

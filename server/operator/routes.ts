@@ -15,15 +15,10 @@ import { parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import type { OperatorService } from "./service.ts";
 
-export interface OperatorRoutesDeps {
-  api: HttpApi;
-  operator: OperatorService;
-}
-
 export const OperatorRoutes = {
   name: "notify-webhook-operator",
   reusable: true,
-  apply(ctx: Context, { api, operator }: OperatorRoutesDeps) {
+  apply(ctx: Context, { api, operator }: { api: HttpApi; operator: OperatorService }) {
     api.route(ctx, { method: "GET", path: "/operator/sessions", auth: "operator" }, (request) =>
       json(200, operator.sessions(parseWith(OperatorSessionsQuery, Object.fromEntries(request.query)))),
     );

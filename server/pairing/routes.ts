@@ -2,8 +2,8 @@
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { formatPairingCode, PAIRING_PATH, PAIRING_TTL_MS, PairRequest, type PairAnswer } from "../../protocol/pairing.ts";
-import { API_BASE_PATH, wireIssues } from "../../protocol/wire.ts";
-import { DomainError } from "../../common/domain-error.ts";
+import { API_BASE_PATH } from "../../protocol/wire.ts";
+import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { json, type HttpApi } from "../http/api.ts";
 import { instanceText } from "../locales/load.ts";
 import type { PersonaSlot } from "../persona/port.ts";
@@ -13,15 +13,8 @@ import type { PairingCodes } from "./codes.ts";
 export { PairingCodes } from "./codes.ts";
 import { pairedRecipient, type OwnerIds } from "./recipient.ts";
 
-export interface PairingDeps {
-  api: HttpApi;
-  codes: PairingCodes;
-  owner: OwnerIds;
-  personas: PersonaSlot;
-  token: string;
-  /** A code someone else prints (npm start); without one, a code is issued and logged here. */
-  announced: boolean;
-}
+/** `announced`: a code someone else prints (npm start); without one, a code is issued and logged here. */
+type PairingDeps = { api: HttpApi; codes: PairingCodes; owner: OwnerIds; personas: PersonaSlot; token: string; announced: boolean };
 
 /** The link `/anon-notify-setup` takes: the API's address, the code in the fragment (never sent). */
 export function pairingLink(origin: string, code: string): string {
@@ -33,9 +26,7 @@ export const PairingRoutes = {
   apply(ctx: Context, { api, codes, owner, personas, token, announced }: PairingDeps) {
     const logger = ctx.logger("notify-webhook");
     api.route(ctx, { method: "POST", path: PAIRING_PATH, auth: "pairing", maxBytes: 1024 }, (request) => {
-      const body = PairRequest.safeParse(request.body);
-      if (!body.success) throw new DomainError("invalid_request", { issues: wireIssues(body.error) });
-      const redeemed = codes.redeem(body.data.code, request.remoteAddress);
+      const redeemed = codes.redeem(parseWith(PairRequest, request.body).code, request.remoteAddress);
       if (!redeemed.ok && redeemed.why === "rate_limited") throw new DomainError("rate_limited", { retryAfterSeconds: redeemed.retryAfterSeconds });
       if (!redeemed.ok) throw new DomainError("pairing_code_invalid");
       logger.info(instanceText(ctx, "anon-notify.pairing.redeemed", { address: request.remoteAddress }));

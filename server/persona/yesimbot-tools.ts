@@ -60,7 +60,7 @@ function refusalText(say: Say, code: string): string {
 }
 
 /** The tools' descriptions for the model, in the instance's language (the persona's). */
-function descriptions(say: Say): Record<ToolName, { description: string; parameters: () => SchemaType }> {
+function descriptions(say: Say): Record<ToolName, { description: string; parameters: Record<string, SchemaType> }> {
   const t = (key: string, params: object = {}) => say(`anon-notify.persona-tools.${key}`, params);
   const required = (description: string) => Schema.string().required().description(description);
   const limit = (max: number, description: string) => Schema.natural().max(max).description(description);
@@ -77,55 +77,49 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
   return {
     agent_command: {
       description: t("agent_command.description"),
-      parameters: () =>
-        Schema.object({
-          event_id: required(t("agent_command.event_id")),
-          session_id: required(t("agent_command.session_id")),
-          instruction: required(t("instruction", { max: LIMITS.instructionChars })),
-          images: imagesSchema(),
-        }),
+      parameters: {
+        event_id: required(t("agent_command.event_id")),
+        session_id: required(t("agent_command.session_id")),
+        instruction: required(t("instruction", { max: LIMITS.instructionChars })),
+        images: imagesSchema(),
+      },
     },
     agent_sessions: {
       description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
-      parameters: () =>
-        Schema.object({
-          limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
-          cursor: Schema.string().description(t("agent_sessions.cursor")),
-        }),
+      parameters: {
+        limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+        cursor: Schema.string().description(t("agent_sessions.cursor")),
+      },
     },
     agent_session_message: {
       description: t("agent_session_message.description"),
-      parameters: () =>
-        Schema.object({
-          session_id: required(t("agent_session_message.session_id")),
-          content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
-          images: imagesSchema(),
-        }),
+      parameters: {
+        session_id: required(t("agent_session_message.session_id")),
+        content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+        images: imagesSchema(),
+      },
     },
     agent_commands: {
       description: t("agent_commands.description"),
-      parameters: () =>
-        Schema.object({
-          session_id: required("session ID"),
-          limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })),
-        }),
+      parameters: {
+        session_id: required("session ID"),
+        limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })),
+      },
     },
     agent_command_cancel: {
       description: t("agent_command_cancel.description"),
-      parameters: () =>
-        Schema.object({
-          session_id: required("session ID"),
-          command_id: required(t("agent_command_cancel.command_id")),
-        }),
+      parameters: {
+        session_id: required("session ID"),
+        command_id: required(t("agent_command_cancel.command_id")),
+      },
     },
     agent_approvals: {
       description: t("agent_approvals.description"),
-      parameters: () =>
-        Schema.object({
-          state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
-          session_id: Schema.string().description(t("agent_approvals.session_id")),
-          limit: limit(100, t("limit", { max: 100 })),
-        }),
+      parameters: {
+        state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
+        session_id: Schema.string().description(t("agent_approvals.session_id")),
+        limit: limit(100, t("limit", { max: 100 })),
+      },
     },
   };
 }
@@ -213,7 +207,7 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   return names.map((name) => ({
     name,
     description: texts[name].description,
-    parameters: texts[name].parameters(),
+    parameters: Schema.object(texts[name].parameters),
     isSupported: (session) => isOwnerChat(owner, session),
     execute: async ({ session, ...params }) => {
       // YesImBot skips isSupported when a call comes without a session, so check again here.

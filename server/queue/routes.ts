@@ -16,18 +16,9 @@ const SWEEP_MAX_MS = 5_000;
 /** A refused long poll comes back after this; a well-behaved client never holds more than two per session. */
 const POLL_RETRY_SECONDS = 5;
 
-export interface CommandRoutesDeps {
-  api: HttpApi;
-  registry: SessionRegistry;
-  /** The host lane's claimers: on that lane `session_id` names a host. */
-  hosts: HostRegistry;
-  commands: CommandStore;
-  /** The shortest time the sweep serves (lease, stop time to live): it runs at least twice within it. */
-  sweepMs: number;
-  pollCaps: PollCaps;
-}
+/** `hosts`: the host lane's claimers (there `session_id` names a host); `sweepMs`: the shortest time the sweep serves (lease, stop TTL). */
+type CommandRoutesDeps = { api: HttpApi; registry: SessionRegistry; hosts: HostRegistry; commands: CommandStore; sweepMs: number; pollCaps: PollCaps };
 
-/** The agent's side of the queue: claim (with long poll) and ACK, plus the lease-expiry sweep. */
 export const CommandRoutes = {
   name: "notify-webhook-commands",
   reusable: true,

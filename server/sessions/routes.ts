@@ -10,15 +10,10 @@ import type { SessionRegistry } from "./registry.ts";
 /** Sweeping only frees memory (lookups check expiry themselves), so it need not run often. */
 const SWEEP_INTERVAL_MAX_MS = 10_000;
 
-export interface SessionRoutesDeps extends HeartbeatLimits {
-  api: HttpApi;
-  registry: SessionRegistry;
-}
-
 export const SessionRoutes = {
   name: "notify-webhook-sessions",
   reusable: true,
-  apply(ctx: Context, { api, registry, ...limits }: SessionRoutesDeps) {
+  apply(ctx: Context, { api, registry, ...limits }: HeartbeatLimits & { api: HttpApi; registry: SessionRegistry }) {
     const heartbeats = new HeartbeatService(registry, limits);
     ctx.setInterval(
       () => {

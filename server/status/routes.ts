@@ -10,15 +10,8 @@ import { chatReachesOwner, noticeFacts, noticeRoute } from "./notices.ts";
 import { recipientStatus } from "./recipient.ts";
 import type { Pusher } from "../push/pusher.ts";
 
-export interface StatusDeps {
-  api: HttpApi;
-  botId: string;
-  recipientId: string;
-  personas: PersonaSlot;
-  /** The server's heartbeat TTL, which the extension paces its heartbeats by. */
-  sessionHeartbeatTimeoutMs: number;
-  push?: Pick<Pusher, "health"> | undefined;
-}
+/** `sessionHeartbeatTimeoutMs`: the server's heartbeat TTL, which the extension paces its heartbeats by. */
+type StatusDeps = { api: HttpApi; botId: string; recipientId: string; personas: PersonaSlot; sessionHeartbeatTimeoutMs: number; push?: Pick<Pusher, "health"> };
 
 export const StatusRoutes = {
   name: "notify-webhook-status",

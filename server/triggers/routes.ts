@@ -6,15 +6,10 @@ import { parseWith } from "../../common/domain-error.ts";
 import { json, parseJson, type HttpApi } from "../http/api.ts";
 import type { TriggerService } from "./service.ts";
 
-export interface TriggerRoutesDeps {
-  api: HttpApi;
-  triggers: TriggerService;
-}
-
 export const TriggerRoutes = {
   name: "notify-webhook-triggers",
   reusable: true,
-  apply(ctx: Context, { api, triggers }: TriggerRoutesDeps) {
+  apply(ctx: Context, { api, triggers }: { api: HttpApi; triggers: TriggerService }) {
     api.route(ctx, { method: "POST", path: "/triggers/:name", auth: "signed", maxBytes: TRIGGER_BODY_BYTES }, async (request) => {
       // The signature is checked over the bytes as they came, before anything reads them as JSON.
       const trigger = triggers.verify(request.params.name ?? "", request.header, request.raw, request.remoteAddress);

@@ -8,18 +8,12 @@ import type { SessionRegistry } from "../sessions/registry.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
-export interface WatchdogOptions {
-  stallAfterMs: number;
-  checkIntervalMs: number;
-  delivery: DeliveryRoute;
-}
-
-export interface WatchdogDeps {
+type WatchdogDeps = {
   registry: SessionRegistry;
   intake: EventIntake;
   audit: AuditLog;
-  options: WatchdogOptions;
-}
+  options: { stallAfterMs: number; checkIntervalMs: number; delivery: DeliveryRoute };
+};
 
 export const Watchdog = {
   name: "notify-webhook-watchdog",
