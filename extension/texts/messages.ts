@@ -224,9 +224,7 @@ const zh = {
       sent: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
       queued: (code: string) => `审批请求还没送到聊天（服务端会一直重试），审批码 ${code}；可以在这里、控制台或送到后在聊天中回答。`,
       none: (code: string) => `没有可发的聊天，审批请求没有发出（审批码 ${code}）；请在这里或控制台回答。`,
-      // An older server does not say; only that it took the request is known.
-      unknown: (code: string) => `服务端已收到审批请求，审批码 ${code}；在这里回答即可。`,
-    } satisfies Record<ApprovalReach | "unknown", (code: string) => string>,
+    } satisfies Record<ApprovalReach, (code: string) => string>,
     answeredElsewhere: (action: string, answer: AnswerFacts) =>
       answer.outcome === "timeout"
         ? `「${visibleControls(action)}」已超时拒绝，终端对话框已关闭。`
@@ -493,7 +491,6 @@ const en: Messages = {
       queued: (code) =>
         `The approval request has not reached the chat yet (the server keeps retrying), code ${code}; answer here, in the console, or in the chat once it arrives.`,
       none: (code) => `There is no chat to send to, so no approval request was sent (code ${code}); answer here or in the console.`,
-      unknown: (code) => `The server took the approval request, code ${code}; answer here.`,
     },
     answeredElsewhere: (action, answer) =>
       answer.outcome === "timeout"
