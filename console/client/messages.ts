@@ -10,15 +10,10 @@ export default {
       token: "已用控制台 Token 登录：可以在此页面发送、撤回指令，打断运行，回答审批和静音通知。",
       auth: "已登录控制台：可以在此页面发送、撤回指令，打断运行，回答审批和静音通知。",
       open: "注意：插件配置开启了 consoleActions，任何能访问此端口的人不用登录就能查看和操作此页面。",
-      sign_in_required: "请先登录。",
-      login_required: "请先登录控制台。",
-      authority_too_low: "当前账号的权限等级不够。",
     },
     loading: "正在连接…",
     signIn: {
       title: "登录“Pi 会话”页面",
-      checking: "正在登录…",
-      signed_in: "已登录。",
       signed_out: "已退出登录：这个标签页保存的 Token 已清除。要再登录，请粘贴 Token，或重新打开 npm start 打印的链接。",
       signOut: "退出登录",
       needed:
@@ -149,7 +144,6 @@ export default {
         unknown_project: "{host} 的项目列表里没有 {project}，没有开会话。",
       },
     },
-    approvals: "等你审批",
     waitingItem: "{code} · {project}：{action}",
     waitingCount: "{n} 项待审批",
     queuedCount: "{n} 条指令排队",
@@ -265,7 +259,6 @@ export default {
     older: "更早的记录",
     error: {
       sign_in_required: "被拒绝：请先用控制台 Token 登录。",
-      bad_token: "被拒绝：Token 不对。",
       disconnected: "没有发出：与服务端的连接断了，正在重连。",
       login_required: "被拒绝：请先登录控制台。",
       authority_too_low: "被拒绝：权限等级不够。",
@@ -293,15 +286,10 @@ export default {
       token: "Signed in with the console token: you can send and cancel instructions, stop runs, answer approvals and mute notices here.",
       auth: "Logged in to the console: you can send and cancel instructions, stop runs, answer approvals and mute notices here.",
       open: "Warning: consoleActions is on in the plugin config: anyone who can reach this port can see and act on this page without signing in.",
-      sign_in_required: "Sign in first.",
-      login_required: "Log in to the console first.",
-      authority_too_low: "This account's authority is too low.",
     },
     loading: "Connecting…",
     signIn: {
       title: "Sign in to the Pi sessions page",
-      checking: "Signing in…",
-      signed_in: "Signed in.",
       signed_out: "Signed out: the token this tab kept is cleared. To sign in again, paste the token or open the link npm start printed again.",
       signOut: "Sign out",
       needed:
@@ -441,7 +429,6 @@ export default {
         unknown_project: "{host} does not list a project {project}. Nothing was started.",
       },
     },
-    approvals: "Waiting for your approval",
     waitingItem: "{code} · {project}: {action}",
     waitingCount: "{n} to approve",
     queuedCount: "{n} queued",
@@ -569,7 +556,6 @@ export default {
     older: "Older entries",
     error: {
       sign_in_required: "Refused: sign in with the console token first.",
-      bad_token: "Refused: wrong token.",
       disconnected: "Not sent: the connection to the server is down; reconnecting.",
       login_required: "Refused: log in to the console first.",
       authority_too_low: "Refused: authority too low.",

@@ -14,36 +14,31 @@ export function useTimelineQuery(view: ComputedRef<ConsoleView | undefined>, ref
   const filtered = computed(() => Boolean(filter.session_id || filter.kind || filter.since));
   const timeline = computed(() => (filtered.value ? (queried.value ?? []) : (view.value?.timeline ?? [])));
 
-  function query(before?: number) {
-    return {
+  /** Asks for the rows before `before` (the newest without it): they replace the list, or extend it. */
+  async function load(before?: number) {
+    const query = {
       ...(filter.session_id ? { session_id: filter.session_id } : {}),
       ...(filter.kind ? { kind: filter.kind } : {}),
       ...(filter.since ? { since: new Date(filter.since).toISOString() } : {}),
       ...(before ? { before } : {}),
       limit: PAGE,
     };
+    const answer = await call<{ entries: TimelineItem[]; next_before: number | null }>("anon-notify/timeline", query);
+    if (!answer.ok) return before ? undefined : refused(answer);
+    queried.value = [...(before ? (queried.value ?? []) : []), ...answer.value.entries];
+    nextBefore.value = answer.value.next_before;
   }
 
   async function reload() {
-    if (!filtered.value) {
-      nextBefore.value = null;
-      return;
-    }
-    const answer = await call<{ entries: TimelineItem[]; next_before: number | null }>("anon-notify/timeline", query());
-    if (answer.ok) {
-      queried.value = answer.value.entries;
-      nextBefore.value = answer.value.next_before;
-    } else refused(answer);
+    if (filtered.value) await load();
+    else nextBefore.value = null;
   }
 
   async function older() {
     const before = nextBefore.value ?? timeline.value.at(-1)?.id;
     if (!before) return;
     if (!filtered.value) queried.value = [...(view.value?.timeline ?? [])];
-    const answer = await call<{ entries: TimelineItem[]; next_before: number | null }>("anon-notify/timeline", query(before));
-    if (!answer.ok) return;
-    queried.value = [...(queried.value ?? []), ...answer.value.entries];
-    nextBefore.value = answer.value.next_before;
+    await load(before);
   }
 
   watch(
