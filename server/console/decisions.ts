@@ -31,14 +31,8 @@ export interface BoardEntry {
 
 export type Board = ReadonlyMap<string, BoardEntry>;
 
-export interface BoardLimits {
-  /** Gone sessions stay on the board this long… */
-  keepGoneMs: number;
-  /** …and at most this many of them, newest first. */
-  maxGone: number;
-}
-
-export const BOARD_LIMITS: BoardLimits = { keepGoneMs: 24 * 60 * 60 * 1000, maxGone: 20 };
+/** Gone sessions stay on the board this long, and at most this many of them, newest first. */
+export const BOARD_LIMITS = { keepGoneMs: 24 * 60 * 60 * 1000, maxGone: 20 };
 
 /**
  * A session between two tool turns reports idle for a moment (its presence settles) and then runs
@@ -89,7 +83,7 @@ export function boardAudited(board: Board, entry: Pick<AuditEntry, "action" | "s
 }
 
 /** Drops gone sessions older than `keepGoneMs` and beyond the newest `maxGone`. */
-export function boardPruned(board: Board, nowMs: number, limits: BoardLimits): Board {
+export function boardPruned(board: Board, nowMs: number, limits: typeof BOARD_LIMITS): Board {
   const gone = [...board.values()].filter((entry) => entry.goneAtMs !== null).sort((a, b) => b.goneAtMs! - a.goneAtMs!);
   const drop = gone.filter((entry, index) => index >= limits.maxGone || nowMs - entry.goneAtMs! > limits.keepGoneMs);
   if (drop.length === 0) return board;

@@ -128,7 +128,10 @@ function setUp(ctx: Context, deps: ConsolePageDeps): void {
 type PageAccess = ReturnType<typeof pageAccess>;
 
 function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions) {
-  const token = options.token || ownToken(ctx, logger);
+  // The plugin's own token when its config names none: the page's address is logged, never the token.
+  const ownPath = join(ctx.baseDir, "data", "notify-webhook", "console.token");
+  if (!options.token) logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path: ownPath }));
+  const token = options.token || consoleTokenFromFile(ownPath);
   if (options.openToAll && !ctx.get("auth")) {
     logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
   }
@@ -381,13 +384,6 @@ export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promis
   }
   const deadline = Date.now() + timeoutMs;
   while (Object.keys(console.clients).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
-/** The plugin's own console token (its config names none): the page's address is logged, never the token. */
-function ownToken(ctx: Context, logger: Logger): string {
-  const path = join(ctx.baseDir, "data", "notify-webhook", "console.token");
-  logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path }));
-  return consoleTokenFromFile(path);
 }
 
 /**

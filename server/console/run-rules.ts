@@ -160,22 +160,12 @@ function eventRow(trail: Trail, entry: AuditEntry): void {
   }
 }
 
+/** What a run learns as its trail goes on. */
+const NOT_YET_KNOWN = { failure: null, stopped_by: null, reply: null, context: null, latest: null, final_id: null };
+
 function begin(trail: Trail, entry: AuditEntry, task: string, startedAt: string | null): RunView {
   if (trail.open) end(trail, trail.open, "interrupted", trail.open.latest?.at ?? trail.open.started_at);
-  const run: RunView = {
-    key: entry.id,
-    task,
-    started_at: startedAt,
-    ended_at: null,
-    duration_ms: null,
-    outcome: "running",
-    failure: null,
-    stopped_by: null,
-    reply: null,
-    context: null,
-    latest: null,
-    final_id: null,
-  };
+  const run: RunView = { key: entry.id, task, started_at: startedAt, ended_at: null, duration_ms: null, outcome: "running", ...NOT_YET_KNOWN };
   trail.open = run;
   trail.runs.push(run);
   return run;

@@ -29,14 +29,10 @@ export function tokenMatches(presented: string, token: string): boolean {
   return token.length > 0 && timingSafeEqual(digest(presented), digest(token));
 }
 
-export function signInOf(token: string, nowMs: number): SignIn {
-  return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
-}
-
 /** A connection that signed in: its sign-in, and its socket kept when strangers fill `npm start` (http/trust.ts). */
 export function signedInOn(socket: Socket | undefined, token: string, nowMs: number): SignIn {
   trustConnection(socket);
-  return signInOf(token, nowMs);
+  return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
 }
 
 /** The page's address that signs a browser in. */
