@@ -1,7 +1,6 @@
 /** What the console page may ask: named actions calling the same services as the API and the chat. Every
  * answer is a value, never thrown: the console would show a thrown error's stack. */
 import { z } from "zod";
-import { AuditQuery } from "../../protocol/audit.ts";
 import { GrantId, OperatorApprovalDecision } from "../../protocol/approvals.ts";
 import { CreateSessionBody } from "../../protocol/hosts.ts";
 import { MuteBody, OperatorCreateCommand, UnmuteBody } from "../../protocol/operator.ts";
@@ -26,80 +25,43 @@ export interface ConsoleActionDeps {
   starts: StartService;
 }
 
-export interface ConsoleAction<I extends z.ZodType = z.ZodType> {
-  /** The listener's name on the console's WebSocket. */
-  name: string;
+interface ConsoleAction<I extends z.ZodType = z.ZodType> {
   input: I;
   run(deps: ConsoleActionDeps, input: z.infer<I>, caller: string): Promise<unknown>;
 }
 
-function action<I extends z.ZodType>(definition: ConsoleAction<I>): ConsoleAction<I> {
-  return definition;
-}
+const action = <I extends z.ZodType>(input: I, run: ConsoleAction<I>["run"]): ConsoleAction<I> => ({ input, run });
 
-export const CONSOLE_ACTIONS: readonly ConsoleAction[] = [
-  action({
-    name: "anon-notify/send",
-    input: OperatorCreateCommand,
-    // The page makes one key per submit, so a repeated submit (a reconnect, a double click) queues once.
-    run: ({ operator }, input) =>
-      operator.createCommand({ ...input, request_key: input.request_key === undefined ? null : `console:${input.request_key}`, origin: "operator" }),
+/** The actions by their listeners' names on the console's WebSocket. */
+export const CONSOLE_ACTIONS: Record<string, ConsoleAction> = {
+  // The page makes one key per submit, so a repeated submit (a reconnect, a double click) queues once.
+  "anon-notify/send": action(OperatorCreateCommand, ({ operator }, input) =>
+    operator.createCommand({ ...input, request_key: input.request_key === undefined ? null : `console:${input.request_key}`, origin: "operator" }),
+  ),
+  "anon-notify/cancel": action(z.strictObject({ session_id: Id, command_id: Id }), ({ operator }, input) =>
+    operator.cancel(input.session_id, input.command_id),
+  ),
+  // The page shows what the session did (stopped, already idle), so the answer waits for the ACK, bounded.
+  "anon-notify/stop": action(z.strictObject({ session_id: Id }), async ({ operator }, input) => {
+    const stop = await operator.requestStop(input.session_id, "console");
+    return operator.waitForCommandOutcome(stop.command_id, STOP_WAIT_MS);
   }),
-  action({
-    name: "anon-notify/cancel",
-    input: z.strictObject({ session_id: Id, command_id: Id }),
-    run: ({ operator }, input) => operator.cancel(input.session_id, input.command_id),
+  "anon-notify/mute": action(MuteBody, async ({ operator }, input) => ({ mute: await operator.mute(input.session_id ?? null, input.minutes) })),
+  "anon-notify/unmute": action(UnmuteBody, async ({ operator }, input) => ({ ended: await operator.unmute(input.session_id ?? null) })),
+  // With `grant_minutes` (only `approved`): approve, and grant this exact call (or `grant_prefix`) to its session for that long.
+  "anon-notify/decide": action(OperatorApprovalDecision.extend({ approval_id: Id }), ({ approvals }, input, caller) =>
+    approvals.decide({ ...input, ref: input.approval_id, decider: { actor: "console", name: caller }, via: "console" }),
+  ),
+  // As `POST /operator/sessions`: a host's refusal is a refusal, its reason in `state`.
+  "anon-notify/new-session": action(CreateSessionBody, async ({ starts }, input) => {
+    const result = await starts.start(input, "console");
+    if (result.state === "refused") throw new DomainError("start_refused", { state: result.refusal });
+    return result;
   }),
-  action({
-    name: "anon-notify/stop",
-    input: z.strictObject({ session_id: Id }),
-    // The page shows what the session did (stopped, already idle), so the answer waits for the ACK, bounded.
-    run: async ({ operator }, input) => {
-      const stop = await operator.requestStop(input.session_id, "console");
-      return operator.waitForCommandOutcome(stop.command_id, STOP_WAIT_MS);
-    },
-  }),
-  action({
-    name: "anon-notify/mute",
-    input: MuteBody,
-    run: async ({ operator }, input) => ({ mute: await operator.mute(input.session_id ?? null, input.minutes) }),
-  }),
-  action({
-    name: "anon-notify/unmute",
-    input: UnmuteBody,
-    run: async ({ operator }, input) => ({ ended: await operator.unmute(input.session_id ?? null) }),
-  }),
-  action({
-    name: "anon-notify/decide",
-    input: OperatorApprovalDecision.extend({ approval_id: Id }),
-    // With `grant_minutes` (only `approved`): approve, and grant this exact call (or `grant_prefix`) to its session for that long.
-    run: ({ approvals }, input, caller) => approvals.decide({ ...input, ref: input.approval_id, decider: { actor: "console", name: caller }, via: "console" }),
-  }),
-  action({
-    name: "anon-notify/new-session",
-    input: CreateSessionBody,
-    // As `POST /operator/sessions`: a host's refusal is a refusal, its reason in `state`.
-    run: async ({ starts }, input) => {
-      const result = await starts.start(input, "console");
-      if (result.state === "refused") throw new DomainError("start_refused", { state: result.refusal });
-      return result;
-    },
-  }),
-  action({
-    name: "anon-notify/revoke",
-    input: z.strictObject({ grant_id: GrantId }),
-    run: ({ grants }, input, caller) => grants.revoke(input.grant_id, { actor: "console", name: caller }),
-  }),
-];
-
-/** Reading listeners: allowed wherever the console's data is. */
-export const CONSOLE_READS = {
-  timeline: { name: "anon-notify/timeline", input: AuditQuery },
-  entry: { name: "anon-notify/entry", input: z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) }) },
-  session: { name: "anon-notify/session", input: z.strictObject({ session_id: Id }) },
-  /** The online hosts and their projects, for the "New session" form. */
-  hosts: { name: "anon-notify/hosts", input: z.strictObject({}) },
-} as const;
+  "anon-notify/revoke": action(z.strictObject({ grant_id: GrantId }), ({ grants }, input, caller) =>
+    grants.revoke(input.grant_id, { actor: "console", name: caller }),
+  ),
+};
 
 /** Parses, runs and turns every failure into an answer. */
 export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (value: z.infer<I>) => Promise<unknown>): Promise<ConsoleAnswer> {

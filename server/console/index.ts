@@ -5,10 +5,11 @@ import { existsSync, mkdirSync, symlinkSync, readlinkSync, rmSync } from "node:f
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
-import type { z } from "zod";
+import { z } from "zod";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
 import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
-import { AUDIT_PAGE_MAX, type AuditEntry } from "../../protocol/audit.ts";
+import { AUDIT_PAGE_MAX, AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
+import { Id } from "../../protocol/wire.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import type { MuteEntry } from "../../protocol/operator.ts";
 import type { GrantService } from "../approvals/grants.ts";
@@ -22,7 +23,7 @@ import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./run-rules.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
-import { CONSOLE_ACTIONS, CONSOLE_READS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
+import { CONSOLE_ACTIONS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
 import {
   BOARD_LIMITS,
   actionGate,
@@ -282,10 +283,10 @@ function addListener(ctx: Context, name: string, callback: (client: AuthedClient
 
 function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateFor, who }: PageAccess, { changed, items }: ReturnType<typeof startFeed>): void {
   const { operator, audit, starts } = deps;
-  for (const action of CONSOLE_ACTIONS) {
+  for (const [name, action] of Object.entries(CONSOLE_ACTIONS)) {
     addListener(
       ctx,
-      action.name,
+      name,
       async (client, raw) => {
         const gate = gateFor(client);
         // Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided).
@@ -293,20 +294,21 @@ function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateF
         const result = gate.allowed
           ? await audit.as("console", () => answer(action.input, raw, (input) => action.run(deps, input, caller)))
           : ({ ok: false, error: gate.reason } as const);
-        await auditAction(audit, action.name, raw, result, who(client));
+        await auditAction(audit, name, raw, result, who(client));
         if (result.ok) changed();
         return result;
       },
       feedOptions,
     );
   }
-  const read = <I extends z.ZodType>({ name, input }: { name: string; input: I }, run: (value: z.infer<I>) => Promise<unknown>) =>
+  // Reads: allowed wherever the console's data is.
+  const read = <I extends z.ZodType>(name: string, input: I, run: (value: z.infer<I>) => Promise<unknown>) =>
     addListener(ctx, name, (_client, raw) => answer(input, raw, run), feedOptions);
-  read(CONSOLE_READS.timeline, async (query) => {
+  read("anon-notify/timeline", AuditQuery, async (query) => {
     const page = await operator.audit(query);
     return { entries: await items(page.entries), next_before: page.next_before };
   });
-  read(CONSOLE_READS.session, async ({ session_id }) => {
+  read("anon-notify/session", z.strictObject({ session_id: Id }), async ({ session_id }) => {
     // The newest rows of the two kinds a run is made of, read in full: the events' bodies and the commands' states.
     const [notices, commands] = await Promise.all([
       operator.audit({ session_id, kind: "event", limit: AUDIT_PAGE_MAX }),
@@ -314,8 +316,9 @@ function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateF
     ]);
     return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
   });
-  read(CONSOLE_READS.hosts, async () => ({ hosts: starts.hosts() }));
-  read(CONSOLE_READS.entry, async ({ id }) => {
+  // The online hosts and their projects, for the "New session" form.
+  read("anon-notify/hosts", z.strictObject({}), async () => ({ hosts: starts.hosts() }));
+  read("anon-notify/entry", z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) }), async ({ id }) => {
     const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;
     return entry?.id === id ? entry : null;
   });
