@@ -7,7 +7,7 @@ import type { Approval } from "../../protocol/approvals.ts";
 import { commandLines, oneLine } from "../approvals/message-rules.ts";
 import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
-import type { ReceiptState } from "../../protocol/events.ts";
+import type { Receipt } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import { record, timelineSay, type Say } from "./run-rules.ts";
 
@@ -148,11 +148,7 @@ export function consoleApproval(approval: Approval): ConsoleApproval {
 
 // ── Timeline ────────────────────────────────────────────────────────────────
 
-export interface TimelineReceipt {
-  state: ReceiptState;
-  attempts: number;
-  error: string | null;
-}
+export type TimelineReceipt = Pick<Receipt, "state" | "attempts" | "error">;
 
 /** One audit entry as one line; the full entry (the exact text handed over) is fetched on demand. */
 export interface TimelineItem {
@@ -183,6 +179,14 @@ function clip(value: unknown): string {
   return text.length > TEXT_CHARS ? `${text.slice(0, TEXT_CHARS - 1)}…` : text;
 }
 
+/** What a row of these families is about; its outcome is the rest of its action. */
+const FAMILY_TEXT = {
+  mute: (data: Record<string, unknown>) => data.until ?? data.ended ?? "",
+  command: (data: Record<string, unknown>) => data.instruction,
+  tool_call: (data: Record<string, unknown>) => data.reason,
+  watchdog: (data: Record<string, unknown>) => data.activity ?? data.reason ?? "",
+};
+
 /** The line for one audit entry. Pure. */
 export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null = null): TimelineItem {
   const { data } = entry;
@@ -204,12 +208,9 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
   } else if (family === "approval") {
     text = clip([data.code, data.tool, data.action, data.decision, data.outcome, data.state].filter((part) => typeof part === "string" && part).join(" · "));
     outcome = String(data.error ?? "") || entry.action.slice("approval.".length);
-  } else if (family === "mute") {
-    text = clip(data.until ?? data.ended ?? "");
-    outcome = entry.action.slice("mute.".length);
-  } else if (family === "command") {
-    text = clip(data.instruction);
-    outcome = entry.action.slice("command.".length);
+  } else if (family === "mute" || family === "command" || family === "tool_call" || family === "watchdog") {
+    text = clip(FAMILY_TEXT[family](data));
+    outcome = entry.action.slice(family.length + 1);
   } else if (entry.action === "operator.request") {
     text = `${String(data.method ?? "")} ${String(data.path ?? "")}`;
     outcome = [data.status, data.error].filter((part) => part !== null && part !== undefined).join(" ") || null;
@@ -219,12 +220,6 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
     text = clip(input.instruction ?? input.command_id ?? input.approval_id ?? input.event_id ?? data.input);
     outcome = String(data.error ?? data.status ?? "") || null;
     detail = true;
-  } else if (family === "tool_call") {
-    text = clip(data.reason);
-    outcome = entry.action.slice("tool_call.".length);
-  } else if (family === "watchdog") {
-    text = clip(data.activity ?? data.reason ?? "");
-    outcome = entry.action.slice("watchdog.".length);
   }
   return {
     id: entry.id,

@@ -7,11 +7,10 @@ import { dirname, join, sep } from "node:path";
 import type { Context } from "koishi";
 import { z } from "zod";
 import type { Client, DataService as DataServiceType } from "@koishijs/plugin-console";
-import { APPROVAL_LIMITS, type Grant } from "../../protocol/approvals.ts";
+import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
 import { AUDIT_PAGE_MAX, AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
 import { Id } from "../../protocol/wire.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
-import type { MuteEntry } from "../../protocol/operator.ts";
 import type { GrantService } from "../approvals/grants.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -37,8 +36,6 @@ import {
   timelineLines,
   type ActionGate,
   type Board,
-  type ConsoleApproval,
-  type ConsoleSession,
   type TimelineItem,
 } from "./decisions.ts";
 
@@ -56,19 +53,9 @@ export const SIGN_OUT_LISTENER = "anon-notify/sign-out";
 /** Refused sign-ins are logged once per this long, with their count, never one line each. */
 const REFUSED_LOG_MS = 60_000;
 
-export interface ConsoleView {
-  sessions: ConsoleSession[];
-  /** Running mutes, all-sessions first, and how many notices they hold now. */
-  mutes: MuteEntry[];
-  held: number;
-  /** Open approvals (pending, or decided and on their way to the session), newest first. */
-  approvals: ConsoleApproval[];
-  /** Live standing grants, newest first. */
-  grants: Grant[];
-  timeline: TimelineItem[];
-  actions: ActionGate;
-  server_time: string;
-}
+/** What every open page shows (`pageData`), and what this client may do. */
+type PageData = Awaited<ReturnType<typeof pageData>>;
+export type ConsoleView = PageData & { actions: ActionGate };
 
 declare module "@koishijs/console" {
   namespace Console {
@@ -167,8 +154,8 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
   let board = registry.list().reduce<Board>((b, p) => boardRecorded(b, p, registry.find(p.session_id)?.heartbeat.activity ?? null, Date.now()), new Map());
   const boardNow = () => board;
   let version = 0;
-  let cached: { version: number; view: Promise<Omit<ConsoleView, "actions">> } | undefined;
-  let lastView: Omit<ConsoleView, "actions"> | undefined;
+  let cached: { version: number; view: Promise<PageData> } | undefined;
+  let lastView: PageData | undefined;
 
   class Feed extends DataService<ConsoleView | null> {
     constructor(ctx: Context) {
@@ -223,7 +210,7 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
   return { changed, items: (entries: AuditEntry[]) => timelineItems(deps.events, entries, boardNow) };
 }
 
-async function pageData({ operator, approvals, grants, events }: ConsolePageDeps, board: () => Board): Promise<Omit<ConsoleView, "actions">> {
+async function pageData({ operator, approvals, grants, events }: ConsolePageDeps, board: () => Board) {
   const commands = new Map<string, CommandSummary[]>();
   for (const sessionId of board().keys()) commands.set(sessionId, await operator.commands(sessionId, COMMANDS_PER_SESSION));
   const page = await operator.audit({ limit: TIMELINE_PUSHED });
@@ -234,8 +221,10 @@ async function pageData({ operator, approvals, grants, events }: ConsolePageDeps
   ]);
   return {
     sessions: boardView(board(), commands),
+    // Running mutes, all-sessions first, and how many notices they hold now.
     mutes: status.mutes,
     held: status.held,
+    // Open approvals (pending, or decided and on their way to the session) and live grants, newest first.
     approvals: open.map(consoleApproval),
     grants: live,
     timeline: await timelineItems(events, page.entries, board),
