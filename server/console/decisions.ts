@@ -92,20 +92,10 @@ export function boardPruned(board: Board, nowMs: number, limits: typeof BOARD_LI
   return next;
 }
 
-export interface ConsoleSession extends SessionProjection {
-  online: boolean;
-  activity: string | null;
-  /** Since when the session is in `state` (or gone). */
-  state_since: string;
-  gone_at: string | null;
-  gone_reason: GoneReason | null;
-  flags: WatchdogFlag[];
-  /** The newest instructions to this session, newest first. */
-  commands: CommandSummary[];
-}
+export type ConsoleSession = ReturnType<typeof boardView>[number];
 
 /** Online sessions first (most recently seen first), then the gone ones (most recently gone first). */
-export function boardView(board: Board, commands: ReadonlyMap<string, CommandSummary[]>): ConsoleSession[] {
+export function boardView(board: Board, commands: ReadonlyMap<string, CommandSummary[]>) {
   const rank = (entry: BoardEntry) => (entry.goneAtMs === null ? Date.parse(entry.projection.last_seen_at) + 1e15 : entry.goneAtMs);
   return [...board.values()]
     .sort((a, b) => rank(b) - rank(a))
@@ -113,10 +103,12 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
       ...entry.projection,
       online: entry.goneAtMs === null,
       activity: entry.activity,
+      // Since when the session is in `state` (or gone).
       state_since: new Date(entry.stateSinceMs).toISOString(),
       gone_at: entry.goneAtMs === null ? null : new Date(entry.goneAtMs).toISOString(),
       gone_reason: entry.goneReason,
       flags: entry.flags,
+      // The newest instructions to this session, newest first.
       commands: commands.get(entry.projection.session_id) ?? [],
     }));
 }

@@ -11,18 +11,14 @@ import { APPROVAL_LIMITS } from "../../protocol/approvals.ts";
 import { AUDIT_PAGE_MAX, AuditQuery, type AuditEntry } from "../../protocol/audit.ts";
 import { Id } from "../../protocol/wire.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
-import type { GrantService } from "../approvals/grants.ts";
-import type { ApprovalService } from "../approvals/service.ts";
 import type { AuditLog } from "../audit/store.ts";
 import type { EventStore } from "../events/store.ts";
-import type { StartService } from "../hosts/service.ts";
-import type { OperatorService } from "../operator/service.ts";
 import { instanceSay, instanceText, type Say } from "../locales/load.ts";
 import { packageRoot } from "../package-root.ts";
 import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./run-rules.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
-import { CONSOLE_ACTIONS, answer, auditAction, type ConsoleAnswer } from "./actions.ts";
+import { CONSOLE_ACTIONS, answer, auditAction, type ConsoleActionDeps, type ConsoleAnswer } from "./actions.ts";
 import {
   BOARD_LIMITS,
   actionGate,
@@ -79,14 +75,10 @@ export interface ConsolePageOptions {
   alone: boolean;
 }
 
-export interface ConsolePageDeps {
+export interface ConsolePageDeps extends ConsoleActionDeps {
   registry: SessionRegistry;
-  operator: OperatorService;
-  approvals: ApprovalService;
-  grants: GrantService;
   audit: AuditLog;
   events: EventStore;
-  starts: StartService;
   options: ConsolePageOptions;
 }
 
