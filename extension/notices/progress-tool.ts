@@ -1,7 +1,7 @@
 /** The opt-in `report_progress` tool: the model fills a structure, code validates, renders and rate-limits
  * it, and no parameter can name a recipient; a refused call is audited on the server. */
 import { createHash } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
 import type { RunRecorder } from "../run-recorder.ts";
