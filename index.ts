@@ -138,16 +138,6 @@ function sessionServices(pi: ExtensionAPI, { runtimeId, report, recorder, curren
     runNow: () => stoppedRun(recorder.current()?.facts, current.state?.config?.content.maxTaskChars ?? LIMITS.taskChars),
   });
   const approvals = new ApprovalGate(pi, { runtimeId, control: commands.control, report, handOver, text, session: current.approvals });
-  const services: SessionService[] = [
-    presence,
-    commands,
-    installProgressTool(pi, {
-      offered: () => current.state?.config?.progressTool.enabled === true,
-      target: () => current.progress(recorder.current()?.facts.task ?? ""),
-      report,
-      text,
-    }),
-    approvals,
-  ];
+  const services: SessionService[] = [presence, commands, installProgressTool(pi, current, recorder, report), approvals];
   return { presence, commands, services };
 }

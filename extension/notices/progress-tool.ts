@@ -1,11 +1,12 @@
 /** The opt-in `report_progress` tool: the model fills a structure, code validates, renders and rate-limits
  * it, and no parameter can name a recipient; a refused call is audited on the server. */
 import { createHash } from "node:crypto";
-import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type, type Static } from "typebox";
 import { Value } from "typebox/value";
-import type { WebhookClient } from "../server-client/http-client.ts";
-import type { Notifier } from "./notifier.ts";
+import type { RunRecorder } from "../run-recorder.ts";
+import type { CurrentSession } from "../session/current.ts";
+import type { Report } from "../session/report.ts";
 import { noticeOf, saidLine, type NoticeContext } from "./notice-rules.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { STAGE_STATUS } from "../../protocol/said.ts";
@@ -139,46 +140,29 @@ export function refusedCallRecord(
   };
 }
 
-/** Where a report goes now, or why this session cannot report (with what can still record the refusal). */
-export type ProgressTarget =
-  | { kind: "ready"; notifier: Notifier; client: Pick<WebhookClient, "request">; context: NoticeContext; task: string }
-  | {
-      kind: "unavailable";
-      why: "subagent" | "inactive";
-      client?: Pick<WebhookClient, "request">;
-      context?: Pick<NoticeContext, "sessionId" | "runtimeId" | "now">;
-    };
-
-export interface ProgressToolDeps {
-  target(): ProgressTarget;
-  /** Whether the configuration offers the tool at all (`progressTool.enabled`). */
-  offered(): boolean;
-  report(message: string): void;
-  text(): Messages;
-}
-
 /** `details` is for the session file and renderers; the model reads only the text. */
 interface Outcome {
   content: { type: "text"; text: string }[];
   details: { sent: boolean; reason?: string; event_id?: string };
 }
 
-function recordRefusal(deps: ProgressToolDeps, target: ProgressTarget, input: unknown, toolCallId: string, reason: string): void {
-  const { context, client } = target;
-  if (!context || !client) return;
-  // Not awaited: the model's turn never waits on the network.
-  client
-    .request("POST", "audit/tool-calls", {
-      body: refusedCallRecord(input, toolCallId, reason, context),
-      schema: ToolCallRecorded,
-      timeoutMs: RECORD_TIMEOUT_MS,
-    })
-    .catch((error: unknown) => deps.report(deps.text().notice.reportNotAudited(errorText(error))));
-}
-
 /** Registers the Pi handlers and returns a session service: `start` offers the tool (registered once per extension runtime, then activated), `stop`
  * takes it out of the model's tool list. */
-export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): { start(ctx: ExtensionContext): void; stop(): Promise<void> } {
+export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, recorder: RunRecorder, report: Report) {
+  const text = current.text;
+  const recordRefusal = (input: unknown, toolCallId: string, reason: string) => {
+    const s = current.state;
+    if (!s?.delivery) return;
+    const context = { sessionId: s.sessionId, runtimeId: current.runtimeId, now: new Date() };
+    // Not awaited: the model's turn never waits on the network.
+    s.delivery.client
+      .request("POST", "audit/tool-calls", {
+        body: refusedCallRecord(input, toolCallId, reason, context),
+        schema: ToolCallRecorded,
+        timeoutMs: RECORD_TIMEOUT_MS,
+      })
+      .catch((error: unknown) => report(text().notice.reportNotAudited(errorText(error))));
+  };
   let reports: ReportState = NO_REPORTS;
   // "Per run": the count and the last stage start again with each settled unit of work.
   pi.on("agent_settled", () => {
@@ -197,34 +181,34 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
     unchecked.delete(event.toolCallId);
     const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
     const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
-    recordRefusal(deps, deps.target(), input, event.toolCallId, deps.text().notice.refusal.invalid(why));
+    recordRefusal(input, event.toolCallId, text().notice.refusal.invalid(why));
   });
 
   const execute = async (toolCallId: string, input: unknown): Promise<Outcome> => {
     unchecked.delete(toolCallId);
-    const target = deps.target();
-    const text = deps.text();
+    const to = current.target();
+    const t = text();
     const decision = decideReport(reports, input, {
       nowMs: Date.now(),
-      text: text.notice.refusal,
-      ...(target.kind === "unavailable" ? { unavailable: target.why } : {}),
+      text: t.notice.refusal,
+      ...(to ? {} : { unavailable: current.state?.subagent ? "subagent" : "inactive" }),
     });
-    if (decision.kind === "refuse" || target.kind === "unavailable") {
-      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: text.notice.refusal.inactive };
-      recordRefusal(deps, target, input, toolCallId, refusal.reason);
-      return { content: [{ type: "text", text: text.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
+    if (decision.kind === "refuse" || !to) {
+      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: t.notice.refusal.inactive };
+      recordRefusal(input, toolCallId, refusal.reason);
+      return { content: [{ type: "text", text: t.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
     }
     reports = decision.state;
-    const event = progressEvent(decision.args, toolCallId, target.task, target.context);
+    const event = progressEvent(decision.args, toolCallId, recorder.current()?.facts.task ?? "", to.context());
     // A report is kept until delivered, like a final notice: the outbox and the event id make it exactly-once.
-    target.notifier.send(event, { final: true });
-    return { content: [{ type: "text", text: text.tools.progress.submitted }], details: { sent: true, event_id: event.event_id } };
+    to.notifier.send(event, { final: true });
+    return { content: [{ type: "text", text: t.tools.progress.submitted }], details: { sent: true, event_id: event.event_id } };
   };
 
   // Registering after the session is bound refreshes the tool list and activates the new tool;
   // described in the session's language, registered again when a later session speaks another.
   const progressTool = offeredTool(pi, PROGRESS_TOOL_NAME, () => {
-    const t = deps.text().tools.progress;
+    const t = text().tools.progress;
     pi.registerTool({
       name: PROGRESS_TOOL_NAME,
       label: t.label,
@@ -237,7 +221,7 @@ export function installProgressTool(pi: ExtensionAPI, deps: ProgressToolDeps): {
 
   return {
     start() {
-      if (deps.offered() && deps.target().kind === "ready") progressTool.offer(deps.text().language);
+      if (current.state?.config?.progressTool.enabled && current.target()) progressTool.offer(text().language);
     },
     async stop() {
       progressTool.withdraw();

@@ -3,20 +3,19 @@
 import type { ApprovalSession } from "../approvals/asking.ts";
 import type { Messages } from "../texts/messages.ts";
 import { sampleNoticeContext } from "../notices/context.ts";
-import type { ProgressTarget } from "../notices/progress-tool.ts";
 import type { NoticeTarget } from "../notices/hand-over.ts";
 import type { Connection } from "../presence/presence.ts";
 import { notifying, type SessionState } from "./session.ts";
 
 export class CurrentSession {
-  readonly #runtimeId: string;
+  readonly runtimeId: string;
   /** Before a session is bound: the config's language or the locale's. */
   readonly #early: Messages;
   /** The bound session; undefined before session_start and after shutdown. */
   state: SessionState | undefined;
 
   constructor(runtimeId: string, early: Messages) {
-    this.#runtimeId = runtimeId;
+    this.runtimeId = runtimeId;
     this.#early = early;
   }
 
@@ -27,7 +26,7 @@ export class CurrentSession {
   readonly target = (): NoticeTarget | undefined => {
     const s = this.state;
     if (!notifying(s)) return undefined;
-    const sample = () => sampleNoticeContext(s.ctx, s.sessionId, this.#runtimeId, s.config, s.text);
+    const sample = () => sampleNoticeContext(s.ctx, s.sessionId, this.runtimeId, s.config, s.text);
     return { config: s.config, notifier: s.delivery.notifier, sample, context: () => sample()() };
   };
 
@@ -52,13 +51,4 @@ export class CurrentSession {
       notices: to ? { notifier: to.notifier, context: to.context } : undefined,
     };
   };
-
-  /** Where a `report_progress` call goes, or why it cannot (and what it can still record). */
-  progress(task: string): ProgressTarget {
-    const to = this.target();
-    const s = this.state;
-    if (to && s?.delivery) return { kind: "ready", notifier: to.notifier, client: s.delivery.client, context: to.context(), task };
-    const recorded = s?.delivery ? { client: s.delivery.client, context: { sessionId: s.sessionId, runtimeId: this.#runtimeId, now: new Date() } } : {};
-    return { kind: "unavailable", why: s?.subagent ? "subagent" : "inactive", ...recorded };
-  }
 }
