@@ -1,6 +1,6 @@
 /** What the owner's page shows (board, approvals, timeline lines), who may act, and which WebSocket origins
  * may reach it. These shapes are the page's wire. */
-import { ruleSites, type RuleSite } from "../../common/rule-sites.ts";
+import { ruleSites } from "../../common/rule-sites.ts";
 import { isIP } from "node:net";
 import { redactSecrets } from "../../common/redact.ts";
 import type { Approval } from "../../protocol/approvals.ts";
@@ -9,18 +9,15 @@ import type { AuditEntry } from "../../protocol/audit.ts";
 import type { CommandSummary } from "../../protocol/queue.ts";
 import type { Receipt } from "../../protocol/events.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
-import { record, timelineSay, type Say } from "./run-rules.ts";
+import { record, timelineSay } from "./run-rules.ts";
 
-// ── Session board ───────────────────────────────────────────────────────────
+type WatchdogFlag = "stalled" | "vanished";
+type GoneReason = "offline" | "expired";
 
-export type WatchdogFlag = "stalled" | "vanished";
-export type GoneReason = "offline" | "expired";
-
-export interface BoardEntry {
+interface BoardEntry {
   projection: SessionProjection;
-  /** The tool running at the last activity, by name only. */
+  /** The running tool's name; `stateSinceMs` restarts with the server. */
   activity: string | null;
-  /** When the server first saw the session in its current state (a restart starts the clock again). */
   stateSinceMs: number;
   /** The state it left last, and when: a flicker back to it within `STATE_FLICKER_MS` keeps that state's start. */
   left: { state: SessionProjection["state"]; sinceMs: number; atMs: number } | null;
@@ -34,13 +31,9 @@ export type Board = ReadonlyMap<string, BoardEntry>;
 /** Gone sessions stay on the board this long, and at most this many of them, newest first. */
 export const BOARD_LIMITS = { keepGoneMs: 24 * 60 * 60 * 1000, maxGone: 20 };
 
-/**
- * A session between two tool turns reports idle for a moment (its presence settles) and then runs
- * again: a return to the state it left this recently is the same stretch, not a new one.
- */
+/** A session between two tool turns reports idle for a moment: a return this soon is the same stretch. */
 export const STATE_FLICKER_MS = 3_000;
 
-/** A heartbeat was recorded: the session is online (again) with this projection and activity. */
 export function boardRecorded(board: Board, projection: SessionProjection, activity: string | null, nowMs: number): Board {
   const previous = board.get(projection.session_id);
   const online = previous !== undefined && previous.goneAtMs === null;
@@ -60,7 +53,6 @@ export function boardRecorded(board: Board, projection: SessionProjection, activ
   return next;
 }
 
-/** The session went offline or its heartbeats stopped. */
 export function boardGone(board: Board, sessionId: string, reason: GoneReason, nowMs: number): Board {
   const previous = board.get(sessionId);
   if (!previous || previous.goneAtMs !== null) return board;
@@ -82,7 +74,6 @@ export function boardAudited(board: Board, entry: Pick<AuditEntry, "action" | "s
   return next;
 }
 
-/** Drops gone sessions older than `keepGoneMs` and beyond the newest `maxGone`. */
 export function boardPruned(board: Board, nowMs: number, limits: typeof BOARD_LIMITS): Board {
   const gone = [...board.values()].filter((entry) => entry.goneAtMs !== null).sort((a, b) => b.goneAtMs! - a.goneAtMs!);
   const drop = gone.filter((entry, index) => index >= limits.maxGone || nowMs - entry.goneAtMs! > limits.keepGoneMs);
@@ -103,25 +94,18 @@ export function boardView(board: Board, commands: ReadonlyMap<string, CommandSum
       ...entry.projection,
       online: entry.goneAtMs === null,
       activity: entry.activity,
-      // Since when the session is in `state` (or gone).
       state_since: new Date(entry.stateSinceMs).toISOString(),
       gone_at: entry.goneAtMs === null ? null : new Date(entry.goneAtMs).toISOString(),
       gone_reason: entry.goneReason,
       flags: entry.flags,
-      // The newest instructions to this session, newest first.
       commands: commands.get(entry.projection.session_id) ?? [],
     }));
 }
 
-// ── Approvals ───────────────────────────────────────────────────────────────
+/** An open approval on the page: the agent's words redacted again, on one line; `command_lines` a line per line. */
+export type ConsoleApproval = ReturnType<typeof consoleApproval>;
 
-/**
- * An open approval on the page; what the agent wrote is redacted again and shown on one line with
- * its controls visible; `command_lines` is the whole command, a line per line it has.
- */
-export type ConsoleApproval = Omit<Approval, "command" | "matched" | "via" | "resolved_at"> & { command_lines: string[]; sites: RuleSite[] };
-
-export function consoleApproval(approval: Approval): ConsoleApproval {
+export function consoleApproval(approval: Approval) {
   const { command, matched, via: _via, resolved_at: _resolved, ...shown } = approval;
   return {
     ...shown,
@@ -138,31 +122,8 @@ export function consoleApproval(approval: Approval): ConsoleApproval {
   };
 }
 
-// ── Timeline ────────────────────────────────────────────────────────────────
-
-export type TimelineReceipt = Pick<Receipt, "state" | "attempts" | "error">;
-
-/** One audit entry as one line; the full entry (the exact text handed over) is fetched on demand. */
-export interface TimelineItem {
-  id: number;
-  at: string;
-  actor: AuditEntry["actor"];
-  action: string;
-  session_id: string | null;
-  subject: string | null;
-  /** What it was about, in the words it came with (a notice's summary, an instruction's start…). */
-  text: string;
-  /** How it ended, as a code: an outcome kind, an HTTP status, an error code. */
-  outcome: string | null;
-  /** For an accepted event: what has become of it since (its receipt now). */
-  receipt: TimelineReceipt | null;
-  /** Whether the full entry holds more than this line (an exact hand-over text, an event body). */
-  detail: boolean;
-  /** The session's project, when the trail or the board knows it (`timelineLines`). */
-  project: string | null;
-  /** The line in words (run-rules.ts). */
-  say: Say;
-}
+type TimelineReceipt = Pick<Receipt, "state" | "attempts" | "error">;
+export type TimelineItem = ReturnType<typeof timelineItem>;
 
 const TEXT_CHARS = 200;
 
@@ -179,8 +140,9 @@ const FAMILY_TEXT = {
   watchdog: (data: Record<string, unknown>) => data.activity ?? data.reason ?? "",
 };
 
-/** The line for one audit entry. Pure. */
-export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null = null): TimelineItem {
+/** One audit entry as one line: `text` what it was about, `outcome` a code, `detail` whether the full entry
+ * (fetched on demand) holds more, `receipt` an accepted event's receipt now. Pure. */
+export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null = null) {
   const { data } = entry;
   let text = "";
   let outcome: string | null = null;
@@ -229,11 +191,8 @@ export function timelineItem(entry: AuditEntry, receipt: TimelineReceipt | null 
   };
 }
 
-/**
- * The page's lines, newest first: each accepted event with its receipt now (`rows`), each named by
- * its session's project (the board's, else one the trail recorded with a notice), and a run of
- * sign-ins (every page load signs in) as one line with its count. Pure.
- */
+/** The page's lines, newest first, each named by its session's project (the board's, else one the trail
+ * recorded), a run of sign-ins (every page load signs in) as one line with its count. Pure. */
 export function timelineLines(entries: readonly AuditEntry[], rows: readonly (TimelineReceipt & { event_id: string })[], board: Board): TimelineItem[] {
   const receipts = new Map(rows.map(({ event_id, state, attempts, error }) => [event_id, { state, attempts, error }]));
   const items = entries.map((entry) => timelineItem(entry, entry.action === "event.accepted" ? (receipts.get(entry.subject ?? "") ?? null) : null));
@@ -251,29 +210,21 @@ export function timelineLines(entries: readonly AuditEntry[], rows: readonly (Ti
   return lines;
 }
 
-// ── Who may see and act ─────────────────────────────────────────────────────
-
-/**
- * What a console client may do on this page: everything (`via` says why) or nothing at all (no
- * data, every call `unauthorized`), never half. `open` is the owner's explicit `consoleActions`.
- */
+/** What a console client may do on this page: everything (`via` says why) or nothing at all (no data, every
+ * call `unauthorized`), never half. `open` is the owner's explicit `consoleActions`. */
 export type ActionGate =
   | { allowed: true; via: "auth" | "token" | "open" }
   | { allowed: false; reason: "sign_in_required" | "login_required" | "authority_too_low" };
 
+/** With plugin-auth its login (`authority`, null when not logged in) decides, else the console token or `consoleActions`. */
 export interface GateInput {
-  /** `@koishijs/plugin-auth` is loaded: its logins and authority levels decide. */
   authInstalled: boolean;
-  /** The console client's logged-in authority, null when not logged in. */
   authority: number | null;
   required: number;
-  /** Without plugin-auth: this client presented the console token. */
   signedIn: boolean;
-  /** Without plugin-auth: the owner let whoever reaches the port in (`consoleActions`). */
   openToAll: boolean;
 }
 
-/** Whether a console client may see the page's data and act. Pure. */
 export function actionGate(input: GateInput): ActionGate {
   if (input.authInstalled) {
     if (input.authority === null) return { allowed: false, reason: "login_required" };
@@ -284,9 +235,7 @@ export function actionGate(input: GateInput): ActionGate {
   return input.signedIn ? { allowed: true, via: "token" } : { allowed: false, reason: "sign_in_required" };
 }
 
-// ── Which pages may reach the console's WebSocket ──────────────────────────
-
-export type OriginDecision = { allowed: true } | { allowed: false; reason: "cross_origin" | "untrusted_host" };
+type OriginDecision = { allowed: true } | { allowed: false; reason: "cross_origin" | "untrusted_host" };
 
 function originOf(value: string): string | null {
   try {
@@ -303,12 +252,9 @@ function isLocalName(hostname: string): boolean {
 }
 
 /**
- * Browsers always send `Origin` on a WebSocket handshake and a page cannot forge it, so a handshake
- * whose origin is not the console's own page was opened by another site (cross-site WebSocket
- * hijacking). Same origin is not enough either: a rebound DNS name makes another site's page
- * same-origin with a server on loopback, so a same-origin page must also be addressed by an IP
- * address or `localhost`, unless its origin is listed (the console's `selfUrl`, a reverse proxy).
- * No `Origin` at all is not a browser page (a script on the machine, which needs no hijacking). Pure.
+ * A page cannot forge a WebSocket handshake's `Origin`: another site's is refused (cross-site hijacking),
+ * and so is a same-origin page not addressed by an IP address or `localhost` (DNS rebinding) unless its origin
+ * is listed (`selfUrl`, a reverse proxy). No `Origin` is no browser page (a script on the machine). Pure.
  */
 export function originDecision(origin: string | undefined, host: string | undefined, trusted: readonly string[]): OriginDecision {
   if (origin === undefined) return { allowed: true };

@@ -7,37 +7,21 @@ import { readSaid, type ReadSaid } from "../../protocol/said.ts";
 
 export type RunOutcome = "running" | "done" | "failed" | "stopped" | "interrupted";
 
-export interface RunNotice {
-  at: string;
-  status: EventStatus;
-  summary: string;
-  /** The extension's own line, checked, for the page to word in its language (else `summary`). */
-  said: ReadSaid | null;
-}
-
+/** `key` is the audit row that opened it; `failure` the notice's `failure_reason`, else its stop reason;
+ * `reply` the final notice's words the extension did not write itself (finalWords); `latest` the newest
+ * progress or tool-error notice, its `said` for the page to word; `final_id` the final notice's row. */
 export interface RunView {
-  /** The id of the audit row that opened it. */
   key: number;
   task: string;
-  /** When it began, if the trail says (a `started` notice or the instruction taken). */
   started_at: string | null;
   ended_at: string | null;
   duration_ms: number | null;
   outcome: RunOutcome;
-  /** Why it failed (the notice's `failure_reason`, else its stop reason). */
   failure: string | null;
-  /** Who asked for the stop the session confirmed. */
   stopped_by: AuditActor | null;
-  /**
-   * The final notice's words as markdown: with a checked `said`, only what the extension did not
-   * write itself (the agent's reply, Pi's error text), the outcome being worded by the page;
-   * otherwise the summary as the notice carried it.
-   */
   reply: string | null;
   context: ContextUsage | null;
-  /** The newest progress or tool-error notice. */
-  latest: RunNotice | null;
-  /** The audit row of the final notice (its stored detail). */
+  latest: { at: string; status: EventStatus; summary: string; said: ReadSaid | null } | null;
   final_id: number | null;
 }
 
@@ -52,7 +36,8 @@ export function saidOf(event: Record<string, unknown>): ReadSaid | null {
   return readSaid({ event_id: id, status: status as EventStatus, summary, details: record(event.details) }) ?? null;
 }
 
-/** What of a final notice is not the extension's own words, when its said line is checked. */
+/** What of a final notice is not the extension's own words (the agent's reply, Pi's error text) as markdown,
+ * when its said line is checked; else the summary as it came. */
 function finalWords(event: Record<string, unknown>): string | null {
   const read = saidOf(event);
   if (!read) return String(event.summary ?? "");
@@ -71,10 +56,8 @@ function reportedStart(details: Record<string, unknown>, at: string): string | n
   return Number.isFinite(time) && time <= Date.parse(at) ? new Date(time).toISOString() : null;
 }
 
-/**
- * The run a stop's ACK names (`data.run`), believed only as the run that stop ended: its start no
- * later than the ACK and no earlier than the end of the run before (`notBefore`), else unknown.
- */
+/** The run a stop's ACK names (`data.run`), its start believed only between the end of the run before
+ * (`notBefore`) and the ACK. */
 function ackedRun(value: unknown, at: string, notBefore: string | null): { task: string; started_at: string | null } {
   const parsed = StoppedRun.safeParse(value);
   if (!parsed.success) return { task: "", started_at: null };
@@ -83,17 +66,12 @@ function ackedRun(value: unknown, at: string, notBefore: string | null): { task:
   return { task: parsed.data.task, started_at: believed ? new Date(time).toISOString() : null };
 }
 
-function durationOf(run: RunView): number | null {
-  return run.started_at && run.ended_at ? Math.max(0, Date.parse(run.ended_at) - Date.parse(run.started_at)) : null;
-}
-
-/** The runs read so far from one session's trail, oldest first, and what the next rows need. */
+/** The runs read so far, oldest first; who queued each command (and the row that leased it); the row that
+ * ended the newest run (its final notice or the confirmed stop), and when. */
 interface Trail {
   runs: RunView[];
   open: RunView | null;
-  /** Who queued each command, and an instruction's text, from its `command.pending` row; the row that leased it. */
   pending: Map<string, { actor: AuditActor; instruction: string | null; leasedRow?: number }>;
-  /** The audit row that ended the newest run (its final notice or the confirmed stop), and when. */
   lastEndRow: number;
   lastEndAt: string | null;
 }
@@ -175,23 +153,18 @@ function begin(trail: Trail, entry: AuditEntry, task: string, startedAt: string 
 function end(trail: Trail, run: RunView, outcome: RunOutcome, at: string | null, endRow?: number): void {
   run.outcome = outcome;
   run.ended_at = at;
-  run.duration_ms = durationOf(run);
+  run.duration_ms = run.started_at && at ? Math.max(0, Date.parse(at) - Date.parse(run.started_at)) : null;
   if (trail.open === run) trail.open = null;
   if (endRow === undefined) return;
   trail.lastEndRow = endRow;
   trail.lastEndAt = at;
 }
 
-// ── The timeline in words ───────────────────────────────────────────────────
-
-/**
- * One timeline line as a sentence: a key of the page's `say` texts and its values. The page fills
- * in the project's name and words the codes (`by` an actor, `decision`, `via`, `outcome`).
- */
+/** One timeline line as a key of the page's `say` texts and its values; the page words the codes and a
+ * notice's checked `said` (instead of `params.summary`). */
 export interface Say {
   key: string;
   params: Record<string, string>;
-  /** A notice's own line, checked, for the page to word instead of `params.summary`; the agent's words clipped like a param. */
   said?: ReadSaid;
 }
 
