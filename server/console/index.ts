@@ -35,21 +35,20 @@ import {
   type TimelineItem,
 } from "./decisions.ts";
 
-/** The store key of the page's data (`store.anonNotify` in the client). */
-export const FEED_KEY = "anonNotify";
+/** `store.anonNotify` in the client. */
+const FEED_KEY = "anonNotify";
 const TIMELINE_PUSHED = 50;
 const COMMANDS_PER_SESSION = 10;
 const REFRESH_THROTTLE_MS = 150;
-/** Marks the console options of this page's data and listeners, so the checks here touch nothing else. */
+/** Mark this page's data and listeners, so the checks here touch nothing else; the sign-in listeners are
+ * origin-checked like the rest, but open to connections not signed in yet. */
 const SURFACE = Symbol.for("anon-notify.console");
-/** Marks the sign-in listener: origin-checked like the rest, but open to connections not signed in yet. */
 const SIGN_IN = Symbol.for("anon-notify.console.sign-in");
 export const SIGN_IN_LISTENER = "anon-notify/sign-in";
 export const SIGN_OUT_LISTENER = "anon-notify/sign-out";
-/** Refused sign-ins are logged once per this long, with their count, never one line each. */
+/** Refused sign-ins are logged once per this long, with their count. */
 const REFUSED_LOG_MS = 60_000;
 
-/** What every open page shows (`pageData`), and what this client may do. */
 type PageData = Awaited<ReturnType<typeof pageData>>;
 export type ConsoleView = PageData & { actions: ActionGate };
 
@@ -61,17 +60,14 @@ declare module "@koishijs/console" {
   }
 }
 
+/** `openToAll` (`consoleActions`) and `token` (empty: the plugin's own token file) apply without plugin-auth,
+ * `authority` with it; `origins` besides the console's own; `alone`: `npm start` serves this page alone, so a
+ * connection not signed in gets only the console's entry (the sign-in form), none of Koishi's own data. */
 export interface ConsolePageOptions {
-  /** Without plugin-auth: let whoever reaches the console see and act, no sign-in (`consoleActions`). */
   openToAll: boolean;
-  /** Without plugin-auth: the secret a page presents to sign in; empty: the plugin's own token file. */
   token: string;
-  /** With plugin-auth: the authority needed to see and act. */
   authority: number;
-  /** Origins besides the console's own loopback address allowed to open the page (a reverse proxy's). */
   origins: string[];
-  /** `npm start` serves this page alone: a connection not signed in gets only the console's entry (the
-   * sign-in form's script), none of Koishi's own data; in a Koishi install that data is the owner's console. */
   alone: boolean;
 }
 
@@ -104,7 +100,7 @@ function setUp(ctx: Context, deps: ConsolePageDeps): void {
   if (files) ctx.console.addEntry(files);
 }
 
-/** The connections signed in here and the gate every listener passes; refused ones get no data, only `unauthorized`. */
+/** The connections signed in here and the gate every listener passes. */
 type PageAccess = ReturnType<typeof pageAccess>;
 
 function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions) {
@@ -112,29 +108,24 @@ function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions) {
   const ownPath = join(ctx.baseDir, "data", "notify-webhook", "console.token");
   if (!options.token) logger.info(instanceText(ctx, "anon-notify.console-log.sign-in", { path: ownPath }));
   const token = options.token || consoleTokenFromFile(ownPath);
-  if (options.openToAll && !ctx.get("auth")) {
-    logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
-  }
-  /** Connections signed in with the token; a new connection (a reload, a restart) signs in again. */
+  if (options.openToAll && !ctx.get("auth")) logger.warn(instanceText(ctx, "anon-notify.console-log.open-to-all", {}));
+  // A new connection (a reload, a restart) signs in again.
   const signedIn = new WeakMap<Client, SignIn>();
-  function gateFor(client: AuthedClient): ActionGate {
-    return actionGate({
+  const gateFor = (client: AuthedClient) =>
+    actionGate({
       authInstalled: Boolean(ctx.get("auth")),
       authority: client.auth ? client.auth.authority : null,
       required: options.authority,
       signedIn: signedIn.has(client),
       openToAll: options.openToAll,
     });
-  }
-  function who(client: AuthedClient): Record<string, unknown> {
-    return {
-      id: client.id,
-      user: client.auth?.name ?? null,
-      sign_in: signedIn.get(client) ?? null,
-      address: client.request?.socket.remoteAddress ?? null,
-      origin: client.request?.headers.origin ?? null,
-    };
-  }
+  const who = (client: AuthedClient): Record<string, unknown> => ({
+    id: client.id,
+    user: client.auth?.name ?? null,
+    sign_in: signedIn.get(client) ?? null,
+    address: client.request?.socket.remoteAddress ?? null,
+    origin: client.request?.headers.origin ?? null,
+  });
   return { feedOptions: { authority: options.authority, [SURFACE]: true as const }, token, signedIn, gateFor, who };
 }
 
@@ -155,26 +146,22 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
     }
 
     override async get(_forced: boolean, client: Client): Promise<ConsoleView | null> {
-      return viewFor(client);
+      if (cached?.version !== version) {
+        board = boardPruned(board, Date.now(), BOARD_LIMITS);
+        cached = { version, view: pageData(deps, boardNow) };
+      }
+      try {
+        lastView = await cached.view;
+      } catch (error) {
+        // Unawaited by the console, so caught here: a read still running when the app stops finds the database gone.
+        if (ctx.scope.isActive)
+          logger.warn(instanceText(ctx, "anon-notify.console-log.data", { error: error instanceof Error ? error.message : String(error) }));
+        cached = undefined;
+      }
+      return lastView ? { ...lastView, actions: gateFor(client) } : null;
     }
   }
   ctx.plugin(Feed);
-
-  async function viewFor(client: Client): Promise<ConsoleView | null> {
-    if (cached?.version !== version) {
-      board = boardPruned(board, Date.now(), BOARD_LIMITS);
-      cached = { version, view: pageData(deps, boardNow) };
-    }
-    try {
-      lastView = await cached.view;
-    } catch (error) {
-      // The console does not wait for this answer, so a failure here would go unhandled; a read
-      // still running when the app stops finds the database gone, and the page keeps what it has.
-      if (ctx.scope.isActive) logger.warn(instanceText(ctx, "anon-notify.console-log.data", { error: error instanceof Error ? error.message : String(error) }));
-      cached = undefined;
-    }
-    return lastView ? { ...lastView, actions: gateFor(client) } : null;
-  }
   const changed = ctx.throttle(() => {
     version++;
     void ctx.get(`console.services.${FEED_KEY}`)?.refresh();
@@ -190,8 +177,7 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
       changed();
     }),
   );
-  // Every change the page shows leaves an audit row (mutes, approvals, commands, events); a mute
-  // whose time runs out does not, so its end is followed too.
+  // Every change the page shows leaves an audit row, except a mute whose time runs out.
   ctx.effect(() =>
     audit.onRecord((entry) => {
       board = boardAudited(board, entry);
@@ -211,12 +197,11 @@ async function pageData({ operator, approvals, grants, events }: ConsolePageDeps
     approvals.list({ state: "open", limit: APPROVAL_LIMITS.listMax }),
     grants.list({ state: "live", limit: APPROVAL_LIMITS.listMax }),
   ]);
+  // Running mutes (all-sessions first) and the notices they hold; open approvals (pending, or decided and on their way).
   return {
     sessions: boardView(board(), commands),
-    // Running mutes, all-sessions first, and how many notices they hold now.
     mutes: status.mutes,
     held: status.held,
-    // Open approvals (pending, or decided and on their way to the session) and live grants, newest first.
     approvals: open.map(consoleApproval),
     grants: live,
     timeline: await timelineItems(events, page.entries, board),
@@ -353,11 +338,8 @@ function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, si
   });
 }
 
-/**
- * Closes every console connection and waits (bounded) until the console let them go. Stopping an app
- * with a page still connected makes the console refresh that page while its own service is gone (an
- * uncaught TypeError from its client list), so whoever stops the app closes the pages first.
- */
+/** Closes every console connection and waits (bounded) until the console let them go: an app stopped with a
+ * page connected refreshes that page after its service is gone (an uncaught TypeError). */
 export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promise<void> {
   const console = app.get("console") as { clients: Record<string, Client> } | undefined;
   if (!console) return;
@@ -370,12 +352,8 @@ export async function closeConsolePages(app: Context, timeoutMs = 2_000): Promis
   while (Object.keys(console.clients).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
-/**
- * Where the built page is (`console/dist`, by `npm run build:console`) and its source for the
- * console's dev mode. The console serves a plugin's files only from under `node_modules` (or its own
- * folder); a package installed by npm is, a clone of this repository is not, so a clone's page is
- * reached through a link in its own `node_modules`.
- */
+/** The built page (`console/dist`) and its source for dev mode. The console serves a plugin's files only from
+ * under `node_modules`, so a clone's page is reached through a link in its own `node_modules`. */
 function pageFiles(logger: Logger, say: Say): { dev: string; prod: string } | undefined {
   const root = packageRoot(import.meta.dirname)?.dir;
   if (!root) return undefined;
