@@ -2,16 +2,15 @@
 import { send } from "@koishijs/client";
 import type { ConsoleAnswer } from "../../server/console/actions.ts";
 
-// The console's `send` is typed for the console's own listeners; these are the page's. Without a
-// connection (or from a retired copy of the page, below) it sends nothing and answers nothing: that is an answer too.
+// Without a connection (or from a retired copy of the page, below) `send` answers nothing: that is an answer too.
 export async function call<T>(type: string, input: unknown): Promise<ConsoleAnswer<T>> {
   if (isRetired()) return { ok: false, error: "disconnected" };
   const answer = await (send as unknown as (type: string, input: unknown) => Promise<ConsoleAnswer<T>> | undefined)(type, input);
   return answer ?? { ok: false, error: "disconnected" };
 }
 
-/** Whether this copy of the page is retired: Koishi's client reloads the page's modules at every
- * reconnect while `<keep-alive>` keeps the old copy alive, and a retired copy must ask the server nothing. */
+/** Koishi's client reloads the page's modules at every reconnect while `<keep-alive>` keeps the old copy alive,
+ * and a retired copy must ask the server nothing. */
 let retired = false;
 export const isRetired = (): boolean => retired;
 export function retire(): void {

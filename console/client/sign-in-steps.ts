@@ -5,21 +5,20 @@ import type { ConsoleAnswer } from "../../server/console/actions.ts";
 /** A stored console token is used this long after it was stored, then asked for again. */
 export const TOKEN_LIFETIME_MS = 12 * 60 * 60 * 1000;
 
-/** `checking`: asking the server (or waiting to ask again); `signed_out`: the person signed out here; `needed`: no data without a token; `refused`: the stored or typed token was wrong; `unanswered`: the server gave no answer, retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
+/** `checking`: asking (or waiting to ask again); `needed`: no data without a token; `refused`: the stored or typed token
+ * was wrong; `unanswered`: retries spent; `login_required` and `authority_too_low`: plugin-auth decides. */
 export type SignInState = "checking" | "signed_in" | "signed_out" | "needed" | "refused" | "unanswered" | "login_required" | "authority_too_low";
 
-/** What came back: the listener's answer, or why there was none. */
 export type SignInReply = { answer: ConsoleAnswer<{ via: string }> } | { unanswered: string };
 
 export const SIGN_IN_RETRY = { attempts: 6, firstMs: 500, maxMs: 8_000 };
 
+/** `retryInMs`: ask again after this long; `token`: keep the presented token, or forget the stored one; `refused`:
+ * the flag that a token was refused, so a later page still says why. */
 export interface SignInStep {
   state: SignInState;
-  /** Ask again after this long (state `checking`). */
   retryInMs?: number;
-  /** Keep the presented token in the browser's storage, or forget the stored one. */
   token?: "keep" | "forget";
-  /** The flag that a token was refused, so a later page still says why. */
   refused?: "set" | "clear";
 }
 

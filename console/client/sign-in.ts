@@ -5,10 +5,7 @@ import { router, socket, store } from "@koishijs/client";
 import { call, isRetired } from "./call.ts";
 import { TOKEN_LIFETIME_MS, signInStep, type SignInReply, type SignInState } from "./sign-in-steps.ts";
 
-export type { SignInState } from "./sign-in-steps.ts";
-
 const STORAGE_KEY = "anon-notify.console-token";
-/** Set when a stored token was refused, so the page still says why after it is opened again. */
 const REFUSED_KEY = "anon-notify.console-token-refused";
 
 function stored(): string {

@@ -25,11 +25,7 @@ export interface ConsoleActionDeps {
   starts: StartService;
 }
 
-interface ConsoleAction<I extends z.ZodType = z.ZodType> {
-  input: I;
-  run(deps: ConsoleActionDeps, input: z.infer<I>, caller: string): Promise<unknown>;
-}
-
+type ConsoleAction<I extends z.ZodType = z.ZodType> = { input: I; run(deps: ConsoleActionDeps, input: z.infer<I>, caller: string): Promise<unknown> };
 const action = <I extends z.ZodType>(input: I, run: ConsoleAction<I>["run"]): ConsoleAction<I> => ({ input, run });
 
 /** The actions by their listeners' names on the console's WebSocket. */

@@ -11,14 +11,9 @@ import { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
 /** The sign-in call's input; the page sends what the address or its storage holds. */
 export const ConsoleSignInInput = z.strictObject({ token: z.string().max(512) });
 
-/** One browser connection's sign-in, as the audit trail names it. */
-export interface SignIn {
-  /** Random per sign-in: tells two browsers (or two visits) apart on the audit trail. */
-  id: string;
-  at: string;
-  /** Which token it used: the start of its SHA-256, never the token. */
-  generation: string;
-}
+/** One connection's sign-in on the audit trail: `id` tells two browsers (or visits) apart, `generation` (the start
+ * of its SHA-256, never the token) which token it used. */
+export type SignIn = ReturnType<typeof signedInOn>;
 
 function digest(value: string): Buffer {
   return createHash("sha256").update(value, "utf8").digest();
@@ -30,7 +25,7 @@ export function tokenMatches(presented: string, token: string): boolean {
 }
 
 /** A connection that signed in: its sign-in, and its socket kept when strangers fill `npm start` (http/trust.ts). */
-export function signedInOn(socket: Socket | undefined, token: string, nowMs: number): SignIn {
+export function signedInOn(socket: Socket | undefined, token: string, nowMs: number) {
   trustConnection(socket);
   return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
 }
