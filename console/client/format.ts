@@ -1,5 +1,4 @@
 /** Dates, times and durations as the page's locale writes them (Intl), never the browser's default. */
-
 /** A mute's end: the time of day, with the date when it is not the day of `now` (the page's clock). */
 export function untilText(iso: string, now: number, locale: string): string {
   const at = new Date(iso);
@@ -8,7 +7,6 @@ export function untilText(iso: string, now: number, locale: string): string {
   return new Intl.DateTimeFormat(locale, today ? time : { month: "2-digit", day: "2-digit", ...time }).format(at);
 }
 
-/** A moment on the timeline: date and time. */
 export function dateTimeText(iso: string, locale: string): string {
   return new Intl.DateTimeFormat(locale, { dateStyle: "short", timeStyle: "medium" }).format(new Date(iso));
 }
@@ -39,7 +37,7 @@ export function durationText(ms: number, locale: string): string {
   return next && remainder > 0 && index !== -1 ? `${unitText(whole, unit)} ${unitText(remainder, next[0])}` : unitText(whole, unit);
 }
 
-/** The catalogue key of a count: `<key>.<category>` by the locale's plural rules (English one/other, Chinese other). */
+/** `<key>.<category>` by the locale's plural rules (English one/other, Chinese other). */
 export function countKey(key: string, n: number, locale: string): string {
   return `${key}.${new Intl.PluralRules(locale).select(n)}`;
 }

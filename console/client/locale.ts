@@ -6,13 +6,12 @@ import { watchEffect } from "vue";
 export type PageLocale = "zh-CN" | "en-US";
 const SEEDED_KEY = "anon-notify.locale-seeded";
 
-/** The locale a browser's languages ask for. Pure. */
 export function browserLocale(languages: readonly string[]): PageLocale {
   const first = languages.find((language) => /^(zh|en)\b/i.test(language));
   return first && /^en/i.test(first) ? "en-US" : first ? "zh-CN" : "en-US";
 }
 
-/** The language `npm start` runs in, from the meta tag it puts in the console's head; else undefined. */
+/** The language `npm start` runs in, from the meta tag it puts in the console's head. */
 export function serverLocale(): PageLocale | undefined {
   const named = document.querySelector('meta[name="anon-notify-language"]')?.getAttribute("content");
   return named === "zh-CN" || named === "en-US" ? named : undefined;

@@ -51,6 +51,4 @@ md.core.ruler.push("honest_links", (state) => {
   for (const token of state.tokens) if (token.type === "inline" && token.children) token.children = honestLinks(token.children, state.Token);
 });
 
-export function renderReply(text: string): string {
-  return md.render(text);
-}
+export const renderReply = (text: string): string => md.render(text);

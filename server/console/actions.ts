@@ -11,6 +11,7 @@ import type { AuditLog } from "../audit/store.ts";
 import type { StartService } from "../hosts/service.ts";
 import { DomainError, type WireIssue } from "../../common/domain-error.ts";
 import type { OperatorService } from "../operator/service.ts";
+import { record } from "./run-rules.ts";
 
 /** A refusal's `state` is the approval's state now, with `already_decided` and `approval_expired`. */
 export type ConsoleAnswer<T = unknown> = { ok: true; value: T } | { ok: false; error: string; issues?: WireIssue[]; state?: string };
@@ -28,7 +29,7 @@ export interface ConsoleActionDeps {
 type ConsoleAction<I extends z.ZodType = z.ZodType> = { input: I; run(deps: ConsoleActionDeps, input: z.infer<I>, caller: string): Promise<unknown> };
 const action = <I extends z.ZodType>(input: I, run: ConsoleAction<I>["run"]): ConsoleAction<I> => ({ input, run });
 
-/** The actions by their listeners' names on the console's WebSocket. */
+/** By their listeners' names on the console's WebSocket. */
 export const CONSOLE_ACTIONS: Record<string, ConsoleAction> = {
   // The page makes one key per submit, so a repeated submit (a reconnect, a double click) queues once.
   "anon-notify/send": action(OperatorCreateCommand, ({ operator }, input) =>
@@ -75,15 +76,11 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
 
 /** One audit row per console action, with what was asked (images as digests) and how it ended. */
 export async function auditAction(audit: AuditLog, name: string, input: unknown, result: ConsoleAnswer, who: Record<string, unknown>): Promise<void> {
-  const fields = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
+  const fields = record(input);
   // A send answers `{command}`, a stop the command itself, a decision `{approval}` and a revocation `{grant}` (whose session the input does not name).
-  const value = result.ok
-    ? (result.value as
-        | { command?: { command_id?: unknown }; command_id?: unknown; approval?: { session_id?: unknown }; grant?: { session_id?: unknown } }
-        | undefined)
-    : undefined;
-  const sessionId = Id.safeParse(fields.session_id ?? value?.approval?.session_id ?? value?.grant?.session_id);
-  const subject = [fields.command_id, fields.approval_id, fields.grant_id, value?.command?.command_id, value?.command_id].find(
+  const value = record(result.ok ? result.value : undefined);
+  const sessionId = Id.safeParse(fields.session_id ?? record(value.approval).session_id ?? record(value.grant).session_id);
+  const subject = [fields.command_id, fields.approval_id, fields.grant_id, record(value.command).command_id, value.command_id].find(
     (item): item is string => typeof item === "string",
   );
   await audit.record({

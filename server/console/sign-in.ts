@@ -8,7 +8,6 @@ import { z } from "zod";
 import { trustConnection } from "../http/trust.ts";
 import { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
 
-/** The sign-in call's input; the page sends what the address or its storage holds. */
 export const ConsoleSignInInput = z.strictObject({ token: z.string().max(512) });
 
 /** One connection's sign-in on the audit trail: `id` tells two browsers (or visits) apart, `generation` (the start
@@ -30,7 +29,6 @@ export function signedInOn(socket: Socket | undefined, token: string, nowMs: num
   return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
 }
 
-/** The page's address that signs a browser in. */
 export function signInUrl(pageUrl: string, token: string): string {
   return `${pageUrl}?token=${encodeURIComponent(token)}`;
 }
