@@ -60,23 +60,16 @@ declare module "@koishijs/console" {
   }
 }
 
-/** `openToAll` (`consoleActions`) and `token` (empty: the plugin's own token file) apply without plugin-auth,
- * `authority` with it; `origins` besides the console's own; `alone`: `npm start` serves this page alone, so a
- * connection not signed in gets only the console's entry (the sign-in form), none of Koishi's own data. */
-export interface ConsolePageOptions {
-  openToAll: boolean;
-  token: string;
-  authority: number;
-  origins: string[];
-  alone: boolean;
-}
-
 export interface ConsolePageDeps extends ConsoleActionDeps {
   registry: SessionRegistry;
   audit: AuditLog;
   events: EventStore;
-  options: ConsolePageOptions;
+  /** `openToAll` (`consoleActions`) and `token` (empty: the plugin's own token file) apply without plugin-auth,
+   * `authority` with it; `origins` besides the console's own; `alone`: `npm start` serves this page alone, so a
+   * connection not signed in gets only the console's entry (the sign-in form), none of Koishi's own data. */
+  options: { openToAll: boolean; token: string; authority: number; origins: string[]; alone: boolean };
 }
+type ConsolePageOptions = ConsolePageDeps["options"];
 
 type AuthedClient = Client & { auth?: { authority: number; name?: string } | null };
 type Logger = ReturnType<Context["logger"]>;
@@ -85,20 +78,18 @@ export const ConsolePage = {
   name: "notify-webhook-console",
   reusable: true,
   apply(ctx: Context, deps: ConsolePageDeps) {
-    ctx.inject(["console"], (ctx) => setUp(ctx, deps));
+    ctx.inject(["console"], (ctx) => {
+      const logger = ctx.logger("notify-webhook");
+      const access = pageAccess(ctx, logger, deps.options);
+      const feed = startFeed(ctx, logger, deps, access);
+      guardListeners(ctx, logger, deps.options, access);
+      listenActions(ctx, deps, access, feed);
+      listenSignIn(ctx, logger, deps.audit, access);
+      const files = pageFiles(logger, instanceSay(ctx));
+      if (files) ctx.console.addEntry(files);
+    });
   },
 };
-
-function setUp(ctx: Context, deps: ConsolePageDeps): void {
-  const logger = ctx.logger("notify-webhook");
-  const access = pageAccess(ctx, logger, deps.options);
-  const feed = startFeed(ctx, logger, deps, access);
-  guardListeners(ctx, logger, deps.options, access);
-  listenActions(ctx, deps, access, feed);
-  listenSignIn(ctx, logger, deps.audit, access);
-  const files = pageFiles(logger, instanceSay(ctx));
-  if (files) ctx.console.addEntry(files);
-}
 
 /** The connections signed in here and the gate every listener passes. */
 type PageAccess = ReturnType<typeof pageAccess>;
@@ -237,7 +228,7 @@ function guardListeners(ctx: Context, logger: Logger, options: ConsolePageOption
 }
 
 /** The console keeps listeners until overwritten; a disposed plugin's must not answer with stale services. */
-function addListener(ctx: Context, name: string, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>, options: object): void {
+function addListener(ctx: Context, name: string, options: object, callback: (client: AuthedClient, raw: unknown) => Promise<ConsoleAnswer>): void {
   const listener = function (this: Client, raw: unknown) {
     return callback(this, raw);
   };
@@ -250,26 +241,21 @@ function addListener(ctx: Context, name: string, callback: (client: AuthedClient
 function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateFor, who }: PageAccess, { changed, items }: ReturnType<typeof startFeed>): void {
   const { operator, audit, starts } = deps;
   for (const [name, action] of Object.entries(CONSOLE_ACTIONS)) {
-    addListener(
-      ctx,
-      name,
-      async (client, raw) => {
-        const gate = gateFor(client);
-        // Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided).
-        const caller = client.auth?.name ? `console:${client.auth.name}` : "console";
-        const result = gate.allowed
-          ? await audit.as("console", () => answer(action.input, raw, (input) => action.run(deps, input, caller)))
-          : ({ ok: false, error: gate.reason } as const);
-        await auditAction(audit, name, raw, result, who(client));
-        if (result.ok) changed();
-        return result;
-      },
-      feedOptions,
-    );
+    addListener(ctx, name, feedOptions, async (client, raw) => {
+      const gate = gateFor(client);
+      // Who acts: `console`, or `console:<login>` with plugin-auth (an approval records who decided).
+      const caller = client.auth?.name ? `console:${client.auth.name}` : "console";
+      const result = gate.allowed
+        ? await audit.as("console", () => answer(action.input, raw, (input) => action.run(deps, input, caller)))
+        : ({ ok: false, error: gate.reason } as const);
+      await auditAction(audit, name, raw, result, who(client));
+      if (result.ok) changed();
+      return result;
+    });
   }
   // Reads: allowed wherever the console's data is.
   const read = <I extends z.ZodType>(name: string, input: I, run: (value: z.infer<I>) => Promise<unknown>) =>
-    addListener(ctx, name, (_client, raw) => answer(input, raw, run), feedOptions);
+    addListener(ctx, name, feedOptions, (_client, raw) => answer(input, raw, run));
   read("anon-notify/timeline", AuditQuery, async (query) => {
     const page = await operator.audit(query);
     return { entries: await items(page.entries), next_before: page.next_before };
@@ -296,7 +282,7 @@ function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, si
     logger.warn(instanceText(ctx, "anon-notify.console-log.wrong-tokens", { count: refused }));
     refused = 0;
   }, REFUSED_LOG_MS);
-  const signIn = async (client: AuthedClient, raw: unknown): Promise<ConsoleAnswer> => {
+  addListener(ctx, SIGN_IN_LISTENER, { [SIGN_IN]: true }, async (client, raw) => {
     const gate = gateFor(client);
     if (gate.allowed) return { ok: true, value: { via: gate.via } };
     if (ctx.get("auth")) return { ok: false, error: gate.reason };
@@ -320,15 +306,13 @@ function listenSignIn(ctx: Context, logger: Logger, audit: AuditLog, { token, si
     // Its data pushed again: all of it after a sign-in, `null` for what it may no longer see after a sign-out.
     client.refresh();
     return { ok: true, value: { via: "token" } };
-  };
+  });
   // Ends this connection's token sign-in (the page forgets the token itself). Not a trail row: it opens nothing.
-  const signOut = async (client: Client): Promise<ConsoleAnswer> => {
+  addListener(ctx, SIGN_OUT_LISTENER, { [SIGN_IN]: true }, async (client) => {
     const signedOut = signedIn.delete(client);
     if (signedOut) client.refresh();
     return { ok: true, value: { signed_out: signedOut } };
-  };
-  addListener(ctx, SIGN_IN_LISTENER, signIn, { [SIGN_IN]: true });
-  addListener(ctx, SIGN_OUT_LISTENER, signOut, { [SIGN_IN]: true });
+  });
   // A reloaded plugin (a new token) starts with nobody signed in: open pages lose what they show.
   ctx.on("dispose", () => {
     for (const client of Object.values(ctx.console.clients) as Client[]) {
