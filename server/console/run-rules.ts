@@ -185,6 +185,20 @@ const EVENT_SAY: Partial<Record<string, string>> = {
   info: "notice",
 };
 
+/** Rows whose sentence is a key and these fields of the row's data. */
+const PLAIN_SAY: Partial<Record<string, [key: string, ...fields: string[]]>> = {
+  "event.held": ["held"],
+  "approval.request_sent": ["approval_sent", "code"],
+  "approval.decided": ["approval_decided", "code", "decision", "via"],
+  "approval.resolved": ["approval_resolved", "code", "outcome", "via"],
+  "approval.refused": ["approval_refused", "error"],
+  "mute.set": ["muted", "until"],
+  "mute.ended": ["unmuted"],
+  "tool_call.refused": ["tool_refused", "reason"],
+  "console.sign_in": ["signed_in"],
+  "operator.request": ["operator_request", "method", "path", "status"],
+};
+
 /** The sentence for one audit row. Pure. */
 export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">): Say {
   const data = record(entry.data);
@@ -194,6 +208,8 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
   });
   const family = entry.action.split(".", 1)[0];
   const rest = entry.action.slice(family!.length + 1);
+  const plain = PLAIN_SAY[entry.action];
+  if (plain) return say(plain[0], Object.fromEntries(plain.slice(1).map((field) => [field, data[field]])));
   switch (entry.action) {
     case "event.accepted": {
       const event = record(data.event);
@@ -215,8 +231,6 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
       const key = entry.action === "event.handed_to_persona" ? "told_anon" : "sent_direct";
       return ok ? say(key) : say(`${key}_failed`, { why: outcome.error ?? outcome.reason ?? outcome.kind });
     }
-    case "event.held":
-      return say("held");
     case "command.pending":
       return data.kind === "instruction"
         ? say("queued", { by: entry.actor, text: data.instruction })
@@ -231,24 +245,6 @@ export function timelineSay(entry: Pick<AuditEntry, "action" | "actor" | "data">
     case "approval.requested":
       // The action as requested, with its code: the page words it (console/client/action-text.ts).
       return say("approval_requested", { code: data.code, action: data.action ?? data.command, action_code: data.action_code, source: data.source });
-    case "approval.request_sent":
-      return say("approval_sent", { code: data.code });
-    case "approval.decided":
-      return say("approval_decided", { code: data.code, decision: data.decision, via: data.via });
-    case "approval.resolved":
-      return say("approval_resolved", { code: data.code, outcome: data.outcome, via: data.via });
-    case "approval.refused":
-      return say("approval_refused", { error: data.error });
-    case "mute.set":
-      return say("muted", { until: data.until });
-    case "mute.ended":
-      return say("unmuted");
-    case "tool_call.refused":
-      return say("tool_refused", { reason: data.reason });
-    case "console.sign_in":
-      return say("signed_in");
-    case "operator.request":
-      return say("operator_request", { method: data.method, path: data.path, status: data.status });
   }
   if (family === "watchdog") return say(rest.endsWith("_cleared") ? "watchdog_cleared" : `watchdog_${rest}`);
   if (family === "console") return data.status === "ok" ? say(`page_done.${rest}`) : say("page_refused", { verb: rest, status: data.error ?? data.status });
