@@ -18,6 +18,7 @@ export function linkHost(href: string): string {
 
 /** Rewrites every link in `children` to `label <a>host</a>` (an address written out is only the link, reading as that address). */
 function honestLinks(children: Token[], TokenOf: TokenClass): Token[] {
+  const text = (content: string) => Object.assign(new TokenOf("text", "", 0), { content });
   const out: Token[] = [];
   for (let i = 0; i < children.length; i++) {
     const open = children[i]!;
@@ -27,17 +28,11 @@ function honestLinks(children: Token[], TokenOf: TokenClass): Token[] {
     }
     const close = children.findIndex((token, at) => at > i && token.type === "link_close");
     const label = children.slice(i + 1, close);
-    const host = new TokenOf("text", "", 0);
     const href = String(open.attrGet("href") ?? "");
     const auto = open.markup === "autolink" || open.markup === "linkify";
     // An address written out reads as the whole address it opens (punycode as the parser spells it), any other link as its host.
-    host.content = auto && !href.startsWith("mailto:") ? href : linkHost(href);
-    if (!auto) {
-      out.push(...label);
-      const space = new TokenOf("text", "", 0);
-      space.content = " ";
-      out.push(space);
-    }
+    const host = text(auto && !href.startsWith("mailto:") ? href : linkHost(href));
+    if (!auto) out.push(...label, text(" "));
     open.attrSet("target", "_blank");
     open.attrSet("rel", "noopener noreferrer nofollow");
     open.attrSet("title", href);

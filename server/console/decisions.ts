@@ -39,8 +39,7 @@ export function boardRecorded(board: Board, projection: SessionProjection, activ
   const online = previous !== undefined && previous.goneAtMs === null;
   const sameState = online && previous.projection.state === projection.state;
   const flickeredBack = online && !sameState && previous.left?.state === projection.state && nowMs - previous.left.atMs <= STATE_FLICKER_MS;
-  const next = new Map(board);
-  next.set(projection.session_id, {
+  return new Map(board).set(projection.session_id, {
     projection,
     activity: projection.state === "running" && activity !== null ? oneLine(activity) : null,
     stateSinceMs: sameState ? previous.stateSinceMs : flickeredBack ? previous.left!.sinceMs : nowMs,
@@ -50,15 +49,12 @@ export function boardRecorded(board: Board, projection: SessionProjection, activ
     // A session that is back has not vanished; a stall is only cleared by the watchdog itself.
     flags: (previous?.flags ?? []).filter((flag) => flag !== "vanished"),
   });
-  return next;
 }
 
 export function boardGone(board: Board, sessionId: string, reason: GoneReason, nowMs: number): Board {
   const previous = board.get(sessionId);
   if (!previous || previous.goneAtMs !== null) return board;
-  const next = new Map(board);
-  next.set(sessionId, { ...previous, goneAtMs: nowMs, goneReason: reason, stateSinceMs: nowMs, activity: null, left: null });
-  return next;
+  return new Map(board).set(sessionId, { ...previous, goneAtMs: nowMs, goneReason: reason, stateSinceMs: nowMs, activity: null, left: null });
 }
 
 /** Watchdog rows raise and clear flags; every other row leaves the board as it is. */
@@ -69,9 +65,7 @@ export function boardAudited(board: Board, entry: Pick<AuditEntry, "action" | "s
   if (!previous) return board;
   const flag = match[1] as WatchdogFlag;
   const flags = match[2] ? previous.flags.filter((item) => item !== flag) : previous.flags.includes(flag) ? previous.flags : [...previous.flags, flag];
-  const next = new Map(board);
-  next.set(entry.session_id, { ...previous, flags });
-  return next;
+  return new Map(board).set(entry.session_id, { ...previous, flags });
 }
 
 export function boardPruned(board: Board, nowMs: number, limits: typeof BOARD_LIMITS): Board {

@@ -120,18 +120,17 @@ function eventRow(trail: Trail, entry: AuditEntry): void {
   const context = (event.context_usage as ContextUsage | null | undefined) ?? null;
   if (status === "started") {
     begin(trail, entry, task, at);
-  } else if (status === "progress" || status === "tool_error") {
+  } else if (status === "progress" || status === "tool_error" || status === "completed" || status === "failed") {
     const run = trail.open ?? begin(trail, entry, task, null);
-    run.latest = { at, status, summary: String(event.summary ?? ""), said: saidOf(event) };
+    if (!run.task) run.task = task;
     run.context = context ?? run.context;
-    if (!run.task) run.task = task;
-  } else if (status === "completed" || status === "failed") {
-    const run = trail.open ?? begin(trail, entry, task, null);
+    if (status === "progress" || status === "tool_error") {
+      run.latest = { at, status, summary: String(event.summary ?? ""), said: saidOf(event) };
+      return;
+    }
     const details = record(event.details);
-    if (!run.task) run.task = task;
     run.started_at ??= reportedStart(details, at);
     run.reply = finalWords(event);
-    run.context = context ?? run.context;
     run.final_id = entry.id;
     run.failure = status === "failed" ? (text(details.failure_reason) ?? text(details.stop_reason)) : null;
     end(trail, run, status === "completed" ? "done" : "failed", at, entry.id);
