@@ -7,9 +7,8 @@ export function untilText(iso: string, now: number, locale: string): string {
   return new Intl.DateTimeFormat(locale, today ? time : { month: "2-digit", day: "2-digit", ...time }).format(at);
 }
 
-export function dateTimeText(iso: string, locale: string): string {
-  return new Intl.DateTimeFormat(locale, { dateStyle: "short", timeStyle: "medium" }).format(new Date(iso));
-}
+export const dateTimeText = (iso: string, locale: string): string =>
+  new Intl.DateTimeFormat(locale, { dateStyle: "short", timeStyle: "medium" }).format(new Date(iso));
 
 const UNITS = [
   ["day", 86_400],
@@ -38,6 +37,4 @@ export function durationText(ms: number, locale: string): string {
 }
 
 /** `<key>.<category>` by the locale's plural rules (English one/other, Chinese other). */
-export function countKey(key: string, n: number, locale: string): string {
-  return `${key}.${new Intl.PluralRules(locale).select(n)}`;
-}
+export const countKey = (key: string, n: number, locale: string): string => `${key}.${new Intl.PluralRules(locale).select(n)}`;

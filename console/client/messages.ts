@@ -1,6 +1,4 @@
-/**
- * The page's texts; the console's language setting picks one (Chinese by default).
- */
+/** The page's texts; the console's language setting picks one (Chinese by default). */
 import { FAILURE_WORDS } from "../../common/failure-words.ts";
 
 export default {

@@ -67,10 +67,8 @@ export async function answer<I extends z.ZodType>(input: I, raw: unknown, run: (
   try {
     return { ok: true, value: await run(parsed.data) };
   } catch (error) {
-    if (error instanceof DomainError) {
-      return { ok: false, error: error.code, ...(error.issues ? { issues: error.issues } : {}), ...(error.state ? { state: error.state } : {}) };
-    }
-    throw error;
+    if (!(error instanceof DomainError)) throw error;
+    return { ok: false, error: error.code, ...(error.issues ? { issues: error.issues } : {}), ...(error.state ? { state: error.state } : {}) };
   }
 }
 

@@ -35,7 +35,6 @@ import {
   type TimelineItem,
 } from "./decisions.ts";
 
-/** `store.anonNotify` in the client. */
 const FEED_KEY = "anonNotify";
 const TIMELINE_PUSHED = 50;
 const COMMANDS_PER_SESSION = 10;
@@ -91,7 +90,6 @@ export const ConsolePage = {
   },
 };
 
-/** The connections signed in here and the gate every listener passes. */
 type PageAccess = ReturnType<typeof pageAccess>;
 
 function pageAccess(ctx: Context, logger: Logger, options: ConsolePageOptions) {
@@ -200,7 +198,6 @@ async function pageData({ operator, approvals, grants, events }: ConsolePageDeps
   };
 }
 
-/** Timeline lines, each accepted event with its receipt as it is now. */
 async function timelineItems(events: EventStore, entries: AuditEntry[], board: () => Board): Promise<TimelineItem[]> {
   const eventIds = entries.filter((entry) => entry.action === "event.accepted" && entry.subject).map((entry) => entry.subject!);
   return timelineLines(entries, await events.many(eventIds), board());
@@ -268,7 +265,6 @@ function listenActions(ctx: Context, deps: ConsolePageDeps, { feedOptions, gateF
     ]);
     return { session_id, runs: sessionRuns([...notices.entries, ...commands.entries]) };
   });
-  // The online hosts and their projects, for the "New session" form.
   read("anon-notify/hosts", z.strictObject({}), async () => ({ hosts: starts.hosts() }));
   read("anon-notify/entry", z.strictObject({ id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER) }), async ({ id }) => {
     const [entry] = (await operator.audit({ before: id + 1, limit: 1 })).entries;
