@@ -232,12 +232,8 @@ export function actionGate(input: GateInput): ActionGate {
 type OriginDecision = { allowed: true } | { allowed: false; reason: "cross_origin" | "untrusted_host" };
 
 function originOf(value: string): string | null {
-  try {
-    const url = new URL(value);
-    return url.protocol === "http:" || url.protocol === "https:" ? url.origin : null;
-  } catch {
-    return null;
-  }
+  const url = URL.canParse(value) ? new URL(value) : null;
+  return url && (url.protocol === "http:" || url.protocol === "https:") ? url.origin : null;
 }
 
 function isLocalName(hostname: string): boolean {

@@ -25,9 +25,8 @@ export interface RunView {
   final_id: number | null;
 }
 
-export function record(value: unknown): Record<string, unknown> {
-  return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-}
+export const record = (value: unknown): Record<string, unknown> =>
+  value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 
 /** A stored event's said line, if the page may word it (protocol/said.ts `readSaid`). */
 export function saidOf(event: Record<string, unknown>): ReadSaid | null {
@@ -45,9 +44,7 @@ function finalWords(event: Record<string, unknown>): string | null {
   return [error, read.agent].filter(Boolean).join("\n\n") || null;
 }
 
-function text(value: unknown): string | null {
-  return typeof value === "string" && value ? value : null;
-}
+const text = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
 
 /** The final notice's `run_started_at`, when it is a time no later than the notice (anything else is not believed). */
 function reportedStart(details: Record<string, unknown>, at: string): string | null {

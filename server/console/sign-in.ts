@@ -14,14 +14,10 @@ export const ConsoleSignInInput = z.strictObject({ token: z.string().max(512) })
  * of its SHA-256, never the token) which token it used. */
 export type SignIn = ReturnType<typeof signedInOn>;
 
-function digest(value: string): Buffer {
-  return createHash("sha256").update(value, "utf8").digest();
-}
+const digest = (value: string): Buffer => createHash("sha256").update(value, "utf8").digest();
 
 /** Compares in constant time (over digests, so the lengths never differ). Pure. */
-export function tokenMatches(presented: string, token: string): boolean {
-  return token.length > 0 && timingSafeEqual(digest(presented), digest(token));
-}
+export const tokenMatches = (presented: string, token: string): boolean => token.length > 0 && timingSafeEqual(digest(presented), digest(token));
 
 /** A connection that signed in: its sign-in, and its socket kept when strangers fill `npm start` (http/trust.ts). */
 export function signedInOn(socket: Socket | undefined, token: string, nowMs: number) {
@@ -29,9 +25,7 @@ export function signedInOn(socket: Socket | undefined, token: string, nowMs: num
   return { id: `si-${randomBytes(4).toString("hex")}`, at: new Date(nowMs).toISOString(), generation: digest(token).toString("hex").slice(0, 8) };
 }
 
-export function signInUrl(pageUrl: string, token: string): string {
-  return `${pageUrl}?token=${encodeURIComponent(token)}`;
-}
+export const signInUrl = (pageUrl: string, token: string): string => `${pageUrl}?token=${encodeURIComponent(token)}`;
 
 /** The plugin's own token when its config names none: created once (0600), kept across restarts. */
 export function consoleTokenFromFile(path: string): string {
