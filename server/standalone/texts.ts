@@ -167,7 +167,7 @@ export function piInstructions(baseUrl: string, pairLink: string, tokenPath: str
   ].join("\n");
 }
 
-/** The console's `<head>` under npm start: its title, and the language the page then gives the whole console (console/client/locale.ts). */
+/** The console's `<head>` under npm start: its title, and the language the page then gives the whole console (console/client/index.ts). */
 export function consoleHead(language: Language): { tag: string; attrs?: Record<string, string>; content?: string }[] {
   return [
     { tag: "title", content: TEXT[language].consoleTitle },
