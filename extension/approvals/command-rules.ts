@@ -1,6 +1,6 @@
 /** What a command line will run: every simple command followed through wrappers, `sh -c`, `find -exec`,
  * `eval` of literals and here-documents; whatever the analysis cannot see through is an `opaque.*` finding. */
-import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
+import { emptyScript, plainWord, type Script, type ShellReader, type Stdin, type Word } from "./shell-rules.ts";
 import {
   APPLETS,
   ASSIGNMENT,
@@ -31,13 +31,14 @@ export const OPAQUE = {
   function: "opaque.function",
   source: "opaque.source",
   parseError: "opaque.parse-error",
-  /** Scripts within scripts deeper than the analysis follows. */
+  /** Scripts within scripts deeper than MAX_DEPTH. */
   nesting: "opaque.nesting",
-  /** Longer than the analysis reads: reading blocks Pi while it runs (a few µs a character). */
   tooLong: "opaque.too-long",
 } as const;
 
+/** Reading blocks Pi while it runs (a few µs a character). */
 const MAX_ANALYZED_CHARS = 262_144;
+const MAX_DEPTH = 4;
 
 /** One command that will run: its program (a literal) and arguments. */
 export interface Run {
@@ -45,20 +46,12 @@ export interface Run {
   args: Word[];
 }
 
+/** `script`: the command line as the grammar read it (not the scripts within it). */
 export interface Analysis {
   runs: Run[];
-  /** Where the script's redirections write. */
   writes: Word[];
   opaque: Set<string>;
-  /** The command line as the grammar read it (not the scripts within it); undefined when it could not be read. */
   script: Script | undefined;
-}
-
-const MAX_DEPTH = 4;
-
-/** `/usr/bin/rm` and `rm` are the same command. */
-export function commandName(value: string): string {
-  return value.split("/").pop() ?? value;
 }
 
 export function analyzeCommand(source: string, read: ShellReader): Analysis {
@@ -67,18 +60,17 @@ export function analyzeCommand(source: string, read: ShellReader): Analysis {
   return out;
 }
 
+/** `defined`: functions and aliases the script or an enclosing one defines; `stdin`: what "inherited" is here. */
 interface Env {
   read: ShellReader;
   out: Analysis;
   depth: number;
-  /** Functions and aliases the script (or an enclosing one) defines. */
   defined: ReadonlySet<string>;
-  /** What "inherited" standard input is here: the enclosing command's. */
   stdin: Stdin;
 }
 
 const RESERVED = new Set("if then else elif fi for while until do done case esac select function time coproc in".split(" "));
-/** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
+/** Plain words only (no quoting, expansion, glob, brace, tilde, comment or operator): bash splits such a line on spaces alone. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 
 /** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
@@ -88,15 +80,11 @@ function plainScript(source: string): Script | undefined {
   const assignments: Script["assignments"] = [];
   while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
     const [name, ...rest] = words.shift()!.split("=");
-    const value = rest.join("=");
-    assignments.push({ name: name!, value: { text: value, value, mayBeOption: false, processSubstitution: false } });
+    assignments.push({ name: name!, value: plainWord(rest.join("=")) });
   }
   if (words.length > 0 && RESERVED.has(words[0]!)) return undefined;
-  const command: SimpleCommand = {
-    words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })),
-    stdin: { kind: "inherited" },
-  };
-  return { commands: [command], writes: [], definitions: new Set(), assignments, kinds: new Set(), expansions: [], tests: [] };
+  const commands = [{ words: words.map((text) => plainWord(text, text.startsWith("-"))), stdin: { kind: "inherited" } as const }];
+  return { ...emptyScript(), commands, assignments };
 }
 
 function script(source: string, env: Env): void {
@@ -108,7 +96,12 @@ function script(source: string, env: Env): void {
     env.out.opaque.add(OPAQUE.tooLong);
     return;
   }
-  const parsed = plainScript(source) ?? readSafely(env.read, source);
+  let parsed = plainScript(source);
+  try {
+    parsed ??= env.read(source);
+  } catch {
+    // A failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable.
+  }
   if (env.depth === 0) env.out.script = parsed;
   if (!parsed) {
     env.out.opaque.add(OPAQUE.parseError);
@@ -120,20 +113,6 @@ function script(source: string, env: Env): void {
   for (const command of parsed.commands) {
     if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
   }
-}
-
-/** The grammar's reading; a failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable. */
-function readSafely(read: ShellReader, source: string): ReturnType<ShellReader> {
-  try {
-    return read(source);
-  } catch {
-    return undefined;
-  }
-}
-
-/** A nested script (of `sh -c`, `eval`, a here-document): one level deeper, reading `stdin`. */
-function nested(source: string, stdin: Stdin, env: Env): void {
-  script(source, { ...env, depth: env.depth + 1, stdin });
 }
 
 /** A variable set for the script or one command: an exported function, or code for a variable something runs. */
@@ -151,7 +130,8 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
     return;
   }
   if (env.defined.has(program.value)) env.out.opaque.add(OPAQUE.function);
-  const name = commandName(program.value);
+  // `/usr/bin/rm` and `rm` are the same command.
+  const name = program.value.split("/").at(-1)!;
   const args = words.slice(1);
   env.out.runs.push({ name, args });
 
@@ -219,7 +199,7 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
   }
   // xargs puts words read from its input in place of the replace string, else after the command: they may be anything, options included.
   const replace = (seen.get("-I") ?? seen.get("--replace"))?.value ?? (seen.has("-i") ? "{}" : undefined);
-  const input: Word = { text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false };
+  const input = { ...plainWord("<xargs input>", true), value: undefined };
   if (replace) run(substituted(inner, replace, input), { kind: "inherited" }, env);
   else run([...inner, input], { kind: "inherited" }, env);
 }
@@ -231,23 +211,23 @@ function substituted(words: readonly Word[], marker: string, unknown: Word): Wor
   );
 }
 
-/** A script given as one word: read it when it is literal, else nothing can be seen. */
-function inline(script: Word, stdin: Stdin, env: Env): void {
-  if (script.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
-  else nested(script.value, stdin, env);
+/** A script given as one word: read one level deeper when it is literal, else nothing can be seen. */
+function inline(code: Word, stdin: Stdin, env: Env): void {
+  if (code.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+  else script(code.value, { ...env, depth: env.depth + 1, stdin });
 }
 
 /** Operands a shell joins with spaces and runs (`eval`, `watch`). */
 function joined(words: readonly Word[], stdin: Stdin, env: Env, opaque: string): void {
   if (words.some((word) => word.value === undefined)) env.out.opaque.add(opaque);
-  else nested(words.map((word) => word.value).join(" "), stdin, env);
+  else inline(plainWord(words.map((word) => word.value).join(" ")), stdin, env);
 }
 
 /** Code a program reads from standard input: a literal here-document is read; a pipe or anything that expands cannot be seen. */
 function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
   if (stdin.kind === "pipe" || (stdin.kind === "file" && !stdin.literal) || (stdin.kind === "inline" && stdin.body === undefined)) {
     env.out.opaque.add(OPAQUE.pipedInterpreter);
-  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) nested(stdin.body, { kind: "inherited" }, env);
+  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) inline(plainWord(stdin.body), { kind: "inherited" }, env);
 }
 
 function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
@@ -281,8 +261,7 @@ function findExec(args: readonly Word[], env: Env): void {
     let end = i + 1;
     while (end < args.length && args[end]!.value !== ";" && args[end]!.value !== "+") end++;
     // `{}` is a found path (`./…`, never an option), but any name the model could have given a file.
-    const found: Word = { text: "{}", value: undefined, mayBeOption: false, processSubstitution: false };
-    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", found), { kind: "inherited" }, env);
+    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", { ...plainWord("{}"), value: undefined }), { kind: "inherited" }, env);
     i = end;
   }
 }
