@@ -8,11 +8,13 @@ const PROTECTED_NAMES =
 /** The same names in free text (a command line), where any quote, blank or `=` may stand before them. */
 const PROTECTED_IN_TEXT = new RegExp(PROTECTED_NAMES.source.replace("(^|\\/)", "(^|[\\s/'\"=:~`(])").replace("(\\/|$)", "(?=[\\s/'\"`;&|)<>]|$)"));
 
-export interface ProtectedPlace {
+/** Where a call runs: relative paths resolve against `cwd`, `~` against `home`; temp folders are not "the project" but not guarded
+ * either; `roots`: the extension's own data folder and token files, protected like `~/.ssh`. */
+export interface CallPlace {
   cwd: string;
   home: string;
-  /** Absolute folders and files of the extension's own (its data folder, token files). */
-  roots: readonly string[];
+  tempDirs: readonly string[];
+  roots?: readonly string[];
 }
 
 export const within = (root: string, target: string) => {
@@ -23,7 +25,7 @@ export const within = (root: string, target: string) => {
 export const expandHome = (path: string, home: string) => (path === "~" ? home : path.startsWith("~/") ? home + path.slice(1) : path);
 
 /** Whether a path (as a tool or a shell word gives it) names a protected place. */
-export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
+export function isProtectedPath(path: string, place: CallPlace): boolean {
   const trimmed = path.trim();
   if (trimmed === "") return false;
   const expanded = expandHome(trimmed, place.home);
@@ -32,12 +34,12 @@ export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
 }
 
 /** Whether free text (a whole command line) mentions a protected name or one of the roots. */
-export function mentionsProtected(text: string, place: ProtectedPlace): boolean {
+export function mentionsProtected(text: string, place: CallPlace): boolean {
   return PROTECTED_IN_TEXT.test(text) || ownRoots(place).some((root) => text.includes(root));
 }
 
 /** The extension's own paths, less any folder that holds the project itself (else every call in it would ask). */
-const ownRoots = (place: ProtectedPlace) => place.roots.filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
+const ownRoots = (place: CallPlace) => (place.roots ?? []).filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
 
 /** The string arguments of a tool call that may be paths: by their key (`path`, `file_path`, `dir` …), at the top level or in a list. */
 export function pathArguments(input: Record<string, unknown>): string[] {

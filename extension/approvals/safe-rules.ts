@@ -2,33 +2,24 @@
  * list with safe arguments (or an allowed argv prefix); anything not proven safe is a finding. */
 import type { Script, Word } from "./shell-rules.ts";
 import { CODE_VARIABLES } from "./program-rules.ts";
+import type { CallPlace } from "./protected-path-rules.ts";
 
-/** Where the call runs, as strict mode needs it. */
-export interface StrictPlace {
-  cwd: string;
-  home: string;
-  tempDirs: readonly string[];
-}
-
-/** One reason a command line is not known safe, and where in it. */
+/** One reason a command line is not known safe, and where in it (the command or construct, as written). */
 export interface Finding {
   rule: StrictRule;
-  /** The command or construct, as written. */
   at: string;
 }
 
 export const STRICT_RULES = {
-  /** A program not on the safe list and not allowed by the user. */
   unlisted: "strict.unlisted",
   /** A safe-listed program with arguments outside its rules. */
   arguments: "strict.arguments",
   /** A construct the analysis does not know, or one where bash evaluates hidden code (arithmetic, `${x@P}`, `[[ x -eq 0 ]]` …). */
   construct: "strict.construct",
-  /** A write to a file outside the project and temp folders, or to one the analysis cannot resolve. */
+  /** A write outside the project and temp folders, or one the analysis cannot resolve. */
   write: "strict.write",
   /** An assignment to a variable that changes what runs (`PATH`, `BASH_ENV`, `GIT_*` …). */
   variable: "strict.variable",
-  /** The grammar could not read the line. */
   unreadable: "strict.unreadable",
 } as const;
 export type StrictRule = (typeof STRICT_RULES)[keyof typeof STRICT_RULES];
@@ -40,13 +31,11 @@ export const COMMAND_KINDS: readonly string[] =
 /** Grammar nodes whose meaning is plain: everything else (arithmetic, declarations, functions, `for ((…))` …) asks. */
 const KNOWN_KINDS = new Set([
   ...COMMAND_KINDS,
-  ..."translated_string simple_expansion expansion variable_name special_variable_name command_substitution process_substitution".split(" "),
-  ..."redirected_statement file_redirect file_descriptor heredoc_redirect heredoc_start heredoc_body heredoc_content heredoc_end herestring_redirect".split(
-    " ",
-  ),
-  ..."subshell compound_statement negated_command variable_assignment test_command binary_expression unary_expression parenthesized_expression".split(" "),
-  ..."test_operator regex if_statement elif_clause else_clause for_statement while_statement do_group case_statement case_item brace_expression".split(" "),
-  "extglob_pattern",
+  ...`translated_string simple_expansion expansion variable_name special_variable_name command_substitution process_substitution
+  redirected_statement file_redirect file_descriptor heredoc_redirect heredoc_start heredoc_body heredoc_content heredoc_end herestring_redirect
+  subshell compound_statement negated_command variable_assignment test_command binary_expression unary_expression parenthesized_expression
+  test_operator regex if_statement elif_clause else_clause for_statement while_statement do_group case_statement case_item brace_expression
+  extglob_pattern`.split(/\s+/),
 ]);
 
 /** `${NAME}`, `${#NAME}`, `${NAME:-…}` and the like: no subscript, offset, indirection or `@` operator, each of which can evaluate code. */
@@ -65,22 +54,21 @@ function testIsPlain(operands: readonly string[]): boolean {
 
 // ── Argument rules ──────────────────────────────────────────────────────────
 
-type Check = (args: readonly Word[], place: StrictPlace) => boolean;
+type Check = (args: readonly Word[], place: CallPlace) => boolean;
 
 const literal = (args: readonly Word[]): args is readonly (Word & { value: string })[] => args.every((arg) => arg.value !== undefined);
 
 /** A glob inside the project (`src/*.ts`) is fine for a program whose every option is harmless; anything that expands or leaves the project is not. */
-function harmlessWord(word: Word, place: StrictPlace): boolean {
+function harmlessWord(word: Word, place: CallPlace): boolean {
   if (word.value !== undefined) return true;
   if (/[$`]/.test(word.text) || /^[~/]/.test(word.text) || /(^|\/)\.\.(\/|$)/.test(word.text)) return false;
   // In the home folder itself, a glob can reach the user's own dotfiles.
   return place.cwd !== place.home;
 }
 
-/** Programs whose every option only reads or prints. */
 const PLAIN: Check = (args, place) => args.every((arg) => harmlessWord(arg, place));
 
-/** Short options in a cluster, long option names; `banned` names any of which makes the call unsafe (long ones by getopt's unambiguous prefix). */
+/** Whether any of the short letters (in a cluster) or long names (by getopt's unambiguous prefix) is given before `--`. */
 function hasOption(args: readonly { value: string }[], short: string, long: readonly string[]): boolean {
   for (const { value: arg } of args) {
     if (arg === "--") return false;
@@ -152,8 +140,8 @@ const GIT_READ: Record<string, Check> = {
     (args.length === 0 || args[0]!.value === "show" || args[0]!.value?.startsWith("-") === true) && without("", ["--output"])(args, place),
 };
 
-/** `git [--no-pager] <read-only subcommand> …`: no `-c`, `-C`, `--git-dir`, `--exec-path`, `--config-env`, `-p` (another repository's or the command line's settings can run commands). */
-function gitCheck(args: readonly Word[], place: StrictPlace): boolean {
+/** `git [--no-pager] <read-only subcommand> …`: no `-c`, `-C`, `--git-dir`, `-p` … (other settings can run commands). */
+function gitCheck(args: readonly Word[], place: CallPlace): boolean {
   let i = 0;
   while (args[i]?.value === "--no-pager" || args[i]?.value === "--no-optional-locks" || args[i]?.value === "-P") i++;
   const sub = args[i]?.value;
@@ -191,14 +179,11 @@ export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
 
 // ── The decision ────────────────────────────────────────────────────────────
 
-/** Whether `path` (from `place.cwd`) lies inside the project or a temp folder; `~`, absolute and `..` paths are resolved. */
-export type InsideProject = (path: string) => boolean;
+/** `inside`: whether a path (from `place.cwd`) lies in the project or a temp folder. */
+type InsideProject = (path: string) => boolean;
 
-/**
- * Why one simple command is not known safe, or undefined when it is: on the safe list with safe
- * arguments, or starting with an allowed argv prefix whose other words stay in the project.
- */
-export function commandFinding(words: readonly Word[], place: StrictPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding | undefined {
+/** Why one simple command is not known safe: off the safe list or its argument rules, and not under an allowed argv prefix. */
+export function commandFinding(words: readonly Word[], place: CallPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding | undefined {
   const at = words.map((word) => word.text).join(" ");
   const program = words[0]!.value;
   if (program === undefined || program.includes("/")) return { rule: STRICT_RULES.unlisted, at };
@@ -229,7 +214,7 @@ function pathsOf(value: string): string[] {
 }
 
 /** Every reason the command line is not known safe (empty: it runs without a person). */
-export function strictFindings(script: Script | undefined, place: StrictPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding[] {
+export function strictFindings(script: Script | undefined, place: CallPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding[] {
   if (!script) return [{ rule: STRICT_RULES.unreadable, at: "" }];
   const found: Finding[] = [];
   for (const kind of script.kinds) if (!KNOWN_KINDS.has(kind)) found.push({ rule: STRICT_RULES.construct, at: kind });
