@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
-import type { Config } from "../config/schema-rules.ts";
+
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
 import { type CallPlace, expandHome, isProtectedPath, mentionsProtected, pathArguments, within } from "./protected-path-rules.ts";
 import { literalArgv } from "./argv-rules.ts";
@@ -12,12 +12,12 @@ import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./command-rules
 import { strictFindings } from "./safe-rules.ts";
 import type { ShellReader, Word } from "./shell-rules.ts";
 
-/** The approval settings (schema-rules.ts) the policy reads. */
+/** The approval settings (schema-rules.ts) the policy reads; a user rule's `command` is a regular expression. */
 export interface PolicySettings {
-  mode: Config["approval"]["mode"];
+  mode: "strict" | "rules";
   allow: readonly (readonly string[])[];
   disabledRules: readonly BuiltinRuleId[];
-  rules: readonly Config["approval"]["rules"][number][];
+  rules: readonly { id: string; tool: string; command?: string | undefined; label?: string | undefined; grantable?: boolean | undefined }[];
   grantableRules: readonly BuiltinRuleId[];
 }
 
