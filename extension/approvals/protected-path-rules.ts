@@ -24,7 +24,6 @@ export const within = (root: string, target: string) => {
 
 export const expandHome = (path: string, home: string) => (path === "~" ? home : path.startsWith("~/") ? home + path.slice(1) : path);
 
-/** Whether a path (as a tool or a shell word gives it) names a protected place. */
 export function isProtectedPath(path: string, place: CallPlace): boolean {
   const trimmed = path.trim();
   if (trimmed === "") return false;
@@ -33,7 +32,6 @@ export function isProtectedPath(path: string, place: CallPlace): boolean {
   return PROTECTED_NAMES.test(target) || PROTECTED_NAMES.test(expanded) || ownRoots(place).some((root) => within(root, target));
 }
 
-/** Whether free text (a whole command line) mentions a protected name or one of the roots. */
 export function mentionsProtected(text: string, place: CallPlace): boolean {
   return PROTECTED_IN_TEXT.test(text) || ownRoots(place).some((root) => text.includes(root));
 }

@@ -13,10 +13,6 @@ export interface Answer {
 /** Settled ids remembered so a late decision hears "already answered", not "unknown". */
 const REMEMBERED = 256;
 
-export function sameBinding(a: ApprovalBinding, b: ApprovalBinding): boolean {
-  return a.tool_call_id === b.tool_call_id && a.args_digest === b.args_digest && a.cwd === b.cwd;
-}
-
 export class Waits {
   readonly #open = new Map<string, { binding: ApprovalBinding; settle(answer: Answer): void }>();
   readonly #settled = new Set<string>();
@@ -49,7 +45,8 @@ export class Waits {
     const wait = this.#open.get(payload.approval_id);
     if (!wait) return this.#settled.has(payload.approval_id) ? "already_answered" : "unknown";
     // The call stays waiting: a decision about anything else is no answer to it.
-    if (!sameBinding(wait.binding, payload.binding)) return "mismatch";
+    const [a, b] = [wait.binding, payload.binding];
+    if (a.tool_call_id !== b.tool_call_id || a.args_digest !== b.args_digest || a.cwd !== b.cwd) return "mismatch";
     wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason, ...(payload.grant ? { grant: payload.grant } : {}) });
     return "applied";
   }
