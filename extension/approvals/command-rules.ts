@@ -2,7 +2,6 @@
  * `eval` of literals and here-documents; whatever the analysis cannot see through is an `opaque.*` finding. */
 import { emptyScript, plainWord, type Script, type ShellReader, type Stdin, type Word } from "./shell-rules.ts";
 import {
-  APPLETS,
   ASSIGNMENT,
   AWKS,
   CODE_VARIABLES,
@@ -87,15 +86,12 @@ function plainScript(source: string): Script | undefined {
   return { ...emptyScript(), commands, assignments };
 }
 
+/** What the analysis cannot see through. */
+const opaque = (env: Env, finding: string): void => void env.out.opaque.add(finding);
+
 function script(source: string, env: Env): void {
-  if (env.depth > MAX_DEPTH) {
-    env.out.opaque.add(OPAQUE.nesting);
-    return;
-  }
-  if (source.length > MAX_ANALYZED_CHARS) {
-    env.out.opaque.add(OPAQUE.tooLong);
-    return;
-  }
+  if (env.depth > MAX_DEPTH) return opaque(env, OPAQUE.nesting);
+  if (source.length > MAX_ANALYZED_CHARS) return opaque(env, OPAQUE.tooLong);
   let parsed = plainScript(source);
   try {
     parsed ??= env.read(source);
@@ -103,33 +99,24 @@ function script(source: string, env: Env): void {
     // A failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable.
   }
   if (env.depth === 0) env.out.script = parsed;
-  if (!parsed) {
-    env.out.opaque.add(OPAQUE.parseError);
-    return;
-  }
+  if (!parsed) return opaque(env, OPAQUE.parseError);
   env.out.writes.push(...parsed.writes);
   for (const { name, value } of parsed.assignments) assignment(name, value, env);
   const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
-  for (const command of parsed.commands) {
+  for (const command of parsed.commands)
     if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
-  }
 }
 
 /** A variable set for the script or one command: an exported function, or code for a variable something runs. */
 function assignment(name: string, value: Word | undefined, env: Env): void {
-  if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
-  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) env.out.opaque.add(OPAQUE.inlineCode);
+  if (name.startsWith("BASH_FUNC_")) opaque(env, OPAQUE.function);
+  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) opaque(env, OPAQUE.inlineCode);
 }
-
-// ── Following one command ───────────────────────────────────────────────────
 
 function run(words: readonly Word[], stdin: Stdin, env: Env): void {
   const program = words[0]!;
-  if (program.value === undefined) {
-    env.out.opaque.add(OPAQUE.dynamicProgram);
-    return;
-  }
-  if (env.defined.has(program.value)) env.out.opaque.add(OPAQUE.function);
+  if (program.value === undefined) return opaque(env, OPAQUE.dynamicProgram);
+  if (env.defined.has(program.value)) opaque(env, OPAQUE.function);
   // `/usr/bin/rm` and `rm` are the same command.
   const name = program.value.split("/").at(-1)!;
   const args = words.slice(1);
@@ -137,11 +124,7 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
 
   const wrapper = WRAPPERS[name];
   if (wrapper) return unwrap(name, args, wrapper, stdin, env);
-  if (APPLETS.has(name)) {
-    const { operands } = parseOptions(args, {});
-    if (operands !== undefined) run(args.slice(operands), stdin, env);
-    return;
-  }
+
   if (SHELLS.has(name)) return shell(args, stdin, env);
   if (name === "su" || name === "runuser" || name === "script") {
     // `su -c 'code'` and `script -c 'code'` run it in a new shell.
@@ -164,14 +147,14 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
       file &&
       (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))
     )
-      env.out.opaque.add(OPAQUE.source);
+      opaque(env, OPAQUE.source);
     return;
   }
   if (name === "find") return findExec(args, env);
   if (name === "git") return gitConfig(args, env);
   if (AWKS.has(name)) {
     const { operands, seen } = parseOptions(args, { short: "fvF" });
-    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) opaque(env, OPAQUE.inlineCode);
     return;
   }
   const interpreter = INTERPRETERS.find(([pattern]) => pattern.test(name))?.[1];
@@ -192,11 +175,8 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
   if (name === "command" && (seen.has("-v") || seen.has("-V"))) return;
   if (operands === undefined) return;
   const inner = args.slice(operands);
-  if (name !== "xargs") {
-    // A coprocess reads what the script writes to it later: a pipe.
-    run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
-    return;
-  }
+  // A coprocess reads what the script writes to it later: a pipe.
+  if (name !== "xargs") return run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
   // xargs puts words read from its input in place of the replace string, else after the command: they may be anything, options included.
   const replace = (seen.get("-I") ?? seen.get("--replace"))?.value ?? (seen.has("-i") ? "{}" : undefined);
   const input = { ...plainWord("<xargs input>", true), value: undefined };
@@ -213,20 +193,20 @@ function substituted(words: readonly Word[], marker: string, unknown: Word): Wor
 
 /** A script given as one word: read one level deeper when it is literal, else nothing can be seen. */
 function inline(code: Word, stdin: Stdin, env: Env): void {
-  if (code.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+  if (code.value === undefined) opaque(env, OPAQUE.inlineCode);
   else script(code.value, { ...env, depth: env.depth + 1, stdin });
 }
 
 /** Operands a shell joins with spaces and runs (`eval`, `watch`). */
-function joined(words: readonly Word[], stdin: Stdin, env: Env, opaque: string): void {
-  if (words.some((word) => word.value === undefined)) env.out.opaque.add(opaque);
+function joined(words: readonly Word[], stdin: Stdin, env: Env, finding: string): void {
+  if (words.some((word) => word.value === undefined)) opaque(env, finding);
   else inline(plainWord(words.map((word) => word.value).join(" ")), stdin, env);
 }
 
 /** Code a program reads from standard input: a literal here-document is read; a pipe or anything that expands cannot be seen. */
 function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
   if (stdin.kind === "pipe" || (stdin.kind === "file" && !stdin.literal) || (stdin.kind === "inline" && stdin.body === undefined)) {
-    env.out.opaque.add(OPAQUE.pipedInterpreter);
+    opaque(env, OPAQUE.pipedInterpreter);
   } else if (read && stdin.kind === "inline" && stdin.body !== undefined) inline(plainWord(stdin.body), { kind: "inherited" }, env);
 }
 
@@ -238,20 +218,20 @@ function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
     return;
   }
   if (first === undefined || seen.has("-s") || (first.value !== undefined && isStdinPath(first.value))) return fromStdin(stdin, env, true);
-  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) opaque(env, OPAQUE.pipedInterpreter);
 }
 
 function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, interpreter.options);
   for (const option of interpreter.code) {
     if (!seen.has(option)) continue;
-    if (seen.get(option)?.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    if (seen.get(option)?.value === undefined) opaque(env, OPAQUE.inlineCode);
     return;
   }
   if (interpreter.module?.some((option) => seen.has(option))) return;
   const script = operands === undefined ? undefined : args[operands];
   if (script === undefined || (script.value !== undefined && isStdinPath(script.value))) return fromStdin(stdin, env, false);
-  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) opaque(env, OPAQUE.pipedInterpreter);
 }
 
 /** `find … -exec cmd … ;` runs `cmd` (also `-execdir`, `-ok`, `-okdir`). */
@@ -277,6 +257,6 @@ function gitConfig(args: readonly Word[], env: Env): void {
     const setting = option === "-c" ? args[++i] : option.startsWith("--config-env") ? args[option.includes("=") ? i : ++i] : undefined;
     if (!setting) continue;
     const key = setting.value?.replace(/^--config-env=/, "").split("=")[0];
-    if (key === undefined || GIT_COMMAND_KEYS.test(key)) env.out.opaque.add(OPAQUE.inlineCode);
+    if (key === undefined || GIT_COMMAND_KEYS.test(key)) opaque(env, OPAQUE.inlineCode);
   }
 }

@@ -59,9 +59,9 @@ export function parseOptions(args: readonly Word[], spec: Options): { operands: 
   return { operands: undefined, seen };
 }
 
-/** Commands that run their operands as a command, with their own options first. */
+/** Commands that run their operands as a command, with their own options first (busybox and toybox their applets). */
 export const WRAPPERS: Record<string, Options> = {
-  ...Object.fromEntries("command builtin nohup coproc setsid chronic unbuffer".split(" ").map((name) => [name, {}])),
+  ...Object.fromEntries("command builtin nohup coproc setsid chronic unbuffer busybox toybox".split(" ").map((name) => [name, {}])),
   env: { short: "uCS", long: ["--unset", "--chdir", "--split-string"], assignments: true },
   exec: { short: "a" },
   timeout: { short: "sk", long: ["--signal", "--kill-after"], positionals: 1 },
@@ -77,10 +77,10 @@ export const WRAPPERS: Record<string, Options> = {
   time: { short: "fo", long: ["--format", "--output"] },
   xargs: { short: "IadELnPs", long: ["--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"] },
 };
-export const APPLETS = new Set(["busybox", "toybox"]);
+
 export const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"]);
 export const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] };
-/** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
+
 export const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
 export const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
 export const SCRIPT_OPTIONS: Options = {
@@ -111,7 +111,6 @@ export const INTERPRETERS: readonly [RegExp, Interpreter][] = [
   [/^(tclsh[0-9.]*|wish)$/, { code: [], options: {} }],
 ];
 export const AWKS = new Set(["awk", "gawk", "mawk", "nawk"]);
-/** A script path that is standard input. */
 export const isStdinPath = (path: string) => path === "-" || path === "/dev/stdin" || path === "/dev/fd/0" || path === "/proc/self/fd/0";
 /** A script path that is another open descriptor (`3< <(curl …)`), not a file anyone can read. */
 export const isOtherDescriptor = (path: string) => !isStdinPath(path) && /^\/dev\/fd\/\d+$|^\/proc\/[^/]+\/fd\/\d+$/.test(path);
