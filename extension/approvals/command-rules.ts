@@ -30,7 +30,6 @@ export const OPAQUE = {
   function: "opaque.function",
   source: "opaque.source",
   parseError: "opaque.parse-error",
-  /** Scripts within scripts deeper than MAX_DEPTH. */
   nesting: "opaque.nesting",
   tooLong: "opaque.too-long",
 } as const;
@@ -39,7 +38,6 @@ export const OPAQUE = {
 const MAX_ANALYZED_CHARS = 262_144;
 const MAX_DEPTH = 4;
 
-/** One command that will run: its program (a literal) and arguments. */
 export interface Run {
   name: string;
   args: Word[];
@@ -86,7 +84,6 @@ function plainScript(source: string): Script | undefined {
   return { ...emptyScript(), commands, assignments };
 }
 
-/** What the analysis cannot see through. */
 const opaque = (env: Env, finding: string): void => void env.out.opaque.add(finding);
 
 function script(source: string, env: Env): void {

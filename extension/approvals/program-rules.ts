@@ -1,13 +1,11 @@
-/** The programs that run other programs: the options each takes before its command, which interpreter
- * options carry code, and git settings and variables whose value runs as a command. */
+/** The programs that run other programs: their options, the interpreter options carrying code, settings and variables that run. */
 import type { Word } from "./shell-rules.ts";
 
 export const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
 /** env takes any `NAME=value` (even a name bash would not), up to the command. */
 export const ENV_ASSIGNMENT = /^([^=-][^=]*)=([\s\S]*)$/;
 
-/** The short and long options that take a value; `positionals`: non-options before the command (`timeout DURATION`);
- * `assignments`: `NAME=value` words before it. */
+/** The short and long options that take a value, non-options before the command (`timeout DURATION`), `NAME=value` words. */
 export interface Options {
   short?: string;
   long?: readonly string[];

@@ -1,15 +1,12 @@
-/** Protected paths, where a write runs code later or a read hands over a credential: any tool call that
- * names one asks, in every mode. */
+/** Protected paths, where a write runs code later or a read hands over a credential: a tool call naming one always asks. */
 import { isAbsolute, relative, resolve } from "node:path";
 
-/** A path component or pair that is protected wherever it sits. */
 const PROTECTED_NAMES =
   /(^|\/)(\.ssh|\.pi|\.gnupg|\.gitconfig|\.config\/git|\.config\/fish|\.git\/hooks|\.git\/config|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.inputrc|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.aws|\.docker|\.kube|\.config\/gh|\.config\/gcloud)(\/|$)/;
 /** The same names in free text (a command line), where any quote, blank or `=` may stand before them. */
 const PROTECTED_IN_TEXT = new RegExp(PROTECTED_NAMES.source.replace("(^|\\/)", "(^|[\\s/'\"=:~`(])").replace("(\\/|$)", "(?=[\\s/'\"`;&|)<>]|$)"));
 
-/** Where a call runs: relative paths resolve against `cwd`, `~` against `home`; temp folders are not "the project" but not guarded
- * either; `roots`: the extension's own data folder and token files, protected like `~/.ssh`. */
+/** `tempDirs` are not "the project" but not guarded either; `roots`: the extension's own data folder and token files. */
 export interface CallPlace {
   cwd: string;
   home: string;
@@ -39,7 +36,6 @@ export function mentionsProtected(text: string, place: CallPlace): boolean {
 /** The extension's own paths, less any folder that holds the project itself (else every call in it would ask). */
 const ownRoots = (place: CallPlace) => (place.roots ?? []).filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
 
-/** The string arguments of a tool call that may be paths: by their key (`path`, `file_path`, `dir` …), at the top level or in a list. */
 export function pathArguments(input: Record<string, unknown>): string[] {
   const out: string[] = [];
   for (const [key, value] of Object.entries(input)) {

@@ -1,5 +1,4 @@
-/** Strict mode: a command line runs without a person only when every simple command is on the known-safe
- * list with safe arguments (or an allowed argv prefix); anything not proven safe is a finding. */
+/** Strict mode: a line runs unasked only when every simple command is safe-listed with safe arguments, or under an allowed prefix. */
 import type { Script, Word } from "./shell-rules.ts";
 import { CODE_VARIABLES } from "./program-rules.ts";
 import type { CallPlace } from "./protected-path-rules.ts";
@@ -12,11 +11,9 @@ export interface Finding {
 
 export const STRICT_RULES = {
   unlisted: "strict.unlisted",
-  /** A safe-listed program with arguments outside its rules. */
   arguments: "strict.arguments",
   /** A construct the analysis does not know, or one where bash evaluates hidden code (arithmetic, `${x@P}`, `[[ x -eq 0 ]]` …). */
   construct: "strict.construct",
-  /** A write outside the project and temp folders, or one the analysis cannot resolve. */
   write: "strict.write",
   /** An assignment to a variable that changes what runs (`PATH`, `BASH_ENV`, `GIT_*` …). */
   variable: "strict.variable",
@@ -41,7 +38,6 @@ const KNOWN_KINDS = new Set([
 /** `${NAME}`, `${#NAME}`, `${NAME:-…}` and the like: no subscript, offset, indirection or `@` operator, each of which can evaluate code. */
 const PLAIN_EXPANSION = /^\$\{(#?[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])(:?[-+][^}]*)?\}$/;
 
-/** Variables whose value changes which program runs or what it runs. */
 const RISKY_VARIABLE =
   /^(PATH|HOME|IFS|CDPATH|ENV|TMPDIR|GLOBIGNORE|SHELL|BASH.*|LD_.*|DYLD_.*|GIT_.*|PS\d|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|.*PAGER|.*EDITOR)$/;
 
@@ -51,8 +47,6 @@ function testIsPlain(operands: readonly string[]): boolean {
   if (!operands.some((word) => /^-(eq|ne|lt|le|gt|ge)$/.test(word))) return true;
   return operands.every((word) => /^-?\d+$/.test(word) || /^(-(eq|ne|lt|le|gt|ge)|!|\(|\)|&&|\|\||-a|-o|\[\[|\]\]|\[|\])$/.test(word));
 }
-
-// ── Argument rules ──────────────────────────────────────────────────────────
 
 type Check = (args: readonly Word[], place: CallPlace) => boolean;
 
@@ -112,7 +106,6 @@ function sedCheck(args: readonly Word[]): boolean {
   return quiet && scripts.length > 0 && scripts.every((script) => script.split(/[;\n]/).every((part) => SED_PRINT.test(part)));
 }
 
-/** Options that write a file or run a diff program. */
 const DIFF_OUTPUT = ["--output", "--ext-diff", "--textconv"];
 
 /** git subcommands that only read, each with the options it must not have. */
@@ -152,11 +145,9 @@ function gitCheck(args: readonly Word[], place: CallPlace): boolean {
 /** Toolchains whose `--version` alone only prints (anything more is the toolchain running code). */
 const VERSION_ONLY = new Set("node python python3 npm pnpm yarn npx cargo rustc go deno bun java ruby perl gcc clang make tsc".split(" "));
 
-/** Programs whose every option only reads or prints. */
 const PLAIN_PROGRAMS =
   "ls cat head tail wc grep egrep fgrep pwd which stat du df true false diff cmp comm cut tr nl tac basename dirname realpath readlink md5sum sha1sum sha256sum sha512sum whoami jq ps id uname";
 
-/** The safe list: program → the rule its arguments must meet. */
 export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   ...Object.fromEntries(PLAIN_PROGRAMS.split(" ").map((name) => [name, PLAIN])),
   cd: (args) => literal(args),
@@ -177,12 +168,8 @@ export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   git: gitCheck,
 };
 
-// ── The decision ────────────────────────────────────────────────────────────
-
-/** `inside`: whether a path (from `place.cwd`) lies in the project or a temp folder. */
 type InsideProject = (path: string) => boolean;
 
-/** Why one simple command is not known safe: off the safe list or its argument rules, and not under an allowed argv prefix. */
 export function commandFinding(words: readonly Word[], place: CallPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding | undefined {
   const at = words.map((word) => word.text).join(" ");
   const program = words[0]!.value;
@@ -205,7 +192,7 @@ export function allowedByPrefix(words: readonly Word[], allow: readonly (readonl
   );
 }
 
-/** The parts of a word that may be read as a path: the word, and the value of `--name=value` / `-Xvalue`-free forms. */
+/** The word and the value of `--name=value`, where they look like paths. */
 function pathsOf(value: string): string[] {
   const parts = [value];
   const eq = value.indexOf("=");

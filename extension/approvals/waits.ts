@@ -1,12 +1,10 @@
-/** The calls waiting for a person, each a local promise: whoever answers first settles it, every later
- * answer is told so. No network here. */
+/** The calls waiting for a person, each a local promise: the first answer settles it, every later one is told so. */
 import type { ApprovalBinding, ApprovalDecisionOutcome, ApprovalDecisionPayload, ApprovalOutcome, ApprovalVia } from "../../protocol/approvals.ts";
 
 export interface Answer {
   outcome: ApprovalOutcome;
   via: ApprovalVia;
   reason: string | null;
-  /** The owner's standing grant that answered, when one did. */
   grant?: ApprovalDecisionPayload["grant"];
 }
 
@@ -17,7 +15,6 @@ export class Waits {
   readonly #open = new Map<string, { binding: ApprovalBinding; settle(answer: Answer): void }>();
   readonly #settled = new Set<string>();
 
-  /** Starts waiting for `approvalId`; the promise settles with the first answer. */
   open(approvalId: string, binding: ApprovalBinding): Promise<Answer> {
     return new Promise((resolve) => {
       this.#open.set(approvalId, {
@@ -40,7 +37,6 @@ export class Waits {
     return true;
   }
 
-  /** How a person's decision from the server applies: only to the waiting call with exactly that binding. */
   decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome {
     const wait = this.#open.get(payload.approval_id);
     if (!wait) return this.#settled.has(payload.approval_id) ? "already_answered" : "unknown";
