@@ -64,8 +64,7 @@ export class ApprovalGate {
 
   constructor(pi: ExtensionAPI, deps: ApprovalDeps) {
     this.#deps = deps;
-    const asking = new PersonAsking(deps);
-    this.#asking = asking;
+    const asking = (this.#asking = new PersonAsking(deps));
     // A person's decision from the server settles the wait it names, if that wait is still open and bound the same.
     deps.control.on("approval_decision", (command) => {
       const payload = ApprovalDecisionPayload.safeParse(command.payload);

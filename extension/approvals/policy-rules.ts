@@ -54,10 +54,7 @@ function optionsOf(args: readonly Word[]): { short: string; long: string[]; unkn
   const options = end === -1 ? args : args.slice(0, end);
   const literal = options.map((arg) => arg.value).filter((value): value is string => value !== undefined);
   return {
-    short: literal
-      .filter((value) => /^-[A-Za-z]+$/.test(value))
-      .map((value) => value.slice(1))
-      .join(""),
+    short: literal.map((value) => (/^-[A-Za-z]+$/.test(value) ? value.slice(1) : "")).join(""),
     long: literal.filter((value) => value.startsWith("--")).map((value) => value.split("=")[0]!),
     unknown: options.some((arg) => arg.value === undefined && arg.mayBeOption),
   };
@@ -74,8 +71,6 @@ function isRecursiveDelete(run: Run): boolean {
   const force = short.includes("f") || longOption(long, "--force") || unknown;
   return recursive && force;
 }
-
-const ELEVATE = new Set(["sudo", "doas", "su", "pkexec", "run0", "runuser"]);
 
 /** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand (undefined when it expands) and its args. */
 function gitSubcommand(run: Run): { name: string | undefined; args: Word[] } | undefined {
@@ -148,7 +143,7 @@ export type ActionWords = Record<"diskWrite" | "outside" | "opaque" | "protected
 /** Labelled by their command's words (`COMMAND_ACTION_WORDS`), `disk-write` by `ActionWords.diskWrite`. */
 const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; test(run: Run): boolean }[] = [
   { id: "rm-rf", test: isRecursiveDelete },
-  { id: "sudo", test: (run) => ELEVATE.has(run.name) },
+  { id: "sudo", test: (run) => ["sudo", "doas", "su", "pkexec", "run0", "runuser"].includes(run.name) },
   { id: "git-push-force", test: isForcePush },
   { id: "git-reset-hard", test: isHardReset },
   { id: "git-clean", test: isGitClean },
@@ -224,13 +219,11 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   if (found.length === 0) return undefined;
   const [first] = found as [Found];
   const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
+  // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
+  const action = (COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action;
   return {
     rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
-    // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
-    action: ((COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action).slice(
-      0,
-      APPROVAL_LIMITS.actionChars,
-    ),
+    action: action.slice(0, APPROVAL_LIMITS.actionChars),
     actionCode: first.code,
     sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
     ...(argv ? { argv } : {}),
@@ -239,14 +232,10 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
 
 /** Whether the owner may answer with a standing grant: never a fail-closed finding, only when the user made every rule grantable. */
 export function grantable(rules: readonly string[], settings: PolicySettings): boolean {
-  return (
-    rules.length > 0 &&
-    rules.every((rule) =>
-      isOpaqueRule(rule) || rule === PROTECTED_PATH_RULE || rule.startsWith("strict.")
-        ? false
-        : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
-    )
-  );
+  const failClosed = (rule: string) => isOpaqueRule(rule) || rule === PROTECTED_PATH_RULE || rule.startsWith("strict.");
+  const granted = (rule: string) =>
+    (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true);
+  return rules.length > 0 && rules.every((rule) => !failClosed(rule) && granted(rule));
 }
 
 /** A person can answer: never in a subagent or print/json mode; otherwise a terminal dialog or the chat of a switched-on (`active`) session. */

@@ -48,11 +48,7 @@ export function parseOptions(args: readonly Word[], spec: Options): { operands: 
       continue;
     }
     if (spec.assignments && ENV_ASSIGNMENT.test(value)) continue;
-    if (positionals > 0) {
-      positionals--;
-      continue;
-    }
-    return { operands: i, seen };
+    if (positionals-- <= 0) return { operands: i, seen };
   }
   return { operands: undefined, seen };
 }
