@@ -62,26 +62,22 @@ function harmlessWord(word: Word, place: CallPlace): boolean {
 
 const PLAIN: Check = (args, place) => args.every((arg) => harmlessWord(arg, place));
 
-/** Whether any of the short letters (in a cluster) or long names (by getopt's unambiguous prefix) is given before `--`. */
-function hasOption(args: readonly { value: string }[], short: string, long: readonly string[]): boolean {
-  for (const { value: arg } of args) {
-    if (arg === "--") return false;
-    if (arg.startsWith("--")) {
-      const name = arg.split("=")[0]!;
-      if (long.some((option) => name.length >= 3 && option.startsWith(name))) return true;
-    } else if (arg.startsWith("-") && [...arg.slice(1)].some((letter) => short.includes(letter))) return true;
-  }
-  return false;
-}
-
+/** Literal words without any of the short letters (in a cluster) or long names (by getopt's unambiguous prefix) before `--`. */
 function without(short: string, long: readonly string[] = []): Check {
-  return (args) => literal(args) && !hasOption(args, short, long);
+  return (args) => {
+    if (!literal(args)) return false;
+    for (const { value: arg } of args) {
+      if (arg === "--") return true;
+      if (arg.startsWith("--")) {
+        const name = arg.split("=")[0]!;
+        if (long.some((option) => name.length >= 3 && option.startsWith(name))) return false;
+      } else if (arg.startsWith("-") && [...arg.slice(1)].some((letter) => short.includes(letter))) return false;
+    }
+    return true;
+  };
 }
 
 const TEST: Check = (args) => literal(args) && testIsPlain(args.map((arg) => arg.value));
-
-/** Words that are only printed: any expansion is fine there (the commands in it are checked on their own). */
-const ECHO: Check = () => true;
 
 const FIND_ACTIONS = new Set(["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]);
 
@@ -110,9 +106,7 @@ const DIFF_OUTPUT = ["--output", "--ext-diff", "--textconv"];
 
 /** git subcommands that only read, each with the options it must not have. */
 const GIT_READ: Record<string, Check> = {
-  ...Object.fromEntries(
-    "rev-parse ls-files ls-tree rev-list merge-base name-rev show-ref describe shortlog version".split(" ").map((sub) => [sub, without("")]),
-  ),
+  ...Object.fromEntries("rev-parse ls-files ls-tree rev-list merge-base name-rev show-ref describe shortlog version".split(" ").map((s) => [s, without("")])),
   ...Object.fromEntries(["log", "diff", "show"].map((sub) => [sub, without("", DIFF_OUTPUT)])),
   status: without("", ["--output"]),
   blame: without("", ["--contents"]),
@@ -151,7 +145,8 @@ const PLAIN_PROGRAMS =
 export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   ...Object.fromEntries(PLAIN_PROGRAMS.split(" ").map((name) => [name, PLAIN])),
   cd: (args) => literal(args),
-  echo: ECHO,
+  // Words only printed: any expansion is fine there (the commands in it are checked on their own).
+  echo: () => true,
   printf: (args) => args[0]?.value !== undefined && !args[0].value.startsWith("-v") && args.slice(1).every((arg) => arg.value !== "-v"),
   test: TEST,
   "[": TEST,
@@ -194,9 +189,7 @@ export function allowedByPrefix(words: readonly Word[], allow: readonly (readonl
 
 /** The word and the value of `--name=value`, where they look like paths. */
 function pathsOf(value: string): string[] {
-  const parts = [value];
-  const eq = value.indexOf("=");
-  if (eq !== -1) parts.push(value.slice(eq + 1));
+  const parts = value.includes("=") ? [value, value.slice(value.indexOf("=") + 1)] : [value];
   return parts.filter((part) => /^[~/]/.test(part) || /(^|\/)\.\.(\/|$)/.test(part));
 }
 
