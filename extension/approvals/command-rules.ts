@@ -38,10 +38,7 @@ export const OPAQUE = {
 const MAX_ANALYZED_CHARS = 262_144;
 const MAX_DEPTH = 4;
 
-export interface Run {
-  name: string;
-  args: Word[];
-}
+export type Run = { name: string; args: Word[] };
 
 /** `script`: the command line as the grammar read it (not the scripts within it). */
 export interface Analysis {

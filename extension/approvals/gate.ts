@@ -59,7 +59,6 @@ export class ApprovalGate {
   readonly #deps: ApprovalDeps;
   readonly #asking: PersonAsking;
   readonly #askTool: OfferedTool;
-  /** The bash grammar, loaded once on first use. */
   #reader: Promise<ShellReader> | undefined;
 
   constructor(pi: ExtensionAPI, deps: ApprovalDeps) {

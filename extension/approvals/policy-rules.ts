@@ -21,10 +21,7 @@ export interface PolicySettings {
   grantableRules: readonly BuiltinRuleId[];
 }
 
-export interface ToolCall {
-  tool: string;
-  input: Record<string, unknown>;
-}
+export type ToolCall = { tool: string; input: Record<string, unknown> };
 
 /** Every rule a call matched (fail-closed findings first), a label for the person here (≤ 40 chars) and its code, which the server
  * words in its own language; where each rule matched; the literal argv when all resolved (the server binds grants to it). */
@@ -208,8 +205,7 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
     const path = call.input.path ?? call.input.file_path;
     if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words, path));
   }
-  const paths = line === undefined ? pathArguments(call.input) : [];
-  const guardedPath = paths.find((path) => isProtectedPath(path, place));
+  const guardedPath = line === undefined ? pathArguments(call.input).find((path) => isProtectedPath(path, place)) : undefined;
   if (guardedPath !== undefined) found.push({ id: PROTECTED_PATH_RULE, action: words.protectedPath, code: PROTECTED_PATH_RULE, at: guardedPath });
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;

@@ -23,10 +23,7 @@ export type Stdin =
   | { kind: "inline"; body: string | undefined };
 
 /** `words`: the program and its arguments (empty: assignments only). */
-export interface SimpleCommand {
-  words: Word[];
-  stdin: Stdin;
-}
+export type SimpleCommand = { words: Word[]; stdin: Stdin };
 
 /** `definitions`: functions and aliases; `assignments`: every variable set, with its value when one word; `kinds`: every node
  * type (`arithmetic_command` for `((…))`); `expansions`, `tests`: each `${…}` and `[[ … ]]`, which strict mode reads. */
@@ -187,13 +184,8 @@ function valueOf(node: Syntax): string | undefined {
     case "translated_string":
       return node.namedChildren[0] ? valueOf(node.namedChildren[0]) : undefined;
     case "concatenation": {
-      let out = "";
-      for (const child of node.children) {
-        const part = valueOf(child);
-        if (part === undefined) return undefined;
-        out += part;
-      }
-      return out;
+      const parts = node.children.map(valueOf);
+      return parts.includes(undefined) ? undefined : parts.join("");
     }
     default:
       // `$` standing alone is a literal dollar.
@@ -251,11 +243,7 @@ function stdinOf(redirects: readonly Syntax[], outer: Stdin): Stdin {
 /** An unquoted word never holds a raw blank in bash: a word node that does (the grammar glues `a⏎\rm -rf x`) is misread. */
 const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
 
-interface Reading {
-  script: Script;
-  source: string;
-  trusted: boolean;
-}
+type Reading = { script: Script; source: string; trusted: boolean };
 
 /** What strict mode reads of every node, and the constructs the grammar reads differently from bash. */
 function note(node: Syntax, reading: Reading): void {
