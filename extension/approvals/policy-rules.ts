@@ -37,7 +37,6 @@ type Found = { id: string; action: string; code: string; at?: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
 const FILE_TOOLS = new Set(["write", "edit"]);
-/** Where writing is never "outside the project" in a way that matters. */
 const HARMLESS_TARGETS = new Set(["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
 
 export function commandLine(call: ToolCall): string | undefined {
@@ -240,7 +239,6 @@ export function personPresent(facts: { mode: string | undefined; hasUI: boolean;
   return facts.hasUI || facts.active;
 }
 
-/** `block`: nobody can answer, so the call is refused at once (the gate words it in the session's language). */
 export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch };
 
 /** Without a person the policy answers at once: a command nobody can see through is refused even under `noPerson: "allow"`. */

@@ -187,7 +187,6 @@ export function allowedByPrefix(words: readonly Word[], allow: readonly (readonl
   );
 }
 
-/** The word and the value of `--name=value`, where they look like paths. */
 function pathsOf(value: string): string[] {
   const parts = value.includes("=") ? [value, value.slice(value.indexOf("=") + 1)] : [value];
   return parts.filter((part) => /^[~/]/.test(part) || /(^|\/)\.\.(\/|$)/.test(part));
