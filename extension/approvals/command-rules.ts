@@ -124,13 +124,11 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
     // `su -c 'code'` and `script -c 'code'` run it in a new shell.
     const code = parseOptions(args, name === "script" ? SCRIPT_OPTIONS : SU_OPTIONS).seen;
     const script = code.get("-c") ?? code.get("--command");
-    if (script) inline(script, stdin, env);
-    return;
+    return script ? inline(script, stdin, env) : undefined;
   }
   if (name === "watch") {
     const { operands } = parseOptions(args, WATCH_OPTIONS);
-    if (operands !== undefined) joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
-    return;
+    return operands === undefined ? undefined : joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
   }
   if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
   // `trap 'code' EXIT` runs its code later in this shell.
@@ -207,21 +205,15 @@ function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
 function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, SHELL_OPTIONS);
   const first = operands === undefined ? undefined : args[operands];
-  if (seen.has("-c")) {
-    if (first) inline(first, stdin, env);
-    return;
-  }
+  if (seen.has("-c")) return first ? inline(first, stdin, env) : undefined;
   if (first === undefined || seen.has("-s") || (first.value !== undefined && isStdinPath(first.value))) return fromStdin(stdin, env, true);
   if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) opaque(env, OPAQUE.pipedInterpreter);
 }
 
 function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, interpreter.options);
-  for (const option of interpreter.code) {
-    if (!seen.has(option)) continue;
-    if (seen.get(option)?.value === undefined) opaque(env, OPAQUE.inlineCode);
-    return;
-  }
+  const code = interpreter.code.find((option) => seen.has(option));
+  if (code !== undefined) return seen.get(code)?.value === undefined ? opaque(env, OPAQUE.inlineCode) : undefined;
   if (interpreter.module?.some((option) => seen.has(option))) return;
   const script = operands === undefined ? undefined : args[operands];
   if (script === undefined || (script.value !== undefined && isStdinPath(script.value))) return fromStdin(stdin, env, false);
