@@ -63,9 +63,7 @@ function isRecursiveDelete(run: Run): boolean {
   if (run.name === "find") return run.args.some((arg) => arg.value === "-delete");
   if (run.name !== "rm") return false;
   const { short, long, unknown } = optionsOf(run.args);
-  const recursive = /[rR]/.test(short) || longOption(long, "--recursive") || unknown;
-  const force = short.includes("f") || longOption(long, "--force") || unknown;
-  return recursive && force;
+  return unknown || ((/[rR]/.test(short) || longOption(long, "--recursive")) && (short.includes("f") || longOption(long, "--force")));
 }
 
 /** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand (undefined when it expands) and its args. */
