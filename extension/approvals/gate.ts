@@ -14,7 +14,6 @@ import type { ControlRegistry } from "../command-channel/control-dispatcher.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { HandOver } from "../notices/hand-over.ts";
 import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice-rules.ts";
-
 import { type ApprovalSession, type AskingDeps, PersonAsking } from "./asking.ts";
 import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent } from "./policy-rules.ts";
 import { loadShell, type ShellReader } from "./shell-rules.ts";

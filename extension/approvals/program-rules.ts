@@ -74,7 +74,6 @@ export const WRAPPERS: Record<string, Options> = {
 
 export const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"]);
 export const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] };
-
 export const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
 export const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
 export const SCRIPT_OPTIONS: Options = {
