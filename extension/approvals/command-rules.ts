@@ -118,7 +118,6 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
 
   const wrapper = WRAPPERS[name];
   if (wrapper) return unwrap(name, args, wrapper, stdin, env);
-
   if (SHELLS.has(name)) return shell(args, stdin, env);
   if (name === "su" || name === "runuser" || name === "script") {
     // `su -c 'code'` and `script -c 'code'` run it in a new shell.

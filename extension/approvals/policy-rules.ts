@@ -4,7 +4,6 @@ import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
-
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
 import { type CallPlace, expandHome, isProtectedPath, mentionsProtected, pathArguments, within } from "./protected-path-rules.ts";
 import { literalArgv } from "./argv-rules.ts";
