@@ -12,18 +12,14 @@ const REQUEST_ATTEMPTS = 1_000;
 const RESOLUTION_ATTEMPTS = 8;
 
 export type Outgoing = ReturnType<typeof createOutgoing>;
+type Accepted = (code: string, reach: ApprovalReach, push: string | null, open: boolean) => void;
 
 /** `request`'s retries stop when the wait ends; `accepted` gets the server's code, how it reaches the owner, the phone push it
  * went to, and whether it is still open (a grant may have approved it). The resolution follows only a request that arrived. */
 export function createOutgoing(report: (message: string) => void, text: () => Messages, sleep: Sleep = realSleep) {
   const chains = new Map<string, { client: ApiClient; sent: Promise<boolean> }>();
   return {
-    request(
-      client: ApiClient,
-      body: ApprovalRequest,
-      waitEnded: AbortSignal,
-      accepted: (code: string, reach: ApprovalReach, push: string | null, open: boolean) => void,
-    ): void {
+    request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: Accepted): void {
       const sent = (async () => {
         const result = await runWithRetry(() => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
           maxAttempts: REQUEST_ATTEMPTS,

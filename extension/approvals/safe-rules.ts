@@ -132,8 +132,7 @@ function gitCheck(args: readonly Word[], place: CallPlace): boolean {
   let i = 0;
   while (args[i]?.value === "--no-pager" || args[i]?.value === "--no-optional-locks" || args[i]?.value === "-P") i++;
   const sub = args[i]?.value;
-  const check = sub !== undefined && Object.hasOwn(GIT_READ, sub) ? GIT_READ[sub] : undefined;
-  return check?.(args.slice(i + 1), place) ?? false;
+  return sub !== undefined && Object.hasOwn(GIT_READ, sub) && GIT_READ[sub]!(args.slice(i + 1), place);
 }
 
 /** Toolchains whose `--version` alone only prints (anything more is the toolchain running code). */
