@@ -27,32 +27,24 @@ export interface ApprovalSession {
   notices: { notifier: Notifier; context(): NoticeContext } | undefined;
 }
 
+/** `command`: exactly what will run, literal secrets masked (not yet cut to the wire's limit); `actionCode`, `matched` and `argv`
+ * come with `policy` calls (policy-rules.ts `RuleMatch`). */
 export interface PendingCall {
   tool: string;
   toolCallId: string;
   input: unknown;
   action: string;
-  /** What `action` is, for the server to word in its own language (`policy` calls only). */
   actionCode?: string;
   reason: string;
-  /** Exactly what will run, literal secrets masked (not yet cut to the wire's limit). */
   command: string;
   rules: string[];
-  /** Where each rule matched (`policy` calls). */
   matched?: { rule: string; at: string }[];
-  /** The literal words of every command, when all resolved (`policy` calls). */
   argv?: string[][];
   grantable: boolean;
   source: ApprovalSource;
 }
 
-interface Wait {
-  approvalId: string;
-  argsDigest: string;
-  timeoutMs: number;
-  ended: AbortSignal;
-  dialogOpen: boolean;
-}
+type Wait = { approvalId: string; argsDigest: string; timeoutMs: number; ended: AbortSignal; dialogOpen: boolean };
 
 export interface AskingDeps {
   runtimeId: string;
@@ -62,7 +54,6 @@ export interface AskingDeps {
 
 export class PersonAsking {
   readonly #deps: AskingDeps;
-  /** `decide` applies a person's decision from the server to the wait it names, if still open and bound the same. */
   readonly waits = new Waits();
   readonly #outgoing: Outgoing;
   /** Titles of the dialogs this extension opened, with how many are open. */
@@ -89,7 +80,6 @@ export class PersonAsking {
     return this.#ownDialogs.has(title);
   }
 
-  /** Waits for a person; resolves with the first answer. Never awaits the network. */
   async ask(s: ApprovalSession, ctx: ExtensionContext, call: PendingCall): Promise<Answer> {
     const timeoutMs = s.config.approval.timeoutMs;
     const approvalId = `ap-${randomUUID()}`;

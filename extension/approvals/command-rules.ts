@@ -1,8 +1,7 @@
 /** What a command line will run: every simple command followed through wrappers, `sh -c`, `find -exec`,
  * `eval` of literals and here-documents; whatever the analysis cannot see through is an `opaque.*` finding. */
-import type { Script, ShellReader, SimpleCommand, Stdin, Word } from "./shell-rules.ts";
+import { emptyScript, plainWord, type Script, type ShellReader, type Stdin, type Word } from "./shell-rules.ts";
 import {
-  APPLETS,
   ASSIGNMENT,
   AWKS,
   CODE_VARIABLES,
@@ -31,34 +30,22 @@ export const OPAQUE = {
   function: "opaque.function",
   source: "opaque.source",
   parseError: "opaque.parse-error",
-  /** Scripts within scripts deeper than the analysis follows. */
   nesting: "opaque.nesting",
-  /** Longer than the analysis reads: reading blocks Pi while it runs (a few µs a character). */
   tooLong: "opaque.too-long",
 } as const;
 
+/** Reading blocks Pi while it runs (a few µs a character). */
 const MAX_ANALYZED_CHARS = 262_144;
-
-/** One command that will run: its program (a literal) and arguments. */
-export interface Run {
-  name: string;
-  args: Word[];
-}
-
-export interface Analysis {
-  runs: Run[];
-  /** Where the script's redirections write. */
-  writes: Word[];
-  opaque: Set<string>;
-  /** The command line as the grammar read it (not the scripts within it); undefined when it could not be read. */
-  script: Script | undefined;
-}
-
 const MAX_DEPTH = 4;
 
-/** `/usr/bin/rm` and `rm` are the same command. */
-export function commandName(value: string): string {
-  return value.split("/").pop() ?? value;
+export type Run = { name: string; args: Word[] };
+
+/** `script`: the command line as the grammar read it (not the scripts within it). */
+export interface Analysis {
+  runs: Run[];
+  writes: Word[];
+  opaque: Set<string>;
+  script: Script | undefined;
 }
 
 export function analyzeCommand(source: string, read: ShellReader): Analysis {
@@ -67,18 +54,17 @@ export function analyzeCommand(source: string, read: ShellReader): Analysis {
   return out;
 }
 
+/** `defined`: functions and aliases the script or an enclosing one defines; `stdin`: what "inherited" is here. */
 interface Env {
   read: ShellReader;
   out: Analysis;
   depth: number;
-  /** Functions and aliases the script (or an enclosing one) defines. */
   defined: ReadonlySet<string>;
-  /** What "inherited" standard input is here: the enclosing command's. */
   stdin: Stdin;
 }
 
 const RESERVED = new Set("if then else elif fi for while until do done case esac select function time coproc in".split(" "));
-/** A line of plain words only: no quoting, expansion, glob, brace, tilde, comment or operator. Bash splits it on spaces and nothing else. */
+/** Plain words only (no quoting, expansion, glob, brace, tilde, comment or operator): bash splits such a line on spaces alone. */
 const PLAIN_LINE = /^[A-Za-z0-9_./:@%+,=-]+(?: +[A-Za-z0-9_./:@%+,=-]+)* *$/;
 
 /** The fast path: a plain line is one simple command whose words are exactly its space-separated parts. */
@@ -88,92 +74,60 @@ function plainScript(source: string): Script | undefined {
   const assignments: Script["assignments"] = [];
   while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
     const [name, ...rest] = words.shift()!.split("=");
-    const value = rest.join("=");
-    assignments.push({ name: name!, value: { text: value, value, mayBeOption: false, processSubstitution: false } });
+    assignments.push({ name: name!, value: plainWord(rest.join("=")) });
   }
   if (words.length > 0 && RESERVED.has(words[0]!)) return undefined;
-  const command: SimpleCommand = {
-    words: words.map((text) => ({ text, value: text, mayBeOption: text.startsWith("-"), processSubstitution: false })),
-    stdin: { kind: "inherited" },
-  };
-  return { commands: [command], writes: [], definitions: new Set(), assignments, kinds: new Set(), expansions: [], tests: [] };
+  const commands = [{ words: words.map((text) => plainWord(text, text.startsWith("-"))), stdin: { kind: "inherited" } as const }];
+  return { ...emptyScript(), commands, assignments };
 }
 
+const opaque = (env: Env, finding: string): void => void env.out.opaque.add(finding);
+
 function script(source: string, env: Env): void {
-  if (env.depth > MAX_DEPTH) {
-    env.out.opaque.add(OPAQUE.nesting);
-    return;
+  if (env.depth > MAX_DEPTH) return opaque(env, OPAQUE.nesting);
+  if (source.length > MAX_ANALYZED_CHARS) return opaque(env, OPAQUE.tooLong);
+  let parsed = plainScript(source);
+  try {
+    parsed ??= env.read(source);
+  } catch {
+    // A failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable.
   }
-  if (source.length > MAX_ANALYZED_CHARS) {
-    env.out.opaque.add(OPAQUE.tooLong);
-    return;
-  }
-  const parsed = plainScript(source) ?? readSafely(env.read, source);
   if (env.depth === 0) env.out.script = parsed;
-  if (!parsed) {
-    env.out.opaque.add(OPAQUE.parseError);
-    return;
-  }
+  if (!parsed) return opaque(env, OPAQUE.parseError);
   env.out.writes.push(...parsed.writes);
   for (const { name, value } of parsed.assignments) assignment(name, value, env);
   const inner: Env = { ...env, defined: new Set([...env.defined, ...parsed.definitions]) };
-  for (const command of parsed.commands) {
+  for (const command of parsed.commands)
     if (command.words.length > 0) run(command.words, command.stdin.kind === "inherited" ? env.stdin : command.stdin, inner);
-  }
-}
-
-/** The grammar's reading; a failure of the reader itself (a stack too deep, the WASM heap) reads as unparsable. */
-function readSafely(read: ShellReader, source: string): ReturnType<ShellReader> {
-  try {
-    return read(source);
-  } catch {
-    return undefined;
-  }
-}
-
-/** A nested script (of `sh -c`, `eval`, a here-document): one level deeper, reading `stdin`. */
-function nested(source: string, stdin: Stdin, env: Env): void {
-  script(source, { ...env, depth: env.depth + 1, stdin });
 }
 
 /** A variable set for the script or one command: an exported function, or code for a variable something runs. */
 function assignment(name: string, value: Word | undefined, env: Env): void {
-  if (name.startsWith("BASH_FUNC_")) env.out.opaque.add(OPAQUE.function);
-  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) env.out.opaque.add(OPAQUE.inlineCode);
+  if (name.startsWith("BASH_FUNC_")) opaque(env, OPAQUE.function);
+  else if (CODE_VARIABLES.test(name) && !(value?.value !== undefined && /^[\w./@%+=:,-]*$/.test(value.value))) opaque(env, OPAQUE.inlineCode);
 }
-
-// ── Following one command ───────────────────────────────────────────────────
 
 function run(words: readonly Word[], stdin: Stdin, env: Env): void {
   const program = words[0]!;
-  if (program.value === undefined) {
-    env.out.opaque.add(OPAQUE.dynamicProgram);
-    return;
-  }
-  if (env.defined.has(program.value)) env.out.opaque.add(OPAQUE.function);
-  const name = commandName(program.value);
+  if (program.value === undefined) return opaque(env, OPAQUE.dynamicProgram);
+  if (env.defined.has(program.value)) opaque(env, OPAQUE.function);
+  // `/usr/bin/rm` and `rm` are the same command.
+  const name = program.value.split("/").at(-1)!;
   const args = words.slice(1);
   env.out.runs.push({ name, args });
 
   const wrapper = WRAPPERS[name];
   if (wrapper) return unwrap(name, args, wrapper, stdin, env);
-  if (APPLETS.has(name)) {
-    const { operands } = parseOptions(args, {});
-    if (operands !== undefined) run(args.slice(operands), stdin, env);
-    return;
-  }
   if (SHELLS.has(name)) return shell(args, stdin, env);
   if (name === "su" || name === "runuser" || name === "script") {
     // `su -c 'code'` and `script -c 'code'` run it in a new shell.
     const code = parseOptions(args, name === "script" ? SCRIPT_OPTIONS : SU_OPTIONS).seen;
     const script = code.get("-c") ?? code.get("--command");
-    if (script) inline(script, stdin, env);
-    return;
+    return script ? inline(script, stdin, env) : undefined;
   }
   if (name === "watch") {
     const { operands } = parseOptions(args, WATCH_OPTIONS);
-    if (operands !== undefined) joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
-    return;
+    return operands === undefined ? undefined : joined(args.slice(operands), stdin, env, OPAQUE.inlineCode);
   }
   if (name === "eval") return joined(args, stdin, env, OPAQUE.eval);
   // `trap 'code' EXIT` runs its code later in this shell.
@@ -184,14 +138,14 @@ function run(words: readonly Word[], stdin: Stdin, env: Env): void {
       file &&
       (file.value === undefined || file.processSubstitution || (isStdinPath(file.value) && stdin.kind !== "inherited") || isOtherDescriptor(file.value))
     )
-      env.out.opaque.add(OPAQUE.source);
+      opaque(env, OPAQUE.source);
     return;
   }
   if (name === "find") return findExec(args, env);
   if (name === "git") return gitConfig(args, env);
   if (AWKS.has(name)) {
     const { operands, seen } = parseOptions(args, { short: "fvF" });
-    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
+    if (!seen.has("-f") && operands !== undefined && args[operands]!.value === undefined) opaque(env, OPAQUE.inlineCode);
     return;
   }
   const interpreter = INTERPRETERS.find(([pattern]) => pattern.test(name))?.[1];
@@ -212,14 +166,11 @@ function unwrap(name: string, args: readonly Word[], spec: Options, stdin: Stdin
   if (name === "command" && (seen.has("-v") || seen.has("-V"))) return;
   if (operands === undefined) return;
   const inner = args.slice(operands);
-  if (name !== "xargs") {
-    // A coprocess reads what the script writes to it later: a pipe.
-    run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
-    return;
-  }
+  // A coprocess reads what the script writes to it later: a pipe.
+  if (name !== "xargs") return run(inner, name === "coproc" ? { kind: "pipe" } : stdin, env);
   // xargs puts words read from its input in place of the replace string, else after the command: they may be anything, options included.
   const replace = (seen.get("-I") ?? seen.get("--replace"))?.value ?? (seen.has("-i") ? "{}" : undefined);
-  const input: Word = { text: "<xargs input>", value: undefined, mayBeOption: true, processSubstitution: false };
+  const input = { ...plainWord("<xargs input>", true), value: undefined };
   if (replace) run(substituted(inner, replace, input), { kind: "inherited" }, env);
   else run([...inner, input], { kind: "inherited" }, env);
 }
@@ -231,47 +182,41 @@ function substituted(words: readonly Word[], marker: string, unknown: Word): Wor
   );
 }
 
-/** A script given as one word: read it when it is literal, else nothing can be seen. */
-function inline(script: Word, stdin: Stdin, env: Env): void {
-  if (script.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
-  else nested(script.value, stdin, env);
+/** A script given as one word: read one level deeper when it is literal, else nothing can be seen. */
+function inline(code: Word, stdin: Stdin, env: Env): void {
+  if (code.value === undefined) opaque(env, OPAQUE.inlineCode);
+  else script(code.value, { ...env, depth: env.depth + 1, stdin });
 }
 
 /** Operands a shell joins with spaces and runs (`eval`, `watch`). */
-function joined(words: readonly Word[], stdin: Stdin, env: Env, opaque: string): void {
-  if (words.some((word) => word.value === undefined)) env.out.opaque.add(opaque);
-  else nested(words.map((word) => word.value).join(" "), stdin, env);
+function joined(words: readonly Word[], stdin: Stdin, env: Env, finding: string): void {
+  if (words.some((word) => word.value === undefined)) opaque(env, finding);
+  else inline(plainWord(words.map((word) => word.value).join(" ")), stdin, env);
 }
 
 /** Code a program reads from standard input: a literal here-document is read; a pipe or anything that expands cannot be seen. */
 function fromStdin(stdin: Stdin, env: Env, read: boolean): void {
   if (stdin.kind === "pipe" || (stdin.kind === "file" && !stdin.literal) || (stdin.kind === "inline" && stdin.body === undefined)) {
-    env.out.opaque.add(OPAQUE.pipedInterpreter);
-  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) nested(stdin.body, { kind: "inherited" }, env);
+    opaque(env, OPAQUE.pipedInterpreter);
+  } else if (read && stdin.kind === "inline" && stdin.body !== undefined) inline(plainWord(stdin.body), { kind: "inherited" }, env);
 }
 
 function shell(args: readonly Word[], stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, SHELL_OPTIONS);
   const first = operands === undefined ? undefined : args[operands];
-  if (seen.has("-c")) {
-    if (first) inline(first, stdin, env);
-    return;
-  }
+  if (seen.has("-c")) return first ? inline(first, stdin, env) : undefined;
   if (first === undefined || seen.has("-s") || (first.value !== undefined && isStdinPath(first.value))) return fromStdin(stdin, env, true);
-  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (first.processSubstitution || first.value === undefined || isOtherDescriptor(first.value)) opaque(env, OPAQUE.pipedInterpreter);
 }
 
 function interpret(args: readonly Word[], interpreter: Interpreter, stdin: Stdin, env: Env): void {
   const { operands, seen } = parseOptions(args, interpreter.options);
-  for (const option of interpreter.code) {
-    if (!seen.has(option)) continue;
-    if (seen.get(option)?.value === undefined) env.out.opaque.add(OPAQUE.inlineCode);
-    return;
-  }
+  const code = interpreter.code.find((option) => seen.has(option));
+  if (code !== undefined) return seen.get(code)?.value === undefined ? opaque(env, OPAQUE.inlineCode) : undefined;
   if (interpreter.module?.some((option) => seen.has(option))) return;
   const script = operands === undefined ? undefined : args[operands];
   if (script === undefined || (script.value !== undefined && isStdinPath(script.value))) return fromStdin(stdin, env, false);
-  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) env.out.opaque.add(OPAQUE.pipedInterpreter);
+  if (script.processSubstitution || (script.value !== undefined && isOtherDescriptor(script.value))) opaque(env, OPAQUE.pipedInterpreter);
 }
 
 /** `find … -exec cmd … ;` runs `cmd` (also `-execdir`, `-ok`, `-okdir`). */
@@ -281,8 +226,7 @@ function findExec(args: readonly Word[], env: Env): void {
     let end = i + 1;
     while (end < args.length && args[end]!.value !== ";" && args[end]!.value !== "+") end++;
     // `{}` is a found path (`./…`, never an option), but any name the model could have given a file.
-    const found: Word = { text: "{}", value: undefined, mayBeOption: false, processSubstitution: false };
-    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", found), { kind: "inherited" }, env);
+    if (end > i + 1) run(substituted(args.slice(i + 1, end), "{}", { ...plainWord("{}"), value: undefined }), { kind: "inherited" }, env);
     i = end;
   }
 }
@@ -298,6 +242,6 @@ function gitConfig(args: readonly Word[], env: Env): void {
     const setting = option === "-c" ? args[++i] : option.startsWith("--config-env") ? args[option.includes("=") ? i : ++i] : undefined;
     if (!setting) continue;
     const key = setting.value?.replace(/^--config-env=/, "").split("=")[0];
-    if (key === undefined || GIT_COMMAND_KEYS.test(key)) env.out.opaque.add(OPAQUE.inlineCode);
+    if (key === undefined || GIT_COMMAND_KEYS.test(key)) opaque(env, OPAQUE.inlineCode);
   }
 }

@@ -14,9 +14,8 @@ import type { ControlRegistry } from "../command-channel/control-dispatcher.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { HandOver } from "../notices/hand-over.ts";
 import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice-rules.ts";
-import type { Report } from "../session/report.ts";
-import { type ApprovalSession, PersonAsking } from "./asking.ts";
-import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent, type RuleMatch } from "./policy-rules.ts";
+import { type ApprovalSession, type AskingDeps, PersonAsking } from "./asking.ts";
+import { argsDigest, canonicalJson, commandLine, decideGate, grantable, matchCall, personPresent } from "./policy-rules.ts";
 import { loadShell, type ShellReader } from "./shell-rules.ts";
 import type { Answer } from "./waits.ts";
 import { type OfferedTool, offeredTool } from "../pi-handlers.ts";
@@ -36,29 +35,15 @@ export function askParams(words?: Messages["tools"]["ask"]["params"]) {
 }
 export type AskArgs = Static<ReturnType<typeof askParams>>;
 
-export interface ApprovalDeps {
-  runtimeId: string;
+/** `control`: where a person's decision from the server arrives; `handOver`: the queue every notice takes to the notifier. */
+export interface ApprovalDeps extends AskingDeps {
   session(): ApprovalSession | undefined;
-  /** The control channel, where a person's decision from the server arrives (`approval_decision`). */
   control: ControlRegistry;
-  report: Report;
-  /** The queue every notice takes to the notifier, just after Pi's handler: a "needs you" notice too. */
   handOver: HandOver;
-  /** The bound session's texts: what the person and the model read. */
-  text(): Messages;
 }
 
-export interface Approvals {
-  /** The ask_approval tool as a session service: offered while the session is active. */
-  start(ctx: ExtensionContext): void;
-  stop(): Promise<void>;
-}
-
-/**
- * What will run, for the person: a command tool's command verbatim; for write/edit the tool, the
- * path and the size (the digest binds the exact content); else the canonical arguments. Only
- * literal secret values are masked.
- */
+/** What will run, for the person: a command verbatim; for write/edit the path and size (the digest binds the content); else the
+ * canonical arguments. Only literal secret values are masked. */
 export function commandOf(m: Messages["approvals"], tool: string, input: Record<string, unknown>): string {
   const line = commandLine({ tool, input });
   const text =
@@ -69,17 +54,15 @@ export function commandOf(m: Messages["approvals"], tool: string, input: Record<
   return redactSecrets(text) || tool;
 }
 
-export class ApprovalGate implements Approvals {
+export class ApprovalGate {
   readonly #deps: ApprovalDeps;
   readonly #asking: PersonAsking;
   readonly #askTool: OfferedTool;
-  /** The bash grammar, loaded once on first use. */
   #reader: Promise<ShellReader> | undefined;
 
   constructor(pi: ExtensionAPI, deps: ApprovalDeps) {
     this.#deps = deps;
-    const asking = new PersonAsking(deps);
-    this.#asking = asking;
+    const asking = (this.#asking = new PersonAsking(deps));
     // A person's decision from the server settles the wait it names, if that wait is still open and bound the same.
     deps.control.on("approval_decision", (command) => {
       const payload = ApprovalDecisionPayload.safeParse(command.payload);
@@ -111,6 +94,7 @@ export class ApprovalGate implements Approvals {
     });
   }
 
+  /** The ask_approval tool is offered while the session is active. */
   start(): void {
     const s = this.#deps.session();
     if (s?.config.approval.enabled && !s.subagent) this.#askTool.offer(this.#deps.text().language);
@@ -120,10 +104,7 @@ export class ApprovalGate implements Approvals {
     this.#askTool.withdraw();
   }
 
-  /**
-   * The bash grammar loads once (local WASM; reading is synchronous after that). If it cannot load,
-   * every command reads as unparsable, so each one asks: never let through unseen.
-   */
+  /** Loaded once (local WASM; reading is synchronous after that); if it cannot load, every command reads as unparsable and asks. */
   #shellReader(): Promise<ShellReader> {
     this.#reader ??= loadShell().catch((error: unknown) => {
       this.#deps.report(this.#deps.text().approvals.grammarUnavailable(errorText(error)));
@@ -138,16 +119,10 @@ export class ApprovalGate implements Approvals {
     if (!s?.config.approval.enabled) return undefined;
     const input = event.input as Record<string, unknown>;
     const place = { cwd: ctx.cwd, home: homedir(), tempDirs: [tmpdir()], roots: ownPaths(s.config) };
-    const match: RuleMatch | undefined = matchCall(
-      { tool: event.toolName, input },
-      place,
-      s.config.approval,
-      await this.#shellReader(),
-      this.#deps.text().approvals.actions,
-    );
+    const m = this.#deps.text().approvals;
+    const match = matchCall({ tool: event.toolName, input }, place, s.config.approval, await this.#shellReader(), m.actions);
     const decision = decideGate(match, present(s, ctx), s.config.approval.noPerson);
     if (decision.kind === "allow") return undefined;
-    const m = this.#deps.text().approvals;
     if (decision.kind === "block") return { block: true, reason: m.noPerson(decision.match.action, decision.match.rules) };
     // The whole command or none: a person never approves what they were shown only in part.
     const command = commandOf(m, event.toolName, input);

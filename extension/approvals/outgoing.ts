@@ -11,23 +11,15 @@ const BACKOFF_MS = 500;
 const REQUEST_ATTEMPTS = 1_000;
 const RESOLUTION_ATTEMPTS = 8;
 
-export interface Outgoing {
-  /** Starts sending the request; `waitEnded` aborts its retries. `accepted` gets the server's code, how it reaches the owner, the phone push it went to, and whether it is still open (a grant may have approved it). */
-  request(
-    client: ApiClient,
-    body: ApprovalRequest,
-    waitEnded: AbortSignal,
-    accepted: (code: string, reach: ApprovalReach, push: string | null, open: boolean) => void,
-  ): void;
-  /** Sends the resolution after the request, if the request ever reached the server. */
-  resolve(approvalId: string, body: ApprovalResolution): void;
-}
+export type Outgoing = ReturnType<typeof createOutgoing>;
+type Accepted = (code: string, reach: ApprovalReach, push: string | null, open: boolean) => void;
 
-export function createOutgoing(report: (message: string) => void, text: () => Messages, sleep: Sleep = realSleep): Outgoing {
+/** `request`'s retries stop when the wait ends; `accepted` gets the server's code, how it reaches the owner, the phone push it
+ * went to, and whether it is still open (a grant may have approved it). The resolution follows only a request that arrived. */
+export function createOutgoing(report: (message: string) => void, text: () => Messages, sleep: Sleep = realSleep) {
   const chains = new Map<string, { client: ApiClient; sent: Promise<boolean> }>();
-
   return {
-    request(client, body, waitEnded, accepted) {
+    request(client: ApiClient, body: ApprovalRequest, waitEnded: AbortSignal, accepted: Accepted): void {
       const sent = (async () => {
         const result = await runWithRetry(() => client.request("POST", "approvals", { body, timeoutMs: REQUEST_TIMEOUT_MS, schema: RequestAnswer }), {
           maxAttempts: REQUEST_ATTEMPTS,
@@ -42,7 +34,7 @@ export function createOutgoing(report: (message: string) => void, text: () => Me
       })();
       chains.set(body.approval_id, { client, sent });
     },
-    resolve(approvalId, body) {
+    resolve(approvalId: string, body: ApprovalResolution): void {
       const chain = chains.get(approvalId);
       if (!chain) return;
       chains.delete(approvalId);

@@ -5,59 +5,30 @@ import { resolve } from "node:path";
 import { COMMAND_ACTION_WORDS, commandWords, USER_RULE_ACTION } from "../../common/action-label.ts";
 import { APPROVAL_LIMITS, PROTECTED_PATH_RULE, isOpaqueRule, type BuiltinRuleId } from "../../protocol/approvals.ts";
 import { GIT_VALUE_OPTIONS } from "./program-rules.ts";
-import { expandHome, isProtectedPath, mentionsProtected, pathArguments, type ProtectedPlace, within } from "./protected-path-rules.ts";
+import { type CallPlace, expandHome, isProtectedPath, mentionsProtected, pathArguments, within } from "./protected-path-rules.ts";
 import { literalArgv } from "./argv-rules.ts";
 import { analyzeCommand, OPAQUE, type Analysis, type Run } from "./command-rules.ts";
 import { strictFindings } from "./safe-rules.ts";
 import type { ShellReader, Word } from "./shell-rules.ts";
 
-export interface UserRule {
-  id: string;
-  tool: string;
-  /** A regular expression tested on the command line of a tool that has one (`bash`). */
-  command?: string | undefined;
-  label?: string | undefined;
-  grantable?: boolean | undefined;
-}
-
-/** `strict`: a command runs unasked only when every command in it is known safe (safe.ts); `rules`: unless a rule matches. */
-export type ApprovalMode = "strict" | "rules";
-
+/** The approval settings (schema-rules.ts) the policy reads; a user rule's `command` is a regular expression. */
 export interface PolicySettings {
-  mode: ApprovalMode;
-  /** Strict mode: commands the user lets run unasked, by exact argv prefix. */
+  mode: "strict" | "rules";
   allow: readonly (readonly string[])[];
   disabledRules: readonly BuiltinRuleId[];
-  rules: readonly UserRule[];
-  /** Built-in rules the owner may answer with a standing grant. */
+  rules: readonly { id: string; tool: string; command?: string | undefined; label?: string | undefined; grantable?: boolean | undefined }[];
   grantableRules: readonly BuiltinRuleId[];
 }
 
-/** Where the call runs: relative paths resolve against `cwd`; `~` against `home`; temp folders are not "the project" but not guarded either. */
-export interface CallPlace {
-  cwd: string;
-  home: string;
-  tempDirs: readonly string[];
-  /** The extension's own data folder and token files: protected like `~/.ssh`. */
-  roots?: readonly string[];
-}
+export type ToolCall = { tool: string; input: Record<string, unknown> };
 
-export interface ToolCall {
-  tool: string;
-  input: Record<string, unknown>;
-}
-
-/**
- * Every rule a call matched (fail-closed findings first), a short label for the person here
- * (≤ 40 chars, the session's language) and the label's code, which the server words in its own.
- */
+/** Every rule a call matched (fail-closed findings first), a label for the person here (≤ 40 chars) and its code, which the server
+ * words in its own language; where each rule matched; the literal argv when all resolved (the server binds grants to it). */
 export interface RuleMatch {
   rules: string[];
   action: string;
   actionCode: string;
-  /** Each rule matched with where in the call it matched (the command or construct, as written). */
   sites: { rule: string; at: string }[];
-  /** The literal words of every simple command, when the analysis resolved them all (the server binds grants to it). */
   argv?: string[][];
 }
 
@@ -65,7 +36,6 @@ type Found = { id: string; action: string; code: string; at?: string };
 
 const COMMAND_TOOLS = new Set(["bash", "powershell"]);
 const FILE_TOOLS = new Set(["write", "edit"]);
-/** Where writing is never "outside the project" in a way that matters. */
 const HARMLESS_TARGETS = new Set(["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]);
 
 export function commandLine(call: ToolCall): string | undefined {
@@ -79,10 +49,7 @@ function optionsOf(args: readonly Word[]): { short: string; long: string[]; unkn
   const options = end === -1 ? args : args.slice(0, end);
   const literal = options.map((arg) => arg.value).filter((value): value is string => value !== undefined);
   return {
-    short: literal
-      .filter((value) => /^-[A-Za-z]+$/.test(value))
-      .map((value) => value.slice(1))
-      .join(""),
+    short: literal.map((value) => (/^-[A-Za-z]+$/.test(value) ? value.slice(1) : "")).join(""),
     long: literal.filter((value) => value.startsWith("--")).map((value) => value.split("=")[0]!),
     unknown: options.some((arg) => arg.value === undefined && arg.mayBeOption),
   };
@@ -95,12 +62,8 @@ function isRecursiveDelete(run: Run): boolean {
   if (run.name === "find") return run.args.some((arg) => arg.value === "-delete");
   if (run.name !== "rm") return false;
   const { short, long, unknown } = optionsOf(run.args);
-  const recursive = /[rR]/.test(short) || longOption(long, "--recursive") || unknown;
-  const force = short.includes("f") || longOption(long, "--force") || unknown;
-  return recursive && force;
+  return unknown || ((/[rR]/.test(short) || longOption(long, "--recursive")) && (short.includes("f") || longOption(long, "--force")));
 }
-
-const ELEVATE = new Set(["sudo", "doas", "su", "pkexec", "run0", "runuser"]);
 
 /** `git [-C dir] [-c k=v] [--git-dir=…] <subcommand> args…` → subcommand (undefined when it expands) and its args. */
 function gitSubcommand(run: Run): { name: string | undefined; args: Word[] } | undefined {
@@ -168,18 +131,12 @@ function writeTargets(run: Run): Word[] {
 }
 
 /** The labels of the rules whose action is not the command's own words, in the session's language (the Pi catalogue). */
-export interface ActionWords {
-  diskWrite: string;
-  outside: string;
-  opaque: string;
-  protectedPath: string;
-  notKnownSafe: string;
-}
+export type ActionWords = Record<"diskWrite" | "outside" | "opaque" | "protectedPath" | "notKnownSafe", string>;
 
 /** Labelled by their command's words (`COMMAND_ACTION_WORDS`), `disk-write` by `ActionWords.diskWrite`. */
 const BUILTIN_COMMAND_RULES: readonly { id: BuiltinRuleId; test(run: Run): boolean }[] = [
   { id: "rm-rf", test: isRecursiveDelete },
-  { id: "sudo", test: (run) => ELEVATE.has(run.name) },
+  { id: "sudo", test: (run) => ["sudo", "doas", "su", "pkexec", "run0", "runuser"].includes(run.name) },
   { id: "git-push-force", test: isForcePush },
   { id: "git-reset-hard", test: isHardReset },
   { id: "git-clean", test: isGitClean },
@@ -203,7 +160,7 @@ const runText = (run: Run) => [run.name, ...run.args.map((arg) => arg.text)].joi
 const outside = (words: ActionWords, at: string): Found => ({ id: "write-outside-project", action: words.outside, code: "write-outside-project", at });
 
 /** Where a command line names a protected path: a word of a command, a redirection, or the text itself. */
-function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace): string | undefined {
+function protectedSite(line: string, analysis: Analysis, place: CallPlace): string | undefined {
   const words = [...analysis.runs.flatMap((run) => run.args), ...analysis.writes, ...(analysis.script?.commands.flatMap((command) => command.words) ?? [])];
   // A script repeats its words: each distinct path is resolved once.
   const seen = new Set<string>();
@@ -219,13 +176,9 @@ function protectedSite(line: string, analysis: Analysis, place: ProtectedPlace):
   return mentionsProtected(line, place) ? line : undefined;
 }
 
-/**
- * Every rule the call matches, or undefined when it needs nobody. `read` is the loaded bash grammar
- * (shell-rules.ts); `words` label the rules that have no command words of their own.
- */
+/** Every rule the call matches, or undefined when it needs nobody; `words` label the rules without command words of their own. */
 export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySettings, read: ShellReader, words: ActionWords): RuleMatch | undefined {
   const enabled = (id: BuiltinRuleId) => !settings.disabledRules.includes(id);
-  const guarded: ProtectedPlace = { cwd: place.cwd, home: place.home, roots: place.roots ?? [] };
   const line = commandLine(call);
   const found: Found[] = [];
   let argv: string[][] | undefined;
@@ -234,7 +187,7 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
     if (call.tool === "bash") {
       const analysis = analyzeCommand(line, read);
       found.push(...commandRules(analysis, place, enabled, words));
-      const site = protectedSite(line, analysis, guarded);
+      const site = protectedSite(line, analysis, place);
       if (site !== undefined) found.push({ id: PROTECTED_PATH_RULE, action: words.protectedPath, code: PROTECTED_PATH_RULE, at: site });
       if (settings.mode === "strict") {
         const inside = (path: string) => !outsideProject(path, place);
@@ -248,8 +201,7 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
     const path = call.input.path ?? call.input.file_path;
     if (typeof path === "string" && outsideProject(path, place)) found.push(outside(words, path));
   }
-  const paths = line === undefined ? pathArguments(call.input) : [];
-  const guardedPath = paths.find((path) => isProtectedPath(path, guarded));
+  const guardedPath = line === undefined ? pathArguments(call.input).find((path) => isProtectedPath(path, place)) : undefined;
   if (guardedPath !== undefined) found.push({ id: PROTECTED_PATH_RULE, action: words.protectedPath, code: PROTECTED_PATH_RULE, at: guardedPath });
   for (const rule of settings.rules) {
     if (rule.tool !== "*" && rule.tool !== call.tool) continue;
@@ -259,59 +211,35 @@ export function matchCall(call: ToolCall, place: CallPlace, settings: PolicySett
   if (found.length === 0) return undefined;
   const [first] = found as [Found];
   const sites = found.filter((rule) => rule.at !== undefined).map((rule) => ({ rule: rule.id, at: rule.at! }));
+  // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
+  const action = (COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action;
   return {
     rules: [...new Set(found.map((rule) => rule.id))].slice(0, APPROVAL_LIMITS.rulesMax),
-    // Every command-word rule it matched (`rm -rf + sudo`), as the server words it from `rules`.
-    action: ((COMMAND_ACTION_WORDS[first.code as BuiltinRuleId] && commandWords(found.map((rule) => rule.code))) || first.action).slice(
-      0,
-      APPROVAL_LIMITS.actionChars,
-    ),
+    action: action.slice(0, APPROVAL_LIMITS.actionChars),
     actionCode: first.code,
     sites: sites.slice(0, APPROVAL_LIMITS.rulesMax),
     ...(argv ? { argv } : {}),
   };
 }
 
-/**
- * Whether the owner may answer these matched rules with a standing grant: never for a fail-closed
- * finding, only when the user made every one of them grantable. (The server decides again.)
- */
+/** Whether the owner may answer with a standing grant: never a fail-closed finding, only when the user made every rule grantable. */
 export function grantable(rules: readonly string[], settings: PolicySettings): boolean {
-  return (
-    rules.length > 0 &&
-    rules.every((rule) =>
-      isOpaqueRule(rule) || rule === PROTECTED_PATH_RULE || rule.startsWith("strict.")
-        ? false
-        : (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true),
-    )
-  );
+  const failClosed = (rule: string) => isOpaqueRule(rule) || rule === PROTECTED_PATH_RULE || rule.startsWith("strict.");
+  const granted = (rule: string) =>
+    (settings.grantableRules as readonly string[]).includes(rule) || settings.rules.some((user) => user.id === rule && user.grantable === true);
+  return rules.length > 0 && rules.every((rule) => !failClosed(rule) && granted(rule));
 }
 
-export interface PersonFacts {
-  mode: string | undefined;
-  hasUI: boolean;
-  /** The session is switched on (its owner can answer from chat). */
-  active: boolean;
-  subagent: boolean;
-}
-
-/** A person can answer: never in a subagent or print/json mode; otherwise a terminal dialog or the switched-on chat. */
-export function personPresent(facts: PersonFacts): boolean {
+/** A person can answer: never in a subagent or print/json mode; otherwise a terminal dialog or the chat of a switched-on (`active`) session. */
+export function personPresent(facts: { mode: string | undefined; hasUI: boolean; active: boolean; subagent: boolean }): boolean {
   if (facts.subagent || facts.mode === "print" || facts.mode === "json") return false;
   return facts.hasUI || facts.active;
 }
 
-export type NoPersonPolicy = "reject" | "allow";
-
-/** `block`: nobody can answer, so the call is refused at once (the gate words it in the session's language). */
 export type GateDecision = { kind: "allow" } | { kind: "ask"; match: RuleMatch } | { kind: "block"; match: RuleMatch };
 
-/**
- * What the gate does with a call. Nothing ever approves itself: without a person, the policy
- * answers at once — and a command nobody can see through is refused even where the user lets the
- * rules not apply (`noPerson: "allow"`).
- */
-export function decideGate(match: RuleMatch | undefined, present: boolean, noPerson: NoPersonPolicy): GateDecision {
+/** Without a person the policy answers at once: a command nobody can see through is refused even under `noPerson: "allow"`. */
+export function decideGate(match: RuleMatch | undefined, present: boolean, noPerson: "reject" | "allow"): GateDecision {
   if (!match) return { kind: "allow" };
   if (present) return { kind: "ask", match };
   if (noPerson === "allow" && !match.rules.some(isOpaqueRule)) return { kind: "allow" };

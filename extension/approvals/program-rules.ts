@@ -1,31 +1,20 @@
-/** The programs that run other programs: the options each takes before its command, which interpreter
- * options carry code, and git settings and variables whose value runs as a command. */
+/** The programs that run other programs: their options, the interpreter options carrying code, settings and variables that run. */
 import type { Word } from "./shell-rules.ts";
 
 export const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
 /** env takes any `NAME=value` (even a name bash would not), up to the command. */
 export const ENV_ASSIGNMENT = /^([^=-][^=]*)=([\s\S]*)$/;
 
+/** The short and long options that take a value, non-options before the command (`timeout DURATION`), `NAME=value` words. */
 export interface Options {
-  /** Short options that take a value. */
   short?: string;
-  /** Long options that take a value (as the next word when not `--name=value`). */
   long?: readonly string[];
-  /** Words before the command that are not options (`timeout DURATION`). */
   positionals?: number;
-  /** `NAME=value` words before the command. */
   assignments?: boolean;
 }
 
-export interface Parsed {
-  /** Where the operands start; undefined when there are none. */
-  operands: number | undefined;
-  /** Option values by option (`-c`, `--command`), and the flags seen (value ""). */
-  seen: Map<string, Word | undefined>;
-}
-
-/** Reads the options before the operands, the way getopt does. */
-export function parseOptions(args: readonly Word[], spec: Options): Parsed {
+/** Reads the options before the operands, the way getopt does: where the operands start (if any), and each option seen with its value. */
+export function parseOptions(args: readonly Word[], spec: Options): { operands: number | undefined; seen: Map<string, Word | undefined> } {
   const seen = new Map<string, Word | undefined>();
   let positionals = spec.positionals ?? 0;
   for (let i = 0; i < args.length; i++) {
@@ -58,28 +47,17 @@ export function parseOptions(args: readonly Word[], spec: Options): Parsed {
       }
       continue;
     }
-    // env takes any `NAME=value` (even a name bash would not), up to the command.
     if (spec.assignments && ENV_ASSIGNMENT.test(value)) continue;
-    if (positionals > 0) {
-      positionals--;
-      continue;
-    }
-    return { operands: i, seen };
+    if (positionals-- <= 0) return { operands: i, seen };
   }
   return { operands: undefined, seen };
 }
 
-/** Commands that run their operands as a command, with their own options first. */
+/** Commands that run their operands as a command, with their own options first (busybox and toybox their applets). */
 export const WRAPPERS: Record<string, Options> = {
+  ...Object.fromEntries("command builtin nohup coproc setsid chronic unbuffer busybox toybox".split(" ").map((name) => [name, {}])),
   env: { short: "uCS", long: ["--unset", "--chdir", "--split-string"], assignments: true },
-  command: {},
-  builtin: {},
   exec: { short: "a" },
-  nohup: {},
-  coproc: {},
-  setsid: {},
-  chronic: {},
-  unbuffer: {},
   timeout: { short: "sk", long: ["--signal", "--kill-after"], positionals: 1 },
   nice: { short: "n", long: ["--adjustment"] },
   ionice: { short: "cnpPu", long: ["--class", "--classdata", "--pid", "--pgid", "--uid"] },
@@ -93,22 +71,20 @@ export const WRAPPERS: Record<string, Options> = {
   time: { short: "fo", long: ["--format", "--output"] },
   xargs: { short: "IadELnPs", long: ["--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"] },
 };
-export const APPLETS = new Set(["busybox", "toybox"]);
+
 export const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"]);
 export const SHELL_OPTIONS: Options = { short: "oO", long: ["--rcfile", "--init-file"] };
-/** Shell-like: a `-c` script (`su -c`), or the operands joined into one (`watch`). */
 export const SU_OPTIONS: Options = { short: "cgGsw", long: ["--command", "--group", "--supp-group", "--shell", "--whitelist-environment"] };
 export const WATCH_OPTIONS: Options = { short: "nq", long: ["--interval"] };
 export const SCRIPT_OPTIONS: Options = {
   short: "cEIOBTm",
-  long: ["--command", "--echo", "--log-in", "--log-out", "--log-io", "--log-timing", "--logging-format", "--output-limit"],
+  long: "--command --echo --log-in --log-out --log-io --log-timing --logging-format --output-limit".split(" "),
 };
 
+/** `code`: options whose value is code; `module`: options after which it runs a module, not a script or standard input. */
 export interface Interpreter {
-  /** Options whose value is code. */
   code: readonly string[];
   options: Options;
-  /** Options after which it runs a module, not a script or standard input. */
   module?: readonly string[];
 }
 export const INTERPRETERS: readonly [RegExp, Interpreter][] = [
@@ -117,7 +93,7 @@ export const INTERPRETERS: readonly [RegExp, Interpreter][] = [
     /^(node|nodejs|bun)$/,
     {
       code: ["-e", "-p", "--eval", "--print"],
-      options: { short: "eprC", long: ["--eval", "--print", "--require", "--import", "--loader", "--input-type", "--env-file"] },
+      options: { short: "eprC", long: "--eval --print --require --import --loader --input-type --env-file".split(" ") },
     },
   ],
   [/^perl[0-9.]*$/, { code: ["-e", "-E"], options: { short: "eEIMmx" } }],
@@ -128,7 +104,6 @@ export const INTERPRETERS: readonly [RegExp, Interpreter][] = [
   [/^(tclsh[0-9.]*|wish)$/, { code: [], options: {} }],
 ];
 export const AWKS = new Set(["awk", "gawk", "mawk", "nawk"]);
-/** A script path that is standard input. */
 export const isStdinPath = (path: string) => path === "-" || path === "/dev/stdin" || path === "/dev/fd/0" || path === "/proc/self/fd/0";
 /** A script path that is another open descriptor (`3< <(curl …)`), not a file anyone can read. */
 export const isOtherDescriptor = (path: string) => !isStdinPath(path) && /^\/dev\/fd\/\d+$|^\/proc\/[^/]+\/fd\/\d+$/.test(path);
@@ -138,10 +113,7 @@ export const GIT_VALUE_OPTIONS = new Set(["-C", "--git-dir", "--work-tree", "--n
 export const GIT_COMMAND_KEYS =
   /^(alias\..+|core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external|credential\..*helper|gpg\.(.+\.)?program|.+\.(command|cmd|textconv|process|clean|smudge|driver|program|tool)|uploadpack\.packobjectshook|protocol\..+|url\..+|include\..+|includeif\..+)$/i;
 
-/**
- * Variables whose value bash or a common tool runs as code or as a command line (`PS4='$(…)' bash
- * -x`, `GIT_SSH_COMMAND`, `LESSOPEN`, exported functions …): set to anything but one plain word,
- * what will run cannot be seen.
- */
+/** Variables whose value bash or a common tool runs as code or a command line (`PS4='$(…)' bash -x`, `GIT_SSH_COMMAND`,
+ * `LESSOPEN` …): set to anything but one plain word, what will run cannot be seen. */
 export const CODE_VARIABLES =
   /^(BASH_ENV|ENV|PS[0-4]|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|PAGER|GIT_PAGER|MANPAGER|SYSTEMD_PAGER|EDITOR|VISUAL|GIT_EDITOR|GIT_SEQUENCE_EDITOR|GIT_SSH|GIT_SSH_COMMAND|GIT_EXTERNAL_DIFF|GIT_ASKPASS|SSH_ASKPASS|SUDO_ASKPASS|GIT_PROXY_COMMAND|GIT_CONFIG_PARAMETERS|GIT_CONFIG_(KEY|VALUE)_\d+|LESSOPEN|LESSCLOSE|NODE_OPTIONS|PERL5OPT|RUBYOPT|PYTHONSTARTUP|PYTHONINSPECT|BROWSER|LD_PRELOAD|LD_AUDIT)$/;

@@ -1,18 +1,17 @@
-/** Protected paths, where a write runs code later or a read hands over a credential: any tool call that
- * names one asks, in every mode. */
+/** Protected paths, where a write runs code later or a read hands over a credential: a tool call naming one always asks. */
 import { isAbsolute, relative, resolve } from "node:path";
 
-/** A path component or pair that is protected wherever it sits. */
 const PROTECTED_NAMES =
   /(^|\/)(\.ssh|\.pi|\.gnupg|\.gitconfig|\.config\/git|\.config\/fish|\.git\/hooks|\.git\/config|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.bash_aliases|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.inputrc|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.aws|\.docker|\.kube|\.config\/gh|\.config\/gcloud)(\/|$)/;
 /** The same names in free text (a command line), where any quote, blank or `=` may stand before them. */
 const PROTECTED_IN_TEXT = new RegExp(PROTECTED_NAMES.source.replace("(^|\\/)", "(^|[\\s/'\"=:~`(])").replace("(\\/|$)", "(?=[\\s/'\"`;&|)<>]|$)"));
 
-export interface ProtectedPlace {
+/** `tempDirs` are not "the project" but not guarded either; `roots`: the extension's own data folder and token files. */
+export interface CallPlace {
   cwd: string;
   home: string;
-  /** Absolute folders and files of the extension's own (its data folder, token files). */
-  roots: readonly string[];
+  tempDirs: readonly string[];
+  roots?: readonly string[];
 }
 
 export const within = (root: string, target: string) => {
@@ -22,8 +21,7 @@ export const within = (root: string, target: string) => {
 
 export const expandHome = (path: string, home: string) => (path === "~" ? home : path.startsWith("~/") ? home + path.slice(1) : path);
 
-/** Whether a path (as a tool or a shell word gives it) names a protected place. */
-export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
+export function isProtectedPath(path: string, place: CallPlace): boolean {
   const trimmed = path.trim();
   if (trimmed === "") return false;
   const expanded = expandHome(trimmed, place.home);
@@ -31,15 +29,13 @@ export function isProtectedPath(path: string, place: ProtectedPlace): boolean {
   return PROTECTED_NAMES.test(target) || PROTECTED_NAMES.test(expanded) || ownRoots(place).some((root) => within(root, target));
 }
 
-/** Whether free text (a whole command line) mentions a protected name or one of the roots. */
-export function mentionsProtected(text: string, place: ProtectedPlace): boolean {
+export function mentionsProtected(text: string, place: CallPlace): boolean {
   return PROTECTED_IN_TEXT.test(text) || ownRoots(place).some((root) => text.includes(root));
 }
 
 /** The extension's own paths, less any folder that holds the project itself (else every call in it would ask). */
-const ownRoots = (place: ProtectedPlace) => place.roots.filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
+const ownRoots = (place: CallPlace) => (place.roots ?? []).filter((root) => root !== "" && !within(resolve(root), place.cwd)).map((root) => resolve(root));
 
-/** The string arguments of a tool call that may be paths: by their key (`path`, `file_path`, `dir` …), at the top level or in a list. */
 export function pathArguments(input: Record<string, unknown>): string[] {
   const out: string[] = [];
   for (const [key, value] of Object.entries(input)) {

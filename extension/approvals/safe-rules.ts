@@ -1,34 +1,22 @@
-/** Strict mode: a command line runs without a person only when every simple command is on the known-safe
- * list with safe arguments (or an allowed argv prefix); anything not proven safe is a finding. */
+/** Strict mode: a line runs unasked only when every simple command is safe-listed with safe arguments, or under an allowed prefix. */
 import type { Script, Word } from "./shell-rules.ts";
 import { CODE_VARIABLES } from "./program-rules.ts";
+import type { CallPlace } from "./protected-path-rules.ts";
 
-/** Where the call runs, as strict mode needs it. */
-export interface StrictPlace {
-  cwd: string;
-  home: string;
-  tempDirs: readonly string[];
-}
-
-/** One reason a command line is not known safe, and where in it. */
+/** One reason a command line is not known safe, and where in it (the command or construct, as written). */
 export interface Finding {
   rule: StrictRule;
-  /** The command or construct, as written. */
   at: string;
 }
 
 export const STRICT_RULES = {
-  /** A program not on the safe list and not allowed by the user. */
   unlisted: "strict.unlisted",
-  /** A safe-listed program with arguments outside its rules. */
   arguments: "strict.arguments",
   /** A construct the analysis does not know, or one where bash evaluates hidden code (arithmetic, `${x@P}`, `[[ x -eq 0 ]]` …). */
   construct: "strict.construct",
-  /** A write to a file outside the project and temp folders, or to one the analysis cannot resolve. */
   write: "strict.write",
   /** An assignment to a variable that changes what runs (`PATH`, `BASH_ENV`, `GIT_*` …). */
   variable: "strict.variable",
-  /** The grammar could not read the line. */
   unreadable: "strict.unreadable",
 } as const;
 export type StrictRule = (typeof STRICT_RULES)[keyof typeof STRICT_RULES];
@@ -40,19 +28,16 @@ export const COMMAND_KINDS: readonly string[] =
 /** Grammar nodes whose meaning is plain: everything else (arithmetic, declarations, functions, `for ((…))` …) asks. */
 const KNOWN_KINDS = new Set([
   ...COMMAND_KINDS,
-  ..."translated_string simple_expansion expansion variable_name special_variable_name command_substitution process_substitution".split(" "),
-  ..."redirected_statement file_redirect file_descriptor heredoc_redirect heredoc_start heredoc_body heredoc_content heredoc_end herestring_redirect".split(
-    " ",
-  ),
-  ..."subshell compound_statement negated_command variable_assignment test_command binary_expression unary_expression parenthesized_expression".split(" "),
-  ..."test_operator regex if_statement elif_clause else_clause for_statement while_statement do_group case_statement case_item brace_expression".split(" "),
-  "extglob_pattern",
+  ...`translated_string simple_expansion expansion variable_name special_variable_name command_substitution process_substitution
+  redirected_statement file_redirect file_descriptor heredoc_redirect heredoc_start heredoc_body heredoc_content heredoc_end herestring_redirect
+  subshell compound_statement negated_command variable_assignment test_command binary_expression unary_expression parenthesized_expression
+  test_operator regex if_statement elif_clause else_clause for_statement while_statement do_group case_statement case_item brace_expression
+  extglob_pattern`.split(/\s+/),
 ]);
 
 /** `${NAME}`, `${#NAME}`, `${NAME:-…}` and the like: no subscript, offset, indirection or `@` operator, each of which can evaluate code. */
 const PLAIN_EXPANSION = /^\$\{(#?[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])(:?[-+][^}]*)?\}$/;
 
-/** Variables whose value changes which program runs or what it runs. */
 const RISKY_VARIABLE =
   /^(PATH|HOME|IFS|CDPATH|ENV|TMPDIR|GLOBIGNORE|SHELL|BASH.*|LD_.*|DYLD_.*|GIT_.*|PS\d|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|.*PAGER|.*EDITOR)$/;
 
@@ -63,43 +48,36 @@ function testIsPlain(operands: readonly string[]): boolean {
   return operands.every((word) => /^-?\d+$/.test(word) || /^(-(eq|ne|lt|le|gt|ge)|!|\(|\)|&&|\|\||-a|-o|\[\[|\]\]|\[|\])$/.test(word));
 }
 
-// ── Argument rules ──────────────────────────────────────────────────────────
-
-type Check = (args: readonly Word[], place: StrictPlace) => boolean;
+type Check = (args: readonly Word[], place: CallPlace) => boolean;
 
 const literal = (args: readonly Word[]): args is readonly (Word & { value: string })[] => args.every((arg) => arg.value !== undefined);
 
 /** A glob inside the project (`src/*.ts`) is fine for a program whose every option is harmless; anything that expands or leaves the project is not. */
-function harmlessWord(word: Word, place: StrictPlace): boolean {
+function harmlessWord(word: Word, place: CallPlace): boolean {
   if (word.value !== undefined) return true;
   if (/[$`]/.test(word.text) || /^[~/]/.test(word.text) || /(^|\/)\.\.(\/|$)/.test(word.text)) return false;
   // In the home folder itself, a glob can reach the user's own dotfiles.
   return place.cwd !== place.home;
 }
 
-/** Programs whose every option only reads or prints. */
 const PLAIN: Check = (args, place) => args.every((arg) => harmlessWord(arg, place));
 
-/** Short options in a cluster, long option names; `banned` names any of which makes the call unsafe (long ones by getopt's unambiguous prefix). */
-function hasOption(args: readonly { value: string }[], short: string, long: readonly string[]): boolean {
-  for (const { value: arg } of args) {
-    if (arg === "--") return false;
-    if (arg.startsWith("--")) {
-      const name = arg.split("=")[0]!;
-      if (long.some((option) => name.length >= 3 && option.startsWith(name))) return true;
-    } else if (arg.startsWith("-") && [...arg.slice(1)].some((letter) => short.includes(letter))) return true;
-  }
-  return false;
-}
-
+/** Literal words without any of the short letters (in a cluster) or long names (by getopt's unambiguous prefix) before `--`. */
 function without(short: string, long: readonly string[] = []): Check {
-  return (args) => literal(args) && !hasOption(args, short, long);
+  return (args) => {
+    if (!literal(args)) return false;
+    for (const { value: arg } of args) {
+      if (arg === "--") return true;
+      if (arg.startsWith("--")) {
+        const name = arg.split("=")[0]!;
+        if (long.some((option) => name.length >= 3 && option.startsWith(name))) return false;
+      } else if (arg.startsWith("-") && [...arg.slice(1)].some((letter) => short.includes(letter))) return false;
+    }
+    return true;
+  };
 }
 
 const TEST: Check = (args) => literal(args) && testIsPlain(args.map((arg) => arg.value));
-
-/** Words that are only printed: any expansion is fine there (the commands in it are checked on their own). */
-const ECHO: Check = () => true;
 
 const FIND_ACTIONS = new Set(["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]);
 
@@ -124,14 +102,11 @@ function sedCheck(args: readonly Word[]): boolean {
   return quiet && scripts.length > 0 && scripts.every((script) => script.split(/[;\n]/).every((part) => SED_PRINT.test(part)));
 }
 
-/** Options that write a file or run a diff program. */
 const DIFF_OUTPUT = ["--output", "--ext-diff", "--textconv"];
 
 /** git subcommands that only read, each with the options it must not have. */
 const GIT_READ: Record<string, Check> = {
-  ...Object.fromEntries(
-    "rev-parse ls-files ls-tree rev-list merge-base name-rev show-ref describe shortlog version".split(" ").map((sub) => [sub, without("")]),
-  ),
+  ...Object.fromEntries("rev-parse ls-files ls-tree rev-list merge-base name-rev show-ref describe shortlog version".split(" ").map((s) => [s, without("")])),
   ...Object.fromEntries(["log", "diff", "show"].map((sub) => [sub, without("", DIFF_OUTPUT)])),
   status: without("", ["--output"]),
   blame: without("", ["--contents"]),
@@ -152,27 +127,25 @@ const GIT_READ: Record<string, Check> = {
     (args.length === 0 || args[0]!.value === "show" || args[0]!.value?.startsWith("-") === true) && without("", ["--output"])(args, place),
 };
 
-/** `git [--no-pager] <read-only subcommand> …`: no `-c`, `-C`, `--git-dir`, `--exec-path`, `--config-env`, `-p` (another repository's or the command line's settings can run commands). */
-function gitCheck(args: readonly Word[], place: StrictPlace): boolean {
+/** `git [--no-pager] <read-only subcommand> …`: no `-c`, `-C`, `--git-dir`, `-p` … (other settings can run commands). */
+function gitCheck(args: readonly Word[], place: CallPlace): boolean {
   let i = 0;
   while (args[i]?.value === "--no-pager" || args[i]?.value === "--no-optional-locks" || args[i]?.value === "-P") i++;
   const sub = args[i]?.value;
-  const check = sub !== undefined && Object.hasOwn(GIT_READ, sub) ? GIT_READ[sub] : undefined;
-  return check?.(args.slice(i + 1), place) ?? false;
+  return sub !== undefined && Object.hasOwn(GIT_READ, sub) && GIT_READ[sub]!(args.slice(i + 1), place);
 }
 
 /** Toolchains whose `--version` alone only prints (anything more is the toolchain running code). */
 const VERSION_ONLY = new Set("node python python3 npm pnpm yarn npx cargo rustc go deno bun java ruby perl gcc clang make tsc".split(" "));
 
-/** Programs whose every option only reads or prints. */
 const PLAIN_PROGRAMS =
   "ls cat head tail wc grep egrep fgrep pwd which stat du df true false diff cmp comm cut tr nl tac basename dirname realpath readlink md5sum sha1sum sha256sum sha512sum whoami jq ps id uname";
 
-/** The safe list: program → the rule its arguments must meet. */
 export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   ...Object.fromEntries(PLAIN_PROGRAMS.split(" ").map((name) => [name, PLAIN])),
   cd: (args) => literal(args),
-  echo: ECHO,
+  // Words only printed: any expansion is fine there (the commands in it are checked on their own).
+  echo: () => true,
   printf: (args) => args[0]?.value !== undefined && !args[0].value.startsWith("-v") && args.slice(1).every((arg) => arg.value !== "-v"),
   test: TEST,
   "[": TEST,
@@ -189,16 +162,9 @@ export const SAFE_PROGRAMS: Readonly<Record<string, Check>> = {
   git: gitCheck,
 };
 
-// ── The decision ────────────────────────────────────────────────────────────
+type InsideProject = (path: string) => boolean;
 
-/** Whether `path` (from `place.cwd`) lies inside the project or a temp folder; `~`, absolute and `..` paths are resolved. */
-export type InsideProject = (path: string) => boolean;
-
-/**
- * Why one simple command is not known safe, or undefined when it is: on the safe list with safe
- * arguments, or starting with an allowed argv prefix whose other words stay in the project.
- */
-export function commandFinding(words: readonly Word[], place: StrictPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding | undefined {
+export function commandFinding(words: readonly Word[], place: CallPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding | undefined {
   const at = words.map((word) => word.text).join(" ");
   const program = words[0]!.value;
   if (program === undefined || program.includes("/")) return { rule: STRICT_RULES.unlisted, at };
@@ -220,16 +186,13 @@ export function allowedByPrefix(words: readonly Word[], allow: readonly (readonl
   );
 }
 
-/** The parts of a word that may be read as a path: the word, and the value of `--name=value` / `-Xvalue`-free forms. */
 function pathsOf(value: string): string[] {
-  const parts = [value];
-  const eq = value.indexOf("=");
-  if (eq !== -1) parts.push(value.slice(eq + 1));
+  const parts = value.includes("=") ? [value, value.slice(value.indexOf("=") + 1)] : [value];
   return parts.filter((part) => /^[~/]/.test(part) || /(^|\/)\.\.(\/|$)/.test(part));
 }
 
 /** Every reason the command line is not known safe (empty: it runs without a person). */
-export function strictFindings(script: Script | undefined, place: StrictPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding[] {
+export function strictFindings(script: Script | undefined, place: CallPlace, allow: readonly (readonly string[])[], inside: InsideProject): Finding[] {
   if (!script) return [{ rule: STRICT_RULES.unreadable, at: "" }];
   const found: Finding[] = [];
   for (const kind of script.kinds) if (!KNOWN_KINDS.has(kind)) found.push({ rule: STRICT_RULES.construct, at: kind });

@@ -4,15 +4,16 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { Tree } from "web-tree-sitter";
 
+/** `value`: after quote removal, when nothing expands; `mayBeOption`: a literal `-…` or an expansion at its start. */
 export interface Word {
   text: string;
-  /** Its value after quote removal, when nothing in it expands. */
   value: string | undefined;
-  /** Whether it can start with `-` once expanded (a literal that does, or an expansion at its start). */
   mayBeOption: boolean;
-  /** A `<(…)` or `>(…)`: a file name standing for a command's output. */
+  /** A `<(…)` or `>(…)`. */
   processSubstitution: boolean;
 }
+
+export const plainWord = (text: string, mayBeOption = false): Word => ({ text, value: text, mayBeOption, processSubstitution: false });
 
 export type Stdin =
   | { kind: "inherited" }
@@ -21,26 +22,22 @@ export type Stdin =
   /** A here-document or here-string; `body` when it is literal (nothing in it expands). */
   | { kind: "inline"; body: string | undefined };
 
-export interface SimpleCommand {
-  /** The program and its arguments; assignments before it are left out. Empty: assignments only. */
-  words: Word[];
-  stdin: Stdin;
-}
+/** `words`: the program and its arguments (empty: assignments only). */
+export type SimpleCommand = { words: Word[]; stdin: Stdin };
 
+/** `definitions`: functions and aliases; `assignments`: every variable set, with its value when one word; `kinds`: every node
+ * type (`arithmetic_command` for `((…))`); `expansions`, `tests`: each `${…}` and `[[ … ]]`, which strict mode reads. */
 export interface Script {
   commands: SimpleCommand[];
-  /** Targets of every output redirection in the script. */
   writes: Word[];
-  /** Names given a function or an alias in the script. */
   definitions: Set<string>;
-  /** Every variable the script sets (`X=…`, `export X=…`), with the value when it is one word. */
   assignments: { name: string; value: Word | undefined }[];
-  /** Every kind of grammar node in the script, `arithmetic_command` for `((…))`: strict mode asks for any it does not know. */
   kinds: Set<string>;
-  /** The text of every `${…}` and `[[ … ]]`, which strict mode reads for what bash evaluates in them. */
   expansions: string[];
   tests: string[];
 }
+
+export const emptyScript = (): Script => ({ commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] });
 
 export type ShellReader = (source: string) => Script | undefined;
 
@@ -67,7 +64,10 @@ export function loadShell(): Promise<ShellReader> {
       const tree = parser.parse(joined);
       if (!tree) return undefined;
       try {
-        return tree.rootNode.hasError ? undefined : readScript(syntaxOf(tree, joined, named), joined);
+        if (tree.rootNode.hasError) return undefined;
+        const reading: Reading = { script: emptyScript(), source: joined, trusted: true };
+        visit(syntaxOf(tree, joined, named), INHERITED, reading);
+        return reading.trusted ? reading.script : undefined;
       } finally {
         tree.delete();
       }
@@ -76,7 +76,7 @@ export function loadShell(): Promise<ShellReader> {
   return loading;
 }
 
-/** A grammar node copied out in one cursor walk: each property of tree-sitter's own nodes is a WASM call. */
+/** A node copied out in one cursor walk: each property of tree-sitter's own nodes is a WASM call. */
 interface Syntax {
   type: string;
   named: boolean;
@@ -184,13 +184,8 @@ function valueOf(node: Syntax): string | undefined {
     case "translated_string":
       return node.namedChildren[0] ? valueOf(node.namedChildren[0]) : undefined;
     case "concatenation": {
-      let out = "";
-      for (const child of node.children) {
-        const part = valueOf(child);
-        if (part === undefined) return undefined;
-        out += part;
-      }
-      return out;
+      const parts = node.children.map(valueOf);
+      return parts.includes(undefined) ? undefined : parts.join("");
     }
     default:
       // `$` standing alone is a literal dollar.
@@ -216,10 +211,9 @@ const PIPED: Stdin = { kind: "pipe" };
 
 function heredocStdin(redirect: Syntax): Stdin {
   const body = redirect.namedChildren.find((child) => child.type === "heredoc_body");
-  const start = redirect.namedChildren.find((child) => child.type === "heredoc_start")?.text ?? "";
-  // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
-  const quoted = /['"\\]/.test(start);
   if (!body) return { kind: "inline", body: "" };
+  // A quoted delimiter makes the body literal; otherwise it is literal only without expansions in it.
+  const quoted = /['"\\]/.test(redirect.namedChildren.find((child) => child.type === "heredoc_start")?.text ?? "");
   const literal = quoted || !body.namedChildren.some((child) => EXPANDING.has(child.type));
   return { kind: "inline", body: literal ? (quoted ? body.text : doubleQuotedValue(body.text)) : undefined };
 }
@@ -246,25 +240,10 @@ function stdinOf(redirects: readonly Syntax[], outer: Stdin): Stdin {
   return stdin;
 }
 
-/**
- * Where the grammar and bash disagree, bash wins: an unquoted word never holds a raw blank or line
- * break in bash, so a word node that does (tree-sitter-bash glues `a⏎\rm -rf x` into one command)
- * means the reading cannot be trusted.
- */
+/** An unquoted word never holds a raw blank in bash: a word node that does (the grammar glues `a⏎\rm -rf x`) is misread. */
 const BLANK_IN_WORD = /(?:^|[^\\])[ \t\n]/;
 
-interface Reading {
-  script: Script;
-  source: string;
-  trusted: boolean;
-}
-
-function readScript(root: Syntax, source: string): Script | undefined {
-  const script: Script = { commands: [], writes: [], definitions: new Set(), assignments: [], kinds: new Set(), expansions: [], tests: [] };
-  const reading: Reading = { script, source, trusted: true };
-  visit(root, INHERITED, reading);
-  return reading.trusted ? script : undefined;
-}
+type Reading = { script: Script; source: string; trusted: boolean };
 
 /** What strict mode reads of every node, and the constructs the grammar reads differently from bash. */
 function note(node: Syntax, reading: Reading): void {
@@ -356,6 +335,6 @@ function declaration(node: Syntax, script: Script): void {
   for (const child of node.namedChildren) {
     const value = child.type !== "variable_assignment" ? valueOf(child) : undefined;
     const match = value === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*)=([\s\S]*)$/.exec(value);
-    if (match) script.assignments.push({ name: match[1]!, value: { text: match[2]!, value: match[2]!, mayBeOption: false, processSubstitution: false } });
+    if (match) script.assignments.push({ name: match[1]!, value: plainWord(match[2]!) });
   }
 }

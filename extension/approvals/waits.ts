@@ -1,27 +1,20 @@
-/** The calls waiting for a person, each a local promise: whoever answers first settles it, every later
- * answer is told so. No network here. */
+/** The calls waiting for a person, each a local promise: the first answer settles it, every later one is told so. */
 import type { ApprovalBinding, ApprovalDecisionOutcome, ApprovalDecisionPayload, ApprovalOutcome, ApprovalVia } from "../../protocol/approvals.ts";
 
 export interface Answer {
   outcome: ApprovalOutcome;
   via: ApprovalVia;
   reason: string | null;
-  /** The owner's standing grant that answered, when one did. */
   grant?: ApprovalDecisionPayload["grant"];
 }
 
 /** Settled ids remembered so a late decision hears "already answered", not "unknown". */
 const REMEMBERED = 256;
 
-export function sameBinding(a: ApprovalBinding, b: ApprovalBinding): boolean {
-  return a.tool_call_id === b.tool_call_id && a.args_digest === b.args_digest && a.cwd === b.cwd;
-}
-
 export class Waits {
   readonly #open = new Map<string, { binding: ApprovalBinding; settle(answer: Answer): void }>();
   readonly #settled = new Set<string>();
 
-  /** Starts waiting for `approvalId`; the promise settles with the first answer. */
   open(approvalId: string, binding: ApprovalBinding): Promise<Answer> {
     return new Promise((resolve) => {
       this.#open.set(approvalId, {
@@ -44,12 +37,12 @@ export class Waits {
     return true;
   }
 
-  /** How a person's decision from the server applies: only to the waiting call with exactly that binding. */
   decide(payload: ApprovalDecisionPayload): ApprovalDecisionOutcome {
     const wait = this.#open.get(payload.approval_id);
     if (!wait) return this.#settled.has(payload.approval_id) ? "already_answered" : "unknown";
     // The call stays waiting: a decision about anything else is no answer to it.
-    if (!sameBinding(wait.binding, payload.binding)) return "mismatch";
+    const [a, b] = [wait.binding, payload.binding];
+    if (a.tool_call_id !== b.tool_call_id || a.args_digest !== b.args_digest || a.cwd !== b.cwd) return "mismatch";
     wait.settle({ outcome: payload.decision, via: payload.via, reason: payload.reason, ...(payload.grant ? { grant: payload.grant } : {}) });
     return "applied";
   }
