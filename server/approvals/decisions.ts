@@ -59,9 +59,7 @@ export type Transition =
   | { kind: "unchanged" }
   | { kind: "refuse"; error: ErrorCode; state?: ApprovalState };
 
-const FINAL: readonly ApprovalState[] = ["approved", "rejected", "timeout", "vanished"];
 export const isOpen = (state: ApprovalState) => OPEN_APPROVAL_STATES.includes(state);
-export const isFinal = (state: ApprovalState) => FINAL.includes(state);
 
 /** The digest that tells a repeat of a request from another body under the same id. */
 export function requestDigest(body: ApprovalRequest): string {
@@ -71,9 +69,10 @@ export function requestDigest(body: ApprovalRequest): string {
   return createHash("sha256").update(JSON.stringify(ordered)).digest("hex");
 }
 
-export type RequestDecision = { kind: "create" } | { kind: "reuse"; record: ApprovalRecord } | { kind: "refuse"; error: ErrorCode };
-
-export function decideRequest(existing: ApprovalRecord | undefined, digest: string): RequestDecision {
+export function decideRequest(
+  existing: ApprovalRecord | undefined,
+  digest: string,
+): { kind: "create" } | { kind: "reuse"; record: ApprovalRecord } | { kind: "refuse"; error: ErrorCode } {
   if (!existing) return { kind: "create" };
   return existing.request_digest === digest ? { kind: "reuse", record: existing } : { kind: "refuse", error: "idempotency_key_reused" };
 }
@@ -86,25 +85,15 @@ export interface ApprovalLimits {
   rate: RateLimit;
 }
 
-export interface AdmissionInput {
-  /** The session's current runtime is online and is the one asking. */
-  live: boolean;
-  /** The session's open approvals now. */
-  open: number;
-  /** The session's request bucket (full when it has none yet). */
-  bucket: Bucket;
-  requestedExpiry: Date;
-  now: Date;
-}
-
-export type Admission = { kind: "admit"; expiresAt: Date; bucket: Bucket } | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket };
-
 /**
  * Whether a new request may reach the owner: only from the session's live runtime, within the
  * open and per-minute limits (a refusal for the open limit spends no token), and never open longer
  * than the server's maximum, whatever the agent asked for.
  */
-export function decideAdmission(input: AdmissionInput, limits: ApprovalLimits): Admission {
+export function decideAdmission(
+  input: { live: boolean; open: number; bucket: Bucket; requestedExpiry: Date; now: Date },
+  limits: ApprovalLimits,
+): { kind: "admit"; expiresAt: Date; bucket: Bucket } | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket } {
   const { bucket, now } = input;
   if (!input.live) return { kind: "refuse", error: "session_offline", bucket };
   if (input.open >= limits.openPerSession) return { kind: "refuse", error: "too_many_approvals", retryAfterSeconds: 5, bucket };
@@ -132,16 +121,12 @@ export function normaliseCode(text: string): string {
   return text.trim().toUpperCase();
 }
 
-export interface DecisionInput {
-  decision: ApprovalDecision;
-  reason: string | null;
-  decidedBy: string;
-  via: PersonVia;
-  binding?: ApprovalBinding | undefined;
-}
-
 /** A person's decision: the first one on a pending, unexpired approval with a matching binding wins. */
-export function decideDecision(record: ApprovalRecord | undefined, input: DecisionInput, now: Date): Transition {
+export function decideDecision(
+  record: ApprovalRecord | undefined,
+  input: { decision: ApprovalDecision; reason: string | null; decidedBy: string; via: PersonVia; binding?: ApprovalBinding | undefined },
+  now: Date,
+): Transition {
   if (!record) return { kind: "refuse", error: "not_found" };
   if (record.state === "timeout" || record.state === "vanished") return { kind: "refuse", error: "approval_expired", state: record.state };
   if (record.state !== "pending") return { kind: "refuse", error: "already_decided", state: record.state };
@@ -206,20 +191,16 @@ export type Outgoing = "request" | "mention" | "closing" | "skip_closing";
 export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean, chat: boolean): Outgoing | undefined {
   if (isOpen(record.state) && !record.request_sent && !record.request_held && chat) return "request";
   if (isOpen(record.state) && personaPresent && !record.persona_mentioned) return "mention";
-  if (isFinal(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
+  if (!isOpen(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
   return undefined;
 }
 
 const APPROVAL_KEYS = Approval.keyof().options;
+export const iso = (date: Date) => new Date(date).toISOString();
 
 export function project(record: ApprovalRecord): Approval {
   const shown = Object.fromEntries(APPROVAL_KEYS.map((key) => [key, record[key]])) as Approval;
-  return {
-    ...shown,
-    created_at: new Date(record.created_at).toISOString(),
-    expires_at: new Date(record.expires_at).toISOString(),
-    resolved_at: record.resolved_at ? new Date(record.resolved_at).toISOString() : null,
-  };
+  return { ...shown, created_at: iso(record.created_at), expires_at: iso(record.expires_at), resolved_at: record.resolved_at ? iso(record.resolved_at) : null };
 }
 
 /**

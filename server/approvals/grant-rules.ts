@@ -4,7 +4,7 @@ import { posix, win32 } from "node:path";
 import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, Grant } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import type { WireIssue } from "../../common/domain-error.ts";
-import { pickCode } from "./decisions.ts";
+import { iso, pickCode } from "./decisions.ts";
 
 /** A stored grant: what the operator sees (`Grant`, with dates as dates); `argv` null on grants made before binding covers nothing. */
 export type GrantRecord = Omit<Grant, "created_at" | "expires_at" | "revoked_at"> & {
@@ -139,10 +139,5 @@ const GRANT_KEYS = Grant.keyof().options;
 
 export function projectGrant(grant: GrantRecord): Grant {
   const shown = Object.fromEntries(GRANT_KEYS.map((key) => [key, grant[key]])) as Grant;
-  return {
-    ...shown,
-    created_at: new Date(grant.created_at).toISOString(),
-    expires_at: new Date(grant.expires_at).toISOString(),
-    revoked_at: grant.revoked_at ? new Date(grant.revoked_at).toISOString() : null,
-  };
+  return { ...shown, created_at: iso(grant.created_at), expires_at: iso(grant.expires_at), revoked_at: grant.revoked_at ? iso(grant.revoked_at) : null };
 }

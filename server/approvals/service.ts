@@ -1,19 +1,19 @@
 /** ApprovalService, for every surface: the agent requests and resolves, only the owner decides (first
  * conditional write on `pending` wins, then an `approval_decision` control command); every step is audited. */
 import { randomInt } from "node:crypto";
+import type { z } from "zod";
 import { commandPreview } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import {
   APPROVAL_LIMITS,
   OPEN_APPROVAL_STATES,
   type Approval,
-  type ApprovalBinding,
-  type ApprovalDecision,
   type ApprovalDecisionPayload,
   type ApprovalListQuery,
   type ApprovalRequest,
   type ApprovalResolution,
   type Grant,
+  type OperatorApprovalDecision,
   type PersonVia,
 } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
@@ -45,15 +45,11 @@ import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
 
-/** The commands store's control lane, as far as approvals use it. */
-export interface ControlCommands {
-  createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown>;
-}
-
 export interface ApprovalServiceDeps {
   store: ApprovalStore;
   audit: AuditLog;
-  control: ControlCommands;
+  /** The commands store's control lane, as far as approvals use it. */
+  control: { createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown> };
   /** Called after every change that may owe the owner a message. */
   changed(): void;
   /** Whether this runtime is the session's current, online one (the heartbeat registry). */
@@ -105,23 +101,18 @@ const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
     grant_use: use,
   }) as const satisfies Partial<ApprovalRecord>;
 
-const CREATE = "create";
-
 /** A person's answer to an approval (`ref`: its id or code), optionally with a standing grant. */
-export interface PersonDecision {
+export type PersonDecision = Omit<z.infer<typeof OperatorApprovalDecision>, "reason" | "grant_prefix"> & {
   ref: string;
-  decision: ApprovalDecision;
   decider: Decider;
   via: PersonVia;
   reason?: string | null | undefined;
-  binding?: ApprovalBinding | undefined;
-  grant_minutes?: number | undefined;
   grant_prefix?: readonly string[] | undefined;
-}
+};
 
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
-  /** One turn for all requests (key `CREATE`): the code stays unique and the open cap holds until the insert lands. */
+  /** One turn for all requests (one key): the code stays unique and the open cap holds until the insert lands. */
   readonly #creations = new Turns();
   /**
    * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
@@ -141,6 +132,10 @@ export class ApprovalService {
     return this.#deps.now?.() ?? new Date();
   }
 
+  #audit(actor: AuditActor, action: string, record: { session_id: string; approval_id: string }, data: Record<string, unknown>, subject = record.approval_id) {
+    return this.#deps.audit.record({ actor, action, session_id: record.session_id, subject, data });
+  }
+
   /** Reads which sessions have open approvals (at start). */
   async load(): Promise<void> {
     const open = await this.#deps.store.openFor({});
@@ -154,8 +149,8 @@ export class ApprovalService {
    * `rate_limited`); its `expires_at` is capped by the server's maximum.
    */
   request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
-    return this.#creations.run(CREATE, async () => {
-      const { store, audit, limits } = this.#deps;
+    return this.#creations.run("create", async () => {
+      const { store, limits } = this.#deps;
       const digest = requestDigest(body);
       // The owner answers for all of it or none: a command the client cut is never stored in part.
       if (body.command_hidden_chars > 0) throw new DomainError("command_incomplete");
@@ -204,7 +199,7 @@ export class ApprovalService {
         request_message_id: null,
         closing_sent: false,
       });
-      await audit.record({ actor: "agent", action: "approval.requested", session_id: record.session_id, subject: record.approval_id, data: { ...body, code } });
+      await this.#audit("agent", "approval.requested", record, { ...body, code });
       if (granted) await this.#sendGranted(record, granted.grant);
       this.#deps.changed();
       return { approval: project((await store.get(record.approval_id)) ?? record), created: true };
@@ -213,64 +208,38 @@ export class ApprovalService {
 
   /** A grant's decision goes to the waiting runtime; if it cannot be queued, a person is asked after all. */
   async #sendGranted(record: ApprovalRecord, grant: GrantRecord): Promise<void> {
-    const { store, audit } = this.#deps;
-    const payload: ApprovalDecisionPayload = {
-      approval_id: record.approval_id,
-      decision: "approved",
-      reason: null,
-      binding: bindingOf(record),
-      via: grant.via,
-      grant: { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() },
-    };
+    const granted = { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() };
     try {
-      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
+      await this.#queueDecision(record, "server", { decision: "approved", reason: null, via: grant.via, grant: granted });
     } catch (error) {
-      await store.transition(record.approval_id, (r) =>
+      await this.#deps.store.transition(record.approval_id, (r) =>
         r?.state === "decided" ? { kind: "apply", from: "decided", patch: PENDING_FIELDS } : { kind: "unchanged" },
       );
-      await audit.record({
-        actor: "server",
-        action: "grant.unused",
-        session_id: record.session_id,
-        subject: grant.grant_id,
-        data: { code: record.code, error: errorText(error) },
-      });
-      return;
+      return this.#audit("server", "grant.unused", record, { code: record.code, error: errorText(error) }, grant.grant_id);
     }
-    await audit.record({
-      actor: "server",
-      action: "approval.granted",
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules, argv: record.argv, cwd: record.cwd },
-    });
+    const { code, grant_use: use, rules, argv, cwd } = record;
+    await this.#audit("server", "approval.granted", record, { code, grant_id: grant.grant_id, use, rules, argv, cwd });
+  }
+
+  #queueDecision(record: ApprovalRecord, actor: AuditActor, decision: Omit<ApprovalDecisionPayload, "approval_id" | "binding">) {
+    const payload = { approval_id: record.approval_id, binding: bindingOf(record), ...decision };
+    return this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, actor);
   }
 
   /** The agent's word on what happened to the call; idempotent. */
   async resolve(approvalId: string, body: ApprovalResolution): Promise<Approval> {
     const { record, changed } = await this.#deps.store.transition(approvalId, (r) => decideResolution(r, body, this.#now()));
     if (changed) {
-      await this.#deps.audit.record({
-        actor: "agent",
-        action: "approval.resolved",
-        session_id: record.session_id,
-        subject: approvalId,
-        data: { ...body, code: record.code },
-      });
+      await this.#audit("agent", "approval.resolved", record, { ...body, code: record.code }, approvalId);
       this.#deps.changed();
     }
     return project(record);
   }
 
   /**
-   * A person's decision, by approval id or 5-letter code. Refusals: `not_found`, `already_decided`,
-   * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
-   * the persona, which may never decide; through the operator API `operator_decisions_off` /
-   * `operator_token_reachable` unless opted in and the asking Pi runs as another OS user (the agent
-   * could have read the token). Each refusal is audited with who tried. With `grant_minutes` (only
-   * `approved`) it also grants this exact call (or, with `grant_prefix`, every call of its cwd
-   * starting with those words) to its session for that long (capped by the server's maximum);
-   * refused `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
+   * A person's decision, by approval id or code; never the persona's. Through the operator API only when
+   * opted in and the asking Pi runs as another OS user (the agent could have read the token). Each refusal
+   * is audited. With `grant_minutes` it also grants the call (or `grant_prefix`), checked before deciding.
    */
   async decide(request: PersonDecision): Promise<{ approval: Approval; grant?: Grant }> {
     const { grant_minutes: minutes, grant_prefix: prefix } = request;
@@ -285,10 +254,10 @@ export class ApprovalService {
   }
 
   async #decide({ ref, decision, decider, via, reason = null, binding }: PersonDecision, precheck?: (found: ApprovalRecord) => void): Promise<ApprovalRecord> {
-    const { store, audit } = this.#deps;
+    const { store } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
-      await audit.record({
+      await this.#deps.audit.record({
         actor: decider.actor,
         action: "approval.refused",
         session_id: found?.session_id ?? null,
@@ -311,20 +280,13 @@ export class ApprovalService {
       throw error instanceof DomainError ? await refused(error) : error;
     }
     const record = result.record;
-    const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason, binding: bindingOf(record), via };
     try {
-      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
+      await this.#queueDecision(record, decider.actor, { decision, reason, via });
     } catch (error) {
       await store.transition(record.approval_id, decideUndo);
       throw error;
     }
-    await audit.record({
-      actor: decider.actor,
-      action: "approval.decided",
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, decision, reason, by: decider.name, via },
-    });
+    await this.#audit(decider.actor, "approval.decided", record, { code: record.code, decision, reason, by: decider.name, via });
     this.#deps.changed();
     return record;
   }
@@ -336,8 +298,7 @@ export class ApprovalService {
   }
 
   #lookup(ref: string): Promise<ApprovalRecord | undefined> {
-    const { store } = this.#deps;
-    return CODE_PATTERN.test(ref.trim()) ? store.byCode(normaliseCode(ref)) : store.get(ref);
+    return CODE_PATTERN.test(ref.trim()) ? this.#deps.store.byCode(normaliseCode(ref)) : this.#deps.store.get(ref);
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {
@@ -389,13 +350,7 @@ export class ApprovalService {
   async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => Transition): Promise<void> {
     const { record, changed } = await this.#deps.store.transition(row.approval_id, (r) => (r ? decide(r) : { kind: "unchanged" }));
     if (!changed) return;
-    await this.#deps.audit.record({
-      actor: "server",
-      action,
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, state: record.state },
-    });
+    await this.#audit("server", action, record, { code: record.code, state: record.state });
     this.#deps.changed();
   }
 }
