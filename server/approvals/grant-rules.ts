@@ -98,8 +98,7 @@ export function coveringGrant(grants: readonly GrantRecord[], request: Grantee &
     .sort((a, b) => b.expires_at.getTime() - a.expires_at.getTime())[0];
 }
 
-export type GrantDecision = { kind: "grant"; expiresAt: Date; argv: string[][]; prefix: boolean } | { kind: "refuse"; error: ErrorCode; issues?: WireIssue[] };
-
+type GrantDecision = { kind: "grant"; expiresAt: Date; argv: string[][]; prefix: boolean } | { kind: "refuse"; error: ErrorCode; issues?: WireIssue[] };
 const BAD_PREFIX: WireIssue[] = [{ path: "grant_prefix", message: "must be the leading words of the approval's one simple command" }];
 
 /**
@@ -120,13 +119,12 @@ export function decideGrant(approval: Grantee, minutes: number, maxMinutes: numb
   return { kind: "grant", expiresAt: new Date(now.getTime() + bounded * 60_000), argv: prefix ? [[...prefix]] : argv, prefix: !!prefix };
 }
 
-export type RevokeDecision =
-  | { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> }
-  | { kind: "unchanged" }
-  | { kind: "refuse"; error: ErrorCode };
-
 /** Revoking a live grant ends it now; one already ended is left as it is. */
-export function decideRevoke(grant: GrantRecord | undefined, by: string, now: Date): RevokeDecision {
+export function decideRevoke(
+  grant: GrantRecord | undefined,
+  by: string,
+  now: Date,
+): { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> } | { kind: "unchanged" } | { kind: "refuse"; error: ErrorCode } {
   if (!grant) return { kind: "refuse", error: "not_found" };
   if (!isLiveGrant(grant, now)) return { kind: "unchanged" };
   return { kind: "apply", patch: { revoked_at: now, revoked_by: by } };

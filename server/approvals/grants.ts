@@ -56,14 +56,15 @@ export class GrantService {
       revoked_by: null,
       uses: 0,
     });
+    const shown = projectGrant(grant);
     await audit.record({
       actor: decider.actor,
       action: "grant.created",
       session_id: grant.session_id,
       subject: grant.grant_id,
-      data: { ...projectGrant(grant), code: approval.code },
+      data: { ...shown, code: approval.code },
     });
-    return projectGrant(grant);
+    return shown;
   }
 
   /**
@@ -91,14 +92,8 @@ export class GrantService {
     const decision = decideRevoke(grant, decider.name, this.#now());
     if (decision.kind === "refuse") throw new DomainError(decision.error);
     const revoked = decision.kind === "apply" && (await store.revoke(id, decision.patch));
-    if (revoked)
-      await audit.record({
-        actor: decider.actor,
-        action: "grant.revoked",
-        session_id: grant!.session_id,
-        subject: id,
-        data: { by: decider.name, uses: grant!.uses },
-      });
+    const data = { by: decider.name, uses: grant!.uses };
+    if (revoked) await audit.record({ actor: decider.actor, action: "grant.revoked", session_id: grant!.session_id, subject: id, data });
     return { grant: projectGrant((await store.get(id))!), revoked };
   }
 }

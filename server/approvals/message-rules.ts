@@ -46,13 +46,7 @@ export function durationText(ms: number, locale: string): string {
 }
 
 /** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
-export function shownCommand(
-  record: Pick<ApprovalRecord, "command" | "command_hidden_chars">,
-  maxChars: number,
-): { text: string; hiddenHere: number; hiddenByClient: number } {
-  const { text, hiddenChars } = commandPreview(redactSecrets(record.command), maxChars);
-  return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
-}
+export const shownCommand = (record: Pick<ApprovalRecord, "command">, maxChars: number) => commandPreview(redactSecrets(record.command), maxChars);
 
 /**
  * The action in the voice's language: the server's words for a code it knows, a user rule's label
@@ -113,8 +107,8 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
     asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: actionText(record, voice) }),
     BAR + shown.text,
   ];
-  if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
-  if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
+  if (shown.hiddenChars > 0) lines.push(say("request.hidden", { count: shown.hiddenChars, code }));
+  if (record.command_hidden_chars > 0) lines.push(say("request.client-cut", { count: record.command_hidden_chars }));
   lines.push(say("request.rules", { rules: rulesText(record, voice) }));
   // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
   if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));

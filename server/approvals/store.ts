@@ -89,12 +89,8 @@ export class ApprovalStore {
 
   /** The first approval asked for this exact call (a second request for it is answered with this one). */
   async byCall(sessionId: string, toolCallId: string, argsDigest: string): Promise<ApprovalRecord | undefined> {
-    const rows = await this.#ctx.database.get(
-      APPROVAL_TABLE,
-      { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest },
-      { sort: { seq: "asc" }, limit: 1 },
-    );
-    return rows[0];
+    const call = { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest };
+    return (await this.#ctx.database.get(APPROVAL_TABLE, call, { sort: { seq: "asc" }, limit: 1 }))[0];
   }
 
   async openCodes(): Promise<Set<string>> {
@@ -113,7 +109,6 @@ export class ApprovalStore {
     return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit, offset: filter.offset ?? 0 });
   }
 
-  /** How many approvals are in one of `states`. */
   async count(states: readonly ApprovalState[]): Promise<number> {
     return (await this.#ctx.database.get(APPROVAL_TABLE, where({ state: states }), ["seq"])).length;
   }
