@@ -47,7 +47,7 @@ export const flatName = (name: string) => name.replace(/\./g, "_");
 
 /** A sentence (plain text) for a refusal the owner can act on; anything unexpected is logged and named briefly. */
 export function refusalText(ctx: Context, session: Session, error: unknown): string {
-  if (error instanceof ChatRefusal) return error.text;
+  if (error instanceof ChatRefusal) return error.message;
   if (error instanceof DomainError) {
     const detail = error.issues?.map((issue) => `${issue.path}: ${issue.message}`).join("; ") ?? "";
     const key = `anon-notify.errors.${error.code}`;
@@ -60,13 +60,7 @@ export function refusalText(ctx: Context, session: Session, error: unknown): str
 
 /** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
 export class ChatRefusal extends Error {
-  readonly text: string;
-
-  constructor(text: string) {
-    super(text);
-    this.name = "ChatRefusal";
-    this.text = text;
-  }
+  override name = "ChatRefusal";
 }
 
 /** Runs an owner's action as the `operator`, answering refusals with words instead of throwing; the words become the message here. */
@@ -100,6 +94,9 @@ export function sessionLabel(kit: ChatKit, session: Session, sessionId: string):
 
 /** The owner deciding from the chat: the `operator`, named by platform and user. */
 export const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
+
+/** The message an owner's reply quotes; a stranger's quote goes on like any other message (nothing tells them which messages matter here). */
+export const ownerQuote = (kit: ChatKit, session: Session) => (session.argv?.command || !kit.guard.isOwner(session) ? undefined : session.quote?.id);
 
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {
