@@ -47,10 +47,7 @@ export type ApprovalRecord = Omit<Approval, "created_at" | "expires_at" | "resol
 };
 
 /** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
-export interface Decider {
-  actor: AuditActor;
-  name: string;
-}
+export type Decider = { actor: AuditActor; name: string };
 
 export type ApprovalPatch = Partial<Omit<ApprovalRecord, "seq" | "approval_id">>;
 

@@ -10,16 +10,12 @@ import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
 import type { ApprovalRecord } from "./decisions.ts";
 
-/** The words of one language: `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers and durations. */
-export interface Voice {
-  say(key: string, params?: Record<string, unknown> | unknown[]): string;
-  locale: string;
-}
-
-/** The approval texts of one `Say`: the instance's (`instanceSay`) or a chat session's (`sessionSay`). */
-export function voiceOf(say: Say): Voice {
-  return { say: (key, params) => say(`anon-notify.approval.${key}`, params), locale: say("anon-notify.locale") };
-}
+/** The approval texts of one `Say` (the instance's or a chat session's): `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers. */
+export const voiceOf = (say: Say) => ({
+  say: (key: string, params?: Record<string, unknown> | unknown[]) => say(`anon-notify.approval.${key}`, params),
+  locale: say("anon-notify.locale"),
+});
+export type Voice = ReturnType<typeof voiceOf>;
 
 /** How much of the command the chat request shows before cutting to head and tail. */
 export const REQUEST_COMMAND_CHARS = 1000;
@@ -144,7 +140,11 @@ export function closingText(record: ApprovalRecord, voice: Voice): string {
 function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }, locale: string): string {
   switch (record.state) {
     case "approved":
-      if (record.grant_id && record.grant_use) return say("closing.approved-grant", { grant: record.grant_id, use: ordinal(record.grant_use, say, locale) });
+      if (record.grant_id && record.grant_use) {
+        // "3rd use" / "第 3 次使用": the locale's ordinal category picks the words.
+        const use = say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(record.grant_use)}`, { n: record.grant_use });
+        return say("closing.approved-grant", { grant: record.grant_id, use });
+      }
       return say("closing.approved", params);
     case "rejected":
       return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
@@ -155,11 +155,6 @@ function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via
     default:
       return record.state;
   }
-}
-
-/** "3rd use" / "第 3 次使用": the locale's ordinal category picks the words. */
-function ordinal(n: number, say: Voice["say"], locale: string): string {
-  return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
 }
 
 /** The ways of closing an approval that have words of their own (`via.<via>`). */

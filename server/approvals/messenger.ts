@@ -133,12 +133,7 @@ export class ApprovalMessenger {
       this.#running = false;
     }
     if (failed && !this.#stopped) {
-      this.#failures++;
-      const delay = backoffDelayMs(this.#failures, RETRY_FIRST_MS, Math.random);
-      this.#retry = this.#ctx.setTimeout(() => {
-        this.#retry = undefined;
-        this.kick();
-      }, delay);
+      this.#retry = this.#ctx.setTimeout(() => this.kick(), backoffDelayMs(++this.#failures, RETRY_FIRST_MS, Math.random));
     } else {
       this.#failures = 0;
       this.#warned = undefined;

@@ -21,10 +21,8 @@ export interface DigestFacts {
   nowMs: number;
 }
 
-export type DigestDecision = { kind: "none" } | { kind: "wait"; untilMs: number } | { kind: "send"; count: number };
-
 /** A digest when a waiting request is not counted yet: now, or once the window since the last one is over. */
-export function decideDigest(facts: DigestFacts, limit: PaceLimit): DigestDecision {
+export function decideDigest(facts: DigestFacts, limit: PaceLimit): { kind: "none" } | { kind: "wait"; untilMs: number } | { kind: "send"; count: number } {
   if (!facts.waiting.some((id) => !facts.told.has(id))) return { kind: "none" };
   if (facts.lastAtMs !== null && facts.nowMs - facts.lastAtMs < limit.windowMs) return { kind: "wait", untilMs: facts.lastAtMs + limit.windowMs };
   return { kind: "send", count: facts.waiting.length };

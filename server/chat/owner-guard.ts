@@ -12,10 +12,7 @@ export const REFUSED_EXCERPT_CHARS = 200;
 /** Users remembered at most; the oldest are forgotten first. */
 const MAX_REFUSED_USERS = 10_000;
 
-export interface ChatOwner {
-  platform: string;
-  userId: string;
-}
+export type ChatOwner = { platform: string; userId: string };
 
 /** The owner as a platform and user id pair; `null` when the plugin has no complete target. */
 export function chatOwner(botId: string, recipientId: string): ChatOwner | null {
