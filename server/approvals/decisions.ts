@@ -82,11 +82,8 @@ export interface ApprovalLimits {
   rate: RateLimit;
 }
 
-/**
- * Whether a new request may reach the owner: only from the session's live runtime, within the
- * open and per-minute limits (a refusal for the open limit spends no token), and never open longer
- * than the server's maximum, whatever the agent asked for.
- */
+/** Whether a new request may reach the owner: only from the session's live runtime, within the open and per-minute
+ * limits (a refusal for the open limit spends no token); never open longer than the server's maximum. */
 export function decideAdmission(
   input: { live: boolean; open: number; bucket: Bucket; requestedExpiry: Date; now: Date },
   limits: ApprovalLimits,
@@ -100,10 +97,7 @@ export function decideAdmission(
   return { kind: "admit", expiresAt: new Date(Math.min(input.requestedExpiry.getTime(), cap)), bucket: take.bucket };
 }
 
-/**
- * A code not used by any open approval (or, with `prefix` and `letters`, any other id people type,
- * e.g. a grant's); `random` gives an index into the alphabet.
- */
+/** A code not used by any open approval (or, with `prefix` and `letters`, another id people type, e.g. a grant's). */
 export function pickCode(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64, prefix = "", letters = 5): string {
   for (let attempt = 0; attempt < attempts; attempt++) {
     let code = prefix;
@@ -136,10 +130,11 @@ export function decideDecision(
   };
 }
 
+export const UNDECIDED = { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } as const;
+
 /** A decision whose control command could not be queued is taken back, so a person can answer again. */
-export function decideUndo(record: ApprovalRecord | undefined): Transition {
-  if (record?.state !== "decided") return { kind: "unchanged" };
-  return { kind: "apply", from: "decided", patch: { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } };
+export function decideUndo(record: ApprovalRecord | undefined, patch: ApprovalPatch = UNDECIDED): Transition {
+  return record?.state === "decided" ? { kind: "apply", from: "decided", patch } : { kind: "unchanged" };
 }
 
 export function bindingOf(record: ApprovalRecord): ApprovalBinding {
@@ -150,10 +145,8 @@ function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boole
   return record.tool_call_id === binding.tool_call_id && record.args_digest === binding.args_digest && record.cwd === binding.cwd;
 }
 
-/**
- * The agent's word on what happened to the call, the record's source of truth: it closes an open
- * approval and corrects `vanished` (the session came back and answered); a repeat changes nothing.
- */
+/** The agent's word on the call, the record's source of truth: it closes an open approval and corrects `vanished`
+ * (the session came back and answered); a repeat changes nothing. */
 export function decideResolution(record: ApprovalRecord | undefined, body: ApprovalResolution, now: Date): Transition {
   if (!record || record.session_id !== body.session_id || record.runtime_id !== body.runtime_id) return { kind: "refuse", error: "not_found" };
   if (record.state !== "pending" && record.state !== "decided" && record.state !== "vanished") return { kind: "unchanged" };
@@ -200,11 +193,8 @@ export function project(record: ApprovalRecord): Approval {
   return { ...shown, created_at: iso(record.created_at), expires_at: iso(record.expires_at), resolved_at: record.resolved_at ? iso(record.resolved_at) : null };
 }
 
-/**
- * Whether the operator API may decide: its token is a file an agent running as the server's user (or
- * root) could read, so it is opt-in and refused for a Pi that says it runs as either. A Pi that does
- * not say cannot be told apart: the opt-in is the operator's word that it runs as another user.
- */
+/** Whether the operator API may decide: an agent running as the server's user (or root) could read its token, so it is
+ * opt-in and refused for a Pi that says it runs as either; for one that does not say, the opt-in is the operator's word. */
 export function operatorDecisionRefusal(facts: { optedIn: boolean; serverUid: number | undefined; agentUid: number | null }): ErrorCode | undefined {
   if (!facts.optedIn) return "operator_decisions_off";
   if (facts.agentUid !== null && (facts.agentUid === 0 || facts.agentUid === facts.serverUid)) return "operator_token_reachable";

@@ -22,11 +22,8 @@ export interface Grantee {
   cwd: string;
 }
 
-/**
- * Whether the server may grant: a `policy` request whose every simple command the client gave as
- * literal words (`argv`), no `opaque.*` finding and no `model.ask`. What the client said about it
- * is not asked: this is the one place it is decided.
- */
+/** Whether the server may grant (decided here alone, whatever the client said): a `policy` request whose every simple
+ * command came as literal words (`argv`), with no `opaque.*` finding and no `model.ask`. */
 export function serverGrantable(request: Grantee): boolean {
   return (
     request.source === "policy" &&
@@ -48,11 +45,8 @@ const isRoot = (cwd: string) => {
   return paths.parse(resolved).root === resolved;
 };
 
-/**
- * Whether a word names a path outside `cwd`: `~…`, an absolute path elsewhere, a `..` escape — the
- * word itself, what follows a `=`, `:` or `,` in it (`--target-directory=/x`, `of=/dev/sda`), or a
- * short option's glued value (`-C/etc`). Any `$` or backquote counts as outside (fail closed).
- */
+/** Whether a word (or what follows a `=`, `:` or `,` in it, or a short option's glued value `-C/etc`) names a path outside
+ * `cwd`: `~…`, an absolute path elsewhere, a `..` escape. Any `$` or backquote counts as outside (fail closed). */
 export function leavesProject(word: string, cwd: string): boolean {
   const paths = pathsOf(cwd);
   const candidates = [word, ...[...word.matchAll(/[=:,]/g)].map((m) => word.slice(m.index + 1))];
@@ -101,11 +95,8 @@ export function coveringGrant(grants: readonly GrantRecord[], request: Grantee &
 type GrantDecision = { kind: "grant"; expiresAt: Date; argv: string[][]; prefix: boolean } | { kind: "refuse"; error: ErrorCode; issues?: WireIssue[] };
 const BAD_PREFIX: WireIssue[] = [{ path: "grant_prefix", message: "must be the leading words of the approval's one simple command" }];
 
-/**
- * A grant asked for with an approval: only where the server may grant, for at most `maxMinutes`;
- * with a `prefix`, only for an approval of one simple command that starts with it, never in the
- * filesystem's root (no project for its paths to stay in).
- */
+/** A grant asked for with an approval: only where the server may grant, for at most `maxMinutes`; with a `prefix`, only for
+ * one simple command that starts with it, never in the filesystem's root (no project for its paths to stay in). */
 export function decideGrant(approval: Grantee, minutes: number, maxMinutes: number, now: Date, prefix?: readonly string[]): GrantDecision {
   if (!serverGrantable(approval) || !approval.argv) return { kind: "refuse", error: "not_grantable" };
   const argv = approval.argv.map((command) => [...command]);

@@ -67,10 +67,7 @@ export class GrantService {
     return shown;
   }
 
-  /**
-   * The live grant that covers a new request, with this use already counted; undefined when none
-   * does (or the one that did was revoked or ran out a moment ago).
-   */
+  /** The live grant that covers a new request, with this use already counted; undefined when none does (or it just ended). */
   async use(request: ApprovalRequest): Promise<{ grant: GrantRecord; use: number } | undefined> {
     const now = this.#now();
     const grant = coveringGrant(await this.#deps.store.live(now, request.session_id), request, now);

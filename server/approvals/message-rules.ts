@@ -44,11 +44,8 @@ export function durationText(ms: number, locale: string): string {
 /** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
 export const shownCommand = (record: Pick<ApprovalRecord, "command">, maxChars: number) => commandPreview(redactSecrets(record.command), maxChars);
 
-/**
- * The action in the voice's language: the server's words for a code it knows, a user rule's label
- * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
- * the server's own; an unknown code gets generic words (the verbatim command says what runs).
- */
+/** The action in the voice's language: the server's words for a code it knows, a user rule's label as theirs, the agent's
+ * words marked as such (never passed off as the server's); an unknown code gets generic words. */
 export function actionText(approval: Pick<Approval, "source" | "action" | "action_code"> & { rules?: readonly string[] }, voice: Voice): string {
   const label = actionLabel(approval);
   switch (label.kind) {
@@ -185,11 +182,8 @@ export function commandLines(command: string): string[] {
   return lines.map((line, i) => visibleControls(line) + (i < lines.length - 1 ? "⏎" : ""));
 }
 
-/**
- * The whole stored command for `anon.approval <code>`: each of its lines on a line of its own
- * behind the bar, controls visible, packed into messages of at most `maxChars` (a longer line is
- * split, its pieces marked as continuing), each headed with the code and its place in the series.
- */
+/** The whole stored command for `anon.approval <code>`: each line behind the bar, controls visible, packed into messages of
+ * at most `maxChars` (a longer line split, its pieces marked as continuing), each headed with its place in the series. */
 export function wholeCommandTexts(
   record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars" | "rules" | "matched">,
   voice: Voice,

@@ -66,12 +66,8 @@ export class ApprovalMessenger {
     });
   }
 
-  /**
-   * How the owner is reached with this approval's request: `sent` once it (or a digest counting it)
-   * is in their chat (waiting up to `waitMs` for the attempt in progress), `queued` while a
-   * configured chat has not taken it yet, `none` when there is no chat or the request will never
-   * be sent (closed first, or granted).
-   */
+  /** How the owner is reached with this request: `sent` once it (or a digest counting it) is in their chat (waiting up to
+   * `waitMs` for the attempt in progress), `queued` until then, `none` with no chat or when it will never be sent. */
   async reach(approvalId: string, waitMs: number): Promise<ApprovalReach> {
     if (!this.#deps.chatConfigured) return "none";
     let wake: (() => void) | undefined;

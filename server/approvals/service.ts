@@ -35,6 +35,7 @@ import {
   pickCode,
   project,
   requestDigest,
+  UNDECIDED,
   type ApprovalLimits,
   type ApprovalRecord,
   type Decider,
@@ -54,10 +55,7 @@ export interface ApprovalServiceDeps {
   changed(): void;
   /** Whether this runtime is the session's current, online one (the heartbeat registry). */
   isLive(sessionId: string, runtimeId: string): boolean;
-  /**
-   * How long after start the registry may not know a live runtime yet (it is memory only: live
-   * runtimes register again within one heartbeat); until then the sweep does not judge liveness.
-   */
+  /** How long after start the (memory only) registry may not know a live runtime yet: until then the sweep does not judge liveness. */
   presenceGraceMs: number;
   limits: ApprovalLimits;
   grants: GrantService;
@@ -72,19 +70,7 @@ export const EXPIRY_GRACE_MS = 60_000;
 const CODE_PATTERN = /^[A-Za-z]{5}$/;
 
 /** A new approval nobody has answered yet: the owner is owed the request and a mention. */
-const PENDING_FIELDS = {
-  state: "pending",
-  decision: null,
-  decision_reason: null,
-  decided_by: null,
-  via: null,
-  decided_at: null,
-  request_sent: false,
-  request_held: false,
-  persona_mentioned: false,
-  grant_id: null,
-  grant_use: null,
-} as const satisfies Partial<ApprovalRecord>;
+const PENDING_FIELDS = { ...UNDECIDED, request_sent: false, request_held: false, persona_mentioned: false, grant_id: null, grant_use: null } as const;
 
 /** A new approval a standing grant answered at once: nothing to ask, only the closing message is owed. */
 const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
@@ -114,10 +100,7 @@ export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
   /** One turn for all requests (one key): the code stays unique and the open cap holds until the insert lands. */
   readonly #creations = new Turns();
-  /**
-   * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
-   * sessions without any cost no database read; undefined until `load` has read the open ones.
-   */
+  /** Sessions that may have open approvals (a superset, so sessions without any cost no database read); undefined until `load`. */
   #mayHaveOpen: Set<string> | undefined;
   /** Each session's request bucket; dropped when the session goes away. */
   readonly #buckets = new Map<string, Bucket>();
@@ -142,12 +125,8 @@ export class ApprovalService {
     this.#mayHaveOpen = new Set([...(this.#mayHaveOpen ?? []), ...open.map((row) => row.session_id)]);
   }
 
-  /**
-   * Stores the request with a code unique among open approvals. A repeat (same id and body), or
-   * another request for the same call, returns the stored one. A new one must come from the
-   * session's live runtime and within its limits (`session_offline`, `too_many_approvals`,
-   * `rate_limited`); its `expires_at` is capped by the server's maximum.
-   */
+  /** Stores the request with a code unique among open approvals; a repeat (same id and body) or another request for the
+   * same call returns the stored one. A new one must come from the session's live runtime, within its limits. */
   request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
     return this.#creations.run("create", async () => {
       const { store, limits } = this.#deps;
@@ -212,9 +191,7 @@ export class ApprovalService {
     try {
       await this.#queueDecision(record, "server", { decision: "approved", reason: null, via: grant.via, grant: granted });
     } catch (error) {
-      await this.#deps.store.transition(record.approval_id, (r) =>
-        r?.state === "decided" ? { kind: "apply", from: "decided", patch: PENDING_FIELDS } : { kind: "unchanged" },
-      );
+      await this.#deps.store.transition(record.approval_id, (r) => decideUndo(r, PENDING_FIELDS));
       return this.#audit("server", "grant.unused", record, { code: record.code, error: errorText(error) }, grant.grant_id);
     }
     const { code, grant_use: use, rules, argv, cwd } = record;
@@ -236,11 +213,8 @@ export class ApprovalService {
     return project(record);
   }
 
-  /**
-   * A person's decision, by approval id or code; never the persona's. Through the operator API only when
-   * opted in and the asking Pi runs as another OS user (the agent could have read the token). Each refusal
-   * is audited. With `grant_minutes` it also grants the call (or `grant_prefix`), checked before deciding.
-   */
+  /** A person's decision (never the persona's) by approval id or code; each refusal is audited. With `grant_minutes` it
+   * also grants the call (or `grant_prefix`), checked before deciding. */
   async decide(request: PersonDecision): Promise<{ approval: Approval; grant?: Grant }> {
     const { grant_minutes: minutes, grant_prefix: prefix } = request;
     if (minutes === undefined && prefix !== undefined)
@@ -332,10 +306,7 @@ export class ApprovalService {
     for (const row of open) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
   }
 
-  /**
-   * Approvals past their time whose agent never said: closed as timed out; open ones whose runtime
-   * is not online (gone while the server was down, say): vanished.
-   */
+  /** Approvals past their time whose agent never said: timed out; open ones whose runtime is not online: vanished. */
   async sweep(): Promise<void> {
     const now = this.#now();
     const judgeLiveness = now.getTime() - this.#startedAtMs >= this.#deps.presenceGraceMs;

@@ -103,9 +103,7 @@ export class ApprovalStore {
   }
 
   async list(filter: { states?: readonly ApprovalState[]; sessionId?: string | undefined; limit: number; offset?: number }): Promise<ApprovalRecord[]> {
-    const query: Partial<Record<keyof ApprovalRecord, unknown>> = {};
-    if (filter.states) query.state = filter.states;
-    if (filter.sessionId) query.session_id = filter.sessionId;
+    const query = { ...(filter.states && { state: filter.states }), ...(filter.sessionId && { session_id: filter.sessionId }) };
     return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit, offset: filter.offset ?? 0 });
   }
 
@@ -113,10 +111,7 @@ export class ApprovalStore {
     return (await this.#ctx.database.get(APPROVAL_TABLE, where({ state: states }), ["seq"])).length;
   }
 
-  /**
-   * Removes closed approvals created before `cutoff` whose messages have all gone out; returns how
-   * many went. Open ones, and closed ones still owing the owner a message, stay however old.
-   */
+  /** Removes closed approvals created before `cutoff` whose messages have all gone out; open or owing ones stay however old. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#ctx.database.remove(
       APPROVAL_TABLE,
@@ -133,10 +128,7 @@ export class ApprovalStore {
     return this.#ctx.database.get(APPROVAL_TABLE, owing, { sort: { seq: "asc" } });
   }
 
-  /**
-   * Decides on a fresh read and writes only if the row is still in the state decided on; a lost
-   * race is decided again. Returns the row after the change (or as it is, when unchanged).
-   */
+  /** Decides on a fresh read and writes only if the row is still in the state decided on; a lost race is decided again. */
   async transition(approvalId: string, decide: (record: ApprovalRecord | undefined) => Transition): Promise<{ record: ApprovalRecord; changed: boolean }> {
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const record = await this.get(approvalId);
