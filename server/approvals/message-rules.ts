@@ -8,7 +8,7 @@ import { ruleSites } from "../../common/rule-sites.ts";
 import type { Approval, Grant } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
-import type { ApprovalRecord } from "./decisions.ts";
+import { isOpen, type ApprovalRecord } from "./decisions.ts";
 
 /** The approval texts of one `Say` (the instance's or a chat session's): `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers. */
 export const voiceOf = (say: Say) => ({
@@ -126,32 +126,24 @@ export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "co
 /** The one message that closes a request, so no stale request is left looking open. */
 export function closingText(record: ApprovalRecord, voice: Voice): string {
   const { say } = voice;
-  const head = say("closing.head", { code: record.code, action: actionText(record, voice) });
-  const via = record.via && WORDED_VIAS.has(record.via) ? say(`via.${record.via}`) : "";
+  const { state, grant_id: grant, grant_use: use } = record;
   const why = record.outcome_reason ?? record.decision_reason;
-  const reason = why ? say("with-reason", [oneLine(why)]) : "";
-  const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
-  return (head + closingOutcome(record, say, { via, reason, terminal }, voice.locale)).trim();
-}
-
-function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }, locale: string): string {
-  switch (record.state) {
-    case "approved":
-      if (record.grant_id && record.grant_use) {
-        // "3rd use" / "第 3 次使用": the locale's ordinal category picks the words.
-        const use = say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(record.grant_use)}`, { n: record.grant_use });
-        return say("closing.approved-grant", { grant: record.grant_id, use });
-      }
-      return say("closing.approved", params);
-    case "rejected":
-      return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
-    case "timeout":
-      return say("closing.timeout");
-    case "vanished":
-      return say("closing.vanished");
-    default:
-      return record.state;
-  }
+  const params = {
+    via: record.via && WORDED_VIAS.has(record.via) ? say(`via.${record.via}`) : "",
+    reason: why ? say("with-reason", [oneLine(why)]) : "",
+    terminal: record.via === "terminal" ? say("closing.terminal-first") : "",
+  };
+  // "3rd use" / "第 3 次使用": the locale's ordinal category picks the words.
+  const ordinal = (n: number) => say(`closing.use.${new Intl.PluralRules(voice.locale, { type: "ordinal" }).select(n)}`, { n });
+  const outcome =
+    state === "approved" && grant && use
+      ? say("closing.approved-grant", { grant, use: ordinal(use) })
+      : state === "rejected" && record.via === "aborted"
+        ? say("closing.aborted")
+        : isOpen(state)
+          ? state
+          : say(`closing.${state}`, params);
+  return (say("closing.head", { code: record.code, action: actionText(record, voice) }) + outcome).trim();
 }
 
 /** The ways of closing an approval that have words of their own (`via.<via>`). */
