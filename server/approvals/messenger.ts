@@ -13,7 +13,7 @@ import { approvalButtons, GRANT_BUTTON_MINUTES } from "./buttons.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./message-rules.ts";
 import { decideDigest, decideRequestPace, type PaceLimit } from "./owner-pace-rules.ts";
-import type { ApprovalStore } from "./store.ts";
+import type { ApprovalStore, Marks } from "./store.ts";
 
 export interface MessengerDeps {
   store: ApprovalStore;
@@ -161,13 +161,7 @@ export class ApprovalMessenger {
   }
 
   /** A message to the owner: sent, marked on the row, then on the audit trail with its text. */
-  async #sendToOwner(
-    row: ApprovalRecord,
-    text: string,
-    action: string,
-    marks: (id: string | null) => Parameters<ApprovalStore["mark"]>[1],
-    buttons?: OwnerButton[],
-  ) {
+  async #sendToOwner(row: ApprovalRecord, text: string, action: string, marks: (id: string | null) => Marks, buttons?: OwnerButton[]) {
     const messageId = await this.#deps.send(text, buttons ?? []);
     await this.#deps.store.mark(row.approval_id, marks(messageId));
     await this.#audit(action, row, { message_id: messageId, text });

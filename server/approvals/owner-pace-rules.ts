@@ -1,10 +1,7 @@
 /** How fast approval requests reach the owner: at most `cap` a window across sessions; past it requests
  * are held and one digest says how many wait. */
 
-export interface PaceLimit {
-  cap: number;
-  windowMs: number;
-}
+export type PaceLimit = { cap: number; windowMs: number };
 
 /** Whether the next request goes out on its own, given when the recent ones went (ms). */
 export function decideRequestPace(sentAtMs: readonly number[], nowMs: number, limit: PaceLimit): "send" | "hold" {

@@ -276,12 +276,8 @@ export class ApprovalService {
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {
-    const rows = await this.#deps.store.list({
-      states: query.state === "open" ? OPEN_APPROVAL_STATES : undefined,
-      sessionId: query.session_id,
-      limit: query.limit,
-    });
-    return rows.map(project);
+    const states = query.state === "open" ? OPEN_APPROVAL_STATES : undefined;
+    return (await this.#deps.store.list({ states, sessionId: query.session_id, limit: query.limit })).map(project);
   }
 
   /** One page of the approvals nobody has answered yet, newest first, and how many there are in all. */

@@ -11,6 +11,7 @@ declare module "koishi" {
   }
 }
 
+export type Marks = Pick<ApprovalPatch, "request_sent" | "request_held" | "request_message_id" | "persona_mentioned" | "closing_sent">;
 export const APPROVAL_TABLE = "anon_notify_approval";
 const MAX_RACE_RETRIES = 5;
 const CLOSED = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
@@ -143,10 +144,7 @@ export class ApprovalStore {
   }
 
   /** Book-keeping of what was sent; not a state change, so no guard on the state. */
-  async mark(
-    approvalId: string,
-    patch: Pick<ApprovalPatch, "request_sent" | "request_held" | "request_message_id" | "persona_mentioned" | "closing_sent">,
-  ): Promise<void> {
+  async mark(approvalId: string, patch: Marks): Promise<void> {
     await this.#ctx.database.set(APPROVAL_TABLE, { approval_id: approvalId }, patch);
   }
 

@@ -5,10 +5,7 @@ import type { SessionProjection } from "../../protocol/sessions.ts";
 
 export const MIN_PREFIX = 4;
 
-export interface NumberedSession {
-  number: number;
-  session: SessionProjection;
-}
+export type NumberedSession = { number: number; session: SessionProjection };
 
 export type Resolution =
   | { kind: "found"; session: SessionProjection; number: number }
