@@ -66,14 +66,6 @@ export function requestDigest(body: ApprovalRequest): string {
   return createHash("sha256").update(JSON.stringify(ordered)).digest("hex");
 }
 
-export function decideRequest(
-  existing: ApprovalRecord | undefined,
-  digest: string,
-): { kind: "create" } | { kind: "reuse"; record: ApprovalRecord } | { kind: "refuse"; error: ErrorCode } {
-  if (!existing) return { kind: "create" };
-  return existing.request_digest === digest ? { kind: "reuse", record: existing } : { kind: "refuse", error: "idempotency_key_reused" };
-}
-
 /** How much one session may ask of the owner: time, open requests, requests per minute. */
 export interface ApprovalLimits {
   /** The longest an approval may stay open, from when the server took it. */
@@ -105,11 +97,6 @@ export function pickCode(random: (size: number) => number, taken: ReadonlySet<st
     if (!taken.has(code)) return code;
   }
   throw new Error(`no free ${prefix ? "id" : "approval code"}`);
-}
-
-/** Codes are typed by people: spaces and case do not matter; look-alike digits read as their letters cannot occur. */
-export function normaliseCode(text: string): string {
-  return text.trim().toUpperCase();
 }
 
 /** A person's decision: the first one on a pending, unexpired approval with a matching binding wins. */

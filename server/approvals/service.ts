@@ -26,11 +26,9 @@ import {
   decideAdmission,
   decideDecision,
   decideExpiry,
-  decideRequest,
   decideResolution,
   decideUndo,
   decideVanish,
-  normaliseCode,
   operatorDecisionRefusal,
   pickCode,
   project,
@@ -133,9 +131,9 @@ export class ApprovalService {
       const digest = requestDigest(body);
       // The owner answers for all of it or none: a command the client cut is never stored in part.
       if (body.command_hidden_chars > 0) throw new DomainError("command_incomplete");
-      const decision = decideRequest(await store.get(body.approval_id), digest);
-      if (decision.kind === "refuse") throw new DomainError(decision.error);
-      if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
+      const existing = await store.get(body.approval_id);
+      if (existing && existing.request_digest !== digest) throw new DomainError("idempotency_key_reused");
+      if (existing) return { approval: project(existing), created: false };
       const same = await store.byCall(body.session_id, body.tool_call_id, body.args_digest);
       if (same) return { approval: project(same), created: false };
       const now = this.#now();
@@ -272,7 +270,7 @@ export class ApprovalService {
   }
 
   #lookup(ref: string): Promise<ApprovalRecord | undefined> {
-    return CODE_PATTERN.test(ref.trim()) ? this.#deps.store.byCode(normaliseCode(ref)) : this.#deps.store.get(ref);
+    return CODE_PATTERN.test(ref.trim()) ? this.#deps.store.byCode(ref.trim().toUpperCase()) : this.#deps.store.get(ref);
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {

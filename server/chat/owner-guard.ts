@@ -53,12 +53,11 @@ export interface OwnerGuardOptions {
  * `session.execute` builds another argv, whatever flags it sets. */
 export function fromPlatformEvent(argv: Argv): boolean {
   const session = argv.session;
-  if (!session) return false;
-  if (session.argv === argv) return true;
-  const native = session.type === "interaction/command" ? session.event.argv : undefined;
-  if (!native) return false;
+  if (session?.argv === argv) return true;
+  const native = session?.type === "interaction/command" ? session.event.argv : undefined;
   return (
-    session.app.$commander.get(native.name) === argv.command &&
+    !!native &&
+    session!.app.$commander.get(native.name) === argv.command &&
     isDeepStrictEqual(native.arguments ?? [], argv.args ?? []) &&
     isDeepStrictEqual(native.options ?? {}, argv.options ?? {})
   );
