@@ -22,7 +22,6 @@ export function buttonId(record: Pick<ApprovalRecord, "approval_id" | "code">, a
   return `${PREFIX}:${verb}:${record.code}:${approvalTag(record.approval_id)}`;
 }
 
-/** What a pressed button's id answers, or null when it is not one of ours. */
 export function parseButtonId(id: string): { code: string; tag: string; answer: ButtonAnswer } | null {
   const match = PATTERN.exec(id);
   if (!match) return null;

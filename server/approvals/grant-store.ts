@@ -51,7 +51,6 @@ export class GrantStore {
     return this.#ctx.database.create(GRANT_TABLE, grant);
   }
 
-  /** Grants not revoked and not yet expired at `now`, of one session or all. */
   async live(now: Date, sessionId?: string): Promise<GrantRecord[]> {
     const query: Query<GrantRecord> = { revoked_at: { $exists: false }, expires_at: { $gt: now }, ...(sessionId ? { session_id: sessionId } : {}) };
     return this.#ctx.database.get(GRANT_TABLE, query, { sort: { seq: "desc" } });
@@ -78,7 +77,6 @@ export class GrantStore {
     return matched === 1;
   }
 
-  /** Removes grants that ended before `cutoff`; returns how many went. */
   async prune(cutoff: Date): Promise<number> {
     const result = await this.#ctx.database.remove(GRANT_TABLE, { expires_at: { $lt: cutoff } });
     return result.removed ?? 0;

@@ -11,7 +11,6 @@ import type { GrantStore } from "./grant-store.ts";
 export interface GrantServiceDeps {
   store: GrantStore;
   audit: AuditLog;
-  /** The longest grant the server gives, in minutes. */
   maxMinutes: number;
   random?: (size: number) => number;
   now?: () => Date;

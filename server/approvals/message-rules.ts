@@ -21,7 +21,6 @@ export type Voice = ReturnType<typeof voiceOf>;
 export const REQUEST_COMMAND_CHARS = 1000;
 /** How much of it the persona's mention and a listing line show. */
 export const MENTION_COMMAND_CHARS = 300;
-/** How long one message of `anon.approval` may be. */
 export const WHOLE_COMMAND_MESSAGE_CHARS = 1500;
 /** The mark in front of each line of agent-written command text. */
 const BAR = "┃ ";

@@ -285,7 +285,6 @@ export class ApprovalService {
     return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
-  /** The approval a quote reply answers, if the quoted message is a request. */
   async byRequestMessage(messageId: string): Promise<Approval | undefined> {
     const record = await this.#deps.store.byRequestMessage(messageId);
     return record && project(record);

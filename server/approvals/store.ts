@@ -83,7 +83,6 @@ export class ApprovalStore {
     return (await this.#ctx.database.get(APPROVAL_TABLE, { code }, { sort: { seq: "desc" }, limit: 1 }))[0];
   }
 
-  /** The approval whose request is this platform message (a quote reply). */
   async byRequestMessage(messageId: string): Promise<ApprovalRecord | undefined> {
     return (await this.#ctx.database.get(APPROVAL_TABLE, { request_message_id: messageId }, { limit: 1 }))[0];
   }
