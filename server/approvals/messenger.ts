@@ -108,7 +108,6 @@ export class ApprovalMessenger {
 
   async #pass(): Promise<void> {
     this.#running = true;
-    const logger = this.#ctx.logger("notify-webhook");
     let failed = false;
     try {
       do {
@@ -123,7 +122,7 @@ export class ApprovalMessenger {
       // Shutdown closes the database (and the texts) under a pass in progress: nothing failed, and
       // what is owed stays in the table for the next start.
       if (this.#stopped) return;
-      logger.warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
+      this.#ctx.logger("notify-webhook").warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
       failed = true;
     } finally {
       this.#running = false;

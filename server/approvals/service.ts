@@ -229,13 +229,9 @@ export class ApprovalService {
     const { store } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
-      await this.#deps.audit.record({
-        actor: decider.actor,
-        action: "approval.refused",
-        session_id: found?.session_id ?? null,
-        subject: found?.approval_id ?? ref,
-        data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null },
-      });
+      const data = { decision, by: decider.name, via, error: error.code, state: error.state ?? null };
+      const about = { session_id: found?.session_id ?? null, subject: found?.approval_id ?? ref };
+      await this.#deps.audit.record({ actor: decider.actor, action: "approval.refused", ...about, data });
       return error;
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
@@ -244,14 +240,14 @@ export class ApprovalService {
       const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
       if (refusal) throw await refused(new DomainError(refusal));
     }
-    let result: { record: ApprovalRecord; changed: boolean };
+    const input = { decision, reason, decidedBy: decider.name, via, binding };
+    let record: ApprovalRecord;
     try {
       precheck?.(found);
-      result = await store.transition(found.approval_id, (r) => decideDecision(r, { decision, reason, decidedBy: decider.name, via, binding }, this.#now()));
+      ({ record } = await store.transition(found.approval_id, (r) => decideDecision(r, input, this.#now())));
     } catch (error) {
       throw error instanceof DomainError ? await refused(error) : error;
     }
-    const record = result.record;
     try {
       await this.#queueDecision(record, decider.actor, { decision, reason, via });
     } catch (error) {

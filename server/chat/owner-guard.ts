@@ -133,11 +133,8 @@ export class OwnerGuard {
       }
       if (step.unansweredBefore > 0) unanswered.unanswered_before = step.unansweredBefore;
     }
-    await this.#options.audit.record({
-      actor: "server",
-      action: "chat.refused",
-      data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered },
-    });
+    const data = { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered };
+    await this.#options.audit.record({ actor: "server", action: "chat.refused", data });
     return verdict;
   }
 
