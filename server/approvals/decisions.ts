@@ -124,9 +124,7 @@ export function decideUndo(record: ApprovalRecord | undefined, patch: ApprovalPa
   return record?.state === "decided" ? { kind: "apply", from: "decided", patch } : { kind: "unchanged" };
 }
 
-export function bindingOf(record: ApprovalRecord): ApprovalBinding {
-  return { tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd };
-}
+export const bindingOf = (record: ApprovalRecord): ApprovalBinding => ({ tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd });
 
 function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boolean {
   return record.tool_call_id === binding.tool_call_id && record.args_digest === binding.args_digest && record.cwd === binding.cwd;

@@ -17,9 +17,7 @@ const MAX_RACE_RETRIES = 5;
 const CLOSED = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
 
 /** minato's query types do not accept a list for a union-typed column, which is valid at run time. */
-function where(query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> {
-  return query as Query<ApprovalRecord>;
-}
+const where = (query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> => query as Query<ApprovalRecord>;
 
 export class ApprovalStore {
   readonly #ctx: Context;

@@ -73,18 +73,12 @@ export async function asOwner(ctx: Context, kit: ChatKit, session: Session, acti
 }
 
 /** A session's project as a row shows it: flagged, in the reader's language, when its letters mix scripts. */
-export function projectName(session: Session, s: SessionProjection): string {
-  return s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project;
-}
+export const projectName = (session: Session, s: SessionProjection) => (s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project);
 
 /** `#n project`, as listings name a session. */
-export function sessionName(session: Session, { number, session: s }: NumberedSession): string {
-  return `#${number} ${projectName(session, s)}`;
-}
+export const sessionName = (session: Session, { number, session: s }: NumberedSession): string => `#${number} ${projectName(session, s)}`;
 
-export function numbered(kit: ChatKit): NumberedSession[] {
-  return kit.numbers.number(kit.operator.onlineSessions());
-}
+export const numbered = (kit: ChatKit): NumberedSession[] => kit.numbers.number(kit.operator.onlineSessions());
 
 /** A session as listings name it: `#n project` while online, else the start of its id. */
 export function sessionLabel(kit: ChatKit, session: Session, sessionId: string): string {

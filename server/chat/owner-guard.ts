@@ -86,9 +86,7 @@ export function refusedExcerpt(input: Record<string, unknown>): string {
   return text.length <= REFUSED_EXCERPT_CHARS ? text : `${text.slice(0, REFUSED_EXCERPT_CHARS)}… (${text.length} chars)`;
 }
 
-export function speakerOf(session: Session, typed: boolean): Speaker {
-  return { platform: session.platform, userId: session.userId, isDirect: session.isDirect, typed };
-}
+const speakerOf = (session: Session, typed: boolean) => ({ platform: session.platform, userId: session.userId, isDirect: session.isDirect, typed });
 
 function chatOf(session: Session) {
   return { platform: session.platform, user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect };
