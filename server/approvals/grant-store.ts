@@ -63,22 +63,16 @@ export class GrantStore {
 
   /** Ends a grant that is still unrevoked; false when another revocation landed first. */
   async revoke(grantId: string, patch: Pick<GrantRecord, "revoked_at" | "revoked_by">): Promise<boolean> {
-    const { matched } = await this.#ctx.database.set(GRANT_TABLE, { grant_id: grantId, revoked_at: { $exists: false } }, patch);
-    return matched === 1;
+    return (await this.#ctx.database.set(GRANT_TABLE, { grant_id: grantId, revoked_at: { $exists: false } }, patch)).matched === 1;
   }
 
   /** Counts one use if the grant is still unrevoked, unexpired at `now`, and used `uses` times so far; false otherwise. */
   async use(grantId: string, uses: number, now: Date): Promise<boolean> {
-    const { matched } = await this.#ctx.database.set(
-      GRANT_TABLE,
-      { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses },
-      { uses: uses + 1 },
-    );
-    return matched === 1;
+    const unused = { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses };
+    return (await this.#ctx.database.set(GRANT_TABLE, unused, { uses: uses + 1 })).matched === 1;
   }
 
   async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(GRANT_TABLE, { expires_at: { $lt: cutoff } });
-    return result.removed ?? 0;
+    return (await this.#ctx.database.remove(GRANT_TABLE, { expires_at: { $lt: cutoff } })).removed ?? 0;
   }
 }

@@ -260,9 +260,8 @@ export class ApprovalService {
   }
 
   /** An approval by id or code, as `decide` finds it (a code names the newest approval that had it). */
-  async find(ref: string): Promise<Approval | undefined> {
-    const record = await this.#lookup(ref);
-    return record && project(record);
+  find(ref: string): Promise<Approval | undefined> {
+    return this.#lookup(ref).then((record) => record && project(record));
   }
 
   #lookup(ref: string): Promise<ApprovalRecord | undefined> {
@@ -281,9 +280,8 @@ export class ApprovalService {
     return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
-  async byRequestMessage(messageId: string): Promise<Approval | undefined> {
-    const record = await this.#deps.store.byRequestMessage(messageId);
-    return record && project(record);
+  byRequestMessage(messageId: string): Promise<Approval | undefined> {
+    return this.#deps.store.byRequestMessage(messageId).then((record) => record && project(record));
   }
 
   /** A session's runtime went away (offline, expired, replaced): its open approvals can no longer be answered. */

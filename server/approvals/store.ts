@@ -111,11 +111,8 @@ export class ApprovalStore {
 
   /** Removes closed approvals created before `cutoff` whose messages have all gone out; open or owing ones stay however old. */
   async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(
-      APPROVAL_TABLE,
-      where({ state: CLOSED, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true }),
-    );
-    return result.removed ?? 0;
+    const done = where({ state: CLOSED, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true });
+    return (await this.#ctx.database.remove(APPROVAL_TABLE, done)).removed ?? 0;
   }
 
   /** Rows with a message still owed to the owner or the persona (an open one's closing is not owed yet). */
