@@ -150,7 +150,6 @@ export function decideResolution(record: ApprovalRecord | undefined, body: Appro
   };
 }
 
-/** The session's runtime is gone while the approval is open: nobody is waiting for an answer any more. */
 export function decideVanish(record: ApprovalRecord, now: Date): Transition {
   return isOpen(record.state) ? { kind: "apply", from: record.state, patch: { state: "vanished", resolved_at: now } } : { kind: "unchanged" };
 }

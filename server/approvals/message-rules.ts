@@ -25,7 +25,6 @@ export const WHOLE_COMMAND_MESSAGE_CHARS = 1500;
 /** The mark in front of each line of agent-written command text. */
 const BAR = "┃ ";
 
-/** Agent text on one line, redacted, every control character visible. */
 export const oneLine = (text: string) => visibleControls(redactSecrets(text));
 
 /** A time span as the locale writes it, rounded down (never more time than there is), at least 1 s. */
@@ -40,7 +39,6 @@ export function durationText(ms: number, locale: string): string {
   return minutes % 60 === 0 ? unit("hour", hours) : `${unit("hour", hours)} ${unit("minute", minutes % 60)}`;
 }
 
-/** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
 export const shownCommand = (record: Pick<ApprovalRecord, "command">, maxChars: number) => commandPreview(redactSecrets(record.command), maxChars);
 
 /** The action in the voice's language: the server's words for a code it knows, a user rule's label as theirs, the agent's
@@ -71,7 +69,6 @@ const shellWord = (word: string) => (/^[A-Za-z0-9_./=:@%+,-]+$/.test(word) ? wor
 /** Simple commands as words, one line (`rm -rf build; npm test`), controls visible. */
 export const argvText = (argv: readonly (readonly string[])[]) => oneLine(argv.map((command) => command.map(shellWord).join(" ")).join("; "));
 
-/** What a grant covers, in words: the exact command, or every command starting with its words. */
 export function coversText(grant: Pick<Grant, "argv" | "prefix">, voice: Voice): string {
   return voice.say(grant.prefix ? "covers.prefix" : "covers.exact", { command: argvText(grant.argv ?? []) });
 }

@@ -8,12 +8,10 @@ export function decideRequestPace(sentAtMs: readonly number[], nowMs: number, li
   return sentAtMs.filter((at) => nowMs - at < limit.windowMs).length < limit.cap ? "send" : "hold";
 }
 
+/** The held requests still waiting, those a digest already counted, and when the last digest went (null before the first). */
 export interface DigestFacts {
-  /** The held requests still waiting for an answer. */
   waiting: readonly string[];
-  /** The held requests a digest already counted. */
   told: ReadonlySet<string>;
-  /** When the last digest went; null before the first. */
   lastAtMs: number | null;
   nowMs: number;
 }

@@ -14,7 +14,6 @@ import { ChatRefusal, asOwner, chatDecider, ownerAction, ownerQuote, sessionLabe
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
-/** How many open approvals one listing shows, and how much of each command. */
 const LISTED = 10;
 const LISTED_COMMAND_CHARS = 60;
 

@@ -11,7 +11,6 @@ import { decide, resultText } from "./approvals.ts";
 import { ChatRefusal, asOwner, type ChatKit } from "./kit.ts";
 import { reply, say } from "./words.ts";
 
-/** How much of the command the edited request still shows. */
 const ANSWERED_COMMAND_CHARS = 300;
 
 export function buttonPresses(ctx: Context, kit: ChatKit): void {

@@ -7,7 +7,6 @@ import { reply, say } from "./words.ts";
 
 /** After a refusal is answered, the same user's further refusals get no answer (and one audit row) for this long. */
 export const REFUSAL_QUIET_MS = 10 * 60_000;
-/** Characters of refused input kept on the trail. */
 export const REFUSED_EXCERPT_CHARS = 200;
 /** Users remembered at most; the oldest are forgotten first. */
 const MAX_REFUSED_USERS = 10_000;
@@ -31,7 +30,6 @@ export interface Speaker {
 
 export type Verdict = "owner" | "not_configured" | "stranger" | "group" | "not_typed";
 
-/** Whether `speaker` may act as the owner, and if not, why. Pure. */
 export function verdictOf(owner: ChatOwner | null, speaker: Speaker): Verdict {
   if (!owner) return "not_configured";
   if (speaker.platform !== owner.platform || speaker.userId !== owner.userId) return "stranger";
@@ -92,7 +90,6 @@ function chatOf(session: Session) {
   return { platform: session.platform, user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect };
 }
 
-/** The guard every owner command and the owner's replies to notices pass. */
 export class OwnerGuard {
   readonly #options: OwnerGuardOptions;
   /** Per `platform:userId`, oldest first. */

@@ -12,7 +12,6 @@ export type Resolution =
   | { kind: "none" }
   | { kind: "ambiguous"; candidates: NumberedSession[] };
 
-/** Which of `sessions` `ref` names. Pure. */
 export function resolveRef(ref: string, sessions: readonly NumberedSession[]): Resolution {
   const text = ref.trim();
   const numbered = /^#?(\d+)$/.exec(text);
