@@ -7,12 +7,6 @@ import type { Voice } from "./message-rules.ts";
 
 export type ButtonAnswer = { decision: "approved"; minutes: number | null } | { decision: "rejected"; minutes: null };
 
-export interface PressedButton {
-  code: string;
-  tag: string;
-  answer: ButtonAnswer;
-}
-
 const PREFIX = "an";
 /** The request's one-tap grant; `anon.approve CODE <duration>` grants other lengths. */
 export const GRANT_BUTTON_MINUTES = 30;
@@ -28,8 +22,7 @@ export function buttonId(record: Pick<ApprovalRecord, "approval_id" | "code">, a
   return `${PREFIX}:${verb}:${record.code}:${approvalTag(record.approval_id)}`;
 }
 
-/** What a pressed button's id answers, or null when it is not one of ours. */
-export function parseButtonId(id: string): PressedButton | null {
+export function parseButtonId(id: string): { code: string; tag: string; answer: ButtonAnswer } | null {
   const match = PATTERN.exec(id);
   if (!match) return null;
   const [, verb, minutes, code, tag] = match as unknown as [string, string, string | undefined, string, string];

@@ -47,10 +47,7 @@ export type ApprovalRecord = Omit<Approval, "created_at" | "expires_at" | "resol
 };
 
 /** Who decides: the audit actor and a name for the record (`operator`, `chat:onebot:10001`). */
-export interface Decider {
-  actor: AuditActor;
-  name: string;
-}
+export type Decider = { actor: AuditActor; name: string };
 
 export type ApprovalPatch = Partial<Omit<ApprovalRecord, "seq" | "approval_id">>;
 
@@ -59,9 +56,7 @@ export type Transition =
   | { kind: "unchanged" }
   | { kind: "refuse"; error: ErrorCode; state?: ApprovalState };
 
-const FINAL: readonly ApprovalState[] = ["approved", "rejected", "timeout", "vanished"];
 export const isOpen = (state: ApprovalState) => OPEN_APPROVAL_STATES.includes(state);
-export const isFinal = (state: ApprovalState) => FINAL.includes(state);
 
 /** The digest that tells a repeat of a request from another body under the same id. */
 export function requestDigest(body: ApprovalRequest): string {
@@ -69,13 +64,6 @@ export function requestDigest(body: ApprovalRequest): string {
     .sort()
     .map((key) => [key, body[key as keyof ApprovalRequest]]);
   return createHash("sha256").update(JSON.stringify(ordered)).digest("hex");
-}
-
-export type RequestDecision = { kind: "create" } | { kind: "reuse"; record: ApprovalRecord } | { kind: "refuse"; error: ErrorCode };
-
-export function decideRequest(existing: ApprovalRecord | undefined, digest: string): RequestDecision {
-  if (!existing) return { kind: "create" };
-  return existing.request_digest === digest ? { kind: "reuse", record: existing } : { kind: "refuse", error: "idempotency_key_reused" };
 }
 
 /** How much one session may ask of the owner: time, open requests, requests per minute. */
@@ -86,25 +74,12 @@ export interface ApprovalLimits {
   rate: RateLimit;
 }
 
-export interface AdmissionInput {
-  /** The session's current runtime is online and is the one asking. */
-  live: boolean;
-  /** The session's open approvals now. */
-  open: number;
-  /** The session's request bucket (full when it has none yet). */
-  bucket: Bucket;
-  requestedExpiry: Date;
-  now: Date;
-}
-
-export type Admission = { kind: "admit"; expiresAt: Date; bucket: Bucket } | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket };
-
-/**
- * Whether a new request may reach the owner: only from the session's live runtime, within the
- * open and per-minute limits (a refusal for the open limit spends no token), and never open longer
- * than the server's maximum, whatever the agent asked for.
- */
-export function decideAdmission(input: AdmissionInput, limits: ApprovalLimits): Admission {
+/** Whether a new request may reach the owner: only from the session's live runtime, within the open and per-minute
+ * limits (a refusal for the open limit spends no token); never open longer than the server's maximum. */
+export function decideAdmission(
+  input: { live: boolean; open: number; bucket: Bucket; requestedExpiry: Date; now: Date },
+  limits: ApprovalLimits,
+): { kind: "admit"; expiresAt: Date; bucket: Bucket } | { kind: "refuse"; error: ErrorCode; retryAfterSeconds?: number; bucket: Bucket } {
   const { bucket, now } = input;
   if (!input.live) return { kind: "refuse", error: "session_offline", bucket };
   if (input.open >= limits.openPerSession) return { kind: "refuse", error: "too_many_approvals", retryAfterSeconds: 5, bucket };
@@ -114,10 +89,7 @@ export function decideAdmission(input: AdmissionInput, limits: ApprovalLimits): 
   return { kind: "admit", expiresAt: new Date(Math.min(input.requestedExpiry.getTime(), cap)), bucket: take.bucket };
 }
 
-/**
- * A code not used by any open approval (or, with `prefix` and `letters`, any other id people type,
- * e.g. a grant's); `random` gives an index into the alphabet.
- */
+/** A code not used by any open approval (or, with `prefix` and `letters`, another id people type, e.g. a grant's). */
 export function pickCode(random: (size: number) => number, taken: ReadonlySet<string>, attempts = 64, prefix = "", letters = 5): string {
   for (let attempt = 0; attempt < attempts; attempt++) {
     let code = prefix;
@@ -127,21 +99,12 @@ export function pickCode(random: (size: number) => number, taken: ReadonlySet<st
   throw new Error(`no free ${prefix ? "id" : "approval code"}`);
 }
 
-/** Codes are typed by people: spaces and case do not matter; look-alike digits read as their letters cannot occur. */
-export function normaliseCode(text: string): string {
-  return text.trim().toUpperCase();
-}
-
-export interface DecisionInput {
-  decision: ApprovalDecision;
-  reason: string | null;
-  decidedBy: string;
-  via: PersonVia;
-  binding?: ApprovalBinding | undefined;
-}
-
 /** A person's decision: the first one on a pending, unexpired approval with a matching binding wins. */
-export function decideDecision(record: ApprovalRecord | undefined, input: DecisionInput, now: Date): Transition {
+export function decideDecision(
+  record: ApprovalRecord | undefined,
+  input: { decision: ApprovalDecision; reason: string | null; decidedBy: string; via: PersonVia; binding?: ApprovalBinding | undefined },
+  now: Date,
+): Transition {
   if (!record) return { kind: "refuse", error: "not_found" };
   if (record.state === "timeout" || record.state === "vanished") return { kind: "refuse", error: "approval_expired", state: record.state };
   if (record.state !== "pending") return { kind: "refuse", error: "already_decided", state: record.state };
@@ -154,24 +117,21 @@ export function decideDecision(record: ApprovalRecord | undefined, input: Decisi
   };
 }
 
+export const UNDECIDED = { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } as const;
+
 /** A decision whose control command could not be queued is taken back, so a person can answer again. */
-export function decideUndo(record: ApprovalRecord | undefined): Transition {
-  if (record?.state !== "decided") return { kind: "unchanged" };
-  return { kind: "apply", from: "decided", patch: { state: "pending", decision: null, decision_reason: null, decided_by: null, via: null, decided_at: null } };
+export function decideUndo(record: ApprovalRecord | undefined, patch: ApprovalPatch = UNDECIDED): Transition {
+  return record?.state === "decided" ? { kind: "apply", from: "decided", patch } : { kind: "unchanged" };
 }
 
-export function bindingOf(record: ApprovalRecord): ApprovalBinding {
-  return { tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd };
-}
+export const bindingOf = (record: ApprovalRecord): ApprovalBinding => ({ tool_call_id: record.tool_call_id, args_digest: record.args_digest, cwd: record.cwd });
 
 function bindingMatches(record: ApprovalRecord, binding: ApprovalBinding): boolean {
   return record.tool_call_id === binding.tool_call_id && record.args_digest === binding.args_digest && record.cwd === binding.cwd;
 }
 
-/**
- * The agent's word on what happened to the call, the record's source of truth: it closes an open
- * approval and corrects `vanished` (the session came back and answered); a repeat changes nothing.
- */
+/** The agent's word on the call, the record's source of truth: it closes an open approval and corrects `vanished`
+ * (the session came back and answered); a repeat changes nothing. */
 export function decideResolution(record: ApprovalRecord | undefined, body: ApprovalResolution, now: Date): Transition {
   if (!record || record.session_id !== body.session_id || record.runtime_id !== body.runtime_id) return { kind: "refuse", error: "not_found" };
   if (record.state !== "pending" && record.state !== "decided" && record.state !== "vanished") return { kind: "unchanged" };
@@ -190,7 +150,6 @@ export function decideResolution(record: ApprovalRecord | undefined, body: Appro
   };
 }
 
-/** The session's runtime is gone while the approval is open: nobody is waiting for an answer any more. */
 export function decideVanish(record: ApprovalRecord, now: Date): Transition {
   return isOpen(record.state) ? { kind: "apply", from: record.state, patch: { state: "vanished", resolved_at: now } } : { kind: "unchanged" };
 }
@@ -206,27 +165,20 @@ export type Outgoing = "request" | "mention" | "closing" | "skip_closing";
 export function nextOutgoing(record: ApprovalRecord, personaPresent: boolean, chat: boolean): Outgoing | undefined {
   if (isOpen(record.state) && !record.request_sent && !record.request_held && chat) return "request";
   if (isOpen(record.state) && personaPresent && !record.persona_mentioned) return "mention";
-  if (isFinal(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
+  if (!isOpen(record.state) && !record.closing_sent) return record.request_sent ? "closing" : "skip_closing";
   return undefined;
 }
 
 const APPROVAL_KEYS = Approval.keyof().options;
+export const iso = (date: Date) => new Date(date).toISOString();
 
 export function project(record: ApprovalRecord): Approval {
   const shown = Object.fromEntries(APPROVAL_KEYS.map((key) => [key, record[key]])) as Approval;
-  return {
-    ...shown,
-    created_at: new Date(record.created_at).toISOString(),
-    expires_at: new Date(record.expires_at).toISOString(),
-    resolved_at: record.resolved_at ? new Date(record.resolved_at).toISOString() : null,
-  };
+  return { ...shown, created_at: iso(record.created_at), expires_at: iso(record.expires_at), resolved_at: record.resolved_at ? iso(record.resolved_at) : null };
 }
 
-/**
- * Whether the operator API may decide: its token is a file an agent running as the server's user (or
- * root) could read, so it is opt-in and refused for a Pi that says it runs as either. A Pi that does
- * not say cannot be told apart: the opt-in is the operator's word that it runs as another user.
- */
+/** Whether the operator API may decide: an agent running as the server's user (or root) could read its token, so it is
+ * opt-in and refused for a Pi that says it runs as either; for one that does not say, the opt-in is the operator's word. */
 export function operatorDecisionRefusal(facts: { optedIn: boolean; serverUid: number | undefined; agentUid: number | null }): ErrorCode | undefined {
   if (!facts.optedIn) return "operator_decisions_off";
   if (facts.agentUid !== null && (facts.agentUid === 0 || facts.agentUid === facts.serverUid)) return "operator_token_reachable";

@@ -4,7 +4,7 @@ import { posix, win32 } from "node:path";
 import { ASK_RULE, PROTECTED_PATH_RULE, isOpaqueRule, type ApprovalSource, Grant } from "../../protocol/approvals.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
 import type { WireIssue } from "../../common/domain-error.ts";
-import { pickCode } from "./decisions.ts";
+import { iso, pickCode } from "./decisions.ts";
 
 /** A stored grant: what the operator sees (`Grant`, with dates as dates); `argv` null on grants made before binding covers nothing. */
 export type GrantRecord = Omit<Grant, "created_at" | "expires_at" | "revoked_at"> & {
@@ -22,11 +22,8 @@ export interface Grantee {
   cwd: string;
 }
 
-/**
- * Whether the server may grant: a `policy` request whose every simple command the client gave as
- * literal words (`argv`), no `opaque.*` finding and no `model.ask`. What the client said about it
- * is not asked: this is the one place it is decided.
- */
+/** Whether the server may grant (decided here alone, whatever the client said): a `policy` request whose every simple
+ * command came as literal words (`argv`), with no `opaque.*` finding and no `model.ask`. */
 export function serverGrantable(request: Grantee): boolean {
   return (
     request.source === "policy" &&
@@ -48,11 +45,8 @@ const isRoot = (cwd: string) => {
   return paths.parse(resolved).root === resolved;
 };
 
-/**
- * Whether a word names a path outside `cwd`: `~…`, an absolute path elsewhere, a `..` escape — the
- * word itself, what follows a `=`, `:` or `,` in it (`--target-directory=/x`, `of=/dev/sda`), or a
- * short option's glued value (`-C/etc`). Any `$` or backquote counts as outside (fail closed).
- */
+/** Whether a word (or what follows a `=`, `:` or `,` in it, or a short option's glued value `-C/etc`) names a path outside
+ * `cwd`: `~…`, an absolute path elsewhere, a `..` escape. Any `$` or backquote counts as outside (fail closed). */
 export function leavesProject(word: string, cwd: string): boolean {
   const paths = pathsOf(cwd);
   const candidates = [word, ...[...word.matchAll(/[=:,]/g)].map((m) => word.slice(m.index + 1))];
@@ -98,15 +92,11 @@ export function coveringGrant(grants: readonly GrantRecord[], request: Grantee &
     .sort((a, b) => b.expires_at.getTime() - a.expires_at.getTime())[0];
 }
 
-export type GrantDecision = { kind: "grant"; expiresAt: Date; argv: string[][]; prefix: boolean } | { kind: "refuse"; error: ErrorCode; issues?: WireIssue[] };
-
+type GrantDecision = { kind: "grant"; expiresAt: Date; argv: string[][]; prefix: boolean } | { kind: "refuse"; error: ErrorCode; issues?: WireIssue[] };
 const BAD_PREFIX: WireIssue[] = [{ path: "grant_prefix", message: "must be the leading words of the approval's one simple command" }];
 
-/**
- * A grant asked for with an approval: only where the server may grant, for at most `maxMinutes`;
- * with a `prefix`, only for an approval of one simple command that starts with it, never in the
- * filesystem's root (no project for its paths to stay in).
- */
+/** A grant asked for with an approval: only where the server may grant, for at most `maxMinutes`; with a `prefix`, only for
+ * one simple command that starts with it, never in the filesystem's root (no project for its paths to stay in). */
 export function decideGrant(approval: Grantee, minutes: number, maxMinutes: number, now: Date, prefix?: readonly string[]): GrantDecision {
   if (!serverGrantable(approval) || !approval.argv) return { kind: "refuse", error: "not_grantable" };
   const argv = approval.argv.map((command) => [...command]);
@@ -120,13 +110,12 @@ export function decideGrant(approval: Grantee, minutes: number, maxMinutes: numb
   return { kind: "grant", expiresAt: new Date(now.getTime() + bounded * 60_000), argv: prefix ? [[...prefix]] : argv, prefix: !!prefix };
 }
 
-export type RevokeDecision =
-  | { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> }
-  | { kind: "unchanged" }
-  | { kind: "refuse"; error: ErrorCode };
-
 /** Revoking a live grant ends it now; one already ended is left as it is. */
-export function decideRevoke(grant: GrantRecord | undefined, by: string, now: Date): RevokeDecision {
+export function decideRevoke(
+  grant: GrantRecord | undefined,
+  by: string,
+  now: Date,
+): { kind: "apply"; patch: Pick<GrantRecord, "revoked_at" | "revoked_by"> } | { kind: "unchanged" } | { kind: "refuse"; error: ErrorCode } {
   if (!grant) return { kind: "refuse", error: "not_found" };
   if (!isLiveGrant(grant, now)) return { kind: "unchanged" };
   return { kind: "apply", patch: { revoked_at: now, revoked_by: by } };
@@ -139,10 +128,5 @@ const GRANT_KEYS = Grant.keyof().options;
 
 export function projectGrant(grant: GrantRecord): Grant {
   const shown = Object.fromEntries(GRANT_KEYS.map((key) => [key, grant[key]])) as Grant;
-  return {
-    ...shown,
-    created_at: new Date(grant.created_at).toISOString(),
-    expires_at: new Date(grant.expires_at).toISOString(),
-    revoked_at: grant.revoked_at ? new Date(grant.revoked_at).toISOString() : null,
-  };
+  return { ...shown, created_at: iso(grant.created_at), expires_at: iso(grant.expires_at), revoked_at: grant.revoked_at ? iso(grant.revoked_at) : null };
 }

@@ -51,7 +51,6 @@ export class GrantStore {
     return this.#ctx.database.create(GRANT_TABLE, grant);
   }
 
-  /** Grants not revoked and not yet expired at `now`, of one session or all. */
   async live(now: Date, sessionId?: string): Promise<GrantRecord[]> {
     const query: Query<GrantRecord> = { revoked_at: { $exists: false }, expires_at: { $gt: now }, ...(sessionId ? { session_id: sessionId } : {}) };
     return this.#ctx.database.get(GRANT_TABLE, query, { sort: { seq: "desc" } });
@@ -64,23 +63,16 @@ export class GrantStore {
 
   /** Ends a grant that is still unrevoked; false when another revocation landed first. */
   async revoke(grantId: string, patch: Pick<GrantRecord, "revoked_at" | "revoked_by">): Promise<boolean> {
-    const { matched } = await this.#ctx.database.set(GRANT_TABLE, { grant_id: grantId, revoked_at: { $exists: false } }, patch);
-    return matched === 1;
+    return (await this.#ctx.database.set(GRANT_TABLE, { grant_id: grantId, revoked_at: { $exists: false } }, patch)).matched === 1;
   }
 
   /** Counts one use if the grant is still unrevoked, unexpired at `now`, and used `uses` times so far; false otherwise. */
   async use(grantId: string, uses: number, now: Date): Promise<boolean> {
-    const { matched } = await this.#ctx.database.set(
-      GRANT_TABLE,
-      { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses },
-      { uses: uses + 1 },
-    );
-    return matched === 1;
+    const unused = { grant_id: grantId, revoked_at: { $exists: false }, expires_at: { $gt: now }, uses };
+    return (await this.#ctx.database.set(GRANT_TABLE, unused, { uses: uses + 1 })).matched === 1;
   }
 
-  /** Removes grants that ended before `cutoff`; returns how many went. */
   async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(GRANT_TABLE, { expires_at: { $lt: cutoff } });
-    return result.removed ?? 0;
+    return (await this.#ctx.database.remove(GRANT_TABLE, { expires_at: { $lt: cutoff } })).removed ?? 0;
   }
 }

@@ -11,7 +11,6 @@ import type { GrantStore } from "./grant-store.ts";
 export interface GrantServiceDeps {
   store: GrantStore;
   audit: AuditLog;
-  /** The longest grant the server gives, in minutes. */
   maxMinutes: number;
   random?: (size: number) => number;
   now?: () => Date;
@@ -56,20 +55,18 @@ export class GrantService {
       revoked_by: null,
       uses: 0,
     });
+    const shown = projectGrant(grant);
     await audit.record({
       actor: decider.actor,
       action: "grant.created",
       session_id: grant.session_id,
       subject: grant.grant_id,
-      data: { ...projectGrant(grant), code: approval.code },
+      data: { ...shown, code: approval.code },
     });
-    return projectGrant(grant);
+    return shown;
   }
 
-  /**
-   * The live grant that covers a new request, with this use already counted; undefined when none
-   * does (or the one that did was revoked or ran out a moment ago).
-   */
+  /** The live grant that covers a new request, with this use already counted; undefined when none does (or it just ended). */
   async use(request: ApprovalRequest): Promise<{ grant: GrantRecord; use: number } | undefined> {
     const now = this.#now();
     const grant = coveringGrant(await this.#deps.store.live(now, request.session_id), request, now);
@@ -91,14 +88,8 @@ export class GrantService {
     const decision = decideRevoke(grant, decider.name, this.#now());
     if (decision.kind === "refuse") throw new DomainError(decision.error);
     const revoked = decision.kind === "apply" && (await store.revoke(id, decision.patch));
-    if (revoked)
-      await audit.record({
-        actor: decider.actor,
-        action: "grant.revoked",
-        session_id: grant!.session_id,
-        subject: id,
-        data: { by: decider.name, uses: grant!.uses },
-      });
+    const data = { by: decider.name, uses: grant!.uses };
+    if (revoked) await audit.record({ actor: decider.actor, action: "grant.revoked", session_id: grant!.session_id, subject: id, data });
     return { grant: projectGrant((await store.get(id))!), revoked };
   }
 }

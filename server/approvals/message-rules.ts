@@ -8,29 +8,23 @@ import { ruleSites } from "../../common/rule-sites.ts";
 import type { Approval, Grant } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import type { Say } from "../locales/load.ts";
-import type { ApprovalRecord } from "./decisions.ts";
+import { isOpen, type ApprovalRecord } from "./decisions.ts";
 
-/** The words of one language: `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers and durations. */
-export interface Voice {
-  say(key: string, params?: Record<string, unknown> | unknown[]): string;
-  locale: string;
-}
-
-/** The approval texts of one `Say`: the instance's (`instanceSay`) or a chat session's (`sessionSay`). */
-export function voiceOf(say: Say): Voice {
-  return { say: (key, params) => say(`anon-notify.approval.${key}`, params), locale: say("anon-notify.locale") };
-}
+/** The approval texts of one `Say` (the instance's or a chat session's): `say` looks up `anon-notify.approval.<key>`; `locale` formats numbers. */
+export const voiceOf = (say: Say) => ({
+  say: (key: string, params?: Record<string, unknown> | unknown[]) => say(`anon-notify.approval.${key}`, params),
+  locale: say("anon-notify.locale"),
+});
+export type Voice = ReturnType<typeof voiceOf>;
 
 /** How much of the command the chat request shows before cutting to head and tail. */
 export const REQUEST_COMMAND_CHARS = 1000;
 /** How much of it the persona's mention and a listing line show. */
 export const MENTION_COMMAND_CHARS = 300;
-/** How long one message of `anon.approval` may be. */
 export const WHOLE_COMMAND_MESSAGE_CHARS = 1500;
 /** The mark in front of each line of agent-written command text. */
 const BAR = "┃ ";
 
-/** Agent text on one line, redacted, every control character visible. */
 export const oneLine = (text: string) => visibleControls(redactSecrets(text));
 
 /** A time span as the locale writes it, rounded down (never more time than there is), at least 1 s. */
@@ -45,20 +39,10 @@ export function durationText(ms: number, locale: string): string {
   return minutes % 60 === 0 ? unit("hour", hours) : `${unit("hour", hours)} ${unit("minute", minutes % 60)}`;
 }
 
-/** The command as shown in a request: one line, head and tail past `maxChars`, and how many characters are not shown. */
-export function shownCommand(
-  record: Pick<ApprovalRecord, "command" | "command_hidden_chars">,
-  maxChars: number,
-): { text: string; hiddenHere: number; hiddenByClient: number } {
-  const { text, hiddenChars } = commandPreview(redactSecrets(record.command), maxChars);
-  return { text, hiddenHere: hiddenChars, hiddenByClient: record.command_hidden_chars };
-}
+export const shownCommand = (record: Pick<ApprovalRecord, "command">, maxChars: number) => commandPreview(redactSecrets(record.command), maxChars);
 
-/**
- * The action in the voice's language: the server's words for a code it knows, a user rule's label
- * as theirs, the agent's words marked or quoted as such, never the client's words passed off as
- * the server's own; an unknown code gets generic words (the verbatim command says what runs).
- */
+/** The action in the voice's language: the server's words for a code it knows, a user rule's label as theirs, the agent's
+ * words marked as such (never passed off as the server's); an unknown code gets generic words. */
 export function actionText(approval: Pick<Approval, "source" | "action" | "action_code"> & { rules?: readonly string[] }, voice: Voice): string {
   const label = actionLabel(approval);
   switch (label.kind) {
@@ -85,7 +69,6 @@ const shellWord = (word: string) => (/^[A-Za-z0-9_./=:@%+,-]+$/.test(word) ? wor
 /** Simple commands as words, one line (`rm -rf build; npm test`), controls visible. */
 export const argvText = (argv: readonly (readonly string[])[]) => oneLine(argv.map((command) => command.map(shellWord).join(" ")).join("; "));
 
-/** What a grant covers, in words: the exact command, or every command starting with its words. */
 export function coversText(grant: Pick<Grant, "argv" | "prefix">, voice: Voice): string {
   return voice.say(grant.prefix ? "covers.prefix" : "covers.exact", { command: argvText(grant.argv ?? []) });
 }
@@ -113,8 +96,8 @@ export function requestText(record: ApprovalRecord, now: Date, voice: Voice): st
     asks ? say("request.asks", { action: oneLine(record.action) }) : say("request.wants", { tool: oneLine(record.tool), action: actionText(record, voice) }),
     BAR + shown.text,
   ];
-  if (shown.hiddenHere > 0) lines.push(say("request.hidden", { count: shown.hiddenHere, code }));
-  if (shown.hiddenByClient > 0) lines.push(say("request.client-cut", { count: shown.hiddenByClient }));
+  if (shown.hiddenChars > 0) lines.push(say("request.hidden", { count: shown.hiddenChars, code }));
+  if (record.command_hidden_chars > 0) lines.push(say("request.client-cut", { count: record.command_hidden_chars }));
   lines.push(say("request.rules", { rules: rulesText(record, voice) }));
   // A policy request's reason is the extension's own wording of the rules, in Pi's language: the rules say it here.
   if (asks && record.reason) lines.push(say("request.reason", { reason: oneLine(record.reason) }));
@@ -139,33 +122,24 @@ export function rulesText(record: Pick<ApprovalRecord, "rules" | "matched" | "co
 /** The one message that closes a request, so no stale request is left looking open. */
 export function closingText(record: ApprovalRecord, voice: Voice): string {
   const { say } = voice;
-  const head = say("closing.head", { code: record.code, action: actionText(record, voice) });
-  const via = record.via && WORDED_VIAS.has(record.via) ? say(`via.${record.via}`) : "";
+  const { state, grant_id: grant, grant_use: use } = record;
   const why = record.outcome_reason ?? record.decision_reason;
-  const reason = why ? say("with-reason", [oneLine(why)]) : "";
-  const terminal = record.via === "terminal" ? say("closing.terminal-first") : "";
-  return (head + closingOutcome(record, say, { via, reason, terminal }, voice.locale)).trim();
-}
-
-function closingOutcome(record: ApprovalRecord, say: Voice["say"], params: { via: string; reason: string; terminal: string }, locale: string): string {
-  switch (record.state) {
-    case "approved":
-      if (record.grant_id && record.grant_use) return say("closing.approved-grant", { grant: record.grant_id, use: ordinal(record.grant_use, say, locale) });
-      return say("closing.approved", params);
-    case "rejected":
-      return record.via === "aborted" ? say("closing.aborted") : say("closing.rejected", params);
-    case "timeout":
-      return say("closing.timeout");
-    case "vanished":
-      return say("closing.vanished");
-    default:
-      return record.state;
-  }
-}
-
-/** "3rd use" / "第 3 次使用": the locale's ordinal category picks the words. */
-function ordinal(n: number, say: Voice["say"], locale: string): string {
-  return say(`closing.use.${new Intl.PluralRules(locale, { type: "ordinal" }).select(n)}`, { n });
+  const params = {
+    via: record.via && WORDED_VIAS.has(record.via) ? say(`via.${record.via}`) : "",
+    reason: why ? say("with-reason", [oneLine(why)]) : "",
+    terminal: record.via === "terminal" ? say("closing.terminal-first") : "",
+  };
+  // "3rd use" / "第 3 次使用": the locale's ordinal category picks the words.
+  const ordinal = (n: number) => say(`closing.use.${new Intl.PluralRules(voice.locale, { type: "ordinal" }).select(n)}`, { n });
+  const outcome =
+    state === "approved" && grant && use
+      ? say("closing.approved-grant", { grant, use: ordinal(use) })
+      : state === "rejected" && record.via === "aborted"
+        ? say("closing.aborted")
+        : isOpen(state)
+          ? state
+          : say(`closing.${state}`, params);
+  return (say("closing.head", { code: record.code, action: actionText(record, voice) }) + outcome).trim();
 }
 
 /** The ways of closing an approval that have words of their own (`via.<via>`). */
@@ -196,11 +170,8 @@ export function commandLines(command: string): string[] {
   return lines.map((line, i) => visibleControls(line) + (i < lines.length - 1 ? "⏎" : ""));
 }
 
-/**
- * The whole stored command for `anon.approval <code>`: each of its lines on a line of its own
- * behind the bar, controls visible, packed into messages of at most `maxChars` (a longer line is
- * split, its pieces marked as continuing), each headed with the code and its place in the series.
- */
+/** The whole stored command for `anon.approval <code>`: each line behind the bar, controls visible, packed into messages of
+ * at most `maxChars` (a longer line split, its pieces marked as continuing), each headed with its place in the series. */
 export function wholeCommandTexts(
   record: Pick<ApprovalRecord, "code" | "command" | "command_hidden_chars" | "rules" | "matched">,
   voice: Voice,

@@ -13,7 +13,7 @@ import { approvalButtons, GRANT_BUTTON_MINUTES } from "./buttons.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 import { closingText, mentionEvent, requestText, voiceOf, type Voice } from "./message-rules.ts";
 import { decideDigest, decideRequestPace, type PaceLimit } from "./owner-pace-rules.ts";
-import type { ApprovalStore } from "./store.ts";
+import type { ApprovalStore, Marks } from "./store.ts";
 
 export interface MessengerDeps {
   store: ApprovalStore;
@@ -66,12 +66,8 @@ export class ApprovalMessenger {
     });
   }
 
-  /**
-   * How the owner is reached with this approval's request: `sent` once it (or a digest counting it)
-   * is in their chat (waiting up to `waitMs` for the attempt in progress), `queued` while a
-   * configured chat has not taken it yet, `none` when there is no chat or the request will never
-   * be sent (closed first, or granted).
-   */
+  /** How the owner is reached with this request: `sent` once it (or a digest counting it) is in their chat (waiting up to
+   * `waitMs` for the attempt in progress), `queued` until then, `none` with no chat or when it will never be sent. */
   async reach(approvalId: string, waitMs: number): Promise<ApprovalReach> {
     if (!this.#deps.chatConfigured) return "none";
     let wake: (() => void) | undefined;
@@ -112,7 +108,6 @@ export class ApprovalMessenger {
 
   async #pass(): Promise<void> {
     this.#running = true;
-    const logger = this.#ctx.logger("notify-webhook");
     let failed = false;
     try {
       do {
@@ -127,18 +122,13 @@ export class ApprovalMessenger {
       // Shutdown closes the database (and the texts) under a pass in progress: nothing failed, and
       // what is owed stays in the table for the next start.
       if (this.#stopped) return;
-      logger.warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
+      this.#ctx.logger("notify-webhook").warn(this.#say("anon-notify.log.approval-messages", { error: errorText(error) }));
       failed = true;
     } finally {
       this.#running = false;
     }
     if (failed && !this.#stopped) {
-      this.#failures++;
-      const delay = backoffDelayMs(this.#failures, RETRY_FIRST_MS, Math.random);
-      this.#retry = this.#ctx.setTimeout(() => {
-        this.#retry = undefined;
-        this.kick();
-      }, delay);
+      this.#retry = this.#ctx.setTimeout(() => this.kick(), backoffDelayMs(++this.#failures, RETRY_FIRST_MS, Math.random));
     } else {
       this.#failures = 0;
       this.#warned = undefined;
@@ -165,9 +155,20 @@ export class ApprovalMessenger {
     for (const id of waiting) this.#attempted(id);
   }
 
+  #audit(action: string, row: ApprovalRecord, data: Record<string, unknown> = {}) {
+    return this.#deps.audit.record({ actor: "server", action, session_id: row.session_id, subject: row.approval_id, data: { code: row.code, ...data } });
+  }
+
+  /** A message to the owner: sent, marked on the row, then on the audit trail with its text. */
+  async #sendToOwner(row: ApprovalRecord, text: string, action: string, marks: (id: string | null) => Marks, buttons?: OwnerButton[]) {
+    const messageId = await this.#deps.send(text, buttons ?? []);
+    await this.#deps.store.mark(row.approval_id, marks(messageId));
+    await this.#audit(action, row, { message_id: messageId, text });
+  }
+
   /** Sends everything owed for one approval, in order; false when a send failed (tried again later). */
   async #settle(initial: ApprovalRecord): Promise<boolean> {
-    const { store, audit } = this.#deps;
+    const { store } = this.#deps;
     let row: ApprovalRecord | undefined = initial;
     for (;;) {
       if (!row) return true;
@@ -180,43 +181,15 @@ export class ApprovalMessenger {
       if (next === "request" && decideRequestPace(this.#sentAtMs, Date.now(), this.#deps.pace) === "hold") {
         // Past the cap a request is held for the digest, and not mentioned to the persona either.
         await store.mark(row.approval_id, { request_held: true, persona_mentioned: true });
-        await audit.record({
-          actor: "server",
-          action: "approval.request_held",
-          session_id: row.session_id,
-          subject: row.approval_id,
-          data: { code: row.code },
-        });
+        await this.#audit("approval.request_held", row);
         row = await store.get(row.approval_id);
         continue;
       }
       try {
-        // A message to the owner: sent, marked on the row, then on the audit trail with its text.
-        const owed = row;
-        const sendToOwner = async (
-          text: string,
-          action: string,
-          marks: (messageId: string | null) => Parameters<typeof store.mark>[1],
-          buttons: readonly OwnerButton[] = [],
-        ) => {
-          const messageId = await this.#deps.send(text, buttons);
-          await store.mark(owed.approval_id, marks(messageId));
-          await audit.record({
-            actor: "server",
-            action,
-            session_id: owed.session_id,
-            subject: owed.approval_id,
-            data: { code: owed.code, message_id: messageId, text },
-          });
-        };
         if (next === "request") {
           const buttons = approvalButtons(row, this.#voice, Math.min(GRANT_BUTTON_MINUTES, this.#deps.grantMaxMinutes));
-          await sendToOwner(
-            requestText(row, new Date(), this.#voice),
-            "approval.request_sent",
-            (messageId) => ({ request_sent: true, request_message_id: messageId }),
-            buttons,
-          );
+          const marks = (id: string | null) => ({ request_sent: true, request_message_id: id });
+          await this.#sendToOwner(row, requestText(row, new Date(), this.#voice), "approval.request_sent", marks, buttons);
           const now = Date.now();
           this.#sentAtMs = [...this.#sentAtMs.filter((at) => now - at < this.#deps.pace.windowMs), now];
           this.#attempted(row.approval_id);
@@ -224,7 +197,7 @@ export class ApprovalMessenger {
           await this.#deps.mention(mentionEvent(row, new Date(), this.#voice));
           await store.mark(row.approval_id, { persona_mentioned: true });
         } else if (next === "closing") {
-          await sendToOwner(closingText(row, this.#voice), "approval.closing_sent", () => ({ closing_sent: true }));
+          await this.#sendToOwner(row, closingText(row, this.#voice), "approval.closing_sent", () => ({ closing_sent: true }));
         } else {
           // The owner never saw the request: no closing message for it either.
           await store.mark(row.approval_id, { closing_sent: true, persona_mentioned: true });

@@ -29,13 +29,14 @@ export const ApprovalRoutes = {
   name: "notify-webhook-approvals",
   reusable: true,
   apply(ctx: Context, { api, approvals, grants, messenger, registry, pushRoute }: ApprovalRoutesDeps) {
-    const logger = ctx.logger("notify-webhook");
     api.offer(ctx, "approvals");
     const background = (what: string, work: Promise<void>) =>
       void work.catch((error: unknown) =>
-        logger.warn(
-          instanceText(ctx, "anon-notify.log.background-failed", { what: instanceText(ctx, `anon-notify.log.work.${what}`, {}), error: errorText(error) }),
-        ),
+        ctx
+          .logger("notify-webhook")
+          .warn(
+            instanceText(ctx, "anon-notify.log.background-failed", { what: instanceText(ctx, `anon-notify.log.work.${what}`, {}), error: errorText(error) }),
+          ),
       );
 
     // Heartbeats are frequent: only a runtime not seen before for its session is looked at.

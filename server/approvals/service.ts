@@ -1,19 +1,19 @@
 /** ApprovalService, for every surface: the agent requests and resolves, only the owner decides (first
  * conditional write on `pending` wins, then an `approval_decision` control command); every step is audited. */
 import { randomInt } from "node:crypto";
+import type { z } from "zod";
 import { commandPreview } from "../../common/command-text.ts";
 import { redactSecrets } from "../../common/redact.ts";
 import {
   APPROVAL_LIMITS,
   OPEN_APPROVAL_STATES,
   type Approval,
-  type ApprovalBinding,
-  type ApprovalDecision,
   type ApprovalDecisionPayload,
   type ApprovalListQuery,
   type ApprovalRequest,
   type ApprovalResolution,
   type Grant,
+  type OperatorApprovalDecision,
   type PersonVia,
 } from "../../protocol/approvals.ts";
 import type { AuditActor } from "../../protocol/audit.ts";
@@ -26,15 +26,14 @@ import {
   decideAdmission,
   decideDecision,
   decideExpiry,
-  decideRequest,
   decideResolution,
   decideUndo,
   decideVanish,
-  normaliseCode,
   operatorDecisionRefusal,
   pickCode,
   project,
   requestDigest,
+  UNDECIDED,
   type ApprovalLimits,
   type ApprovalRecord,
   type Decider,
@@ -45,23 +44,16 @@ import type { GrantService } from "./grants.ts";
 import type { ApprovalStore } from "./store.ts";
 import { Turns } from "../../common/turns.ts";
 
-/** The commands store's control lane, as far as approvals use it. */
-export interface ControlCommands {
-  createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown>;
-}
-
 export interface ApprovalServiceDeps {
   store: ApprovalStore;
   audit: AuditLog;
-  control: ControlCommands;
+  /** The commands store's control lane, as far as approvals use it. */
+  control: { createControlCommand(sessionId: string, kind: "approval_decision", payload: ApprovalDecisionPayload, actor: AuditActor): Promise<unknown> };
   /** Called after every change that may owe the owner a message. */
   changed(): void;
   /** Whether this runtime is the session's current, online one (the heartbeat registry). */
   isLive(sessionId: string, runtimeId: string): boolean;
-  /**
-   * How long after start the registry may not know a live runtime yet (it is memory only: live
-   * runtimes register again within one heartbeat); until then the sweep does not judge liveness.
-   */
+  /** How long after start the (memory only) registry may not know a live runtime yet: until then the sweep does not judge liveness. */
   presenceGraceMs: number;
   limits: ApprovalLimits;
   grants: GrantService;
@@ -76,19 +68,7 @@ export const EXPIRY_GRACE_MS = 60_000;
 const CODE_PATTERN = /^[A-Za-z]{5}$/;
 
 /** A new approval nobody has answered yet: the owner is owed the request and a mention. */
-const PENDING_FIELDS = {
-  state: "pending",
-  decision: null,
-  decision_reason: null,
-  decided_by: null,
-  via: null,
-  decided_at: null,
-  request_sent: false,
-  request_held: false,
-  persona_mentioned: false,
-  grant_id: null,
-  grant_use: null,
-} as const satisfies Partial<ApprovalRecord>;
+const PENDING_FIELDS = { ...UNDECIDED, request_sent: false, request_held: false, persona_mentioned: false, grant_id: null, grant_use: null } as const;
 
 /** A new approval a standing grant answered at once: nothing to ask, only the closing message is owed. */
 const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
@@ -105,28 +85,20 @@ const grantedFields = (grant: GrantRecord, use: number, now: Date) =>
     grant_use: use,
   }) as const satisfies Partial<ApprovalRecord>;
 
-const CREATE = "create";
-
 /** A person's answer to an approval (`ref`: its id or code), optionally with a standing grant. */
-export interface PersonDecision {
+export type PersonDecision = Omit<z.infer<typeof OperatorApprovalDecision>, "reason" | "grant_prefix"> & {
   ref: string;
-  decision: ApprovalDecision;
   decider: Decider;
   via: PersonVia;
   reason?: string | null | undefined;
-  binding?: ApprovalBinding | undefined;
-  grant_minutes?: number | undefined;
   grant_prefix?: readonly string[] | undefined;
-}
+};
 
 export class ApprovalService {
   readonly #deps: ApprovalServiceDeps;
-  /** One turn for all requests (key `CREATE`): the code stays unique and the open cap holds until the insert lands. */
+  /** One turn for all requests (one key): the code stays unique and the open cap holds until the insert lands. */
   readonly #creations = new Turns();
-  /**
-   * Sessions that may have open approvals (a superset), so the many heartbeats and expiries of
-   * sessions without any cost no database read; undefined until `load` has read the open ones.
-   */
+  /** Sessions that may have open approvals (a superset, so sessions without any cost no database read); undefined until `load`. */
   #mayHaveOpen: Set<string> | undefined;
   /** Each session's request bucket; dropped when the session goes away. */
   readonly #buckets = new Map<string, Bucket>();
@@ -141,27 +113,27 @@ export class ApprovalService {
     return this.#deps.now?.() ?? new Date();
   }
 
+  #audit(actor: AuditActor, action: string, record: { session_id: string; approval_id: string }, data: Record<string, unknown>, subject = record.approval_id) {
+    return this.#deps.audit.record({ actor, action, session_id: record.session_id, subject, data });
+  }
+
   /** Reads which sessions have open approvals (at start). */
   async load(): Promise<void> {
     const open = await this.#deps.store.openFor({});
     this.#mayHaveOpen = new Set([...(this.#mayHaveOpen ?? []), ...open.map((row) => row.session_id)]);
   }
 
-  /**
-   * Stores the request with a code unique among open approvals. A repeat (same id and body), or
-   * another request for the same call, returns the stored one. A new one must come from the
-   * session's live runtime and within its limits (`session_offline`, `too_many_approvals`,
-   * `rate_limited`); its `expires_at` is capped by the server's maximum.
-   */
+  /** Stores the request with a code unique among open approvals; a repeat (same id and body) or another request for the
+   * same call returns the stored one. A new one must come from the session's live runtime, within its limits. */
   request(body: ApprovalRequest): Promise<{ approval: Approval; created: boolean }> {
-    return this.#creations.run(CREATE, async () => {
-      const { store, audit, limits } = this.#deps;
+    return this.#creations.run("create", async () => {
+      const { store, limits } = this.#deps;
       const digest = requestDigest(body);
       // The owner answers for all of it or none: a command the client cut is never stored in part.
       if (body.command_hidden_chars > 0) throw new DomainError("command_incomplete");
-      const decision = decideRequest(await store.get(body.approval_id), digest);
-      if (decision.kind === "refuse") throw new DomainError(decision.error);
-      if (decision.kind === "reuse") return { approval: project(decision.record), created: false };
+      const existing = await store.get(body.approval_id);
+      if (existing && existing.request_digest !== digest) throw new DomainError("idempotency_key_reused");
+      if (existing) return { approval: project(existing), created: false };
       const same = await store.byCall(body.session_id, body.tool_call_id, body.args_digest);
       if (same) return { approval: project(same), created: false };
       const now = this.#now();
@@ -204,7 +176,7 @@ export class ApprovalService {
         request_message_id: null,
         closing_sent: false,
       });
-      await audit.record({ actor: "agent", action: "approval.requested", session_id: record.session_id, subject: record.approval_id, data: { ...body, code } });
+      await this.#audit("agent", "approval.requested", record, { ...body, code });
       if (granted) await this.#sendGranted(record, granted.grant);
       this.#deps.changed();
       return { approval: project((await store.get(record.approval_id)) ?? record), created: true };
@@ -213,65 +185,34 @@ export class ApprovalService {
 
   /** A grant's decision goes to the waiting runtime; if it cannot be queued, a person is asked after all. */
   async #sendGranted(record: ApprovalRecord, grant: GrantRecord): Promise<void> {
-    const { store, audit } = this.#deps;
-    const payload: ApprovalDecisionPayload = {
-      approval_id: record.approval_id,
-      decision: "approved",
-      reason: null,
-      binding: bindingOf(record),
-      via: grant.via,
-      grant: { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() },
-    };
+    const granted = { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() };
     try {
-      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, "server");
+      await this.#queueDecision(record, "server", { decision: "approved", reason: null, via: grant.via, grant: granted });
     } catch (error) {
-      await store.transition(record.approval_id, (r) =>
-        r?.state === "decided" ? { kind: "apply", from: "decided", patch: PENDING_FIELDS } : { kind: "unchanged" },
-      );
-      await audit.record({
-        actor: "server",
-        action: "grant.unused",
-        session_id: record.session_id,
-        subject: grant.grant_id,
-        data: { code: record.code, error: errorText(error) },
-      });
-      return;
+      await this.#deps.store.transition(record.approval_id, (r) => decideUndo(r, PENDING_FIELDS));
+      return this.#audit("server", "grant.unused", record, { code: record.code, error: errorText(error) }, grant.grant_id);
     }
-    await audit.record({
-      actor: "server",
-      action: "approval.granted",
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, grant_id: grant.grant_id, use: record.grant_use, rules: record.rules, argv: record.argv, cwd: record.cwd },
-    });
+    const { code, grant_use: use, rules, argv, cwd } = record;
+    await this.#audit("server", "approval.granted", record, { code, grant_id: grant.grant_id, use, rules, argv, cwd });
+  }
+
+  #queueDecision(record: ApprovalRecord, actor: AuditActor, decision: Omit<ApprovalDecisionPayload, "approval_id" | "binding">) {
+    const payload = { approval_id: record.approval_id, binding: bindingOf(record), ...decision };
+    return this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, actor);
   }
 
   /** The agent's word on what happened to the call; idempotent. */
   async resolve(approvalId: string, body: ApprovalResolution): Promise<Approval> {
     const { record, changed } = await this.#deps.store.transition(approvalId, (r) => decideResolution(r, body, this.#now()));
     if (changed) {
-      await this.#deps.audit.record({
-        actor: "agent",
-        action: "approval.resolved",
-        session_id: record.session_id,
-        subject: approvalId,
-        data: { ...body, code: record.code },
-      });
+      await this.#audit("agent", "approval.resolved", record, { ...body, code: record.code }, approvalId);
       this.#deps.changed();
     }
     return project(record);
   }
 
-  /**
-   * A person's decision, by approval id or 5-letter code. Refusals: `not_found`, `already_decided`,
-   * `approval_expired`, `approval_mismatch` (a binding given and different), and `unauthorized` for
-   * the persona, which may never decide; through the operator API `operator_decisions_off` /
-   * `operator_token_reachable` unless opted in and the asking Pi runs as another OS user (the agent
-   * could have read the token). Each refusal is audited with who tried. With `grant_minutes` (only
-   * `approved`) it also grants this exact call (or, with `grant_prefix`, every call of its cwd
-   * starting with those words) to its session for that long (capped by the server's maximum);
-   * refused `not_grantable` (or `invalid_request` for a prefix it does not start with) before anything is decided.
-   */
+  /** A person's decision (never the persona's) by approval id or code; each refusal is audited. With `grant_minutes` it
+   * also grants the call (or `grant_prefix`), checked before deciding. */
   async decide(request: PersonDecision): Promise<{ approval: Approval; grant?: Grant }> {
     const { grant_minutes: minutes, grant_prefix: prefix } = request;
     if (minutes === undefined && prefix !== undefined)
@@ -285,16 +226,12 @@ export class ApprovalService {
   }
 
   async #decide({ ref, decision, decider, via, reason = null, binding }: PersonDecision, precheck?: (found: ApprovalRecord) => void): Promise<ApprovalRecord> {
-    const { store, audit } = this.#deps;
+    const { store } = this.#deps;
     const found = await this.#lookup(ref);
     const refused = async (error: DomainError) => {
-      await audit.record({
-        actor: decider.actor,
-        action: "approval.refused",
-        session_id: found?.session_id ?? null,
-        subject: found?.approval_id ?? ref,
-        data: { decision, by: decider.name, via, error: error.code, state: error.state ?? null },
-      });
+      const data = { decision, by: decider.name, via, error: error.code, state: error.state ?? null };
+      const about = { session_id: found?.session_id ?? null, subject: found?.approval_id ?? ref };
+      await this.#deps.audit.record({ actor: decider.actor, action: "approval.refused", ...about, data });
       return error;
     };
     if (decider.actor === "persona") throw await refused(new DomainError("unauthorized"));
@@ -303,50 +240,37 @@ export class ApprovalService {
       const refusal = operatorDecisionRefusal({ ...this.#deps.operatorDecisions, agentUid: found.agent_uid });
       if (refusal) throw await refused(new DomainError(refusal));
     }
-    let result: { record: ApprovalRecord; changed: boolean };
+    const input = { decision, reason, decidedBy: decider.name, via, binding };
+    let record: ApprovalRecord;
     try {
       precheck?.(found);
-      result = await store.transition(found.approval_id, (r) => decideDecision(r, { decision, reason, decidedBy: decider.name, via, binding }, this.#now()));
+      ({ record } = await store.transition(found.approval_id, (r) => decideDecision(r, input, this.#now())));
     } catch (error) {
       throw error instanceof DomainError ? await refused(error) : error;
     }
-    const record = result.record;
-    const payload: ApprovalDecisionPayload = { approval_id: record.approval_id, decision, reason, binding: bindingOf(record), via };
     try {
-      await this.#deps.control.createControlCommand(record.session_id, "approval_decision", payload, decider.actor);
+      await this.#queueDecision(record, decider.actor, { decision, reason, via });
     } catch (error) {
       await store.transition(record.approval_id, decideUndo);
       throw error;
     }
-    await audit.record({
-      actor: decider.actor,
-      action: "approval.decided",
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, decision, reason, by: decider.name, via },
-    });
+    await this.#audit(decider.actor, "approval.decided", record, { code: record.code, decision, reason, by: decider.name, via });
     this.#deps.changed();
     return record;
   }
 
   /** An approval by id or code, as `decide` finds it (a code names the newest approval that had it). */
-  async find(ref: string): Promise<Approval | undefined> {
-    const record = await this.#lookup(ref);
-    return record && project(record);
+  find(ref: string): Promise<Approval | undefined> {
+    return this.#lookup(ref).then((record) => record && project(record));
   }
 
   #lookup(ref: string): Promise<ApprovalRecord | undefined> {
-    const { store } = this.#deps;
-    return CODE_PATTERN.test(ref.trim()) ? store.byCode(normaliseCode(ref)) : store.get(ref);
+    return CODE_PATTERN.test(ref.trim()) ? this.#deps.store.byCode(ref.trim().toUpperCase()) : this.#deps.store.get(ref);
   }
 
   async list(query: ApprovalListQuery): Promise<Approval[]> {
-    const rows = await this.#deps.store.list({
-      states: query.state === "open" ? OPEN_APPROVAL_STATES : undefined,
-      sessionId: query.session_id,
-      limit: query.limit,
-    });
-    return rows.map(project);
+    const states = query.state === "open" ? OPEN_APPROVAL_STATES : undefined;
+    return (await this.#deps.store.list({ states, sessionId: query.session_id, limit: query.limit })).map(project);
   }
 
   /** One page of the approvals nobody has answered yet, newest first, and how many there are in all. */
@@ -356,10 +280,8 @@ export class ApprovalService {
     return { approvals: rows.map(project), total: await store.count(["pending"]) };
   }
 
-  /** The approval a quote reply answers, if the quoted message is a request. */
-  async byRequestMessage(messageId: string): Promise<Approval | undefined> {
-    const record = await this.#deps.store.byRequestMessage(messageId);
-    return record && project(record);
+  byRequestMessage(messageId: string): Promise<Approval | undefined> {
+    return this.#deps.store.byRequestMessage(messageId).then((record) => record && project(record));
   }
 
   /** A session's runtime went away (offline, expired, replaced): its open approvals can no longer be answered. */
@@ -371,10 +293,7 @@ export class ApprovalService {
     for (const row of open) await this.#close(row, "approval.vanished", (r) => decideVanish(r, this.#now()));
   }
 
-  /**
-   * Approvals past their time whose agent never said: closed as timed out; open ones whose runtime
-   * is not online (gone while the server was down, say): vanished.
-   */
+  /** Approvals past their time whose agent never said: timed out; open ones whose runtime is not online: vanished. */
   async sweep(): Promise<void> {
     const now = this.#now();
     const judgeLiveness = now.getTime() - this.#startedAtMs >= this.#deps.presenceGraceMs;
@@ -389,13 +308,7 @@ export class ApprovalService {
   async #close(row: ApprovalRecord, action: string, decide: (r: ApprovalRecord) => Transition): Promise<void> {
     const { record, changed } = await this.#deps.store.transition(row.approval_id, (r) => (r ? decide(r) : { kind: "unchanged" }));
     if (!changed) return;
-    await this.#deps.audit.record({
-      actor: "server",
-      action,
-      session_id: record.session_id,
-      subject: record.approval_id,
-      data: { code: record.code, state: record.state },
-    });
+    await this.#audit("server", action, record, { code: record.code, state: record.state });
     this.#deps.changed();
   }
 }

@@ -11,14 +11,13 @@ declare module "koishi" {
   }
 }
 
+export type Marks = Pick<ApprovalPatch, "request_sent" | "request_held" | "request_message_id" | "persona_mentioned" | "closing_sent">;
 export const APPROVAL_TABLE = "anon_notify_approval";
 const MAX_RACE_RETRIES = 5;
 const CLOSED = ApprovalState.options.filter((state) => !OPEN_APPROVAL_STATES.includes(state));
 
 /** minato's query types do not accept a list for a union-typed column, which is valid at run time. */
-function where(query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> {
-  return query as Query<ApprovalRecord>;
-}
+const where = (query: Partial<Record<keyof ApprovalRecord, unknown>>): Query<ApprovalRecord> => query as Query<ApprovalRecord>;
 
 export class ApprovalStore {
   readonly #ctx: Context;
@@ -82,19 +81,14 @@ export class ApprovalStore {
     return (await this.#ctx.database.get(APPROVAL_TABLE, { code }, { sort: { seq: "desc" }, limit: 1 }))[0];
   }
 
-  /** The approval whose request is this platform message (a quote reply). */
   async byRequestMessage(messageId: string): Promise<ApprovalRecord | undefined> {
     return (await this.#ctx.database.get(APPROVAL_TABLE, { request_message_id: messageId }, { limit: 1 }))[0];
   }
 
   /** The first approval asked for this exact call (a second request for it is answered with this one). */
   async byCall(sessionId: string, toolCallId: string, argsDigest: string): Promise<ApprovalRecord | undefined> {
-    const rows = await this.#ctx.database.get(
-      APPROVAL_TABLE,
-      { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest },
-      { sort: { seq: "asc" }, limit: 1 },
-    );
-    return rows[0];
+    const call = { session_id: sessionId, tool_call_id: toolCallId, args_digest: argsDigest };
+    return (await this.#ctx.database.get(APPROVAL_TABLE, call, { sort: { seq: "asc" }, limit: 1 }))[0];
   }
 
   async openCodes(): Promise<Set<string>> {
@@ -107,27 +101,18 @@ export class ApprovalStore {
   }
 
   async list(filter: { states?: readonly ApprovalState[]; sessionId?: string | undefined; limit: number; offset?: number }): Promise<ApprovalRecord[]> {
-    const query: Partial<Record<keyof ApprovalRecord, unknown>> = {};
-    if (filter.states) query.state = filter.states;
-    if (filter.sessionId) query.session_id = filter.sessionId;
+    const query = { ...(filter.states && { state: filter.states }), ...(filter.sessionId && { session_id: filter.sessionId }) };
     return this.#ctx.database.get(APPROVAL_TABLE, where(query), { sort: { seq: "desc" }, limit: filter.limit, offset: filter.offset ?? 0 });
   }
 
-  /** How many approvals are in one of `states`. */
   async count(states: readonly ApprovalState[]): Promise<number> {
     return (await this.#ctx.database.get(APPROVAL_TABLE, where({ state: states }), ["seq"])).length;
   }
 
-  /**
-   * Removes closed approvals created before `cutoff` whose messages have all gone out; returns how
-   * many went. Open ones, and closed ones still owing the owner a message, stay however old.
-   */
+  /** Removes closed approvals created before `cutoff` whose messages have all gone out; open or owing ones stay however old. */
   async prune(cutoff: Date): Promise<number> {
-    const result = await this.#ctx.database.remove(
-      APPROVAL_TABLE,
-      where({ state: CLOSED, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true }),
-    );
-    return result.removed ?? 0;
+    const done = where({ state: CLOSED, created_at: { $lt: cutoff }, request_sent: true, persona_mentioned: true, closing_sent: true });
+    return (await this.#ctx.database.remove(APPROVAL_TABLE, done)).removed ?? 0;
   }
 
   /** Rows with a message still owed to the owner or the persona (an open one's closing is not owed yet). */
@@ -138,10 +123,7 @@ export class ApprovalStore {
     return this.#ctx.database.get(APPROVAL_TABLE, owing, { sort: { seq: "asc" } });
   }
 
-  /**
-   * Decides on a fresh read and writes only if the row is still in the state decided on; a lost
-   * race is decided again. Returns the row after the change (or as it is, when unchanged).
-   */
+  /** Decides on a fresh read and writes only if the row is still in the state decided on; a lost race is decided again. */
   async transition(approvalId: string, decide: (record: ApprovalRecord | undefined) => Transition): Promise<{ record: ApprovalRecord; changed: boolean }> {
     for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
       const record = await this.get(approvalId);
@@ -156,10 +138,7 @@ export class ApprovalStore {
   }
 
   /** Book-keeping of what was sent; not a state change, so no guard on the state. */
-  async mark(
-    approvalId: string,
-    patch: Pick<ApprovalPatch, "request_sent" | "request_held" | "request_message_id" | "persona_mentioned" | "closing_sent">,
-  ): Promise<void> {
+  async mark(approvalId: string, patch: Marks): Promise<void> {
     await this.#ctx.database.set(APPROVAL_TABLE, { approval_id: approvalId }, patch);
   }
 

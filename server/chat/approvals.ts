@@ -10,18 +10,12 @@ import { DomainError } from "../../common/domain-error.ts";
 import type { PersonDecision } from "../approvals/service.ts";
 import { koishi } from "../koishi.ts";
 import { plainText } from "./images.ts";
-import { ChatRefusal, asOwner, chatDecider, ownerAction, sessionLabel, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, chatDecider, ownerAction, ownerQuote, sessionLabel, type ChatKit } from "./kit.ts";
 import { typedTail } from "./typed.ts";
 import { reply, say } from "./words.ts";
 
-/** How many open approvals one listing shows, and how much of each command. */
 const LISTED = 10;
 const LISTED_COMMAND_CHARS = 60;
-
-export interface ReplyDecision {
-  decision: ApprovalDecision;
-  reason: string | null;
-}
 
 /** Words that approve: they must stand alone, so "同意吗" or "yes but…" never approves. */
 const APPROVE_WORDS = ["同意", "批准", "yes", "y", "approve"];
@@ -31,7 +25,7 @@ const EDGE = /^[\s\p{P}]+|[\s\p{P}]+$/gu;
 
 /** What a reply to an approval request decides, or null when it is not a clear yes or no; full-width letters and case do not matter, and a Latin word
  * must end at a space or punctuation ("nope" is no "no"). */
-export function replyDecision(text: string): ReplyDecision | null {
+export function replyDecision(text: string): { decision: ApprovalDecision; reason: string | null } | null {
   const normal = text.normalize("NFKC").trim();
   const lower = normal.toLowerCase();
   if (APPROVE_WORDS.includes(lower.replace(EDGE, ""))) return { decision: "approved", reason: null };
@@ -134,9 +128,8 @@ export function approvalCommands(ctx: Context, kit: ChatKit): void {
   // A reply quoting an approval request answers it; anything else in such a reply is not an instruction.
   // Ahead of other plugins' middleware (a persona's), which would otherwise also take the answer as chat.
   ctx.middleware(async (session, next) => {
-    const quoted = session.quote?.id;
-    // A stranger's quote goes on like any other message, whatever it quotes: nothing tells them which messages matter here.
-    if (!quoted || session.argv?.command || !kit.guard.isOwner(session)) return next();
+    const quoted = ownerQuote(kit, session);
+    if (!quoted) return next();
     const approval = await kit.approvals.byRequestMessage(quoted);
     if (!approval) return next();
     const content = session.content ?? "";

@@ -11,7 +11,6 @@ import { decide, resultText } from "./approvals.ts";
 import { ChatRefusal, asOwner, type ChatKit } from "./kit.ts";
 import { reply, say } from "./words.ts";
 
-/** How much of the command the edited request still shows. */
 const ANSWERED_COMMAND_CHARS = 300;
 
 export function buttonPresses(ctx: Context, kit: ChatKit): void {
@@ -52,23 +51,16 @@ export function answeredText(session: Session, approval: Approval): string {
   return `${head}\n┃ ${shownCommand(approval, ANSWERED_COMMAND_CHARS).text}`;
 }
 
-interface Pressed {
-  channelId: string;
-  messageId: string;
-}
+type Pressed = { channelId: string; messageId: string };
 
 /** Where the pressed message is, from the platform's own event (the session's ids name the press itself). */
-const TelegramPress = z.object({ callback_query: z.object({ message: z.object({ message_id: z.number(), chat: z.object({ id: z.number() }) }) }) });
-const DiscordPress = z.object({ d: z.object({ channel_id: z.string(), message: z.object({ id: z.string() }) }) });
-const PRESSED: Record<string, (data: unknown) => Pressed | undefined> = {
-  telegram: (data) => {
-    const message = TelegramPress.safeParse(data).data?.callback_query.message;
-    return message && { channelId: String(message.chat.id), messageId: String(message.message_id) };
-  },
-  discord: (data) => {
-    const d = DiscordPress.safeParse(data).data?.d;
-    return d && { channelId: d.channel_id, messageId: d.message.id };
-  },
+const PRESSED: Record<string, z.ZodType<Pressed>> = {
+  telegram: z
+    .object({ callback_query: z.object({ message: z.object({ message_id: z.number(), chat: z.object({ id: z.number() }) }) }) })
+    .transform(({ callback_query: { message } }) => ({ channelId: String(message.chat.id), messageId: String(message.message_id) })),
+  discord: z
+    .object({ d: z.object({ channel_id: z.string(), message: z.object({ id: z.string() }) }) })
+    .transform(({ d }) => ({ channelId: d.channel_id, messageId: d.message.id })),
 };
 
 /** Discord's markdown, escaped the way its adapter escapes text (an edit skips the encoder). */
@@ -85,7 +77,7 @@ const EDIT: Record<string, (bot: Bot, at: Pressed, text: string) => Promise<unkn
 };
 
 async function editPressed(ctx: Context, session: Session, text: string): Promise<void> {
-  const at = PRESSED[session.platform]?.(session.event._data);
+  const at = PRESSED[session.platform]?.safeParse(session.event._data).data;
   const edit = EDIT[session.platform];
   if (!at || !edit) return;
   try {

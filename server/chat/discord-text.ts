@@ -41,11 +41,9 @@ function rendered(data: DiscordText, text: (s: string) => string): string {
   return out + text(data.content.slice(last));
 }
 
-/** The markup the adapter should have made of `data` when it made `adapted` (its text, then what it
- * appended: stickers, attachments, embeds), or undefined where its text is not the one recognised
- * here, or where a `<` in the text sits beside Discord's tokens: then the adapter's reading stands. Pure. */
+/** The markup the adapter should have made of `data` when it made `adapted` (its text, then stickers, attachments, embeds);
+ * undefined where its text is not the one recognised here or a `<` sits beside Discord's tokens: the adapter's reading stands. */
 export function discordMarkup(data: DiscordText, adapted: string): string | undefined {
-  // A `<` in the text beside Discord's own tokens can be read into them by the adapter: its reading stands.
   const tokens = [...data.content.matchAll(TOKEN)];
   if (tokens.length > 0 && data.content.replace(TOKEN, "").includes("<")) return undefined;
   const unescaped = rendered(data, (s) => s);

@@ -10,12 +10,12 @@ import { say } from "./words.ts";
 const LISTED = 20;
 
 function grantLine(kit: ChatKit, session: Session, grant: Grant, nowMs: number): string {
-  const locale = voiceOf(sessionSay(session)).locale;
+  const voice = voiceOf(sessionSay(session));
   return say(session, "commands.anon.grants.messages.line", {
     grant: grant.grant_id,
     session: sessionLabel(kit, session, grant.session_id),
-    covers: coversText(grant, voiceOf(sessionSay(session))),
-    left: durationText(Date.parse(grant.expires_at) - nowMs, locale),
+    covers: coversText(grant, voice),
+    left: durationText(Date.parse(grant.expires_at) - nowMs, voice.locale),
     uses: countText(sessionSay(session), "anon-notify.uses", grant.uses),
   });
 }

@@ -8,9 +8,7 @@ import { say } from "./words.ts";
 const LISTED = 10;
 
 /** The part of a command id people type: 8 characters of its random part. */
-export function shortCommandId(commandId: string): string {
-  return commandId.replace(/^c-/, "").slice(0, 8);
-}
+export const shortCommandId = (commandId: string): string => commandId.replace(/^c-/, "").slice(0, 8);
 
 function commandLine(session: Session, command: CommandSummary, label: string): string {
   const line = say(session, "commands.anon.commands.messages.line", {

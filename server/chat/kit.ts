@@ -1,5 +1,4 @@
-/** What every chat command shares; commands register through `ownerCommand`, so none can skip the owner
- * guard. */
+/** What every chat command shares; commands register through `ownerCommand`, so none can skip the owner guard. */
 import type { Argv, Command, Context, Fragment, Session } from "koishi";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { GrantService } from "../approvals/grants.ts";
@@ -14,9 +13,7 @@ import { reply, say } from "./words.ts";
 export interface ChatKit {
   guard: OwnerGuard;
   operator: OperatorService;
-  /** Approvals as the owner answers them; deciding is the service's, with its rules and audit rows. */
   approvals: Pick<ApprovalService, "decide" | "find" | "list" | "pendingPage" | "byRequestMessage">;
-  /** The owner's standing grants: listed and revoked through the same service as everywhere. */
   grants: Pick<GrantService, "list" | "revoke">;
   audit: AuditLog;
   numbers: SessionNumbers;
@@ -42,12 +39,11 @@ export function ownerAction<D extends string>(
   );
 }
 
-/** `anon.sessions` → `anon_sessions`. */
 export const flatName = (name: string) => name.replace(/\./g, "_");
 
 /** A sentence (plain text) for a refusal the owner can act on; anything unexpected is logged and named briefly. */
 export function refusalText(ctx: Context, session: Session, error: unknown): string {
-  if (error instanceof ChatRefusal) return error.text;
+  if (error instanceof ChatRefusal) return error.message;
   if (error instanceof DomainError) {
     const detail = error.issues?.map((issue) => `${issue.path}: ${issue.message}`).join("; ") ?? "";
     const key = `anon-notify.errors.${error.code}`;
@@ -60,13 +56,7 @@ export function refusalText(ctx: Context, session: Session, error: unknown): str
 
 /** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
 export class ChatRefusal extends Error {
-  readonly text: string;
-
-  constructor(text: string) {
-    super(text);
-    this.name = "ChatRefusal";
-    this.text = text;
-  }
+  override name = "ChatRefusal";
 }
 
 /** Runs an owner's action as the `operator`, answering refusals with words instead of throwing; the words become the message here. */
@@ -79,27 +69,21 @@ export async function asOwner(ctx: Context, kit: ChatKit, session: Session, acti
 }
 
 /** A session's project as a row shows it: flagged, in the reader's language, when its letters mix scripts. */
-export function projectName(session: Session, s: SessionProjection): string {
-  return s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project;
-}
+export const projectName = (session: Session, s: SessionProjection) => (s.mixed_scripts ? s.project + say(session, "anon-notify.mixed-scripts") : s.project);
 
-/** `#n project`, as listings name a session. */
-export function sessionName(session: Session, { number, session: s }: NumberedSession): string {
-  return `#${number} ${projectName(session, s)}`;
-}
+export const sessionName = (session: Session, { number, session: s }: NumberedSession): string => `#${number} ${projectName(session, s)}`;
 
-export function numbered(kit: ChatKit): NumberedSession[] {
-  return kit.numbers.number(kit.operator.onlineSessions());
-}
+export const numbered = (kit: ChatKit): NumberedSession[] => kit.numbers.number(kit.operator.onlineSessions());
 
-/** A session as listings name it: `#n project` while online, else the start of its id. */
 export function sessionLabel(kit: ChatKit, session: Session, sessionId: string): string {
   const online = numbered(kit).find((s) => s.session.session_id === sessionId);
   return online ? sessionName(session, online) : sessionId.slice(0, 8);
 }
 
-/** The owner deciding from the chat: the `operator`, named by platform and user. */
 export const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
+
+/** The message an owner's reply quotes; a stranger's quote goes on like any other message (nothing tells them which messages matter here). */
+export const ownerQuote = (kit: ChatKit, session: Session) => (session.argv?.command || !kit.guard.isOwner(session) ? undefined : session.quote?.id);
 
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {

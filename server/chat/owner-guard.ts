@@ -7,15 +7,11 @@ import { reply, say } from "./words.ts";
 
 /** After a refusal is answered, the same user's further refusals get no answer (and one audit row) for this long. */
 export const REFUSAL_QUIET_MS = 10 * 60_000;
-/** Characters of refused input kept on the trail. */
 export const REFUSED_EXCERPT_CHARS = 200;
 /** Users remembered at most; the oldest are forgotten first. */
 const MAX_REFUSED_USERS = 10_000;
 
-export interface ChatOwner {
-  platform: string;
-  userId: string;
-}
+export type ChatOwner = { platform: string; userId: string };
 
 /** The owner as a platform and user id pair; `null` when the plugin has no complete target. */
 export function chatOwner(botId: string, recipientId: string): ChatOwner | null {
@@ -34,7 +30,6 @@ export interface Speaker {
 
 export type Verdict = "owner" | "not_configured" | "stranger" | "group" | "not_typed";
 
-/** Whether `speaker` may act as the owner, and if not, why. Pure. */
 export function verdictOf(owner: ChatOwner | null, speaker: Speaker): Verdict {
   if (!owner) return "not_configured";
   if (speaker.platform !== owner.platform || speaker.userId !== owner.userId) return "stranger";
@@ -56,12 +51,11 @@ export interface OwnerGuardOptions {
  * `session.execute` builds another argv, whatever flags it sets. */
 export function fromPlatformEvent(argv: Argv): boolean {
   const session = argv.session;
-  if (!session) return false;
-  if (session.argv === argv) return true;
-  const native = session.type === "interaction/command" ? session.event.argv : undefined;
-  if (!native) return false;
+  if (session?.argv === argv) return true;
+  const native = session?.type === "interaction/command" ? session.event.argv : undefined;
   return (
-    session.app.$commander.get(native.name) === argv.command &&
+    !!native &&
+    session!.app.$commander.get(native.name) === argv.command &&
     isDeepStrictEqual(native.arguments ?? [], argv.args ?? []) &&
     isDeepStrictEqual(native.options ?? {}, argv.options ?? {})
   );
@@ -90,15 +84,12 @@ export function refusedExcerpt(input: Record<string, unknown>): string {
   return text.length <= REFUSED_EXCERPT_CHARS ? text : `${text.slice(0, REFUSED_EXCERPT_CHARS)}… (${text.length} chars)`;
 }
 
-export function speakerOf(session: Session, typed: boolean): Speaker {
-  return { platform: session.platform, userId: session.userId, isDirect: session.isDirect, typed };
-}
+const speakerOf = (session: Session, typed: boolean) => ({ platform: session.platform, userId: session.userId, isDirect: session.isDirect, typed });
 
 function chatOf(session: Session) {
   return { platform: session.platform, user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect };
 }
 
-/** The guard every owner command and the owner's replies to notices pass. */
 export class OwnerGuard {
   readonly #options: OwnerGuardOptions;
   /** Per `platform:userId`, oldest first. */
@@ -137,11 +128,8 @@ export class OwnerGuard {
       }
       if (step.unansweredBefore > 0) unanswered.unanswered_before = step.unansweredBefore;
     }
-    await this.#options.audit.record({
-      actor: "server",
-      action: "chat.refused",
-      data: { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered },
-    });
+    const data = { command: what, input: refusedExcerpt(input), chat: chatOf(session), reason: verdict, ...unanswered };
+    await this.#options.audit.record({ actor: "server", action: "chat.refused", data });
     return verdict;
   }
 

@@ -1,7 +1,5 @@
 /** The owner's chat commands (`anon.*`), on the same operator service as the persona tools and the API. */
 import type { Context } from "koishi";
-import type { AuditLog } from "../audit/store.ts";
-import type { OperatorService } from "../operator/service.ts";
 import { ownerCommand, type ChatKit } from "./kit.ts";
 import { chatOwner, OwnerGuard, type RefusalMode } from "./owner-guard.ts";
 import { SessionNumbers } from "./refs.ts";
@@ -18,16 +16,12 @@ import { stopCommands } from "./stop.ts";
 import { newSessionCommands } from "./new-session.ts";
 import type { StartService } from "../hosts/service.ts";
 
-export interface ChatCommandsDeps {
-  operator: OperatorService;
+export type ChatCommandsDeps = Pick<ChatKit, "operator" | "approvals" | "grants" | "audit"> & {
   starts: StartService;
-  approvals: ChatKit["approvals"];
-  grants: ChatKit["grants"];
-  audit: AuditLog;
   botId: string;
   recipientId: string;
   refusal: RefusalMode;
-}
+};
 
 export const ChatCommands = {
   name: "notify-webhook-chat",

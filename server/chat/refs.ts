@@ -5,17 +5,13 @@ import type { SessionProjection } from "../../protocol/sessions.ts";
 
 export const MIN_PREFIX = 4;
 
-export interface NumberedSession {
-  number: number;
-  session: SessionProjection;
-}
+export type NumberedSession = { number: number; session: SessionProjection };
 
 export type Resolution =
   | { kind: "found"; session: SessionProjection; number: number }
   | { kind: "none" }
   | { kind: "ambiguous"; candidates: NumberedSession[] };
 
-/** Which of `sessions` `ref` names. Pure. */
 export function resolveRef(ref: string, sessions: readonly NumberedSession[]): Resolution {
   const text = ref.trim();
   const numbered = /^#?(\d+)$/.exec(text);

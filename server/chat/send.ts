@@ -1,7 +1,7 @@
 /** The owner's instructions: `anon.send <session> …`, or a reply quoting a notice; the platform's message
  * id is the request key, so a message delivered twice queues one command. */
 import type { Context, Session } from "koishi";
-import { ChatRefusal, asOwner, ownerAction, projectName, sessionByRef, type ChatKit } from "./kit.ts";
+import { ChatRefusal, asOwner, ownerAction, ownerQuote, projectName, sessionByRef, type ChatKit } from "./kit.ts";
 import { fetchImages, imageSources, plainText } from "./images.ts";
 import { shortCommandId } from "./instructions.ts";
 import { typedTail } from "./typed.ts";
@@ -28,9 +28,8 @@ export function sendCommands(ctx: Context, kit: ChatKit): void {
   // A reply that quotes a notice the bot delivered directly; any other message goes on. Ahead of other
   // plugins' middleware (a persona's), which would otherwise also take the instruction as chat.
   ctx.middleware(async (session, next) => {
-    const quoted = session.quote?.id;
-    // A stranger's quote goes on like any other message, whatever it quotes: nothing tells them which messages matter here.
-    if (!quoted || session.argv?.command || !kit.guard.isOwner(session)) return next();
+    const quoted = ownerQuote(kit, session);
+    if (!quoted) return next();
     const notices = await kit.operator.noticesOfMessage(quoted);
     const text = plainText(session.content ?? "");
     if (notices.length === 0 || !text) return next();

@@ -3,9 +3,8 @@
 import type { Argv } from "koishi";
 import { koishi } from "../koishi.ts";
 
-/** The text after the command's name and `leading` (its arguments as Koishi parsed them), attached
- * elements left out, trimmed; `parsed` when `argv` is not the message's own or its source does not
- * start that way (a quoted argument, a native command). */
+/** The text after the command's name and `leading` (its arguments as Koishi parsed them), attached elements left out,
+ * trimmed; `parsed` when `argv` is not the message's own or its source does not start so (a quoted argument, a native command). */
 export function typedTail(argv: Argv, leading: readonly (string | undefined)[], parsed: string | undefined): string {
   const fallback = (parsed ?? "").trim();
   const session = argv.session;

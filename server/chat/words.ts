@@ -4,11 +4,7 @@ import { sessionSay } from "../locales/load.ts";
 import { koishi } from "../koishi.ts";
 
 /** One of the plugin's texts for `session` as plain text: parameters go in as they are, nothing escaped. */
-export function say(session: Session, path: string, params?: object): string {
-  return sessionSay(session)(path, params);
-}
+export const say = (session: Session, path: string, params?: object): string => sessionSay(session)(path, params);
 
 /** What a command or reply answers: `text` as one text element; an empty answer sends nothing. */
-export function reply(text: string): Fragment {
-  return text ? koishi.h.text(text) : "";
-}
+export const reply = (text: string): Fragment => (text ? koishi.h.text(text) : "");
