@@ -11,15 +11,7 @@ import { instanceSay, type Say } from "../locales/load.ts";
 export const AUDIT_TABLE = "anon_notify_audit";
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-export interface AuditRow {
-  id: number;
-  at: Date;
-  actor: AuditActor;
-  action: string;
-  session_id: string | null;
-  subject: string | null;
-  data: Record<string, unknown>;
-}
+type AuditRow = Omit<AuditEntry, "at"> & { at: Date };
 
 declare module "koishi" {
   interface Tables {
@@ -45,16 +37,8 @@ export function retentionCutoff(nowMs: number, retentionDays: number): Date {
   return new Date(nowMs - retentionDays * DAY_MS);
 }
 
-export function toEntry(row: AuditRow): AuditEntry {
-  return {
-    id: row.id,
-    at: new Date(row.at).toISOString(),
-    actor: row.actor,
-    action: row.action,
-    session_id: row.session_id,
-    subject: row.subject,
-    data: row.data ?? {},
-  };
+function toEntry(row: AuditRow): AuditEntry {
+  return { ...row, at: new Date(row.at).toISOString(), data: row.data ?? {} };
 }
 
 export class AuditLog {

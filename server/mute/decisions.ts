@@ -11,7 +11,6 @@ export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as c
 export type UrgentKind = (typeof URGENT_KINDS)[number];
 
 const { muteDefaultMinutes: DEFAULT_MUTE_MINUTES, muteMaxMinutes: MAX_MUTE_MINUTES } = LIMITS;
-export const ALL_SESSIONS = "*";
 
 /** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
 export interface Mute {
@@ -20,7 +19,7 @@ export interface Mute {
 }
 
 export function scopeOf(sessionId: string | null): string {
-  return sessionId ?? ALL_SESSIONS;
+  return sessionId ?? "*";
 }
 
 /** Whether a notice breaks through a mute (failed run, watchdog, approval, needs-you), each only if `breakThrough` lists it; watchdog and approval

@@ -5,12 +5,7 @@ import { isMuted, scopeOf, type Mute } from "./decisions.ts";
 
 export const MUTE_TABLE = "anon_notify_mute";
 
-interface MuteRow {
-  scope: string;
-  session_id: string | null;
-  until: Date;
-  created_at: Date;
-}
+type MuteRow = Mute & { scope: string; created_at: Date };
 
 declare module "koishi" {
   interface Tables {

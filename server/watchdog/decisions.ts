@@ -85,23 +85,16 @@ export function afterNotice(watched: Watched, notice: Exclude<Due, null>): Watch
   return notice.kind === "vanished" ? undefined : { ...watched, stalledAtActivityMs: watched.lastActivityMs };
 }
 
-function minutes(ms: number): number {
-  return Math.max(1, Math.round(ms / 60_000));
-}
-
-function doing(activity: string | null, say: Say): string {
-  return activity ? say("anon-notify.watchdog.doing-tool", [activity]) : say("anon-notify.watchdog.doing-nothing");
-}
-
 /** The notice as an event. Deterministic id per episode, so a retried submit is a duplicate. */
 export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): EventBody {
   const episodeMs = notice.kind === "stalled" ? notice.sinceMs : watched.vanishedAtMs!;
   const digest = createHash("sha256").update(`${watched.sessionId}\0${watched.runtimeId}\0${episodeMs}`).digest("hex").slice(0, 32);
   const lastActivity = new Date(watched.lastActivityMs).toISOString();
-  const facts = { project: watched.project, lastActivity, doing: doing(watched.activity, say) };
+  const doing = watched.activity ? say("anon-notify.watchdog.doing-tool", [watched.activity]) : say("anon-notify.watchdog.doing-nothing");
+  const facts = { project: watched.project, lastActivity, doing };
   const summary =
     notice.kind === "stalled"
-      ? say("anon-notify.watchdog.stalled", { ...facts, minutes: minutes(nowMs - notice.sinceMs) })
+      ? say("anon-notify.watchdog.stalled", { ...facts, minutes: Math.max(1, Math.round((nowMs - notice.sinceMs) / 60_000)) })
       : say("anon-notify.watchdog.vanished", { ...facts, seconds: Math.round(ttlMs / 1000), lastSeen: new Date(watched.lastSeenMs).toISOString() });
   return warningEvent(nowMs, delivery, {
     event_id: `watchdog:${notice.kind}:${digest}`,
@@ -128,19 +121,18 @@ function warningEvent(
   return EventBody.parse({ ...fields, task: "", status: "warning", url: null, context_usage: null, created_at: new Date(nowMs).toISOString(), delivery });
 }
 
-/** One notice for sessions that vanished together, and which sessions it covers. */
-export interface VanishedNotice {
-  event: EventBody;
-  sessions: string[];
-}
-
 /** Sessions a grouped notice lists by name; `count` says how many there were in all. */
 const LISTED_SESSIONS = 8;
 const LISTED_PROJECTS = 5;
 
-/** The vanish notices due in one check: one per session when one vanished, one for all when several did (a crash of many runtimes is one message); ids
- * are deterministic per group, so a retried submit is a duplicate. */
-export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
+/** The vanish notices due in one check, with the sessions each covers: one for all when several vanished (a crash of many runtimes is one message). */
+export function vanishedNotices(
+  vanished: readonly Watched[],
+  nowMs: number,
+  delivery: DeliveryRoute,
+  ttlMs: number,
+  say: Say,
+): { event: EventBody; sessions: string[] }[] {
   if (vanished.length === 0) return [];
   if (vanished.length === 1)
     return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs, say), sessions: [vanished[0]!.sessionId] }];
