@@ -61,10 +61,6 @@ export interface HttpAccess {
   onFailureBurst?: (address: string) => void;
 }
 
-export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
-
-const NOT_READY_RETRY_SECONDS = 1;
-
 /** One per plugin instance: parts register routes through `route` and may hold the whole API at 503 until their durable state is loaded. */
 export class HttpApi {
   readonly #agentDigest: Buffer;
@@ -78,7 +74,7 @@ export class HttpApi {
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
     this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
-    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? 30_000;
     this.#failures = new AuthFailures(AUTH_FAILURE_LIMIT, access.onFailureBurst ?? (() => {}));
   }
 
@@ -155,7 +151,7 @@ export class HttpApi {
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
-    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
+    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: 1 });
     const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
     const body = raw === undefined || spec.anyBody || spec.auth === "signed" ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};

@@ -4,21 +4,9 @@ import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { isTrusted } from "./trust.ts";
 
-export interface ConnectionBounds {
-  /** A request's headers must be complete this long after the connection (or the previous request). */
-  headersTimeoutMs: number;
-  /** A whole request (headers and body) must arrive within this. */
-  requestTimeoutMs: number;
-  /** How often Node looks for connections past those deadlines: the figure documented is timeout + this. */
-  checkIntervalMs: number;
-  /** Connections without a valid token from one remote address. */
-  perAddress: number;
-  /** Connections without a valid token from every address together: a small share of `total`. */
-  untrusted: number;
-  total: number;
-}
-
-export const CONNECTION_BOUNDS: ConnectionBounds = {
+/** `checkIntervalMs`: how often Node looks for connections past the two deadlines (the figure documented is timeout + this); `perAddress` and
+ * `untrusted`: connections without a valid token from one address, and from all together (a small share of `total`). */
+export const CONNECTION_BOUNDS = {
   headersTimeoutMs: 5_000,
   requestTimeoutMs: 30_000,
   checkIntervalMs: 1_000,
@@ -26,15 +14,10 @@ export const CONNECTION_BOUNDS: ConnectionBounds = {
   untrusted: 256,
   total: 1024,
 };
+type ConnectionBounds = typeof CONNECTION_BOUNDS;
 
-export interface OpenConnection<T> {
-  connection: T;
-  address: string;
-  /** It has sent at least one complete request head. */
-  requested: boolean;
-  /** It has presented a valid token. */
-  trusted: boolean;
-}
+/** `requested`: it has sent at least one complete request head; `trusted`: it has presented a valid token. */
+type OpenConnection<T> = { connection: T; address: string; requested: boolean; trusted: boolean };
 
 /** The oldest of `open` that never sent a request, else the oldest. */
 const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;

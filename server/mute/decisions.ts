@@ -10,7 +10,7 @@ import { countText, type Say } from "../locales/load.ts";
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
 export type UrgentKind = (typeof URGENT_KINDS)[number];
 
-const { muteDefaultMinutes: DEFAULT_MUTE_MINUTES, muteMaxMinutes: MAX_MUTE_MINUTES } = LIMITS;
+const { muteDefaultMinutes, muteMaxMinutes } = LIMITS;
 
 /** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
 export interface Mute {
@@ -48,7 +48,7 @@ export function isMuted(mutes: readonly Mute[], sessionId: string, now: Date): b
 
 /** The end of a mute of `minutes` from `now`, bounded to the allowed range. */
 export function muteUntil(now: Date, minutes: number | undefined): Date {
-  const bounded = Math.min(Math.max(1, Math.round(minutes ?? DEFAULT_MUTE_MINUTES)), MAX_MUTE_MINUTES);
+  const bounded = Math.min(Math.max(1, Math.round(minutes ?? muteDefaultMinutes)), muteMaxMinutes);
   return new Date(now.getTime() + bounded * 60_000);
 }
 
@@ -57,7 +57,7 @@ const UNIT_MINUTES: Record<string, number> = { m: 1, min: 1, h: 60, d: 24 * 60, 
 /** Minutes from what a person types (`30m`, `2h`, `1d`, `1h30m`, `90`, `2小时`); `null` outside 1 minute … 7 days. */
 export function parseDuration(text: string): number | null {
   const minutes = durationMinutes(text);
-  return minutes !== null && minutes >= 1 && minutes <= MAX_MUTE_MINUTES ? minutes : null;
+  return minutes !== null && minutes >= 1 && minutes <= muteMaxMinutes ? minutes : null;
 }
 
 /** Whether `text` is written as a duration at all (in range or not), rather than, say, a session. */

@@ -11,10 +11,11 @@ import { chatReachesOwner, noticeFacts } from "../status/notices.ts";
 import type { PairingCodes } from "./codes.ts";
 
 export { PairingCodes } from "./codes.ts";
-import { pairedRecipient, type OwnerIds } from "./recipient.ts";
+import { pairedRecipient } from "./recipient.ts";
+import type { DirectTarget } from "../handover/direct.ts";
 
 /** `announced`: a code someone else prints (npm start); without one, a code is issued and logged here. */
-type PairingDeps = { api: HttpApi; codes: PairingCodes; owner: OwnerIds; personas: PersonaSlot; token: string; announced: boolean };
+type PairingDeps = { api: HttpApi; codes: PairingCodes; owner: DirectTarget; personas: PersonaSlot; token: string; announced: boolean };
 
 /** The link `/anon-notify-setup` takes: the API's address, the code in the fragment (never sent). */
 export function pairingLink(origin: string, code: string): string {

@@ -3,19 +3,11 @@ import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
 import { instanceText } from "../locales/load.ts";
 
-export interface FailedPlugin {
-  name: string;
-  error: string;
-}
-
-interface ScopeLike {
-  error?: unknown;
-  runtime: { name?: string };
-}
+type ScopeLike = { error?: unknown; runtime: { name?: string } };
 
 /** Plugins loaded in this app whose start failed, with why. */
-export function failedPlugins(ctx: Context): FailedPlugin[] {
-  const failed: FailedPlugin[] = [];
+function failedPlugins(ctx: Context): { name: string; error: string }[] {
+  const failed: { name: string; error: string }[] = [];
   for (const runtime of ctx.registry.values() as Iterable<ScopeLike & { children: ScopeLike[] }>) {
     for (const scope of [runtime, ...runtime.children]) {
       if (scope.error != null) failed.push({ name: scope.runtime.name ?? "?", error: errorText(scope.error) });
