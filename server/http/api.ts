@@ -78,10 +78,6 @@ export class HttpApi {
     this.#failures = new AuthFailures(AUTH_FAILURE_LIMIT, access.onFailureBurst ?? (() => {}));
   }
 
-  get ready(): boolean {
-    return this.#holds.size === 0;
-  }
-
   /** Answers 503 until the returned function is called or `ctx` is disposed. */
   holdUntilReady(ctx: Context): () => void {
     const hold = Symbol();
@@ -135,7 +131,7 @@ export class HttpApi {
       if (names.length === 0) return next();
       let answer: JsonAnswer;
       try {
-        this.#authorizeAny(c);
+        this.#authorize(c, "any");
         onRefused(names);
         answer = json(HTTP_STATUS.service_missing, { error: "service_missing", missing: names });
       } catch (error) {
@@ -151,7 +147,7 @@ export class HttpApi {
 
   async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
-    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: 1 });
+    if (this.#holds.size > 0) throw new DomainError("not_ready", { retryAfterSeconds: 1 });
     const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
     const body = raw === undefined || spec.anyBody || spec.auth === "signed" ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
@@ -183,18 +179,13 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
-  #authorize(c: KoaContext, auth: RouteAuth): void {
+  /** `any`: either token (the 503 guard). */
+  #authorize(c: KoaContext, auth: RouteAuth | "any"): void {
     if (auth === "capability" || auth === "pairing" || auth === "signed") return;
-    const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
-    if (!expected) throw new DomainError("operator_disabled");
-    if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);
-    trustConnection(c.req.socket);
-  }
-
-  #authorizeAny(c: KoaContext): void {
+    if (auth === "operator" && !this.#operatorDigest) throw new DomainError("operator_disabled");
     const header = c.get("authorization");
-    const agent = presents(header, this.#agentDigest);
-    const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
+    const agent = auth !== "operator" && presents(header, this.#agentDigest);
+    const operator = auth !== "agent" && this.#operatorDigest !== null && presents(header, this.#operatorDigest);
     if (!agent && !operator) this.#refuse(c.req);
     trustConnection(c.req.socket);
   }
