@@ -19,7 +19,6 @@ function visible(char: string): string {
   return `\\u{${hex(code, 1)}}`;
 }
 
-/** The text on one line with every invisible or line-breaking character written out. */
 export function visibleControls(text: string): string {
   let out = "";
   for (const char of text) out += visible(char);

@@ -40,7 +40,6 @@ export async function appendDurably(path: string, text: string): Promise<void> {
   }
 }
 
-/** Makes renames and new entries in `dir` durable. */
 export async function syncFolder(dir: string): Promise<void> {
   // Windows cannot open a directory for fsync; there a rename is as durable as the platform makes it.
   if (process.platform === "win32") return;

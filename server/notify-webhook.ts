@@ -67,9 +67,7 @@ export const inject = { server: { required: false }, database: { required: false
 /** The services every route needs; the locale files say what to do about each one's absence (`anon-notify.services.*`). */
 const NEEDED_SERVICES = ["server", "database"] as const;
 
-/** The help on Koishi's config page, which takes one markdown string: in the environment's language
- * until the plugin runs, then in the instance's (Koishi's `i18n.locales`). A live binding, so the
- * page reads the current one. */
+/** The help on Koishi's config page: in the environment's language until the plugin runs, then the instance's; a live binding the page reads. */
 export let usage = usageText(localeLanguage(process.env));
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -172,7 +170,6 @@ export const Config = Schema.intersect([
     triggerDelivery: Schema.union(["anon", "direct"]).default("direct"),
   }),
 ]);
-/** The plugin's options, as the schema above resolves them. */
 export type Config = ReturnType<typeof Config>;
 
 /** Loads the parts once `server` and `database` are there, and until then answers every route with

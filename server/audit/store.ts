@@ -75,7 +75,6 @@ export class AuditLog {
     return () => void this.#listeners.delete(listener);
   }
 
-  /** Runs `fn` with `actor` as the acting side of every row recorded inside it. */
   as<T>(actor: AuditActor, fn: () => T): T {
     return this.#actor.run(actor, fn);
   }

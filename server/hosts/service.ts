@@ -55,7 +55,6 @@ export class StartService {
     return { host: picked.name, project: request.project, sessionId, command };
   }
 
-  /** Waits a bounded time for the host's ACK of a queued job, and says what it came to. */
   async settle(queued: QueuedStart): Promise<StartResult> {
     const final = await this.#commands.waitFinal(queued.command.command_id, this.#waitMs);
     const payload = final.state === "accepted" ? await this.#commands.payloadOf(final.command_id) : null;

@@ -98,7 +98,6 @@ export class HttpApi {
     return [...new Set(this.#capabilities.values())].sort();
   }
 
-  /** Registers a JSON route under the API base path on `ctx`; it disappears when `ctx` is disposed. */
   route(ctx: Context, spec: RouteSpec, handler: RouteHandler): void {
     const logger = ctx.logger("notify-webhook");
     const maxBytes = spec.maxBytes ?? LIMITS.eventBodyBytes;

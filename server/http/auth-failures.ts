@@ -9,7 +9,6 @@ const MAX_ADDRESSES = 10_000;
 
 export interface FailureState {
   bucket: Bucket;
-  /** This burst has been logged. */
   logged: boolean;
 }
 

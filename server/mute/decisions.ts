@@ -41,12 +41,10 @@ export function covering(mutes: readonly Mute[], sessionId: string): Mute[] {
   return mutes.filter((mute) => mute.session_id === null || mute.session_id === sessionId);
 }
 
-/** Whether a mute of `sessionId` (or of all) is still running at `now`. */
 export function isMuted(mutes: readonly Mute[], sessionId: string, now: Date): boolean {
   return covering(mutes, sessionId).some((mute) => mute.until > now);
 }
 
-/** The end of a mute of `minutes` from `now`, bounded to the allowed range. */
 export function muteUntil(now: Date, minutes: number | undefined): Date {
   const bounded = Math.min(Math.max(1, Math.round(minutes ?? muteDefaultMinutes)), muteMaxMinutes);
   return new Date(now.getTime() + bounded * 60_000);

@@ -35,7 +35,6 @@ export class HeartbeatService {
     return { ttl_ms: this.#registry.ttlMs, server_time: new Date(now).toISOString(), command_protocol: PROTOCOL_VERSIONS.commands };
   }
 
-  /** Forgets buckets that have refilled (they hold nothing worth keeping). */
   prune(): void {
     this.#buckets.prune(this.#now());
   }

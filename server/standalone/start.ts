@@ -41,7 +41,6 @@ export type StandaloneFile = z.infer<typeof StandaloneFile>;
 
 type StandaloneOptions = Exclude<ReturnType<typeof parseFlags>, "help">;
 
-/** The options to run with, or "help" when the user asked for usage. */
 export function parseFlags(argv: string[], cwd: string, language: Language = localeLanguage(process.env)) {
   const { values } = parseArgs({
     args: argv,

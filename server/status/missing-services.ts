@@ -5,7 +5,6 @@ import { instanceText } from "../locales/load.ts";
 
 type ScopeLike = { error?: unknown; runtime: { name?: string } };
 
-/** Plugins loaded in this app whose start failed, with why. */
 function failedPlugins(ctx: Context): { name: string; error: string }[] {
   const failed: { name: string; error: string }[] = [];
   for (const runtime of ctx.registry.values() as Iterable<ScopeLike & { children: ScopeLike[] }>) {

@@ -72,7 +72,6 @@ export function observe(prev: Watched | undefined, input: WatchInput): Observati
 
 export type Due = { kind: "stalled"; sinceMs: number } | { kind: "vanished" } | null;
 
-/** Whether a notice is due now for `watched`. Pure. */
 export function due(watched: Watched, nowMs: number, thresholds: { stallAfterMs: number }): Due {
   if (watched.vanishedAtMs !== null) return { kind: "vanished" };
   if (watched.state !== "running" || watched.stalledAtActivityMs !== null) return null;
@@ -80,7 +79,6 @@ export function due(watched: Watched, nowMs: number, thresholds: { stallAfterMs:
   return nowMs - sinceMs >= thresholds.stallAfterMs ? { kind: "stalled", sinceMs } : null;
 }
 
-/** What `watched` looks like once the notice for `notice` has been accepted. */
 export function afterNotice(watched: Watched, notice: Exclude<Due, null>): Watched | undefined {
   return notice.kind === "vanished" ? undefined : { ...watched, stalledAtActivityMs: watched.lastActivityMs };
 }
