@@ -13,12 +13,7 @@ import type { HostRegistry } from "./registry.ts";
 export const START_WAIT_MS = 15_000;
 
 /** A start job on its host's lane, not yet ACKed. */
-export interface QueuedStart {
-  host: string;
-  project: string;
-  sessionId: string;
-  command: CommandSummary;
-}
+type QueuedStart = { host: string; project: string; sessionId: string; command: CommandSummary };
 
 export class StartService {
   readonly #hosts: HostRegistry;

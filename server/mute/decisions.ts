@@ -13,10 +13,7 @@ export type UrgentKind = (typeof URGENT_KINDS)[number];
 const { muteDefaultMinutes, muteMaxMinutes } = LIMITS;
 
 /** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
-export interface Mute {
-  session_id: string | null;
-  until: Date;
-}
+export type Mute = { session_id: string | null; until: Date };
 
 export function scopeOf(sessionId: string | null): string {
   return sessionId ?? "*";

@@ -6,12 +6,8 @@ import { DomainError, parseWith } from "../../common/domain-error.ts";
 import { SessionBuckets, type RateLimit } from "../rate-limit-rules.ts";
 import type { SessionRegistry } from "./registry.ts";
 
-export interface HeartbeatLimits {
-  /** Heartbeats of one session, and likewise of one runtime. */
-  limit: RateLimit;
-  /** Heartbeats of the one agent token, all sessions together: a ceiling far above normal use. */
-  totalLimit: RateLimit;
-}
+/** `limit`: of one session, and likewise of one runtime; `totalLimit`: of the agent token, all sessions together (far above normal use). */
+export type HeartbeatLimits = { limit: RateLimit; totalLimit: RateLimit };
 
 export class HeartbeatService {
   readonly #registry: SessionRegistry;

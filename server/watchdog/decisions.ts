@@ -27,11 +27,8 @@ export type WatchInput = { kind: "heartbeat"; heartbeat: Heartbeat; atMs: number
 
 export type EpisodeEnd = "activity_resumed" | "idle" | "offline" | "came_back" | "new_runtime";
 
-export interface Observation {
-  next: Watched | undefined;
-  /** An episode that ended with this input; nothing to send, only to record. */
-  ended: { episode: "stalled" | "vanished"; reason: EpisodeEnd } | null;
-}
+/** `ended`: an episode that ended with this input; nothing to send, only to record. */
+type Observation = { next: Watched | undefined; ended: { episode: "stalled" | "vanished"; reason: EpisodeEnd } | null };
 
 /** How a heartbeat, an offline call or an expiry changes what the watchdog knows. Pure. */
 export function observe(prev: Watched | undefined, input: WatchInput): Observation {
