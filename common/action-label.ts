@@ -31,10 +31,8 @@ export type ActionLabel =
   | { kind: "agent"; text: string }
   | { kind: "unknown" };
 
-/** Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
- * without a code (an older client) shows its text as the agent's label; an unknown code shows no
- * label at all (fail closed: the command itself says what runs).
- */
+/** `ask_approval` is always the model's words, whatever code came with it; a `policy` request without a code (an older client) shows its text as the
+ * agent's label; an unknown code shows no label at all (fail closed: the command itself says what runs). */
 export function actionLabel(approval: {
   source: ApprovalSource;
   action: string;

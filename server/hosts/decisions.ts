@@ -1,8 +1,7 @@
 /** Which online host a start goes to, and what a start job's ACK came to. */
-import type { StartResult } from "../../protocol/hosts.ts";
+import type { HostHeartbeat, StartResult } from "../../protocol/hosts.ts";
 import { StartRefusal, type CommandSummary } from "../../protocol/queue.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
-import type { HostHeartbeat } from "../../protocol/hosts.ts";
 
 /** The host named, or the only one online; otherwise why not. */
 export function pickHost(online: readonly HostHeartbeat[], name: string | undefined, project: string): HostHeartbeat | { error: ErrorCode } {

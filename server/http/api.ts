@@ -100,11 +100,10 @@ export class HttpApi {
 
   route(ctx: Context, spec: RouteSpec, handler: RouteHandler): void {
     const logger = ctx.logger("notify-webhook");
-    const maxBytes = spec.maxBytes ?? LIMITS.eventBodyBytes;
     const middleware = async (c: KoaContext) => {
       let answer: JsonAnswer;
       try {
-        answer = await this.#answer(c, spec, maxBytes, handler);
+        answer = await this.#answer(c, spec, handler);
       } catch (error) {
         if (error instanceof BodyCutOff) return; // the connection is gone: nobody to answer
         if (error instanceof DomainError) {
@@ -144,10 +143,10 @@ export class HttpApi {
     ctx.server.all(`${API_BASE_PATH}/(.*)`, unparsed(middleware));
   }
 
-  async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
+  async #answer(c: KoaContext, spec: RouteSpec, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
     if (this.#holds.size > 0) throw new DomainError("not_ready", { retryAfterSeconds: 1 });
-    const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
+    const raw = spec.method === "GET" ? undefined : await readBody(c, spec.maxBytes ?? LIMITS.eventBodyBytes, this.#bodyTimeoutMs);
     const body = raw === undefined || spec.anyBody || spec.auth === "signed" ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
@@ -278,7 +277,7 @@ export function parseJson(raw: Buffer): unknown {
 
 /** Path and query values are ids, keys and numbers: one that could not be stored or logged as it is gets 400 here. */
 function refuseUnstorable(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
-  const issues = [...Object.entries(params).map(([name, value]) => [name, value] as const), ...[...query].map(([name, value]) => [name, value] as const)]
+  const issues = [...Object.entries(params), ...query]
     .filter(([name, value]) => !isStorableText(name) || !isStorableText(value))
     .map(([name]) => ({ path: isStorableText(name) ? name : "(query)", message: NOT_STORABLE }));
   if (issues.length > 0) throw new DomainError("invalid_request", { issues });

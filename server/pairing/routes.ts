@@ -46,10 +46,14 @@ export const PairingRoutes = {
   },
 };
 
-/** Where a Pi reaches this server: plugin-server's `selfUrl`, else its host and port (a wildcard host through loopback). */
+/** Where a Pi reaches this server: plugin-server's `selfUrl`, else its host and port. */
 function serverOrigin(ctx: Context): string {
   const config = ctx.server.config as { selfUrl?: string; host?: string };
-  if (config.selfUrl) return config.selfUrl.replace(/\/+$/, "");
-  const host = !config.host || ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${ctx.server.port}`;
+  return config.selfUrl ? config.selfUrl.replace(/\/+$/, "") : localOrigin(config.host, ctx.server.port);
+}
+
+/** Where a Pi on this machine reaches a server listening on `host`: a wildcard host listens everywhere, so through loopback. */
+export function localOrigin(host: string | undefined, port: number): string {
+  const reachable = !host || ["0.0.0.0", "::"].includes(host) ? "127.0.0.1" : host;
+  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
 }

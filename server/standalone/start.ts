@@ -17,7 +17,7 @@ import * as notifyWebhook from "../notify-webhook.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleHead, piInstructions, standaloneText, usage } from "./texts.ts";
 import { closeConsolePages } from "../console/index.ts";
 import { newPairingCode } from "../pairing/codes.ts";
-import { pairingLink } from "../pairing/routes.ts";
+import { localOrigin, pairingLink } from "../pairing/routes.ts";
 import { signInUrl } from "../console/sign-in.ts";
 import { MIN_TOKEN_CHARS, ensureToken, octal } from "../token-file.ts";
 
@@ -190,9 +190,7 @@ export async function runStandalone(
   // npm start owns its database file too: no other process shares the connection (disk-sync.ts says what this saves).
   holdDatabaseFiles(app.database.drivers);
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
-  // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
-  const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
-  const origin = `http://${reachableHost.includes(":") ? `[${reachableHost}]` : reachableHost}:${app.server.port}`;
+  const origin = localOrigin(options.host, app.server.port);
   const baseUrl = `${origin}${API_BASE_PATH}`;
   announce(piInstructions(baseUrl, pairingLink(origin, pairingCode), tokenPath, options.configPath, file, language));
   const signIn = signInUrl(`${origin}${CONSOLE_PAGE_PATH}`, consoleToken);
