@@ -1,5 +1,4 @@
-/** How the chat and the console page word an approval's action in their own language. Free of zod, so
- * the console page bundles it too. */
+/** How the chat and the console page word an approval's action in their own language. Free of zod, so the console page bundles it too. */
 import type { ApprovalSource, BuiltinRuleId } from "../protocol/approvals.ts";
 
 /** Built-in rules whose label is their command's own words: the same in every language. */

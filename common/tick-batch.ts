@@ -1,5 +1,4 @@
-/** What callers ask for within one turn of the event loop, handled as one query or write; each caller
- * gets its own item's outcome. */
+/** What callers ask for within one turn of the event loop, handled as one query or write; each caller gets its own item's outcome. */
 import { setImmediate } from "node:timers/promises";
 
 export type ItemOutcome<Result> = { ok: true; value: Result } | { ok: false; error: unknown };

@@ -41,8 +41,7 @@ export function servicesEnabled(facts: SessionFacts): boolean {
   return sessionStatus(facts) === "active";
 }
 
-/** What another extension may send. Text longer than the wire limits is cut like the extension's
- * own notices; wrong types and unknown keys are rejected. */
+/** What another extension may send. Text longer than the wire limits is cut like the extension's own notices; wrong types and unknown keys are rejected. */
 export const SendRequest = z.strictObject({
   status: z.enum(["completed", "failed", "warning", "info"]),
   summary: z.string().min(1),

@@ -1,5 +1,4 @@
-/** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under
- * server/ each (docs/architecture.md). */
+/** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under server/ each (docs/architecture.md). */
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { localeLanguage } from "../common/locale.ts";

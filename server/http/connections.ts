@@ -1,7 +1,8 @@
-/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, and connections without a
- * valid token get a small share of the cap and go first, so a token holder always gets in. */
+/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, connections without a valid token get a small share of the cap and go
+ * first, so a token holder always gets in; and a frame bound for its WebSockets. */
 import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import type { WebSocket } from "ws";
 import { isTrusted } from "./trust.ts";
 
 /** `checkIntervalMs`: how often Node looks for connections past the two deadlines (the figure documented is timeout + this); `perAddress` and
@@ -67,4 +68,15 @@ export function boundConnections(server: HttpServer, bounds: ConnectionBounds = 
   };
   server.on("request", markRequested);
   server.on("upgrade", markRequested);
+}
+
+/** plugin-server's one WebSocketServer takes 100 MiB frames on every path: `socket` refuses a frame (or a message's fragments) longer than `maxBytes`
+ * from its header on, closing 1009 without buffering it; a tighter limit already set stays. Call it in the connection handler, before any data is read
+ * (ws 8: `Receiver#_maxPayload`). */
+export function limitFrames(socket: WebSocket, maxBytes: number): void {
+  const receiver = (socket as WebSocket & { _receiver?: { _maxPayload?: number } })._receiver;
+  if (typeof receiver?._maxPayload !== "number") throw new Error("ws changed: its receiver has no frame limit to set");
+  receiver._maxPayload = receiver._maxPayload > 0 ? Math.min(receiver._maxPayload, maxBytes) : maxBytes;
+  // ws reports an oversized or malformed frame as an error, then closes (1009, 1002): unheard, it would end the process.
+  socket.on("error", () => undefined);
 }

@@ -1,5 +1,4 @@
-/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the
- * digest held notices become. */
+/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the digest held notices become. */
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";

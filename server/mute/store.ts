@@ -1,5 +1,4 @@
-/** The mutes, stored and mirrored in memory; an ended mute stays stored until its held notices went out as
- * one digest, so a restart still releases them. */
+/** The mutes, stored and mirrored in memory; an ended mute stays stored until its held notices went out as one digest, so a restart still releases them. */
 import type { Context } from "koishi";
 import { isMuted, scopeOf, type Mute } from "./decisions.ts";
 

@@ -1,5 +1,4 @@
-/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again
- * within one heartbeat of a restart. */
+/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again within one heartbeat of a restart. */
 import { visibleControls } from "../../common/command-text.ts";
 import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";

@@ -1,5 +1,4 @@
-/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or
- * vanish episode, from what heartbeats say. */
+/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or vanish episode, from what heartbeats say. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
