@@ -3,11 +3,7 @@ import { setImmediate } from "node:timers/promises";
 
 export type ItemOutcome<Result> = { ok: true; value: Result } | { ok: false; error: unknown };
 
-interface Waiting<Item, Result> {
-  item: Item;
-  resolve: (value: Result) => void;
-  reject: (error: unknown) => void;
-}
+type Waiting<Item, Result> = { item: Item; resolve: (value: Result) => void; reject: (error: unknown) => void };
 
 export class TickBatch<Item, Result> {
   readonly #handle: (items: Item[]) => Promise<ItemOutcome<Result>[]>;

@@ -75,12 +75,8 @@ const KEY_STATUS = {
   tool_error: "tool_error",
 } as const;
 
-/** A said line a reader may word: checked, with the agent's own words cut out of the summary. */
-export interface ReadSaid {
-  said: Said;
-  /** The agent's words (the reply, or the report's detail); "" when the line has none. */
-  agent: string;
-}
+/** A said line a reader may word: checked, with `agent` the agent's own words cut out of the summary (the reply, or the report's detail; "" if none). */
+export type ReadSaid = { said: Said; agent: string };
 
 /** `details.said` if a reader may word it: the extension's own notice (`pi:` id), a known key with valid values, the matching status and an offset inside
  * the summary; else undefined, and the summary is shown as it came. */

@@ -23,11 +23,7 @@ export const StatePayload = z.strictObject({
 });
 export type StatePayload = z.infer<typeof StatePayload>;
 
-export interface SessionFacts {
-  sessionActive: boolean;
-  subagent: boolean;
-  config: "valid" | "disabled" | "invalid";
-}
+export type SessionFacts = { sessionActive: boolean; subagent: boolean; config: "valid" | "disabled" | "invalid" };
 
 export function sessionStatus(facts: SessionFacts): SessionStatus {
   if (facts.subagent) return "suppressed";

@@ -9,7 +9,6 @@ import { auditData } from "./redaction-rules.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 type AuditRow = Omit<AuditEntry, "at"> & { at: Date };
 
@@ -34,7 +33,7 @@ export interface AuditInput {
 export type AuditDraft = Omit<AuditRow, "id">;
 
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {
-  return new Date(nowMs - retentionDays * DAY_MS);
+  return new Date(nowMs - retentionDays * 86_400_000);
 }
 
 function toEntry(row: AuditRow): AuditEntry {

@@ -51,15 +51,9 @@ export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | Json
 /** Runs around every authenticated operator request and must call `run` once (the audit trail records each one here). */
 export type OperatorRequestHook = (spec: RouteSpec, request: RouteRequest, run: () => Promise<JsonAnswer>) => Promise<JsonAnswer>;
 
-export interface HttpAccess {
-  agentToken: string;
-  /** Empty: the operator API is off. */
-  operatorToken: string;
-  /** How long a request body may take to arrive; a slower one loses its connection. */
-  bodyTimeoutMs?: number;
-  /** Told once per burst of wrong tokens from one address (the burst's later failures get 429). */
-  onFailureBurst?: (address: string) => void;
-}
+/** `operatorToken` empty: the operator API is off; `bodyTimeoutMs`: how long a body may take to arrive (a slower one loses its connection);
+ * `onFailureBurst`: told once per burst of wrong tokens from one address (the burst's later failures get 429). */
+type HttpAccess = { agentToken: string; operatorToken: string; bodyTimeoutMs?: number; onFailureBurst?: (address: string) => void };
 
 /** One per plugin instance: parts register routes through `route` and may hold the whole API at 503 until their durable state is loaded. */
 export class HttpApi {
