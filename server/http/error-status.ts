@@ -23,11 +23,7 @@ export const HTTP_STATUS = Object.fromEntries(
   Object.entries(CODES_BY_STATUS).flatMap(([status, codes]) => codes.map((code) => [code, Number(status)])),
 ) as Readonly<Record<(typeof CODES_BY_STATUS)[keyof typeof CODES_BY_STATUS][number], number>> satisfies Readonly<Record<ErrorCode, number>>;
 
-export interface JsonAnswer {
-  status: number;
-  body: unknown;
-  headers?: Readonly<Record<string, string>>;
-}
+export type JsonAnswer = { status: number; body: unknown; headers?: Readonly<Record<string, string>> };
 
 export function json(status: number, body: unknown, headers?: Record<string, string>): JsonAnswer {
   return headers ? { status, body, headers } : { status, body };

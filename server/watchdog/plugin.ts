@@ -8,12 +8,8 @@ import type { SessionRegistry } from "../sessions/registry.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
-type WatchdogDeps = {
-  registry: SessionRegistry;
-  intake: EventIntake;
-  audit: AuditLog;
-  options: { stallAfterMs: number; checkIntervalMs: number; delivery: DeliveryRoute };
-};
+type WatchdogOptions = { stallAfterMs: number; checkIntervalMs: number; delivery: DeliveryRoute };
+type WatchdogDeps = { registry: SessionRegistry; intake: EventIntake; audit: AuditLog; options: WatchdogOptions };
 
 export const Watchdog = {
   name: "notify-webhook-watchdog",
