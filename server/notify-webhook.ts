@@ -225,9 +225,8 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(Parts, { api, config, pairing, triggers: triggers.triggers });
 }
 
-/** Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
- * it needs. Everything hangs off `ctx`, so losing a service or disposing the plugin stops every
- * route, timer and worker; the API's tokens and its guard outlive a database that comes and goes. */
+/** Builds the stores and services once, then loads each surface as a sub-plugin with only the parts it needs. Everything hangs off `ctx`, so losing a service
+ * or disposing the plugin stops every route, timer and worker; the API's tokens and its guard outlive a database that comes and goes. */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
 type PartsOptions = { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] };

@@ -13,7 +13,6 @@ export function pickHost(online: readonly HostHeartbeat[], name: string | undefi
   return host;
 }
 
-/** A start job's summary (and its stored payload) as the answer a surface gives. */
 export function startResult(host: string, project: string, sessionId: string, command: CommandSummary, payload: unknown): StartResult {
   if (command.state === "accepted" && command.outcome === "started") return { state: "started", session_id: sessionId, host, project, command };
   if (command.state === "accepted" && command.outcome === "refused") {

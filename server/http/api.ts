@@ -15,9 +15,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
- * `pairing`: the body's pairing code is the credential (server/pairing/); `signed`: the handler
- * checks the raw body's signature before parsing it (triggers). */
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons); `pairing`: the body's pairing code is the credential
+ * (server/pairing/); `signed`: the handler checks the raw body's signature before parsing it (triggers). */
 export type RouteAuth = "agent" | "operator" | "capability" | "pairing" | "signed";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 

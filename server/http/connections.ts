@@ -20,7 +20,6 @@ type ConnectionBounds = typeof CONNECTION_BOUNDS;
 /** `requested`: it has sent at least one complete request head; `trusted`: it has presented a valid token. */
 type OpenConnection<T> = { connection: T; address: string; requested: boolean; trusted: boolean };
 
-/** The oldest of `open` that never sent a request, else the oldest. */
 const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;
 
 /** Which connection to close when one more arrives from `address`: none below the caps; else the oldest stranger of that address, of the address holding

@@ -77,7 +77,6 @@ export function countText(say: Say, path: string, n: number): string {
   return say(`${path}.${new Intl.PluralRules(say("anon-notify.locale")).select(n)}`, { n });
 }
 
-/** Koishi's rendered elements as plain text: text as it is (unescaped), any markup reduced to its text. */
 function plain(elements: { toString(strip: boolean): string }[]): string {
   return elements.map((element) => element.toString(true)).join("");
 }

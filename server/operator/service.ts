@@ -132,7 +132,6 @@ export class OperatorService {
     return entry;
   }
 
-  /** Follows mutes ending (their time is up, or ended early); returns the unsubscribe. */
   onMuteEnd(listener: () => void): () => void {
     return this.#deps.mutes.onEnd(listener);
   }
@@ -156,7 +155,6 @@ export class OperatorService {
     return this.#deps.commands.createControlCommand(sessionId, "stop", {}, actor);
   }
 
-  /** The command's summary once it is final (accepted with its outcome, or cancelled), or as it is when `timeoutMs` is up. */
   waitForCommandOutcome(commandId: string, timeoutMs: number): Promise<CommandSummary> {
     return this.#deps.commands.waitFinal(commandId, timeoutMs);
   }

@@ -59,9 +59,8 @@ export function parseFlags(argv: string[], cwd: string, language: Language = loc
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
 }
 
-/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
- * creates it with the umask's mode). A folder or database others could read or write is narrowed;
- * returns one line for each change made, for the start-up output. */
+/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never creates it with the umask's mode). A folder or database others
+ * could read or write is narrowed; returns one line for each change made, for the start-up output. */
 export function secureDataDir(dataDir: string, language: Language = localeLanguage(process.env)): string[] {
   const text = standaloneText(language);
   const notes: string[] = [];

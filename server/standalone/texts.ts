@@ -130,9 +130,8 @@ export function usage(language: Language): string {
   return TEXT[language].usage.join("\n");
 }
 
-/** What works now, what needs configuring and for what, and the one line that pairs a Pi, with the
- * bound address. The log persona is the standalone server's purpose, so it is not reported as a
- * fault; without a bot there is no chat, and the recipient pairing writes is a placeholder, said so. */
+/** What works now, what needs configuring and for what, and the one line that pairs a Pi, with the bound address. The log persona is the standalone server's
+ * purpose, so it is not reported as a fault; without a bot there is no chat, and the recipient pairing writes is a placeholder, said so. */
 export function piInstructions(
   baseUrl: string,
   pairLink: string,
