@@ -36,11 +36,8 @@ export const PairingRoutes = {
       return json(200, { token, recipient: { qq: recipient.qq, anon_qq: recipient.anonQq }, chat } satisfies PairAnswer);
     });
     if (announced) return;
-    const offer = () => {
-      const code = codes.issue();
-      const minutes = PAIRING_TTL_MS / 60_000;
-      logger.info(instanceText(ctx, "anon-notify.pairing.offer", { link: pairingLink(serverOrigin(ctx), code), minutes }));
-    };
+    const offer = () =>
+      logger.info(instanceText(ctx, "anon-notify.pairing.offer", { link: pairingLink(serverOrigin(ctx), codes.issue()), minutes: PAIRING_TTL_MS / 60_000 }));
     if (ctx.server.port) offer();
     else ctx.on("server/ready", offer);
   },
