@@ -1,5 +1,4 @@
-/** How the chat and the console page word an approval's action in their own language. Free of zod, so
- * the console page bundles it too. */
+/** How the chat and the console page word an approval's action in their own language. Free of zod, so the console page bundles it too. */
 import type { ApprovalSource, BuiltinRuleId } from "../protocol/approvals.ts";
 
 /** Built-in rules whose label is their command's own words: the same in every language. */
@@ -31,10 +30,8 @@ export type ActionLabel =
   | { kind: "agent"; text: string }
   | { kind: "unknown" };
 
-/** Pure. `ask_approval` is always the model's words, whatever code came with it; a `policy` request
- * without a code (an older client) shows its text as the agent's label; an unknown code shows no
- * label at all (fail closed: the command itself says what runs).
- */
+/** `ask_approval` is always the model's words, whatever code came with it; a `policy` request without a code (an older client) shows its text as the
+ * agent's label; an unknown code shows no label at all (fail closed: the command itself says what runs). */
 export function actionLabel(approval: {
   source: ApprovalSource;
   action: string;

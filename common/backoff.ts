@@ -1,5 +1,4 @@
-/** The one retry delay, for the extension's calls to the server and the server's calls out: a
- * `Retry-After` answer, else exponential backoff with jitter. */
+/** The one retry delay, for the extension's calls to the server and the server's calls out: a `Retry-After` answer, else exponential backoff with jitter. */
 import { LIMITS } from "../protocol/wire.ts";
 
 /** `Retry-After` as seconds or an HTTP date, never negative, at most 60 s; undefined when absent or unreadable. */

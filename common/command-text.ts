@@ -1,6 +1,5 @@
-/** A command as a person reads it before approving it: one line where every control, bidi or invisible
- * character is written out, so nothing a command holds can start a line, reorder or hide text. Lengths
- * are UTF-16 code units, as the wire counts them; a surrogate pair is never split. */
+/** A command as a person reads it before approving it: one line where every control, bidi or invisible character is written out, so nothing a command holds can
+ * start a line, reorder or hide text. Lengths are UTF-16 code units, as the wire counts them; a surrogate pair is never split. */
 
 /** Written out: controls, format characters (bidi, zero-width, BOM, soft hyphen), line and paragraph separators, surrogates, private-use and unassigned
  * code points, whitespace but the space, and `⏎` itself. */
@@ -19,7 +18,6 @@ function visible(char: string): string {
   return `\\u{${hex(code, 1)}}`;
 }
 
-/** The text on one line with every invisible or line-breaking character written out. */
 export function visibleControls(text: string): string {
   let out = "";
   for (const char of text) out += visible(char);
@@ -64,7 +62,6 @@ export function commandPreview(command: string, maxChars: number): { text: strin
   return cut(command, maxChars, visible);
 }
 
-/** A command cut to fit the wire as it is, controls and all, with how many characters were left out. */
 export function cutCommand(command: string, maxChars: number): { command: string; hiddenChars: number } {
   const { text, hiddenChars } = cut(command, maxChars, (char) => char);
   return { command: text, hiddenChars };

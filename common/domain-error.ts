@@ -1,5 +1,4 @@
-/** The server's domain error, a refusal named by a protocol error code. Nothing here knows HTTP: only
- * http/error-status.ts turns a code into a status. */
+/** The server's domain error, a refusal named by a protocol error code. Nothing here knows HTTP: only http/error-status.ts turns a code into a status. */
 import type { z } from "zod";
 import { wireIssues, type ErrorCode } from "../protocol/wire.ts";
 

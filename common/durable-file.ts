@@ -40,7 +40,6 @@ export async function appendDurably(path: string, text: string): Promise<void> {
   }
 }
 
-/** Makes renames and new entries in `dir` durable. */
 export async function syncFolder(dir: string): Promise<void> {
   // Windows cannot open a directory for fsync; there a rename is as durable as the platform makes it.
   if (process.platform === "win32") return;
@@ -67,10 +66,7 @@ export async function createDurably(path: string, text: string): Promise<void> {
 }
 
 /** A folder held open, so making its new entries durable costs one fsync, shared by the callers that overlap. */
-export interface DurableFolder {
-  sync(): Promise<void>;
-  close(): void;
-}
+export type DurableFolder = { sync(): Promise<void>; close(): void };
 
 export function openDurableFolder(dir: string): DurableFolder {
   // Windows cannot open a directory for fsync; there a new entry is as durable as the platform makes it.

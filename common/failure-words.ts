@@ -1,5 +1,4 @@
-/** Why a run failed, by `details.failure_reason`, in both languages: one table for the Pi side's notices
- * and the console page. */
+/** Why a run failed, by `details.failure_reason`, in both languages: one table for the Pi side's notices and the console page. */
 import type { FailureReason } from "../protocol/said.ts";
 
 export type { FailureReason };

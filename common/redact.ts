@@ -1,6 +1,5 @@
-/** Secrets out of free text that leaves the machine or is shown to a person. Only a literal value (a
- * plain word) is masked, never anything the shell would expand or run: a person approving a command
- * must see all of its code (`X_TOKEN=$(curl … | sh)` stays as it is). */
+/** Secrets out of free text that leaves the machine or is shown to a person. Only a literal value (a plain word) is masked, never anything the shell would
+ * expand or run: a person approving a command must see all of its code (`X_TOKEN=$(curl … | sh)` stays as it is). */
 
 const MASK = "***";
 

@@ -1,8 +1,7 @@
 /** How a checked `details.said` line is composed from one language's words; the server and the console
  * page share it, each with its own words. Free of zod, so the console page bundles it too. */
-import type { ReadSaid } from "../protocol/said.ts";
 import type { ProgressSeverity, ProgressStage } from "../protocol/progress.ts";
-import type { DialogKind, FailureReason } from "../protocol/said.ts";
+import type { DialogKind, FailureReason, ReadSaid } from "../protocol/said.ts";
 
 export interface SaidWords {
   inProject(project: string, line: string): string;

@@ -31,15 +31,8 @@ export function mixesScripts(text: string): boolean {
   return !ALLOWED_MIXES.some((allowed) => [...scripts].every((script) => allowed.has(script)));
 }
 
-export interface ShownName {
-  /** One line; line breaks, U+2028/2029, bidi controls and zero-width characters written out. */
-  text: string;
-  /** Listings flag it (`ѕhop (mixed scripts)`), in the reader's language. */
-  mixedScripts: boolean;
-}
-
-/** The one fold for every agent-chosen field shown as a row or a name. */
-export function shownName(name: string): ShownName {
+/** The one fold for every agent-chosen field shown as a row or a name: one line, and whether listings flag it (`ѕhop (mixed scripts)`). */
+export function shownName(name: string): { text: string; mixedScripts: boolean } {
   return { text: visibleControls(name), mixedScripts: mixesScripts(name) };
 }
 

@@ -1,14 +1,9 @@
-/** What callers ask for within one turn of the event loop, handled as one query or write; each caller
- * gets its own item's outcome. */
+/** What callers ask for within one turn of the event loop, handled as one query or write; each caller gets its own item's outcome. */
 import { setImmediate } from "node:timers/promises";
 
 export type ItemOutcome<Result> = { ok: true; value: Result } | { ok: false; error: unknown };
 
-interface Waiting<Item, Result> {
-  item: Item;
-  resolve: (value: Result) => void;
-  reject: (error: unknown) => void;
-}
+type Waiting<Item, Result> = { item: Item; resolve: (value: Result) => void; reject: (error: unknown) => void };
 
 export class TickBatch<Item, Result> {
   readonly #handle: (items: Item[]) => Promise<ItemOutcome<Result>[]>;

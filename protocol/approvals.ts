@@ -38,7 +38,6 @@ export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lower-cas
 
 /** A matched rule: a built-in or user rule id, `opaque.*` (the analysis could not see through; never grantable), or `model.ask` for `ask_approval`. */
 export const RuleId = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be a rule id: lower-case letters, digits, '.', '_', '-' (≤ 64)");
-export type RuleId = z.infer<typeof RuleId>;
 export const OPAQUE_RULE_PREFIX = "opaque.";
 export const ASK_RULE = "model.ask";
 export const isOpaqueRule = (rule: string) => rule.startsWith(OPAQUE_RULE_PREFIX);

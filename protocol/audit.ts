@@ -10,7 +10,6 @@ export const AUDIT_PAGE_MAX = 200;
 
 /** The family of an audit action: the part before its first dot (`command.pending` is a `command`). */
 export const AuditKind = z.enum(["event", "command", "operator", "console", "persona", "tool_call", "watchdog", "trigger"]);
-export type AuditKind = z.infer<typeof AuditKind>;
 
 /** `GET /operator/audit`: newest first; `before` (an entry id) pages further back. */
 export const AuditQuery = z.strictObject({

@@ -38,9 +38,8 @@ export const EventBody = z.strictObject({
 });
 export type EventBody = z.infer<typeof EventBody>;
 
-/** Event ids the server gives its own notices (watchdog, an approval's mention to the persona, the
- * mute digest, a trigger's notice). `POST /events` refuses them, so what only the server may say
- * (break through a mute) can be told by the id alone. */
+/** Event ids the server gives its own notices (watchdog, an approval's mention to the persona, the mute digest, a trigger's notice). `POST /events` refuses
+ * them, so what only the server may say (break through a mute) can be told by the id alone. */
 export const SERVER_EVENT_ID_PREFIXES = ["watchdog:", "approval:", "mute-digest:", "trigger:"] as const;
 export function isServerEventId(eventId: string): boolean {
   return SERVER_EVENT_ID_PREFIXES.some((prefix) => eventId.startsWith(prefix));

@@ -61,13 +61,8 @@ export const CreateSessionBody = z.strictObject({
 });
 export type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
-/** What `StartService.start` takes: a surface's body, and from a trigger the run's limits and the session it resumes. */
-export interface StartRequest extends CreateSessionBody {
-  limits?: RunLimits | undefined;
-  approvals?: "strict" | undefined;
-  /** An existing session's id: its host resumes it (Pi opens that session's file). */
-  session_id?: string | undefined;
-}
+/** What `StartService.start` takes: a surface's body, and from a trigger strict approvals and the session it resumes (Pi opens that session's file). */
+export type StartRequest = CreateSessionBody & Partial<Pick<StartPayload, "approvals" | "session_id">>;
 
 /** What a start came to: started (with the session it became), refused by the host, or still queued. */
 export type StartResult =

@@ -19,7 +19,6 @@ export function formatPairingCode(code: string): string {
 }
 
 export const PairRequest = z.strictObject({ code: z.string().min(1).max(64) });
-export type PairRequest = z.infer<typeof PairRequest>;
 
 export const PairAnswer = z.object({
   token: z.string().min(1),

@@ -65,31 +65,27 @@ export const STAGE_STATUS: Record<ProgressStage, EventStatus> = {
   failed: "warning",
 };
 
-/** The only status each said line may come with. */
-export function saidStatus(said: Said): EventStatus {
-  if (said.key === "run_completed") return "completed";
-  if (said.key === "run_failed") return "failed";
-  if (said.key === "needs_you") return "warning";
-  if (said.key === "run_started") return "started";
-  if (said.key === "run_progress") return "progress";
-  if (said.key === "tool_error") return "tool_error";
-  return STAGE_STATUS[said.params.stage];
-}
+/** The only status each said line may come with (a report's: its stage's). */
+const KEY_STATUS = {
+  run_completed: "completed",
+  run_failed: "failed",
+  needs_you: "warning",
+  run_started: "started",
+  run_progress: "progress",
+  tool_error: "tool_error",
+} as const;
 
-/** A said line a reader may word: checked, with the agent's own words cut out of the summary. */
-export interface ReadSaid {
-  said: Said;
-  /** The agent's words (the reply, or the report's detail); "" when the line has none. */
-  agent: string;
-}
+/** A said line a reader may word: checked, with `agent` the agent's own words cut out of the summary (the reply, or the report's detail; "" if none). */
+export type ReadSaid = { said: Said; agent: string };
 
 /** `details.said` if a reader may word it: the extension's own notice (`pi:` id), a known key with valid values, the matching status and an offset inside
  * the summary; else undefined, and the summary is shown as it came. */
 export function readSaid(event: { event_id: string; status: EventStatus; summary: string; details: Record<string, unknown> | null }): ReadSaid | undefined {
   if (!event.event_id.startsWith("pi:") || !event.details || !Object.hasOwn(event.details, "said")) return undefined;
   const parsed = Said.safeParse(event.details.said);
-  if (!parsed.success || saidStatus(parsed.data) !== event.status) return undefined;
+  if (!parsed.success) return undefined;
   const said = parsed.data;
+  if ((said.key === "report" ? STAGE_STATUS[said.params.stage] : KEY_STATUS[said.key]) !== event.status) return undefined;
   const offsets = said.params as { reply_from?: number; detail_from?: number };
   const from = offsets.reply_from ?? offsets.detail_from;
   const chars = Array.from(event.summary);

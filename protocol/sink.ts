@@ -1,5 +1,4 @@
-/** The local desktop sink's payloads; the schemas are the whitelist (unknown keys are stripped) and a
- * missing optional key means unknown, never zero. */
+/** The local desktop sink's payloads; the schemas are the whitelist (unknown keys are stripped) and a missing optional key means unknown, never zero. */
 import { z } from "zod";
 import { Timestamp } from "./wire.ts";
 

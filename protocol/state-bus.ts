@@ -23,11 +23,7 @@ export const StatePayload = z.strictObject({
 });
 export type StatePayload = z.infer<typeof StatePayload>;
 
-export interface SessionFacts {
-  sessionActive: boolean;
-  subagent: boolean;
-  config: "valid" | "disabled" | "invalid";
-}
+export type SessionFacts = { sessionActive: boolean; subagent: boolean; config: "valid" | "disabled" | "invalid" };
 
 export function sessionStatus(facts: SessionFacts): SessionStatus {
   if (facts.subagent) return "suppressed";
@@ -41,8 +37,7 @@ export function servicesEnabled(facts: SessionFacts): boolean {
   return sessionStatus(facts) === "active";
 }
 
-/** What another extension may send. Text longer than the wire limits is cut like the extension's
- * own notices; wrong types and unknown keys are rejected. */
+/** What another extension may send. Text longer than the wire limits is cut like the extension's own notices; wrong types and unknown keys are rejected. */
 export const SendRequest = z.strictObject({
   status: z.enum(["completed", "failed", "warning", "info"]),
   summary: z.string().min(1),

@@ -12,9 +12,8 @@ export const RecipientAnswer = z.object({
 });
 export type RecipientAnswer = z.infer<typeof RecipientAnswer>;
 
-/** Where the server's notices end up now: a real persona (`persona`), the log persona that only
- * prints them (`log`), no persona but a bot that sends `delivery: "direct"` notices (`direct`), or
- * nowhere (`none`). `reason` names what stands in the way, null when nothing does. */
+/** Where the server's notices end up now: a real persona (`persona`), the log persona that only prints them (`log`), no persona but a bot that sends
+ * `delivery: "direct"` notices (`direct`), or nowhere (`none`). `reason` names what stands in the way, null when nothing does. */
 export const NoticeRoute = z.enum(["persona", "direct", "log", "none"]);
 export type NoticeRoute = z.infer<typeof NoticeRoute>;
 export const NoticesAnswer = z.object({

@@ -1,7 +1,5 @@
-/**
- * Triggers on the wire (docs/protocol.md, Triggers): the delivery every sender's body is read into
- * (the generic route's body as it is, GitHub's payloads mapped), the guards, and the answers.
- */
+/** Triggers on the wire (docs/protocol.md, Triggers): the delivery every sender's body is read into
+ * (the generic route's body as it is, GitHub's payloads mapped), the guards, and the answers. */
 import { z } from "zod";
 import { Id, httpUrl } from "./wire.ts";
 

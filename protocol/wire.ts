@@ -126,7 +126,6 @@ export const ErrorAnswer = z.object({
   /** With `already_decided` and `approval_expired`: the approval's state now. */
   state: z.string().optional(),
 });
-export type ErrorAnswer = z.infer<typeof ErrorAnswer>;
 
 export function wireIssues(error: z.ZodError): { path: string; message: string }[] {
   return error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message }));

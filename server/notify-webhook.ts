@@ -1,5 +1,4 @@
-/** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under
- * server/ each (docs/architecture.md). */
+/** The notify-webhook Koishi plugin: declares the configuration and composes the parts, one folder under server/ each (docs/architecture.md). */
 import type { Context } from "koishi";
 import type {} from "@koishijs/plugin-server";
 import { localeLanguage } from "../common/locale.ts";
@@ -67,9 +66,7 @@ export const inject = { server: { required: false }, database: { required: false
 /** The services every route needs; the locale files say what to do about each one's absence (`anon-notify.services.*`). */
 const NEEDED_SERVICES = ["server", "database"] as const;
 
-/** The help on Koishi's config page, which takes one markdown string: in the environment's language
- * until the plugin runs, then in the instance's (Koishi's `i18n.locales`). A live binding, so the
- * page reads the current one. */
+/** The help on Koishi's config page: in the environment's language until the plugin runs, then the instance's; a live binding the page reads. */
 export let usage = usageText(localeLanguage(process.env));
 
 /** A Config section described in the locale files (`_config.<name>`), in both languages. */
@@ -172,7 +169,6 @@ export const Config = Schema.intersect([
     triggerDelivery: Schema.union(["anon", "direct"]).default("direct"),
   }),
 ]);
-/** The plugin's options, as the schema above resolves them. */
 export type Config = ReturnType<typeof Config>;
 
 /** Loads the parts once `server` and `database` are there, and until then answers every route with
@@ -229,9 +225,8 @@ export function apply(ctx: Context, config: Config) {
   ctx.plugin(Parts, { api, config, pairing, triggers: triggers.triggers });
 }
 
-/** Builds the stores and services once, then loads each surface as a sub-plugin with only the parts
- * it needs. Everything hangs off `ctx`, so losing a service or disposing the plugin stops every
- * route, timer and worker; the API's tokens and its guard outlive a database that comes and goes. */
+/** Builds the stores and services once, then loads each surface as a sub-plugin with only the parts it needs. Everything hangs off `ctx`, so losing a service
+ * or disposing the plugin stops every route, timer and worker; the API's tokens and its guard outlive a database that comes and goes. */
 const Parts = { name: "notify-webhook-parts", inject: ["server", "database"], apply: applyParts };
 
 type PartsOptions = { api: HttpApi; config: Config; pairing: PairingCodes; triggers: TriggerConfig[] };

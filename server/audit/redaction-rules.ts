@@ -7,14 +7,8 @@ const MAX_STRING_CHARS = 16_000;
 /** `token`, `lease_token`, `operatorToken`, `authorization`…; not `used_tokens` or `max_tokens`. */
 const SECRET_KEY = /(^|[_-])(token|secret|password|authorization)$|[a-z](Token|Secret|Password)$/i;
 
-export interface ImageDigest {
-  count: number;
-  bytes: number;
-  sha256: string[];
-}
-
 /** What the trail keeps of images: how many, how large, and a digest of each; never the bytes. */
-export function imageFacts(images: readonly unknown[]): ImageDigest {
+export function imageFacts(images: readonly unknown[]) {
   const digests: string[] = [];
   let bytes = 0;
   for (const image of images) {

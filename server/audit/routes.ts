@@ -6,14 +6,8 @@ import { json, type HttpApi } from "../http/api.ts";
 import { SessionBuckets, type RateLimit } from "../rate-limit-rules.ts";
 import type { AuditLog } from "./store.ts";
 
-export interface AuditRoutesDeps {
-  api: HttpApi;
-  audit: AuditLog;
-  /** The agents' tool-call records have their own buckets, sized like the event limits: per session
-   * and per runtime, under a ceiling for the whole token. */
-  limit: RateLimit;
-  totalLimit: RateLimit;
-}
+/** The agents' tool-call records have their own buckets, sized like the event limits: per session and per runtime, under a ceiling for the whole token. */
+type AuditRoutesDeps = { api: HttpApi; audit: AuditLog; limit: RateLimit; totalLimit: RateLimit };
 
 const PRUNE_INTERVAL_MS = 60_000;
 
@@ -31,20 +25,8 @@ export const AuditRoutes = {
       const call = parseWith(ToolCallRecord, request.body);
       const take = buckets.take(call.session_id, call.runtime_id, Date.now());
       if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
-      await audit.record({
-        actor: "agent",
-        action: `tool_call.${call.decision}`,
-        session_id: call.session_id,
-        subject: call.event_id ?? call.tool_call_id,
-        data: {
-          tool: call.tool,
-          tool_call_id: call.tool_call_id,
-          runtime_id: call.runtime_id,
-          reason: call.reason,
-          input: call.input,
-          created_at: call.created_at,
-        },
-      });
+      const { session_id, decision, event_id, ...data } = call;
+      await audit.record({ actor: "agent", action: `tool_call.${decision}`, session_id, subject: event_id ?? call.tool_call_id, data });
       return json(202, { recorded: true } satisfies ToolCallRecorded);
     });
   },

@@ -9,17 +9,8 @@ import { auditData } from "./redaction-rules.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
 
 export const AUDIT_TABLE = "anon_notify_audit";
-const DAY_MS = 24 * 60 * 60 * 1000;
 
-export interface AuditRow {
-  id: number;
-  at: Date;
-  actor: AuditActor;
-  action: string;
-  session_id: string | null;
-  subject: string | null;
-  data: Record<string, unknown>;
-}
+type AuditRow = Omit<AuditEntry, "at"> & { at: Date };
 
 declare module "koishi" {
   interface Tables {
@@ -42,19 +33,11 @@ export interface AuditInput {
 export type AuditDraft = Omit<AuditRow, "id">;
 
 export function retentionCutoff(nowMs: number, retentionDays: number): Date {
-  return new Date(nowMs - retentionDays * DAY_MS);
+  return new Date(nowMs - retentionDays * 86_400_000);
 }
 
-export function toEntry(row: AuditRow): AuditEntry {
-  return {
-    id: row.id,
-    at: new Date(row.at).toISOString(),
-    actor: row.actor,
-    action: row.action,
-    session_id: row.session_id,
-    subject: row.subject,
-    data: row.data ?? {},
-  };
+function toEntry(row: AuditRow): AuditEntry {
+  return { ...row, at: new Date(row.at).toISOString(), data: row.data ?? {} };
 }
 
 export class AuditLog {
@@ -91,7 +74,6 @@ export class AuditLog {
     return () => void this.#listeners.delete(listener);
   }
 
-  /** Runs `fn` with `actor` as the acting side of every row recorded inside it. */
   as<T>(actor: AuditActor, fn: () => T): T {
     return this.#actor.run(actor, fn);
   }

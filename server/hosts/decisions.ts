@@ -1,8 +1,7 @@
 /** Which online host a start goes to, and what a start job's ACK came to. */
-import type { StartResult } from "../../protocol/hosts.ts";
+import type { HostHeartbeat, StartResult } from "../../protocol/hosts.ts";
 import { StartRefusal, type CommandSummary } from "../../protocol/queue.ts";
 import type { ErrorCode } from "../../protocol/wire.ts";
-import type { HostHeartbeat } from "../../protocol/hosts.ts";
 
 /** The host named, or the only one online; otherwise why not. */
 export function pickHost(online: readonly HostHeartbeat[], name: string | undefined, project: string): HostHeartbeat | { error: ErrorCode } {
@@ -14,7 +13,6 @@ export function pickHost(online: readonly HostHeartbeat[], name: string | undefi
   return host;
 }
 
-/** A start job's summary (and its stored payload) as the answer a surface gives. */
 export function startResult(host: string, project: string, sessionId: string, command: CommandSummary, payload: unknown): StartResult {
   if (command.state === "accepted" && command.outcome === "started") return { state: "started", session_id: sessionId, host, project, command };
   if (command.state === "accepted" && command.outcome === "refused") {

@@ -13,12 +13,7 @@ import type { HostRegistry } from "./registry.ts";
 export const START_WAIT_MS = 15_000;
 
 /** A start job on its host's lane, not yet ACKed. */
-export interface QueuedStart {
-  host: string;
-  project: string;
-  sessionId: string;
-  command: CommandSummary;
-}
+type QueuedStart = { host: string; project: string; sessionId: string; command: CommandSummary };
 
 export class StartService {
   readonly #hosts: HostRegistry;
@@ -55,7 +50,6 @@ export class StartService {
     return { host: picked.name, project: request.project, sessionId, command };
   }
 
-  /** Waits a bounded time for the host's ACK of a queued job, and says what it came to. */
   async settle(queued: QueuedStart): Promise<StartResult> {
     const final = await this.#commands.waitFinal(queued.command.command_id, this.#waitMs);
     const payload = final.state === "accepted" ? await this.#commands.payloadOf(final.command_id) : null;

@@ -15,9 +15,8 @@ import { instanceText } from "../locales/load.ts";
 
 export { json, type JsonAnswer } from "./error-status.ts";
 
-/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons);
- * `pairing`: the body's pairing code is the credential (server/pairing/); `signed`: the handler
- * checks the raw body's signature before parsing it (triggers). */
+/** `capability`: no bearer token, the URL itself is the credential (the push's answer buttons); `pairing`: the body's pairing code is the credential
+ * (server/pairing/); `signed`: the handler checks the raw body's signature before parsing it (triggers). */
 export type RouteAuth = "agent" | "operator" | "capability" | "pairing" | "signed";
 export type RouteMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -51,19 +50,9 @@ export type RouteHandler = (request: RouteRequest) => Promise<JsonAnswer> | Json
 /** Runs around every authenticated operator request and must call `run` once (the audit trail records each one here). */
 export type OperatorRequestHook = (spec: RouteSpec, request: RouteRequest, run: () => Promise<JsonAnswer>) => Promise<JsonAnswer>;
 
-export interface HttpAccess {
-  agentToken: string;
-  /** Empty: the operator API is off. */
-  operatorToken: string;
-  /** How long a request body may take to arrive; a slower one loses its connection. */
-  bodyTimeoutMs?: number;
-  /** Told once per burst of wrong tokens from one address (the burst's later failures get 429). */
-  onFailureBurst?: (address: string) => void;
-}
-
-export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
-
-const NOT_READY_RETRY_SECONDS = 1;
+/** `operatorToken` empty: the operator API is off; `bodyTimeoutMs`: how long a body may take to arrive (a slower one loses its connection);
+ * `onFailureBurst`: told once per burst of wrong tokens from one address (the burst's later failures get 429). */
+type HttpAccess = { agentToken: string; operatorToken: string; bodyTimeoutMs?: number; onFailureBurst?: (address: string) => void };
 
 /** One per plugin instance: parts register routes through `route` and may hold the whole API at 503 until their durable state is loaded. */
 export class HttpApi {
@@ -78,12 +67,8 @@ export class HttpApi {
   constructor(access: HttpAccess) {
     this.#agentDigest = digest(access.agentToken);
     this.#operatorDigest = access.operatorToken ? digest(access.operatorToken) : null;
-    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.#bodyTimeoutMs = access.bodyTimeoutMs ?? 30_000;
     this.#failures = new AuthFailures(AUTH_FAILURE_LIMIT, access.onFailureBurst ?? (() => {}));
-  }
-
-  get ready(): boolean {
-    return this.#holds.size === 0;
   }
 
   /** Answers 503 until the returned function is called or `ctx` is disposed. */
@@ -106,14 +91,12 @@ export class HttpApi {
     return [...new Set(this.#capabilities.values())].sort();
   }
 
-  /** Registers a JSON route under the API base path on `ctx`; it disappears when `ctx` is disposed. */
   route(ctx: Context, spec: RouteSpec, handler: RouteHandler): void {
     const logger = ctx.logger("notify-webhook");
-    const maxBytes = spec.maxBytes ?? LIMITS.eventBodyBytes;
     const middleware = async (c: KoaContext) => {
       let answer: JsonAnswer;
       try {
-        answer = await this.#answer(c, spec, maxBytes, handler);
+        answer = await this.#answer(c, spec, handler);
       } catch (error) {
         if (error instanceof BodyCutOff) return; // the connection is gone: nobody to answer
         if (error instanceof DomainError) {
@@ -139,7 +122,7 @@ export class HttpApi {
       if (names.length === 0) return next();
       let answer: JsonAnswer;
       try {
-        this.#authorizeAny(c);
+        this.#authorize(c, "any");
         onRefused(names);
         answer = json(HTTP_STATUS.service_missing, { error: "service_missing", missing: names });
       } catch (error) {
@@ -153,10 +136,10 @@ export class HttpApi {
     ctx.server.all(`${API_BASE_PATH}/(.*)`, unparsed(middleware));
   }
 
-  async #answer(c: KoaContext, spec: RouteSpec, maxBytes: number, handler: RouteHandler): Promise<JsonAnswer> {
+  async #answer(c: KoaContext, spec: RouteSpec, handler: RouteHandler): Promise<JsonAnswer> {
     this.#authorize(c, spec.auth);
-    if (!this.ready) throw new DomainError("not_ready", { retryAfterSeconds: NOT_READY_RETRY_SECONDS });
-    const raw = spec.method === "GET" ? undefined : await readBody(c, maxBytes, this.#bodyTimeoutMs);
+    if (this.#holds.size > 0) throw new DomainError("not_ready", { retryAfterSeconds: 1 });
+    const raw = spec.method === "GET" ? undefined : await readBody(c, spec.maxBytes ?? LIMITS.eventBodyBytes, this.#bodyTimeoutMs);
     const body = raw === undefined || spec.anyBody || spec.auth === "signed" ? undefined : parseJson(raw);
     const params = (c as KoaContext & { params?: Record<string, string> }).params ?? {};
     const query = new URLSearchParams(c.querystring);
@@ -187,18 +170,13 @@ export class HttpApi {
     this.#operatorHook = hook;
   }
 
-  #authorize(c: KoaContext, auth: RouteAuth): void {
+  /** `any`: either token (the 503 guard). */
+  #authorize(c: KoaContext, auth: RouteAuth | "any"): void {
     if (auth === "capability" || auth === "pairing" || auth === "signed") return;
-    const expected = auth === "agent" ? this.#agentDigest : this.#operatorDigest;
-    if (!expected) throw new DomainError("operator_disabled");
-    if (!presents(c.get("authorization"), expected)) this.#refuse(c.req);
-    trustConnection(c.req.socket);
-  }
-
-  #authorizeAny(c: KoaContext): void {
+    if (auth === "operator" && !this.#operatorDigest) throw new DomainError("operator_disabled");
     const header = c.get("authorization");
-    const agent = presents(header, this.#agentDigest);
-    const operator = this.#operatorDigest ? presents(header, this.#operatorDigest) : false;
+    const agent = auth !== "operator" && presents(header, this.#agentDigest);
+    const operator = auth !== "agent" && this.#operatorDigest !== null && presents(header, this.#operatorDigest);
     if (!agent && !operator) this.#refuse(c.req);
     trustConnection(c.req.socket);
   }
@@ -292,7 +270,7 @@ export function parseJson(raw: Buffer): unknown {
 
 /** Path and query values are ids, keys and numbers: one that could not be stored or logged as it is gets 400 here. */
 function refuseUnstorable(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
-  const issues = [...Object.entries(params).map(([name, value]) => [name, value] as const), ...[...query].map(([name, value]) => [name, value] as const)]
+  const issues = [...Object.entries(params), ...query]
     .filter(([name, value]) => !isStorableText(name) || !isStorableText(value))
     .map(([name]) => ({ path: isStorableText(name) ? name : "(query)", message: NOT_STORABLE }));
   if (issues.length > 0) throw new DomainError("invalid_request", { issues });

@@ -7,11 +7,7 @@ export const AUTH_FAILURE_LIMIT: RateLimit = { perMinute: 30, burst: 20 };
 /** Addresses remembered at most; beyond this, the ones whose burst is over are forgotten first. */
 const MAX_ADDRESSES = 10_000;
 
-export interface FailureState {
-  bucket: Bucket;
-  /** This burst has been logged. */
-  logged: boolean;
-}
+export type FailureState = { bucket: Bucket; logged: boolean };
 
 export type FailureVerdict = { refuse: false } | { refuse: true; retryAfterSeconds: number; firstOfBurst: boolean };
 

@@ -1,24 +1,13 @@
-/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, and connections without a
- * valid token get a small share of the cap and go first, so a token holder always gets in. */
+/** Connection bounds for an HTTP server we own (`npm start`): header timeouts, connections without a valid token get a small share of the cap and go
+ * first, so a token holder always gets in; and a frame bound for its WebSockets. */
 import type { Server as HttpServer, IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import type { WebSocket } from "ws";
 import { isTrusted } from "./trust.ts";
 
-export interface ConnectionBounds {
-  /** A request's headers must be complete this long after the connection (or the previous request). */
-  headersTimeoutMs: number;
-  /** A whole request (headers and body) must arrive within this. */
-  requestTimeoutMs: number;
-  /** How often Node looks for connections past those deadlines: the figure documented is timeout + this. */
-  checkIntervalMs: number;
-  /** Connections without a valid token from one remote address. */
-  perAddress: number;
-  /** Connections without a valid token from every address together: a small share of `total`. */
-  untrusted: number;
-  total: number;
-}
-
-export const CONNECTION_BOUNDS: ConnectionBounds = {
+/** `checkIntervalMs`: how often Node looks for connections past the two deadlines (the figure documented is timeout + this); `perAddress` and
+ * `untrusted`: connections without a valid token from one address, and from all together (a small share of `total`). */
+export const CONNECTION_BOUNDS = {
   headersTimeoutMs: 5_000,
   requestTimeoutMs: 30_000,
   checkIntervalMs: 1_000,
@@ -26,17 +15,11 @@ export const CONNECTION_BOUNDS: ConnectionBounds = {
   untrusted: 256,
   total: 1024,
 };
+type ConnectionBounds = typeof CONNECTION_BOUNDS;
 
-export interface OpenConnection<T> {
-  connection: T;
-  address: string;
-  /** It has sent at least one complete request head. */
-  requested: boolean;
-  /** It has presented a valid token. */
-  trusted: boolean;
-}
+/** `requested`: it has sent at least one complete request head; `trusted`: it has presented a valid token. */
+type OpenConnection<T> = { connection: T; address: string; requested: boolean; trusted: boolean };
 
-/** The oldest of `open` that never sent a request, else the oldest. */
 const oldestIdleFirst = <T>(open: readonly OpenConnection<T>[]): T | undefined => (open.find((entry) => !entry.requested) ?? open[0])?.connection;
 
 /** Which connection to close when one more arrives from `address`: none below the caps; else the oldest stranger of that address, of the address holding
@@ -84,4 +67,15 @@ export function boundConnections(server: HttpServer, bounds: ConnectionBounds = 
   };
   server.on("request", markRequested);
   server.on("upgrade", markRequested);
+}
+
+/** plugin-server's one WebSocketServer takes 100 MiB frames on every path: `socket` refuses a frame (or a message's fragments) longer than `maxBytes`
+ * from its header on, closing 1009 without buffering it; a tighter limit already set stays. Call it in the connection handler, before any data is read
+ * (ws 8: `Receiver#_maxPayload`). */
+export function limitFrames(socket: WebSocket, maxBytes: number): void {
+  const receiver = (socket as WebSocket & { _receiver?: { _maxPayload?: number } })._receiver;
+  if (typeof receiver?._maxPayload !== "number") throw new Error("ws changed: its receiver has no frame limit to set");
+  receiver._maxPayload = receiver._maxPayload > 0 ? Math.min(receiver._maxPayload, maxBytes) : maxBytes;
+  // ws reports an oversized or malformed frame as an error, then closes (1009, 1002): unheard, it would end the process.
+  socket.on("error", () => undefined);
 }

@@ -1,50 +1,29 @@
 /** The one mapping from domain error codes to HTTP statuses. */
-import type { ErrorCode } from "../../protocol/wire.ts";
+import { words, type ErrorCode } from "../../protocol/wire.ts";
 import type { DomainError } from "../../common/domain-error.ts";
 
-export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
-  invalid_json: 400,
-  invalid_request: 400,
-  invalid_context_usage: 400,
-  invalid_image: 400,
-  command_incomplete: 400,
-  unauthorized: 401,
-  operator_disabled: 403,
-  operator_decisions_off: 403,
-  operator_token_reachable: 403,
-  pairing_code_invalid: 403,
-  not_found: 404,
-  session_offline: 409,
-  session_in_use: 409,
-  event_session_mismatch: 409,
-  delivery_started: 409,
-  already_accepted: 409,
-  lease_mismatch: 409,
-  images_not_supported: 409,
-  already_decided: 409,
-  approval_expired: 409,
-  approval_mismatch: 409,
-  capability_missing: 409,
-  not_grantable: 409,
-  host_offline: 409,
-  host_ambiguous: 409,
-  payload_too_large: 413,
-  idempotency_key_reused: 422,
-  unknown_project: 422,
-  start_refused: 422,
-  rate_limited: 429,
-  too_many_approvals: 429,
-  internal_error: 500,
-  not_ready: 503,
-  service_missing: 503,
-  image_budget_exceeded: 507,
-};
+/** Each status with the codes it answers; `satisfies` makes a new code fail to compile until it is listed here. */
+const CODES_BY_STATUS = {
+  400: words("invalid_json invalid_request invalid_context_usage invalid_image command_incomplete"),
+  401: words("unauthorized"),
+  403: words("operator_disabled operator_decisions_off operator_token_reachable pairing_code_invalid"),
+  404: words("not_found"),
+  409: words(
+    "session_offline session_in_use event_session_mismatch delivery_started already_accepted lease_mismatch images_not_supported already_decided approval_expired approval_mismatch capability_missing not_grantable host_offline host_ambiguous",
+  ),
+  413: words("payload_too_large"),
+  422: words("idempotency_key_reused unknown_project start_refused"),
+  429: words("rate_limited too_many_approvals"),
+  500: words("internal_error"),
+  503: words("not_ready service_missing"),
+  507: words("image_budget_exceeded"),
+} satisfies Record<number, ErrorCode[]>;
 
-export interface JsonAnswer {
-  status: number;
-  body: unknown;
-  headers?: Readonly<Record<string, string>>;
-}
+export const HTTP_STATUS = Object.fromEntries(
+  Object.entries(CODES_BY_STATUS).flatMap(([status, codes]) => codes.map((code) => [code, Number(status)])),
+) as Readonly<Record<(typeof CODES_BY_STATUS)[keyof typeof CODES_BY_STATUS][number], number>> satisfies Readonly<Record<ErrorCode, number>>;
+
+export type JsonAnswer = { status: number; body: unknown; headers?: Readonly<Record<string, string>> };
 
 export function json(status: number, body: unknown, headers?: Record<string, string>): JsonAnswer {
   return headers ? { status, body, headers } : { status, body };

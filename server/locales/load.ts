@@ -14,7 +14,6 @@ const LocaleTree: z.ZodType<LocaleTree> = z.lazy(() => z.record(z.string(), z.un
 
 const yaml = createRequire(import.meta.url)("js-yaml") as { load(text: string): unknown };
 
-/** One language's texts, validated as a nested map of strings. */
 export function readLocale(locale: Locale): LocaleTree {
   const text = readFileSync(new URL(`./${locale}.yml`, import.meta.url), "utf8");
   const tree = LocaleTree.parse(yaml.load(text));
@@ -25,11 +24,7 @@ export function readLocale(locale: Locale): LocaleTree {
 }
 
 const parsed = new Map<Locale, LocaleTree>();
-function cachedLocale(locale: Locale): LocaleTree {
-  let tree = parsed.get(locale);
-  if (!tree) parsed.set(locale, (tree = readLocale(locale)));
-  return tree;
-}
+const cachedLocale = (locale: Locale) => parsed.get(locale) ?? parsed.set(locale, readLocale(locale)).get(locale)!;
 
 /** One Config section's descriptions in every language (`_config.<section>`), for `Schema.i18n`. */
 export function configDescriptions(section: string): Record<Locale, LocaleTree> {
@@ -55,11 +50,12 @@ function oursFor(tag: string): Locale | undefined {
 
 /** The instance's language among ours: the first in Koishi's fallback order (its `i18n.locales`) that one of ours is or belongs to. */
 export function instanceLocale(ctx: Context): Locale {
-  for (const tag of ctx.i18n.fallback([])) {
-    const ours = oursFor(tag);
-    if (ours) return ours;
-  }
-  return LOCALES[0];
+  return (
+    ctx.i18n
+      .fallback([])
+      .map(oursFor)
+      .find((ours) => ours !== undefined) ?? LOCALES[0]
+  );
 }
 
 /** Registers every language for as long as `ctx` lives, Chinese first. Koishi looks texts up only under its own `i18n.locales` and their parents, so a
@@ -81,7 +77,6 @@ export function countText(say: Say, path: string, n: number): string {
   return say(`${path}.${new Intl.PluralRules(say("anon-notify.locale")).select(n)}`, { n });
 }
 
-/** Koishi's rendered elements as plain text: text as it is (unescaped), any markup reduced to its text. */
 function plain(elements: { toString(strip: boolean): string }[]): string {
   return elements.map((element) => element.toString(true)).join("");
 }

@@ -1,5 +1,4 @@
-/** A notice's summary as this server words it: a checkable `details.said` line in the server's language, else
- * the summary unchanged. */
+/** A notice's summary as this server words it: a checkable `details.said` line in the server's language, else the summary unchanged. */
 import type { EventBody } from "../../protocol/events.ts";
 import { readSaid } from "../../protocol/said.ts";
 import { wordSaid, type SaidWords } from "../../common/said-words.ts";

@@ -1,5 +1,4 @@
-/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the
- * digest held notices become. */
+/** Which notices break through a mute, which mutes hold a session, how long a typed mute lasts, and the digest held notices become. */
 import { createHash } from "node:crypto";
 import { isServerEventId, type DeliveryRoute, type EventBody } from "../../protocol/events.ts";
 import { LIMITS } from "../../protocol/wire.ts";
@@ -10,17 +9,13 @@ import { countText, type Say } from "../locales/load.ts";
 export const URGENT_KINDS = ["failed", "watchdog", "approval", "needs_you"] as const;
 export type UrgentKind = (typeof URGENT_KINDS)[number];
 
-const { muteDefaultMinutes: DEFAULT_MUTE_MINUTES, muteMaxMinutes: MAX_MUTE_MINUTES } = LIMITS;
-export const ALL_SESSIONS = "*";
+const { muteDefaultMinutes, muteMaxMinutes } = LIMITS;
 
 /** A stored mute: of one session, or of all (`session_id` null). Ended once `until` has passed. */
-export interface Mute {
-  session_id: string | null;
-  until: Date;
-}
+export type Mute = { session_id: string | null; until: Date };
 
 export function scopeOf(sessionId: string | null): string {
-  return sessionId ?? ALL_SESSIONS;
+  return sessionId ?? "*";
 }
 
 /** Whether a notice breaks through a mute (failed run, watchdog, approval, needs-you), each only if `breakThrough` lists it; watchdog and approval
@@ -42,14 +37,12 @@ export function covering(mutes: readonly Mute[], sessionId: string): Mute[] {
   return mutes.filter((mute) => mute.session_id === null || mute.session_id === sessionId);
 }
 
-/** Whether a mute of `sessionId` (or of all) is still running at `now`. */
 export function isMuted(mutes: readonly Mute[], sessionId: string, now: Date): boolean {
   return covering(mutes, sessionId).some((mute) => mute.until > now);
 }
 
-/** The end of a mute of `minutes` from `now`, bounded to the allowed range. */
 export function muteUntil(now: Date, minutes: number | undefined): Date {
-  const bounded = Math.min(Math.max(1, Math.round(minutes ?? DEFAULT_MUTE_MINUTES)), MAX_MUTE_MINUTES);
+  const bounded = Math.min(Math.max(1, Math.round(minutes ?? muteDefaultMinutes)), muteMaxMinutes);
   return new Date(now.getTime() + bounded * 60_000);
 }
 
@@ -58,7 +51,7 @@ const UNIT_MINUTES: Record<string, number> = { m: 1, min: 1, h: 60, d: 24 * 60, 
 /** Minutes from what a person types (`30m`, `2h`, `1d`, `1h30m`, `90`, `2小时`); `null` outside 1 minute … 7 days. */
 export function parseDuration(text: string): number | null {
   const minutes = durationMinutes(text);
-  return minutes !== null && minutes >= 1 && minutes <= MAX_MUTE_MINUTES ? minutes : null;
+  return minutes !== null && minutes >= 1 && minutes <= muteMaxMinutes ? minutes : null;
 }
 
 /** Whether `text` is written as a duration at all (in range or not), rather than, say, a session. */

@@ -1,16 +1,10 @@
-/** The mutes, stored and mirrored in memory; an ended mute stays stored until its held notices went out as
- * one digest, so a restart still releases them. */
+/** The mutes, stored and mirrored in memory; an ended mute stays stored until its held notices went out as one digest, so a restart still releases them. */
 import type { Context } from "koishi";
 import { isMuted, scopeOf, type Mute } from "./decisions.ts";
 
 export const MUTE_TABLE = "anon_notify_mute";
 
-interface MuteRow {
-  scope: string;
-  session_id: string | null;
-  until: Date;
-  created_at: Date;
-}
+type MuteRow = Mute & { scope: string; created_at: Date };
 
 declare module "koishi" {
   interface Tables {

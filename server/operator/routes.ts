@@ -62,9 +62,8 @@ export const OperatorRoutes = {
       return json(202, { command: await operator.requestStop(sessionId, "operator") });
     });
 
-    api.route(ctx, { method: "GET", path: "/operator/audit", auth: "operator" }, async (request) => {
-      const query = parseWith(AuditQuery, Object.fromEntries(request.query));
-      return json(200, await operator.audit(query));
-    });
+    api.route(ctx, { method: "GET", path: "/operator/audit", auth: "operator" }, async (request) =>
+      json(200, await operator.audit(parseWith(AuditQuery, Object.fromEntries(request.query)))),
+    );
   },
 };

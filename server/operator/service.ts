@@ -1,8 +1,8 @@
 /** The operator service, for every surface: list sessions, queue, list and cancel instructions, stop a run,
  * read the audit trail. Refusals are `DomainError`s each surface words its own way. */
 import type { AuditActor, AuditPage, AuditQuery } from "../../protocol/audit.ts";
-import { CONTROL_PROTOCOL, type CommandImage, type CommandOrigin, type CommandSummary } from "../../protocol/queue.ts";
-import type { MuteEntry, OperatorCommandCreated, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
+import { CONTROL_PROTOCOL, type CommandOrigin, type CommandSummary } from "../../protocol/queue.ts";
+import type { MuteEntry, OperatorCommandCreated, OperatorCreateCommand, OperatorSessionList, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import type { SessionProjection } from "../../protocol/sessions.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { summarize } from "../queue/decisions.ts";
@@ -25,35 +25,14 @@ export interface OperatorDeps {
   messageNotices(messageId: string): Promise<NoticeRef[]>;
 }
 
-export interface ServerStatus {
-  sessions: number;
-  running: number;
-  /** Instructions waiting to reach Pi or on their way (pending or leased). */
-  pending: number;
-  mutes: MuteEntry[];
-  /** Notices queued for the persona, held ones included. */
-  waiting: number;
-  held: number;
-}
-
-export interface NoticeRef {
-  event_id: string;
-  session_id: string;
-}
+type NoticeRef = { event_id: string; session_id: string };
 
 /** How many of the newest commands a short command id is looked up in. */
 const COMMAND_LOOKUP_WINDOW = 500;
 
-export interface CommandRequest {
-  session_id: string;
-  /** Present: an answer to that notice (`agent_command`). Absent: a message to an online session. */
-  event_id?: string | undefined;
-  instruction: string;
-  images?: CommandImage[] | undefined;
-  /** Already namespaced by the surface it came from; `null` means no idempotency. */
-  request_key: string | null;
-  origin: CommandOrigin;
-}
+/** `event_id` present: an answer to that notice (`agent_command`), else a message to an online session; `request_key` is already namespaced by the
+ * surface it came from, `null` for no idempotency. */
+type CommandRequest = Omit<OperatorCreateCommand, "request_key"> & { request_key: string | null; origin: CommandOrigin };
 
 export class OperatorService {
   readonly #deps: OperatorDeps;
@@ -123,8 +102,9 @@ export class OperatorService {
     return this.#deps.commands.cancel(sessionId, commandId);
   }
 
-  /** The server at a glance, for `anon.status` and the console. */
-  async status(): Promise<ServerStatus> {
+  /** The server at a glance, for `anon.status` and the console: `pending` counts instructions pending or leased, `waiting` the notices queued for the
+   * persona (held ones included). */
+  async status() {
     const sessions = this.onlineSessions();
     const [pending, events] = await Promise.all([this.#deps.commands.countActive(), this.#deps.eventsWaiting()]);
     return {
@@ -152,7 +132,6 @@ export class OperatorService {
     return entry;
   }
 
-  /** Follows mutes ending (their time is up, or ended early); returns the unsubscribe. */
   onMuteEnd(listener: () => void): () => void {
     return this.#deps.mutes.onEnd(listener);
   }
@@ -168,20 +147,14 @@ export class OperatorService {
   async requestStop(sessionId: string, actor: AuditActor): Promise<CommandSummary> {
     const live = this.#deps.registry.find(sessionId);
     if (!live) throw new DomainError("session_offline");
-    if (live.heartbeat.command_protocol < CONTROL_PROTOCOL) {
-      throw new DomainError("capability_missing", {
-        issues: [
-          {
-            path: "session_id",
-            message: `the session's anon-notify extension speaks command protocol ${live.heartbeat.command_protocol}; stopping a run remotely needs ${CONTROL_PROTOCOL} (update the extension)`,
-          },
-        ],
-      });
+    const protocol = live.heartbeat.command_protocol;
+    if (protocol < CONTROL_PROTOCOL) {
+      const message = `the session's anon-notify extension speaks command protocol ${protocol}; stopping a run remotely needs ${CONTROL_PROTOCOL} (update the extension)`;
+      throw new DomainError("capability_missing", { issues: [{ path: "session_id", message }] });
     }
     return this.#deps.commands.createControlCommand(sessionId, "stop", {}, actor);
   }
 
-  /** The command's summary once it is final (accepted with its outcome, or cancelled), or as it is when `timeoutMs` is up. */
   waitForCommandOutcome(commandId: string, timeoutMs: number): Promise<CommandSummary> {
     return this.#deps.commands.waitFinal(commandId, timeoutMs);
   }

@@ -1,5 +1,4 @@
-/** Pairing codes: single use, short-lived, kept only as digests; redeeming is rate-limited per address and
- * in all. */
+/** Pairing codes: single use, short-lived, kept only as digests; redeeming is rate-limited per address and in all. */
 import { createHash, randomInt } from "node:crypto";
 import { normalisePairingCode, PAIRING_ALPHABET, PAIRING_CODE_CHARS, PAIRING_TTL_MS } from "../../protocol/pairing.ts";
 import { fullBucket, KeyedBuckets, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";

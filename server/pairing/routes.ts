@@ -11,10 +11,11 @@ import { chatReachesOwner, noticeFacts } from "../status/notices.ts";
 import type { PairingCodes } from "./codes.ts";
 
 export { PairingCodes } from "./codes.ts";
-import { pairedRecipient, type OwnerIds } from "./recipient.ts";
+import { pairedRecipient } from "./recipient.ts";
+import type { DirectTarget } from "../handover/direct.ts";
 
 /** `announced`: a code someone else prints (npm start); without one, a code is issued and logged here. */
-type PairingDeps = { api: HttpApi; codes: PairingCodes; owner: OwnerIds; personas: PersonaSlot; token: string; announced: boolean };
+type PairingDeps = { api: HttpApi; codes: PairingCodes; owner: DirectTarget; personas: PersonaSlot; token: string; announced: boolean };
 
 /** The link `/anon-notify-setup` takes: the API's address, the code in the fragment (never sent). */
 export function pairingLink(origin: string, code: string): string {
@@ -35,20 +36,21 @@ export const PairingRoutes = {
       return json(200, { token, recipient: { qq: recipient.qq, anon_qq: recipient.anonQq }, chat } satisfies PairAnswer);
     });
     if (announced) return;
-    const offer = () => {
-      const code = codes.issue();
-      const minutes = PAIRING_TTL_MS / 60_000;
-      logger.info(instanceText(ctx, "anon-notify.pairing.offer", { link: pairingLink(serverOrigin(ctx), code), minutes }));
-    };
+    const offer = () =>
+      logger.info(instanceText(ctx, "anon-notify.pairing.offer", { link: pairingLink(serverOrigin(ctx), codes.issue()), minutes: PAIRING_TTL_MS / 60_000 }));
     if (ctx.server.port) offer();
     else ctx.on("server/ready", offer);
   },
 };
 
-/** Where a Pi reaches this server: plugin-server's `selfUrl`, else its host and port (a wildcard host through loopback). */
+/** Where a Pi reaches this server: plugin-server's `selfUrl`, else its host and port. */
 function serverOrigin(ctx: Context): string {
   const config = ctx.server.config as { selfUrl?: string; host?: string };
-  if (config.selfUrl) return config.selfUrl.replace(/\/+$/, "");
-  const host = !config.host || ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${ctx.server.port}`;
+  return config.selfUrl ? config.selfUrl.replace(/\/+$/, "") : localOrigin(config.host, ctx.server.port);
+}
+
+/** Where a Pi on this machine reaches a server listening on `host`: a wildcard host listens everywhere, so through loopback. */
+export function localOrigin(host: string | undefined, port: number): string {
+  const reachable = !host || ["0.0.0.0", "::"].includes(host) ? "127.0.0.1" : host;
+  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
 }

@@ -2,26 +2,17 @@
  * outlasts a client's resend, so idempotency holds. The API waits at 503 for the first pass. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
-import { retentionCutoff, type AuditLog } from "../audit/store.ts";
-import type { GrantStore } from "../approvals/grant-store.ts";
-import type { ApprovalStore } from "../approvals/store.ts";
-import type { CommandStore } from "../queue/store.ts";
-import type { EventStore } from "../events/store.ts";
+import { retentionCutoff } from "../audit/store.ts";
 import type { HttpApi } from "../http/api.ts";
 import { instanceText } from "../locales/load.ts";
 
 const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 
-export interface RetentionDeps {
-  api: HttpApi;
-  audit: AuditLog;
-  events: EventStore;
-  commands: CommandStore;
-  approvals: ApprovalStore;
-  grants: GrantStore;
-  auditRetentionDays: number;
-  retentionDays: number;
-}
+type Prunable = { prune(cutoff: Date): Promise<number> };
+type RetentionDeps = { api: HttpApi; auditRetentionDays: number; retentionDays: number } & Record<
+  "audit" | "events" | "commands" | "approvals" | "grants",
+  Prunable
+>;
 
 export const Retention = {
   name: "notify-webhook-retention",

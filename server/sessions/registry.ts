@@ -1,31 +1,82 @@
-/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again
- * within one heartbeat of a restart. */
+/** Online sessions from heartbeats, memory only: presence is soft state and live runtimes register again within one heartbeat of a restart. */
 import { visibleControls } from "../../common/command-text.ts";
 import { shownName } from "../../common/shown-name.ts";
 import type { OperatorSessionList } from "../../protocol/operator.ts";
 import type { Heartbeat, SessionProjection } from "../../protocol/sessions.ts";
 import { DomainError } from "../../common/domain-error.ts";
 
-export interface SessionEntry {
-  heartbeat: Heartbeat;
-  lastSeenMs: number;
-}
+type Entry<H> = { heartbeat: H; lastSeenMs: number };
+export type SessionEntry = Entry<Heartbeat>;
 
 /** `removed`: an offline call; `expired`: heartbeats stopped (found by a sweep). */
-export interface RegistryChange {
-  kind: "recorded" | "removed" | "expired";
-  entry: SessionEntry;
+type ChangeKind = "recorded" | "removed" | "expired";
+type RegistryChange = { kind: ChangeKind; entry: SessionEntry };
+
+/** Heartbeats by key on one TTL (sessions, hosts). A key belongs to the runtime that registered it until offline or expired; another runtime's heartbeat
+ * is refused `session_in_use`, so nothing live is taken over silently, and an old runtime's goodbye is ignored. */
+export class LiveRegistry<H extends { runtime_id: string }> {
+  readonly ttlMs: number;
+  readonly #key: (heartbeat: H) => string;
+  protected readonly now: () => number;
+  protected readonly entries = new Map<string, Entry<H>>();
+
+  constructor(ttlMs: number, key: (heartbeat: H) => string, now: () => number) {
+    this.ttlMs = ttlMs;
+    this.#key = key;
+    this.now = now;
+  }
+
+  record(heartbeat: H): void {
+    const current = this.entries.get(this.#key(heartbeat));
+    if (current && current.heartbeat.runtime_id !== heartbeat.runtime_id && this.isLive(current)) {
+      throw new DomainError("session_in_use", { retryAfterSeconds: (current.lastSeenMs + this.ttlMs - this.now()) / 1000 });
+    }
+    const entry = { heartbeat, lastSeenMs: this.now() };
+    this.entries.set(this.#key(heartbeat), entry);
+    this.changed("recorded", entry);
+  }
+
+  remove(key: string, runtimeId: string): boolean {
+    const entry = this.entries.get(key);
+    if (!entry || entry.heartbeat.runtime_id !== runtimeId) return false;
+    this.entries.delete(key);
+    this.changed("removed", entry);
+    return true;
+  }
+
+  find(key: string): Entry<H> | undefined {
+    const entry = this.entries.get(key);
+    return entry && this.isLive(entry) ? entry : undefined;
+  }
+
+  isLiveRuntime(key: string, runtimeId: string): boolean {
+    return this.find(key)?.heartbeat.runtime_id === runtimeId;
+  }
+
+  /** Drops expired entries and returns them; lookups never depend on this having run. */
+  sweep(): Entry<H>[] {
+    const expired: Entry<H>[] = [];
+    for (const [key, entry] of this.entries) {
+      if (this.isLive(entry)) continue;
+      this.entries.delete(key);
+      expired.push(entry);
+      this.changed("expired", entry);
+    }
+    return expired;
+  }
+
+  protected isLive(entry: Entry<H>): boolean {
+    return this.now() - entry.lastSeenMs < this.ttlMs;
+  }
+
+  protected changed(_kind: ChangeKind, _entry: Entry<H>): void {}
 }
 
-export class SessionRegistry {
-  readonly ttlMs: number;
-  private readonly now: () => number;
-  private readonly entries = new Map<string, SessionEntry>();
+export class SessionRegistry extends LiveRegistry<Heartbeat> {
   private readonly listeners = new Set<(change: RegistryChange) => void>();
 
   constructor(ttlMs: number, now: () => number = Date.now) {
-    this.ttlMs = ttlMs;
-    this.now = now;
+    super(ttlMs, (heartbeat) => heartbeat.session_id, now);
   }
 
   /** Follows every change (the watchdog); returns the unsubscribe. */
@@ -34,44 +85,14 @@ export class SessionRegistry {
     return () => void this.listeners.delete(listener);
   }
 
-  /** A session belongs to the runtime that registered it until offline or expired; another runtime's heartbeat is refused `session_in_use`, so no live
-   * session's commands are taken over silently. */
-  record(heartbeat: Heartbeat): void {
-    const current = this.entries.get(heartbeat.session_id);
-    if (current && current.heartbeat.runtime_id !== heartbeat.runtime_id && this.isLive(current)) {
-      throw new DomainError("session_in_use", { retryAfterSeconds: (current.lastSeenMs + this.ttlMs - this.now()) / 1000 });
-    }
-    const entry = { heartbeat, lastSeenMs: this.now() };
-    this.entries.set(heartbeat.session_id, entry);
-    this.emit({ kind: "recorded", entry });
-  }
-
-  /** Only the registered runtime can take its session offline; an old runtime's goodbye is ignored. */
-  remove(sessionId: string, runtimeId: string): boolean {
-    const entry = this.entries.get(sessionId);
-    if (!entry || entry.heartbeat.runtime_id !== runtimeId) return false;
-    this.entries.delete(sessionId);
-    this.emit({ kind: "removed", entry });
-    return true;
-  }
-
-  private emit(change: RegistryChange): void {
-    for (const listener of this.listeners) listener(change);
-  }
-
-  find(sessionId: string): SessionEntry | undefined {
-    const entry = this.entries.get(sessionId);
-    return entry && this.isLive(entry) ? entry : undefined;
+  protected override changed(kind: ChangeKind, entry: SessionEntry): void {
+    for (const listener of this.listeners) listener({ kind, entry });
   }
 
   /** The project a live session's heartbeats name, as every surface shows it. */
   projectOf(sessionId: string): string | undefined {
     const entry = this.find(sessionId);
     return entry && projectSession(entry).project;
-  }
-
-  isLiveRuntime(sessionId: string, runtimeId: string): boolean {
-    return this.find(sessionId)?.heartbeat.runtime_id === runtimeId;
   }
 
   /** Live sessions, most recently seen first (then by id, so the order is total for paging). */
@@ -82,24 +103,8 @@ export class SessionRegistry {
       .map(projectSession);
   }
 
-  /** Drops expired entries and returns them; lookups never depend on this having run. */
-  sweep(): SessionEntry[] {
-    const expired: SessionEntry[] = [];
-    for (const [sessionId, entry] of this.entries) {
-      if (this.isLive(entry)) continue;
-      this.entries.delete(sessionId);
-      expired.push(entry);
-      this.emit({ kind: "expired", entry });
-    }
-    return expired;
-  }
-
   get size(): number {
     return this.entries.size;
-  }
-
-  private isLive(entry: SessionEntry): boolean {
-    return this.now() - entry.lastSeenMs < this.ttlMs;
   }
 }
 

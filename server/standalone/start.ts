@@ -9,21 +9,20 @@ import { z } from "zod";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
 import { API_BASE_PATH, LIMITS, formatIssues } from "../../protocol/wire.ts";
-import { boundConnections } from "../http/connections.ts";
-import { limitFrames } from "../http/ws-frames.ts";
+import { boundConnections, limitFrames } from "../http/connections.ts";
 import { holdDatabaseFiles } from "../disk-sync.ts";
 import { koishi } from "../koishi.ts";
 import * as notifyWebhook from "../notify-webhook.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleHead, consoleInstructions, piInstructions, standaloneText, usage } from "./texts.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, PORT_RANGE, consoleHead, piInstructions, standaloneText, usage } from "./texts.ts";
 import { closeConsolePages } from "../console/index.ts";
 import { newPairingCode } from "../pairing/codes.ts";
-import { pairingLink } from "../pairing/routes.ts";
+import { localOrigin, pairingLink } from "../pairing/routes.ts";
 import { signInUrl } from "../console/sign-in.ts";
 import { MIN_TOKEN_CHARS, ensureToken, octal } from "../token-file.ts";
 
 const CONSOLE_PAGE_PATH = "/anon-notify";
 
-export { MIN_TOKEN_CHARS, ensureToken } from "../token-file.ts";
+export { ensureToken } from "../token-file.ts";
 
 /** `<data-dir>/server.json` (or `--config`): who hears direct events, and any extra Koishi plugins (the bot's adapter). */
 export const StandaloneFile = z.strictObject({
@@ -39,15 +38,9 @@ export const StandaloneFile = z.strictObject({
 });
 export type StandaloneFile = z.infer<typeof StandaloneFile>;
 
-export interface StandaloneOptions {
-  host: string;
-  port: number;
-  dataDir: string;
-  configPath: string;
-}
+type StandaloneOptions = Exclude<ReturnType<typeof parseFlags>, "help">;
 
-/** The options to run with, or "help" when the user asked for usage. */
-export function parseFlags(argv: string[], cwd: string, language: Language = localeLanguage(process.env)): StandaloneOptions | "help" {
+export function parseFlags(argv: string[], cwd: string, language: Language = localeLanguage(process.env)) {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -59,16 +52,15 @@ export function parseFlags(argv: string[], cwd: string, language: Language = loc
     },
     strict: true,
   });
-  if (values.help) return "help";
+  if (values.help) return "help" as const;
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(standaloneText(language).badPort(values.port));
   const dataDir = resolve(cwd, values["data-dir"]);
   return { host: values.host, port, dataDir, configPath: values.config ? resolve(cwd, values.config) : join(dataDir, "server.json") };
 }
 
-/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never
- * creates it with the umask's mode). A folder or database others could read or write is narrowed;
- * returns one line for each change made, for the start-up output. */
+/** Makes the data folder 0700 and `koishi.db` 0600 (created empty if missing, so SQLite never creates it with the umask's mode). A folder or database others
+ * could read or write is narrowed; returns one line for each change made, for the start-up output. */
 export function secureDataDir(dataDir: string, language: Language = localeLanguage(process.env)): string[] {
   const text = standaloneText(language);
   const notes: string[] = [];
@@ -86,14 +78,9 @@ export function secureDataDir(dataDir: string, language: Language = localeLangua
   return notes;
 }
 
-/** The operator token opens more than the agents' one; the same string for both would give every agent the operator API. */
-export function assertDistinctTokens(token: string, operatorToken: string, language: Language): void {
-  if (operatorToken && operatorToken === token) throw new Error(standaloneText(language).sameTokens);
-}
-
 /** A token written into the config file follows the token files' rules: at least `MIN_TOKEN_CHARS`
  * characters, and a file only its owner can read (a symlink's target is what is checked). */
-export function assertConfigTokenKept(path: string, file: StandaloneFile, language: Language): void {
+function assertConfigTokenKept(path: string, file: StandaloneFile, language: Language): void {
   if (!file.operatorToken) return;
   const text = standaloneText(language);
   if (file.operatorToken.length < MIN_TOKEN_CHARS) throw new Error(text.weakConfigToken(path, file.operatorToken.length, MIN_TOKEN_CHARS));
@@ -117,10 +104,6 @@ export function readStandaloneFile(path: string, language: Language = localeLang
   return parsed.data;
 }
 
-function hostForUrl(host: string): string {
-  return host.includes(":") ? `[${host}]` : host;
-}
-
 /** A plugin module's default export (or the module), undefined when it is not installed. */
 function optionalPlugin(require: NodeJS.Require, name: string): Plugin<Context> | undefined {
   try {
@@ -141,23 +124,11 @@ function loadPlugin(name: string, cwd: string, language: Language): Plugin<Conte
   throw new Error(standaloneText(language).pluginNotFound(name));
 }
 
-/** The console's own start line names the page without its token; the one npm start prints signs in, and "/" lands on the page. */
-function useConsole(app: Context, use: () => void): void {
-  use();
-  koishi.Logger.levels.console = koishi.Logger.ERROR;
-  app.server.get("/", (koa) => koa.redirect(CONSOLE_PAGE_PATH));
-}
-
-export interface StandaloneOutput {
-  /** Where the start-up text goes (console.log by default); the demo prints its own. */
-  announce?: (text: string) => void;
-  language?: Language;
-}
-
+/** `output.announce`: where the start-up text goes (console.log by default); the demo prints its own. */
 export async function runStandalone(
   options: StandaloneOptions,
   cwd = process.cwd(),
-  output: StandaloneOutput = {},
+  output: { announce?: (text: string) => void; language?: Language } = {},
 ): Promise<{ baseUrl: string; app: Context; language: Language; stop(): Promise<void> }> {
   const announce = output.announce ?? ((text: string) => console.log(text));
   const file = readStandaloneFile(options.configPath);
@@ -168,7 +139,8 @@ export async function runStandalone(
   const operatorTokenPath = join(options.dataDir, "operator.token");
   assertConfigTokenKept(options.configPath, file, language);
   const operatorToken = file.operatorToken || ensureToken(operatorTokenPath);
-  assertDistinctTokens(token, operatorToken, language);
+  // The operator token opens more than the agents' one: the same string for both would give every agent the operator API.
+  if (operatorToken && operatorToken === token) throw new Error(standaloneText(language).sameTokens);
   // The console page's sign-in: its own secret, so holding it opens neither API.
   const consoleTokenPath = join(options.dataDir, "console.token");
   const consoleToken = ensureToken(consoleTokenPath);
@@ -194,7 +166,12 @@ export async function runStandalone(
   use(require("@minatojs/driver-sqlite").default, { path: join(options.dataDir, "koishi.db") });
   // The console is a development dependency: a clone has it, an install without it runs without the page.
   const consolePlugin = optionalPlugin(require, "@koishijs/plugin-console");
-  if (consolePlugin) useConsole(app, () => use(consolePlugin, { open: false, head: consoleHead(language) }));
+  if (consolePlugin) {
+    use(consolePlugin, { open: false, head: consoleHead(language) });
+    // The console's own start line names the page without its token; the one npm start prints signs in, and "/" lands on the page.
+    koishi.Logger.levels.console = koishi.Logger.ERROR;
+    app.server.get("/", (koa) => koa.redirect(CONSOLE_PAGE_PATH));
+  }
   for (const [name, config] of Object.entries(file.plugins)) use(loadPlugin(name, cwd, language), config);
   use(notifyWebhook, {
     ...file.notifyWebhook,
@@ -211,15 +188,11 @@ export async function runStandalone(
   // npm start owns its database file too: no other process shares the connection (disk-sync.ts says what this saves).
   holdDatabaseFiles(app.database.drivers);
   await new Promise<void>((resolveReady) => app.on("server/ready", () => resolveReady()));
-  // A wildcard host listens everywhere; Pi on this machine reaches it through loopback.
-  const reachableHost = ["0.0.0.0", "::"].includes(options.host) ? "127.0.0.1" : options.host;
-  const origin = `http://${hostForUrl(reachableHost)}:${app.server.port}`;
+  const origin = localOrigin(options.host, app.server.port);
   const baseUrl = `${origin}${API_BASE_PATH}`;
   announce(piInstructions(baseUrl, pairingLink(origin, pairingCode), tokenPath, options.configPath, file, language));
-  if (consolePlugin) {
-    const pageUrl = `${origin}${CONSOLE_PAGE_PATH}`;
-    announce(consoleInstructions(signInUrl(pageUrl, consoleToken), consoleTokenPath, Boolean(file.notifyWebhook.consoleActions), language));
-  }
+  const signIn = signInUrl(`${origin}${CONSOLE_PAGE_PATH}`, consoleToken);
+  if (consolePlugin) announce(standaloneText(language).console(signIn, consoleTokenPath, Boolean(file.notifyWebhook.consoleActions)));
   if (!file.operatorToken) announce(standaloneText(language).operatorToken(baseUrl, operatorTokenPath));
 
   return { baseUrl, app, language, stop: () => stopApp(app, forks, http) };
@@ -239,7 +212,7 @@ async function stopApp(app: Context, forks: ForkScope[], http: Context["server"]
 async function main(): Promise<void> {
   // Until server.json is read, the process locale is the only language there is.
   const envLanguage = localeLanguage(process.env);
-  let options: StandaloneOptions | "help";
+  let options: ReturnType<typeof parseFlags>;
   try {
     options = parseFlags(process.argv.slice(2), process.cwd(), envLanguage);
   } catch (error) {

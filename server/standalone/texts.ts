@@ -6,12 +6,6 @@ export const DEFAULT_PORT = 5140;
 /** Like Koishi's own boilerplate: a busy port moves the server up to this many ports higher. */
 export const PORT_RANGE = 9;
 
-/** The settings the start-up text reads from server.json. */
-export interface ChatSettings {
-  botId: string;
-  recipientId: string;
-}
-
 const TEXT = {
   "zh-CN": {
     usage: [
@@ -128,9 +122,7 @@ const TEXT = {
   },
 } satisfies Record<Language, unknown>;
 
-export type StandaloneText = (typeof TEXT)[Language];
-
-export function standaloneText(language: Language): StandaloneText {
+export function standaloneText(language: Language) {
   return TEXT[language];
 }
 
@@ -138,10 +130,16 @@ export function usage(language: Language): string {
   return TEXT[language].usage.join("\n");
 }
 
-/** What works now, what needs configuring and for what, and the one line that pairs a Pi, with the
- * bound address. The log persona is the standalone server's purpose, so it is not reported as a
- * fault; without a bot there is no chat, and the recipient pairing writes is a placeholder, said so. */
-export function piInstructions(baseUrl: string, pairLink: string, tokenPath: string, configPath: string, file: ChatSettings, language: Language): string {
+/** What works now, what needs configuring and for what, and the one line that pairs a Pi, with the bound address. The log persona is the standalone server's
+ * purpose, so it is not reported as a fault; without a bot there is no chat, and the recipient pairing writes is a placeholder, said so. */
+export function piInstructions(
+  baseUrl: string,
+  pairLink: string,
+  tokenPath: string,
+  configPath: string,
+  file: { botId: string; recipientId: string },
+  language: Language,
+): string {
   const text = TEXT[language];
   const chat = file.botId !== "";
   const missing = [file.botId ? "" : "botId", file.recipientId ? "" : "recipientId"].filter(Boolean).join(" + ");
@@ -173,9 +171,4 @@ export function consoleHead(language: Language): { tag: string; attrs?: Record<s
     { tag: "title", content: TEXT[language].consoleTitle },
     { tag: "meta", attrs: { name: "anon-notify-language", content: language } },
   ];
-}
-
-/** The console's page: the address that signs a browser in, and how to sign every browser out. */
-export function consoleInstructions(signInLink: string, tokenPath: string, openToAll: boolean, language: Language): string {
-  return TEXT[language].console(signInLink, tokenPath, openToAll);
 }

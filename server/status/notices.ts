@@ -7,13 +7,8 @@ import { instanceText } from "../locales/load.ts";
 import { LOG_PERSONA_NAME } from "../persona/log.ts";
 import type { PersonaSlot } from "../persona/port.ts";
 
-export interface NoticeFacts {
-  /** The persona present now: a real one, the log persona, or none. */
-  persona: "real" | "log" | null;
-  /** Both `botId` and `recipientId` are configured. */
-  directConfigured: boolean;
-  bot: "online" | "offline" | "missing";
-}
+/** `persona`: the one present now; `directConfigured`: both `botId` and `recipientId` are. */
+export type NoticeFacts = { persona: "real" | "log" | null; directConfigured: boolean; bot: "online" | "offline" | "missing" };
 
 /** A persona (real or log) takes every notice. Without one, only `delivery: "direct"` notices can
  * arrive, through the bot, so `no_persona` stays the reason even when the bot is ready. Pure. */

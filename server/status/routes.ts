@@ -17,7 +17,8 @@ export const StatusRoutes = {
   name: "notify-webhook-status",
   reusable: true,
   apply(ctx: Context, { api, botId, recipientId, personas, sessionHeartbeatTimeoutMs, push }: StatusDeps) {
-    const version = packageVersion();
+    // The nearest package.json of this code's packages above this file.
+    const version = packageRoot(import.meta.dirname)?.version ?? "unknown";
     api.route(ctx, { method: "GET", path: "/health", auth: "agent" }, async () => {
       const facts = noticeFacts(ctx, personas, { botId, recipientId });
       return json(200, {
@@ -34,9 +35,3 @@ export const StatusRoutes = {
     api.route(ctx, { method: "GET", path: "/recipient", auth: "agent" }, async () => json(200, await recipientStatus(findBot(ctx, botId), recipientId)));
   },
 };
-
-let cachedVersion: string | undefined;
-/** The package version, from the nearest package.json of this code's packages above this file. */
-function packageVersion(): string {
-  return (cachedVersion ??= packageRoot(import.meta.dirname)?.version ?? "unknown");
-}

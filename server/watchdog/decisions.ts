@@ -1,5 +1,4 @@
-/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or
- * vanish episode, from what heartbeats say. */
+/** The watchdog sits outside the agent because a stuck session cannot report itself: one notice per stall or vanish episode, from what heartbeats say. */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { Heartbeat, SessionRunState } from "../../protocol/sessions.ts";
@@ -27,11 +26,8 @@ export type WatchInput = { kind: "heartbeat"; heartbeat: Heartbeat; atMs: number
 
 export type EpisodeEnd = "activity_resumed" | "idle" | "offline" | "came_back" | "new_runtime";
 
-export interface Observation {
-  next: Watched | undefined;
-  /** An episode that ended with this input; nothing to send, only to record. */
-  ended: { episode: "stalled" | "vanished"; reason: EpisodeEnd } | null;
-}
+/** `ended`: an episode that ended with this input; nothing to send, only to record. */
+type Observation = { next: Watched | undefined; ended: { episode: "stalled" | "vanished"; reason: EpisodeEnd } | null };
 
 /** How a heartbeat, an offline call or an expiry changes what the watchdog knows. Pure. */
 export function observe(prev: Watched | undefined, input: WatchInput): Observation {
@@ -72,7 +68,6 @@ export function observe(prev: Watched | undefined, input: WatchInput): Observati
 
 export type Due = { kind: "stalled"; sinceMs: number } | { kind: "vanished" } | null;
 
-/** Whether a notice is due now for `watched`. Pure. */
 export function due(watched: Watched, nowMs: number, thresholds: { stallAfterMs: number }): Due {
   if (watched.vanishedAtMs !== null) return { kind: "vanished" };
   if (watched.state !== "running" || watched.stalledAtActivityMs !== null) return null;
@@ -80,17 +75,8 @@ export function due(watched: Watched, nowMs: number, thresholds: { stallAfterMs:
   return nowMs - sinceMs >= thresholds.stallAfterMs ? { kind: "stalled", sinceMs } : null;
 }
 
-/** What `watched` looks like once the notice for `notice` has been accepted. */
 export function afterNotice(watched: Watched, notice: Exclude<Due, null>): Watched | undefined {
   return notice.kind === "vanished" ? undefined : { ...watched, stalledAtActivityMs: watched.lastActivityMs };
-}
-
-function minutes(ms: number): number {
-  return Math.max(1, Math.round(ms / 60_000));
-}
-
-function doing(activity: string | null, say: Say): string {
-  return activity ? say("anon-notify.watchdog.doing-tool", [activity]) : say("anon-notify.watchdog.doing-nothing");
 }
 
 /** The notice as an event. Deterministic id per episode, so a retried submit is a duplicate. */
@@ -98,10 +84,11 @@ export function watchdogEvent(watched: Watched, notice: Exclude<Due, null>, nowM
   const episodeMs = notice.kind === "stalled" ? notice.sinceMs : watched.vanishedAtMs!;
   const digest = createHash("sha256").update(`${watched.sessionId}\0${watched.runtimeId}\0${episodeMs}`).digest("hex").slice(0, 32);
   const lastActivity = new Date(watched.lastActivityMs).toISOString();
-  const facts = { project: watched.project, lastActivity, doing: doing(watched.activity, say) };
+  const doing = watched.activity ? say("anon-notify.watchdog.doing-tool", [watched.activity]) : say("anon-notify.watchdog.doing-nothing");
+  const facts = { project: watched.project, lastActivity, doing };
   const summary =
     notice.kind === "stalled"
-      ? say("anon-notify.watchdog.stalled", { ...facts, minutes: minutes(nowMs - notice.sinceMs) })
+      ? say("anon-notify.watchdog.stalled", { ...facts, minutes: Math.max(1, Math.round((nowMs - notice.sinceMs) / 60_000)) })
       : say("anon-notify.watchdog.vanished", { ...facts, seconds: Math.round(ttlMs / 1000), lastSeen: new Date(watched.lastSeenMs).toISOString() });
   return warningEvent(nowMs, delivery, {
     event_id: `watchdog:${notice.kind}:${digest}`,
@@ -128,19 +115,18 @@ function warningEvent(
   return EventBody.parse({ ...fields, task: "", status: "warning", url: null, context_usage: null, created_at: new Date(nowMs).toISOString(), delivery });
 }
 
-/** One notice for sessions that vanished together, and which sessions it covers. */
-export interface VanishedNotice {
-  event: EventBody;
-  sessions: string[];
-}
-
 /** Sessions a grouped notice lists by name; `count` says how many there were in all. */
 const LISTED_SESSIONS = 8;
 const LISTED_PROJECTS = 5;
 
-/** The vanish notices due in one check: one per session when one vanished, one for all when several did (a crash of many runtimes is one message); ids
- * are deterministic per group, so a retried submit is a duplicate. */
-export function vanishedNotices(vanished: readonly Watched[], nowMs: number, delivery: DeliveryRoute, ttlMs: number, say: Say): VanishedNotice[] {
+/** The vanish notices due in one check, with the sessions each covers: one for all when several vanished (a crash of many runtimes is one message). */
+export function vanishedNotices(
+  vanished: readonly Watched[],
+  nowMs: number,
+  delivery: DeliveryRoute,
+  ttlMs: number,
+  say: Say,
+): { event: EventBody; sessions: string[] }[] {
   if (vanished.length === 0) return [];
   if (vanished.length === 1)
     return [{ event: watchdogEvent(vanished[0]!, { kind: "vanished" }, nowMs, delivery, ttlMs, say), sessions: [vanished[0]!.sessionId] }];

@@ -8,12 +8,8 @@ import type { SessionRegistry } from "../sessions/registry.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import { afterNotice, due, observe, vanishedNotices, watchdogEvent, type Watched, type WatchInput } from "./decisions.ts";
 
-type WatchdogDeps = {
-  registry: SessionRegistry;
-  intake: EventIntake;
-  audit: AuditLog;
-  options: { stallAfterMs: number; checkIntervalMs: number; delivery: DeliveryRoute };
-};
+type WatchdogOptions = { stallAfterMs: number; checkIntervalMs: number; delivery: DeliveryRoute };
+type WatchdogDeps = { registry: SessionRegistry; intake: EventIntake; audit: AuditLog; options: WatchdogOptions };
 
 export const Watchdog = {
   name: "notify-webhook-watchdog",
@@ -39,6 +35,8 @@ export const Watchdog = {
       }),
     );
 
+    const recordNotice = (action: string, sessionId: string, event: EventBody) =>
+      audit.record({ actor: "watchdog", action, session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
     let checking = false;
     const check = async () => {
       if (checking) return;
@@ -56,7 +54,7 @@ export const Watchdog = {
           }
           const event = watchdogEvent(entry, notice, nowMs, options.delivery, registry.ttlMs, say);
           if (!(await submit(event, sessionId))) continue;
-          await audit.record({ actor: "watchdog", action: "watchdog.stalled", session_id: sessionId, subject: event.event_id, data: event.details ?? {} });
+          await recordNotice("watchdog.stalled", sessionId, event);
           // The session may have moved on while the notice was being stored; only the raised episode is marked.
           const current = watched.get(sessionId);
           if (current === entry) watched.set(sessionId, afterNotice(entry, notice)!);
@@ -68,13 +66,7 @@ export const Watchdog = {
           if (!(await submit(event, sessions.length === 1 ? sessions[0]! : `${sessions.length} sessions`))) continue;
           const covered = new Set(sessions);
           for (const entry of vanished.filter((w) => covered.has(w.sessionId))) {
-            await audit.record({
-              actor: "watchdog",
-              action: "watchdog.vanished",
-              session_id: entry.sessionId,
-              subject: event.event_id,
-              data: event.details ?? {},
-            });
+            await recordNotice("watchdog.vanished", entry.sessionId, event);
             if (watched.get(entry.sessionId) === entry) watched.delete(entry.sessionId);
           }
         }
