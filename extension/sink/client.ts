@@ -6,15 +6,9 @@ import { Agent } from "undici";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
 
 /** A hung app costs the worker at most this per event; the run never waits on it. */
-export const SINK_REQUEST_TIMEOUT_MS = 2_000;
+const SINK_REQUEST_TIMEOUT_MS = 2_000;
 
 export type SinkPostResult = { ok: true; status: number } | { ok: false; status?: number; reason: string };
-
-export interface SinkClient {
-  post(envelope: SinkEnvelope, token: string): Promise<SinkPostResult>;
-  /** Aborts whatever is in flight and frees the socket. */
-  destroy(): Promise<void>;
-}
 
 /** Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
  * a link to one), owned by this user, and writable by nobody else, or another local user could sit
@@ -35,12 +29,12 @@ function checkSocket(socketPath: string): string | null {
   }
 }
 
-export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS): SinkClient {
+export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS) {
   // Named pipes (\\.\pipe\…) are not files that can be looked at first.
   const checkSocketFile = process.platform !== "win32";
   const agent = new Agent({ connect: { socketPath, timeout: timeoutMs }, pipelining: 1 });
   return {
-    async post(envelope, token) {
+    async post(envelope: SinkEnvelope, token: string): Promise<SinkPostResult> {
       // One lstat: the common case "app not running" is no failed connect, and a socket someone
       // else could have put there never gets the token.
       const refused = checkSocketFile ? checkSocket(socketPath) : null;
