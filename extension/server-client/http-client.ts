@@ -18,20 +18,6 @@ export interface RequestOptions<T> {
   headers?: Record<string, string>;
 }
 
-export interface WebhookClient {
-  /** One POST /events; resolves only when the server accepted it with a receipt state other than `failed`. */
-  postEvent(event: EventBody, signal?: AbortSignal): Promise<EventAccepted>;
-  /**
-   * One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of
-   * `events`). Throws a ServerError when the request as a whole failed (then no event was taken).
-   */
-  postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]>;
-  /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
-  request<T>(method: "GET" | "POST", path: string, options: RequestOptions<T>): Promise<T>;
-  /** Drops the kept-alive connections and aborts anything still in flight. */
-  close(): Promise<void>;
-}
-
 export interface WebhookClientOptions {
   endpoint: string;
   token: string | undefined;
@@ -60,7 +46,7 @@ function networkCode(error: unknown): string | undefined {
   return undefined;
 }
 
-export function createWebhookClient(options: WebhookClientOptions): WebhookClient {
+export function createWebhookClient(options: WebhookClientOptions) {
   const now = options.now ?? Date.now;
   // One kept-alive pool for all calls: heartbeats and events reuse the same connection.
   const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
@@ -75,6 +61,7 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
     return error;
   };
 
+  /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
   async function request<T>(method: "GET" | "POST", path: string, opts: RequestOptions<T>): Promise<T> {
     const url = new URL(endpointUrl(options.endpoint, path));
     for (const [key, value] of Object.entries(opts.query ?? {})) if (value !== undefined) url.searchParams.set(key, String(value));
@@ -116,11 +103,14 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
 
   return {
     request,
-    postEvent: (event, signal) => postEvent(request, event, signal),
-    async postEvents(events, signal) {
+    /** One POST /events; resolves only when the server accepted it with a receipt state other than `failed`. */
+    postEvent: (event: EventBody, signal?: AbortSignal): Promise<EventAccepted> => postEvent(request, event, signal),
+    /** One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of `events`); throws when the request as a whole failed. */
+    async postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]> {
       const answer = await request("POST", "events/batch", { body: { events }, schema: BatchAccepted, ...(signal ? { signal } : {}) });
       return batchOutcomes(events, answer, now());
     },
+    /** Drops the kept-alive connections and aborts anything still in flight. */
     async close() {
       await agent.destroy();
     },
@@ -160,6 +150,8 @@ function validAnswer<T>(schema: z.ZodType<T>, json: unknown, status: number): T 
   });
 }
 
+export type WebhookClient = ReturnType<typeof createWebhookClient>;
+
 async function postEvent(request: WebhookClient["request"], event: EventBody, signal?: AbortSignal): Promise<EventAccepted> {
   const accepted = await request("POST", "events", {
     body: event,
@@ -177,6 +169,5 @@ async function postEvent(request: WebhookClient["request"], event: EventBody, si
   if (accepted.state === "failed") throw receiptFailed();
   return accepted;
 }
-
 /** The slice of the client that presence, the command channel and the progress tool use. */
 export type ApiClient = Pick<WebhookClient, "request">;

@@ -5,35 +5,25 @@ import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
 import type { DeliveryFacts } from "./decisions.ts";
 
-export interface ServerErrorDetails {
-  retryable: boolean;
-  retryAfterMs?: number;
-  status?: number;
-  /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
-  code?: string;
-  facts?: DeliveryFacts;
-}
-
 export class ServerError extends Error {
   declare readonly retryable: boolean;
   declare readonly retryAfterMs?: number;
   declare readonly status?: number;
+  /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
   declare readonly code?: string;
   declare readonly facts?: DeliveryFacts;
   /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
   quiet = false;
 
-  constructor(message: string, details: ServerErrorDetails) {
+  constructor(message: string, details: Pick<ServerError, "retryable" | "retryAfterMs" | "status" | "code" | "facts">) {
     super(message);
     this.name = "ServerError";
     Object.assign(this, details);
   }
 }
 
-export type HttpHeaders = Record<string, string | string[] | undefined>;
-
 /** A non-2xx answer as an error: 408, 425, 429 and 5xx may succeed later; any other 4xx will not. */
-export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): ServerError {
+export function classifyHttpFailure(status: number, headers: Record<string, string | string[] | undefined>, now: number, serverCode?: string): ServerError {
   const retryable = status === 408 || status === 425 || status === 429 || status >= 500;
   const retryAfterMs = retryable ? retryAfterDelayMs(headers["retry-after"], now) : undefined;
   return new ServerError(`HTTP ${status}${serverCode ? ` ${serverCode}` : ""}`, {

@@ -17,7 +17,6 @@ export class ServerFacts {
   #waiters: ((accepted: boolean) => void)[] = [];
   readonly #listeners = new Set<() => void>();
 
-  /** Presence started: nothing is heard yet. */
   open(): void {
     this.#open = true;
   }
@@ -29,7 +28,6 @@ export class ServerFacts {
     this.#settle(false);
   }
 
-  /** The server accepted a heartbeat that said `state`, and answered with its command protocol (if any). */
   accept(state: SessionRunState, commandProtocol: number | undefined): void {
     this.#commandProtocol = commandProtocol ?? UNSTATED_COMMAND_PROTOCOL;
     this.#accepted = true;
@@ -44,7 +42,6 @@ export class ServerFacts {
     this.#acceptedState = undefined;
   }
 
-  /** Whether the server accepted this runtime's latest heartbeat. */
   accepted(): boolean {
     return this.#accepted;
   }
@@ -54,7 +51,6 @@ export class ServerFacts {
     return this.#open && this.#acceptedState === "idle";
   }
 
-  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
   commandProtocol(): number {
     return this.#commandProtocol;
   }

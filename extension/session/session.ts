@@ -180,7 +180,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
     const outbox = new Outbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
       movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)),
     });
-    const link = new Link((_state, back) => {
+    const link = new Link((back) => {
       if (back !== undefined) report(text.link.back(text.format.duration(back)), "info");
       changed();
     });
