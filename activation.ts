@@ -61,35 +61,20 @@ export function readActivationFromFile(path: string): ActivationReading | undefi
   return readActivation(parseSessionLines(text));
 }
 
-/** What Pi Web shows for a session whose runtime is not running: the stored switch, nothing guessed. */
-export interface DormantActivation {
-  source: "dormant";
-  sessionId: string | null;
-  sessionActive: boolean;
-  /** Dormant active sessions may be switched off; switching on needs a live runtime's checks. */
-  canDisable: boolean;
-  record: ActivationReading["record"];
-}
-
-/** Read-only projection for Pi Web from a session JSONL path: never writes, never reads config or tokens; throws only when the file cannot be read. */
-export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
+/** What Pi Web shows for a session whose runtime is not running, from its JSONL path: the stored switch, nothing guessed; never writes, never reads config
+ * or tokens; throws only when the file cannot be read. */
+export async function readDormantActivation(sessionFile: string) {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
   const header = entries.find((entry) => (entry as Entry)?.type === "session") as Entry;
   const reading = readActivation(entries);
   return {
-    source: "dormant",
+    source: "dormant" as const,
     sessionId: typeof header?.id === "string" ? header.id : null,
     sessionActive: reading.active,
+    // Dormant active sessions may be switched off; switching on needs a live runtime's checks.
     canDisable: reading.active,
     record: reading.record,
   };
-}
-
-export interface ProcessFacts {
-  mode: string;
-  sessionFile: string | undefined;
-  optOutFlag: boolean;
-  env: NodeJS.ProcessEnv;
 }
 
 export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
@@ -101,9 +86,33 @@ export const LIMITS_FLAG = "anon-notify-limits";
 /** Passed by anon-notify-host when a start job says `"approvals":"strict"` (a trigger's session): the gate is forced on in strict mode. */
 export const APPROVALS_FLAG = "anon-notify-approvals";
 
+/** The word Pi's parser took as the value of `--<flag>`, mirroring that parser; undefined when none. Pi parses arguments before extensions register flags,
+ * so `pi -p --anon-notify-off "task"` swallows the task: the extension then refuses to load, and Pi exits 1. */
+export function swallowedByFlag(args: readonly string[], flag: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    // After `--` every argument is a message.
+    if (arg === "--") return undefined;
+    if (arg !== `--${flag}`) continue;
+    const next = args[i + 1];
+    if (next !== undefined && !next.startsWith("-") && !next.startsWith("@")) return next;
+  }
+  return undefined;
+}
+
+const QUOTE_LIMIT = 40;
+
+/** The swallowed prompt as quoted in the refusal (messages.ts `session.swallowedPrompt`): shortened, JSON-quoted. */
+export function quotedPrompt(swallowed: string): string {
+  return JSON.stringify(swallowed.length > QUOTE_LIMIT ? `${swallowed.slice(0, QUOTE_LIMIT)}…` : swallowed);
+}
+
 /** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
  * too, even when `mainAgentOnly` is off. */
-export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean {
+export function isSubagent(
+  facts: { mode: string; sessionFile: string | undefined; optOutFlag: boolean; env: NodeJS.ProcessEnv },
+  mainAgentOnly: boolean,
+): boolean {
   if (facts.optOutFlag) return true;
   const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();
   if (envValue && envValue !== "0" && envValue !== "false") return true;
