@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * `anon-notify-host --root <folder> [--root …] [--name <name>] [--pi <path>] [--max-sessions <n>]`:
- * the endpoint and agent token come from the extension's own config (files and ANON_NOTIFY_* variables).
- */
+/** `anon-notify-host`: the endpoint and agent token come from the extension's own config (files and ANON_NOTIFY_* variables). */
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";

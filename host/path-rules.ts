@@ -30,10 +30,8 @@ export function inside(real: string, root: string): boolean {
   return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
 }
 
-/**
- * The first root whose entry of that name is a folder that really lies inside it. A name found
- * only as a link leading out of its root is `root_not_allowed`; found nowhere, `unknown_project`.
- */
+/** The first root whose entry of that name is a folder that really lies inside it. A name found only as a link leading out of its root is
+ * `root_not_allowed`; found nowhere, `unknown_project`. */
 export function judgeProject(name: string, found: readonly Found[]): ProjectVerdict {
   const problem = nameProblem(name);
   if (problem) return { kind: "refuse", refusal: problem };
