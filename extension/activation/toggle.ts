@@ -20,7 +20,6 @@ export interface ToggleDeps {
   session(): SessionState | undefined;
   /** Publishes and syncs the services after the session's memory changed. */
   changed(s: SessionState): Promise<void>;
-  /** The texts in the session's language, or the locale's before a session is bound. */
   text(): Messages;
   report: Report;
   /** Opens the session again when its config or token changed since it opened (pairing, a deleted token file). */

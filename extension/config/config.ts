@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { isLanguage, localeLanguage, messagesFor, type Language, type Messages } from "../texts/messages.ts";
-import { deepMerge, hasKey, isPlainObject, type Json, layerProblems, leafPaths, type Problem, setPath, withoutKey } from "./layer-rules.ts";
+import { deepMerge, isPlainObject, type Json, layerProblems, leafPaths, type Problem, withoutKey } from "./layer-rules.ts";
 import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema-rules.ts";
 
 /** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
@@ -118,7 +118,7 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; nam
       }
       value = ENV_TRUE.has(lower);
     }
-    const single = setPath({}, path, value);
+    const single = path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value) as Json;
     const problems = layerProblems(single, (m) => m.config.env(name));
     if (problems.length > 0) errors.push(...problems);
     else {
@@ -168,9 +168,10 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
     }
     if (isLanguage(read.value.language)) language = read.value.language;
     let value = read.value;
-    for (const key of ignored.filter((key) => hasKey(value, key))) {
-      warnings.push((m) => m.config.userOnly(path, key.join(".")));
-      value = withoutKey(value, key);
+    for (const key of ignored) {
+      const without = withoutKey(value, key);
+      if (without !== value) warnings.push((m) => m.config.userOnly(path, key.join(".")));
+      value = without;
     }
     const problems = [...(check?.(value) ?? []), ...layerProblems(value, (m) => m.config.file(path))];
     errors.push(...problems);

@@ -176,9 +176,7 @@ export const Config = z.strictObject({
     mode: z.enum(["strict", "rules"]),
     /** Strict mode: commands that run unasked, by exact argv prefix (`["npm", "test"]`); their other words may name no path outside the project. */
     allow: z.array(AllowedPrefix).max(200),
-    /** Built-in rules switched off by id. */
     disabledRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
-    /** Rules added to the built-in ones. */
     rules: z.array(ApprovalRule).max(100),
     /** Built-in rules the owner may answer with a standing grant for the session (none by default; never the fail-closed `opaque.*` ones). */
     grantableRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
@@ -241,10 +239,8 @@ export const DEFAULT_CONFIG: Config = {
   },
 };
 
-/**
- * `--anon-notify-approvals` (a session a trigger started, docs/protocol.md "Forced approvals"): the gate
- * on in strict mode over the user's config, which may only add asks; any value, or no valid config, fails closed.
- */
+/** `--anon-notify-approvals` (a session a trigger started, docs/protocol.md "Forced approvals"): the gate on in strict mode over the user's config, which
+ * may only add asks; any value, or no valid config, fails closed. */
 export function withForcedApprovals(config: Config | undefined, flag: unknown): Config | undefined {
   if (flag === undefined || flag === false) return config;
   const base = config ?? DEFAULT_CONFIG;

@@ -27,13 +27,9 @@ import {
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
-/**
- * How long a session stays idle before the server hears it: runs that follow each other at once
- * (queued follow-ups, scripted prompts: the next starts within a millisecond, 10 ms at the 90th
- * percentile on a loaded machine) then cost no heartbeat at all. The idle long poll starts only
- * once the server heard idle, so an instruction sent inside this window waits out the rest of it:
- * short, so that wait stays under the instruction latency target (150 ms made the p99 ~150 ms).
- */
+/** How long a session stays idle before the server hears it, so runs that follow each other at once (the next starts within 10 ms at p90) cost no
+ * heartbeat. An instruction sent inside this window waits out the rest of it (the idle long poll starts once the server heard idle): short, as 150 ms made
+ * the instruction latency's p99 ~150 ms. */
 export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
@@ -51,24 +47,18 @@ export interface PresenceDeps {
   runtimeId: string;
   /** The client and configuration of the bound session; undefined when it has none (nothing starts). */
   connection: () => Connection | undefined;
-  /** Where what the server answers is recorded. */
   server: ServerFacts;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
-  /** The texts in the bound session's language. */
   text: () => Messages;
   /** A failed heartbeat as the person should read it (its real cause: not our server, no token here, …); default: its message. */
   explain?: (error: unknown) => string;
   now?: () => number;
-  /** Defaults to IDLE_SETTLE_MS. */
   idleSettleMs?: number;
 }
 
-/**
- * Registers nothing until started: the Pi handlers that feed presence (run state, activity) are
- * attached only while it runs. Build once from the extension factory; `start`/`stop` follow the
- * session's activation.
- */
+/** Build once from the extension factory; `start`/`stop` follow the session's activation, and the Pi handlers that feed presence are attached only while
+ * it runs. */
 export class Presence {
   readonly #deps: PresenceDeps;
   readonly #now: () => number;
@@ -94,7 +84,6 @@ export class Presence {
     const modelOutput = (event: { message: { role: string } }) => {
       if (event.message.role === "assistant") this.#track({ kind: "model_output" });
     };
-    // Attached only while running: a session that is not switched on runs none of these per turn.
     this.#handlers = attachable(() => [
       pi.on("agent_start", (_event, c) => {
         this.#ctx = c;
