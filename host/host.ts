@@ -10,8 +10,7 @@ import type { CommandJournal } from "../extension/command-channel/journal.ts";
 import { createRuntimeId } from "../extension/presence/presence.ts";
 import type { WebhookClient } from "../extension/server-client/http-client.ts";
 import { asServerError, realSleep, retryDelayMs, runWithRetry } from "../extension/server-client/retry.ts";
-import { decideStart } from "./decisions.ts";
-import type { Root } from "./path-rules.ts";
+import { decideStart, type Root } from "./path-rules.ts";
 import { type PiCommand, type RunningSession, startSession } from "./pi-process.ts";
 import { listProjects, locateProject } from "./projects.ts";
 

@@ -1,5 +1,5 @@
-/** Which folder a start job's project names: one folder directly under an allowed root, still inside it
- * after every symlink. */
+/** Which folder a start job's project names (one folder directly under an allowed root, still inside it after every symlink), and
+ * what one claimed start job becomes. */
 import { isAbsolute, relative, sep } from "node:path";
 import type { StartRefusal } from "../protocol/queue.ts";
 
@@ -45,4 +45,17 @@ export function judgeProject(name: string, found: readonly Found[]): ProjectVerd
     if (entry.isDirectory) return { kind: "ok", cwd: entry.real, root: entry.root };
   }
   return { kind: "refuse", refusal: escaped ? "root_not_allowed" : "unknown_project" };
+}
+
+export type StartDecision =
+  /** Journaled before: started (or begun) by an earlier claim; ACK again, start nothing. */
+  { kind: "ack_again" } | { kind: "refuse"; refusal: StartRefusal } | { kind: "start"; cwd: string };
+
+/** The journal first: a job that may have started once never starts again, whatever else changed since. */
+export function decideStart(facts: { journaled: boolean; project: ProjectVerdict; piFound: boolean; running: number; maxSessions: number }): StartDecision {
+  if (facts.journaled) return { kind: "ack_again" };
+  if (facts.project.kind === "refuse") return { kind: "refuse", refusal: facts.project.refusal };
+  if (!facts.piFound) return { kind: "refuse", refusal: "pi_not_found" };
+  if (facts.running >= facts.maxSessions) return { kind: "refuse", refusal: "too_many_sessions" };
+  return { kind: "start", cwd: facts.project.cwd };
 }

@@ -98,8 +98,7 @@ export function inputsChanged(s: SessionState): boolean {
 export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
   const { loaded, token, tokenError, inputs } = readInputs(ctx);
   const config = withForcedApprovals(loaded.ok ? loaded.config : undefined, pi.getFlag(APPROVALS_FLAG));
-  const language = loaded.language;
-  const text = messagesFor(language);
+  const text = messagesFor(loaded.language);
   let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
   const configErrors = loaded.ok ? [] : loaded.errors;
   if (loaded.ok) {
@@ -126,7 +125,7 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
   const s: SessionState = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
-    language,
+    language: loaded.language,
     text,
     config,
     configState,
@@ -153,26 +152,17 @@ function startsOn(pi: ExtensionAPI, reading: ReturnType<typeof readActivation>, 
   return failure === undefined;
 }
 
-/** Counts what the outbox holds and shows it: the footer's outage state follows the link and the outbox. */
+/** Counts what the outbox holds and shows it (the footer's outage state follows the link and the outbox), from a timer or a request's end: the session
+ * may have been replaced meanwhile, and its ctx gone stale. */
 function countHeld(pi: ExtensionAPI, s: SessionState): void {
   const delivery = s.delivery;
   if (!delivery) return;
-  void delivery.outbox.list().then(
-    (entries) => {
-      delivery.held = entries.length;
-      publishQuietly(pi, s);
-    },
-    () => publishQuietly(pi, s),
-  );
-}
-
-/** From a timer or a request's end: the session may have been replaced meanwhile, and its ctx gone stale. */
-function publishQuietly(pi: ExtensionAPI, s: SessionState): void {
-  try {
-    publish(pi, s);
-  } catch (error) {
-    debug(`footer not updated: ${errorText(error)}`);
-  }
+  void delivery.outbox
+    .list()
+    .then((entries) => void (delivery.held = entries.length))
+    .catch(() => undefined)
+    .then(() => publish(pi, s))
+    .catch((error: unknown) => debug(`footer not updated: ${errorText(error)}`));
 }
 
 function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
