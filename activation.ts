@@ -109,10 +109,7 @@ export function quotedPrompt(swallowed: string): string {
 
 /** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
  * too, even when `mainAgentOnly` is off. */
-export function isSubagent(
-  facts: { mode: string; sessionFile: string | undefined; optOutFlag: boolean; env: NodeJS.ProcessEnv },
-  mainAgentOnly: boolean,
-): boolean {
+export function isSubagent(facts: { mode: string; sessionFile: string | undefined; optOutFlag: boolean; env: NodeJS.ProcessEnv }, mainAgentOnly: boolean) {
   if (facts.optOutFlag) return true;
   const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();
   if (envValue && envValue !== "0" && envValue !== "false") return true;

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { APPROVALS_FLAG, LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
-import type { RunLimits } from "../protocol/hosts.ts";
+import type { StartPayload } from "../protocol/hosts.ts";
 
 /** The command that runs Pi: a program and the arguments before Pi's own (e.g. `node cli.js`). */
 export interface PiCommand {
@@ -38,12 +38,7 @@ export interface RunningSession {
 
 /** Starts one session: resolves once Pi answered the prompt command (the task is taken), rejects when Pi exits or refuses it first. Pi's stdout is read only
  * for that answer; the session's notices go to the server through the extension like any session's. */
-export function startSession(
-  pi: PiCommand,
-  cwd: string,
-  job: { session_id: string; task: string; limits?: RunLimits | undefined; approvals?: "strict" | undefined },
-  env: NodeJS.ProcessEnv,
-): Promise<RunningSession> {
+export function startSession(pi: PiCommand, cwd: string, job: Omit<StartPayload, "project">, env: NodeJS.ProcessEnv): Promise<RunningSession> {
   // `=`: the value is one argument whatever it holds, never taken for the next one.
   const bounds = [
     ...(job.limits ? [`--${LIMITS_FLAG}=${JSON.stringify(job.limits)}`] : []),

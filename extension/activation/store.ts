@@ -22,13 +22,7 @@ export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fall
 }
 
 /** Fork and clone inherit the source's current session-wide value and record it as a snapshot. */
-export function inheritActivation(
-  pi: ExtensionAPI,
-  event: SessionStartEvent,
-  ctx: ExtensionContext,
-  copied: ActivationReading,
-  failed: (why: string) => void,
-): boolean {
+export function inheritActivation(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, copied: ActivationReading, failed: (why: string) => void) {
   const source = event.previousSessionFile ?? ctx.sessionManager.getHeader()?.parentSession;
   const reading = (source ? readActivationFromFile(source) : undefined) ?? copied;
   const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: reading.active, via: "inherit" }, false);

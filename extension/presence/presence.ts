@@ -20,7 +20,6 @@ import {
   type PresenceSnapshot,
   type RunEdge,
   runEdgeAction,
-  type SendLoop,
   type SendTrigger,
 } from "./decisions.ts";
 
@@ -67,7 +66,7 @@ export class Presence {
   #connection: { client: Connection["client"]; intervalMs: number } | undefined;
   #ctx: ExtensionContext | undefined;
   #running = false;
-  #loop: SendLoop = IDLE_LOOP;
+  #loop = IDLE_LOOP;
   #timer: ReturnType<typeof setInterval> | undefined;
   #inFlight: { controller: AbortController; done: Promise<void> } | undefined;
   #activity: Activity;
