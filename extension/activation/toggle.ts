@@ -36,13 +36,10 @@ async function checkRecipient(s: SessionState, client: WebhookClient): Promise<R
   }
 }
 
-/** What the server says of itself (where its notices go, whether it has a chat); null when it did not say (an older server, or no answer). */
-async function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
-  try {
-    return await client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
-  } catch {
-    return null; // the recipient check, asked beside it, says what went wrong
-  }
+/** What the server says of itself (where its notices go, whether it has a chat); null when it did not say (an older server, or no answer: the
+ * recipient check, asked beside it, says what went wrong). */
+function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
+  return client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS }).catch(() => null);
 }
 
 /** A session that starts switched on (a /reload, a resume) asks the server once, in the background, whether it has a chat: the footer says so again. */

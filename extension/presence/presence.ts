@@ -52,7 +52,6 @@ export interface PresenceDeps {
   text: () => Messages;
   /** A failed heartbeat as the person should read it (its real cause: not our server, no token here, …); default: its message. */
   explain?: (error: unknown) => string;
-  now?: () => number;
   idleSettleMs?: number;
 }
 
@@ -60,8 +59,6 @@ export interface PresenceDeps {
  * it runs. */
 export class Presence {
   readonly #deps: PresenceDeps;
-  readonly #now: () => number;
-  readonly #server: ServerFacts;
   readonly #handlers: Attachable;
   #connection: { client: Connection["client"]; intervalMs: number } | undefined;
   #ctx: ExtensionContext | undefined;
@@ -77,9 +74,7 @@ export class Presence {
 
   constructor(pi: ExtensionAPI, deps: PresenceDeps) {
     this.#deps = deps;
-    this.#now = deps.now ?? Date.now;
-    this.#server = deps.server;
-    this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
+    this.#activity = { lastActivityAt: Date.now(), runningTools: new Map() };
     const modelOutput = (event: { message: { role: string } }) => {
       if (event.message.role === "assistant") this.#track({ kind: "model_output" });
     };
@@ -113,10 +108,10 @@ export class Presence {
     const connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
     this.#connection = connection;
     this.#running = true;
-    this.#server.open();
+    this.#deps.server.open();
     this.#handlers.set(true);
     this.#lastFailure = undefined;
-    this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
+    this.#activity = { lastActivityAt: Date.now(), runningTools: new Map() };
     this.#timer = setInterval(() => this.beat(), connection.intervalMs);
     this.#timer.unref();
     this.beat();
@@ -128,7 +123,7 @@ export class Presence {
     this.#running = false;
     this.#handlers.set(false);
     this.#heard = undefined;
-    this.#server.close();
+    this.#deps.server.close();
     this.#cancelSettle();
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -138,15 +133,14 @@ export class Presence {
     await this.#inFlight?.done;
     this.#loop = IDLE_LOOP;
     if (!body || !this.#connection) return;
-    try {
-      await this.#connection.client.request("POST", "sessions/offline", {
+    // Best effort by specification: the server forgets the runtime after its TTL anyway.
+    await this.#connection.client
+      .request("POST", "sessions/offline", {
         body: { session_id: body.sessionId, runtime_id: body.runtimeId },
         timeoutMs: OFFLINE_TIMEOUT_MS,
         schema: OfflineAnswer,
-      });
-    } catch {
-      // Best effort by specification: the server forgets the runtime after its TTL anyway.
-    }
+      })
+      .catch(() => undefined);
   }
 
   /** Asks for a heartbeat now (coalesced with one in flight). */
@@ -156,7 +150,7 @@ export class Presence {
 
   /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
   status(): { running: boolean; accepted: boolean; lastFailure: string | null } {
-    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null };
+    return { running: this.#running, accepted: this.#deps.server.accepted(), lastFailure: this.#lastFailure ?? null };
   }
 
   #snapshot(): PresenceSnapshot | undefined {
@@ -204,12 +198,12 @@ export class Presence {
       .then(
         (answer) => {
           this.#lastFailure = undefined;
-          this.#server.accept(body.state, answer.command_protocol);
+          this.#deps.server.accept(body.state, answer.command_protocol);
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;
           this.#heard = undefined;
-          this.#server.forget();
+          this.#deps.server.forget();
           const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
           // A refused token is told once by the client, an outage by the footer, for every channel at once.
           if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
@@ -225,7 +219,7 @@ export class Presence {
 
   // Stopped, activity is not tracked (the handlers are off): start() begins afresh.
   #track(signal: ActivitySignal): void {
-    this.#activity = noteActivity(this.#activity, signal, this.#now());
+    this.#activity = noteActivity(this.#activity, signal, Date.now());
   }
 
   #cancelSettle(): void {
