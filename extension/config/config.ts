@@ -129,9 +129,9 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; nam
   return { layer, errors, names };
 }
 
-function resolvePaths(config: Config, dataDir: string, home: string): Config {
-  const socket = expandHome(config.sink.socket, home);
-  const resolve = (path: string) => expandHome(path.replace("{dataDir}", dataDir).replace("{socketDir}", dirname(socket)), home);
+function resolvePaths(config: Config, dataDir: string): Config {
+  const socket = expandHome(config.sink.socket);
+  const resolve = (path: string) => expandHome(path.replace("{dataDir}", dataDir).replace("{socketDir}", dirname(socket)));
   return {
     ...config,
     tokenFile: resolve(config.tokenFile),
@@ -148,8 +148,7 @@ const USER_ONLY_KEYS = "endpoint token tokenFile command.journal sink.tokenFile 
  * ANON_NOTIFY_*. The project file is read only when a layer it cannot write sets `projectConfig: true` and Pi trusts the folder. Any bad layer makes the
  * result `ok: false`. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
-  const home = homedir();
-  const agentDir = options.agentDir ?? agentDirFrom(options.env, home);
+  const dataDir = dataDirFor(options.agentDir ?? agentDirFrom(options.env));
   // The package root: where the old single-folder extension kept its config.json.
   const legacyDir = options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url));
   const files: ConfigFileInfo[] = [];
@@ -184,9 +183,9 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const legacyPath = join(legacyDir, "config.json");
   applyFile("legacy", legacyPath);
   if (files.at(-1)?.status === "loaded") {
-    warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDirFor(agentDir), "config.json")));
+    warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDir, "config.json")));
   }
-  applyFile("user", join(dataDirFor(agentDir), "config.json"));
+  applyFile("user", join(dataDir, "config.json"));
 
   const projectPath = join(options.cwd, ".pi", "anon-notify.json");
   const allowedByUser = merged.projectConfig === true;
@@ -217,7 +216,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged), m);
   return {
     ok: true,
-    config: resolvePaths(config, dataDirFor(agentDir), home),
+    config: resolvePaths(config, dataDir),
     files,
     warnings: [...warnings.flatMap((warning) => warning(m)), ...legacyWarnings],
     origins,

@@ -6,7 +6,7 @@ import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, APPROVALS_FLAG, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
-import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
+import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigOrigin } from "../config/config.ts";
 import { type Config, withForcedApprovals } from "../config/schema-rules.ts";
 import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
 import { serverCause } from "../server-client/decisions.ts";
@@ -15,7 +15,7 @@ import { asServerError } from "../server-client/retry.ts";
 import { ReceiptWatch } from "../notices/receipt-watch.ts";
 import { Notifier } from "../notices/notifier.ts";
 import { Outbox } from "../notices/outbox.ts";
-import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../texts/messages.ts";
+import { footerText, messagesFor, type Messages, type RecipientNote } from "../texts/messages.ts";
 import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../../protocol/state-bus.ts";
 import { inheritActivation, writeActivation } from "../activation/store.ts";
 import type { Report } from "./report.ts";
@@ -41,30 +41,7 @@ export interface Delivery {
   receipts: ReceiptWatch;
 }
 
-export interface SessionState {
-  ctx: ExtensionContext;
-  sessionId: string;
-  language: Language;
-  text: Messages;
-  config: Config | undefined;
-  configState: SessionFacts["config"];
-  /** Why the config is invalid (file or variable, and key), for `/anon-notify` and the doctor. */
-  configErrors: string[];
-  /** The layers read, and which one set each key: what the doctor shows. */
-  configFiles: ConfigFileInfo[];
-  configOrigins: Record<string, ConfigOrigin>;
-  tokenConfigured: boolean;
-  subagent: boolean;
-  active: boolean;
-  /** What the server said about the recipient when this runtime enabled the session. */
-  recipientNote: RecipientNote | null;
-  delivery: Delivery | undefined;
-  servicesRunning: boolean;
-  /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
-  lastPublished?: string;
-  /** What the config layers and the token read as when the session opened (`inputsChanged`). */
-  inputs: string;
-}
+export type SessionState = ReturnType<typeof openSession>;
 
 const debug = debuglog("anon-notify");
 
@@ -95,7 +72,7 @@ export function inputsChanged(s: SessionState): boolean {
 }
 
 /** Reads everything a session_start decides: configuration, token, subagent verdict, activation. */
-export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
+export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report) {
   const { loaded, token, tokenError, inputs } = readInputs(ctx);
   const config = withForcedApprovals(loaded.ok ? loaded.config : undefined, pi.getFlag(APPROVALS_FLAG));
   const text = messagesFor(loaded.language);
@@ -122,22 +99,28 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
     event.reason === "fork"
       ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error"))
       : startsOn(pi, reading, subagent, report, text) || reading.active;
-  const s: SessionState = {
+  const s = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
     language: loaded.language,
     text,
     config,
     configState,
+    /** Why the config is invalid (file or variable, and key), for `/anon-notify` and the doctor. */
     configErrors,
+    /** The layers read, and which one set each key: what the doctor shows. */
     configFiles: loaded.files,
-    configOrigins: loaded.ok ? loaded.origins : {},
+    configOrigins: loaded.ok ? loaded.origins : ({} as Record<string, ConfigOrigin>),
     tokenConfigured: token !== undefined,
     subagent,
     active,
-    recipientNote: null,
-    delivery: undefined,
+    /** What the server said about the recipient when this runtime enabled the session. */
+    recipientNote: null as RecipientNote | null,
+    delivery: undefined as Delivery | undefined,
     servicesRunning: false,
+    /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
+    lastPublished: undefined as string | undefined,
+    /** What the config layers and the token read as when the session opened (`inputsChanged`). */
     inputs,
   };
   if (config && configState === "valid" && !subagent) s.delivery = openDelivery(config, token, text, report, () => countHeld(pi, s));
