@@ -25,12 +25,11 @@ const check = (text: SchemaCheck) => ({ params: { text } });
 
 const filePath = z.string().min(1).refine(looksAbsolute, check("absolutePath"));
 
-const WINDOWS_PIPE = /^\\\\[.?]\\pipe\\/i;
 /** Why a sink socket value is not a local socket path (a text key), or undefined when it is one. */
 export function sinkSocketProblem(socket: string): SchemaCheck | undefined {
   if (/^[A-Za-z][A-Za-z0-9+.-]+:/.test(socket)) return "socketUrl";
   if (/^[^/\\~]+:\d+$/.test(socket)) return "socketHostPort";
-  if (WINDOWS_PIPE.test(socket)) return undefined;
+  if (/^\\\\[.?]\\pipe\\/i.test(socket)) return undefined;
   return looksAbsolute(socket) ? undefined : "socketNotAbsolute";
 }
 const socketPath = z
@@ -210,21 +209,10 @@ export const DEFAULT_CONFIG: Config = {
   notify: { started: false, progress: false, completed: true, failed: true, toolError: false },
   progress: { firstAfterMs: 10 * MINUTE_MS, intervalMs: 10 * MINUTE_MS, toolCountThreshold: 50, errorCooldownMs: 5 * MINUTE_MS },
   delivery: { timeoutMs: 12 * SECOND_MS, maxAttempts: 3, backoffMs: SECOND_MS, minIntervalMs: 5 * MINUTE_MS, outboxMaxAgeMs: 7 * DAY_MS },
-  command: {
-    enabled: true,
-    journal: "{dataDir}/commands.jsonl",
-    idlePollIntervalMs: SECOND_MS,
-    deliveryWhenBusy: "steer",
-    longPollMs: LIMITS.longPollMaxMs,
-  },
+  command: { enabled: true, journal: "{dataDir}/commands.jsonl", idlePollIntervalMs: SECOND_MS, deliveryWhenBusy: "steer", longPollMs: LIMITS.longPollMaxMs },
   presence: { heartbeatIntervalMs: 10 * SECOND_MS },
   content: { maxTaskChars: LIMITS.taskChars, maxSummaryChars: LIMITS.summaryChars, includeProject: true, includeFinalReply: true },
-  sink: {
-    enabled: false,
-    socket: SINK_PATHS.socket,
-    tokenFile: SINK_PATHS.tokenFile,
-    events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
-  },
+  sink: { enabled: false, ...SINK_PATHS, events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean> },
   progressTool: { enabled: false },
   approval: {
     enabled: false,

@@ -8,7 +8,7 @@ import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, APPROVALS_FLAG, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
 import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigOrigin } from "../config/config.ts";
 import { type Config, withForcedApprovals } from "../config/schema-rules.ts";
-import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
+import { createWebhookClient } from "../server-client/http-client.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { Link } from "../server-client/link.ts";
 import { asServerError } from "../server-client/retry.ts";
@@ -30,16 +30,7 @@ export interface SessionService {
   stop(): Promise<void>;
 }
 
-export interface Delivery {
-  client: WebhookClient;
-  notifier: Notifier;
-  outbox: Outbox;
-  /** Whether the server answers; an outage shows in the footer, its end is said once. */
-  link: Link;
-  /** Finals the outbox holds undelivered, as last counted (the footer's "notices held"). */
-  held: number;
-  receipts: ReceiptWatch;
-}
+export type Delivery = NonNullable<ReturnType<typeof openDelivery>>;
 
 export type SessionState = ReturnType<typeof openSession>;
 
@@ -148,7 +139,7 @@ function countHeld(pi: ExtensionAPI, s: SessionState): void {
     .catch((error: unknown) => debug(`footer not updated: ${errorText(error)}`));
 }
 
-function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
+function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void) {
   try {
     const outbox = new Outbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
       movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)),
@@ -178,6 +169,8 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
       heldChanged: changed,
       accepted: (eventId, state) => receipts.accepted(eventId, state),
     });
+    // `link`: whether the server answers (an outage shows in the footer, its end is said once); `held`: finals the outbox holds undelivered, as last
+    // counted (the footer's "notices held").
     return { client, notifier, outbox, link, held: 0, receipts };
   } catch (error) {
     report(text.session.deliveryFailed(text.delivery.why(error)), "error");
