@@ -1,6 +1,7 @@
-/** Run facts and the pure decisions made from them: how a settled run ended and whether an optional
- * started, progress or tool-error notice is due. */
+/** Run facts and the pure decisions made from them: how a settled run ended, whether an optional started, progress or
+ * tool-error notice is due, and which of its limits (`--anon-notify-limits`) a run is past. */
 import type { FailureReason } from "./common/failure-words.ts";
+import { RunLimits } from "./protocol/hosts.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
 export interface AssistantFacts {
@@ -39,7 +40,7 @@ export interface RunFacts {
   /** Turns started (`turn_start`s) across the run's low-level runs. */
   turns: number;
   /** Set when the extension stopped the run past its limits: the abort then reads as this failure. */
-  limitHit: "turn_limit" | "time_limit" | null;
+  limitHit: LimitHit | null;
 }
 
 export function startRun(now: number): RunFacts {
@@ -64,7 +65,7 @@ export function withTurn(facts: RunFacts): RunFacts {
   return { ...facts, turns: facts.turns + 1 };
 }
 
-export function withLimitHit(facts: RunFacts, limit: "turn_limit" | "time_limit"): RunFacts {
+export function withLimitHit(facts: RunFacts, limit: LimitHit): RunFacts {
   return facts.limitHit ? facts : { ...facts, limitHit: limit };
 }
 
@@ -188,4 +189,30 @@ export function progressDue(facts: RunFacts, last: ProgressMark | null, now: num
 /** A single-tool error notice is due for an error outside the cooldown after the previous one. */
 export function toolErrorDue(enabled: boolean, lastNoticeAt: number | null, now: number, cooldownMs: number): boolean {
   return enabled && (lastNoticeAt === null || now - lastNoticeAt >= cooldownMs);
+}
+
+export type LimitHit = "turn_limit" | "time_limit";
+
+/** The flag's value: no limits when it is not given; `invalid` when it is not the wire's shape, which the caller answers by stopping every run at its
+ * first turn (fail closed: a bound asked for is never dropped). */
+export function limitsFromFlag(value: unknown): { limits: RunLimits | null } | { invalid: true } {
+  if (value === undefined || value === false) return { limits: null };
+  try {
+    const parsed = RunLimits.safeParse(typeof value === "string" ? JSON.parse(value) : undefined);
+    return parsed.success ? { limits: parsed.data } : { invalid: true };
+  } catch {
+    return { invalid: true };
+  }
+}
+
+/** The limit a run is past: more turns started than allowed, or its minutes used up; undefined while within both. */
+export function limitHit(limits: RunLimits, run: { turns: number; elapsedMs: number }): LimitHit | undefined {
+  if (limits.turns !== undefined && run.turns > limits.turns) return "turn_limit";
+  if (limits.minutes !== undefined && run.elapsedMs >= limits.minutes * 60_000) return "time_limit";
+  return undefined;
+}
+
+/** Milliseconds until the time limit of a run `elapsedMs` old falls due (0 when already past); undefined without one. */
+export function msUntilTimeLimit(limits: RunLimits, elapsedMs: number): number | undefined {
+  return limits.minutes === undefined ? undefined : Math.max(0, limits.minutes * 60_000 - elapsedMs);
 }

@@ -2,12 +2,11 @@
  * notice says why (`turn_limit` / `time_limit`), and the terminal says so. Never awaits anything in a Pi handler. */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { LIMITS_FLAG } from "../../activation.ts";
-import { withLimitHit } from "../../lifecycle.ts";
+import { type LimitHit, limitHit, limitsFromFlag, msUntilTimeLimit, withLimitHit } from "../../lifecycle.ts";
 import type { RunLimits } from "../../protocol/hosts.ts";
 import type { Observation, RecordedRun, RunRecorder } from "../run-recorder.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Report } from "./report.ts";
-import { type LimitHit, limitHit, limitsFromFlag, msUntilTimeLimit } from "./run-limit-rules.ts";
 
 export interface RunLimitsDeps {
   report: Report;
