@@ -11,7 +11,7 @@ export type ServerHeard = Pick<ServerFacts, "accepted" | "heardIdle" | "commandP
 export class ServerFacts {
   /** Open while presence runs: only then can the server have heard this runtime. */
   #open = false;
-  #accepted = false;
+  /** The run state of the latest heartbeat the server accepted; undefined when the latest failed. */
   #acceptedState: SessionRunState | undefined;
   #commandProtocol = UNSTATED_COMMAND_PROTOCOL;
   #waiters: ((accepted: boolean) => void)[] = [];
@@ -30,7 +30,6 @@ export class ServerFacts {
 
   accept(state: SessionRunState, commandProtocol: number | undefined): void {
     this.#commandProtocol = commandProtocol ?? UNSTATED_COMMAND_PROTOCOL;
-    this.#accepted = true;
     this.#acceptedState = state;
     this.#settle(true);
     for (const listener of [...this.#listeners]) listener();
@@ -38,12 +37,11 @@ export class ServerFacts {
 
   /** A heartbeat failed: the server may not know this runtime's state any more. */
   forget(): void {
-    this.#accepted = false;
     this.#acceptedState = undefined;
   }
 
   accepted(): boolean {
-    return this.#accepted;
+    return this.#acceptedState !== undefined;
   }
 
   /** Whether the newest heartbeat the server accepted said idle (only then does it hold an idle long poll). */
@@ -58,7 +56,7 @@ export class ServerFacts {
   /** Resolves true once the server has accepted this runtime's latest heartbeat, false if presence stops first. */
   whenAccepted(): Promise<boolean> {
     if (!this.#open) return Promise.resolve(false);
-    return this.#accepted ? Promise.resolve(true) : new Promise((resolve) => this.#waiters.push(resolve));
+    return this.accepted() ? Promise.resolve(true) : new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   /** Calls `listener` after each accepted heartbeat (the server answers again: what waited for it can go); returns the unsubscribe. */

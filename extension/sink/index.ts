@@ -112,16 +112,7 @@ class Sink {
           this.#emit("tool.started", { run_id: this.#unit.run_id, tool_call_id: event.toolCallId, tool: event.toolName });
         },
         toolEnd: (run, event, ctx) => {
-          if (run !== this.#round || !this.#unit) return;
-          const call = this.#tools.get(event.toolCallId);
-          this.#tools.delete(event.toolCallId);
-          this.#emit("tool.completed", {
-            run_id: this.#unit.run_id,
-            tool_call_id: event.toolCallId,
-            tool: event.toolName,
-            ok: !event.isError && !ctx.signal?.aborted,
-            duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
-          });
+          if (run === this.#round && this.#unit) this.#toolDone(event.toolCallId, event.toolName, !event.isError && !ctx.signal?.aborted, Date.now());
         },
         settled: (settled, ctx) => this.#settled(settled, ctx),
       },
@@ -216,18 +207,21 @@ class Sink {
     this.#emit(`run.${kind}`, { ...u, ...facts, duration_seconds: duration_ms === undefined ? undefined : duration_ms / 1000 });
   }
 
+  #toolDone(id: string, tool: string, ok: boolean, now: number): void {
+    const call = this.#tools.get(id);
+    this.#tools.delete(id);
+    this.#emit("tool.completed", {
+      run_id: this.#unit?.run_id,
+      tool_call_id: id,
+      tool,
+      ok,
+      duration_seconds: call ? (now - call.startedAt) / 1000 : undefined,
+    });
+  }
+
   #finishTools(now: number): void {
     // A call that never reported its end (aborted before finishing) still closes on the app.
-    for (const [id, call] of this.#tools) {
-      this.#emit("tool.completed", {
-        run_id: this.#unit?.run_id,
-        tool_call_id: id,
-        tool: call.tool,
-        ok: false,
-        duration_seconds: (now - call.startedAt) / 1000,
-      });
-    }
-    this.#tools.clear();
+    for (const [id, call] of this.#tools) this.#toolDone(id, call.tool, false, now);
   }
 }
 
