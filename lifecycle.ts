@@ -13,13 +13,6 @@ export interface AssistantFacts {
   toolCalls: number;
 }
 
-/** The tool batch answering the last assistant message; `terminate` is only visible live: Pi does not persist it. */
-export interface ToolBatchFacts {
-  finished: number;
-  terminating: number;
-  errors: number;
-}
-
 /** Everything recorded for one top-level run, from its first `agent_start` to `agent_settled`. */
 export interface RunFacts {
   startedAt: number;
@@ -34,7 +27,8 @@ export interface RunFacts {
   /** An error reply (a retry may follow) or a compaction: what can be aborted with no live run to see it. */
   betweenRunsRisk: boolean;
   lastAssistant: AssistantFacts | null;
-  finalBatch: ToolBatchFacts | null;
+  /** The tool batch answering the last assistant message; `terminate` is only visible live: Pi does not persist it. */
+  finalBatch: { finished: number; terminating: number; errors: number } | null;
   toolCalls: number;
   toolErrors: number;
   /** Turns started (`turn_start`s) across the run's low-level runs. */

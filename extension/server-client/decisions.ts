@@ -20,7 +20,6 @@ export interface Failure {
   readonly code?: string;
 }
 
-/** What stands in the way, as a person would name it. */
 export type ServerCause = "no_token" | "token_refused" | "no_answer" | "not_our_server" | "server_error";
 
 /** The real cause of a failed request, or null when it is none of these (a refusal of this request alone). */

@@ -19,7 +19,6 @@ export class CurrentSession {
     this.#early = early;
   }
 
-  /** The session's language once one is bound; before that, the config's or the locale's. */
   readonly text = (): Messages => this.state?.text ?? this.#early;
 
   /** Where the session's notices go; undefined while it does not notify. */

@@ -38,7 +38,6 @@ export interface DoctorFacts {
   endpoint: string | undefined;
   health: Probe<HealthAnswer>;
   recipient: Probe<RecipientAnswer>;
-  /** The footer text, which already says active / inactive / suppressed / misconfigured. */
   footer: string;
   presence: { running: boolean; accepted: boolean; lastFailure: string | null };
   commands: { enabled: boolean; running: boolean; held: string | null; queued: number };

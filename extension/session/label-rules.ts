@@ -13,7 +13,6 @@ export function projectName(cwd: string): string {
   return (name || "root").slice(0, LIMITS.projectChars);
 }
 
-/** `provider/id`, or null without a model. */
 export function modelLabel(model: { provider: string; id: string } | undefined): string | null {
   return model ? `${model.provider}/${model.id}` : null;
 }
