@@ -53,11 +53,8 @@ export function createWebhookClient(options: WebhookClientOptions) {
   let rejected = false;
   // The link decides what a failure says about the server: an answer with a refusal is still an answer.
   const failed = (error: ServerError): ServerError => {
-    const link = options.link;
-    if (link) {
-      link.signal({ kind: "failed", error });
-      error.quiet = link.quiet(error);
-    }
+    options.link?.signal({ kind: "failed", error });
+    error.quiet = options.link?.quiet(error) ?? false;
     return error;
   };
 
