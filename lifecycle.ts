@@ -166,10 +166,7 @@ export interface ProgressPolicy {
   toolCountThreshold: number;
 }
 
-export interface ProgressMark {
-  at: number;
-  toolCalls: number;
-}
+export type ProgressMark = { at: number; toolCalls: number };
 
 /** A progress notice is due after `firstAfterMs` and then every `intervalMs`, or once `toolCountThreshold` more tools have finished. */
 export function progressDue(facts: RunFacts, last: ProgressMark | null, now: number, policy: ProgressPolicy): boolean {

@@ -4,17 +4,10 @@ import { isAbsolute, relative, sep } from "node:path";
 import type { StartRefusal } from "../protocol/queue.ts";
 
 /** One allowed root as the host resolved it at start: as given and as `realpath` found it. */
-export interface Root {
-  given: string;
-  real: string;
-}
+export type Root = { given: string; real: string };
 
 /** What the edge found for the name under one root: the real path (null when nothing is there) and whether it is a folder. */
-export interface Found {
-  root: Root;
-  real: string | null;
-  isDirectory: boolean;
-}
+export type Found = { root: Root; real: string | null; isDirectory: boolean };
 
 export type ProjectVerdict = { kind: "ok"; cwd: string; root: Root } | { kind: "refuse"; refusal: StartRefusal };
 

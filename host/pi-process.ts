@@ -7,10 +7,7 @@ import { APPROVALS_FLAG, LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
 import type { StartPayload } from "../protocol/hosts.ts";
 
 /** The command that runs Pi: a program and the arguments before Pi's own (e.g. `node cli.js`). */
-export interface PiCommand {
-  program: string;
-  args: readonly string[];
-}
+export type PiCommand = { program: string; args: readonly string[] };
 
 /** The program as an executable path, looked up on PATH when it names no folder; null when there is none. */
 export function findProgram(program: string, env: NodeJS.ProcessEnv): string | null {
@@ -31,10 +28,7 @@ export function findProgram(program: string, env: NodeJS.ProcessEnv): string | n
   return null;
 }
 
-export interface RunningSession {
-  child: ChildProcess;
-  exited: Promise<void>;
-}
+export type RunningSession = { child: ChildProcess; exited: Promise<void> };
 
 /** Starts one session: resolves once Pi answered the prompt command (the task is taken), rejects when Pi exits or refuses it first. Pi's stdout is read only
  * for that answer; the session's notices go to the server through the extension like any session's. */

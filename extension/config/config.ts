@@ -53,10 +53,7 @@ export interface ConfigFileInfo {
   status: "loaded" | "missing" | "skipped" | "invalid";
 }
 /** Which layer set a key last: a file's path, or an environment variable's name. */
-export interface ConfigOrigin {
-  layer: ConfigLayer | "env";
-  where: string;
-}
+export type ConfigOrigin = { layer: ConfigLayer | "env"; where: string };
 /** `language`: the newest valid `language` any layer asked for (even an otherwise invalid layer's, so its errors are shown in it), else the locale's. */
 export type LoadConfigResult =
   | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin>; language: Language }

@@ -5,10 +5,7 @@ import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { modelLabel, modelSupportsImages, projectName } from "../session/label-rules.ts";
 
 /** The send loop: `resend` means a newer state was asked for while a request was in flight. */
-export interface SendLoop {
-  inFlight: boolean;
-  resend: boolean;
-}
+export type SendLoop = { inFlight: boolean; resend: boolean };
 export const IDLE_LOOP: SendLoop = { inFlight: false, resend: false };
 
 /** `due`: a timer tick or an urgent change wants a heartbeat; `finished`: the request in flight ended. */

@@ -32,10 +32,7 @@ const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
 export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
-export interface Connection {
-  client: ApiClient;
-  config: Pick<Config, "presence" | "command">;
-}
+export type Connection = { client: ApiClient; config: Pick<Config, "presence" | "command"> };
 
 /** One id per extension runtime, so the server can tell an old runtime of a session from a newer one. */
 export function createRuntimeId(): string {

@@ -14,11 +14,7 @@ export type DeliveryFacts =
   | { kind: "internal"; detail: string };
 
 /** What the decisions read of a failed request (a ServerError has it). */
-export interface Failure {
-  readonly retryable: boolean;
-  readonly status?: number;
-  readonly code?: string;
-}
+export type Failure = { readonly retryable: boolean; readonly status?: number; readonly code?: string };
 
 export type ServerCause = "no_token" | "token_refused" | "no_answer" | "not_our_server" | "server_error";
 

@@ -13,10 +13,7 @@ export type RoundEnd =
 export type Round = RoundEnd & { duration_ms?: number; agent_name?: string };
 export type CompletedRound = Extract<Round, { kind: "completed" }>;
 
-export interface HoldDecision {
-  held: CompletedRound | null;
-  emit: Round | null;
-}
+export type HoldDecision = { held: CompletedRound | null; emit: Round | null };
 
 /** Merges an earlier part of the unit into a later round: durations summed (unknown if either is
  * unknown), the first non-empty agent name, `had_response` if any round had one, and the last
