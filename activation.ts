@@ -30,9 +30,7 @@ export function readActivation(entries: readonly unknown[]): ActivationReading {
   const newest = entries.findLast(isActivationEntry) as Entry;
   if (!newest) return { record: "none", active: false };
   const parsed = ActivationRecord.safeParse(newest?.data);
-  if (!parsed.success) {
-    return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
-  }
+  if (!parsed.success) return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
   return { record: "valid", active: parsed.data.active, via: parsed.data.via };
 }
 
@@ -52,13 +50,11 @@ export function parseSessionLines(text: string): unknown[] {
 
 /** The session-wide activation of another session file (a fork's source); undefined when unreadable. */
 export function readActivationFromFile(path: string): ActivationReading | undefined {
-  let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    return readActivation(parseSessionLines(readFileSync(path, "utf8")));
   } catch {
     return undefined;
   }
-  return readActivation(parseSessionLines(text));
 }
 
 /** What Pi Web shows for a session whose runtime is not running, from its JSONL path: the stored switch, nothing guessed; never writes, never reads config

@@ -33,7 +33,8 @@ async function main(): Promise<void> {
   if (values.help) return void process.stdout.write(`${USAGE}\n`);
   if (!values.root?.length) fail("at least one --root is needed");
   const roots = resolveRoots(values.root.map((root) => expandHome(root)));
-  const name = HostName.safeParse(values.name ?? machineName());
+  // The machine's name by default: what `#host` in chat matches.
+  const name = HostName.safeParse(values.name ?? (hostname().split(".")[0] || "host").replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64));
   if (!name.success) fail(`--name: ${name.error.issues[0]?.message}`);
   const maxSessions = Number(values["max-sessions"] ?? 4);
   if (!Number.isInteger(maxSessions) || maxSessions < 1) fail("--max-sessions must be a whole number of at least 1");
@@ -53,11 +54,6 @@ async function main(): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => host.stop());
   await host.run();
   await client.close();
-}
-
-/** The machine's name as a host name: what `#host` in chat matches. */
-function machineName(): string {
-  return (hostname().split(".")[0] || "host").replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
 }
 
 main().catch((error: unknown) => fail(errorText(error)));

@@ -49,9 +49,7 @@ export function noteActivity(activity: Activity, signal: ActivitySignal, now: nu
 }
 
 export function currentTool(activity: Activity): string | null {
-  let newest: string | null = null;
-  for (const name of activity.runningTools.values()) newest = name;
-  return newest === null ? null : newest.slice(0, LIMITS.modelChars);
+  return [...activity.runningTools.values()].at(-1)?.slice(0, LIMITS.modelChars) ?? null;
 }
 
 export interface PresenceSnapshot {

@@ -52,7 +52,7 @@ export function roundEndOf(outcome: RunOutcome, answer: { text: string; at: numb
   switch (outcome.kind) {
     case "completed":
       return answer
-        ? { kind: "completed", had_response: true, answer: answer.text, answered_at: isoTime(answer.at) }
+        ? { kind: "completed", had_response: true, answer: answer.text, answered_at: answer.at === undefined ? undefined : new Date(answer.at).toISOString() }
         : { kind: "completed", had_response: false };
     case "silent":
       return { kind: "failed", error: formatSinkError("RunError", "the run ended without a reply") };
@@ -79,8 +79,4 @@ function failureText(outcome: Extract<RunOutcome, { kind: "failed" }>): string {
     case "unexpected_stop_reason":
       return formatSinkError("RunError", `unexpected stop reason ${outcome.stopReason}`);
   }
-}
-
-function isoTime(ms: number | undefined): string | undefined {
-  return ms === undefined ? undefined : new Date(ms).toISOString();
 }
