@@ -223,11 +223,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
 
 /** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */
 function approvalWeakening(value: Json): string[] {
-  const approval = value.approval;
-  if (!isPlainObject(approval)) return [];
-  return Object.entries(approval)
-    .filter(([key, setting]) => !(key === "enabled" && setting === true))
-    .map(([key]) => key);
+  return Object.entries(isPlainObject(value.approval) ? value.approval : {}).flatMap(([key, setting]) => (key === "enabled" && setting === true ? [] : [key]));
 }
 
 const QQ_NUMBER = /^[1-9]\d{4,11}$/;

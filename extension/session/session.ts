@@ -25,10 +25,7 @@ export const SHUTDOWN_FLUSH_MS = 3_000;
 
 /** Runs only while the session is active (heartbeats, the command channel, the progress tool): started after activation is persisted, stopped on
  * deactivation and at shutdown. */
-export interface SessionService {
-  start(ctx: ExtensionContext): void;
-  stop(): Promise<void>;
-}
+export type SessionService = { start(ctx: ExtensionContext): void; stop(): Promise<void> };
 
 export type Delivery = NonNullable<ReturnType<typeof openDelivery>>;
 
