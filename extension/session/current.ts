@@ -39,7 +39,6 @@ export class CurrentSession {
   readonly approvals = (): ApprovalSession | undefined => {
     const s = this.state;
     if (!s?.config) return undefined;
-    const to = this.target();
     return {
       ctx: s.ctx,
       sessionId: s.sessionId,
@@ -47,7 +46,7 @@ export class CurrentSession {
       client: notifying(s) ? s.delivery.client : undefined,
       chat: s.recipientNote !== "no_chat",
       subagent: s.subagent,
-      notices: to ? { notifier: to.notifier, context: to.context } : undefined,
+      notices: this.target(),
     };
   };
 }
