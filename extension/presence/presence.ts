@@ -179,10 +179,7 @@ export class Presence {
   #send(): void {
     const body = this.#snapshot();
     const connection = this.#connection;
-    if (!body || !connection) {
-      this.#loop = IDLE_LOOP;
-      return;
-    }
+    if (!body || !connection) return void (this.#loop = IDLE_LOOP);
     const controller = new AbortController();
     this.#heard = body.state;
     const done = connection.client

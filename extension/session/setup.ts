@@ -68,8 +68,7 @@ async function runSetup(raw: string, m: Messages): Promise<{ text: string; level
   try {
     answer = await pairing.request("POST", PAIRING_PATH, { body: { code: link.code }, schema: PairAnswer });
   } catch (error) {
-    const failure = asServerError(error);
-    const why = failure.code === "pairing_code_invalid" ? m.setup.codeRefused : m.delivery.why(error);
+    const why = asServerError(error).code === "pairing_code_invalid" ? m.setup.codeRefused : m.delivery.why(error);
     return { text: m.setup.failed(link.endpoint, why), level: "error" };
   } finally {
     await pairing.close();

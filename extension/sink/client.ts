@@ -30,14 +30,12 @@ function checkSocket(socketPath: string): string | null {
 }
 
 export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS) {
-  // Named pipes (\\.\pipe\…) are not files that can be looked at first.
-  const checkSocketFile = process.platform !== "win32";
   const agent = new Agent({ connect: { socketPath, timeout: timeoutMs }, pipelining: 1 });
   return {
     async post(envelope: SinkEnvelope, token: string): Promise<SinkPostResult> {
       // One lstat: the common case "app not running" is no failed connect, and a socket someone
-      // else could have put there never gets the token.
-      const refused = checkSocketFile ? checkSocket(socketPath) : null;
+      // else could have put there never gets the token. Named pipes (\\.\pipe\…) are not files that can be looked at first.
+      const refused = process.platform !== "win32" ? checkSocket(socketPath) : null;
       if (refused) return { ok: false, reason: refused };
       try {
         const response = await agent.request({
