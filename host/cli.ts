@@ -40,13 +40,11 @@ async function main(): Promise<void> {
   if (!Number.isInteger(maxSessions) || maxSessions < 1) fail("--max-sessions must be a whole number of at least 1");
 
   const loaded = loadConfig({ cwd: process.cwd(), env: process.env });
-  const text = messagesFor(loaded.language);
   if (!loaded.ok) fail(`the anon-notify config is invalid: ${loaded.errors.join("; ")}`);
-  const token = readToken(loaded.config, process.env, text);
+  const token = readToken(loaded.config, process.env, messagesFor(loaded.language));
   if (!token) fail("no agent token: set ANON_NOTIFY_TOKEN or the extension's token / tokenFile");
   const piPath = findProgram(values.pi ?? "pi", process.env);
-  const journalFile = join(dataDirFor(agentDirFrom(process.env)), "host-journal.jsonl");
-  const { journal } = await openCommandJournal(journalFile);
+  const { journal } = await openCommandJournal(join(dataDirFor(agentDirFrom(process.env)), "host-journal.jsonl"));
   const client = createWebhookClient({ endpoint: loaded.config.endpoint, token, timeoutMs: loaded.config.delivery.timeoutMs });
   const log = (line: string) => process.stderr.write(`anon-notify-host: ${line}\n`);
   if (!piPath) log(`Pi not found (${values.pi ?? "pi on PATH"}): every start will be refused pi_not_found`);

@@ -2,7 +2,7 @@
  * subagent, missing recipient or token, unreachable recipient); the record is written before memory changes. */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";
+import { ACTIVATION_VERSION, enableVerdict, type RecipientCheck } from "../../activation.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
@@ -112,8 +112,7 @@ export function registerToggleCommand(pi: ExtensionAPI, deps: ToggleDeps): void 
         enabled = preflight;
       }
       // Written first: a record that did not reach the session must not be claimed as the state.
-      const record: ActivationRecord = { version: ACTIVATION_VERSION, active: next, via: "command" };
-      const failure = writeActivation(pi, record, s.active);
+      const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: next, via: "command" }, s.active);
       if (failure) return report(m.toggle.writeFailed(failure), "error");
       if (deps.session() !== s) return; // the session was replaced while the server was asked
       s.active = next;

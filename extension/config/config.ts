@@ -146,8 +146,6 @@ const USER_ONLY_KEYS = "endpoint token tokenFile command.journal sink.tokenFile 
  * result `ok: false`. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const dataDir = dataDirFor(options.agentDir ?? agentDirFrom(options.env));
-  // The package root: where the old single-folder extension kept its config.json.
-  const legacyDir = options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url));
   const files: ConfigFileInfo[] = [];
   const errors: Problem[] = [];
   const warnings: Problem[] = [];
@@ -177,7 +175,8 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
     for (const key of leafPaths(value)) origins[key] = { layer, where: path };
   };
 
-  const legacyPath = join(legacyDir, "config.json");
+  // The package root by default: where the old single-folder extension kept its config.json.
+  const legacyPath = join(options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url)), "config.json");
   applyFile("legacy", legacyPath);
   if (files.at(-1)?.status === "loaded") {
     warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDir, "config.json")));

@@ -102,15 +102,13 @@ export class Presence {
     if (this.#running) return;
     const current = this.#deps.connection();
     if (!current) return this.#deps.report(this.#deps.text().presence.noConnection);
-    const connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
-    this.#connection = connection;
+    this.#connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
     this.#running = true;
     this.#deps.server.open();
     this.#handlers.set(true);
     this.#lastFailure = undefined;
     this.#activity = { lastActivityAt: Date.now(), runningTools: new Map() };
-    this.#timer = setInterval(() => this.beat(), connection.intervalMs);
-    this.#timer.unref();
+    this.#timer = setInterval(() => this.beat(), this.#connection.intervalMs).unref();
     this.beat();
   }
 
@@ -229,8 +227,7 @@ export class Presence {
       this.#settleTimer = setTimeout(() => {
         this.#settleTimer = undefined;
         if (this.#snapshot()?.state !== this.#heard) this.beat();
-      }, this.#deps.idleSettleMs ?? IDLE_SETTLE_MS);
-      this.#settleTimer.unref();
+      }, this.#deps.idleSettleMs ?? IDLE_SETTLE_MS).unref();
     }
   }
 }

@@ -224,8 +224,7 @@ export async function closeSession(s: SessionState, services: readonly SessionSe
   const flushed = s.delivery?.notifier.flush(SHUTDOWN_FLUSH_MS);
   await syncServices(s, services);
   if (!s.delivery) return;
-  const drained = await flushed;
-  if (!drained) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
+  if (!(await flushed)) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
   s.delivery.receipts.close();
   await s.delivery.notifier.close();
   await s.delivery.client.close();
