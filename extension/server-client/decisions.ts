@@ -26,9 +26,8 @@ export function serverCause(error: Failure, hasToken: boolean): ServerCause | nu
   return error.status >= 500 ? "server_error" : null;
 }
 
-export type LinkPhase = "unknown" | "up" | "down";
 export interface LinkState {
-  phase: LinkPhase;
+  phase: "unknown" | "up" | "down";
   /** When the phase began (for `down`: since when the server has not answered). */
   since: number;
 }
@@ -41,7 +40,7 @@ export type LinkSignal = { kind: "answered" } | { kind: "failed"; error: Failure
 const routeMissing = (error: Failure) => error.status === 404 && error.code === "http_404";
 
 /** Whether a failure is the server being away: no answer, a 5xx, or a missing route on a server that answered before (one restarting). */
-function outage(error: Failure, phase: LinkPhase): boolean {
+function outage(error: Failure, phase: LinkState["phase"]): boolean {
   if (error.status === 404) return routeMissing(error) && phase !== "unknown";
   return (error.status === undefined && error.retryable) || (error.status !== undefined && error.status >= 500);
 }
