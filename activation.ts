@@ -1,5 +1,4 @@
-/** Per-session activation, read from the newest `anon-notify:activation` entry in the session file at
- * every `session_start` and failing closed when unreadable, so a switch survives reloads and forks. */
+/** Per-session activation: the newest `anon-notify:activation` entry, read at every session_start and failing closed, so a switch survives reloads. */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
@@ -24,8 +23,7 @@ export type ActivationReading =
 type Entry = { type?: unknown; customType?: unknown; id?: unknown; data?: unknown } | null | undefined;
 const isActivationEntry = (entry: unknown) => (entry as Entry)?.type === "custom" && (entry as Entry)?.customType === ACTIVATION_CUSTOM_TYPE;
 
-/** The newest activation record across all branches (`/tree` does not change it); a malformed or unknown-version newest record means inactive, never an
- * older one. */
+/** The newest activation record across all branches; a malformed or unknown-version newest record means inactive, never an older one. */
 export function readActivation(entries: readonly unknown[]): ActivationReading {
   const newest = entries.findLast(isActivationEntry) as Entry;
   if (!newest) return { record: "none", active: false };
@@ -57,8 +55,7 @@ export function readActivationFromFile(path: string): ActivationReading | undefi
   }
 }
 
-/** What Pi Web shows for a session whose runtime is not running, from its JSONL path: the stored switch, nothing guessed; never writes, never reads config
- * or tokens; throws only when the file cannot be read. */
+/** What Pi Web shows for a dormant session's JSONL file: the stored switch, nothing guessed; reads no config or token, throws only when unreadable. */
 export async function readDormantActivation(sessionFile: string) {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
   const header = entries.find((entry) => (entry as Entry)?.type === "session") as Entry;
@@ -82,8 +79,7 @@ export const LIMITS_FLAG = "anon-notify-limits";
 /** Passed by anon-notify-host when a start job says `"approvals":"strict"` (a trigger's session): the gate is forced on in strict mode. */
 export const APPROVALS_FLAG = "anon-notify-approvals";
 
-/** The word Pi's parser took as the value of `--<flag>`, mirroring that parser; undefined when none. Pi parses arguments before extensions register flags,
- * so `pi -p --anon-notify-off "task"` swallows the task: the extension then refuses to load, and Pi exits 1. */
+/** The word Pi's parser took as `--<flag>`'s value (it parses before extensions register flags, so `-p --anon-notify-off "task"` loses the task). */
 export function swallowedByFlag(args: readonly string[], flag: string): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
@@ -103,8 +99,7 @@ export function quotedPrompt(swallowed: string): string {
   return JSON.stringify(swallowed.length > QUOTE_LIMIT ? `${swallowed.slice(0, QUOTE_LIMIT)}…` : swallowed);
 }
 
-/** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
- * too, even when `mainAgentOnly` is off. */
+/** A subagent: JSON or print mode without a session file (what Pi's subagent example spawns), or one `--anon-notify-off` / `ANON_NOTIFY_SUBAGENT=1` names. */
 export function isSubagent(facts: { mode: string; sessionFile: string | undefined; optOutFlag: boolean; env: NodeJS.ProcessEnv }, mainAgentOnly: boolean) {
   if (facts.optOutFlag) return true;
   const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();

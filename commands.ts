@@ -1,5 +1,4 @@
-/** The command channel's face: the instruction and control channels over the server's two lanes of one
- * queue, started and stopped together on one connection and journal (extension/command-channel/). */
+/** The command channel: the instruction and control channels over the server's two lanes, started and stopped together on one connection. */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { ControlChannel } from "./extension/command-channel/control-channel.ts";
 import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";

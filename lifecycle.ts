@@ -1,5 +1,4 @@
-/** Run facts and the pure decisions made from them: how a settled run ended, whether an optional started, progress or
- * tool-error notice is due, and which of its limits (`--anon-notify-limits`) a run is past. */
+/** Run facts and the pure decisions made from them: how a run ended, which optional notice is due, which of its limits it is past. */
 import type { FailureReason } from "./common/failure-words.ts";
 import { RunLimits } from "./protocol/hosts.ts";
 
@@ -81,7 +80,6 @@ export function withAssistant(facts: RunFacts, assistant: AssistantFacts): RunFa
   };
 }
 
-/** The entry that persisted the last assistant message, found when the run settles. */
 export function withAssistantEntry(facts: RunFacts, entryId: string): RunFacts {
   return facts.lastAssistant ? { ...facts, lastAssistant: { ...facts.lastAssistant, entryId } } : facts;
 }
@@ -112,8 +110,7 @@ export function withCompaction(facts: RunFacts): RunFacts {
   return { ...facts, betweenRunsRisk: true };
 }
 
-/** Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run can be aborted with no live low-level run (a retry
- * back-off, a compaction). Watching costs a context preview per settle. */
+/** Whether Pi 0.87.1's `agent_before_settle` must be watched (at a context preview per settle) to tell an abort with no live low-level run. */
 export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
@@ -158,7 +155,6 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   }
 }
 
-/** The optional, non-final notices' switches and thresholds (config `notify.*`, `progress.*`). */
 export interface ProgressPolicy {
   progress: boolean;
   firstAfterMs: number;
@@ -177,15 +173,13 @@ export function progressDue(facts: RunFacts, last: ProgressMark | null, now: num
   return now - last.at >= policy.intervalMs;
 }
 
-/** A single-tool error notice is due for an error outside the cooldown after the previous one. */
 export function toolErrorDue(enabled: boolean, lastNoticeAt: number | null, now: number, cooldownMs: number): boolean {
   return enabled && (lastNoticeAt === null || now - lastNoticeAt >= cooldownMs);
 }
 
 export type LimitHit = "turn_limit" | "time_limit";
 
-/** The flag's value: no limits when it is not given; `invalid` when it is not the wire's shape, which the caller answers by stopping every run at its
- * first turn (fail closed: a bound asked for is never dropped). */
+/** The flag's value; `invalid` when not the wire's shape, which the caller answers by stopping every run at its first turn (fail closed). */
 export function limitsFromFlag(value: unknown): { limits: RunLimits | null } | { invalid: true } {
   if (value === undefined || value === false) return { limits: null };
   try {

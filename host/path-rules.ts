@@ -1,5 +1,4 @@
-/** Which folder a start job's project names (one folder directly under an allowed root, still inside it after every symlink), and
- * what one claimed start job becomes. */
+/** Which folder a start job's project names (one directly under an allowed root, inside it after every symlink), and what the job becomes. */
 import { isAbsolute, relative, sep } from "node:path";
 import type { StartRefusal } from "../protocol/queue.ts";
 
@@ -23,8 +22,7 @@ export function inside(real: string, root: string): boolean {
   return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
 }
 
-/** The first root whose entry of that name is a folder that really lies inside it. A name found only as a link leading out of its root is
- * `root_not_allowed`; found nowhere, `unknown_project`. */
+/** The first root whose entry of that name is a folder really inside it; only a link leading out is `root_not_allowed`, nothing `unknown_project`. */
 export function judgeProject(name: string, found: readonly Found[]): ProjectVerdict {
   const problem = nameProblem(name);
   if (problem) return { kind: "refuse", refusal: problem };
