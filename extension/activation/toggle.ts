@@ -1,5 +1,4 @@
-/** `/anon-notify` switches the session's notices on or off, refusing with its reason (invalid config,
- * subagent, missing recipient or token, unreachable recipient); the record is written before memory changes. */
+/** `/anon-notify` switches the session's notices on or off, or refuses with its reason; the record is written before memory changes. */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { ACTIVATION_VERSION, enableVerdict, type RecipientCheck } from "../../activation.ts";
@@ -18,7 +17,6 @@ export const RECIPIENT_CHECK_TIMEOUT_MS = 5_000;
 export interface ToggleDeps {
   /** The bound session, read again after each await: it may be replaced meanwhile. */
   session(): SessionState | undefined;
-  /** Publishes and syncs the services after the session's memory changed. */
   changed(s: SessionState): Promise<void>;
   text(): Messages;
   report: Report;
@@ -36,8 +34,7 @@ async function checkRecipient(s: SessionState, client: WebhookClient): Promise<R
   }
 }
 
-/** What the server says of itself (where its notices go, whether it has a chat); null when it did not say (an older server, or no answer: the
- * recipient check, asked beside it, says what went wrong). */
+/** What the server says of its notices and chat; null when it did not say (an older server, or no answer: the recipient check says why). */
 function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
   return client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS }).catch(() => null);
 }

@@ -94,8 +94,7 @@ const sourceTemplate = z
   );
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
-// QQ numbers are checked when a session is enabled (recipientProblem), not here: a typo in the
-// recipient must refuse activation with its reason, not switch the whole extension off.
+// QQ numbers are checked at enabling (recipientProblem): a typo must refuse activation with its reason, not switch the whole extension off.
 const qq = z.string().trim();
 
 // One switch per event type the sink protocol defines, so a new type cannot be missed here.
@@ -189,8 +188,7 @@ export const Config = z.strictObject({
 });
 export type Config = z.infer<typeof Config>;
 
-// The desktop app owns its socket; these are where it creates one on each platform. Windows has
-// no Unix socket paths for Node clients, only named pipes, so its token cannot sit "beside" it.
+// Where the desktop app creates its socket on each platform; Windows has only named pipes, so its token cannot sit "beside" it.
 const SINK_PATHS: { socket: string; tokenFile: string } =
   process.platform === "darwin"
     ? { socket: "~/Library/Application Support/VPet/notify.sock", tokenFile: "{socketDir}/notify.token" }
@@ -227,8 +225,7 @@ export const DEFAULT_CONFIG: Config = {
   },
 };
 
-/** `--anon-notify-approvals` (a session a trigger started, docs/protocol.md "Forced approvals"): the gate on in strict mode over the user's config, which
- * may only add asks; any value, or no valid config, fails closed. */
+/** `--anon-notify-approvals` (docs/protocol.md "Forced approvals"): the gate on in strict mode over the user's config; any value, or no config, fails closed. */
 export function withForcedApprovals(config: Config | undefined, flag: unknown): Config | undefined {
   if (flag === undefined || flag === false) return config;
   const base = config ?? DEFAULT_CONFIG;

@@ -1,5 +1,4 @@
-/** The real cause of a failed request, when the server counts as away and back, and which failures need
- * no warning. */
+/** The real cause of a failed request, when the server counts as away and back, and which failures need no warning. */
 
 /** What went wrong, as facts each language words, so no English sentence of ours lands inside a Chinese one. */
 export type DeliveryFacts =
@@ -56,8 +55,7 @@ export function linkStep(state: LinkState, signal: LinkSignal, now: number): { s
   return { state: { phase: "down", since: now } };
 }
 
-/** Failures nobody needs a warning for: the outage the footer shows, a token refusal the client tells once, and a forgotten runtime (the next heartbeat
- * registers it). */
+/** Failures nobody needs a warning for: the outage the footer shows, a token refusal the client tells once, a runtime the next heartbeat registers. */
 export function quietFailure(error: Failure, state: LinkState): boolean {
   if (error.status === 401 || error.code === "session_offline" || error.code === "aborted") return true;
   return state.phase === "down" && outage(error, state.phase);

@@ -1,5 +1,4 @@
-/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry`
- * applies it and returns a value instead of throwing. */
+/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry` applies it and returns a value. */
 import { setTimeout as delay } from "node:timers/promises";
 import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
@@ -35,8 +34,7 @@ export function classifyHttpFailure(status: number, headers: Record<string, stri
   });
 }
 
-/** The server refused the bearer token. The client reports that once for the whole session, so the
- * heartbeat, the command channel and the notifier do not each report it again in their own words. */
+/** The server refused the bearer token: the client says so once for the session, so no channel repeats it in its own words. */
 export const tokenRejected = (error: ServerError): boolean => error.status === 401;
 
 /** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */

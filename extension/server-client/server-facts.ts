@@ -1,11 +1,9 @@
-/** What the server said in heartbeat answers (accepted, run state, protocol): presence writes it, the
- * command channel and the notifier read it, so neither asks presence. */
+/** What the server said in heartbeat answers: presence writes it, the command channel and the notifier read it, so neither asks presence. */
 import type { SessionRunState } from "../../protocol/sessions.ts";
 
 /** The command protocol of a server whose answer names none. */
 const UNSTATED_COMMAND_PROTOCOL = 2;
 
-/** The reading side, for whoever acts on what the server said. */
 export type ServerHeard = Pick<ServerFacts, "accepted" | "heardIdle" | "commandProtocol" | "whenAccepted" | "onAccepted">;
 
 export class ServerFacts {

@@ -1,5 +1,4 @@
-/** One bound Pi session: its configuration, subagent flag, activation and delivery parts, opened at
- * session_start; memory changes last, and the status bar, state bus and services follow it. */
+/** One bound Pi session: configuration, subagent flag, activation and delivery, opened at session_start; the footer, state bus and services follow it. */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { debuglog } from "node:util";
@@ -23,8 +22,7 @@ import type { Report } from "./report.ts";
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
 export const SHUTDOWN_FLUSH_MS = 3_000;
 
-/** Runs only while the session is active (heartbeats, the command channel, the progress tool): started after activation is persisted, stopped on
- * deactivation and at shutdown. */
+/** Runs only while the session is active (heartbeats, the command channel, the progress tool), started after activation is persisted. */
 export type SessionService = { start(ctx: ExtensionContext): void; stop(): Promise<void> };
 
 export type Delivery = NonNullable<ReturnType<typeof openDelivery>>;
@@ -123,8 +121,7 @@ function startsOn(pi: ExtensionAPI, reading: ReturnType<typeof readActivation>, 
   return failure === undefined;
 }
 
-/** Counts what the outbox holds and shows it (the footer's outage state follows the link and the outbox), from a timer or a request's end: the session
- * may have been replaced meanwhile, and its ctx gone stale. */
+/** Counts what the outbox holds and shows it, from a timer or a request's end: the session may have been replaced meanwhile, its ctx gone stale. */
 function countHeld(pi: ExtensionAPI, s: SessionState): void {
   const delivery = s.delivery;
   if (!delivery) return;
@@ -166,8 +163,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
       heldChanged: changed,
       accepted: (eventId, state) => receipts.accepted(eventId, state),
     });
-    // `link`: whether the server answers (an outage shows in the footer, its end is said once); `held`: finals the outbox holds undelivered, as last
-    // counted (the footer's "notices held").
+    // `held`: finals the outbox holds undelivered, as last counted (the footer's "notices held").
     return { client, notifier, outbox, link, held: 0, receipts };
   } catch (error) {
     report(text.session.deliveryFailed(text.delivery.why(error)), "error");
@@ -217,8 +213,7 @@ export async function syncServices(s: SessionState, services: readonly SessionSe
   else await Promise.all(services.map((service) => service.stop()));
 }
 
-/** Shutdown is never a notice and writes no inactive record. Bounded as a whole by SHUTDOWN_FLUSH_MS: stopping the services and flushing run side by
- * side. */
+/** Shutdown is never a notice and writes no inactive record; stopping the services and flushing run side by side, bounded by SHUTDOWN_FLUSH_MS. */
 export async function closeSession(s: SessionState, services: readonly SessionService[]): Promise<void> {
   s.active = false;
   const flushed = s.delivery?.notifier.flush(SHUTDOWN_FLUSH_MS);

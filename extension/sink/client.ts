@@ -1,5 +1,4 @@
-/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the outcome is a
- * value, never thrown, since the channel is one-way. */
+/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the channel is one-way, so nothing is thrown. */
 import { lstatSync, type Stats } from "node:fs";
 import { isMissingFile } from "../../common/errors.ts";
 import { Agent } from "undici";
@@ -10,9 +9,8 @@ const SINK_REQUEST_TIMEOUT_MS = 2_000;
 
 export type SinkPostResult = { ok: true; status: number } | { ok: false; status?: number; reason: string };
 
-/** Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
- * a link to one), owned by this user, and writable by nobody else, or another local user could sit
- * there and collect the token. Pure. */
+/** Why the token must not go to what is at the socket path, or null: it must be a socket (not a link to one), this user's, writable by nobody else,
+ * or another local user could sit there and collect the token. */
 export function socketRefusal(stats: Pick<Stats, "isSocket" | "uid" | "mode">, uid: number): string | null {
   if (!stats.isSocket()) return "not a socket (a link or a file stands at the socket path): token not sent";
   if (stats.uid !== uid) return `the socket belongs to uid ${stats.uid}, not to you (uid ${uid}): token not sent`;
