@@ -1,5 +1,4 @@
-/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running
- * (over HTTP); the answers go into server-facts.ts for others to read. */
+/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running; the answers go into server-facts.ts. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
@@ -26,9 +25,8 @@ import {
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
-/** How long a session stays idle before the server hears it, so runs that follow each other at once (the next starts within 10 ms at p90) cost no
- * heartbeat. An instruction sent inside this window waits out the rest of it (the idle long poll starts once the server heard idle): short, as 150 ms made
- * the instruction latency's p99 ~150 ms. */
+/** How long a session stays idle before the server hears it, so back-to-back runs (10 ms apart at p90) cost no heartbeat. An instruction sent inside
+ * it waits out the rest (the idle long poll starts once the server heard idle): short, as 150 ms made the instruction latency's p99 ~150 ms. */
 export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */

@@ -1,5 +1,4 @@
-/** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts,
- * answers validated with the protocol schemas; every failure is a ServerError whose `retryable` retry reads. */
+/** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts, answers validated; every failure a ServerError. */
 import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";

@@ -1,6 +1,5 @@
-/** `run.completed` is held at every settle and released once, at the last settle of a unit of chained runs; failure and
- * cancellation end the unit at once (holding forever or releasing each settle are both bugs). A user interrupt and a run
- * with no reply are read here; the chat classifier decides the rest. */
+/** `run.completed` is held at every settle and released once, at the last settle of a unit of chained runs; failure and cancellation end the unit at
+ * once. A user interrupt and a run with no reply are read here; the chat classifier decides the rest. */
 import type { RunOutcome } from "../../lifecycle.ts";
 import { formatSinkError } from "./payload-rules.ts";
 
@@ -15,9 +14,8 @@ export type CompletedRound = Extract<Round, { kind: "completed" }>;
 
 export type HoldDecision = { held: CompletedRound | null; emit: Round | null };
 
-/** Merges an earlier part of the unit into a later round: durations summed (unknown if either is
- * unknown), the first non-empty agent name, `had_response` if any round had one, and the last
- * answer given with its own `answered_at`. The later round's kind wins. */
+/** Merges an earlier part of the unit into a later round: durations summed (unknown if either is), the first agent name, `had_response` if any round
+ * had one, the last answer with its own `answered_at`; the later round's kind wins. */
 export function mergeRounds(earlier: CompletedRound | null, later: Round): Round {
   if (earlier === null) return later;
   const duration_ms = earlier.duration_ms === undefined || later.duration_ms === undefined ? undefined : earlier.duration_ms + later.duration_ms;
@@ -40,9 +38,8 @@ export function onRoundSettled(held: CompletedRound | null, round: Round): HoldD
   return merged.kind === "completed" ? { held: merged, emit: null } : { held: null, emit: merged };
 }
 
-/** Once the settle has quieted down: if another round already started, the unit goes on and the
- * completion stays held; otherwise it is released now. Every hold therefore ends in exactly one
- * release, failure or cancellation. */
+/** Once the settle has quieted down: if another round already started, the completion stays held; otherwise it is released now, so every hold ends
+ * in exactly one release, failure or cancellation. */
 export function onSettleQuiet(held: CompletedRound | null, nextRoundStarted: boolean): HoldDecision {
   if (held === null || nextRoundStarted) return { held, emit: null };
   return { held: null, emit: held };

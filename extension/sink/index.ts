@@ -1,5 +1,4 @@
-/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine, observing the
- * shared run recorder when `sink.enabled`, whatever `/anon-notify` says. */
+/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine when `sink.enabled`, whatever `/anon-notify` says. */
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
