@@ -1,5 +1,4 @@
-/** Per-session activation, read from the newest `anon-notify:activation` entry in the session file at
- * every `session_start` and failing closed when unreadable, so a switch survives reloads and forks. */
+/** Per-session activation: the newest `anon-notify:activation` entry, read at every session_start and failing closed, so a switch survives reloads. */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
@@ -24,15 +23,12 @@ export type ActivationReading =
 type Entry = { type?: unknown; customType?: unknown; id?: unknown; data?: unknown } | null | undefined;
 const isActivationEntry = (entry: unknown) => (entry as Entry)?.type === "custom" && (entry as Entry)?.customType === ACTIVATION_CUSTOM_TYPE;
 
-/** The newest activation record across all branches (`/tree` does not change it); a malformed or unknown-version newest record means inactive, never an
- * older one. */
+/** The newest activation record across all branches; a malformed or unknown-version newest record means inactive, never an older one. */
 export function readActivation(entries: readonly unknown[]): ActivationReading {
   const newest = entries.findLast(isActivationEntry) as Entry;
   if (!newest) return { record: "none", active: false };
   const parsed = ActivationRecord.safeParse(newest?.data);
-  if (!parsed.success) {
-    return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
-  }
+  if (!parsed.success) return { record: "invalid", active: false, problem: parsed.error.issues[0]?.message ?? "invalid record" };
   return { record: "valid", active: parsed.data.active, via: parsed.data.via };
 }
 
@@ -52,44 +48,26 @@ export function parseSessionLines(text: string): unknown[] {
 
 /** The session-wide activation of another session file (a fork's source); undefined when unreadable. */
 export function readActivationFromFile(path: string): ActivationReading | undefined {
-  let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    return readActivation(parseSessionLines(readFileSync(path, "utf8")));
   } catch {
     return undefined;
   }
-  return readActivation(parseSessionLines(text));
 }
 
-/** What Pi Web shows for a session whose runtime is not running: the stored switch, nothing guessed. */
-export interface DormantActivation {
-  source: "dormant";
-  sessionId: string | null;
-  sessionActive: boolean;
-  /** Dormant active sessions may be switched off; switching on needs a live runtime's checks. */
-  canDisable: boolean;
-  record: ActivationReading["record"];
-}
-
-/** Read-only projection for Pi Web from a session JSONL path: never writes, never reads config or tokens; throws only when the file cannot be read. */
-export async function readDormantActivation(sessionFile: string): Promise<DormantActivation> {
+/** What Pi Web shows for a dormant session's JSONL file: the stored switch, nothing guessed; reads no config or token, throws only when unreadable. */
+export async function readDormantActivation(sessionFile: string) {
   const entries = parseSessionLines(await readFile(sessionFile, "utf8"));
   const header = entries.find((entry) => (entry as Entry)?.type === "session") as Entry;
   const reading = readActivation(entries);
   return {
-    source: "dormant",
+    source: "dormant" as const,
     sessionId: typeof header?.id === "string" ? header.id : null,
     sessionActive: reading.active,
+    // Dormant active sessions may be switched off; switching on needs a live runtime's checks.
     canDisable: reading.active,
     record: reading.record,
   };
-}
-
-export interface ProcessFacts {
-  mode: string;
-  sessionFile: string | undefined;
-  optOutFlag: boolean;
-  env: NodeJS.ProcessEnv;
 }
 
 export const SUBAGENT_ENV = "ANON_NOTIFY_SUBAGENT";
@@ -101,9 +79,28 @@ export const LIMITS_FLAG = "anon-notify-limits";
 /** Passed by anon-notify-host when a start job says `"approvals":"strict"` (a trigger's session): the gate is forced on in strict mode. */
 export const APPROVALS_FLAG = "anon-notify-approvals";
 
-/** A subagent is what Pi's subagent example spawns: JSON or print mode without a session file. `--anon-notify-off` and `ANON_NOTIFY_SUBAGENT=1` say so
- * too, even when `mainAgentOnly` is off. */
-export function isSubagent(facts: ProcessFacts, mainAgentOnly: boolean): boolean {
+/** The word Pi's parser took as `--<flag>`'s value (it parses before extensions register flags, so `-p --anon-notify-off "task"` loses the task). */
+export function swallowedByFlag(args: readonly string[], flag: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    // After `--` every argument is a message.
+    if (arg === "--") return undefined;
+    if (arg !== `--${flag}`) continue;
+    const next = args[i + 1];
+    if (next !== undefined && !next.startsWith("-") && !next.startsWith("@")) return next;
+  }
+  return undefined;
+}
+
+const QUOTE_LIMIT = 40;
+
+/** The swallowed prompt as quoted in the refusal (messages.ts `session.swallowedPrompt`): shortened, JSON-quoted. */
+export function quotedPrompt(swallowed: string): string {
+  return JSON.stringify(swallowed.length > QUOTE_LIMIT ? `${swallowed.slice(0, QUOTE_LIMIT)}…` : swallowed);
+}
+
+/** A subagent: JSON or print mode without a session file (what Pi's subagent example spawns), or one `--anon-notify-off` / `ANON_NOTIFY_SUBAGENT=1` names. */
+export function isSubagent(facts: { mode: string; sessionFile: string | undefined; optOutFlag: boolean; env: NodeJS.ProcessEnv }, mainAgentOnly: boolean) {
   if (facts.optOutFlag) return true;
   const envValue = facts.env[SUBAGENT_ENV]?.trim().toLowerCase();
   if (envValue && envValue !== "0" && envValue !== "false") return true;

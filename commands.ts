@@ -1,8 +1,6 @@
-/** The command channel's face: the instruction and control channels over the server's two lanes of one
- * queue, started and stopped together on one connection and journal (extension/command-channel/). */
+/** The command channel: the instruction and control channels over the server's two lanes, started and stopped together on one connection. */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { ControlChannel } from "./extension/command-channel/control-channel.ts";
-import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";
 import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";
 import { LaneConnection } from "./extension/command-channel/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";
@@ -15,23 +13,13 @@ export interface CommandChannelDeps extends Omit<PresenceDeps, "server">, Instru
   runNow: () => StoppedRun | undefined;
 }
 
-export interface CommandChannel {
-  /** Starts both channels for the session of `ctx` once presence has been accepted. Idempotent. */
-  start(ctx: ExtensionContext): void;
-  /** Stops claiming and waits for ACKs in flight. Commands already handed to Pi are still confirmed. */
-  stop(): Promise<void>;
-  /** Claimed but not yet in the session: held for a boundary, or handed to Pi's queue. */
-  pending(): { held: string | null; queued: string[] };
-  /** Where a feature registers the handler of its control kind (protocol 3). `stop` is built in. */
-  readonly control: ControlRegistry;
-}
-
 /** Registers the renderer and the Pi handlers; call once from the extension factory. */
-export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps): CommandChannel {
+export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps) {
   const instructions = new InstructionChannel(pi, deps);
   const control = new ControlChannel(deps.server, deps.runNow);
   return {
-    start(ctx) {
+    /** Starts both channels for the session of `ctx` once presence has been accepted. Idempotent. */
+    start(ctx: ExtensionContext): void {
       if (instructions.running) return;
       const connection = deps.connection();
       if (!connection) return deps.report(deps.text().commands.noConnection);
@@ -41,11 +29,15 @@ export function installCommandChannel(pi: ExtensionAPI, deps: CommandChannelDeps
       control.start(ctx, lane);
       instructions.start(ctx, lane);
     },
+    /** Stops claiming and waits for ACKs in flight. Commands already handed to Pi are still confirmed. */
     async stop() {
       control.stop();
       await instructions.stop();
     },
+    /** Claimed but not yet in the session: held for a boundary, or handed to Pi's queue. */
     pending: () => instructions.pending(),
+    /** Where a feature registers the handler of its control kind (protocol 3). `stop` is built in. */
     control,
   };
 }
+export type CommandChannel = ReturnType<typeof installCommandChannel>;

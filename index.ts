@@ -2,7 +2,7 @@
  * an active session runs. Handlers record and enqueue; none awaits the network. */
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
-import { APPROVALS_FLAG, START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG } from "./activation.ts";
+import { APPROVALS_FLAG, quotedPrompt, START_ON_FLAG, SUBAGENT_ENV, SUBAGENT_FLAG, swallowedByFlag } from "./activation.ts";
 import { installCommandChannel } from "./commands.ts";
 import { stoppedRun } from "./extension/command-channel/control-rules.ts";
 import { LIMITS } from "./protocol/wire.ts";
@@ -29,7 +29,6 @@ import {
   type SessionState,
 } from "./extension/session/session.ts";
 import { errorText } from "./common/errors.ts";
-import { quotedPrompt, swallowedByFlag } from "./extension/activation/subagent-flag.ts";
 import { recallNoChat, registerToggleCommand } from "./extension/activation/toggle.ts";
 import { registerDoctorCommand } from "./extension/session/doctor.ts";
 import { registerSetupCommand } from "./extension/session/setup.ts";

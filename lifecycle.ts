@@ -1,6 +1,6 @@
-/** Run facts and the pure decisions made from them: how a settled run ended and whether an optional
- * started, progress or tool-error notice is due. */
+/** Run facts and the pure decisions made from them: how a run ended, which optional notice is due, which of its limits it is past. */
 import type { FailureReason } from "./common/failure-words.ts";
+import { RunLimits } from "./protocol/hosts.ts";
 
 /** What the last assistant message of a run said, as far as a notice needs it. */
 export interface AssistantFacts {
@@ -10,13 +10,6 @@ export interface AssistantFacts {
   /** The session entry that holds it: a stable, per-session id for the run's final notice. */
   entryId: string | null;
   toolCalls: number;
-}
-
-/** The tool batch answering the last assistant message; `terminate` is only visible live: Pi does not persist it. */
-export interface ToolBatchFacts {
-  finished: number;
-  terminating: number;
-  errors: number;
 }
 
 /** Everything recorded for one top-level run, from its first `agent_start` to `agent_settled`. */
@@ -33,13 +26,14 @@ export interface RunFacts {
   /** An error reply (a retry may follow) or a compaction: what can be aborted with no live run to see it. */
   betweenRunsRisk: boolean;
   lastAssistant: AssistantFacts | null;
-  finalBatch: ToolBatchFacts | null;
+  /** The tool batch answering the last assistant message; `terminate` is only visible live: Pi does not persist it. */
+  finalBatch: { finished: number; terminating: number; errors: number } | null;
   toolCalls: number;
   toolErrors: number;
   /** Turns started (`turn_start`s) across the run's low-level runs. */
   turns: number;
   /** Set when the extension stopped the run past its limits: the abort then reads as this failure. */
-  limitHit: "turn_limit" | "time_limit" | null;
+  limitHit: LimitHit | null;
 }
 
 export function startRun(now: number): RunFacts {
@@ -64,7 +58,7 @@ export function withTurn(facts: RunFacts): RunFacts {
   return { ...facts, turns: facts.turns + 1 };
 }
 
-export function withLimitHit(facts: RunFacts, limit: "turn_limit" | "time_limit"): RunFacts {
+export function withLimitHit(facts: RunFacts, limit: LimitHit): RunFacts {
   return facts.limitHit ? facts : { ...facts, limitHit: limit };
 }
 
@@ -86,7 +80,6 @@ export function withAssistant(facts: RunFacts, assistant: AssistantFacts): RunFa
   };
 }
 
-/** The entry that persisted the last assistant message, found when the run settles. */
 export function withAssistantEntry(facts: RunFacts, entryId: string): RunFacts {
   return facts.lastAssistant ? { ...facts, lastAssistant: { ...facts.lastAssistant, entryId } } : facts;
 }
@@ -117,8 +110,7 @@ export function withCompaction(facts: RunFacts): RunFacts {
   return { ...facts, betweenRunsRisk: true };
 }
 
-/** Whether Pi 0.87.1's `agent_before_settle` must be watched to tell an abort: only when the run can be aborted with no live low-level run (a retry
- * back-off, a compaction). Watching costs a context preview per settle. */
+/** Whether Pi 0.87.1's `agent_before_settle` must be watched (at a context preview per settle) to tell an abort with no live low-level run. */
 export function needsSettleTell(facts: RunFacts): boolean {
   return facts.betweenRunsRisk || facts.lowLevelRuns > 1;
 }
@@ -163,7 +155,6 @@ export function classifyRun(facts: RunFacts, settledAborted: boolean | undefined
   }
 }
 
-/** The optional, non-final notices' switches and thresholds (config `notify.*`, `progress.*`). */
 export interface ProgressPolicy {
   progress: boolean;
   firstAfterMs: number;
@@ -171,10 +162,7 @@ export interface ProgressPolicy {
   toolCountThreshold: number;
 }
 
-export interface ProgressMark {
-  at: number;
-  toolCalls: number;
-}
+export type ProgressMark = { at: number; toolCalls: number };
 
 /** A progress notice is due after `firstAfterMs` and then every `intervalMs`, or once `toolCountThreshold` more tools have finished. */
 export function progressDue(facts: RunFacts, last: ProgressMark | null, now: number, policy: ProgressPolicy): boolean {
@@ -185,7 +173,31 @@ export function progressDue(facts: RunFacts, last: ProgressMark | null, now: num
   return now - last.at >= policy.intervalMs;
 }
 
-/** A single-tool error notice is due for an error outside the cooldown after the previous one. */
 export function toolErrorDue(enabled: boolean, lastNoticeAt: number | null, now: number, cooldownMs: number): boolean {
   return enabled && (lastNoticeAt === null || now - lastNoticeAt >= cooldownMs);
+}
+
+export type LimitHit = "turn_limit" | "time_limit";
+
+/** The flag's value; `invalid` when not the wire's shape, which the caller answers by stopping every run at its first turn (fail closed). */
+export function limitsFromFlag(value: unknown): { limits: RunLimits | null } | { invalid: true } {
+  if (value === undefined || value === false) return { limits: null };
+  try {
+    const parsed = RunLimits.safeParse(typeof value === "string" ? JSON.parse(value) : undefined);
+    return parsed.success ? { limits: parsed.data } : { invalid: true };
+  } catch {
+    return { invalid: true };
+  }
+}
+
+/** The limit a run is past: more turns started than allowed, or its minutes used up; undefined while within both. */
+export function limitHit(limits: RunLimits, run: { turns: number; elapsedMs: number }): LimitHit | undefined {
+  if (limits.turns !== undefined && run.turns > limits.turns) return "turn_limit";
+  if (limits.minutes !== undefined && run.elapsedMs >= limits.minutes * 60_000) return "time_limit";
+  return undefined;
+}
+
+/** Milliseconds until the time limit of a run `elapsedMs` old falls due (0 when already past); undefined without one. */
+export function msUntilTimeLimit(limits: RunLimits, elapsedMs: number): number | undefined {
+  return limits.minutes === undefined ? undefined : Math.max(0, limits.minutes * 60_000 - elapsedMs);
 }

@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * `anon-notify-host --root <folder> [--root …] [--name <name>] [--pi <path>] [--max-sessions <n>]`:
- * the endpoint and agent token come from the extension's own config (files and ANON_NOTIFY_* variables).
- */
+/** `anon-notify-host`: the endpoint and agent token come from the extension's own config (files and ANON_NOTIFY_* variables). */
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -36,19 +33,18 @@ async function main(): Promise<void> {
   if (values.help) return void process.stdout.write(`${USAGE}\n`);
   if (!values.root?.length) fail("at least one --root is needed");
   const roots = resolveRoots(values.root.map((root) => expandHome(root)));
-  const name = HostName.safeParse(values.name ?? machineName());
+  // The machine's name by default: what `#host` in chat matches.
+  const name = HostName.safeParse(values.name ?? (hostname().split(".")[0] || "host").replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64));
   if (!name.success) fail(`--name: ${name.error.issues[0]?.message}`);
   const maxSessions = Number(values["max-sessions"] ?? 4);
   if (!Number.isInteger(maxSessions) || maxSessions < 1) fail("--max-sessions must be a whole number of at least 1");
 
   const loaded = loadConfig({ cwd: process.cwd(), env: process.env });
-  const text = messagesFor(loaded.language);
   if (!loaded.ok) fail(`the anon-notify config is invalid: ${loaded.errors.join("; ")}`);
-  const token = readToken(loaded.config, process.env, text);
+  const token = readToken(loaded.config, process.env, messagesFor(loaded.language));
   if (!token) fail("no agent token: set ANON_NOTIFY_TOKEN or the extension's token / tokenFile");
   const piPath = findProgram(values.pi ?? "pi", process.env);
-  const journalFile = join(dataDirFor(agentDirFrom(process.env)), "host-journal.jsonl");
-  const { journal } = await openCommandJournal(journalFile);
+  const { journal } = await openCommandJournal(join(dataDirFor(agentDirFrom(process.env)), "host-journal.jsonl"));
   const client = createWebhookClient({ endpoint: loaded.config.endpoint, token, timeoutMs: loaded.config.delivery.timeoutMs });
   const log = (line: string) => process.stderr.write(`anon-notify-host: ${line}\n`);
   if (!piPath) log(`Pi not found (${values.pi ?? "pi on PATH"}): every start will be refused pi_not_found`);
@@ -56,11 +52,6 @@ async function main(): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => host.stop());
   await host.run();
   await client.close();
-}
-
-/** The machine's name as a host name: what `#host` in chat matches. */
-function machineName(): string {
-  return (hostname().split(".")[0] || "host").replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
 }
 
 main().catch((error: unknown) => fail(errorText(error)));

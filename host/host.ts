@@ -10,8 +10,7 @@ import type { CommandJournal } from "../extension/command-channel/journal.ts";
 import { createRuntimeId } from "../extension/presence/presence.ts";
 import type { WebhookClient } from "../extension/server-client/http-client.ts";
 import { asServerError, realSleep, retryDelayMs, runWithRetry } from "../extension/server-client/retry.ts";
-import { decideStart } from "./decisions.ts";
-import type { Root } from "./path-rules.ts";
+import { decideStart, type Root } from "./path-rules.ts";
 import { type PiCommand, type RunningSession, startSession } from "./pi-process.ts";
 import { listProjects, locateProject } from "./projects.ts";
 
@@ -65,20 +64,6 @@ export class Host {
     for (const session of this.#sessions.values()) session.child.kill("SIGTERM");
   }
 
-  #heartbeat(): HostHeartbeat {
-    const { name, pi, maxSessions, roots } = this.#options;
-    return {
-      host_id: this.id,
-      runtime_id: this.runtimeId,
-      name,
-      pi: { command: pi ? [pi.program, ...pi.args].join(" ").slice(0, 1024) : "pi", version: null },
-      projects: listProjects(roots),
-      max_sessions: maxSessions,
-      sessions: [...this.#sessions.keys()],
-      host_protocol: HOST_PROTOCOL,
-    };
-  }
-
   /** The first heartbeat, retried: the host claims nothing before the server knows this runtime. */
   async #register(): Promise<void> {
     for (let failures = 1; !this.#stop.signal.aborted; failures++) {
@@ -93,8 +78,18 @@ export class Host {
   }
 
   async #beat(): Promise<void> {
-    const answer = await this.#options.client.request("POST", "hosts/heartbeat", { body: this.#heartbeat(), timeoutMs: 10_000, schema: HostHeartbeatAnswer });
-    this.#ttlMs = answer.ttl_ms;
+    const { name, pi, maxSessions, roots, client } = this.#options;
+    const body: HostHeartbeat = {
+      host_id: this.id,
+      runtime_id: this.runtimeId,
+      name,
+      pi: { command: pi ? [pi.program, ...pi.args].join(" ").slice(0, 1024) : "pi", version: null },
+      projects: listProjects(roots),
+      max_sessions: maxSessions,
+      sessions: [...this.#sessions.keys()],
+      host_protocol: HOST_PROTOCOL,
+    };
+    this.#ttlMs = (await client.request("POST", "hosts/heartbeat", { body, timeoutMs: 10_000, schema: HostHeartbeatAnswer })).ttl_ms;
   }
 
   async #heartbeats(): Promise<void> {

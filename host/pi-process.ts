@@ -4,13 +4,10 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { APPROVALS_FLAG, LIMITS_FLAG, START_ON_FLAG } from "../activation.ts";
-import type { RunLimits } from "../protocol/hosts.ts";
+import type { StartPayload } from "../protocol/hosts.ts";
 
 /** The command that runs Pi: a program and the arguments before Pi's own (e.g. `node cli.js`). */
-export interface PiCommand {
-  program: string;
-  args: readonly string[];
-}
+export type PiCommand = { program: string; args: readonly string[] };
 
 /** The program as an executable path, looked up on PATH when it names no folder; null when there is none. */
 export function findProgram(program: string, env: NodeJS.ProcessEnv): string | null {
@@ -31,30 +28,17 @@ export function findProgram(program: string, env: NodeJS.ProcessEnv): string | n
   return null;
 }
 
-export interface RunningSession {
-  sessionId: string;
-  child: ChildProcess;
-  exited: Promise<void>;
-}
+export type RunningSession = { child: ChildProcess; exited: Promise<void> };
 
-/**
- * Starts one session. Resolves once Pi answered the prompt command (the task is taken), rejects
- * when Pi exits or refuses it first. Pi's stdout is read only for that answer; the session's
- * notices go to the server through the extension like any session's.
- */
-export function startSession(
-  pi: PiCommand,
-  cwd: string,
-  job: { session_id: string; task: string; limits?: RunLimits | undefined; approvals?: "strict" | undefined },
-  env: NodeJS.ProcessEnv,
-): Promise<RunningSession> {
-  const sessionId = job.session_id;
+/** Starts one session: resolves once Pi answered the prompt command (the task is taken), rejects when Pi exits or refuses it first. Pi's stdout is read only
+ * for that answer; the session's notices go to the server through the extension like any session's. */
+export function startSession(pi: PiCommand, cwd: string, job: Omit<StartPayload, "project">, env: NodeJS.ProcessEnv): Promise<RunningSession> {
   // `=`: the value is one argument whatever it holds, never taken for the next one.
   const bounds = [
     ...(job.limits ? [`--${LIMITS_FLAG}=${JSON.stringify(job.limits)}`] : []),
     ...(job.approvals ? [`--${APPROVALS_FLAG}=${job.approvals}`] : []),
   ];
-  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", sessionId, `--${START_ON_FLAG}`, ...bounds], {
+  const child = spawn(pi.program, [...pi.args, "--mode", "rpc", "--session-id", job.session_id, `--${START_ON_FLAG}`, ...bounds], {
     cwd,
     env,
     stdio: ["pipe", "pipe", "inherit"],
@@ -72,7 +56,7 @@ export function startSession(
         child.stdout!.off("data", onData);
         // Pi's later output is not ours to read, but must be drained or Pi would block on a full pipe.
         child.stdout!.resume();
-        if (answer.success === true) resolveStart({ sessionId, child, exited });
+        if (answer.success === true) resolveStart({ child, exited });
         else rejectStart(new Error(`pi refused the task: ${String(answer.error ?? "no reason")}`));
       }
     };

@@ -2,7 +2,7 @@
 import { readdirSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { HOST_PROJECTS_MAX } from "../protocol/hosts.ts";
-import { type Found, inside, judgeProject, nameProblem, type ProjectVerdict, type Root } from "./path-rules.ts";
+import { type Found, judgeProject, nameProblem, type ProjectVerdict, type Root } from "./path-rules.ts";
 
 /** Each `--root`, made absolute and real; a root that is not a folder is an error the host starts with. */
 export function resolveRoots(given: readonly string[]): Root[] {
@@ -34,9 +34,7 @@ export function listProjects(roots: readonly Root[]): { name: string; root: stri
   const seen = new Set<string>();
   for (const root of roots) {
     for (const entry of readdirSync(root.real, { withFileTypes: true })) {
-      if (nameProblem(entry.name) || seen.has(entry.name)) continue;
-      const found = find(root, entry.name);
-      if (!found.isDirectory || found.real === null || !inside(found.real, root.real)) continue;
+      if (seen.has(entry.name) || locateProject(entry.name, [root]).kind !== "ok") continue;
       seen.add(entry.name);
       projects.push({ name: entry.name, root: root.given });
     }

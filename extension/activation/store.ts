@@ -1,12 +1,10 @@
-/** Writing the session's activation records through Pi (`appendEntry`), with the rules for a failed
- * write and for what a fork or clone inherits. */
+/** Writing activation records through Pi (`appendEntry`): a failed write, and what a fork or clone inherits. */
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_CUSTOM_TYPE, ACTIVATION_VERSION, readActivationFromFile, type ActivationReading, type ActivationRecord } from "../../activation.ts";
 
-/** Appends an activation record; on failure returns why, after recording `fallbackActive` behind
- * it: Pi 0.87.1 keeps an entry whose write failed in memory, where a reload would find it (1.x
- * rolls back, and then the second append fails too, which is as consistent). */
+/** Appends a record; on failure returns why, after recording `fallbackActive` behind it: Pi 0.87.1 keeps a failed entry in memory, where a reload
+ * would find it (1.x rolls back, and then the second append fails too). */
 export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fallbackActive: boolean): string | undefined {
   try {
     pi.appendEntry(ACTIVATION_CUSTOM_TYPE, record);
@@ -22,13 +20,7 @@ export function writeActivation(pi: ExtensionAPI, record: ActivationRecord, fall
 }
 
 /** Fork and clone inherit the source's current session-wide value and record it as a snapshot. */
-export function inheritActivation(
-  pi: ExtensionAPI,
-  event: SessionStartEvent,
-  ctx: ExtensionContext,
-  copied: ActivationReading,
-  failed: (why: string) => void,
-): boolean {
+export function inheritActivation(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, copied: ActivationReading, failed: (why: string) => void) {
   const source = event.previousSessionFile ?? ctx.sessionManager.getHeader()?.parentSession;
   const reading = (source ? readActivationFromFile(source) : undefined) ?? copied;
   const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: reading.active, via: "inherit" }, false);

@@ -1,8 +1,7 @@
-/** `/anon-notify` switches the session's notices on or off, refusing with its reason (invalid config,
- * subagent, missing recipient or token, unreachable recipient); the record is written before memory changes. */
+/** `/anon-notify` switches the session's notices on or off, or refuses with its reason; the record is written before memory changes. */
 import { join } from "node:path";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { ACTIVATION_VERSION, enableVerdict, type ActivationRecord, type RecipientCheck } from "../../activation.ts";
+import { ACTIVATION_VERSION, enableVerdict, type RecipientCheck } from "../../activation.ts";
 import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import { agentDirFrom, dataDirFor, recipientProblem } from "../config/config.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
@@ -18,9 +17,7 @@ export const RECIPIENT_CHECK_TIMEOUT_MS = 5_000;
 export interface ToggleDeps {
   /** The bound session, read again after each await: it may be replaced meanwhile. */
   session(): SessionState | undefined;
-  /** Publishes and syncs the services after the session's memory changed. */
   changed(s: SessionState): Promise<void>;
-  /** The texts in the session's language, or the locale's before a session is bound. */
   text(): Messages;
   report: Report;
   /** Opens the session again when its config or token changed since it opened (pairing, a deleted token file). */
@@ -37,13 +34,9 @@ async function checkRecipient(s: SessionState, client: WebhookClient): Promise<R
   }
 }
 
-/** What the server says of itself (where its notices go, whether it has a chat); null when it did not say (an older server, or no answer). */
-async function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
-  try {
-    return await client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS });
-  } catch {
-    return null; // the recipient check, asked beside it, says what went wrong
-  }
+/** What the server says of its notices and chat; null when it did not say (an older server, or no answer: the recipient check says why). */
+function checkHealth(client: WebhookClient): Promise<Pick<HealthAnswer, "notices" | "chat"> | null> {
+  return client.request("GET", "health", { schema: HealthAnswer, timeoutMs: RECIPIENT_CHECK_TIMEOUT_MS }).catch(() => null);
 }
 
 /** A session that starts switched on (a /reload, a resume) asks the server once, in the background, whether it has a chat: the footer says so again. */
@@ -116,8 +109,7 @@ export function registerToggleCommand(pi: ExtensionAPI, deps: ToggleDeps): void 
         enabled = preflight;
       }
       // Written first: a record that did not reach the session must not be claimed as the state.
-      const record: ActivationRecord = { version: ACTIVATION_VERSION, active: next, via: "command" };
-      const failure = writeActivation(pi, record, s.active);
+      const failure = writeActivation(pi, { version: ACTIVATION_VERSION, active: next, via: "command" }, s.active);
       if (failure) return report(m.toggle.writeFailed(failure), "error");
       if (deps.session() !== s) return; // the session was replaced while the server was asked
       s.active = next;

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { isLanguage, localeLanguage, messagesFor, type Language, type Messages } from "../texts/messages.ts";
-import { deepMerge, hasKey, isPlainObject, type Json, layerProblems, leafPaths, type Problem, setPath, withoutKey } from "./layer-rules.ts";
+import { deepMerge, isPlainObject, type Json, layerProblems, leafPaths, type Problem, withoutKey } from "./layer-rules.ts";
 import { Config, DEFAULT_CONFIG, type SourceVariables } from "./schema-rules.ts";
 
 /** Pi's agent folder, as Pi's own `getAgentDir()` finds it but from an injected environment. */
@@ -53,10 +53,7 @@ export interface ConfigFileInfo {
   status: "loaded" | "missing" | "skipped" | "invalid";
 }
 /** Which layer set a key last: a file's path, or an environment variable's name. */
-export interface ConfigOrigin {
-  layer: ConfigLayer | "env";
-  where: string;
-}
+export type ConfigOrigin = { layer: ConfigLayer | "env"; where: string };
 /** `language`: the newest valid `language` any layer asked for (even an otherwise invalid layer's, so its errors are shown in it), else the locale's. */
 export type LoadConfigResult =
   | { ok: true; config: Config; files: ConfigFileInfo[]; warnings: string[]; origins: Record<string, ConfigOrigin>; language: Language }
@@ -118,7 +115,7 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; nam
       }
       value = ENV_TRUE.has(lower);
     }
-    const single = setPath({}, path, value);
+    const single = path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value) as Json;
     const problems = layerProblems(single, (m) => m.config.env(name));
     if (problems.length > 0) errors.push(...problems);
     else {
@@ -129,9 +126,9 @@ function envLayer(env: NodeJS.ProcessEnv): { layer: Json; errors: Problem[]; nam
   return { layer, errors, names };
 }
 
-function resolvePaths(config: Config, dataDir: string, home: string): Config {
-  const socket = expandHome(config.sink.socket, home);
-  const resolve = (path: string) => expandHome(path.replace("{dataDir}", dataDir).replace("{socketDir}", dirname(socket)), home);
+function resolvePaths(config: Config, dataDir: string): Config {
+  const socket = expandHome(config.sink.socket);
+  const resolve = (path: string) => expandHome(path.replace("{dataDir}", dataDir).replace("{socketDir}", dirname(socket)));
   return {
     ...config,
     tokenFile: resolve(config.tokenFile),
@@ -148,10 +145,7 @@ const USER_ONLY_KEYS = "endpoint token tokenFile command.journal sink.tokenFile 
  * ANON_NOTIFY_*. The project file is read only when a layer it cannot write sets `projectConfig: true` and Pi trusts the folder. Any bad layer makes the
  * result `ok: false`. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
-  const home = homedir();
-  const agentDir = options.agentDir ?? agentDirFrom(options.env, home);
-  // The package root: where the old single-folder extension kept its config.json.
-  const legacyDir = options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url));
+  const dataDir = dataDirFor(options.agentDir ?? agentDirFrom(options.env));
   const files: ConfigFileInfo[] = [];
   const errors: Problem[] = [];
   const warnings: Problem[] = [];
@@ -168,9 +162,10 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
     }
     if (isLanguage(read.value.language)) language = read.value.language;
     let value = read.value;
-    for (const key of ignored.filter((key) => hasKey(value, key))) {
-      warnings.push((m) => m.config.userOnly(path, key.join(".")));
-      value = withoutKey(value, key);
+    for (const key of ignored) {
+      const without = withoutKey(value, key);
+      if (without !== value) warnings.push((m) => m.config.userOnly(path, key.join(".")));
+      value = without;
     }
     const problems = [...(check?.(value) ?? []), ...layerProblems(value, (m) => m.config.file(path))];
     errors.push(...problems);
@@ -180,12 +175,13 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
     for (const key of leafPaths(value)) origins[key] = { layer, where: path };
   };
 
-  const legacyPath = join(legacyDir, "config.json");
+  // The package root by default: where the old single-folder extension kept its config.json.
+  const legacyPath = join(options.legacyDir ?? fileURLToPath(new URL("../../", import.meta.url)), "config.json");
   applyFile("legacy", legacyPath);
   if (files.at(-1)?.status === "loaded") {
-    warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDirFor(agentDir), "config.json")));
+    warnings.push((m) => m.config.legacyLocation(legacyPath, join(dataDir, "config.json")));
   }
-  applyFile("user", join(dataDirFor(agentDir), "config.json"));
+  applyFile("user", join(dataDir, "config.json"));
 
   const projectPath = join(options.cwd, ".pi", "anon-notify.json");
   const allowedByUser = merged.projectConfig === true;
@@ -216,7 +212,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   const { config, warnings: legacyWarnings } = normaliseLegacy(Config.parse(merged), m);
   return {
     ok: true,
-    config: resolvePaths(config, dataDirFor(agentDir), home),
+    config: resolvePaths(config, dataDir),
     files,
     warnings: [...warnings.flatMap((warning) => warning(m)), ...legacyWarnings],
     origins,
@@ -226,11 +222,7 @@ export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
 
 /** A project file may switch approvals on, never weaken what the user set (its rules would replace the user's). */
 function approvalWeakening(value: Json): string[] {
-  const approval = value.approval;
-  if (!isPlainObject(approval)) return [];
-  return Object.entries(approval)
-    .filter(([key, setting]) => !(key === "enabled" && setting === true))
-    .map(([key]) => key);
+  return Object.entries(isPlainObject(value.approval) ? value.approval : {}).flatMap(([key, setting]) => (key === "enabled" && setting === true ? [] : [key]));
 }
 
 const QQ_NUMBER = /^[1-9]\d{4,11}$/;

@@ -25,29 +25,14 @@ export function leafPaths(value: Json, prefix = ""): string[] {
   );
 }
 
-export function setPath(target: Json, path: string[], value: unknown): Json {
-  const [head, ...rest] = path;
-  if (head === undefined) return target;
-  return { ...target, [head]: rest.length === 0 ? value : setPath(isPlainObject(target[head]) ? (target[head] as Json) : {}, rest, value) };
-}
-
-/** `value` without the key at `path` (a copy; the file's other keys untouched). */
+/** `value` without the key at `path` (a copy; the file's other keys untouched), or `value` itself when it has no such key. */
 export function withoutKey(value: Json, path: readonly string[]): Json {
   const [key, ...rest] = path;
   if (key === undefined || !(key in value)) return value;
-  const copy = { ...value };
-  if (rest.length === 0) delete copy[key];
-  else if (copy[key] !== null && typeof copy[key] === "object" && !Array.isArray(copy[key])) copy[key] = withoutKey(copy[key] as Json, rest);
-  return copy;
-}
-
-export function hasKey(value: Json, path: readonly string[]): boolean {
-  let node: unknown = value;
-  for (const key of path) {
-    if (node === null || typeof node !== "object" || !(key in node)) return false;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return true;
+  const { [key]: inner, ...kept } = value;
+  if (rest.length === 0) return kept;
+  const next = isPlainObject(inner) ? withoutKey(inner, rest) : inner;
+  return next === inner ? value : { ...value, [key]: next };
 }
 
 /** A problem worded once the language is known, so a file read before the one setting `language` is reported in it too. */

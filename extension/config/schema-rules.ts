@@ -25,12 +25,11 @@ const check = (text: SchemaCheck) => ({ params: { text } });
 
 const filePath = z.string().min(1).refine(looksAbsolute, check("absolutePath"));
 
-const WINDOWS_PIPE = /^\\\\[.?]\\pipe\\/i;
 /** Why a sink socket value is not a local socket path (a text key), or undefined when it is one. */
 export function sinkSocketProblem(socket: string): SchemaCheck | undefined {
   if (/^[A-Za-z][A-Za-z0-9+.-]+:/.test(socket)) return "socketUrl";
   if (/^[^/\\~]+:\d+$/.test(socket)) return "socketHostPort";
-  if (WINDOWS_PIPE.test(socket)) return undefined;
+  if (/^\\\\[.?]\\pipe\\/i.test(socket)) return undefined;
   return looksAbsolute(socket) ? undefined : "socketNotAbsolute";
 }
 const socketPath = z
@@ -95,8 +94,7 @@ const sourceTemplate = z
   );
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
-// QQ numbers are checked when a session is enabled (recipientProblem), not here: a typo in the
-// recipient must refuse activation with its reason, not switch the whole extension off.
+// QQ numbers are checked at enabling (recipientProblem): a typo must refuse activation with its reason, not switch the whole extension off.
 const qq = z.string().trim();
 
 // One switch per event type the sink protocol defines, so a new type cannot be missed here.
@@ -176,9 +174,7 @@ export const Config = z.strictObject({
     mode: z.enum(["strict", "rules"]),
     /** Strict mode: commands that run unasked, by exact argv prefix (`["npm", "test"]`); their other words may name no path outside the project. */
     allow: z.array(AllowedPrefix).max(200),
-    /** Built-in rules switched off by id. */
     disabledRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
-    /** Rules added to the built-in ones. */
     rules: z.array(ApprovalRule).max(100),
     /** Built-in rules the owner may answer with a standing grant for the session (none by default; never the fail-closed `opaque.*` ones). */
     grantableRules: z.array(z.enum(BUILTIN_RULE_IDS)).max(BUILTIN_RULE_IDS.length),
@@ -192,8 +188,7 @@ export const Config = z.strictObject({
 });
 export type Config = z.infer<typeof Config>;
 
-// The desktop app owns its socket; these are where it creates one on each platform. Windows has
-// no Unix socket paths for Node clients, only named pipes, so its token cannot sit "beside" it.
+// Where the desktop app creates its socket on each platform; Windows has only named pipes, so its token cannot sit "beside" it.
 const SINK_PATHS: { socket: string; tokenFile: string } =
   process.platform === "darwin"
     ? { socket: "~/Library/Application Support/VPet/notify.sock", tokenFile: "{socketDir}/notify.token" }
@@ -212,21 +207,10 @@ export const DEFAULT_CONFIG: Config = {
   notify: { started: false, progress: false, completed: true, failed: true, toolError: false },
   progress: { firstAfterMs: 10 * MINUTE_MS, intervalMs: 10 * MINUTE_MS, toolCountThreshold: 50, errorCooldownMs: 5 * MINUTE_MS },
   delivery: { timeoutMs: 12 * SECOND_MS, maxAttempts: 3, backoffMs: SECOND_MS, minIntervalMs: 5 * MINUTE_MS, outboxMaxAgeMs: 7 * DAY_MS },
-  command: {
-    enabled: true,
-    journal: "{dataDir}/commands.jsonl",
-    idlePollIntervalMs: SECOND_MS,
-    deliveryWhenBusy: "steer",
-    longPollMs: LIMITS.longPollMaxMs,
-  },
+  command: { enabled: true, journal: "{dataDir}/commands.jsonl", idlePollIntervalMs: SECOND_MS, deliveryWhenBusy: "steer", longPollMs: LIMITS.longPollMaxMs },
   presence: { heartbeatIntervalMs: 10 * SECOND_MS },
   content: { maxTaskChars: LIMITS.taskChars, maxSummaryChars: LIMITS.summaryChars, includeProject: true, includeFinalReply: true },
-  sink: {
-    enabled: false,
-    socket: SINK_PATHS.socket,
-    tokenFile: SINK_PATHS.tokenFile,
-    events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean>,
-  },
+  sink: { enabled: false, ...SINK_PATHS, events: Object.fromEntries(SINK_EVENTS.map((e) => [e, true])) as Record<SinkEventType, boolean> },
   progressTool: { enabled: false },
   approval: {
     enabled: false,
@@ -241,10 +225,7 @@ export const DEFAULT_CONFIG: Config = {
   },
 };
 
-/**
- * `--anon-notify-approvals` (a session a trigger started, docs/protocol.md "Forced approvals"): the gate
- * on in strict mode over the user's config, which may only add asks; any value, or no valid config, fails closed.
- */
+/** `--anon-notify-approvals` (docs/protocol.md "Forced approvals"): the gate on in strict mode over the user's config; any value, or no config, fails closed. */
 export function withForcedApprovals(config: Config | undefined, flag: unknown): Config | undefined {
   if (flag === undefined || flag === false) return config;
   const base = config ?? DEFAULT_CONFIG;

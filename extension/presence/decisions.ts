@@ -1,14 +1,10 @@
-/** When a heartbeat is sent (one in flight, the newest state once after it), what a run edge asks for,
- * what counts as activity, and the heartbeat's body. */
+/** When a heartbeat is sent (one in flight, the newest state once after it), what a run edge asks for, what counts as activity. */
 import { Heartbeat, type SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, PROTOCOL_VERSIONS } from "../../protocol/wire.ts";
 import { modelLabel, modelSupportsImages, projectName } from "../session/label-rules.ts";
 
 /** The send loop: `resend` means a newer state was asked for while a request was in flight. */
-export interface SendLoop {
-  inFlight: boolean;
-  resend: boolean;
-}
+export type SendLoop = { inFlight: boolean; resend: boolean };
 export const IDLE_LOOP: SendLoop = { inFlight: false, resend: false };
 
 /** `due`: a timer tick or an urgent change wants a heartbeat; `finished`: the request in flight ended. */
@@ -21,14 +17,10 @@ export function nextSend(loop: SendLoop, trigger: SendTrigger): { loop: SendLoop
   return loop.resend ? { loop: { inFlight: true, resend: false }, send: true } : { loop: IDLE_LOOP, send: false };
 }
 
-/** A run starting or settling. */
 export type RunEdge = "started" | "settled";
 
-/**
- * What a run edge asks for, given the state the server last heard (undefined: unknown, or that
- * heartbeat failed). A start is sent at once: it ends the idle long poll the server may hold. A
- * settle waits IDLE_SETTLE_MS, so a run that starts within it leaves the server's state untouched.
- */
+/** What a run edge asks for, given the state the server last heard (undefined: unknown or failed). A start is sent at once (it ends the server's idle
+ * long poll); a settle waits IDLE_SETTLE_MS, so a run that starts within it leaves the server's state untouched. */
 export function runEdgeAction(edge: RunEdge, heard: SessionRunState | undefined): "send" | "settle" | "none" {
   if (edge === "started") return heard === "running" ? "none" : "send";
   return heard === "idle" ? "none" : "settle";
@@ -52,9 +44,7 @@ export function noteActivity(activity: Activity, signal: ActivitySignal, now: nu
 }
 
 export function currentTool(activity: Activity): string | null {
-  let newest: string | null = null;
-  for (const name of activity.runningTools.values()) newest = name;
-  return newest === null ? null : newest.slice(0, LIMITS.modelChars);
+  return [...activity.runningTools.values()].at(-1)?.slice(0, LIMITS.modelChars) ?? null;
 }
 
 export interface PresenceSnapshot {

@@ -1,5 +1,4 @@
-/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running
- * (over HTTP); the answers go into server-facts.ts for others to read. */
+/** Presence: while a session is active, heartbeats tell the server it is alive and idle or running; the answers go into server-facts.ts. */
 import { randomUUID } from "node:crypto";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { HeartbeatAnswer, OfflineAnswer, type SessionRunState } from "../../protocol/sessions.ts";
@@ -20,27 +19,18 @@ import {
   type PresenceSnapshot,
   type RunEdge,
   runEdgeAction,
-  type SendLoop,
   type SendTrigger,
 } from "./decisions.ts";
 
 /** The offline call is a courtesy (the server's TTL is the authority), so it never holds up a shutdown for long. */
 export const OFFLINE_TIMEOUT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_CAP_MS = 10_000;
-/**
- * How long a session stays idle before the server hears it: runs that follow each other at once
- * (queued follow-ups, scripted prompts: the next starts within a millisecond, 10 ms at the 90th
- * percentile on a loaded machine) then cost no heartbeat at all. The idle long poll starts only
- * once the server heard idle, so an instruction sent inside this window waits out the rest of it:
- * short, so that wait stays under the instruction latency target (150 ms made the p99 ~150 ms).
- */
+/** How long a session stays idle before the server hears it, so back-to-back runs (10 ms apart at p90) cost no heartbeat. An instruction sent inside
+ * it waits out the rest (the idle long poll starts once the server heard idle): short, as 150 ms made the instruction latency's p99 ~150 ms. */
 export const IDLE_SETTLE_MS = 30;
 
 /** What a started service talks to: the session's client and its configuration, as of the start. */
-export interface Connection {
-  client: ApiClient;
-  config: Pick<Config, "presence" | "command">;
-}
+export type Connection = { client: ApiClient; config: Pick<Config, "presence" | "command"> };
 
 /** One id per extension runtime, so the server can tell an old runtime of a session from a newer one. */
 export function createRuntimeId(): string {
@@ -51,33 +41,24 @@ export interface PresenceDeps {
   runtimeId: string;
   /** The client and configuration of the bound session; undefined when it has none (nothing starts). */
   connection: () => Connection | undefined;
-  /** Where what the server answers is recorded. */
   server: ServerFacts;
   /** Tells the user once per distinct failure; presence never throws into Pi. */
   report: (message: string) => void;
-  /** The texts in the bound session's language. */
   text: () => Messages;
   /** A failed heartbeat as the person should read it (its real cause: not our server, no token here, …); default: its message. */
   explain?: (error: unknown) => string;
-  now?: () => number;
-  /** Defaults to IDLE_SETTLE_MS. */
   idleSettleMs?: number;
 }
 
-/**
- * Registers nothing until started: the Pi handlers that feed presence (run state, activity) are
- * attached only while it runs. Build once from the extension factory; `start`/`stop` follow the
- * session's activation.
- */
+/** Build once from the extension factory; `start`/`stop` follow the session's activation, and the Pi handlers that feed presence are attached only while
+ * it runs. */
 export class Presence {
   readonly #deps: PresenceDeps;
-  readonly #now: () => number;
-  readonly #server: ServerFacts;
   readonly #handlers: Attachable;
   #connection: { client: Connection["client"]; intervalMs: number } | undefined;
   #ctx: ExtensionContext | undefined;
   #running = false;
-  #loop: SendLoop = IDLE_LOOP;
+  #loop = IDLE_LOOP;
   #timer: ReturnType<typeof setInterval> | undefined;
   #inFlight: { controller: AbortController; done: Promise<void> } | undefined;
   #activity: Activity;
@@ -88,13 +69,10 @@ export class Presence {
 
   constructor(pi: ExtensionAPI, deps: PresenceDeps) {
     this.#deps = deps;
-    this.#now = deps.now ?? Date.now;
-    this.#server = deps.server;
-    this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
+    this.#activity = { lastActivityAt: Date.now(), runningTools: new Map() };
     const modelOutput = (event: { message: { role: string } }) => {
       if (event.message.role === "assistant") this.#track({ kind: "model_output" });
     };
-    // Attached only while running: a session that is not switched on runs none of these per turn.
     this.#handlers = attachable(() => [
       pi.on("agent_start", (_event, c) => {
         this.#ctx = c;
@@ -122,15 +100,13 @@ export class Presence {
     if (this.#running) return;
     const current = this.#deps.connection();
     if (!current) return this.#deps.report(this.#deps.text().presence.noConnection);
-    const connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
-    this.#connection = connection;
+    this.#connection = { client: current.client, intervalMs: current.config.presence.heartbeatIntervalMs };
     this.#running = true;
-    this.#server.open();
+    this.#deps.server.open();
     this.#handlers.set(true);
     this.#lastFailure = undefined;
-    this.#activity = { lastActivityAt: this.#now(), runningTools: new Map() };
-    this.#timer = setInterval(() => this.beat(), connection.intervalMs);
-    this.#timer.unref();
+    this.#activity = { lastActivityAt: Date.now(), runningTools: new Map() };
+    this.#timer = setInterval(() => this.beat(), this.#connection.intervalMs).unref();
     this.beat();
   }
 
@@ -140,7 +116,7 @@ export class Presence {
     this.#running = false;
     this.#handlers.set(false);
     this.#heard = undefined;
-    this.#server.close();
+    this.#deps.server.close();
     this.#cancelSettle();
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -150,15 +126,14 @@ export class Presence {
     await this.#inFlight?.done;
     this.#loop = IDLE_LOOP;
     if (!body || !this.#connection) return;
-    try {
-      await this.#connection.client.request("POST", "sessions/offline", {
+    // Best effort by specification: the server forgets the runtime after its TTL anyway.
+    await this.#connection.client
+      .request("POST", "sessions/offline", {
         body: { session_id: body.sessionId, runtime_id: body.runtimeId },
         timeoutMs: OFFLINE_TIMEOUT_MS,
         schema: OfflineAnswer,
-      });
-    } catch {
-      // Best effort by specification: the server forgets the runtime after its TTL anyway.
-    }
+      })
+      .catch(() => undefined);
   }
 
   /** Asks for a heartbeat now (coalesced with one in flight). */
@@ -168,7 +143,7 @@ export class Presence {
 
   /** For the doctor: running, the latest heartbeat accepted, the last failure still unresolved. */
   status(): { running: boolean; accepted: boolean; lastFailure: string | null } {
-    return { running: this.#running, accepted: this.#server.accepted(), lastFailure: this.#lastFailure ?? null };
+    return { running: this.#running, accepted: this.#deps.server.accepted(), lastFailure: this.#lastFailure ?? null };
   }
 
   #snapshot(): PresenceSnapshot | undefined {
@@ -200,10 +175,7 @@ export class Presence {
   #send(): void {
     const body = this.#snapshot();
     const connection = this.#connection;
-    if (!body || !connection) {
-      this.#loop = IDLE_LOOP;
-      return;
-    }
+    if (!body || !connection) return void (this.#loop = IDLE_LOOP);
     const controller = new AbortController();
     this.#heard = body.state;
     const done = connection.client
@@ -216,12 +188,12 @@ export class Presence {
       .then(
         (answer) => {
           this.#lastFailure = undefined;
-          this.#server.accept(body.state, answer.command_protocol);
+          this.#deps.server.accept(body.state, answer.command_protocol);
         },
         (error: unknown) => {
           if (controller.signal.aborted) return;
           this.#heard = undefined;
-          this.#server.forget();
+          this.#deps.server.forget();
           const message = this.#deps.text().presence.failed((this.#deps.explain ?? errorText)(error));
           // A refused token is told once by the client, an outage by the footer, for every channel at once.
           if (message !== this.#lastFailure && !needsNoWarning(asServerError(error))) this.#deps.report(message);
@@ -237,7 +209,7 @@ export class Presence {
 
   // Stopped, activity is not tracked (the handlers are off): start() begins afresh.
   #track(signal: ActivitySignal): void {
-    this.#activity = noteActivity(this.#activity, signal, this.#now());
+    this.#activity = noteActivity(this.#activity, signal, Date.now());
   }
 
   #cancelSettle(): void {
@@ -253,8 +225,7 @@ export class Presence {
       this.#settleTimer = setTimeout(() => {
         this.#settleTimer = undefined;
         if (this.#snapshot()?.state !== this.#heard) this.beat();
-      }, this.#deps.idleSettleMs ?? IDLE_SETTLE_MS);
-      this.#settleTimer.unref();
+      }, this.#deps.idleSettleMs ?? IDLE_SETTLE_MS).unref();
     }
   }
 }

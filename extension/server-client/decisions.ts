@@ -1,5 +1,4 @@
-/** The real cause of a failed request, when the server counts as away and back, and which failures need
- * no warning. */
+/** The real cause of a failed request, when the server counts as away and back, and which failures need no warning. */
 
 /** What went wrong, as facts each language words, so no English sentence of ours lands inside a Chinese one. */
 export type DeliveryFacts =
@@ -14,13 +13,8 @@ export type DeliveryFacts =
   | { kind: "internal"; detail: string };
 
 /** What the decisions read of a failed request (a ServerError has it). */
-export interface Failure {
-  readonly retryable: boolean;
-  readonly status?: number;
-  readonly code?: string;
-}
+export type Failure = { readonly retryable: boolean; readonly status?: number; readonly code?: string };
 
-/** What stands in the way, as a person would name it. */
 export type ServerCause = "no_token" | "token_refused" | "no_answer" | "not_our_server" | "server_error";
 
 /** The real cause of a failed request, or null when it is none of these (a refusal of this request alone). */
@@ -31,9 +25,8 @@ export function serverCause(error: Failure, hasToken: boolean): ServerCause | nu
   return error.status >= 500 ? "server_error" : null;
 }
 
-export type LinkPhase = "unknown" | "up" | "down";
 export interface LinkState {
-  phase: LinkPhase;
+  phase: "unknown" | "up" | "down";
   /** When the phase began (for `down`: since when the server has not answered). */
   since: number;
 }
@@ -46,7 +39,7 @@ export type LinkSignal = { kind: "answered" } | { kind: "failed"; error: Failure
 const routeMissing = (error: Failure) => error.status === 404 && error.code === "http_404";
 
 /** Whether a failure is the server being away: no answer, a 5xx, or a missing route on a server that answered before (one restarting). */
-function outage(error: Failure, phase: LinkPhase): boolean {
+function outage(error: Failure, phase: LinkState["phase"]): boolean {
   if (error.status === 404) return routeMissing(error) && phase !== "unknown";
   return (error.status === undefined && error.retryable) || (error.status !== undefined && error.status >= 500);
 }
@@ -62,8 +55,7 @@ export function linkStep(state: LinkState, signal: LinkSignal, now: number): { s
   return { state: { phase: "down", since: now } };
 }
 
-/** Failures nobody needs a warning for: the outage the footer shows, a token refusal the client tells once, and a forgotten runtime (the next heartbeat
- * registers it). */
+/** Failures nobody needs a warning for: the outage the footer shows, a token refusal the client tells once, a runtime the next heartbeat registers. */
 export function quietFailure(error: Failure, state: LinkState): boolean {
   if (error.status === 401 || error.code === "session_offline" || error.code === "aborted") return true;
   return state.phase === "down" && outage(error, state.phase);

@@ -1,5 +1,4 @@
-/** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts,
- * answers validated with the protocol schemas; every failure is a ServerError whose `retryable` retry reads. */
+/** The HTTP client for the server (undici, one kept-alive Agent): bearer, Idempotency-Key, timeouts, answers validated; every failure a ServerError. */
 import { Agent, request as undiciRequest } from "undici";
 import type { z } from "zod";
 import { errorText } from "../../common/errors.ts";
@@ -16,20 +15,6 @@ export interface RequestOptions<T> {
   schema: z.ZodType<T>;
   signal?: AbortSignal;
   headers?: Record<string, string>;
-}
-
-export interface WebhookClient {
-  /** One POST /events; resolves only when the server accepted it with a receipt state other than `failed`. */
-  postEvent(event: EventBody, signal?: AbortSignal): Promise<EventAccepted>;
-  /**
-   * One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of
-   * `events`). Throws a ServerError when the request as a whole failed (then no event was taken).
-   */
-  postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]>;
-  /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
-  request<T>(method: "GET" | "POST", path: string, options: RequestOptions<T>): Promise<T>;
-  /** Drops the kept-alive connections and aborts anything still in flight. */
-  close(): Promise<void>;
 }
 
 export interface WebhookClientOptions {
@@ -60,21 +45,19 @@ function networkCode(error: unknown): string | undefined {
   return undefined;
 }
 
-export function createWebhookClient(options: WebhookClientOptions): WebhookClient {
+export function createWebhookClient(options: WebhookClientOptions) {
   const now = options.now ?? Date.now;
   // One kept-alive pool for all calls: heartbeats and events reuse the same connection.
   const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000 });
   let rejected = false;
   // The link decides what a failure says about the server: an answer with a refusal is still an answer.
   const failed = (error: ServerError): ServerError => {
-    const link = options.link;
-    if (link) {
-      link.signal({ kind: "failed", error });
-      error.quiet = link.quiet(error);
-    }
+    options.link?.signal({ kind: "failed", error });
+    error.quiet = options.link?.quiet(error) ?? false;
     return error;
   };
 
+  /** Any API call under the endpoint's base path; throws a ServerError on every failure. */
   async function request<T>(method: "GET" | "POST", path: string, opts: RequestOptions<T>): Promise<T> {
     const url = new URL(endpointUrl(options.endpoint, path));
     for (const [key, value] of Object.entries(opts.query ?? {})) if (value !== undefined) url.searchParams.set(key, String(value));
@@ -116,11 +99,14 @@ export function createWebhookClient(options: WebhookClientOptions): WebhookClien
 
   return {
     request,
-    postEvent: (event, signal) => postEvent(request, event, signal),
-    async postEvents(events, signal) {
+    /** One POST /events; resolves only when the server accepted it with a receipt state other than `failed`. */
+    postEvent: (event: EventBody, signal?: AbortSignal): Promise<EventAccepted> => postEvent(request, event, signal),
+    /** One POST /events/batch: the outcome of each event the server looked at, in order (a prefix of `events`); throws when the request as a whole failed. */
+    async postEvents(events: EventBody[], signal?: AbortSignal): Promise<EventOutcome[]> {
       const answer = await request("POST", "events/batch", { body: { events }, schema: BatchAccepted, ...(signal ? { signal } : {}) });
       return batchOutcomes(events, answer, now());
     },
+    /** Drops the kept-alive connections and aborts anything still in flight. */
     async close() {
       await agent.destroy();
     },
@@ -160,6 +146,8 @@ function validAnswer<T>(schema: z.ZodType<T>, json: unknown, status: number): T 
   });
 }
 
+export type WebhookClient = ReturnType<typeof createWebhookClient>;
+
 async function postEvent(request: WebhookClient["request"], event: EventBody, signal?: AbortSignal): Promise<EventAccepted> {
   const accepted = await request("POST", "events", {
     body: event,
@@ -177,6 +165,5 @@ async function postEvent(request: WebhookClient["request"], event: EventBody, si
   if (accepted.state === "failed") throw receiptFailed();
   return accepted;
 }
-
 /** The slice of the client that presence, the command channel and the progress tool use. */
 export type ApiClient = Pick<WebhookClient, "request">;

@@ -3,28 +3,22 @@
 import { LINK_UNKNOWN, linkStep, quietFailure, type Failure, type LinkSignal, type LinkState } from "./decisions.ts";
 
 export class Link {
-  #state: LinkState = LINK_UNKNOWN;
-  readonly #now: () => number;
-  readonly #changed: (state: LinkState, back: number | undefined) => void;
+  state: LinkState = LINK_UNKNOWN;
+  readonly #changed: (back: number | undefined) => void;
 
   /** `changed` hears every change of phase, with how long the outage lasted when one ended. */
-  constructor(changed: (state: LinkState, back: number | undefined) => void, now: () => number = Date.now) {
+  constructor(changed: (back: number | undefined) => void) {
     this.#changed = changed;
-    this.#now = now;
-  }
-
-  get state(): LinkState {
-    return this.#state;
   }
 
   signal(signal: LinkSignal): void {
-    const next = linkStep(this.#state, signal, this.#now());
-    if (next.state === this.#state) return;
-    this.#state = next.state;
-    this.#changed(next.state, next.back);
+    const next = linkStep(this.state, signal, Date.now());
+    if (next.state === this.state) return;
+    this.state = next.state;
+    this.#changed(next.back);
   }
 
   quiet(error: Failure): boolean {
-    return quietFailure(error, this.#state);
+    return quietFailure(error, this.state);
   }
 }

@@ -1,39 +1,28 @@
-/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry`
- * applies it and returns a value instead of throwing. */
+/** The retry policy for every call to the server: `ServerError` carries the decision, `runWithRetry` applies it and returns a value. */
 import { setTimeout as delay } from "node:timers/promises";
 import { backoffDelayMs, retryAfterDelayMs } from "../../common/backoff.ts";
 import { errorText } from "../../common/errors.ts";
 import type { DeliveryFacts } from "./decisions.ts";
 
-export interface ServerErrorDetails {
-  retryable: boolean;
-  retryAfterMs?: number;
-  status?: number;
-  /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
-  code?: string;
-  facts?: DeliveryFacts;
-}
-
 export class ServerError extends Error {
   declare readonly retryable: boolean;
   declare readonly retryAfterMs?: number;
   declare readonly status?: number;
+  /** Stable machine code: the server's error code, a Node/undici network code, or one of ours. */
   declare readonly code?: string;
   declare readonly facts?: DeliveryFacts;
   /** Set by the client when the session's link says nobody needs a warning for it (see link.ts quietFailure). */
   quiet = false;
 
-  constructor(message: string, details: ServerErrorDetails) {
+  constructor(message: string, details: Pick<ServerError, "retryable" | "retryAfterMs" | "status" | "code" | "facts">) {
     super(message);
     this.name = "ServerError";
     Object.assign(this, details);
   }
 }
 
-export type HttpHeaders = Record<string, string | string[] | undefined>;
-
 /** A non-2xx answer as an error: 408, 425, 429 and 5xx may succeed later; any other 4xx will not. */
-export function classifyHttpFailure(status: number, headers: HttpHeaders, now: number, serverCode?: string): ServerError {
+export function classifyHttpFailure(status: number, headers: Record<string, string | string[] | undefined>, now: number, serverCode?: string): ServerError {
   const retryable = status === 408 || status === 425 || status === 429 || status >= 500;
   const retryAfterMs = retryable ? retryAfterDelayMs(headers["retry-after"], now) : undefined;
   return new ServerError(`HTTP ${status}${serverCode ? ` ${serverCode}` : ""}`, {
@@ -45,8 +34,7 @@ export function classifyHttpFailure(status: number, headers: HttpHeaders, now: n
   });
 }
 
-/** The server refused the bearer token. The client reports that once for the whole session, so the
- * heartbeat, the command channel and the notifier do not each report it again in their own words. */
+/** The server refused the bearer token: the client says so once for the session, so no channel repeats it in its own words. */
 export const tokenRejected = (error: ServerError): boolean => error.status === 401;
 
 /** A failure no channel warns about: a refused token (told once by the client), or one the link marked quiet (an outage the footer shows). */

@@ -1,23 +1,20 @@
-/** What the server said in heartbeat answers (accepted, run state, protocol): presence writes it, the
- * command channel and the notifier read it, so neither asks presence. */
+/** What the server said in heartbeat answers: presence writes it, the command channel and the notifier read it, so neither asks presence. */
 import type { SessionRunState } from "../../protocol/sessions.ts";
 
 /** The command protocol of a server whose answer names none. */
 const UNSTATED_COMMAND_PROTOCOL = 2;
 
-/** The reading side, for whoever acts on what the server said. */
 export type ServerHeard = Pick<ServerFacts, "accepted" | "heardIdle" | "commandProtocol" | "whenAccepted" | "onAccepted">;
 
 export class ServerFacts {
   /** Open while presence runs: only then can the server have heard this runtime. */
   #open = false;
-  #accepted = false;
+  /** The run state of the latest heartbeat the server accepted; undefined when the latest failed. */
   #acceptedState: SessionRunState | undefined;
   #commandProtocol = UNSTATED_COMMAND_PROTOCOL;
   #waiters: ((accepted: boolean) => void)[] = [];
   readonly #listeners = new Set<() => void>();
 
-  /** Presence started: nothing is heard yet. */
   open(): void {
     this.#open = true;
   }
@@ -29,10 +26,8 @@ export class ServerFacts {
     this.#settle(false);
   }
 
-  /** The server accepted a heartbeat that said `state`, and answered with its command protocol (if any). */
   accept(state: SessionRunState, commandProtocol: number | undefined): void {
     this.#commandProtocol = commandProtocol ?? UNSTATED_COMMAND_PROTOCOL;
-    this.#accepted = true;
     this.#acceptedState = state;
     this.#settle(true);
     for (const listener of [...this.#listeners]) listener();
@@ -40,13 +35,11 @@ export class ServerFacts {
 
   /** A heartbeat failed: the server may not know this runtime's state any more. */
   forget(): void {
-    this.#accepted = false;
     this.#acceptedState = undefined;
   }
 
-  /** Whether the server accepted this runtime's latest heartbeat. */
   accepted(): boolean {
-    return this.#accepted;
+    return this.#acceptedState !== undefined;
   }
 
   /** Whether the newest heartbeat the server accepted said idle (only then does it hold an idle long poll). */
@@ -54,7 +47,6 @@ export class ServerFacts {
     return this.#open && this.#acceptedState === "idle";
   }
 
-  /** The command protocol the server said in its latest heartbeat answer (2 when it said none). */
   commandProtocol(): number {
     return this.#commandProtocol;
   }
@@ -62,7 +54,7 @@ export class ServerFacts {
   /** Resolves true once the server has accepted this runtime's latest heartbeat, false if presence stops first. */
   whenAccepted(): Promise<boolean> {
     if (!this.#open) return Promise.resolve(false);
-    return this.#accepted ? Promise.resolve(true) : new Promise((resolve) => this.#waiters.push(resolve));
+    return this.accepted() ? Promise.resolve(true) : new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   /** Calls `listener` after each accepted heartbeat (the server answers again: what waited for it can go); returns the unsubscribe. */

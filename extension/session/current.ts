@@ -19,7 +19,6 @@ export class CurrentSession {
     this.#early = early;
   }
 
-  /** The session's language once one is bound; before that, the config's or the locale's. */
   readonly text = (): Messages => this.state?.text ?? this.#early;
 
   /** Where the session's notices go; undefined while it does not notify. */
@@ -40,7 +39,6 @@ export class CurrentSession {
   readonly approvals = (): ApprovalSession | undefined => {
     const s = this.state;
     if (!s?.config) return undefined;
-    const to = this.target();
     return {
       ctx: s.ctx,
       sessionId: s.sessionId,
@@ -48,7 +46,7 @@ export class CurrentSession {
       client: notifying(s) ? s.delivery.client : undefined,
       chat: s.recipientNote !== "no_chat",
       subagent: s.subagent,
-      notices: to ? { notifier: to.notifier, context: to.context } : undefined,
+      notices: this.target(),
     };
   };
 }

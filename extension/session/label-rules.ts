@@ -1,5 +1,4 @@
-/** How a session is named to the outside, one rule each, so the persona, the server and the desktop app
- * never see one session under two names. */
+/** How a session is named to the outside, one rule each, so the persona, the server and the app never see one session under two names. */
 import { LIMITS } from "../../protocol/wire.ts";
 
 /** A directory basename only: the server, the persona and the app never learn the full path. */
@@ -13,13 +12,11 @@ export function projectName(cwd: string): string {
   return (name || "root").slice(0, LIMITS.projectChars);
 }
 
-/** `provider/id`, or null without a model. */
 export function modelLabel(model: { provider: string; id: string } | undefined): string | null {
   return model ? `${model.provider}/${model.id}` : null;
 }
 
-/** Whether the model can see images: heartbeats and claims declare image support only then, since Pi
- * would otherwise swap an instruction's images for a placeholder. */
+/** Whether the model can see images: only then do heartbeats and claims declare image support (Pi swaps images for a placeholder otherwise). */
 export function modelSupportsImages(model: { input: readonly string[] } | undefined): boolean {
   return model?.input.includes("image") ?? false;
 }

@@ -4,22 +4,16 @@ import type { ExtensionCommandContext, ExtensionContext } from "@earendil-works/
 export type ReportLevel = "info" | "warning" | "error";
 export type Report = (message: string, level?: ReportLevel) => void;
 
-export interface Reporter {
-  report: Report;
-  /** Set first at session_start, so problems found while starting reach the user's UI too. */
-  bind(ctx: ExtensionContext): void;
-}
-
 /** A command's answer: the UI when there is one; else stderr, since Pi keeps stdout for the answer in print and JSON modes. */
 export function show(ctx: ExtensionCommandContext, text: string, level: ReportLevel = "info"): void {
   if (ctx.hasUI) return ctx.ui.notify(text, level);
   process.stderr.write(`${text}\n`);
 }
 
-export function createReporter(): Reporter {
+export function createReporter() {
   let bound: ExtensionContext | undefined;
   return {
-    report(message, level = "warning") {
+    report(message: string, level: ReportLevel = "warning"): void {
       try {
         if (bound?.hasUI) return bound.ui.notify(message, level);
       } catch {
@@ -27,7 +21,8 @@ export function createReporter(): Reporter {
       }
       if (level !== "info") process.stderr.write(`[anon-notify] ${message}\n`);
     },
-    bind(ctx) {
+    /** Set first at session_start, so problems found while starting reach the user's UI too. */
+    bind(ctx: ExtensionContext) {
       bound = ctx;
     },
   };

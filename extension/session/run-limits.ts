@@ -1,16 +1,12 @@
-/**
- * Run limits (`--anon-notify-limits`, which anon-notify-host passes from a start job): a run past
- * its turns or minutes is stopped as Esc would stop it, marked so its final notice says why
- * (`turn_limit` / `time_limit`), and the terminal says so. Never awaits anything in a Pi handler.
- */
+/** Run limits (`--anon-notify-limits`, from a host's start job): a run past its turns or minutes is stopped as Esc would stop it, marked so its final
+ * notice says why (`turn_limit` / `time_limit`), and the terminal says so. Never awaits anything in a Pi handler. */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { LIMITS_FLAG } from "../../activation.ts";
-import { withLimitHit } from "../../lifecycle.ts";
+import { type LimitHit, limitHit, limitsFromFlag, msUntilTimeLimit, withLimitHit } from "../../lifecycle.ts";
 import type { RunLimits } from "../../protocol/hosts.ts";
 import type { Observation, RecordedRun, RunRecorder } from "../run-recorder.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Report } from "./report.ts";
-import { type LimitHit, limitHit, limitsFromFlag, msUntilTimeLimit } from "./run-limit-rules.ts";
 
 export interface RunLimitsDeps {
   report: Report;
@@ -20,8 +16,7 @@ export interface RunLimitsDeps {
 }
 
 function realSchedule(ms: number, fire: () => void): () => void {
-  const timer = setTimeout(fire, ms);
-  timer.unref();
+  const timer = setTimeout(fire, ms).unref();
   return () => clearTimeout(timer);
 }
 

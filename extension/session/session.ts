@@ -1,21 +1,20 @@
-/** One bound Pi session: its configuration, subagent flag, activation and delivery parts, opened at
- * session_start; memory changes last, and the status bar, state bus and services follow it. */
+/** One bound Pi session: configuration, subagent flag, activation and delivery, opened at session_start; the footer, state bus and services follow it. */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext, SessionStartEvent } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ACTIVATION_VERSION, APPROVALS_FLAG, START_ON_FLAG, SUBAGENT_FLAG, isSubagent, readActivation } from "../../activation.ts";
-import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigFileInfo, type ConfigOrigin } from "../config/config.ts";
+import { agentDirFrom, dataDirFor, loadConfig, readToken, type ConfigOrigin } from "../config/config.ts";
 import { type Config, withForcedApprovals } from "../config/schema-rules.ts";
-import { createWebhookClient, type WebhookClient } from "../server-client/http-client.ts";
+import { createWebhookClient } from "../server-client/http-client.ts";
 import { serverCause } from "../server-client/decisions.ts";
 import { Link } from "../server-client/link.ts";
 import { asServerError } from "../server-client/retry.ts";
 import { ReceiptWatch } from "../notices/receipt-watch.ts";
 import { Notifier } from "../notices/notifier.ts";
 import { Outbox } from "../notices/outbox.ts";
-import { footerText, messagesFor, type Language, type Messages, type RecipientNote } from "../texts/messages.ts";
+import { footerText, messagesFor, type Messages, type RecipientNote } from "../texts/messages.ts";
 import { STATE_CHANNEL, STATUS_KEY, servicesEnabled, sessionStatus, type SessionFacts, type StatePayload } from "../../protocol/state-bus.ts";
 import { inheritActivation, writeActivation } from "../activation/store.ts";
 import type { Report } from "./report.ts";
@@ -23,48 +22,12 @@ import type { Report } from "./report.ts";
 /** Reload and quit wait this long for notices in flight; unsent finals stay in the outbox. */
 export const SHUTDOWN_FLUSH_MS = 3_000;
 
-/** Runs only while the session is active (heartbeats, the command channel, the progress tool): started after activation is persisted, stopped on
- * deactivation and at shutdown. */
-export interface SessionService {
-  start(ctx: ExtensionContext): void;
-  stop(): Promise<void>;
-}
+/** Runs only while the session is active (heartbeats, the command channel, the progress tool), started after activation is persisted. */
+export type SessionService = { start(ctx: ExtensionContext): void; stop(): Promise<void> };
 
-export interface Delivery {
-  client: WebhookClient;
-  notifier: Notifier;
-  outbox: Outbox;
-  /** Whether the server answers; an outage shows in the footer, its end is said once. */
-  link: Link;
-  /** Finals the outbox holds undelivered, as last counted (the footer's "notices held"). */
-  held: number;
-  receipts: ReceiptWatch;
-}
+export type Delivery = NonNullable<ReturnType<typeof openDelivery>>;
 
-export interface SessionState {
-  ctx: ExtensionContext;
-  sessionId: string;
-  language: Language;
-  text: Messages;
-  config: Config | undefined;
-  configState: SessionFacts["config"];
-  /** Why the config is invalid (file or variable, and key), for `/anon-notify` and the doctor. */
-  configErrors: string[];
-  /** The layers read, and which one set each key: what the doctor shows. */
-  configFiles: ConfigFileInfo[];
-  configOrigins: Record<string, ConfigOrigin>;
-  tokenConfigured: boolean;
-  subagent: boolean;
-  active: boolean;
-  /** What the server said about the recipient when this runtime enabled the session. */
-  recipientNote: RecipientNote | null;
-  delivery: Delivery | undefined;
-  servicesRunning: boolean;
-  /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
-  lastPublished?: string;
-  /** What the config layers and the token read as when the session opened (`inputsChanged`). */
-  inputs: string;
-}
+export type SessionState = ReturnType<typeof openSession>;
 
 const debug = debuglog("anon-notify");
 
@@ -95,11 +58,10 @@ export function inputsChanged(s: SessionState): boolean {
 }
 
 /** Reads everything a session_start decides: configuration, token, subagent verdict, activation. */
-export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report): SessionState {
+export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: ExtensionContext, report: Report) {
   const { loaded, token, tokenError, inputs } = readInputs(ctx);
   const config = withForcedApprovals(loaded.ok ? loaded.config : undefined, pi.getFlag(APPROVALS_FLAG));
-  const language = loaded.language;
-  const text = messagesFor(language);
+  const text = messagesFor(loaded.language);
   let configState: SessionFacts["config"] = !loaded.ok ? "invalid" : loaded.config.enabled ? "valid" : "disabled";
   const configErrors = loaded.ok ? [] : loaded.errors;
   if (loaded.ok) {
@@ -123,22 +85,28 @@ export function openSession(pi: ExtensionAPI, event: SessionStartEvent, ctx: Ext
     event.reason === "fork"
       ? inheritActivation(pi, event, ctx, reading, (why) => report(text.session.inheritFailed(why), "error"))
       : startsOn(pi, reading, subagent, report, text) || reading.active;
-  const s: SessionState = {
+  const s = {
     ctx,
     sessionId: ctx.sessionManager.getSessionId(),
-    language,
+    language: loaded.language,
     text,
     config,
     configState,
+    /** Why the config is invalid (file or variable, and key), for `/anon-notify` and the doctor. */
     configErrors,
+    /** The layers read, and which one set each key: what the doctor shows. */
     configFiles: loaded.files,
-    configOrigins: loaded.ok ? loaded.origins : {},
+    configOrigins: loaded.ok ? loaded.origins : ({} as Record<string, ConfigOrigin>),
     tokenConfigured: token !== undefined,
     subagent,
     active,
-    recipientNote: null,
-    delivery: undefined,
+    /** What the server said about the recipient when this runtime enabled the session. */
+    recipientNote: null as RecipientNote | null,
+    delivery: undefined as Delivery | undefined,
     servicesRunning: false,
+    /** The last `anon-notify:state` payload sent, so a footer-only change (the link, the held count) is not re-announced. */
+    lastPublished: undefined as string | undefined,
+    /** What the config layers and the token read as when the session opened (`inputsChanged`). */
     inputs,
   };
   if (config && configState === "valid" && !subagent) s.delivery = openDelivery(config, token, text, report, () => countHeld(pi, s));
@@ -153,34 +121,24 @@ function startsOn(pi: ExtensionAPI, reading: ReturnType<typeof readActivation>, 
   return failure === undefined;
 }
 
-/** Counts what the outbox holds and shows it: the footer's outage state follows the link and the outbox. */
+/** Counts what the outbox holds and shows it, from a timer or a request's end: the session may have been replaced meanwhile, its ctx gone stale. */
 function countHeld(pi: ExtensionAPI, s: SessionState): void {
   const delivery = s.delivery;
   if (!delivery) return;
-  void delivery.outbox.list().then(
-    (entries) => {
-      delivery.held = entries.length;
-      publishQuietly(pi, s);
-    },
-    () => publishQuietly(pi, s),
-  );
+  void delivery.outbox
+    .list()
+    .then((entries) => void (delivery.held = entries.length))
+    .catch(() => undefined)
+    .then(() => publish(pi, s))
+    .catch((error: unknown) => debug(`footer not updated: ${errorText(error)}`));
 }
 
-/** From a timer or a request's end: the session may have been replaced meanwhile, and its ctx gone stale. */
-function publishQuietly(pi: ExtensionAPI, s: SessionState): void {
-  try {
-    publish(pi, s);
-  } catch (error) {
-    debug(`footer not updated: ${errorText(error)}`);
-  }
-}
-
-function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void): Delivery | undefined {
+function openDelivery(config: Config, token: string | undefined, text: Messages, report: Report, changed: () => void) {
   try {
     const outbox = new Outbox(join(dataDirFor(agentDirFrom(process.env)), "outbox"), {
       movedAside: (file, why) => report(text.delivery.outboxCorrupt(file, why)),
     });
-    const link = new Link((_state, back) => {
+    const link = new Link((back) => {
       if (back !== undefined) report(text.link.back(text.format.duration(back)), "info");
       changed();
     });
@@ -205,6 +163,7 @@ function openDelivery(config: Config, token: string | undefined, text: Messages,
       heldChanged: changed,
       accepted: (eventId, state) => receipts.accepted(eventId, state),
     });
+    // `held`: finals the outbox holds undelivered, as last counted (the footer's "notices held").
     return { client, notifier, outbox, link, held: 0, receipts };
   } catch (error) {
     report(text.session.deliveryFailed(text.delivery.why(error)), "error");
@@ -254,15 +213,13 @@ export async function syncServices(s: SessionState, services: readonly SessionSe
   else await Promise.all(services.map((service) => service.stop()));
 }
 
-/** Shutdown is never a notice and writes no inactive record. Bounded as a whole by SHUTDOWN_FLUSH_MS: stopping the services and flushing run side by
- * side. */
+/** Shutdown is never a notice and writes no inactive record; stopping the services and flushing run side by side, bounded by SHUTDOWN_FLUSH_MS. */
 export async function closeSession(s: SessionState, services: readonly SessionService[]): Promise<void> {
   s.active = false;
   const flushed = s.delivery?.notifier.flush(SHUTDOWN_FLUSH_MS);
   await syncServices(s, services);
   if (!s.delivery) return;
-  const drained = await flushed;
-  if (!drained) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
+  if (!(await flushed)) debug(`notices still in flight after ${SHUTDOWN_FLUSH_MS} ms at shutdown; finals stay in the outbox`);
   s.delivery.receipts.close();
   await s.delivery.notifier.close();
   await s.delivery.client.close();

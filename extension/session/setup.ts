@@ -20,14 +20,9 @@ const PAIR_TIMEOUT_MS = 10_000;
 /** Variables that override what pairing writes: said, so the person knows why pairing seems not to apply. */
 const OVERRIDES = ["ANON_NOTIFY_ENDPOINT", "ANON_NOTIFY_TOKEN", "ANON_NOTIFY_RECIPIENT_QQ", "ANON_NOTIFY_ANON_QQ"] as const;
 
-export interface PairingLink {
-  /** The events endpoint the config names: the link's API base with `/events`. */
-  endpoint: string;
-  code: string;
-}
-
-/** A printed pairing link (`<base>/pair#<code>`, maybe in quotes or angle brackets) or why it is not one. Pure. */
-export function parsePairingLink(raw: string): PairingLink | { problem: "usage" | "not_a_link" } {
+/** A printed pairing link (`<base>/pair#<code>`, maybe in quotes or angle brackets) as the events endpoint the config names (the link's API base with
+ * `/events`) and the code, or why it is not one. Pure. */
+export function parsePairingLink(raw: string): { endpoint: string; code: string } | { problem: "usage" | "not_a_link" } {
   const text = raw.trim().replace(/^["'<]|["'>]$/g, "");
   if (text === "") return { problem: "usage" };
   let url: URL;
@@ -45,15 +40,10 @@ export function parsePairingLink(raw: string): PairingLink | { problem: "usage" 
   return { endpoint: url.toString(), code };
 }
 
-export interface PairingFiles {
-  config: string;
-  token: string;
-}
-
 /** Sets `endpoint` and `recipient` in the user's config (its other keys kept, an inline `token`
  * removed) and writes the token file (0600), each through a temporary file and a rename. A config
  * that is not a JSON object is never overwritten: this throws before anything is written. */
-export async function writePairing(files: PairingFiles, endpoint: string, answer: PairAnswer, m: Messages): Promise<void> {
+async function writePairing(files: { config: string; token: string }, endpoint: string, answer: PairAnswer, m: Messages): Promise<void> {
   let current: Record<string, unknown> = {};
   try {
     const parsed: unknown = JSON.parse(readFileSync(files.config, "utf8"));
@@ -69,12 +59,6 @@ export async function writePairing(files: PairingFiles, endpoint: string, answer
   await replaceDurably(files.config, `${JSON.stringify(next, null, 2)}\n`);
 }
 
-export interface SetupDeps {
-  text(): Messages;
-  /** Reads the session's config and token again, so the footer and `/anon-notify` follow at once. */
-  refresh(): Promise<void>;
-}
-
 /** The pairing itself: the code for the answer, the files written, the server asked with the new token. */
 async function runSetup(raw: string, m: Messages): Promise<{ text: string; level: ReportLevel }> {
   const link = parsePairingLink(raw);
@@ -84,8 +68,7 @@ async function runSetup(raw: string, m: Messages): Promise<{ text: string; level
   try {
     answer = await pairing.request("POST", PAIRING_PATH, { body: { code: link.code }, schema: PairAnswer });
   } catch (error) {
-    const failure = asServerError(error);
-    const why = failure.code === "pairing_code_invalid" ? m.setup.codeRefused : m.delivery.why(error);
+    const why = asServerError(error).code === "pairing_code_invalid" ? m.setup.codeRefused : m.delivery.why(error);
     return { text: m.setup.failed(link.endpoint, why), level: "error" };
   } finally {
     await pairing.close();
@@ -113,7 +96,8 @@ async function runSetup(raw: string, m: Messages): Promise<{ text: string; level
   return { text: lines.join("\n"), level: overridden.length > 0 ? "warning" : "info" };
 }
 
-export function registerSetupCommand(pi: ExtensionAPI, deps: SetupDeps): void {
+/** `refresh` reads the session's config and token again, so the footer and `/anon-notify` follow at once. */
+export function registerSetupCommand(pi: ExtensionAPI, deps: { text(): Messages; refresh(): Promise<void> }): void {
   pi.registerCommand("anon-notify-setup", {
     description: deps.text().setup.description,
     handler: async (args: string, ctx: ExtensionCommandContext) => {

@@ -1,24 +1,16 @@
-/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the outcome is a
- * value, never thrown, since the channel is one-way. */
+/** The sink's only transport, `POST /event` over a Unix socket (a named pipe on Windows); the channel is one-way, so nothing is thrown. */
 import { lstatSync, type Stats } from "node:fs";
 import { isMissingFile } from "../../common/errors.ts";
 import { Agent } from "undici";
 import type { SinkEnvelope } from "../../protocol/sink.ts";
 
 /** A hung app costs the worker at most this per event; the run never waits on it. */
-export const SINK_REQUEST_TIMEOUT_MS = 2_000;
+const SINK_REQUEST_TIMEOUT_MS = 2_000;
 
 export type SinkPostResult = { ok: true; status: number } | { ok: false; status?: number; reason: string };
 
-export interface SinkClient {
-  post(envelope: SinkEnvelope, token: string): Promise<SinkPostResult>;
-  /** Aborts whatever is in flight and frees the socket. */
-  destroy(): Promise<void>;
-}
-
-/** Why the token must not go to what is at the socket path, or null: it must be a socket itself (not
- * a link to one), owned by this user, and writable by nobody else, or another local user could sit
- * there and collect the token. Pure. */
+/** Why the token must not go to what is at the socket path, or null: it must be a socket (not a link to one), this user's, writable by nobody else,
+ * or another local user could sit there and collect the token. */
 export function socketRefusal(stats: Pick<Stats, "isSocket" | "uid" | "mode">, uid: number): string | null {
   if (!stats.isSocket()) return "not a socket (a link or a file stands at the socket path): token not sent";
   if (stats.uid !== uid) return `the socket belongs to uid ${stats.uid}, not to you (uid ${uid}): token not sent`;
@@ -35,15 +27,13 @@ function checkSocket(socketPath: string): string | null {
   }
 }
 
-export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS): SinkClient {
-  // Named pipes (\\.\pipe\…) are not files that can be looked at first.
-  const checkSocketFile = process.platform !== "win32";
+export function createSinkClient(socketPath: string, timeoutMs = SINK_REQUEST_TIMEOUT_MS) {
   const agent = new Agent({ connect: { socketPath, timeout: timeoutMs }, pipelining: 1 });
   return {
-    async post(envelope, token) {
+    async post(envelope: SinkEnvelope, token: string): Promise<SinkPostResult> {
       // One lstat: the common case "app not running" is no failed connect, and a socket someone
-      // else could have put there never gets the token.
-      const refused = checkSocketFile ? checkSocket(socketPath) : null;
+      // else could have put there never gets the token. Named pipes (\\.\pipe\…) are not files that can be looked at first.
+      const refused = process.platform !== "win32" ? checkSocket(socketPath) : null;
       if (refused) return { ok: false, reason: refused };
       try {
         const response = await agent.request({

@@ -1,5 +1,4 @@
-/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine, observing the
- * shared run recorder when `sink.enabled`, whatever `/anon-notify` says. */
+/** The local desktop sink (docs/local-sink.md): a one-way channel to an app on this machine when `sink.enabled`, whatever `/anon-notify` says. */
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
@@ -10,10 +9,9 @@ import { type Observation, type RecordedRun, runRecorderFor } from "../run-recor
 import { modelLabel, projectName } from "../session/label-rules.ts";
 import type { SinkEnvelope, SinkEventType } from "../../protocol/sink.ts";
 import { createSinkClient } from "./client.ts";
-import { roundEndOf } from "./decisions.ts";
-import { onRoundSettled, onSettleQuiet, type CompletedRound, type Round } from "./hold-rules.ts";
+import { onRoundSettled, onSettleQuiet, roundEndOf, type CompletedRound, type Round } from "./hold-rules.ts";
 import { buildSinkEnvelope, buildSinkPayload } from "./payload-rules.ts";
-import { createSinkQueue, type SinkQueue } from "./queue.ts";
+import { createSinkQueue } from "./queue.ts";
 import { ensureSinkToken, readSinkToken } from "./token.ts";
 import { errorText } from "../../common/errors.ts";
 import { localeLanguage, messagesFor, type Messages } from "../texts/messages.ts";
@@ -30,31 +28,13 @@ export interface SinkOptions {
   isSubagent?: (ctx: ExtensionContext) => boolean;
   /** Where a configuration problem (an unusable token file) is told to the user; stderr by default. */
   warn?: (message: string) => void;
-  /** Where the one debug line goes; by default Node's `NODE_DEBUG=anon-notify-sink`. */
   debug?: (line: string) => void;
   text?: Messages;
 }
 
-export interface InstalledSink {
-  readonly queue: SinkQueue<SinkEnvelope>;
-  /** Resolves once a just-settled run's completion has been decided and everything queued was sent. */
-  flush(): Promise<void>;
-  /** Releases a held completion, drains briefly, and frees the socket (also done at session_shutdown). */
-  close(): Promise<void>;
-}
+export type InstalledSink = Sink;
 
 const installed = new WeakMap<ExtensionAPI, InstalledSink>();
-
-/** Without the caller's verdict: the chat channel's subagent rule with its defaults. */
-function subagentByDefault(ctx: ExtensionContext): boolean {
-  return isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true);
-}
-
-interface Unit {
-  runId: string;
-  project: string;
-  model: string | undefined;
-}
 
 /** Subscribes the sink when `config.enabled`, else installs nothing; it closes itself at `session_shutdown`. A token file problem is told once through
  * `warn` and the sink stays off; an absent, slow or refusing app gets one debug line. */
@@ -78,8 +58,8 @@ export function installSink(pi: ExtensionAPI, config: SinkConfig, options: SinkO
 }
 
 /** One enabled sink: the run recorder's observer, the queue with its one worker, and the socket client. */
-class Sink implements InstalledSink {
-  readonly queue: SinkQueue<SinkEnvelope>;
+class Sink {
+  readonly queue: ReturnType<typeof createSinkQueue<SinkEnvelope>>;
   readonly #config: SinkConfig;
   readonly #subagent: (ctx: ExtensionContext) => boolean;
   readonly #client: ReturnType<typeof createSinkClient>;
@@ -88,7 +68,7 @@ class Sink implements InstalledSink {
   #token: string;
   #failureLogged = false;
   #sessionId = "";
-  #unit: Unit | null = null;
+  #unit: { run_id: string; project: string; model: string | undefined } | null = null;
   /** The recorder's current run, while this sink follows it. */
   #round: RecordedRun | null = null;
   readonly #tools = new Map<string, { tool: string; startedAt: number }>();
@@ -100,7 +80,10 @@ class Sink implements InstalledSink {
   constructor(pi: ExtensionAPI, config: SinkConfig, token: string, options: SinkOptions) {
     this.#config = config;
     this.#token = token;
-    this.#subagent = options.isSubagent ?? subagentByDefault;
+    // Without the caller's verdict: the chat channel's subagent rule with its defaults.
+    this.#subagent =
+      options.isSubagent ??
+      ((ctx) => isSubagent({ mode: ctx.mode, sessionFile: ctx.sessionManager.getSessionFile(), optOutFlag: false, env: process.env }, true));
     const debug = options.debug ?? debuglog("anon-notify-sink");
     this.#client = createSinkClient(config.socket);
     this.queue = createSinkQueue<SinkEnvelope>(async (envelope) => {
@@ -125,19 +108,10 @@ class Sink implements InstalledSink {
         toolStart: (run, event) => {
           if (run !== this.#round || !this.#unit) return;
           this.#tools.set(event.toolCallId, { tool: event.toolName, startedAt: Date.now() });
-          this.#emit("tool.started", { run_id: this.#unit.runId, tool_call_id: event.toolCallId, tool: event.toolName });
+          this.#emit("tool.started", { run_id: this.#unit.run_id, tool_call_id: event.toolCallId, tool: event.toolName });
         },
         toolEnd: (run, event, ctx) => {
-          if (run !== this.#round || !this.#unit) return;
-          const call = this.#tools.get(event.toolCallId);
-          this.#tools.delete(event.toolCallId);
-          this.#emit("tool.completed", {
-            run_id: this.#unit.runId,
-            tool_call_id: event.toolCallId,
-            tool: event.toolName,
-            ok: !event.isError && !ctx.signal?.aborted,
-            duration_seconds: call ? (Date.now() - call.startedAt) / 1000 : undefined,
-          });
+          if (run === this.#round && this.#unit) this.#toolDone(event.toolCallId, event.toolName, !event.isError && !ctx.signal?.aborted, Date.now());
         },
         settled: (settled, ctx) => this.#settled(settled, ctx),
       },
@@ -184,9 +158,8 @@ class Sink implements InstalledSink {
     this.#sessionId ||= ctx.sessionManager.getSessionId();
     this.#round = run;
     if (this.#unit) return;
-    const unit = { runId: randomUUID(), project: projectName(ctx.cwd), model: modelLabel(ctx.model) ?? undefined };
-    this.#unit = unit;
-    this.#emit("run.started", { ...unitFacts(unit), agent_name: ctx.sessionManager.getSessionName(), prompt: this.#pendingPrompt });
+    this.#unit = { run_id: randomUUID(), project: projectName(ctx.cwd), model: modelLabel(ctx.model) ?? undefined };
+    this.#emit("run.started", { ...this.#unit, agent_name: ctx.sessionManager.getSessionName(), prompt: this.#pendingPrompt });
     this.#pendingPrompt = undefined;
   }
 
@@ -230,26 +203,25 @@ class Sink implements InstalledSink {
     if (!u) return;
     // The round's own facts (the answer, the error) go as they are: the event's schema keeps its own keys.
     const { kind, duration_ms, ...facts } = ended;
-    this.#emit(`run.${kind}`, { ...unitFacts(u), ...facts, duration_seconds: duration_ms === undefined ? undefined : duration_ms / 1000 });
+    this.#emit(`run.${kind}`, { ...u, ...facts, duration_seconds: duration_ms === undefined ? undefined : duration_ms / 1000 });
+  }
+
+  #toolDone(id: string, tool: string, ok: boolean, now: number): void {
+    const call = this.#tools.get(id);
+    this.#tools.delete(id);
+    this.#emit("tool.completed", {
+      run_id: this.#unit?.run_id,
+      tool_call_id: id,
+      tool,
+      ok,
+      duration_seconds: call ? (now - call.startedAt) / 1000 : undefined,
+    });
   }
 
   #finishTools(now: number): void {
     // A call that never reported its end (aborted before finishing) still closes on the app.
-    for (const [id, call] of this.#tools) {
-      this.#emit("tool.completed", {
-        run_id: this.#unit?.runId,
-        tool_call_id: id,
-        tool: call.tool,
-        ok: false,
-        duration_seconds: (now - call.startedAt) / 1000,
-      });
-    }
-    this.#tools.clear();
+    for (const [id, call] of this.#tools) this.#toolDone(id, call.tool, false, now);
   }
-}
-
-function unitFacts(u: Unit) {
-  return { run_id: u.runId, project: u.project, model: u.model };
 }
 
 /** A stale context (the session was replaced) counts as idle: nothing more can start on it. */

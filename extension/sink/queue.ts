@@ -3,19 +3,8 @@
 
 export const SINK_QUEUE_CAPACITY = 256;
 
-export interface SinkQueue<T> {
-  push(item: T): void;
-  /** Events thrown away because the queue was full (or left over at close). */
-  readonly dropped: number;
-  readonly size: number;
-  /** Resolves once everything pushed so far has been sent (or dropped). */
-  idle(): Promise<void>;
-  /** Stops taking events, lets the worker drain for at most `drainMs`, then discards the rest. */
-  close(drainMs: number): Promise<void>;
-}
-
 /** `send` must settle for every item; whatever it throws is swallowed, the event is then lost. */
-export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = SINK_QUEUE_CAPACITY): SinkQueue<T> {
+export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = SINK_QUEUE_CAPACITY) {
   const items: T[] = [];
   let dropped = 0;
   let working = false;
@@ -33,7 +22,7 @@ export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = 
   const whenIdle = () => new Promise<void>((resolve) => (working ? idleWaiters.add(resolve) : resolve()));
 
   return {
-    push(item) {
+    push(item: T): void {
       if (closed) return;
       if (items.length >= capacity) {
         items.shift();
@@ -46,6 +35,7 @@ export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = 
         setImmediate(() => void drain());
       }
     },
+    /** Events thrown away because the queue was full (or left over at close). */
     get dropped() {
       return dropped;
     },
@@ -53,7 +43,8 @@ export function createSinkQueue<T>(send: (item: T) => Promise<void>, capacity = 
       return items.length;
     },
     idle: whenIdle,
-    async close(drainMs) {
+    /** Stops taking events, lets the worker drain for at most `drainMs`, then discards the rest. */
+    async close(drainMs: number): Promise<void> {
       closed = true;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([whenIdle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs)))]);

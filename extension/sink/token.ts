@@ -21,7 +21,7 @@ export function readSinkToken(tokenFile: string): string | undefined {
   return token;
 }
 
-/** Returns the token in the file, creating the file (and its folder) first when it is absent. */
+/** Creates the file (and its folder) first when it is absent. */
 export function ensureSinkToken(tokenFile: string): string {
   const existing = readSinkToken(tokenFile);
   if (existing !== undefined) return existing;

@@ -6,7 +6,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { SUBAGENT_ENV, SUBAGENT_FLAG } from "../../activation.ts";
-import { swallowedByFlag } from "../../extension/activation/subagent-flag.ts";
+import { swallowedByFlag } from "../../activation.ts";
 import { messagesFor } from "../../extension/texts/messages.ts";
 import { REPO, describeRun, lastUserText, runPi, stubbedPiHome } from "../helpers/pi-cli.ts";
 import { configureExtension, startWebhook } from "../../harness/webhook.ts";

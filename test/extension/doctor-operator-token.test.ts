@@ -4,8 +4,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readableOperatorTokens } from "../../extension/session/doctor.ts";
-import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
+import { doctorReport, readableOperatorTokens, type DoctorFacts } from "../../extension/session/doctor.ts";
 import { messagesFor } from "../../extension/texts/messages.ts";
 
 test("a standalone's data/operator.token beside the project, or the one the environment names, is found when readable", (t) => {

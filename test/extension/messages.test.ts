@@ -2,7 +2,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { footerText, localeLanguage, messagesFor, type FooterState, type RecipientNote } from "../../extension/texts/messages.ts";
-import { doctorReport, type DoctorFacts } from "../../extension/session/doctor-report.ts";
+import { doctorReport, type DoctorFacts } from "../../extension/session/doctor.ts";
 import { ServerError } from "../../extension/server-client/retry.ts";
 
 describe("localeLanguage", () => {

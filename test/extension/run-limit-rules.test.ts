@@ -2,8 +2,18 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { classifyRun, startRun, withAbort, withAssistant, withLimitHit, withLowLevelStart, withTurn } from "../../lifecycle.ts";
-import { limitHit, limitsFromFlag, msUntilTimeLimit } from "../../extension/session/run-limit-rules.ts";
+import {
+  classifyRun,
+  limitHit,
+  limitsFromFlag,
+  msUntilTimeLimit,
+  startRun,
+  withAbort,
+  withAssistant,
+  withLimitHit,
+  withLowLevelStart,
+  withTurn,
+} from "../../lifecycle.ts";
 import type { RunLimits } from "../../protocol/hosts.ts";
 
 const MINUTE = 60_000;

@@ -1,8 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { RunOutcome } from "../../lifecycle.ts";
-import { roundEndOf } from "../../extension/sink/decisions.ts";
-import type { RoundEnd } from "../../extension/sink/hold-rules.ts";
+import { type RoundEnd, roundEndOf } from "../../extension/sink/hold-rules.ts";
 
 const failed = (reason: Extract<RunOutcome, { kind: "failed" }>["reason"], errorMessage: string | null = null, stopReason = "error"): RunOutcome => ({
   kind: "failed",
