@@ -7,6 +7,7 @@ import type { AuditEntry } from "../../protocol/audit.ts";
 import { sessionRuns, timelineSay, type RunView } from "../../server/console/run-rules.ts";
 import { timelineLines, type Board } from "../../server/console/decisions.ts";
 import messages from "../../console/client/messages.ts";
+import { CONSOLE_ACTIONS } from "../../server/console/actions.ts";
 
 let nextId = 0;
 const T0 = Date.parse("2026-12-01T10:00:00.000Z");
@@ -276,6 +277,18 @@ test("timeline lines say what happened, in both languages: a notice only printed
   }
   assert.doesNotMatch(messages["en-US"].receipt.context_injected, /Anon/, "a receipt badge names no persona it may not have reached");
   assert.doesNotMatch(messages["zh-CN"].receipt.context_injected, /Anon/);
+});
+
+test("every action the page can take is worded in the timeline, done and refused, in both languages", () => {
+  for (const name of Object.keys(CONSOLE_ACTIONS)) {
+    const verb = name.replace("anon-notify/", "");
+    for (const locale of ["en-US", "zh-CN"] as const) {
+      for (const status of ["ok", "refused"]) {
+        const line = worded(timelineSay({ action: `console.${verb}`, actor: "console", data: { status, error: "x" } }), locale);
+        assert.doesNotMatch(line, /[{}]|undefined|page_done|pageVerb/, `${locale} ${verb} ${status}: ${line}`);
+      }
+    }
+  }
 });
 
 test("the page's timeline: a run of sign-ins is one line with its count; a gone session is named by the project its notice recorded", () => {
