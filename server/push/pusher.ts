@@ -15,7 +15,7 @@ import { instanceSay, type Say } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import type { PushAnswers } from "./answers.ts";
-import { pushError, type PublishOutcome, type PushRoute } from "./ntfy.ts";
+import { pushError, type PublishOutcome } from "./ntfy.ts";
 import { approvalPush, eventPush, pushPlan, type PushMessage } from "./render-rules.ts";
 import type { PushRow, PushStore } from "./store.ts";
 
@@ -24,7 +24,7 @@ export interface PusherDeps {
   events: Pick<EventStore, "get">;
   approvals: Pick<ApprovalStore, "get" | "openFor">;
   audit: AuditLog;
-  route: PushRoute;
+  route: PushRow["route"];
   send(message: PushMessage): Promise<PublishOutcome>;
   /** Mints the Approve and Deny URLs; absent without a public base URL or on a notify-only route. */
   answers: PushAnswers | undefined;
@@ -57,7 +57,7 @@ export class Pusher {
     });
   }
 
-  get route(): PushRoute {
+  get route() {
     return this.#deps.route;
   }
 
