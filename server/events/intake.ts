@@ -33,20 +33,11 @@ export interface Submission {
   idempotencyKey?: string | undefined;
 }
 
-/** A batch's accepted prefix, and the refusal that ended it early. */
-export interface BatchOutcome {
-  accepted: EventAccepted[];
-  refused?: { index: number; error: DomainError };
-}
-
 /** How an acceptance finds an existing receipt of its event id. */
 type Lookup = (eventId: string) => Promise<EventRow | undefined>;
 
 /** An answer, and the new receipt it stored (none for a replay), for the worker once synced. */
-interface Stored {
-  accepted: EventAccepted;
-  row: EventRow | undefined;
-}
+type Stored = { accepted: EventAccepted; row: EventRow | undefined };
 
 /** The ceiling over every session's events: twenty sessions at their limit, ten at their burst. */
 export const eventCeiling = (limit: RateLimit): RateLimit => ({ perMinute: limit.perMinute * 20, burst: limit.burst * 10 });
@@ -93,7 +84,7 @@ export class EventIntake {
 
   /** Accepts bodies in order as `submit` would and stops at the first refusal, so what was accepted is a prefix and no later event overtakes an earlier
    * one; their rows are written together (one transaction, one sync). A store failure rejects the whole call. */
-  async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
+  async submitBatch(bodies: readonly unknown[], from: Submission): Promise<{ accepted: EventAccepted[]; refused?: { index: number; error: DomainError } }> {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
     const stored: Promise<Stored>[] = [];
@@ -145,7 +136,6 @@ export class EventIntake {
     };
   }
 
-  /** The receipt as this process knows it, or `not_found`. */
   async receipt(eventId: string): Promise<Receipt> {
     const row = await this.#deps.store.get(eventId);
     if (!row) throw new DomainError("not_found");
@@ -163,7 +153,6 @@ export class EventIntake {
     throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
   }
 
-  /** Forgets buckets that have refilled (they hold nothing worth keeping). */
   prune(): void {
     this.#buckets.prune(Date.now());
     for (const sessionId of this.#limited) if (!this.#buckets.hasSession(sessionId)) this.#limited.delete(sessionId);

@@ -60,21 +60,12 @@ export interface CommandRecord {
 
 export type CommandPatch = Partial<Omit<CommandRecord, "seq" | "command_id">>;
 
-/** What a conditional write must still find, so that a concurrent change voids the decision. */
-export interface CommandGuard {
-  seq: number;
-  state: CommandState;
-  lease_token: string | null;
-}
-
-export interface Refusal {
-  kind: "refuse";
-  error: ErrorCode;
-}
+type Refusal = { kind: "refuse"; error: ErrorCode };
 
 export const ACTIVE_STATES: CommandState[] = ["pending", "leased"];
 
-export function guardOf(record: CommandRecord): CommandGuard {
+/** What a conditional write must still find, so that a concurrent change voids the decision. */
+export function guardOf(record: CommandRecord): Pick<CommandRecord, "seq" | "state" | "lease_token"> {
   return { seq: record.seq, state: record.state, lease_token: record.lease_token };
 }
 
@@ -87,12 +78,7 @@ function leaseExpired(record: CommandRecord, now: Date): boolean {
   return record.state === "leased" && record.lease_expires_at !== null && record.lease_expires_at <= now;
 }
 
-export interface Claimer {
-  runtimeId: string;
-  supportsImages: boolean;
-  lane: CommandLane;
-  stopTtlMs: number;
-}
+export type Claimer = { runtimeId: string; supportsImages: boolean; lane: CommandLane; stopTtlMs: number };
 
 /** The runtime that held `record`'s last lease when `runtimeId` now claims it, or null when it is the same or none. */
 export function reboundFrom(record: CommandRecord, runtimeId: string): string | null {
@@ -100,7 +86,7 @@ export function reboundFrom(record: CommandRecord, runtimeId: string): string | 
 }
 
 /** A stop older than its time to live must never stop a later run: it is not handed out again. */
-export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
+function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
   return record.kind === "stop" && record.created_at.getTime() + stopTtlMs <= now.getTime();
 }
 
@@ -125,24 +111,14 @@ export function mayHoldClaim(lane: CommandLane, state: SessionRunState | undefin
 }
 
 /** How many long polls may be held at once: per session and over all sessions. */
-export interface PollCaps {
-  perSession: number;
-  total: number;
-}
+export type PollCaps = { perSession: number; total: number };
 
 /** Whether one more long poll may be held, given how many are held now; the surplus is answered at once. */
 export function mayHoldPoll(heldBySession: number, heldTotal: number, caps: PollCaps): boolean {
   return heldBySession < caps.perSession && heldTotal < caps.total;
 }
 
-export interface LeaseGrant {
-  token: string;
-  runtimeId: string;
-  now: Date;
-  leaseMs: number;
-}
-
-export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPatch {
+export function claimPatch(record: CommandRecord, grant: { token: string; runtimeId: string; now: Date; leaseMs: number }): CommandPatch {
   return {
     state: "leased",
     lease_token: grant.token,
@@ -233,8 +209,6 @@ export function decideCancel(record: CommandRecord | undefined, sessionId: strin
   return { kind: "write", patch: { ...finalPatch("cancelled", now), cancel_reason: "operator" } };
 }
 
-export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
-
 /** A repeated request key returns the stored command, final ones included (a cancelled command never comes back); the same key over other content is
  * refused. */
 export function decideCreate(
@@ -243,7 +217,7 @@ export function decideCreate(
   activeImageBytes: number,
   newImageBytes: number,
   imageBudgetBytes: number,
-): CreateDecision {
+): { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal {
   if (sameKey) {
     return sameKey.request_digest === requestDigest ? { kind: "reuse", record: sameKey } : { kind: "refuse", error: "idempotency_key_reused" };
   }
@@ -253,16 +227,14 @@ export function decideCreate(
   return { kind: "insert" };
 }
 
-export interface RequestContent {
+/** `control`: control commands only; an instruction's digest is what it was before there were kinds. */
+export function requestDigest(content: {
   session_id: string;
   event_id: string | null;
   instruction: string;
   image_digest: string | null;
-  /** Control commands only; an instruction's digest is what it was before there were kinds. */
   control?: { kind: CommandKind; payload: Record<string, unknown> } | undefined;
-}
-
-export function requestDigest(content: RequestContent): string {
+}): string {
   const control = content.control ? [content.control.kind, content.control.payload] : [];
   const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest, ...control]);
   return createHash("sha256").update(canonical).digest("hex");
@@ -306,15 +278,13 @@ export function claimedCommand(record: CommandRecord): ClaimedCommand {
 }
 
 /** What a model provider takes: each side at most this many pixels, and at most this many in all. */
-export const IMAGE_BOUNDS = { maxSide: 16_384, maxPixels: 40_000_000 } as const;
+const IMAGE_BOUNDS = { maxSide: 16_384, maxPixels: 40_000_000 } as const;
 
 const DECODED_TYPES: Readonly<Record<string, ImageMime>> = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
 
-export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string };
-
 /** Reads the header with image-size (type, and dimensions within `IMAGE_BOUNDS`), then decodes the whole image (image-rules.ts): magic bytes alone are
  * not an image. */
-export function decodeImage(bytes: Buffer): ImageDecoding {
+export function decodeImage(bytes: Buffer): { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string } {
   let size: ReturnType<typeof imageSize>;
   try {
     // A copy with its own buffer: image-size reads past a short input's end, and a decoded base64
@@ -338,16 +308,8 @@ export function decodeImage(bytes: Buffer): ImageDecoding {
   return { ok: true, mime, width, height };
 }
 
-export interface ImageFacts {
-  count: number;
-  bytes: number;
-  digest: string | null;
-}
-
-export type ImageCheck = { ok: true; facts: ImageFacts } | { ok: false; issues: { path: string; message: string }[] };
-
 /** Decoded sizes and each image's header (the schema checked count, alphabet and type names); the digest covers types and bytes, in order. */
-export function checkImages(images: readonly CommandImage[]): ImageCheck {
+export function checkImages(images: readonly CommandImage[]) {
   const issues: { path: string; message: string }[] = [];
   const hash = createHash("sha256");
   let total = 0;
@@ -366,6 +328,6 @@ export function checkImages(images: readonly CommandImage[]): ImageCheck {
   if (total > LIMITS.commandImageBytes) {
     issues.push({ path: "images", message: `images decode to ${total} bytes together; at most ${LIMITS.commandImageBytes}` });
   }
-  if (issues.length > 0) return { ok: false, issues };
-  return { ok: true, facts: { count: images.length, bytes: total, digest: images.length > 0 ? hash.digest("hex") : null } };
+  if (issues.length > 0) return { ok: false, issues } as const;
+  return { ok: true, facts: { count: images.length, bytes: total, digest: images.length > 0 ? hash.digest("hex") : null } } as const;
 }

@@ -11,7 +11,6 @@ import {
   type CommandLane,
   type CommandOrigin,
   type CommandSummary,
-  type CommandKind,
   type ControlKind,
 } from "../../protocol/queue.ts";
 import {
@@ -41,7 +40,7 @@ import { wireIssues } from "../../protocol/wire.ts";
 import { StartPayload } from "../../protocol/hosts.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
-import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
+import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where, withoutImages } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";
 
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
@@ -95,7 +94,7 @@ export class CommandStore extends CommandTable {
   create(input: NewCommand, admit: () => Promise<void> = async () => {}): Promise<{ record: CommandRecord; duplicate: boolean }> {
     const check = checkImages(input.images);
     if (!check.ok) return Promise.reject(new DomainError("invalid_image", { issues: check.issues }));
-    const facts = check.facts;
+    const { facts } = check;
     return this.#creations.run(CREATE, async () => {
       const db = this.#ctx.database;
       const sameKey = input.request_key ? (await db.get(COMMAND_TABLE, { request_key: input.request_key }))[0] : undefined;
@@ -105,23 +104,8 @@ export class CommandStore extends CommandTable {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const record = await this.insert(
-        {
-          session_id: input.session_id,
-          event_id: input.event_id,
-          origin: input.origin,
-          kind: "instruction",
-          payload: null,
-          instruction: input.instruction,
-          images: input.images,
-          image_count: facts.count,
-          image_bytes: facts.bytes,
-          image_digest: facts.digest,
-          request_key: input.request_key,
-          request_digest: digest,
-        },
-        this.#now(),
-      );
+      const image = { image_count: facts.count, image_bytes: facts.bytes, image_digest: facts.digest };
+      const record = await this.insert({ ...input, kind: "instruction", payload: null, ...image, request_digest: digest }, this.#now());
       // An operator-origin command is recorded as whoever asked (the operator API, the chat, the console page).
       await this.#changed(record, record.origin === "operator" ? undefined : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
@@ -146,12 +130,7 @@ export class CommandStore extends CommandTable {
     return row?.payload;
   }
 
-  #createWithPayload(
-    sessionId: string,
-    kind: Exclude<CommandKind, "instruction">,
-    checked: Record<string, unknown>,
-    actor: AuditActor,
-  ): Promise<CommandSummary> {
+  #createWithPayload(sessionId: string, kind: ControlKind | "start", checked: Record<string, unknown>, actor: AuditActor): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
       const digest = requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } });
       const fields = { session_id: sessionId, origin: "operator" as const, kind, payload: checked, request_digest: digest };
@@ -194,11 +173,7 @@ export class CommandStore extends CommandTable {
       // Picking needs no image bytes; only the leased command's are read, once it is ours.
       const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
       const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
-      const picked = pickClaim(
-        active.map((row) => ({ ...row, images: [] })),
-        now,
-        claimer,
-      );
+      const picked = pickClaim(withoutImages(active), now, claimer);
       if (!picked) return { command: null };
       const token = randomBytes(24).toString("base64url");
       const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
@@ -249,7 +224,7 @@ export class CommandStore extends CommandTable {
     );
   }
 
-  /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
+  /** Expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
     await this.expireStops();
@@ -264,18 +239,14 @@ export class CommandStore extends CommandTable {
   async expireStops(): Promise<void> {
     const now = this.#now();
     const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
-    const waiting = await this.#ctx.database.get(
-      COMMAND_TABLE,
-      { kind: "stop", state: "pending", created_at: { $lte: bornBefore } },
-      { fields: WITHOUT_IMAGES },
-    );
+    const query = { kind: "stop", state: "pending", created_at: { $lte: bornBefore } } as const;
+    const waiting = await this.#ctx.database.get(COMMAND_TABLE, query, { fields: WITHOUT_IMAGES });
     await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
   }
 
   /** Writes each row's expiry patch (if it has one) on its guard, in its session's turn. */
   async #expire(rows: Omit<CommandRecord, "images">[], patchOf: (record: CommandRecord) => CommandPatch | null, data: Record<string, unknown>) {
-    for (const row of rows) {
-      const record = { ...row, images: [] };
+    for (const record of withoutImages(rows)) {
       const patch = patchOf(record);
       if (!patch) continue;
       await this.#turns.run(record.session_id, async () => {
