@@ -1,7 +1,5 @@
-/**
- * The owner's notices about triggers, pure: what a delivery came to, in the instance's language.
- * They name the trigger, delivery, key and actor, never the event's text (that is the model's, as data).
- */
+/** The owner's notices about triggers, pure: what a delivery came to, in the instance's language. They name the
+ * trigger, delivery, key and actor, never the event's text (that is the model's, as data). */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { TriggerGuard } from "../../protocol/triggers.ts";

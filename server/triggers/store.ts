@@ -1,8 +1,5 @@
-/**
- * The triggers' two tables: `anon_notify_trigger_delivery`, one row per delivery id and trigger
- * (the unique key that makes a redelivery a duplicate, and what the limits count), and
- * `anon_notify_trigger_key`, the session each key's deliveries go to.
- */
+/** The triggers' tables: one row per delivery id and trigger (the key that makes a redelivery a duplicate, and
+ * what the limits count), and the session each key's deliveries go to. */
 import type { Context, Query } from "koishi";
 import type { TriggerGuard } from "../../protocol/triggers.ts";
 
@@ -113,7 +110,7 @@ export class TriggerStore {
     return row ? new Date(row.received_at) : null;
   }
 
-  async key(itemKey: string): Promise<KeyRow | undefined> {
+  async key(itemKey: string) {
     return (await this.#ctx.database.get(KEY_TABLE, { item_key: itemKey }))[0];
   }
 

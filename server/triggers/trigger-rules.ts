@@ -1,7 +1,5 @@
-/**
- * The triggers' decisions, pure: is a body signed, what a GitHub payload says, which guard refuses a
- * delivery, what a key's next delivery does to its session, and the prompt the model reads.
- */
+/** The triggers' decisions, pure: is a body signed, what a GitHub payload says, which guard refuses a
+ * delivery, what a key's next delivery does to its session, and the prompt the model reads. */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { LIMITS } from "../../protocol/wire.ts";
 import { TriggerDelivery, type TriggerGuard } from "../../protocol/triggers.ts";
@@ -44,7 +42,7 @@ export function fromGitHub(event: string, payload: unknown) {
   });
 }
 
-/** The coalescing key: one session per repository and PR or issue number. */
+/** One session per repository and PR or issue number. */
 export function keyOf(delivery: TriggerDelivery): string {
   return delivery.number === null ? delivery.repository : `${delivery.repository}#${delivery.number}`;
 }
@@ -68,13 +66,8 @@ export function admit(delivery: TriggerDelivery, trigger: TriggerConfig): Trigge
   return null;
 }
 
-/** What the stored deliveries say about the limits at this moment. */
-export interface RunCounts {
-  /** When the breaker last tripped within the last hour, or null. */
-  trippedAt: Date | null;
-  keyRunsLastHour: number;
-  runsLastDay: number;
-}
+/** What the stored deliveries say about the limits at this moment; `trippedAt`: when the breaker last tripped within the last hour. */
+type RunCounts = { trippedAt: Date | null; keyRunsLastHour: number; runsLastDay: number };
 
 export const BREAKER_PAUSE_MS = 60 * 60_000;
 
@@ -102,10 +95,10 @@ export interface KeySession {
   online: boolean;
 }
 
-export type KeyPlan = { kind: "start" } | { kind: "instruct"; sessionId: string; joined: boolean } | { kind: "resume"; session: KeySession };
-
 /** One session per key: continued while it runs or starts, resumed once it ended, a new one after a refused start. */
-export function planFor(session: KeySession | undefined): KeyPlan {
+export function planFor(
+  session: KeySession | undefined,
+): { kind: "start" } | { kind: "instruct"; sessionId: string; joined: boolean } | { kind: "resume"; session: KeySession } {
   if (!session || (session.start === "refused" && !session.online)) return { kind: "start" };
   if (session.online) return { kind: "instruct", sessionId: session.sessionId, joined: false };
   if (session.start === "pending") return { kind: "instruct", sessionId: session.sessionId, joined: true };
