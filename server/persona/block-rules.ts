@@ -47,12 +47,8 @@ function fold(char: string): string {
   return seen.toUpperCase();
 }
 
-interface Piece {
-  /** As written in the text. */
-  raw: string;
-  /** The character it stands for (a JSON escape sequence decoded). */
-  char: string;
-}
+/** A character as written in the text (`raw`) and the one it stands for (a JSON escape sequence decoded). */
+type Piece = { raw: string; char: string };
 
 const JSON_ESCAPES: Readonly<Record<string, string>> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", '"': '"', "\\": "\\", "/": "/" };
 
@@ -96,13 +92,8 @@ function markerPieces(pieces: readonly Piece[]): Set<number> {
   return found;
 }
 
-/** Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes; the name never includes a quote or comma, so the result parses to the
- * same value. */
-export function escapeMarkers(json: string): string {
-  return rewritten(jsonPieces(json)) ?? json;
-}
-
-/** The pieces with each one of a marker name escaped, or undefined when there is none. */
+/** The pieces with each one of a marker name escaped as `\uXXXX`, or undefined when there is none; the name never includes a quote or comma, so
+ * JSON so rewritten parses to the same value. */
 function rewritten(pieces: readonly Piece[]): string | undefined {
   const found = markerPieces(pieces);
   return found.size === 0 ? undefined : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
@@ -116,13 +107,6 @@ export function withoutMarkers(value: unknown): unknown {
   return value;
 }
 
-// Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
-const templateOpening = /\{(?=\{)/g;
-
-function escapeTemplateOpenings(json: string): string {
-  return json.replace(templateOpening, "\\u007b");
-}
-
 export function buildEventBlock(event: EventBody, receivedAt: string): string {
   return markedBlock(blockPayload(event, receivedAt));
 }
@@ -130,5 +114,7 @@ export function buildEventBlock(event: EventBody, receivedAt: string): string {
 /** Outside text as marked data, for the persona (a notice) and for Pi (a trigger's delivery) alike. */
 export function markedBlock(payload: Record<string, unknown>): string {
   const fields = Object.entries(payload).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
-  return `${OPEN_MARKER}\n${escapeTemplateOpenings(escapeMarkers(`{\n${fields.join(",\n")}\n}`))}\n${CLOSE_MARKER}`;
+  const json = `{\n${fields.join(",\n")}\n}`;
+  // Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
+  return `${OPEN_MARKER}\n${(rewritten(jsonPieces(json)) ?? json).replace(/\{(?=\{)/g, "\\u007b")}\n${CLOSE_MARKER}`;
 }

@@ -16,14 +16,9 @@ export interface ToolDefinition {
   execute: (args: { session?: Session } & Record<string, unknown>) => Promise<ToolCallResult>;
 }
 
-/** The part of YesImBot v3's `ToolService` the persona tools use. */
-export interface ToolServiceLike {
-  registerTool(definition: ToolDefinition): void;
-  unregisterTool(name: string): boolean;
-}
-
 declare module "koishi" {
   interface Context {
-    "yesimbot.tool": ToolServiceLike;
+    /** The part of YesImBot v3's `ToolService` the persona tools use. */
+    "yesimbot.tool": { registerTool(definition: ToolDefinition): void; unregisterTool(name: string): boolean };
   }
 }

@@ -59,8 +59,8 @@ function refusalText(say: Say, code: string): string {
   return WORDED_REFUSALS.has(code) ? say(`anon-notify.persona-tools.refusals.${code}`) : code;
 }
 
-/** The tools' descriptions for the model, in the instance's language (the persona's). */
-function descriptions(say: Say): Record<ToolName, { description: string; parameters: Record<string, SchemaType> }> {
+/** The tools' parameters for the model, in the instance's language (the persona's). */
+function parameters(say: Say): Record<ToolName, Record<string, SchemaType>> {
   const t = (key: string, params: object = {}) => say(`anon-notify.persona-tools.${key}`, params);
   const required = (description: string) => Schema.string().required().description(description);
   const limit = (max: number, description: string) => Schema.natural().max(max).description(description);
@@ -76,50 +76,26 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
     );
   return {
     agent_command: {
-      description: t("agent_command.description"),
-      parameters: {
-        event_id: required(t("agent_command.event_id")),
-        session_id: required(t("agent_command.session_id")),
-        instruction: required(t("instruction", { max: LIMITS.instructionChars })),
-        images: imagesSchema(),
-      },
+      event_id: required(t("agent_command.event_id")),
+      session_id: required(t("agent_command.session_id")),
+      instruction: required(t("instruction", { max: LIMITS.instructionChars })),
+      images: imagesSchema(),
     },
     agent_sessions: {
-      description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
-      parameters: {
-        limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
-        cursor: Schema.string().description(t("agent_sessions.cursor")),
-      },
+      limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+      cursor: Schema.string().description(t("agent_sessions.cursor")),
     },
     agent_session_message: {
-      description: t("agent_session_message.description"),
-      parameters: {
-        session_id: required(t("agent_session_message.session_id")),
-        content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
-        images: imagesSchema(),
-      },
+      session_id: required(t("agent_session_message.session_id")),
+      content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+      images: imagesSchema(),
     },
-    agent_commands: {
-      description: t("agent_commands.description"),
-      parameters: {
-        session_id: required("session ID"),
-        limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })),
-      },
-    },
-    agent_command_cancel: {
-      description: t("agent_command_cancel.description"),
-      parameters: {
-        session_id: required("session ID"),
-        command_id: required(t("agent_command_cancel.command_id")),
-      },
-    },
+    agent_commands: { session_id: required("session ID"), limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })) },
+    agent_command_cancel: { session_id: required("session ID"), command_id: required(t("agent_command_cancel.command_id")) },
     agent_approvals: {
-      description: t("agent_approvals.description"),
-      parameters: {
-        state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
-        session_id: Schema.string().description(t("agent_approvals.session_id")),
-        limit: limit(100, t("limit", { max: 100 })),
-      },
+      state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
+      session_id: Schema.string().description(t("agent_approvals.session_id")),
+      limit: limit(100, t("limit", { max: 100 })),
     },
   };
 }
@@ -176,7 +152,7 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
 }
 
 export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string, say: Say): ToolDefinition[] {
-  const texts = descriptions(say);
+  const texts = parameters(say);
   const turns = new WeakMap<Session, string>();
   /** YesImBot v3 passes no turn or tool-call id: the turn is a random id per Koishi `Session` (kept for a whole stimulus turn), the
    * call a digest of its name and validated parameters, so YesImBot's retry of the same call repeats the key. */
@@ -206,8 +182,9 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   const names = Object.keys(ToolArgs) as ToolName[];
   return names.map((name) => ({
     name,
-    description: texts[name].description,
-    parameters: Schema.object(texts[name].parameters),
+    // Only agent_sessions' description names a number (its page's largest).
+    description: say(`anon-notify.persona-tools.${name}.description`, { max: AGENT_SESSIONS_PAGE_MAX }),
+    parameters: Schema.object(texts[name]),
     isSupported: (session) => isOwnerChat(owner, session),
     execute: async ({ session, ...params }) => {
       // YesImBot skips isSupported when a call comes without a session, so check again here.
