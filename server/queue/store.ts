@@ -3,16 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { Context } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";
-import {
-  CONTROL_PAYLOADS,
-  laneOf,
-  type ClaimAnswer,
-  type CommandImage,
-  type CommandLane,
-  type CommandOrigin,
-  type CommandSummary,
-  type ControlKind,
-} from "../../protocol/queue.ts";
+import { CONTROL_PAYLOADS, laneOf, type ClaimAnswer, type CommandLane, type CommandSummary, type ControlKind } from "../../protocol/queue.ts";
 import {
   ACTIVE_STATES,
   ackAuditData,
@@ -40,22 +31,15 @@ import { wireIssues } from "../../protocol/wire.ts";
 import { StartPayload } from "../../protocol/hosts.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
-import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where, withoutImages } from "./table.ts";
+import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where, withoutImages, type NewRow } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";
 
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
 
-export interface NewCommand {
-  session_id: string;
-  /** The notice this answers; `null` for a proactive or operator message, which gets `<origin>:<command_id>`. */
-  event_id: string | null;
-  origin: CommandOrigin;
-  instruction: string;
-  images: CommandImage[];
-  /** Namespaced by the caller (persona tool call or operator key); `null`: no idempotency. */
-  request_key: string | null;
-}
+/** `event_id`: the notice this answers, null for a proactive or operator message; `request_key`: namespaced by the caller (persona tool call or
+ * operator key), null for no idempotency. */
+export type NewCommand = Pick<NewRow, "session_id" | "event_id" | "origin" | "instruction" | "images" | "request_key">;
 
 export interface CommandStoreOptions {
   leaseMs: number;
