@@ -1,27 +1,12 @@
 /** How an event body becomes a receipt: reading it, what counts as the same body on replay, the stored row. */
 import { createHash } from "node:crypto";
-import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
+import { EventBody, type DeliveryRoute, type Receipt } from "../../protocol/events.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 
-export interface EventRow {
-  event_id: string;
-  session_id: string;
-  status: EventStatus;
-  delivery: DeliveryRoute;
-  /** The validated request body as JSON: what is injected, and what a replay is compared with. */
-  body: string;
-  body_hash: string;
-  /** Acceptance order; the worker handles each delivery route in this order. */
-  seq: number;
-  state: ReceiptState;
-  attempts: number;
-  error: string | null;
-  message_id: string | null;
-  created_at: string;
-  received_at: string;
-  updated_at: string;
-}
+/** A receipt as stored: `body` is the validated request body as JSON (what is injected, and what a replay is compared with); `seq` the acceptance
+ * order, in which the worker handles each delivery route. */
+export type EventRow = Required<Omit<Receipt, "push">> & { delivery: DeliveryRoute; body: string; body_hash: string; seq: number; received_at: string };
 
 /** The body as the protocol reads it; any problem inside `context_usage` gets its own code. */
 export function parseEvent(body: unknown): EventBody {

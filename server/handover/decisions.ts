@@ -13,12 +13,8 @@ export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { 
 
 export type WorkOutcome = InjectOutcome | DirectOutcome;
 
-export interface RetryPolicy {
-  maxAttempts: number;
-  retryDelayMs: number;
-  /** Words the "gave up" note in the server's language. */
-  say: Say;
-}
+/** `say` words the "gave up" note in the server's language. */
+export type RetryPolicy = { maxAttempts: number; retryDelayMs: number; say: Say };
 
 export type Step =
   | { kind: "finish"; state: Extract<ReceiptState, "context_injected" | "delivered" | "failed">; error: string | null; messageId: string | null }
@@ -42,14 +38,7 @@ export function decideStep(outcome: WorkOutcome, attempts: number, policy: Retry
   }
 }
 
-export type DeliveryErrorCode =
-  | "direct_not_configured"
-  | "persona_not_configured"
-  | "bot_not_found"
-  | "bot_offline"
-  | "no_persona"
-  | "send_failed"
-  | "exception";
+type DeliveryErrorCode = "direct_not_configured" | "persona_not_configured" | "bot_not_found" | "bot_offline" | "no_persona" | "send_failed" | "exception";
 
 /** A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
  * server's language. Pure. */
