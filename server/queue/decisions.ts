@@ -9,12 +9,10 @@ import {
   type AckBody,
   laneOf,
   OUTCOMES,
-  type CancelReason,
   type ClaimedCommand,
   type CommandImage,
   type CommandKind,
   type CommandLane,
-  type CommandOrigin,
   type CommandOutcome,
   type CommandState,
   type CommandSummary,
@@ -25,38 +23,27 @@ import {
 import type { SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 
-/** One row of `anon_notify_command`. */
-export interface CommandRecord {
+/** One row of `anon_notify_command`: `payload` is a control command's (checked against its kind's schema at creation), null for instructions;
+ * `images` are emptied when the command reaches a final state; the newest lease is kept after expiry and ACK so a late or repeated ACK can be
+ * recognised; `first_claimed_at`, set by the first claim, is the cut-off for cancelling (cleared only when that claim is rolled back). */
+export type CommandRecord = Pick<CommandSummary, "command_id" | "event_id" | "session_id" | "origin" | "kind" | "state" | "outcome" | "cancel_reason"> & {
   seq: number;
-  command_id: string;
-  session_id: string;
-  event_id: string;
-  origin: CommandOrigin;
-  kind: CommandKind;
-  /** A control command's payload (checked against its kind's schema at creation); null for instructions. */
   payload: Record<string, unknown> | null;
   instruction: string;
-  /** The image bytes; emptied when the command reaches a final state. */
   images: CommandImage[];
   image_count: number;
   image_bytes: number;
   image_digest: string | null;
   request_key: string | null;
   request_digest: string;
-  state: CommandState;
-  /** The newest lease; kept after expiry and after ACK so a late or repeated ACK can be recognised. */
   lease_token: string | null;
   lease_runtime_id: string | null;
   lease_expires_at: Date | null;
-  /** Set by the first claim: the cut-off for cancelling. Cleared only when that claim is rolled back. */
   first_claimed_at: Date | null;
   deliveries: number;
-  /** What the client reported with the ACK of a control command. */
-  outcome: CommandOutcome | null;
-  cancel_reason: CancelReason | null;
   created_at: Date;
   updated_at: Date;
-}
+};
 
 export type CommandPatch = Partial<Omit<CommandRecord, "seq" | "command_id">>;
 
