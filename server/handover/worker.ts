@@ -26,16 +26,6 @@ export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
   mute?: { store: MuteStore; breakThrough: readonly UrgentKind[] } | undefined;
 }
 
-/** One hand-over: a notice, or the digest of the notices a mute held. */
-interface HandOver {
-  subject: string;
-  sessionId: string | null;
-  delivery: DeliveryRoute;
-  event: EventBody;
-  receivedAt: string;
-  directText: string;
-}
-
 type LaneItem =
   | { kind: "event"; eventId: string }
   | { kind: "digest"; eventIds: string[]; done: () => void }
@@ -130,15 +120,10 @@ export class EventWorker {
         attempts = digest ? attempts + 1 : row.attempts + 1;
         if (!digest) await this.#store.update(row.event_id, { state: "processing", attempts });
         const event = digest ? digestEvent(events, lane, new Date(), say) : events[0]!;
-        const handOver = {
-          subject: event.event_id,
-          sessionId: !digest ? row.session_id : new Set(events.map((e) => e.session_id)).size === 1 ? event.session_id : null,
-          delivery: lane,
-          event,
-          receivedAt: digest ? event.created_at : row.received_at,
-          directText: digest ? digestText(events, say) : formatDirectMessage(event, say),
-        };
-        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
+        const sessionId = !digest ? row.session_id : new Set(events.map((e) => e.session_id)).size === 1 ? event.session_id : null;
+        const directText = digest ? digestText(events, say) : formatDirectMessage(event, say);
+        const text = lane === "direct" ? directText : buildEventBlock(event, digest ? event.created_at : row.received_at);
+        const step = decideStep(await this.#attempt(event, text, sessionId, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
           if (digest) this.#logger.debug("digest of %d held events %s", rows.length, step.state);
           else if (step.state === "failed")
@@ -159,14 +144,14 @@ export class EventWorker {
     }
   }
 
-  async #attempt(item: HandOver, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
-    const direct = item.delivery === "direct";
-    const text = direct ? item.directText : buildEventBlock(item.event, item.receivedAt);
+  /** One hand-over of `event` (a notice, or the digest of the notices a mute held) as `text`. */
+  async #attempt(event: EventBody, text: string, sessionId: string | null, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
+    const direct = event.delivery === "direct";
     let outcome: WorkOutcome;
     try {
-      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, item.event, this.#options.say));
+      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, event, this.#options.say));
       else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
-      else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
+      else outcome = await persona.inject({ eventId: event.event_id, block: text, event, attempt });
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
     }
@@ -174,8 +159,8 @@ export class EventWorker {
     await this.#options.audit?.record({
       actor: "server",
       action: direct ? "event.sent_direct" : "event.handed_to_persona",
-      session_id: item.sessionId,
-      subject: item.subject,
+      session_id: sessionId,
+      subject: event.event_id,
       data: { attempt, persona: persona?.name ?? null, outcome },
       verbatim: { text },
     });
