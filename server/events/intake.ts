@@ -26,12 +26,9 @@ export interface EventIntakeDeps {
   sync?: (() => Promise<void>) | undefined;
 }
 
-export interface Submission {
-  /** Who submits: the acting side of the audit rows written while accepting. */
-  actor: AuditActor;
-  /** The HTTP `Idempotency-Key`, which must equal the body's `event_id` when given. */
-  idempotencyKey?: string | undefined;
-}
+/** `actor`: who submits, the acting side of the audit rows written while accepting; `idempotencyKey`: the HTTP `Idempotency-Key`, which must equal
+ * the body's `event_id` when given. */
+export type Submission = { actor: AuditActor; idempotencyKey?: string | undefined };
 
 /** How an acceptance finds an existing receipt of its event id. */
 type Lookup = (eventId: string) => Promise<EventRow | undefined>;

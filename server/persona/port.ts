@@ -12,15 +12,8 @@ export interface PersonaEvent {
   attempt: number;
 }
 
-export interface Persona {
-  readonly name: string;
-  inject(event: PersonaEvent): Promise<InjectOutcome>;
-}
-
-interface Offer {
-  persona: Persona;
-  priority: number;
-}
+export type Persona = { readonly name: string; inject(event: PersonaEvent): Promise<InjectOutcome> };
+type Offer = { persona: Persona; priority: number };
 
 /** Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
  * reloaded without restarting this plugin); the highest priority present one is used. */
@@ -29,7 +22,6 @@ export class PersonaSlot {
   readonly #listeners = new Set<() => void>();
   #lostAtMs = 0;
 
-  /** Offers `persona` for as long as `ctx` lives. */
   provide(ctx: Context, persona: Persona, priority: number): void {
     const offer = { persona, priority };
     this.#offers.add(offer);

@@ -18,12 +18,9 @@ import { instanceSay, type Say } from "../locales/load.ts";
 
 const { Schema } = koishi;
 
-/** Who may use the tools: the configured recipient, in a private chat with the configured bot. */
-export interface OwnerScope {
-  recipientId: string;
-  /** `platform:selfId`; the platform half makes the owner a platform + user id pair. Empty: no owner. */
-  botId: string;
-}
+/** Who may use the tools: the configured recipient, in a private chat with the configured bot (`platform:selfId`; the platform half makes the
+ * owner a platform + user id pair; empty: no owner). */
+export type OwnerScope = { recipientId: string; botId: string };
 
 /** A user id means something only on its platform: without a configured bot nobody is the owner. */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {

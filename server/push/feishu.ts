@@ -4,12 +4,9 @@ import { fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-li
 import { postJson, type PublishOutcome } from "./ntfy.ts";
 import type { PushMessage } from "./render-rules.ts";
 
-export interface FeishuTarget {
-  /** The bot's webhook, `https://open.feishu.cn/open-apis/bot/v2/hook/<token>` (the URL is a credential). */
-  url: string;
-  /** The signing secret; empty when the bot does not check signatures. */
-  secret: string;
-}
+/** The bot's webhook, `https://open.feishu.cn/open-apis/bot/v2/hook/<token>` (the URL is a credential), and its signing secret (empty when the bot
+ * does not check signatures). */
+export type FeishuTarget = { url: string; secret: string };
 
 /** The custom bot's limits per bot: 5 a second and 100 a minute; a request body at most 20 KB. */
 export const FEISHU_LIMITS: readonly RateLimit[] = [

@@ -5,13 +5,9 @@ import type { Say } from "../locales/load.ts";
 import type { PushMessage } from "./render-rules.ts";
 import type { PushRoute } from "../../protocol/push.ts";
 
-export interface NtfyTarget {
-  /** The ntfy server's base URL, e.g. `https://ntfy.sh` or `https://push.example.com/ntfy`. */
-  url: string;
-  topic: string;
-  /** Sent as `Authorization: Bearer`; empty for an open topic. */
-  token: string;
-}
+/** `url`: the ntfy server's base URL, e.g. `https://ntfy.sh` or `https://push.example.com/ntfy`; `token`: sent as `Authorization: Bearer`, empty
+ * for an open topic. */
+export type NtfyTarget = { url: string; topic: string; token: string };
 
 export type PushErrorCode = `${PushRoute}_${"rate_limited" | "unavailable" | "refused"}` | "approval_ended";
 

@@ -211,21 +211,17 @@ export class CommandStore extends CommandTable {
   /** Expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
-    await this.expireStops();
+    const now = this.#now();
+    const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
+    const query = { kind: "stop", state: "pending", created_at: { $lte: bornBefore } } as const;
+    const waiting = await this.#ctx.database.get(COMMAND_TABLE, query, { fields: WITHOUT_IMAGES });
+    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
   }
 
   async expireLeases(): Promise<void> {
     const now = this.#now();
     const expired = await this.#ctx.database.get(COMMAND_TABLE, { state: "leased", lease_expires_at: { $lte: now } }, { fields: WITHOUT_IMAGES });
     await this.#expire(expired, (record) => expiryPatch(record, now), { lease_expired: true });
-  }
-
-  async expireStops(): Promise<void> {
-    const now = this.#now();
-    const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
-    const query = { kind: "stop", state: "pending", created_at: { $lte: bornBefore } } as const;
-    const waiting = await this.#ctx.database.get(COMMAND_TABLE, query, { fields: WITHOUT_IMAGES });
-    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
   }
 
   /** Writes each row's expiry patch (if it has one) on its guard, in its session's turn. */
