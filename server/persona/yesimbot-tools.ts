@@ -1,5 +1,5 @@
-/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered
- * only in the owner's private chat. Request keys are derived so a retried call in one turn repeats its key. */
+/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered only in the owner's
+ * private chat and audited (inputs, images as digests, outcome). Request keys are derived so a retried call in one turn repeats its key. */
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
@@ -7,9 +7,9 @@ import { ApprovalListQuery } from "../../protocol/approvals.ts";
 import { ImageMime } from "../../protocol/queue.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS } from "../../protocol/wire.ts";
-import { auditedTool } from "./persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../../common/domain-error.ts";
+import { errorText } from "../../common/errors.ts";
 import { koishi } from "../koishi.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { OperatorService } from "../operator/service.ts";
@@ -212,4 +212,36 @@ function refusal(name: string, message: string, retryable = false): ToolCallResu
  * dropped. */
 function withoutYesImBotExtras(params: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(params).filter(([key, value]) => value !== undefined && key !== "inner_thoughts"));
+}
+
+/** A persona tool that records each call and runs as the `persona`. */
+function auditedTool(definition: ToolDefinition, audit: AuditLog): ToolDefinition {
+  return {
+    ...definition,
+    execute: async (args) => {
+      let outcome: { status: string; error: unknown } = { status: "exception", error: null };
+      try {
+        const result = await audit.as("persona", () => definition.execute(args));
+        outcome = { status: result.status, error: result.error ?? null };
+        return result;
+      } catch (error) {
+        outcome.error = errorText(error);
+        throw error;
+      } finally {
+        const { session, ...input } = args;
+        const sessionId = typeof input.session_id === "string" && Id.safeParse(input.session_id).success ? input.session_id : null;
+        await audit.record({
+          actor: "persona",
+          action: `persona.${definition.name}`,
+          session_id: sessionId,
+          subject: typeof input.command_id === "string" ? input.command_id : typeof input.event_id === "string" ? input.event_id : null,
+          data: {
+            input,
+            chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null,
+            ...outcome,
+          },
+        });
+      }
+    },
+  };
 }
