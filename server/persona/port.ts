@@ -3,14 +3,9 @@ import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
 import type { InjectOutcome } from "../handover/decisions.ts";
 
-export interface PersonaEvent {
-  eventId: string;
-  /** The `[EXTERNAL_AUTOMATION_EVENT]` block, exactly as it must reach the conversation. */
-  block: string;
-  event: EventBody;
-  /** 1 for the first try; a restart after a crash may repeat an attempt that had succeeded. */
-  attempt: number;
-}
+/** `block`: the `[EXTERNAL_AUTOMATION_EVENT]` block, exactly as it must reach the conversation; `attempt`: 1 for the first try (a restart after a
+ * crash may repeat an attempt that had succeeded). */
+export type PersonaEvent = { eventId: string; block: string; event: EventBody; attempt: number };
 
 export type Persona = { readonly name: string; inject(event: PersonaEvent): Promise<InjectOutcome> };
 type Offer = { persona: Persona; priority: number };

@@ -1,11 +1,7 @@
 /** The shapes of YesImBot v3's tool service this package relies on, duck-typed (not installable here). */
 import type { Schema as SchemaType, Session } from "koishi";
 
-export interface ToolCallResult {
-  status: "success" | "error";
-  result?: unknown;
-  error?: { name: string; message: string; retryable?: boolean };
-}
+export type ToolCallResult = { status: "success" | "error"; result?: unknown; error?: { name: string; message: string; retryable?: boolean } };
 
 /** YesImBot v3's `ToolDefinition`; it calls `execute({ session, ...params })`. */
 export interface ToolDefinition {

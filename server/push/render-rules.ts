@@ -19,13 +19,7 @@ const PUSH_COMMAND_CHARS = 600;
 type PushAction = { action: "http" | "view"; label: string; url: string; method?: "POST"; clear?: boolean };
 
 /** The JSON publish body without the topic (the target adds it). */
-export interface PushMessage {
-  title: string;
-  message: string;
-  priority: 1 | 2 | 3 | 4 | 5;
-  tags: string[];
-  actions?: PushAction[];
-}
+export type PushMessage = { title: string; message: string; priority: 1 | 2 | 3 | 4 | 5; tags: string[]; actions?: PushAction[] };
 
 /** Whether a notice is pushed, at which priority and with which tags; null when it is not. `noBot`: no bot and recipient are configured, so the push
  * is where `delivery: "direct"` notices go; `completions`: completed runs are pushed too (`ntfyCompletions`); `muted`: the session is muted now. */

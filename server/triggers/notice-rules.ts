@@ -16,15 +16,8 @@ export type TriggerFact =
   | { kind: "duplicate" }
   | { kind: "unsigned"; address: string };
 
-export interface NoticeSubject {
-  trigger: string;
-  /** The delivery id; empty for an unsigned request (it has none worth believing). */
-  delivery: string;
-  key: string;
-  event: string;
-  actor: string;
-  url: string | null;
-}
+/** `delivery`: the delivery id, empty for an unsigned request (it has none worth believing). */
+export type NoticeSubject = { trigger: string; delivery: string; key: string; event: string; actor: string; url: string | null };
 
 const WARNINGS = new Set<TriggerFact["kind"]>(["start_refused", "refused", "duplicate", "unsigned"]);
 

@@ -87,13 +87,7 @@ export function refusalCounts(guard: TriggerGuard, counts: RunCounts | undefined
 }
 
 /** What is known of a key's session: its start job's state, and whether it runs now. */
-export interface KeySession {
-  sessionId: string;
-  host: string;
-  project: string;
-  start: "pending" | "started" | "refused";
-  online: boolean;
-}
+export type KeySession = { sessionId: string; host: string; project: string; start: "pending" | "started" | "refused"; online: boolean };
 
 /** One session per key: continued while it runs or starts, resumed once it ended, a new one after a refused start. */
 export function planFor(
