@@ -30,7 +30,6 @@ export interface EventIntakeDeps {
  * the body's `event_id` when given. */
 export type Submission = { actor: AuditActor; idempotencyKey?: string | undefined };
 
-/** How an acceptance finds an existing receipt of its event id. */
 type Lookup = (eventId: string) => Promise<EventRow | undefined>;
 
 /** An answer, and the new receipt it stored (none for a replay), for the worker once synced. */
@@ -69,8 +68,7 @@ export class EventIntake {
     return pending.length;
   }
 
-  /** Accepts one event body, or throws `not_ready`, `rate_limited`, `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused`; a replay of
-   * the same body answers `duplicate: true`. */
+  /** Accepts one event body; a replay of the same body answers `duplicate: true`. */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
     // Looked up with the other submissions of this tick: one query for all.
@@ -204,7 +202,6 @@ export class EventIntake {
     return { decided, stored };
   }
 
-  /** A replay, a reused key, or a new event whose row has joined this tick's write (`written`). */
   async #decide(event: EventBody, lookup: Lookup): Promise<Stored & { written: Promise<void> }> {
     const { worker, audit } = this.#deps;
     const hash = bodyHash(event);

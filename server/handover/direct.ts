@@ -28,7 +28,6 @@ export function noticeButtons(ctx: Context, event: EventBody, say: Say): OwnerBu
 
 export type DirectTarget = { botId: string; recipientId: string };
 
-/** The direct notice, in the language `say` speaks. Pure. */
 export function formatDirectMessage(event: EventBody, say: Say): string {
   const usage = event.context_usage;
   const none = say("anon-notify.direct.none");

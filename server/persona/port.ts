@@ -34,7 +34,7 @@ export class PersonaSlot {
     return best?.persona;
   }
 
-  /** When the last persona went away (0 if never): waiting for a persona counts from here. */
+  /** When the last persona went away (0 if never). */
   get lostAtMs(): number {
     return this.#lostAtMs;
   }

@@ -14,10 +14,8 @@ export const FEISHU_LIMITS: readonly RateLimit[] = [
   { perMinute: 100, burst: 100 },
 ];
 export const FEISHU_BODY_BYTES = 20 * 1024;
-/** Feishu's answer code when the bot is rate-limited. */
 const RATE_LIMITED_CODE = 11232;
 
-/** The signature of `timestamp` (seconds) with `secret`. Pure. */
 export function feishuSign(timestamp: number, secret: string): string {
   return createHmac("sha256", `${timestamp}\n${secret}`).update("").digest("base64");
 }

@@ -57,7 +57,7 @@ function clipBytes(text: string, bytes: number): string {
   return `${out}…`;
 }
 
-/** A notice as a push: the server's title, then source, task, summary and event id on a line each. Pure. */
+/** A notice as a push: the server's title, then source, task, summary and event id on a line each. */
 export function eventPush(event: EventBody, plan: Pick<PushMessage, "priority" | "tags">, say: Say): PushMessage {
   const none = say("anon-notify.direct.none");
   const lines = [

@@ -56,7 +56,6 @@ export function guardOf(record: CommandRecord): Pick<CommandRecord, "seq" | "sta
   return { seq: record.seq, state: record.state, lease_token: record.lease_token };
 }
 
-/** Cancellable only while no claim has ever started delivering it. */
 export function isCancellable(record: CommandRecord): boolean {
   return record.state === "pending" && record.first_claimed_at === null;
 }
@@ -168,7 +167,6 @@ export function ackAuditData(ack: AckInput): Record<string, unknown> {
   };
 }
 
-/** A state change to write under the record's guard, nothing to do (a repeat), or a refusal. */
 export type Transition = { kind: "write"; patch: CommandPatch } | { kind: "unchanged" } | Refusal;
 
 export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): Transition {

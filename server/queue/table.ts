@@ -105,7 +105,6 @@ export class CommandTable {
     return withoutImages(rows).map(summarize);
   }
 
-  /** How many commands wait to be delivered or are being delivered (pending or leased). */
   async countActive(): Promise<number> {
     const count = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.count(row.command_id), where({ state: ACTIVE_STATES }));
     return Number(count ?? 0);

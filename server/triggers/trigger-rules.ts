@@ -99,9 +99,8 @@ export function planFor(
   return { kind: "resume", session };
 }
 
-/** Each cut text ends so; the model sees that it read part of it. */
-const CUT = "…";
-const cut = (value: string | null, max: number) => (value === null || value.length <= max ? value : `${value.slice(0, Math.max(0, max - 1))}${CUT}`);
+// Each cut text ends with `…`: the model sees that it read part of it.
+const cut = (value: string | null, max: number) => (value === null || value.length <= max ? value : `${value.slice(0, Math.max(0, max - 1))}…`);
 /** Text budgets tried in turn until the prompt fits `instructionChars`; the last one always fits (ids and names only). */
 const BUDGETS = [2000, 1000, 400, 100, 0];
 
