@@ -115,12 +115,8 @@ export class EventIntake {
 
   /** One query for every id the batch names; an id met twice is read again after its first acceptance was stored, so it is a replay. */
   async #batchLookup(bodies: readonly unknown[]): Promise<Lookup> {
-    const ids = bodies.flatMap((body) => {
-      const id = (body as { event_id?: unknown } | null)?.event_id;
-      return typeof id === "string" ? [id] : [];
-    });
+    const unique = [...new Set(bodies.map((body) => (body as { event_id?: unknown } | null)?.event_id).filter((id) => typeof id === "string"))];
     // Through the tick's lookup: one query with the single submissions of this tick, answered after theirs.
-    const unique = [...new Set(ids)];
     const rows = await Promise.all(unique.map((id) => this.#lookup.get(id)));
     const known = new Map(unique.map((id, index) => [id, rows[index]]));
     const seen = new Set<string>();

@@ -125,17 +125,15 @@ export const PersonaTools = {
   },
 };
 
-/** The part of YesImBot 3.0.3's (TypeScript-private) prompt context builder the list filter wraps. */
-interface ContextBuilderLike {
-  build(stimulus: { session?: Session }): Promise<{ toolSchemas?: { name: string }[] }>;
-}
+/** The method of YesImBot 3.0.3's (TypeScript-private) prompt context builder the list filter wraps. */
+type Build = (stimulus: { session?: Session }) => Promise<{ toolSchemas?: { name: string }[] }>;
 
 /** Hides these tools from turns outside the owner's private chat; duck-typed: without that builder the tools stay listed and are refused when called. */
 function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string>): void {
-  const builder = (ctx["yesimbot.agent"] as { contextBuilder?: Partial<ContextBuilderLike> }).contextBuilder;
+  const builder = (ctx["yesimbot.agent"] as { contextBuilder?: { build?: Build } }).contextBuilder;
   const original = builder?.build;
   if (!builder || typeof original !== "function") return;
-  const filtered: ContextBuilderLike["build"] = async function (this: unknown, stimulus) {
+  const filtered: Build = async function (this: unknown, stimulus) {
     const context = await original.call(this, stimulus);
     if (Array.isArray(context?.toolSchemas) && !isOwnerChat(owner, stimulus?.session)) {
       context.toolSchemas = context.toolSchemas.filter((tool) => !names.has(tool.name));
