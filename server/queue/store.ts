@@ -146,46 +146,44 @@ export class CommandStore extends CommandTable {
   /** Leases the session's next command for this runtime, or answers `{command: null}`; if `clientGone` aborted before the lease, the claim is rolled
    * back. */
   claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
-    return this.#turns.run(sessionId, () => this.#claim(sessionId, runtimeId, withImages, clientGone, lane));
-  }
-
-  async #claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone: AbortSignal | undefined, lane: CommandLane): Promise<ClaimAnswer> {
-    const db = this.#ctx.database;
-    for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
-      if (clientGone?.aborted) return { command: null };
-      const now = this.#now();
-      // Picking needs no image bytes; only the leased command's are read, once it is ours.
-      const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
-      const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
-      const picked = pickClaim(withoutImages(active), now, claimer);
-      if (!picked) return { command: null };
-      const token = randomBytes(24).toString("base64url");
-      const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
-      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
-      if (matched === 1) {
-        const leased = { ...picked, ...patch };
-        await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
-        const from = reboundFrom(picked, runtimeId);
-        // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
-        if (from)
-          await this.#options.audit?.record({
-            actor: "server",
-            action: "command.rebound",
-            session_id: sessionId,
-            subject: picked.command_id,
-            data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind },
-          });
-        const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
-        // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
-        if (clientGone?.aborted) {
-          await this.#rollBack(leased, picked, runtimeId);
-          return { command: null };
+    return this.#turns.run(sessionId, async () => {
+      const db = this.#ctx.database;
+      for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
+        if (clientGone?.aborted) return { command: null };
+        const now = this.#now();
+        // Picking needs no image bytes; only the leased command's are read, once it is ours.
+        const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
+        const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
+        const picked = pickClaim(withoutImages(active), now, claimer);
+        if (!picked) return { command: null };
+        const token = randomBytes(24).toString("base64url");
+        const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
+        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
+        if (matched === 1) {
+          const leased = { ...picked, ...patch };
+          await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
+          const from = reboundFrom(picked, runtimeId);
+          // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
+          if (from)
+            await this.#options.audit?.record({
+              actor: "server",
+              action: "command.rebound",
+              session_id: sessionId,
+              subject: picked.command_id,
+              data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind },
+            });
+          const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
+          // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
+          if (clientGone?.aborted) {
+            await this.#rollBack(leased, picked, runtimeId);
+            return { command: null };
+          }
+          return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
         }
-        return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
-    }
-    // Lost every race for this session's head: nothing leased, the client simply claims again.
-    return { command: null };
+      // Lost every race for this session's head: nothing leased, the client simply claims again.
+      return { command: null };
+    });
   }
 
   /** Puts a leased command back as it was before the claim, if that lease is still current; otherwise it has moved on. */
