@@ -199,11 +199,8 @@ export class CommandStore extends CommandTable {
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
-    return summarize(
-      await this.#turns.run(sessionId, () =>
-        this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" }),
-      ),
-    );
+    const decide = (record: CommandRecord | undefined, now: Date) => decideCancel(record, sessionId, now);
+    return summarize(await this.#turns.run(sessionId, () => this.#transition(commandId, decide, undefined, { cancel_reason: "operator" })));
   }
 
   /** Expired leases back to pending, then stops that waited too long cancelled. */
