@@ -70,11 +70,7 @@ function jsonPieces(json: string): Piece[] {
   return pieces;
 }
 
-function unicodeEscape(char: string): string {
-  let escaped = "";
-  for (let i = 0; i < char.length; i++) escaped += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
-  return escaped;
-}
+const unicodeEscape = (char: string) => Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
 
 /** Which pieces spell a marker name as a reader would see it. */
 function markerPieces(pieces: readonly Piece[]): Set<number> {
