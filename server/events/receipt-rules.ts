@@ -18,22 +18,9 @@ export function parseEvent(body: unknown): EventBody {
 }
 
 export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
-  return {
-    event_id: event.event_id,
-    session_id: event.session_id,
-    status: event.status,
-    delivery: event.delivery,
-    body: JSON.stringify(event),
-    body_hash: hash,
-    seq,
-    state: "queued",
-    attempts: 0,
-    error: null,
-    message_id: null,
-    created_at: event.created_at,
-    received_at: now,
-    updated_at: now,
-  };
+  const { event_id, session_id, status, delivery, created_at } = event;
+  const fresh = { state: "queued", attempts: 0, error: null, message_id: null } as const;
+  return { event_id, session_id, status, delivery, body: JSON.stringify(event), body_hash: hash, seq, ...fresh, created_at, received_at: now, updated_at: now };
 }
 
 /** Replays compare the validated body, so key order and whitespace do not count as a change. */

@@ -2,13 +2,7 @@
  * short receipt never loses them. */
 import { errorText } from "../../common/errors.ts";
 
-interface ErrorFacts {
-  errors?: unknown;
-  code?: unknown;
-  url?: unknown;
-  args?: unknown;
-  response?: { status?: unknown };
-}
+type ErrorFacts = { errors?: unknown; code?: unknown; url?: unknown; args?: unknown; response?: { status?: unknown } };
 
 /** `error` as a receipt keeps it, at most `maxChars` characters. */
 export function failureCause(error: unknown, maxChars: number): string {
