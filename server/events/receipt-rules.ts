@@ -40,15 +40,6 @@ function canonicalJson(value: unknown): string {
 }
 
 export function receiptOf(row: EventRow): Receipt {
-  return {
-    event_id: row.event_id,
-    session_id: row.session_id,
-    status: row.status,
-    state: row.state,
-    attempts: row.attempts,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    error: row.error,
-    message_id: row.message_id,
-  };
+  const { event_id, session_id, status, state, attempts, created_at, updated_at, error, message_id } = row;
+  return { event_id, session_id, status, state, attempts, created_at, updated_at, error, message_id };
 }

@@ -7,19 +7,8 @@ export const CLOSE_MARKER = "[/EXTERNAL_AUTOMATION_EVENT]";
 
 /** What the persona sees of an event: everything it may reason about, nothing internal. */
 export function blockPayload(event: EventBody, receivedAt: string) {
-  return {
-    event_id: event.event_id,
-    session_id: event.session_id,
-    source: event.source,
-    task: event.task,
-    status: event.status,
-    summary: event.summary,
-    context_usage: event.context_usage,
-    details: event.details,
-    url: event.url,
-    created_at: event.created_at,
-    received_at: receivedAt,
-  };
+  const { event_id, session_id, source, task, status, summary, context_usage, details, url, created_at } = event;
+  return { event_id, session_id, source, task, status, summary, context_usage, details, url, created_at, received_at: receivedAt };
 }
 
 /** `fold` gives a reader's skeleton of the text: NFKD, invisibles dropped, look-alike letters and digits mapped to Latin, separators to `_`, upper case.
