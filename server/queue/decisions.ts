@@ -118,15 +118,8 @@ export function claimPatch(record: CommandRecord, grant: { token: string; runtim
 
 /** Undoes a claim whose answer never left the server: every field the claim set goes back, as if it had never happened. */
 export function rollbackPatch(before: CommandRecord, now: Date): CommandPatch {
-  return {
-    state: before.state,
-    lease_token: before.lease_token,
-    lease_runtime_id: before.lease_runtime_id,
-    lease_expires_at: before.lease_expires_at,
-    first_claimed_at: before.first_claimed_at,
-    deliveries: before.deliveries,
-    updated_at: now,
-  };
+  const { state, lease_token, lease_runtime_id, lease_expires_at, first_claimed_at, deliveries } = before;
+  return { state, lease_token, lease_runtime_id, lease_expires_at, first_claimed_at, deliveries, updated_at: now };
 }
 
 /** An expired lease goes back to pending. `first_claimed_at` stays (the content may be inside Pi: never cancellable again), and so does the lease token,
