@@ -235,20 +235,13 @@ export class CommandStore extends CommandTable {
    * whoever the request came from. */
   async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
     this.waker.wake(record.session_id, laneOf(record.kind));
+    const { event_id, origin, kind, image_count, image_bytes, image_digest } = record;
     await this.#options.audit?.record({
       ...(actor ? { actor } : {}),
       action: `command.${record.state}`,
       session_id: record.session_id,
       subject: record.command_id,
-      data: {
-        event_id: record.event_id,
-        origin: record.origin,
-        kind: record.kind,
-        image_count: record.image_count,
-        image_bytes: record.image_bytes,
-        image_digest: record.image_digest,
-        ...data,
-      },
+      data: { event_id, origin, kind, image_count, image_bytes, image_digest, ...data },
     });
   }
 
