@@ -35,7 +35,6 @@ type Lookup = (eventId: string) => Promise<EventRow | undefined>;
 /** An answer, and the new receipt it stored (none for a replay), for the worker once synced. */
 type Stored = { accepted: EventAccepted; row: EventRow | undefined };
 
-/** The ceiling over every session's events: twenty sessions at their limit, ten at their burst. */
 export const eventCeiling = (limit: RateLimit): RateLimit => ({ perMinute: limit.perMinute * 20, burst: limit.burst * 10 });
 
 export class EventIntake {

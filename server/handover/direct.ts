@@ -56,7 +56,6 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
   return lines.join("\n");
 }
 
-/** How much of a failed send's cause a receipt keeps. */
 const SEND_FAILURE_CHARS = 300;
 
 /** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */

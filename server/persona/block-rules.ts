@@ -61,7 +61,6 @@ function jsonPieces(json: string): Piece[] {
 
 const unicodeEscape = (char: string) => Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
 
-/** Which pieces spell a marker name as a reader would see it. */
 function markerPieces(pieces: readonly Piece[]): Set<number> {
   let seen = "";
   const owner: number[] = [];

@@ -61,7 +61,6 @@ export class Pusher {
     return this.#deps.route;
   }
 
-  /** Resumes what a previous run left unsent. */
   async load(): Promise<void> {
     for (const row of await this.#deps.store.pending(this.#deps.route)) this.#enqueue(row.push_id);
   }

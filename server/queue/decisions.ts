@@ -96,7 +96,6 @@ export function mayHoldClaim(lane: CommandLane, state: SessionRunState | undefin
   return lane !== "instructions" || state === "idle";
 }
 
-/** How many long polls may be held at once: per session and over all sessions. */
 export type PollCaps = { perSession: number; total: number };
 
 /** Whether one more long poll may be held, given how many are held now; the surplus is answered at once. */

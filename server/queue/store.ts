@@ -55,7 +55,6 @@ const CREATE = "create";
 /** A control command or start job: no notice, instruction, images or request key. */
 const NO_CONTENT = { event_id: null, instruction: "", image_count: 0, image_bytes: 0, image_digest: null, request_key: null };
 
-/** The table's reads (table.ts) and every state change of its commands. */
 export class CommandStore extends CommandTable {
   readonly waker = new LongPollWaker();
   readonly #ctx: Context;

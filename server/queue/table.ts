@@ -67,10 +67,8 @@ const COLUMNS = {
   updated_at: "timestamp",
 } as const satisfies Record<keyof CommandRecord, unknown>;
 
-/** Every column but the image bytes, for reads that never need them. */
 export const WITHOUT_IMAGES = (Object.keys(COLUMNS) as (keyof CommandRecord)[]).filter((column) => column !== "images");
 
-/** Rows read without the image bytes (`WITHOUT_IMAGES`), as records. */
 export const withoutImages = (rows: Omit<CommandRecord, "images">[]): CommandRecord[] => rows.map((row) => ({ ...row, images: [] }));
 
 export class CommandTable {

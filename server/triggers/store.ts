@@ -97,13 +97,11 @@ export class TriggerStore {
     await this.#ctx.database.set(DELIVERY_TABLE, { id }, { outcome, session_id: sessionId });
   }
 
-  /** Accepted deliveries of a trigger (of one key, when given) since `since`. */
   async countRuns(trigger: string, since: Date, itemKey?: string): Promise<number> {
     const query = { trigger_name: trigger, state: "accepted", received_at: { $gte: since }, ...(itemKey ? { item_key: itemKey } : {}) };
     return (await this.#ctx.database.get(DELIVERY_TABLE, query as Query<DeliveryRow>, ["id"])).length;
   }
 
-  /** When the trigger's breaker last tripped since `since`, or null. */
   async trippedSince(trigger: string, since: Date): Promise<Date | null> {
     const query = { trigger_name: trigger, guard: "breaker", received_at: { $gte: since } } as Query<DeliveryRow>;
     const [row] = await this.#ctx.database.get(DELIVERY_TABLE, query, { fields: ["received_at"], sort: { received_at: "desc" }, limit: 1 });
