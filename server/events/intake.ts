@@ -26,29 +26,15 @@ export interface EventIntakeDeps {
   sync?: (() => Promise<void>) | undefined;
 }
 
-export interface Submission {
-  /** Who submits: the acting side of the audit rows written while accepting. */
-  actor: AuditActor;
-  /** The HTTP `Idempotency-Key`, which must equal the body's `event_id` when given. */
-  idempotencyKey?: string | undefined;
-}
+/** `actor`: who submits, the acting side of the audit rows written while accepting; `idempotencyKey`: the HTTP `Idempotency-Key`, which must equal
+ * the body's `event_id` when given. */
+export type Submission = { actor: AuditActor; idempotencyKey?: string | undefined };
 
-/** A batch's accepted prefix, and the refusal that ended it early. */
-export interface BatchOutcome {
-  accepted: EventAccepted[];
-  refused?: { index: number; error: DomainError };
-}
-
-/** How an acceptance finds an existing receipt of its event id. */
 type Lookup = (eventId: string) => Promise<EventRow | undefined>;
 
 /** An answer, and the new receipt it stored (none for a replay), for the worker once synced. */
-interface Stored {
-  accepted: EventAccepted;
-  row: EventRow | undefined;
-}
+type Stored = { accepted: EventAccepted; row: EventRow | undefined };
 
-/** The ceiling over every session's events: twenty sessions at their limit, ten at their burst. */
 export const eventCeiling = (limit: RateLimit): RateLimit => ({ perMinute: limit.perMinute * 20, burst: limit.burst * 10 });
 
 export class EventIntake {
@@ -81,8 +67,7 @@ export class EventIntake {
     return pending.length;
   }
 
-  /** Accepts one event body, or throws `not_ready`, `rate_limited`, `invalid_request`/`invalid_context_usage`, or `idempotency_key_reused`; a replay of
-   * the same body answers `duplicate: true`. */
+  /** Accepts one event body; a replay of the same body answers `duplicate: true`. */
   async submit(body: unknown, from: Submission): Promise<EventAccepted> {
     if (!this.#loaded) throw new DomainError("not_ready");
     // Looked up with the other submissions of this tick: one query for all.
@@ -93,7 +78,7 @@ export class EventIntake {
 
   /** Accepts bodies in order as `submit` would and stops at the first refusal, so what was accepted is a prefix and no later event overtakes an earlier
    * one; their rows are written together (one transaction, one sync). A store failure rejects the whole call. */
-  async submitBatch(bodies: readonly unknown[], from: Submission): Promise<BatchOutcome> {
+  async submitBatch(bodies: readonly unknown[], from: Submission): Promise<{ accepted: EventAccepted[]; refused?: { index: number; error: DomainError } }> {
     if (!this.#loaded) throw new DomainError("not_ready");
     const accepted: EventAccepted[] = [];
     const stored: Promise<Stored>[] = [];
@@ -129,12 +114,8 @@ export class EventIntake {
 
   /** One query for every id the batch names; an id met twice is read again after its first acceptance was stored, so it is a replay. */
   async #batchLookup(bodies: readonly unknown[]): Promise<Lookup> {
-    const ids = bodies.flatMap((body) => {
-      const id = (body as { event_id?: unknown } | null)?.event_id;
-      return typeof id === "string" ? [id] : [];
-    });
+    const unique = [...new Set(bodies.map((body) => (body as { event_id?: unknown } | null)?.event_id).filter((id) => typeof id === "string"))];
     // Through the tick's lookup: one query with the single submissions of this tick, answered after theirs.
-    const unique = [...new Set(ids)];
     const rows = await Promise.all(unique.map((id) => this.#lookup.get(id)));
     const known = new Map(unique.map((id, index) => [id, rows[index]]));
     const seen = new Set<string>();
@@ -145,7 +126,6 @@ export class EventIntake {
     };
   }
 
-  /** The receipt as this process knows it, or `not_found`. */
   async receipt(eventId: string): Promise<Receipt> {
     const row = await this.#deps.store.get(eventId);
     if (!row) throw new DomainError("not_found");
@@ -163,7 +143,6 @@ export class EventIntake {
     throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
   }
 
-  /** Forgets buckets that have refilled (they hold nothing worth keeping). */
   prune(): void {
     this.#buckets.prune(Date.now());
     for (const sessionId of this.#limited) if (!this.#buckets.hasSession(sessionId)) this.#limited.delete(sessionId);
@@ -218,7 +197,6 @@ export class EventIntake {
     return { decided, stored };
   }
 
-  /** A replay, a reused key, or a new event whose row has joined this tick's write (`written`). */
   async #decide(event: EventBody, lookup: Lookup): Promise<Stored & { written: Promise<void> }> {
     const { worker, audit } = this.#deps;
     const hash = bodyHash(event);

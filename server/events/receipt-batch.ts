@@ -5,10 +5,7 @@ import type { AuditDraft, AuditLog } from "../audit/store.ts";
 import type { EventRow } from "./receipt-rules.ts";
 import type { EventStore } from "./store.ts";
 
-interface Receipt {
-  row: EventRow;
-  audit: AuditDraft | undefined;
-}
+type Receipt = { row: EventRow; audit: AuditDraft | undefined };
 
 export class ReceiptBatch {
   readonly #tick = new TickBatch<Receipt, void>((receipts) => this.#write(receipts));

@@ -1,27 +1,12 @@
 /** How an event body becomes a receipt: reading it, what counts as the same body on replay, the stored row. */
 import { createHash } from "node:crypto";
-import { EventBody, type DeliveryRoute, type EventStatus, type Receipt, type ReceiptState } from "../../protocol/events.ts";
+import { EventBody, type DeliveryRoute, type Receipt } from "../../protocol/events.ts";
 import { wireIssues } from "../../protocol/wire.ts";
 import { DomainError } from "../../common/domain-error.ts";
 
-export interface EventRow {
-  event_id: string;
-  session_id: string;
-  status: EventStatus;
-  delivery: DeliveryRoute;
-  /** The validated request body as JSON: what is injected, and what a replay is compared with. */
-  body: string;
-  body_hash: string;
-  /** Acceptance order; the worker handles each delivery route in this order. */
-  seq: number;
-  state: ReceiptState;
-  attempts: number;
-  error: string | null;
-  message_id: string | null;
-  created_at: string;
-  received_at: string;
-  updated_at: string;
-}
+/** A receipt as stored: `body` is the validated request body as JSON (what is injected, and what a replay is compared with); `seq` the acceptance
+ * order, in which the worker handles each delivery route. */
+export type EventRow = Required<Omit<Receipt, "push">> & { delivery: DeliveryRoute; body: string; body_hash: string; seq: number; received_at: string };
 
 /** The body as the protocol reads it; any problem inside `context_usage` gets its own code. */
 export function parseEvent(body: unknown): EventBody {
@@ -33,22 +18,9 @@ export function parseEvent(body: unknown): EventBody {
 }
 
 export function newEventRow(event: EventBody, hash: string, seq: number, now: string): EventRow {
-  return {
-    event_id: event.event_id,
-    session_id: event.session_id,
-    status: event.status,
-    delivery: event.delivery,
-    body: JSON.stringify(event),
-    body_hash: hash,
-    seq,
-    state: "queued",
-    attempts: 0,
-    error: null,
-    message_id: null,
-    created_at: event.created_at,
-    received_at: now,
-    updated_at: now,
-  };
+  const { event_id, session_id, status, delivery, created_at } = event;
+  const fresh = { state: "queued", attempts: 0, error: null, message_id: null } as const;
+  return { event_id, session_id, status, delivery, body: JSON.stringify(event), body_hash: hash, seq, ...fresh, created_at, received_at: now, updated_at: now };
 }
 
 /** Replays compare the validated body, so key order and whitespace do not count as a change. */
@@ -68,15 +40,6 @@ function canonicalJson(value: unknown): string {
 }
 
 export function receiptOf(row: EventRow): Receipt {
-  return {
-    event_id: row.event_id,
-    session_id: row.session_id,
-    status: row.status,
-    state: row.state,
-    attempts: row.attempts,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    error: row.error,
-    message_id: row.message_id,
-  };
+  const { event_id, session_id, status, state, attempts, created_at, updated_at, error, message_id } = row;
+  return { event_id, session_id, status, state, attempts, created_at, updated_at, error, message_id };
 }

@@ -77,7 +77,6 @@ export class EventStore {
     return this.#database.get(EVENT_TABLE, { $or: PENDING_STATES.map((state) => ({ state })) }, { sort: { seq: "asc" } });
   }
 
-  /** How many notices of `delivery` are queued or being handed over. */
   async countPending(delivery: DeliveryRoute): Promise<number> {
     const count = await this.#database.eval(EVENT_TABLE, (row) => koishi.$.count(row.event_id), { delivery, $or: PENDING_STATES.map((state) => ({ state })) });
     return Number(count ?? 0);

@@ -13,18 +13,13 @@ export type DirectOutcome = { kind: "delivered"; messageId: string | null } | { 
 
 export type WorkOutcome = InjectOutcome | DirectOutcome;
 
-export interface RetryPolicy {
-  maxAttempts: number;
-  retryDelayMs: number;
-  /** Words the "gave up" note in the server's language. */
-  say: Say;
-}
+/** `say` words the "gave up" note in the server's language. */
+export type RetryPolicy = { maxAttempts: number; retryDelayMs: number; say: Say };
 
 export type Step =
   | { kind: "finish"; state: Extract<ReceiptState, "context_injected" | "delivered" | "failed">; error: string | null; messageId: string | null }
   | { kind: "retry"; error: string; delayMs: number };
 
-/** What to do after one attempt. Pure. */
 export function decideStep(outcome: WorkOutcome, attempts: number, policy: RetryPolicy): Step {
   switch (outcome.kind) {
     case "injected":
@@ -42,23 +37,14 @@ export function decideStep(outcome: WorkOutcome, attempts: number, policy: Retry
   }
 }
 
-export type DeliveryErrorCode =
-  | "direct_not_configured"
-  | "persona_not_configured"
-  | "bot_not_found"
-  | "bot_offline"
-  | "no_persona"
-  | "send_failed"
-  | "exception";
+type DeliveryErrorCode = "direct_not_configured" | "persona_not_configured" | "bot_not_found" | "bot_offline" | "no_persona" | "send_failed" | "exception";
 
-/** A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the
- * server's language. Pure. */
+/** A receipt's error: the code first (what clients read, docs/protocol.md), then the reason in the server's language. */
 export function deliveryError(say: Say, code: DeliveryErrorCode, ...params: string[]): string {
   return `${code}: ${say(`anon-notify.delivery-errors.${code}`, params)}`;
 }
 
-/** A receipt's error as a person reads it (a log line): the reason first, the code in brackets; an
- * error not in the `code: reason` form is shown as it is. Pure. */
+/** A receipt's error as a log line: the reason first, the code in brackets; one not in the `code: reason` form as it is. */
 export function errorInWords(say: Say, error: string): string {
   const match = /^([a-z][a-z_]*): ([\s\S]+)$/.exec(error);
   return match ? say("anon-notify.reason-with-code", { reason: match[2], code: match[1] }) : error;

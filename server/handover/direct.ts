@@ -18,27 +18,16 @@ export interface OwnerButton {
   href?: string;
 }
 
-/** The console page's path (console/client/index.ts registers it). */
-const CONSOLE_PAGE_PATH = "/anon-notify";
-
-/** The console page's public address, when the console has one (its `selfUrl`); null otherwise. */
-export function consolePageUrl(ctx: Context): string | null {
-  const config = (ctx.get("console") as { config?: { selfUrl?: string; uiPath?: string } } | undefined)?.config;
-  return config?.selfUrl ? `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}${CONSOLE_PAGE_PATH}` : null;
-}
-
-/** A needs-you notice carries "Open console" where the console's address is known. */
+/** A needs-you notice carries "Open console" where the console has a public address (its `selfUrl`); console/client/index.ts registers the page. */
 export function noticeButtons(ctx: Context, event: EventBody, say: Say): OwnerButton[] {
-  const url = event.details?.needs_you === true ? consolePageUrl(ctx) : null;
-  return url ? [{ id: "anon-console", label: say("anon-notify.direct.open-console"), href: url }] : [];
+  const config = (ctx.get("console") as { config?: { selfUrl?: string; uiPath?: string } } | undefined)?.config;
+  if (event.details?.needs_you !== true || !config?.selfUrl) return [];
+  const href = `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}/anon-notify`;
+  return [{ id: "anon-console", label: say("anon-notify.direct.open-console"), href }];
 }
 
-export interface DirectTarget {
-  botId: string;
-  recipientId: string;
-}
+export type DirectTarget = { botId: string; recipientId: string };
 
-/** The direct notice, in the language `say` speaks. Pure. */
 export function formatDirectMessage(event: EventBody, say: Say): string {
   const usage = event.context_usage;
   const none = say("anon-notify.direct.none");
@@ -67,11 +56,10 @@ export function formatDirectMessage(event: EventBody, say: Say): string {
   return lines.join("\n");
 }
 
-/** How much of a failed send's cause a receipt keeps. */
 const SEND_FAILURE_CHARS = 300;
 
 /** Platforms whose adapters turn `<button type="action">` into buttons and a press into `interaction/button`. */
-export const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
+const BUTTON_PLATFORMS: ReadonlySet<string> = new Set(["telegram", "discord"]);
 
 /** Sends `text` as escaped text from the configured bot to the configured recipient, once, with
  * `buttons` where the platform has them (elsewhere the text's own typed answers are the way). */

@@ -2,15 +2,8 @@
  * short receipt never loses them. */
 import { errorText } from "../../common/errors.ts";
 
-interface ErrorFacts {
-  errors?: unknown;
-  code?: unknown;
-  url?: unknown;
-  args?: unknown;
-  response?: { status?: unknown };
-}
+type ErrorFacts = { errors?: unknown; code?: unknown; url?: unknown; args?: unknown; response?: { status?: unknown } };
 
-/** `error` as a receipt keeps it, at most `maxChars` characters. */
 export function failureCause(error: unknown, maxChars: number): string {
   const facts: ErrorFacts = typeof error === "object" && error !== null ? error : {};
   // Satori's AggregateError (an adapter that collects its failures, Discord's) has no words of its own.

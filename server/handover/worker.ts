@@ -26,16 +26,6 @@ export interface WorkerOptions extends Omit<RetryPolicy, "say">, DirectTarget {
   mute?: { store: MuteStore; breakThrough: readonly UrgentKind[] } | undefined;
 }
 
-/** One hand-over: a notice, or the digest of the notices a mute held. */
-interface HandOver {
-  subject: string;
-  sessionId: string | null;
-  delivery: DeliveryRoute;
-  event: EventBody;
-  receivedAt: string;
-  directText: string;
-}
-
 type LaneItem =
   | { kind: "event"; eventId: string }
   | { kind: "digest"; eventIds: string[]; done: () => void }
@@ -44,6 +34,7 @@ type LaneItem =
 
 export class EventWorker {
   readonly #ctx: Context;
+  readonly #logger: ReturnType<Context["logger"]>;
   readonly #store: EventStore;
   readonly #personas: PersonaSlot;
   /** With `say`: every text the worker writes (direct notices, digests, receipt errors) is in the instance's language. */
@@ -60,6 +51,7 @@ export class EventWorker {
 
   constructor(ctx: Context, store: EventStore, personas: PersonaSlot, options: WorkerOptions) {
     this.#ctx = ctx;
+    this.#logger = ctx.logger("notify-webhook");
     this.#store = store;
     this.#personas = personas;
     this.#options = { ...options, say: instanceSay(ctx) };
@@ -103,59 +95,63 @@ export class EventWorker {
     const queue = this.#lanes[lane];
     while (!this.#stopped && queue.length > 0) {
       const item = queue[0]!;
-      if (item.kind === "event") await this.#work(item.eventId);
-      else if (item.kind === "digest") await this.#workDigest(lane, item.eventIds).finally(item.done);
+      if (item.kind === "event") await this.#work(lane, [item.eventId]);
+      else if (item.kind === "digest") await this.#work(lane, item.eventIds, true).finally(item.done);
       else item.done();
       queue.shift();
     }
   }
 
-  async #work(eventId: string): Promise<void> {
-    const logger = this.#ctx.logger("notify-webhook");
-    while (!this.#stopped && !this.#unsaved.has(eventId)) {
+  /** Hands one notice over, or (`digest`) the held notices still queued as one digest whose outcome each receipt takes. */
+  async #work(lane: DeliveryRoute, eventIds: readonly string[], digest = false): Promise<void> {
+    const say = this.#options.say;
+    let attempts = 0;
+    while (!this.#stopped) {
       try {
-        const row = await this.#store.get(eventId);
-        if (!row || (row.state !== "queued" && row.state !== "processing")) return;
-        const event = EventBody.parse(JSON.parse(row.body));
-        if (await this.#holds(row, event)) return;
-        const persona = row.delivery === "anon" ? await this.#awaitPersona() : undefined;
+        const rows = (await Promise.all(eventIds.map((id) => this.#store.get(id)))).filter(
+          (row): row is EventRow =>
+            row !== undefined && !this.#unsaved.has(row.event_id) && (row.state === "queued" || (!digest && row.state === "processing")),
+        );
+        const events = rows.map((row) => EventBody.parse(JSON.parse(row.body)));
+        if (rows.length === 0 || (!digest && (await this.#holds(rows[0]!, events[0]!)))) return;
+        const persona = lane === "anon" ? await this.#awaitPersona() : undefined;
         if (this.#stopped) return;
-        const attempts = row.attempts + 1;
-        await this.#store.update(eventId, { state: "processing", attempts });
-        const handOver = {
-          subject: row.event_id,
-          sessionId: row.session_id,
-          delivery: row.delivery,
-          event,
-          receivedAt: row.received_at,
-          directText: formatDirectMessage(event, this.#options.say),
-        };
-        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
+        const [row] = rows as [EventRow];
+        attempts = digest ? attempts + 1 : row.attempts + 1;
+        if (!digest) await this.#store.update(row.event_id, { state: "processing", attempts });
+        const event = digest ? digestEvent(events, lane, new Date(), say) : events[0]!;
+        const sessionId = !digest ? row.session_id : new Set(events.map((e) => e.session_id)).size === 1 ? event.session_id : null;
+        const directText = digest ? digestText(events, say) : formatDirectMessage(event, say);
+        const text = lane === "direct" ? directText : buildEventBlock(event, digest ? event.created_at : row.received_at);
+        const step = decideStep(await this.#attempt(event, text, sessionId, attempts, persona), attempts, this.#options);
         if (step.kind === "finish") {
-          if (step.state === "failed")
-            logger.warn(this.#options.say("anon-notify.event-failed", { id: eventId, reason: errorInWords(this.#options.say, step.error ?? "") }));
-          else logger.debug("event %s %s", eventId, step.state);
-          this.#settle(eventId, { state: step.state, error: step.error, message_id: step.messageId });
+          if (digest) this.#logger.debug("digest of %d held events %s", rows.length, step.state);
+          else if (step.state === "failed")
+            this.#logger.warn(say("anon-notify.event-failed", { id: row.event_id, reason: errorInWords(say, step.error ?? "") }));
+          else this.#logger.debug("event %s %s", row.event_id, step.state);
+          const patch = { state: step.state, error: step.error, message_id: step.messageId };
+          for (const r of rows) this.#settle(r.event_id, digest ? { ...patch, attempts: r.attempts + 1 } : patch);
           return;
         }
-        await this.#store.update(eventId, { error: step.error });
+        if (!digest) await this.#store.update(row.event_id, { error: step.error });
         await this.#sleep(step.delayMs);
       } catch (error) {
-        // The database itself failed before anything was handed over: the row is still pending.
-        logger.warn(this.#options.say("anon-notify.log.store-unavailable", { id: eventId, error: errorText(error) }));
+        // The database itself failed before anything was handed over: the rows are still pending.
+        const key = digest ? "anon-notify.log.digest-store" : "anon-notify.log.store-unavailable";
+        this.#logger.warn(say(key, { id: eventIds[0], error: errorText(error) }));
         await this.#sleep(this.#options.retryDelayMs);
       }
     }
   }
 
-  async #attempt(item: HandOver, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
-    const direct = item.delivery === "direct";
-    const text = direct ? item.directText : buildEventBlock(item.event, item.receivedAt);
+  /** One hand-over of `event` (a notice, or the digest of the notices a mute held) as `text`. */
+  async #attempt(event: EventBody, text: string, sessionId: string | null, attempt: number, persona: Persona | undefined): Promise<WorkOutcome> {
+    const direct = event.delivery === "direct";
     let outcome: WorkOutcome;
     try {
-      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, item.event, this.#options.say));
+      if (direct) outcome = await sendDirectText(this.#ctx, this.#options, text, noticeButtons(this.#ctx, event, this.#options.say));
       else if (!persona) outcome = { kind: "error", retryable: false, error: deliveryError(this.#options.say, "no_persona") };
-      else outcome = await persona.inject({ eventId: item.subject, block: text, event: item.event, attempt });
+      else outcome = await persona.inject({ eventId: event.event_id, block: text, event, attempt });
     } catch (error) {
       outcome = { kind: "error", retryable: true, error: deliveryError(this.#options.say, "exception", errorText(error)) };
     }
@@ -163,8 +159,8 @@ export class EventWorker {
     await this.#options.audit?.record({
       actor: "server",
       action: direct ? "event.sent_direct" : "event.handed_to_persona",
-      session_id: item.sessionId,
-      subject: item.subject,
+      session_id: sessionId,
+      subject: event.event_id,
       data: { attempt, persona: persona?.name ?? null, outcome },
       verbatim: { text },
     });
@@ -216,7 +212,7 @@ export class EventWorker {
       await Promise.all(jobs);
       if (!this.#stopped) await store.forget(endedBy);
     },
-    (error) => this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) })),
+    (error) => this.#logger.warn(this.#options.say("anon-notify.log.release-failed", { error: errorText(error) })),
   );
 
   #push(lane: DeliveryRoute, item: (done: () => void) => LaneItem): Promise<void> {
@@ -225,44 +221,6 @@ export class EventWorker {
       this.#lanes[lane].push(item(done));
       void this.#drains[lane]();
     });
-  }
-
-  /** Hands the held notices still queued over as one digest; each receipt takes the digest's outcome. */
-  async #workDigest(lane: DeliveryRoute, eventIds: readonly string[]): Promise<void> {
-    const logger = this.#ctx.logger("notify-webhook");
-    let attempts = 0;
-    while (!this.#stopped) {
-      try {
-        const rows = (await Promise.all(eventIds.map((id) => this.#store.get(id)))).filter(
-          (row): row is EventRow => row !== undefined && row.state === "queued" && !this.#unsaved.has(row.event_id),
-        );
-        if (rows.length === 0) return;
-        const events = rows.map((row) => EventBody.parse(JSON.parse(row.body)));
-        const persona = lane === "anon" ? await this.#awaitPersona() : undefined;
-        if (this.#stopped) return;
-        const event = digestEvent(events, lane, new Date(), this.#options.say);
-        attempts++;
-        const sessions = new Set(events.map((e) => e.session_id));
-        const handOver = {
-          subject: event.event_id,
-          sessionId: sessions.size === 1 ? event.session_id : null,
-          delivery: lane,
-          event,
-          receivedAt: event.created_at,
-          directText: digestText(events, this.#options.say),
-        };
-        const step = decideStep(await this.#attempt(handOver, attempts, persona), attempts, this.#options);
-        if (step.kind === "finish") {
-          logger.debug("digest of %d held events %s", rows.length, step.state);
-          for (const row of rows) this.#settle(row.event_id, { state: step.state, error: step.error, message_id: step.messageId, attempts: row.attempts + 1 });
-          return;
-        }
-        await this.#sleep(step.delayMs);
-      } catch (error) {
-        logger.warn(this.#options.say("anon-notify.log.digest-store", { error: errorText(error) }));
-        await this.#sleep(this.#options.retryDelayMs);
-      }
-    }
   }
 
   /** The present persona, waiting up to `personaWaitMs` since start or since the last one left. */
@@ -289,7 +247,7 @@ export class EventWorker {
       await this.#store.update(eventId, patch);
       this.#unsaved.delete(eventId);
     } catch (error) {
-      this.#ctx.logger("notify-webhook").warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
+      this.#logger.warn(this.#options.say("anon-notify.log.receipt-save", { id: eventId, error: errorText(error) }));
       const delayMs = backoffDelayMs(tries, Math.max(1, Math.min(this.#options.retryDelayMs, SAVE_RETRY_FIRST_MS)), Math.random);
       this.#ctx.setTimeout(() => void this.#save(eventId, tries + 1), delayMs);
     }

@@ -7,19 +7,8 @@ export const CLOSE_MARKER = "[/EXTERNAL_AUTOMATION_EVENT]";
 
 /** What the persona sees of an event: everything it may reason about, nothing internal. */
 export function blockPayload(event: EventBody, receivedAt: string) {
-  return {
-    event_id: event.event_id,
-    session_id: event.session_id,
-    source: event.source,
-    task: event.task,
-    status: event.status,
-    summary: event.summary,
-    context_usage: event.context_usage,
-    details: event.details,
-    url: event.url,
-    created_at: event.created_at,
-    received_at: receivedAt,
-  };
+  const { event_id, session_id, source, task, status, summary, context_usage, details, url, created_at } = event;
+  return { event_id, session_id, source, task, status, summary, context_usage, details, url, created_at, received_at: receivedAt };
 }
 
 /** `fold` gives a reader's skeleton of the text: NFKD, invisibles dropped, look-alike letters and digits mapped to Latin, separators to `_`, upper case.
@@ -47,12 +36,8 @@ function fold(char: string): string {
   return seen.toUpperCase();
 }
 
-interface Piece {
-  /** As written in the text. */
-  raw: string;
-  /** The character it stands for (a JSON escape sequence decoded). */
-  char: string;
-}
+/** A character as written in the text (`raw`) and the one it stands for (a JSON escape sequence decoded). */
+type Piece = { raw: string; char: string };
 
 const JSON_ESCAPES: Readonly<Record<string, string>> = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", '"': '"', "\\": "\\", "/": "/" };
 
@@ -74,13 +59,8 @@ function jsonPieces(json: string): Piece[] {
   return pieces;
 }
 
-function unicodeEscape(char: string): string {
-  let escaped = "";
-  for (let i = 0; i < char.length; i++) escaped += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
-  return escaped;
-}
+const unicodeEscape = (char: string) => Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
 
-/** Which pieces spell a marker name as a reader would see it. */
 function markerPieces(pieces: readonly Piece[]): Set<number> {
   let seen = "";
   const owner: number[] = [];
@@ -96,13 +76,8 @@ function markerPieces(pieces: readonly Piece[]): Set<number> {
   return found;
 }
 
-/** Rewrites every marker name a reader would see in `json` as `\uXXXX` escapes; the name never includes a quote or comma, so the result parses to the
- * same value. */
-export function escapeMarkers(json: string): string {
-  return rewritten(jsonPieces(json)) ?? json;
-}
-
-/** The pieces with each one of a marker name escaped, or undefined when there is none. */
+/** The pieces with each one of a marker name escaped as `\uXXXX`, or undefined when there is none; the name never includes a quote or comma, so
+ * JSON so rewritten parses to the same value. */
 function rewritten(pieces: readonly Piece[]): string | undefined {
   const found = markerPieces(pieces);
   return found.size === 0 ? undefined : pieces.map((piece, index) => (found.has(index) ? unicodeEscape(piece.char) : piece.raw)).join("");
@@ -116,13 +91,6 @@ export function withoutMarkers(value: unknown): unknown {
   return value;
 }
 
-// Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
-const templateOpening = /\{(?=\{)/g;
-
-function escapeTemplateOpenings(json: string): string {
-  return json.replace(templateOpening, "\\u007b");
-}
-
 export function buildEventBlock(event: EventBody, receivedAt: string): string {
   return markedBlock(blockPayload(event, receivedAt));
 }
@@ -130,5 +98,7 @@ export function buildEventBlock(event: EventBody, receivedAt: string): string {
 /** Outside text as marked data, for the persona (a notice) and for Pi (a trigger's delivery) alike. */
 export function markedBlock(payload: Record<string, unknown>): string {
   const fields = Object.entries(payload).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
-  return `${OPEN_MARKER}\n${escapeTemplateOpenings(escapeMarkers(`{\n${fields.join(",\n")}\n}`))}\n${CLOSE_MARKER}`;
+  const json = `{\n${fields.join(",\n")}\n}`;
+  // Pretty-printed JSON never puts two braces side by side, so every `{{` is inside a string value.
+  return `${OPEN_MARKER}\n${(rewritten(jsonPieces(json)) ?? json).replace(/\{(?=\{)/g, "\\u007b")}\n${CLOSE_MARKER}`;
 }

@@ -3,7 +3,6 @@ import type { Context } from "koishi";
 import { instanceText } from "../locales/load.ts";
 import type { PersonaSlot } from "./port.ts";
 
-export const LOG_PERSONA_PRIORITY = 0;
 /** How /health tells the log persona from a real one. */
 export const LOG_PERSONA_NAME = "log";
 
@@ -21,7 +20,7 @@ export const LogPersona = {
           return { kind: "injected" };
         },
       },
-      LOG_PERSONA_PRIORITY,
+      0,
     );
   },
 };

@@ -3,24 +3,12 @@ import type { Context } from "koishi";
 import type { EventBody } from "../../protocol/events.ts";
 import type { InjectOutcome } from "../handover/decisions.ts";
 
-export interface PersonaEvent {
-  eventId: string;
-  /** The `[EXTERNAL_AUTOMATION_EVENT]` block, exactly as it must reach the conversation. */
-  block: string;
-  event: EventBody;
-  /** 1 for the first try; a restart after a crash may repeat an attempt that had succeeded. */
-  attempt: number;
-}
+/** `block`: the `[EXTERNAL_AUTOMATION_EVENT]` block, exactly as it must reach the conversation; `attempt`: 1 for the first try (a restart after a
+ * crash may repeat an attempt that had succeeded). */
+export type PersonaEvent = { eventId: string; block: string; event: EventBody; attempt: number };
 
-export interface Persona {
-  readonly name: string;
-  inject(event: PersonaEvent): Promise<InjectOutcome>;
-}
-
-interface Offer {
-  persona: Persona;
-  priority: number;
-}
+export type Persona = { readonly name: string; inject(event: PersonaEvent): Promise<InjectOutcome> };
+type Offer = { persona: Persona; priority: number };
 
 /** Which persona is present now. Personas come and go with their Koishi scopes (YesImBot can be
  * reloaded without restarting this plugin); the highest priority present one is used. */
@@ -29,7 +17,6 @@ export class PersonaSlot {
   readonly #listeners = new Set<() => void>();
   #lostAtMs = 0;
 
-  /** Offers `persona` for as long as `ctx` lives. */
   provide(ctx: Context, persona: Persona, priority: number): void {
     const offer = { persona, priority };
     this.#offers.add(offer);
@@ -47,7 +34,7 @@ export class PersonaSlot {
     return best?.persona;
   }
 
-  /** When the last persona went away (0 if never): waiting for a persona counts from here. */
+  /** When the last persona went away (0 if never). */
   get lostAtMs(): number {
     return this.#lostAtMs;
   }

@@ -1,11 +1,7 @@
 /** The shapes of YesImBot v3's tool service this package relies on, duck-typed (not installable here). */
 import type { Schema as SchemaType, Session } from "koishi";
 
-export interface ToolCallResult {
-  status: "success" | "error";
-  result?: unknown;
-  error?: { name: string; message: string; retryable?: boolean };
-}
+export type ToolCallResult = { status: "success" | "error"; result?: unknown; error?: { name: string; message: string; retryable?: boolean } };
 
 /** YesImBot v3's `ToolDefinition`; it calls `execute({ session, ...params })`. */
 export interface ToolDefinition {
@@ -16,14 +12,9 @@ export interface ToolDefinition {
   execute: (args: { session?: Session } & Record<string, unknown>) => Promise<ToolCallResult>;
 }
 
-/** The part of YesImBot v3's `ToolService` the persona tools use. */
-export interface ToolServiceLike {
-  registerTool(definition: ToolDefinition): void;
-  unregisterTool(name: string): boolean;
-}
-
 declare module "koishi" {
   interface Context {
-    "yesimbot.tool": ToolServiceLike;
+    /** The part of YesImBot v3's `ToolService` the persona tools use. */
+    "yesimbot.tool": { registerTool(definition: ToolDefinition): void; unregisterTool(name: string): boolean };
   }
 }

@@ -1,5 +1,5 @@
-/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered
- * only in the owner's private chat. Request keys are derived so a retried call in one turn repeats its key. */
+/** The persona's six tools on YesImBot v3's tool service, a thin adapter over the operator service, offered only in the owner's
+ * private chat and audited (inputs, images as digests, outcome). Request keys are derived so a retried call in one turn repeats its key. */
 import { createHash, randomUUID } from "node:crypto";
 import type { Context, Schema as SchemaType, Session } from "koishi";
 import { z } from "zod";
@@ -7,9 +7,9 @@ import { ApprovalListQuery } from "../../protocol/approvals.ts";
 import { ImageMime } from "../../protocol/queue.ts";
 import { OperatorCreateCommand, OperatorListQuery, OperatorSessionsQuery } from "../../protocol/operator.ts";
 import { formatIssues, Id, LIMITS } from "../../protocol/wire.ts";
-import { auditedTool } from "./persona-tools.ts";
 import type { AuditLog } from "../audit/store.ts";
 import { DomainError } from "../../common/domain-error.ts";
+import { errorText } from "../../common/errors.ts";
 import { koishi } from "../koishi.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { OperatorService } from "../operator/service.ts";
@@ -18,12 +18,9 @@ import { instanceSay, type Say } from "../locales/load.ts";
 
 const { Schema } = koishi;
 
-/** Who may use the tools: the configured recipient, in a private chat with the configured bot. */
-export interface OwnerScope {
-  recipientId: string;
-  /** `platform:selfId`; the platform half makes the owner a platform + user id pair. Empty: no owner. */
-  botId: string;
-}
+/** Who may use the tools: the configured recipient, in a private chat with the configured bot (`platform:selfId`; the platform half makes the
+ * owner a platform + user id pair; empty: no owner). */
+export type OwnerScope = { recipientId: string; botId: string };
 
 /** A user id means something only on its platform: without a configured bot nobody is the owner. */
 export function isOwnerChat(owner: OwnerScope, session: Session | undefined): boolean {
@@ -59,8 +56,8 @@ function refusalText(say: Say, code: string): string {
   return WORDED_REFUSALS.has(code) ? say(`anon-notify.persona-tools.refusals.${code}`) : code;
 }
 
-/** The tools' descriptions for the model, in the instance's language (the persona's). */
-function descriptions(say: Say): Record<ToolName, { description: string; parameters: Record<string, SchemaType> }> {
+/** The tools' parameters for the model, in the instance's language (the persona's). */
+function parameters(say: Say): Record<ToolName, Record<string, SchemaType>> {
   const t = (key: string, params: object = {}) => say(`anon-notify.persona-tools.${key}`, params);
   const required = (description: string) => Schema.string().required().description(description);
   const limit = (max: number, description: string) => Schema.natural().max(max).description(description);
@@ -76,50 +73,26 @@ function descriptions(say: Say): Record<ToolName, { description: string; paramet
     );
   return {
     agent_command: {
-      description: t("agent_command.description"),
-      parameters: {
-        event_id: required(t("agent_command.event_id")),
-        session_id: required(t("agent_command.session_id")),
-        instruction: required(t("instruction", { max: LIMITS.instructionChars })),
-        images: imagesSchema(),
-      },
+      event_id: required(t("agent_command.event_id")),
+      session_id: required(t("agent_command.session_id")),
+      instruction: required(t("instruction", { max: LIMITS.instructionChars })),
+      images: imagesSchema(),
     },
     agent_sessions: {
-      description: t("agent_sessions.description", { max: AGENT_SESSIONS_PAGE_MAX }),
-      parameters: {
-        limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
-        cursor: Schema.string().description(t("agent_sessions.cursor")),
-      },
+      limit: limit(AGENT_SESSIONS_PAGE_MAX, t("agent_sessions.limit", { max: AGENT_SESSIONS_PAGE_MAX, default: AGENT_SESSIONS_PAGE_DEFAULT })),
+      cursor: Schema.string().description(t("agent_sessions.cursor")),
     },
     agent_session_message: {
-      description: t("agent_session_message.description"),
-      parameters: {
-        session_id: required(t("agent_session_message.session_id")),
-        content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
-        images: imagesSchema(),
-      },
+      session_id: required(t("agent_session_message.session_id")),
+      content: required(t("agent_session_message.content", { max: LIMITS.instructionChars })),
+      images: imagesSchema(),
     },
-    agent_commands: {
-      description: t("agent_commands.description"),
-      parameters: {
-        session_id: required("session ID"),
-        limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })),
-      },
-    },
-    agent_command_cancel: {
-      description: t("agent_command_cancel.description"),
-      parameters: {
-        session_id: required("session ID"),
-        command_id: required(t("agent_command_cancel.command_id")),
-      },
-    },
+    agent_commands: { session_id: required("session ID"), limit: limit(LIMITS.commandListMax, t("limit", { max: LIMITS.commandListMax })) },
+    agent_command_cancel: { session_id: required("session ID"), command_id: required(t("agent_command_cancel.command_id")) },
     agent_approvals: {
-      description: t("agent_approvals.description"),
-      parameters: {
-        state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
-        session_id: Schema.string().description(t("agent_approvals.session_id")),
-        limit: limit(100, t("limit", { max: 100 })),
-      },
+      state: Schema.union(["open", "all"]).description(t("agent_approvals.state")),
+      session_id: Schema.string().description(t("agent_approvals.session_id")),
+      limit: limit(100, t("limit", { max: 100 })),
     },
   };
 }
@@ -152,17 +125,15 @@ export const PersonaTools = {
   },
 };
 
-/** The part of YesImBot 3.0.3's (TypeScript-private) prompt context builder the list filter wraps. */
-interface ContextBuilderLike {
-  build(stimulus: { session?: Session }): Promise<{ toolSchemas?: { name: string }[] }>;
-}
+/** The method of YesImBot 3.0.3's (TypeScript-private) prompt context builder the list filter wraps. */
+type Build = (stimulus: { session?: Session }) => Promise<{ toolSchemas?: { name: string }[] }>;
 
 /** Hides these tools from turns outside the owner's private chat; duck-typed: without that builder the tools stay listed and are refused when called. */
 function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string>): void {
-  const builder = (ctx["yesimbot.agent"] as { contextBuilder?: Partial<ContextBuilderLike> }).contextBuilder;
+  const builder = (ctx["yesimbot.agent"] as { contextBuilder?: { build?: Build } }).contextBuilder;
   const original = builder?.build;
   if (!builder || typeof original !== "function") return;
-  const filtered: ContextBuilderLike["build"] = async function (this: unknown, stimulus) {
+  const filtered: Build = async function (this: unknown, stimulus) {
     const context = await original.call(this, stimulus);
     if (Array.isArray(context?.toolSchemas) && !isOwnerChat(owner, stimulus?.session)) {
       context.toolSchemas = context.toolSchemas.filter((tool) => !names.has(tool.name));
@@ -176,7 +147,7 @@ function hideOutsideOwnerChat(ctx: Context, owner: OwnerScope, names: Set<string
 }
 
 export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps, runtimeId: string, say: Say): ToolDefinition[] {
-  const texts = descriptions(say);
+  const texts = parameters(say);
   const turns = new WeakMap<Session, string>();
   /** YesImBot v3 passes no turn or tool-call id: the turn is a random id per Koishi `Session` (kept for a whole stimulus turn), the
    * call a digest of its name and validated parameters, so YesImBot's retry of the same call repeats the key. */
@@ -206,8 +177,9 @@ export function toolDefinitions({ operator, approvals, owner }: PersonaToolsDeps
   const names = Object.keys(ToolArgs) as ToolName[];
   return names.map((name) => ({
     name,
-    description: texts[name].description,
-    parameters: Schema.object(texts[name].parameters),
+    // Only agent_sessions' description names a number (its page's largest).
+    description: say(`anon-notify.persona-tools.${name}.description`, { max: AGENT_SESSIONS_PAGE_MAX }),
+    parameters: Schema.object(texts[name]),
     isSupported: (session) => isOwnerChat(owner, session),
     execute: async ({ session, ...params }) => {
       // YesImBot skips isSupported when a call comes without a session, so check again here.
@@ -238,4 +210,36 @@ function refusal(name: string, message: string, retryable = false): ToolCallResu
  * dropped. */
 function withoutYesImBotExtras(params: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(params).filter(([key, value]) => value !== undefined && key !== "inner_thoughts"));
+}
+
+/** A persona tool that records each call and runs as the `persona`. */
+function auditedTool(definition: ToolDefinition, audit: AuditLog): ToolDefinition {
+  return {
+    ...definition,
+    execute: async (args) => {
+      let outcome: { status: string; error: unknown } = { status: "exception", error: null };
+      try {
+        const result = await audit.as("persona", () => definition.execute(args));
+        outcome = { status: result.status, error: result.error ?? null };
+        return result;
+      } catch (error) {
+        outcome.error = errorText(error);
+        throw error;
+      } finally {
+        const { session, ...input } = args;
+        const sessionId = typeof input.session_id === "string" && Id.safeParse(input.session_id).success ? input.session_id : null;
+        await audit.record({
+          actor: "persona",
+          action: `persona.${definition.name}`,
+          session_id: sessionId,
+          subject: typeof input.command_id === "string" ? input.command_id : typeof input.event_id === "string" ? input.event_id : null,
+          data: {
+            input,
+            chat: session ? { user_id: session.userId ?? null, channel_id: session.channelId ?? null, direct: session.isDirect } : null,
+            ...outcome,
+          },
+        });
+      }
+    },
+  };
 }

@@ -8,8 +8,6 @@ import { deliveryError, type InjectOutcome } from "../handover/decisions.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import type { PersonaEvent, PersonaSlot } from "./port.ts";
 
-export const YESIMBOT_V3_SERVICES = ["yesimbot.world-state", "yesimbot.agent"] as const;
-export const YESIMBOT_V3_PRIORITY = 10;
 export const SYSTEM_EVENT_TYPE = "anon_notify_event";
 
 /** `WorldStateService.recordSystemEvent` input (v3 `src/services/worldstate`). */
@@ -23,15 +21,6 @@ export interface SystemEventRecord {
   message: string;
 }
 
-export interface WorldStateLike {
-  recordSystemEvent(event: SystemEventRecord): Promise<unknown>;
-}
-
-/** Only the part of `AgentCore` we probe: its (TypeScript-private) scheduler's chats mid-turn. */
-export interface AgentCoreLike {
-  scheduler?: { runningTasks?: unknown };
-}
-
 export interface SystemEventStimulus {
   type: "system_event";
   channelCid: string;
@@ -42,35 +31,32 @@ export interface SystemEventStimulus {
 
 declare module "koishi" {
   interface Context {
-    "yesimbot.world-state": WorldStateLike;
-    "yesimbot.agent": AgentCoreLike;
+    "yesimbot.world-state": { recordSystemEvent(event: SystemEventRecord): Promise<unknown> };
+    /** Only the part of `AgentCore` we probe: its (TypeScript-private) scheduler's chats mid-turn. */
+    "yesimbot.agent": { scheduler?: { runningTasks?: unknown } };
   }
   interface Events {
     "agent/stimulus"(stimulus: SystemEventStimulus): void;
   }
 }
 
-export interface YesImBotTarget {
-  botId: string;
-  recipientId: string;
-  stimulusPriority: number;
-}
+type YesImBotTarget = { botId: string; recipientId: string; stimulusPriority: number };
 
 export const YesImBotV3 = {
   name: "notify-webhook-yesimbot-v3",
   reusable: true,
   apply(ctx: Context, { personas, target }: { personas: PersonaSlot; target: YesImBotTarget }) {
-    ctx.inject([...YESIMBOT_V3_SERVICES], (scope) => {
+    ctx.inject(["yesimbot.world-state", "yesimbot.agent"], (scope) => {
       scope.logger("notify-webhook").info(instanceText(scope, "anon-notify.log.yesimbot", {}));
       // Events recorded by this scope whose trigger still has to be sent (the chat turned busy in between).
       const recorded = new Set<string>();
-      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, YESIMBOT_V3_PRIORITY);
+      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, 10);
     });
   },
 };
 
 /** The system event's id: one per event, so a repeated hand-over never adds a second history entry; 64 characters at most (YesImBot's column). */
-export function systemEventId(eventId: string): string {
+function systemEventId(eventId: string): string {
   return `anon-notify:${createHash("sha256").update(eventId).digest("hex").slice(0, 40)}`;
 }
 

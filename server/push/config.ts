@@ -1,7 +1,4 @@
-/** The push routes' settings (ntfy, the Feishu bot), pure: whether it is on, and what is wrong with a setting before the plugin starts. */
-import type { FeishuTarget } from "./feishu.ts";
-import type { NtfyTarget } from "./ntfy.ts";
-
+/** The push routes' settings (ntfy, the Feishu bot), pure: what is wrong with a setting before the plugin starts. */
 export interface PushConfig {
   ntfyUrl: string;
   ntfyTopic: string;
@@ -32,12 +29,4 @@ export function pushConfigProblem(config: PushConfig): { key: "url" | "topic" | 
   // The webhook's path is its credential: only the origin is worth showing.
   if (config.feishuWebhook && !isHttpUrl(config.feishuWebhook)) return { key: "feishu", value: config.feishuWebhook.slice(0, 40) };
   return null;
-}
-
-export function pushTarget(config: PushConfig): NtfyTarget | undefined {
-  return config.ntfyUrl && config.ntfyTopic ? { url: config.ntfyUrl, topic: config.ntfyTopic, token: config.ntfyToken } : undefined;
-}
-
-export function feishuTarget(config: PushConfig): FeishuTarget | undefined {
-  return config.feishuWebhook ? { url: config.feishuWebhook, secret: config.feishuSecret } : undefined;
 }

@@ -1,17 +1,12 @@
 /** The notify-only Feishu custom bot: one signed text message per push, within the bot's rate and size limits. */
 import { createHmac } from "node:crypto";
-import { errorText } from "../../common/errors.ts";
-import { retryAfterDelayMs } from "../../common/backoff.ts";
 import { fullBucket, takeFromAll, type Bucket, type RateLimit } from "../rate-limit-rules.ts";
-import type { PublishOutcome } from "./ntfy.ts";
+import { postJson, type PublishOutcome } from "./ntfy.ts";
 import type { PushMessage } from "./render-rules.ts";
 
-export interface FeishuTarget {
-  /** The bot's webhook, `https://open.feishu.cn/open-apis/bot/v2/hook/<token>` (the URL is a credential). */
-  url: string;
-  /** The signing secret; empty when the bot does not check signatures. */
-  secret: string;
-}
+/** The bot's webhook, `https://open.feishu.cn/open-apis/bot/v2/hook/<token>` (the URL is a credential), and its signing secret (empty when the bot
+ * does not check signatures). */
+export type FeishuTarget = { url: string; secret: string };
 
 /** The custom bot's limits per bot: 5 a second and 100 a minute; a request body at most 20 KB. */
 export const FEISHU_LIMITS: readonly RateLimit[] = [
@@ -19,11 +14,8 @@ export const FEISHU_LIMITS: readonly RateLimit[] = [
   { perMinute: 100, burst: 100 },
 ];
 export const FEISHU_BODY_BYTES = 20 * 1024;
-/** Feishu's answer code when the bot is rate-limited. */
 const RATE_LIMITED_CODE = 11232;
-const PUBLISH_TIMEOUT_MS = 15_000;
 
-/** The signature of `timestamp` (seconds) with `secret`. Pure. */
 export function feishuSign(timestamp: number, secret: string): string {
   return createHmac("sha256", `${timestamp}\n${secret}`).update("").digest("base64");
 }
@@ -50,28 +42,14 @@ export class FeishuSender {
     if (!take.allowed) return { kind: "retry", code: "feishu_rate_limited", detail: "5/s, 100/min", retryAfterMs: take.retryAfterSeconds * 1000 };
     const body = JSON.stringify(this.#body(message, Math.floor(nowMs / 1000)));
     if (Buffer.byteLength(body) > FEISHU_BODY_BYTES) return { kind: "refused", code: "feishu_refused", detail: "over 20 KB" };
-    let response: Response;
-    try {
-      response = await fetch(this.#target.url, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body,
-        signal: AbortSignal.timeout(PUBLISH_TIMEOUT_MS),
-        redirect: "error",
-      });
-    } catch (error) {
-      return { kind: "retry", code: "feishu_unavailable", detail: errorText(error).slice(0, 200) };
-    }
-    const answer = (await response.json().catch(() => null)) as { code?: unknown; StatusCode?: unknown; msg?: unknown } | null;
-    const code = answer?.code ?? answer?.StatusCode;
-    const detail = `HTTP ${response.status}${typeof code === "number" ? ` code ${code}` : ""}${typeof answer?.msg === "string" ? ` ${answer.msg.replace(/\s+/g, " ").slice(0, 200)}` : ""}`;
-    if (response.ok && code === 0) return { kind: "delivered", messageId: null };
-    if (response.status === 429 || code === RATE_LIMITED_CODE) {
-      const retryAfterMs = retryAfterDelayMs(response.headers.get("retry-after") ?? response.headers.get("x-ogw-ratelimit-reset"), this.#now());
-      return { kind: "retry", code: "feishu_rate_limited", detail, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
-    }
-    if (response.status >= 500) return { kind: "retry", code: "feishu_unavailable", detail };
-    return { kind: "refused", code: "feishu_refused", detail };
+    return postJson("feishu", this.#target.url, { body }, this.#now, async (response) => {
+      const answer = (await response.json().catch(() => null)) as { code?: unknown; StatusCode?: unknown; msg?: unknown } | null;
+      const code = answer?.code ?? answer?.StatusCode;
+      if (response.ok && code === 0) return { messageId: null };
+      const detail = `HTTP ${response.status}${typeof code === "number" ? ` code ${code}` : ""}${typeof answer?.msg === "string" ? ` ${answer.msg.replace(/\s+/g, " ").slice(0, 200)}` : ""}`;
+      const retryAfter = response.headers.get("retry-after") ?? response.headers.get("x-ogw-ratelimit-reset");
+      return { detail, rateLimited: response.status === 429 || code === RATE_LIMITED_CODE, retryAfter };
+    });
   }
 
   /** A plain text message: the push's title and text; `<` is shown full-width, so no `<at user_id="all">` in an agent's words can mention anyone. */

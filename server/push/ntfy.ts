@@ -3,24 +3,13 @@ import { errorText } from "../../common/errors.ts";
 import { retryAfterDelayMs } from "../../common/backoff.ts";
 import type { Say } from "../locales/load.ts";
 import type { PushMessage } from "./render-rules.ts";
+import type { PushRoute } from "../../protocol/push.ts";
 
-export interface NtfyTarget {
-  /** The ntfy server's base URL, e.g. `https://ntfy.sh` or `https://push.example.com/ntfy`. */
-  url: string;
-  topic: string;
-  /** Sent as `Authorization: Bearer`; empty for an open topic. */
-  token: string;
-}
+/** `url`: the ntfy server's base URL, e.g. `https://ntfy.sh` or `https://push.example.com/ntfy`; `token`: sent as `Authorization: Bearer`, empty
+ * for an open topic. */
+export type NtfyTarget = { url: string; topic: string; token: string };
 
-export type { PushRoute } from "../../protocol/push.ts";
-export type PushErrorCode =
-  | "ntfy_rate_limited"
-  | "ntfy_unavailable"
-  | "ntfy_refused"
-  | "feishu_rate_limited"
-  | "feishu_unavailable"
-  | "feishu_refused"
-  | "approval_ended";
+export type PushErrorCode = `${PushRoute}_${"rate_limited" | "unavailable" | "refused"}` | "approval_ended";
 
 export type PublishOutcome =
   | { kind: "delivered"; messageId: string | null }
@@ -30,37 +19,49 @@ export type PublishOutcome =
 
 const PUBLISH_TIMEOUT_MS = 15_000;
 
+/** What a route reads from its answer: delivered, or the detail shown and whether it asks to slow down (with its `Retry-After`). */
+type Read = (response: Response) => Promise<{ messageId: string | null } | { detail: string; rateLimited: boolean; retryAfter: string | null }>;
+
+/** One JSON POST to a push route and what its answer comes to; the route's own answer format is `read`'s. */
+export async function postJson(route: PushRoute, url: string, request: RequestInit, now: () => number, read: Read): Promise<PublishOutcome> {
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      ...request,
+      headers: { "content-type": "application/json", ...request.headers },
+      signal: AbortSignal.timeout(PUBLISH_TIMEOUT_MS),
+      redirect: "error",
+    });
+  } catch (error) {
+    return { kind: "retry", code: `${route}_unavailable`, detail: errorText(error).slice(0, 200) };
+  }
+  const answer = await read(response);
+  if ("messageId" in answer) return { kind: "delivered", messageId: answer.messageId };
+  const { detail } = answer;
+  if (answer.rateLimited) {
+    const retryAfterMs = retryAfterDelayMs(answer.retryAfter, now());
+    return { kind: "retry", code: `${route}_rate_limited`, detail, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+  }
+  if (response.status >= 500 || (route === "ntfy" && response.status === 408)) return { kind: "retry", code: `${route}_unavailable`, detail };
+  return { kind: "refused", code: `${route}_refused`, detail };
+}
+
 /** The JSON publish endpoint: the base URL's root, keeping a path prefix (`/ntfy/`). */
-export function publishUrl(base: string): string {
+function publishUrl(base: string): string {
   const url = new URL(base);
   if (!url.pathname.endsWith("/")) url.pathname += "/";
   return url.toString();
 }
 
-export async function publish(target: NtfyTarget, message: PushMessage, now: () => number = Date.now): Promise<PublishOutcome> {
-  const headers: Record<string, string> = { "content-type": "application/json" };
-  if (target.token) headers.authorization = `Bearer ${target.token}`;
-  let response: Response;
-  try {
-    response = await fetch(publishUrl(target.url), {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ topic: target.topic, ...message }),
-      signal: AbortSignal.timeout(PUBLISH_TIMEOUT_MS),
-      redirect: "error",
-    });
-  } catch (error) {
-    return { kind: "retry", code: "ntfy_unavailable", detail: errorText(error).slice(0, 200) };
-  }
-  const text = await response.text().catch(() => "");
-  if (response.ok) return { kind: "delivered", messageId: messageIdOf(text) };
-  const detail = `HTTP ${response.status}${ntfyError(text) ? ` ${ntfyError(text)}` : ""}`;
-  if (response.status === 429) {
-    const retryAfterMs = retryAfterDelayMs(response.headers.get("retry-after"), now());
-    return { kind: "retry", code: "ntfy_rate_limited", detail, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
-  }
-  if (response.status >= 500 || response.status === 408) return { kind: "retry", code: "ntfy_unavailable", detail };
-  return { kind: "refused", code: "ntfy_refused", detail };
+export function publish(target: NtfyTarget, message: PushMessage, now: () => number = Date.now): Promise<PublishOutcome> {
+  const headers: Record<string, string> = target.token ? { authorization: `Bearer ${target.token}` } : {};
+  return postJson("ntfy", publishUrl(target.url), { headers, body: JSON.stringify({ topic: target.topic, ...message }) }, now, async (response) => {
+    const text = await response.text().catch(() => "");
+    if (response.ok) return { messageId: messageIdOf(text) };
+    const detail = `HTTP ${response.status}${ntfyError(text) ? ` ${ntfyError(text)}` : ""}`;
+    return { detail, rateLimited: response.status === 429, retryAfter: response.headers.get("retry-after") };
+  });
 }
 
 /** ntfy answers errors as `{"code","http","error","link"}`; its words, cut, on one line. */

@@ -9,7 +9,7 @@ import { instanceText } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import { PushAnswers } from "./answers.ts";
-import { feishuTarget, pushTarget, type PushConfig } from "./config.ts";
+import type { PushConfig } from "./config.ts";
 import { FeishuSender } from "./feishu.ts";
 import { publish } from "./ntfy.ts";
 import { Pusher } from "./pusher.ts";
@@ -35,8 +35,8 @@ export interface PushNeeds {
 
 /** The push routes' parts when one is configured (ntfy, the Feishu bot, or both), else undefined. */
 export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) {
-  const ntfy = pushTarget(config);
-  const feishu = feishuTarget(config);
+  const ntfy = config.ntfyUrl && config.ntfyTopic ? { url: config.ntfyUrl, topic: config.ntfyTopic, token: config.ntfyToken } : undefined;
+  const feishu = config.feishuWebhook ? { url: config.feishuWebhook, secret: config.feishuSecret } : undefined;
   if (!ntfy && !feishu) return undefined;
   const store = new PushStore(ctx);
   const answers = ntfy && config.publicUrl ? new PushAnswers({ store, approvals: needs.approvals, publicUrl: config.publicUrl }) : undefined;

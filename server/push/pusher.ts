@@ -15,7 +15,7 @@ import { instanceSay, type Say } from "../locales/load.ts";
 import type { UrgentKind } from "../mute/decisions.ts";
 import type { MuteStore } from "../mute/store.ts";
 import type { PushAnswers } from "./answers.ts";
-import { pushError, type PublishOutcome, type PushRoute } from "./ntfy.ts";
+import { pushError, type PublishOutcome } from "./ntfy.ts";
 import { approvalPush, eventPush, pushPlan, type PushMessage } from "./render-rules.ts";
 import type { PushRow, PushStore } from "./store.ts";
 
@@ -24,7 +24,7 @@ export interface PusherDeps {
   events: Pick<EventStore, "get">;
   approvals: Pick<ApprovalStore, "get" | "openFor">;
   audit: AuditLog;
-  route: PushRoute;
+  route: PushRow["route"];
   send(message: PushMessage): Promise<PublishOutcome>;
   /** Mints the Approve and Deny URLs; absent without a public base URL or on a notify-only route. */
   answers: PushAnswers | undefined;
@@ -57,16 +57,10 @@ export class Pusher {
     });
   }
 
-  get route(): PushRoute {
+  get route() {
     return this.#deps.route;
   }
 
-  /** Whether the push can carry Approve and Deny buttons. */
-  get answers(): "buttons" | "text" {
-    return this.#deps.answers ? "buttons" : "text";
-  }
-
-  /** Resumes what a previous run left unsent. */
   async load(): Promise<void> {
     for (const row of await this.#deps.store.pending(this.#deps.route)) this.#enqueue(row.push_id);
   }
@@ -79,7 +73,6 @@ export class Pusher {
     if (planned) await this.#claim("event", eventId, planned.event.session_id);
   }
 
-  /** The stored notice and the server's push plan for it, or undefined when there is none. */
   async #plan(eventId: string, muted: (sessionId: string) => boolean, breakThrough: readonly UrgentKind[]) {
     const row = await this.#deps.events.get(eventId);
     if (!row) return undefined;
@@ -98,14 +91,15 @@ export class Pusher {
 
   async receipt(eventId: string): Promise<PushReceipt | null> {
     const row = await this.#deps.store.get(`${this.#deps.route}:event:${eventId}`);
-    return row ? receiptOf(row) : null;
+    return row ? { route: row.route, state: row.state, attempts: row.attempts, error: row.error, updated_at: new Date(row.updated_at).toISOString() } : null;
   }
 
   async health(): Promise<PushHealth> {
     const row = await this.#deps.store.newest(this.#deps.route);
     return {
       route: this.#deps.route,
-      answers: this.answers,
+      // Whether the push can carry Approve and Deny buttons.
+      answers: this.#deps.answers ? "buttons" : "text",
       last: row ? { state: row.state, error: row.error, at: new Date(row.updated_at).toISOString() } : null,
     };
   }
@@ -114,20 +108,8 @@ export class Pusher {
     const now = new Date();
     const route = this.#deps.route;
     const pushId = `${route}:${kind}:${subject}`;
-    const row = {
-      push_id: pushId,
-      route,
-      kind,
-      subject,
-      session_id: sessionId,
-      state: "queued",
-      attempts: 0,
-      error: null,
-      message_id: null,
-      created_at: now,
-      updated_at: now,
-    } as const;
-    if (await this.#deps.store.claim(row)) this.#enqueue(pushId);
+    const row = { push_id: pushId, route, kind, subject, session_id: sessionId, state: "queued", attempts: 0, error: null, message_id: null } as const;
+    if (await this.#deps.store.claim({ ...row, created_at: now, updated_at: now })) this.#enqueue(pushId);
   }
 
   #enqueue(pushId: string): void {
@@ -163,7 +145,7 @@ export class Pusher {
         return;
       }
       const attempts = row.attempts + 1;
-      const outcome: PublishOutcome = await this.#deps.send(built.message);
+      const outcome = await this.#deps.send(built.message);
       if (outcome.kind === "delivered") {
         await this.#finish({ ...row, attempts }, "delivered", null, outcome.messageId, built.message);
         return;
@@ -238,8 +220,4 @@ export class Pusher {
       };
     });
   }
-}
-
-function receiptOf(row: PushRow): PushReceipt {
-  return { route: row.route, state: row.state, attempts: row.attempts, error: row.error, updated_at: new Date(row.updated_at).toISOString() };
 }

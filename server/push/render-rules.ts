@@ -16,35 +16,17 @@ const FIELD_BYTES = { short: 240, long: 1500 } as const;
 /** How much of a command the push shows before cutting to head and tail. */
 const PUSH_COMMAND_CHARS = 600;
 
-export interface PushAction {
-  action: "http" | "view";
-  label: string;
-  url: string;
-  method?: "POST";
-  clear?: boolean;
-}
+type PushAction = { action: "http" | "view"; label: string; url: string; method?: "POST"; clear?: boolean };
 
 /** The JSON publish body without the topic (the target adds it). */
-export interface PushMessage {
-  title: string;
-  message: string;
-  priority: 1 | 2 | 3 | 4 | 5;
-  tags: string[];
-  actions?: PushAction[];
-}
+export type PushMessage = { title: string; message: string; priority: 1 | 2 | 3 | 4 | 5; tags: string[]; actions?: PushAction[] };
 
-export interface PushFacts {
-  /** No bot and recipient are configured: the push is where `delivery: "direct"` notices go. */
-  noBot: boolean;
-  /** Completed runs are pushed too (`ntfyCompletions`). */
-  completions: boolean;
-  /** The notice's session is muted now. */
-  muted: boolean;
-  breakThrough: readonly UrgentKind[];
-}
-
-/** Whether a notice is pushed, at which priority and with which tags; null when it is not. Pure. */
-export function pushPlan(event: EventBody, facts: PushFacts): Pick<PushMessage, "priority" | "tags"> | null {
+/** Whether a notice is pushed, at which priority and with which tags; null when it is not. `noBot`: no bot and recipient are configured, so the push
+ * is where `delivery: "direct"` notices go; `completions`: completed runs are pushed too (`ntfyCompletions`); `muted`: the session is muted now. */
+export function pushPlan(
+  event: EventBody,
+  facts: { noBot: boolean; completions: boolean; muted: boolean; breakThrough: readonly UrgentKind[] },
+): Pick<PushMessage, "priority" | "tags"> | null {
   // The approval's mention to the persona: the request itself is pushed on its own.
   if (event.event_id.startsWith("approval:")) return null;
   if (facts.muted && !isUrgent(event, facts.breakThrough)) return null;
@@ -58,7 +40,7 @@ export function pushPlan(event: EventBody, facts: PushFacts): Pick<PushMessage, 
 }
 
 /** An agent-made field on one line, at most `bytes` UTF-8 bytes (whole code points, `…` when cut). Pure. */
-export function pushField(text: string, bytes: number = FIELD_BYTES.short): string {
+function pushField(text: string, bytes: number = FIELD_BYTES.short): string {
   return clipBytes(oneLine(text), bytes);
 }
 
@@ -75,7 +57,7 @@ function clipBytes(text: string, bytes: number): string {
   return `${out}…`;
 }
 
-/** A notice as a push: the server's title, then source, task, summary and event id on a line each. Pure. */
+/** A notice as a push: the server's title, then source, task, summary and event id on a line each. */
 export function eventPush(event: EventBody, plan: Pick<PushMessage, "priority" | "tags">, say: Say): PushMessage {
   const none = say("anon-notify.direct.none");
   const lines = [
@@ -88,16 +70,14 @@ export function eventPush(event: EventBody, plan: Pick<PushMessage, "priority" |
   return { title, message: clipBytes(lines.join("\n"), MESSAGE_BYTES), ...plan };
 }
 
-/** Where a press of the approval's buttons goes, or how to answer without them. */
-export interface ApprovalLinks {
-  /** The two capability URLs; absent without a public base URL. */
-  answer?: { approve: string; deny: string };
-  /** The console page, for a `view` action when there are no buttons. */
-  console?: string;
-}
-
-/** An approval request as a push: what will run (exactly, on one line), the rules, the time left, and how to answer. Pure. */
-export function approvalPush(record: ApprovalRecord, now: Date, voice: Voice, links: ApprovalLinks): PushMessage {
+/** An approval request as a push: what will run (exactly, on one line), the rules, the time left, and how to answer: the two capability URLs as
+ * buttons (absent without a public base URL), else the console page as a `view` action. Pure. */
+export function approvalPush(
+  record: ApprovalRecord,
+  now: Date,
+  voice: Voice,
+  links: { answer?: { approve: string; deny: string }; console?: string },
+): PushMessage {
   const { say } = voice;
   const code = record.code;
   const asks = record.source === "ask_approval";

@@ -18,14 +18,8 @@ export interface PushRow {
   updated_at: Date;
 }
 
-export interface PushAnswerRow {
-  /** SHA-256 (hex) of the capability in the button's URL; the capability itself is never stored. */
-  hash: string;
-  approval_id: string;
-  decision: ApprovalDecision;
-  expires_at: Date;
-  used_at: Date | null;
-}
+/** `hash`: SHA-256 (hex) of the capability in the button's URL; the capability itself is never stored. */
+export type PushAnswerRow = { hash: string; approval_id: string; decision: ApprovalDecision; expires_at: Date; used_at: Date | null };
 
 declare module "koishi" {
   interface Tables {
@@ -97,7 +91,6 @@ export class PushStore {
     return this.#ctx.database.get(PUSH_TABLE, { route, state: ["queued", "retrying"] } as Query<PushRow>, { sort: { created_at: "asc" } });
   }
 
-  /** A route's newest receipt, for `/health`. */
   async newest(route: PushRoute): Promise<PushRow | undefined> {
     return (await this.#ctx.database.get(PUSH_TABLE, { route }, { sort: { updated_at: "desc" }, limit: 1 }))[0];
   }

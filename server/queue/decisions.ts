@@ -9,12 +9,10 @@ import {
   type AckBody,
   laneOf,
   OUTCOMES,
-  type CancelReason,
   type ClaimedCommand,
   type CommandImage,
   type CommandKind,
   type CommandLane,
-  type CommandOrigin,
   type CommandOutcome,
   type CommandState,
   type CommandSummary,
@@ -25,60 +23,39 @@ import {
 import type { SessionRunState } from "../../protocol/sessions.ts";
 import { LIMITS, type ErrorCode } from "../../protocol/wire.ts";
 
-/** One row of `anon_notify_command`. */
-export interface CommandRecord {
+/** One row of `anon_notify_command`: `payload` is a control command's (checked against its kind's schema at creation), null for instructions;
+ * `images` are emptied when the command reaches a final state; the newest lease is kept after expiry and ACK so a late or repeated ACK can be
+ * recognised; `first_claimed_at`, set by the first claim, is the cut-off for cancelling (cleared only when that claim is rolled back). */
+export type CommandRecord = Pick<CommandSummary, "command_id" | "event_id" | "session_id" | "origin" | "kind" | "state" | "outcome" | "cancel_reason"> & {
   seq: number;
-  command_id: string;
-  session_id: string;
-  event_id: string;
-  origin: CommandOrigin;
-  kind: CommandKind;
-  /** A control command's payload (checked against its kind's schema at creation); null for instructions. */
   payload: Record<string, unknown> | null;
   instruction: string;
-  /** The image bytes; emptied when the command reaches a final state. */
   images: CommandImage[];
   image_count: number;
   image_bytes: number;
   image_digest: string | null;
   request_key: string | null;
   request_digest: string;
-  state: CommandState;
-  /** The newest lease; kept after expiry and after ACK so a late or repeated ACK can be recognised. */
   lease_token: string | null;
   lease_runtime_id: string | null;
   lease_expires_at: Date | null;
-  /** Set by the first claim: the cut-off for cancelling. Cleared only when that claim is rolled back. */
   first_claimed_at: Date | null;
   deliveries: number;
-  /** What the client reported with the ACK of a control command. */
-  outcome: CommandOutcome | null;
-  cancel_reason: CancelReason | null;
   created_at: Date;
   updated_at: Date;
-}
+};
 
 export type CommandPatch = Partial<Omit<CommandRecord, "seq" | "command_id">>;
 
-/** What a conditional write must still find, so that a concurrent change voids the decision. */
-export interface CommandGuard {
-  seq: number;
-  state: CommandState;
-  lease_token: string | null;
-}
-
-export interface Refusal {
-  kind: "refuse";
-  error: ErrorCode;
-}
+type Refusal = { kind: "refuse"; error: ErrorCode };
 
 export const ACTIVE_STATES: CommandState[] = ["pending", "leased"];
 
-export function guardOf(record: CommandRecord): CommandGuard {
+/** What a conditional write must still find, so that a concurrent change voids the decision. */
+export function guardOf(record: CommandRecord): Pick<CommandRecord, "seq" | "state" | "lease_token"> {
   return { seq: record.seq, state: record.state, lease_token: record.lease_token };
 }
 
-/** Cancellable only while no claim has ever started delivering it. */
 export function isCancellable(record: CommandRecord): boolean {
   return record.state === "pending" && record.first_claimed_at === null;
 }
@@ -87,12 +64,7 @@ function leaseExpired(record: CommandRecord, now: Date): boolean {
   return record.state === "leased" && record.lease_expires_at !== null && record.lease_expires_at <= now;
 }
 
-export interface Claimer {
-  runtimeId: string;
-  supportsImages: boolean;
-  lane: CommandLane;
-  stopTtlMs: number;
-}
+export type Claimer = { runtimeId: string; supportsImages: boolean; lane: CommandLane; stopTtlMs: number };
 
 /** The runtime that held `record`'s last lease when `runtimeId` now claims it, or null when it is the same or none. */
 export function reboundFrom(record: CommandRecord, runtimeId: string): string | null {
@@ -100,7 +72,7 @@ export function reboundFrom(record: CommandRecord, runtimeId: string): string | 
 }
 
 /** A stop older than its time to live must never stop a later run: it is not handed out again. */
-export function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
+function isStaleStop(record: CommandRecord, now: Date, stopTtlMs: number): boolean {
   return record.kind === "stop" && record.created_at.getTime() + stopTtlMs <= now.getTime();
 }
 
@@ -124,25 +96,14 @@ export function mayHoldClaim(lane: CommandLane, state: SessionRunState | undefin
   return lane !== "instructions" || state === "idle";
 }
 
-/** How many long polls may be held at once: per session and over all sessions. */
-export interface PollCaps {
-  perSession: number;
-  total: number;
-}
+export type PollCaps = { perSession: number; total: number };
 
 /** Whether one more long poll may be held, given how many are held now; the surplus is answered at once. */
 export function mayHoldPoll(heldBySession: number, heldTotal: number, caps: PollCaps): boolean {
   return heldBySession < caps.perSession && heldTotal < caps.total;
 }
 
-export interface LeaseGrant {
-  token: string;
-  runtimeId: string;
-  now: Date;
-  leaseMs: number;
-}
-
-export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPatch {
+export function claimPatch(record: CommandRecord, grant: { token: string; runtimeId: string; now: Date; leaseMs: number }): CommandPatch {
   return {
     state: "leased",
     lease_token: grant.token,
@@ -156,15 +117,8 @@ export function claimPatch(record: CommandRecord, grant: LeaseGrant): CommandPat
 
 /** Undoes a claim whose answer never left the server: every field the claim set goes back, as if it had never happened. */
 export function rollbackPatch(before: CommandRecord, now: Date): CommandPatch {
-  return {
-    state: before.state,
-    lease_token: before.lease_token,
-    lease_runtime_id: before.lease_runtime_id,
-    lease_expires_at: before.lease_expires_at,
-    first_claimed_at: before.first_claimed_at,
-    deliveries: before.deliveries,
-    updated_at: now,
-  };
+  const { state, lease_token, lease_runtime_id, lease_expires_at, first_claimed_at, deliveries } = before;
+  return { state, lease_token, lease_runtime_id, lease_expires_at, first_claimed_at, deliveries, updated_at: now };
 }
 
 /** An expired lease goes back to pending. `first_claimed_at` stays (the content may be inside Pi: never cancellable again), and so does the lease token,
@@ -205,7 +159,6 @@ export function ackAuditData(ack: AckInput): Record<string, unknown> {
   };
 }
 
-/** A state change to write under the record's guard, nothing to do (a repeat), or a refusal. */
 export type Transition = { kind: "write"; patch: CommandPatch } | { kind: "unchanged" } | Refusal;
 
 export function decideAck(record: CommandRecord | undefined, ack: AckInput, now: Date): Transition {
@@ -233,8 +186,6 @@ export function decideCancel(record: CommandRecord | undefined, sessionId: strin
   return { kind: "write", patch: { ...finalPatch("cancelled", now), cancel_reason: "operator" } };
 }
 
-export type CreateDecision = { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal;
-
 /** A repeated request key returns the stored command, final ones included (a cancelled command never comes back); the same key over other content is
  * refused. */
 export function decideCreate(
@@ -243,7 +194,7 @@ export function decideCreate(
   activeImageBytes: number,
   newImageBytes: number,
   imageBudgetBytes: number,
-): CreateDecision {
+): { kind: "reuse"; record: CommandRecord } | { kind: "insert" } | Refusal {
   if (sameKey) {
     return sameKey.request_digest === requestDigest ? { kind: "reuse", record: sameKey } : { kind: "refuse", error: "idempotency_key_reused" };
   }
@@ -253,16 +204,14 @@ export function decideCreate(
   return { kind: "insert" };
 }
 
-export interface RequestContent {
+/** `control`: control commands only; an instruction's digest is what it was before there were kinds. */
+export function requestDigest(content: {
   session_id: string;
   event_id: string | null;
   instruction: string;
   image_digest: string | null;
-  /** Control commands only; an instruction's digest is what it was before there were kinds. */
   control?: { kind: CommandKind; payload: Record<string, unknown> } | undefined;
-}
-
-export function requestDigest(content: RequestContent): string {
+}): string {
   const control = content.control ? [content.control.kind, content.control.payload] : [];
   const canonical = JSON.stringify([content.session_id, content.event_id, content.instruction, content.image_digest, ...control]);
   return createHash("sha256").update(canonical).digest("hex");
@@ -306,15 +255,13 @@ export function claimedCommand(record: CommandRecord): ClaimedCommand {
 }
 
 /** What a model provider takes: each side at most this many pixels, and at most this many in all. */
-export const IMAGE_BOUNDS = { maxSide: 16_384, maxPixels: 40_000_000 } as const;
+const IMAGE_BOUNDS = { maxSide: 16_384, maxPixels: 40_000_000 } as const;
 
 const DECODED_TYPES: Readonly<Record<string, ImageMime>> = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
 
-export type ImageDecoding = { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string };
-
 /** Reads the header with image-size (type, and dimensions within `IMAGE_BOUNDS`), then decodes the whole image (image-rules.ts): magic bytes alone are
  * not an image. */
-export function decodeImage(bytes: Buffer): ImageDecoding {
+export function decodeImage(bytes: Buffer): { ok: true; mime: ImageMime; width: number; height: number } | { ok: false; problem: string } {
   let size: ReturnType<typeof imageSize>;
   try {
     // A copy with its own buffer: image-size reads past a short input's end, and a decoded base64
@@ -338,16 +285,8 @@ export function decodeImage(bytes: Buffer): ImageDecoding {
   return { ok: true, mime, width, height };
 }
 
-export interface ImageFacts {
-  count: number;
-  bytes: number;
-  digest: string | null;
-}
-
-export type ImageCheck = { ok: true; facts: ImageFacts } | { ok: false; issues: { path: string; message: string }[] };
-
 /** Decoded sizes and each image's header (the schema checked count, alphabet and type names); the digest covers types and bytes, in order. */
-export function checkImages(images: readonly CommandImage[]): ImageCheck {
+export function checkImages(images: readonly CommandImage[]) {
   const issues: { path: string; message: string }[] = [];
   const hash = createHash("sha256");
   let total = 0;
@@ -366,6 +305,6 @@ export function checkImages(images: readonly CommandImage[]): ImageCheck {
   if (total > LIMITS.commandImageBytes) {
     issues.push({ path: "images", message: `images decode to ${total} bytes together; at most ${LIMITS.commandImageBytes}` });
   }
-  if (issues.length > 0) return { ok: false, issues };
-  return { ok: true, facts: { count: images.length, bytes: total, digest: images.length > 0 ? hash.digest("hex") : null } };
+  if (issues.length > 0) return { ok: false, issues } as const;
+  return { ok: true, facts: { count: images.length, bytes: total, digest: images.length > 0 ? hash.digest("hex") : null } } as const;
 }

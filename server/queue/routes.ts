@@ -41,10 +41,7 @@ export const CommandRoutes = {
 
     api.route(ctx, { method: "GET", path: "/commands", auth: "agent" }, async (request) => {
       const query = parseWith(ClaimQuery, Object.fromEntries(request.query));
-      const withImages = (query.capabilities ?? "")
-        .split(",")
-        .map((c) => c.trim())
-        .includes("images");
+      const withImages = (query.capabilities ?? "").split(",").some((c) => c.trim() === "images");
       const deadline = Date.now() + query.wait_ms;
       const release = query.wait_ms > 0 ? holdPoll(query.session_id) : () => {};
       try {

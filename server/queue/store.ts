@@ -3,17 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { Context } from "koishi";
 import type { AuditActor } from "../../protocol/audit.ts";
-import {
-  CONTROL_PAYLOADS,
-  laneOf,
-  type ClaimAnswer,
-  type CommandImage,
-  type CommandLane,
-  type CommandOrigin,
-  type CommandSummary,
-  type CommandKind,
-  type ControlKind,
-} from "../../protocol/queue.ts";
+import { CONTROL_PAYLOADS, laneOf, type ClaimAnswer, type CommandLane, type CommandSummary, type ControlKind } from "../../protocol/queue.ts";
 import {
   ACTIVE_STATES,
   ackAuditData,
@@ -41,22 +31,15 @@ import { wireIssues } from "../../protocol/wire.ts";
 import { StartPayload } from "../../protocol/hosts.ts";
 import { DomainError } from "../../common/domain-error.ts";
 import { Turns } from "../../common/turns.ts";
-import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where } from "./table.ts";
+import { COMMAND_TABLE, CommandTable, FINAL_STATES, WITHOUT_IMAGES, where, withoutImages, type NewRow } from "./table.ts";
 import { LongPollWaker } from "./waker.ts";
 
 /** Conditional writes that lost a race are decided again on a fresh read, a bounded number of times. */
 const MAX_RACE_RETRIES = 5;
 
-export interface NewCommand {
-  session_id: string;
-  /** The notice this answers; `null` for a proactive or operator message, which gets `<origin>:<command_id>`. */
-  event_id: string | null;
-  origin: CommandOrigin;
-  instruction: string;
-  images: CommandImage[];
-  /** Namespaced by the caller (persona tool call or operator key); `null`: no idempotency. */
-  request_key: string | null;
-}
+/** `event_id`: the notice this answers, null for a proactive or operator message; `request_key`: namespaced by the caller (persona tool call or
+ * operator key), null for no idempotency. */
+export type NewCommand = Pick<NewRow, "session_id" | "event_id" | "origin" | "instruction" | "images" | "request_key">;
 
 export interface CommandStoreOptions {
   leaseMs: number;
@@ -72,7 +55,6 @@ const CREATE = "create";
 /** A control command or start job: no notice, instruction, images or request key. */
 const NO_CONTENT = { event_id: null, instruction: "", image_count: 0, image_bytes: 0, image_digest: null, request_key: null };
 
-/** The table's reads (table.ts) and every state change of its commands. */
 export class CommandStore extends CommandTable {
   readonly waker = new LongPollWaker();
   readonly #ctx: Context;
@@ -95,7 +77,7 @@ export class CommandStore extends CommandTable {
   create(input: NewCommand, admit: () => Promise<void> = async () => {}): Promise<{ record: CommandRecord; duplicate: boolean }> {
     const check = checkImages(input.images);
     if (!check.ok) return Promise.reject(new DomainError("invalid_image", { issues: check.issues }));
-    const facts = check.facts;
+    const { facts } = check;
     return this.#creations.run(CREATE, async () => {
       const db = this.#ctx.database;
       const sameKey = input.request_key ? (await db.get(COMMAND_TABLE, { request_key: input.request_key }))[0] : undefined;
@@ -105,23 +87,8 @@ export class CommandStore extends CommandTable {
       const decision = decideCreate(sameKey, digest, activeBytes, facts.bytes, this.#options.imageBudgetBytes);
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
-      const record = await this.insert(
-        {
-          session_id: input.session_id,
-          event_id: input.event_id,
-          origin: input.origin,
-          kind: "instruction",
-          payload: null,
-          instruction: input.instruction,
-          images: input.images,
-          image_count: facts.count,
-          image_bytes: facts.bytes,
-          image_digest: facts.digest,
-          request_key: input.request_key,
-          request_digest: digest,
-        },
-        this.#now(),
-      );
+      const image = { image_count: facts.count, image_bytes: facts.bytes, image_digest: facts.digest };
+      const record = await this.insert({ ...input, kind: "instruction", payload: null, ...image, request_digest: digest }, this.#now());
       // An operator-origin command is recorded as whoever asked (the operator API, the chat, the console page).
       await this.#changed(record, record.origin === "operator" ? undefined : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
@@ -146,12 +113,7 @@ export class CommandStore extends CommandTable {
     return row?.payload;
   }
 
-  #createWithPayload(
-    sessionId: string,
-    kind: Exclude<CommandKind, "instruction">,
-    checked: Record<string, unknown>,
-    actor: AuditActor,
-  ): Promise<CommandSummary> {
+  #createWithPayload(sessionId: string, kind: ControlKind | "start", checked: Record<string, unknown>, actor: AuditActor): Promise<CommandSummary> {
     return this.#creations.run(CREATE, async () => {
       const digest = requestDigest({ session_id: sessionId, event_id: null, instruction: "", image_digest: null, control: { kind, payload: checked } });
       const fields = { session_id: sessionId, origin: "operator" as const, kind, payload: checked, request_digest: digest };
@@ -183,50 +145,44 @@ export class CommandStore extends CommandTable {
   /** Leases the session's next command for this runtime, or answers `{command: null}`; if `clientGone` aborted before the lease, the claim is rolled
    * back. */
   claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone?: AbortSignal, lane: CommandLane = "instructions"): Promise<ClaimAnswer> {
-    return this.#turns.run(sessionId, () => this.#claim(sessionId, runtimeId, withImages, clientGone, lane));
-  }
-
-  async #claim(sessionId: string, runtimeId: string, withImages: boolean, clientGone: AbortSignal | undefined, lane: CommandLane): Promise<ClaimAnswer> {
-    const db = this.#ctx.database;
-    for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
-      if (clientGone?.aborted) return { command: null };
-      const now = this.#now();
-      // Picking needs no image bytes; only the leased command's are read, once it is ours.
-      const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
-      const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
-      const picked = pickClaim(
-        active.map((row) => ({ ...row, images: [] })),
-        now,
-        claimer,
-      );
-      if (!picked) return { command: null };
-      const token = randomBytes(24).toString("base64url");
-      const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
-      const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
-      if (matched === 1) {
-        const leased = { ...picked, ...patch };
-        await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
-        const from = reboundFrom(picked, runtimeId);
-        // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
-        if (from)
-          await this.#options.audit?.record({
-            actor: "server",
-            action: "command.rebound",
-            session_id: sessionId,
-            subject: picked.command_id,
-            data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind },
-          });
-        const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
-        // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
-        if (clientGone?.aborted) {
-          await this.#rollBack(leased, picked, runtimeId);
-          return { command: null };
+    return this.#turns.run(sessionId, async () => {
+      const db = this.#ctx.database;
+      for (let attempt = 0; attempt < MAX_RACE_RETRIES; attempt++) {
+        if (clientGone?.aborted) return { command: null };
+        const now = this.#now();
+        // Picking needs no image bytes; only the leased command's are read, once it is ours.
+        const active = await db.get(COMMAND_TABLE, where({ session_id: sessionId, state: ACTIVE_STATES }), { fields: WITHOUT_IMAGES, sort: { seq: "asc" } });
+        const claimer = { runtimeId, supportsImages: withImages, lane, stopTtlMs: this.#options.stopTtlMs };
+        const picked = pickClaim(withoutImages(active), now, claimer);
+        if (!picked) return { command: null };
+        const token = randomBytes(24).toString("base64url");
+        const patch = claimPatch(picked, { token, runtimeId, now, leaseMs: this.#options.leaseMs });
+        const { matched } = await db.set(COMMAND_TABLE, where(guardOf(picked)), patch);
+        if (matched === 1) {
+          const leased = { ...picked, ...patch };
+          await this.#changed(leased, "agent", { runtime_id: runtimeId, lease_expires_at: patch.lease_expires_at, deliveries: patch.deliveries });
+          const from = reboundFrom(picked, runtimeId);
+          // Delivered (maybe) to one runtime, now handed to another: the owner sees it on the trail.
+          if (from)
+            await this.#options.audit?.record({
+              actor: "server",
+              action: "command.rebound",
+              session_id: sessionId,
+              subject: picked.command_id,
+              data: { from_runtime_id: from, to_runtime_id: runtimeId, kind: picked.kind },
+            });
+          const images = picked.image_count > 0 ? ((await db.get(COMMAND_TABLE, { seq: picked.seq }, ["images"]))[0]?.images ?? []) : [];
+          // Checked after the last await: from here to the answer's write no I/O event (a close) is handled.
+          if (clientGone?.aborted) {
+            await this.#rollBack(leased, picked, runtimeId);
+            return { command: null };
+          }
+          return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
         }
-        return { command: claimedCommand({ ...picked, images }), lease: { token, expires_at: patch.lease_expires_at!.toISOString() } };
       }
-    }
-    // Lost every race for this session's head: nothing leased, the client simply claims again.
-    return { command: null };
+      // Lost every race for this session's head: nothing leased, the client simply claims again.
+      return { command: null };
+    });
   }
 
   /** Puts a leased command back as it was before the claim, if that lease is still current; otherwise it has moved on. */
@@ -242,17 +198,18 @@ export class CommandStore extends CommandTable {
   }
 
   async cancel(sessionId: string, commandId: string): Promise<CommandSummary> {
-    return summarize(
-      await this.#turns.run(sessionId, () =>
-        this.#transition(commandId, (record, now) => decideCancel(record, sessionId, now), undefined, { cancel_reason: "operator" }),
-      ),
-    );
+    const decide = (record: CommandRecord | undefined, now: Date) => decideCancel(record, sessionId, now);
+    return summarize(await this.#turns.run(sessionId, () => this.#transition(commandId, decide, undefined, { cancel_reason: "operator" })));
   }
 
-  /** The periodic sweep: expired leases back to pending, then stops that waited too long cancelled. */
+  /** Expired leases back to pending, then stops that waited too long cancelled. */
   async sweep(): Promise<void> {
     await this.expireLeases();
-    await this.expireStops();
+    const now = this.#now();
+    const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
+    const query = { kind: "stop", state: "pending", created_at: { $lte: bornBefore } } as const;
+    const waiting = await this.#ctx.database.get(COMMAND_TABLE, query, { fields: WITHOUT_IMAGES });
+    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
   }
 
   async expireLeases(): Promise<void> {
@@ -261,21 +218,9 @@ export class CommandStore extends CommandTable {
     await this.#expire(expired, (record) => expiryPatch(record, now), { lease_expired: true });
   }
 
-  async expireStops(): Promise<void> {
-    const now = this.#now();
-    const bornBefore = new Date(now.getTime() - this.#options.stopTtlMs);
-    const waiting = await this.#ctx.database.get(
-      COMMAND_TABLE,
-      { kind: "stop", state: "pending", created_at: { $lte: bornBefore } },
-      { fields: WITHOUT_IMAGES },
-    );
-    await this.#expire(waiting, (record) => stopExpiryPatch(record, now, this.#options.stopTtlMs), { cancel_reason: "expired" });
-  }
-
   /** Writes each row's expiry patch (if it has one) on its guard, in its session's turn. */
   async #expire(rows: Omit<CommandRecord, "images">[], patchOf: (record: CommandRecord) => CommandPatch | null, data: Record<string, unknown>) {
-    for (const row of rows) {
-      const record = { ...row, images: [] };
+    for (const record of withoutImages(rows)) {
       const patch = patchOf(record);
       if (!patch) continue;
       await this.#turns.run(record.session_id, async () => {
@@ -289,20 +234,13 @@ export class CommandStore extends CommandTable {
    * whoever the request came from. */
   async #changed(record: CommandRecord, actor: AuditActor | undefined, data: Record<string, unknown>): Promise<void> {
     this.waker.wake(record.session_id, laneOf(record.kind));
+    const { event_id, origin, kind, image_count, image_bytes, image_digest } = record;
     await this.#options.audit?.record({
       ...(actor ? { actor } : {}),
       action: `command.${record.state}`,
       session_id: record.session_id,
       subject: record.command_id,
-      data: {
-        event_id: record.event_id,
-        origin: record.origin,
-        kind: record.kind,
-        image_count: record.image_count,
-        image_bytes: record.image_bytes,
-        image_digest: record.image_digest,
-        ...data,
-      },
+      data: { event_id, origin, kind, image_count, image_bytes, image_digest, ...data },
     });
   }
 

@@ -67,8 +67,9 @@ const COLUMNS = {
   updated_at: "timestamp",
 } as const satisfies Record<keyof CommandRecord, unknown>;
 
-/** Every column but the image bytes, for reads that never need them. */
 export const WITHOUT_IMAGES = (Object.keys(COLUMNS) as (keyof CommandRecord)[]).filter((column) => column !== "images");
+
+export const withoutImages = (rows: Omit<CommandRecord, "images">[]): CommandRecord[] => rows.map((row) => ({ ...row, images: [] }));
 
 export class CommandTable {
   readonly #ctx: Context;
@@ -88,8 +89,8 @@ export class CommandTable {
   }
 
   async summary(commandId: string): Promise<CommandSummary | undefined> {
-    const [row] = await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES });
-    return row ? summarize({ ...row, images: [] }) : undefined;
+    const [record] = withoutImages(await this.#ctx.database.get(COMMAND_TABLE, { command_id: commandId }, { fields: WITHOUT_IMAGES }));
+    return record ? summarize(record) : undefined;
   }
 
   /** Newest first, without image bytes or lease tokens; every session's when `sessionId` is undefined. */
@@ -99,10 +100,9 @@ export class CommandTable {
       sort: { seq: "desc" },
       limit,
     });
-    return rows.map((row) => summarize({ ...row, images: [] }));
+    return withoutImages(rows).map(summarize);
   }
 
-  /** How many commands wait to be delivered or are being delivered (pending or leased). */
   async countActive(): Promise<number> {
     const count = await this.#ctx.database.eval(COMMAND_TABLE, (row) => koishi.$.count(row.command_id), where({ state: ACTIVE_STATES }));
     return Number(count ?? 0);

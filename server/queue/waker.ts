@@ -32,7 +32,8 @@ export class LongPollWaker {
       fire();
       return { fired, until, close: () => {} };
     }
-    const key = keyOf(sessionId, lane);
+    // Session ids never contain a space (protocol Id).
+    const key = `${lane} ${sessionId}`;
     const set = this.#watchers.get(key) ?? new Set();
     set.add(fire);
     this.#watchers.set(key, set);
@@ -47,7 +48,7 @@ export class LongPollWaker {
   }
 
   wake(sessionId: string, lane: CommandLane = "instructions"): void {
-    for (const fire of this.#watchers.get(keyOf(sessionId, lane)) ?? []) fire();
+    for (const fire of this.#watchers.get(`${lane} ${sessionId}`) ?? []) fire();
   }
 
   /** Releases every held request (plugin dispose) and answers later watches at once. */
@@ -56,9 +57,4 @@ export class LongPollWaker {
     for (const set of this.#watchers.values()) for (const fire of set) fire();
     this.#watchers.clear();
   }
-}
-
-function keyOf(sessionId: string, lane: CommandLane): string {
-  // Session ids never contain a space (protocol Id).
-  return `${lane} ${sessionId}`;
 }

@@ -1,7 +1,5 @@
-/**
- * The owner's notices about triggers, pure: what a delivery came to, in the instance's language.
- * They name the trigger, delivery, key and actor, never the event's text (that is the model's, as data).
- */
+/** The owner's notices about triggers, pure: what a delivery came to, in the instance's language. They name the
+ * trigger, delivery, key and actor, never the event's text (that is the model's, as data). */
 import { createHash } from "node:crypto";
 import { EventBody, type DeliveryRoute } from "../../protocol/events.ts";
 import type { TriggerGuard } from "../../protocol/triggers.ts";
@@ -18,15 +16,8 @@ export type TriggerFact =
   | { kind: "duplicate" }
   | { kind: "unsigned"; address: string };
 
-export interface NoticeSubject {
-  trigger: string;
-  /** The delivery id; empty for an unsigned request (it has none worth believing). */
-  delivery: string;
-  key: string;
-  event: string;
-  actor: string;
-  url: string | null;
-}
+/** `delivery`: the delivery id, empty for an unsigned request (it has none worth believing). */
+export type NoticeSubject = { trigger: string; delivery: string; key: string; event: string; actor: string; url: string | null };
 
 const WARNINGS = new Set<TriggerFact["kind"]>(["start_refused", "refused", "duplicate", "unsigned"]);
 

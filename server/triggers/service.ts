@@ -53,13 +53,7 @@ export interface TriggerDeps {
 type Header = (name: string) => string | undefined;
 
 /** A delivery past its signature, with the facts every notice about it names. */
-interface Received {
-  trigger: TriggerConfig;
-  id: string;
-  deliveryId: string;
-  delivery: TriggerDelivery;
-  subject: NoticeSubject;
-}
+type Received = { trigger: TriggerConfig; id: string; deliveryId: string; delivery: TriggerDelivery; subject: NoticeSubject };
 
 export class TriggerService {
   readonly #deps: TriggerDeps;
@@ -136,16 +130,8 @@ export class TriggerService {
           runsLastDay: await store.countRuns(trigger.name, new Date(now.getTime() - DAY_MS)),
         };
     const guard = admitted ?? limitGuard(counts!, trigger);
-    const row = {
-      id,
-      trigger_name: trigger.name,
-      delivery_id: deliveryId,
-      item_key: subject.key,
-      event: subject.event,
-      actor: delivery.actor,
-      received_at: now,
-    };
-    const stored = await store.insert({ ...row, state: guard ? "refused" : "accepted", guard, outcome: null, session_id: null });
+    const row = { id, trigger_name: trigger.name, delivery_id: deliveryId, item_key: subject.key, event: subject.event, actor: delivery.actor };
+    const stored = await store.insert({ ...row, received_at: now, state: guard ? "refused" : "accepted", guard, outcome: null, session_id: null });
     if (!stored) return duplicate();
     await audit.record({ actor: "server", action: guard ? "trigger.refused" : "trigger.accepted", subject: id, data: { ...subject, guard } });
     if (!guard) return { state: "queued", delivery: deliveryId };
@@ -191,15 +177,8 @@ export class TriggerService {
     const prompt = triggerPrompt(trigger, deliveryId, delivery);
     const plan = planFor(await this.#keySession(itemKey));
     if (plan.kind === "instruct") {
-      const instruction = {
-        session_id: plan.sessionId,
-        event_id: null,
-        origin: "operator" as const,
-        instruction: prompt,
-        images: [],
-        request_key: `trigger:${id}`,
-      };
-      const { record } = await commands.create(instruction);
+      const instruction = { session_id: plan.sessionId, event_id: null, origin: "operator" as const, instruction: prompt, images: [] };
+      const { record } = await commands.create({ ...instruction, request_key: `trigger:${id}` });
       await store.settle(id, plan.joined ? "joined" : "continued", plan.sessionId);
       return void this.#tell(subject, { kind: plan.joined ? "joined" : "continued", sessionId: plan.sessionId, commandId: record.command_id });
     }

@@ -1,8 +1,5 @@
-/**
- * The triggers' two tables: `anon_notify_trigger_delivery`, one row per delivery id and trigger
- * (the unique key that makes a redelivery a duplicate, and what the limits count), and
- * `anon_notify_trigger_key`, the session each key's deliveries go to.
- */
+/** The triggers' tables: one row per delivery id and trigger (the key that makes a redelivery a duplicate, and
+ * what the limits count), and the session each key's deliveries go to. */
 import type { Context, Query } from "koishi";
 import type { TriggerGuard } from "../../protocol/triggers.ts";
 
@@ -100,20 +97,18 @@ export class TriggerStore {
     await this.#ctx.database.set(DELIVERY_TABLE, { id }, { outcome, session_id: sessionId });
   }
 
-  /** Accepted deliveries of a trigger (of one key, when given) since `since`. */
   async countRuns(trigger: string, since: Date, itemKey?: string): Promise<number> {
     const query = { trigger_name: trigger, state: "accepted", received_at: { $gte: since }, ...(itemKey ? { item_key: itemKey } : {}) };
     return (await this.#ctx.database.get(DELIVERY_TABLE, query as Query<DeliveryRow>, ["id"])).length;
   }
 
-  /** When the trigger's breaker last tripped since `since`, or null. */
   async trippedSince(trigger: string, since: Date): Promise<Date | null> {
     const query = { trigger_name: trigger, guard: "breaker", received_at: { $gte: since } } as Query<DeliveryRow>;
     const [row] = await this.#ctx.database.get(DELIVERY_TABLE, query, { fields: ["received_at"], sort: { received_at: "desc" }, limit: 1 });
     return row ? new Date(row.received_at) : null;
   }
 
-  async key(itemKey: string): Promise<KeyRow | undefined> {
+  async key(itemKey: string) {
     return (await this.#ctx.database.get(KEY_TABLE, { item_key: itemKey }))[0];
   }
 

@@ -1,7 +1,5 @@
-/**
- * The triggers' decisions, pure: is a body signed, what a GitHub payload says, which guard refuses a
- * delivery, what a key's next delivery does to its session, and the prompt the model reads.
- */
+/** The triggers' decisions, pure: is a body signed, what a GitHub payload says, which guard refuses a
+ * delivery, what a key's next delivery does to its session, and the prompt the model reads. */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { LIMITS } from "../../protocol/wire.ts";
 import { TriggerDelivery, type TriggerGuard } from "../../protocol/triggers.ts";
@@ -44,7 +42,7 @@ export function fromGitHub(event: string, payload: unknown) {
   });
 }
 
-/** The coalescing key: one session per repository and PR or issue number. */
+/** One session per repository and PR or issue number. */
 export function keyOf(delivery: TriggerDelivery): string {
   return delivery.number === null ? delivery.repository : `${delivery.repository}#${delivery.number}`;
 }
@@ -68,13 +66,8 @@ export function admit(delivery: TriggerDelivery, trigger: TriggerConfig): Trigge
   return null;
 }
 
-/** What the stored deliveries say about the limits at this moment. */
-export interface RunCounts {
-  /** When the breaker last tripped within the last hour, or null. */
-  trippedAt: Date | null;
-  keyRunsLastHour: number;
-  runsLastDay: number;
-}
+/** What the stored deliveries say about the limits at this moment; `trippedAt`: when the breaker last tripped within the last hour. */
+type RunCounts = { trippedAt: Date | null; keyRunsLastHour: number; runsLastDay: number };
 
 export const BREAKER_PAUSE_MS = 60 * 60_000;
 
@@ -94,27 +87,20 @@ export function refusalCounts(guard: TriggerGuard, counts: RunCounts | undefined
 }
 
 /** What is known of a key's session: its start job's state, and whether it runs now. */
-export interface KeySession {
-  sessionId: string;
-  host: string;
-  project: string;
-  start: "pending" | "started" | "refused";
-  online: boolean;
-}
-
-export type KeyPlan = { kind: "start" } | { kind: "instruct"; sessionId: string; joined: boolean } | { kind: "resume"; session: KeySession };
+export type KeySession = { sessionId: string; host: string; project: string; start: "pending" | "started" | "refused"; online: boolean };
 
 /** One session per key: continued while it runs or starts, resumed once it ended, a new one after a refused start. */
-export function planFor(session: KeySession | undefined): KeyPlan {
+export function planFor(
+  session: KeySession | undefined,
+): { kind: "start" } | { kind: "instruct"; sessionId: string; joined: boolean } | { kind: "resume"; session: KeySession } {
   if (!session || (session.start === "refused" && !session.online)) return { kind: "start" };
   if (session.online) return { kind: "instruct", sessionId: session.sessionId, joined: false };
   if (session.start === "pending") return { kind: "instruct", sessionId: session.sessionId, joined: true };
   return { kind: "resume", session };
 }
 
-/** Each cut text ends so; the model sees that it read part of it. */
-const CUT = "…";
-const cut = (value: string | null, max: number) => (value === null || value.length <= max ? value : `${value.slice(0, Math.max(0, max - 1))}${CUT}`);
+// Each cut text ends with `…`: the model sees that it read part of it.
+const cut = (value: string | null, max: number) => (value === null || value.length <= max ? value : `${value.slice(0, Math.max(0, max - 1))}…`);
 /** Text budgets tried in turn until the prompt fits `instructionChars`; the last one always fits (ids and names only). */
 const BUDGETS = [2000, 1000, 400, 100, 0];
 
