@@ -2,7 +2,7 @@
  * queue, started and stopped together on one connection and journal (extension/command-channel/). */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { ControlChannel } from "./extension/command-channel/control-channel.ts";
-import type { ControlRegistry } from "./extension/command-channel/control-dispatcher.ts";
+import type { ControlRegistry } from "./extension/command-channel/control-channel.ts";
 import { InstructionChannel, type InstructionChannelDeps } from "./extension/command-channel/instruction-channel.ts";
 import { LaneConnection } from "./extension/command-channel/lane.ts";
 import type { Presence, PresenceDeps } from "./extension/presence/presence.ts";

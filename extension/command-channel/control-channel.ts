@@ -1,14 +1,53 @@
 /** The control channel (protocol 3): one long poll kept open idle and busy, so a stop or an approval
  * decision reaches a run mid-tool; each outcome is journaled before the ACK, and a journaled one is only re-ACKed. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
-import { CONTROL_PROTOCOL, type ClaimedCommand, type StoppedRun } from "../../protocol/queue.ts";
+import { CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
 import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
-import { controlStep, type Applied } from "./control-rules.ts";
-import { ControlDispatcher } from "./control-dispatcher.ts";
+import { allowedOutcome, controlStep, type Applied } from "./control-rules.ts";
+
+export interface ControlCommand {
+  commandId: string;
+  kind: string;
+  payload: Record<string, unknown>;
+}
+
+/** Applies one control command and says what happened; never throws on purpose (a throw is `unknown`). */
+export type ControlHandler = (command: ControlCommand) => CommandOutcome | Promise<CommandOutcome>;
+
+/** Where a feature registers the handler of its control kind (so it need not edit the channel); returns the unregister. */
+export interface ControlRegistry {
+  on(kind: ControlKind, handler: ControlHandler): () => void;
+}
+
+export class ControlDispatcher implements ControlRegistry {
+  readonly #handlers = new Map<string, ControlHandler>();
+
+  /** A later registration replaces an earlier one. */
+  on(kind: ControlKind, handler: ControlHandler): () => void {
+    this.#handlers.set(kind, handler);
+    return () => {
+      if (this.#handlers.get(kind) === handler) this.#handlers.delete(kind);
+    };
+  }
+
+  /** The handler's outcome if it is one its kind allows; `unknown` for a kind nobody handles or a
+   * failed handler. `failed` hears why a handler threw, to be worded for the person by the caller. */
+  async dispatch(command: ControlCommand, failed: (why: string) => void): Promise<CommandOutcome> {
+    const handler = this.#handlers.get(command.kind);
+    if (!handler) return "unknown";
+    try {
+      return allowedOutcome(command.kind, await handler(command));
+    } catch (error) {
+      failed(errorText(error));
+      return "unknown";
+    }
+  }
+}
 
 export class ControlChannel extends ControlDispatcher {
   readonly #server: ServerHeard;
@@ -71,7 +110,7 @@ export class ControlChannel extends ControlDispatcher {
     let failures = 0;
     const claimFailures = new ReportOnce((message) => lane.reports.report(message));
     while (!stopped.aborted) {
-      const sessionId = this.#sessionId();
+      const sessionId = this.#ctx?.sessionManager.getSessionId();
       if (!sessionId) return;
       const waitMs = Math.min(lane.settings.longPollMs, LIMITS.longPollMaxMs);
       try {
@@ -105,9 +144,5 @@ export class ControlChannel extends ControlDispatcher {
             ),
           };
     await lane.confirm(command, { sessionId, token, journaled: !step.apply }, lane.text.commands.controlAckFailed, applied);
-  }
-
-  #sessionId(): string | undefined {
-    return this.#ctx?.sessionManager.getSessionId();
   }
 }

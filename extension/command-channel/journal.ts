@@ -28,7 +28,6 @@ export const JOURNAL_KEEP_RECORDS = 2_000;
 export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
 
 export interface CommandJournal {
-  readonly file: string;
   has(commandId: string): boolean;
   /** What applying a control command did, as journaled: its outcome, and a stopped run. */
   applied(commandId: string): Partial<Applied>;
@@ -36,24 +35,32 @@ export interface CommandJournal {
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
 }
 
-export interface OpenedJournal {
-  journal: CommandJournal;
-  /** Lines that were not valid records; they are kept in the file and reported, never guessed at. */
-  skippedLines: number;
-}
-
-/** Reads what is there (a missing file is an empty journal) and returns the appender. */
-export async function openCommandJournal(file: string): Promise<OpenedJournal> {
-  const lines = await readLines(file);
-  const records: JournalRecord[] = [];
-  let skippedLines = 0;
-  for (const line of lines) {
-    const parsed = parseLine(line);
-    if (parsed) records.push(parsed);
-    else skippedLines++;
+/** Reads what is there (a missing file is an empty journal) and returns the appender. Lines that are not valid records are kept in the file and
+ * counted (`skippedLines`), never guessed at. */
+export async function openCommandJournal(file: string): Promise<{ journal: CommandJournal; skippedLines: number }> {
+  let lines: string[] = [];
+  try {
+    lines = (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
+  } catch (error) {
+    if (!isMissingFile(error)) throw error;
   }
+  const records = lines.flatMap((line) => {
+    try {
+      const result = JournalRecord.safeParse(JSON.parse(line));
+      return result.success ? [result.data] : [];
+    } catch {
+      return [];
+    }
+  });
+  const skippedLines = lines.length - records.length;
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
-    await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
+    await replaceDurably(
+      file,
+      records
+        .slice(-JOURNAL_KEEP_RECORDS)
+        .map((r) => `${JSON.stringify(r)}\n`)
+        .join(""),
+    );
   }
   const known = new Map<string, Partial<Applied>>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
   let tail: Promise<void> = Promise.resolve();
@@ -61,7 +68,6 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
   return {
     skippedLines,
     journal: {
-      file,
       has: (commandId) => known.has(commandId),
       applied: (commandId) => known.get(commandId) ?? { outcome: undefined, run: undefined },
       record(entry) {
@@ -77,26 +83,4 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
       },
     },
   };
-}
-
-function parseLine(line: string): JournalRecord | undefined {
-  try {
-    const result = JournalRecord.safeParse(JSON.parse(line));
-    return result.success ? result.data : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-async function readLines(file: string): Promise<string[]> {
-  try {
-    return (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
-  } catch (error) {
-    if (isMissingFile(error)) return [];
-    throw error;
-  }
-}
-
-async function compact(file: string, keep: JournalRecord[]): Promise<void> {
-  await replaceDurably(file, keep.map((r) => `${JSON.stringify(r)}\n`).join(""));
 }

@@ -6,6 +6,7 @@ import { LIMITS } from "../../protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
 import type { zhNotice } from "../texts/delivery.ts";
+import type { Config } from "../config/schema-rules.ts";
 
 export type NoticeTexts = typeof zhNotice;
 
@@ -16,8 +17,7 @@ export interface PiContextUsage {
   percent: number | null;
 }
 
-/** Samples Pi's context estimate once: after a compaction both unknowns stay null, and no model, a throwing reader or an impossible number makes the
- * whole field null, so unknown never poses as 0 %. */
+/** After a compaction both unknowns stay null; no model, a throwing reader or an impossible number makes the whole field null (never a false 0 %). */
 export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {
   let usage: PiContextUsage | undefined;
   try {
@@ -35,7 +35,7 @@ export function sampleContextUsage(read: () => PiContextUsage | undefined): Cont
   return parsed.success ? parsed.data : null;
 }
 
-/** Cuts to `max` characters (code points, never half a surrogate pair), marking the cut with "…". */
+/** Cuts to `max` code points (never half a surrogate pair), marking the cut with "…". */
 export function truncate(text: string, max: number): string {
   const chars = Array.from(text);
   if (chars.length <= max) return text;
@@ -51,25 +51,13 @@ export function finalEventId(sessionId: string, assistantEntryId: string, status
 const transientEventId = ({ sessionId, runtimeId }: NoticeContext, sequence: number, status: EventStatus) =>
   `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
 
-export interface ContentOptions {
-  maxTaskChars: number;
-  maxSummaryChars: number;
-  includeProject: boolean;
-  includeFinalReply: boolean;
-}
+type ContentOptions = Config["content"];
 
 /** A line the extension wrote, and what it says in `details.said` (undefined when it cannot point at the agent's words). */
-export interface SaidLine {
-  summary: string;
-  said: Said | undefined;
-}
+export type SaidLine = { summary: string; said: Said | undefined };
 
-export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
-  return content.includeProject ? t.inProject(project, line) : line;
-}
-
-/** What a line says before the project and the agent's words are placed: its key and its other values. */
-export type SaidDraft = {
+/** What a line says before the project and the agent's words are placed. */
+type SaidDraft = {
   [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
 }[Said["key"]];
 
@@ -81,7 +69,7 @@ export function saidLine(
   context: Pick<NoticeContext, "content" | "project" | "text">,
   tail?: { param: "reply_from" | "detail_from"; text: string },
 ): SaidLine {
-  const summary = inProject(line, context.content, context.project, context.text);
+  const summary = context.content.includeProject ? context.text.inProject(context.project, line) : line;
   // Where the agent's words (at the end of the line) begin, in code points.
   const from = tail?.text && summary.endsWith(tail.text) ? Array.from(summary).length - Array.from(tail.text).length : undefined;
   if (tail?.text && from === undefined) return { summary, said: undefined };
@@ -96,7 +84,7 @@ export function saidLine(
   return { summary, said: said.success ? said.data : undefined };
 }
 
-/** The human summary of a settled run (the final reply, or why it failed, in the session's language) and its said form. */
+/** A settled run's summary: the final reply, or why it failed, in the session's language. */
 export function runSummary(
   outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
   facts: RunFacts,
@@ -106,10 +94,11 @@ export function runSummary(
 ): SaidLine {
   const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
   const tail = { param: "reply_from", text: reply } as const;
-  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, { content, project, text: t }, tail);
+  const context = { content, project, text: t };
+  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, context, tail);
   const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
   const error = outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {};
-  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, { content, project, text: t }, tail);
+  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, context, tail);
 }
 
 export interface NoticeParts {

@@ -69,7 +69,7 @@ export class Notifier {
   #last: LastDelivery | undefined;
   /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
   #batchMax = 1;
-  /** The server is pacing these notices (429): said once per episode, which ends when the line drained with nothing held back. */
+  /** The server is pacing these notices (429). */
   #paced = false;
 
   constructor(options: NotifierOptions) {
@@ -241,7 +241,11 @@ export class Notifier {
         attempts -= 1; // a server without the batch route: the same notices again, one by one
         continue;
       }
-      this.#pacing(outcomes);
+      // Said once per episode; the pump ends it when the line drained with nothing held back.
+      if (!this.#paced && outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) {
+        this.#paced = true;
+        log.warn(this.#options.text.paced);
+      }
       let retryInMs: number | undefined;
       for (const outcome of outcomes) {
         if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
@@ -260,12 +264,6 @@ export class Notifier {
       }
     }
     return { rest, gaveUp: false };
-  }
-
-  #pacing(outcomes: EventOutcome[]): void {
-    if (this.#paced || !outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) return;
-    this.#paced = true;
-    this.#options.log.warn(this.#options.text.paced);
   }
 
   /** One request for these notices; undefined when the server has no batch route (it forgets the batch size then). */
@@ -308,23 +306,20 @@ export class Notifier {
     this.#last = { ...done, ok: false, attempts, error: t.why(error) };
     if (notice.durable) {
       await outbox.release(eventId);
-      this.#holdBack();
+      this.#heldBack = true;
+      this.#options.heldChanged?.();
+      if (!this.#retryTimer && !this.#stop.signal.aborted) {
+        this.#retryTimer = setTimeout(() => {
+          this.#retryTimer = undefined;
+          if (this.#heldBack) void this.resendOutbox();
+        }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS);
+        this.#retryTimer.unref();
+      }
     }
-    // A refused token is told once by the client, pacing once by #pacing; these warnings would only repeat it per notice.
+    // A refused token is told once by the client, pacing once per episode; these warnings would only repeat it per notice.
     if (needsNoWarning(error) || (error.status === 429 && notice.durable !== false)) return;
     if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
     else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
-  }
-
-  #holdBack(): void {
-    this.#heldBack = true;
-    this.#options.heldChanged?.();
-    if (this.#retryTimer || this.#stop.signal.aborted) return;
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      if (this.#heldBack) void this.resendOutbox();
-    }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS);
-    this.#retryTimer.unref();
   }
 
   /** Sends the outbox oldest first (`own`: the finals whose turn this is); stops at a retryable failure or refused token the rest would share. */

@@ -47,9 +47,9 @@ export interface ReportState {
 }
 export const NO_REPORTS: ReportState = { sentAt: [], lastStage: null };
 
-export type RefusalCode = "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate";
-
-export type ReportDecision = { kind: "send"; args: ProgressArgs; state: ReportState } | { kind: "refuse"; code: RefusalCode; reason: string };
+type ReportDecision =
+  | { kind: "send"; args: ProgressArgs; state: ReportState }
+  | { kind: "refuse"; code: "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate"; reason: string };
 
 export interface ReportFacts {
   nowMs: number;
@@ -59,11 +59,10 @@ export interface ReportFacts {
   unavailable?: "subagent" | "inactive";
 }
 
-/** Whether a call goes out, and the run's state after it. Pure. */
+/** Whether a call goes out, and the run's state after it. */
 export function decideReport(state: ReportState, input: unknown, facts: ReportFacts): ReportDecision {
   const t = facts.text;
-  if (facts.unavailable === "subagent") return { kind: "refuse", code: "subagent", reason: t.subagent };
-  if (facts.unavailable === "inactive") return { kind: "refuse", code: "inactive", reason: t.inactive };
+  if (facts.unavailable) return { kind: "refuse", code: facts.unavailable, reason: t[facts.unavailable] };
   const problem = argumentProblem(input, t);
   if (problem) return { kind: "refuse", code: "invalid", reason: t.invalid(problem) };
   const args = input as ProgressArgs;
@@ -72,9 +71,7 @@ export function decideReport(state: ReportState, input: unknown, facts: ReportFa
     const waitSeconds = Math.ceil((recent[0]! + MINUTE_MS - facts.nowMs) / 1000);
     return { kind: "refuse", code: "rate_limited", reason: t.rateLimited(REPORTS_PER_MINUTE, waitSeconds) };
   }
-  if (args.stage === "progress" && state.lastStage === "progress") {
-    return { kind: "refuse", code: "duplicate", reason: t.duplicate };
-  }
+  if (args.stage === "progress" && state.lastStage === "progress") return { kind: "refuse", code: "duplicate", reason: t.duplicate };
   return { kind: "send", args, state: { sentAt: [...recent, facts.nowMs], lastStage: args.stage } };
 }
 
@@ -93,7 +90,7 @@ const callHash = (toolCallId: string) => createHash("sha256").update(toolCallId)
 /** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
 export const progressEventId = (sessionId: string, toolCallId: string) => `pi:${sessionId}:report:${callHash(toolCallId)}`;
 
-/** The notice a sent report becomes, rendered by code from the structure. Pure. */
+/** The notice a sent report becomes, rendered by code from the structure. */
 export function progressEvent(args: ProgressArgs, toolCallId: string, task: string, context: NoticeContext): EventBody {
   const severity = args.severity ?? "info";
   const t = context.text;
@@ -117,7 +114,6 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
   });
 }
 
-/** What the server's audit trail receives for a refused call. Pure. */
 export function refusedCallRecord(
   input: unknown,
   toolCallId: string,
@@ -194,9 +190,9 @@ export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, r
       ...(to ? {} : { unavailable: current.state?.subagent ? "subagent" : "inactive" }),
     });
     if (decision.kind === "refuse" || !to) {
-      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: t.notice.refusal.inactive };
-      recordRefusal(input, toolCallId, refusal.reason);
-      return { content: [{ type: "text", text: t.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
+      const { code, reason } = decision.kind === "refuse" ? decision : { code: "inactive", reason: t.notice.refusal.inactive };
+      recordRefusal(input, toolCallId, reason);
+      return { content: [{ type: "text", text: t.tools.progress.notSent(reason) }], details: { sent: false, reason: code } };
     }
     reports = decision.state;
     const event = progressEvent(decision.args, toolCallId, recorder.current()?.facts.task ?? "", to.context());
