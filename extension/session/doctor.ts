@@ -12,7 +12,7 @@ import { HealthAnswer, RecipientAnswer } from "../../protocol/status.ts";
 import type { Config } from "../config/schema-rules.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
 import { footerText, type Messages } from "../texts/messages.ts";
-import { sampleNoticeContext } from "../notices/context.ts";
+import { sampleNoticeContext } from "../notices/hand-over.ts";
 import { externalNotice } from "../notices/notice-rules.ts";
 import type { Presence } from "../presence/presence.ts";
 import { sessionStatus } from "../../protocol/state-bus.ts";
