@@ -19,7 +19,6 @@ import {
 } from "../lifecycle.ts";
 import { attachable, type Attachable } from "./pi-handlers.ts";
 
-/** One top-level run as recorded so far. */
 export interface RecordedRun {
   facts: RunFacts;
   /** The newest assistant message object, to find its persisted entry when the run settles. */
@@ -54,7 +53,6 @@ export function messageText(content: unknown): string {
     .trim();
 }
 
-/** The part of a session entry that links it into the branch. */
 export interface BranchEntry {
   id: string;
   parentId: string | null;
@@ -62,7 +60,6 @@ export interface BranchEntry {
   message?: unknown;
 }
 
-/** The newest message entry of the branch that `wanted` accepts, walking back from the leaf. */
 function newestMessage(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined, wanted: (message: unknown) => boolean) {
   for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
     if (current.type === "message" && wanted(current.message)) return current;

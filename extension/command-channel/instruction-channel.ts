@@ -183,13 +183,11 @@ export class InstructionChannel {
   }
 
   #evaluate(atBoundary: boolean): void {
-    if (this.#held) {
-      const lease = this.#held;
-      if (planDelivery({ alreadyDelivered: false, idle: isIdle(this.#ctx), atBoundary }) === "deliver") {
-        this.#held = undefined;
-        this.#syncBoundary();
-        this.#deliver(lease);
-      }
+    const lease = this.#held;
+    if (lease && planDelivery({ alreadyDelivered: false, idle: isIdle(this.#ctx), atBoundary }) === "deliver") {
+      this.#held = undefined;
+      this.#syncBoundary();
+      this.#deliver(lease);
     }
     const plan = planClaim(
       {

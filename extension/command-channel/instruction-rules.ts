@@ -39,8 +39,7 @@ export function planDelivery(facts: { alreadyDelivered: boolean; idle: boolean; 
   return facts.idle || facts.atBoundary ? "deliver" : "hold";
 }
 
-/** The wait after an empty claim while idle: at once after a held claim or a turn-end claim; an early answer no sooner than `minIntervalMs` after it
- * started. */
+/** The wait after an empty claim while idle: none after a turn-end or a held claim; an early answer no sooner than `minIntervalMs` after it started. */
 export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
   return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
 }

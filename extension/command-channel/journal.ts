@@ -22,14 +22,12 @@ const JournalRecord = z.object({
 });
 export type JournalRecord = z.infer<typeof JournalRecord>;
 
-// A journaled id matters only while its lease can still come back (minutes, a restart): the file
-// is cut back to the newest records when it grows past the cap, at open, never while appending.
+// An id matters only while its lease can come back (minutes, a restart): past the cap the file is cut back to the newest records, at open only.
 export const JOURNAL_KEEP_RECORDS = 2_000;
 export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
 
 export interface CommandJournal {
   has(commandId: string): boolean;
-  /** What applying a control command did, as journaled: its outcome, and a stopped run. */
   applied(commandId: string): Partial<Applied>;
   /** Appends and fsyncs one record; resolves only once it is on disk. */
   record(entry: Omit<JournalRecord, "version">): Promise<void>;

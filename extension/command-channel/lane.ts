@@ -28,7 +28,6 @@ export interface LaneDeps {
   text: () => Messages;
 }
 
-/** One start of the command channels: the connection they use and the journal they share. */
 export class LaneConnection {
   readonly client: ApiClient;
   readonly settings: Connection["config"]["command"];
@@ -72,7 +71,6 @@ export class LaneConnection {
     return this.#deps.server.whenAccepted();
   }
 
-  /** One claim on a lane; held up to `waitMs` by the server. */
   claim(sessionId: string, waitMs: number, query: { lane?: "control"; capabilities?: "images" }, signal: AbortSignal) {
     return this.client.request("GET", "commands", {
       query: { session_id: sessionId, runtime_id: this.runtimeId, ...query, wait_ms: waitMs },
@@ -86,7 +84,6 @@ export class LaneConnection {
    * the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
-    // The server lost this runtime: a heartbeat registers it again.
     if (error.code === "session_offline") this.#deps.presence.beat();
     if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
     return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);

@@ -22,9 +22,8 @@ export interface NoticeTarget {
   sample(): () => NoticeContext;
 }
 
-/** Reads from Pi now what a notice says as of this moment (the context usage, the model and mode,
- * the time) and returns the builder of the rest (the rendered source line, the checked usage): a
- * Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */
+/** Reads from Pi now what a notice says of this moment (context usage, model, mode, time) and returns the builder of the rest (the source line, the
+ * checked usage): a Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */
 export function sampleNoticeContext(ctx: ExtensionContext, sessionId: string, runtimeId: string, config: Config, m: Messages): () => NoticeContext {
   let readUsage: () => PiContextUsage | undefined;
   try {

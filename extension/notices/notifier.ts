@@ -69,7 +69,6 @@ export class Notifier {
   #last: LastDelivery | undefined;
   /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
   #batchMax = 1;
-  /** The server is pacing these notices (429). */
   #paced = false;
 
   constructor(options: NotifierOptions) {
@@ -173,8 +172,7 @@ export class Notifier {
       await this.#drainOutbox().finally(head.finished);
       return;
     }
-    // Sent only once on disk. Notices handed over while those writes ran join them (up to one
-    // batch): their writes started together, so they go together.
+    // Sent only once on disk; notices handed over while those writes ran join them (up to one batch): their writes started together.
     const noticesFirst = () => leading(this.#jobs, (job) => job.kind === "notice") as Extract<Job, { kind: "notice" }>[];
     let waiting: Extract<Job, { kind: "notice" }>[] = [];
     while (waiting.length < LIMITS.eventBatchMax && noticesFirst().length > waiting.length) {

@@ -52,6 +52,12 @@ function parseName(file: string): ParsedName | undefined {
 const LIVE_OWNERS_KEY = Symbol.for("anon-notify.outbox.live-owners");
 const liveOwners: Set<string> = ((globalThis as Record<symbol, unknown>)[LIVE_OWNERS_KEY] ??= new Set<string>()) as Set<string>;
 
+/** A rejection handler for a file another process removed or claimed first: that is no error. */
+const gone = (error: unknown): undefined => {
+  if (!isMissingFile(error)) throw error;
+  return undefined;
+};
+
 function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -188,15 +194,15 @@ export class Outbox {
     for (const file of readdirSync(this.dir)) {
       // A temp file left by a writer of an earlier version that died mid-put: that put never resolved, so nothing was promised.
       const writer = temporaryFileOwner(file);
-      if (writer !== undefined) {
-        if (!pidAlive(writer)) {
-          try {
-            unlinkSync(join(this.dir, file));
-          } catch (error) {
-            if (!isMissingFile(error)) throw error;
-          }
+      if (writer === undefined) {
+        if (!file.endsWith(".bad") && !parseName(file)) this.#moveAside(file, "unexpected file name");
+      } else if (!pidAlive(writer)) {
+        try {
+          unlinkSync(join(this.dir, file));
+        } catch (error) {
+          gone(error);
         }
-      } else if (!file.endsWith(".bad") && !parseName(file)) this.#moveAside(file, "unexpected file name");
+      }
     }
   }
 
@@ -222,19 +228,13 @@ export class Outbox {
       renameSync(join(this.dir, file), join(this.dir, `${file}.bad`));
       this.#log.movedAside(join(this.dir, file), why);
     } catch (error) {
-      if (!isMissingFile(error)) throw error;
+      gone(error);
     }
   }
 
   async #read(p: ParsedName): Promise<OutboxEntry | undefined> {
-    let text: string;
-    try {
-      text = await readFile(join(this.dir, p.file), "utf8");
-    } catch (error) {
-      // Another process removed or claimed it between the listing and the read.
-      if (isMissingFile(error)) return undefined;
-      throw error;
-    }
+    const text = await readFile(join(this.dir, p.file), "utf8").catch(gone);
+    if (text === undefined) return undefined;
     let parsed: ReturnType<typeof OutboxRecord.safeParse>;
     try {
       parsed = OutboxRecord.safeParse(JSON.parse(text));
@@ -242,12 +242,8 @@ export class Outbox {
       this.#moveAside(p.file, errorText(error));
       return undefined;
     }
-    if (!parsed.success) {
-      this.#moveAside(p.file, formatIssues(parsed.error));
-      return undefined;
-    }
-    if (parsed.data.event.event_id !== p.eventId) {
-      this.#moveAside(p.file, "file name and event_id disagree");
+    if (!parsed.success || parsed.data.event.event_id !== p.eventId) {
+      this.#moveAside(p.file, parsed.success ? "file name and event_id disagree" : formatIssues(parsed.error));
       return undefined;
     }
     return { event: parsed.data.event, queuedAt: Date.parse(parsed.data.queued_at) };
@@ -258,12 +254,7 @@ export class Outbox {
     if (this.#mine(p)) return true;
     if (!this.#claimable(p, now)) return false;
     const claimed = `${p.base}.${process.pid}-${this.#owner}-${now}.sending`;
-    try {
-      await rename(join(this.dir, p.file), join(this.dir, claimed));
-    } catch (error) {
-      if (isMissingFile(error)) return false;
-      throw error;
-    }
+    if (!(await rename(join(this.dir, p.file), join(this.dir, claimed)).then(() => true, gone))) return false;
     this.#names.set(p.eventId, parseName(claimed)!);
     return true;
   }
@@ -271,22 +262,13 @@ export class Outbox {
   async #releaseFile(p: ParsedName): Promise<void> {
     if (!this.#mine(p)) return;
     const free = `${p.base}.json`;
-    try {
-      await rename(join(this.dir, p.file), join(this.dir, free));
-      this.#names.set(p.eventId, parseName(free)!);
-    } catch (error) {
-      // Taken over as stale by another process: it is theirs now.
-      if (!isMissingFile(error)) throw error;
-      this.#names.delete(p.eventId);
-    }
+    if (await rename(join(this.dir, p.file), join(this.dir, free)).then(() => true, gone)) this.#names.set(p.eventId, parseName(free)!);
+    // Taken over as stale by another process: it is theirs now.
+    else this.#names.delete(p.eventId);
   }
 
   async #unlinkFile(p: ParsedName): Promise<void> {
     this.#names.delete(p.eventId);
-    try {
-      await unlink(join(this.dir, p.file));
-    } catch (error) {
-      if (!isMissingFile(error)) throw error;
-    }
+    await unlink(join(this.dir, p.file)).catch(gone);
   }
 }

@@ -590,10 +590,7 @@ const en: Messages = {
 };
 
 const CATALOGUES: Record<Language, Messages> = { "zh-CN": zh, "en-US": en };
-
-export function messagesFor(language: Language): Messages {
-  return CATALOGUES[language];
-}
+export const messagesFor = (language: Language): Messages => CATALOGUES[language];
 
 /** The footer text: the saved switch always shows, with what keeps it from working, and an outage while it lasts. */
 export function footerText(
