@@ -183,13 +183,8 @@ export class RunRecorder {
     } else if (message.role === "assistant") {
       const text = messageText(message.content);
       const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
-      run.facts = withAssistant(run.facts, {
-        stopReason: message.stopReason ?? "stop",
-        errorMessage: message.errorMessage ?? null,
-        text,
-        entryId: null,
-        toolCalls,
-      });
+      const ended = { stopReason: message.stopReason ?? "stop", errorMessage: message.errorMessage ?? null };
+      run.facts = withAssistant(run.facts, { ...ended, text, entryId: null, toolCalls });
       run.lastMessage = message;
       this.#syncSettleTell();
       if (text) run.answer = { text, at: message.timestamp };

@@ -58,11 +58,8 @@ export class InstructionChannel {
       pi.on("turn_end", (_event, c) => {
         this.#ctx = c;
         // An interrupted run is no place for a new instruction; it waits for the settle.
-        if (c.signal?.aborted) {
-          this.#run.abort();
-          return;
-        }
-        this.#evaluate(true);
+        if (c.signal?.aborted) this.#run.abort();
+        else this.#evaluate(true);
       }),
     ]);
     this.#lifecycle = attachable(() => [
@@ -251,12 +248,8 @@ export class InstructionChannel {
 
   #claimed(lease: Lease): void {
     const { command_id } = lease.command;
-    const journaled = this.#lane?.journal?.has(command_id) ?? false;
-    const plan = planDelivery({
-      alreadyDelivered: journaled || this.#inSession(command_id) || this.#sent.has(command_id),
-      idle: isIdle(this.#ctx),
-      atBoundary: false,
-    });
+    const alreadyDelivered = (this.#lane?.journal?.has(command_id) ?? false) || this.#inSession(command_id) || this.#sent.has(command_id);
+    const plan = planDelivery({ alreadyDelivered, idle: isIdle(this.#ctx), atBoundary: false });
     if (plan === "ack-only") {
       // Pi already took this one in (a lease retry, a reload, a restart): confirm, never deliver twice.
       if (!this.#sent.has(command_id)) this.#confirm(lease);

@@ -15,9 +15,8 @@ const JournalRecord = z.object({
   session_id: Id,
   event_id: Id,
   delivered_at: Timestamp,
-  /** Control commands only: what applying it did. */
+  // Control commands only: what applying it did, and the run a stop stopped (sent again with a repeated ACK).
   outcome: CommandOutcome.optional(),
-  /** A stop that stopped a run: that run, sent again with a repeated ACK. */
   run: StoppedRun.optional(),
 });
 export type JournalRecord = z.infer<typeof JournalRecord>;
@@ -52,13 +51,8 @@ export async function openCommandJournal(file: string): Promise<{ journal: Comma
   });
   const skippedLines = lines.length - records.length;
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
-    await replaceDurably(
-      file,
-      records
-        .slice(-JOURNAL_KEEP_RECORDS)
-        .map((r) => `${JSON.stringify(r)}\n`)
-        .join(""),
-    );
+    const kept = records.slice(-JOURNAL_KEEP_RECORDS).map((r) => `${JSON.stringify(r)}\n`);
+    await replaceDurably(file, kept.join(""));
   }
   const known = new Map<string, Partial<Applied>>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
   let tail: Promise<void> = Promise.resolve();

@@ -103,19 +103,11 @@ export class LaneConnection {
       const delivered_at = new Date().toISOString();
       if (!lease.journaled) await this.journal.record({ command_id, event_id, session_id: lease.sessionId, delivered_at, outcome, run });
     } catch (error) {
-      this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
-      return;
+      return this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
     }
     const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.runtimeId, outcome, ...(run ? { run } : {}) };
-    const acked = await runWithRetry(
-      () =>
-        this.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
-          body,
-          timeoutMs: ACK_TIMEOUT_MS,
-          schema: AckAnswer,
-        }),
-      { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
-    );
+    const ack = () => this.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, { body, timeoutMs: ACK_TIMEOUT_MS, schema: AckAnswer });
+    const acked = await runWithRetry(ack, { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random });
     if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
   }
 }

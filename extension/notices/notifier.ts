@@ -83,24 +83,13 @@ export class Notifier {
     const { log, delivery, text: t } = this.#options;
     try {
       const parsed = EventBody.safeParse(event);
-      if (!parsed.success) {
-        log.warn(t.invalidEvent(formatIssues(parsed.error)));
-        return;
-      }
+      if (!parsed.success) return log.warn(t.invalidEvent(formatIssues(parsed.error)));
       const valid = parsed.data;
-      if (this.#queued.has(valid.event_id) || this.#accepted.has(valid.event_id)) {
-        log.debug?.(`duplicate notice ${valid.event_id} ignored`);
-        return;
-      }
-      if (!final && this.#stop.signal.aborted) {
-        log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
-        return;
-      }
+      if (this.#queued.has(valid.event_id) || this.#accepted.has(valid.event_id)) return log.debug?.(`duplicate notice ${valid.event_id} ignored`);
+      if (!final && this.#stop.signal.aborted) return log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
       if (!final && throttled) {
-        if (!nonFinalAllowed(this.#lastNonFinalAt, this.#now(), delivery.minIntervalMs)) {
-          log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
-          return;
-        }
+        if (!nonFinalAllowed(this.#lastNonFinalAt, this.#now(), delivery.minIntervalMs))
+          return log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
         this.#lastNonFinalAt = this.#now();
       }
       const notice = outgoing(valid, final);

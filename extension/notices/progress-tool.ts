@@ -96,10 +96,8 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
   const t = context.text;
   const line = t.report(t.severity[severity], t.stage[args.stage], args.summary, args.detail ?? null);
   // What the report says, for a server that words it itself; the model's words are values, never the key.
-  const { summary, said } = saidLine(line, { key: "report", params: { stage: args.stage, severity, text: args.summary } }, context, {
-    param: "detail_from",
-    text: args.detail ?? "",
-  });
+  const tail = { param: "detail_from", text: args.detail ?? "" } as const;
+  const { summary, said } = saidLine(line, { key: "report", params: { stage: args.stage, severity, text: args.summary } }, context, tail);
   return noticeOf(context, {
     eventId: progressEventId(context.sessionId, toolCallId),
     task,
@@ -149,15 +147,10 @@ export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, r
   const recordRefusal = (input: unknown, toolCallId: string, reason: string) => {
     const s = current.state;
     if (!s?.delivery) return;
-    const context = { sessionId: s.sessionId, runtimeId: current.runtimeId, now: new Date() };
+    const body = refusedCallRecord(input, toolCallId, reason, { sessionId: s.sessionId, runtimeId: current.runtimeId, now: new Date() });
     // Not awaited: the model's turn never waits on the network.
-    s.delivery.client
-      .request("POST", "audit/tool-calls", {
-        body: refusedCallRecord(input, toolCallId, reason, context),
-        schema: ToolCallRecorded,
-        timeoutMs: RECORD_TIMEOUT_MS,
-      })
-      .catch((error: unknown) => report(text().notice.reportNotAudited(errorText(error))));
+    const recorded = s.delivery.client.request("POST", "audit/tool-calls", { body, schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS });
+    recorded.catch((error: unknown) => report(text().notice.reportNotAudited(errorText(error))));
   };
   let reports: ReportState = NO_REPORTS;
   // "Per run": the count and the last stage start again with each settled unit of work.

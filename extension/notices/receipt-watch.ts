@@ -16,7 +16,6 @@ export class ReceiptWatch {
   readonly #failed: (eventId: string, error: string | null) => void;
   readonly #looks: readonly number[];
   readonly #debug: (message: string) => void;
-  readonly #now: () => number;
   #timer: NodeJS.Timeout | undefined;
   /** The receipt being followed (a look pending or under way). */
   #following: string | undefined;
@@ -29,20 +28,19 @@ export class ReceiptWatch {
   constructor(
     client: ApiClient,
     failed: (eventId: string, error: string | null) => void,
-    options: { looks?: readonly number[]; debug?: (message: string) => void; now?: () => number } = {},
+    options: { looks?: readonly number[]; debug?: (message: string) => void } = {},
   ) {
     this.#client = client;
     this.#failed = failed;
     this.#looks = options.looks ?? RECEIPT_LOOKS_MS;
     this.#debug = options.debug ?? (() => {});
-    this.#now = options.now ?? Date.now;
   }
 
   /** The server took `eventId` with `state`; follows it (or next) unless it is final or a failure was told already. */
   accepted(eventId: string, state: ReceiptState): void {
     if (this.#told || this.#closed || FINAL_RECEIPT_STATES.includes(state)) return;
     if (this.#following === undefined) this.#follow(eventId, 0, this.#looks[0]);
-    else this.#newest = { eventId, acceptedAtMs: this.#now() };
+    else this.#newest = { eventId, acceptedAtMs: Date.now() };
   }
 
   close(): void {
@@ -69,7 +67,7 @@ export class ReceiptWatch {
     this.#newest = undefined;
     if (!newest || this.#told || this.#closed) return;
     const firstLookMs = this.#looks[0];
-    if (firstLookMs !== undefined) this.#follow(newest.eventId, 0, Math.max(0, newest.acceptedAtMs + firstLookMs - this.#now()));
+    if (firstLookMs !== undefined) this.#follow(newest.eventId, 0, Math.max(0, newest.acceptedAtMs + firstLookMs - Date.now()));
   }
 
   async #look(eventId: string, look: number): Promise<void> {

@@ -6,18 +6,13 @@ import type { RunRecorder, RunObserver, Observation, RecordedRun } from "../run-
 import type { HandOver, NoticeTarget } from "./hand-over.ts";
 import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice-rules.ts";
 
-interface RunMarks {
-  /** The started notice waits for the run's first request, so it can name the task. */
-  startAnnounced: boolean;
-  progress: ProgressMark | null;
-  lastToolErrorAt: number | null;
-}
+const NO_MARKS = { startAnnounced: false, progress: null as ProgressMark | null, lastToolErrorAt: null as number | null };
 
 export class RunNotices implements RunObserver {
   readonly #recorder: RunRecorder;
   readonly #target: () => NoticeTarget | undefined;
   readonly #handOver: HandOver;
-  #marks: RunMarks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+  #marks = { ...NO_MARKS };
   #progressTimer: ReturnType<typeof setInterval> | undefined;
   #noticeSequence = 0;
   #observation: Observation | undefined;
@@ -41,16 +36,16 @@ export class RunNotices implements RunObserver {
   }
 
   start(): void {
-    this.#marks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+    this.#marks = { ...NO_MARKS };
     const config = this.#target()?.config;
     if (!config?.notify.progress) return;
     this.#progressTimer = setInterval(() => this.#checkProgress(), Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
     this.#progressTimer.unref();
   }
 
+  /** The started notice waits for the run's first request, so it can name the task. */
   request(): void {
-    const to = this.#target();
-    if (!this.#marks.startAnnounced && to?.config.notify.started)
+    if (!this.#marks.startAnnounced && this.#target()?.config.notify.started)
       this.#sendTransient("started", (c) => saidLine(c.text.started, { key: "run_started", params: {} }, c));
     this.#marks.startAnnounced = true;
   }
@@ -62,12 +57,9 @@ export class RunNotices implements RunObserver {
       this.#marks.lastToolErrorAt = now;
       const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
       const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
-      this.#sendTransient("tool_error", (c) =>
-        saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params: { tool: event.toolName } }, c, {
-          param: "detail_from",
-          text: detail,
-        }),
-      );
+      const tail = { param: "detail_from", text: detail } as const;
+      const params = { tool: event.toolName };
+      this.#sendTransient("tool_error", (c) => saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params }, c, tail));
     }
     this.#checkProgress();
   }
@@ -80,10 +72,9 @@ export class RunNotices implements RunObserver {
     if (outcome.kind === "completed" && !to.config.notify.completed) return;
     if (outcome.kind === "failed" && !to.config.notify.failed) return;
     const sequence = ++this.#noticeSequence;
-    const { facts } = run;
     const context = to.sample();
     // Built after the handler returns (hand-over), from what was read of the moment here.
-    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, facts, context(), sequence), { final: true });
+    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, run.facts, context(), sequence), { final: true });
   }
 
   #stopProgressTimer(): void {
