@@ -35,8 +35,7 @@ export class ControlDispatcher implements ControlRegistry {
     };
   }
 
-  /** The handler's outcome if it is one its kind allows; `unknown` for a kind nobody handles or a
-   * failed handler. `failed` hears why a handler threw, to be worded for the person by the caller. */
+  /** The handler's outcome if its kind allows it, else `unknown` (no handler, or it threw: `failed` hears why, for the caller to word). */
   async dispatch(command: ControlCommand, failed: (why: string) => void): Promise<CommandOutcome> {
     const handler = this.#handlers.get(command.kind);
     if (!handler) return "unknown";
@@ -86,8 +85,7 @@ export class ControlChannel extends ControlDispatcher {
     return this.#poll !== undefined;
   }
 
-  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
-   * wait. Says which run it stopped: the server may have heard nothing else of it. */
+  /** Exactly what Esc does (streaming, a running tool's process, a retry wait); says which run it stopped, as the server may know nothing else of it. */
   #stopRun(): Applied {
     const ctx = this.#ctx;
     if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };

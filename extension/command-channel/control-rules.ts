@@ -23,8 +23,7 @@ export function controlStep(journaled: { has: boolean } & Partial<Applied>): { a
   return { apply: false, outcome: journaled.outcome, ...(journaled.run ? { run: journaled.run } : {}) };
 }
 
-/** The run a stop aborts, as its ACK carries it: the prompt masked before it is cut (no secret half-kept), the start only when known; undefined when
- * there is nothing the wire would accept. */
+/** The run a stop aborts, as its ACK carries it: the prompt masked before it is cut (no secret half-kept), the start only when known. */
 export function stoppedRun(run: Pick<RunFacts, "startedAt" | "startKnown" | "task"> | undefined, maxTaskChars: number): StoppedRun | undefined {
   if (!run) return undefined;
   const parsed = StoppedRun.safeParse({

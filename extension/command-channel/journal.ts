@@ -32,8 +32,7 @@ export interface CommandJournal {
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
 }
 
-/** Reads what is there (a missing file is an empty journal) and returns the appender. Lines that are not valid records are kept in the file and
- * counted (`skippedLines`), never guessed at. */
+/** Reads what is there (missing: empty) and returns the appender; invalid lines are kept in the file and counted (`skippedLines`), never guessed at. */
 export async function openCommandJournal(file: string): Promise<{ journal: CommandJournal; skippedLines: number }> {
   let lines: string[] = [];
   try {

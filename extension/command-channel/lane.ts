@@ -80,8 +80,7 @@ export class LaneConnection {
     });
   }
 
-  /** After a failed claim: a lost runtime is re-registered by a heartbeat first, the failure told once, and the wait before the retry returned (capped at
-   * the heartbeat interval). */
+  /** After a failed claim: a lost runtime re-registered by a heartbeat, the failure told once; returns the wait (≤ the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
     if (error.code === "session_offline") this.#deps.presence.beat();

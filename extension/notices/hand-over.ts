@@ -99,8 +99,7 @@ export function installSendChannel(
   });
 }
 
-/** A request for a notice, as `anon-notify:send` or the extension's own channels make one, handed
- * over like the extension's own notices; false when the session does not notify (nothing is sent). */
+/** A notice request (`anon-notify:send`, the extension's own channels), handed over like the extension's own; false when the session does not notify. */
 export function handOverRequest(to: NoticeTarget | undefined, handOver: HandOver, request: SendRequest): boolean {
   if (!to) return false;
   const notice = externalNotice(request, randomUUID(), to.context());

@@ -61,8 +61,7 @@ type SaidDraft = {
   [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
 }[Said["key"]];
 
-/** The summary a line becomes and its said form: the project added, the agent's words located by offset, checked against the shared schema; no said when
- * any of it does not hold. */
+/** The summary a line becomes and its said form (project added, the agent's words located by offset, checked against the schema), or no said. */
 export function saidLine(
   line: string,
   draft: SaidDraft,
@@ -153,8 +152,7 @@ export function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
   return buildEvent({ sessionId, runtimeId, contextUsage, createdAt, ...parts, source: parts.source ?? context.source }, context.content);
 }
 
-/** The final notice of a settled run, or undefined when not reported (interrupted, silent). A reply not found in the session still reports the run, under
- * an id unique in this runtime (`sequence`). */
+/** A settled run's final notice, undefined when not reported; a reply not found in the session still reports it, by an id unique in this runtime. */
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;

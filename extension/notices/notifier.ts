@@ -158,8 +158,7 @@ export class Notifier {
     const head = this.#jobs[0]!;
     if (head.kind === "drain") {
       this.#jobs.shift();
-      await this.#drainOutbox().finally(head.finished);
-      return;
+      return this.#drainOutbox().finally(head.finished);
     }
     // Sent only once on disk; notices handed over while those writes ran join them (up to one batch): their writes started together.
     const noticesFirst = () => leading(this.#jobs, (job) => job.kind === "notice") as Extract<Job, { kind: "notice" }>[];
@@ -173,8 +172,7 @@ export class Notifier {
     if (this.#stop.signal.aborted) {
       // A closed notifier keeps its finals in the outbox for the next start.
       for (const { event } of notices) this.#queued.delete(event.event_id);
-      this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
-      return;
+      return this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
     }
     // Anything thrown on the way (the outbox failing) is warned about by the pump; what was taken is done with.
     let unsent: Outgoing[] = [];

@@ -140,8 +140,7 @@ interface Outcome {
   details: { sent: boolean; reason?: string; event_id?: string };
 }
 
-/** Registers the Pi handlers and returns a session service: `start` offers the tool (registered once per extension runtime, then activated), `stop`
- * takes it out of the model's tool list. */
+/** Registers the Pi handlers; the session service's `start` offers the tool (registered once per runtime, then activated), `stop` withdraws it. */
 export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, recorder: RunRecorder, report: Report) {
   const text = current.text;
   const recordRefusal = (input: unknown, toolCallId: string, reason: string) => {

@@ -6,8 +6,7 @@ import type { DialogKind } from "../../protocol/said.ts";
 import type { DeliveryFacts } from "../server-client/decisions.ts";
 import { formatsIn } from "./format.ts";
 
-/** Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
- * language; anything else (a system or program error) as its own text. */
+/** Why a request failed, as a person reads it: a delivery error's facts worded in one language; anything else as its own text. */
 function whyIn(words: { [K in DeliveryFacts["kind"]]: (facts: Extract<DeliveryFacts, { kind: K }>) => string }) {
   return (error: unknown): string => {
     const facts = (error as { facts?: DeliveryFacts } | null)?.facts;

@@ -4,8 +4,7 @@ import type { ServerCause } from "../server-client/decisions.ts";
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
 type ReasonCode = keyof typeof zhReasons;
 
-/** A server's reason as a person reads it, the code in brackets. A known code is worded here (the
- * server's own detail after `code:` is left out); another keeps the server's words, code after them. */
+/** A server's reason, the code in brackets: a known code worded here (its detail after `code:` left out), another in the server's words. */
 function reasonIn(words: Record<ReasonCode, string>, open: string, close: string) {
   return (raw: string) => {
     const [code, ...rest] = raw.split(":");
