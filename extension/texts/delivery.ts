@@ -120,14 +120,7 @@ export const enNotice: typeof zhNotice = {
   minutes: formatsIn("en-US").minutes,
   progress: (elapsed, toolCalls) => `Still running: ${elapsed} so far, ${toolCalls} tool calls done.`,
   toolError: (tool, detail) => `Tool ${tool} failed${detail ? `: ${detail}` : "."}`,
-  stage: {
-    started: "Started",
-    progress: "Progress",
-    blocked: "Blocked",
-    awaiting_approval: "Waiting for you",
-    done: "Stage done",
-    failed: "Failed",
-  },
+  stage: { started: "Started", progress: "Progress", blocked: "Blocked", awaiting_approval: "Waiting for you", done: "Stage done", failed: "Failed" },
   severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
   report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
   interrupted: {
