@@ -120,8 +120,7 @@ export class ControlChannel extends ControlDispatcher {
       } catch (thrown) {
         if (stopped.aborted) return;
         failures++;
-        const delayMs = lane.claimFailed(thrown, failures, claimFailures, lane.text.commands.controlClaimFailed);
-        await realSleep(delayMs, stopped).catch(() => undefined);
+        await realSleep(lane.claimFailed(thrown, failures, claimFailures, lane.text.commands.controlClaimFailed), stopped).catch(() => undefined);
       }
     }
   }

@@ -276,8 +276,7 @@ export class InstructionChannel {
   #confirm(lease: Lease): void {
     const lane = this.#lane;
     if (!lane) return;
-    const journaled = lane.journal?.has(lease.command.command_id) ?? false;
-    const to = { sessionId: this.#sessionId() ?? "unknown", token: lease.token, journaled };
+    const to = { sessionId: this.#sessionId() ?? "unknown", token: lease.token, journaled: lane.journal?.has(lease.command.command_id) ?? false };
     const task = lane.confirm(lease.command, to, lane.text.commands.ackFailed);
     this.#confirming.add(task);
     void task.finally(() => {
@@ -290,8 +289,7 @@ export class InstructionChannel {
     const finished = this.#run;
     this.#run = new RunRecord();
     // Still queued when an interrupted run ended (Esc cleared Pi's queue): written in without a run; a failure leaves the lease to expire.
-    const dropped = finished.aborted ? [...this.#sent] : [];
-    for (const [commandId, lease] of dropped) {
+    for (const [commandId, lease] of finished.aborted ? [...this.#sent] : []) {
       this.#sent.delete(commandId);
       const id = this.#sessionId();
       try {

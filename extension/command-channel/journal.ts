@@ -64,9 +64,8 @@ export async function openCommandJournal(file: string): Promise<{ journal: Comma
       record(entry) {
         const parsed = JournalRecord.safeParse({ version: 1, ...entry });
         if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
-        const line = `${JSON.stringify(parsed.data)}\n`;
         // Appends are chained so two records never interleave and each resolves after its own fsync.
-        const written = tail.then(() => appendDurably(file, line));
+        const written = tail.then(() => appendDurably(file, `${JSON.stringify(parsed.data)}\n`));
         tail = written.catch(() => undefined);
         return written.then(() => {
           known.set(entry.command_id, { outcome: entry.outcome, run: entry.run });

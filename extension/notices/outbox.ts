@@ -141,8 +141,7 @@ export class Outbox {
       const known = this.#names.get(eventId);
       if (known && (await this.#claimFile(known, now))) return true;
       // Never known here, or another process moved it since: look for its current name.
-      const current = (await this.#scan()).filter((p) => p.eventId === eventId);
-      for (const p of current) if (await this.#claimFile(p, now)) return true;
+      for (const p of (await this.#scan()).filter((p) => p.eventId === eventId)) if (await this.#claimFile(p, now)) return true;
       this.#names.delete(eventId);
       return false;
     });

@@ -167,8 +167,7 @@ export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, r
     if (event.toolName !== PROGRESS_TOOL_NAME || !unchecked.has(event.toolCallId)) return;
     const input = unchecked.get(event.toolCallId);
     unchecked.delete(event.toolCallId);
-    const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
-    const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
+    const why = (event.result as { content?: { type: string; text?: string }[] } | undefined)?.content?.find((block) => block.type === "text")?.text ?? "";
     recordRefusal(input, event.toolCallId, text().notice.refusal.invalid(why));
   });
 

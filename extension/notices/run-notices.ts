@@ -55,8 +55,7 @@ export class RunNotices implements RunObserver {
     const now = Date.now();
     if (event.isError && config && toolErrorDue(config.notify.toolError, this.#marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
       this.#marks.lastToolErrorAt = now;
-      const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
-      const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
+      const detail = (event.result as { content?: { type: string; text?: string }[] } | undefined)?.content?.find((c) => c.type === "text")?.text ?? "";
       const tail = { param: "detail_from", text: detail } as const;
       const params = { tool: event.toolName };
       this.#sendTransient("tool_error", (c) => saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params }, c, tail));
