@@ -81,10 +81,6 @@ export class ControlChannel extends ControlDispatcher {
     this.#poll = undefined;
   }
 
-  get polling(): boolean {
-    return this.#poll !== undefined;
-  }
-
   /** Exactly what Esc does (streaming, a running tool's process, a retry wait); says which run it stopped, as the server may know nothing else of it. */
   #stopRun(): Applied {
     const ctx = this.#ctx;

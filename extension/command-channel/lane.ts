@@ -4,7 +4,6 @@ import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "../../protocol/queue.ts";
-import type { ApiClient } from "../server-client/http-client.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Connection, Presence } from "../presence/presence.ts";
@@ -29,24 +28,19 @@ export interface LaneDeps {
 }
 
 export class LaneConnection {
-  readonly client: ApiClient;
   readonly settings: Connection["config"]["command"];
-  /** Retries after failures are capped here: a server that comes back is reached within one heartbeat. */
-  readonly heartbeatIntervalMs: number;
-  readonly runtimeId: string;
   /** Shared by both lanes: a failure one lane reported is not told again by the other. */
   readonly reports: ReportOnce;
   /** The journal once open; undefined before, or if it cannot be read (then no lane claims). */
   journal: CommandJournal | undefined;
   /** Resolves once the journal is open and the server accepted this runtime's heartbeat, false if either fails. */
   readonly ready: Promise<boolean>;
+  readonly #connection: Connection;
   readonly #deps: LaneDeps;
 
   constructor(connection: Connection, deps: LaneDeps) {
-    this.client = connection.client;
+    this.#connection = connection;
     this.settings = connection.config.command;
-    this.heartbeatIntervalMs = connection.config.presence.heartbeatIntervalMs;
-    this.runtimeId = deps.runtimeId;
     this.reports = new ReportOnce(deps.report);
     this.#deps = deps;
     this.ready = this.#open();
@@ -72,8 +66,8 @@ export class LaneConnection {
   }
 
   claim(sessionId: string, waitMs: number, query: { lane?: "control"; capabilities?: "images" }, signal: AbortSignal) {
-    return this.client.request("GET", "commands", {
-      query: { session_id: sessionId, runtime_id: this.runtimeId, ...query, wait_ms: waitMs },
+    return this.#connection.client.request("GET", "commands", {
+      query: { session_id: sessionId, runtime_id: this.#deps.runtimeId, ...query, wait_ms: waitMs },
       timeoutMs: waitMs > 0 ? waitMs + CLAIM_MARGIN_MS : QUICK_CLAIM_TIMEOUT_MS,
       schema: ClaimAnswer,
       signal,
@@ -85,7 +79,8 @@ export class LaneConnection {
     const error = asServerError(thrown);
     if (error.code === "session_offline") this.#deps.presence.beat();
     if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
-    return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
+    // Capped so that a server that comes back is reached within one heartbeat.
+    return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.#connection.config.presence.heartbeatIntervalMs);
   }
 
   /** Journals the command (flushed) unless `journaled`, then ACKs it, retried: without its journal line there is no ACK, so the lease runs out and the
@@ -104,8 +99,9 @@ export class LaneConnection {
     } catch (error) {
       return this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
     }
-    const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.runtimeId, outcome, ...(run ? { run } : {}) };
-    const ack = () => this.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, { body, timeoutMs: ACK_TIMEOUT_MS, schema: AckAnswer });
+    const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.#deps.runtimeId, outcome, ...(run ? { run } : {}) };
+    const ack = () =>
+      this.#connection.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, { body, timeoutMs: ACK_TIMEOUT_MS, schema: AckAnswer });
     const acked = await runWithRetry(ack, { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random });
     if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
   }
