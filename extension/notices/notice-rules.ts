@@ -152,23 +152,21 @@ export function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
   return buildEvent({ sessionId, runtimeId, contextUsage, createdAt, ...parts, source: parts.source ?? context.source }, context.content);
 }
 
+/** A notice about the run: its task, the line as summary, the line's said form last in the details. */
+const runNotice = (context: NoticeContext, eventId: string, status: EventStatus, line: SaidLine, facts: RunFacts, details: Record<string, unknown>) =>
+  noticeOf(context, { eventId, task: facts.task, status, summary: line.summary, details: { ...details, ...(line.said ? { said: line.said } : {}) } });
+
 /** A settled run's final notice, undefined when not reported; a reply not found in the session still reports it, by an id unique in this runtime. */
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
   const line = runSummary(outcome, facts, context.content, context.project, context.text);
-  return noticeOf(context, {
-    eventId: entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context, sequence, outcome.kind),
-    task: facts.task,
-    status: outcome.kind,
-    summary: line.summary,
-    details: {
-      stop_reason: outcome.stopReason,
-      ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
-      // So the owner's view knows how long it took without a `started` notice (off by default).
-      ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
-      ...(line.said ? { said: line.said } : {}),
-    },
+  const eventId = entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context, sequence, outcome.kind);
+  return runNotice(context, eventId, outcome.kind, line, facts, {
+    stop_reason: outcome.stopReason,
+    ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
+    // So the owner's view knows how long it took without a `started` notice (off by default).
+    ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
   });
 }
 
@@ -180,13 +178,7 @@ export function transientNotice(
   sequence: number,
   context: NoticeContext,
 ): EventBody {
-  return noticeOf(context, {
-    eventId: transientEventId(context, sequence, status),
-    task: facts.task,
-    status,
-    summary: line.summary,
-    details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
-  });
+  return runNotice(context, transientEventId(context, sequence, status), status, line, facts, { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors });
 }
 
 /** Another extension's `anon-notify:send`, already validated against SendRequest; its `eventId` scoped to the session. Its details lose `said`: only
