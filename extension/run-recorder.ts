@@ -53,12 +53,7 @@ export function messageText(content: unknown): string {
     .trim();
 }
 
-export interface BranchEntry {
-  id: string;
-  parentId: string | null;
-  type: string;
-  message?: unknown;
-}
+export type BranchEntry = { id: string; parentId: string | null; type: string; message?: unknown };
 
 function newestMessage(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined, wanted: (message: unknown) => boolean) {
   for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {

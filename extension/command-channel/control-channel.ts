@@ -10,19 +10,13 @@ import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
 import { allowedOutcome, controlStep, type Applied } from "./control-rules.ts";
 
-export interface ControlCommand {
-  commandId: string;
-  kind: string;
-  payload: Record<string, unknown>;
-}
+export type ControlCommand = { commandId: string; kind: string; payload: Record<string, unknown> };
 
 /** Applies one control command and says what happened; never throws on purpose (a throw is `unknown`). */
 export type ControlHandler = (command: ControlCommand) => CommandOutcome | Promise<CommandOutcome>;
 
 /** Where a feature registers the handler of its control kind (so it need not edit the channel); returns the unregister. */
-export interface ControlRegistry {
-  on(kind: ControlKind, handler: ControlHandler): () => void;
-}
+export type ControlRegistry = { on(kind: ControlKind, handler: ControlHandler): () => void };
 
 export class ControlDispatcher implements ControlRegistry {
   readonly #handlers = new Map<string, ControlHandler>();

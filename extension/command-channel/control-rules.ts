@@ -12,10 +12,7 @@ export function allowedOutcome(kind: string, outcome: CommandOutcome): CommandOu
 }
 
 /** What applying a control command did, as journaled and ACKed. */
-export interface Applied {
-  outcome: CommandOutcome;
-  run?: StoppedRun;
-}
+export type Applied = { outcome: CommandOutcome; run?: StoppedRun };
 
 /** A control command is applied once: one journaled with its outcome is only ACKed again with that outcome. */
 export function controlStep(journaled: { has: boolean } & Partial<Applied>): { apply: true } | ({ apply: false } & Applied) {

@@ -72,10 +72,7 @@ export function interruptedNotice(command: { commandId: string; eventId: string;
   };
 }
 
-export interface Lease {
-  command: ClaimedCommand;
-  token: string;
-}
+export type Lease = { command: ClaimedCommand; token: string };
 
 /** What one top-level run did with instructions, for the ones an interrupt left unanswered. */
 export class RunRecord {

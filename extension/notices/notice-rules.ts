@@ -11,11 +11,7 @@ import type { Config } from "../config/schema-rules.ts";
 export type NoticeTexts = typeof zhNotice;
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
-export interface PiContextUsage {
-  tokens: number | null;
-  contextWindow: number;
-  percent: number | null;
-}
+export type PiContextUsage = { tokens: number | null; contextWindow: number; percent: number | null };
 
 /** After a compaction both unknowns stay null; no model, a throwing reader or an impossible number makes the whole field null (never a false 0 %). */
 export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {

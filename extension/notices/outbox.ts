@@ -18,26 +18,16 @@ export const CLAIM_STALE_MS = 60 * 60 * 1000;
 
 const OutboxRecord = z.strictObject({ version: z.literal(RECORD_VERSION), event: EventBody, queued_at: Timestamp });
 
-export interface OutboxEntry {
-  event: EventBody;
-  queuedAt: number;
-}
+export type OutboxEntry = { event: EventBody; queuedAt: number };
 
 /** Told of an entry it cannot read (kept as `.bad`); the caller words it in the person's language. */
-export interface OutboxLog {
-  movedAside(file: string, why: string): void;
-}
+export type OutboxLog = { movedAside(file: string, why: string): void };
 
 // `<queued ms, 15 digits>-<seq>-<event_id as base64url>` then `.json` (free) or
 // `.<pid>-<owner>-<claimed ms>.sending` (claimed). base64url keeps `:` out of file names.
 const NAME = /^(\d{15})-(\d{4})-([A-Za-z0-9_-]+)\.(?:json|(\d+)-([0-9a-f]+)-(\d+)\.sending)$/;
 
-interface ParsedName {
-  file: string;
-  base: string;
-  eventId: string;
-  claim?: { pid: number; owner: string; at: number };
-}
+type ParsedName = { file: string; base: string; eventId: string; claim?: { pid: number; owner: string; at: number } };
 
 function parseName(file: string): ParsedName | undefined {
   const m = NAME.exec(file);

@@ -135,10 +135,7 @@ export function refusedCallRecord(
 }
 
 /** `details` is for the session file and renderers; the model reads only the text. */
-interface Outcome {
-  content: { type: "text"; text: string }[];
-  details: { sent: boolean; reason?: string; event_id?: string };
-}
+type Outcome = { content: { type: "text"; text: string }[]; details: { sent: boolean; reason?: string; event_id?: string } };
 
 /** Registers the Pi handlers; the session service's `start` offers the tool (registered once per runtime, then activated), `stop` withdraws it. */
 export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, recorder: RunRecorder, report: Report) {
