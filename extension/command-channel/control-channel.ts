@@ -121,15 +121,9 @@ export class ControlChannel extends ControlDispatcher {
     const step = controlStep({ has: journal.has(command.command_id), ...journal.applied(command.command_id) });
     // The built-in stop is applied here; every other kind by the feature that registered it. Applied but not journaled: no ACK, so the redelivery is
     // applied again, which for a stop is harmless (the run it would stop has ended: already idle).
-    const applied: Applied = !step.apply
-      ? step
-      : command.kind === "stop"
-        ? this.#stopRun()
-        : {
-            outcome: await this.dispatch({ commandId: command.command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
-              lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
-            ),
-          };
+    const control = { commandId: command.command_id, kind: command.kind, payload: command.payload ?? {} };
+    const failed = (why: string) => lane.reports.report(lane.text.commands.controlFailed(command.kind, why));
+    const applied: Applied = !step.apply ? step : command.kind === "stop" ? this.#stopRun() : { outcome: await this.dispatch(control, failed) };
     await lane.confirm(command, { sessionId, token, journaled: !step.apply }, lane.text.commands.controlAckFailed, applied);
   }
 }
