@@ -196,11 +196,8 @@ export class Outbox {
   }
 
   async #scan(): Promise<ParsedName[]> {
-    return (await readdir(this.dir))
-      .filter((file) => !this.#writing.has(file))
-      .sort()
-      .map(parseName)
-      .filter((p): p is ParsedName => p !== undefined);
+    const files = (await readdir(this.dir)).filter((file) => !this.#writing.has(file)).sort();
+    return files.flatMap((file) => parseName(file) ?? []);
   }
 
   #mine(p: ParsedName): boolean {
