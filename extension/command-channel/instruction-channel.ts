@@ -175,8 +175,7 @@ export class InstructionChannel {
     this.#wakeTimer = setTimeout(() => {
       this.#wakeTimer = undefined;
       this.#evaluate(false);
-    }, delayMs);
-    this.#wakeTimer.unref();
+    }, delayMs).unref();
   }
 
   #evaluate(atBoundary: boolean): void {

@@ -297,8 +297,7 @@ export class Notifier {
         this.#retryTimer = setTimeout(() => {
           this.#retryTimer = undefined;
           if (this.#heldBack) void this.resendOutbox();
-        }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS);
-        this.#retryTimer.unref();
+        }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS).unref();
       }
     }
     // A refused token is told once by the client, pacing once per episode; these warnings would only repeat it per notice.

@@ -56,8 +56,7 @@ export class ReceiptWatch {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.#look(eventId, look);
-    }, waitMs);
-    this.#timer.unref();
+    }, waitMs).unref();
   }
 
   /** The followed receipt is settled (or given up on): the newest accepted meanwhile, if any, is next. */

@@ -39,8 +39,7 @@ export class RunNotices implements RunObserver {
     this.#marks = { ...NO_MARKS };
     const config = this.#target()?.config;
     if (!config?.notify.progress) return;
-    this.#progressTimer = setInterval(() => this.#checkProgress(), Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
-    this.#progressTimer.unref();
+    this.#progressTimer = setInterval(() => this.#checkProgress(), Math.min(config.progress.firstAfterMs, config.progress.intervalMs)).unref();
   }
 
   /** The started notice waits for the run's first request, so it can name the task. */
