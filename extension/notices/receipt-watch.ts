@@ -21,8 +21,8 @@ export class ReceiptWatch {
   #following: string | undefined;
   /** The newest notice accepted while another was followed: followed next. */
   #newest: { eventId: string; acceptedAtMs: number } | undefined;
-  #told = false;
-  #closed = false;
+  /** A failure was told, or the watch closed: nothing more to follow. */
+  #done = false;
 
   /** `failed` hears the first receipt that ended failed; `debug` why a look did not answer. */
   constructor(
@@ -38,13 +38,13 @@ export class ReceiptWatch {
 
   /** The server took `eventId` with `state`; follows it (or next) unless it is final or a failure was told already. */
   accepted(eventId: string, state: ReceiptState): void {
-    if (this.#told || this.#closed || FINAL_RECEIPT_STATES.includes(state)) return;
+    if (this.#done || FINAL_RECEIPT_STATES.includes(state)) return;
     if (this.#following === undefined) this.#follow(eventId, 0, this.#looks[0]);
     else this.#newest = { eventId, acceptedAtMs: Date.now() };
   }
 
   close(): void {
-    this.#closed = true;
+    this.#done = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#following = this.#newest = undefined;
@@ -64,13 +64,13 @@ export class ReceiptWatch {
     this.#following = undefined;
     const newest = this.#newest;
     this.#newest = undefined;
-    if (!newest || this.#told || this.#closed) return;
+    if (!newest || this.#done) return;
     const firstLookMs = this.#looks[0];
     if (firstLookMs !== undefined) this.#follow(newest.eventId, 0, Math.max(0, newest.acceptedAtMs + firstLookMs - Date.now()));
   }
 
   async #look(eventId: string, look: number): Promise<void> {
-    if (this.#told || this.#closed) return;
+    if (this.#done) return;
     let receipt: Receipt;
     try {
       receipt = await this.#client.request("GET", `events/${encodeURIComponent(eventId)}`, { schema: Receipt, timeoutMs: LOOK_TIMEOUT_MS });
@@ -78,9 +78,9 @@ export class ReceiptWatch {
       this.#debug(`receipt of ${eventId} not read: ${errorText(error)}`);
       return this.#follow(eventId, look + 1, this.#looks[look + 1]);
     }
-    if (this.#told || this.#closed) return;
+    if (this.#done) return;
     if (receipt.state === "failed") {
-      this.#told = true;
+      this.#done = true;
       return this.#failed(eventId, receipt.error);
     }
     if (FINAL_RECEIPT_STATES.includes(receipt.state)) this.#next();
