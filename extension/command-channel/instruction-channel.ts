@@ -79,11 +79,10 @@ export class InstructionChannel {
           return;
         }
         if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
-        const details = CommandDetails.safeParse(message.details);
-        if (!details.success) return;
-        const lease = this.#sent.get(details.data.command_id);
+        const commandId = CommandDetails.safeParse(message.details).data?.command_id;
+        const lease = commandId === undefined ? undefined : this.#sent.get(commandId);
         if (!lease) return;
-        this.#sent.delete(details.data.command_id);
+        this.#sent.delete(lease.command.command_id);
         this.#run.tookIn(lease);
         this.#confirm(lease);
       }),

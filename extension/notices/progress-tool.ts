@@ -18,8 +18,6 @@ import type { Messages } from "../texts/messages.ts";
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;
 const MINUTE_MS = 60_000;
-const SUMMARY_CHARS = 120;
-const DETAIL_CHARS = 1000;
 const RECORD_TIMEOUT_MS = 5_000;
 
 /** The tool's parameters: a structure, never free text to a chosen recipient; described to the model in the session's language. */
@@ -27,8 +25,8 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
   return Type.Object(
     {
       stage: Type.Enum([...ProgressStage.options], { description: words?.stage }),
-      summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: words?.summary }),
-      detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: words?.detail })),
+      summary: Type.String({ minLength: 1, maxLength: 120, description: words?.summary }),
+      detail: Type.Optional(Type.String({ maxLength: 1000, description: words?.detail })),
       artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: words?.artifact })),
       severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: words?.severity })),
     },
