@@ -142,7 +142,6 @@ export class InstructionChannel {
     return { held: this.#held?.command.command_id ?? null, queued: [...this.#sent.keys()] };
   }
 
-  /** What the claim declares: whether the session's model can see images. */
   #supportsImages(): boolean {
     try {
       return modelSupportsImages(this.#ctx?.model);

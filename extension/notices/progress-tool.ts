@@ -37,7 +37,6 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
 export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
 
-/** What one run has reported so far. */
 export interface ReportState {
   /** When each sent report went out (only the last minute matters). */
   sentAt: readonly number[];
