@@ -16,14 +16,8 @@ import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRen
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
 
-export interface InstructionChannelDeps {
-  /** What the server said in heartbeat answers: whether it heard idle, its protocol, each acceptance. */
-  server: ServerHeard;
-  report: (message: string) => void;
-  /** Hands a notice for the persona to the session's notices (nothing while the session does not notify). */
-  notify: (request: SendRequest) => void;
-  text: () => Messages;
-}
+/** `server`: what heartbeat answers said (heard idle, protocol, each acceptance); `notify` hands a notice for the persona to the session's notices. */
+export type InstructionChannelDeps = { server: ServerHeard; report: (message: string) => void; notify: (request: SendRequest) => void; text: () => Messages };
 
 export class InstructionChannel {
   readonly #pi: ExtensionAPI;

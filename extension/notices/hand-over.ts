@@ -13,14 +13,8 @@ import { renderSource } from "../config/config.ts";
 import type { Config } from "../config/schema-rules.ts";
 import { modelLabel, projectName } from "../session/label-rules.ts";
 
-/** Where notices go now; undefined while the session does not notify. */
-export interface NoticeTarget {
-  config: Config;
-  notifier: Notifier;
-  context(): NoticeContext;
-  /** Reads now what a notice says of this moment; the returned builder makes the rest (`sampleNoticeContext`). */
-  sample(): () => NoticeContext;
-}
+/** Where notices go now (undefined while the session does not notify); `sample` reads now what a notice says of this moment (`sampleNoticeContext`). */
+export type NoticeTarget = { config: Config; notifier: Notifier; context(): NoticeContext; sample(): () => NoticeContext };
 
 /** Reads from Pi now what a notice says of this moment (context usage, model, mode, time) and returns the builder of the rest (the source line, the
  * checked usage): a Pi handler pays only for the reads, and the building runs after it, off Pi's turn. */

@@ -10,12 +10,9 @@ import type { WebhookClient } from "../server-client/http-client.ts";
 import type { Outbox } from "./outbox.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
 
-export interface SendOptions {
-  /** completed / failed: written to the outbox before it is sent, and never rate limited. */
-  final: boolean;
-  /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (default); an explicit request does not. */
-  throttled?: boolean;
-}
+/** `final` (completed / failed): written to the outbox before it is sent, never rate limited. `throttled` (the default): a non-final notice shares
+ * `delivery.minIntervalMs` with started, progress and tool_error; an explicit request does not. */
+export type SendOptions = { final: boolean; throttled?: boolean };
 
 export type LastDelivery = { eventId: string; status: EventBody["status"]; at: number } & (
   | { ok: true; state: EventAccepted["state"] }

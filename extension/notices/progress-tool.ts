@@ -37,24 +37,16 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
 export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
 
-export interface ReportState {
-  /** When each sent report went out (only the last minute matters). */
-  sentAt: readonly number[];
-  lastStage: ProgressStage | null;
-}
+/** When each sent report of the run went out (only the last minute matters), and the last stage. */
+export type ReportState = { sentAt: readonly number[]; lastStage: ProgressStage | null };
 export const NO_REPORTS: ReportState = { sentAt: [], lastStage: null };
 
 type ReportDecision =
   | { kind: "send"; args: ProgressArgs; state: ReportState }
   | { kind: "refuse"; code: "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate"; reason: string };
 
-export interface ReportFacts {
-  nowMs: number;
-  /** The refusals' words, in the session's language (the model reads them). */
-  text: Messages["notice"]["refusal"];
-  /** Why nothing can be sent from this session at all, if so. */
-  unavailable?: "subagent" | "inactive";
-}
+/** `text`: the refusals' words in the session's language (the model reads them); `unavailable`: why nothing can be sent from this session at all. */
+export type ReportFacts = { nowMs: number; text: Messages["notice"]["refusal"]; unavailable?: "subagent" | "inactive" };
 
 /** Whether a call goes out, and the run's state after it. */
 export function decideReport(state: ReportState, input: unknown, facts: ReportFacts): ReportDecision {
