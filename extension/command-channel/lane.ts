@@ -19,13 +19,7 @@ export const ACK_TIMEOUT_MS = 10_000;
 export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
 
-export interface LaneDeps {
-  runtimeId: string;
-  presence: Pick<Presence, "beat">;
-  server: ServerHeard;
-  report: (message: string) => void;
-  text: () => Messages;
-}
+type LaneDeps = { runtimeId: string; presence: Pick<Presence, "beat">; server: ServerHeard; report: (message: string) => void; text: () => Messages };
 
 export class LaneConnection {
   readonly settings: Connection["config"]["command"];

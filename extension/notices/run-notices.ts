@@ -30,7 +30,7 @@ export class RunNotices implements RunObserver {
   }
 
   close(): void {
-    this.#stopProgressTimer();
+    clearInterval(this.#progressTimer);
     this.#observation?.close();
     this.#observation = undefined;
   }
@@ -63,7 +63,7 @@ export class RunNotices implements RunObserver {
   }
 
   settled(settled: { run: RecordedRun; outcome: RunOutcome } | undefined): void {
-    this.#stopProgressTimer();
+    clearInterval(this.#progressTimer);
     const to = this.#target();
     if (!settled || !to) return;
     const { outcome, run } = settled;
@@ -73,11 +73,6 @@ export class RunNotices implements RunObserver {
     const context = to.sample();
     // Built after the handler returns (hand-over), from what was read of the moment here.
     this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, run.facts, context(), sequence), { final: true });
-  }
-
-  #stopProgressTimer(): void {
-    if (this.#progressTimer) clearInterval(this.#progressTimer);
-    this.#progressTimer = undefined;
   }
 
   #sendTransient(status: "started" | "progress" | "tool_error", line: (context: NoticeContext) => SaidLine): void {

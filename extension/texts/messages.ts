@@ -53,14 +53,7 @@ const clock = (iso: string) => new Date(iso).toTimeString().slice(0, 5);
 
 /** What the terminal dialog shows: the command's one-line `commandPreview` (common/command-text.ts), the characters it leaves out (the request's own
  * cut included), and whether the owner can answer from the chat too (`remote`). */
-export interface DialogFacts {
-  preview: string;
-  hiddenChars: number;
-  totalChars: number;
-  reason: string;
-  timeoutMs: number;
-  remote: boolean;
-}
+export type DialogFacts = { preview: string; hiddenChars: number; totalChars: number; reason: string; timeoutMs: number; remote: boolean };
 
 const zh = {
   language: "zh-CN" as Language,
