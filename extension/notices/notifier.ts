@@ -50,8 +50,6 @@ type Job = { kind: "notice"; notice: Outgoing; written?: Promise<boolean> } | { 
 export class Notifier {
   readonly #options: NotifierOptions;
   readonly #now: () => number;
-  readonly #sleep: Sleep;
-  readonly #random: () => number;
   readonly #stop = new AbortController();
   /** Everything handed over and not yet done with, in hand-over order; one pump works through it. */
   readonly #jobs: Job[] = [];
@@ -71,8 +69,6 @@ export class Notifier {
   constructor(options: NotifierOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
-    this.#sleep = options.sleep ?? realSleep;
-    this.#random = options.random ?? Math.random;
   }
 
   /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
@@ -231,7 +227,7 @@ export class Notifier {
       let retryInMs: number | undefined;
       for (const outcome of outcomes) {
         if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
-          retryInMs = retryDelayMs(outcome.error, attempts, delivery.backoffMs, this.#random);
+          retryInMs = retryDelayMs(outcome.error, attempts, delivery.backoffMs, this.#options.random ?? Math.random);
           break;
         }
         await this.#finish(rest.shift()!, outcome, attempts);
@@ -240,7 +236,7 @@ export class Notifier {
       }
       if (retryInMs === undefined) continue;
       try {
-        await this.#sleep(retryInMs, this.#stop.signal);
+        await (this.#options.sleep ?? realSleep)(retryInMs, this.#stop.signal);
       } catch {
         break;
       }
