@@ -19,13 +19,8 @@ import {
 } from "../lifecycle.ts";
 import { attachable, type Attachable } from "./pi-handlers.ts";
 
-export interface RecordedRun {
-  facts: RunFacts;
-  /** The newest assistant message object, to find its persisted entry when the run settles. */
-  lastMessage?: unknown;
-  /** The newest assistant message with text, and when it was produced. */
-  answer: { text: string; at: number | undefined } | undefined;
-}
+/** `lastMessage`: the newest assistant message object, to find its persisted entry at the settle; `answer`: the newest with text, and when. */
+export type RecordedRun = { facts: RunFacts; lastMessage?: unknown; answer: { text: string; at: number | undefined } | undefined };
 
 /** What an observer is told; each callback runs inside Pi's handler, so it records and enqueues only. */
 export interface RunObserver {

@@ -46,17 +46,13 @@ export class ReceiptWatch {
   close(): void {
     this.#done = true;
     clearTimeout(this.#timer);
-    this.#timer = undefined;
     this.#following = this.#newest = undefined;
   }
 
   #follow(eventId: string, look: number, waitMs: number | undefined): void {
     if (waitMs === undefined) return this.#next();
     this.#following = eventId;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#look(eventId, look);
-    }, waitMs).unref();
+    this.#timer = setTimeout(() => void this.#look(eventId, look), waitMs).unref();
   }
 
   /** The followed receipt is settled (or given up on): the newest accepted meanwhile, if any, is next. */
