@@ -19,14 +19,8 @@ import {
 } from "../lifecycle.ts";
 import { attachable, type Attachable } from "./pi-handlers.ts";
 
-/** One top-level run as recorded so far. */
-export interface RecordedRun {
-  facts: RunFacts;
-  /** The newest assistant message object, to find its persisted entry when the run settles. */
-  lastMessage?: unknown;
-  /** The newest assistant message with text, and when it was produced. */
-  answer: { text: string; at: number | undefined } | undefined;
-}
+/** `lastMessage`: the newest assistant message object, to find its persisted entry at the settle; `answer`: the newest with text, and when. */
+export type RecordedRun = { facts: RunFacts; lastMessage?: unknown; answer: { text: string; at: number | undefined } | undefined };
 
 /** What an observer is told; each callback runs inside Pi's handler, so it records and enqueues only. */
 export interface RunObserver {
@@ -34,7 +28,7 @@ export interface RunObserver {
   start?(run: RecordedRun, ctx: ExtensionContext): void;
   /** A user-visible request (user or custom message) was recorded; the first one named the task. */
   request?(run: RecordedRun): void;
-  /** A turn (one model call and its tools) is about to start; `run.facts.turns` counts it. */
+  /** A turn (one model call and its tools) starts; `run.facts.turns` counts it. */
   turn?(run: RecordedRun, ctx: ExtensionContext): void;
   toolStart?(run: RecordedRun, event: ToolExecutionStartEvent): void;
   toolEnd?(run: RecordedRun, event: ToolExecutionEndEvent, ctx: ExtensionContext): void;
@@ -42,9 +36,7 @@ export interface RunObserver {
   settled?(settled: { run: RecordedRun; outcome: RunOutcome } | undefined, ctx: ExtensionContext): void;
 }
 
-export interface Observation {
-  close(): void;
-}
+export type Observation = { close(): void };
 
 /** An assistant or user message's text: its text blocks, one per line, as Pi prints them; trimmed. */
 export function messageText(content: unknown): string {
@@ -56,15 +48,8 @@ export function messageText(content: unknown): string {
     .trim();
 }
 
-/** The part of a session entry that links it into the branch. */
-export interface BranchEntry {
-  id: string;
-  parentId: string | null;
-  type: string;
-  message?: unknown;
-}
+export type BranchEntry = { id: string; parentId: string | null; type: string; message?: unknown };
 
-/** The newest message entry of the branch that `wanted` accepts, walking back from the leaf. */
 function newestMessage(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined, wanted: (message: unknown) => boolean) {
   for (let current = leaf; current; current = current.parentId === null ? undefined : entry(current.parentId)) {
     if (current.type === "message" && wanted(current.message)) return current;
@@ -72,14 +57,13 @@ function newestMessage(leaf: BranchEntry | undefined, entry: (id: string) => Bra
   return undefined;
 }
 
-/** The id of the entry that persisted `message` (the object Pi handed to message_end): at a settle it is at or near the leaf, so this costs a step or
- * two, where a turn_end handler would make Pi build the whole context preview at every turn. */
+/** The entry that persisted `message` (the object Pi handed to message_end): at a settle it is at or near the leaf, so this costs a step or two,
+ * where a turn_end handler would make Pi build the whole context preview at every turn. */
 export function persistedEntryId(message: unknown, leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string | undefined {
   return newestMessage(leaf, entry, (m) => m === message)?.id;
 }
 
-/** The task of the run in progress, read back from the branch: the text of the newest user message (its prompt; a steer since would also be one, as
- * when the recorder saw it). */
+/** The task of the run in progress, read back from the branch: the newest user message's text (its prompt, or a steer since, as the recorder saw it). */
 export function taskInProgress(leaf: BranchEntry | undefined, entry: (id: string) => BranchEntry | undefined): string {
   const found = newestMessage(leaf, entry, (m) => (m as { role?: unknown } | undefined)?.role === "user");
   return found ? messageText((found.message as { content?: unknown }).content) : "";
@@ -100,7 +84,7 @@ function joinedRun(ctx: ExtensionContext): RecordedRun | undefined {
 
 const recorders = new WeakMap<ExtensionAPI, RunRecorder>();
 
-/** The recorder of this Pi binding: one per extension runtime, shared by every channel. */
+/** One recorder per extension runtime, shared by every channel. */
 export function runRecorderFor(pi: ExtensionAPI): RunRecorder {
   let recorder = recorders.get(pi);
   if (!recorder) recorders.set(pi, (recorder = new RunRecorder(pi)));
@@ -189,13 +173,8 @@ export class RunRecorder {
     } else if (message.role === "assistant") {
       const text = messageText(message.content);
       const toolCalls = Array.isArray(message.content) ? (message.content as { type?: unknown }[]).filter((b) => b.type === "toolCall").length : 0;
-      run.facts = withAssistant(run.facts, {
-        stopReason: message.stopReason ?? "stop",
-        errorMessage: message.errorMessage ?? null,
-        text,
-        entryId: null,
-        toolCalls,
-      });
+      const ended = { stopReason: message.stopReason ?? "stop", errorMessage: message.errorMessage ?? null };
+      run.facts = withAssistant(run.facts, { ...ended, text, entryId: null, toolCalls });
       run.lastMessage = message;
       this.#syncSettleTell();
       if (text) run.answer = { text, at: message.timestamp };

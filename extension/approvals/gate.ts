@@ -10,7 +10,7 @@ import { redactSecrets } from "../../common/redact.ts";
 import { APPROVAL_LIMITS, ASK_RULE, ApprovalDecisionPayload } from "../../protocol/approvals.ts";
 import type { EventBody } from "../../protocol/events.ts";
 import { DialogKind } from "../../protocol/said.ts";
-import type { ControlRegistry } from "../command-channel/control-dispatcher.ts";
+import type { ControlRegistry } from "../command-channel/control-channel.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { HandOver } from "../notices/hand-over.ts";
 import { buildEvent, saidLine, truncate, type NoticeContext } from "../notices/notice-rules.ts";

@@ -1,14 +1,46 @@
 /** The control channel (protocol 3): one long poll kept open idle and busy, so a stop or an approval
  * decision reaches a run mid-tool; each outcome is journaled before the ACK, and a journaled one is only re-ACKed. */
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
-import { CONTROL_PROTOCOL, type ClaimedCommand, type StoppedRun } from "../../protocol/queue.ts";
+import { CONTROL_PROTOCOL, type ClaimedCommand, type CommandOutcome, type ControlKind, type StoppedRun } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { realSleep } from "../server-client/retry.ts";
 import { isIdle, type LaneConnection } from "./lane.ts";
 import type { ServerHeard } from "../server-client/server-facts.ts";
-import { controlStep, type Applied } from "./control-rules.ts";
-import { ControlDispatcher } from "./control-dispatcher.ts";
+import { allowedOutcome, controlStep, type Applied } from "./control-rules.ts";
+
+export type ControlCommand = { commandId: string; kind: string; payload: Record<string, unknown> };
+
+/** Applies one control command and says what happened; never throws on purpose (a throw is `unknown`). */
+export type ControlHandler = (command: ControlCommand) => CommandOutcome | Promise<CommandOutcome>;
+
+/** Where a feature registers the handler of its control kind (so it need not edit the channel); returns the unregister. */
+export type ControlRegistry = { on(kind: ControlKind, handler: ControlHandler): () => void };
+
+export class ControlDispatcher implements ControlRegistry {
+  readonly #handlers = new Map<string, ControlHandler>();
+
+  /** A later registration replaces an earlier one. */
+  on(kind: ControlKind, handler: ControlHandler): () => void {
+    this.#handlers.set(kind, handler);
+    return () => {
+      if (this.#handlers.get(kind) === handler) this.#handlers.delete(kind);
+    };
+  }
+
+  /** The handler's outcome if its kind allows it, else `unknown` (no handler, or it threw: `failed` hears why, for the caller to word). */
+  async dispatch(command: ControlCommand, failed: (why: string) => void): Promise<CommandOutcome> {
+    const handler = this.#handlers.get(command.kind);
+    if (!handler) return "unknown";
+    try {
+      return allowedOutcome(command.kind, await handler(command));
+    } catch (error) {
+      failed(errorText(error));
+      return "unknown";
+    }
+  }
+}
 
 export class ControlChannel extends ControlDispatcher {
   readonly #server: ServerHeard;
@@ -43,12 +75,7 @@ export class ControlChannel extends ControlDispatcher {
     this.#poll = undefined;
   }
 
-  get polling(): boolean {
-    return this.#poll !== undefined;
-  }
-
-  /** Exactly what Esc does: aborts streaming, a running tool (its process is killed) and a retry
-   * wait. Says which run it stopped: the server may have heard nothing else of it. */
+  /** Exactly what Esc does (streaming, a running tool's process, a retry wait); says which run it stopped, as the server may know nothing else of it. */
   #stopRun(): Applied {
     const ctx = this.#ctx;
     if (!ctx || isIdle(ctx)) return { outcome: "already_idle" };
@@ -71,7 +98,7 @@ export class ControlChannel extends ControlDispatcher {
     let failures = 0;
     const claimFailures = new ReportOnce((message) => lane.reports.report(message));
     while (!stopped.aborted) {
-      const sessionId = this.#sessionId();
+      const sessionId = this.#ctx?.sessionManager.getSessionId();
       if (!sessionId) return;
       const waitMs = Math.min(lane.settings.longPollMs, LIMITS.longPollMaxMs);
       try {
@@ -83,8 +110,7 @@ export class ControlChannel extends ControlDispatcher {
       } catch (thrown) {
         if (stopped.aborted) return;
         failures++;
-        const delayMs = lane.claimFailed(thrown, failures, claimFailures, lane.text.commands.controlClaimFailed);
-        await realSleep(delayMs, stopped).catch(() => undefined);
+        await realSleep(lane.claimFailed(thrown, failures, claimFailures, lane.text.commands.controlClaimFailed), stopped).catch(() => undefined);
       }
     }
   }
@@ -95,19 +121,9 @@ export class ControlChannel extends ControlDispatcher {
     const step = controlStep({ has: journal.has(command.command_id), ...journal.applied(command.command_id) });
     // The built-in stop is applied here; every other kind by the feature that registered it. Applied but not journaled: no ACK, so the redelivery is
     // applied again, which for a stop is harmless (the run it would stop has ended: already idle).
-    const applied: Applied = !step.apply
-      ? step
-      : command.kind === "stop"
-        ? this.#stopRun()
-        : {
-            outcome: await this.dispatch({ commandId: command.command_id, kind: command.kind, payload: command.payload ?? {} }, (why) =>
-              lane.reports.report(lane.text.commands.controlFailed(command.kind, why)),
-            ),
-          };
+    const control = { commandId: command.command_id, kind: command.kind, payload: command.payload ?? {} };
+    const failed = (why: string) => lane.reports.report(lane.text.commands.controlFailed(command.kind, why));
+    const applied: Applied = !step.apply ? step : command.kind === "stop" ? this.#stopRun() : { outcome: await this.dispatch(control, failed) };
     await lane.confirm(command, { sessionId, token, journaled: !step.apply }, lane.text.commands.controlAckFailed, applied);
-  }
-
-  #sessionId(): string | undefined {
-    return this.#ctx?.sessionManager.getSessionId();
   }
 }

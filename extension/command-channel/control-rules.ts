@@ -4,19 +4,15 @@ import { redactSecrets } from "../../common/redact.ts";
 import { OUTCOMES, StoppedRun, type CommandOutcome } from "../../protocol/queue.ts";
 import { LIMITS } from "../../protocol/wire.ts";
 import { truncate } from "../notices/notice-rules.ts";
+import type { RunFacts } from "../../lifecycle.ts";
 
-/** An outcome the server accepts for this kind; anything else becomes `unknown`. */
 export function allowedOutcome(kind: string, outcome: CommandOutcome): CommandOutcome {
   const allowed = (OUTCOMES as Readonly<Record<string, readonly CommandOutcome[]>>)[kind];
   return allowed?.includes(outcome) ? outcome : "unknown";
 }
 
 /** What applying a control command did, as journaled and ACKed. */
-export interface Applied {
-  outcome: CommandOutcome;
-  /** A stop that stopped a run: that run. */
-  run?: StoppedRun;
-}
+export type Applied = { outcome: CommandOutcome; run?: StoppedRun };
 
 /** A control command is applied once: one journaled with its outcome is only ACKed again with that outcome. */
 export function controlStep(journaled: { has: boolean } & Partial<Applied>): { apply: true } | ({ apply: false } & Applied) {
@@ -24,17 +20,8 @@ export function controlStep(journaled: { has: boolean } & Partial<Applied>): { a
   return { apply: false, outcome: journaled.outcome, ...(journaled.run ? { run: journaled.run } : {}) };
 }
 
-/** The run in progress as the recorder knows it. */
-export interface RunSoFar {
-  startedAt: number;
-  /** False for a run joined mid-way: its start is not known. */
-  startKnown: boolean;
-  task: string;
-}
-
-/** The run a stop aborts, as its ACK carries it: the prompt masked before it is cut (no secret half-kept), the start only when known; undefined when
- * there is nothing the wire would accept. */
-export function stoppedRun(run: RunSoFar | undefined, maxTaskChars: number): StoppedRun | undefined {
+/** The run a stop aborts, as its ACK carries it: the prompt masked before it is cut (no secret half-kept), the start only when known. */
+export function stoppedRun(run: Pick<RunFacts, "startedAt" | "startKnown" | "task"> | undefined, maxTaskChars: number): StoppedRun | undefined {
   if (!run) return undefined;
   const parsed = StoppedRun.safeParse({
     ...(run.startKnown ? { started_at: new Date(run.startedAt).toISOString() } : {}),

@@ -16,14 +16,8 @@ import { COMMAND_MESSAGE_TYPE, CommandDetails, commandMessage, commandMessageRen
 /** How long stopping (deactivation, reload, quit) waits for ACKs already in flight. */
 export const STOP_GRACE_MS = 2_000;
 
-export interface InstructionChannelDeps {
-  /** What the server said in heartbeat answers: whether it heard idle, its protocol, each acceptance. */
-  server: ServerHeard;
-  report: (message: string) => void;
-  /** Hands a notice for the persona to the session's notices (nothing while the session does not notify). */
-  notify: (request: SendRequest) => void;
-  text: () => Messages;
-}
+/** `server`: what heartbeat answers said (heard idle, protocol, each acceptance); `notify` hands a notice for the persona to the session's notices. */
+export type InstructionChannelDeps = { server: ServerHeard; report: (message: string) => void; notify: (request: SendRequest) => void; text: () => Messages };
 
 export class InstructionChannel {
   readonly #pi: ExtensionAPI;
@@ -58,11 +52,8 @@ export class InstructionChannel {
       pi.on("turn_end", (_event, c) => {
         this.#ctx = c;
         // An interrupted run is no place for a new instruction; it waits for the settle.
-        if (c.signal?.aborted) {
-          this.#run.abort();
-          return;
-        }
-        this.#evaluate(true);
+        if (c.signal?.aborted) this.#run.abort();
+        else this.#evaluate(true);
       }),
     ]);
     this.#lifecycle = attachable(() => [
@@ -82,11 +73,10 @@ export class InstructionChannel {
           return;
         }
         if (message.role !== "custom" || message.customType !== COMMAND_MESSAGE_TYPE) return;
-        const details = CommandDetails.safeParse(message.details);
-        if (!details.success) return;
-        const lease = this.#sent.get(details.data.command_id);
+        const commandId = CommandDetails.safeParse(message.details).data?.command_id;
+        const lease = commandId === undefined ? undefined : this.#sent.get(commandId);
         if (!lease) return;
-        this.#sent.delete(details.data.command_id);
+        this.#sent.delete(lease.command.command_id);
         this.#run.tookIn(lease);
         this.#confirm(lease);
       }),
@@ -146,7 +136,6 @@ export class InstructionChannel {
     return { held: this.#held?.command.command_id ?? null, queued: [...this.#sent.keys()] };
   }
 
-  /** What the claim declares: whether the session's model can see images. */
   #supportsImages(): boolean {
     try {
       return modelSupportsImages(this.#ctx?.model);
@@ -178,18 +167,15 @@ export class InstructionChannel {
     this.#wakeTimer = setTimeout(() => {
       this.#wakeTimer = undefined;
       this.#evaluate(false);
-    }, delayMs);
-    this.#wakeTimer.unref();
+    }, delayMs).unref();
   }
 
   #evaluate(atBoundary: boolean): void {
-    if (this.#held) {
-      const lease = this.#held;
-      if (planDelivery({ alreadyDelivered: false, idle: isIdle(this.#ctx), atBoundary }) === "deliver") {
-        this.#held = undefined;
-        this.#syncBoundary();
-        this.#deliver(lease);
-      }
+    const lease = this.#held;
+    if (lease && planDelivery({ alreadyDelivered: false, idle: isIdle(this.#ctx), atBoundary }) === "deliver") {
+      this.#held = undefined;
+      this.#syncBoundary();
+      this.#deliver(lease);
     }
     const plan = planClaim(
       {
@@ -253,12 +239,8 @@ export class InstructionChannel {
 
   #claimed(lease: Lease): void {
     const { command_id } = lease.command;
-    const journaled = this.#lane?.journal?.has(command_id) ?? false;
-    const plan = planDelivery({
-      alreadyDelivered: journaled || this.#inSession(command_id) || this.#sent.has(command_id),
-      idle: isIdle(this.#ctx),
-      atBoundary: false,
-    });
+    const alreadyDelivered = (this.#lane?.journal?.has(command_id) ?? false) || this.#inSession(command_id) || this.#sent.has(command_id);
+    const plan = planDelivery({ alreadyDelivered, idle: isIdle(this.#ctx), atBoundary: false });
     if (plan === "ack-only") {
       // Pi already took this one in (a lease retry, a reload, a restart): confirm, never deliver twice.
       if (!this.#sent.has(command_id)) this.#confirm(lease);
@@ -285,8 +267,7 @@ export class InstructionChannel {
   #confirm(lease: Lease): void {
     const lane = this.#lane;
     if (!lane) return;
-    const journaled = lane.journal?.has(lease.command.command_id) ?? false;
-    const to = { sessionId: this.#sessionId() ?? "unknown", token: lease.token, journaled };
+    const to = { sessionId: this.#sessionId() ?? "unknown", token: lease.token, journaled: lane.journal?.has(lease.command.command_id) ?? false };
     const task = lane.confirm(lease.command, to, lane.text.commands.ackFailed);
     this.#confirming.add(task);
     void task.finally(() => {
@@ -299,8 +280,7 @@ export class InstructionChannel {
     const finished = this.#run;
     this.#run = new RunRecord();
     // Still queued when an interrupted run ended (Esc cleared Pi's queue): written in without a run; a failure leaves the lease to expire.
-    const dropped = finished.aborted ? [...this.#sent] : [];
-    for (const [commandId, lease] of dropped) {
+    for (const [commandId, lease] of finished.aborted ? [...this.#sent] : []) {
       this.#sent.delete(commandId);
       const id = this.#sessionId();
       try {

@@ -27,13 +27,8 @@ export interface CommandMessage {
 
 /** Without images the content stays the plain instruction string, as the specification says. */
 export function commandMessage(command: ClaimedCommand, sessionId: string): CommandMessage {
-  const content =
-    command.images.length === 0
-      ? command.instruction
-      : [
-          { type: "text" as const, text: command.instruction },
-          ...command.images.map((image) => ({ type: "image" as const, data: image.data, mimeType: image.mime_type })),
-        ];
+  const images = command.images.map((image) => ({ type: "image" as const, data: image.data, mimeType: image.mime_type }));
+  const content = images.length === 0 ? command.instruction : [{ type: "text" as const, text: command.instruction }, ...images];
   return {
     customType: COMMAND_MESSAGE_TYPE,
     content,
@@ -44,21 +39,15 @@ export function commandMessage(command: ClaimedCommand, sessionId: string): Comm
 
 /** The instruction text of a delivered message, whatever shape its content has. */
 export function instructionText(content: CommandMessage["content"]): string {
-  return typeof content === "string"
-    ? content
-    : content
-        .filter((block): block is TextContent => block.type === "text")
-        .map((block) => block.text)
-        .join("\n");
+  if (typeof content === "string") return content;
+  return content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("\n");
 }
 
 /** Label, instruction and each image (Pi's image component falls back to text where the terminal cannot draw). */
 export const commandMessageRenderer =
   (text: () => Messages): MessageRenderer =>
   (message, { outputPad }, theme) => {
-    const details = CommandDetails.safeParse(message.details);
-    const labels = text().commands.label;
-    const label = details.success ? labels[details.data.origin] : labels.anon;
+    const label = text().commands.label[CommandDetails.safeParse(message.details).data?.origin ?? "anon"];
     const box = new Box(outputPad, 1, (line) => theme.bg("customMessageBg", line));
     box.addChild(new Text(theme.fg("customMessageLabel", theme.bold(`[${label}]`)), 0, 0));
     box.addChild(new Spacer(1));

@@ -18,9 +18,8 @@ export interface ClaimFacts {
 }
 
 export type ClaimKind = "idle" | "boundary";
-export type ClaimPlan = { claim: false } | { claim: true; kind: ClaimKind; waitMs: number };
 
-export function planClaim(facts: ClaimFacts, longPollMs: number): ClaimPlan {
+export function planClaim(facts: ClaimFacts, longPollMs: number): { claim: false } | { claim: true; kind: ClaimKind; waitMs: number } {
   if (!facts.running || facts.claimInFlight || facts.outstanding || facts.backingOff) return { claim: false };
   if (facts.idle) return facts.serverHeardIdle ? { claim: true, kind: "idle", waitMs: longPollMs } : { claim: false };
   if (facts.atBoundary) return { claim: true, kind: "boundary", waitMs: 0 };
@@ -33,27 +32,18 @@ export function wantsTurnEnd(facts: { running: boolean; held: boolean; toolTurn:
   return facts.running && (facts.held || facts.toolTurn);
 }
 
-export interface DeliveryFacts {
-  /** Journaled, or already present in the session (the branch marker). */
-  alreadyDelivered: boolean;
-  idle: boolean;
-  atBoundary: boolean;
-}
-
-/** `deliver` only where Pi takes the steer without a gap: idle, or inside a turn-end handler (Pi reads its steer queue right after); any other busy
- * moment may be the tail of a run whose queue was already read. */
-export function planDelivery(facts: DeliveryFacts): "ack-only" | "deliver" | "hold" {
+/** `ack-only` when journaled or already in the session (the branch marker); `deliver` only where Pi takes the steer without a gap: idle, or inside a
+ * turn-end handler (Pi reads its steer queue right after); any other busy moment may be the tail of a run whose queue was already read. */
+export function planDelivery(facts: { alreadyDelivered: boolean; idle: boolean; atBoundary: boolean }): "ack-only" | "deliver" | "hold" {
   if (facts.alreadyDelivered) return "ack-only";
   return facts.idle || facts.atBoundary ? "deliver" : "hold";
 }
 
-/** The wait after an empty claim while idle: at once after a held claim or a turn-end claim; an early answer no sooner than `minIntervalMs` after it
- * started. */
+/** The wait after an empty claim while idle: none after a turn-end or a held claim; an early answer no sooner than `minIntervalMs` after it started. */
 export function repollDelay(kind: ClaimKind, elapsedMs: number, minIntervalMs: number): number {
   return kind === "boundary" ? 0 : Math.max(0, minIntervalMs - elapsedMs);
 }
 
-/** What one top-level run did with commands, in order. */
 export type RunFact = { kind: "command"; commandId: string } | { kind: "assistant"; stopReason: string };
 
 const ANSWERING_STOPS = new Set(["stop", "toolUse", "length"]);
@@ -82,10 +72,7 @@ export function interruptedNotice(command: { commandId: string; eventId: string;
   };
 }
 
-export interface Lease {
-  command: ClaimedCommand;
-  token: string;
-}
+export type Lease = { command: ClaimedCommand; token: string };
 
 /** What one top-level run did with instructions, for the ones an interrupt left unanswered. */
 export class RunRecord {
@@ -93,13 +80,11 @@ export class RunRecord {
   readonly #instructions = new Map<string, Lease>();
   #aborted = false;
 
-  /** An assistant message ended; `aborted` marks the run interrupted. */
   assistant(stopReason: string): void {
     this.#facts.push({ kind: "assistant", stopReason });
     if (stopReason === "aborted") this.#aborted = true;
   }
 
-  /** The run was interrupted (seen on a turn end or the run's end). */
   abort(): void {
     this.#aborted = true;
   }
@@ -118,7 +103,6 @@ export class RunRecord {
     return this.#instructions.size > 0;
   }
 
-  /** What no assistant message answered after the instruction, in an interrupted run. */
   unanswered(): Lease[] {
     return unansweredAfterInterrupt(this.#facts, this.#aborted).flatMap((commandId) => this.#instructions.get(commandId) ?? []);
   }

@@ -15,45 +15,43 @@ const JournalRecord = z.object({
   session_id: Id,
   event_id: Id,
   delivered_at: Timestamp,
-  /** Control commands only: what applying it did. */
+  // Control commands only: what applying it did, and the run a stop stopped (sent again with a repeated ACK).
   outcome: CommandOutcome.optional(),
-  /** A stop that stopped a run: that run, sent again with a repeated ACK. */
   run: StoppedRun.optional(),
 });
 export type JournalRecord = z.infer<typeof JournalRecord>;
 
-// A journaled id matters only while its lease can still come back (minutes, a restart): the file
-// is cut back to the newest records when it grows past the cap, at open, never while appending.
+// An id matters only while its lease can come back (minutes, a restart): past the cap the file is cut back to the newest records, at open only.
 export const JOURNAL_KEEP_RECORDS = 2_000;
 export const JOURNAL_COMPACT_AT_RECORDS = 4_000;
 
 export interface CommandJournal {
-  readonly file: string;
   has(commandId: string): boolean;
-  /** What applying a control command did, as journaled: its outcome, and a stopped run. */
   applied(commandId: string): Partial<Applied>;
   /** Appends and fsyncs one record; resolves only once it is on disk. */
   record(entry: Omit<JournalRecord, "version">): Promise<void>;
 }
 
-export interface OpenedJournal {
-  journal: CommandJournal;
-  /** Lines that were not valid records; they are kept in the file and reported, never guessed at. */
-  skippedLines: number;
-}
-
-/** Reads what is there (a missing file is an empty journal) and returns the appender. */
-export async function openCommandJournal(file: string): Promise<OpenedJournal> {
-  const lines = await readLines(file);
-  const records: JournalRecord[] = [];
-  let skippedLines = 0;
-  for (const line of lines) {
-    const parsed = parseLine(line);
-    if (parsed) records.push(parsed);
-    else skippedLines++;
+/** Reads what is there (missing: empty) and returns the appender; invalid lines are kept in the file and counted (`skippedLines`), never guessed at. */
+export async function openCommandJournal(file: string): Promise<{ journal: CommandJournal; skippedLines: number }> {
+  let lines: string[] = [];
+  try {
+    lines = (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
+  } catch (error) {
+    if (!isMissingFile(error)) throw error;
   }
+  const records = lines.flatMap((line) => {
+    try {
+      const result = JournalRecord.safeParse(JSON.parse(line));
+      return result.success ? [result.data] : [];
+    } catch {
+      return [];
+    }
+  });
+  const skippedLines = lines.length - records.length;
   if (records.length > JOURNAL_COMPACT_AT_RECORDS && skippedLines === 0) {
-    await compact(file, records.slice(-JOURNAL_KEEP_RECORDS));
+    const kept = records.slice(-JOURNAL_KEEP_RECORDS).map((r) => `${JSON.stringify(r)}\n`);
+    await replaceDurably(file, kept.join(""));
   }
   const known = new Map<string, Partial<Applied>>(records.map((r) => [r.command_id, { outcome: r.outcome, run: r.run }]));
   let tail: Promise<void> = Promise.resolve();
@@ -61,15 +59,13 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
   return {
     skippedLines,
     journal: {
-      file,
       has: (commandId) => known.has(commandId),
       applied: (commandId) => known.get(commandId) ?? { outcome: undefined, run: undefined },
       record(entry) {
         const parsed = JournalRecord.safeParse({ version: 1, ...entry });
         if (!parsed.success) return Promise.reject(new Error(`invalid journal record: ${parsed.error.message}`));
-        const line = `${JSON.stringify(parsed.data)}\n`;
         // Appends are chained so two records never interleave and each resolves after its own fsync.
-        const written = tail.then(() => appendDurably(file, line));
+        const written = tail.then(() => appendDurably(file, `${JSON.stringify(parsed.data)}\n`));
         tail = written.catch(() => undefined);
         return written.then(() => {
           known.set(entry.command_id, { outcome: entry.outcome, run: entry.run });
@@ -77,26 +73,4 @@ export async function openCommandJournal(file: string): Promise<OpenedJournal> {
       },
     },
   };
-}
-
-function parseLine(line: string): JournalRecord | undefined {
-  try {
-    const result = JournalRecord.safeParse(JSON.parse(line));
-    return result.success ? result.data : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-async function readLines(file: string): Promise<string[]> {
-  try {
-    return (await readFile(file, "utf8")).split("\n").filter((line) => line.trim() !== "");
-  } catch (error) {
-    if (isMissingFile(error)) return [];
-    throw error;
-  }
-}
-
-async function compact(file: string, keep: JournalRecord[]): Promise<void> {
-  await replaceDurably(file, keep.map((r) => `${JSON.stringify(r)}\n`).join(""));
 }

@@ -4,7 +4,6 @@ import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { errorText } from "../../common/errors.ts";
 import { ReportOnce } from "../../common/report-once.ts";
 import { AckAnswer, ClaimAnswer, type ClaimedCommand } from "../../protocol/queue.ts";
-import type { ApiClient } from "../server-client/http-client.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, runWithRetry } from "../server-client/retry.ts";
 import type { Messages } from "../texts/messages.ts";
 import type { Connection, Presence } from "../presence/presence.ts";
@@ -20,34 +19,22 @@ export const ACK_TIMEOUT_MS = 10_000;
 export const ACK_ATTEMPTS = 3;
 export const RETRY_BASE_MS = 500;
 
-export interface LaneDeps {
-  runtimeId: string;
-  presence: Pick<Presence, "beat">;
-  server: ServerHeard;
-  report: (message: string) => void;
-  text: () => Messages;
-}
+type LaneDeps = { runtimeId: string; presence: Pick<Presence, "beat">; server: ServerHeard; report: (message: string) => void; text: () => Messages };
 
-/** One start of the command channels: the connection they use and the journal they share. */
 export class LaneConnection {
-  readonly client: ApiClient;
   readonly settings: Connection["config"]["command"];
-  /** Retries after failures are capped here: a server that comes back is reached within one heartbeat. */
-  readonly heartbeatIntervalMs: number;
-  readonly runtimeId: string;
   /** Shared by both lanes: a failure one lane reported is not told again by the other. */
   readonly reports: ReportOnce;
   /** The journal once open; undefined before, or if it cannot be read (then no lane claims). */
   journal: CommandJournal | undefined;
   /** Resolves once the journal is open and the server accepted this runtime's heartbeat, false if either fails. */
   readonly ready: Promise<boolean>;
+  readonly #connection: Connection;
   readonly #deps: LaneDeps;
 
   constructor(connection: Connection, deps: LaneDeps) {
-    this.client = connection.client;
+    this.#connection = connection;
     this.settings = connection.config.command;
-    this.heartbeatIntervalMs = connection.config.presence.heartbeatIntervalMs;
-    this.runtimeId = deps.runtimeId;
     this.reports = new ReportOnce(deps.report);
     this.#deps = deps;
     this.ready = this.#open();
@@ -72,24 +59,22 @@ export class LaneConnection {
     return this.#deps.server.whenAccepted();
   }
 
-  /** One claim on a lane; held up to `waitMs` by the server. */
   claim(sessionId: string, waitMs: number, query: { lane?: "control"; capabilities?: "images" }, signal: AbortSignal) {
-    return this.client.request("GET", "commands", {
-      query: { session_id: sessionId, runtime_id: this.runtimeId, ...query, wait_ms: waitMs },
+    return this.#connection.client.request("GET", "commands", {
+      query: { session_id: sessionId, runtime_id: this.#deps.runtimeId, ...query, wait_ms: waitMs },
       timeoutMs: waitMs > 0 ? waitMs + CLAIM_MARGIN_MS : QUICK_CLAIM_TIMEOUT_MS,
       schema: ClaimAnswer,
       signal,
     });
   }
 
-  /** After a failed claim: a lost runtime is re-registered by a heartbeat first, the failure told once, and the wait before the retry returned (capped at
-   * the heartbeat interval). */
+  /** After a failed claim: a lost runtime re-registered by a heartbeat, the failure told once; returns the wait (≤ the heartbeat interval). */
   claimFailed(thrown: unknown, failures: number, reports: ReportOnce, wording: (why: string) => string): number {
     const error = asServerError(thrown);
-    // The server lost this runtime: a heartbeat registers it again.
     if (error.code === "session_offline") this.#deps.presence.beat();
     if (!needsNoWarning(error)) reports.report(wording(this.text.delivery.why(error)));
-    return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.heartbeatIntervalMs);
+    // Capped so that a server that comes back is reached within one heartbeat.
+    return Math.min(retryDelayMs(error, failures, RETRY_BASE_MS, Math.random), this.#connection.config.presence.heartbeatIntervalMs);
   }
 
   /** Journals the command (flushed) unless `journaled`, then ACKs it, retried: without its journal line there is no ACK, so the lease runs out and the
@@ -106,19 +91,12 @@ export class LaneConnection {
       const delivered_at = new Date().toISOString();
       if (!lease.journaled) await this.journal.record({ command_id, event_id, session_id: lease.sessionId, delivered_at, outcome, run });
     } catch (error) {
-      this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
-      return;
+      return this.reports.report(this.text.commands.journalWriteFailed(this.settings.journal, errorText(error)));
     }
-    const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.runtimeId, outcome, ...(run ? { run } : {}) };
-    const acked = await runWithRetry(
-      () =>
-        this.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, {
-          body,
-          timeoutMs: ACK_TIMEOUT_MS,
-          schema: AckAnswer,
-        }),
-      { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random },
-    );
+    const body = { session_id: lease.sessionId, lease_token: lease.token, runtime_id: this.#deps.runtimeId, outcome, ...(run ? { run } : {}) };
+    const ack = () =>
+      this.#connection.client.request("POST", `commands/${encodeURIComponent(command_id)}/ack`, { body, timeoutMs: ACK_TIMEOUT_MS, schema: AckAnswer });
+    const acked = await runWithRetry(ack, { maxAttempts: ACK_ATTEMPTS, backoffMs: RETRY_BASE_MS, sleep: realSleep, random: Math.random });
     if (!acked.ok && !needsNoWarning(acked.error)) this.reports.report(wording(this.text.delivery.why(acked.error)));
   }
 }

@@ -6,14 +6,12 @@ import { classifyHttpFailure, ServerError } from "../server-client/retry.ts";
 /** The server took the event but knows it cannot deliver it: not a success, and a resend only returns the same receipt. */
 export const receiptFailed = () => new ServerError("receipt state failed", { retryable: false, code: "receipt_failed", facts: { kind: "receipt_failed" } });
 
-/** What a send did for one event: the server's receipt, or why it was not taken. */
 export type EventOutcome = { ok: true; value: EventAccepted } | { ok: false; error: ServerError };
 
 /** One notice on its way: handed over by `send`, or read back from the outbox. */
 export interface Outgoing {
   readonly event: EventBody;
   readonly final: boolean;
-  /** Its serialised size, for the batch's body limit. */
   readonly bytes: number;
   /** Finals: on disk in the outbox (undefined while the write runs; false when it failed: sent anyway, kept nowhere). */
   durable?: boolean;
@@ -42,7 +40,6 @@ export function takeChunk(waiting: readonly { bytes: number; barrier?: boolean }
   return count;
 }
 
-/** How many events a server that said `batch_max` takes per request; 1 for one that said nothing (no batch route). */
 export function batchSize(said: number | undefined): number {
   return said === undefined ? 1 : Math.max(1, Math.min(said, LIMITS.eventBatchMax));
 }

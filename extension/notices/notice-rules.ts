@@ -6,18 +6,14 @@ import { LIMITS } from "../../protocol/wire.ts";
 import type { RunFacts, RunOutcome } from "../../lifecycle.ts";
 import type { SendRequest } from "../../protocol/state-bus.ts";
 import type { zhNotice } from "../texts/delivery.ts";
+import type { Config } from "../config/schema-rules.ts";
 
 export type NoticeTexts = typeof zhNotice;
 
 /** Pi's `ctx.getContextUsage()` result, as far as it is read here. */
-export interface PiContextUsage {
-  tokens: number | null;
-  contextWindow: number;
-  percent: number | null;
-}
+export type PiContextUsage = { tokens: number | null; contextWindow: number; percent: number | null };
 
-/** Samples Pi's context estimate once: after a compaction both unknowns stay null, and no model, a throwing reader or an impossible number makes the
- * whole field null, so unknown never poses as 0 %. */
+/** After a compaction both unknowns stay null; no model, a throwing reader or an impossible number makes the whole field null (never a false 0 %). */
 export function sampleContextUsage(read: () => PiContextUsage | undefined): ContextUsage | null {
   let usage: PiContextUsage | undefined;
   try {
@@ -35,7 +31,7 @@ export function sampleContextUsage(read: () => PiContextUsage | undefined): Cont
   return parsed.success ? parsed.data : null;
 }
 
-/** Cuts to `max` characters (code points, never half a surrogate pair), marking the cut with "…". */
+/** Cuts to `max` code points (never half a surrogate pair), marking the cut with "…". */
 export function truncate(text: string, max: number): string {
   const chars = Array.from(text);
   if (chars.length <= max) return text;
@@ -51,37 +47,24 @@ export function finalEventId(sessionId: string, assistantEntryId: string, status
 const transientEventId = ({ sessionId, runtimeId }: NoticeContext, sequence: number, status: EventStatus) =>
   `pi:${sessionId}:${runtimeId}:${sequence}:${status}`;
 
-export interface ContentOptions {
-  maxTaskChars: number;
-  maxSummaryChars: number;
-  includeProject: boolean;
-  includeFinalReply: boolean;
-}
+type ContentOptions = Config["content"];
 
 /** A line the extension wrote, and what it says in `details.said` (undefined when it cannot point at the agent's words). */
-export interface SaidLine {
-  summary: string;
-  said: Said | undefined;
-}
+export type SaidLine = { summary: string; said: Said | undefined };
 
-export function inProject(line: string, content: Pick<ContentOptions, "includeProject">, project: string, t: NoticeTexts): string {
-  return content.includeProject ? t.inProject(project, line) : line;
-}
-
-/** What a line says before the project and the agent's words are placed: its key and its other values. */
-export type SaidDraft = {
+/** What a line says before the project and the agent's words are placed. */
+type SaidDraft = {
   [K in Said["key"]]: { key: K; params: Omit<Extract<Said, { key: K }>["params"], "project" | "reply_from" | "detail_from"> };
 }[Said["key"]];
 
-/** The summary a line becomes and its said form: the project added, the agent's words located by offset, checked against the shared schema; no said when
- * any of it does not hold. */
+/** The summary a line becomes and its said form (project added, the agent's words located by offset, checked against the schema), or no said. */
 export function saidLine(
   line: string,
   draft: SaidDraft,
   context: Pick<NoticeContext, "content" | "project" | "text">,
   tail?: { param: "reply_from" | "detail_from"; text: string },
 ): SaidLine {
-  const summary = inProject(line, context.content, context.project, context.text);
+  const summary = context.content.includeProject ? context.text.inProject(context.project, line) : line;
   // Where the agent's words (at the end of the line) begin, in code points.
   const from = tail?.text && summary.endsWith(tail.text) ? Array.from(summary).length - Array.from(tail.text).length : undefined;
   if (tail?.text && from === undefined) return { summary, said: undefined };
@@ -96,7 +79,7 @@ export function saidLine(
   return { summary, said: said.success ? said.data : undefined };
 }
 
-/** The human summary of a settled run (the final reply, or why it failed, in the session's language) and its said form. */
+/** A settled run's summary: the final reply, or why it failed, in the session's language. */
 export function runSummary(
   outcome: Extract<RunOutcome, { kind: "completed" | "failed" }>,
   facts: RunFacts,
@@ -106,10 +89,11 @@ export function runSummary(
 ): SaidLine {
   const reply = content.includeFinalReply ? (facts.lastAssistant?.text.trim() ?? "") : "";
   const tail = { param: "reply_from", text: reply } as const;
-  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, { content, project, text: t }, tail);
+  const context = { content, project, text: t };
+  if (outcome.kind === "completed") return saidLine(reply || t.completed, { key: "run_completed", params: {} }, context, tail);
   const why = t.failed(t.failure[outcome.reason], outcome.errorMessage || null);
   const error = outcome.errorMessage ? { error: truncate(outcome.errorMessage, SAID_ERROR_CHARS) } : {};
-  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, { content, project, text: t }, tail);
+  return saidLine(reply ? `${why}\n${reply}` : why, { key: "run_failed", params: { reason: outcome.reason, ...error } }, context, tail);
 }
 
 export interface NoticeParts {
@@ -164,24 +148,21 @@ export function noticeOf(context: NoticeContext, parts: OwnParts): EventBody {
   return buildEvent({ sessionId, runtimeId, contextUsage, createdAt, ...parts, source: parts.source ?? context.source }, context.content);
 }
 
-/** The final notice of a settled run, or undefined when not reported (interrupted, silent). A reply not found in the session still reports the run, under
- * an id unique in this runtime (`sequence`). */
+/** A notice about the run: its task, the line as summary, the line's said form last in the details. */
+const runNotice = (context: NoticeContext, eventId: string, status: EventStatus, line: SaidLine, facts: RunFacts, details: Record<string, unknown>) =>
+  noticeOf(context, { eventId, task: facts.task, status, summary: line.summary, details: { ...details, ...(line.said ? { said: line.said } : {}) } });
+
+/** A settled run's final notice, undefined when not reported; a reply not found in the session still reports it, by an id unique in this runtime. */
 export function finalNotice(outcome: RunOutcome, facts: RunFacts, context: NoticeContext, sequence: number): EventBody | undefined {
   if (outcome.kind !== "completed" && outcome.kind !== "failed") return undefined;
   const entryId = facts.lastAssistant?.entryId;
   const line = runSummary(outcome, facts, context.content, context.project, context.text);
-  return noticeOf(context, {
-    eventId: entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context, sequence, outcome.kind),
-    task: facts.task,
-    status: outcome.kind,
-    summary: line.summary,
-    details: {
-      stop_reason: outcome.stopReason,
-      ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
-      // So the owner's view knows how long it took without a `started` notice (off by default).
-      ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
-      ...(line.said ? { said: line.said } : {}),
-    },
+  const eventId = entryId ? finalEventId(context.sessionId, entryId, outcome.kind) : transientEventId(context, sequence, outcome.kind);
+  return runNotice(context, eventId, outcome.kind, line, facts, {
+    stop_reason: outcome.stopReason,
+    ...(outcome.kind === "failed" ? { failure_reason: outcome.reason } : {}),
+    // So the owner's view knows how long it took without a `started` notice (off by default).
+    ...(facts.startKnown ? { run_started_at: new Date(facts.startedAt).toISOString() } : {}),
   });
 }
 
@@ -193,13 +174,7 @@ export function transientNotice(
   sequence: number,
   context: NoticeContext,
 ): EventBody {
-  return noticeOf(context, {
-    eventId: transientEventId(context, sequence, status),
-    task: facts.task,
-    status,
-    summary: line.summary,
-    details: { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors, ...(line.said ? { said: line.said } : {}) },
-  });
+  return runNotice(context, transientEventId(context, sequence, status), status, line, facts, { tool_calls: facts.toolCalls, tool_errors: facts.toolErrors });
 }
 
 /** Another extension's `anon-notify:send`, already validated against SendRequest; its `eventId` scoped to the session. Its details lose `said`: only

@@ -10,12 +10,9 @@ import type { WebhookClient } from "../server-client/http-client.ts";
 import type { Outbox } from "./outbox.ts";
 import { asServerError, needsNoWarning, realSleep, retryDelayMs, type Sleep, tokenRejected } from "../server-client/retry.ts";
 
-export interface SendOptions {
-  /** completed / failed: written to the outbox before it is sent, and never rate limited. */
-  final: boolean;
-  /** Whether a non-final notice shares `delivery.minIntervalMs` with started, progress and tool_error (default); an explicit request does not. */
-  throttled?: boolean;
-}
+/** `final` (completed / failed): written to the outbox before it is sent, never rate limited. `throttled` (the default): a non-final notice shares
+ * `delivery.minIntervalMs` with started, progress and tool_error; an explicit request does not. */
+export type SendOptions = { final: boolean; throttled?: boolean };
 
 export type LastDelivery = { eventId: string; status: EventBody["status"]; at: number } & (
   | { ok: true; state: EventAccepted["state"] }
@@ -53,8 +50,6 @@ type Job = { kind: "notice"; notice: Outgoing; written?: Promise<boolean> } | { 
 export class Notifier {
   readonly #options: NotifierOptions;
   readonly #now: () => number;
-  readonly #sleep: Sleep;
-  readonly #random: () => number;
   readonly #stop = new AbortController();
   /** Everything handed over and not yet done with, in hand-over order; one pump works through it. */
   readonly #jobs: Job[] = [];
@@ -69,14 +64,11 @@ export class Notifier {
   #last: LastDelivery | undefined;
   /** Events per request the server said it takes (`batch_max` of its last single answer); one until it says. */
   #batchMax = 1;
-  /** The server is pacing these notices (429): said once per episode, which ends when the line drained with nothing held back. */
   #paced = false;
 
   constructor(options: NotifierOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
-    this.#sleep = options.sleep ?? realSleep;
-    this.#random = options.random ?? Math.random;
   }
 
   /** Queues the event and returns at once; a final's outbox write starts now and its send waits for it. */
@@ -84,24 +76,13 @@ export class Notifier {
     const { log, delivery, text: t } = this.#options;
     try {
       const parsed = EventBody.safeParse(event);
-      if (!parsed.success) {
-        log.warn(t.invalidEvent(formatIssues(parsed.error)));
-        return;
-      }
+      if (!parsed.success) return log.warn(t.invalidEvent(formatIssues(parsed.error)));
       const valid = parsed.data;
-      if (this.#queued.has(valid.event_id) || this.#accepted.has(valid.event_id)) {
-        log.debug?.(`duplicate notice ${valid.event_id} ignored`);
-        return;
-      }
-      if (!final && this.#stop.signal.aborted) {
-        log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
-        return;
-      }
+      if (this.#queued.has(valid.event_id) || this.#accepted.has(valid.event_id)) return log.debug?.(`duplicate notice ${valid.event_id} ignored`);
+      if (!final && this.#stop.signal.aborted) return log.debug?.(`notice ${valid.event_id} (${valid.status}) after close, skipped`);
       if (!final && throttled) {
-        if (!nonFinalAllowed(this.#lastNonFinalAt, this.#now(), delivery.minIntervalMs)) {
-          log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
-          return;
-        }
+        if (!nonFinalAllowed(this.#lastNonFinalAt, this.#now(), delivery.minIntervalMs))
+          return log.debug?.(`notice ${valid.event_id} (${valid.status}) rate limited`);
         this.#lastNonFinalAt = this.#now();
       }
       const notice = outgoing(valid, final);
@@ -170,11 +151,9 @@ export class Notifier {
     const head = this.#jobs[0]!;
     if (head.kind === "drain") {
       this.#jobs.shift();
-      await this.#drainOutbox().finally(head.finished);
-      return;
+      return this.#drainOutbox().finally(head.finished);
     }
-    // Sent only once on disk. Notices handed over while those writes ran join them (up to one
-    // batch): their writes started together, so they go together.
+    // Sent only once on disk; notices handed over while those writes ran join them (up to one batch): their writes started together.
     const noticesFirst = () => leading(this.#jobs, (job) => job.kind === "notice") as Extract<Job, { kind: "notice" }>[];
     let waiting: Extract<Job, { kind: "notice" }>[] = [];
     while (waiting.length < LIMITS.eventBatchMax && noticesFirst().length > waiting.length) {
@@ -186,8 +165,7 @@ export class Notifier {
     if (this.#stop.signal.aborted) {
       // A closed notifier keeps its finals in the outbox for the next start.
       for (const { event } of notices) this.#queued.delete(event.event_id);
-      this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
-      return;
+      return this.#options.log.debug?.(`${notices.length} notice(s) after close: finals kept in the outbox, others skipped`);
     }
     // Anything thrown on the way (the outbox failing) is warned about by the pump; what was taken is done with.
     let unsent: Outgoing[] = [];
@@ -241,11 +219,15 @@ export class Notifier {
         attempts -= 1; // a server without the batch route: the same notices again, one by one
         continue;
       }
-      this.#pacing(outcomes);
+      // Said once per episode; the pump ends it when the line drained with nothing held back.
+      if (!this.#paced && outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) {
+        this.#paced = true;
+        log.warn(this.#options.text.paced);
+      }
       let retryInMs: number | undefined;
       for (const outcome of outcomes) {
         if (!outcome.ok && outcome.error.retryable && attempts < delivery.maxAttempts) {
-          retryInMs = retryDelayMs(outcome.error, attempts, delivery.backoffMs, this.#random);
+          retryInMs = retryDelayMs(outcome.error, attempts, delivery.backoffMs, this.#options.random ?? Math.random);
           break;
         }
         await this.#finish(rest.shift()!, outcome, attempts);
@@ -254,18 +236,12 @@ export class Notifier {
       }
       if (retryInMs === undefined) continue;
       try {
-        await this.#sleep(retryInMs, this.#stop.signal);
+        await (this.#options.sleep ?? realSleep)(retryInMs, this.#stop.signal);
       } catch {
         break;
       }
     }
     return { rest, gaveUp: false };
-  }
-
-  #pacing(outcomes: EventOutcome[]): void {
-    if (this.#paced || !outcomes.some((outcome) => !outcome.ok && outcome.error.status === 429)) return;
-    this.#paced = true;
-    this.#options.log.warn(this.#options.text.paced);
   }
 
   /** One request for these notices; undefined when the server has no batch route (it forgets the batch size then). */
@@ -308,23 +284,19 @@ export class Notifier {
     this.#last = { ...done, ok: false, attempts, error: t.why(error) };
     if (notice.durable) {
       await outbox.release(eventId);
-      this.#holdBack();
+      this.#heldBack = true;
+      this.#options.heldChanged?.();
+      if (!this.#retryTimer && !this.#stop.signal.aborted) {
+        this.#retryTimer = setTimeout(() => {
+          this.#retryTimer = undefined;
+          if (this.#heldBack) void this.resendOutbox();
+        }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS).unref();
+      }
     }
-    // A refused token is told once by the client, pacing once by #pacing; these warnings would only repeat it per notice.
+    // A refused token is told once by the client, pacing once per episode; these warnings would only repeat it per notice.
     if (needsNoWarning(error) || (error.status === 429 && notice.durable !== false)) return;
     if (!notice.final) log.warn(t.noticeFailed(eventId, status, attempts, t.why(error)));
     else log.warn((notice.durable ? t.finalKept : t.finalLost)(eventId, attempts, t.why(error)));
-  }
-
-  #holdBack(): void {
-    this.#heldBack = true;
-    this.#options.heldChanged?.();
-    if (this.#retryTimer || this.#stop.signal.aborted) return;
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      if (this.#heldBack) void this.resendOutbox();
-    }, this.#options.outboxRetryMs ?? OUTBOX_RETRY_MS);
-    this.#retryTimer.unref();
   }
 
   /** Sends the outbox oldest first (`own`: the finals whose turn this is); stops at a retryable failure or refused token the rest would share. */

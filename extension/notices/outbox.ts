@@ -18,26 +18,16 @@ export const CLAIM_STALE_MS = 60 * 60 * 1000;
 
 const OutboxRecord = z.strictObject({ version: z.literal(RECORD_VERSION), event: EventBody, queued_at: Timestamp });
 
-export interface OutboxEntry {
-  event: EventBody;
-  queuedAt: number;
-}
+export type OutboxEntry = { event: EventBody; queuedAt: number };
 
 /** Told of an entry it cannot read (kept as `.bad`); the caller words it in the person's language. */
-export interface OutboxLog {
-  movedAside(file: string, why: string): void;
-}
+export type OutboxLog = { movedAside(file: string, why: string): void };
 
 // `<queued ms, 15 digits>-<seq>-<event_id as base64url>` then `.json` (free) or
 // `.<pid>-<owner>-<claimed ms>.sending` (claimed). base64url keeps `:` out of file names.
 const NAME = /^(\d{15})-(\d{4})-([A-Za-z0-9_-]+)\.(?:json|(\d+)-([0-9a-f]+)-(\d+)\.sending)$/;
 
-interface ParsedName {
-  file: string;
-  base: string;
-  eventId: string;
-  claim?: { pid: number; owner: string; at: number };
-}
+type ParsedName = { file: string; base: string; eventId: string; claim?: { pid: number; owner: string; at: number } };
 
 function parseName(file: string): ParsedName | undefined {
   const m = NAME.exec(file);
@@ -51,6 +41,12 @@ function parseName(file: string): ParsedName | undefined {
 // Owners alive in this process, shared across module copies (Pi's /reload loads a fresh copy).
 const LIVE_OWNERS_KEY = Symbol.for("anon-notify.outbox.live-owners");
 const liveOwners: Set<string> = ((globalThis as Record<symbol, unknown>)[LIVE_OWNERS_KEY] ??= new Set<string>()) as Set<string>;
+
+/** A rejection handler for a file another process removed or claimed first: that is no error. */
+const gone = (error: unknown): undefined => {
+  if (!isMissingFile(error)) throw error;
+  return undefined;
+};
 
 function pidAlive(pid: number): boolean {
   try {
@@ -135,8 +131,7 @@ export class Outbox {
       const known = this.#names.get(eventId);
       if (known && (await this.#claimFile(known, now))) return true;
       // Never known here, or another process moved it since: look for its current name.
-      const current = (await this.#scan()).filter((p) => p.eventId === eventId);
-      for (const p of current) if (await this.#claimFile(p, now)) return true;
+      for (const p of (await this.#scan()).filter((p) => p.eventId === eventId)) if (await this.#claimFile(p, now)) return true;
       this.#names.delete(eventId);
       return false;
     });
@@ -188,24 +183,21 @@ export class Outbox {
     for (const file of readdirSync(this.dir)) {
       // A temp file left by a writer of an earlier version that died mid-put: that put never resolved, so nothing was promised.
       const writer = temporaryFileOwner(file);
-      if (writer !== undefined) {
-        if (!pidAlive(writer)) {
-          try {
-            unlinkSync(join(this.dir, file));
-          } catch (error) {
-            if (!isMissingFile(error)) throw error;
-          }
+      if (writer === undefined) {
+        if (!file.endsWith(".bad") && !parseName(file)) this.#moveAside(file, "unexpected file name");
+      } else if (!pidAlive(writer)) {
+        try {
+          unlinkSync(join(this.dir, file));
+        } catch (error) {
+          gone(error);
         }
-      } else if (!file.endsWith(".bad") && !parseName(file)) this.#moveAside(file, "unexpected file name");
+      }
     }
   }
 
   async #scan(): Promise<ParsedName[]> {
-    return (await readdir(this.dir))
-      .filter((file) => !this.#writing.has(file))
-      .sort()
-      .map(parseName)
-      .filter((p): p is ParsedName => p !== undefined);
+    const files = (await readdir(this.dir)).filter((file) => !this.#writing.has(file)).sort();
+    return files.flatMap((file) => parseName(file) ?? []);
   }
 
   #mine(p: ParsedName): boolean {
@@ -222,19 +214,13 @@ export class Outbox {
       renameSync(join(this.dir, file), join(this.dir, `${file}.bad`));
       this.#log.movedAside(join(this.dir, file), why);
     } catch (error) {
-      if (!isMissingFile(error)) throw error;
+      gone(error);
     }
   }
 
   async #read(p: ParsedName): Promise<OutboxEntry | undefined> {
-    let text: string;
-    try {
-      text = await readFile(join(this.dir, p.file), "utf8");
-    } catch (error) {
-      // Another process removed or claimed it between the listing and the read.
-      if (isMissingFile(error)) return undefined;
-      throw error;
-    }
+    const text = await readFile(join(this.dir, p.file), "utf8").catch(gone);
+    if (text === undefined) return undefined;
     let parsed: ReturnType<typeof OutboxRecord.safeParse>;
     try {
       parsed = OutboxRecord.safeParse(JSON.parse(text));
@@ -242,12 +228,8 @@ export class Outbox {
       this.#moveAside(p.file, errorText(error));
       return undefined;
     }
-    if (!parsed.success) {
-      this.#moveAside(p.file, formatIssues(parsed.error));
-      return undefined;
-    }
-    if (parsed.data.event.event_id !== p.eventId) {
-      this.#moveAside(p.file, "file name and event_id disagree");
+    if (!parsed.success || parsed.data.event.event_id !== p.eventId) {
+      this.#moveAside(p.file, parsed.success ? "file name and event_id disagree" : formatIssues(parsed.error));
       return undefined;
     }
     return { event: parsed.data.event, queuedAt: Date.parse(parsed.data.queued_at) };
@@ -258,12 +240,7 @@ export class Outbox {
     if (this.#mine(p)) return true;
     if (!this.#claimable(p, now)) return false;
     const claimed = `${p.base}.${process.pid}-${this.#owner}-${now}.sending`;
-    try {
-      await rename(join(this.dir, p.file), join(this.dir, claimed));
-    } catch (error) {
-      if (isMissingFile(error)) return false;
-      throw error;
-    }
+    if (!(await rename(join(this.dir, p.file), join(this.dir, claimed)).then(() => true, gone))) return false;
     this.#names.set(p.eventId, parseName(claimed)!);
     return true;
   }
@@ -271,22 +248,13 @@ export class Outbox {
   async #releaseFile(p: ParsedName): Promise<void> {
     if (!this.#mine(p)) return;
     const free = `${p.base}.json`;
-    try {
-      await rename(join(this.dir, p.file), join(this.dir, free));
-      this.#names.set(p.eventId, parseName(free)!);
-    } catch (error) {
-      // Taken over as stale by another process: it is theirs now.
-      if (!isMissingFile(error)) throw error;
-      this.#names.delete(p.eventId);
-    }
+    if (await rename(join(this.dir, p.file), join(this.dir, free)).then(() => true, gone)) this.#names.set(p.eventId, parseName(free)!);
+    // Taken over as stale by another process: it is theirs now.
+    else this.#names.delete(p.eventId);
   }
 
   async #unlinkFile(p: ParsedName): Promise<void> {
     this.#names.delete(p.eventId);
-    try {
-      await unlink(join(this.dir, p.file));
-    } catch (error) {
-      if (!isMissingFile(error)) throw error;
-    }
+    await unlink(join(this.dir, p.file)).catch(gone);
   }
 }

@@ -18,8 +18,6 @@ import type { Messages } from "../texts/messages.ts";
 export const PROGRESS_TOOL_NAME = "report_progress";
 export const REPORTS_PER_MINUTE = 6;
 const MINUTE_MS = 60_000;
-const SUMMARY_CHARS = 120;
-const DETAIL_CHARS = 1000;
 const RECORD_TIMEOUT_MS = 5_000;
 
 /** The tool's parameters: a structure, never free text to a chosen recipient; described to the model in the session's language. */
@@ -27,8 +25,8 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
   return Type.Object(
     {
       stage: Type.Enum([...ProgressStage.options], { description: words?.stage }),
-      summary: Type.String({ minLength: 1, maxLength: SUMMARY_CHARS, description: words?.summary }),
-      detail: Type.Optional(Type.String({ maxLength: DETAIL_CHARS, description: words?.detail })),
+      summary: Type.String({ minLength: 1, maxLength: 120, description: words?.summary }),
+      detail: Type.Optional(Type.String({ maxLength: 1000, description: words?.detail })),
       artifact: Type.Optional(Type.String({ maxLength: 2048, pattern: "^https?://[^\\s\\x00-\\x1f\\x7f]+$", description: words?.artifact })),
       severity: Type.Optional(Type.Enum([...ProgressSeverity.options], { description: words?.severity })),
     },
@@ -39,31 +37,21 @@ export function progressParams(words?: Messages["tools"]["progress"]["params"]) 
 export const ProgressParams = progressParams();
 export type ProgressArgs = Static<typeof ProgressParams>;
 
-/** What one run has reported so far. */
-export interface ReportState {
-  /** When each sent report went out (only the last minute matters). */
-  sentAt: readonly number[];
-  lastStage: ProgressStage | null;
-}
+/** When each sent report of the run went out (only the last minute matters), and the last stage. */
+export type ReportState = { sentAt: readonly number[]; lastStage: ProgressStage | null };
 export const NO_REPORTS: ReportState = { sentAt: [], lastStage: null };
 
-export type RefusalCode = "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate";
+type ReportDecision =
+  | { kind: "send"; args: ProgressArgs; state: ReportState }
+  | { kind: "refuse"; code: "subagent" | "inactive" | "invalid" | "rate_limited" | "duplicate"; reason: string };
 
-export type ReportDecision = { kind: "send"; args: ProgressArgs; state: ReportState } | { kind: "refuse"; code: RefusalCode; reason: string };
+/** `text`: the refusals' words in the session's language (the model reads them); `unavailable`: why nothing can be sent from this session at all. */
+export type ReportFacts = { nowMs: number; text: Messages["notice"]["refusal"]; unavailable?: "subagent" | "inactive" };
 
-export interface ReportFacts {
-  nowMs: number;
-  /** The refusals' words, in the session's language (the model reads them). */
-  text: Messages["notice"]["refusal"];
-  /** Why nothing can be sent from this session at all, if so. */
-  unavailable?: "subagent" | "inactive";
-}
-
-/** Whether a call goes out, and the run's state after it. Pure. */
+/** Whether a call goes out, and the run's state after it. */
 export function decideReport(state: ReportState, input: unknown, facts: ReportFacts): ReportDecision {
   const t = facts.text;
-  if (facts.unavailable === "subagent") return { kind: "refuse", code: "subagent", reason: t.subagent };
-  if (facts.unavailable === "inactive") return { kind: "refuse", code: "inactive", reason: t.inactive };
+  if (facts.unavailable) return { kind: "refuse", code: facts.unavailable, reason: t[facts.unavailable] };
   const problem = argumentProblem(input, t);
   if (problem) return { kind: "refuse", code: "invalid", reason: t.invalid(problem) };
   const args = input as ProgressArgs;
@@ -72,9 +60,7 @@ export function decideReport(state: ReportState, input: unknown, facts: ReportFa
     const waitSeconds = Math.ceil((recent[0]! + MINUTE_MS - facts.nowMs) / 1000);
     return { kind: "refuse", code: "rate_limited", reason: t.rateLimited(REPORTS_PER_MINUTE, waitSeconds) };
   }
-  if (args.stage === "progress" && state.lastStage === "progress") {
-    return { kind: "refuse", code: "duplicate", reason: t.duplicate };
-  }
+  if (args.stage === "progress" && state.lastStage === "progress") return { kind: "refuse", code: "duplicate", reason: t.duplicate };
   return { kind: "send", args, state: { sentAt: [...recent, facts.nowMs], lastStage: args.stage } };
 }
 
@@ -93,16 +79,14 @@ const callHash = (toolCallId: string) => createHash("sha256").update(toolCallId)
 /** One id per tool call: the outbox may resend it, the server answers a repeat as a duplicate. */
 export const progressEventId = (sessionId: string, toolCallId: string) => `pi:${sessionId}:report:${callHash(toolCallId)}`;
 
-/** The notice a sent report becomes, rendered by code from the structure. Pure. */
+/** The notice a sent report becomes, rendered by code from the structure. */
 export function progressEvent(args: ProgressArgs, toolCallId: string, task: string, context: NoticeContext): EventBody {
   const severity = args.severity ?? "info";
   const t = context.text;
   const line = t.report(t.severity[severity], t.stage[args.stage], args.summary, args.detail ?? null);
   // What the report says, for a server that words it itself; the model's words are values, never the key.
-  const { summary, said } = saidLine(line, { key: "report", params: { stage: args.stage, severity, text: args.summary } }, context, {
-    param: "detail_from",
-    text: args.detail ?? "",
-  });
+  const tail = { param: "detail_from", text: args.detail ?? "" } as const;
+  const { summary, said } = saidLine(line, { key: "report", params: { stage: args.stage, severity, text: args.summary } }, context, tail);
   return noticeOf(context, {
     eventId: progressEventId(context.sessionId, toolCallId),
     task,
@@ -117,7 +101,6 @@ export function progressEvent(args: ProgressArgs, toolCallId: string, task: stri
   });
 }
 
-/** What the server's audit trail receives for a refused call. Pure. */
 export function refusedCallRecord(
   input: unknown,
   toolCallId: string,
@@ -141,27 +124,18 @@ export function refusedCallRecord(
 }
 
 /** `details` is for the session file and renderers; the model reads only the text. */
-interface Outcome {
-  content: { type: "text"; text: string }[];
-  details: { sent: boolean; reason?: string; event_id?: string };
-}
+type Outcome = { content: { type: "text"; text: string }[]; details: { sent: boolean; reason?: string; event_id?: string } };
 
-/** Registers the Pi handlers and returns a session service: `start` offers the tool (registered once per extension runtime, then activated), `stop`
- * takes it out of the model's tool list. */
+/** Registers the Pi handlers; the session service's `start` offers the tool (registered once per runtime, then activated), `stop` withdraws it. */
 export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, recorder: RunRecorder, report: Report) {
   const text = current.text;
   const recordRefusal = (input: unknown, toolCallId: string, reason: string) => {
     const s = current.state;
     if (!s?.delivery) return;
-    const context = { sessionId: s.sessionId, runtimeId: current.runtimeId, now: new Date() };
+    const body = refusedCallRecord(input, toolCallId, reason, { sessionId: s.sessionId, runtimeId: current.runtimeId, now: new Date() });
     // Not awaited: the model's turn never waits on the network.
-    s.delivery.client
-      .request("POST", "audit/tool-calls", {
-        body: refusedCallRecord(input, toolCallId, reason, context),
-        schema: ToolCallRecorded,
-        timeoutMs: RECORD_TIMEOUT_MS,
-      })
-      .catch((error: unknown) => report(text().notice.reportNotAudited(errorText(error))));
+    const recorded = s.delivery.client.request("POST", "audit/tool-calls", { body, schema: ToolCallRecorded, timeoutMs: RECORD_TIMEOUT_MS });
+    recorded.catch((error: unknown) => report(text().notice.reportNotAudited(errorText(error))));
   };
   let reports: ReportState = NO_REPORTS;
   // "Per run": the count and the last stage start again with each settled unit of work.
@@ -179,8 +153,7 @@ export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, r
     if (event.toolName !== PROGRESS_TOOL_NAME || !unchecked.has(event.toolCallId)) return;
     const input = unchecked.get(event.toolCallId);
     unchecked.delete(event.toolCallId);
-    const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
-    const why = result?.content?.find((block) => block.type === "text")?.text ?? "";
+    const why = (event.result as { content?: { type: string; text?: string }[] } | undefined)?.content?.find((block) => block.type === "text")?.text ?? "";
     recordRefusal(input, event.toolCallId, text().notice.refusal.invalid(why));
   });
 
@@ -194,9 +167,9 @@ export function installProgressTool(pi: ExtensionAPI, current: CurrentSession, r
       ...(to ? {} : { unavailable: current.state?.subagent ? "subagent" : "inactive" }),
     });
     if (decision.kind === "refuse" || !to) {
-      const refusal = decision.kind === "refuse" ? decision : { code: "inactive", reason: t.notice.refusal.inactive };
-      recordRefusal(input, toolCallId, refusal.reason);
-      return { content: [{ type: "text", text: t.tools.progress.notSent(refusal.reason) }], details: { sent: false, reason: refusal.code } };
+      const { code, reason } = decision.kind === "refuse" ? decision : { code: "inactive", reason: t.notice.refusal.inactive };
+      recordRefusal(input, toolCallId, reason);
+      return { content: [{ type: "text", text: t.tools.progress.notSent(reason) }], details: { sent: false, reason: code } };
     }
     reports = decision.state;
     const event = progressEvent(decision.args, toolCallId, recorder.current()?.facts.task ?? "", to.context());

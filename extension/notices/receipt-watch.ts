@@ -16,50 +16,43 @@ export class ReceiptWatch {
   readonly #failed: (eventId: string, error: string | null) => void;
   readonly #looks: readonly number[];
   readonly #debug: (message: string) => void;
-  readonly #now: () => number;
   #timer: NodeJS.Timeout | undefined;
   /** The receipt being followed (a look pending or under way). */
   #following: string | undefined;
   /** The newest notice accepted while another was followed: followed next. */
   #newest: { eventId: string; acceptedAtMs: number } | undefined;
-  #told = false;
-  #closed = false;
+  /** A failure was told, or the watch closed: nothing more to follow. */
+  #done = false;
 
   /** `failed` hears the first receipt that ended failed; `debug` why a look did not answer. */
   constructor(
     client: ApiClient,
     failed: (eventId: string, error: string | null) => void,
-    options: { looks?: readonly number[]; debug?: (message: string) => void; now?: () => number } = {},
+    options: { looks?: readonly number[]; debug?: (message: string) => void } = {},
   ) {
     this.#client = client;
     this.#failed = failed;
     this.#looks = options.looks ?? RECEIPT_LOOKS_MS;
     this.#debug = options.debug ?? (() => {});
-    this.#now = options.now ?? Date.now;
   }
 
   /** The server took `eventId` with `state`; follows it (or next) unless it is final or a failure was told already. */
   accepted(eventId: string, state: ReceiptState): void {
-    if (this.#told || this.#closed || FINAL_RECEIPT_STATES.includes(state)) return;
+    if (this.#done || FINAL_RECEIPT_STATES.includes(state)) return;
     if (this.#following === undefined) this.#follow(eventId, 0, this.#looks[0]);
-    else this.#newest = { eventId, acceptedAtMs: this.#now() };
+    else this.#newest = { eventId, acceptedAtMs: Date.now() };
   }
 
   close(): void {
-    this.#closed = true;
+    this.#done = true;
     clearTimeout(this.#timer);
-    this.#timer = undefined;
     this.#following = this.#newest = undefined;
   }
 
   #follow(eventId: string, look: number, waitMs: number | undefined): void {
     if (waitMs === undefined) return this.#next();
     this.#following = eventId;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#look(eventId, look);
-    }, waitMs);
-    this.#timer.unref();
+    this.#timer = setTimeout(() => void this.#look(eventId, look), waitMs).unref();
   }
 
   /** The followed receipt is settled (or given up on): the newest accepted meanwhile, if any, is next. */
@@ -67,13 +60,13 @@ export class ReceiptWatch {
     this.#following = undefined;
     const newest = this.#newest;
     this.#newest = undefined;
-    if (!newest || this.#told || this.#closed) return;
+    if (!newest || this.#done) return;
     const firstLookMs = this.#looks[0];
-    if (firstLookMs !== undefined) this.#follow(newest.eventId, 0, Math.max(0, newest.acceptedAtMs + firstLookMs - this.#now()));
+    if (firstLookMs !== undefined) this.#follow(newest.eventId, 0, Math.max(0, newest.acceptedAtMs + firstLookMs - Date.now()));
   }
 
   async #look(eventId: string, look: number): Promise<void> {
-    if (this.#told || this.#closed) return;
+    if (this.#done) return;
     let receipt: Receipt;
     try {
       receipt = await this.#client.request("GET", `events/${encodeURIComponent(eventId)}`, { schema: Receipt, timeoutMs: LOOK_TIMEOUT_MS });
@@ -81,9 +74,9 @@ export class ReceiptWatch {
       this.#debug(`receipt of ${eventId} not read: ${errorText(error)}`);
       return this.#follow(eventId, look + 1, this.#looks[look + 1]);
     }
-    if (this.#told || this.#closed) return;
+    if (this.#done) return;
     if (receipt.state === "failed") {
-      this.#told = true;
+      this.#done = true;
       return this.#failed(eventId, receipt.error);
     }
     if (FINAL_RECEIPT_STATES.includes(receipt.state)) this.#next();

@@ -6,18 +6,13 @@ import type { RunRecorder, RunObserver, Observation, RecordedRun } from "../run-
 import type { HandOver, NoticeTarget } from "./hand-over.ts";
 import { finalNotice, saidLine, transientNotice, type NoticeContext, type SaidLine } from "./notice-rules.ts";
 
-interface RunMarks {
-  /** The started notice waits for the run's first request, so it can name the task. */
-  startAnnounced: boolean;
-  progress: ProgressMark | null;
-  lastToolErrorAt: number | null;
-}
+const NO_MARKS = { startAnnounced: false, progress: null as ProgressMark | null, lastToolErrorAt: null as number | null };
 
 export class RunNotices implements RunObserver {
   readonly #recorder: RunRecorder;
   readonly #target: () => NoticeTarget | undefined;
   readonly #handOver: HandOver;
-  #marks: RunMarks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+  #marks = { ...NO_MARKS };
   #progressTimer: ReturnType<typeof setInterval> | undefined;
   #noticeSequence = 0;
   #observation: Observation | undefined;
@@ -35,22 +30,21 @@ export class RunNotices implements RunObserver {
   }
 
   close(): void {
-    this.#stopProgressTimer();
+    clearInterval(this.#progressTimer);
     this.#observation?.close();
     this.#observation = undefined;
   }
 
   start(): void {
-    this.#marks = { startAnnounced: false, progress: null, lastToolErrorAt: null };
+    this.#marks = { ...NO_MARKS };
     const config = this.#target()?.config;
     if (!config?.notify.progress) return;
-    this.#progressTimer = setInterval(() => this.#checkProgress(), Math.min(config.progress.firstAfterMs, config.progress.intervalMs));
-    this.#progressTimer.unref();
+    this.#progressTimer = setInterval(() => this.#checkProgress(), Math.min(config.progress.firstAfterMs, config.progress.intervalMs)).unref();
   }
 
+  /** The started notice waits for the run's first request, so it can name the task. */
   request(): void {
-    const to = this.#target();
-    if (!this.#marks.startAnnounced && to?.config.notify.started)
+    if (!this.#marks.startAnnounced && this.#target()?.config.notify.started)
       this.#sendTransient("started", (c) => saidLine(c.text.started, { key: "run_started", params: {} }, c));
     this.#marks.startAnnounced = true;
   }
@@ -60,35 +54,25 @@ export class RunNotices implements RunObserver {
     const now = Date.now();
     if (event.isError && config && toolErrorDue(config.notify.toolError, this.#marks.lastToolErrorAt, now, config.progress.errorCooldownMs)) {
       this.#marks.lastToolErrorAt = now;
-      const result = event.result as { content?: { type: string; text?: string }[] } | undefined;
-      const detail = result?.content?.find((c) => c.type === "text")?.text ?? "";
-      this.#sendTransient("tool_error", (c) =>
-        saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params: { tool: event.toolName } }, c, {
-          param: "detail_from",
-          text: detail,
-        }),
-      );
+      const detail = (event.result as { content?: { type: string; text?: string }[] } | undefined)?.content?.find((c) => c.type === "text")?.text ?? "";
+      const tail = { param: "detail_from", text: detail } as const;
+      const params = { tool: event.toolName };
+      this.#sendTransient("tool_error", (c) => saidLine(c.text.toolError(event.toolName, detail || null), { key: "tool_error", params }, c, tail));
     }
     this.#checkProgress();
   }
 
   settled(settled: { run: RecordedRun; outcome: RunOutcome } | undefined): void {
-    this.#stopProgressTimer();
+    clearInterval(this.#progressTimer);
     const to = this.#target();
     if (!settled || !to) return;
     const { outcome, run } = settled;
     if (outcome.kind === "completed" && !to.config.notify.completed) return;
     if (outcome.kind === "failed" && !to.config.notify.failed) return;
     const sequence = ++this.#noticeSequence;
-    const { facts } = run;
     const context = to.sample();
     // Built after the handler returns (hand-over), from what was read of the moment here.
-    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, facts, context(), sequence), { final: true });
-  }
-
-  #stopProgressTimer(): void {
-    if (this.#progressTimer) clearInterval(this.#progressTimer);
-    this.#progressTimer = undefined;
+    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, run.facts, context(), sequence), { final: true });
   }
 
   #sendTransient(status: "started" | "progress" | "tool_error", line: (context: NoticeContext) => SaidLine): void {

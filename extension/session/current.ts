@@ -2,8 +2,7 @@
  * holds a session that was replaced or switched off. */
 import type { ApprovalSession } from "../approvals/asking.ts";
 import type { Messages } from "../texts/messages.ts";
-import { sampleNoticeContext } from "../notices/context.ts";
-import type { NoticeTarget } from "../notices/hand-over.ts";
+import { sampleNoticeContext, type NoticeTarget } from "../notices/hand-over.ts";
 import type { Connection } from "../presence/presence.ts";
 import { notifying, type SessionState } from "./session.ts";
 

@@ -14,7 +14,7 @@ import type { Config } from "../config/schema-rules.ts";
 import type { LastDelivery } from "../notices/notifier.ts";
 import type { WebhookClient } from "../server-client/http-client.ts";
 import { footerText, type Messages } from "../texts/messages.ts";
-import { sampleNoticeContext } from "../notices/context.ts";
+import { sampleNoticeContext } from "../notices/hand-over.ts";
 import { externalNotice } from "../notices/notice-rules.ts";
 import type { Presence } from "../presence/presence.ts";
 import { sessionStatus } from "../../protocol/state-bus.ts";

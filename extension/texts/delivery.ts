@@ -6,8 +6,7 @@ import type { DialogKind } from "../../protocol/said.ts";
 import type { DeliveryFacts } from "../server-client/decisions.ts";
 import { formatsIn } from "./format.ts";
 
-/** Why a request to the server failed, as a person reads it: a delivery error's facts worded in one
- * language; anything else (a system or program error) as its own text. */
+/** Why a request failed, as a person reads it: a delivery error's facts worded in one language; anything else as its own text. */
 function whyIn(words: { [K in DeliveryFacts["kind"]]: (facts: Extract<DeliveryFacts, { kind: K }>) => string }) {
   return (error: unknown): string => {
     const facts = (error as { facts?: DeliveryFacts } | null)?.facts;
@@ -121,14 +120,7 @@ export const enNotice: typeof zhNotice = {
   minutes: formatsIn("en-US").minutes,
   progress: (elapsed, toolCalls) => `Still running: ${elapsed} so far, ${toolCalls} tool calls done.`,
   toolError: (tool, detail) => `Tool ${tool} failed${detail ? `: ${detail}` : "."}`,
-  stage: {
-    started: "Started",
-    progress: "Progress",
-    blocked: "Blocked",
-    awaiting_approval: "Waiting for you",
-    done: "Stage done",
-    failed: "Failed",
-  },
+  stage: { started: "Started", progress: "Progress", blocked: "Blocked", awaiting_approval: "Waiting for you", done: "Stage done", failed: "Failed" },
   severity: { info: "", warn: "[Attention] ", critical: "[Urgent] " },
   report: (mark, stage, summary, detail) => `${mark}${stage}: ${summary}${detail ? `\nDetails: ${detail}` : ""}`,
   interrupted: {

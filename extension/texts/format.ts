@@ -5,7 +5,6 @@ const unit = (locale: string, name: "second" | "minute" | "hour", count: number)
 
 export function formatsIn(locale: string) {
   return {
-    /** A whole number of minutes ("5 分钟", "5 minutes"). */
     minutes: (count: number) => unit(locale, "minute", count),
     /** A span in the largest unit that keeps it readable: seconds up to 90 s, minutes up to 90 min, then hours. */
     duration: (ms: number) => {
@@ -16,7 +15,6 @@ export function formatsIn(locale: string) {
     },
     /** The time of day, to the second (the footer's "since …"). */
     clock: (ms: number) => new Intl.DateTimeFormat(locale, { timeStyle: "medium" }).format(ms),
-    /** A date and time (the doctor's outbox and last delivery). */
     dateTime: (ms: number) => new Intl.DateTimeFormat(locale, { dateStyle: "medium", timeStyle: "medium" }).format(ms),
   };
 }

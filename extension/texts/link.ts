@@ -1,26 +1,21 @@
 /** The texts about the link to the server: the real cause of a failed request, the footer's outage and its end. */
-import { words } from "../../protocol/wire.ts";
 import type { ServerCause } from "../server-client/decisions.ts";
 
 /** Codes the server answers with (recipient check, notice route, receipts), worded here. */
-export const REASON_CODES = words(
-  "not_configured bot_not_found bot_offline not_checked not_in_friend_list no_persona direct_not_configured persona_not_configured persona_busy send_failed ntfy_rate_limited ntfy_unavailable ntfy_refused",
-);
-export type ReasonCode = (typeof REASON_CODES)[number];
+type ReasonCode = keyof typeof zhReasons;
 
-/** A server's reason as a person reads it, the code in brackets. A known code is worded here (the
- * server's own detail after `code:` is left out); another keeps the server's words, code after them. */
+/** A server's reason, the code in brackets: a known code worded here (its detail after `code:` left out), another in the server's words. */
 function reasonIn(words: Record<ReasonCode, string>, open: string, close: string) {
   return (raw: string) => {
     const [code, ...rest] = raw.split(":");
     const detail = rest.join(":").trim();
-    const known = (REASON_CODES as readonly string[]).includes(code!.trim()) ? words[code!.trim() as ReasonCode] : null;
+    const known = Object.hasOwn(words, code!.trim()) ? words[code!.trim() as ReasonCode] : null;
     if (known) return `${known}${open}${code!.trim()}${close}`;
     return /^[a-z][a-z_]*$/.test(code!) && detail ? `${detail}${open}${code}${close}` : raw;
   };
 }
 
-const zhReasons: Record<ReasonCode, string> = {
+const zhReasons = {
   not_configured: "服务端没有配置要通知的 QQ",
   bot_not_found: "服务端没有加载能私聊的机器人",
   bot_offline: "服务端的机器人不在线",

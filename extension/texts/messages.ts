@@ -3,7 +3,7 @@
 import { visibleControls } from "../../common/command-text.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
 import type { ApprovalReach, ApprovalResolution, ApprovalVia } from "../../protocol/approvals.ts";
-import type { ActionWords } from "../approvals/policy-rules.ts";
+import type { ActionWords, RuleMatch } from "../approvals/policy-rules.ts";
 import type { CommandOrigin } from "../../protocol/queue.ts";
 import type { PushHealth } from "../../protocol/push.ts";
 import type { NoticeRoute, RecipientStatus } from "../../protocol/status.ts";
@@ -22,7 +22,6 @@ export type RecipientNote = "reachable" | "unverified" | "unknown" | "no_chat";
 
 export type FooterState = "inactive" | "active" | "suppressed" | "disabled" | "misconfigured";
 
-/** How an approval ended, as the texts about it need it. */
 type AnswerFacts = Pick<ApprovalResolution, "outcome" | "via" | "reason">;
 
 /** Closes every approval text the model reads, whatever the language: a marker it can rely on. */
@@ -41,8 +40,7 @@ const duration = (ms: number, unit: { min: string; s: string }) => {
   const [m, sec] = [Math.floor(total / 60), total % 60];
   return [m ? `${m} ${unit.min}` : "", sec ? `${sec} ${unit.s}` : ""].filter(Boolean).join(" ");
 };
-/** Where a rule matched, as the gate found it (policy-rules.ts `RuleMatch.sites`). */
-type RuleSite = { rule: string; at: string };
+type RuleSite = RuleMatch["sites"][number];
 /** Each rule with the places it matched: `rm-rf ← rm -rf build`, one line whatever the command holds. */
 const withSites = (rules: readonly string[], sites: readonly RuleSite[], separator: string) =>
   rules
@@ -53,18 +51,9 @@ const withSites = (rules: readonly string[], sites: readonly RuleSite[], separat
     .join(separator);
 const clock = (iso: string) => new Date(iso).toTimeString().slice(0, 5);
 
-/** What the terminal dialog shows of the command (common/command-text.ts `commandPreview`). */
-export interface DialogFacts {
-  /** One line, controls written out; head and tail when long. */
-  preview: string;
-  /** How many characters of the command the preview leaves out (the request's own cut included). */
-  hiddenChars: number;
-  totalChars: number;
-  reason: string;
-  timeoutMs: number;
-  /** The owner can answer from the chat too. */
-  remote: boolean;
-}
+/** What the terminal dialog shows: the command's one-line `commandPreview` (common/command-text.ts), the characters it leaves out (the request's own
+ * cut included), and whether the owner can answer from the chat too (`remote`). */
+export type DialogFacts = { preview: string; hiddenChars: number; totalChars: number; reason: string; timeoutMs: number; remote: boolean };
 
 const zh = {
   language: "zh-CN" as Language,
@@ -188,7 +177,6 @@ const zh = {
   },
   sink: { tokenUnavailable: (file: string, why: string) => `桌面通道未启用：令牌文件 ${file} 不可用（${why}）` },
   approvals: {
-    /** The labels of rules that have no command words of their own (policy-rules.ts `ActionWords`). */
     actions: {
       diskWrite: "写磁盘设备",
       outside: "写入项目外",
@@ -219,7 +207,6 @@ const zh = {
         `${duration(facts.timeoutMs, { min: "分钟", s: "秒" })}内无人回答则拒绝。${facts.remote ? "也可以在聊天中回答，先到的答案为准。" : ""}`,
       ].join("\n"),
     requestPushed: (code: string, route: string) => `审批请求正在推送到手机（${route}），审批码 ${code}；在这里、手机上或控制台回答均可，先到的答案为准。`,
-    /** What the server said of the request's way to the owner (`reach`), truly. */
     requestReach: {
       sent: (code: string) => `审批请求已发到聊天，审批码 ${code}；在这里或聊天中回答均可。`,
       queued: (code: string) => `审批请求还没送到聊天（服务端会一直重试），审批码 ${code}；可以在这里、控制台或送到后在聊天中回答。`,
@@ -232,7 +219,6 @@ const zh = {
     requestFailed: (why: string) => `审批请求未能送达服务端，只能在终端回答：${why}`,
     grammarUnavailable: (why: string) => `无法加载 bash 语法分析器，每条命令都将请求批准：${why}`,
     resolutionFailed: (why: string) => `审批结果未能告知服务端（服务端会在会话离线或到期时自行关闭）：${why}`,
-    /** The reason the policy asks, shown in the dialog and sent to the owner. */
     rules: (rules: readonly string[], sites: readonly RuleSite[] = []) =>
       `规则 ${withSites(rules, sites, "、")}${rules.some((rule) => rule.startsWith("opaque.")) ? "（看不清将运行什么：程序名或代码来自展开、管道或无法解析的文本，必须由人确认）" : ""}${rules.some((rule) => rule.startsWith("strict.")) ? "（严格模式：只有安全清单上的命令和 approval.allow 允许的命令无需批准）" : ""}`,
     tooLong: (chars: number, limit: number) =>
@@ -597,10 +583,7 @@ const en: Messages = {
 };
 
 const CATALOGUES: Record<Language, Messages> = { "zh-CN": zh, "en-US": en };
-
-export function messagesFor(language: Language): Messages {
-  return CATALOGUES[language];
-}
+export const messagesFor = (language: Language): Messages => CATALOGUES[language];
 
 /** The footer text: the saved switch always shows, with what keeps it from working, and an outage while it lasts. */
 export function footerText(

@@ -19,7 +19,7 @@ import { messagesFor } from "../../extension/texts/messages.ts";
 import { JOURNAL_COMPACT_AT_RECORDS, JOURNAL_KEEP_RECORDS, openCommandJournal } from "../../extension/command-channel/journal.ts";
 import { SendRequest } from "../../protocol/state-bus.ts";
 import { allowedOutcome, controlStep, stoppedRun } from "../../extension/command-channel/control-rules.ts";
-import { ControlDispatcher } from "../../extension/command-channel/control-dispatcher.ts";
+import { ControlDispatcher } from "../../extension/command-channel/control-channel.ts";
 
 const ready: ClaimFacts = { running: true, idle: true, serverHeardIdle: true, atBoundary: false, claimInFlight: false, outstanding: false, backingOff: false };
 

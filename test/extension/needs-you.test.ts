@@ -6,7 +6,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import type { EventBody } from "../../protocol/events.ts";
 import { ApprovalGate, needsYouNotice } from "../../extension/approvals/gate.ts";
 import { DEFAULT_CONFIG } from "../../extension/config/schema-rules.ts";
-import { ControlDispatcher } from "../../extension/command-channel/control-dispatcher.ts";
+import { ControlDispatcher } from "../../extension/command-channel/control-channel.ts";
 import type { Notifier, SendOptions } from "../../extension/notices/notifier.ts";
 import { messagesFor, type Language } from "../../extension/texts/messages.ts";
 import { createHandOver } from "../../extension/notices/hand-over.ts";
