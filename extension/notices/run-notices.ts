@@ -67,12 +67,13 @@ export class RunNotices implements RunObserver {
     const to = this.#target();
     if (!settled || !to) return;
     const { outcome, run } = settled;
+    const { facts } = run;
     if (outcome.kind === "completed" && !to.config.notify.completed) return;
     if (outcome.kind === "failed" && !to.config.notify.failed) return;
     const sequence = ++this.#noticeSequence;
     const context = to.sample();
     // Built after the handler returns (hand-over), from what was read of the moment here.
-    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, run.facts, context(), sequence), { final: true });
+    this.#handOver.enqueue(to.notifier, () => finalNotice(outcome, facts, context(), sequence), { final: true });
   }
 
   #sendTransient(status: "started" | "progress" | "tool_error", line: (context: NoticeContext) => SaidLine): void {

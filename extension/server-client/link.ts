@@ -3,7 +3,7 @@
 import { LINK_UNKNOWN, linkStep, quietFailure, type Failure, type LinkSignal, type LinkState } from "./decisions.ts";
 
 export class Link {
-  state: LinkState = LINK_UNKNOWN;
+  #state: LinkState = LINK_UNKNOWN;
   readonly #changed: (back: number | undefined) => void;
 
   /** `changed` hears every change of phase, with how long the outage lasted when one ended. */
@@ -11,14 +11,18 @@ export class Link {
     this.#changed = changed;
   }
 
+  get state(): LinkState {
+    return this.#state;
+  }
+
   signal(signal: LinkSignal): void {
-    const next = linkStep(this.state, signal, Date.now());
-    if (next.state === this.state) return;
-    this.state = next.state;
+    const next = linkStep(this.#state, signal, Date.now());
+    if (next.state === this.#state) return;
+    this.#state = next.state;
     this.#changed(next.back);
   }
 
   quiet(error: Failure): boolean {
-    return quietFailure(error, this.state);
+    return quietFailure(error, this.#state);
   }
 }

@@ -29,6 +29,7 @@ import {
   decideResolution,
   decideUndo,
   decideVanish,
+  iso,
   operatorDecisionRefusal,
   pickCode,
   project,
@@ -185,7 +186,7 @@ export class ApprovalService {
 
   /** A grant's decision goes to the waiting runtime; if it cannot be queued, a person is asked after all. */
   async #sendGranted(record: ApprovalRecord, grant: GrantRecord): Promise<void> {
-    const granted = { grant_id: grant.grant_id, expires_at: new Date(grant.expires_at).toISOString() };
+    const granted = { grant_id: grant.grant_id, expires_at: iso(grant.expires_at) };
     try {
       await this.#queueDecision(record, "server", { decision: "approved", reason: null, via: grant.via, grant: granted });
     } catch (error) {
@@ -251,7 +252,7 @@ export class ApprovalService {
     try {
       await this.#queueDecision(record, decider.actor, { decision, reason, via });
     } catch (error) {
-      await store.transition(record.approval_id, decideUndo);
+      await store.transition(record.approval_id, (r) => decideUndo(r));
       throw error;
     }
     await this.#audit(decider.actor, "approval.decided", record, { code: record.code, decision, reason, by: decider.name, via });

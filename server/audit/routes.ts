@@ -25,8 +25,10 @@ export const AuditRoutes = {
       const call = parseWith(ToolCallRecord, request.body);
       const take = buckets.take(call.session_id, call.runtime_id, Date.now());
       if (!take.allowed) throw new DomainError("rate_limited", { retryAfterSeconds: take.retryAfterSeconds });
-      const { session_id, decision, event_id, ...data } = call;
-      await audit.record({ actor: "agent", action: `tool_call.${decision}`, session_id, subject: event_id ?? call.tool_call_id, data });
+      // Named, not spread: a field added to the schema later is not stored unseen.
+      const { tool, tool_call_id, runtime_id, reason, input, created_at } = call;
+      const data = { tool, tool_call_id, runtime_id, reason, input, created_at };
+      await audit.record({ actor: "agent", action: `tool_call.${call.decision}`, session_id: call.session_id, subject: call.event_id ?? tool_call_id, data });
       return json(202, { recorded: true } satisfies ToolCallRecorded);
     });
   },

@@ -51,11 +51,12 @@ export interface OwnerGuardOptions {
  * `session.execute` builds another argv, whatever flags it sets. */
 export function fromPlatformEvent(argv: Argv): boolean {
   const session = argv.session;
-  if (session?.argv === argv) return true;
-  const native = session?.type === "interaction/command" ? session.event.argv : undefined;
+  if (!session) return false;
+  if (session.argv === argv) return true;
+  const native = session.type === "interaction/command" ? session.event.argv : undefined;
   return (
     !!native &&
-    session!.app.$commander.get(native.name) === argv.command &&
+    session.app.$commander.get(native.name) === argv.command &&
     isDeepStrictEqual(native.arguments ?? [], argv.args ?? []) &&
     isDeepStrictEqual(native.options ?? {}, argv.options ?? {})
   );

@@ -88,7 +88,12 @@ export class CommandStore extends CommandTable {
       if (decision.kind === "refuse") throw new DomainError(decision.error);
       if (decision.kind === "reuse") return { record: decision.record, duplicate: true };
       const image = { image_count: facts.count, image_bytes: facts.bytes, image_digest: facts.digest };
-      const record = await this.insert({ ...input, kind: "instruction", payload: null, ...image, request_digest: digest }, this.#now());
+      // Named, not spread: a caller's extra field never reaches the table.
+      const { session_id, event_id, origin, instruction, images, request_key } = input;
+      const record = await this.insert(
+        { session_id, event_id, origin, instruction, images, request_key, kind: "instruction", payload: null, ...image, request_digest: digest },
+        this.#now(),
+      );
       // An operator-origin command is recorded as whoever asked (the operator API, the chat, the console page).
       await this.#changed(record, record.origin === "operator" ? undefined : "persona", { instruction: record.instruction, request_key: record.request_key });
       return { record, duplicate: false };
