@@ -2,6 +2,8 @@
 import { z } from "zod";
 
 export const API_BASE_PATH = "/api/agent-notify/v1";
+/** The console page, under Koishi's UI path. */
+export const CONSOLE_PAGE_PATH = "/anon-notify";
 export const DEFAULT_ENDPOINT = `http://127.0.0.1:5140${API_BASE_PATH}/events`;
 export const PROTOCOL_VERSIONS = { events: 1, commands: 3 } as const;
 

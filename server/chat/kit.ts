@@ -9,6 +9,7 @@ import type { OperatorService } from "../operator/service.ts";
 import type { OwnerGuard } from "./owner-guard.ts";
 import { resolveRef, type SessionNumbers, type NumberedSession } from "./refs.ts";
 import { reply, say } from "./words.ts";
+import { errorText } from "../../common/errors.ts";
 
 export interface ChatKit {
   guard: OwnerGuard;
@@ -51,7 +52,7 @@ export function refusalText(ctx: Context, session: Session, error: unknown): str
     return text === key ? say(session, "anon-notify.errors.unknown", [error.code]) : text;
   }
   ctx.logger("notify-webhook").warn(error);
-  return say(session, "anon-notify.errors.unknown", [error instanceof Error ? error.message : String(error)]);
+  return say(session, "anon-notify.errors.unknown", [errorText(error)]);
 }
 
 /** A refusal already worded for the owner (an unknown session reference, an unreadable duration). */
@@ -83,7 +84,8 @@ export function sessionLabel(kit: ChatKit, session: Session, sessionId: string):
 export const chatDecider = (session: Session) => ({ actor: "operator" as const, name: `chat:${session.platform}:${session.userId ?? ""}` });
 
 /** The message an owner's reply quotes; a stranger's quote goes on like any other message (nothing tells them which messages matter here). */
-export const ownerQuote = (kit: ChatKit, session: Session) => (session.argv?.command || !kit.guard.isOwner(session) ? undefined : session.quote?.id);
+export const ownerQuote = (kit: ChatKit, session: Session) =>
+  !session.quote?.id || session.argv?.command || !kit.guard.isOwner(session) ? undefined : session.quote.id;
 
 /** The online session `ref` names, or a `ChatRefusal` saying how to name one. */
 export function sessionByRef(kit: ChatKit, session: Session, ref: string): NumberedSession {

@@ -19,6 +19,7 @@ import { projectSession, type SessionRegistry } from "../sessions/registry.ts";
 import { sessionRuns } from "./run-rules.ts";
 import { ConsoleSignInInput, consoleTokenFromFile, signedInOn, tokenMatches, type SignIn } from "./sign-in.ts";
 import { CONSOLE_ACTIONS, answer, auditAction, type ConsoleActionDeps, type ConsoleAnswer } from "./actions.ts";
+import { errorText } from "../../common/errors.ts";
 import {
   BOARD_LIMITS,
   actionGate,
@@ -143,8 +144,7 @@ function startFeed(ctx: Context, logger: Logger, deps: ConsolePageDeps, { feedOp
         lastView = await cached.view;
       } catch (error) {
         // Unawaited by the console, so caught here: a read still running when the app stops finds the database gone.
-        if (ctx.scope.isActive)
-          logger.warn(instanceText(ctx, "anon-notify.console-log.data", { error: error instanceof Error ? error.message : String(error) }));
+        if (ctx.scope.isActive) logger.warn(instanceText(ctx, "anon-notify.console-log.data", { error: errorText(error) }));
         cached = undefined;
       }
       return lastView ? { ...lastView, actions: gateFor(client) } : null;
@@ -354,7 +354,7 @@ function pageFiles(logger: Logger, say: Say): { dev: string; prod: string } | un
     }
     return { dev, prod: link };
   } catch (error) {
-    logger.warn(say("anon-notify.console-log.not-linked", { error: error instanceof Error ? error.message : String(error) }));
+    logger.warn(say("anon-notify.console-log.not-linked", { error: errorText(error) }));
     return { dev, prod: built };
   }
 }

@@ -3,6 +3,7 @@
 import type { Context } from "koishi";
 import { visibleControls } from "../../common/command-text.ts";
 import type { EventBody } from "../../protocol/events.ts";
+import { CONSOLE_PAGE_PATH } from "../../protocol/wire.ts";
 import { koishi } from "../koishi.ts";
 import { BOT_ONLINE, findBot } from "../bot.ts";
 import { instanceSay, type Say } from "../locales/load.ts";
@@ -22,7 +23,7 @@ export interface OwnerButton {
 export function noticeButtons(ctx: Context, event: EventBody, say: Say): OwnerButton[] {
   const config = (ctx.get("console") as { config?: { selfUrl?: string; uiPath?: string } } | undefined)?.config;
   if (event.details?.needs_you !== true || !config?.selfUrl) return [];
-  const href = `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}/anon-notify`;
+  const href = `${config.selfUrl.replace(/\/+$/, "")}${config.uiPath ?? ""}${CONSOLE_PAGE_PATH}`;
   return [{ id: "anon-console", label: say("anon-notify.direct.open-console"), href }];
 }
 

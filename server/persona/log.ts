@@ -4,6 +4,9 @@ import { instanceText } from "../locales/load.ts";
 import type { PersonaSlot } from "./port.ts";
 
 /** How /health tells the log persona from a real one. */
+/** Below every real persona, so any of them takes the notices first. */
+const LOG_PERSONA_PRIORITY = 0;
+
 export const LOG_PERSONA_NAME = "log";
 
 export const LogPersona = {
@@ -20,7 +23,7 @@ export const LogPersona = {
           return { kind: "injected" };
         },
       },
-      0,
+      LOG_PERSONA_PRIORITY,
     );
   },
 };

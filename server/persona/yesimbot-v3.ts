@@ -8,6 +8,9 @@ import { deliveryError, type InjectOutcome } from "../handover/decisions.ts";
 import { instanceSay, instanceText } from "../locales/load.ts";
 import type { PersonaEvent, PersonaSlot } from "./port.ts";
 
+/** Above the log persona's 0. */
+const YESIMBOT_V3_PRIORITY = 10;
+
 export const SYSTEM_EVENT_TYPE = "anon_notify_event";
 
 /** `WorldStateService.recordSystemEvent` input (v3 `src/services/worldstate`). */
@@ -50,7 +53,7 @@ export const YesImBotV3 = {
       scope.logger("notify-webhook").info(instanceText(scope, "anon-notify.log.yesimbot", {}));
       // Events recorded by this scope whose trigger still has to be sent (the chat turned busy in between).
       const recorded = new Set<string>();
-      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, 10);
+      personas.provide(scope, { name: "yesimbot-v3", inject: (event) => injectV3(scope, target, recorded, event) }, YESIMBOT_V3_PRIORITY);
     });
   },
 };

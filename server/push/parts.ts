@@ -1,6 +1,7 @@
 /** The push routes' parts, built once when configured, and the hooks the plugin calls. */
 import type { Context } from "koishi";
 import { errorText } from "../../common/errors.ts";
+import { CONSOLE_PAGE_PATH } from "../../protocol/wire.ts";
 import type { ApprovalService } from "../approvals/service.ts";
 import type { ApprovalStore } from "../approvals/store.ts";
 import type { AuditLog } from "../audit/store.ts";
@@ -47,7 +48,7 @@ export function pushParts(ctx: Context, config: PushSettings, needs: PushNeeds) 
     audit: needs.audit,
     consoleUrl: () => {
       const selfUrl = ctx.server?.selfUrl;
-      return selfUrl ? `${selfUrl.replace(/\/+$/, "")}/anon-notify` : undefined;
+      return selfUrl ? `${selfUrl.replace(/\/+$/, "")}${CONSOLE_PAGE_PATH}` : undefined;
     },
     noBot: needs.noBot,
     completions: config.ntfyCompletions,

@@ -2,6 +2,9 @@
  * still wakes it. */
 import type { CommandLane } from "../../protocol/queue.ts";
 
+// Session ids never contain a space (protocol Id).
+const keyOf = (sessionId: string, lane: CommandLane) => `${lane} ${sessionId}`;
+
 export class LongPollWaker {
   readonly #watchers = new Map<string, Set<() => void>>();
   #closed = false;
@@ -32,8 +35,7 @@ export class LongPollWaker {
       fire();
       return { fired, until, close: () => {} };
     }
-    // Session ids never contain a space (protocol Id).
-    const key = `${lane} ${sessionId}`;
+    const key = keyOf(sessionId, lane);
     const set = this.#watchers.get(key) ?? new Set();
     set.add(fire);
     this.#watchers.set(key, set);
@@ -48,7 +50,7 @@ export class LongPollWaker {
   }
 
   wake(sessionId: string, lane: CommandLane = "instructions"): void {
-    for (const fire of this.#watchers.get(`${lane} ${sessionId}`) ?? []) fire();
+    for (const fire of this.#watchers.get(keyOf(sessionId, lane)) ?? []) fire();
   }
 
   /** Releases every held request (plugin dispose) and answers later watches at once. */

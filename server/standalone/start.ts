@@ -8,7 +8,7 @@ import type { Context, ForkScope, Plugin } from "koishi";
 import { z } from "zod";
 import { errorText, isMissingFile } from "../../common/errors.ts";
 import { LANGUAGES, localeLanguage, type Language } from "../../common/locale.ts";
-import { API_BASE_PATH, LIMITS, formatIssues } from "../../protocol/wire.ts";
+import { API_BASE_PATH, CONSOLE_PAGE_PATH, LIMITS, formatIssues } from "../../protocol/wire.ts";
 import { boundConnections, limitFrames } from "../http/connections.ts";
 import { holdDatabaseFiles } from "../disk-sync.ts";
 import { koishi } from "../koishi.ts";
@@ -19,8 +19,6 @@ import { newPairingCode } from "../pairing/codes.ts";
 import { localOrigin, pairingLink } from "../pairing/routes.ts";
 import { signInUrl } from "../console/sign-in.ts";
 import { MIN_TOKEN_CHARS, ensureToken, octal } from "../token-file.ts";
-
-const CONSOLE_PAGE_PATH = "/anon-notify";
 
 export { ensureToken } from "../token-file.ts";
 
